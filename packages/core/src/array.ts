@@ -1,0 +1,251 @@
+/**
+ * `Array`: tpukit's immutable n-d array (jax.Array). It holds an abstract value (shape, dtype,
+ * weak type) and a buffer on some backend. bfloat16 and float16 data is stored as 16-bit
+ * patterns, 2 bytes per element. Memory is the garbage collector's business; `dispose()` and
+ * `using` release a buffer early in tight loops. Tracers (see the transformations) are
+ * subclasses that carry a trace instead of a buffer.
+ *
+ * The jax.numpy-style methods (`x.reshape`, `x.sum`, `x.at(...)`) are thin forwards to the `np`
+ * functions, installed by `methods.ts` so that this file does not import the whole numpy layer.
+ */
+import * as bf16 from './bf16';
+import * as f16 from './f16';
+import { type Backend, getBackend } from './backend';
+import { defaultSharding } from './device';
+import { type DType, type DataArray, type StorageArray, allocStorage, is16BitFloat } from './dtype';
+import type { Device, Index, Sharding } from './interfaces';
+import type { ArrayLike as ArrayInput } from './convert';
+import type { ReduceOptions } from './numpy/reductions';
+import type { ShapedArray } from './primitive';
+import { type Shape, fmt, sizeOf } from './shape';
+
+/** Something that can trace: implemented by the transformations' traces. */
+export interface TraceLike {
+  readonly level: number;
+}
+
+/** One device's part of an array. */
+export interface Shard {
+  readonly device: Device;
+  readonly index: Index;
+  /** 0 for the first device holding this index; replicas have 1, 2, ... */
+  readonly replicaId: number;
+  readonly data: Array;
+}
+
+export type NestedArray = number | boolean | NestedArray[];
+
+const finalizer = new FinalizationRegistry<{ backend: Backend; buf: unknown }>(({ backend, buf }) => backend.dispose(buf));
+
+export class Array {
+  readonly aval: ShapedArray;
+  /** @internal */ _backend: Backend | null;
+  /** @internal */ _buf: unknown;
+  /** @internal */ _sharding: Sharding;
+  /** @internal */ _shards: Shard[] | null = null;
+  #disposed = false;
+
+  // jax.Array methods, installed by methods.ts as forwards to the np functions.
+  declare reshape: (shape: number | readonly number[]) => Array;
+  declare transpose: (axes?: readonly number[]) => Array;
+  declare readonly T: Array;
+  declare astype: (dtype: DType) => Array;
+  declare ravel: () => Array;
+  declare flatten: () => Array;
+  declare squeeze: (axis?: number | readonly number[]) => Array;
+  declare swapaxes: (a: number, b: number) => Array;
+  declare sum: (opts?: ReduceOptions) => Array;
+  declare mean: (opts?: ReduceOptions) => Array;
+  declare prod: (opts?: ReduceOptions) => Array;
+  declare max: (opts?: Omit<ReduceOptions, 'dtype'>) => Array;
+  declare min: (opts?: Omit<ReduceOptions, 'dtype'>) => Array;
+  declare argmax: (opts?: { axis?: number | null; keepdims?: boolean }) => Array;
+  declare argmin: (opts?: { axis?: number | null; keepdims?: boolean }) => Array;
+  declare add: (y: ArrayInput) => Array;
+  declare sub: (y: ArrayInput) => Array;
+  declare mul: (y: ArrayInput) => Array;
+  declare div: (y: ArrayInput) => Array;
+  declare pow: (y: ArrayInput) => Array;
+  declare neg: () => Array;
+  declare matmul: (y: ArrayInput) => Array;
+
+  /** @internal Use `np.array` / `np.asarray` to make arrays. */
+  constructor(aval: ShapedArray, backend: Backend | null, buf: unknown, sharding: Sharding = defaultSharding) {
+    this.aval = { shape: Object.freeze(aval.shape.slice()), dtype: aval.dtype, weakType: aval.weakType };
+    this._backend = backend;
+    this._buf = buf;
+    this._sharding = sharding;
+    if (backend && backend.manualMemory) finalizer.register(this, { backend, buf }, this);
+  }
+
+  /** @internal Wraps storage-format host data in an Array on the current backend (no copy on reference). */
+  static _fromStorage(data: StorageArray, shape: Shape, dtype: DType, weakType = false): Array {
+    const backend = getBackend();
+    const av: ShapedArray = { shape, dtype, weakType };
+    return new Array(av, backend, backend.fromHost(data, av));
+  }
+
+  /** @internal The trace this value belongs to; null for concrete arrays. */
+  get _trace(): TraceLike | null {
+    return null;
+  }
+
+  get shape(): readonly number[] {
+    return this.aval.shape;
+  }
+  get dtype(): DType {
+    return this.aval.dtype;
+  }
+  get weakType(): boolean {
+    return this.aval.weakType;
+  }
+  get ndim(): number {
+    return this.aval.shape.length;
+  }
+  get size(): number {
+    return sizeOf(this.aval.shape);
+  }
+  get sharding(): Sharding {
+    return this._sharding;
+  }
+  /** The shards of this array held in this process (one for an unsharded array). */
+  get addressableShards(): Shard[] {
+    if (this._shards) return this._shards;
+    const [[device, index]] = this._sharding.devicesIndicesMap(this.shape);
+    return [{ device, index, replicaId: 0, data: this }];
+  }
+
+  /** @internal The buffer on `backend`, moving the data there if it lives elsewhere. */
+  _bufferOn(backend: Backend): unknown {
+    this.#checkLive('use');
+    if (this._backend === backend) return this._buf;
+    const host = this._storage();
+    this._backend = backend;
+    this._buf = backend.fromHost(host, this.aval);
+    if (backend.manualMemory) finalizer.register(this, { backend, buf: this._buf }, this);
+    return this._buf;
+  }
+
+  /** @internal Storage-format contents (bf16 as Uint16). Do not mutate. */
+  _storage(): StorageArray {
+    this.#checkLive('read');
+    if (this._backend === null) {
+      if (this._shards) return assembleShards(this);
+      throw new Error(`Array: a ${this.dtype}${fmt(this.shape)} tracer has no concrete value here`);
+    }
+    return this._backend.toHost(this._buf, this.aval);
+  }
+
+  #checkLive(what: string): void {
+    if (this.#disposed) throw new Error(`Array: cannot ${what} a ${this.dtype}${fmt(this.shape)} array after dispose()`);
+  }
+
+  /** The values as a new typed array; bfloat16/float16 are decoded to Float32Array. */
+  dataSync(): DataArray {
+    const s = this._storage();
+    if (this.dtype === 'bfloat16') return bf16.decode(s as Uint16Array);
+    if (this.dtype === 'float16') return f16.decode(s as Uint16Array);
+    return s.slice() as DataArray;
+  }
+
+  async data(): Promise<DataArray> {
+    return this.dataSync();
+  }
+
+  /** The values as nested JS arrays (booleans for bool arrays), as `ndarray.tolist()`. */
+  toArray(): NestedArray {
+    const flat = this.dataSync();
+    const isBool = this.dtype === 'bool';
+    const shape = this.shape;
+    if (shape.length === 0) return isBool ? flat[0] !== 0 : flat[0];
+    let pos = 0;
+    const build = (dim: number): NestedArray[] => {
+      const out: NestedArray[] = new globalThis.Array(shape[dim]);
+      for (let i = 0; i < shape[dim]; i++) {
+        if (dim === shape.length - 1) {
+          const v = flat[pos++];
+          out[i] = isBool ? v !== 0 : v;
+        } else out[i] = build(dim + 1);
+      }
+      return out;
+    };
+    return build(0);
+  }
+
+  /** The single value of a size-1 array. */
+  item(): number | boolean {
+    if (this.size !== 1) throw new Error(`item: needs an array of size 1; got ${this.dtype}${fmt(this.shape)} (size ${this.size})`);
+    const v = this.dataSync()[0];
+    return this.dtype === 'bool' ? v !== 0 : v;
+  }
+
+  /** Releases the buffer now. Using the array afterwards is an error. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    if (this._backend) {
+      if (this._backend.manualMemory) finalizer.unregister(this);
+      this._backend.dispose(this._buf);
+    }
+    this._buf = null;
+  }
+
+  get isDisposed(): boolean {
+    return this.#disposed;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  toString(): string {
+    return `Array(${JSON.stringify(this.size <= 64 ? this.toArray() : `<${this.size} values>`)}, dtype=${this.dtype}${this.weakType ? ', weak_type=True' : ''}, shape=${fmt(this.shape)})`;
+  }
+}
+
+/** Decoded float view of storage data (bf16/f16 widened to f32; others returned as is). */
+export function storageToNumbers(data: StorageArray, dtype: DType): ArrayLike<number> {
+  if (dtype === 'bfloat16') return bf16.decode(data as Uint16Array);
+  if (dtype === 'float16') return f16.decode(data as Uint16Array);
+  return data;
+}
+
+/** Converts computed values to a dtype's storage (rounding floats, wrapping integers). */
+export function numbersToStorage(values: ArrayLike<number>, dtype: DType): StorageArray {
+  if (is16BitFloat(dtype)) {
+    const f = values instanceof Float32Array ? values : Float32Array.from(values);
+    return dtype === 'bfloat16' ? bf16.encode(f) : f16.encode(f);
+  }
+  const out = allocStorage(dtype, values.length);
+  if (dtype === 'bool') for (let i = 0; i < values.length; i++) out[i] = values[i] ? 1 : 0;
+  else (out as Exclude<StorageArray, Uint16Array>).set(values);
+  return out;
+}
+
+function assembleShards(a: Array): StorageArray {
+  const shape = a.shape;
+  const out = allocStorage(a.dtype, a.size);
+  const strides: number[] = [];
+  let acc = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    strides[i] = acc;
+    acc *= shape[i];
+  }
+  for (const sh of a._shards!) {
+    if (sh.replicaId !== 0) continue;
+    const src = sh.data._storage();
+    const local = sh.index.map(([s, e]) => e - s);
+    const n = sizeOf(local);
+    const idx = new globalThis.Array(local.length).fill(0);
+    for (let k = 0; k < n; k++) {
+      let off = 0;
+      for (let d = 0; d < local.length; d++) off += (sh.index[d][0] + idx[d]) * strides[d];
+      out[off] = src[k];
+      for (let d = local.length - 1; d >= 0; d--) {
+        if (++idx[d] < local[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  return out;
+}

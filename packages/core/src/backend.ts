@@ -1,0 +1,65 @@
+/**
+ * The Backend interface: where array data lives and how primitives run on it. The reference
+ * backend (plain TypeScript, the correctness oracle) is always registered; faster backends
+ * (the systolic WebAssembly backend, the tfjs bridge) register themselves under their own
+ * names. Arrays remember the backend that holds their data and move when an op runs elsewhere.
+ */
+import type { StorageArray } from './dtype';
+import type { Primitive, ShapedArray } from './primitive';
+
+export interface Backend {
+  readonly name: string;
+  /** True when buffers hold memory the garbage collector cannot see (wasm heap, GPU): such
+   * buffers are released through `dispose` when their Array is collected. */
+  readonly manualMemory: boolean;
+  /** Copies storage-format host data into a new buffer of this backend. */
+  fromHost(data: StorageArray, aval: ShapedArray): unknown;
+  /** Returns the buffer's contents in storage format. Callers must not mutate the result. */
+  toHost(buffer: unknown, aval: ShapedArray): StorageArray;
+  /** Releases a buffer. Called at most once per buffer. */
+  dispose(buffer: unknown): void;
+  /** Runs one primitive; returns one new buffer per output aval. */
+  execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[];
+}
+
+const BACKENDS = new Map<string, Backend>();
+let current: Backend | null = null;
+
+export function registerBackend(backend: Backend, { makeDefault = false } = {}): void {
+  BACKENDS.set(backend.name, backend);
+  if (makeDefault || current === null) current = backend;
+}
+
+/** Makes `name` the backend new arrays and ops run on. */
+export function setBackend(name: string): void {
+  const b = BACKENDS.get(name);
+  if (!b) {
+    throw new Error(`setBackend: no backend named ${JSON.stringify(name)}; registered: ${[...BACKENDS.keys()].join(', ')}`);
+  }
+  current = b;
+}
+
+export function getBackend(name?: string): Backend {
+  if (name !== undefined) {
+    const b = BACKENDS.get(name);
+    if (!b) throw new Error(`getBackend: no backend named ${JSON.stringify(name)}; registered: ${[...BACKENDS.keys()].join(', ')}`);
+    return b;
+  }
+  if (!current) throw new Error('getBackend: no backend is registered');
+  return current;
+}
+
+export function listBackends(): string[] {
+  return [...BACKENDS.keys()];
+}
+
+/** Runs `fn` with `name` as the current backend, restoring the previous one afterwards. */
+export function withBackend<T>(name: string, fn: () => T): T {
+  const prev = getBackend();
+  setBackend(name);
+  try {
+    return fn();
+  } finally {
+    current = prev;
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * @tpukit/core: jax, jax.numpy, jax.lax, jax.random and jax.tree_util for TypeScript.
+ * This file only re-exports the public surface.
+ */
+import { registerBackend } from './backend';
+import { referenceBackend } from './backends/reference';
+import './methods';
+
+registerBackend(referenceBackend);
+
+export { Array, type NestedArray, type Shard } from './array';
+export { type Backend, getBackend, listBackends, registerBackend, setBackend, withBackend } from './backend';
+export { referenceBackend } from './backends/reference';
+export * as bf16 from './bf16';
+export * as f16 from './f16';
+export { type ArrayLike, asArray, isArray } from './convert';
+export { cpuDevice, devices, SingleDeviceSharding } from './device';
+export {
+  type DType,
+  type DataArray,
+  type StorageArray,
+  type TypeWithWeak,
+  DTYPES,
+  dtypeInfo,
+  finfo,
+  isDType,
+  promoteTypes,
+  resultType,
+} from './dtype';
+export { type Checkpointable, type Device, type Index, type Sharding, isCheckpointable } from './interfaces';
+export * as lax from './lax/index';
+export * as nn from './nn';
+export * as np from './numpy/index';
+export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
+export { type Shape, broadcastShapes } from './shape';
+export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';

@@ -1,0 +1,223 @@
+/**
+ * The `lax` namespace: thin typed wrappers that bind primitives. Unlike `np`, lax does not
+ * broadcast or promote: operands must agree (a JS scalar is converted to the other operand's
+ * dtype, as a Python scalar is in jax.lax).
+ */
+import { Array } from '../array';
+import { type ArrayLike, asArray } from '../convert';
+import { type DType, checkDType } from '../dtype';
+import { normalizeAxis } from '../shape';
+import { bind1 } from '../trace';
+import type { Primitive } from '../primitive';
+import * as ew from './elementwise';
+import * as st from './structural';
+import * as rd from './reduce';
+import { type DotDimensionNumbers, type Precision, dotGeneral as dotGeneralP } from './dot';
+
+export type { DotDimensionNumbers, Precision } from './dot';
+
+const NO_PARAMS = {};
+
+/** Operands of a lax op: Arrays stay as they are; JS scalars take the dtype of the first Array. */
+function operands(op: string, xs: ArrayLike[]): Array[] {
+  const first = xs.find((x): x is Array => x instanceof Array);
+  return xs.map((x) => (x instanceof Array ? x : first ? fullLike(x as number, first, op) : asArray(x, { op })));
+}
+
+function fullLike(v: number | boolean, like: Array, op: string): Array {
+  const s = asArray(v, { dtype: like.dtype, op });
+  if (like.ndim === 0) return s;
+  return bind1(st.broadcastInDim, [s], { shape: like.shape, broadcastDimensions: [] });
+}
+
+const u = (p: Primitive) => (x: ArrayLike): Array => bind1(p, operands(p.name, [x]), NO_PARAMS);
+const b = (p: Primitive) => (x: ArrayLike, y: ArrayLike): Array => bind1(p, operands(p.name, [x, y]), NO_PARAMS);
+
+export const neg = u(ew.neg);
+export const sign = u(ew.sign);
+export const abs = u(ew.abs);
+export const floor = u(ew.floor);
+export const ceil = u(ew.ceil);
+/** `lax.round`; `roundingMethod` 0 = away from zero (default), 1 = to nearest even. */
+export const round = (x: ArrayLike, roundingMethod: 0 | 1 = 0): Array => (roundingMethod === 1 ? u(ew.roundEven)(x) : u(ew.roundAway)(x));
+export const isFinite = u(ew.isFinite);
+export const exp = u(ew.exp);
+export const exp2 = u(ew.exp2);
+export const log = u(ew.log);
+export const log1p = u(ew.log1p);
+export const expm1 = u(ew.expm1);
+export const tanh = u(ew.tanh);
+export const logistic = u(ew.logistic);
+export const sin = u(ew.sin);
+export const cos = u(ew.cos);
+export const tan = u(ew.tan);
+export const asin = u(ew.asin);
+export const acos = u(ew.acos);
+export const atan = u(ew.atan);
+export const sinh = u(ew.sinh);
+export const cosh = u(ew.cosh);
+export const asinh = u(ew.asinh);
+export const acosh = u(ew.acosh);
+export const atanh = u(ew.atanh);
+export const sqrt = u(ew.sqrt);
+export const rsqrt = u(ew.rsqrt);
+export const cbrt = u(ew.cbrt);
+export const erf = u(ew.erf);
+export const erfc = u(ew.erfc);
+export const erfInv = u(ew.erfInv);
+export const lgamma = u(ew.lgamma);
+export const digamma = u(ew.digamma);
+export const square = u(ew.square);
+export const bitwiseNot = u(ew.not);
+export const integerPow = (x: ArrayLike, y: number): Array => bind1(ew.integerPow, operands('integer_pow', [x]), { y });
+
+export const add = b(ew.add);
+export const sub = b(ew.sub);
+export const mul = b(ew.mul);
+export const div = b(ew.div);
+export const rem = b(ew.rem);
+export const pow = b(ew.pow);
+export const max = b(ew.max);
+export const min = b(ew.min);
+export const atan2 = b(ew.atan2);
+export const nextafter = b(ew.nextafter);
+export const bitwiseAnd = b(ew.and);
+export const bitwiseOr = b(ew.or);
+export const bitwiseXor = b(ew.xor);
+export const shiftLeft = b(ew.shiftLeft);
+export const shiftRightArithmetic = b(ew.shiftRightArithmetic);
+export const shiftRightLogical = b(ew.shiftRightLogical);
+export const eq = b(ew.eq);
+export const ne = b(ew.ne);
+export const lt = b(ew.lt);
+export const le = b(ew.le);
+export const gt = b(ew.gt);
+export const ge = b(ew.ge);
+
+/** `lax.select(pred, onTrue, onFalse)`. */
+export function select(pred: ArrayLike, onTrue: ArrayLike, onFalse: ArrayLike): Array {
+  const [f, t] = operands('select', [onFalse, onTrue]);
+  return bind1(ew.selectN, [asArray(pred, { op: 'select' }), f, t], NO_PARAMS);
+}
+
+/** `lax.select_n(which, ...cases)`. */
+export function selectN(which: ArrayLike, ...cases: ArrayLike[]): Array {
+  return bind1(ew.selectN, [asArray(which, { op: 'select_n' }), ...operands('select_n', cases)], NO_PARAMS);
+}
+
+export function clamp(lo: ArrayLike, x: ArrayLike, hi: ArrayLike): Array {
+  const [xx, l, h] = operands('clamp', [x, lo, hi]);
+  return min(max(xx, l), h);
+}
+
+export function convertElementType(x: ArrayLike, newDtype: DType, weakType = false): Array {
+  checkDType(newDtype, 'convert_element_type', 'new_dtype');
+  const a = asArray(x, { op: 'convert_element_type' });
+  if (a.dtype === newDtype && a.weakType === weakType) return a;
+  return bind1(ew.convertElementType, [a], { newDtype, weakType });
+}
+
+export function bitcastConvertType(x: ArrayLike, newDtype: DType): Array {
+  checkDType(newDtype, 'bitcast_convert_type', 'new_dtype');
+  return bind1(ew.bitcastConvertType, [asArray(x, { op: 'bitcast_convert_type' })], { newDtype });
+}
+
+export function broadcastInDim(x: ArrayLike, shape: readonly number[], broadcastDimensions: readonly number[]): Array {
+  return bind1(st.broadcastInDim, [asArray(x, { op: 'broadcast_in_dim' })], { shape: [...shape], broadcastDimensions: [...broadcastDimensions] });
+}
+
+/** `lax.broadcast(x, sizes)`: prepends dimensions. */
+export function broadcast(x: ArrayLike, sizes: readonly number[]): Array {
+  const a = asArray(x, { op: 'broadcast' });
+  return broadcastInDim(a, [...sizes, ...a.shape], a.shape.map((_, i) => i + sizes.length));
+}
+
+export function reshape(x: ArrayLike, newSizes: readonly number[], dimensions?: readonly number[]): Array {
+  let a = asArray(x, { op: 'reshape' });
+  if (dimensions) a = transpose(a, dimensions);
+  return bind1(st.reshape, [a], { newSizes: [...newSizes] });
+}
+
+export function transpose(x: ArrayLike, permutation: readonly number[]): Array {
+  const a = asArray(x, { op: 'transpose' });
+  const perm = permutation.map((p) => normalizeAxis(p, a.ndim, 'transpose', 'permutation'));
+  if (perm.every((p, i) => p === i) && perm.length === a.ndim) return a;
+  return bind1(st.transpose, [a], { permutation: perm });
+}
+
+export function rev(x: ArrayLike, dimensions: readonly number[]): Array {
+  const a = asArray(x, { op: 'rev' });
+  return bind1(st.rev, [a], { dimensions: dimensions.map((d) => normalizeAxis(d, a.ndim, 'rev', 'dimensions')) });
+}
+
+export function squeeze(x: ArrayLike, dimensions: readonly number[]): Array {
+  const a = asArray(x, { op: 'squeeze' });
+  return bind1(st.squeeze, [a], { dimensions: dimensions.map((d) => normalizeAxis(d, a.ndim, 'squeeze', 'dimensions')) });
+}
+
+export function expandDims(x: ArrayLike, dimensions: readonly number[]): Array {
+  const a = asArray(x, { op: 'expand_dims' });
+  const rank = a.ndim + dimensions.length;
+  const dims = dimensions.map((d) => normalizeAxis(d, rank, 'expand_dims', 'dimensions')).sort((p, q) => p - q);
+  const shape = a.shape.slice();
+  for (const d of dims) shape.splice(d, 0, 1);
+  return reshape(a, shape);
+}
+
+export function iota(dtype: DType, size: number): Array {
+  return bind1(st.iota, [], { dtype, shape: [size], dimension: 0 });
+}
+
+export function broadcastedIota(dtype: DType, shape: readonly number[], dimension: number): Array {
+  return bind1(st.iota, [], { dtype, shape: [...shape], dimension });
+}
+
+const red = (p: Primitive) => (x: ArrayLike, axes: readonly number[]): Array => {
+  const a = asArray(x, { op: p.name });
+  return bind1(p, [a], { axes: axes.map((d) => normalizeAxis(d, a.ndim, p.name, 'axes')) });
+};
+export const reduceSum = red(rd.reduceSum);
+export const reduceProd = red(rd.reduceProd);
+export const reduceMax = red(rd.reduceMax);
+export const reduceMin = red(rd.reduceMin);
+export const reduceAnd = red(rd.reduceAnd);
+export const reduceOr = red(rd.reduceOr);
+
+export function argmax(x: ArrayLike, axis: number, indexDtype: DType = 'int32'): Array {
+  const a = asArray(x, { op: 'argmax' });
+  return bind1(rd.argmax, [a], { axis: normalizeAxis(axis, a.ndim, 'argmax'), indexDtype });
+}
+export function argmin(x: ArrayLike, axis: number, indexDtype: DType = 'int32'): Array {
+  const a = asArray(x, { op: 'argmin' });
+  return bind1(rd.argmin, [a], { axis: normalizeAxis(axis, a.ndim, 'argmin'), indexDtype });
+}
+
+const cum = (p: Primitive) => (x: ArrayLike, axis = 0, reverse = false): Array => {
+  const a = asArray(x, { op: p.name });
+  return bind1(p, [a], { axis: normalizeAxis(axis, a.ndim, p.name), reverse });
+};
+export const cumsum = cum(rd.cumsum);
+export const cumprod = cum(rd.cumprod);
+export const cummax = cum(rd.cummax);
+export const cummin = cum(rd.cummin);
+
+export function dotGeneral(
+  lhs: ArrayLike,
+  rhs: ArrayLike,
+  dimensionNumbers: DotDimensionNumbers,
+  opts: { precision?: Precision | null; preferredElementType?: DType | null } = {},
+): Array {
+  const [l, r] = operands('dot_general', [lhs, rhs]);
+  return bind1(dotGeneralP, [l, r], {
+    dimensionNumbers,
+    precision: opts.precision ?? null,
+    preferredElementType: opts.preferredElementType ?? null,
+  });
+}
+
+/** `lax.dot`: matrix/vector product contracting lhs's last and rhs's first dimension. */
+export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: Precision | null; preferredElementType?: DType | null } = {}): Array {
+  const [l, r] = operands('dot', [lhs, rhs]);
+  return dotGeneral(l, r, [[[l.ndim - 1], [0]], [[], []]], opts);
+}
+

@@ -1,0 +1,101 @@
+/** The `nn` namespace: the jax.nn functions a transformer needs, built from jnp ops. */
+import type { Array } from './array';
+import { type ArrayLike, asArray } from './convert';
+import { isFloat } from './dtype';
+import * as lax from './lax/index';
+import * as np from './numpy/index';
+import { normalizeAxes } from './shape';
+import { promoteInexact } from './numpy/promote';
+
+type AxisOpt = { axis?: number | readonly number[] };
+
+function floatArg(x: ArrayLike, op: string): Array {
+  return promoteInexact(op, [x])[0];
+}
+
+export function relu(x: ArrayLike): Array {
+  const a = asArray(x, { op: 'relu' });
+  return np.maximum(a, 0);
+}
+
+export function relu6(x: ArrayLike): Array {
+  return np.clip(x, 0, 6);
+}
+
+export function sigmoid(x: ArrayLike): Array {
+  return lax.logistic(floatArg(x, 'sigmoid'));
+}
+
+export function silu(x: ArrayLike): Array {
+  const a = floatArg(x, 'silu');
+  return lax.mul(a, lax.logistic(a));
+}
+export const swish = silu;
+
+export function softplus(x: ArrayLike): Array {
+  return np.logaddexp(floatArg(x, 'softplus'), 0);
+}
+
+/** `jax.nn.gelu`; `approximate: true` (the default, as in JAX) uses the tanh form. */
+export function gelu(x: ArrayLike, opts: { approximate?: boolean } = {}): Array {
+  const a = floatArg(x, 'gelu');
+  if (opts.approximate ?? true) {
+    const c = Math.sqrt(2 / Math.PI);
+    const inner = lax.mul(lax.add(a, lax.mul(lax.mul(lax.mul(a, a), a), 0.044715)), c);
+    return lax.mul(lax.mul(a, 0.5), lax.add(lax.tanh(inner), 1));
+  }
+  return lax.mul(lax.mul(a, 0.5), lax.add(lax.erf(lax.mul(a, Math.SQRT1_2)), 1));
+}
+
+export function logSigmoid(x: ArrayLike): Array {
+  return lax.neg(softplus(lax.neg(floatArg(x, 'log_sigmoid'))));
+}
+
+/** `jax.nn.logsumexp` over `axis` (all axes by default), stable for large inputs. */
+export function logsumexp(x: ArrayLike, opts: AxisOpt & { keepdims?: boolean } = {}): Array {
+  const a = floatArg(x, 'logsumexp');
+  const axes = normalizeAxes(opts.axis ?? null, a.ndim, 'logsumexp');
+  const m = np.max(a, { axis: axes, keepdims: true });
+  const safe = lax.select(lax.isFinite(m), m, np.zerosLike(m));
+  const s = np.sum(np.exp(np.subtract(a, safe)), { axis: axes, keepdims: true });
+  const out = np.add(np.log(s), safe);
+  return opts.keepdims ? out : np.squeeze(out, axes);
+}
+
+export function softmax(x: ArrayLike, opts: AxisOpt = {}): Array {
+  const a = floatArg(x, 'softmax');
+  const axis = opts.axis ?? -1;
+  const m = np.max(a, { axis, keepdims: true });
+  const e = np.exp(np.subtract(a, m));
+  return np.divide(e, np.sum(e, { axis, keepdims: true }));
+}
+
+export function logSoftmax(x: ArrayLike, opts: AxisOpt = {}): Array {
+  const a = floatArg(x, 'log_softmax');
+  const axis = opts.axis ?? -1;
+  const shifted = np.subtract(a, np.max(a, { axis, keepdims: true }));
+  return np.subtract(shifted, np.log(np.sum(np.exp(shifted), { axis, keepdims: true })));
+}
+
+/** `jax.nn.one_hot(x, numClasses)`: float32 by default; out-of-range indices give all zeros. */
+export function oneHot(x: ArrayLike, numClasses: number, opts: { dtype?: import('./dtype').DType; axis?: number } = {}): Array {
+  if (!Number.isInteger(numClasses) || numClasses < 0) throw new RangeError(`one_hot: numClasses must be a non-negative integer; got ${numClasses}`);
+  const a = asArray(x, { op: 'one_hot' });
+  if (isFloat(a.dtype)) throw new TypeError(`one_hot: indices must be integers; got ${a.dtype}`);
+  const axis = opts.axis ?? -1;
+  const expanded = np.expandDims(a, axis);
+  const rank = a.ndim + 1;
+  const ax = axis < 0 ? axis + rank : axis;
+  const shape = expanded.shape.slice();
+  shape[ax] = numClasses;
+  const classes = lax.broadcastedIota('int32', shape, ax);
+  return np.astype(np.equal(np.broadcastTo(lax.convertElementType(expanded, 'int32'), shape), classes), opts.dtype ?? 'float32');
+}
+
+export function standardize(x: ArrayLike, opts: AxisOpt & { epsilon?: number } = {}): Array {
+  const a = floatArg(x, 'standardize');
+  const axis = opts.axis ?? -1;
+  const mu = np.mean(a, { axis, keepdims: true });
+  const v = np.variance(a, { axis, keepdims: true });
+  return np.multiply(np.subtract(a, mu), lax.rsqrt(np.add(v, opts.epsilon ?? 1e-5)));
+}

@@ -1,0 +1,93 @@
+/** jax.numpy array creation: array / asarray, zeros / ones / full (and *Like), arange, linspace, eye, tri. */
+import { Array } from '../array';
+import { type ArrayLike, asArray as convert } from '../convert';
+import { type DType, checkDType, isFloat } from '../dtype';
+import * as lax from '../lax/index';
+import { checkShape } from '../shape';
+
+/** `jnp.array`: always a new array (a copy when given an Array). */
+export function array(x: ArrayLike, dtype?: DType): Array {
+  if (x instanceof Array) {
+    const d = dtype ?? x.dtype;
+    return d === x.dtype ? Array._fromStorage(x._storage().slice(), x.shape, x.dtype, x.weakType) : astype(x, d);
+  }
+  return convert(x, { dtype, op: 'array' });
+}
+
+/** `jnp.asarray`: no copy when given an Array of the right dtype. */
+export function asarray(x: ArrayLike, dtype?: DType): Array {
+  if (x instanceof Array) return dtype === undefined || dtype === x.dtype ? x : astype(x, dtype);
+  return convert(x, { dtype, op: 'asarray' });
+}
+
+export function astype(x: ArrayLike, dtype: DType): Array {
+  checkDType(dtype, 'astype');
+  return lax.convertElementType(convert(x, { op: 'astype' }), dtype, false);
+}
+
+export function full(shape: number | readonly number[], fillValue: number | boolean | Array, dtype?: DType): Array {
+  const s = checkShape(shape, 'full');
+  const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op: 'full', weak: false });
+  if (v.ndim !== 0) throw new Error(`full: fill_value must be a scalar; got shape [${v.shape.join(',')}]`);
+  const d = dtype ?? v.dtype;
+  const c = lax.convertElementType(v, d, false);
+  return lax.broadcastInDim(c, s, []);
+}
+
+export const zeros = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 0, dtype);
+export const ones = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 1, dtype);
+export const empty = zeros;
+
+export const fullLike = (x: Array, fillValue: number | boolean, dtype?: DType, shape?: readonly number[]): Array =>
+  full(shape ?? x.shape, fillValue, dtype ?? x.dtype);
+export const zerosLike = (x: Array, dtype?: DType, shape?: readonly number[]): Array => fullLike(x, 0, dtype, shape);
+export const onesLike = (x: Array, dtype?: DType, shape?: readonly number[]): Array => fullLike(x, 1, dtype, shape);
+
+/** `jnp.arange(stop)` / `arange(start, stop, step)`. Integer arguments give int32. */
+export function arange(start: number, stop?: number, step = 1, dtype?: DType): Array {
+  if (stop === undefined) {
+    stop = start;
+    start = 0;
+  }
+  for (const [n, v] of [['start', start], ['stop', stop], ['step', step]] as const) {
+    if (!Number.isFinite(v)) throw new RangeError(`arange: ${n} must be finite; got ${v}`);
+  }
+  if (step === 0) throw new RangeError('arange: step must not be 0');
+  const n = Math.max(0, Math.ceil((stop - start) / step));
+  const d = dtype ?? ([start, stop, step].every(Number.isInteger) ? 'int32' : 'float32');
+  checkDType(d, 'arange');
+  const idx = lax.iota(isFloat(d) ? 'float32' : 'int32', n);
+  const vals = start === 0 && step === 1 ? idx : lax.add(lax.mul(idx, step), start);
+  return lax.convertElementType(vals, d, false);
+}
+
+export function linspace(start: number, stop: number, num = 50, opts: { endpoint?: boolean; dtype?: DType } = {}): Array {
+  if (!Number.isInteger(num) || num < 0) throw new RangeError(`linspace: num must be a non-negative integer; got ${num}`);
+  const endpoint = opts.endpoint ?? true;
+  const div = endpoint ? num - 1 : num;
+  const stepv = div > 0 ? (stop - start) / div : 0;
+  const vals = new Float32Array(num);
+  for (let i = 0; i < num; i++) vals[i] = start + i * stepv;
+  if (endpoint && num > 1) vals[num - 1] = stop;
+  return lax.convertElementType(convert(vals), opts.dtype ?? 'float32', false);
+}
+
+/** `jnp.eye(N, M, k)`. */
+export function eye(n: number, m?: number, k = 0, dtype: DType = 'float32'): Array {
+  const mm = m ?? n;
+  const r = lax.broadcastedIota('int32', [n, mm], 0);
+  const c = lax.broadcastedIota('int32', [n, mm], 1);
+  return lax.convertElementType(lax.eq(lax.add(r, k), c), dtype, false);
+}
+
+export function identity(n: number, dtype: DType = 'float32'): Array {
+  return eye(n, n, 0, dtype);
+}
+
+/** `jnp.tri(N, M, k)`: ones at and below the k-th diagonal. */
+export function tri(n: number, m?: number, k = 0, dtype: DType = 'float32'): Array {
+  const mm = m ?? n;
+  const r = lax.broadcastedIota('int32', [n, mm], 0);
+  const c = lax.broadcastedIota('int32', [n, mm], 1);
+  return lax.convertElementType(lax.le(c, lax.add(r, k)), dtype, false);
+}

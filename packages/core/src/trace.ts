@@ -1,0 +1,47 @@
+/**
+ * `bind`: the one entry every primitive application goes through. With no trace active it
+ * evaluates the primitive on the current backend (checking shapes with the primitive's shape
+ * rule first). The transformations (jvp, vmap, jaxpr tracing) plug in here: a Tracer is an
+ * Array subclass whose `_trace` is a Trace, and the innermost trace among the arguments (or the
+ * dynamic trace, when one is set) processes the primitive.
+ */
+import { Array, type TraceLike } from './array';
+import { getBackend } from './backend';
+import type { Primitive } from './primitive';
+
+export interface Trace extends TraceLike {
+  processPrimitive(prim: Primitive, args: Array[], params: unknown): Array[];
+}
+
+let dynamicTrace: Trace | null = null;
+
+/** Sets the trace that sees every bind, even of constants (used by jaxpr tracing). */
+export function setDynamicTrace(t: Trace | null): Trace | null {
+  const prev = dynamicTrace;
+  dynamicTrace = t;
+  return prev;
+}
+
+export function bind(prim: Primitive, args: Array[], params: unknown): Array[] {
+  let top: Trace | null = dynamicTrace;
+  for (const a of args) {
+    const t = a._trace as Trace | null;
+    if (t !== null && (top === null || t.level > top.level)) top = t;
+  }
+  if (top !== null) return top.processPrimitive(prim, args, params);
+  return evalPrimitive(prim, args, params);
+}
+
+export function bind1(prim: Primitive, args: Array[], params: unknown): Array {
+  return bind(prim, args, params)[0];
+}
+
+/** Runs a primitive on concrete arrays on the current backend. */
+export function evalPrimitive(prim: Primitive, args: Array[], params: unknown): Array[] {
+  const backend = getBackend();
+  const avals = args.map((a) => a.aval);
+  const outAvals = prim.abstractEval(avals, params);
+  const bufs = args.map((a) => a._bufferOn(backend));
+  const outs = backend.execute(prim, bufs, avals, params, outAvals);
+  return outs.map((b, i) => new Array(outAvals[i], backend, b));
+}

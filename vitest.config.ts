@@ -1,0 +1,26 @@
+// One vitest run over every package: each package is an inline project so it inherits the
+// root settings (folder-glob projects would not; see shared/TOOLCHAIN.md).
+import { defineConfig } from 'vitest/config';
+
+const pkgs = ['core', 'xla-lite', 'mesh', 'grain-ts', 'orbax-ts', 'maxtext-ts'];
+
+export default defineConfig({
+  test: {
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    projects: [
+      ...pkgs.map((name) => ({
+        extends: true as const,
+        test: {
+          name,
+          root: `packages/${name}`,
+          include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+        },
+      })),
+      {
+        extends: true as const,
+        test: { name: 'examples', root: 'examples', include: ['**/*.test.ts'], exclude: ['**/node_modules/**'] },
+      },
+    ],
+  },
+});
