@@ -34,3 +34,5 @@ export * as np from './numpy/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
+export * as tree from './tree';
+export type { KeyEntry, KeyPath, PyTree, TreeDef } from './tree';

@@ -1,0 +1,72 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import * as tree from './tree';
+
+const leafArb = fc.oneof(fc.integer(), fc.string({ maxLength: 3 }), fc.boolean());
+const treeArb: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+  node: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    leafArb,
+    fc.constant(null),
+    fc.array(tie('node'), { maxLength: 3 }),
+    fc.dictionary(fc.string({ minLength: 1, maxLength: 3 }), tie('node'), { maxKeys: 3 }),
+  ),
+})).node;
+
+describe('tree', () => {
+  it('flatten then unflatten is identity', () => {
+    fc.assert(
+      fc.property(treeArb, (t) => {
+        const [ls, def] = tree.flatten(t);
+        expect(def.unflatten(ls)).toEqual(t);
+        expect(def.numLeaves).toBe(ls.length);
+      }),
+    );
+  });
+
+  it('visits object keys in sorted order, Maps in insertion order, null as an empty node', () => {
+    expect(tree.leaves({ b: 1, a: [2, 3], c: null })).toEqual([2, 3, 1]);
+    expect(tree.leaves(new Map<string, number>([['z', 1], ['a', 2]]))).toEqual([1, 2]);
+    expect(tree.structure({ b: 1, a: [2, 3], c: null }).toString()).toBe('{"a": [*, *], "b": *, "c": null}');
+  });
+
+  it('map over several trees and paths', () => {
+    const t = { w: [1, 2], b: 3 };
+    expect(tree.map((x: number, y: number) => x + y, t, { w: [10, 20], b: 30 })).toEqual({ w: [11, 22], b: 33 });
+    const [pairs] = tree.flattenWithPath({ params: { w: [5] } });
+    expect(tree.keystr(pairs[0][0])).toBe("['params']['w'][0]");
+    expect(tree.mapWithPath((p, x: number) => `${tree.keystr(p)}=${x}`, { a: 1 })).toEqual({ a: "['a']=1" });
+  });
+
+  it('map reports a structure mismatch with the path', () => {
+    expect(() => tree.map((x: number, y: number) => x + y, { a: [1, 2] }, { a: [1] })).toThrow(/\['a'\]/);
+    expect(() => tree.map((x: number, y: number) => x + y, { a: 1 }, { b: 1 })).toThrow(/different dict structure/);
+  });
+
+  it('unflatten checks the leaf count', () => {
+    expect(() => tree.structure([1, 2]).unflatten([1])).toThrow(/2 leaves; got 1/);
+  });
+
+  it('registered classes are nodes', () => {
+    class Pair {
+      constructor(readonly a: unknown, readonly b: unknown) {}
+    }
+    tree.registerNode(Pair, (p) => [[p.a, p.b], null], (_aux, [a, b]) => new Pair(a, b), { keys: () => ['a', 'b'] });
+    const t = new Pair(1, [2, 3]);
+    expect(tree.leaves(t)).toEqual([1, 2, 3]);
+    const m = tree.map((x: number) => x * 2, t) as Pair;
+    expect(m).toBeInstanceOf(Pair);
+    expect(m.b).toEqual([4, 6]);
+    expect(tree.keystr(tree.flattenWithPath(t)[0][1][0])).toBe('.b[0]');
+  });
+
+  it('isLeaf stops descent', () => {
+    expect(tree.leaves({ a: [1, 2] }, { isLeaf: (x) => Array.isArray(x) })).toEqual([[1, 2]]);
+  });
+
+  it('transpose swaps outer and inner structure', () => {
+    const outer = tree.structure([0, 0]);
+    const inner = tree.structure({ x: 0, y: 0 });
+    expect(tree.transpose(outer, inner, [{ x: 1, y: 2 }, { x: 3, y: 4 }])).toEqual({ x: [1, 3], y: [2, 4] });
+  });
+});

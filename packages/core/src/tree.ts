@@ -1,0 +1,272 @@
+/**
+ * Pytrees (jax.tree_util): nested containers whose leaves are arrays or anything else.
+ * Containers are plain objects (keys visited in sorted order, as JAX does for dicts), JS arrays
+ * (lists and tuples), Maps (insertion order, like an OrderedDict), and classes registered with
+ * `registerNode`. `null` and `undefined` are empty nodes with no leaves (like None). Flattening
+ * is stable across runs and processes, so a flat list of leaves can be saved and matched later.
+ */
+
+export type PyTree<T = unknown> = T | null | undefined | PyTree<T>[] | { [k: string]: PyTree<T> } | Map<unknown, PyTree<T>>;
+
+/** One step of a path from the root to a leaf. */
+export type KeyEntry =
+  | { readonly kind: 'dict'; readonly key: string }
+  | { readonly kind: 'seq'; readonly idx: number }
+  | { readonly kind: 'map'; readonly key: unknown }
+  | { readonly kind: 'attr'; readonly name: string };
+export type KeyPath = readonly KeyEntry[];
+
+interface NodeKind {
+  readonly name: string;
+  /** Children and the auxiliary data needed to rebuild the node. */
+  flatten(node: any): { children: unknown[]; keys: KeyEntry[]; aux: unknown };
+  unflatten(aux: unknown, children: unknown[]): unknown;
+}
+
+const registered = new Map<Function, NodeKind>();
+
+const listKind: NodeKind = {
+  name: 'list',
+  flatten: (n: unknown[]) => ({ children: n, keys: n.map((_, idx) => ({ kind: 'seq', idx }) as const), aux: n.length }),
+  unflatten: (_aux, ch) => ch,
+};
+const dictKind: NodeKind = {
+  name: 'dict',
+  flatten: (n: Record<string, unknown>) => {
+    const ks = Object.keys(n).sort();
+    return { children: ks.map((k) => n[k]), keys: ks.map((key) => ({ kind: 'dict', key }) as const), aux: ks };
+  },
+  unflatten: (aux, ch) => {
+    const o: Record<string, unknown> = {};
+    (aux as string[]).forEach((k, i) => {
+      o[k] = ch[i];
+    });
+    return o;
+  },
+};
+const mapKind: NodeKind = {
+  name: 'Map',
+  flatten: (n: Map<unknown, unknown>) => {
+    const ks = [...n.keys()];
+    return { children: ks.map((k) => n.get(k)), keys: ks.map((key) => ({ kind: 'map', key }) as const), aux: ks };
+  },
+  unflatten: (aux, ch) => new Map((aux as unknown[]).map((k, i) => [k, ch[i]])),
+};
+const noneKind: NodeKind = {
+  name: 'None',
+  flatten: (n: null | undefined) => ({ children: [], keys: [], aux: n }),
+  unflatten: (aux) => aux,
+};
+
+/**
+ * Registers a class as a pytree node (jax.tree_util.register_pytree_node): `flatten` returns
+ * the children and static aux data; `unflatten` rebuilds an instance from them.
+ */
+export function registerNode<T extends object>(
+  cls: abstract new (...args: any[]) => T,
+  flatten: (node: T) => [children: unknown[], aux: unknown],
+  unflatten: (aux: unknown, children: unknown[]) => T,
+  opts: { keys?: (node: T) => string[] } = {},
+): void {
+  if (registered.has(cls)) throw new Error(`tree.registerNode: ${cls.name} is already registered`);
+  registered.set(cls, {
+    name: cls.name,
+    flatten: (n: T) => {
+      const [children, aux] = flatten(n);
+      const names = opts.keys?.(n);
+      return { children, aux, keys: children.map((_, i) => (names ? { kind: 'attr', name: names[i] } : { kind: 'seq', idx: i }) as KeyEntry) };
+    },
+    unflatten: (aux, ch) => unflatten(aux, ch),
+  });
+}
+
+function kindOf(x: unknown): NodeKind | null {
+  if (x === null || x === undefined) return noneKind;
+  if (typeof x !== 'object') return null;
+  if (globalThis.Array.isArray(x)) return listKind;
+  if (x instanceof Map) return mapKind;
+  const proto = Object.getPrototypeOf(x);
+  if (proto === Object.prototype || proto === null) return dictKind;
+  return registered.get(proto.constructor) ?? null;
+}
+
+/** The structure of a pytree without its leaves (jax's PyTreeDef). */
+export class TreeDef {
+  /** @internal */
+  constructor(
+    readonly kind: NodeKind | null,
+    readonly aux: unknown,
+    readonly children: readonly TreeDef[],
+    readonly numLeaves: number,
+  ) {}
+
+  get isLeaf(): boolean {
+    return this.kind === null;
+  }
+
+  get numNodes(): number {
+    return 1 + this.children.reduce((n, c) => n + c.numNodes, 0);
+  }
+
+  /** Rebuilds a tree of this structure from a flat list of leaves. */
+  unflatten<L>(leaves: readonly L[]): PyTree<L> {
+    if (leaves.length !== this.numLeaves) {
+      throw new Error(`tree.unflatten: structure ${this} has ${this.numLeaves} leaves; got ${leaves.length}`);
+    }
+    let pos = 0;
+    const build = (d: TreeDef): unknown => {
+      if (d.kind === null) return leaves[pos++];
+      return d.kind.unflatten(d.aux, d.children.map(build));
+    };
+    return build(this) as PyTree<L>;
+  }
+
+  equals(other: TreeDef): boolean {
+    if (this.kind !== other.kind || this.children.length !== other.children.length) return false;
+    if (this.kind !== null && !auxEqual(this.aux, other.aux)) return false;
+    return this.children.every((c, i) => c.equals(other.children[i]));
+  }
+
+  toString(): string {
+    if (this.kind === null) return '*';
+    const ch = this.children.map(String);
+    switch (this.kind) {
+      case noneKind: return String(this.aux === undefined ? 'undefined' : 'null');
+      case listKind: return `[${ch.join(', ')}]`;
+      case dictKind: return `{${(this.aux as string[]).map((k, i) => `${JSON.stringify(k)}: ${ch[i]}`).join(', ')}}`;
+      case mapKind: return `Map(${(this.aux as unknown[]).map((k, i) => `${String(k)} => ${ch[i]}`).join(', ')})`;
+      default: return `${this.kind.name}(${ch.join(', ')})`;
+    }
+  }
+}
+
+function auxEqual(a: unknown, b: unknown): boolean {
+  if (globalThis.Array.isArray(a) && globalThis.Array.isArray(b)) return a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
+  return Object.is(a, b) || JSON.stringify(a) === JSON.stringify(b);
+}
+
+export interface FlattenOptions {
+  /** Treat a subtree as a leaf when this returns true. */
+  isLeaf?: (x: unknown) => boolean;
+}
+
+function build(x: unknown, opts: FlattenOptions | undefined, leaves: unknown[], paths: KeyEntry[][] | null, path: KeyEntry[]): TreeDef {
+  const kind = opts?.isLeaf?.(x) ? null : kindOf(x);
+  if (kind === null) {
+    leaves.push(x);
+    paths?.push(path);
+    return new TreeDef(null, undefined, [], 1);
+  }
+  const { children, keys, aux } = kind.flatten(x);
+  const defs = children.map((c, i) => build(c, opts, leaves, paths, paths ? [...path, keys[i]] : path));
+  return new TreeDef(kind, aux, defs, defs.reduce((n, d) => n + d.numLeaves, 0));
+}
+
+/** Leaves in a stable order and the structure to rebuild them (jax.tree_util.tree_flatten). */
+export function flatten<L = unknown>(x: unknown, opts?: FlattenOptions): [L[], TreeDef] {
+  const leaves: unknown[] = [];
+  const def = build(x, opts, leaves, null, []);
+  return [leaves as L[], def];
+}
+
+export function unflatten<L>(def: TreeDef, leaves: readonly L[]): PyTree<L> {
+  return def.unflatten(leaves);
+}
+
+export function leaves<L = unknown>(x: unknown, opts?: FlattenOptions): L[] {
+  return flatten<L>(x, opts)[0];
+}
+
+export function structure(x: unknown, opts?: FlattenOptions): TreeDef {
+  return flatten(x, opts)[1];
+}
+
+/** Leaves with their key paths (jax.tree_util.tree_flatten_with_path). */
+export function flattenWithPath<L = unknown>(x: unknown, opts?: FlattenOptions): [[KeyPath, L][], TreeDef] {
+  const leavesOut: unknown[] = [];
+  const paths: KeyEntry[][] = [];
+  const def = build(x, opts, leavesOut, paths, []);
+  return [leavesOut.map((l, i) => [paths[i], l as L]), def];
+}
+
+/** Leaves of `x` cut at the structure `def` (each leaf of `def` may match a whole subtree of `x`). */
+export function flattenUpTo(def: TreeDef, x: unknown, what = 'tree'): unknown[] {
+  const out: unknown[] = [];
+  const walk = (d: TreeDef, v: unknown, path: KeyEntry[]): void => {
+    if (d.kind === null) {
+      out.push(v);
+      return;
+    }
+    const k = kindOf(v);
+    if (k !== d.kind) {
+      throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} is ${describe(v)}, expected a ${d.kind.name} node (structure ${d})`);
+    }
+    const { children, keys, aux } = k.flatten(v);
+    if (children.length !== d.children.length || !auxEqual(aux, d.aux)) {
+      throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} has a different ${k.name} structure: ${JSON.stringify(aux)} vs ${JSON.stringify(d.aux)}`);
+    }
+    children.forEach((c, i) => walk(d.children[i], c, [...path, keys[i]]));
+  };
+  walk(def, x, []);
+  return out;
+}
+
+function describe(v: unknown): string {
+  if (v === null || v === undefined) return String(v);
+  if (globalThis.Array.isArray(v)) return `a list of length ${v.length}`;
+  if (typeof v === 'object') return `a ${(v as object).constructor?.name ?? 'object'}`;
+  return `a leaf (${typeof v})`;
+}
+
+/**
+ * jax.tree_util.tree_map: `f` applied to the leaves of `x` and the matching leaves (or
+ * subtrees) of `rest`, which must have `x`'s structure as a prefix.
+ */
+export function map<R = unknown>(f: (...leaves: any[]) => R, x: unknown, ...rest: unknown[]): PyTree<R>;
+export function map<R = unknown>(f: (...leaves: any[]) => R, x: unknown, ...rest: unknown[]): PyTree<R> {
+  const [xs, def] = flatten(x);
+  const others = rest.map((r, i) => flattenUpTo(def, r, `argument ${i + 2} of tree.map`));
+  return def.unflatten(xs.map((l, i) => f(l, ...others.map((o) => o[i]))));
+}
+
+/** tree_map_with_path: `f(path, leaf, ...restLeaves)`. */
+export function mapWithPath<R = unknown>(f: (path: KeyPath, ...leaves: any[]) => R, x: unknown, ...rest: unknown[]): PyTree<R> {
+  const [pairs, def] = flattenWithPath(x);
+  const others = rest.map((r, i) => flattenUpTo(def, r, `argument ${i + 2} of tree.mapWithPath`));
+  return def.unflatten(pairs.map(([p, l], i) => f(p, l, ...others.map((o) => o[i]))));
+}
+
+/** A readable path, as jax.tree_util.keystr: `['params'][0].w`. */
+export function keystr(path: KeyPath): string {
+  return path
+    .map((e) => {
+      switch (e.kind) {
+        case 'dict': return `[${JSON.stringify(e.key).replace(/^"|"$/g, "'")}]`;
+        case 'seq': return `[${e.idx}]`;
+        case 'map': return `[${typeof e.key === 'string' ? `'${e.key}'` : String(e.key)}]`;
+        case 'attr': return `.${e.name}`;
+        default: return e satisfies never;
+      }
+    })
+    .join('');
+}
+
+/** Reduces over the leaves in flatten order. */
+export function reduce<A>(f: (acc: A, leaf: any) => A, x: unknown, initial: A): A {
+  return leaves(x).reduce(f, initial);
+}
+
+/** Transposes a tree of trees: outer structure `outer`, inner structure `inner`. */
+export function transpose(outer: TreeDef, inner: TreeDef, x: unknown): unknown {
+  const outerLeaves = flattenUpTo(outer, x, 'tree.transpose input');
+  const innerFlat = outerLeaves.map((l) => flattenUpTo(inner, l, 'tree.transpose inner tree'));
+  const perInner = Array.from({ length: inner.numLeaves }, (_, j) => outer.unflatten(innerFlat.map((f) => f[j])));
+  return inner.unflatten(perInner);
+}
+
+/** True when every leaf is Object.is-equal and the structures match. */
+export function allEqual(a: unknown, b: unknown): boolean {
+  const [la, da] = flatten(a);
+  const [lb, db] = flatten(b);
+  return da.equals(db) && la.every((l, i) => Object.is(l, lb[i]));
+}
