@@ -10,3 +10,4 @@ export { NOT_DIFFERENTIABLE } from './jvp';
 export { NON_LINEAR } from './transpose';
 export { grad, jvp, linearize, valueAndGrad, vjp, type GradOptions } from './grad';
 export { vmap, type VmapOptions } from './batching';
+export { type Compiler, type Executable, getCompiler, jit, type JitOptions, type Jitted, registerCompiler } from './jit';

@@ -13,7 +13,9 @@ import type { Primitive, ShapedArray } from '../primitive';
 import { bind } from '../trace';
 import { type MainTrace, Trace, Tracer, withMain } from './core';
 import { ClosedJaxpr, Jaxpr, type JaxprEqn, Var } from './jaxpr';
+import { evalJaxpr } from './eval';
 import { jvpFlat } from './jvp';
+import { traceFlat } from './tracing';
 import { instantiate } from './zeros';
 
 type Recipe =
@@ -151,4 +153,79 @@ export function linearizeFlat(f: (...xs: Array[]) => Array[], primals: readonly 
 function known(t: PETracer): Array {
   if (t.known === null) throw new Error('linearize: a primal output depends on a tangent (a jvp rule is not linear in its tangents)');
   return t.known;
+}
+
+/** A jaxpr split by partial evaluation into the part computable now and the staged part. */
+export interface SplitJaxpr {
+  /** Known inputs -> known outputs, then residuals. */
+  readonly known: ClosedJaxpr;
+  /** Residuals, then unknown inputs -> unknown outputs. */
+  readonly unknown: ClosedJaxpr;
+  readonly outUnknowns: boolean[];
+  readonly numRes: number;
+}
+
+const peCache = new WeakMap<ClosedJaxpr, Map<string, SplitJaxpr>>();
+
+/**
+ * Partial evaluation of a closed jaxpr given which inputs are unknown: the jaxpr-to-jaxpr form
+ * used by higher-order primitives (jit, cond, scan, remat). Outputs marked in `instantiate`
+ * are forced unknown.
+ */
+export function partialEvalJaxpr(closed: ClosedJaxpr, unknowns: readonly boolean[], instantiate: boolean | readonly boolean[]): SplitJaxpr {
+  const key = unknowns.map(Number).join('') + '|' + (typeof instantiate === 'boolean' ? String(instantiate) : instantiate.map(Number).join(''));
+  let m = peCache.get(closed);
+  if (!m) peCache.set(closed, (m = new Map()));
+  const hit = m.get(key);
+  if (hit) return hit;
+  const inAvals = closed.inAvals;
+  let unknown: ClosedJaxpr | null = null;
+  let outUnknowns: boolean[] = [];
+  let numRes = 0;
+  const known = traceFlat((...knownIns) => {
+    return withMain(
+      'partialEval',
+      (mm) => new PartialEvalTrace(mm),
+      (trace) => {
+        let k = 0;
+        const unkArgs: PETracer[] = [];
+        const ins = inAvals.map((a, i) => {
+          if (!unknowns[i]) return knownIns[k++];
+          const t = trace.newArg(a);
+          unkArgs.push(t);
+          return t;
+        });
+        const outs = evalJaxpr(closed.jaxpr, closed.consts, ins);
+        const isUnknown = (o: Array): boolean => o instanceof PETracer && o._trace === trace && o.known === null;
+        outUnknowns = outs.map((o, i) => isUnknown(o) || (typeof instantiate === 'boolean' ? instantiate : instantiate[i]));
+        const knownOuts = outs.filter((_, i) => !outUnknowns[i]).map((o) => (o instanceof PETracer && o._trace === trace ? o.known! : o));
+        const unkOuts = outs.filter((_, i) => outUnknowns[i]).map((o) => trace.fullRaise(o) as PETracer);
+        const cj = tracersToJaxpr(unkArgs, unkOuts);
+        numRes = cj.consts.length;
+        const j = cj.jaxpr;
+        unknown = new ClosedJaxpr(new Jaxpr([], [...j.constvars, ...j.invars], j.eqns, j.outs), []);
+        return [...knownOuts, ...cj.consts];
+      },
+    );
+  }, inAvals.filter((_, i) => !unknowns[i]), 'partialEval');
+  const res: SplitJaxpr = { known, unknown: unknown!, outUnknowns, numRes };
+  m.set(key, res);
+  return res;
+}
+
+/**
+ * Partial evaluation of a call-like primitive whose closed jaxpr runs on all its operands (jit's
+ * pjit, remat): the known part runs now as one `prim` call, the unknown part is staged as
+ * another taking the residuals first. `withJaxpr` rebuilds the params around a new jaxpr.
+ */
+export function partialEvalCall(prim: Primitive, trace: PartialEvalTrace, tracers: PETracer[], closed: ClosedJaxpr, withJaxpr: (j: ClosedJaxpr) => any): Array[] {
+  const unknowns = tracers.map((t) => t.known === null);
+  const split = partialEvalJaxpr(closed, unknowns, false);
+  const kOuts = bind(prim, tracers.filter((t) => t.known !== null).map((t) => t.known!), withJaxpr(split.known));
+  const nKnown = kOuts.length - split.numRes;
+  const res = kOuts.slice(nKnown).map((r) => trace.pure(r) as PETracer);
+  const uOuts = trace.stage(prim, [...res, ...tracers.filter((t) => t.known === null)], withJaxpr(split.unknown), split.unknown.outAvals);
+  let ki = 0;
+  let ui = 0;
+  return split.outUnknowns.map((u) => (u ? uOuts[ui++] : kOuts[ki++]));
 }
