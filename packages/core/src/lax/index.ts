@@ -221,3 +221,5 @@ export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: Precisio
   return dotGeneral(l, r, [[[l.ndim - 1], [0]], [[], []]], opts);
 }
 
+
+export { cond, foriLoop, scan, switchBranches as switch, whileLoop } from './control';

@@ -128,7 +128,7 @@ function operands(c: Case) {
 
 const toArrays = (c: Case, vals: number[][]) => vals.map((v, i) => np.array(new Float32Array(v)).reshape(c.shapes[i]));
 /** Values as float32 (what the arrays hold), so oracles see the same inputs. */
-const f32 = (v: number[]) => Array.from(new Float32Array(v));
+const f32 = (v: number[]) => globalThis.Array.from(new Float32Array(v));
 
 /** Random weights turn a vector output into a scalar loss: L = sum(f(x) * w). */
 function weighted(c: Case, xs: Array[]): { loss: (...xs: Array[]) => Array; w: Array } {
@@ -214,14 +214,14 @@ describe.each(cases)('$name', (c) => {
         const stacked = c.shapes.map((s, i) => np.array(new Float32Array(batch.flatMap((vals) => f32(vals[i])))).reshape([B, ...s]));
         const out = vmap(c.f)(...stacked) as Array;
         expect(out.shape).toEqual([B, ...per[0].shape]);
-        expectAllclose(out, per.flatMap((p) => Array.from(p.dataSync())), { rtol: 1e-6, atol: 1e-6 });
+        expectAllclose(out, per.flatMap((p) => globalThis.Array.from(p.dataSync())), { rtol: 1e-6, atol: 1e-6 });
         // Batch axis last on the first operand, others unbatched (null axes).
         const moved = np.moveaxis(stacked[0], 0, -1);
         const inAxes = c.shapes.map((_, i) => (i === 0 ? -1 : null));
         const rest = c.shapes.slice(1).map((_, i) => toArrays(c, batch[0])[i + 1]);
         const out2 = vmap(c.f, { inAxes, outAxes: -1 })(moved, ...rest) as Array;
         const per2 = batch.map((vals) => c.f(toArrays(c, vals)[0], ...rest));
-        expectAllclose(np.moveaxis(out2, -1, 0), per2.flatMap((p) => Array.from(p.dataSync())), { rtol: 1e-6, atol: 1e-6 });
+        expectAllclose(np.moveaxis(out2, -1, 0), per2.flatMap((p) => globalThis.Array.from(p.dataSync())), { rtol: 1e-6, atol: 1e-6 });
       }),
       { numRuns: 3, seed: 11 },
     );
