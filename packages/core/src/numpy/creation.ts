@@ -25,12 +25,16 @@ export function astype(x: ArrayLike, dtype: DType): Array {
   return lax.convertElementType(convert(x, { op: 'astype' }), dtype, false);
 }
 
-export function full(shape: number | readonly number[], fillValue: number | boolean | Array, dtype?: DType): Array {
+export function full(shape: number | readonly number[], fillValue: number | boolean | Array, dtype?: DType, opts: { weak?: boolean } = {}): Array {
   const s = checkShape(shape, 'full');
-  const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op: 'full', weak: false });
+  if (dtype !== undefined) checkDType(dtype, 'full');
+  // As lax.full: a JS number fill with no dtype gives a weakly typed result; with a dtype the
+  // value is checked to fit (300 into int8 is an error, not a wrap-around).
+  const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op: 'full', dtype });
   if (v.ndim !== 0) throw new Error(`full: fill_value must be a scalar; got shape [${v.shape.join(',')}]`);
   const d = dtype ?? v.dtype;
-  const c = lax.convertElementType(v, d, false);
+  const weak = opts.weak ?? (dtype === undefined && v.weakType);
+  const c = lax.convertElementType(v, d, weak);
   return lax.broadcastInDim(c, s, []);
 }
 
@@ -38,8 +42,9 @@ export const zeros = (shape: number | readonly number[], dtype: DType = 'float32
 export const ones = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 1, dtype);
 export const empty = zeros;
 
+/** `jnp.full_like`: the result is weakly typed when `x` is and no dtype is given (as lax.full_like). */
 export const fullLike = (x: Array, fillValue: number | boolean, dtype?: DType, shape?: readonly number[]): Array =>
-  full(shape ?? x.shape, fillValue, dtype ?? x.dtype);
+  full(shape ?? x.shape, fillValue, dtype ?? x.dtype, { weak: dtype === undefined && x.weakType });
 export const zerosLike = (x: Array, dtype?: DType, shape?: readonly number[]): Array => fullLike(x, 0, dtype, shape);
 export const onesLike = (x: Array, dtype?: DType, shape?: readonly number[]): Array => fullLike(x, 1, dtype, shape);
 
