@@ -61,9 +61,12 @@ export function arange(start: number, stop?: number, step = 1, dtype?: DType): A
   const n = Math.max(0, Math.ceil((stop - start) / step));
   const d = dtype ?? ([start, stop, step].every(Number.isInteger) ? 'int32' : 'float32');
   checkDType(d, 'arange');
-  const idx = lax.iota(isFloat(d) ? 'float32' : 'int32', n);
-  const vals = start === 0 && step === 1 ? idx : lax.add(lax.mul(idx, step), start);
-  return lax.convertElementType(vals, d, false);
+  if (start === 0 && step === 1 && !isFloat(d)) return lax.iota(d, n);
+  // As NumPy (which jnp.arange defers to for concrete arguments): start + i * step in float64,
+  // rounded once to the dtype (computing in float32 would round twice).
+  const vals = new Float64Array(n);
+  for (let i = 0; i < n; i++) vals[i] = start + i * step;
+  return convert(vals, { dtype: d, op: 'arange' });
 }
 
 export function linspace(start: number, stop: number, num = 50, opts: { endpoint?: boolean; dtype?: DType } = {}): Array {
@@ -71,10 +74,14 @@ export function linspace(start: number, stop: number, num = 50, opts: { endpoint
   const endpoint = opts.endpoint ?? true;
   const div = endpoint ? num - 1 : num;
   const stepv = div > 0 ? (stop - start) / div : 0;
-  const vals = new Float32Array(num);
+  const vals = new Float64Array(num);
   for (let i = 0; i < num; i++) vals[i] = start + i * stepv;
   if (endpoint && num > 1) vals[num - 1] = stop;
-  return lax.convertElementType(convert(vals), opts.dtype ?? 'float32', false);
+  const d = opts.dtype ?? 'float32';
+  checkDType(d, 'linspace');
+  // jnp.linspace floors (not truncates) for integer dtypes.
+  if (!isFloat(d)) for (let i = 0; i < num; i++) vals[i] = Math.floor(vals[i]);
+  return convert(vals, { dtype: d, op: 'linspace' });
 }
 
 /** `jnp.eye(N, M, k)`. */
