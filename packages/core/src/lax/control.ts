@@ -20,7 +20,7 @@ import { ClosedJaxpr, Jaxpr, type Var } from '../transforms/jaxpr';
 import { avalStr } from '../transforms/jaxpr';
 import { jvpJaxpr, type JvpRule } from '../transforms/jvp';
 import { type PartialEvalRule, partialEvalJaxpr, type PETracer } from '../transforms/partialEval';
-import { backwardPass, isUndef, transposeJaxpr, type TransposeRule, UndefPrimal } from '../transforms/transpose';
+import { backwardPass, isUndef, NON_LINEAR, transposeJaxpr, type TransposeRule, UndefPrimal } from '../transforms/transpose';
 import { traceFlat } from '../transforms/tracing';
 import { instantiate, isDifferentiable, zerosOf } from '../transforms/zeros';
 import * as lax from './index';
@@ -550,6 +550,9 @@ whileP.rules.partialEval = ((trace, tracers, params: WhileParams) => {
     'whileLoop: reverse-mode differentiation (grad / vjp / linearize) of a while loop is not supported, as in JAX; use lax.scan, or lax.foriLoop with a static trip count',
   );
 }) satisfies PartialEvalRule;
+
+// A while loop is never applied to linear values (its partial-eval rule refuses reverse mode).
+whileP.rules.transpose = NON_LINEAR;
 
 /** `lax.whileLoop(condFun, bodyFun, init)`. */
 export function whileLoop(condFun: (carry: any) => unknown, bodyFun: (carry: any) => unknown, init: unknown): any {

@@ -5,6 +5,18 @@
  * batch dimension to the front. Higher-order primitives batch their sub-jaxprs (`vmapJaxpr`).
  * Nested vmaps are nested traces, each with its own batch dimension.
  */
+// The primitive modules whose rules this file attaches (imported so they are registered first).
+import '../lax/elementwise';
+import '../lax/structural';
+import '../lax/reduce';
+import '../lax/dot';
+import '../lax/slicing';
+import '../lax/gather';
+import '../lax/scatter';
+import '../lax/sort';
+import '../random/take';
+import '../random/sort';
+import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
 import { freeDims } from '../lax/dot';
@@ -262,6 +274,115 @@ for (const name of ['argmax', 'argmin', 'cumsum', 'cumprod', 'cummax', 'cummin']
 table.iota = () => () => {
   throw new Error('vmap: iota has no operands and cannot be batched');
 };
+
+// Slicing, gather/scatter, sort and random primitives.
+const zeroIdx = (): Array => lax.convertElementType(0, 'int32');
+
+/**
+ * The fallback for batching cases without a vectorised rule (batched dynamic indices, batched
+ * padding values): one application per batch member, stacked. Correct for any primitive.
+ */
+function loopRule(prim: Primitive): BatchRule {
+  return (vals, dims, params, n) => {
+    const per: Array[][] = [];
+    for (let b = 0; b < n; b++) {
+      per.push(bind(prim, vals.map((v, i) => (dims[i] === null ? v : lax.squeeze(lax.sliceInDim(v, b, b + 1, 1, dims[i]!), [dims[i]!]))), params));
+    }
+    return [per[0].map((_, k) => lax.concatenate(per.map((p) => lax.reshape(p[k], [1, ...p[k].shape])), 0)), per[0].map(() => 0)];
+  };
+}
+
+const isB = (d: BDim): boolean => d !== null;
+
+Object.assign(table, {
+  slice: front((x, { startIndices, limitIndices, strides }, n) =>
+    p1(getPrimitive('slice'), [x], { startIndices: [0, ...startIndices], limitIndices: [n, ...limitIndices], strides: strides ? [1, ...strides] : null }),
+  ),
+  dynamic_slice: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
+    if (dims.slice(1).some(isB)) return loopRule(prim)(vals, dims, params, n);
+    return [[p1(prim, [to0(vals[0], dims[0], n), zeroIdx(), ...vals.slice(1)], { sliceSizes: [n, ...params.sliceSizes] })], [0]];
+  },
+  dynamic_update_slice: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
+    if (dims.slice(2).some(isB)) return loopRule(prim)(vals, dims, params, n);
+    return [[p1(prim, [to0(vals[0], dims[0], n), to0(vals[1], dims[1], n), zeroIdx(), ...vals.slice(2)], params)], [0]];
+  },
+  concatenate: (prim: Primitive): BatchRule => (vals, dims, { dimension }, n) => [[p1(prim, vals.map((v, i) => to0(v, dims[i], n)), { dimension: dimension + 1 })], [0]],
+  pad: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
+    if (isB(dims[1])) return loopRule(prim)(vals, dims, params, n);
+    return [[p1(prim, [to0(vals[0], dims[0], n), vals[1]], { paddingConfig: [[0, 0, 0], ...params.paddingConfig] })], [0]];
+  },
+  gather: (prim: Primitive): BatchRule => ([x, idx], [dx, di], params, n) => {
+    const dn = params.dimensionNumbers;
+    const s = (a: readonly number[]) => shift(a);
+    if (dx !== null && di === null) {
+      // The operand's batch dim becomes a leading offset (window) dim of full size.
+      return [[p1(prim, [to0(x, dx, n), idx], {
+        ...params,
+        dimensionNumbers: { offsetDims: [0, ...s(dn.offsetDims)], collapsedSliceDims: s(dn.collapsedSliceDims), startIndexMap: s(dn.startIndexMap), operandBatchingDims: s(dn.operandBatchingDims), startIndicesBatchingDims: dn.startIndicesBatchingDims },
+        sliceSizes: [n, ...params.sliceSizes],
+      })], [0]];
+    }
+    if (dx === null) {
+      // Batched indices: a new leading batch dim of the indices, which leads the output.
+      return [[p1(prim, [x, to0(idx, di, n)], {
+        ...params,
+        dimensionNumbers: { ...dn, offsetDims: s(dn.offsetDims), startIndicesBatchingDims: s(dn.startIndicesBatchingDims) },
+      })], [0]];
+    }
+    return [[p1(prim, [to0(x, dx, n), to0(idx, di, n)], {
+      ...params,
+      dimensionNumbers: {
+        offsetDims: s(dn.offsetDims),
+        collapsedSliceDims: s(dn.collapsedSliceDims),
+        startIndexMap: s(dn.startIndexMap),
+        operandBatchingDims: [0, ...s(dn.operandBatchingDims)],
+        startIndicesBatchingDims: [0, ...s(dn.startIndicesBatchingDims)],
+      },
+      sliceSizes: [1, ...params.sliceSizes],
+    })], [0]];
+  },
+  sort: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
+    const outs = bind(prim, vals.map((v, i) => to0(v, dims[i], n)), { ...params, dimension: params.dimension + 1 });
+    return [outs, outs.map(() => 0)];
+  },
+  top_k: (prim: Primitive): BatchRule => ([x], [d], params, n) => [bind(prim, [to0(x, d, n)], params), [0, 0]],
+  random_sort_key_val: (prim: Primitive): BatchRule => (vals, dims, params, n) => [bind(prim, vals.map((v, i) => to0(v, dims[i], n)), { axis: params.axis + 1 }), [0, 0]],
+  random_take: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
+    if (isB(dims[1])) return loopRule(prim)(vals, dims, params, n);
+    return [[p1(prim, [to0(vals[0], dims[0], n), vals[1]], { axis: params.axis + 1 })], [0]];
+  },
+  // threefry broadcasts its operands NumPy-style: give every operand the same rank with the batch dim first.
+  threefry2x32: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
+    const logical = vals.map((v, i) => (dims[i] === null ? v.shape : v.shape.filter((_, k) => k !== dims[i])));
+    const r = Math.max(...logical.map((l) => l.length));
+    const ops = vals.map((v, i) => {
+      const pad = new globalThis.Array<number>(r - logical[i].length).fill(1);
+      if (dims[i] === null) return lax.reshape(v, [1, ...pad, ...logical[i]]);
+      return lax.reshape(to0(v, dims[i], n), [n, ...pad, ...logical[i]]);
+    });
+    return [bind(prim, ops, params), [0, 0]];
+  },
+});
+
+/** Scatters: batch along a leading window dim when the indices are shared; otherwise loop. */
+function scatterRule(prim: Primitive): BatchRule {
+  return (vals, dims, params, n) => {
+    const [x, idx, u] = vals;
+    if (isB(dims[1])) return loopRule(prim)(vals, dims, params, n);
+    const dn = params.dimensionNumbers;
+    return [[p1(prim, [to0(x, dims[0], n), idx, to0(u, dims[2], n)], {
+      ...params,
+      dimensionNumbers: {
+        updateWindowDims: [0, ...shift(dn.updateWindowDims)],
+        insertedWindowDims: shift(dn.insertedWindowDims),
+        scatterDimsToOperandDims: shift(dn.scatterDimsToOperandDims),
+        operandBatchingDims: shift(dn.operandBatchingDims),
+        scatterIndicesBatchingDims: dn.scatterIndicesBatchingDims,
+      },
+    })], [0]];
+  };
+}
+for (const name of ['scatter', 'scatter-add', 'scatter-mul', 'scatter-min', 'scatter-max']) table[name] = scatterRule;
 
 for (const [name, r] of Object.entries(table)) {
   const prim = getPrimitive(name);

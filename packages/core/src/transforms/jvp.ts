@@ -8,9 +8,20 @@
  * definition. `NOT_DIFFERENTIABLE` marks primitives whose outputs have zero derivative
  * (comparisons, rounding, integer ops, random bits).
  */
+// The primitive modules whose rules this file attaches (imported so they are registered first).
+import '../lax/elementwise';
+import '../lax/structural';
+import '../lax/reduce';
+import '../lax/dot';
+import '../lax/slicing';
+import '../lax/gather';
+import '../lax/scatter';
+import '../lax/sort';
+import '../random/take';
+import '../random/sort';
+import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
-import '../lax/elementwise';
 import type { Primitive } from '../primitive';
 import { getPrimitive } from '../primitive';
 import { bind } from '../trace';
@@ -286,8 +297,69 @@ function prodTangent(x: Array, t: Array, axes: readonly number[]): Array {
   return lax.reduceSum(lax.mul(ts, others), [r]);
 }
 
+// Slicing, gather/scatter, sort and random primitives (lax/slicing.ts, gather.ts, scatter.ts,
+// sort.ts, random/*). Index operands never carry tangents.
+const P = getPrimitive;
+/** Linear in operand 0 (and optionally more leading operands); the rest are indices. */
+function linearIn(nLinear: number): (prim: Primitive) => JvpRule {
+  return (prim) => (xs, ts, params) => {
+    const y = p1(prim, xs, params);
+    const lin = ts.slice(0, nLinear);
+    if (lin.every((t) => t === null)) return [[y], [null]];
+    return [[y], [p1(prim, [...lin.map((t, i) => instantiate(t, xs[i].aval)), ...xs.slice(nLinear)], params)]];
+  };
+}
+/** scatter / scatter-add: operand and updates are linear, indices (operand 1) are not. */
+const scatterLinear = (prim: Primitive): JvpRule => ([x, idx, u], [tx, , tu], params) => {
+  const y = p1(prim, [x, idx, u], params);
+  if (tx === null && tu === null) return [[y], [null]];
+  return [[y], [p1(prim, [instantiate(tx, x.aval), idx, instantiate(tu, u.aval)], params)]];
+};
+Object.assign(table, {
+  slice: linearIn(1),
+  dynamic_slice: linearIn(1),
+  gather: linearIn(1),
+  dynamic_update_slice: linearIn(2),
+  pad: linearIn(2),
+  random_take: linearIn(1),
+  concatenate: (prim: Primitive): JvpRule => (xs, ts, params) => [[p1(prim, xs, params)], [p1(prim, ts.map((t, i) => instantiate(t, xs[i].aval)), params)]],
+  scatter: scatterLinear,
+  'scatter-add': scatterLinear,
+  // Sorting permutes: sort an iota along with the operands, then apply the permutation to tangents.
+  sort: (prim: Primitive): JvpRule => (xs, ts, params) => {
+    const { dimension } = params;
+    const iota = lax.broadcastedIota('int32', xs[0].shape, dimension);
+    const outs = bind(prim, [...xs, iota], params);
+    const perm = outs[outs.length - 1];
+    return [outs.slice(0, xs.length), ts.map((t) => (t === null ? null : takeAlong(t, perm, dimension)))];
+  },
+  top_k: (prim: Primitive): JvpRule => ([x], [t], params) => {
+    const [v, i] = bind(prim, [x], params);
+    return [[v, i], [takeAlong(t!, i, x.ndim - 1), null]];
+  },
+  random_sort_key_val: (prim: Primitive): JvpRule => ([k, v], [tk, tv], params) => {
+    const [ks, vs] = bind(prim, [k, v], params);
+    const [, perm] = bind(prim, [k, lax.broadcastedIota('int32', k.shape, params.axis)], params);
+    return [[ks, vs], [tk && takeAlong(tk, perm, params.axis), tv && takeAlong(tv, perm, params.axis)]];
+  },
+  threefry2x32: NOT_DIFFERENTIABLE,
+});
+
+/** `take_along_axis` with in-range indices, as a gather with batching dims. */
+export function takeAlong(x: Array, idx: Array, axis: number): Array {
+  const others = x.shape.map((_, d) => d).filter((d) => d !== axis);
+  return bind(getPrimitive('gather'), [x, lax.reshape(idx, [...idx.shape, 1])], {
+    dimensionNumbers: { offsetDims: [], collapsedSliceDims: [axis], startIndexMap: [axis], operandBatchingDims: others, startIndicesBatchingDims: others },
+    sliceSizes: x.shape.map(() => 1),
+    mode: 'clip',
+    fillValue: null,
+    indicesAreSorted: false,
+    uniqueIndices: false,
+  })[0];
+}
+
 for (const [name, r] of Object.entries(table)) {
-  const prim = getPrimitive(name);
+  const prim = P(name);
   prim.rules.jvp = typeof r === 'function' ? r(prim) : r;
 }
 

@@ -115,6 +115,32 @@ const cases: Case[] = [
   { name: 'dot_general matmul', f: (a, b) => lax.dotGeneral(a, b, [[[1], [0]], [[], []]]), shapes: [[2, 3], [3, 4]], h: 1e-2 },
   { name: 'dot_general batched', f: (a, b) => lax.dotGeneral(a, b, [[[2], [1]], [[0], [0]]]), shapes: [[2, 3, 2], [2, 2, 4]], h: 1e-2 },
   { name: 'dot_general odd dims', f: (a, b) => lax.dotGeneral(a, b, [[[0, 2], [2, 0]], [[1], [1]]]), shapes: [[2, 3, 4], [4, 3, 2]], h: 1e-2 },
+  // Slicing, gather/scatter, sort (indices are fixed, values vary).
+  { name: 'slice', f: (x) => lax.slice(x, [1, 0], [4, 3], [2, 2]), shapes: [[4, 3]], h: 1e-2 },
+  { name: 'dynamic_slice', f: (x) => lax.dynamicSlice(x, [np.array(1), np.array(2)], [2, 2]), shapes: [[3, 3]], h: 1e-2 },
+  { name: 'dynamic_update_slice', f: (x, u) => lax.dynamicUpdateSlice(x, u, [np.array(2), np.array(0)]), shapes: [[3, 3], [2, 2]], h: 1e-2 },
+  { name: 'concatenate', f: (a, b) => lax.concatenate([a, b], 1), shapes: [[2, 1], [2, 3]], h: 1e-2 },
+  { name: 'pad', f: (x, v) => lax.pad(x, lax.reshape(v, []), [[1, -1, 1], [0, 2, 0]]), shapes: [[3, 2], [1]], h: 1e-2 },
+  {
+    name: 'gather',
+    f: (x) => lax.gather(x, np.array([[2], [0], [2]]), { offsetDims: [1], collapsedSliceDims: [0], startIndexMap: [0] }, [1, 3], { mode: 'clip' }),
+    shapes: [[3, 3]],
+    h: 1e-2,
+  },
+  {
+    name: 'scatter-add',
+    f: (x, u) => lax.scatterAdd(x, np.array([[1], [1], [0]]), u, { updateWindowDims: [1], insertedWindowDims: [0], scatterDimsToOperandDims: [0] }),
+    shapes: [[2, 3], [3, 3]],
+    h: 1e-2,
+  },
+  {
+    name: 'scatter',
+    f: (x, u) => lax.scatter(x, np.array([[2], [0]]), u, { updateWindowDims: [1], insertedWindowDims: [0], scatterDimsToOperandDims: [0] }, { uniqueIndices: true }),
+    shapes: [[3, 2], [2, 2]],
+    h: 1e-2,
+  },
+  { name: 'sort', f: (x) => lax.sort(x, { dimension: 0 }), shapes: [[4, 2]], h: 1e-3 },
+  { name: 'top_k', f: (x) => lax.topK(x, 2)[0], shapes: [[2, 4]], h: 1e-3 },
 ];
 
 const size = (s: number[]) => s.reduce((a, b) => a * b, 1);
@@ -143,7 +169,7 @@ const tooClose = (c: Case, vals: number[][]): boolean => {
   if (c.name === 'select_n') return vals[0].some((p) => Math.abs(p) < 1e-2);
   if (c.name === 'rem') return vals[0].some((a, i) => Math.abs(a / vals[1][i] - Math.round(a / vals[1][i])) < 1e-2);
   if (c.name === 'abs') return false;
-  if (c.name.startsWith('reduce_m')) {
+  if (c.name.startsWith('reduce_m') || c.name === 'sort' || c.name === 'top_k') {
     const s = [...vals[0]].sort((a, b) => a - b);
     return s.some((v, i) => i > 0 && v - s[i - 1] < 1e-2);
   }

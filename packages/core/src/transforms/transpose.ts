@@ -7,6 +7,18 @@
  * below; `NON_LINEAR` marks primitives that never appear applied to a linear input (a jvp rule
  * only uses them on primals), so transposing one is a bug, reported by name.
  */
+// The primitive modules whose rules this file attaches (imported so they are registered first).
+import '../lax/elementwise';
+import '../lax/structural';
+import '../lax/reduce';
+import '../lax/dot';
+import '../lax/slicing';
+import '../lax/gather';
+import '../lax/scatter';
+import '../lax/sort';
+import '../random/take';
+import '../random/sort';
+import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
 import { freeDims } from '../lax/dot';
@@ -179,8 +191,123 @@ const nonLinear = [
   'erf', 'erfc', 'erf_inv', 'lgamma', 'digamma', 'square', 'not', 'integer_pow', 'rem', 'pow', 'max', 'min', 'atan2', 'nextafter',
   'and', 'or', 'xor', 'shift_left', 'shift_right_arithmetic', 'shift_right_logical', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
   'bitcast_convert_type', 'iota', 'reduce_max', 'reduce_min', 'reduce_prod', 'reduce_and', 'reduce_or', 'argmax', 'argmin',
-  'cumprod', 'cummax', 'cummin',
+  'cumprod', 'cummax', 'cummin', 'sort', 'top_k', 'threefry2x32', 'random_sort_key_val', 'scatter-mul', 'scatter-min', 'scatter-max',
 ];
+
+// Slicing, gather/scatter, random_take.
+const P = getPrimitive;
+const scalar0 = (d: ShapedArray['dtype']): Array => zerosOf({ shape: [], dtype: d, weakType: false });
+
+/** Scatter dimension numbers that undo a gather's (and the gather that reads a scatter's updates). */
+function scatterDnFromGather(dn: any) {
+  return {
+    updateWindowDims: dn.offsetDims,
+    insertedWindowDims: dn.collapsedSliceDims,
+    scatterDimsToOperandDims: dn.startIndexMap,
+    operandBatchingDims: dn.operandBatchingDims,
+    scatterIndicesBatchingDims: dn.startIndicesBatchingDims,
+  };
+}
+function gatherFromScatter(operand: Array, idx: Array, updatesShape: readonly number[], params: any): Array {
+  const dn = params.dimensionNumbers;
+  const skip = new Set<number>([...dn.insertedWindowDims, ...dn.operandBatchingDims]);
+  let w = 0;
+  const sliceSizes = operand.shape.map((_, d) => (skip.has(d) ? 1 : updatesShape[dn.updateWindowDims[w++]]));
+  return p1(P('gather'), [operand, idx], {
+    dimensionNumbers: {
+      offsetDims: dn.updateWindowDims,
+      collapsedSliceDims: dn.insertedWindowDims,
+      startIndexMap: dn.scatterDimsToOperandDims,
+      operandBatchingDims: dn.operandBatchingDims,
+      startIndicesBatchingDims: dn.scatterIndicesBatchingDims,
+    },
+    sliceSizes,
+    mode: params.mode,
+    fillValue: null,
+    indicesAreSorted: params.indicesAreSorted,
+    uniqueIndices: params.uniqueIndices,
+  });
+}
+
+Object.assign(table, {
+  slice: lin1((ct, x, { startIndices, strides }) => {
+    const cfg = x.aval.shape.map((n, d) => {
+      const st = strides ? strides[d] : 1;
+      const out = ct.shape[d];
+      const used = out === 0 ? 0 : (out - 1) * st + 1;
+      return [startIndices[d], n - startIndices[d] - used, out === 0 ? 0 : st - 1] as [number, number, number];
+    });
+    return p1(P('pad'), [ct, scalar0(ct.dtype)], { paddingConfig: cfg });
+  }),
+  dynamic_slice: ([ct], [x, ...idx]) => [p1(P('dynamic_update_slice'), [zerosOf((x as UndefPrimal).aval), ct!, ...(idx as Array[])], {}), ...idx.map(() => null)],
+  dynamic_update_slice: ([ct], [x, u, ...idx]) => {
+    const ix = idx as Array[];
+    const ua = isUndef(u) ? u.aval : (u as Array).aval;
+    return [
+      isUndef(x) ? p1(P('dynamic_update_slice'), [ct!, zerosOf(ua), ...ix], {}) : null,
+      isUndef(u) ? p1(P('dynamic_slice'), [ct!, ...ix], { sliceSizes: ua.shape }) : null,
+      ...ix.map(() => null),
+    ];
+  },
+  concatenate: ([ct], xs, { dimension }) => {
+    let off = 0;
+    return xs.map((x) => {
+      const a = isUndef(x) ? x.aval : (x as Array).aval;
+      const start = off;
+      off += a.shape[dimension];
+      if (!isUndef(x)) return null;
+      return lax.sliceInDim(ct!, start, start + a.shape[dimension], 1, dimension);
+    });
+  },
+  pad: ([ct], [x, v], { paddingConfig }) => {
+    const c = ct!;
+    let tOp: Array | null = null;
+    if (isUndef(x)) {
+      const unpad = paddingConfig.map(([lo, hi]: [number, number, number]) => [-lo, -hi, 0]);
+      const unpadded = p1(P('pad'), [c, scalar0(c.dtype)], { paddingConfig: unpad });
+      tOp = lax.slice(unpadded, unpadded.shape.map(() => 0), unpadded.shape, paddingConfig.map(([, , i]: [number, number, number]) => i + 1));
+    }
+    const all = (a: Array) => lax.reduceSum(a, a.shape.map((_, i) => i));
+    const tV = isUndef(v) ? (tOp ? lax.sub(all(c), all(tOp)) : all(c)) : null;
+    return [tOp, tV];
+  },
+  gather: ([ct], [x, idx], params) => {
+    const a = (x as UndefPrimal).aval;
+    const out = p1(P('scatter-add'), [zerosOf(a), idx as Array, ct!], {
+      dimensionNumbers: scatterDnFromGather(params.dimensionNumbers),
+      mode: params.mode,
+      indicesAreSorted: params.indicesAreSorted,
+      uniqueIndices: params.uniqueIndices,
+    });
+    return [out, null];
+  },
+  'scatter-add': ([ct], [x, idx, u], params) => {
+    const ua = isUndef(u) ? u.aval : (u as Array).aval;
+    return [isUndef(x) ? ct : null, null, isUndef(u) ? gatherFromScatter(ct!, idx as Array, ua.shape, params) : null];
+  },
+  // Overwriting scatter: transposable when indices are unique (as in JAX).
+  scatter: ([ct], [x, idx, u], params) => {
+    const ua = isUndef(u) ? u.aval : (u as Array).aval;
+    return [
+      isUndef(x) ? p1(P('scatter'), [ct!, idx as Array, zerosOf(ua)], params) : null,
+      null,
+      isUndef(u) ? gatherFromScatter(ct!, idx as Array, ua.shape, params) : null,
+    ];
+  },
+  random_take: ([ct], [x, ind], { axis }) => {
+    const a = (x as UndefPrimal).aval;
+    const i = ind as Array;
+    const c = ct!;
+    const window = c.shape.map((_, d) => d).filter((d) => d < axis || d >= axis + i.ndim);
+    const out = p1(P('scatter-add'), [zerosOf(a), lax.reshape(i, [...i.shape, 1]), c], {
+      dimensionNumbers: { updateWindowDims: window, insertedWindowDims: [axis], scatterDimsToOperandDims: [axis], operandBatchingDims: [], scatterIndicesBatchingDims: [] },
+      mode: 'clip',
+      indicesAreSorted: false,
+      uniqueIndices: false,
+    });
+    return [out, null];
+  },
+} satisfies Record<string, TransposeRule>);
 
 for (const [name, r] of Object.entries(table)) getPrimitive(name).rules.transpose = r;
 for (const name of nonLinear) getPrimitive(name).rules.transpose = NON_LINEAR;
