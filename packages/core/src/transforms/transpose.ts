@@ -24,7 +24,7 @@ import * as lax from '../lax/index';
 import { freeDims } from '../lax/dot';
 import { getPrimitive, type Primitive, type ShapedArray } from '../primitive';
 import { bind } from '../trace';
-import { type Atom, type ClosedJaxpr, type Jaxpr, Lit, type Var } from './jaxpr';
+import { type Atom, type ClosedJaxpr, type Jaxpr, type JaxprEqn, Lit, type Var } from './jaxpr';
 import { traceFlat } from './tracing';
 import { isDifferentiable, zerosOf } from './zeros';
 
@@ -50,18 +50,36 @@ export function backwardPass(jaxpr: Jaxpr, consts: readonly Array[], linear: rea
     if (!linear[i]) primal.set(v, args[i]!);
   });
   const read = (a: Atom): Array | UndefPrimal => (a instanceof Lit ? a.val : primal.get(a) ?? new UndefPrimal(a.aval));
-  const isKnown = (a: Atom): boolean => a instanceof Lit || primal.has(a);
-  // Forward: non-linear equations (all inputs known).
+  // Classify equations: non-linear ones (all inputs known) and linear ones.
+  const knownVars = new Set<Var>(primal.keys());
+  const isKnown = (a: Atom): boolean => a instanceof Lit || knownVars.has(a);
   const linEqns = [];
+  const nonLin = [];
   for (const e of jaxpr.eqns) {
     if (e.inputs.every(isKnown)) {
-      const outs = bind(e.prim, e.inputs.map((a) => read(a) as Array), e.params);
-      e.outBinders.forEach((v, i) => primal.set(v, outs[i]));
+      nonLin.push(e);
+      for (const v of e.outBinders) knownVars.add(v);
     } else linEqns.push(e);
+  }
+  // Forward: evaluate only the non-linear equations the linear ones read (dead code is skipped).
+  const needed = new Set<Var>();
+  for (const e of linEqns) for (const a of e.inputs) if (!(a instanceof Lit) && knownVars.has(a)) needed.add(a);
+  const run = new Set<JaxprEqn>();
+  for (let k = nonLin.length - 1; k >= 0; k--) {
+    const e = nonLin[k];
+    if (e.outBinders.some((v) => needed.has(v))) {
+      run.add(e);
+      for (const a of e.inputs) if (!(a instanceof Lit)) needed.add(a);
+    }
+  }
+  for (const e of nonLin) {
+    if (!run.has(e)) continue;
+    const outs = bind(e.prim, e.inputs.map((a) => read(a) as Array), e.params);
+    e.outBinders.forEach((v, i) => primal.set(v, outs[i]));
   }
   const ctEnv = new Map<Var, Array>();
   const addCt = (v: Atom, ct: Array | null): void => {
-    if (ct === null || v instanceof Lit || primal.has(v) || !isDifferentiable(v.aval)) return;
+    if (ct === null || v instanceof Lit || knownVars.has(v) || !isDifferentiable(v.aval)) return;
     const prev = ctEnv.get(v);
     ctEnv.set(v, prev === undefined ? ct : lax.add(prev, ct));
   };
