@@ -17,9 +17,11 @@
  * those files yields; `scalesimDemandRows` in the tests rebuilds the matrices to check them.
  *
  * model 'overlapped' (default) is a real MXU: the next stationary tile is loaded while the
- * current one streams (double-buffered weights), so a fold costs max(T, rows) cycles, folds are
- * spread over all `units` arrays (MXUs of a chip), and fill/drain is paid once:
- * cycles = rows (first load) + ceil(folds/units) * max(T, rows) + rows + cols - 2.
+ * current one streams (double-buffered weights), so after the first fold each fold starts
+ * max(T, rows) cycles after the previous one; folds are spread over all `units` arrays (MXUs of
+ * a chip) and fill/drain is paid once. With f = ceil(folds/units):
+ * cycles = rows (first load) + (f - 1) * max(T, rows) + T + rows + cols - 2.
+ * For one fold this equals SCALE-Sim's fold (2*rows + cols + T - 2); it is never more.
  */
 
 export type Dataflow = 'ws' | 'os' | 'is';
@@ -103,6 +105,7 @@ export function gemmCycles(dims: GemmDims, cfg: ArrayConfig): GemmCycles {
     const utilization = (mapped * t) / (folds * R * C * span);
     return { cycles: folds * perFold, utilization, folds, rowFolds, colFolds, mappingEfficiency, macs };
   }
-  const cycles = R + Math.ceil(folds / units) * Math.max(t, R) + R + C - 2;
+  const f = Math.ceil(folds / units);
+  const cycles = R + (f - 1) * Math.max(t, R) + t + R + C - 2;
   return { cycles, utilization: macs / (cycles * units * R * C), folds, rowFolds, colFolds, mappingEfficiency, macs };
 }

@@ -22,6 +22,8 @@ export interface OpCost {
   bytes: number;
   /** Modelled cycles at the preset's clock (the roofline time times the clock). */
   cycles: number;
+  /** Cycles of the compute unit alone (MXU GEMM cycles; 0 for vector ops, which are modelled as HBM-bound). */
+  computeCycles: number;
   seconds: number;
   /** Which roof limits the op. */
   bound: 'compute' | 'memory';
@@ -51,10 +53,10 @@ export function opCost(prim: Primitive, inAvals: readonly ShapedArray[], params:
     }
     const computeSeconds = cycles / preset.clockHz;
     const seconds = Math.max(computeSeconds, memSeconds);
-    return { op: prim.name, flops, bytes: memBytes, cycles: seconds * preset.clockHz, seconds, bound: computeSeconds >= memSeconds ? 'compute' : 'memory', unit: 'mxu' };
+    return { op: prim.name, flops, bytes: memBytes, cycles: seconds * preset.clockHz, computeCycles: cycles, seconds, bound: computeSeconds >= memSeconds ? 'compute' : 'memory', unit: 'mxu' };
   }
   const flops = FREE.has(prim.name) ? 0 : outAvals.reduce((s, a) => s + sizeOf(a.shape), 0);
-  return { op: prim.name, flops, bytes: memBytes, cycles: memSeconds * preset.clockHz, seconds: memSeconds, bound: 'memory', unit: memBytes === 0 ? 'none' : 'vpu' };
+  return { op: prim.name, flops, bytes: memBytes, cycles: memSeconds * preset.clockHz, computeCycles: 0, seconds: memSeconds, bound: 'memory', unit: memBytes === 0 ? 'none' : 'vpu' };
 }
 
 export interface Ledger {
