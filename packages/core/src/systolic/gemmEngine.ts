@@ -8,7 +8,8 @@
 import { wasmFeatures } from '../wasm/features';
 import '../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
-import { type OperandView, packOperand } from './pack';
+import { HI, type OperandView, packOperand } from './pack';
+import { packFunctionName } from './packKernels';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
 export const MAX_PAGES = 32768;
@@ -36,6 +37,7 @@ export class GemmEngine {
   readonly shared: boolean;
   readonly bytes: Uint8Array;
   readonly exports: GemmExports;
+  private readonly packFns: Record<string, (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void>;
   private u32View: Uint32Array;
   private f32View: Float32Array;
   /** Set by the thread pool: runs a product over several threads instead of this one. */
@@ -51,7 +53,9 @@ export class GemmEngine {
     this.memory = new WebAssembly.Memory({ initial: 16, maximum: MAX_PAGES, shared: this.shared } as WebAssembly.MemoryDescriptor);
     this.bytes = buildGemmModule({ shape, relaxed, shared: this.shared, maxPages: MAX_PAGES });
     const mod = new WebAssembly.Module(this.bytes);
-    this.exports = new WebAssembly.Instance(mod, { env: { mem: this.memory } }).exports as unknown as GemmExports;
+    const ex = new WebAssembly.Instance(mod, { env: { mem: this.memory } }).exports;
+    this.exports = ex as unknown as GemmExports;
+    this.packFns = ex as unknown as GemmEngine['packFns'];
     this.u32View = new Uint32Array(this.memory.buffer);
     this.f32View = new Float32Array(this.memory.buffer);
   }
@@ -87,11 +91,26 @@ export class GemmEngine {
   }
 
   /**
-   * Runs one product C[M,N] = sum_k A[m,k] B[k,n] with MXU numerics. `compsA[i]`/`compsB[i]`
-   * name the bf16 terms multiplied in pass i. Returns the padded accumulator's element offset
-   * and row stride in `f32`; valid until the next call.
+   * Runs a batch of products C_b[M,N] = sum_k A_b[m,k] B_b[k,n] with MXU numerics. `compsA[i]`
+   * and `compsB[i]` name the bf16 terms multiplied in pass i. For each batch element `sink`
+   * receives the padded accumulator's element offset in `f32` and its row stride, valid until
+   * the sink returns.
+   *
+   * One-pass products of operands with a unit stride (every plain or transposed matmul) copy
+   * the operands into wasm memory and pack them with the SIMD kernels; the rest pack in
+   * TypeScript from the host arrays.
    */
-  product(a: OperandView, aOff: number, b: OperandView, bOff: number, compsA: readonly number[], compsB: readonly number[], flush: boolean, op: string): { c: number; ldc: number } {
+  batchedProduct(
+    a: OperandView,
+    aOffs: readonly number[],
+    b: OperandView,
+    bOffs: readonly number[],
+    compsA: readonly number[],
+    compsB: readonly number[],
+    flush: boolean,
+    op: string,
+    sink: (batch: number, c: number, ldc: number) => void,
+  ): void {
     const { mr, unroll } = this.shape;
     const nr = this.nr;
     const M = a.rows;
@@ -100,19 +119,59 @@ export class GemmEngine {
     const mp = Math.ceil(M / mr) * mr;
     const np = Math.ceil(N / nr) * nr;
     const kp = Math.max(unroll, Math.ceil((compsA.length * K) / unroll) * unroll);
-    const ap = 64;
+    const onePass = compsA.length === 1;
+    const simdA = onePass && (a.rs === 1 || a.ks === 1);
+    const simdB = onePass && (b.rs === 1 || b.ks === 1);
+    let at = 64;
+    const srcA = at;
+    if (simdA) at = align(at + a.bits.byteLength);
+    const srcB = at;
+    if (simdB) at = align(at + b.bits.byteLength);
+    const ap = at;
     const bp = align(ap + mp * kp * 4);
     const cp = align(bp + np * kp * 4);
     this.ensure(cp + mp * np * 4, op);
     const u32 = this.u32View;
-    packOperand(a, aOff, mr, compsA, kp, flush, u32, ap / 4);
-    packOperand(b, bOff, nr, compsB, kp, flush, u32, bp / 4);
+    const buf = this.memory.buffer;
+    const stage = (v: OperandView, addr: number): OperandView => {
+      if (v.bf16) new Uint16Array(buf, addr, v.bits.length).set(v.bits);
+      else u32.set(v.bits, addr / 4);
+      // Views over the whole memory: packSimd addresses elements from the memory's start.
+      return { ...v, bits: v.bf16 ? new Uint16Array(buf) : u32 };
+    };
+    const wa = simdA ? stage(a, srcA) : a;
+    const wb = simdB ? stage(b, srcB) : b;
     const args = { ap, bp, cp, mp, np, kp };
-    if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
-    else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, np);
-    return { c: cp / 4, ldc: np };
+    for (let bi = 0; bi < aOffs.length; bi++) {
+      if (simdA) this.packSimd(wa, srcA, aOffs[bi], mr, kp, flush, ap);
+      else packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
+      if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp);
+      else packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
+      if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
+      else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, np);
+      sink(bi, cp / 4, np);
+    }
+  }
+
+  /** Packs a staged one-pass operand: SIMD kernels for whole panels / k quads, TypeScript for the edges. */
+  private packSimd(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): void {
+    const layout = v.rs === 1 ? 'rc' : 'kc';
+    const full = Math.floor(v.rows / R);
+    const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
+    const esz = v.bf16 ? 2 : 4;
+    const fn = this.packFns[packFunctionName(layout, R, v.bf16, flush)];
+    fn(base + off * esz, v.rs, v.ks, full, kBulk, kp, dst);
+    const elemOff = base / esz + off;
+    const u32 = this.u32View;
+    // Partial last panel: every k. Then the k tail of the full panels (and the kp padding).
+    if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
+    if (full > 0 && (kBulk < v.k || kp > v.k)) {
+      packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
+    }
   }
 }
+
+const HI_ONLY = [HI];
 
 /** Below this many multiply-adds a product runs on the calling thread (dispatch costs more). */
 export const PARALLEL_MIN_WORK = 1 << 21;

@@ -15,6 +15,7 @@
  * NR), so threads can split the work by column panels without sharing an output element.
  */
 import { ModuleBuilder, OP, SIMD } from '../wasm/assembler';
+import { addPackFunctions } from './packKernels';
 
 export interface GemmShape {
   /** Rows per micro-tile. */
@@ -28,7 +29,7 @@ export interface GemmShape {
   readonly nc: number;
 }
 
-export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 6, nv: 2, unroll: 2, kc: 256, mc: 96, nc: 4096 };
+export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 4, nv: 2, unroll: 1, kc: 256, mc: 128, nc: 4096 };
 
 export interface GemmModuleOptions {
   shape: GemmShape;
@@ -152,5 +153,6 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
     f.br(0);
     f.end().end();
   });
+  addPackFunctions(m);
   return m.toBytes();
 }

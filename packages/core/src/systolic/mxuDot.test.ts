@@ -92,7 +92,9 @@ function runCase(c: Case, backend = 'systolic'): void {
           S += Math.abs(p);
         }
         const accBound = onePass ? (K + 1) * u * S : c.precision === 'high' ? (2 ** -15 + (3 * K + 2) * u) * S : (6 * K + 8) * u * S;
-        const bound = accBound * (1 + outU) + outU * Math.abs(exact) + 1e-35;
+        // Output rounding: relative, plus half the subnormal spacing of the output dtype.
+        const outAbs = c.f32out || c.dtype === 'float32' ? 2 ** -150 : c.dtype === 'bfloat16' ? 2 ** -134 : 2 ** -25;
+        const bound = accBound * (1 + outU) + outU * Math.abs(exact) + outAbs;
         const g = got[(bi * M + i) * N + j];
         if (!(Math.abs(g - exact) <= bound)) {
           expect.fail(`${JSON.stringify(c)}: out[${bi},${i},${j}] = ${g}, exact ${exact}, |err| ${Math.abs(g - exact)} > bound ${bound}`);
@@ -178,6 +180,26 @@ describe('systolic dot_general: MXU numerics', () => {
     expect(withBackend('systolic', () => np.matmul(a, b)).dataSync()[0]).toBe(2 ** -30);
     expect(withBackend(flushing.name, () => np.matmul(a, b)).dataSync()[0]).toBe(0);
     expect(withBackend(flushing.name, () => np.array([tiny], 'float32').astype('bfloat16')).dataSync()[0]).toBe(0);
+    // Larger operands in both layouts (SIMD packing kernels): flushing equals zeroing subnormals first.
+    for (const transpose of [false, true]) {
+      const x = randomData(37 * 41, 21);
+      const y = randomData(41 * 19, 22);
+      for (let i = 0; i < x.length; i += 3) x[i] *= 2 ** -128;
+      for (let i = 0; i < 41; i++) x[i] *= 2 ** -128; // row 0 all subnormal: its outputs vanish only when flushed
+      for (let i = 1; i < y.length; i += 5) y[i] = -(2 ** -140);
+      const zero = (v: Float32Array): Float32Array => v.map((t) => (Math.abs(t) < 2 ** -126 ? 0 : t));
+      const tr = (v: Float32Array, r: number, c: number): Float32Array => Float32Array.from({ length: r * c }, (_, i) => v[(i % r) * c + Math.floor(i / r)]);
+      // transpose: lhs stored [K,M] and rhs stored [N,K], contracted through dimension numbers.
+      const prod = (xv: Float32Array, yv: Float32Array) => () =>
+        transpose
+          ? lax.dotGeneral(np.array(tr(xv, 37, 41), 'float32').reshape([41, 37]), np.array(tr(yv, 41, 19), 'float32').reshape([19, 41]), [[[0], [1]], [[], []]]).dataSync()
+          : np.matmul(np.array(xv, 'float32').reshape([37, 41]), np.array(yv, 'float32').reshape([41, 19])).dataSync();
+      const f = withBackend(flushing.name, prod(x, y));
+      const z = withBackend('systolic', prod(zero(x), zero(y)));
+      const nf = withBackend('systolic', prod(x, y));
+      expect(f).toEqual(z);
+      expect(nf).not.toEqual(z);
+    }
   });
 
   it('runs every other primitive on the same backend (results equal the reference kernels)', () => {

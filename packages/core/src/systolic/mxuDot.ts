@@ -112,21 +112,23 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   const acc = out.dtype === 'float32' ? new Float32Array(B * M * N) : new Float32Array(M * N);
   const result: StorageArray = out.dtype === 'float32' ? acc : new Uint16Array(B * M * N);
   if (M * N === 0) return result;
-  for (let bi = 0; bi < B; bi++) {
-    const dst = out.dtype === 'float32' ? bi * M * N : 0;
-    if (K === 0) {
-      acc.fill(0, dst, dst + M * N);
-    } else {
-      const { c, ldc } = engine.product(L.view, L.batchOffsets[bi], R.view, R.batchOffsets[bi], passes.a, passes.b, opts.flushSubnormals, 'dot_general');
-      const f32 = engine.f32;
-      if (ldc === N) acc.set(f32.subarray(c, c + M * N), dst);
-      else for (let i = 0; i < M; i++) acc.set(f32.subarray(c + i * ldc, c + i * ldc + N), dst + i * N);
-    }
-    if (out.dtype !== 'float32') {
-      const o = (result as Uint16Array).subarray(bi * M * N, (bi + 1) * M * N);
-      if (out.dtype === 'bfloat16') bf16.encode(acc, { flushSubnormals: opts.flushSubnormals }, o);
-      else o.set(f16.encode(acc));
-    }
+  const finish = (bi: number): void => {
+    if (out.dtype === 'float32') return;
+    const o = (result as Uint16Array).subarray(bi * M * N, (bi + 1) * M * N);
+    if (out.dtype === 'bfloat16') bf16.encode(acc, { flushSubnormals: opts.flushSubnormals }, o);
+    else o.set(f16.encode(acc));
+  };
+  if (K === 0) {
+    acc.fill(0);
+    for (let bi = 0; bi < B; bi++) finish(bi);
+    return result;
   }
+  engine.batchedProduct(L.view, L.batchOffsets, R.view, R.batchOffsets, passes.a, passes.b, opts.flushSubnormals, 'dot_general', (bi, c, ldc) => {
+    const dst = out.dtype === 'float32' ? bi * M * N : 0;
+    const f32 = engine.f32;
+    if (ldc === N) acc.set(f32.subarray(c, c + M * N), dst);
+    else for (let i = 0; i < M; i++) acc.set(f32.subarray(c + i * ldc, c + i * ldc + N), dst + i * N);
+    finish(bi);
+  });
   return result;
 }

@@ -60,18 +60,21 @@ export function splitTerm(b: number, comp: number, flush: boolean): number {
 
 /**
  * Packs `v` (offset `off` for this batch) into `dst` starting at element `base`: panels of `R`
- * rows, `comps.length` passes of K each, padded to `kp`.
+ * rows, `comps.length` passes of K each, padded to `kp`. `p0` and `kFrom` restrict it to the
+ * panels from p0 and the k values from kFrom (one pass only), to finish what the SIMD packing
+ * kernels leave (see packKernels.ts).
  */
-export function packOperand(v: OperandView, off: number, R: number, comps: readonly number[], kp: number, flush: boolean, dst: Uint32Array, base: number): void {
-  const { bits, rows, k: K, rs, ks } = v;
+export function packOperand(v: OperandView, off: number, R: number, comps: readonly number[], kp: number, flush: boolean, dst: Uint32Array, base: number, p0 = 0, kFrom = 0): void {
+  const { bits, rows, k: Kall, rs, ks } = v;
   const panels = Math.ceil(rows / R);
   const onePass = comps.length === 1 && comps[0] === HI;
-  for (let p = 0; p < panels; p++) {
+  const K = Kall - kFrom;
+  for (let p = p0; p < panels; p++) {
     const r0 = p * R;
     const rn = Math.min(R, rows - r0);
-    let o = base + p * kp * R;
-    const end = o + kp * R;
-    const rowOff = off + r0 * rs;
+    let o = base + (p * kp + kFrom) * R;
+    const end = base + (p + 1) * kp * R;
+    const rowOff = off + r0 * rs + kFrom * ks;
     for (const comp of comps) {
       if (v.bf16) {
         for (let k = 0; k < K; k++) {
