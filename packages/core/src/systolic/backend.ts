@@ -17,6 +17,7 @@ import { GemmEngine } from './gemmEngine';
 import { type Ledger, addToLedger, newLedger, opCost } from './ledger';
 import { mxuDotGeneral } from './mxuDot';
 import { type TpuPreset, checkPreset, presets } from './presets';
+import { applyThreads } from './threads';
 
 export interface SystolicOptions {
   /** Flush subnormal inputs of bf16 conversions to zero (the TPU's conversion). Default false. */
@@ -62,6 +63,7 @@ export class SystolicBackend implements Backend {
   /** The GEMM engine (compiled on first use). */
   get engine(): GemmEngine {
     if (!this.engineCache) this.engineCache = new GemmEngine({ relaxed: this.relaxed && wasmFeatures().relaxedSimd });
+    applyThreads(this.engineCache);
     return this.engineCache;
   }
 

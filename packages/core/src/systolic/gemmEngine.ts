@@ -15,11 +15,11 @@ import { packFunctionName } from './packKernels';
 export const MAX_PAGES = 32768;
 
 export interface GemmExports {
-  gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, j0: number, j1: number): void;
+  gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
 }
 
-/** Splits the columns [0, np) into work items; returns the number of items run. */
-export type ColumnRunner = (args: GemmArgs) => void;
+/** Runs one packed product, split over threads. */
+export type ParallelRunner = (args: GemmArgs) => void;
 
 export interface GemmArgs {
   ap: number;
@@ -41,7 +41,7 @@ export class GemmEngine {
   private u32View: Uint32Array;
   private f32View: Float32Array;
   /** Set by the thread pool: runs a product over several threads instead of this one. */
-  parallel: ColumnRunner | null = null;
+  parallel: ParallelRunner | null = null;
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
@@ -148,7 +148,7 @@ export class GemmEngine {
       if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp);
       else packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
       if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
-      else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, np);
+      else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
       sink(bi, cp / 4, np);
     }
   }

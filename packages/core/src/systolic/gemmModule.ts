@@ -11,8 +11,9 @@
  * multiply-add round identically (see the README for the one exception: products that underflow
  * the f32 normal range).
  *
- * `gemm(ap, bp, cp, mp, np, kp, j0, j1)` computes the columns [j0, j1) of C (both multiples of
- * NR), so threads can split the work by column panels without sharing an output element.
+ * `gemm(ap, bp, cp, mp, np, kp, i0, i1, j0, j1)` computes rows [i0, i1) (multiples of MR) and
+ * columns [j0, j1) (multiples of NR) of C, so threads can split the work by row or column panels
+ * without sharing an output element; each element sees the same K order either way.
  */
 import { ModuleBuilder, OP, SIMD } from '../wasm/assembler';
 import { addPackFunctions } from './packKernels';
@@ -92,9 +93,11 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
     }
   });
 
-  // gemm(ap, bp, cp, mp, np, kp, j0, j1)
-  m.addFunction('gemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [ap, bp, cp, mp, np, kp, j0, j1] = [0, 1, 2, 3, 4, 5, 6, 7];
+  // gemm(ap, bp, cp, mp, np, kp, i0, i1, j0, j1)
+  m.addFunction('gemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [ap, bp, cp, mp0, np, kp, i0, i1, j0, j1] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+    void mp0; // the padded height; rows are bounded by i1
+    const mp = i1;
     const jc = f.local('i32');
     const pc = f.local('i32');
     const ic = f.local('i32');
@@ -109,6 +112,7 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
       // push min(x, cap) where x is a local and cap a constant
       f.get(x).i32Const(cap).get(x).i32Const(cap).op(OP.i32_lt_s).op(OP.select);
     };
+    f.get(i0).get(i1).op(OP.i32_ge_s).if().op(OP.return).end();
     f.get(np).i32Const(4).op(OP.i32_mul).set(ldc);
     f.get(j0).set(jc);
     f.block().loop(); // jc loop
@@ -124,7 +128,7 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
     f.get(kp).get(pc).op(OP.i32_sub).set(rem);
     min(rem, KC);
     f.set(kc);
-    f.i32Const(0).set(ic);
+    f.get(i0).set(ic);
     f.loop(); // ic loop
     f.get(mp).get(ic).op(OP.i32_sub).set(rem);
     f.get(ic);

@@ -14,6 +14,7 @@ export { type Ledger, type OpCost, mfu, opCost, roofline } from './ledger';
 export { PASSES, passCount } from './mxuDot';
 export { type TpuPreset, presets } from './presets';
 export { type PeGridResult, simulatePeGrid } from './peGrid';
+export { getNumThreads, setNumThreads } from './threads';
 
 /** The registered 'systolic' backend. */
 export const backend = new SystolicBackend('systolic');
