@@ -5,6 +5,7 @@
  * accumulator. The memory is shared when the runtime supports threads, so the worker pool
  * (`threads.ts`) can run column slices of the same product on the same buffers.
  */
+import * as bf16 from '../bf16';
 import { wasmFeatures } from '../wasm/features';
 import '../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
@@ -40,6 +41,8 @@ export class GemmEngine {
   private readonly packFns: Record<string, (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void>;
   private u32View: Uint32Array;
   private f32View: Float32Array;
+  /** Byte address of the bf16 output scratch of the current product. */
+  private outScratch = 0;
   /** Set by the thread pool: runs a product over several threads instead of this one. */
   parallel: ParallelRunner | null = null;
 
@@ -130,7 +133,8 @@ export class GemmEngine {
     const ap = at;
     const bp = align(ap + mp * kp * 4);
     const cp = align(bp + np * kp * 4);
-    this.ensure(cp + mp * np * 4, op);
+    this.outScratch = align(cp + mp * np * 4);
+    this.ensure(this.outScratch + M * N * 2, op);
     const u32 = this.u32View;
     const buf = this.memory.buffer;
     const stage = (v: OperandView, addr: number): OperandView => {
@@ -150,6 +154,22 @@ export class GemmEngine {
       if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
       else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
       sink(bi, cp / 4, np);
+    }
+  }
+
+  /**
+   * Rounds the accumulator at element offset `c` (row stride `ldc`) to bf16 storage into
+   * `out[outOff ..]` as a dense [M,N] matrix: SIMD for 8-column groups, TypeScript for the rest.
+   * Call from a `batchedProduct` sink.
+   */
+  narrowToBf16(c: number, ldc: number, M: number, N: number, flush: boolean, out: Uint16Array, outOff: number): void {
+    const n8 = N - (N % 8);
+    const fn = this.packFns[flush ? 'out_bf16_flush' : 'out_bf16'] as unknown as (s: number, l: number, r: number, c8: number, d: number, ldd: number) => void;
+    fn(c * 4, ldc, M, n8, this.outScratch, N);
+    out.set(new Uint16Array(this.memory.buffer, this.outScratch, M * N), outOff);
+    if (n8 < N) {
+      const f32 = this.f32View;
+      for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) out[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
     }
   }
 

@@ -16,7 +16,7 @@
  * without sharing an output element; each element sees the same K order either way.
  */
 import { ModuleBuilder, OP, SIMD } from '../wasm/assembler';
-import { addPackFunctions } from './packKernels';
+import { addOutputFunctions, addPackFunctions } from './packKernels';
 
 export interface GemmShape {
   /** Rows per micro-tile. */
@@ -158,5 +158,6 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
     f.end().end();
   });
   addPackFunctions(m);
+  addOutputFunctions(m);
   return m.toBytes();
 }

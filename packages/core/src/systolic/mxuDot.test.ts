@@ -156,6 +156,9 @@ describe('systolic dot_general: MXU numerics', () => {
     withBackend('systolic', () => {
       const d = np.matmul(a, b).dataSync();
       expect(np.matmul(a, b, { precision: 'highest' }).dataSync()).toEqual(d);
+      // The bf16 result is the f32 accumulator rounded once (RNE), SIMD columns and tail alike.
+      const acc = np.matmul(a, b, { preferredElementType: 'float32' }).dataSync() as Float32Array;
+      expect(Array.from(np.matmul(a, b)._storage())).toEqual(Array.from(bf16.encode(acc)));
     });
   });
 

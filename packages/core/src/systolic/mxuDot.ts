@@ -109,7 +109,7 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   const K = L.view.k;
   const B = L.batchOffsets.length;
   const passes = lhs.dtype === 'bfloat16' ? PASSES.default : PASSES[params.precision ?? 'default'];
-  const acc = out.dtype === 'float32' ? new Float32Array(B * M * N) : new Float32Array(M * N);
+  const acc = out.dtype === 'float32' ? new Float32Array(B * M * N) : new Float32Array(out.dtype === 'float16' || K === 0 ? M * N : 0);
   const result: StorageArray = out.dtype === 'float32' ? acc : new Uint16Array(B * M * N);
   if (M * N === 0) return result;
   const finish = (bi: number): void => {
@@ -124,6 +124,10 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
     return result;
   }
   engine.batchedProduct(L.view, L.batchOffsets, R.view, R.batchOffsets, passes.a, passes.b, opts.flushSubnormals, 'dot_general', (bi, c, ldc) => {
+    if (out.dtype === 'bfloat16') {
+      engine.narrowToBf16(c, ldc, M, N, opts.flushSubnormals, result as Uint16Array, bi * M * N);
+      return;
+    }
     const dst = out.dtype === 'float32' ? bi * M * N : 0;
     const f32 = engine.f32;
     if (ldc === N) acc.set(f32.subarray(c, c + M * N), dst);

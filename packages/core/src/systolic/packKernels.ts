@@ -59,6 +59,49 @@ function shuffle32(f: FunctionBuilder, lanes: [number, number, number, number]):
   for (const l of lanes) for (let b = 0; b < 4; b++) f.op(l * 4 + b);
 }
 
+/**
+ * `out_bf16[_flush](src, ldc, rows, cols8, dst)`: rounds the f32 accumulator (row stride `ldc`
+ * elements) to bf16 storage, 8 columns at a time (`cols8` a multiple of 8), writing a dense
+ * [rows, cols] u16 matrix at `dst` whose row stride is `cols` = the caller's N (passed as ldd).
+ */
+export function addOutputFunctions(m: ModuleBuilder): void {
+  for (const flush of [false, true]) {
+    m.addFunction(`out_bf16${flush ? '_flush' : ''}`, ['i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+      const [src, ldc, rows, cols8, dst, ldd] = [0, 1, 2, 3, 4, 5];
+      const r = f.local('i32');
+      const j = f.local('i32');
+      const s = f.local('i32');
+      const d = f.local('i32');
+      const t = f.local('v128');
+      const lo = f.local('v128');
+      f.get(rows).op(OP.i32_eqz).if().op(OP.return).end();
+      f.get(cols8).op(OP.i32_eqz).if().op(OP.return).end();
+      f.i32Const(0).set(r);
+      f.loop();
+      f.get(src).get(r).get(ldc).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(s);
+      f.get(dst).get(r).get(ldd).op(OP.i32_mul).i32Const(2).op(OP.i32_mul).op(OP.i32_add).set(d);
+      f.i32Const(0).set(j);
+      f.loop();
+      f.get(s).simdMem(SIMD.v128_load, 0, 16);
+      convert(f, t, false, flush);
+      f.i32Const(16).simd(SIMD.i32x4_shr_u).set(lo);
+      f.get(d);
+      f.get(lo);
+      f.get(s).simdMem(SIMD.v128_load, 16, 16);
+      convert(f, t, false, flush);
+      f.i32Const(16).simd(SIMD.i32x4_shr_u);
+      f.simd(SIMD.i16x8_narrow_i32x4_u);
+      f.simdMem(SIMD.v128_store, 0, 16);
+      f.get(s).i32Const(32).op(OP.i32_add).set(s);
+      f.get(d).i32Const(16).op(OP.i32_add).set(d);
+      f.get(j).i32Const(8).op(OP.i32_add).tee(j).get(cols8).op(OP.i32_lt_u).brIf(0);
+      f.end();
+      f.get(r).i32Const(1).op(OP.i32_add).tee(r).get(rows).op(OP.i32_lt_u).brIf(0);
+      f.end();
+    });
+  }
+}
+
 export function addPackFunctions(m: ModuleBuilder): void {
   for (const layout of ['rc', 'kc'] as const) {
     for (const R of [4, 8]) {

@@ -85,6 +85,7 @@ export const SIMD = {
   v128_xor: 0x51,
   v128_bitselect: 0x52,
   v128_store64_lane: 0x5b,
+  i16x8_narrow_i32x4_u: 0x86,
   i32x4_extend_low_i16x8_u: 0xa9,
   i32x4_shl: 0xab,
   i32x4_shr_s: 0xac,
