@@ -5,7 +5,8 @@
  * 'highest' precision so finite differences are meaningful).
  */
 import { describe, expect, test } from 'vitest';
-import { type Array, type Precision, listBackends, nn, np, tree, valueAndGrad, withBackend, jit } from '../src/index';
+import { type Array, listBackends, nn, np, tree, valueAndGrad, withBackend, jit } from '../src/index';
+import type { Precision } from '../src/lax/index';
 import { expectAllclose } from './matchers';
 
 /** Deterministic pseudo-random float32 values in [-s, s]. */
