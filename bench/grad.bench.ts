@@ -56,7 +56,7 @@ function loss(params: Layer[], x: Array, y: Array): Array {
 
 function run(backend: string): void {
   withBackend(backend, () => {
-    const params: Layer[] = Array.from({ length: LAYERS }, (_, l) => ({
+    const params: Layer[] = globalThis.Array.from({ length: LAYERS }, (_, l) => ({
       g1: np.ones([D]),
       g2: np.ones([D]),
       wq: rand([D, D], 10 * l + 1, 0.1),
