@@ -120,6 +120,10 @@ const cases: Case[] = [
   { name: 'reduce_prod', f: (x) => lax.reduceProd(x, [1]), shapes: [[2, 3]], h: 1e-2, tol: 5e-3 },
   { name: 'cumsum', f: (x) => lax.cumsum(x, 1), shapes: [[2, 3]], h: 1e-2 },
   { name: 'cumsum reverse', f: (x) => lax.cumsum(x, 0, true), shapes: [[3, 2]], h: 1e-2 },
+  { name: 'cumprod', f: (x) => lax.cumprod(x, 1), shapes: [[2, 4]], h: 1e-2, tol: 5e-3 },
+  { name: 'cumprod reverse', f: (x) => lax.cumprod(x, 0, true), shapes: [[3, 2]], h: 1e-2, tol: 5e-3 },
+  { name: 'cummax', f: (x) => lax.cummax(x, 1), shapes: [[2, 4]], h: 1e-3 },
+  { name: 'cummin reverse', f: (x) => lax.cummin(x, 0, true), shapes: [[4, 2]], h: 1e-3 },
   { name: 'dot_general matmul', f: (a, b) => lax.dotGeneral(a, b, [[[1], [0]], [[], []]]), shapes: [[2, 3], [3, 4]], h: 1e-2 },
   { name: 'dot_general batched', f: (a, b) => lax.dotGeneral(a, b, [[[2], [1]], [[0], [0]]]), shapes: [[2, 3, 2], [2, 2, 4]], h: 1e-2 },
   { name: 'dot_general odd dims', f: (a, b) => lax.dotGeneral(a, b, [[[0, 2], [2, 0]], [[1], [1]]]), shapes: [[2, 3, 4], [4, 3, 2]], h: 1e-2 },
@@ -177,7 +181,7 @@ const tooClose = (c: Case, vals: number[][]): boolean => {
   if (c.name === 'select_n') return vals[0].some((p) => Math.abs(p) < 1e-2);
   if (c.name === 'rem') return vals[0].some((a, i) => Math.abs(a / vals[1][i] - Math.round(a / vals[1][i])) < 1e-2);
   if (c.name === 'abs') return false;
-  if (c.name.startsWith('reduce_m') || c.name === 'sort' || c.name === 'top_k') {
+  if (c.name.startsWith('reduce_m') || c.name.startsWith('cumm') || c.name === 'sort' || c.name === 'top_k') {
     const s = [...vals[0]].sort((a, b) => a - b);
     return s.some((v, i) => i > 0 && v - s[i - 1] < 1e-2);
   }
@@ -290,4 +294,11 @@ test('bfloat16 grads follow float32 grads within bf16 tolerance', () => {
   const g16 = grad(f)(x.astype('bfloat16')) as Array;
   expect(g16.dtype).toBe('bfloat16');
   expectAllclose(g16, g32, { rtol: 3e-2, atol: 3e-2 });
+});
+
+test('cumprod and reduce_prod gradients are right at zeros; cummax averages ties', () => {
+  const x = np.array([2, 0, 3]).astype('float32');
+  expectAllclose(grad((v: Array) => np.sum(lax.cumprod(v, 0)))(x) as Array, [1, 8, 0]);
+  expectAllclose(grad((v: Array) => lax.reduceProd(v, [0]))(x) as Array, [0, 6, 0]);
+  expectAllclose(grad((v: Array) => np.sum(lax.cummax(v, 0)))(np.array([1, 1, 0.5]).astype('float32')) as Array, [2, 1, 0]);
 });
