@@ -91,7 +91,7 @@ describe('one_hot', () => {
         const r = nn.oneHot(np.array(idx.length ? idx : [], 'int32'), k);
         expect(r.dtype).toBe('float32');
         expect(r.shape).toEqual([idx.length, k]);
-        expect(r.toArray()).toEqual(idx.map((i) => Array.from({ length: k }, (_, j) => (j === i ? 1 : 0))));
+        expect(r.toArray()).toEqual(idx.map((i) => globalThis.Array.from({ length: k }, (_, j) => (j === i ? 1 : 0))));
       }),
       RUNS,
     );

@@ -8,7 +8,7 @@ const RUNS = { numRuns: 30 };
 
 function filled(shape: number[], seed: number, dtype: 'float32' | 'int32' | 'int8' = 'float32'): Array {
   const n = shape.reduce((a, b) => a * b, 1);
-  const v = Array.from({ length: n }, (_, i) => (((i + 1) * 2654435761 + seed * 97) >>> 0) % 11 - 5);
+  const v = globalThis.Array.from({ length: n }, (_, i) => (((i + 1) * 2654435761 + seed * 97) >>> 0) % 11 - 5);
   return np.reshape(np.array(v, dtype), shape);
 }
 
@@ -21,8 +21,8 @@ function naiveMatmul(a: Array, b: Array): number[] {
   const ab = a.shape.slice(0, -2);
   const bb = b.shape.slice(0, -2);
   const rank = Math.max(ab.length, bb.length);
-  const pa = [...new Array<number>(rank - ab.length).fill(1), ...ab];
-  const pb = [...new Array<number>(rank - bb.length).fill(1), ...bb];
+  const pa = [...new globalThis.Array<number>(rank - ab.length).fill(1), ...ab];
+  const pb = [...new globalThis.Array<number>(rank - bb.length).fill(1), ...bb];
   const batch = pa.map((d, i) => Math.max(d, pb[i]));
   const nb = batch.reduce((x, y) => x * y, 1);
   const out: number[] = [];
@@ -149,12 +149,12 @@ describe('shape manipulation', () => {
         const tshape = t.shape;
         for (let f = 0; f < tv.length; f++) {
           let rem = f;
-          const idx = new Array<number>(tshape.length);
+          const idx = new globalThis.Array<number>(tshape.length);
           for (let d = tshape.length - 1; d >= 0; d--) {
             idx[d] = rem % tshape[d];
             rem = Math.floor(rem / tshape[d]);
           }
-          const src = new Array<number>(shape.length);
+          const src = new globalThis.Array<number>(shape.length);
           perm.forEach((p, i) => (src[p] = idx[i]));
           let v: unknown = xv;
           for (const i of src) v = (v as unknown[])[i];
