@@ -135,6 +135,7 @@ describe('einsum', () => {
     ]);
     expect(np.einsum('bij,bjk->bik', np.ones([5, 2, 3]), np.ones([5, 3, 4])).shape).toEqual([5, 2, 4]);
     expect(np.einsum('ij,jk', np.ones([2, 3], 'int32'), np.ones([3, 2])).dtype).toBe('float32');
+    expect(np.einsum('ij,jk', a, b, { precision: 'highest' }).dataSync()).toEqual(np.matmul(a, b).dataSync());
   });
 
   it('rejects bad subscripts with a clear message', () => {
