@@ -365,6 +365,19 @@ describe('out-of-bounds modes', () => {
   });
 });
 
+describe('empty selections', () => {
+  it('give empty results and leave updates as no-ops', () => {
+    const z = np.zeros([0, 3]);
+    expect(z.get([]).shape).toEqual([0, 3]);
+    expect(z.get(':', [0, 2]).shape).toEqual([0, 2]);
+    expect(np.arange(4).get([]).shape).toEqual([0]);
+    expect(np.arange(4).get([]).dtype).toBe('int32');
+    expect(np.arange(4).at([]).set(9).toArray()).toEqual([0, 1, 2, 3]);
+    expect(np.arange(4).get('3:1').shape).toEqual([0]);
+    expect(() => z.get([0])).toThrow(/cannot index with an array into an axis of size 0/);
+  });
+});
+
 describe('bad indices', () => {
   const x = arange([2, 3]);
   it('names the problem', () => {
