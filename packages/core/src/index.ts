@@ -31,6 +31,7 @@ export { type Checkpointable, type Device, type Index, type Sharding, isCheckpoi
 export * as lax from './lax/index';
 export * as nn from './nn';
 export * as np from './numpy/index';
+export * as random from './random/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
