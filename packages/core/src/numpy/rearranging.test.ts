@@ -174,3 +174,94 @@ describe('nonzero / argwhere / masks (eager only)', () => {
     expect(() => np.repeat(np.arange(3), t)).toThrow(/repeat: needs a concrete array/);
   });
 });
+
+describe('rot90 / append / searchsorted / grids', () => {
+  it('rot90 four times is the identity and once matches NumPy', () => {
+    const m = np.array([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(np.rot90(m).toArray()).toEqual([
+      [2, 4],
+      [1, 3],
+    ]);
+    expect(np.rot90(m, -1).toArray()).toEqual([
+      [3, 1],
+      [4, 2],
+    ]);
+    expect(np.rot90(m, 2).toArray()).toEqual([
+      [4, 3],
+      [2, 1],
+    ]);
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 2, maxLength: 3 }), fc.integer({ min: -5, max: 5 }), (shape, k) => {
+        const x = arange(shape);
+        const once = np.rot90(x, k);
+        expect(np.rot90(once, -k).dataSync()).toEqual(x.dataSync());
+        expect(np.rot90(np.rot90(x, k), 4 - k).dataSync()).toEqual(x.dataSync());
+      }),
+      { numRuns: 30 },
+    );
+    expect(() => np.rot90(m, 1, [0, 0])).toThrow(/axes must be different/);
+  });
+
+  it('append flattens without an axis', () => {
+    expect(np.append(np.array([[1, 2]]), [3]).toArray()).toEqual([1, 2, 3]);
+    expect(np.append(np.array([[1, 2]]), [[3, 4]], 0).toArray()).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+  });
+
+  it('searchsorted matches a linear scan on both sides', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: -5, max: 5 }), { maxLength: 8 }), fc.array(fc.integer({ min: -6, max: 6 }), { minLength: 1, maxLength: 5 }), (raw, v) => {
+        const a = [...raw].sort((p, q) => p - q);
+        const A = a.length ? np.array(a) : np.zeros([0], 'int32');
+        expect(np.searchsorted(A, np.array(v)).toArray()).toEqual(v.map((x) => a.filter((y) => y < x).length));
+        expect(np.searchsorted(A, np.array(v), { side: 'right' }).toArray()).toEqual(v.map((x) => a.filter((y) => y <= x).length));
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('meshgrid, indices, unravelIndex and ravelMultiIndex', () => {
+    const [X, Y] = np.meshgrid(np.array([1, 2, 3]), np.array([4, 5]));
+    expect(X.toArray()).toEqual([
+      [1, 2, 3],
+      [1, 2, 3],
+    ]);
+    expect(Y.toArray()).toEqual([
+      [4, 4, 4],
+      [5, 5, 5],
+    ]);
+    const [I, J] = np.meshgrid(np.array([1, 2, 3]), np.array([4, 5]), { indexing: 'ij' });
+    expect(I.shape).toEqual([3, 2]);
+    expect(J.toArray()).toEqual([
+      [4, 5],
+      [4, 5],
+      [4, 5],
+    ]);
+    expect(np.indices([2, 3]).toArray()).toEqual([
+      [
+        [0, 0, 0],
+        [1, 1, 1],
+      ],
+      [
+        [0, 1, 2],
+        [0, 1, 2],
+      ],
+    ]);
+    fc.assert(
+      fc.property(shapeArb, fc.array(fc.nat(1000), { minLength: 1, maxLength: 6 }), (shape, raw) => {
+        const flat = raw.map((r) => r % prod(shape));
+        const coords = np.unravelIndex(np.array(flat), shape);
+        coords.forEach((c, d) => expect(c.toArray()).toEqual(flat.map((f) => unravel(f, shape)[d])));
+        expect(np.ravelMultiIndex(coords, shape).toArray()).toEqual(flat);
+      }),
+      { numRuns: 40 },
+    );
+    expect(np.ravelMultiIndex([[5], [-1]], [3, 4], { mode: 'wrap' }).toArray()).toEqual([11]);
+    expect(() => np.ravelMultiIndex([[0]], [3, 4])).toThrow(/got 1 index arrays for dims \[3,4\] \(2 needed\)/);
+  });
+});
