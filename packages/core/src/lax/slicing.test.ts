@@ -80,6 +80,26 @@ describe('dynamic_slice / dynamic_update_slice', () => {
     );
   });
 
+  it('in-dim helpers', () => {
+    const x = arange([3, 4]);
+    expect(lax.indexInDim(x, -1, 0).toArray()).toEqual([[8, 9, 10, 11]]);
+    expect(lax.indexInDim(x, 1, 1, false).toArray()).toEqual([1, 5, 9]);
+    expect(lax.dynamicIndexInDim(x, np.array(7), 0, false).toArray()).toEqual([8, 9, 10, 11]);
+    expect(lax.dynamicSliceInDim(x, 3, 2, 1).toArray()).toEqual([
+      [2, 3],
+      [6, 7],
+      [10, 11],
+    ]);
+    expect(lax.dynamicUpdateIndexInDim(x, np.array([0, 0, 0], 'int32'), 1, 1).get(':', 1).toArray()).toEqual([0, 0, 0]);
+    expect(lax.dynamicUpdateSliceInDim(x, np.zeros([1, 4], 'int32'), 9, 0).get(2).toArray()).toEqual([0, 0, 0, 0]);
+    expect(lax.sliceInDim(x, -2, null, 1, 1).toArray()).toEqual([
+      [2, 3],
+      [6, 7],
+      [10, 11],
+    ]);
+    expect(() => lax.indexInDim(x, 3)).toThrow(/index 3 is out of bounds for axis 0 with size 3/);
+  });
+
   it('rejects bad inputs', () => {
     const x = arange([3, 4]);
     expect(() => lax.dynamicSlice(x, [0], [1, 1])).toThrow(/one start index per operand dimension; got 1/);
