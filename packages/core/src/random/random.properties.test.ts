@@ -12,7 +12,7 @@ const seed = fc.integer({ min: -(2 ** 31), max: 2 ** 32 - 1 });
 const FLOATS: DType[] = ['float32', 'bfloat16', 'float16'];
 const RUNS = { numRuns: 12 };
 
-const flat = (a: Array): number[] => Array.from(a.dataSync());
+const flat = (a: Array): number[] => globalThis.Array.from(a.dataSync());
 const keyAt = (keys: Array, i: number): Array => random.wrapKeyData(Uint32Array.from((keys.toArray() as number[][])[i]));
 
 describe('keys', () => {
@@ -250,8 +250,8 @@ describe('permutation and choice', () => {
     fc.assert(
       fc.property(seed, fc.integer({ min: 0, max: 400 }), (s, n) => {
         const p = flat(random.permutation(random.key(s), n));
-        expect(sorted(p)).toEqual(Array.from({ length: n }, (_, i) => i));
-        if (n >= 20) expect(p).not.toEqual(Array.from({ length: n }, (_, i) => i));
+        expect(sorted(p)).toEqual(globalThis.Array.from({ length: n }, (_, i) => i));
+        if (n >= 20) expect(p).not.toEqual(globalThis.Array.from({ length: n }, (_, i) => i));
       }),
       RUNS,
     );
@@ -261,12 +261,12 @@ describe('permutation and choice', () => {
     const x = np.reshape(np.arange(24), [4, 6]);
     const rows = random.permutation(random.key(2), x).toArray() as number[][];
     expect(rows.map((r) => r[0] / 6).sort()).toEqual([0, 1, 2, 3]);
-    for (const r of rows) expect(r).toEqual(Array.from({ length: 6 }, (_, j) => r[0] + j));
+    for (const r of rows) expect(r).toEqual(globalThis.Array.from({ length: 6 }, (_, j) => r[0] + j));
     const cols = random.permutation(random.key(2), x, { axis: 1 }).toArray() as number[][];
     const order = cols[0].map((v) => v % 6);
     cols.forEach((r, i) => expect(r.map((v) => v % 6)).toEqual(order) && expect(r.every((v) => Math.floor(v / 6) === i)).toBe(true));
     const ind = random.permutation(random.key(2), x, { axis: 1, independent: true }).toArray() as number[][];
-    ind.forEach((r, i) => expect(sorted(r)).toEqual(Array.from({ length: 6 }, (_, j) => 6 * i + j)));
+    ind.forEach((r, i) => expect(sorted(r)).toEqual(globalThis.Array.from({ length: 6 }, (_, j) => 6 * i + j)));
   });
 
   it('choice without replacement draws distinct elements; with p it follows p', () => {
