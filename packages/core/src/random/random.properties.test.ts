@@ -70,6 +70,13 @@ describe('keys', () => {
     );
   });
 
+  it('splitKeys unpacks split: the same keys, each of shape [2]', () => {
+    const k = random.key(77);
+    const keys = random.splitKeys(k, 3);
+    expect(keys.map((x) => x.shape)).toEqual([[2], [2], [2]]);
+    expect(keys.map(flat)).toEqual(random.split(k, 3).toArray());
+  });
+
   it('split(key, shape) has shape [...shape, 2] and uses the same keys as a flat split', () => {
     const k = random.key(5);
     const a = random.split(k, [2, 3]);
