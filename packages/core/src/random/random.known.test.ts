@@ -154,6 +154,20 @@ describe('original (non-partitionable) mode: JAX random_test.py values from befo
     exact(random.normal(random.splitKeys(k, 1)[0], [3]), [0.5362355, -1.1920372, 2.450225]);
   });
 
+  it('normal draws of the pre-0.5 "Pseudorandom numbers" tutorial loop with key(12), printed in full', () => {
+    // jax.readthedocs.io/en/latest/random-numbers.html as captured in github.com/GALVINLAI/lai_PSR_RCBCD:
+    // for i in range(3): new_key, subkey = split(key); print(normal(subkey)); key = new_key
+    random.setThreefryPartitionable(false);
+    let k = random.key(12);
+    const draws: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const [next, sub] = random.splitKeys(k);
+      draws.push(random.normal(sub).item() as number);
+      k = next;
+    }
+    expect(draws).toEqual([0.735927939414978, 1.810187578201294, 0.11553369462490082]);
+  });
+
   it('jax.nn.initializers.uniform(10.0)(key(42), (2, 3)) docstring (doctest skipped; output predates the 0.5 flip)', () => {
     random.setThreefryPartitionable(false);
     const w = np.multiply(random.uniform(random.key(42), [2, 3]), 10);
