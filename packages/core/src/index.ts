@@ -37,3 +37,4 @@ export { type Shape, broadcastShapes } from './shape';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
 export * as tree from './tree';
 export type { KeyEntry, KeyPath, PyTree, TreeDef } from './tree';
+export * from './transforms/index';
