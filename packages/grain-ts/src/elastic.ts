@@ -82,18 +82,11 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
     while (this.#next < n) {
       const j = this.#next;
       this.#next += this.shardCount;
-      if (this.#prior.length > 0) {
-        if (this.#consumedBefore(j)) continue;
-        this.#prune();
-      }
+      if (this.#prior.length > 0 && this.#consumedBefore(j)) continue;
       const v = this.ds.get(j);
       if (v !== undefined) return v;
     }
     return END;
-  }
-
-  #prune(): void {
-    this.#prior = this.#prior.filter((p) => p.next.some((g) => g > this.#next - this.shardCount));
   }
 
   getState(): ElasticState {
@@ -135,8 +128,17 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
     const frontier = Math.min(...next);
     this.#base = frontier;
     this.#next = frontier + this.shardIndex;
-    this.#prior = [...olds[0].prior.map((p) => ({ base: p.base, shardCount: p.shardCount, next: [...p.next] })), level];
-    this.#prune();
+    // Older levels (from earlier reshards) still matter where some index above the frontier was
+    // consumed by them; shards of one run may have saved them, so take the union.
+    const seen = new Set<string>();
+    const prior: Level[] = [];
+    for (const p of [...olds.flatMap((o) => o.prior), level]) {
+      const key = JSON.stringify(p);
+      if (seen.has(key) || Math.max(...p.next) <= frontier) continue;
+      seen.add(key);
+      prior.push({ base: p.base, shardCount: p.shardCount, next: [...p.next] });
+    }
+    this.#prior = prior;
   }
 }
 

@@ -1,8 +1,8 @@
 /**
  * The deterministic interleaving behind `mix`: which component each position of a mixture
- * draws from. Weights are normalised and turned into integer counts per block (largest
- * remainder over 10^6, reduced by their gcd); a block lists the components in smooth weighted
- * round-robin order. Position `i` is block `floor(i / size)`, slot `i % size`, so the
+ * draws from. Weights are normalised and turned into integer counts per block (the smallest
+ * block that holds them exactly, else largest remainder over 10^6 reduced by the gcd); a block
+ * lists the components in smooth weighted round-robin order. Position `i` is block `floor(i / size)`, slot `i % size`, so the
  * component and the index within it are O(1) to compute: the mixture stays random-access and
  * its iterator state stays one integer, and every block holds exactly the stated proportions.
  */
@@ -28,12 +28,22 @@ export class MixSchedule {
     }
     const total = weights.reduce((a, b) => a + b, 0);
     if (!(total > 0)) throw new RangeError(`${op}: weights must not all be 0; got [${weights.join(', ')}]`);
-    const scale = 1_000_000;
-    const exact = weights.map((w) => (w / total) * scale);
-    const counts = exact.map(Math.floor);
-    let short = scale - counts.reduce((a, b) => a + b, 0);
-    const byRemainder = exact.map((e, i) => [e - Math.floor(e), i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
-    for (let j = 0; short > 0; j++, short--) counts[byRemainder[j][1]]++;
+    const share = weights.map((w) => w / total);
+    // The smallest block that holds the shares exactly (e.g. [2, 1] -> 3, [0.3, 0.7] -> 10)...
+    let counts: number[] | null = null;
+    for (let d = 1; d <= 10_000 && counts === null; d++) {
+      const c = share.map((p) => Math.round(p * d));
+      if (c.reduce((a, b) => a + b, 0) === d && c.every((ci, k) => Math.abs(ci / d - share[k]) < 1e-9)) counts = c;
+    }
+    if (counts === null) {
+      // ...else largest remainder over 10^6, reduced by the gcd.
+      const scale = 1_000_000;
+      const exact = share.map((p) => p * scale);
+      counts = exact.map(Math.floor);
+      let short = scale - counts.reduce((a, b) => a + b, 0);
+      const byRemainder = exact.map((e, i) => [e - Math.floor(e), i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+      for (let j = 0; short > 0; j++, short--) counts[byRemainder[j][1]]++;
+    }
     const g = counts.reduce((a, c) => gcd(a, c), 0);
     this.counts = Int32Array.from(counts.map((c) => c / g));
     this.size = this.counts.reduce((a, b) => a + b, 0);
