@@ -15,7 +15,7 @@ export { DatasetIterator, END, type JsonValue } from './iterator';
 export { MapDataset, type RandomAccessDataSource, type ToIterOptions } from './mapDataset';
 export { MixSchedule } from './mixSchedule';
 export { Batch, type FilterTransform, type MapTransform, type Operation, type RandomMapTransform } from './operations';
-export { type PackOptions, type PackedRow, type PaddingStats, type Sequence } from './packing';
+export { type PackOptions, type PackedRow, type PaddedDataset, type PaddingStats, type Sequence } from './packing';
 export { type BucketOptions, type PadOptions, padToLength } from './padding';
 export { Rng, philox4x32 } from './rng';
 export { type ShardOptions, evenSplit } from './sharding';

@@ -78,7 +78,7 @@ class ParallelIterator<T> extends DatasetIterator<T> {
     const mine = this.ds.describe();
     for (let w = 0; w < this.options.workerCount; w++) {
       const r = this.#reply(w);
-      if (r.length !== this.ds.length || (r.describe && r.describe !== mine)) {
+      if (r.length !== this.ds.length || (r.describe && r.describe !== mine && `source(${r.describe})` !== mine)) {
         this.close();
         throw new Error(`toIterDataset: worker ${w} built a different dataset (length ${r.length}, ${r.describe}) than this thread (length ${this.ds.length}, ${mine}); the worker module must build the same pipeline`);
       }

@@ -36,6 +36,11 @@ export interface PaddingStats {
   waste: number;
 }
 
+/** A dataset whose iterators count real and pad tokens (`stats`). */
+export interface PaddedDataset<T> extends IterDataset<T> {
+  iterator(): DatasetIterator<T> & { readonly stats: PaddingStats };
+}
+
 export interface PackOptions {
   /** Row length in tokens. */
   length: number;
@@ -352,7 +357,7 @@ export function checkPackOptions(o: PackOptions): void {
 declare module './iterDataset' {
   interface IterDataset<T> {
     /** First-fit packing into rows of `length` tokens (see packing.ts). */
-    pack(options: PackOptions): IterDataset<PackedRow> & { iterator(): DatasetIterator<PackedRow> & { stats: PaddingStats } };
+    pack(options: PackOptions): PaddedDataset<PackedRow>;
   }
 }
 

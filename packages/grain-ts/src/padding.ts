@@ -13,7 +13,7 @@
 import { collate } from './collate';
 import { FnIterDataset, IterDataset } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
-import { type PackedRow, type PaddingStats, type Sequence, addRow, emptyStats, featuresOf } from './packing';
+import { type PackedRow, type PaddedDataset, type PaddingStats, type Sequence, addRow, emptyStats, featuresOf } from './packing';
 
 export interface PadOptions {
   padId?: number;
@@ -241,9 +241,9 @@ function checkBucketOptions(o: BucketOptions): void {
 declare module './iterDataset' {
   interface IterDataset<T> {
     /** Each sequence padded (or truncated) to `length` as a row with segment ids and positions. */
-    padToLength(length: number, options?: PadOptions): IterDataset<PackedRow> & { iterator(): DatasetIterator<PackedRow> & { stats: PaddingStats } };
+    padToLength(length: number, options?: PadOptions): PaddedDataset<PackedRow>;
     /** Batches of similar-length sequences padded to their bucket boundary (a fixed set of shapes). */
-    bucketBySequenceLength(options: BucketOptions): IterDataset<any> & { iterator(): DatasetIterator<any> & { stats: PaddingStats } };
+    bucketBySequenceLength(options: BucketOptions): PaddedDataset<any>;
   }
 }
 
