@@ -8,6 +8,8 @@
 import { collate } from './collate';
 import { DatasetIterator, END, type End, type JsonValue, checkState } from './iterator';
 import { MixSchedule } from './mixSchedule';
+import type { PackOptions, PackedRow, PaddedDataset } from './packing';
+import type { BucketOptions, PadOptions } from './padding';
 import { Rng } from './rng';
 
 export abstract class IterDataset<T> {
@@ -57,6 +59,13 @@ export abstract class IterDataset<T> {
     const schedule = new MixSchedule(w, 'IterDataset.mix');
     return new FnIterDataset(() => new MixIterator(datasets.map((d) => d.iterator()), schedule));
   }
+
+  /** First-fit packing into rows of `length` tokens (installed by packing.ts). */
+  declare pack: (options: PackOptions) => PaddedDataset<PackedRow>;
+  /** Each sequence padded (or truncated) to `length` as a row with segment ids and positions (padding.ts). */
+  declare padToLength: (length: number, options?: PadOptions) => PaddedDataset<PackedRow>;
+  /** Batches of similar-length sequences padded to their bucket boundary: a fixed set of shapes (padding.ts). */
+  declare bucketBySequenceLength: (options: BucketOptions) => PaddedDataset<any>;
 
   /** Every element of the stream (for small datasets and tests). */
   toArray(): T[] {

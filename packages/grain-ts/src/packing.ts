@@ -354,13 +354,6 @@ export function checkPackOptions(o: PackOptions): void {
   if (o.overflow !== undefined && !['error', 'truncate', 'split'].includes(o.overflow)) throw new RangeError(`pack: overflow must be 'error', 'truncate' or 'split'; got ${JSON.stringify(o.overflow)}`);
 }
 
-declare module './iterDataset' {
-  interface IterDataset<T> {
-    /** First-fit packing into rows of `length` tokens (see packing.ts). */
-    pack(options: PackOptions): PaddedDataset<PackedRow>;
-  }
-}
-
 IterDataset.prototype.pack = function pack(this: IterDataset<unknown>, options: PackOptions) {
   checkPackOptions(options);
   return new FnIterDataset(() => {

@@ -238,15 +238,6 @@ function checkBucketOptions(o: BucketOptions): void {
   });
 }
 
-declare module './iterDataset' {
-  interface IterDataset<T> {
-    /** Each sequence padded (or truncated) to `length` as a row with segment ids and positions. */
-    padToLength(length: number, options?: PadOptions): PaddedDataset<PackedRow>;
-    /** Batches of similar-length sequences padded to their bucket boundary (a fixed set of shapes). */
-    bucketBySequenceLength(options: BucketOptions): PaddedDataset<any>;
-  }
-}
-
 IterDataset.prototype.padToLength = function (this: IterDataset<unknown>, length: number, options: PadOptions = {}) {
   if (!Number.isSafeInteger(length) || length < 1) throw new RangeError(`padToLength: length must be an integer >= 1; got ${length}`);
   return new FnIterDataset(() => new PadIterator(this.iterator(), length, options)) as never;
