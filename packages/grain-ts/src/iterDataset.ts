@@ -20,6 +20,10 @@ export abstract class IterDataset<T> {
     return this.iterator();
   }
 
+  [Symbol.asyncIterator](): AsyncIterableIterator<T> {
+    return this.iterator()[Symbol.asyncIterator]();
+  }
+
   map<U>(fn: (x: T) => U): IterDataset<U> {
     if (typeof fn !== 'function') throw new TypeError(`IterDataset.map: expected a function; got ${typeof fn}`);
     return new FnIterDataset(() => new MapIterator(this.iterator(), fn));

@@ -28,6 +28,8 @@ export interface ToIterOptions {
   prefetch?: number;
   /** How workers rebuild this dataset (required when `workerCount > 0`). */
   worker?: import('./workerPool').WorkerSpec;
+  /** Elements per request to a worker (default 16). Larger chunks amortise messaging for small elements. */
+  chunkSize?: number;
 }
 
 function describeSource(src: unknown): string {
@@ -152,6 +154,10 @@ export abstract class MapDataset<T> {
 
   [Symbol.iterator](): DatasetIterator<T> {
     return this.iterator();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<T> {
+    return this.iterator()[Symbol.asyncIterator]();
   }
 
   /** Every element of one pass (filtered ones skipped); for small datasets and tests. */

@@ -11,8 +11,6 @@ import type { MapDataset, ToIterOptions } from './mapDataset';
 import { type Reply, type WorkerJob, WorkerPool } from './workerPool';
 
 export interface ParallelOptions extends ToIterOptions {
-  /** Elements per request to a worker (default 16). */
-  chunkSize?: number;
   /** @internal What workers build (default: the `worker` spec as a dataset). */
   job?: WorkerJob;
 }

@@ -113,3 +113,23 @@ describe('sharding', () => {
     expect(evenSplit(10, { shardIndex: 2, shardCount: 3, dropRemainder: true })).toEqual([6, 9]);
   });
 });
+
+describe('bad inputs', () => {
+  it('name the operation, the argument and the value', () => {
+    expect(() => MapDataset.range(5).batch({ batchSize: 0 })).toThrow(/batch: batchSize must be an integer >= 1; got 0/);
+    expect(() => MapDataset.range(5).repeat(0)).toThrow(/repeat: numEpochs must be an integer >= 1/);
+    expect(() => MapDataset.range(5).repeat().shuffle({ seed: 1 })).toThrow(/shuffle: cannot shuffle an endless dataset; shuffle before repeat/);
+    expect(() => MapDataset.source(null as never)).toThrow(/MapDataset.source: expected an array or \{ length, get\(i\) \}; got null/);
+    expect(() => MapDataset.range(5).slice(0, 5, 0)).toThrow(/slice: step must be an integer >= 1; got 0/);
+    expect(() => MapDataset.range(4).toIterDataset().pack({ length: 0 })).toThrow(/pack: length must be an integer >= 1; got 0/);
+    expect(() => MapDataset.range(4).toIterDataset().bucketBySequenceLength({ bucketBoundaries: [4, 2], bucketBatchSizes: [1, 1] })).toThrow(/strictly increasing/);
+    expect(() => new IndexSampler({ numRecords: 10, shuffle: true })).toThrow(/IndexSampler: shuffle: true needs a seed/);
+    expect(() => MapDataset.range(4).toIterDataset({ workerCount: -1 })).toThrow(/workerCount must be an integer >= 0; got -1/);
+  });
+
+  it('datasets and iterators are async-iterable too', async () => {
+    const got: number[] = [];
+    for await (const x of MapDataset.range(4).map((v) => v * 2)) got.push(x);
+    expect(got).toEqual([0, 2, 4, 6]);
+  });
+});

@@ -105,6 +105,18 @@ describe('line files', () => {
     src.close();
   });
 
+  it('lines crossing 1 MiB block edges (\\r\\n split across blocks) match a plain split', () => {
+    const p = join(dir, 'big.txt');
+    const lines = Array.from({ length: 40_000 }, (_, i) => 'x'.repeat((i * 37) % 101) + i);
+    writeFileSync(p, lines.join('\r\n'));
+    const src = new TextLineDataSource(p);
+    expect(src.length).toBe(lines.length);
+    for (let i = 0; i < lines.length; i += 1) if (src.get(i) !== lines[i]) expect(src.get(i)).toBe(lines[i]);
+    src.close();
+    expect(() => new TextLineDataSource(join(dir, 'missing.txt'))).toThrow(/TextLineDataSource: cannot open .*missing\.txt/);
+    expect(() => new JsonLinesDataSource([])).toThrow(/expected a path or a non-empty list of paths; got \[\]/);
+  });
+
   it('JSON Lines: random access, blank lines skipped, bad JSON names file and offset', () => {
     const p = join(dir, 'x.jsonl');
     const rows = Array.from({ length: 500 }, (_, i) => ({ i, text: `row ${i}` }));

@@ -171,24 +171,37 @@ export function writeTFRecord(path: string, records: Iterable<Uint8Array | strin
   const enc = new TextEncoder();
   let count = 0;
   let bytes = 0;
-  const header = new Uint8Array(HEADER);
-  const footer = new Uint8Array(FOOTER);
-  const hv = new DataView(header.buffer);
-  const fv = new DataView(footer.buffer);
+  // Records are framed into one buffer and written in large chunks.
+  let buf = new Uint8Array(1 << 20);
+  let dv = new DataView(buf.buffer);
+  let used = 0;
+  const flush = (): void => {
+    let off = 0;
+    while (off < used) off += writeSync(fd, buf, off, used - off);
+    used = 0;
+  };
   try {
     for (const r of records) {
       const data = typeof r === 'string' ? enc.encode(r) : r;
       if (!(data instanceof Uint8Array)) throw new TypeError(`writeTFRecord: record ${count} must be a Uint8Array or string; got ${typeof r}`);
-      hv.setUint32(0, data.length % TWO32, true);
-      hv.setUint32(4, Math.floor(data.length / TWO32), true);
-      hv.setUint32(8, maskedCrc32c(header, 0, 8), true);
-      fv.setUint32(0, maskedCrc32c(data), true);
-      writeSync(fd, header);
-      writeSync(fd, data);
-      writeSync(fd, footer);
+      const need = HEADER + data.length + FOOTER;
+      if (used + need > buf.length) {
+        flush();
+        if (need > buf.length) {
+          buf = new Uint8Array(need);
+          dv = new DataView(buf.buffer);
+        }
+      }
+      dv.setUint32(used, data.length % TWO32, true);
+      dv.setUint32(used + 4, Math.floor(data.length / TWO32), true);
+      dv.setUint32(used + 8, maskedCrc32c(buf, used, used + 8), true);
+      buf.set(data, used + HEADER);
+      dv.setUint32(used + HEADER + data.length, maskedCrc32c(data), true);
+      used += need;
       count++;
-      bytes += HEADER + data.length + FOOTER;
+      bytes += need;
     }
+    flush();
     closeSync(fd);
     renameSync(tmp, path);
   } catch (e) {
