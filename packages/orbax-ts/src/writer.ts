@@ -1,0 +1,131 @@
+/**
+ * Commits one step to disk atomically. Runs in the background worker (async saves) or on the
+ * calling thread (sync saves); it imports only node built-ins so the worker stays small.
+ *
+ * Protocol: every file goes into `<root>/<step>.orbax-checkpoint-tmp/`, each one fsynced; then
+ * `_CHECKPOINT_METADATA` (with its commit timestamp), the `_CHECKSUMS` manifest (sha256 and size
+ * of every file) and the commit marker `commit_success.txt` (which carries the manifest's own
+ * sha256); every directory is fsynced bottom-up; the tmp directory is renamed to `<root>/<step>`
+ * and the root is fsynced. Only then are old steps deleted, each first renamed to
+ * `<step>.orbax-checkpoint-tmp-deleting` so that a crash mid-delete never leaves a half-deleted
+ * directory under a step's name.
+ */
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { CHECKPOINT_METADATA, CHECKSUMS, COMMIT_MARKER, DELETING_SUFFIX, TMP_SUFFIX, stepDirName } from './layout';
+
+export interface FileToWrite {
+  /** Path relative to the step directory, '/'-separated, built by tpukit from safe components. */
+  readonly rel: string;
+  readonly data: Uint8Array;
+}
+
+/** Where a test can make the writer kill its own process (crash tests only). */
+export type FaultPoint = 'mid-write' | 'before-rename' | 'after-rename' | 'mid-delete';
+
+export interface WriteJob {
+  readonly root: string;
+  readonly step: number;
+  readonly files: readonly FileToWrite[];
+  /** `_CHECKPOINT_METADATA` without `commit_timestamp_nsecs` (added here). */
+  readonly checkpointMetadata: Record<string, unknown>;
+  /** Steps to delete once this one is committed (the retention policy's verdict). */
+  readonly deleteSteps: readonly number[];
+  readonly fsync: boolean;
+  /** @internal Crash-test hook: SIGKILL this process at that point. */
+  readonly fault?: FaultPoint;
+}
+
+export interface ChecksumManifest {
+  readonly algorithm: 'sha256';
+  readonly files: Record<string, { size: number; sha256: string }>;
+}
+
+export const sha256 = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
+
+/** The marker's text: Orbax's sentence plus the manifest checksum line tpukit verifies. */
+export function markerText(finalDir: string, manifestSha: string): string {
+  return `Checkpoint commit was successful to ${finalDir}\ntpukit ${CHECKSUMS} sha256=${manifestSha}\n`;
+}
+
+function crash(job: WriteJob, at: FaultPoint): void {
+  if (job.fault === at) process.kill(process.pid, 'SIGKILL');
+}
+
+function writeFile(file: string, data: Uint8Array, fsync: boolean, job?: WriteJob): void {
+  const fd = fs.openSync(file, 'wx');
+  try {
+    let off = 0;
+    while (off < data.length) {
+      off += fs.writeSync(fd, data, off, Math.min(data.length - off, 1 << 30));
+      if (job && off < data.length) crash(job, 'mid-write');
+    }
+    if (fsync) fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Writes and commits `job`; throws (leaving only a tmp directory behind) on any failure. */
+export function writeCheckpoint(job: WriteJob): void {
+  const finalDir = path.join(job.root, stepDirName(job.step));
+  const tmpDir = finalDir + TMP_SUFFIX;
+  if (fs.existsSync(finalDir)) throw new Error(`save: step ${job.step} already exists at ${finalDir}`);
+  fs.rmSync(tmpDir, { recursive: true, force: true });
+  fs.mkdirSync(tmpDir);
+  const dirs = new Set<string>([tmpDir]);
+  const manifest: ChecksumManifest = { algorithm: 'sha256', files: {} };
+  const put = (rel: string, data: Uint8Array, faultable: boolean): void => {
+    const parts = rel.split('/');
+    let dir = tmpDir;
+    for (const p of parts.slice(0, -1)) {
+      dir = path.join(dir, p);
+      if (!dirs.has(dir)) {
+        fs.mkdirSync(dir);
+        dirs.add(dir);
+      }
+    }
+    manifest.files[rel] = { size: data.length, sha256: sha256(data) };
+    writeFile(path.join(tmpDir, ...parts), data, job.fsync, faultable ? job : undefined);
+  };
+  job.files.forEach((f, i) => {
+    put(f.rel, f.data, true);
+    if (i === Math.floor(job.files.length / 2)) crash(job, 'mid-write');
+  });
+  const meta = { ...job.checkpointMetadata, commit_timestamp_nsecs: Date.now() * 1e6 };
+  put(CHECKPOINT_METADATA, Buffer.from(JSON.stringify(meta)), false);
+  const manifestBytes = Buffer.from(JSON.stringify(manifest));
+  writeFile(path.join(tmpDir, CHECKSUMS), manifestBytes, job.fsync);
+  writeFile(path.join(tmpDir, COMMIT_MARKER), Buffer.from(markerText(finalDir, sha256(manifestBytes))), job.fsync);
+  if (job.fsync) [...dirs].sort((a, b) => b.length - a.length).forEach(fsyncDir);
+  crash(job, 'before-rename');
+  fs.renameSync(tmpDir, finalDir);
+  if (job.fsync) fsyncDir(job.root);
+  crash(job, 'after-rename');
+  for (const s of job.deleteSteps) {
+    if (s === job.step) continue;
+    deleteStepDir(job.root, s, job.fsync, job);
+  }
+}
+
+/** Removes `<root>/<step>`: rename out of the step namespace first, then delete recursively. */
+export function deleteStepDir(root: string, step: number, fsync: boolean, job?: WriteJob): void {
+  const dir = path.join(root, stepDirName(step));
+  if (!fs.existsSync(dir)) return;
+  const doomed = path.join(root, stepDirName(step) + DELETING_SUFFIX);
+  fs.rmSync(doomed, { recursive: true, force: true });
+  fs.renameSync(dir, doomed);
+  if (fsync) fsyncDir(root);
+  if (job) crash(job, 'mid-delete');
+  fs.rmSync(doomed, { recursive: true, force: true });
+}
