@@ -24,6 +24,7 @@ export function toStorage(x: Array): StorageArray {
  */
 export function fromStorage(data: StorageArray, shape: Shape, dtype: DType): Array {
   checkDType(dtype, 'fromStorage');
+  if (!shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new RangeError(`fromStorage: shape ${fmt(shape)} must hold non-negative integers`);
   const n = sizeOf(shape);
   const expected = allocStorage(dtype, 0).constructor;
   if (data.constructor !== expected) {

@@ -23,7 +23,7 @@ describe('integrity', () => {
     const b = fs.readFileSync(f);
     b[5] ^= 0x10;
     fs.writeFileSync(f, b);
-    await expect(mgr.restore(1)).rejects.toThrow(new RegExp(`checksum mismatch in ${f.replace(/[/.]/g, '\\$&')}: expected sha256`));
+    await expect(mgr.restore(1)).rejects.toThrow(new RegExp(`checksum mismatch in ${f.replace(/[/.]/g, '\\$&')}: expected CRC-32`));
   });
 
   it('damaged metadata, manifest or JSON items are named too', async () => {
@@ -73,13 +73,14 @@ describe('path safety', () => {
       fs.writeFileSync(f, JSON.stringify(doc));
       // Even with the checksum "fixed up" by an attacker, the name is refused before any read.
       const man = JSON.parse(fs.readFileSync(path.join(dir, '1', '_CHECKSUMS'), 'utf8'));
-      const { createHash } = await import('node:crypto');
+      const zlib = await import('node:zlib');
+      const crc = (b: Buffer) => zlib.crc32(b).toString(16).padStart(8, '0');
       const buf = fs.readFileSync(f);
-      man.files['state/_METADATA'] = { size: buf.length, sha256: createHash('sha256').update(buf).digest('hex') };
+      man.files['state/_METADATA'] = { size: buf.length, crc32: crc(buf) };
       const mbuf = Buffer.from(JSON.stringify(man));
       fs.writeFileSync(path.join(dir, '1', '_CHECKSUMS'), mbuf);
       const marker = path.join(dir, '1', 'commit_success.txt');
-      fs.writeFileSync(marker, fs.readFileSync(marker, 'utf8').replace(/sha256=[0-9a-f]+/, `sha256=${createHash('sha256').update(mbuf).digest('hex')}`));
+      fs.writeFileSync(marker, fs.readFileSync(marker, 'utf8').replace(/crc32=[0-9a-f]+/, `crc32=${crc(mbuf)}`));
       await expect(mgr.restore(1), name).rejects.toThrow(/not a safe file name/);
     }
   });

@@ -15,7 +15,7 @@ export const CHECKPOINT_METADATA = '_CHECKPOINT_METADATA';
 export const COMMIT_MARKER = 'commit_success.txt';
 /** Orbax's per-item pytree metadata file. */
 export const PYTREE_METADATA = '_METADATA';
-/** tpukit's checksum manifest: sha256 and size of every other file in the step. */
+/** tpukit's checksum manifest: CRC-32 and size of every other file in the step. */
 export const CHECKSUMS = '_CHECKSUMS';
 /** Orbax's temporary-directory suffix: `<step>.orbax-checkpoint-tmp`. */
 export const TMP_SUFFIX = '.orbax-checkpoint-tmp';

@@ -13,7 +13,7 @@ import { JsonRestore, ShapeDtypeStruct, StandardRestore } from './args';
 import { copyBox, intersect } from './box';
 import { CHECKPOINT_METADATA, CHECKSUMS, COMMIT_MARKER, JSON_ITEM_FILE, PYTREE_METADATA, checkInside, safeComponent, stepDirName } from './layout';
 import { type LeafRecord, type TpukitSection, decodeTree } from './treeMetadata';
-import { type ChecksumManifest, sha256 } from './writer';
+import { type ChecksumManifest, crc32 } from './writer';
 import { ITEMSIZE, chunkGrid, chunkKey, forEachCoord, parseZArray } from './zarr';
 
 const STORAGE: Record<DType, new (b: ArrayBuffer, o: number, n: number) => ArrayLike<number>> = {
@@ -35,15 +35,15 @@ export class StepReader {
     const markerPath = path.join(this.dir, COMMIT_MARKER);
     checkInside(root, markerPath, 'restore');
     const marker = fs.readFileSync(markerPath, 'utf8');
-    const m = /tpukit _CHECKSUMS sha256=([0-9a-f]{64})/.exec(marker);
+    const m = /tpukit _CHECKSUMS crc32=([0-9a-f]{8})/.exec(marker);
     if (!m) throw new Error(`restore: ${markerPath} has no tpukit checksum line; this step was not written by tpukit and cannot be verified`);
     const mpath = path.join(this.dir, CHECKSUMS);
     checkInside(root, mpath, 'restore');
     const mbytes = fs.readFileSync(mpath);
-    const got = sha256(mbytes);
-    if (got !== m[1]) throw new Error(`restore: checksum mismatch in ${mpath}: expected sha256 ${m[1]} (from ${COMMIT_MARKER}), got ${got}; the checkpoint at step ${step} is corrupt`);
+    const got = crc32(mbytes);
+    if (got !== m[1]) throw new Error(`restore: checksum mismatch in ${mpath}: expected CRC-32 ${m[1]} (from ${COMMIT_MARKER}), got ${got}; the checkpoint at step ${step} is corrupt`);
     const parsed = JSON.parse(mbytes.toString('utf8')) as ChecksumManifest;
-    if (parsed?.algorithm !== 'sha256' || typeof parsed.files !== 'object' || parsed.files === null) throw new Error(`restore: ${mpath}: not a sha256 manifest`);
+    if (parsed?.algorithm !== 'crc32' || typeof parsed.files !== 'object' || parsed.files === null) throw new Error(`restore: ${mpath}: not a crc32 manifest`);
     this.manifest = parsed;
     this.metadata = this.readJson(CHECKPOINT_METADATA) as Record<string, unknown>;
   }
@@ -69,8 +69,8 @@ export class StepReader {
     } finally {
       fs.closeSync(fd);
     }
-    const got = sha256(out);
-    if (got !== entry.sha256) throw new Error(`restore: checksum mismatch in ${file}: expected sha256 ${entry.sha256}, got ${got}; the checkpoint at step ${this.step} is corrupt`);
+    const got = crc32(out);
+    if (got !== entry.crc32) throw new Error(`restore: checksum mismatch in ${file}: expected CRC-32 ${entry.crc32}, got ${got}; the checkpoint at step ${this.step} is corrupt`);
     return out;
   }
 

@@ -3,14 +3,14 @@
  * calling thread (sync saves); it imports only node built-ins so the worker stays small.
  *
  * Protocol: every file goes into `<root>/<step>.orbax-checkpoint-tmp/`, each one fsynced; then
- * `_CHECKPOINT_METADATA` (with its commit timestamp), the `_CHECKSUMS` manifest (sha256 and size
+ * `_CHECKPOINT_METADATA` (with its commit timestamp), the `_CHECKSUMS` manifest (CRC-32 and size
  * of every file) and the commit marker `commit_success.txt` (which carries the manifest's own
- * sha256); every directory is fsynced bottom-up; the tmp directory is renamed to `<root>/<step>`
+ * CRC-32); every directory is fsynced bottom-up; the tmp directory is renamed to `<root>/<step>`
  * and the root is fsynced. Only then are old steps deleted, each first renamed to
  * `<step>.orbax-checkpoint-tmp-deleting` so that a crash mid-delete never leaves a half-deleted
  * directory under a step's name.
  */
-import { createHash } from 'node:crypto';
+import * as zlib from 'node:zlib';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { CHECKPOINT_METADATA, CHECKSUMS, COMMIT_MARKER, DELETING_SUFFIX, TMP_SUFFIX, stepDirName } from './layout';
@@ -38,15 +38,16 @@ export interface WriteJob {
 }
 
 export interface ChecksumManifest {
-  readonly algorithm: 'sha256';
-  readonly files: Record<string, { size: number; sha256: string }>;
+  readonly algorithm: 'crc32';
+  readonly files: Record<string, { size: number; crc32: string }>;
 }
 
-export const sha256 = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
+/** CRC-32 (IEEE, as zlib and Python's zlib.crc32) as 8 hex digits: cheap enough to run on every byte. */
+export const crc32 = (data: Uint8Array): string => zlib.crc32(data).toString(16).padStart(8, '0');
 
 /** The marker's text: Orbax's sentence plus the manifest checksum line tpukit verifies. */
-export function markerText(finalDir: string, manifestSha: string): string {
-  return `Checkpoint commit was successful to ${finalDir}\ntpukit ${CHECKSUMS} sha256=${manifestSha}\n`;
+export function markerText(finalDir: string, manifestCrc: string): string {
+  return `Checkpoint commit was successful to ${finalDir}\ntpukit ${CHECKSUMS} crc32=${manifestCrc}\n`;
 }
 
 function crash(job: WriteJob, at: FaultPoint): void {
@@ -84,7 +85,7 @@ export function writeCheckpoint(job: WriteJob): void {
   fs.rmSync(tmpDir, { recursive: true, force: true });
   fs.mkdirSync(tmpDir);
   const dirs = new Set<string>([tmpDir]);
-  const manifest: ChecksumManifest = { algorithm: 'sha256', files: {} };
+  const manifest: ChecksumManifest = { algorithm: 'crc32', files: {} };
   const put = (rel: string, data: Uint8Array, faultable: boolean): void => {
     const parts = rel.split('/');
     let dir = tmpDir;
@@ -95,7 +96,7 @@ export function writeCheckpoint(job: WriteJob): void {
         dirs.add(dir);
       }
     }
-    manifest.files[rel] = { size: data.length, sha256: sha256(data) };
+    manifest.files[rel] = { size: data.length, crc32: crc32(data) };
     writeFile(path.join(tmpDir, ...parts), data, job.fsync, faultable ? job : undefined);
   };
   job.files.forEach((f, i) => {
@@ -106,7 +107,7 @@ export function writeCheckpoint(job: WriteJob): void {
   put(CHECKPOINT_METADATA, Buffer.from(JSON.stringify(meta)), false);
   const manifestBytes = Buffer.from(JSON.stringify(manifest));
   writeFile(path.join(tmpDir, CHECKSUMS), manifestBytes, job.fsync);
-  writeFile(path.join(tmpDir, COMMIT_MARKER), Buffer.from(markerText(finalDir, sha256(manifestBytes))), job.fsync);
+  writeFile(path.join(tmpDir, COMMIT_MARKER), Buffer.from(markerText(finalDir, crc32(manifestBytes))), job.fsync);
   if (job.fsync) [...dirs].sort((a, b) => b.length - a.length).forEach(fsyncDir);
   crash(job, 'before-rename');
   fs.renameSync(tmpDir, finalDir);
