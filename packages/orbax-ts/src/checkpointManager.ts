@@ -199,7 +199,7 @@ export class CheckpointManager {
     const files: FileToWrite[] = [];
     const handlers: Record<string, string> = {};
     for (const [name, arg] of Object.entries(items)) {
-      for (const f of planItem(arg, `${op}: item "${name}"`)) files.push({ rel: `${name}/${f.rel}`, data: f.data });
+      for (const f of planItem(arg, `${op}: item "${name}"`, this.options.enableAsyncCheckpointing !== false)) files.push({ rel: `${name}/${f.rel}`, data: f.data });
       handlers[name] = arg instanceof StandardSave ? STANDARD_HANDLER : JSON_HANDLER;
     }
     const metrics = opts.metrics && Object.keys(opts.metrics).length > 0 ? opts.metrics : undefined;
@@ -230,7 +230,7 @@ export class CheckpointManager {
       for (const s of deleteSteps) this.#steps.delete(s);
     };
     if (this.options.enableAsyncCheckpointing === false) {
-      writeCheckpoint(job);
+      await writeCheckpoint(job);
       commit();
       return true;
     }

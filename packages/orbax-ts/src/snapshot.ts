@@ -44,7 +44,7 @@ export interface ArrayPlan {
 }
 
 /** Copies `x` into full-size chunk buffers, one per chunk, each from one (non-replica) shard. */
-export function planArray(x: TArray): ArrayPlan {
+export function planArray(x: TArray, copy = true): ArrayPlan {
   const shape = x.shape;
   const item = ITEMSIZE[x.dtype];
   const shards = x.addressableShards;
@@ -52,7 +52,7 @@ export function planArray(x: TArray): ArrayPlan {
     const chunks = shape.map((d) => Math.max(d, 1));
     if (x.size === 0) return { chunks, pieces: [] };
     const src = shards.length === 1 ? bytesOf(shards[0].data) : bytesOf(x);
-    return { chunks, pieces: [{ key: chunkKey(shape.map(() => 0)), data: src.slice() }] };
+    return { chunks, pieces: [{ key: chunkKey(shape.map(() => 0)), data: copy || shards.length !== 1 ? src.slice() : src }] };
   };
   if (shards.length === 1 || x.size === 0) return whole();
   const primary = shards.filter((s) => s.replicaId === 0);
@@ -75,7 +75,7 @@ export function planArray(x: TArray): ArrayPlan {
     const shardShape = sh.index.map(([a, b]) => b - a);
     const size = box.map(([a, b]) => b - a);
     let data: Uint8Array;
-    if (src.length === chunkBytes && size.every((s, d) => s === chunks[d] && box[d][0] === sh.index[d][0])) data = src.slice();
+    if (src.length === chunkBytes && size.every((s, d) => s === chunks[d] && box[d][0] === sh.index[d][0])) data = copy ? src.slice() : src;
     else {
       data = new Uint8Array(chunkBytes);
       copyBox({ data: src, shape: shardShape }, box.map(([a], d) => a - sh.index[d][0]), { data, shape: chunks }, chunks.map(() => 0), size, item);
@@ -87,7 +87,7 @@ export function planArray(x: TArray): ArrayPlan {
 }
 
 /** The files of a StandardSave item, relative to the item directory. */
-export function planStandardItem(item: unknown, opName: string): FileToWrite[] {
+export function planStandardItem(item: unknown, opName: string, copy = true): FileToWrite[] {
   const [pairs, def] = tree.flattenWithPath(item);
   const enc = encodeTreeDef(def, opName);
   const files: FileToWrite[] = [];
@@ -102,7 +102,7 @@ export function planStandardItem(item: unknown, opName: string): FileToWrite[] {
       const prev = names.get(name);
       if (prev !== undefined) throw new Error(`${opName}: leaves ${prev || 'the root'} and ${where} both map to parameter name "${name}"; rename one key`);
       names.set(name, where);
-      const plan = planArray(leaf);
+      const plan = planArray(leaf, copy);
       files.push({ rel: `${name}/.zarray`, data: jsonBytes(makeZArray({ shape: leaf.shape.slice(), chunks: plan.chunks, dtype: leaf.dtype })) });
       for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data });
       leaves.push({ kind: 'array', path: pathStr, name, dtype: leaf.dtype, shape: leaf.shape.slice(), chunks: plan.chunks, sharding: String(leaf.sharding) });
@@ -131,9 +131,13 @@ export function planStandardItem(item: unknown, opName: string): FileToWrite[] {
   return files;
 }
 
-/** The files of one item of any kind, relative to the item directory. */
-export function planItem(arg: SaveArg, opName: string): FileToWrite[] {
-  if (arg instanceof StandardSave) return planStandardItem(arg.item, opName);
+/**
+ * The files of one item of any kind, relative to the item directory. With `copy: false` (sync
+ * saves, which finish before returning) chunks that are whole shards are written straight from
+ * the arrays' storage instead of from copies.
+ */
+export function planItem(arg: SaveArg, opName: string, copy = true): FileToWrite[] {
+  if (arg instanceof StandardSave) return planStandardItem(arg.item, opName, copy);
   if (arg instanceof JsonSave) {
     let text: string | undefined;
     try {

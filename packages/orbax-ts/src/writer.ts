@@ -2,11 +2,11 @@
  * Commits one step to disk atomically. Runs in the background worker (async saves) or on the
  * calling thread (sync saves); it imports only node built-ins so the worker stays small.
  *
- * Protocol: every file goes into `<root>/<step>.orbax-checkpoint-tmp/`, each one fsynced; then
+ * Protocol: every file goes into `<root>/<step>.orbax-checkpoint-tmp/`; then
  * `_CHECKPOINT_METADATA` (with its commit timestamp), the `_CHECKSUMS` manifest (CRC-32 and size
  * of every file) and the commit marker `commit_success.txt` (which carries the manifest's own
- * CRC-32); every directory is fsynced bottom-up; the tmp directory is renamed to `<root>/<step>`
- * and the root is fsynced. Only then are old steps deleted, each first renamed to
+ * CRC-32); every file and then every directory is fsynced; the tmp directory is renamed to
+ * `<root>/<step>` (the commit point) and the root is fsynced. Only then are old steps deleted, each first renamed to
  * `<step>.orbax-checkpoint-tmp-deleting` so that a crash mid-delete never leaves a half-deleted
  * directory under a step's name.
  */
@@ -54,7 +54,7 @@ function crash(job: WriteJob, at: FaultPoint): void {
   if (job.fault === at) process.kill(process.pid, 'SIGKILL');
 }
 
-function writeFile(file: string, data: Uint8Array, fsync: boolean, job?: WriteJob): void {
+function writeFile(file: string, data: Uint8Array, job?: WriteJob): void {
   const fd = fs.openSync(file, 'wx');
   try {
     let off = 0;
@@ -62,29 +62,43 @@ function writeFile(file: string, data: Uint8Array, fsync: boolean, job?: WriteJo
       off += fs.writeSync(fd, data, off, Math.min(data.length - off, 1 << 30));
       if (job && off < data.length) crash(job, 'mid-write');
     }
-    if (fsync) fs.fsyncSync(fd);
   } finally {
     fs.closeSync(fd);
   }
 }
 
-function fsyncDir(dir: string): void {
-  const fd = fs.openSync(dir, 'r');
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
+/**
+ * fsyncs many files or directories, several at a time on libuv's thread pool, so that the
+ * filesystem can batch their journal commits (one fsync after another costs a commit each).
+ */
+async function fsyncAll(paths: readonly string[]): Promise<void> {
+  let next = 0;
+  const one = async (): Promise<void> => {
+    while (next < paths.length) {
+      const h = await fs.promises.open(paths[next++], 'r');
+      try {
+        await h.sync();
+      } finally {
+        await h.close();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(8, paths.length) }, one));
 }
 
-/** Writes and commits `job`; throws (leaving only a tmp directory behind) on any failure. */
-export function writeCheckpoint(job: WriteJob): void {
+/**
+ * Writes and commits `job`; throws (leaving only a tmp directory behind) on any failure. All
+ * files, the marker included, are written first, then fsynced (files, then directories), and
+ * only then is the tmp directory renamed: the rename is the commit point.
+ */
+export async function writeCheckpoint(job: WriteJob): Promise<void> {
   const finalDir = path.join(job.root, stepDirName(job.step));
   const tmpDir = finalDir + TMP_SUFFIX;
   if (fs.existsSync(finalDir)) throw new Error(`save: step ${job.step} already exists at ${finalDir}`);
   fs.rmSync(tmpDir, { recursive: true, force: true });
   fs.mkdirSync(tmpDir);
   const dirs = new Set<string>([tmpDir]);
+  const written: string[] = [];
   const manifest: ChecksumManifest = { algorithm: 'crc32', files: {} };
   const put = (rel: string, data: Uint8Array, faultable: boolean): void => {
     const parts = rel.split('/');
@@ -97,21 +111,29 @@ export function writeCheckpoint(job: WriteJob): void {
       }
     }
     manifest.files[rel] = { size: data.length, crc32: crc32(data) };
-    writeFile(path.join(tmpDir, ...parts), data, job.fsync, faultable ? job : undefined);
+    const file = path.join(tmpDir, ...parts);
+    writeFile(file, data, faultable ? job : undefined);
+    written.push(file);
   };
   job.files.forEach((f, i) => {
     put(f.rel, f.data, true);
     if (i === Math.floor(job.files.length / 2)) crash(job, 'mid-write');
   });
   const meta = { ...job.checkpointMetadata, commit_timestamp_nsecs: Date.now() * 1e6 };
-  put(CHECKPOINT_METADATA, Buffer.from(JSON.stringify(meta)), false);
-  const manifestBytes = Buffer.from(JSON.stringify(manifest));
-  writeFile(path.join(tmpDir, CHECKSUMS), manifestBytes, job.fsync);
-  writeFile(path.join(tmpDir, COMMIT_MARKER), Buffer.from(markerText(finalDir, crc32(manifestBytes))), job.fsync);
-  if (job.fsync) [...dirs].sort((a, b) => b.length - a.length).forEach(fsyncDir);
+  put(CHECKPOINT_METADATA, new TextEncoder().encode(JSON.stringify(meta)), false);
+  const manifestBytes = new TextEncoder().encode(JSON.stringify(manifest));
+  for (const [name, data] of [[CHECKSUMS, manifestBytes], [COMMIT_MARKER, new TextEncoder().encode(markerText(finalDir, crc32(manifestBytes)))]] as const) {
+    const file = path.join(tmpDir, name);
+    writeFile(file, data);
+    written.push(file);
+  }
+  if (job.fsync) {
+    await fsyncAll(written);
+    await fsyncAll([...dirs]);
+  }
   crash(job, 'before-rename');
   fs.renameSync(tmpDir, finalDir);
-  if (job.fsync) fsyncDir(job.root);
+  if (job.fsync) await fsyncAll([job.root]);
   crash(job, 'after-rename');
   for (const s of job.deleteSteps) {
     if (s === job.step) continue;
@@ -126,7 +148,14 @@ export function deleteStepDir(root: string, step: number, fsync: boolean, job?: 
   const doomed = path.join(root, stepDirName(step) + DELETING_SUFFIX);
   fs.rmSync(doomed, { recursive: true, force: true });
   fs.renameSync(dir, doomed);
-  if (fsync) fsyncDir(root);
+  if (fsync) {
+    const fd = fs.openSync(root, 'r');
+    try {
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
   if (job) crash(job, 'mid-delete');
   fs.rmSync(doomed, { recursive: true, force: true });
 }

@@ -9,9 +9,10 @@ import { type WriteJob, writeCheckpoint } from './writer';
 
 if (!parentPort) throw new Error('orbax-ts writerWorker: must run as a worker thread');
 const port = parentPort;
-port.on('message', (msg: { id: number; job: WriteJob }) => {
+// Jobs run one at a time, in order: the manager never submits a second before the first ends.
+port.on('message', async (msg: { id: number; job: WriteJob }) => {
   try {
-    writeCheckpoint(msg.job);
+    await writeCheckpoint(msg.job);
     port.postMessage({ id: msg.id, ok: true });
   } catch (e) {
     const err = e as Error;
