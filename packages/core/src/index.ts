@@ -17,6 +17,8 @@ export * as bf16 from './bf16';
 export * as f16 from './f16';
 export { type ArrayLike, asArray, isArray } from './convert';
 export { cpuDevice, devices, SingleDeviceSharding } from './device';
+export { makeArrayFromCallback } from './shardedArray';
+export { fromStorage, toStorage } from './storage';
 export {
   type DType,
   type DataArray,
