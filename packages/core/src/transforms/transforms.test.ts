@@ -199,9 +199,18 @@ describe('jacobians', () => {
 });
 
 describe('custom rules', () => {
-  test('stopGradient blocks the gradient', () => {
+  test('stopGradient blocks the gradient; softmax / logsumexp (which stop the max shift) differentiate right', () => {
     const g = grad((x: Array) => np.sum(np.multiply(x, stopGradient(x))))(f32([2, 3])) as Array;
     expectAllclose(g, [2, 3]);
+    const x = f32([0.5, -1, 2, 2]);
+    const e = [0.5, -1, 2, 2].map(Math.exp);
+    const z = e.reduce((a, b) => a + b, 0);
+    expectAllclose(grad((v: Array) => nn.logsumexp(v))(x) as Array, e.map((v) => v / z), { rtol: 1e-6 });
+    const w = f32([1, 2, -1, 0.5]);
+    const sm = e.map((v) => v / z);
+    const dot = sm.reduce((a, p, i) => a + p * [1, 2, -1, 0.5][i], 0);
+    expectAllclose(grad((v: Array) => np.sum(np.multiply(nn.softmax(v), w)))(x) as Array, sm.map((p, i) => p * ([1, 2, -1, 0.5][i] - dot)), { rtol: 1e-5, atol: 1e-7 });
+    expectAllclose(grad((v: Array) => np.sum(np.multiply(nn.logSoftmax(v), w)))(x) as Array, [1, 2, -1, 0.5].map((wi, i) => wi - 2.5 * sm[i]), { rtol: 1e-5, atol: 1e-6 });
   });
 
   test('customJvp: the rule is used by jvp, grad, vmap and jit', () => {
