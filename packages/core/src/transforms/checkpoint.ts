@@ -20,7 +20,6 @@ import { jvpJaxpr, type JvpRule } from './jvp';
 import { partialEvalCall, partialEvalJaxpr, type PartialEvalRule, type PETracer } from './partialEval';
 import { backwardPass, isUndef, type TransposeRule } from './transpose';
 import { traceFlat } from './tracing';
-import { instantiate, zerosOf } from './zeros';
 
 export type SaveablePolicy = (prim: Primitive, params: any) => boolean;
 
@@ -168,5 +167,3 @@ export function checkpoint<F extends (...args: any[]) => any>(f: F, opts: Checkp
 }
 export const remat = checkpoint;
 
-void instantiate;
-void zerosOf;
