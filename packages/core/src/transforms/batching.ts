@@ -299,7 +299,7 @@ Object.assign(table, {
     p1(getPrimitive('slice'), [x], { startIndices: [0, ...startIndices], limitIndices: [n, ...limitIndices], strides: strides ? [1, ...strides] : null }),
   ),
   dynamic_slice: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
-    if (dims.slice(1).some(isB)) return loopRule(prim)(vals, dims, params, n);
+    if (dims.slice(1).some(isB)) return [[dynamicSliceAsGather(vals, dims, params.sliceSizes, n)], [0]];
     return [[p1(prim, [to0(vals[0], dims[0], n), zeroIdx(), ...vals.slice(1)], { sliceSizes: [n, ...params.sliceSizes] })], [0]];
   },
   dynamic_update_slice: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
@@ -363,6 +363,32 @@ Object.assign(table, {
     return [bind(prim, ops, params), [0, 0]];
   },
 });
+
+/**
+ * dynamic_slice with batched start indices: a gather whose index vectors are the per-member
+ * starts ([n, rank]), with the operand's batch dim (if any) as a batching dim. Gather's 'clip'
+ * mode clamps each window into bounds exactly as dynamic_slice does.
+ */
+function dynamicSliceAsGather(vals: Array[], dims: BDim[], sliceSizes: readonly number[], n: number): Array {
+  const [x, ...idx] = vals;
+  const starts = idx.map((v, i) => lax.reshape(to0(lax.convertElementType(v, 'int32'), dims[i + 1], n), [n, 1]));
+  const ind = lax.concatenate(starts, 1);
+  const r = idx.length;
+  const range = (k: number, s = 0) => globalThis.Array.from({ length: k }, (_, i) => s + i);
+  const common = { mode: 'clip', fillValue: null, indicesAreSorted: false, uniqueIndices: false };
+  if (dims[0] === null) {
+    return p1(getPrimitive('gather'), [x, ind], {
+      ...common,
+      dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r), operandBatchingDims: [], startIndicesBatchingDims: [] },
+      sliceSizes,
+    });
+  }
+  return p1(getPrimitive('gather'), [to0(x, dims[0], n), ind], {
+    ...common,
+    dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r, 1), operandBatchingDims: [0], startIndicesBatchingDims: [0] },
+    sliceSizes: [1, ...sliceSizes],
+  });
+}
 
 /** Scatters: batch along a leading window dim when the indices are shared; otherwise loop. */
 function scatterRule(prim: Primitive): BatchRule {

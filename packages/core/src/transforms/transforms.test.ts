@@ -133,6 +133,16 @@ describe('vmap options', () => {
     expect(c.shape).toEqual([3, 2]);
     const pt = vmap((p: { a: Array; b: Array }) => np.add(p.a, p.b), { inAxes: [{ a: 0, b: null }] })({ a: m, b: f32([1, 1, 1]) }) as Array;
     expectAllclose(pt, [2, 3, 4, 5, 6, 7]);
+    // Batched dynamic_slice starts (vectorised as a gather), clamped like the loop.
+    const big = np.arange(0, 20).astype('float32').reshape([4, 5]);
+    const starts = np.array([0, 3, 2]);
+    const ds = vmap((i: Array) => lax.dynamicSlice(big, [i, np.array(1)], [2, 3]))(starts) as Array;
+    const loop = [0, 3, 2].flatMap((i) => globalThis.Array.from((lax.dynamicSlice(big, [np.array(i), np.array(1)], [2, 3]) as Array).dataSync()));
+    expectAllclose(ds, loop);
+    const both = vmap((b: Array, i: Array) => lax.dynamicSlice(b, [i, i], [2, 2]))(np.stack([big, np.negative(big), big]), starts) as Array;
+    const loop2 = [0, 3, 2].flatMap((i, k) => globalThis.Array.from((lax.dynamicSlice(k === 1 ? np.negative(big) : big, [np.array(i), np.array(i)], [2, 2]) as Array).dataSync()));
+    expectAllclose(both, loop2);
+    expect(makeJaxpr(vmap((i: Array) => lax.dynamicSlice(big, [i, np.array(1)], [2, 3])))(starts).jaxpr.eqns.some((e) => e.prim.name === 'gather')).toBe(true);
     expect(() => vmap((a: Array, b: Array) => np.add(a, b))(m, f32([1, 2, 3]))).toThrow(/inconsistent sizes.*size 2.*size 3/);
     expect(() => vmap((a: Array) => a, { outAxes: null })(m)).toThrow(/outAxes entry is null/);
   });
