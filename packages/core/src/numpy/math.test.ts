@@ -31,7 +31,7 @@ function readBroadcast(vals: number[], shape: number[], idx: number[]): number {
 }
 
 describe('broadcasting law', () => {
-  it('np.add / np.multiply equal a naive loop over the broadcast index', () => {
+  it('np.add / np.multiply / np.logicalAnd / np.logicalOr equal a naive loop over the broadcast index', () => {
     fc.assert(
       fc.property(broadcastCase, fc.nat({ max: 100 }), ({ out, xs, ys }, seed) => {
         const xv = values(xs, seed);
@@ -40,6 +40,8 @@ describe('broadcasting law', () => {
         const y = np.reshape(np.array(yv, 'int8'), ys);
         const s = np.add(x, y);
         const p = np.multiply(y, x);
+        const l = np.logicalAnd(x, y);
+        const o = np.logicalOr(x, y);
         const rk = Math.max(xs.length, ys.length);
         const pad = (sh: number[]): number[] => [...new Array<number>(rk - sh.length).fill(1), ...sh];
         expect(s.shape).toEqual(pad(xs).map((d, i) => Math.max(d, pad(ys)[i])));
@@ -48,6 +50,9 @@ describe('broadcasting law', () => {
         const n = s.size;
         const sv = s.dataSync();
         const pv = p.dataSync();
+        const lv = l.dataSync();
+        const ov = o.dataSync();
+        expect(l.shape).toEqual(s.shape);
         for (let f = 0; f < n; f++) {
           const idx: number[] = [];
           let rem = f;
@@ -58,6 +63,7 @@ describe('broadcasting law', () => {
           const a = readBroadcast(xv, xs, idx);
           const b = readBroadcast(yv, ys, idx);
           if (sv[f] !== a + b || pv[f] !== a * b) expect.fail(`at ${JSON.stringify(idx)}: ${sv[f]} / ${pv[f]} vs ${a + b} / ${a * b}`);
+          if (lv[f] !== Number(a !== 0 && b !== 0) || ov[f] !== Number(a !== 0 || b !== 0)) expect.fail(`logical at ${JSON.stringify(idx)}`);
         }
       }),
       RUNS,

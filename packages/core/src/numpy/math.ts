@@ -37,9 +37,13 @@ export const bitwiseOr: B = binary('bitwise_or', lax.bitwiseOr);
 export const bitwiseXor: B = binary('bitwise_xor', lax.bitwiseXor);
 export const leftShift: B = binary('left_shift', lax.shiftLeft);
 export const rightShift: B = binary('right_shift', (a, b) => (isUnsigned(a.dtype) ? lax.shiftRightLogical(a, b) : lax.shiftRightArithmetic(a, b)));
-export const logicalAnd: B = (x, y) => lax.bitwiseAnd(asBool(x, 'logical_and'), asBool(y, 'logical_and'));
-export const logicalOr: B = (x, y) => lax.bitwiseOr(asBool(x, 'logical_or'), asBool(y, 'logical_or'));
-export const logicalXor: B = (x, y) => lax.bitwiseXor(asBool(x, 'logical_xor'), asBool(y, 'logical_xor'));
+const logical = (name: string, f: (x: Array, y: Array) => Array): B => (x, y) => {
+  const [a, b] = promoteShapes(name, [asBool(x, name), asBool(y, name)]);
+  return f(a, b);
+};
+export const logicalAnd: B = logical('logical_and', lax.bitwiseAnd);
+export const logicalOr: B = logical('logical_or', lax.bitwiseOr);
+export const logicalXor: B = logical('logical_xor', lax.bitwiseXor);
 export const logicalNot: U = (x) => lax.bitwiseNot(asBool(x, 'logical_not'));
 export const invert: U = unary('invert', lax.bitwiseNot);
 export const bitwiseNot = invert;
