@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { type Array as TArray, type DType, fromStorage, toStorage } from '@tpukit/core';
-import { CheckpointManager, args } from '../packages/orbax-ts/dist/index.js';
+import { CheckpointManager, args } from '@tpukit/orbax-ts';
 
 const RUNS = Number(process.env.ORBAX_BENCH_RUNS ?? 3);
 const SIZES_MB = (process.env.ORBAX_BENCH_SIZES_MB ?? '100,1000').split(',').map(Number);
