@@ -289,6 +289,41 @@ export function dynamicSliceInDim(x: ArrayLike, startIndex: number | Array, slic
   return dynamicSlice(a, starts, a.shape.map((m, d) => (d === ax ? sliceSize : m)));
 }
 
+/** `lax.index_in_dim`: one static position along `axis` (negative counts from the end), kept as a size-1 dim unless `keepdims` is false. */
+export function indexInDim(x: ArrayLike, index: number, axis = 0, keepdims = true): Array {
+  const a = asArray(x, { op: 'index_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'index_in_dim');
+  const n = a.shape[ax];
+  const i = index < 0 ? index + n : index;
+  if (!Number.isInteger(index) || i < 0 || i >= n) throw new RangeError(`index_in_dim: index ${index} is out of bounds for axis ${ax} with size ${n}`);
+  const out = sliceInDim(a, i, i + 1, 1, ax);
+  return keepdims ? out : squeeze(out, [ax]);
+}
+
+/** `lax.dynamic_index_in_dim`: like index_in_dim with a (possibly traced) start, clamped. */
+export function dynamicIndexInDim(x: ArrayLike, index: number | Array, axis = 0, keepdims = true): Array {
+  const a = asArray(x, { op: 'dynamic_index_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'dynamic_index_in_dim');
+  const out = dynamicSliceInDim(a, index, 1, ax);
+  return keepdims ? out : squeeze(out, [ax]);
+}
+
+/** `lax.dynamic_update_slice_in_dim`: writes `update` at `startIndex` along `axis` (clamped). */
+export function dynamicUpdateSliceInDim(x: ArrayLike, update: ArrayLike, startIndex: number | Array, axis: number): Array {
+  const a = asArray(x, { op: 'dynamic_update_slice_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'dynamic_update_slice_in_dim');
+  return dynamicUpdateSlice(a, update, a.shape.map((_, d) => (d === ax ? startIndex : 0)));
+}
+
+/** `lax.dynamic_update_index_in_dim`: writes a slab of size 1 (given with or without that dim) at `index`. */
+export function dynamicUpdateIndexInDim(x: ArrayLike, update: ArrayLike, index: number | Array, axis: number): Array {
+  const a = asArray(x, { op: 'dynamic_update_index_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'dynamic_update_index_in_dim');
+  let u = update instanceof Array ? update : asArray(update, { dtype: a.dtype, op: 'dynamic_update_index_in_dim' });
+  if (u.ndim === a.ndim - 1) u = expandDims(u, [ax]);
+  return dynamicUpdateSliceInDim(a, u, index, ax);
+}
+
 /** `lax.dynamic_update_slice`: writes `update` at clamped starts. */
 export function dynamicUpdateSlice(x: ArrayLike, update: ArrayLike, startIndices: readonly (number | Array)[]): Array {
   const a = asArray(x, { op: 'dynamic_update_slice' });
@@ -411,3 +446,5 @@ export function topK(x: ArrayLike, k: number): [Array, Array] {
   const [v, i] = bind(topKP, [a], { k });
   return [v, i];
 }
+
+export { cond, foriLoop, scan, switchBranches as switch, whileLoop } from './control';

@@ -8,7 +8,7 @@
  */
 import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
-import { resultType } from '../dtype';
+import { type DType, resultType } from '../dtype';
 import * as lax from '../lax/index';
 import type { Precision } from '../lax/index';
 import { fmt, normalizeAxis } from '../shape';
@@ -18,7 +18,7 @@ import { castTo } from './promote';
 
 export interface EinsumOptions {
   precision?: Precision | null;
-  preferredElementType?: import('../dtype').DType | null;
+  preferredElementType?: DType | null;
 }
 
 interface Term {
@@ -44,6 +44,8 @@ function parseTerm(spec: string, text: string, where: string): Term {
 
 /** `jnp.einsum(subscripts, ...operands)`, e.g. `einsum('bij,bjk->bik', a, b)`. */
 export function einsum(subscripts: string, ...operands: ArrayLike[]): Array;
+/** With an options object last: `einsum('ij,jk', a, b, { precision: 'highest' })`. */
+export function einsum(subscripts: string, ...operandsAndOptions: [...ArrayLike[], EinsumOptions]): Array;
 export function einsum(subscripts: string, ...args: unknown[]): Array {
   let operands = args as ArrayLike[];
   let opts: EinsumOptions = {};

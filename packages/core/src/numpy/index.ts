@@ -12,3 +12,4 @@ export * from './diagonal';
 export * from './sorting';
 export * from './einsum';
 export * from './nonzero';
+export * from './grids';

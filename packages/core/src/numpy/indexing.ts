@@ -20,7 +20,7 @@ import { Array } from '../array';
 import { asArray, type NestedInput } from '../convert';
 import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/index';
-import { broadcastShapes, fmt, shapesEqual } from '../shape';
+import { broadcastShapes, fmt, shapesEqual, sizeOf } from '../shape';
 import { nonzero, requireConcrete } from './nonzero';
 import { broadcastTo } from './promote';
 
@@ -365,8 +365,9 @@ export function getItem(x: Array, items: readonly IndexItem[], opts: GetOptions 
   const mode = checkGetMode(op, opts.mode ?? 'clip');
   const p = plan(x.shape, items, op);
   if (p.basic) return basicGet(x, p);
+  if (sizeOf(p.outShape) === 0) return lax.broadcastInDim(lax.convertElementType(asArray(0), x.dtype, x.weakType), p.outShape, []);
   if (p.shape.some((n, d) => n === 0 && p.comps.some((c) => c.opDim === d))) {
-    throw new RangeError(`${op}: cannot index with an array into axis of size 0 (array ${fmt(x.shape)})`);
+    throw new RangeError(`${op}: cannot index with an array into an axis of size 0 (array ${fmt(x.shape)})`);
   }
   const l = lower(p);
   return lax.gather(
@@ -400,7 +401,10 @@ function update(name: string, scatterFn: Scatter, x: Array, items: readonly Inde
   } catch {
     throw new Error(`${op}: value of shape ${fmt(vals.shape)} cannot broadcast to the indexed shape ${fmt(p.outShape)}`);
   }
-  if (p.shape.some((n, d) => n === 0 && p.comps.some((c) => c.opDim === d))) return x;
+  if (sizeOf(p.outShape) === 0) return x;
+  if (p.shape.some((n, d) => n === 0 && p.comps.some((c) => c.opDim === d))) {
+    throw new RangeError(`${op}: cannot index with an array into an axis of size 0 (array ${fmt(x.shape)})`);
+  }
   const l = lower(p);
   return scatterFn(
     x,

@@ -11,6 +11,7 @@ import * as lax from '../lax/index';
 import type { GatherScatterMode } from '../lax/index';
 import { broadcastShapes, fmt, normalizeAxes, normalizeAxis, sizeOf } from '../shape';
 import { requireConcrete } from './nonzero';
+import { concatenate } from './joining';
 import { broadcastTo } from './promote';
 
 /** `jnp.flip(x, axis?)`: reverses the given axes (all when omitted). */
@@ -205,4 +206,25 @@ export function takeAlongAxis(arr: ArrayLike, indices: ArrayLike, axis: number |
     x.shape.map(() => 1),
     { mode: gmode, fillValue: opts.fillValue ?? null },
   );
+}
+
+/** `jnp.rot90(x, k=1, axes=[0, 1])`: rotates by 90 degrees k times in the plane of `axes`. */
+export function rot90(x: ArrayLike, k = 1, axes: readonly [number, number] = [0, 1]): Array {
+  const a = asArray(x, { op: 'rot90' });
+  if (a.ndim < 2) throw new Error(`rot90: needs an array of rank >= 2; got ${fmt(a.shape)}`);
+  if (!Number.isInteger(k)) throw new TypeError(`rot90: k must be an integer; got ${k}`);
+  const a0 = normalizeAxis(axes[0], a.ndim, 'rot90', 'axes[0]');
+  const a1 = normalizeAxis(axes[1], a.ndim, 'rot90', 'axes[1]');
+  if (a0 === a1) throw new Error(`rot90: axes must be different; got ${JSON.stringify(axes)}`);
+  const kk = ((k % 4) + 4) % 4;
+  const perm = a.shape.map((_, i) => (i === a0 ? a1 : i === a1 ? a0 : i));
+  if (kk === 0) return a;
+  if (kk === 2) return lax.rev(a, [a0, a1]);
+  if (kk === 1) return lax.transpose(lax.rev(a, [a1]), perm);
+  return lax.rev(lax.transpose(a, perm), [a1]);
+}
+
+/** `jnp.append(arr, values, axis=null)`: concatenation; without `axis` both are flattened. */
+export function append(arr: ArrayLike, values: ArrayLike, axis: number | null = null): Array {
+  return concatenate([arr, values], axis);
 }

@@ -4,9 +4,11 @@
  * keep their original order (as jnp does). argsort sorts (x, iota) and returns the second operand.
  */
 import type { Array } from '../array';
-import { type ArrayLike, asArray } from '../convert';
+import { type ArrayLike, asArray, typeOf } from '../convert';
+import { resultType } from '../dtype';
 import * as lax from '../lax/index';
 import { normalizeAxis } from '../shape';
+import { castTo } from './promote';
 
 export interface SortOptions {
   /** Default -1; null sorts the flattened array. */
@@ -37,4 +39,26 @@ export function argsort(x: ArrayLike, opts: SortOptions = {}): Array {
   if (!opts.descending) return lax.sort([a, iota], { dimension: ax, isStable: true, numKeys: 1 })[1];
   const [, idx] = lax.sort([lax.rev(a, [ax]), lax.rev(iota, [ax])], { dimension: ax, isStable: true, numKeys: 1 });
   return lax.rev(idx, [ax]);
+}
+
+/**
+ * `jnp.searchsorted(a, v, {side})`: insertion points of `v` in the sorted 1-D `a`, as int32.
+ * Lowered as JAX's 'compare_all' method: count the entries of `a` below (or not above) each value.
+ */
+export function searchsorted(a: ArrayLike, v: ArrayLike, opts: { side?: 'left' | 'right' } = {}): Array {
+  const side = opts.side ?? 'left';
+  if (side !== 'left' && side !== 'right') throw new Error(`searchsorted: side must be 'left' or 'right'; got ${JSON.stringify(side)}`);
+  const [sa, sv] = promotePair(a, v);
+  if (sa.ndim !== 1) throw new Error(`searchsorted: a must be 1-D; got shape [${sa.shape.join(',')}]`);
+  const n = sa.shape[0];
+  const shape = [...sv.shape, n];
+  const A = lax.broadcastInDim(sa, shape, [sv.ndim]);
+  const V = lax.broadcastInDim(sv, shape, sv.shape.map((_, i) => i));
+  const hit = side === 'left' ? lax.lt(A, V) : lax.le(A, V);
+  return lax.reduceSum(lax.convertElementType(hit, 'int32'), [sv.ndim]);
+}
+
+function promotePair(a: ArrayLike, v: ArrayLike): [Array, Array] {
+  const rt = resultType(typeOf(a), typeOf(v));
+  return [castTo(a, rt.dtype, rt.weak, 'searchsorted'), castTo(v, rt.dtype, rt.weak, 'searchsorted')];
 }
