@@ -20,13 +20,13 @@ import { randomTake } from './take';
 const NMANT: Partial<Record<DType, number>> = { float32: 23, bfloat16: 7, float16: 10 };
 const NBITS: Partial<Record<DType, number>> = { float32: 32, bfloat16: 16, float16: 16 };
 
-function floatDType(op: string, dtype: DType | undefined): DType {
+export function floatDType(op: string, dtype: DType | undefined): DType {
   const d = checkDType(dtype ?? 'float32', `random.${op}`);
   if (!isFloat(d)) throw new TypeError(`random.${op}: dtype must be a float dtype (float32, bfloat16, float16); got ${d}`);
   return d;
 }
 
-function shapeArg(op: string, shape: readonly number[] | number | undefined): number[] {
+export function shapeArg(op: string, shape: readonly number[] | number | undefined): number[] {
   if (shape === undefined) return [];
   return checkShape(typeof shape === 'number' ? [shape] : shape, `random.${op}`);
 }
@@ -45,7 +45,7 @@ function checkParamShape(op: string, name: string, param: readonly number[], sha
 }
 
 /** A float parameter converted to `dtype` and broadcast to `shape`. */
-function floatParam(op: string, name: string, v: ArrayLike, dtype: DType, shape: readonly number[]): Array {
+export function floatParam(op: string, name: string, v: ArrayLike, dtype: DType, shape: readonly number[]): Array {
   let a: Array;
   if (v instanceof Array) a = v.dtype === dtype ? v : lax.convertElementType(v, dtype);
   else a = lax.convertElementType(asArray(v, { op: `random.${op}` }), dtype);
@@ -66,7 +66,7 @@ function unitFloats(k: PRNGKeyArray, shape: readonly number[], dtype: DType, op:
 }
 
 /** JAX's `_uniform` once the parameters are arrays of the output shape and dtype. */
-function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
+export function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
   const floats = unitFloats(k, shape, dtype, op);
   return lax.max(minv, lax.add(lax.mul(floats, lax.sub(maxv, minv)), minv));
 }
