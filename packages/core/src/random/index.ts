@@ -31,4 +31,4 @@ export {
   truncatedNormal,
   uniform,
 } from './distributions';
-export { exponential, laplace, logistic, pareto } from './inverseCdf';
+export { exponential, laplace, logistic, pareto, weibullMin } from './inverseCdf';

@@ -1,7 +1,7 @@
 /**
  * Samplers that push one uniform draw through an inverse CDF, as jax/_src/random.py writes
  * them: exponential (-log1p(-u)), laplace (sign(u) log1p(-|u|) on (-1, 1)), logistic
- * (log(u / (1 - u)) on [eps, 1)) and pareto (exp(exponential / b)). Same bits, same float ops
+ * (log(u / (1 - u)) on [eps, 1)), pareto (exp(exponential / b)) and weibullMin. Same bits, same float ops
  * in the same dtype as JAX, so their values follow jax.random's like uniform's do.
  */
 import { Array } from '../array';
@@ -54,4 +54,21 @@ export function pareto(k: PRNGKeyArray, b: ArrayLike, shape?: readonly number[],
   const s = shape === undefined ? [...b0.shape] : shapeArg('pareto', shape);
   const bb = broadcastTo(lax.convertElementType(b0, dtype), s, 'random.pareto');
   return lax.exp(lax.div(exponential(k, s, { dtype }), bb));
+}
+
+/**
+ * `jax.random.weibull_min(key, scale, concentration, shape, dtype)`: Weibull floats,
+ * (-log1p(-u)) ** (1 / concentration) * scale.
+ */
+export function weibullMin(k: PRNGKeyArray, scale: ArrayLike, concentration: ArrayLike, shape: readonly number[] = [], opts: DTypeOpt = {}): Array {
+  checkKey('weibullMin', k);
+  const dtype = floatDType('weibullMin', opts.dtype);
+  const s = shapeArg('weibullMin', shape);
+  const param = (v: ArrayLike): Array =>
+    broadcastTo(lax.convertElementType(v instanceof Array ? v : asArray(v, { op: 'random.weibullMin' }), dtype), s, 'random.weibullMin');
+  const sc = param(scale);
+  const conc = param(concentration);
+  const u = uniformCore(k, s, dtype, full(0, dtype, s), full(1, dtype, s), 'weibullMin');
+  const e = lax.neg(lax.log1p(lax.neg(u)));
+  return lax.mul(lax.pow(e, lax.div(full(1, dtype, s), conc)), sc);
 }

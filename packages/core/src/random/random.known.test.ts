@@ -190,5 +190,6 @@ describe('original (non-partitionable) mode: JAX random_test.py values from befo
     expectAllclose(random.laplace(caseKey('laplace'), [5]), [0.578939, -0.204902, 0.555733, 0.911053, -0.96456], tol);
     expectAllclose(random.logistic(caseKey('logistic'), [5]), [0.19611, -1.709053, -0.274093, -0.208322, -1.675489], tol);
     expectAllclose(random.pareto(caseKey('pareto'), 0.5, [5]), [2.751398, 1.281863, 87.85448, 1.254542, 2.824487], { rtol: 1e-6, atol: 1e-6 });
+    expectAllclose(random.weibullMin(caseKey('weibull_min'), 1, 1, [5]), [1.605863, 0.841809, 0.224218, 0.4826, 0.027901], tol);
   });
 });

@@ -191,6 +191,14 @@ describe('exponential, laplace, logistic, pareto', () => {
     );
   });
 
+  it('weibullMin(scale, c): P(X > t) = exp(-(t / scale)^c)', () => {
+    const xs = flat(random.weibullMin(random.key(5), 2, 1.5, [20000]));
+    expect(Math.min(...xs)).toBeGreaterThan(0);
+    const p = Math.exp(-((3 / 2) ** 1.5));
+    const tail = xs.filter((x) => x > 3).length / xs.length;
+    expect(Math.abs(tail - p)).toBeLessThan(5 * Math.sqrt((p * (1 - p)) / xs.length));
+  });
+
   it('pareto(b) is >= 1 and P(X > t) = t^-b', () => {
     const xs = flat(random.pareto(random.key(4), 2, [20000]));
     expect(Math.min(...xs)).toBeGreaterThanOrEqual(1);

@@ -65,6 +65,7 @@ describe('random under an abstract trace', () => {
     ['laplace', (k: Array) => random.laplace(k, [3], { dtype: 'float16' }), [3], 'float16'],
     ['logistic', (k: Array) => random.logistic(k, [3]), [3], 'float32'],
     ['pareto', (k: Array) => random.pareto(k, 3, [2]), [2], 'float32'],
+    ['weibullMin', (k: Array) => random.weibullMin(k, 1, 2, [2]), [2], 'float32'],
     ['randint uint8', (k: Array) => random.randint(k, [5], 0, 256, 'uint8'), [5], 'uint8'],
     ['permutation', (k: Array) => random.permutation(k, 10), [10], 'int32'],
     ['choice', (k: Array) => random.choice(k, 10, { shape: [3], replace: false }), [3], 'int32'],
