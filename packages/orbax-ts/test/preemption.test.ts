@@ -59,7 +59,9 @@ describe('preemption', () => {
     const dir = tmpDir();
     const { code, out } = await runChild(dir, ['SIGTERM', 'SIGINT'], 5);
     expect(out).not.toMatch(/saved/);
-    expect(code).toBe(130);
+    // Both signals can land during one synchronous step; libuv then dispatches them in signal
+    // number order (SIGINT before SIGTERM), so either one may be "the second": 128 + 2 or 128 + 15.
+    expect([130, 143]).toContain(code);
     const mgr = new CheckpointManager(dir);
     for (const s of mgr.allSteps()) {
       const back = await mgr.restore(s);

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { np } from '../index';
+import { lax, np } from '../index';
 
 const RUNS = { numRuns: 40 };
 
@@ -114,5 +114,30 @@ describe('NumPy integer division semantics', () => {
     expect(np.exp(np.array([0], 'uint8')).dtype).toBe('float32');
     expect(np.sin(np.array([0], 'bfloat16')).dtype).toBe('bfloat16');
     expect(np.sqrt(4).weakType).toBe(true);
+  });
+});
+
+describe('hypot, lax scalar operands, bool products', () => {
+  it('hypot does not overflow for large inputs and handles zeros and infinities', () => {
+    const r = np.hypot(np.array([3e30, 0, Infinity, 3, -Infinity], 'float32'), np.array([4e30, 0, NaN, -4, 1], 'float32')).dataSync();
+    expect([...r]).toEqual([Math.fround(5e30), 0, Infinity, 5, Infinity]);
+    expect(np.hypot(np.array([3], 'bfloat16'), 4).toArray()).toEqual([5]);
+  });
+
+  it('lax takes JS scalars in the operand dtype only when they are exact there', () => {
+    expect(lax.add(np.array([1], 'int8'), 2).toArray()).toEqual([3]);
+    expect(lax.mul(np.array([1], 'float32'), 1.5).toArray()).toEqual([1.5]);
+    expect(() => lax.add(np.array([1], 'int32'), 1.5)).toThrow('add: JS value 1.5 cannot be a int32 operand (lax does not promote); use the np function or convert the array first');
+    expect(() => lax.bitwiseOr(np.array([true]), 2)).toThrow('or: JS value 2 cannot be a bool operand');
+    expect(() => lax.add(np.array([1], 'int8'), 300)).toThrow(/add: value 300 does not fit in int8/);
+  });
+
+  it('bool matmul is a logical or of ands; mixed bool/int literals infer int32', () => {
+    const a = np.array([[true, false], [false, false]]);
+    const b = np.array([[true, true], [true, false]]);
+    const r = np.matmul(a, b);
+    expect([r.dtype, r.toArray()]).toEqual(['bool', [[true, true], [false, false]]]);
+    expect(np.array([true, 2]).dtype).toBe('int32');
+    expect(() => lax.iota('bool', 3)).toThrow('iota: dtype must be numeric; got bool');
   });
 });

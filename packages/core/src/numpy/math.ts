@@ -8,6 +8,7 @@ import { type ArrayLike, asArray, typeOf } from '../convert';
 import { isFloat, isInteger, isUnsigned, resultType } from '../dtype';
 import * as lax from '../lax/index';
 import { broadcastShapes } from '../shape';
+import { fullLike } from './creation';
 import { broadcastTo, promoteArgs, promoteInexact } from './promote';
 
 type U = (x: ArrayLike) => Array;
@@ -92,9 +93,18 @@ export const arctan2: B = (x, y) => {
   const [a, b] = promoteInexact('arctan2', [x, y]);
   return lax.atan2(a, b);
 };
+/** `jnp.hypot`, scaled as jnp does so that large inputs do not overflow: max * sqrt(1 + (min/max)^2). */
 export const hypot: B = (x, y) => {
-  const [a, b] = promoteInexact('hypot', [x, y]);
-  return lax.sqrt(lax.add(lax.mul(a, a), lax.mul(b, b)));
+  const [a0, b0] = promoteInexact('hypot', [x, y]);
+  const a = lax.abs(a0);
+  const b = lax.abs(b0);
+  const isInf = lax.bitwiseOr(lax.eq(a, Infinity), lax.eq(b, Infinity));
+  const hi = lax.max(a, b);
+  const lo = lax.min(a, b);
+  const zero = lax.eq(hi, 0);
+  const ratio = lax.div(lo, lax.select(zero, fullLike(hi, 1), hi));
+  const r = lax.select(zero, hi, lax.mul(hi, lax.sqrt(lax.add(lax.mul(ratio, ratio), 1))));
+  return lax.select(isInf, fullLike(hi, Infinity), r);
 };
 export const nextafter: B = (x, y) => {
   const [a, b] = promoteInexact('nextafter', [x, y]);
