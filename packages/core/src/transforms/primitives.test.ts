@@ -9,6 +9,9 @@ import { describe, expect, test } from 'vitest';
 import { type Array, lax, np } from '../index';
 import { expectAllclose } from '../../test/matchers';
 import { grad, jvp, vjp, vmap } from './index';
+import { randomSortKeyVal } from '../random/sort';
+import { randomTake } from '../random/take';
+import { threefry2x32 } from '../random/threefry';
 
 type F = (...xs: Array[]) => Array;
 
@@ -301,4 +304,42 @@ test('cumprod and reduce_prod gradients are right at zeros; cummax averages ties
   expectAllclose(grad((v: Array) => np.sum(lax.cumprod(v, 0)))(x) as Array, [1, 8, 0]);
   expectAllclose(grad((v: Array) => lax.reduceProd(v, [0]))(x) as Array, [0, 6, 0]);
   expectAllclose(grad((v: Array) => np.sum(lax.cummax(v, 0)))(np.array([1, 1, 0.5]).astype('float32')) as Array, [2, 1, 0]);
+});
+
+/** Primitives without derivatives still batch: vmap equals a loop for each of them. */
+describe('vmap equals a loop for non-differentiable primitives', () => {
+  const B = 3;
+  const fl = (seed: number, shape: number[]) => np.array(new Float32Array(size(shape)).map((_, i) => Math.round(Math.sin(i * 2.3 + seed) * 40) / 8)).reshape(shape);
+  const it = (seed: number, shape: number[]) => np.array(new Int32Array(size(shape)).map((_, i) => Math.round(Math.sin(i * 1.7 + seed) * 9))).reshape(shape);
+  const u32 = (seed: number, shape: number[]) => np.array(new Uint32Array(size(shape)).map((_, i) => (Math.abs(Math.sin(i * 3.1 + seed)) * 4e9) >>> 0)).reshape(shape);
+  const cases: [string, (...xs: Array[]) => Array | Array[], (b: number) => Array[]][] = [
+    ['eq/lt/ge', (a, b) => [lax.eq(a, b), lax.lt(a, b), lax.ge(a, b)], (s) => [fl(s, [4]), fl(s + 1, [4])]],
+    ['floor/ceil/round/sign/is_finite', (a) => [lax.floor(a), lax.ceil(a), lax.round(a), lax.round(a, 1), lax.sign(a), lax.isFinite(a)], (s) => [fl(s, [5])]],
+    ['argmax/argmin', (a) => [lax.argmax(a, 1), lax.argmin(a, 0)], (s) => [fl(s, [3, 4])]],
+    ['and/or/xor/not/shifts', (a, b) => [lax.bitwiseAnd(a, b), lax.bitwiseOr(a, b), lax.bitwiseXor(a, b), lax.bitwiseNot(a), lax.shiftLeft(a, lax.abs(b)), lax.shiftRightArithmetic(a, lax.abs(b)), lax.shiftRightLogical(a, lax.abs(b))], (s) => [it(s, [4]), it(s + 2, [4])]],
+    ['reduce_and/or', (a) => [lax.reduceAnd(lax.gt(a, 0), [1]), lax.reduceOr(lax.gt(a, 0), [0])], (s) => [fl(s, [2, 3])]],
+    ['bitcast/nextafter/iota', (a) => [lax.bitcastConvertType(a, 'int32'), lax.nextafter(a, np.zerosLike(a)), lax.add(a, lax.iota('float32', 4))], (s) => [fl(s, [4])]],
+    ['integer arithmetic', (a, b) => [lax.add(a, b), lax.mul(a, b), lax.div(a, lax.add(lax.abs(b), 1)), lax.rem(a, lax.add(lax.abs(b), 1)), lax.max(a, b)], (s) => [it(s, [4]), it(s + 5, [4])]],
+    ['threefry2x32', (k1, k2, x1, x2) => threefry2x32(k1, k2, x1, x2), (s) => [u32(s, []), u32(s + 1, []), u32(s + 2, [5]), u32(s + 3, [5])]],
+    ['random_take', (x) => randomTake(x, np.array([2, 0, 1, 2]), 1), (s) => [fl(s, [2, 3])]],
+    ['random_sort_key_val', (k, v) => randomSortKeyVal(k, v, 0), (s) => [fl(s, [5]), fl(s + 9, [5])]],
+    ['sort (multi-operand)', (k, v) => lax.sort([k, v], { dimension: 0, numKeys: 1 }), (s) => [fl(s, [5]), it(s, [5])]],
+    ['cumsum int', (a) => lax.cumsum(a, 0), (s) => [it(s, [5])]],
+  ];
+  test.each(cases)('%s', (_name, f, gen) => {
+    const members = globalThis.Array.from({ length: B }, (_, b) => gen(b * 13));
+    const stacked = members[0].map((_, i) => np.stack(members.map((m) => m[i])));
+    const outs = [vmap((...xs: Array[]) => f(...xs))(...stacked)].flat() as Array[];
+    const per = members.map((m) => [f(...m)].flat() as Array[]);
+    outs.forEach((o, k) => {
+      expect(o.shape).toEqual([B, ...per[0][k].shape]);
+      expect(o.dtype).toBe(per[0][k].dtype);
+      expect(globalThis.Array.from(o.dataSync())).toEqual(per.flatMap((p) => globalThis.Array.from(p[k].dataSync())));
+    });
+    // One member batched, the others shared (null axes).
+    const inAxes = stacked.map((_, i) => (i === 0 ? 0 : null));
+    const mixed = [vmap((...xs: Array[]) => f(...xs), { inAxes })(stacked[0], ...members[0].slice(1))].flat() as Array[];
+    const perMixed = members.map((m) => [f(m[0], ...members[0].slice(1))].flat() as Array[]);
+    mixed.forEach((o, k) => expect(globalThis.Array.from(o.dataSync())).toEqual(perMixed.flatMap((p) => globalThis.Array.from(p[k].dataSync()))));
+  });
 });
