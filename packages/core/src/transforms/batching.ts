@@ -279,8 +279,8 @@ table.iota = () => () => {
 const zeroIdx = (): Array => lax.convertElementType(0, 'int32');
 
 /**
- * The fallback for batching cases without a vectorised rule (batched dynamic indices, batched
- * padding values): one application per batch member, stacked. Correct for any primitive.
+ * The fallback for batching cases without a vectorised rule (a batched padding value, batched
+ * random_take indices): one application per batch member, stacked. Correct for any primitive.
  */
 function loopRule(prim: Primitive): BatchRule {
   return (vals, dims, params, n) => {
@@ -303,7 +303,20 @@ Object.assign(table, {
     return [[p1(prim, [to0(vals[0], dims[0], n), zeroIdx(), ...vals.slice(1)], { sliceSizes: [n, ...params.sliceSizes] })], [0]];
   },
   dynamic_update_slice: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
-    if (dims.slice(2).some(isB)) return loopRule(prim)(vals, dims, params, n);
+    if (dims.slice(2).some(isB)) {
+      // Batched starts: one overwriting scatter with the batch as a batching dim ('clip' clamps
+      // each window into bounds as dynamic_update_slice does).
+      const [x, u, ...idx] = vals;
+      const ind = lax.concatenate(idx.map((v, i) => lax.reshape(to0(lax.convertElementType(v, 'int32'), dims[i + 2], n), [n, 1])), 1);
+      const r = idx.length;
+      const range = (k: number, st = 0) => globalThis.Array.from({ length: k }, (_, i) => st + i);
+      return [[p1(getPrimitive('scatter'), [to0(x, dims[0], n), ind, to0(u, dims[1], n)], {
+        dimensionNumbers: { updateWindowDims: range(r, 1), insertedWindowDims: [], scatterDimsToOperandDims: range(r, 1), operandBatchingDims: [0], scatterIndicesBatchingDims: [0] },
+        mode: 'clip',
+        indicesAreSorted: true,
+        uniqueIndices: true,
+      })], [0]];
+    }
     return [[p1(prim, [to0(vals[0], dims[0], n), to0(vals[1], dims[1], n), zeroIdx(), ...vals.slice(2)], params)], [0]];
   },
   concatenate: (prim: Primitive): BatchRule => (vals, dims, { dimension }, n) => [[p1(prim, vals.map((v, i) => to0(v, dims[i], n)), { dimension: dimension + 1 })], [0]],
@@ -390,12 +403,24 @@ function dynamicSliceAsGather(vals: Array[], dims: BDim[], sliceSizes: readonly 
   });
 }
 
-/** Scatters: batch along a leading window dim when the indices are shared; otherwise loop. */
+/** Scatters: a leading window dim when the indices are shared; a batching dim pair when not. */
 function scatterRule(prim: Primitive): BatchRule {
   return (vals, dims, params, n) => {
     const [x, idx, u] = vals;
-    if (isB(dims[1])) return loopRule(prim)(vals, dims, params, n);
     const dn = params.dimensionNumbers;
+    if (isB(dims[1])) {
+      // Batched indices: everything batched at 0, the batch a new batching dim pair.
+      return [[p1(prim, [to0(x, dims[0], n), to0(idx, dims[1], n), to0(u, dims[2], n)], {
+        ...params,
+        dimensionNumbers: {
+          updateWindowDims: shift(dn.updateWindowDims),
+          insertedWindowDims: shift(dn.insertedWindowDims),
+          scatterDimsToOperandDims: shift(dn.scatterDimsToOperandDims),
+          operandBatchingDims: [0, ...shift(dn.operandBatchingDims)],
+          scatterIndicesBatchingDims: [0, ...shift(dn.scatterIndicesBatchingDims)],
+        },
+      })], [0]];
+    }
     return [[p1(prim, [to0(x, dims[0], n), idx, to0(u, dims[2], n)], {
       ...params,
       dimensionNumbers: {

@@ -143,6 +143,16 @@ describe('vmap options', () => {
     const loop2 = [0, 3, 2].flatMap((i, k) => globalThis.Array.from((lax.dynamicSlice(k === 1 ? np.negative(big) : big, [np.array(i), np.array(i)], [2, 2]) as Array).dataSync()));
     expectAllclose(both, loop2);
     expect(makeJaxpr(vmap((i: Array) => lax.dynamicSlice(big, [i, np.array(1)], [2, 3])))(starts).jaxpr.eqns.some((e) => e.prim.name === 'gather')).toBe(true);
+    // Batched starts for dynamic_update_slice and batched scatter indices (vectorised).
+    const upd = np.ones([2, 2]);
+    const dus = vmap((i: Array) => lax.dynamicUpdateSlice(big, upd, [i, i]))(starts) as Array;
+    const loop3 = [0, 3, 2].flatMap((i) => globalThis.Array.from((lax.dynamicUpdateSlice(big, upd, [np.array(i), np.array(i)]) as Array).dataSync()));
+    expectAllclose(dus, loop3);
+    const sdn = { updateWindowDims: [1], insertedWindowDims: [0], scatterDimsToOperandDims: [0] };
+    const idxs = np.array([[[1], [3]], [[0], [0]], [[2], [1]]]);
+    const sa = vmap((ix: Array, u: Array) => lax.scatterAdd(big, ix, u, sdn))(idxs, np.stack([np.ones([2, 5]), np.full([2, 5], 2, 'float32'), np.full([2, 5], 3, 'float32')])) as Array;
+    const loop4 = [0, 1, 2].flatMap((b) => globalThis.Array.from((lax.scatterAdd(big, [[[1], [3]], [[0], [0]], [[2], [1]]][b], np.full([2, 5], b + 1, 'float32'), sdn) as Array).dataSync()));
+    expectAllclose(sa, loop4);
     expect(() => vmap((a: Array, b: Array) => np.add(a, b))(m, f32([1, 2, 3]))).toThrow(/inconsistent sizes.*size 2.*size 3/);
     expect(() => vmap((a: Array) => a, { outAxes: null })(m)).toThrow(/outAxes entry is null/);
   });
