@@ -5,7 +5,9 @@
  * for booleans), typed arrays of equal length become `[B, L]` Arrays of the matching dtype,
  * core Arrays are stacked, and anything else (strings, objects) is kept as a plain JS list.
  */
-import { type Array, type DType, isArray, np, tree } from '@tpukit/core';
+import { Array as CoreArray, type DType, isArray, np, tree } from '@tpukit/core';
+
+type Array = CoreArray;
 
 type Typed = Int32Array | Float32Array | Uint8Array | Int8Array | Uint32Array | Float64Array | Int16Array | Uint16Array;
 
@@ -33,8 +35,20 @@ function storageFor(dtype: DType, n: number): Int32Array | Float32Array | Uint8A
   }
 }
 
-/** Makes a shaped core Array from flat host data (one copy into core's storage). */
+/**
+ * Makes a shaped core Array from freshly allocated flat host data that nobody else holds. For
+ * int32 / float32 / uint8 / int8 / uint32 the buffer becomes the Array's storage without a copy
+ * (through `Array._fromStorage`: core has no public zero-copy constructor yet); other dtypes
+ * go through `np.asarray` (a conversion).
+ */
 export function hostArray(data: Int32Array | Float32Array | Uint8Array | Int8Array | Uint32Array, shape: readonly number[], dtype: DType): Array {
+  const direct =
+    (dtype === 'int32' && data instanceof Int32Array) ||
+    (dtype === 'float32' && data instanceof Float32Array) ||
+    (dtype === 'uint8' && data instanceof Uint8Array) ||
+    (dtype === 'int8' && data instanceof Int8Array) ||
+    (dtype === 'uint32' && data instanceof Uint32Array);
+  if (direct && typeof CoreArray._fromStorage === 'function') return CoreArray._fromStorage(data, shape, dtype);
   const flat = np.asarray(data, dtype);
   return shape.length === 1 ? flat : flat.reshape(shape);
 }

@@ -15,8 +15,8 @@ interface Built {
 
 const { job, port, signal, slot } = workerData as { job: WorkerJob; port: MessagePort; signal: Int32Array; slot: number };
 
-function post(reply: Reply): void {
-  port.postMessage(reply);
+function post(reply: Reply, transfer: ArrayBuffer[] = []): void {
+  port.postMessage(reply, transfer);
   Atomics.add(signal, slot, 1);
   Atomics.notify(signal, slot);
 }
@@ -52,6 +52,31 @@ port.on('message', async (msg: { gen: number; start: number; count: number }) =>
     for (let k = 0; k < msg.count; k++) values[k] = ds.get(msg.start + k);
   } catch (e) {
     post({ gen: msg.gen, start: msg.start, error: `worker ${slot} failed computing elements ${msg.start}..${msg.start + msg.count - 1}: ${(e as Error)?.stack ?? e}` });
+    return;
+  }
+  // Token pipelines yield Int32Arrays: send a chunk of them as one flat array plus offsets,
+  // transferred (it is freshly allocated here), instead of cloning many small arrays.
+  let total = 0;
+  let ragged = true;
+  for (const v of values) {
+    if (v instanceof Int32Array) total += v.length;
+    else if (v !== undefined) {
+      ragged = false;
+      break;
+    }
+  }
+  if (ragged && values.length > 1) {
+    const flat = new Int32Array(total);
+    const offsets = new Float64Array(values.length + 1).fill(-1);
+    let at = 0;
+    values.forEach((v, k) => {
+      if (v === undefined) return;
+      offsets[k] = at;
+      flat.set(v as Int32Array, at);
+      at += (v as Int32Array).length;
+    });
+    offsets[values.length] = at;
+    post({ gen: msg.gen, start: msg.start, flat, offsets, count: values.length }, [flat.buffer, offsets.buffer]);
     return;
   }
   post({ gen: msg.gen, start: msg.start, values });

@@ -5,8 +5,10 @@
  * worker processes. The consumer stays synchronous: results travel on a MessagePort and are
  * read with `receiveMessageOnPort`, and the consumer sleeps on `Atomics.wait` over a shared
  * counter each worker bumps after posting, so `next()` blocks only when the prefetch buffer is
- * empty. Results are structured-cloned (not transferred: a worker's dataset may hand out the
- * same typed array again, e.g. an in-memory source, and a transfer would detach it).
+ * empty. A chunk of Int32Array elements (token sequences) travels as one flat array plus
+ * offsets, copied once in the worker and transferred; other results are structured-cloned (a
+ * worker's dataset may hand out the same typed array again, so its own arrays are never
+ * transferred).
  */
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MessageChannel, type MessagePort, Worker, receiveMessageOnPort } from 'node:worker_threads';
@@ -36,6 +38,10 @@ export interface Reply {
   gen: number;
   start: number;
   values?: unknown[];
+  /** A chunk of Int32Arrays sent flat: element k is `flat[offsets[k], next offset)`, or undefined where `offsets[k] < 0`. */
+  flat?: Int32Array;
+  offsets?: Float64Array;
+  count?: number;
   error?: string;
   length?: number;
   describe?: string;
@@ -91,6 +97,25 @@ export class WorkerPool {
   /** Asks worker `w` to report the dataset's length and description (checked against the main thread's). */
   probe(w: number, gen: number): void {
     this.#slots[w].port.postMessage({ gen, start: -1, count: 0 });
+  }
+
+  /** The elements of a reply (unpacking a flat Int32Array chunk into views). */
+  static values(r: Reply): unknown[] {
+    if (r.values) return r.values;
+    const { flat, offsets, count } = r as Required<Reply>;
+    const out = new Array<unknown>(count);
+    for (let k = 0; k < count; k++) {
+      if (offsets[k] < 0) continue;
+      let end = offsets[count];
+      for (let j = k + 1; j <= count; j++) {
+        if (offsets[j] >= 0) {
+          end = offsets[j];
+          break;
+        }
+      }
+      out[k] = flat.subarray(offsets[k], end);
+    }
+    return out;
   }
 
   /** The next reply from worker `w`, blocking until it arrives. */
