@@ -98,6 +98,12 @@ export abstract class ChildIterator<P, T> extends DatasetIterator<T> {
   setState(state: JsonValue): void {
     this.parent.setState(state);
   }
+  override lastIndex(): number {
+    return this.parent.lastIndex();
+  }
+  override root(): DatasetIterator<unknown> {
+    return this.parent.root();
+  }
   override close(): void {
     this.parent.close();
   }
@@ -135,15 +141,31 @@ class RandomMapIterator<P, T> extends DatasetIterator<T> {
     const x = this.parent.nextOrEnd();
     if (x === END) return END;
     const i = this.#count++;
-    return this.fn(x, this.#rng.reset(this.seed, i), i);
+    // Over an elastic shard the stream is keyed by the record's global index, so it does not
+    // depend on the shard layout; otherwise by the position in this stream.
+    const g = this.parent.lastIndex();
+    const key = Number.isNaN(g) ? i : g;
+    return this.fn(x, this.#rng.reset(this.seed, key), key);
   }
   getState(): JsonValue {
     return { parent: this.parent.getState(), count: this.#count };
   }
   setState(state: JsonValue): void {
+    if (Array.isArray(state) || (state && typeof state === 'object' && 'reshard' in state)) {
+      // Resuming under a new shard count (elastic parent): positions restart.
+      this.parent.setState(state);
+      this.#count = 0;
+      return;
+    }
     const s = checkState('randomMap', state, { parent: 'any', count: 'number' });
     this.parent.setState(s.parent);
     this.#count = s.count;
+  }
+  override lastIndex(): number {
+    return this.parent.lastIndex();
+  }
+  override root(): DatasetIterator<unknown> {
+    return this.parent.root();
   }
   override close(): void {
     this.parent.close();

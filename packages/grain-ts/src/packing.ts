@@ -12,6 +12,7 @@
  * same deterministic packer, which rebuilds the partly filled rows exactly.
  */
 import { IterDataset, FnIterDataset } from './iterDataset';
+import { ElasticIterator, findElastic } from './elastic';
 import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
 
 export type Sequence = Int32Array | readonly number[];
@@ -89,6 +90,8 @@ function seqLength(f: Record<string, Sequence>, op: string): number {
 class Bin {
   used = 0;
   segments = 0;
+  /** Ordinals (within the current replay) of the elements in this bin; only tracked on request. */
+  members: number[] | null = null;
   readonly data: Record<string, Int32Array>;
   readonly segmentIds: Int32Array;
   readonly positions: Int32Array;
@@ -149,7 +152,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
   #groupStart: JsonValue = null;
   #started = false;
 
-  constructor(readonly parent: DatasetIterator<unknown>, o: PackOptions) {
+  constructor(readonly parent: DatasetIterator<unknown>, o: PackOptions, readonly split = false) {
     super();
     this.#L = o.length;
     this.#numBins = o.numBins ?? 16;
@@ -173,11 +176,12 @@ class PackIterator extends DatasetIterator<PackedRow> {
   }
 
   /** Puts an element into the first bin with room; false when none has room. */
-  #place(f: Record<string, Sequence>, n: number): boolean {
+  #place(f: Record<string, Sequence>, n: number, member = -1): boolean {
     if (this.#names === null) this.#names = Object.keys(f).sort();
     for (const b of this.#bins) {
       if (b.used + n <= this.#L && b.segments < this.#maxSeg) {
         b.add(f, n);
+        if (member >= 0) (b.members ??= []).push(member);
         return true;
       }
     }
@@ -185,9 +189,41 @@ class PackIterator extends DatasetIterator<PackedRow> {
       const b = new Bin(this.#L, this.#names, this.#padId);
       this.#bins.push(b);
       b.add(f, n);
+      if (member >= 0) (b.members ??= []).push(member);
       return true;
     }
     return false;
+  }
+
+  /**
+   * Global indices of the elements in the rows an old shard had already emitted from a partly
+   * emitted set: replays that shard's set through this chain, impersonating the old shard in
+   * the elastic iterator underneath. null when there is no elastic root (or pieces are split).
+   */
+  #emittedIndices(olds: JsonValue[]): number[] | null {
+    if (!(this.parent.root() instanceof ElasticIterator) || this.split) return null;
+    const done: number[] = [];
+    for (const old of olds) {
+      const s = old as { start?: JsonValue; flushed?: number; emitted?: number };
+      if (!s || typeof s !== 'object' || !(s.flushed! > 0) || !(s.emitted! > 0)) continue;
+      const start = JSON.parse(JSON.stringify(s.start));
+      const e = findElastic(start);
+      if (!e) return null;
+      e.impersonate = true;
+      this.parent.setState(start);
+      this.#bins = [];
+      const indices: number[] = [];
+      for (let i = 0; i < s.flushed!; i++) {
+        const el = this.#pull();
+        if (el === END || !this.#place(el.f, el.n, i)) badState('pack', 'replaying an old shard gave a different packing (the data or pipeline changed?)', old);
+        indices.push(this.parent.lastIndex());
+      }
+      this.#bins.slice(0, s.emitted).forEach((b) => {
+        for (const m of b.members ?? []) done.push(indices[m]);
+      });
+      this.#bins = [];
+    }
+    return done;
   }
 
   #flush(): void {
@@ -248,8 +284,11 @@ class PackIterator extends DatasetIterator<PackedRow> {
   setState(state: JsonValue): void {
     if (Array.isArray(state)) {
       // Every old shard's state, for an elastic parent under a new shard count: each old shard
-      // rewinds to where its unemitted rows began, and packing restarts with empty bins.
-      this.parent.setState(state);
+      // rewinds to where its unemitted rows began and the elements of rows it had already
+      // emitted are marked consumed, so every sequence is read exactly once; packing restarts
+      // with empty bins.
+      const done = this.#emittedIndices(state);
+      this.parent.setState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
       this.#started = true;
       this.#bins = [];
       this.#queue = [];
@@ -358,6 +397,6 @@ IterDataset.prototype.pack = function pack(this: IterDataset<unknown>, options: 
   checkPackOptions(options);
   return new FnIterDataset(() => {
     const src = options.overflow === 'split' ? new SplitIterator(this.iterator(), options.length) : this.iterator();
-    return new PackIterator(src, options);
+    return new PackIterator(src, options, options.overflow === 'split');
   }) as never;
 };
