@@ -8,10 +8,11 @@
  * across the change, filters included, because positions are global indices, not output counts.
  * The old shards' positions ride along in the state until the new shards pass them all.
  *
- * Packing (and bucketing) hold elements in flight; their states carry the parent state where
- * the oldest unemitted element began (`start`). Given such states, the elastic iterator rewinds
- * each old shard to that point: no token is lost, and sequences of rows a shard had already
- * emitted from a partly emitted set can be read again (at most `numBins - 1` rows per old shard).
+ * Packing and bucketing hold elements in flight (Grain refuses to reshard them). Given the list
+ * of old states, they rewind each old shard to where its oldest unemitted element began, replay
+ * what that shard consumed since (impersonating the old shard here) to learn the global indices
+ * of elements it had already emitted, and pass those as `done`: every sequence is still read
+ * exactly once. Packing restarts with empty bins, so rows differ from an unresharded run.
  */
 import { IterDataset } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, badState } from './iterator';
