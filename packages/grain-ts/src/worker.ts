@@ -21,12 +21,16 @@ function post(reply: Reply, transfer: ArrayBuffer[] = []): void {
   Atomics.notify(signal, slot);
 }
 
+// Built through the Function constructor so the CJS build keeps a real `import()` (bundlers turn
+// a literal dynamic import into `require`, which cannot load ES modules or file URLs).
+const importModule = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<Record<string, unknown>>;
+
 async function build(): Promise<Built> {
-  const mod = await import(job.spec.module);
+  const mod = await importModule(job.spec.module);
   const name = job.spec.exportName ?? 'default';
-  const fn = mod[name] ?? (name === 'default' ? mod : undefined);
+  const fn = (mod[name] ?? (name === 'default' ? mod : undefined)) as ((a: unknown) => unknown) | undefined;
   if (typeof fn !== 'function') throw new TypeError(`worker: ${job.spec.module} has no function export "${name}"`);
-  const made = await fn(job.spec.args);
+  const made = (await fn(job.spec.args)) as Built | null;
   if (job.kind === 'loader') return buildLoaderDataset(made, job.loader);
   if (!made || typeof made.get !== 'function' || typeof made.length !== 'number') {
     throw new TypeError(`worker: ${job.spec.module} export "${name}" must return a MapDataset (or { length, get(i) }); got ${typeof made}`);
@@ -34,7 +38,15 @@ async function build(): Promise<Built> {
   return made as Built;
 }
 
+// If this thread ends (a crash, an exit in user code), mark it dead and wake the consumer.
+process.on('exit', () => {
+  Atomics.store(signal, signal.length / 2 + slot, 1);
+  Atomics.add(signal, slot, 1);
+  Atomics.notify(signal, slot);
+});
+
 const ready = build();
+ready.catch(() => {}); // reported to the consumer on its first request
 port.on('message', async (msg: { gen: number; start: number; count: number }) => {
   let ds: Built;
   try {

@@ -75,7 +75,8 @@ export class WorkerPool {
       throw new TypeError('workers: workerCount > 0 needs a `worker: { module, exportName?, args? }` spec: worker threads rebuild the dataset by calling that module export (functions cannot be sent to a thread)');
     }
     this.timeoutMs = options.timeoutMs ?? 300_000;
-    this.#signal = new Int32Array(new SharedArrayBuffer(4 * workerCount));
+    // [0, W): per-worker reply counters; [W, 2W): set when a worker thread has exited.
+    this.#signal = new Int32Array(new SharedArrayBuffer(8 * workerCount));
     const spec = { ...job.spec, module: moduleUrl(job.spec.module) };
     for (let i = 0; i < workerCount; i++) {
       const { port1, port2 } = new MessageChannel();
@@ -127,6 +128,11 @@ export class WorkerPool {
       const m = receiveMessageOnPort(port);
       if (m) return m.message as Reply;
       if (this.#closed) throw new Error('workers: the pool was closed');
+      if (Atomics.load(this.#signal, this.workerCount + w) === 1) {
+        const late = receiveMessageOnPort(port);
+        if (late) return late.message as Reply;
+        throw new Error(`workers: worker ${w} exited without answering (an uncaught error in the worker module? it could not be loaded?)`);
+      }
       if (Date.now() > deadline) throw new Error(`workers: no reply from worker ${w} within ${this.timeoutMs} ms (did it crash? check the worker module)`);
       Atomics.wait(this.#signal, w, seen, 200);
     }

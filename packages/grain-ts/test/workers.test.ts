@@ -78,5 +78,9 @@ describe('workers', () => {
     const other = MapDataset.range(6).map((x) => x);
     const it2 = other.iterator({ workerCount: 1, worker: { module, exportName: 'broken' } });
     expect(() => it2.next()).toThrow(/worker 0 built a different dataset \(length 5/);
+    const it3 = bad.iterator({ workerCount: 1, worker: { module, exportName: 'exits' } });
+    expect(() => [...it3]).toThrow(/worker 0 exited without answering/);
+    const it4 = bad.iterator({ workerCount: 1, worker: { module: `${module}.missing.mjs` } });
+    expect(() => it4.next()).toThrow(/worker 0 could not build the dataset: .*Cannot find module/);
   });
 });
