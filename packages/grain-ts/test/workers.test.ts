@@ -49,6 +49,18 @@ describe('workers', () => {
     expect([...first, ...rest].map((r) => Array.from(r.tokens))).toEqual(p0.map((r: any) => Array.from(r.tokens)));
   });
 
+  it('randomMap values do not depend on workerCount or chunking', () => {
+    for (const rseed of [0, 123456789]) {
+      const ds = MapDataset.range(60).randomMap((x, rng) => [x, rng.random(), rng.integers(0, 1 << 30)], { seed: rseed });
+      const ref = ds.toIterDataset().toArray();
+      for (const [workerCount, chunkSize] of [[1, 1], [2, 7], [3, 16]]) {
+        const it = ds.iterator({ workerCount, chunkSize, prefetch: 5, worker: { module, exportName: 'noisy', args: { n: 60, rseed } } });
+        expect([...it]).toEqual(ref);
+        it.close();
+      }
+    }
+  });
+
   it('DataLoader output does not depend on workerCount', () => {
     const { loader } = { loader: () => ({ source: { length: 40, get: (i: number) => ({ x: i }), describe: () => 'forty' }, operations: [{ randomMap: (e: { x: number }, rng: any) => ({ x: e.x, r: rng.integers(0, 1000) }) }, { filter: (e: { x: number }) => e.x % 4 !== 1 }] }) };
     const run = (workerCount: number) => {
