@@ -39,7 +39,8 @@ function typedArrayDType(x: TypedArrayInput, op: string): DType {
 
 function inferDType(flat: (number | boolean)[]): DType {
   if (flat.length > 0 && flat.every((v) => typeof v === 'boolean')) return 'bool';
-  if (flat.every((v) => typeof v === 'number' && Number.isInteger(v))) return flat.length === 0 ? 'float32' : 'int32';
+  // Booleans mixed with integers give int32, as jnp.array([True, 2]) does.
+  if (flat.every((v) => typeof v === 'boolean' || Number.isInteger(v))) return flat.length === 0 ? 'float32' : 'int32';
   return 'float32';
 }
 
@@ -75,7 +76,7 @@ function checkFits(values: NumList, dtype: DType, op: string): void {
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     if (Number.isInteger(v) && (v < lo || v > hi)) {
-      throw new RangeError(`${op}: value ${v} does not fit in ${dtype} (range ${lo}..${hi})`);
+      throw new RangeError(`${op}: value ${v} does not fit in ${dtype} (range ${lo}..${hi}); pass a wider dtype${dtype === 'int32' ? " (e.g. 'float32' or 'uint32')" : ''}`);
     }
   }
 }
@@ -113,7 +114,7 @@ export function asArray(x: ArrayLike, opts: { dtype?: DType; weak?: boolean; op?
     throw new TypeError(`${op}: cannot make an array from ${x === null ? 'null' : typeof x} ${String(x)}`);
   }
   const target = dtype ?? inferred.dtype;
-  const weak = dtype === undefined ? (opts.weak ?? inferred.weak) : false;
+  const weak = opts.weak ?? (dtype === undefined ? inferred.weak : false);
   let vals = values;
   if (isInteger(target) && !isInteger(inferred.dtype) && inferred.dtype !== 'bool') {
     vals = globalThis.Array.from(values as NumList, (v: number) => Math.trunc(v));
