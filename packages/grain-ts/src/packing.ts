@@ -161,18 +161,30 @@ class PackIterator extends DatasetIterator<PackedRow> {
     this.#padId = o.padId ?? 0;
   }
 
-  #pull(): { f: Record<string, Sequence>; n: number } | End {
+  /** The pulled element's features (a reused wrapper for a bare sequence: bins copy at once). */
+  #pf: Record<string, Sequence> = { tokens: [] };
+  readonly #scratch: Record<string, Sequence> = { tokens: [] };
+
+  /** Pulls one element into `#pf`; returns its (possibly truncated) length, or -1 at the end. */
+  #pull(): number {
     const x = this.parent.nextOrEnd();
-    if (x === END) return END;
-    const f = featuresOf('pack', x);
-    let n = seqLength(f, 'pack');
+    if (x === END) return -1;
+    let n: number;
+    if (x instanceof Int32Array || Array.isArray(x)) {
+      this.#scratch.tokens = x as Sequence;
+      this.#pf = this.#scratch;
+      n = (x as Sequence).length;
+    } else {
+      this.#pf = featuresOf('pack', x);
+      n = seqLength(this.#pf, 'pack');
+    }
     if (n > this.#L) {
       if (this.#overflow === 'error') {
         throw new RangeError(`pack: a sequence of length ${n} does not fit rows of length ${this.#L}; pass overflow: 'truncate' or 'split', or filter long sequences out`);
       }
       n = this.#L;
     }
-    return { f, n };
+    return n;
   }
 
   /** Puts an element into the first bin with room; false when none has room. */
@@ -214,8 +226,8 @@ class PackIterator extends DatasetIterator<PackedRow> {
       this.#bins = [];
       const indices: number[] = [];
       for (let i = 0; i < s.flushed!; i++) {
-        const el = this.#pull();
-        if (el === END || !this.#place(el.f, el.n, i)) badState('pack', 'replaying an old shard gave a different packing (the data or pipeline changed?)', old);
+        const n = this.#pull();
+        if (n < 0 || !this.#place(this.#pf, n, i)) badState('pack', 'replaying an old shard gave a different packing (the data or pipeline changed?)', old);
         indices.push(this.parent.lastIndex());
       }
       this.#bins.slice(0, s.emitted).forEach((b) => {
@@ -253,8 +265,8 @@ class PackIterator extends DatasetIterator<PackedRow> {
       }
       if (this.#ended) return END;
       const before = this.parent.getState();
-      const e = this.#pull();
-      if (e === END) {
+      const n = this.#pull();
+      if (n < 0) {
         this.#ended = true;
         if (this.#bins.length === 0) return END;
         this.#flushed = this.#inGroup;
@@ -263,7 +275,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
         this.#flush();
         continue;
       }
-      if (this.#place(e.f, e.n)) {
+      if (this.#place(this.#pf, n)) {
         this.#inGroup++;
         continue;
       }
@@ -272,7 +284,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
       this.#flush();
       this.#groupStart = before;
       this.#inGroup = 1;
-      this.#place(e.f, e.n);
+      this.#place(this.#pf, n);
     }
   }
 
@@ -311,8 +323,8 @@ class PackIterator extends DatasetIterator<PackedRow> {
     this.#inGroup = 0;
     if (s.flushed > 0) {
       for (let i = 0; i < s.flushed; i++) {
-        const e = this.#pull();
-        if (e === END || !this.#place(e.f, e.n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
+        const n = this.#pull();
+        if (n < 0 || !this.#place(this.#pf, n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
       }
       this.#flush();
       if (s.emitted > this.#queue.length) badState('pack', `emitted ${s.emitted} rows of a set of ${this.#queue.length}`, state);
@@ -321,8 +333,8 @@ class PackIterator extends DatasetIterator<PackedRow> {
     }
     this.#groupStart = s.flushed > 0 ? this.parent.getState() : s.start;
     for (let i = 0; i < s.inGroup; i++) {
-      const e = this.#pull();
-      if (e === END || !this.#place(e.f, e.n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
+      const n = this.#pull();
+      if (n < 0 || !this.#place(this.#pf, n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
     }
     this.#inGroup = s.inGroup;
     this.#ended = s.ended;
