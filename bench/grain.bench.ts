@@ -125,6 +125,20 @@ function main(): void {
     const tNaivePack = time(naivePack);
     console.log(`pack + batch (first-fit, ${B} bins, [${B},${L}] int32 Arrays)  ${fmt(totalTokens / tPack)} tokens/s   naive next-fit loop (no segment ids, no Arrays) ${fmt(totalTokens / tNaivePack)}  ratio ${(tNaivePack / tPack).toFixed(2)}`);
 
+    // Padding waste per strategy on this corpus (fraction of pad tokens; deterministic).
+    const seqDs = MapDataset.source(tokenized).toIterDataset();
+    const maxLen = tokenized.reduce((a, t) => Math.max(a, t.length), 0);
+    const padIt = seqDs.padToLength(maxLen).iterator();
+    for (const _ of padIt);
+    const q = [...tokenized.map((t) => t.length)].sort((a, b) => a - b);
+    const bounds = [...new Set([q[Math.floor(q.length / 4)], q[Math.floor(q.length / 2)], q[Math.floor((3 * q.length) / 4)], maxLen])];
+    const bucketIt = seqDs.bucketBySequenceLength({ bucketBoundaries: bounds, bucketBatchSizes: bounds.map(() => B) }).iterator();
+    for (const _ of bucketIt);
+    const packIt = seqDs.pack({ length: L, numBins: B }).iterator();
+    for (const _ of packIt);
+    const pct = (w: number) => `${(100 * w).toFixed(1)}%`;
+    console.log(`padding waste: padToLength(${maxLen}) ${pct(padIt.stats.waste)}, bucketBySequenceLength([${bounds.join(', ')}]) ${pct(bucketIt.stats.waste)}, pack(${L}, ${B} bins) ${pct(packIt.stats.waste)}`);
+
     // Node 20 workers cannot load this .ts file, so the worker module is a small .mjs written here.
     const workerModule = join(dir, 'tokenize-worker.mjs');
     const dist = new URL('../packages/grain-ts/dist/index.js', import.meta.url).href;
