@@ -53,6 +53,16 @@ export abstract class IterDataset<T> {
   }
 
   /**
+   * A stream from any re-creatable iterable (a generator function, a Set, ...). Its state is the
+   * number of elements consumed; restoring re-creates the iterable and skips that many, so
+   * `make` must yield the same sequence each time.
+   */
+  static fromIterable<T>(make: () => Iterable<T>): IterDataset<T> {
+    if (typeof make !== 'function') throw new TypeError(`IterDataset.fromIterable: expected a function returning an iterable; got ${typeof make}`);
+    return new FnIterDataset(() => new FromIterableIterator(make));
+  }
+
+  /**
    * Interleaves streams in proportion to `weights` with the deterministic schedule of
    * `MapDataset.mix`; ends when the stream it should draw from next is exhausted.
    */
@@ -220,5 +230,37 @@ class MixIterator<T> extends DatasetIterator<T> {
   }
   override close(): void {
     for (const p of this.parents) p.close();
+  }
+}
+
+class FromIterableIterator<T> extends DatasetIterator<T> {
+  #it: Iterator<T> | null = null;
+  #count = 0;
+  constructor(readonly make: () => Iterable<T>) {
+    super();
+  }
+  #open(): Iterator<T> {
+    const src = this.make();
+    if (!src || typeof (src as Iterable<T>)[Symbol.iterator] !== 'function') throw new TypeError('IterDataset.fromIterable: the function must return an iterable');
+    return src[Symbol.iterator]();
+  }
+  nextOrEnd(): T | End {
+    this.#it ??= this.#open();
+    const r = this.#it.next();
+    if (r.done) return END;
+    this.#count++;
+    return r.value;
+  }
+  getState(): JsonValue {
+    return { count: this.#count };
+  }
+  setState(state: JsonValue): void {
+    const s = checkState('IterDataset.fromIterable', state, { count: 'number' });
+    if (!Number.isSafeInteger(s.count) || s.count < 0) throw new RangeError(`IterDataset.fromIterable.setState: count must be an integer >= 0; got ${s.count}`);
+    this.#it = this.#open();
+    for (let i = 0; i < s.count; i++) {
+      if (this.#it.next().done) throw new RangeError(`IterDataset.fromIterable.setState: the iterable ended after ${i} elements but the state says ${s.count} were consumed`);
+    }
+    this.#count = s.count;
   }
 }

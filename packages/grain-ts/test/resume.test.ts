@@ -103,6 +103,15 @@ describe('resume equals the uninterrupted stream', () => {
     );
   });
 
+  it('a stream from a generator', () => {
+    function* gen() {
+      for (let i = 0; i < 30; i++) yield Int32Array.from({ length: 1 + (i % 7) }, () => i);
+    }
+    for (const k of [0, 3, 9]) checkResume(() => IterDataset.fromIterable(gen).pack({ length: 8, numBins: 2 }).iterator(), k);
+    const it = IterDataset.fromIterable(gen).iterator();
+    expect(() => it.setState({ count: 31 })).toThrow(/the iterable ended after 30 elements but the state says 31/);
+  });
+
   it('DataLoader with a shuffled multi-epoch sampler, filter and batch', () => {
     const source = MapDataset.range(50).map((x) => ({ x }));
     const make = () =>

@@ -65,6 +65,30 @@ describe('TFRecord', () => {
     );
   });
 
+  it('skip mode: one flipped byte loses exactly the record it hit, the rest come back in order', () => {
+    const recs = ['first record', 'second', 'the third record is longer', 'fourth'].map((x) => enc.encode(x));
+    const p = join(dir, 'skip.tfrecord');
+    writeTFRecord(p, recs);
+    const good = readFileSync(p);
+    const q = join(dir, 'skip-bad.tfrecord');
+    const starts = recs.reduce<number[]>((a, r, i) => [...a, i === 0 ? 0 : a[i - 1] + 16 + recs[i - 1].length], []);
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: good.length - 1 }), fc.integer({ min: 1, max: 255 }), (at, mask) => {
+        const bad = Buffer.from(good);
+        bad[at] ^= mask;
+        writeFileSync(q, bad);
+        const hit = starts.filter((st) => st <= at).length - 1;
+        const src = new TFRecordDataSource(q, { onCorrupt: 'skip' });
+        const got = [...Array(src.length).keys()].map((i) => new TextDecoder().decode(src.get(i)));
+        src.close();
+        expect(got).toEqual(recs.filter((_, i) => i !== hit).map((r) => new TextDecoder().decode(r)));
+        expect(src.skipped).toBe(1);
+        expect(src.corrupt[0].offset).toBe(starts[hit]);
+      }),
+      { numRuns: 80 },
+    );
+  });
+
   it('a truncated file names the offset; skip mode counts and resynchronises', () => {
     const p = join(dir, 'trunc.tfrecord');
     writeTFRecord(p, ['one', 'two', 'three'].map((s) => enc.encode(s)));
