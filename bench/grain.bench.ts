@@ -142,7 +142,13 @@ function main(): void {
     // Node 20 workers cannot load this .ts file, so the worker module is a small .mjs written here.
     const workerModule = join(dir, 'tokenize-worker.mjs');
     const dist = new URL('../packages/grain-ts/dist/index.js', import.meta.url).href;
-    writeFileSync(workerModule, `import { BpeTokenizer, MapDataset, TextLineDataSource } from ${JSON.stringify(dist)};
+    writeFileSync(workerModule, `import { BpeTokenizer, JsonLinesDataSource, MapDataset, TFRecordDataSource, TextLineDataSource } from ${JSON.stringify(dist)};
+export function buildJsonl(args) {
+  return MapDataset.source(new JsonLinesDataSource(args.path)).repeat(args.epochs);
+}
+export function buildTfrecord(args) {
+  return MapDataset.source(new TFRecordDataSource(args.path)).repeat(args.epochs);
+}
 export function buildTokenized(args) {
   const tok = BpeTokenizer.fromJSON(args.tokenizer);
   return MapDataset.source(new TextLineDataSource(args.textPath)).map((line) => tok.encode(line)).repeat(args.epochs);
@@ -150,6 +156,29 @@ export function buildTokenized(args) {
 `);
     const spec = { module: workerModule, exportName: 'buildTokenized', args: { textPath, tokenizer: tok.toJSON() as never, epochs: 3 } };
     const epochs = buildTokenized({ textPath, tokenizer: tok.toJSON(), epochs: 3 });
+    // Reading with workers: records parsed / CRC-checked in worker threads, sent to this thread.
+    for (const [name, exportName, path, make] of [
+      ['JSONL', 'buildJsonl', jsonlPath, () => MapDataset.source(new JsonLinesDataSource(jsonlPath)).repeat(3)],
+      ['TFRecord', 'buildTfrecord', tfPath, () => MapDataset.source(new TFRecordDataSource(tfPath)).repeat(3)],
+    ] as const) {
+      const ds = make();
+      const parts: string[] = [];
+      for (const workerCount of [0, 1, 2]) {
+        const rates: number[] = [];
+        for (let r = 0; r < 3; r++) {
+          const it = (ds as MapDataset<unknown>).toIterDataset({ workerCount, prefetch: 1024, chunkSize: 256, worker: { module: workerModule, exportName, args: { path, epochs: 3 } } }).iterator();
+          it.next();
+          const t1 = performance.now();
+          let k = 1;
+          for (const _ of it) k++;
+          rates.push((k - 1) / (performance.now() - t1));
+          it.close();
+        }
+        parts.push(`workerCount=${workerCount} ${fmt(median(rates))}`);
+      }
+      console.log(`${name} read, steady state (3 epochs): ${parts.join(', ')} records/s`);
+    }
+
     // Three epochs of the corpus, so steady-state throughput is measured over a few seconds;
     // the first batch (including worker start-up) is timed separately.
     let ref = 0;

@@ -106,6 +106,23 @@ describe('TFRecord', () => {
     src.close();
   });
 
+  it('records larger than the 1 MiB read block round-trip and are CRC-checked', () => {
+    const p = join(dir, 'large.tfrecord');
+    const big = new Uint8Array(1_500_000).map((_, i) => (i * 31) & 255);
+    writeTFRecord(p, [enc.encode('small'), big, enc.encode('after')]);
+    const src = new TFRecordDataSource(p);
+    expect(src.get(1).length).toBe(big.length);
+    expect(src.get(1).every((v, i) => v === big[i])).toBe(true);
+    expect(new TextDecoder().decode(src.get(2))).toBe('after');
+    src.close();
+    const bad = readFileSync(p);
+    bad[12 + 5 + 4 + 12 + 700_000] ^= 4;
+    writeFileSync(p, bad);
+    const src2 = new TFRecordDataSource(p);
+    expect(() => src2.get(1)).toThrow(/corrupt record 1 in .*large\.tfrecord at byte offset 21: data CRC mismatch/);
+    src2.close();
+  });
+
   it('reads several files as one source and works with MapDataset', () => {
     const a = join(dir, 'a.tfrecord');
     const b = join(dir, 'b.tfrecord');
@@ -114,6 +131,7 @@ describe('TFRecord', () => {
     const src = new TFRecordDataSource([a, b]);
     expect(MapDataset.source(src).map((r) => new TextDecoder().decode(r)).toArray()).toEqual(['a0', 'a1', 'b0']);
     expect(src.locate(2)).toEqual({ file: b, offset: 0, length: 2 });
+    expect(src.get(0).constructor).toBe(Uint8Array);
     expect(() => src.get(3)).toThrow(/index must be an integer in \[0, 3\); got 3/);
     src.close();
   });
