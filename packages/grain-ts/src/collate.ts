@@ -5,7 +5,7 @@
  * for booleans), typed arrays of equal length become `[B, L]` Arrays of the matching dtype,
  * core Arrays are stacked, and anything else (strings, objects) is kept as a plain JS list.
  */
-import { Array as CoreArray, type DType, isArray, np, tree } from '@tpukit/core';
+import { Array as CoreArray, type DType, fromStorage, isArray, np, tree } from '@tpukit/core';
 
 type Array = CoreArray;
 
@@ -38,8 +38,7 @@ function storageFor(dtype: DType, n: number): Int32Array | Float32Array | Uint8A
 /**
  * Makes a shaped core Array from freshly allocated flat host data that nobody else holds. For
  * int32 / float32 / uint8 / int8 / uint32 the buffer becomes the Array's storage without a copy
- * (through `Array._fromStorage`: core has no public zero-copy constructor yet); other dtypes
- * go through `np.asarray` (a conversion).
+ * (core's `fromStorage`); other dtypes go through `np.asarray` (a conversion).
  */
 export function hostArray(data: Int32Array | Float32Array | Uint8Array | Int8Array | Uint32Array, shape: readonly number[], dtype: DType): Array {
   const direct =
@@ -48,20 +47,9 @@ export function hostArray(data: Int32Array | Float32Array | Uint8Array | Int8Arr
     (dtype === 'uint8' && data instanceof Uint8Array) ||
     (dtype === 'int8' && data instanceof Int8Array) ||
     (dtype === 'uint32' && data instanceof Uint32Array);
-  if (direct && typeof CoreArray._fromStorage === 'function') return CoreArray._fromStorage(data, shape, dtype);
+  if (direct) return fromStorage(data, shape, dtype);
   const flat = np.asarray(data, dtype);
   return shape.length === 1 ? flat : flat.reshape(shape);
-}
-
-/** Stacks core Arrays of one shape and dtype along a new leading axis (core has no `np.stack` yet). */
-function stackArrays(xs: Array[]): Array {
-  const first = xs[0];
-  const n = first.size;
-  const dtype = first.dtype;
-  const host: DType = dtype === 'bool' ? 'uint8' : dtype === 'int32' || dtype === 'uint8' || dtype === 'int8' || dtype === 'uint32' ? dtype : 'float32';
-  const out = storageFor(host, xs.length * n);
-  for (let i = 0; i < xs.length; i++) out.set(xs[i].dataSync() as ArrayLike<number>, i * n);
-  return hostArray(out, [xs.length, ...first.shape], dtype);
 }
 
 function stackLeaf(leaves: unknown[], where: string): unknown {
@@ -108,7 +96,7 @@ function stackLeaf(leaves: unknown[], where: string): unknown {
         throw new RangeError(`batch: element ${i} at ${where} is ${isArray(x) ? `${x.dtype}[${x.shape}]` : typeof x} but element 0 is ${first.dtype}[${shape}]`);
       }
     }
-    return stackArrays(leaves as Array[]);
+    return np.stack(leaves as Array[]);
   }
   return leaves.slice();
 }
