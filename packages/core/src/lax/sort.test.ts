@@ -6,8 +6,8 @@ import { lax, np } from '../index';
 
 const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 
-/** Lines of `flat` (shape `shape`) along `axis`, each as a list of [value, flatIndex]. */
-function lines(flat: ArrayLike<number>, shape: number[], axis: number): number[][] {
+/** The lines of an array of `shape` along `axis`, each as the list of its flat offsets. */
+function lines(shape: number[], axis: number): number[][] {
   const st = shape.map((_, i) => prod(shape.slice(i + 1)));
   const out: number[][] = [];
   for (let f = 0; f < prod(shape); f++) {
@@ -40,7 +40,7 @@ describe('sort', () => {
         const a = idx.dataSync();
         const xs = x.dataSync();
         const st = shape.map((_, i) => prod(shape.slice(i + 1)));
-        for (const line of lines(xs, shape, axis)) {
+        for (const line of lines(shape, axis)) {
           const got = line.map((f) => s[f]);
           const want = line.map((f) => xs[f]).sort(total);
           if (descending) want.reverse();
