@@ -88,6 +88,21 @@ describe('sort', () => {
     expect(np.sort(np.array([[3, 1], [2, 0]]), { axis: null }).toArray()).toEqual([0, 1, 2, 3]);
   });
 
+  it('top_k equals the first k of a stable descending argsort (NaN largest)', () => {
+    fc.assert(
+      fc.property(arb, fc.nat(5), ([shape, , vals], kk) => {
+        const x = np.array(vals).reshape(shape);
+        const k = kk % (shape[shape.length - 1] + 1);
+        const [v, i] = lax.topK(x, k);
+        const want = np.argsort(x, { axis: -1, descending: true }).get('...', `:${k}`);
+        expect(Array.from(i.dataSync())).toEqual(Array.from(want.dataSync()));
+        const wantV = np.takeAlongAxis(x, want, -1).dataSync();
+        expect(Array.from(v.dataSync()).map(String)).toEqual(Array.from(wantV).map(String));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it('top_k returns the k largest with their indices (ties by lower index)', () => {
     const [v, i] = lax.topK(np.array([[1, 5, 3, 5], [0, -1, 2, 2]]), 3);
     expect(v.toArray()).toEqual([
