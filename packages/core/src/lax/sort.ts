@@ -74,13 +74,17 @@ export const sort = definePrimitive<SortParams>({
     const nk = keys.length;
     const lineKeys = keys.map(() => new Float64Array(n));
     const perm = new globalThis.Array<number>(n);
-    const cmp = (p: number, q: number): number => {
-      for (let j = 0; j < nk; j++) {
-        const c = compareTotal(lineKeys[j][p], lineKeys[j][q]);
-        if (c !== 0) return c;
-      }
-      return p - q;
-    };
+    const k0 = lineKeys[0];
+    const cmp =
+      nk === 1
+        ? (p: number, q: number): number => compareTotal(k0[p], k0[q]) || p - q
+        : (p: number, q: number): number => {
+            for (let j = 0; j < nk; j++) {
+              const c = compareTotal(lineKeys[j][p], lineKeys[j][q]);
+              if (c !== 0) return c;
+            }
+            return p - q;
+          };
     for (let line = 0; line < lines; line++) {
       const base = lineBase(line);
       for (let j = 0; j < nk; j++) for (let i = 0; i < n; i++) lineKeys[j][i] = keys[j][base + i * st];
