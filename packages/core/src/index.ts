@@ -5,8 +5,10 @@
 import { registerBackend } from './backend';
 import { referenceBackend } from './backends/reference';
 import './methods';
+import { backend as systolicBackend } from './systolic/index';
 
 registerBackend(referenceBackend);
+registerBackend(systolicBackend);
 
 export { Array, type NestedArray, type Shard } from './array';
 export { type Backend, getBackend, listBackends, registerBackend, setBackend, withBackend } from './backend';
@@ -15,6 +17,8 @@ export * as bf16 from './bf16';
 export * as f16 from './f16';
 export { type ArrayLike, asArray, isArray } from './convert';
 export { cpuDevice, devices, SingleDeviceSharding } from './device';
+export { makeArrayFromCallback } from './shardedArray';
+export { fromStorage, toStorage } from './storage';
 export {
   type DType,
   type DataArray,
@@ -35,5 +39,8 @@ export * as random from './random/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
+export * as systolic from './systolic/index';
 export * as tree from './tree';
+export * as wasm from './wasm/index';
 export type { KeyEntry, KeyPath, PyTree, TreeDef } from './tree';
+export * from './transforms/index';

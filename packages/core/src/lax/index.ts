@@ -446,3 +446,5 @@ export function topK(x: ArrayLike, k: number): [Array, Array] {
   const [v, i] = bind(topKP, [a], { k });
   return [v, i];
 }
+
+export { cond, foriLoop, scan, switchBranches as switch, whileLoop } from './control';

@@ -53,8 +53,8 @@ function floatParam(op: string, name: string, v: ArrayLike, dtype: DType, shape:
   return broadcastTo(a, shape, `random.${op}`);
 }
 
-/** JAX's `_uniform` once the parameters are arrays of the output shape and dtype. */
-function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
+/** The floats of JAX's `_uniform` before scaling: m * 2^-nmant in [0, 1) from the random bits. */
+function unitFloats(k: PRNGKeyArray, shape: readonly number[], dtype: DType, op: string): Array {
   const nmant = NMANT[dtype]!;
   const nbits = NBITS[dtype]!;
   // bfloat16 has 7 mantissa bits: JAX draws 8 random bits for it, 16 for float16, 32 for float32.
@@ -62,7 +62,12 @@ function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, mi
   const b = randomBits(k, rngBits, shape, op);
   const m = lax.shiftRightLogical(b, full(rngBits - nmant, 'uint32', shape));
   // JAX ors m into the mantissa of 1.0 and subtracts 1.0: exactly m * 2^-nmant.
-  const floats = lax.mul(lax.convertElementType(m, dtype), full(2 ** -nmant, dtype, shape));
+  return lax.mul(lax.convertElementType(m, dtype), full(2 ** -nmant, dtype, shape));
+}
+
+/** JAX's `_uniform` once the parameters are arrays of the output shape and dtype. */
+function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
+  const floats = unitFloats(k, shape, dtype, op);
   return lax.max(minv, lax.add(lax.mul(floats, lax.sub(maxv, minv)), minv));
 }
 
@@ -80,8 +85,15 @@ export function uniform(k: PRNGKeyArray, shape: readonly number[] = [], opts: Un
   checkKey('uniform', k);
   const dtype = floatDType('uniform', opts.dtype);
   const s = shapeArg('uniform', shape);
-  const minv = floatParam('uniform', 'minval', opts.minval ?? 0, dtype, s);
-  const maxv = floatParam('uniform', 'maxval', opts.maxval ?? 1, dtype, s);
+  const lo = opts.minval ?? 0;
+  const hi = opts.maxval ?? 1;
+  if (lo === 0 && hi === 1) {
+    // On [0, 1) the affine step f * (1 - 0) + 0 and the max with 0 are exact identities for
+    // f in [0, 1): skipping them gives the same bits, faster.
+    return unitFloats(k, s, dtype, 'uniform');
+  }
+  const minv = floatParam('uniform', 'minval', lo, dtype, s);
+  const maxv = floatParam('uniform', 'maxval', hi, dtype, s);
   return uniformCore(k, s, dtype, minv, maxv, 'uniform');
 }
 

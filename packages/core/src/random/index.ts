@@ -12,6 +12,7 @@ export {
   randomBits,
   setThreefryPartitionable,
   split,
+  splitKeys,
   threefryPartitionable,
   withThreefryPartitionable,
   wrapKeyData,

@@ -184,6 +184,16 @@ export function split(k: PRNGKeyArray, num: number | readonly number[] = 2): Arr
 }
 
 /**
+ * `split` unpacked into separate keys: `const [key2, subkey] = random.splitKeys(key)` is JAX's
+ * `key2, subkey = jax.random.split(key)` (JS cannot unpack an Array's rows). Same keys as `split`.
+ */
+export function splitKeys(k: PRNGKeyArray, num = 2): PRNGKeyArray[] {
+  checkKey('splitKeys', k);
+  const keys = split(k, checkNum('splitKeys', num));
+  return globalThis.Array.from({ length: num }, (_, i) => randomTake(keys, asArray(i, { dtype: 'int32' }), 0));
+}
+
+/**
  * `jax.random.fold_in(key, data)`: a new key that is a deterministic function of `key` and the
  * 32-bit integer `data` (a JS integer in [0, 2^32) or an integer scalar Array, converted to
  * uint32 with wraparound as `jnp.uint32` does for arrays).

@@ -7,7 +7,7 @@
  * setThreefryPartitionable(false)).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { asArray, random } from '../index';
+import { asArray, np, random } from '../index';
 import { expectAllclose } from '../../test/matchers';
 
 const u32 = (xs: number[]) => asArray(Uint32Array.from(xs));
@@ -134,6 +134,44 @@ describe('original (non-partitionable) mode: JAX random_test.py values from befo
       [839183663, 3740430601],
     ]);
     expect(random.randint(k, [3, 3], 0, 8).toArray()).toEqual([[2, 1, 3], [6, 1, 5], [6, 3, 4]]);
+  });
+
+  it('old jax.random docstring: uniform(key(0)) = 0.41845703, uniform(split(key(0))[1]) = 0.10536897', () => {
+    // Quoted in the translated docs at developer.aliyun.com/article/1559758 (JAX 0.4.x).
+    random.setThreefryPartitionable(false);
+    expectPinned(random.uniform(random.key(0)).item() as number, 0.41845703);
+    expectPinned(random.uniform(random.splitKeys(random.key(0))[1]).item() as number, 0.10536897);
+  });
+
+  it('normal floats to the exact float32 bit: Deep Learning with Python 3rd ed. section 3.5.3', () => {
+    // jax.random.normal(jax.random.key(123), (3,)) and the same after split(key, num=1)[0]. The
+    // printed values are NumPy's shortest round-trip reprs (fewer than 8 decimals), so
+    // Math.fround(printed) is the exact float32 JAX returned: this pins erfinv's arithmetic.
+    random.setThreefryPartitionable(false);
+    const k = random.key(123);
+    const exact = (a: ReturnType<typeof random.normal>, printed: number[]) => expect(globalThis.Array.from(a.dataSync())).toEqual(printed.map(Math.fround));
+    exact(random.normal(k, [3]), [-0.1470326, 0.5524756, 1.648498]);
+    exact(random.normal(random.splitKeys(k, 1)[0], [3]), [0.5362355, -1.1920372, 2.450225]);
+  });
+
+  it('normal draws of the pre-0.5 "Pseudorandom numbers" tutorial loop with key(12), printed in full', () => {
+    // jax.readthedocs.io/en/latest/random-numbers.html as captured in github.com/GALVINLAI/lai_PSR_RCBCD:
+    // for i in range(3): new_key, subkey = split(key); print(normal(subkey)); key = new_key
+    random.setThreefryPartitionable(false);
+    let k = random.key(12);
+    const draws: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const [next, sub] = random.splitKeys(k);
+      draws.push(random.normal(sub).item() as number);
+      k = next;
+    }
+    expect(draws).toEqual([0.735927939414978, 1.810187578201294, 0.11553369462490082]);
+  });
+
+  it('jax.nn.initializers.uniform(10.0)(key(42), (2, 3)) docstring (doctest skipped; output predates the 0.5 flip)', () => {
+    random.setThreefryPartitionable(false);
+    const w = np.multiply(random.uniform(random.key(42), [2, 3]), 10);
+    expect(globalThis.Array.from(w.dataSync())).toEqual([7.298188, 8.691938, 8.7230015, 2.0818567, 1.8662417, 5.5022564].map(Math.fround));
   });
 
   it('_RANDOM_VALUES_CASES (threefry2x32, seed adler32(name + impl))', () => {

@@ -1,0 +1,110 @@
+/**
+ * `pnpm bench:matmul`: the systolic backend's matmul (TPU MXU numerics: bf16 operands, f32
+ * accumulation, on generated WebAssembly SIMD) against @tensorflow/tfjs-backend-wasm (XNNPACK,
+ * float32, single-threaded in Node), timed in the same run with the runs interleaved so both see
+ * the same machine load. Prints GFLOP/s (2*M*N*K / time, medians) and the ratios the issue asks
+ * for: f32 1024^3 on one thread vs tfjs-wasm, 2 threads vs 1 at 1024 and 2048, bf16 storage vs
+ * f32, and backward-pass shapes vs the square shape. Set RUNS to change the repetitions.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import '@tensorflow/tfjs-backend-wasm';
+import { type Array as TArray, type DType, lax, np, systolic, withBackend } from '@tpukit/core';
+
+const RUNS = Number(process.env.RUNS ?? 9);
+
+function median(v: number[]): number {
+  const s = v.slice().sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/** Times several functions interleaved (one run of each per round), after warm-up; medians in ms. */
+function interleaved(fns: Array<() => void>, runs = RUNS, warmup = 2): number[] {
+  for (let w = 0; w < warmup; w++) for (const f of fns) f();
+  const times = fns.map(() => [] as number[]);
+  for (let r = 0; r < runs; r++) {
+    fns.forEach((f, i) => {
+      const t0 = performance.now();
+      f();
+      times[i].push(performance.now() - t0);
+    });
+  }
+  return times.map(median);
+}
+
+function rand(n: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.random() * 2 - 1;
+  return out;
+}
+
+const gflops = (m: number, k: number, n: number, ms: number): number => (2 * m * k * n) / ms / 1e6;
+const fmt = (x: number): string => x.toFixed(1).padStart(6);
+
+/** A tpukit product [m,k]x[k,n] (lhs stored [k,m] when transA) on the systolic backend. */
+function tpukit(m: number, k: number, n: number, dtype: DType, transA = false): () => void {
+  const a: TArray = np.array(rand(m * k), dtype).reshape(transA ? [k, m] : [m, k]);
+  const b: TArray = np.array(rand(k * n), dtype).reshape([k, n]);
+  return () => withBackend('systolic', () => lax.dotGeneral(a, b, [[[transA ? 0 : 1], [0]], [[], []]]).dataSync());
+}
+
+function tfjs(m: number, k: number, n: number, transA = false): () => void {
+  const a = tf.tensor2d(rand(m * k), transA ? [k, m] : [m, k]);
+  const b = tf.tensor2d(rand(k * n), [k, n]);
+  return () => {
+    const c = tf.matMul(a, b, transA, false);
+    c.dataSync();
+    c.dispose();
+  };
+}
+
+async function main(): Promise<void> {
+  tf.enableProdMode();
+  await tf.setBackend('wasm');
+  await tf.ready();
+  const cores = systolic.getNumThreads();
+  const relaxed = systolic.backend.usesRelaxedSimd;
+  console.log(`matmul benchmark: medians of ${RUNS} interleaved runs; ${cores} cores; tpukit ${relaxed ? 'relaxed-SIMD FMA' : 'plain SIMD'}; tfjs-wasm ${tf.version_core}`);
+
+  // 1. f32 1024^3, one thread, vs tfjs-wasm.
+  systolic.setNumThreads(1);
+  const n = 1024;
+  const [tT, tS, tB] = interleaved([tfjs(n, n, n), tpukit(n, n, n, 'float32'), tpukit(n, n, n, 'bfloat16')]);
+  const gT = gflops(n, n, n, tT);
+  const gS = gflops(n, n, n, tS);
+  const gB = gflops(n, n, n, tB);
+  console.log(`\n[1] f32 ${n}^3, 1 thread     tfjs-wasm ${fmt(gT)} GFLOP/s   tpukit ${fmt(gS)} GFLOP/s   ratio ${(gS / gT).toFixed(2)}x (target >= 1.7x)`);
+  console.log(`[3] bf16 storage ${n}^3       tpukit ${fmt(gB)} GFLOP/s   vs tpukit f32: ${(gB / gS).toFixed(2)}x (target >= 1.0x)`);
+
+  // 2. Two threads vs one at 1024 and 2048.
+  for (const size of [1024, 2048]) {
+    const f = tpukit(size, size, size, 'float32');
+    const one = () => {
+      systolic.setNumThreads(1);
+      f();
+    };
+    const two = () => {
+      systolic.setNumThreads(2);
+      f();
+    };
+    const [t1, t2] = interleaved([one, two], size >= 2048 ? Math.max(3, Math.ceil(RUNS / 2)) : RUNS, 1);
+    console.log(`[2] f32 ${size}^3 threads       1: ${fmt(gflops(size, size, size, t1))} GFLOP/s   2: ${fmt(gflops(size, size, size, t2))} GFLOP/s   speed-up ${(t1 / t2).toFixed(2)}x (target >= 1.8x)`);
+  }
+
+  // 4. Backward-pass shapes of a small transformer vs the square shape, one thread.
+  systolic.setNumThreads(1);
+  const shapes: Array<[string, number, number, number, boolean]> = [
+    ['[2048,128]^T x [2048,512]', 128, 2048, 512, true],
+    ['[2048,512]^T x [2048,128]', 512, 2048, 128, true],
+    ['[2048,512] x [512,128]', 2048, 512, 128, false],
+    ['batch-like [4096,128] x [128,128]', 4096, 128, 128, false],
+  ];
+  console.log(`\n[4] backward-pass shapes (1 thread; square f32 reference ${fmt(gS)} GFLOP/s; target within 1.5x)`);
+  for (const [name, m, k, nn, transA] of shapes) {
+    const [tt, ts] = interleaved([tfjs(m, k, nn, transA), tpukit(m, k, nn, 'float32', transA)]);
+    const g = gflops(m, k, nn, ts);
+    console.log(`    ${name.padEnd(34)} tpukit ${fmt(g)} GFLOP/s (square/this ${(gS / g).toFixed(2)}x)   tfjs-wasm ${fmt(gflops(m, k, nn, tt))}   ratio ${(g / gflops(m, k, nn, tt)).toFixed(2)}x`);
+  }
+  systolic.setNumThreads(cores);
+}
+
+await main();

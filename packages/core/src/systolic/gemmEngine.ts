@@ -1,0 +1,201 @@
+/**
+ * The GEMM engine: owns the WebAssembly memory the kernels work in, compiles the generated GEMM
+ * module once per configuration (relaxed or plain SIMD), and runs one MXU-style matrix product:
+ * pack both operands (bf16 rounding, multi-pass splitting), multiply, and hand back the padded f32
+ * accumulator. The memory is shared when the runtime supports threads, so the worker pool
+ * (`threads.ts`) can run column slices of the same product on the same buffers.
+ */
+import * as bf16 from '../bf16';
+import { wasmFeatures } from '../wasm/features';
+import '../wasm/webassemblyTypes';
+import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
+import { HI, type OperandView, packOperand } from './pack';
+import { packFunctionName } from './packKernels';
+
+/** Memory ceiling: 2 GiB keeps every address a positive i32. */
+export const MAX_PAGES = 32768;
+
+export interface GemmExports {
+  gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
+}
+
+/** Runs one packed product, split over threads. */
+export type ParallelRunner = (args: GemmArgs) => void;
+
+export interface GemmArgs {
+  ap: number;
+  bp: number;
+  cp: number;
+  mp: number;
+  np: number;
+  kp: number;
+}
+
+export class GemmEngine {
+  readonly memory: WebAssembly.Memory;
+  readonly shape: GemmShape;
+  readonly relaxed: boolean;
+  readonly shared: boolean;
+  readonly bytes: Uint8Array;
+  readonly exports: GemmExports;
+  private readonly packFns: Record<string, (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void>;
+  private u32View: Uint32Array;
+  private f32View: Float32Array;
+  /** Byte address of the bf16 output scratch of the current product. */
+  private outScratch = 0;
+  /** Set by the thread pool: runs a product over several threads instead of this one. */
+  parallel: ParallelRunner | null = null;
+
+  constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
+    const f = wasmFeatures();
+    if (!f.simd) throw new Error('systolic: this WebAssembly runtime has no SIMD128; the systolic backend needs it');
+    if (relaxed && !f.relaxedSimd) throw new Error('systolic: relaxed SIMD was requested but this runtime does not support it');
+    this.shape = shape;
+    this.relaxed = relaxed;
+    this.shared = f.threads;
+    this.memory = new WebAssembly.Memory({ initial: 16, maximum: MAX_PAGES, shared: this.shared } as WebAssembly.MemoryDescriptor);
+    this.bytes = buildGemmModule({ shape, relaxed, shared: this.shared, maxPages: MAX_PAGES });
+    const mod = new WebAssembly.Module(this.bytes);
+    const ex = new WebAssembly.Instance(mod, { env: { mem: this.memory } }).exports;
+    this.exports = ex as unknown as GemmExports;
+    this.packFns = ex as unknown as GemmEngine['packFns'];
+    this.u32View = new Uint32Array(this.memory.buffer);
+    this.f32View = new Float32Array(this.memory.buffer);
+  }
+
+  get mr(): number {
+    return this.shape.mr;
+  }
+  get nr(): number {
+    return this.shape.nv * 4;
+  }
+
+  /** Grows the memory to hold at least `bytes`; refreshes the views. */
+  ensure(bytes: number, op = 'dot_general'): void {
+    const have = this.memory.buffer.byteLength;
+    if (bytes > have) {
+      const pages = Math.ceil((bytes - have) / 65536);
+      if (have / 65536 + pages > MAX_PAGES) {
+        throw new RangeError(`${op}: the packed operands need ${(bytes / 2 ** 20).toFixed(0)} MiB of WebAssembly memory; the systolic backend's limit is ${MAX_PAGES / 16} MiB (split the product, e.g. over a batch dimension)`);
+      }
+      this.memory.grow(pages);
+    }
+    if (this.u32View.buffer !== this.memory.buffer || this.u32View.length * 4 !== this.memory.buffer.byteLength) {
+      this.u32View = new Uint32Array(this.memory.buffer);
+      this.f32View = new Float32Array(this.memory.buffer);
+    }
+  }
+
+  get u32(): Uint32Array {
+    return this.u32View;
+  }
+  get f32(): Float32Array {
+    return this.f32View;
+  }
+
+  /**
+   * Runs a batch of products C_b[M,N] = sum_k A_b[m,k] B_b[k,n] with MXU numerics. `compsA[i]`
+   * and `compsB[i]` name the bf16 terms multiplied in pass i. For each batch element `sink`
+   * receives the padded accumulator's element offset in `f32` and its row stride, valid until
+   * the sink returns.
+   *
+   * One-pass products of operands with a unit stride (every plain or transposed matmul) copy
+   * the operands into wasm memory and pack them with the SIMD kernels; the rest pack in
+   * TypeScript from the host arrays.
+   */
+  batchedProduct(
+    a: OperandView,
+    aOffs: readonly number[],
+    b: OperandView,
+    bOffs: readonly number[],
+    compsA: readonly number[],
+    compsB: readonly number[],
+    flush: boolean,
+    op: string,
+    sink: (batch: number, c: number, ldc: number) => void,
+  ): void {
+    const { mr, unroll } = this.shape;
+    const nr = this.nr;
+    const M = a.rows;
+    const N = b.rows;
+    const K = a.k;
+    const mp = Math.ceil(M / mr) * mr;
+    const np = Math.ceil(N / nr) * nr;
+    const kp = Math.max(unroll, Math.ceil((compsA.length * K) / unroll) * unroll);
+    const onePass = compsA.length === 1;
+    const simdA = onePass && (a.rs === 1 || a.ks === 1);
+    const simdB = onePass && (b.rs === 1 || b.ks === 1);
+    let at = 64;
+    const srcA = at;
+    if (simdA) at = align(at + a.bits.byteLength);
+    const srcB = at;
+    if (simdB) at = align(at + b.bits.byteLength);
+    const ap = at;
+    const bp = align(ap + mp * kp * 4);
+    const cp = align(bp + np * kp * 4);
+    this.outScratch = align(cp + mp * np * 4);
+    this.ensure(this.outScratch + M * N * 2, op);
+    const u32 = this.u32View;
+    const buf = this.memory.buffer;
+    const stage = (v: OperandView, addr: number): OperandView => {
+      if (v.bf16) new Uint16Array(buf, addr, v.bits.length).set(v.bits);
+      else u32.set(v.bits, addr / 4);
+      // Views over the whole memory: packSimd addresses elements from the memory's start.
+      return { ...v, bits: v.bf16 ? new Uint16Array(buf) : u32 };
+    };
+    const wa = simdA ? stage(a, srcA) : a;
+    const wb = simdB ? stage(b, srcB) : b;
+    const args = { ap, bp, cp, mp, np, kp };
+    for (let bi = 0; bi < aOffs.length; bi++) {
+      if (simdA) this.packSimd(wa, srcA, aOffs[bi], mr, kp, flush, ap);
+      else packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
+      if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp);
+      else packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
+      if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
+      else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
+      sink(bi, cp / 4, np);
+    }
+  }
+
+  /**
+   * Rounds the accumulator at element offset `c` (row stride `ldc`) to bf16 storage into
+   * `out[outOff ..]` as a dense [M,N] matrix: SIMD for 8-column groups, TypeScript for the rest.
+   * Call from a `batchedProduct` sink.
+   */
+  narrowToBf16(c: number, ldc: number, M: number, N: number, flush: boolean, out: Uint16Array, outOff: number): void {
+    const n8 = N - (N % 8);
+    const fn = this.packFns[flush ? 'out_bf16_flush' : 'out_bf16'] as unknown as (s: number, l: number, r: number, c8: number, d: number, ldd: number) => void;
+    fn(c * 4, ldc, M, n8, this.outScratch, N);
+    out.set(new Uint16Array(this.memory.buffer, this.outScratch, M * N), outOff);
+    if (n8 < N) {
+      const f32 = this.f32View;
+      for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) out[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
+    }
+  }
+
+  /** Packs a staged one-pass operand: SIMD kernels for whole panels / k quads, TypeScript for the edges. */
+  private packSimd(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): void {
+    const layout = v.rs === 1 ? 'rc' : 'kc';
+    const full = Math.floor(v.rows / R);
+    const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
+    const esz = v.bf16 ? 2 : 4;
+    const fn = this.packFns[packFunctionName(layout, R, v.bf16, flush)];
+    fn(base + off * esz, v.rs, v.ks, full, kBulk, kp, dst);
+    const elemOff = base / esz + off;
+    const u32 = this.u32View;
+    // Partial last panel: every k. Then the k tail of the full panels (and the kp padding).
+    if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
+    if (full > 0 && (kBulk < v.k || kp > v.k)) {
+      packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
+    }
+  }
+}
+
+const HI_ONLY = [HI];
+
+/** Below this many multiply-adds a product runs on the calling thread (dispatch costs more). */
+export const PARALLEL_MIN_WORK = 1 << 21;
+
+function align(x: number): number {
+  return Math.ceil(x / 64) * 64;
+}
