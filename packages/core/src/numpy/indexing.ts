@@ -136,7 +136,7 @@ type OutDim =
   | { kind: 'window'; opDim: number; start: number; size: number }
   | { kind: 'strided'; opDim: number; start: number; step: number; size: number }
   | { kind: 'newaxis' }
-  | { kind: 'adv'; k: number };
+  | { kind: 'adv' };
 
 /** A component of the gather/scatter index vector. */
 type Component =
@@ -201,7 +201,7 @@ function plan(shape: readonly number[], items: readonly IndexItem[], op: string)
   let opDim = 0;
   let advInserted = false;
   const insertAdv = (): void => {
-    if (!advInserted) out.push({ kind: 'adv', k: -1 });
+    if (!advInserted) out.push({ kind: 'adv' });
     advInserted = true;
   };
   if (hasArray && !contiguous) insertAdv();
