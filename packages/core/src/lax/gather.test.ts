@@ -135,6 +135,8 @@ describe('gather', () => {
     expect(lax.gather(np.array([1, 2], 'uint8'), [[3]], dn, [1]).toArray()).toEqual([255]);
     expect(lax.gather(np.array([false]), [[3]], dn, [1]).toArray()).toEqual([true]);
     expect(lax.gather(np.array([1, 2], 'bfloat16'), [[-1]], dn, [1], { fillValue: 7 }).toArray()).toEqual([7]);
+    expect(lax.gather(np.array([1, 2]), [[5]], dn, [1], { mode: 'drop', fillValue: 3 }).toArray()).toEqual([3]);
+    expect(lax.gather(np.array([1, 2]), [[5]], dn, [1], { mode: 'clip' }).toArray()).toEqual([2]);
   });
 });
 
