@@ -316,15 +316,18 @@ describe('x.at(...).set/add/multiply/min/max vs naive', () => {
         const setExp = globalThis.Array.from(x.dataSync());
         const addExp = globalThis.Array.from(x.dataSync());
         const maxExp = globalThis.Array.from(x.dataSync());
+        const subExp = globalThis.Array.from(x.dataSync());
         src.forEach((o, k) => {
           setExp[o] = vals[k];
           addExp[o] += vals[k];
+          subExp[o] -= vals[k];
           maxExp[o] = Math.max(maxExp[o], vals[k]);
         });
         const its = items as IndexItem[];
         expect(globalThis.Array.from(x.at(...its).set(vv).dataSync())).toEqual(setExp);
         expect(globalThis.Array.from(x.at(...its).add(vv).dataSync())).toEqual(addExp);
         expect(globalThis.Array.from(x.at(...its).max(vv).dataSync())).toEqual(maxExp);
+        expect(globalThis.Array.from(x.at(...its).subtract(vv).dataSync()).map((v) => v + 0)).toEqual(subExp.map((v) => v + 0));
       }),
       { numRuns: 200 },
     );
@@ -344,6 +347,9 @@ describe('x.at(...).set/add/multiply/min/max vs naive', () => {
       [1, 1],
     ]);
     expect(np.array([5, 1, 7]).at([0, 0, 2]).min(2).toArray()).toEqual([2, 1, 2]);
+    expect(np.array([8, 1, 9]).astype('float32').at([0, 0, 2]).divide(2).toArray()).toEqual([2, 1, 4.5]);
+    expect(np.array([2, 3, 4]).astype('float32').at([0, 2, 2]).power(2).toArray()).toEqual([4, 3, 256]);
+    expect(np.array([5, 5]).at([1, 1]).subtract(2).toArray()).toEqual([5, 1]);
   });
 });
 

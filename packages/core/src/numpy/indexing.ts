@@ -1,7 +1,7 @@
 /**
  * NumPy indexing, JAX style: `x.get(...idx)` is tpukit's spelling of `x[idx]`, and
- * `x.at(...idx).set(v)` / `.add` / `.multiply` / `.min` / `.max` / `.get(opts)` are JAX's
- * functional updates (`x.at[idx].set(v)`).
+ * `x.at(...idx).set(v)` / `.add` / `.subtract` / `.multiply` / `.divide` / `.power` / `.min` /
+ * `.max` / `.get(opts)` are JAX's functional updates (`x.at[idx].set(v)`).
  *
  * An index item is an integer (negative counts from the end), a slice string (`':'`, `'1:3'`,
  * `'::2'`, `'-1::-1'`) or `s(start, stop, step)` object, `null` (newaxis), `'...'` (ellipsis),
@@ -22,6 +22,7 @@ import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/index';
 import { broadcastShapes, fmt, shapesEqual, sizeOf } from '../shape';
 import { nonzero, requireConcrete } from './nonzero';
+import { divide as divideOp, power as powerOp } from './math';
 import { broadcastTo } from './promote';
 
 /** A Python-style slice object: `s(start, stop, step)`; null means the default. */
@@ -381,13 +382,19 @@ export function getItem(x: Array, items: readonly IndexItem[], opts: GetOptions 
 
 type Scatter = typeof lax.scatter;
 
+/** The update values as an Array of x's dtype (JAX casts them to the updated array's dtype). */
+function updateValues(x: Array, v: unknown, op: string): Array {
+  if (v instanceof Array) return v.dtype === x.dtype ? v : lax.convertElementType(v, x.dtype);
+  return asArray(v as NestedInput, { dtype: x.dtype as DType, op });
+}
+
+const onesLike = (x: Array): Array => lax.broadcastInDim(lax.convertElementType(asArray(1), x.dtype, x.weakType), x.shape, []);
+
 function update(name: string, scatterFn: Scatter, x: Array, items: readonly IndexItem[], v: unknown, opts: UpdateOptions): Array {
   const op = `at().${name}`;
   const mode = checkGetMode(op, opts.mode ?? 'drop');
   const p = plan(x.shape, items, op);
-  let vals: Array;
-  if (v instanceof Array) vals = v.dtype === x.dtype ? v : lax.convertElementType(v, x.dtype);
-  else vals = asArray(v as NestedInput, { dtype: x.dtype as DType, op });
+  let vals = updateValues(x, v, op);
   if (vals.ndim > p.outShape.length) {
     // NumPy lets the value carry extra leading size-1 dimensions.
     const lead = vals.ndim - p.outShape.length;
@@ -436,6 +443,19 @@ export class IndexUpdateRef {
   /** `x[idx] *= v`; repeated indices accumulate. */
   multiply(v: unknown, opts: UpdateOptions = {}): Array {
     return update('multiply', lax.scatterMul, this.array, this.indices, v, opts);
+  }
+  /** `x[idx] -= v`; repeated indices accumulate (a scatter-add of the negated values). */
+  subtract(v: unknown, opts: UpdateOptions = {}): Array {
+    const vals = updateValues(this.array, v, 'at().subtract');
+    return update('subtract', lax.scatterAdd, this.array, this.indices, lax.neg(vals), opts);
+  }
+  /** `x[idx] /= v`, as JAX computes it: `x / scatter-mul(ones, idx, v)`. */
+  divide(v: unknown, opts: UpdateOptions = {}): Array {
+    return divideOp(this.array, update('divide', lax.scatterMul, onesLike(this.array), this.indices, updateValues(this.array, v, 'at().divide'), opts));
+  }
+  /** `x[idx] **= v`, as JAX computes it: `x ** scatter-mul(ones, idx, v)`. */
+  power(v: unknown, opts: UpdateOptions = {}): Array {
+    return powerOp(this.array, update('power', lax.scatterMul, onesLike(this.array), this.indices, updateValues(this.array, v, 'at().power'), opts));
   }
   /** `x[idx] = minimum(x[idx], v)`. */
   min(v: unknown, opts: UpdateOptions = {}): Array {
