@@ -350,6 +350,12 @@ describe('x.at(...).set/add/multiply/min/max vs naive', () => {
     expect(np.array([8, 1, 9]).astype('float32').at([0, 0, 2]).divide(2).toArray()).toEqual([2, 1, 4.5]);
     expect(np.array([2, 3, 4]).astype('float32').at([0, 2, 2]).power(2).toArray()).toEqual([4, 3, 256]);
     expect(np.array([5, 5]).at([1, 1]).subtract(2).toArray()).toEqual([5, 1]);
+    expect(np.array([1, 2, 3, 4]).at([0, 0, 2]).apply((v) => np.multiply(v, 10)).toArray()).toEqual([10, 2, 30, 4]);
+    expect(np.arange(6).reshape([2, 3]).at(':', '::2').apply(np.negative).toArray()).toEqual([
+      [0, 1, -2],
+      [-3, 4, -5],
+    ]);
+    expect(() => np.arange(3).at(0).apply(() => np.zeros([2]))).toThrow(/fn must be elementwise, returning an array of shape \[3\]; got \[2\]/);
   });
 });
 

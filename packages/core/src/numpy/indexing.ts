@@ -1,7 +1,7 @@
 /**
  * NumPy indexing, JAX style: `x.get(...idx)` is tpukit's spelling of `x[idx]`, and
  * `x.at(...idx).set(v)` / `.add` / `.subtract` / `.multiply` / `.divide` / `.power` / `.min` /
- * `.max` / `.get(opts)` are JAX's functional updates (`x.at[idx].set(v)`).
+ * `.max` / `.apply(fn)` / `.get(opts)` are JAX's functional updates (`x.at[idx].set(v)`).
  *
  * An index item is an integer (negative counts from the end), a slice string (`':'`, `'1:3'`,
  * `'::2'`, `'-1::-1'`) or `s(start, stop, step)` object, `null` (newaxis), `'...'` (ellipsis),
@@ -456,6 +456,21 @@ export class IndexUpdateRef {
   /** `x[idx] **= v`, as JAX computes it: `x ** scatter-mul(ones, idx, v)`. */
   power(v: unknown, opts: UpdateOptions = {}): Array {
     return powerOp(this.array, update('power', lax.scatterMul, onesLike(this.array), this.indices, updateValues(this.array, v, 'at().power'), opts));
+  }
+  /**
+   * `x[idx] = fn(x[idx])` for an elementwise `fn`, applied once per indexed element (repeated
+   * indices do not apply it twice). Computed as `where(mask, fn(x), x)`, so `fn` must be
+   * elementwise and is evaluated on the whole array.
+   */
+  apply(fn: (v: Array) => Array, opts: UpdateOptions = {}): Array {
+    const x = this.array;
+    const none = lax.broadcastInDim(asArray(false), x.shape, []);
+    const mask = update('apply', lax.scatter, none, this.indices, true, opts);
+    const y = fn(x);
+    if (!(y instanceof Array) || !shapesEqual(y.shape, x.shape)) {
+      throw new Error(`at().apply: fn must be elementwise, returning an array of shape ${fmt(x.shape)}; got ${y instanceof Array ? fmt(y.shape) : typeof y}`);
+    }
+    return lax.select(mask, y.dtype === x.dtype ? y : lax.convertElementType(y, x.dtype, x.weakType), x);
   }
   /** `x[idx] = minimum(x[idx], v)`. */
   min(v: unknown, opts: UpdateOptions = {}): Array {
