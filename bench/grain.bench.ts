@@ -9,7 +9,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BpeTokenizer, JsonLinesDataSource, MapDataset, Rng, TFRecordDataSource, TextLineDataSource, writeTFRecord } from '../packages/grain-ts/dist/index.js'; // bench/package.json does not list @tpukit/grain-ts yet
+import { BpeTokenizer, JsonLinesDataSource, MapDataset, Rng, TFRecordDataSource, TextLineDataSource, writeTFRecord } from '@tpukit/grain-ts';
 
 const WORDS = 'the of and to in a is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can out up said about other into than its time only could new them man some these then two first may any like now my such make over our even most after'.split(' ');
 
