@@ -71,7 +71,7 @@ export class Array {
   declare matmul: (y: ArrayInput) => Array;
   /** `x.get(...idx)` is tpukit's spelling of `x[idx]` (NumPy basic and advanced indexing). */
   declare get: (...indices: IndexItem[]) => Array;
-  /** `x.at(...idx)` is JAX's `x.at[idx]`: `.get(opts)`, `.set(v)`, `.add(v)`, `.multiply(v)`, `.min(v)`, `.max(v)`. */
+  /** `x.at(...idx)` is JAX's `x.at[idx]`: `.get(opts)`, `.set(v)`, `.add(v)`, `.subtract(v)`, `.multiply(v)`, `.divide(v)`, `.power(v)`, `.min(v)`, `.max(v)`, `.apply(fn)`. */
   declare at: (...indices: IndexItem[]) => IndexUpdateRef;
 
   /** @internal Use `np.array` / `np.asarray` to make arrays. */
