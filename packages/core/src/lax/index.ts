@@ -355,8 +355,8 @@ export function pad(x: ArrayLike, paddingValue: ArrayLike, paddingConfig: readon
 }
 
 export interface GatherOptions {
-  /** Default 'fill' as in jax.lax.gather (mode=None); 'clip' and 'promise_in_bounds' clamp. */
-  mode?: GatherScatterMode;
+  /** Default 'fill' as in jax.lax.gather (mode=None); 'drop' is an alias of 'fill'; 'clip' and 'promise_in_bounds' clamp. */
+  mode?: GatherScatterMode | 'drop';
   fillValue?: number | null;
   indicesAreSorted?: boolean;
   uniqueIndices?: boolean;
@@ -379,7 +379,7 @@ export function gather(operand: ArrayLike, indices: ArrayLike, dimensionNumbers:
   return bind1(gatherP, [a, i], {
     dimensionNumbers: dn,
     sliceSizes: ints('gather', 'slice_sizes', sliceSizes),
-    mode: opts.mode ?? 'fill',
+    mode: opts.mode === undefined || opts.mode === 'drop' ? 'fill' : opts.mode,
     fillValue: opts.fillValue ?? null,
     indicesAreSorted: opts.indicesAreSorted ?? false,
     uniqueIndices: opts.uniqueIndices ?? false,
