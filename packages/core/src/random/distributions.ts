@@ -14,8 +14,7 @@ import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
-import { randomSortKeyVal } from './sort';
-import { randomTake } from './take';
+import { takeInBounds } from './takeInBounds';
 
 const NMANT: Partial<Record<DType, number>> = { float32: 23, bfloat16: 7, float16: 10 };
 const NBITS: Partial<Record<DType, number>> = { float32: 32, bfloat16: 16, float16: 16 };
@@ -253,7 +252,7 @@ export function randint(k: PRNGKeyArray, shape: readonly number[], minval: Array
   const nbits = d === 'int8' || d === 'uint8' ? 8 : 32;
   const ud = UNSIGNED_OF[d]!;
   const keys = split(k);
-  const [k1, k2] = [randomTake(keys, asArray(0, { dtype: 'int32' }), 0), randomTake(keys, asArray(1, { dtype: 'int32' }), 0)];
+  const [k1, k2] = [takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0), takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0)];
   const asU = (b: Array): Array => (ud === 'uint32' ? b : lax.convertElementType(b, ud));
   const higher = asU(randomBits(k1, nbits, s, 'randint'));
   const lower = asU(randomBits(k2, nbits, s, 'randint'));
@@ -284,10 +283,10 @@ function shuffle(k: PRNGKeyArray, x: Array, axis: number): Array {
   let out = x;
   for (let r = 0; r < rounds; r++) {
     const keys = split(key);
-    key = randomTake(keys, asArray(0, { dtype: 'int32' }), 0);
-    const subkey = randomTake(keys, asArray(1, { dtype: 'int32' }), 0);
+    key = takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0);
+    const subkey = takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0);
     const sortKeys = randomBits(subkey, 32, out.shape, 'permutation');
-    out = randomSortKeyVal(sortKeys, out, axis)[1];
+    out = lax.sortKeyVal(sortKeys, out, axis)[1];
   }
   return out;
 }
@@ -312,7 +311,7 @@ export function permutation(k: PRNGKeyArray, x: ArrayLike, opts: { axis?: number
   const axis = normalizeAxis(opts.axis ?? 0, arr.ndim, 'random.permutation');
   if (opts.independent || arr.ndim === 1) return shuffle(k, arr, axis);
   const ind = shuffle(k, lax.iota('int32', arr.shape[axis]), 0);
-  return randomTake(arr, ind, axis);
+  return takeInBounds(arr, ind, axis);
 }
 
 export interface ChoiceOptions {
@@ -351,10 +350,10 @@ export function choice(k: PRNGKeyArray, a: ArrayLike, opts: ChoiceOptions = {}):
   if (opts.p === undefined) {
     if (replace) {
       ind = randint(k, shape, 0, nInputs);
-      return arr.ndim === 0 ? ind : randomTake(arr, ind, axis);
+      return arr.ndim === 0 ? ind : takeInBounds(arr, ind, axis);
     }
     const perm = permutation(k, arr.ndim === 0 ? nInputs : arr, { axis });
-    const first = randomTake(perm, lax.iota('int32', nDraws), arr.ndim === 0 ? 0 : axis);
+    const first = takeInBounds(perm, lax.iota('int32', nDraws), arr.ndim === 0 ? 0 : axis);
     return lax.reshape(first, outShape);
   }
   let pa = opts.p instanceof Array ? opts.p : asArray(opts.p, { op: 'random.choice' });
@@ -364,7 +363,7 @@ export function choice(k: PRNGKeyArray, a: ArrayLike, opts: ChoiceOptions = {}):
   }
   if (replace) {
     const cum = lax.cumsum(pa, 0);
-    const total = randomTake(cum, asArray(nInputs - 1, { dtype: 'int32' }), 0);
+    const total = takeInBounds(cum, asArray(nInputs - 1, { dtype: 'int32' }), 0);
     const u = uniform(k, shape, { dtype: pa.dtype });
     const r = lax.mul(broadcastTo(total, shape), lax.sub(full(1, pa.dtype, shape), u));
     // searchsorted(cum, r, side='left'): the number of cumulative sums strictly below r.
@@ -374,9 +373,9 @@ export function choice(k: PRNGKeyArray, a: ArrayLike, opts: ChoiceOptions = {}):
   } else {
     // Gumbel top-k: the n_draws smallest of -gumbel - log p, in order.
     const g = lax.sub(lax.neg(gumbel(k, [nInputs], { dtype: pa.dtype })), lax.log(pa));
-    const order = randomSortKeyVal(g, lax.iota('int32', nInputs), 0)[1];
-    ind = randomTake(order, lax.iota('int32', nDraws), 0);
+    const order = lax.sortKeyVal(g, lax.iota('int32', nInputs), 0)[1];
+    ind = takeInBounds(order, lax.iota('int32', nDraws), 0);
   }
-  const picked = arr.ndim === 0 ? ind : randomTake(arr, lax.reshape(ind, [nDraws]), axis);
+  const picked = arr.ndim === 0 ? ind : takeInBounds(arr, lax.reshape(ind, [nDraws]), axis);
   return lax.reshape(picked, outShape);
 }

@@ -14,8 +14,6 @@ import '../lax/slicing';
 import '../lax/gather';
 import '../lax/scatter';
 import '../lax/sort';
-import '../random/take';
-import '../random/sort';
 import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
@@ -279,8 +277,8 @@ table.iota = () => () => {
 const zeroIdx = (): Array => lax.convertElementType(0, 'int32');
 
 /**
- * The fallback for batching cases without a vectorised rule (a batched padding value, batched
- * random_take indices): one application per batch member, stacked. Correct for any primitive.
+ * The fallback for batching cases without a vectorised rule (a batched padding value): one
+ * application per batch member, stacked. Correct for any primitive.
  */
 function loopRule(prim: Primitive): BatchRule {
   return (vals, dims, params, n) => {
@@ -359,11 +357,6 @@ Object.assign(table, {
     return [outs, outs.map(() => 0)];
   },
   top_k: (prim: Primitive): BatchRule => ([x], [d], params, n) => [bind(prim, [to0(x, d, n)], params), [0, 0]],
-  random_sort_key_val: (prim: Primitive): BatchRule => (vals, dims, params, n) => [bind(prim, vals.map((v, i) => to0(v, dims[i], n)), { axis: params.axis + 1 }), [0, 0]],
-  random_take: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
-    if (isB(dims[1])) return loopRule(prim)(vals, dims, params, n);
-    return [[p1(prim, [to0(vals[0], dims[0], n), vals[1]], { axis: params.axis + 1 })], [0]];
-  },
   // threefry broadcasts its operands NumPy-style: give every operand the same rank with the batch dim first.
   threefry2x32: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
     const logical = vals.map((v, i) => (dims[i] === null ? v.shape : v.shape.filter((_, k) => k !== dims[i])));

@@ -17,8 +17,6 @@ import '../lax/slicing';
 import '../lax/gather';
 import '../lax/scatter';
 import '../lax/sort';
-import '../random/take';
-import '../random/sort';
 import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
@@ -321,7 +319,6 @@ Object.assign(table, {
   gather: linearIn(1),
   dynamic_update_slice: linearIn(2),
   pad: linearIn(2),
-  random_take: linearIn(1),
   concatenate: (prim: Primitive): JvpRule => (xs, ts, params) => [[p1(prim, xs, params)], [p1(prim, ts.map((t, i) => instantiate(t, xs[i].aval)), params)]],
   scatter: scatterLinear,
   'scatter-add': scatterLinear,
@@ -336,11 +333,6 @@ Object.assign(table, {
   top_k: (prim: Primitive): JvpRule => ([x], [t], params) => {
     const [v, i] = bind(prim, [x], params);
     return [[v, i], [takeAlong(t!, i, x.ndim - 1), null]];
-  },
-  random_sort_key_val: (prim: Primitive): JvpRule => ([k, v], [tk, tv], params) => {
-    const [ks, vs] = bind(prim, [k, v], params);
-    const [, perm] = bind(prim, [k, lax.broadcastedIota('int32', k.shape, params.axis)], params);
-    return [[ks, vs], [tk && takeAlong(tk, perm, params.axis), tv && takeAlong(tv, perm, params.axis)]];
   },
   threefry2x32: NOT_DIFFERENTIABLE,
   cummax: rule(([x], [t], y, { axis, reverse }) => cumExtremumTangent(x, t!, y, axis, reverse)),

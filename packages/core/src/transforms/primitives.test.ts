@@ -9,8 +9,6 @@ import { describe, expect, test } from 'vitest';
 import { type Array, lax, np } from '../index';
 import { expectAllclose } from '../../test/matchers';
 import { grad, jvp, vjp, vmap } from './index';
-import { randomSortKeyVal } from '../random/sort';
-import { randomTake } from '../random/take';
 import { threefry2x32 } from '../random/threefry';
 
 type F = (...xs: Array[]) => Array;
@@ -321,8 +319,6 @@ describe('vmap equals a loop for non-differentiable primitives', () => {
     ['bitcast/nextafter/iota', (a) => [lax.bitcastConvertType(a, 'int32'), lax.nextafter(a, np.zerosLike(a)), lax.add(a, lax.iota('float32', 4))], (s) => [fl(s, [4])]],
     ['integer arithmetic', (a, b) => [lax.add(a, b), lax.mul(a, b), lax.div(a, lax.add(lax.abs(b), 1)), lax.rem(a, lax.add(lax.abs(b), 1)), lax.max(a, b)], (s) => [it(s, [4]), it(s + 5, [4])]],
     ['threefry2x32', (k1, k2, x1, x2) => threefry2x32(k1, k2, x1, x2), (s) => [u32(s, []), u32(s + 1, []), u32(s + 2, [5]), u32(s + 3, [5])]],
-    ['random_take', (x) => randomTake(x, np.array([2, 0, 1, 2]), 1), (s) => [fl(s, [2, 3])]],
-    ['random_sort_key_val', (k, v) => randomSortKeyVal(k, v, 0), (s) => [fl(s, [5]), fl(s + 9, [5])]],
     ['sort (multi-operand)', (k, v) => lax.sort([k, v], { dimension: 0, numKeys: 1 }), (s) => [fl(s, [5]), it(s, [5])]],
     ['cumsum int', (a) => lax.cumsum(a, 0), (s) => [it(s, [5])]],
   ];

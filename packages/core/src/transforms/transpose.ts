@@ -16,8 +16,6 @@ import '../lax/slicing';
 import '../lax/gather';
 import '../lax/scatter';
 import '../lax/sort';
-import '../random/take';
-import '../random/sort';
 import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
@@ -209,10 +207,10 @@ const nonLinear = [
   'erf', 'erfc', 'erf_inv', 'lgamma', 'digamma', 'square', 'not', 'integer_pow', 'rem', 'pow', 'max', 'min', 'atan2', 'nextafter',
   'and', 'or', 'xor', 'shift_left', 'shift_right_arithmetic', 'shift_right_logical', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
   'bitcast_convert_type', 'iota', 'reduce_max', 'reduce_min', 'reduce_prod', 'reduce_and', 'reduce_or', 'argmax', 'argmin',
-  'cumprod', 'cummax', 'cummin', 'sort', 'top_k', 'threefry2x32', 'random_sort_key_val', 'scatter-mul', 'scatter-min', 'scatter-max',
+  'cumprod', 'cummax', 'cummin', 'sort', 'top_k', 'threefry2x32', 'scatter-mul', 'scatter-min', 'scatter-max',
 ];
 
-// Slicing, gather/scatter, random_take.
+// Slicing, gather/scatter.
 const P = getPrimitive;
 const scalar0 = (d: ShapedArray['dtype']): Array => zerosOf({ shape: [], dtype: d, weakType: false });
 
@@ -311,19 +309,6 @@ Object.assign(table, {
       null,
       isUndef(u) ? gatherFromScatter(ct!, idx as Array, ua.shape, params) : null,
     ];
-  },
-  random_take: ([ct], [x, ind], { axis }) => {
-    const a = (x as UndefPrimal).aval;
-    const i = ind as Array;
-    const c = ct!;
-    const window = c.shape.map((_, d) => d).filter((d) => d < axis || d >= axis + i.ndim);
-    const out = p1(P('scatter-add'), [zerosOf(a), lax.reshape(i, [...i.shape, 1]), c], {
-      dimensionNumbers: { updateWindowDims: window, insertedWindowDims: [axis], scatterDimsToOperandDims: [axis], operandBatchingDims: [], scatterIndicesBatchingDims: [] },
-      mode: 'clip',
-      indicesAreSorted: false,
-      uniqueIndices: false,
-    });
-    return [out, null];
   },
 } satisfies Record<string, TransposeRule>);
 
