@@ -1,0 +1,94 @@
+/**
+ * `costAnalysis()` and `memoryAnalysis()` of a compiled module. Costs use core's systolic cost
+ * model per instruction (`systolic.opCost`: MXU cycles for dots on the preset, HBM roofline for
+ * the rest). A fusion is costed as one kernel: one FLOP per element per fused op, bytes only
+ * for its external inputs and its output (its intermediates never touch memory). Control flow
+ * costs its called computations: a scan its body times its length, a cond its most expensive
+ * branch, a while one trip of its body (the trip count is not known at compile time).
+ * Transcendentals count exp/log/tanh/logistic/sin/cos/sqrt/rsqrt/pow/erf elements as XLA does.
+ */
+import { systolic } from '@tpukit/core';
+import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
+import { assignBuffers } from './passes/bufferAssignment';
+
+type TpuPreset = systolic.TpuPreset;
+
+export interface CostAnalysis {
+  flops: number;
+  transcendentals: number;
+  bytesAccessed: number;
+  /** Modelled seconds on the preset (sum of per-op rooflines). */
+  seconds: number;
+  /** Modelled seconds of the MXU (dot) instructions alone. */
+  mxuSeconds: number;
+  preset: string;
+}
+
+export interface MemoryAnalysis {
+  argumentBytes: number;
+  outputBytes: number;
+  tempBytes: number;
+  /** Temp bytes if no buffer were ever reused. */
+  tempBytesNoReuse: number;
+  /** Bytes placed into donated argument buffers. */
+  aliasBytes: number;
+  peakBytes: number;
+}
+
+const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'sin', 'cos', 'tan', 'sqrt', 'rsqrt', 'pow', 'erf', 'erfc', 'log1p', 'expm1', 'atan2', 'erf_inv', 'lgamma', 'digamma']);
+
+const zero = (preset: TpuPreset): CostAnalysis => ({ flops: 0, transcendentals: 0, bytesAccessed: 0, seconds: 0, mxuSeconds: 0, preset: preset.name });
+
+function addInto(a: CostAnalysis, b: CostAnalysis, times = 1): void {
+  a.flops += b.flops * times;
+  a.transcendentals += b.transcendentals * times;
+  a.bytesAccessed += b.bytesAccessed * times;
+  a.seconds += b.seconds * times;
+  a.mxuSeconds += b.mxuSeconds * times;
+}
+
+function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
+  const c = zero(preset);
+  if (i.opcode === 'parameter' || i.opcode === 'constant' || i.opcode === 'get-tuple-element') return c;
+  if (i.opcode === 'fusion') {
+    const body = i.called[0];
+    const n = numel(i.shape);
+    for (const m of body.instructions) {
+      if (m.opcode === 'parameter') continue;
+      const name = m.prim!.name;
+      if (name !== 'broadcast_in_dim' && name !== 'convert_element_type' && name !== 'stop_gradient') c.flops += n;
+      if (TRANSCENDENTAL.has(name)) c.transcendentals += n;
+    }
+    c.bytesAccessed = i.operands.reduce((s, o) => s + bytesOf(o.shape), 0) + bytesOf(i.shape);
+    c.seconds = c.bytesAccessed / preset.hbmBandwidth;
+    return c;
+  }
+  const name = i.prim!.name;
+  if (i.called.length) {
+    const p = i.params as Record<string, any>;
+    if (name === 'scan') addInto(c, computationCost(i.called[0], preset), p.length);
+    else if (name === 'cond') {
+      const costs = i.called.map((b) => computationCost(b, preset));
+      addInto(c, costs.reduce((m, x) => (x.seconds > m.seconds ? x : m)));
+    } else for (const s of i.called) addInto(c, computationCost(s, preset));
+    return c;
+  }
+  const oc = systolic.opCost(i.prim!, i.operands.map((o) => o.shape), i.params, i.shapes, preset);
+  c.flops = oc.flops;
+  c.bytesAccessed = oc.bytes;
+  c.seconds = oc.seconds;
+  if (oc.unit === 'mxu') c.mxuSeconds = oc.seconds;
+  if (TRANSCENDENTAL.has(name)) c.transcendentals = i.shapes.reduce((s, sh) => s + numel(sh), 0);
+  return c;
+}
+
+export function computationCost(comp: HloComputation, preset: TpuPreset): CostAnalysis {
+  const total = zero(preset);
+  for (const i of comp.instructions) addInto(total, instructionCost(i, preset));
+  return total;
+}
+
+export function memoryAnalysis(comp: HloComputation, donated: readonly number[]): MemoryAnalysis {
+  const a = assignBuffers(comp, donated);
+  return { argumentBytes: a.argumentBytes, outputBytes: a.outputBytes, tempBytes: a.tempBytes, tempBytesNoReuse: a.tempBytesNoReuse, aliasBytes: a.aliasedBytes, peakBytes: a.peakBytes };
+}

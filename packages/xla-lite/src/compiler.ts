@@ -1,0 +1,49 @@
+/**
+ * The `Compiler` xla-lite registers with core's `jit` (see core's transforms/jit.ts): core
+ * traces once per abstract signature and asks for an executable per new jaxpr; this compiler
+ * lowers, optimises and generates code for it and records compile statistics (count, time).
+ * Importing @tpukit/xla-lite installs it; `useXla(false)` goes back to op-by-op execution.
+ */
+import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core';
+import { Lowered } from './compiled';
+import type { PipelineOptions } from './pipeline';
+
+export interface CompileRecord {
+  readonly name: string;
+  readonly ms: number;
+  readonly instructions: number;
+  readonly fusedKernels: number;
+}
+
+const records: CompileRecord[] = [];
+let pipeline: PipelineOptions = {};
+
+/** Every compilation made by the registered compiler, in order. */
+export function compileLog(): readonly CompileRecord[] {
+  return records;
+}
+
+export function clearCompileLog(): void {
+  records.length = 0;
+}
+
+/** Pipeline options used by `jit` from now on (e.g. `{ fuse: false }` to measure the unfused program). */
+export function setPipelineOptions(opts: PipelineOptions): void {
+  pipeline = { ...opts };
+}
+
+export const xlaCompiler: Compiler = {
+  name: 'xla-lite',
+  compile(jaxpr, { name, donateArgnums }): Executable {
+    const t0 = performance.now();
+    const c = new Lowered(jaxpr, name, donateArgnums).compile({ ...pipeline, donateArgnums });
+    records.push({ name, ms: performance.now() - t0, instructions: c.module.entry.instructions.length, fusedKernels: c.stats.fusedKernels });
+    return (args) => c.call(args);
+  },
+};
+
+/** Installs (default) or removes xla-lite as the compiler behind core's `jit`. */
+export function useXla(on = true): void {
+  if (on) registerCompiler(xlaCompiler);
+  else if (getCompiler() === xlaCompiler) registerCompiler(null);
+}

@@ -1,0 +1,27 @@
+/**
+ * `disableJit()`, as `jax.disable_jit`: while disabled, xla-lite's `jit` calls the function
+ * eagerly (same results, op by op, Python-style debugging). Also set by the environment
+ * variable `TPUKIT_DISABLE_JIT=1` at load time.
+ */
+let disabled = typeof process !== 'undefined' && process.env?.TPUKIT_DISABLE_JIT === '1';
+
+export function isJitDisabled(): boolean {
+  return disabled;
+}
+
+/** Disables jit globally (`disableJit()`), re-enables it (`disableJit(false)`), or runs `fn` with jit disabled. */
+export function disableJit(): void;
+export function disableJit(on: boolean): void;
+export function disableJit<T>(fn: () => T): T;
+export function disableJit<T>(arg: boolean | (() => T) = true): T | void {
+  if (typeof arg === 'function') {
+    const prev = disabled;
+    disabled = true;
+    try {
+      return arg();
+    } finally {
+      disabled = prev;
+    }
+  }
+  disabled = arg;
+}

@@ -1,0 +1,26 @@
+/**
+ * @tpukit/xla-lite: XLA and jax.jit for TypeScript. Importing it registers the xla-lite
+ * compiler behind core's `jit`. This file only re-exports (plus that registration).
+ */
+import { useXla } from './compiler';
+
+useXla(true);
+
+export { type CostAnalysis, computationCost, type MemoryAnalysis, memoryAnalysis } from './analysis';
+export { Compiled, type CompileOptions, Lowered } from './compiled';
+export { clearCompileLog, type CompileRecord, compileLog, setPipelineOptions, useXla, xlaCompiler } from './compiler';
+export { disableJit, isJitDisabled } from './disable';
+export { type ExecutableStats, buildExecutable } from './executable';
+export { bytesOf, HloComputation, HloInstruction, HloModule, numel } from './hlo';
+export { type CompileStats, jit, lower, type XlaJitOptions, type XlaJitted } from './jit';
+export { compileKernel, type FusedKernel, kernelSource } from './kernel';
+export { lowerJaxpr, OPCODE } from './lower';
+export { optimize, type PassStats, type PipelineOptions } from './pipeline';
+export { algebraicSimplify } from './passes/algebraic';
+export { assignBuffers, type BufferAssignment } from './passes/bufferAssignment';
+export { constantFold } from './passes/constantFolding';
+export { cse } from './passes/cse';
+export { dce } from './passes/dce';
+export { fuseElementwise, isFusible } from './passes/fusion';
+export { tensorType, toStableHlo } from './stablehlo';
+export { hloType, moduleText } from './text';

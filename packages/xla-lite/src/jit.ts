@@ -1,0 +1,182 @@
+/**
+ * xla-lite's `jit`: core's `jit` (trace once per abstract signature, run through the registered
+ * compiler) plus what makes compilation visible, as JAX's `explain_cache_misses` and
+ * `jax.disable_jit` do. Every call computes the abstract signature per argument (structure,
+ * shapes, dtypes, weak types, static values); a new one is a cache miss, and every miss after
+ * the first is a recompile, explained by naming which argument changed and how. After
+ * `warnAfterRecompiles` recompiles (default 10) a warning is printed once. `compileStats()`
+ * reports hits, misses, recompiles, explanations and compile times. Static arguments must be
+ * hashable (primitives, functions, plain JSON-serialisable data), and the function must return
+ * a pytree of Arrays; both are checked with errors naming the function and the argument.
+ * `.lower(...args)` returns a `Lowered` (HLO text, StableHLO, `compile()`).
+ */
+import { Array, type JitOptions, jit as coreJit, tree } from '@tpukit/core';
+import { Lowered } from './compiled';
+import { compileLog } from './compiler';
+import { isJitDisabled } from './disable';
+
+export interface XlaJitOptions extends JitOptions {
+  /** Warn once after this many recompiles of this function (default 10; Infinity to never warn). */
+  warnAfterRecompiles?: number;
+  /** Called instead of console.warn for the recompile warning. */
+  onWarning?: (message: string) => void;
+}
+
+export interface CompileStats {
+  hits: number;
+  misses: number;
+  /** Misses after the first (each one a recompilation). */
+  recompiles: number;
+  /** One line per recompile: which argument changed. */
+  explanations: string[];
+  /** Milliseconds of each compilation made for this function by the xla-lite compiler. */
+  compileMs: number[];
+}
+
+export interface XlaJitted<F extends (...args: any[]) => any> {
+  (...args: Parameters<F>): ReturnType<F>;
+  lower(...args: Parameters<F>): Lowered;
+  compileStats(): CompileStats;
+  readonly traceCount: number;
+  clearCache(): void;
+}
+
+const asList = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
+const DTYPE_SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'u32', int8: 'i8', uint8: 'u8', bool: 'bool' };
+
+function describeLeaf(l: unknown): string {
+  if (l instanceof Array) return `${DTYPE_SHORT[l.dtype] ?? l.dtype}[${l.shape.join(',')}]${l.aval.weakType ? '{weak}' : ''}`;
+  if (ArrayBuffer.isView(l)) return `${l.constructor.name}(${(l as unknown as ArrayLike<number>).length})`;
+  return typeof l === 'number' ? 'number' : typeof l === 'boolean' ? 'boolean' : typeof l;
+}
+
+const isPlain = (x: unknown): boolean => typeof x === 'object' && x !== null && (Object.getPrototypeOf(x) === Object.prototype || Object.getPrototypeOf(x) === null);
+
+/** A stable key for a static value, or an error naming what is not hashable. */
+function hashStatic(v: unknown, where: string, fname: string): string {
+  const bad = (what: string): never => {
+    throw new TypeError(
+      `jit(${fname}): static ${where} is not hashable: ${what}; pass a number, string, boolean, null, a function, or plain arrays/objects of those (Arrays must be traced arguments)`,
+    );
+  };
+  const seen = new Set<unknown>();
+  const walk = (x: unknown): string => {
+    if (x === null || x === undefined || typeof x === 'number' || typeof x === 'string' || typeof x === 'boolean' || typeof x === 'bigint') return `${typeof x}:${String(x)}`;
+    if (typeof x === 'function') return `fn:${x.name}`;
+    if (typeof x === 'symbol') return `sym:${String(x)}`;
+    if (x instanceof Array) return bad(`an Array ${describeLeaf(x)}`);
+    if (seen.has(x)) return bad('a cyclic object');
+    seen.add(x);
+    if (globalThis.Array.isArray(x)) return `[${x.map(walk).join(',')}]`;
+    if (isPlain(x)) return `{${Object.keys(x as object).sort().map((k) => `${k}:${walk((x as Record<string, unknown>)[k])}`).join(',')}}`;
+    return bad(`a ${(x as object).constructor?.name ?? 'object'} (mutable objects have no value identity)`);
+  };
+  return walk(v);
+}
+
+/** Per-argument descriptions of the abstract signature (what the cache is keyed by). */
+function signature(args: unknown[], staticNums: number[], staticNames: string[], fname: string): string[] {
+  return args.map((a, i) => {
+    if (staticNums.includes(i)) return `static ${hashStatic(a, `argument ${i}`, fname)}`;
+    if (staticNames.length && isPlain(a)) {
+      const parts: string[] = [];
+      for (const [k, v] of Object.entries(a as Record<string, unknown>)) {
+        parts.push(staticNames.includes(k) ? `${k}=static ${hashStatic(v, `argument ${i}.${k}`, fname)}` : `${k}=${tree.flatten(v, { isLeaf: (x) => x instanceof Array })[0].map(describeLeaf).join(',')}`);
+      }
+      return `{${parts.join('; ')}}`;
+    }
+    const [leaves, td] = tree.flatten(a, { isLeaf: (x) => x instanceof Array });
+    return leaves.length === 1 && leaves[0] === a ? describeLeaf(a) : `${String(td)} ${leaves.map(describeLeaf).join(',')}`;
+  });
+}
+
+function explain(prev: string[], next: string[], paramNames: string[]): string {
+  const diffs: string[] = [];
+  for (let i = 0; i < Math.max(prev.length, next.length); i++) {
+    if (prev[i] !== next[i]) diffs.push(`argument ${i}${paramNames[i] ? ` (${paramNames[i]})` : ''}: ${prev[i] ?? '<absent>'} -> ${next[i] ?? '<absent>'}`);
+  }
+  return diffs.length ? diffs.join('; ') : 'same signature as the previous call (cache was cleared)';
+}
+
+/** Parameter names of a function, best effort, for messages. */
+function paramNamesOf(f: (...a: any[]) => unknown): string[] {
+  const m = /^[^(]*\(([^)]*)\)/.exec(Function.prototype.toString.call(f));
+  if (!m) return [];
+  return m[1].split(',').map((s) => s.trim().replace(/[=:].*$/, '').replace(/^\.\.\./, '').trim());
+}
+
+function checkOutputs(out: unknown, fname: string): void {
+  const [leaves, td] = tree.flatten(out, { isLeaf: (x) => x instanceof Array });
+  leaves.forEach((l, k) => {
+    if (!(l instanceof Array)) {
+      const shown = typeof l === 'number' || typeof l === 'boolean' ? ` (${String(l)})` : '';
+      throw new TypeError(`jit(${fname}): output leaf ${k} of ${String(td)} is a ${l === null ? 'null' : typeof l}${shown}, not an Array; a jitted function must return a pytree of Arrays (wrap scalars with np.array)`);
+    }
+  });
+}
+
+export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions = {}): XlaJitted<F> {
+  const fname = f.name || 'fn';
+  const staticNums = asList(opts.staticArgnums);
+  const staticNames = asList(opts.staticArgnames);
+  const names = paramNamesOf(f);
+  const checked = {
+    [fname]: (...args: unknown[]) => {
+      const out = f(...args);
+      checkOutputs(out, fname);
+      return out;
+    },
+  }[fname] as unknown as F;
+  const inner = coreJit(checked, opts);
+  const seen = new Set<string>();
+  let last: string[] | null = null;
+  let warned = false;
+  const warnAfter = opts.warnAfterRecompiles ?? 10;
+  const stats: CompileStats = { hits: 0, misses: 0, recompiles: 0, explanations: [], compileMs: [] };
+
+  const record = (args: unknown[]): void => {
+    const sig = signature(args, staticNums, staticNames, fname);
+    const key = sig.join('|');
+    if (seen.has(key)) stats.hits++;
+    else {
+      stats.misses++;
+      if (last !== null) {
+        stats.recompiles++;
+        const why = explain(last, sig, names);
+        stats.explanations.push(why);
+        if (stats.recompiles >= warnAfter && !warned) {
+          warned = true;
+          const msg = `jit(${fname}): recompiled ${stats.recompiles} times; last because ${why}. Fix shapes or mark values static to stop recompiling.`;
+          (opts.onWarning ?? console.warn)(msg);
+        }
+      }
+      seen.add(key);
+    }
+    last = sig;
+  };
+
+  const jitted = ((...args: unknown[]) => {
+    if (isJitDisabled()) return f(...args);
+    record(args);
+    const before = compileLog().length;
+    const out = inner(...(args as Parameters<F>));
+    for (const r of compileLog().slice(before)) stats.compileMs.push(r.ms);
+    return out;
+  }) as unknown as XlaJitted<F>;
+  jitted.lower = (...args: unknown[]) => {
+    signature(args, staticNums, staticNames, fname);
+    return new Lowered(inner.lower(...(args as Parameters<F>)), fname, []);
+  };
+  jitted.compileStats = () => ({ ...stats, explanations: [...stats.explanations], compileMs: [...stats.compileMs] });
+  Object.defineProperty(jitted, 'traceCount', { get: () => inner.traceCount });
+  jitted.clearCache = () => {
+    inner.clearCache();
+    seen.clear();
+  };
+  return jitted;
+}
+
+/** `lower(f, opts)(...args)`: the `Lowered` of `f` for these arguments (same as `jit(f).lower(...)`). */
+export function lower<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions = {}): (...args: Parameters<F>) => Lowered {
+  return (...args) => jit(f, opts).lower(...args);
+}

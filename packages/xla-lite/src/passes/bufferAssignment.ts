@@ -1,0 +1,94 @@
+/**
+ * Buffer assignment with liveness, the analysis behind `memoryAnalysis()`: every value the
+ * entry computation materialises gets a buffer; a buffer is live from its defining instruction
+ * to its last use (outputs to the end). Sweeping in program order, a new buffer takes the
+ * best-fitting slab freed by a dead temporary, so temporaries share memory; only new slabs grow
+ * the temp allocation. Donated arguments (`donateArgnums`) are freed after their last use and
+ * their memory may then hold an output or temporary (counted as `aliasedBytes`). Parameters,
+ * constants and `get-tuple-element` / `reshape` (aliases of their operand) get no new buffer.
+ */
+import { bytesOf, type HloComputation, type HloInstruction } from '../hlo';
+
+export interface BufferAssignment {
+  /** Offset of each materialised value in its region ('temp' slab or a donated argument). */
+  readonly slots: Map<HloInstruction, { region: 'temp' | 'donated'; offset: number; size: number }>;
+  readonly argumentBytes: number;
+  readonly outputBytes: number;
+  /** Size of the temp slab after reuse (outputs included, as XLA's temp allocation holds them until returned). */
+  readonly tempBytes: number;
+  /** What the temp slab would be with no reuse at all. */
+  readonly tempBytesNoReuse: number;
+  /** Bytes placed into donated argument buffers. */
+  readonly aliasedBytes: number;
+  /** Most bytes live at once (arguments + live values). */
+  readonly peakBytes: number;
+  /** Index (in instruction order) of each value's last use; outputs get the length. */
+  readonly lastUse: Map<HloInstruction, number>;
+}
+
+const ALIAS = new Set(['get-tuple-element', 'reshape', 'parameter', 'constant']);
+
+export function assignBuffers(c: HloComputation, donated: readonly number[] = []): BufferAssignment {
+  const order = c.instructions;
+  const pos = new Map(order.map((i, k) => [i, k]));
+  const end = order.length;
+  // Liveness: an alias keeps its source alive.
+  const root = (i: HloInstruction): HloInstruction => (i.opcode === 'get-tuple-element' || i.opcode === 'reshape' ? root(i.operands[0]) : i);
+  const lastUse = new Map<HloInstruction, number>();
+  const touch = (i: HloInstruction, t: number): void => {
+    const r = root(i);
+    lastUse.set(r, Math.max(lastUse.get(r) ?? -1, t));
+    lastUse.set(i, Math.max(lastUse.get(i) ?? -1, t));
+  };
+  order.forEach((i, t) => i.operands.forEach((o) => touch(o, t)));
+  for (const o of c.outputs) touch(o, end);
+
+  const argumentBytes = c.params.reduce((s, p) => s + bytesOf(p.shape), 0);
+  const outputBytes = c.outputs.reduce((s, o) => s + bytesOf(o.shape), 0);
+  const slots: BufferAssignment['slots'] = new Map();
+  const free: { region: 'temp' | 'donated'; offset: number; size: number }[] = [];
+  let tempBytes = 0;
+  let tempBytesNoReuse = 0;
+  let aliasedBytes = 0;
+  let live = argumentBytes;
+  let peakBytes = live;
+  const dying = new Map<number, HloInstruction[]>();
+  for (const [i, t] of lastUse) {
+    if (!dying.has(t)) dying.set(t, []);
+    dying.get(t)!.push(i);
+  }
+  const donatedParams = new Set(donated.map((d) => c.params[d]).filter(Boolean));
+  order.forEach((i, t) => {
+    if (!ALIAS.has(i.opcode)) {
+      const size = i.shapes.reduce((s, sh) => s + bytesOf(sh), 0);
+      tempBytesNoReuse += size;
+      let best = -1;
+      free.forEach((f, k) => {
+        if (f.size >= size && (best < 0 || f.size < free[best].size)) best = k;
+      });
+      if (best >= 0) {
+        const f = free.splice(best, 1)[0];
+        slots.set(i, { region: f.region, offset: f.offset, size });
+        if (f.region === 'donated') aliasedBytes += size;
+        else live += size;
+        if (f.size > size) free.push({ region: f.region, offset: f.offset + size, size: f.size - size });
+      } else {
+        slots.set(i, { region: 'temp', offset: tempBytes, size });
+        tempBytes += size;
+        live += size;
+      }
+      peakBytes = Math.max(peakBytes, live);
+    }
+    for (const d of dying.get(t) ?? []) {
+      const s = slots.get(d);
+      if (s) {
+        free.push({ ...s });
+        if (s.region === 'temp') live -= s.size;
+      } else if (donatedParams.has(d)) {
+        free.push({ region: 'donated', offset: d.paramIndex, size: bytesOf(d.shape) });
+      }
+    }
+  });
+  for (const p of donatedParams) if (!lastUse.has(p)) free.push({ region: 'donated', offset: p.paramIndex, size: bytesOf(p.shape) });
+  return { slots, argumentBytes, outputBytes, tempBytes, tempBytesNoReuse, aliasedBytes, peakBytes, lastUse };
+}

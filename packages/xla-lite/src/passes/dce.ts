@@ -1,0 +1,19 @@
+/**
+ * Dead-code elimination: drops every instruction the computation's outputs do not depend on
+ * (parameters stay, they are the signature). Returns how many instructions were removed.
+ */
+import type { HloComputation, HloInstruction } from '../hlo';
+
+export function dce(c: HloComputation): number {
+  const live = new Set<HloInstruction>(c.params);
+  const stack = [...c.outputs];
+  while (stack.length) {
+    const i = stack.pop()!;
+    if (live.has(i) && i.opcode !== 'parameter') continue;
+    live.add(i);
+    for (const o of i.operands) if (!live.has(o)) stack.push(o);
+  }
+  const before = c.instructions.length;
+  c.instructions = c.instructions.filter((i) => live.has(i));
+  return before - c.instructions.length;
+}

@@ -1,0 +1,89 @@
+/**
+ * Elementwise (loop) fusion, XLA's producer-into-consumer instruction fusion restricted to
+ * elementwise work: visiting instructions consumers-first, an elementwise instruction joins
+ * the fusion group of its users when every user is in that same group and it has the group's
+ * output shape, so a chain or DAG of elementwise ops (with scalar broadcasts folded in) becomes
+ * one `fusion` instruction whose body is a fused computation, executed as one pass over the
+ * data (see `kernel.ts`). Groups with one member are left unfused. Intermediate values of a
+ * group are never materialised, which is what the "bytes moved" numbers measure.
+ */
+import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
+
+/** Elementwise primitives the fused-kernel generator implements (float32 arithmetic, bool predicates). */
+export const FUSIBLE_UNARY = new Set(['neg', 'exp', 'log', 'tanh', 'logistic', 'sqrt', 'rsqrt', 'abs', 'sin', 'cos', 'square', 'sign', 'floor', 'ceil', 'log1p', 'expm1', 'integer_pow', 'convert_element_type', 'broadcast_in_dim', 'stop_gradient']);
+export const FUSIBLE_BINARY = new Set(['add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n']);
+const COMPARE = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
+
+/** Whether an instruction can be a member of an elementwise fusion. */
+export function isFusible(i: HloInstruction): boolean {
+  const name = i.prim?.name;
+  if (!name || i.isTuple || i.called.length) return false;
+  if (!FUSIBLE_UNARY.has(name) && !FUSIBLE_BINARY.has(name)) return false;
+  const out = i.shape;
+  const n = numel(out);
+  if (name === 'select_n') {
+    if (i.operands.length !== 3 || i.operands[0].shape.dtype !== 'bool') return false;
+  }
+  if (COMPARE.has(name)) {
+    if (out.dtype !== 'bool' || i.operands.some((o) => o.shape.dtype !== 'float32')) return false;
+  } else if (out.dtype !== 'float32') return false;
+  if (name === 'convert_element_type' && !['float32', 'bool'].includes(i.operands[0].shape.dtype)) return false;
+  if (name === 'broadcast_in_dim') return numel(i.operands[0].shape) === 1 && i.operands[0].shape.dtype === 'float32';
+  // Every operand is elementwise-aligned with the output, or a scalar (read at index 0).
+  return i.operands.every((o) => !o.isTuple && (numel(o.shape) === 1 || o.shape.shape.join() === out.shape.join()) && (o.shape.dtype === 'float32' || o.shape.dtype === 'bool'));
+}
+
+let fusionCounter = 0;
+
+/** Fuses elementwise groups of `c`; returns the number of fusion instructions created. */
+export function fuseElementwise(c: HloComputation, mod?: HloModule): number {
+  const users = c.users();
+  const group = new Map<HloInstruction, number>();
+  const roots: HloInstruction[] = [];
+  for (let k = c.instructions.length - 1; k >= 0; k--) {
+    const i = c.instructions[k];
+    if (!isFusible(i)) continue;
+    const us = users.get(i)!;
+    const g = us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
+    const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === roots[g].shape.shape.join();
+    if (joins) group.set(i, g);
+    else {
+      group.set(i, roots.length);
+      roots.push(i);
+    }
+  }
+  const members: HloInstruction[][] = roots.map(() => []);
+  for (const i of c.instructions) if (group.has(i)) members[group.get(i)!].push(i);
+  let made = 0;
+  members.forEach((ms, g) => {
+    if (ms.length < 2) return;
+    const root = roots[g];
+    const inGroup = new Set(ms);
+    const body = new Comp(`fused_computation.${fusionCounter++}`);
+    const map = new Map<HloInstruction, HloInstruction>();
+    const externals: HloInstruction[] = [];
+    for (const m of ms) {
+      const ops = m.operands.map((o) => {
+        if (inGroup.has(o)) return map.get(o)!;
+        let p = map.get(o);
+        if (!p) {
+          p = body.addParameter(o.shape);
+          map.set(o, p);
+          externals.push(o);
+        }
+        return p;
+      });
+      const copy = body.add(new HloInstruction(m.opcode, m.shapes, ops, m.params, m.prim));
+      map.set(m, copy);
+    }
+    body.outputs = [map.get(root)!];
+    const fusion = new HloInstruction('fusion', root.shapes, externals, { kind: 'kLoop' }, null);
+    fusion.called = [body];
+    c.instructions = c.instructions.filter((i) => !inGroup.has(i) || i === root);
+    c.instructions[c.instructions.indexOf(root)] = fusion;
+    c.replaceUses(root, fusion);
+    mod?.computations.unshift(body);
+    made++;
+  });
+  return made;
+}

@@ -1,0 +1,175 @@
+/**
+ * StableHLO export: `Lowered.asStableHlo()` prints the (unoptimised) module as MLIR text in
+ * StableHLO's generic operation form, which every MLIR parser accepts:
+ * `%3 = "stablehlo.add"(%1, %2) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>`, inside
+ * `module @name { func.func public @main(...) -> (...) { ... } }`, with tensor types including
+ * `bf16` and `i1`. Attributes follow the StableHLO spec (broadcast_dimensions, permutation,
+ * #stablehlo.dot dimension numbers, #stablehlo<comparison_direction>, reduce regions). Ops that
+ * have no StableHLO counterpart here (control flow, gather/scatter, cumulative ops, sort, RNG)
+ * are emitted as `stablehlo.custom_call @tpukit.<primitive>`: valid MLIR, but a real XLA cannot
+ * run them. No real XLA was available to compile the output; tests check its structure.
+ */
+import type { ShapedArray } from '@tpukit/core';
+import type { HloComputation, HloInstruction, HloModule } from './hlo';
+
+const ELT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'ui32', int8: 'i8', uint8: 'ui8', bool: 'i1' };
+
+/** `tensor<2x3xbf16>` (scalars: `tensor<f32>`). */
+export function tensorType(s: ShapedArray): string {
+  return `tensor<${s.shape.map((d) => `${d}x`).join('')}${ELT[s.dtype] ?? s.dtype}>`;
+}
+
+const ELEMENTWISE: Record<string, string> = {
+  add: 'add', sub: 'subtract', mul: 'multiply', div: 'divide', max: 'maximum', min: 'minimum', pow: 'power', rem: 'remainder',
+  and: 'and', or: 'or', xor: 'xor', not: 'not', neg: 'negate', exp: 'exponential', log: 'log', tanh: 'tanh', logistic: 'logistic',
+  sqrt: 'sqrt', rsqrt: 'rsqrt', abs: 'abs', sin: 'sine', cos: 'cosine', floor: 'floor', ceil: 'ceil', sign: 'sign',
+  log1p: 'log_plus_one', expm1: 'exponential_minus_one', atan2: 'atan2', tan: 'tan', cbrt: 'cbrt',
+  convert_element_type: 'convert', reshape: 'reshape', stop_gradient: 'optimization_barrier',
+};
+const REDUCER: Record<string, string> = { reduce_sum: 'add', reduce_max: 'maximum', reduce_min: 'minimum', reduce_prod: 'multiply', reduce_and: 'and', reduce_or: 'or' };
+const COMPARE: Record<string, string> = { eq: 'EQ', ne: 'NE', lt: 'LT', le: 'LE', gt: 'GT', ge: 'GE' };
+
+const i64s = (xs: readonly number[]): string => (xs.length ? `array<i64: ${xs.join(', ')}>` : 'array<i64>');
+
+function fmtScalar(v: number, dtype: string): string {
+  if (dtype === 'bool') return v ? 'true' : 'false';
+  if (!dtype.startsWith('float') && dtype !== 'bfloat16') return String(v);
+  if (!Number.isFinite(v)) {
+    if (dtype === 'float32') {
+      const b = new DataView(new ArrayBuffer(4));
+      b.setFloat32(0, v);
+      return `0x${b.getUint32(0).toString(16).toUpperCase().padStart(8, '0')}`;
+    }
+    return Number.isNaN(v) ? '0x7FC0' : v > 0 ? '0x7F80' : '0xFF80';
+  }
+  const s = v.toExponential();
+  return s.includes('.') ? s : s.replace('e', '.0e');
+}
+
+function denseLiteral(vals: ArrayLike<number>, shape: readonly number[], dtype: string): string {
+  if (vals.length > 0 && globalThis.Array.prototype.every.call(vals, (x: number) => Object.is(x, vals[0]))) return `dense<${fmtScalar(vals[0], dtype)}>`;
+  let k = 0;
+  const nest = (d: number): string => (d === shape.length ? fmtScalar(vals[k++], dtype) : `[${globalThis.Array.from({ length: shape[d] }, () => nest(d + 1)).join(', ')}]`);
+  return `dense<${nest(0)}>`;
+}
+
+class Emitter {
+  lines: string[] = [];
+  private names = new Map<HloInstruction, string>();
+  private n = 0;
+
+  constructor(private indent: string) {}
+
+  fresh(): string {
+    return `%${this.n++}`;
+  }
+  name(i: HloInstruction): string {
+    return this.names.get(i)!;
+  }
+  bind(i: HloInstruction, s: string): void {
+    this.names.set(i, s);
+  }
+  op(result: string | null, opName: string, operands: string[], attrs: string, inTypes: string[], outTypes: string[], region = ''): void {
+    const out = outTypes.length === 1 ? outTypes[0] : `(${outTypes.join(', ')})`;
+    this.lines.push(`${this.indent}${result ? `${result}${outTypes.length > 1 ? `:${outTypes.length}` : ''} = ` : ''}"${opName}"(${operands.join(', ')})${region}${attrs ? ` {${attrs}}` : ''} : (${inTypes.join(', ')}) -> ${out}`);
+  }
+}
+
+function emitInstruction(e: Emitter, i: HloInstruction): void {
+  if (i.opcode === 'parameter') return;
+  const ins = i.operands.map((o) => e.name(o));
+  const inTypes = i.operands.map((o) => tensorType(o.shape));
+  const outTypes = i.shapes.map(tensorType);
+  const r = e.fresh();
+  e.bind(i, r);
+  if (i.opcode === 'constant') {
+    const l = i.literal!;
+    e.op(r, 'stablehlo.constant', [], `value = ${denseLiteral(l.dataSync() as ArrayLike<number>, l.shape, l.dtype)} : ${outTypes[0]}`, [], outTypes);
+    return;
+  }
+  if (i.opcode === 'get-tuple-element') {
+    e.bind(i, `${e.name(i.operands[0])}#${(i.params as { index: number }).index}`);
+    return;
+  }
+  const name = i.prim!.name;
+  const p = i.params as Record<string, any>;
+  if (ELEMENTWISE[name]) return e.op(r, `stablehlo.${ELEMENTWISE[name]}`, ins, '', inTypes, outTypes);
+  switch (name) {
+    case 'integer_pow': {
+      const c = e.fresh();
+      const ty = tensorType(i.operands[0].shape);
+      e.op(c, 'stablehlo.constant', [], `value = dense<${fmtScalar(p.y, i.operands[0].shape.dtype)}> : ${ty}`, [], [ty]);
+      return e.op(r, 'stablehlo.power', [ins[0], c], '', [ty, ty], outTypes);
+    }
+    case 'square':
+      return e.op(r, 'stablehlo.multiply', [ins[0], ins[0]], '', [inTypes[0], inTypes[0]], outTypes);
+    case 'broadcast_in_dim':
+      return e.op(r, 'stablehlo.broadcast_in_dim', ins, `broadcast_dimensions = ${i64s(p.broadcastDimensions)}`, inTypes, outTypes);
+    case 'transpose':
+      return e.op(r, 'stablehlo.transpose', ins, `permutation = ${i64s(p.permutation)}`, inTypes, outTypes);
+    case 'squeeze':
+      return e.op(r, 'stablehlo.reshape', ins, '', inTypes, outTypes);
+    case 'rev':
+      return e.op(r, 'stablehlo.reverse', ins, `dimensions = ${i64s(p.dimensions)}`, inTypes, outTypes);
+    case 'iota':
+      return e.op(r, 'stablehlo.iota', [], `iota_dimension = ${p.dimension} : i64`, [], outTypes);
+    case 'concatenate':
+      return e.op(r, 'stablehlo.concatenate', ins, `dimension = ${p.dimension} : i64`, inTypes, outTypes);
+    case 'select_n':
+      if (ins.length === 3 && i.operands[0].shape.dtype === 'bool') return e.op(r, 'stablehlo.select', [ins[0], ins[2], ins[1]], '', [inTypes[0], inTypes[2], inTypes[1]], outTypes);
+      break;
+    case 'slice': {
+      const strides = p.strides ?? p.startIndices.map(() => 1);
+      return e.op(r, 'stablehlo.slice', ins, `start_indices = ${i64s(p.startIndices)}, limit_indices = ${i64s(p.limitIndices)}, strides = ${i64s(strides)}`, inTypes, outTypes);
+    }
+    case 'pad': {
+      const cfg: number[][] = p.paddingConfig;
+      if (cfg.every((c) => c[0] >= 0 && c[1] >= 0))
+        return e.op(r, 'stablehlo.pad', ins, `edge_padding_low = ${i64s(cfg.map((c) => c[0]))}, edge_padding_high = ${i64s(cfg.map((c) => c[1]))}, interior_padding = ${i64s(cfg.map((c) => c[2]))}`, inTypes, outTypes);
+      break;
+    }
+    case 'dot_general': {
+      const [[lc, rc], [lb, rb]] = p.dimensionNumbers;
+      const dn = `#stablehlo.dot<lhs_batching_dimensions = [${lb.join(', ')}], rhs_batching_dimensions = [${rb.join(', ')}], lhs_contracting_dimensions = [${lc.join(', ')}], rhs_contracting_dimensions = [${rc.join(', ')}]>`;
+      return e.op(r, 'stablehlo.dot_general', ins, `dot_dimension_numbers = ${dn}`, inTypes, outTypes);
+    }
+    default:
+      break;
+  }
+  if (COMPARE[name]) {
+    const dt = i.operands[0].shape.dtype;
+    const ct = dt.startsWith('float') || dt === 'bfloat16' ? 'FLOAT' : dt.startsWith('uint') || dt === 'bool' ? 'UNSIGNED' : 'SIGNED';
+    return e.op(r, 'stablehlo.compare', ins, `comparison_direction = #stablehlo<comparison_direction ${COMPARE[name]}>, compare_type = #stablehlo<comparison_type ${ct}>`, inTypes, outTypes);
+  }
+  if (REDUCER[name]) {
+    const x = i.operands[0].shape;
+    const sty = tensorType({ shape: [], dtype: x.dtype, weakType: false });
+    const init = e.fresh();
+    const initVal = name === 'reduce_sum' || name === 'reduce_or' ? 0 : name === 'reduce_prod' || name === 'reduce_and' ? 1 : name === 'reduce_max' ? -Infinity : Infinity;
+    const initLit = x.dtype === 'bool' ? fmtScalar(initVal, 'bool') : x.dtype.startsWith('int') || x.dtype.startsWith('uint') ? String(name === 'reduce_max' ? (x.dtype === 'int32' ? -2147483648 : 0) : name === 'reduce_min' ? (x.dtype === 'int32' ? 2147483647 : 4294967295) : initVal) : fmtScalar(initVal, x.dtype);
+    e.op(init, 'stablehlo.constant', [], `value = dense<${initLit}> : ${sty}`, [], [sty]);
+    const region = ` ({\n^bb0(%lhs: ${sty}, %rhs: ${sty}):\n  %s = "stablehlo.${REDUCER[name]}"(%lhs, %rhs) : (${sty}, ${sty}) -> ${sty}\n  "stablehlo.return"(%s) : (${sty}) -> ()\n})`;
+    return e.op(r, 'stablehlo.reduce', [ins[0], init], `dimensions = ${i64s(p.axes)}`, [inTypes[0], sty], outTypes, region);
+  }
+  // No StableHLO lowering here: a custom call naming the primitive, with its parameters as JSON.
+  const cfg = JSON.stringify(Object.fromEntries(Object.entries(p).filter(([, v]) => typeof v !== 'object' || v === null || (globalThis.Array.isArray(v) && v.every((x) => typeof x !== 'object' || globalThis.Array.isArray(x))))));
+  e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "tpukit.${name}", backend_config = ${JSON.stringify(cfg)}`, inTypes, outTypes);
+}
+
+function funcText(c: HloComputation, name: string): string {
+  const e = new Emitter('    ');
+  const args = c.params.map((p, k) => {
+    e.bind(p, `%arg${k}`);
+    return `%arg${k}: ${tensorType(p.shape)}`;
+  });
+  for (const i of c.instructions) emitInstruction(e, i);
+  const outs = c.outputs.map((o) => tensorType(o.shape));
+  e.lines.push(`    "func.return"(${c.outputs.map((o) => e.name(o)).join(', ')}) : (${outs.join(', ')}) -> ()`);
+  return [`  func.func public @${name}(${args.join(', ')}) -> (${outs.join(', ')}) {`, ...e.lines, '  }'].join('\n');
+}
+
+/** The module as StableHLO MLIR text (entry computation as `@main`). */
+export function toStableHlo(m: HloModule): string {
+  const modName = m.name.replace(/[^A-Za-z0-9_]/g, '_');
+  return `module @${modName} {\n${funcText(m.entry, 'main')}\n}\n`;
+}
