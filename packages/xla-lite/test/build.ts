@@ -1,0 +1,34 @@
+/**
+ * Test helper: writes HLO by hand (instructions over core primitives) so each pass can be
+ * tested in isolation, without tracing.
+ */
+import { type DType, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { HloComputation, HloInstruction } from '../src/index';
+
+export const f32 = (...shape: number[]): ShapedArray => ({ shape, dtype: 'float32', weakType: false });
+export const ty = (dtype: DType, ...shape: number[]): ShapedArray => ({ shape, dtype, weakType: false });
+
+export class B {
+  readonly c = new HloComputation('test');
+  param(s: ShapedArray): HloInstruction {
+    return this.c.addParameter(s);
+  }
+  constant(v: number | number[], dtype: DType = 'float32'): HloInstruction {
+    const lit = np.array(v, dtype);
+    const i = new HloInstruction('constant', [lit.aval], [], {}, null);
+    i.literal = lit;
+    return this.c.add(i);
+  }
+  /** An instruction of core primitive `name` (shape from its abstractEval). */
+  op(name: string, operands: HloInstruction[], params: Record<string, unknown> = {}): HloInstruction {
+    const prim = getPrimitive(name);
+    const shapes = prim.abstractEval(operands.map((o) => o.shape), params);
+    return this.c.add(new HloInstruction(name, shapes, operands, params, prim));
+  }
+  out(...o: HloInstruction[]): HloComputation {
+    this.c.outputs = o;
+    return this.c;
+  }
+}
+
+export const prims = (c: HloComputation): string[] => c.instructions.map((i) => i.prim?.name ?? i.opcode);
