@@ -2,7 +2,8 @@
  * Test helper: writes HLO by hand (instructions over core primitives) so each pass can be
  * tested in isolation, without tracing.
  */
-import { type DType, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { type Array, type DType, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { expect } from 'vitest';
 import { HloComputation, HloInstruction } from '../src/index';
 
 export const f32 = (...shape: number[]): ShapedArray => ({ shape, dtype: 'float32', weakType: false });
@@ -32,3 +33,20 @@ export class B {
 }
 
 export const prims = (c: HloComputation): string[] => c.instructions.map((i) => i.prim?.name ?? i.opcode);
+
+/**
+ * |a - e| <= atol + rtol*|e| elementwise (NaN matches NaN): core's `expectAllclose` semantics.
+ * Restated here because importing core's test/matchers.ts pulls core's sources into this
+ * package's type-check (whose ambient WebAssembly declarations then clash with the DOM-less lib).
+ */
+export function expectAllclose(actual: Array | number, expected: Array | number, opts: { rtol?: number; atol?: number } = {}): void {
+  const a = typeof actual === 'number' ? [actual] : actual.dataSync();
+  const e = typeof expected === 'number' ? [expected] : expected.dataSync();
+  const rtol = opts.rtol ?? 1e-5;
+  const atol = opts.atol ?? 1e-6;
+  expect(a.length, 'length').toBe(e.length);
+  for (let i = 0; i < a.length; i++) {
+    if (Number.isNaN(e[i]) && Number.isNaN(a[i])) continue;
+    if (!(Math.abs(a[i] - e[i]) <= atol + rtol * Math.abs(e[i]))) expect.fail(`element ${i}: got ${a[i]}, expected ${e[i]} (rtol ${rtol}, atol ${atol})`);
+  }
+}
