@@ -77,6 +77,10 @@ class Emitter {
 
 function emitInstruction(e: Emitter, i: HloInstruction): void {
   if (i.opcode === 'parameter') return;
+  if (i.opcode === 'get-tuple-element') {
+    e.bind(i, `${e.name(i.operands[0])}#${(i.params as { index: number }).index}`);
+    return;
+  }
   const ins = i.operands.map((o) => e.name(o));
   const inTypes = i.operands.map((o) => tensorType(o.shape));
   const outTypes = i.shapes.map(tensorType);
@@ -85,10 +89,6 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   if (i.opcode === 'constant') {
     const l = i.literal!;
     e.op(r, 'stablehlo.constant', [], `value = ${denseLiteral(l.dataSync() as ArrayLike<number>, l.shape, l.dtype)} : ${outTypes[0]}`, [], outTypes);
-    return;
-  }
-  if (i.opcode === 'get-tuple-element') {
-    e.bind(i, `${e.name(i.operands[0])}#${(i.params as { index: number }).index}`);
     return;
   }
   const name = i.prim!.name;

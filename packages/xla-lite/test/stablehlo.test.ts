@@ -1,0 +1,57 @@
+// StableHLO export: structure of the MLIR text (no real XLA here to compile it, see README).
+import { lax, nn, np } from '@tpukit/core';
+import { describe, expect, it } from 'vitest';
+import { jit, tensorType } from '../src/index';
+
+/** Checks SSA well-formedness of the top-level ops: each %value is defined once, before use. */
+function checkSsa(text: string): void {
+  const defined = new Set<string>();
+  const body = text.split('\n').filter((l) => l.startsWith('    ') && !l.startsWith('     '));
+  for (const m of text.matchAll(/%arg\d+/g)) defined.add(m[0]);
+  for (const line of body) {
+    const def = /^\s+(%\d+)(?::\d+)? = /.exec(line);
+    const rhs = def ? line.slice(def[0].length) : line;
+    for (const u of rhs.matchAll(/%(?:arg)?\d+/g)) expect(defined.has(u[0]), `${u[0]} used before definition in: ${line}`).toBe(true);
+    if (def) {
+      expect(defined.has(def[1]), `${def[1]} defined twice`).toBe(false);
+      defined.add(def[1]);
+    }
+  }
+}
+
+describe('asStableHlo', () => {
+  it('writes func.func @main with stablehlo ops and tensor types', () => {
+    const f = (a: any, b: any) => nn.softmax(np.add(np.matmul(a, b), 1), -1);
+    const text = jit(f).lower(np.ones([2, 3]), np.ones([3, 4])).asStableHlo();
+    expect(text).toMatch(/^module @jit_f \{\n {2}func\.func public @main\(%arg0: tensor<2x3xf32>, %arg1: tensor<3x4xf32>\) -> \(tensor<2x4xf32>\) \{/);
+    expect(text).toContain('"stablehlo.dot_general"(%arg0, %arg1) {dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [], rhs_batching_dimensions = [], lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>');
+    expect(text).toMatch(/"stablehlo\.reduce"\(%\d+, %\d+\) \(\{\n\^bb0\(%lhs: tensor<f32>, %rhs: tensor<f32>\):\n {2}%s = "stablehlo\.maximum"/);
+    expect(text).toContain('"stablehlo.exponential"');
+    expect(text).toMatch(/"func\.return"\(%\d+\) : \(tensor<2x4xf32>\) -> \(\)\n {2}\}\n\}\n$/);
+    expect(text).not.toContain('custom_call');
+    checkSsa(text);
+  });
+
+  it('writes bf16, i1 compares and selects, and custom calls for ops without a lowering here', () => {
+    const f = (a: any) => {
+      const c = lax.convertElementType(a, 'bfloat16');
+      const m = np.where(np.greater(a, 0), a, np.multiply(a, 0.1));
+      const [, ys] = lax.scan((h: any, r: any) => [np.add(h, r), h], np.zeros([3]), m);
+      return [c, ys];
+    };
+    const text = jit(f).lower(np.ones([4, 3])).asStableHlo();
+    expect(text).toContain('-> tensor<4x3xbf16>');
+    expect(text).toMatch(/"stablehlo\.compare"\(%arg0, %\d+\) \{comparison_direction = #stablehlo<comparison_direction GT>, compare_type = #stablehlo<comparison_type FLOAT>\} : \(tensor<4x3xf32>, tensor<4x3xf32>\) -> tensor<4x3xi1>/);
+    expect(text).toMatch(/"stablehlo\.select"\(%\d+, %\w+, %\d+\) : \(tensor<4x3xi1>, tensor<4x3xf32>, tensor<4x3xf32>\)/);
+    expect(text).toMatch(/%\d+:2 = "stablehlo\.custom_call"\(.*\) \{call_target_name = "tpukit\.scan"/);
+    expect(text).toMatch(/%\d+#1/);
+    checkSsa(text);
+  });
+
+  it('prints tensor types for every dtype', () => {
+    expect(tensorType({ shape: [], dtype: 'float32', weakType: false })).toBe('tensor<f32>');
+    expect(tensorType({ shape: [2, 3], dtype: 'bfloat16', weakType: false })).toBe('tensor<2x3xbf16>');
+    expect(tensorType({ shape: [5], dtype: 'bool', weakType: false })).toBe('tensor<5xi1>');
+    expect(tensorType({ shape: [1], dtype: 'uint32', weakType: false })).toBe('tensor<1xui32>');
+  });
+});
