@@ -21,7 +21,7 @@ function checkSsa(text: string): void {
 
 describe('asStableHlo', () => {
   it('writes func.func @main with stablehlo ops and tensor types', () => {
-    const f = (a: any, b: any) => nn.softmax(np.add(np.matmul(a, b), 1), -1);
+    const f = (a: any, b: any) => nn.softmax(np.add(np.matmul(a, b), 1), { axis: -1 });
     const text = jit(f).lower(np.ones([2, 3]), np.ones([3, 4])).asStableHlo();
     expect(text).toMatch(/^module @jit_f \{\n {2}func\.func public @main\(%arg0: tensor<2x3xf32>, %arg1: tensor<3x4xf32>\) -> \(tensor<2x4xf32>\) \{/);
     expect(text).toContain('"stablehlo.dot_general"(%arg0, %arg1) {dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [], rhs_batching_dimensions = [], lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>');
