@@ -1,0 +1,142 @@
+/**
+ * `pnpm bench:jit`: eager vs jit (xla-lite) on the forward+backward of a small transformer, in
+ * the same run. Reports step times (medians of interleaved rounds) and their ratio, the jit
+ * step with the compiler switched off (core's op-by-op jit) as a second peer, compile time,
+ * recompiles across the timed steps, fused-kernel count, and modelled bytes moved per step
+ * (xla-lite's cost analysis) fused vs unfused. Config from the issue by default (vocab 256,
+ * d_model 128, 4 layers, 4 heads, MLP 512, context 128, batch 16); override with env
+ * JIT_BENCH_SMALL=1 (batch 4, context 32, 2 layers) and JIT_BENCH_ROUNDS (default 5).
+ */
+import { type Array, jit as coreJit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
+import { compileLog, jit, Lowered, useXla } from '@tpukit/xla-lite';
+
+const SMALL = process.env.JIT_BENCH_SMALL === '1';
+const V = 256;
+const D = 128;
+const L = SMALL ? 2 : 4;
+const H = 4;
+const F = 512;
+const T = SMALL ? 32 : 128;
+const B = SMALL ? 4 : 16;
+const ROUNDS = Number(process.env.JIT_BENCH_ROUNDS ?? 5);
+
+function rand(shape: number[], seed: number, s: number): Array {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const v = new Float32Array(n);
+  let x = seed * 7919 + 17;
+  for (let i = 0; i < n; i++) {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    v[i] = ((x / 2147483648) * 2 - 1) * s;
+  }
+  return np.array(v).reshape(shape);
+}
+
+type Layer = Record<'g1' | 'g2' | 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w2', Array>;
+interface Params {
+  wte: Array;
+  layers: Layer[];
+}
+
+function rmsNorm(x: Array, g: Array): Array {
+  const ms = np.mean(np.square(x), { axis: -1, keepdims: true });
+  return np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(ms, 1e-6)))), g);
+}
+
+function block(p: Layer, x: Array): Array {
+  const dh = D / H;
+  const h = rmsNorm(x, p.g1);
+  const heads = (w: Array) => np.transpose(np.matmul(h, w).reshape([B, T, H, dh]), [0, 2, 1, 3]);
+  const scores = np.multiply(np.matmul(heads(p.wq), np.swapaxes(heads(p.wk), -1, -2)), 1 / Math.sqrt(dh));
+  const att = np.matmul(nn.softmax(np.where(np.tri(T, T, 0, 'bool'), scores, -1e9), { axis: -1 }), heads(p.wv));
+  const x1 = np.add(x, np.matmul(np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]), p.wo));
+  return np.add(x1, np.matmul(nn.gelu(np.matmul(rmsNorm(x1, p.g2), p.w1)), p.w2));
+}
+
+function loss(p: Params, tokens: Array, targets: Array): Array {
+  let h = np.take(p.wte, tokens, { axis: 0 });
+  for (const l of p.layers) h = block(l, h);
+  const logits = np.matmul(h, np.transpose(p.wte));
+  const logp = nn.logSoftmax(logits, { axis: -1 });
+  return np.negative(np.mean(np.sum(np.multiply(logp, nn.oneHot(targets, V)), { axis: -1 })));
+}
+
+const med = (v: number[]) => v.slice().sort((a, b) => a - b)[Math.floor(v.length / 2)];
+const time = (fn: () => void): number => {
+  const t0 = performance.now();
+  fn();
+  return performance.now() - t0;
+};
+
+function run(backend: string): void {
+  withBackend(backend, () => {
+    const params: Params = {
+      wte: rand([V, D], 1, 0.05),
+      layers: globalThis.Array.from({ length: L }, (_, l) => ({
+        g1: np.ones([D]),
+        g2: np.ones([D]),
+        wq: rand([D, D], 10 * l + 2, 0.08),
+        wk: rand([D, D], 10 * l + 3, 0.08),
+        wv: rand([D, D], 10 * l + 4, 0.08),
+        wo: rand([D, D], 10 * l + 5, 0.08),
+        w1: rand([D, F], 10 * l + 6, 0.08),
+        w2: rand([F, D], 10 * l + 7, 0.04),
+      })),
+    };
+    const tok = (seed: number) => np.array(Int32Array.from({ length: B * T }, (_, i) => (i * 31 + seed * 17) % V)).reshape([B, T]);
+    const vg = valueAndGrad(loss);
+    const jvg = jit(vg);
+    const opByOp = coreJit(valueAndGrad(loss));
+    const step = (f: typeof vg, s: number) => () => {
+      const [l, g] = f(params, tok(s), tok(s + 1)) as [Array, Params];
+      l.dataSync();
+      g.layers[0].wq.dataSync();
+    };
+    // First jit call: trace + compile (compile time from the compiler's log).
+    const before = compileLog().length;
+    const first = time(step(jvg, 0));
+    const compiles = compileLog().slice(before);
+    const compileMs = compiles.reduce((s, r) => s + r.ms, 0);
+    useXla(false);
+    time(step(opByOp, 0)); // trace once, op by op
+    useXla(true);
+    const te: number[] = [];
+    const tj: number[] = [];
+    const to: number[] = [];
+    const ratio: number[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const a = time(step(vg, r));
+      const b = time(step(jvg, r));
+      useXla(false);
+      const c = time(step(opByOp, r));
+      useXla(true);
+      te.push(a);
+      tj.push(b);
+      to.push(c);
+      ratio.push(a / b);
+    }
+    const stats = jvg.compileStats();
+    // Bytes moved per step, modelled: unoptimised program vs optimised unfused vs optimised fused.
+    const lowered: Lowered = jvg.lower(params, tok(0), tok(1));
+    const raw = lowered.costAnalysis();
+    const unfused = lowered.compile({ fuse: false });
+    const fused = lowered.compile();
+    const cu = unfused.costAnalysis();
+    const cf = fused.costAnalysis();
+    const mu = unfused.memoryAnalysis();
+    const mf = fused.memoryAnalysis();
+    const MB = (b: number) => (b / 1e6).toFixed(1);
+    console.log(`\n[${backend}] jaxpr -> ${lowered.module.entry.instructions.length} HLO instructions -> ${fused.module.entry.instructions.length} after passes (${JSON.stringify(fused.passStats)})`);
+    console.log(`  eager step        ${med(te).toFixed(0)} ms (median of ${ROUNDS})`);
+    console.log(`  jit step (xla)    ${med(tj).toFixed(0)} ms  -> eager/jit ${med(ratio).toFixed(2)}x (median per-round ratio)`);
+    console.log(`  jit op-by-op      ${med(to).toFixed(0)} ms  (core jit, no compiler)`);
+    console.log(`  first jit call    ${first.toFixed(0)} ms, of which compile ${compileMs.toFixed(0)} ms (${compiles.length} compilation${compiles.length === 1 ? '' : 's'})`);
+    console.log(`  cache             ${stats.hits} hits, ${stats.misses} misses, ${stats.recompiles} recompiles over ${ROUNDS + 1} steps`);
+    console.log(`  fused kernels     ${fused.stats.fusedKernels} per step (${fused.stats.primitiveOps} other ops); unfused program runs ${unfused.stats.primitiveOps} ops`);
+    console.log(`  bytes moved/step  fused ${MB(cf.bytesAccessed)} MB vs unfused ${MB(cu.bytesAccessed)} MB (${(cu.bytesAccessed / cf.bytesAccessed).toFixed(2)}x less); unoptimised ${MB(raw.bytesAccessed)} MB`);
+    console.log(`  modelled v5e      fused ${(cf.seconds * 1e6).toFixed(0)} us vs unfused ${(cu.seconds * 1e6).toFixed(0)} us; ${(cf.flops / 1e9).toFixed(2)} GFLOP, ${(cf.transcendentals / 1e6).toFixed(1)} M transcendentals`);
+    console.log(`  memory            args ${MB(mf.argumentBytes)} MB, out ${MB(mf.outputBytes)} MB, temp ${MB(mf.tempBytes)} MB (no reuse: ${MB(mf.tempBytesNoReuse)} MB), peak ${MB(mf.peakBytes)} MB; unfused temp ${MB(mu.tempBytes)} MB`);
+  });
+}
+
+console.log(`jit bench: forward+backward of a transformer (vocab ${V}, d_model ${D}, ${L} layers, ${H} heads, MLP ${F}, context ${T}, batch ${B}), float32${SMALL ? ' [SMALL config]' : ''}`);
+for (const b of ['systolic', 'reference']) if (listBackends().includes(b) && (b === 'systolic' || process.env.JIT_BENCH_REFERENCE === '1')) run(b);
