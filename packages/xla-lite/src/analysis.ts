@@ -52,10 +52,10 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
   if (i.opcode === 'parameter' || i.opcode === 'constant' || i.opcode === 'get-tuple-element') return c;
   if (i.opcode === 'fusion') {
     const body = i.called[0];
-    const n = numel(i.shape);
     for (const m of body.instructions) {
       if (m.opcode === 'parameter') continue;
       const name = m.prim!.name;
+      const n = name.startsWith('reduce_') ? numel(m.operands[0].shape) : numel(m.shape);
       if (name !== 'broadcast_in_dim' && name !== 'convert_element_type' && name !== 'stop_gradient') c.flops += n;
       if (TRANSCENDENTAL.has(name)) c.transcendentals += n;
     }

@@ -85,11 +85,30 @@ function expr(i: HloInstruction, a: string[]): string {
   }
 }
 
-/** The generated source of a fused computation's loop (exposed for tests and debugging). */
+const stridesOf = (shape: readonly number[]): number[] => {
+  const st = new globalThis.Array<number>(shape.length);
+  let acc = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= shape[d];
+  }
+  return st;
+};
+
+/**
+ * The generated source of a fused computation (exposed for tests and debugging). Loop fusions
+ * make one pass over the output; a fusion rooted at a reduction makes one pass over the
+ * reduction's operand, computing the producers' values on the fly and accumulating in float64
+ * (as the reference kernels do): rows when the reduced axes are trailing, columns (into a
+ * float64 scratch row held by the kernel) when they are leading.
+ */
 export function kernelSource(body: HloComputation): string {
   const names = new Map<HloInstruction, string>();
   const pre: string[] = [];
   const loop: string[] = [];
+  const root = body.outputs[0];
+  const reduce = root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max' ? root : null;
+  const loopShape = (reduce ? reduce.operands[0].shape : root.shape).shape;
   body.params.forEach((p, k) => {
     const v = `p${k}`;
     names.set(p, v);
@@ -100,16 +119,49 @@ export function kernelSource(body: HloComputation): string {
     const n = names.get(o)!;
     return o.opcode === 'parameter' && numel(o.shape) !== 1 ? `in${o.paramIndex}[i]` : n;
   };
+  // Coordinates of the loop index, needed only by broadcasts of non-scalar operands.
+  const needsCoords = body.instructions.some((m) => m.prim?.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1);
+  if (needsCoords) {
+    loop.push('let r = i;');
+    for (let d = loopShape.length - 1; d >= 0; d--) loop.push(`const c${d} = r % ${loopShape[d]}; r = (r - c${d}) / ${loopShape[d]};`);
+  }
   body.instructions.forEach((m, k) => {
-    if (m.opcode === 'parameter') return;
+    if (m.opcode === 'parameter' || m === reduce) return;
     const v = `t${k}`;
     names.set(m, v);
+    if (m.prim!.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1) {
+      const src = m.operands[0];
+      const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
+      const st = stridesOf(src.shape.shape);
+      const idx = src.shape.shape.map((sz, j) => (sz === 1 ? '' : `c${dims[j]} * ${st[j]}`)).filter(Boolean).join(' + ') || '0';
+      loop.push(`const ${v} = in${src.paramIndex}[${idx}];`);
+      return;
+    }
     loop.push(`const ${v} = ${expr(m, m.operands.map(read))};`);
   });
-  const out = read(body.outputs[0]);
-  return `${pre.join('\n')}\nfor (let i = 0; i < n; i++) {\n  ${loop.join('\n  ')}\n  out[i] = ${out};\n}`;
+  if (!reduce) {
+    return `${pre.join('\n')}\nfor (let i = 0; i < n; i++) {\n  ${loop.join('\n  ')}\n  out[i] = ${read(root)};\n}`;
+  }
+  const isMax = reduce.prim!.name === 'reduce_max';
+  const init = isMax ? '-Infinity' : '0';
+  const step = (acc: string, v: string): string =>
+    isMax ? `if (${v} > ${acc} || ${v} !== ${v}) { if (${acc} === ${acc}) ${acc} = ${v}; }` : `${acc} += ${v};`;
+  const axes = [...(reduce.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
+  const K = axes.reduce((a, d) => a * loopShape[d], 1);
+  const N = numel(reduce.shape);
+  const v = read(reduce.operands[0]);
+  if (axes[axes.length - 1] === loopShape.length - 1) {
+    // Trailing axes: each output is a contiguous row of K values.
+    return `${pre.join('\n')}\nfor (let o = 0; o < ${N}; o++) {\n  let acc = ${init};\n  for (let i = o * ${K}, e = i + ${K}; i < e; i++) {\n    ${loop.join('\n    ')}\n    ${step('acc', v)}\n  }\n  out[o] = acc;\n}`;
+  }
+  // Leading axes: accumulate K rows of N values into a float64 scratch row.
+  return `${pre.join('\n')}\nconst acc = scratch;\nacc.fill(${init});\nfor (let i = 0; i < ${K * N}; i++) {\n  const j = i % ${N};\n  ${loop.join('\n  ')}\n  let a = acc[j];\n  ${step('a', v)}\n  acc[j] = a;\n}\nfor (let j = 0; j < ${N}; j++) out[j] = acc[j];`;
 }
 
 export function compileKernel(body: HloComputation): FusedKernel {
-  return new Function('ins', 'out', 'n', kernelSource(body)) as FusedKernel;
+  const root = body.outputs[0];
+  const reduce = root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max';
+  const scratch = new Float64Array(reduce ? numel(root.shape) : 0);
+  const fn = new Function('ins', 'out', 'n', 'scratch', kernelSource(body)) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, scratch: Float64Array) => void;
+  return (ins, out, n) => fn(ins, out, n, scratch);
 }

@@ -26,6 +26,21 @@ describe('jit through xla-lite', () => {
     expect(rec[0].fusedKernels).toBeGreaterThan(0);
   });
 
+  it('fused reductions (leading and trailing axes) and broadcasts match eager', () => {
+    const f = (a: any, b: any) => [
+      np.sum(np.multiply(np.exp(a), b), { axis: 0 }),
+      np.max(np.add(np.tanh(a), np.sum(a, { axis: 1, keepdims: true })), { axis: 1 }),
+      np.divide(a, np.sqrt(np.add(np.mean(np.square(a), { axis: -1, keepdims: true }), 1e-6))),
+    ];
+    const a = np.array([[1, -2, 3, 0.5], [4, -1, 0.25, 2], [-3, 1, 1, 1]], 'float32');
+    const b = np.array([0.5, 1, -1, 2], 'float32');
+    const compiled = jit(f).lower(a, b).compile();
+    expect(compiled.stats.fusedKernels).toBeGreaterThanOrEqual(3);
+    const got = compiled.call([a, b]);
+    const want = f(a, b);
+    got.forEach((g, k) => expectAllclose(g, want[k]));
+  });
+
   it('runs control flow (cond, scan, while) and matches eager', () => {
     const condScan = (x: any) => {
       const c = lax.cond(np.greater(np.sum(x), 0), (v: any) => np.sin(v), (v: any) => np.cos(v), x);

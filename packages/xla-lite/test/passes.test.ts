@@ -133,9 +133,11 @@ describe('elementwise fusion', () => {
     const mod = new HloModule('m', c);
     expect(fuseElementwise(c, mod)).toBe(1);
     dce(c);
-    expect(prims(c)).toEqual(['parameter', 'parameter', 'constant', 'fusion', 'reduce_sum']);
+    // The reduction joins too (an input fusion rooted at the reduce).
+    expect(prims(c)).toEqual(['parameter', 'parameter', 'constant', 'fusion']);
     const f = c.instructions[3];
-    expect(f.called[0].instructions.filter((i) => i.opcode !== 'parameter')).toHaveLength(6);
+    expect(f.params.kind).toBe('kInput');
+    expect(f.called[0].instructions.filter((i) => i.opcode !== 'parameter')).toHaveLength(7);
     expect(kernelSource(f.called[0])).toContain('Math.tanh');
   });
   it('does not fuse through a value used outside the group, nor across shapes', () => {
@@ -153,7 +155,23 @@ describe('elementwise fusion', () => {
     const p = b2.param(f32(2, 3));
     const q = b2.op('reduce_sum', [b2.op('exp', [p])], { axes: [1] });
     const c2 = b2.out(b2.op('neg', [q]));
-    expect(fuseElementwise(c2)).toBe(0);
+    expect(fuseElementwise(c2)).toBe(1); // exp into the reduction; neg (other shape) stays out
+    dce(c2);
+    expect(prims(c2)).toEqual(['parameter', 'fusion', 'neg']);
+  });
+  it('fuses broadcasts of non-scalars and reductions over leading axes', () => {
+    const b = new B();
+    const x = b.param(f32(3, 4));
+    const bias = b.param(f32(4));
+    const bb = b.op('broadcast_in_dim', [bias], { shape: [3, 4], broadcastDimensions: [1] });
+    const r = b.op('reduce_sum', [b.op('mul', [b.op('exp', [x]), bb])], { axes: [0] });
+    const c = b.out(r);
+    expect(fuseElementwise(c)).toBe(1);
+    dce(c);
+    expect(prims(c)).toEqual(['parameter', 'parameter', 'fusion']);
+    const src = kernelSource(c.instructions[2].called[0]);
+    expect(src).toContain('c1 * 1');
+    expect(src).toContain('scratch');
   });
   it('leaves non-float32 arithmetic unfused', () => {
     const b = new B();

@@ -14,13 +14,12 @@ export const FUSIBLE_UNARY = new Set(['neg', 'exp', 'log', 'tanh', 'logistic', '
 export const FUSIBLE_BINARY = new Set(['add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n']);
 const COMPARE = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
 
-/** Whether an instruction can be a member of an elementwise fusion. */
+/** Whether an instruction can be a member of an elementwise (loop) fusion. */
 export function isFusible(i: HloInstruction): boolean {
   const name = i.prim?.name;
   if (!name || i.isTuple || i.called.length) return false;
   if (!FUSIBLE_UNARY.has(name) && !FUSIBLE_BINARY.has(name)) return false;
   const out = i.shape;
-  const n = numel(out);
   if (name === 'select_n') {
     if (i.operands.length !== 3 || i.operands[0].shape.dtype !== 'bool') return false;
   }
@@ -28,36 +27,55 @@ export function isFusible(i: HloInstruction): boolean {
     if (out.dtype !== 'bool' || i.operands.some((o) => o.shape.dtype !== 'float32')) return false;
   } else if (out.dtype !== 'float32') return false;
   if (name === 'convert_element_type' && !['float32', 'bool'].includes(i.operands[0].shape.dtype)) return false;
-  if (name === 'broadcast_in_dim') return numel(i.operands[0].shape) === 1 && i.operands[0].shape.dtype === 'float32';
+  if (name === 'broadcast_in_dim') return i.operands[0].shape.dtype === 'float32';
   // Every operand is elementwise-aligned with the output, or a scalar (read at index 0).
   return i.operands.every((o) => !o.isTuple && (numel(o.shape) === 1 || o.shape.shape.join() === out.shape.join()) && (o.shape.dtype === 'float32' || o.shape.dtype === 'bool'));
 }
 
+/** Reductions the kernel generator fuses with their producers: float32 sum/max over a leading or trailing run of axes. */
+export function isFusibleReduce(i: HloInstruction): boolean {
+  const name = i.prim?.name;
+  if ((name !== 'reduce_sum' && name !== 'reduce_max') || i.isTuple || i.shape.dtype !== 'float32') return false;
+  const x = i.operands[0].shape;
+  if (x.dtype !== 'float32') return false;
+  const axes = [...((i.params as { axes: readonly number[] }).axes)].sort((a, b) => a - b);
+  if (axes.length === 0) return false;
+  const contiguous = axes.every((a, k) => k === 0 || a === axes[k - 1] + 1);
+  return contiguous && (axes[0] === 0 || axes[axes.length - 1] === x.shape.length - 1);
+}
+
 let fusionCounter = 0;
 
-/** Fuses elementwise groups of `c`; returns the number of fusion instructions created. */
-export function fuseElementwise(c: HloComputation, mod?: HloModule): number {
+/**
+ * Fuses elementwise groups of `c` (and reductions with their elementwise producers); returns
+ * the number of fusion instructions created. `minSize` is the smallest group worth a kernel.
+ */
+export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2): number {
   const users = c.users();
   const group = new Map<HloInstruction, number>();
   const roots: HloInstruction[] = [];
+  /** The shape each group's loop runs over (the root's, or a reduction's operand's). */
+  const loopShape: string[] = [];
   for (let k = c.instructions.length - 1; k >= 0; k--) {
     const i = c.instructions[k];
-    if (!isFusible(i)) continue;
+    const reduce = isFusibleReduce(i);
+    if (!reduce && !isFusible(i)) continue;
     const us = users.get(i)!;
-    const g = us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
-    const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === roots[g].shape.shape.join();
+    const g = !reduce && us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
+    const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === loopShape[g];
     if (joins) group.set(i, g);
     else {
       group.set(i, roots.length);
       roots.push(i);
+      loopShape.push((reduce ? i.operands[0].shape : i.shape).shape.join());
     }
   }
   const members: HloInstruction[][] = roots.map(() => []);
   for (const i of c.instructions) if (group.has(i)) members[group.get(i)!].push(i);
   let made = 0;
   members.forEach((ms, g) => {
-    if (ms.length < 2) return;
     const root = roots[g];
+    if (ms.length < minSize) return;
     const inGroup = new Set(ms);
     const body = new Comp(`fused_computation.${fusionCounter++}`);
     const map = new Map<HloInstruction, HloInstruction>();
@@ -77,7 +95,7 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule): number {
       map.set(m, copy);
     }
     body.outputs = [map.get(root)!];
-    const fusion = new HloInstruction('fusion', root.shapes, externals, { kind: 'kLoop' }, null);
+    const fusion = new HloInstruction('fusion', root.shapes, externals, { kind: isFusibleReduce(root) ? 'kInput' : 'kLoop' }, null);
     fusion.called = [body];
     c.instructions = c.instructions.filter((i) => !inGroup.has(i) || i === root);
     c.instructions[c.instructions.indexOf(root)] = fusion;
