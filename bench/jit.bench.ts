@@ -131,7 +131,7 @@ function run(backend: string): void {
     console.log(`  jit op-by-op      ${med(to).toFixed(0)} ms  (core jit, no compiler)`);
     console.log(`  first jit call    ${first.toFixed(0)} ms, of which compile ${compileMs.toFixed(0)} ms (${compiles.length} compilation${compiles.length === 1 ? '' : 's'})`);
     console.log(`  cache             ${stats.hits} hits, ${stats.misses} misses, ${stats.recompiles} recompiles over ${ROUNDS + 1} steps`);
-    console.log(`  fused kernels     ${fused.stats.fusedKernels} per step (${fused.stats.primitiveOps} other ops); unfused program runs ${unfused.stats.primitiveOps} ops`);
+    console.log(`  fused kernels     ${fused.stats.fusedKernels} generated kernels per step (${fused.stats.multiOpFusions} fusing 2+ ops, ${fused.stats.fusedOps} ops in all) + ${fused.stats.primitiveOps} other ops; the unfused program runs ${unfused.stats.primitiveOps} ops`);
     console.log(`  bytes moved/step  fused ${MB(cf.bytesAccessed)} MB vs unfused ${MB(cu.bytesAccessed)} MB (${(cu.bytesAccessed / cf.bytesAccessed).toFixed(2)}x less); unoptimised ${MB(raw.bytesAccessed)} MB`);
     console.log(`  modelled v5e      fused ${(cf.seconds * 1e6).toFixed(0)} us vs unfused ${(cu.seconds * 1e6).toFixed(0)} us; ${(cf.flops / 1e9).toFixed(2)} GFLOP, ${(cf.transcendentals / 1e6).toFixed(1)} M transcendentals`);
     console.log(`  memory            args ${MB(mf.argumentBytes)} MB, out ${MB(mf.outputBytes)} MB, temp ${MB(mf.tempBytes)} MB (no reuse: ${MB(mf.tempBytesNoReuse)} MB), peak ${MB(mf.peakBytes)} MB; unfused temp ${MB(mu.tempBytes)} MB`);

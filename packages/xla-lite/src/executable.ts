@@ -19,8 +19,12 @@ type Step =
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction };
 
 export interface ExecutableStats {
-  /** Fusion kernels executed per call. */
+  /** Generated kernels executed per call (fusions, including single-op ones). */
   fusedKernels: number;
+  /** Of those, kernels that fuse two or more ops. */
+  multiOpFusions: number;
+  /** Ops executed inside generated kernels. */
+  fusedOps: number;
   /** Instructions run as core primitives per call. */
   primitiveOps: number;
 }
@@ -84,5 +88,8 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
   };
   const fusedKernels = steps.filter((s) => s.kind === 'fusion').length;
   const primitiveOps = steps.filter((s) => s.kind === 'prim').length;
-  return { run, stats: { fusedKernels, primitiveOps } };
+  const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
+  const multiOpFusions = bodies.filter((n) => n > 1).length;
+  const fusedOps = bodies.reduce((a, b) => a + b, 0);
+  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps } };
 }

@@ -16,6 +16,11 @@ export interface PipelineOptions {
   fuse?: boolean;
   /** Run the simplification passes (default true). */
   simplify?: boolean;
+  /**
+   * Smallest group that gets a generated kernel (default 1: a lone elementwise op or reduction
+   * also runs as a generated single-pass loop, which beats the generic primitive kernels).
+   */
+  minFusionSize?: number;
 }
 
 export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'fusion', number>;
@@ -37,7 +42,7 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
     }
   } else stats.dce += dce(c);
   if (opts.fuse !== false) {
-    stats.fusion = fuseElementwise(c, mod);
+    stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1);
     stats.dce += dce(c);
   }
   return stats;

@@ -26,6 +26,20 @@ describe('jit through xla-lite', () => {
     expect(rec[0].fusedKernels).toBeGreaterThan(0);
   });
 
+  it('dot/broadcast/reduce rewrites keep batched-matmul grads equal to eager', () => {
+    const f = (x: any, w: any) => np.sum(np.tanh(np.matmul(x, w)));
+    const xb = np.array(Float32Array.from({ length: 2 * 3 * 4 }, (_, i) => Math.sin(i)), 'float32').reshape([2, 3, 4]);
+    const wb = np.array(Float32Array.from({ length: 4 * 5 }, (_, i) => Math.cos(i)), 'float32').reshape([4, 5]);
+    const g = grad(f, { argnums: [0, 1] });
+    const lowered = jit(g).lower(xb, wb);
+    const compiled = lowered.compile();
+    expect(compiled.passStats.algebraic).toBeGreaterThan(0);
+    const got = compiled.call([xb, wb]);
+    const want = g(xb, wb) as any[];
+    expectAllclose(got[0], want[0], { rtol: 1e-5, atol: 1e-5 });
+    expectAllclose(got[1], want[1], { rtol: 1e-5, atol: 1e-5 });
+  });
+
   it('fused reductions (leading and trailing axes) and broadcasts match eager', () => {
     const f = (a: any, b: any) => [
       np.sum(np.multiply(np.exp(a), b), { axis: 0 }),

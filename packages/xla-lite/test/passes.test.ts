@@ -119,6 +119,60 @@ describe('algebraic simplification', () => {
   });
 });
 
+describe('algebraic simplification of dots, broadcasts and reductions', () => {
+  const dn = (lc: number[], rc: number[], lb: number[] = [], rb: number[] = []) => ({ dimensionNumbers: [[lc, rc], [lb, rb]], precision: null, preferredElementType: null });
+  it('dot with a batch-broadcast weight becomes a plain dot', () => {
+    const b = new B();
+    const x = b.param(f32(4, 8, 16));
+    const w = b.param(f32(16, 32));
+    const wb = b.op('broadcast_in_dim', [w], { shape: [4, 16, 32], broadcastDimensions: [1, 2] });
+    const d = b.op('dot_general', [x, wb], dn([2], [1], [0], [0]));
+    const c = b.out(d);
+    expect(algebraicSimplify(c)).toBe(1);
+    dce(c);
+    const o = c.outputs[0];
+    expect(o.operands).toEqual([x, w]);
+    expect(o.params.dimensionNumbers).toEqual([[[2], [0]], [[], []]]);
+    expect(o.shape.shape).toEqual([4, 8, 32]);
+  });
+  it('leaves a dot whose rhs broadcast does not only add batch dims', () => {
+    const b = new B();
+    const x = b.param(f32(4, 8, 16));
+    const w = b.param(f32(4, 16));
+    const wb = b.op('broadcast_in_dim', [w], { shape: [4, 16, 32], broadcastDimensions: [0, 1] });
+    const c = b.out(b.op('dot_general', [x, wb], dn([2], [1], [0], [0])));
+    expect(algebraicSimplify(c)).toBe(0);
+  });
+  it('reduce_sum over the batch dims of a dot contracts them', () => {
+    const b = new B();
+    const x = b.param(f32(4, 8, 16));
+    const g = b.param(f32(4, 8, 32));
+    const d = b.op('dot_general', [x, g], dn([1], [1], [0], [0])); // [4,16,32]
+    const c = b.out(b.op('reduce_sum', [d], { axes: [0] }));
+    expect(algebraicSimplify(c)).toBe(1);
+    dce(c);
+    expect(c.outputs[0].prim?.name).toBe('dot_general');
+    expect(c.outputs[0].params.dimensionNumbers).toEqual([[[1, 0], [1, 0]], [[], []]]);
+    expect(c.outputs[0].shape.shape).toEqual([16, 32]);
+  });
+  it('transpose of a broadcast becomes a broadcast (of a smaller transpose when needed)', () => {
+    const b = new B();
+    const w = b.param(f32(16, 32));
+    const wb = b.op('broadcast_in_dim', [w], { shape: [4, 16, 32], broadcastDimensions: [1, 2] });
+    const c = b.out(b.op('transpose', [wb], { permutation: [0, 2, 1] }), b.op('transpose', [wb], { permutation: [1, 0, 2] }));
+    algebraicSimplify(c);
+    dce(c);
+    const [o1, o2] = c.outputs;
+    expect(o1.prim?.name).toBe('broadcast_in_dim');
+    expect(o1.operands[0].prim?.name).toBe('transpose');
+    expect(o1.operands[0].shape.shape).toEqual([32, 16]);
+    expect(o1.params.broadcastDimensions).toEqual([1, 2]);
+    expect(o2.prim?.name).toBe('broadcast_in_dim');
+    expect(o2.operands[0]).toBe(w);
+    expect(o2.params.broadcastDimensions).toEqual([0, 2]);
+  });
+});
+
 describe('elementwise fusion', () => {
   it('fuses a DAG of elementwise ops (with a scalar broadcast) into one kernel', () => {
     const b = new B();

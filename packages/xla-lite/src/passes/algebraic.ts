@@ -5,7 +5,13 @@
  *   transpose(transpose(x)) -> one transpose; identity transpose -> x;
  *   reshape(reshape(x)) -> one reshape; reshape to the same shape -> x;
  *   broadcast(broadcast(x)) -> one broadcast; identity broadcast -> x;
- *   convert to the same type -> x.
+ *   convert to the same type -> x;
+ *   transpose(broadcast(x)) -> broadcast(x) (or broadcast of a smaller transpose of x);
+ *   dot_general(a, broadcast(w)) whose batch dims only come from the broadcast -> a plain
+ *   dot_general(a, w): the weight is not replicated per batch element and the GEMM gets
+ *   taller (the mirror case, broadcast on the left, is not rewritten);
+ *   reduce_sum over all batch dims of a dot_general -> a dot_general contracting them too
+ *   (the transpose of the previous rewrite, as backprop produces it).
  * A "one"/"zero" is a constant whose elements all equal it, or a broadcast of one. Returns the
  * number of rewrites; run to a fixed point by the pipeline.
  */
@@ -27,6 +33,60 @@ function splat(i: HloInstruction): number | null {
 const sameType = (a: HloInstruction, b: HloInstruction): boolean =>
   !a.isTuple && !b.isTuple && a.shape.dtype === b.shape.dtype && a.shape.shape.join() === b.shape.shape.join() && a.shape.weakType === b.shape.weakType;
 
+const isIota = (xs: readonly number[]): boolean => xs.every((d, k) => d === k);
+const increasing = (xs: readonly number[]): boolean => xs.every((d, k) => k === 0 || d > xs[k - 1]);
+
+function make(proto: HloInstruction, opcode: string, operands: HloInstruction[], params: Record<string, unknown>): HloInstruction {
+  const prim = proto.prim!;
+  return new HloInstruction(opcode, prim.abstractEval(operands.map((o) => o.shape), params), operands, params, prim);
+}
+
+/** dot_general(a, broadcast(w)) -> dot_general(a, w) when the rhs batch dims are exactly the broadcast's new dims. */
+function dotOfBroadcast(i: HloInstruction): HloInstruction | null {
+  const p = i.params as { dimensionNumbers: [[number[], number[]], [number[], number[]]]; precision: unknown; preferredElementType: unknown };
+  const [[lc, rc], [lb, rb]] = p.dimensionNumbers;
+  if (lb.length === 0) return null;
+  const bc = i.operands[1];
+  if (bc.prim?.name !== 'broadcast_in_dim') return null;
+  const w = bc.operands[0];
+  const dims = (bc.params as { broadcastDimensions: number[] }).broadcastDimensions;
+  const added = bc.shape.shape.map((_, d) => d).filter((d) => !dims.includes(d));
+  // The broadcast adds exactly the batch dims (leading, in order on both sides) and copies the
+  // rest; then output [batch, lhs free, rhs free] == [lhs free incl. batch, w free].
+  if (!isIota(rb) || !isIota(lb) || added.join() !== rb.join() || !increasing(dims)) return null;
+  if (dims.some((d, j) => w.shape.shape[j] !== bc.shape.shape[d])) return null;
+  const wC = rc.map((d) => dims.indexOf(d));
+  return make(i, 'dot', [i.operands[0], w], { ...p, dimensionNumbers: [[lc, wC], [[], []]] });
+}
+
+/** reduce_sum over exactly the batch dims of a dot_general -> contract them instead. */
+function reduceOfDot(i: HloInstruction, users: Map<HloInstruction, (HloInstruction | null)[]> | null): HloInstruction | null {
+  const d = i.operands[0];
+  if (d.prim?.name !== 'dot_general' || !users || users.get(d)?.length !== 1) return null;
+  const p = d.params as { dimensionNumbers: [[number[], number[]], [number[], number[]]] };
+  const [[lc, rc], [lb, rb]] = p.dimensionNumbers;
+  const axes = [...(i.params as { axes: number[] }).axes].sort((a, b) => a - b);
+  if (lb.length === 0 || !isIota(axes) || axes.length !== lb.length) return null;
+  return make(d, 'dot', d.operands, { ...d.params, dimensionNumbers: [[[...lc, ...lb], [...rc, ...rb]], [[], []]] });
+}
+
+/** transpose(broadcast(x)) -> broadcast(x') with x' = x or a transpose of x (smaller). */
+function transposeOfBroadcast(i: HloInstruction): HloInstruction | null {
+  const bc = i.operands[0];
+  if (bc.prim?.name !== 'broadcast_in_dim') return null;
+  const perm = (i.params as { permutation: number[] }).permutation;
+  const dims = (bc.params as { broadcastDimensions: number[] }).broadcastDimensions;
+  const x = bc.operands[0];
+  const newDims = dims.map((d) => perm.indexOf(d));
+  const order = newDims.map((_, j) => j).sort((a, b) => newDims[a] - newDims[b]);
+  const bcProto = bc;
+  let src = x;
+  if (!isIota(order)) src = make(i, 'transpose', [x], { permutation: order });
+  return make(bcProto, 'broadcast', [src], { shape: i.shape.shape, broadcastDimensions: order.map((j) => newDims[j]) });
+}
+
+let currentUsers: Map<HloInstruction, (HloInstruction | null)[]> | null = null;
+
 function simplifyOne(i: HloInstruction): HloInstruction | null {
   const name = i.prim?.name;
   const [a, b] = i.operands;
@@ -44,9 +104,14 @@ function simplifyOne(i: HloInstruction): HloInstruction | null {
       return splat(b) === 0 && sameType(a, i) ? a : null;
     case 'div':
       return splat(b) === 1 && sameType(a, i) ? a : null;
+    case 'dot_general':
+      return dotOfBroadcast(i);
+    case 'reduce_sum':
+      return reduceOfDot(i, currentUsers);
     case 'transpose': {
       const perm: number[] = p.permutation;
       if (perm.every((d, k) => d === k)) return a;
+      if (a.prim?.name === 'broadcast_in_dim') return transposeOfBroadcast(i);
       if (a.prim?.name === 'transpose') {
         const inner: number[] = (a.params as any).permutation;
         return new HloInstruction('transpose', i.shapes, [a.operands[0]], { permutation: perm.map((d) => inner[d]) }, i.prim);
@@ -75,13 +140,15 @@ function simplifyOne(i: HloInstruction): HloInstruction | null {
 
 export function algebraicSimplify(c: HloComputation): number {
   let n = 0;
+  currentUsers = c.users();
   for (const i of [...c.instructions]) {
     const r = simplifyOne(i);
     if (!r) continue;
-    if (!c.instructions.includes(r)) c.instructions.splice(c.instructions.indexOf(i), 0, r);
+    for (const extra of [...r.operands, r]) if (!c.instructions.includes(extra)) c.instructions.splice(c.instructions.indexOf(i), 0, extra);
     c.replaceUses(i, r);
     n++;
   }
+  currentUsers = null;
   if (n) c.sort();
   return n;
 }
