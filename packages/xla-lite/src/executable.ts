@@ -4,7 +4,8 @@
  * constants are their literals, a `fusion` runs its generated single-pass kernel over the
  * operands' storage (see `kernel.ts`), `get-tuple-element` picks an output, and every other
  * instruction (dots, reductions, data movement, control flow with its sub-jaxprs) runs as its
- * core primitive on the current backend, so results agree with eager execution.
+ * core primitive on the current backend, so results agree with eager execution. Operand lists
+ * are preallocated per step; the only allocations per call are the result buffers themselves.
  */
 import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
 import type { HloInstruction, HloModule } from './hlo';
@@ -15,8 +16,8 @@ type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
-  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction };
+  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[] }
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[] };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
@@ -43,10 +44,10 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
       case 'get-tuple-element':
         return { kind: 'gte', out: k, src: ins[0], index: (i.params as { index: number }).index };
       case 'fusion':
-        return { kind: 'fusion', out: k, ins, kernel: compileKernel(i.called[0]), inst: i };
+        return { kind: 'fusion', out: k, ins, kernel: compileKernel(i.called[0]), inst: i, buf: new globalThis.Array(ins.length) };
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
-        return { kind: 'prim', out: k, ins, inst: i };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length) };
     }
   });
   const outSlots = c.outputs.map((o) => slot.get(o)!);
@@ -69,14 +70,18 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
           const sh = s.inst.shape;
           const n = numel(sh);
           const out = sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n);
-          s.kernel(s.ins.map((k) => toStorage(vals[k] as Array) as ArrayLike<number>), out, n);
+          for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
+          s.kernel(s.buf, out, n);
+          s.buf.fill(null as never);
           let r = fromStorage(out, sh.shape, sh.dtype);
           if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
           vals[s.out] = r;
           break;
         }
         case 'prim': {
-          const outs = evalPrimitive(s.inst.prim!, s.ins.map((k) => vals[k] as Array), s.inst.params);
+          for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
+          const outs = evalPrimitive(s.inst.prim!, s.buf, s.inst.params);
+          s.buf.fill(null as never);
           vals[s.out] = s.inst.isTuple ? outs : outs[0];
           break;
         }
