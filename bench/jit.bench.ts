@@ -5,7 +5,8 @@
  * recompiles across the timed steps, fused-kernel count, and modelled bytes moved per step
  * (xla-lite's cost analysis) fused vs unfused. Config from the issue by default (vocab 256,
  * d_model 128, 4 layers, 4 heads, MLP 512, context 128, batch 16); override with env
- * JIT_BENCH_SMALL=1 (batch 4, context 32, 2 layers) and JIT_BENCH_ROUNDS (default 5).
+ * JIT_BENCH_SMALL=1 (batch 4, context 32, 2 layers), JIT_BENCH_ROUNDS (default 5) and
+ * JIT_BENCH_STEPS (default 100: jit-only steps with fresh data, counting recompiles).
  */
 import { type Array, jit as coreJit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
 import { compileLog, jit, Lowered, useXla } from '@tpukit/xla-lite';
@@ -19,6 +20,7 @@ const F = 512;
 const T = SMALL ? 32 : 128;
 const B = SMALL ? 4 : 16;
 const ROUNDS = Number(process.env.JIT_BENCH_ROUNDS ?? 5);
+const STEPS = Number(process.env.JIT_BENCH_STEPS ?? 100);
 
 function rand(shape: number[], seed: number, s: number): Array {
   const n = shape.reduce((a, b) => a * b, 1);
@@ -114,6 +116,9 @@ function run(backend: string): void {
       to.push(c);
       ratio.push(a / b);
     }
+    // A training-length run with fixed shapes and fresh data: must not recompile.
+    const tSteps: number[] = [];
+    for (let s = 0; s < STEPS; s++) tSteps.push(time(step(jvg, 100 + s)));
     const stats = jvg.compileStats();
     // Bytes moved per step, modelled: unoptimised program vs optimised unfused vs optimised fused.
     const lowered: Lowered = jvg.lower(params, tok(0), tok(1));
@@ -130,7 +135,7 @@ function run(backend: string): void {
     console.log(`  jit step (xla)    ${med(tj).toFixed(0)} ms  -> eager/jit ${med(ratio).toFixed(2)}x (median per-round ratio)`);
     console.log(`  jit op-by-op      ${med(to).toFixed(0)} ms  (core jit, no compiler)`);
     console.log(`  first jit call    ${first.toFixed(0)} ms, of which compile ${compileMs.toFixed(0)} ms (${compiles.length} compilation${compiles.length === 1 ? '' : 's'})`);
-    console.log(`  cache             ${stats.hits} hits, ${stats.misses} misses, ${stats.recompiles} recompiles over ${ROUNDS + 1} steps`);
+    console.log(`  cache             ${stats.hits} hits, ${stats.misses} misses, ${stats.recompiles} recompiles over ${ROUNDS + 1 + STEPS} jit steps (${STEPS}-step run: median ${med(tSteps).toFixed(0)} ms/step)`);
     console.log(`  fused kernels     ${fused.stats.fusedKernels} generated kernels per step (${fused.stats.multiOpFusions} fusing 2+ ops, ${fused.stats.fusedOps} ops in all) + ${fused.stats.primitiveOps} other ops; the unfused program runs ${unfused.stats.primitiveOps} ops`);
     console.log(`  bytes moved/step  fused ${MB(cf.bytesAccessed)} MB vs unfused ${MB(cu.bytesAccessed)} MB (${(cu.bytesAccessed / cf.bytesAccessed).toFixed(2)}x less); unoptimised ${MB(raw.bytesAccessed)} MB`);
     console.log(`  modelled v5e      fused ${(cf.seconds * 1e6).toFixed(0)} us vs unfused ${(cu.seconds * 1e6).toFixed(0)} us; ${(cf.flops / 1e9).toFixed(2)} GFLOP, ${(cf.transcendentals / 1e6).toFixed(1)} M transcendentals`);

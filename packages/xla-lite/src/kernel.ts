@@ -131,6 +131,11 @@ export function kernelSource(body: HloComputation): string {
     names.set(m, v);
     if (m.prim!.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1) {
       const src = m.operands[0];
+      if (numel(src.shape) === numel(m.shape)) {
+        // Adds only size-1 dims: the same elements in the same order.
+        loop.push(`const ${v} = ${read(src)};`);
+        return;
+      }
       const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
       const st = stridesOf(src.shape.shape);
       const idx = src.shape.shape.map((sz, j) => (sz === 1 ? '' : `c${dims[j]} * ${st[j]}`)).filter(Boolean).join(' + ') || '0';

@@ -1,6 +1,6 @@
 // Each pass on hand-written HLO: what it rewrites, and what it must leave alone.
 import { describe, expect, it } from 'vitest';
-import { algebraicSimplify, assignBuffers, constantFold, cse, dce, fuseElementwise, HloModule, kernelSource } from '../src/index';
+import { algebraicSimplify, assignBuffers, compileKernel, constantFold, cse, dce, fuseElementwise, HloModule, kernelSource } from '../src/index';
 import { B, f32, prims, ty } from './build';
 
 describe('dce', () => {
@@ -226,6 +226,21 @@ describe('elementwise fusion', () => {
     const src = kernelSource(c.instructions[2].called[0]);
     expect(src).toContain('c1 * 1');
     expect(src).toContain('scratch');
+  });
+  it('runs a broadcast that only adds size-1 dims inside a fusion', () => {
+    const b = new B();
+    const x = b.param(f32(2, 3));
+    const e = b.op('exp', [x]);
+    const bc = b.op('broadcast_in_dim', [e], { shape: [1, 2, 3], broadcastDimensions: [1, 2] });
+    const c = b.out(b.op('neg', [bc]));
+    fuseElementwise(c);
+    dce(c);
+    const fusion = c.instructions.find((i) => i.opcode === 'fusion')!;
+    const out = new Float32Array(6);
+    compileKernel(fusion.called[0])([Float32Array.from([0, 1, 2, 3, 4, 5])], out, 6);
+    // exp has another shape than the loop, so it is an input; the broadcast reads it in order.
+    expect(fusion.operands[0]).toBe(e);
+    expect(Array.from(out)).toEqual([-0, -1, -2, -3, -4, -5]);
   });
   it('leaves non-float32 arithmetic unfused', () => {
     const b = new B();
