@@ -5,7 +5,8 @@
  * Importing @tpukit/xla-lite installs it; `useXla(false)` goes back to op-by-op execution.
  */
 import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core';
-import { Lowered } from './compiled';
+import { Compiled, Lowered } from './compiled';
+import { cacheKey, getCacheDir, loadModule, storeModule } from './diskCache';
 import type { PipelineOptions } from './pipeline';
 
 export interface CompileRecord {
@@ -13,6 +14,8 @@ export interface CompileRecord {
   readonly ms: number;
   readonly instructions: number;
   readonly fusedKernels: number;
+  /** Loaded from the persistent cache (`setCacheDir`) instead of running the passes. */
+  readonly fromDisk: boolean;
 }
 
 const records: CompileRecord[] = [];
@@ -36,8 +39,15 @@ export const xlaCompiler: Compiler = {
   name: 'xla-lite',
   compile(jaxpr, { name, donateArgnums }): Executable {
     const t0 = performance.now();
-    const c = new Lowered(jaxpr, name, donateArgnums).compile({ ...pipeline, donateArgnums });
-    records.push({ name, ms: performance.now() - t0, instructions: c.module.entry.instructions.length, fusedKernels: c.stats.fusedKernels });
+    const key = getCacheDir() === null ? null : cacheKey(jaxpr, { pipeline, donateArgnums });
+    const cached = key === null ? null : loadModule(key);
+    let c: Compiled;
+    if (cached) c = new Compiled(cached, name, donateArgnums, pipeline, true);
+    else {
+      c = new Lowered(jaxpr, name, donateArgnums).compile({ ...pipeline, donateArgnums });
+      if (key !== null) storeModule(key, c.module);
+    }
+    records.push({ name, ms: performance.now() - t0, instructions: c.module.entry.instructions.length, fusedKernels: c.stats.fusedKernels, fromDisk: cached !== null });
     return (args) => c.call(args);
   },
 };

@@ -10,6 +10,7 @@ export { type CostAnalysis, computationCost, type MemoryAnalysis, memoryAnalysis
 export { Compiled, type CompileOptions, Lowered } from './compiled';
 export { clearCompileLog, type CompileRecord, compileLog, setPipelineOptions, useXla, xlaCompiler } from './compiler';
 export { disableJit, isJitDisabled } from './disable';
+export { cacheKey, diskCacheStats, getCacheDir, setCacheDir } from './diskCache';
 export { type ExecutableStats, buildExecutable } from './executable';
 export { bytesOf, HloComputation, HloInstruction, HloModule, numel } from './hlo';
 export { type CompileStats, jit, lower, type XlaJitOptions, type XlaJitted } from './jit';

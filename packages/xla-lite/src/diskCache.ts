@@ -1,0 +1,145 @@
+/**
+ * The persistent compilation cache (`setCacheDir(dir)`), as JAX's `jax_compilation_cache_dir`:
+ * an optimised module is written to `<dir>/<key>.json`, where the key hashes the jaxpr's text
+ * (which spells out every equation, parameter, literal and type), the pipeline options and the
+ * donated arguments, so a second process (or a retrace) loads it and skips the passes. Modules
+ * whose instructions carry parameters that do not survive JSON (sub-jaxprs of control flow,
+ * functions of custom rules) are not cached; `diskCacheStats()` counts them.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type ClosedJaxpr, type DType, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { HloComputation, HloInstruction, HloModule } from './hlo';
+
+const FORMAT = 'xla-lite-module-v1';
+let dir: string | null = null;
+const stats = { hits: 0, misses: 0, writes: 0, uncacheable: 0 };
+
+/** Sets (or, with null, unsets) the directory of the persistent compilation cache. */
+export function setCacheDir(path: string | null): void {
+  if (path !== null) mkdirSync(path, { recursive: true });
+  dir = path;
+}
+
+export function getCacheDir(): string | null {
+  return dir;
+}
+
+export function diskCacheStats(): Readonly<typeof stats> {
+  return { ...stats };
+}
+
+export function cacheKey(jaxpr: ClosedJaxpr, extra: unknown): string {
+  const avals = jaxpr.inAvals.map((a) => `${a.dtype}[${a.shape.join(',')}]${a.weakType ? 'w' : ''}`).join(';');
+  return createHash('sha256').update(`${FORMAT}\n${jaxpr.toString()}\n${avals}\n${JSON.stringify(extra)}`).digest('hex').slice(0, 40);
+}
+
+interface InstJson {
+  opcode: string;
+  prim: string | null;
+  shapes: ShapedArray[];
+  operands: number[];
+  params: Record<string, unknown>;
+  paramIndex: number;
+  literal: { dtype: DType; shape: number[]; data: number[] } | null;
+  called: number[];
+}
+interface CompJson {
+  name: string;
+  instructions: InstJson[];
+  outputs: number[];
+}
+
+const jsonSafe = (v: unknown): boolean => {
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return true;
+  if (typeof v === 'number') return Number.isFinite(v);
+  if (Array.isArray(v)) return v.every(jsonSafe);
+  if (typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) return Object.values(v as object).every((x) => x === undefined || jsonSafe(x));
+  return false;
+};
+
+function serialize(mod: HloModule): string | null {
+  const comps = mod.reachable();
+  const out: CompJson[] = [];
+  for (const c of comps) {
+    const idx = new Map(c.instructions.map((i, k) => [i, k]));
+    const insts: InstJson[] = [];
+    for (const i of c.instructions) {
+      if (!jsonSafe(i.params)) return null;
+      insts.push({
+        opcode: i.opcode,
+        prim: i.prim?.name ?? null,
+        shapes: i.shapes.map((s) => ({ shape: [...s.shape], dtype: s.dtype, weakType: s.weakType })),
+        operands: i.operands.map((o) => idx.get(o)!),
+        params: i.params,
+        paramIndex: i.paramIndex,
+        literal: i.literal ? { dtype: i.literal.dtype, shape: [...i.literal.shape], data: Array.from(i.literal.dataSync() as ArrayLike<number>) } : null,
+        called: i.called.map((s) => comps.indexOf(s)),
+      });
+    }
+    out.push({ name: c.name, instructions: insts, outputs: c.outputs.map((o) => idx.get(o)!) });
+  }
+  return JSON.stringify({ format: FORMAT, name: mod.name, computations: out });
+}
+
+function deserialize(text: string): HloModule {
+  const j = JSON.parse(text) as { format: string; name: string; computations: CompJson[] };
+  if (j.format !== FORMAT) throw new Error(`xla-lite cache: unknown format ${j.format}`);
+  const comps: HloComputation[] = [];
+  for (const cj of j.computations) {
+    const c = new HloComputation(cj.name);
+    const built: HloInstruction[] = [];
+    for (const ij of cj.instructions) {
+      let i: HloInstruction;
+      if (ij.opcode === 'parameter') i = c.addParameter(ij.shapes[0]);
+      else {
+        i = new HloInstruction(ij.opcode, ij.shapes, ij.operands.map((k) => built[k]), ij.params, ij.prim ? getPrimitive(ij.prim) : null);
+        if (ij.literal) i.literal = np.array(ij.literal.data, ij.literal.dtype).reshape(ij.literal.shape);
+        i.called = ij.called.map((k) => comps[k]);
+        c.add(i);
+      }
+      built.push(i);
+    }
+    c.outputs = cj.outputs.map((k) => built[k]);
+    comps.push(c);
+  }
+  const mod = new HloModule(j.name, comps[comps.length - 1]);
+  mod.computations = comps;
+  return mod;
+}
+
+/** The cached optimised module for `key`, or null (no cache dir, not cached, unreadable). */
+export function loadModule(key: string): HloModule | null {
+  if (dir === null) return null;
+  let text: string;
+  try {
+    text = readFileSync(join(dir, `${key}.json`), 'utf8');
+  } catch {
+    stats.misses++;
+    return null;
+  }
+  try {
+    const m = deserialize(text);
+    stats.hits++;
+    return m;
+  } catch {
+    stats.misses++;
+    return null;
+  }
+}
+
+/** Writes an optimised module under `key` (atomically); false when it cannot be serialised. */
+export function storeModule(key: string, mod: HloModule): boolean {
+  if (dir === null) return false;
+  const text = serialize(mod);
+  if (text === null) {
+    stats.uncacheable++;
+    return false;
+  }
+  const tmp = join(dir, `${key}.${process.pid}.tmp`);
+  writeFileSync(tmp, text);
+  renameSync(tmp, join(dir, `${key}.json`));
+  stats.writes++;
+  return true;
+}
