@@ -1,6 +1,6 @@
 // End to end: jit through the xla-lite compiler equals eager; AOT objects; compile cache,
 // recompile explanations and warnings; disableJit; bad inputs named.
-import { getCompiler, grad, lax, nn, np, systolic, valueAndGrad } from '@tpukit/core';
+import { asArray, getCompiler, grad, jit as coreJit, lax, nn, np, systolic, valueAndGrad, vmap } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { expectAllclose } from './build';
 import { compileLog, disableJit, jit, lower, xlaCompiler } from '../src/index';
@@ -53,6 +53,20 @@ describe('jit through xla-lite', () => {
     const got = compiled.call([a, b]);
     const want = f(a, b);
     got.forEach((g, k) => expectAllclose(g, want[k]));
+  });
+
+  it('composes with vmap, grad and nested jit', () => {
+    const f = (v: any) => np.sum(np.multiply(np.tanh(v), np.exp(np.negative(v))));
+    expectAllclose(jit(vmap(f))(x), vmap(f)(x));
+    expectAllclose(vmap(jit(f))(x), vmap(f)(x));
+    expectAllclose(grad(jit(f))(x), grad(f)(x));
+    const outer = (v: any) => np.add(coreJit(f)(v), jit(f)(np.multiply(v, 2)));
+    expectAllclose(jit(outer)(x), outer(x));
+    // A weakly typed result (from a JS-number input) stays weak through a fused kernel.
+    const weakIn = asArray(2);
+    const wf = (v: any) => np.exp(np.multiply(v, 3));
+    expect(wf(weakIn).aval.weakType).toBe(true);
+    expect(jit(wf)(weakIn).aval).toEqual(wf(weakIn).aval);
   });
 
   it('runs control flow (cond, scan, while) and matches eager', () => {
