@@ -4,20 +4,22 @@
  * constants are their literals, a `fusion` runs its generated single-pass kernel over the
  * operands' storage (see `kernel.ts`), `get-tuple-element` picks an output, and every other
  * instruction (dots, reductions, data movement, control flow with its sub-jaxprs) runs as its
- * core primitive on the current backend, so results agree with eager execution. Operand lists
+ * core primitive on the current backend, so results agree with eager execution; control-flow
+ * bodies are routed through the compiler too (see `subprograms.ts`). Operand lists
  * are preallocated per step; the only allocations per call are the result buffers themselves.
  */
 import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { compileKernel, type FusedKernel } from './kernel';
+import { compileSubprograms } from './subprograms';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[] }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[] };
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
@@ -47,7 +49,7 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
         return { kind: 'fusion', out: k, ins, kernel: compileKernel(i.called[0]), inst: i, buf: new globalThis.Array(ins.length) };
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length) };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, i.params, name) };
     }
   });
   const outSlots = c.outputs.map((o) => slot.get(o)!);
@@ -80,7 +82,7 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
         }
         case 'prim': {
           for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
-          const outs = evalPrimitive(s.inst.prim!, s.buf, s.inst.params);
+          const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
           s.buf.fill(null as never);
           vals[s.out] = s.inst.isTuple ? outs : outs[0];
           break;

@@ -71,7 +71,7 @@ describe('jit through xla-lite', () => {
 
   it('runs control flow (cond, scan, while) and matches eager', () => {
     const condScan = (x: any) => {
-      const c = lax.cond(np.greater(np.sum(x), 0), (v: any) => np.sin(v), (v: any) => np.cos(v), x);
+      const c = lax.cond(np.greater(np.sum(x), 0), (v: any) => np.sin(np.multiply(v, 2)), (v: any) => np.cos(v), x);
       return lax.scan((h: any, r: any) => [np.tanh(np.add(h, r)), np.multiply(h, 2)], np.zeros([3]), c);
     };
     const f = (x: any) => {
@@ -79,8 +79,14 @@ describe('jit through xla-lite', () => {
       const n = lax.whileLoop((s: any) => np.less(s[0], 5), (s: any) => [np.add(s[0], 1), np.multiply(s[1], 1.5)], [np.array(0, 'int32'), carry]);
       return [n[1], ys];
     };
+    const n0 = compileLog().length;
     const [a, b] = jit(f)(x);
     const [ea, eb] = f(x);
+    // The scan body, the cond branches and the while body/condition were compiled too.
+    const names = compileLog().slice(n0).map((r) => r.name);
+    expect(names.some((n) => n.includes('scan.jaxpr'))).toBe(true);
+    expect(names.some((n) => n.includes('cond.branches'))).toBe(true);
+    expect(names.some((n) => n.includes('while.bodyJaxpr'))).toBe(true);
     expectAllclose(a, ea);
     expectAllclose(b, eb);
     // grad through cond and scan (JAX has no reverse mode through while either).
