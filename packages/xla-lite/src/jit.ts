@@ -50,6 +50,15 @@ function describeLeaf(l: unknown): string {
   return typeof l === 'number' ? 'number' : typeof l === 'boolean' ? 'boolean' : typeof l;
 }
 
+const fnIds = new WeakMap<object, number>();
+let nextFnId = 0;
+/** Functions are static by identity (as core keys them), named for messages. */
+function fnId(f: object): number {
+  let id = fnIds.get(f);
+  if (id === undefined) fnIds.set(f, (id = nextFnId++));
+  return id;
+}
+
 const isPlain = (x: unknown): boolean => typeof x === 'object' && x !== null && (Object.getPrototypeOf(x) === Object.prototype || Object.getPrototypeOf(x) === null);
 
 /** A stable key for a static value, or an error naming what is not hashable. */
@@ -62,7 +71,7 @@ function hashStatic(v: unknown, where: string, fname: string): string {
   const seen = new Set<unknown>();
   const walk = (x: unknown): string => {
     if (x === null || x === undefined || typeof x === 'number' || typeof x === 'string' || typeof x === 'boolean' || typeof x === 'bigint') return `${typeof x}:${String(x)}`;
-    if (typeof x === 'function') return `fn:${x.name}`;
+    if (typeof x === 'function') return `fn:${x.name}#${fnId(x)}`;
     if (typeof x === 'symbol') return `sym:${String(x)}`;
     if (x instanceof Array) return bad(`an Array ${describeLeaf(x)}`);
     if (seen.has(x)) return bad('a cyclic object');
@@ -165,7 +174,18 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
   }) as unknown as XlaJitted<F>;
   jitted.lower = (...args: unknown[]) => {
     signature(args, staticNums, staticNames, fname);
-    return new Lowered(inner.lower(...(args as Parameters<F>)), fname, []);
+    const closed = inner.lower(...(args as Parameters<F>));
+    // Flat input positions of donated arguments (closed-over constants lead the inputs).
+    const donate = asList(opts.donateArgnums);
+    const counts = args.map((a, i) => (staticNums.includes(i) ? 0 : tree.flatten(a, { isLeaf: (x) => x instanceof Array })[0].length));
+    const nc = closed.inAvals.length - counts.reduce((p, q) => p + q, 0);
+    const donated: number[] = [];
+    let pos = nc;
+    counts.forEach((n, i) => {
+      if (donate.includes(i)) for (let k = 0; k < n; k++) donated.push(pos + k);
+      pos += n;
+    });
+    return new Lowered(closed, fname, donated);
   };
   jitted.compileStats = () => ({ ...stats, explanations: [...stats.explanations], compileMs: [...stats.compileMs] });
   Object.defineProperty(jitted, 'traceCount', { get: () => inner.traceCount });

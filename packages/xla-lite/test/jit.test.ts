@@ -139,6 +139,24 @@ describe('jit through xla-lite', () => {
     expect(warnings[0]).toContain('recompiled 2 times');
   });
 
+  it('lower() carries donated arguments into memoryAnalysis', () => {
+    const step = (p: any, g: any) => np.subtract(p, np.multiply(np.exp(g), 0.1));
+    const p0 = np.ones([64]);
+    const plain = jit(step).lower(p0, p0).compile().memoryAnalysis();
+    const donated = jit(step, { donateArgnums: 0 }).lower(p0, p0).compile().memoryAnalysis();
+    expect(plain.aliasBytes).toBe(0);
+    expect(donated.aliasBytes).toBe(256);
+  });
+
+  it('treats distinct static functions as distinct signatures', () => {
+    const f = jit((a: any, fn: (v: any) => any) => fn(a), { staticArgnums: 1 });
+    const one = (v: any) => np.sin(v);
+    const two = (v: any) => np.cos(v);
+    expectAllclose(f(x, one), np.sin(x));
+    expectAllclose(f(x, two), np.cos(x));
+    expect(f.compileStats().misses).toBe(2);
+  });
+
   it('disableJit runs eagerly with the same results', () => {
     let traced = 0;
     const f = jit((a: any) => {

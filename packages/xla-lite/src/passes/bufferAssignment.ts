@@ -3,7 +3,8 @@
  * entry computation materialises gets a buffer; a buffer is live from its defining instruction
  * to its last use (outputs to the end). Sweeping in program order, a new buffer takes the
  * best-fitting slab freed by a dead temporary, so temporaries share memory; only new slabs grow
- * the temp allocation. Donated arguments (`donateArgnums`) are freed after their last use and
+ * the temp allocation; a loop fusion may write over an operand that dies at it (in place).
+ * Donated arguments (`donateArgnums`) are freed after their last use and
  * their memory may then hold an output or temporary (counted as `aliasedBytes`). Parameters,
  * constants and `get-tuple-element` / `reshape` (aliases of their operand) get no new buffer.
  */
@@ -58,7 +59,28 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
     dying.get(t)!.push(i);
   }
   const donatedParams = new Set(donated.map((d) => c.params[d]).filter(Boolean));
+  const release = (d: HloInstruction): void => {
+    const s = slots.get(d);
+    if (s) {
+      free.push({ ...s });
+      if (s.region === 'temp') live -= s.size;
+    } else if (donatedParams.has(d)) {
+      free.push({ region: 'donated', offset: d.paramIndex, size: bytesOf(d.shape) });
+    }
+  };
+  const released = new Set<HloInstruction>();
   order.forEach((i, t) => {
+    // An elementwise loop writes element k after reading element k of each operand, so an
+    // operand that dies here may hold the output (in-place, as XLA's buffer sharing allows).
+    if (i.opcode === 'fusion' && (i.params as { kind?: string }).kind === 'kLoop') {
+      for (const o of i.operands) {
+        const r = o.opcode === 'get-tuple-element' || o.opcode === 'reshape' ? null : o;
+        if (r && lastUse.get(r) === t && !released.has(r) && bytesOf(r.shape) >= bytesOf(i.shape)) {
+          release(r);
+          released.add(r);
+        }
+      }
+    }
     if (!ALIAS.has(i.opcode)) {
       const size = i.shapes.reduce((s, sh) => s + bytesOf(sh), 0);
       tempBytesNoReuse += size;
@@ -79,15 +101,7 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
       }
       peakBytes = Math.max(peakBytes, live);
     }
-    for (const d of dying.get(t) ?? []) {
-      const s = slots.get(d);
-      if (s) {
-        free.push({ ...s });
-        if (s.region === 'temp') live -= s.size;
-      } else if (donatedParams.has(d)) {
-        free.push({ region: 'donated', offset: d.paramIndex, size: bytesOf(d.shape) });
-      }
-    }
+    for (const d of dying.get(t) ?? []) if (!released.has(d)) release(d);
   });
   for (const p of donatedParams) if (!lastUse.has(p)) free.push({ region: 'donated', offset: p.paramIndex, size: bytesOf(p.shape) });
   return { slots, argumentBytes, outputBytes, tempBytes, tempBytesNoReuse, aliasedBytes, peakBytes, lastUse };
