@@ -40,11 +40,16 @@ function rand(n: number): Float32Array {
 const gflops = (m: number, k: number, n: number, ms: number): number => (2 * m * k * n) / ms / 1e6;
 const fmt = (x: number): string => x.toFixed(1).padStart(6);
 
-/** A tpukit product [m,k]x[k,n] (lhs stored [k,m] when transA) on the systolic backend. */
+/**
+ * A tpukit product [m,k]x[k,n] (lhs stored [k,m] when transA) on the systolic backend. The op is
+ * synchronous and leaves its result in a host typed array (copied out of wasm memory, as tfjs's
+ * dataSync copies its result out), so it is not read back: a bf16 readback would add a decode
+ * to f32 that is not part of the matmul.
+ */
 function tpukit(m: number, k: number, n: number, dtype: DType, transA = false): () => void {
   const a: TArray = np.array(rand(m * k), dtype).reshape(transA ? [k, m] : [m, k]);
   const b: TArray = np.array(rand(k * n), dtype).reshape([k, n]);
-  return () => withBackend('systolic', () => lax.dotGeneral(a, b, [[[transA ? 0 : 1], [0]], [[], []]]).dataSync());
+  return () => withBackend('systolic', () => lax.dotGeneral(a, b, [[[transA ? 0 : 1], [0]], [[], []]]).dispose());
 }
 
 function tfjs(m: number, k: number, n: number, transA = false): () => void {
