@@ -17,8 +17,13 @@ function median(v: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-/** Times several functions interleaved (one run of each per round), after warm-up; medians in ms. */
-function interleaved(fns: Array<() => void>, runs = RUNS, warmup = 2): number[] {
+/**
+ * Times several functions interleaved (one run of each per round), after warm-up. Returns the
+ * median time of each (ms) and, for each, the median over rounds of (time of fns[0] / its time):
+ * a per-round ratio is far less sensitive to the shared machine's load swings than a ratio of
+ * two separately taken medians.
+ */
+function interleaved(fns: Array<() => void>, runs = RUNS, warmup = 2): { ms: number[]; speedup: number[] } {
   for (let w = 0; w < warmup; w++) for (const f of fns) f();
   const times = fns.map(() => [] as number[]);
   for (let r = 0; r < runs; r++) {
@@ -28,7 +33,7 @@ function interleaved(fns: Array<() => void>, runs = RUNS, warmup = 2): number[] 
       times[i].push(performance.now() - t0);
     });
   }
-  return times.map(median);
+  return { ms: times.map(median), speedup: times.map((t) => median(t.map((x, r) => times[0][r] / x))) };
 }
 
 function rand(n: number): Float32Array {
@@ -73,12 +78,12 @@ async function main(): Promise<void> {
   // 1. f32 1024^3, one thread, vs tfjs-wasm.
   systolic.setNumThreads(1);
   const n = 1024;
-  const [tT, tS, tB] = interleaved([tfjs(n, n, n), tpukit(n, n, n, 'float32'), tpukit(n, n, n, 'bfloat16')]);
-  const gT = gflops(n, n, n, tT);
-  const gS = gflops(n, n, n, tS);
-  const gB = gflops(n, n, n, tB);
-  console.log(`\n[1] f32 ${n}^3, 1 thread     tfjs-wasm ${fmt(gT)} GFLOP/s   tpukit ${fmt(gS)} GFLOP/s   ratio ${(gS / gT).toFixed(2)}x (target >= 1.7x)`);
-  console.log(`[3] bf16 storage ${n}^3       tpukit ${fmt(gB)} GFLOP/s   vs tpukit f32: ${(gB / gS).toFixed(2)}x (target >= 1.0x)`);
+  const r1 = interleaved([tfjs(n, n, n), tpukit(n, n, n, 'float32')]);
+  const gT = gflops(n, n, n, r1.ms[0]);
+  const gS = gflops(n, n, n, r1.ms[1]);
+  console.log(`\n[1] f32 ${n}^3, 1 thread     tfjs-wasm ${fmt(gT)} GFLOP/s   tpukit ${fmt(gS)} GFLOP/s   ratio ${r1.speedup[1].toFixed(2)}x (target >= 1.7x)`);
+  const r3 = interleaved([tpukit(n, n, n, 'float32'), tpukit(n, n, n, 'bfloat16')]);
+  console.log(`[3] bf16 storage ${n}^3       tpukit f32 ${fmt(gflops(n, n, n, r3.ms[0]))}   bf16 ${fmt(gflops(n, n, n, r3.ms[1]))} GFLOP/s   bf16 vs f32: ${r3.speedup[1].toFixed(2)}x (target >= 1.0x)`);
 
   // 2. Two threads vs one at 1024 and 2048.
   for (const size of [1024, 2048]) {
@@ -91,8 +96,8 @@ async function main(): Promise<void> {
       systolic.setNumThreads(2);
       f();
     };
-    const [t1, t2] = interleaved([one, two], size >= 2048 ? Math.max(3, Math.ceil(RUNS / 2)) : RUNS, 1);
-    console.log(`[2] f32 ${size}^3 threads       1: ${fmt(gflops(size, size, size, t1))} GFLOP/s   2: ${fmt(gflops(size, size, size, t2))} GFLOP/s   speed-up ${(t1 / t2).toFixed(2)}x (target >= 1.8x)`);
+    const r2 = interleaved([one, two], size >= 2048 ? Math.max(3, Math.ceil(RUNS / 2)) : RUNS, 1);
+    console.log(`[2] f32 ${size}^3 threads       1: ${fmt(gflops(size, size, size, r2.ms[0]))} GFLOP/s   2: ${fmt(gflops(size, size, size, r2.ms[1]))} GFLOP/s   speed-up ${r2.speedup[1].toFixed(2)}x (target >= 1.8x)`);
   }
 
   // 4. Backward-pass shapes of a small transformer vs the square shape, one thread.
@@ -104,10 +109,16 @@ async function main(): Promise<void> {
     ['batch-like [4096,128] x [128,128]', 4096, 128, 128, false],
   ];
   console.log(`\n[4] backward-pass shapes (1 thread; square f32 reference ${fmt(gS)} GFLOP/s; target within 1.5x)`);
+  const square = tpukit(n, n, n, 'float32');
+  const squareFlops = 2 * n ** 3;
   for (const [name, m, k, nn, transA] of shapes) {
-    const [tt, ts] = interleaved([tfjs(m, k, nn, transA), tpukit(m, k, nn, 'float32', transA)]);
-    const g = gflops(m, k, nn, ts);
-    console.log(`    ${name.padEnd(34)} tpukit ${fmt(g)} GFLOP/s (square/this ${(gS / g).toFixed(2)}x)   tfjs-wasm ${fmt(gflops(m, k, nn, tt))}   ratio ${(g / gflops(m, k, nn, tt)).toFixed(2)}x`);
+    // Round: square, this shape (tpukit), this shape (tfjs). Ratios are of GFLOP/s per round.
+    const r4 = interleaved([square, tpukit(m, k, nn, 'float32', transA), tfjs(m, k, nn, transA)]);
+    const flops = 2 * m * k * nn;
+    const g = gflops(m, k, nn, r4.ms[1]);
+    const squareOverThis = (squareFlops / flops) * (1 / r4.speedup[1]);
+    const vsTfjs = r4.speedup[1] / r4.speedup[2];
+    console.log(`    ${name.padEnd(34)} tpukit ${fmt(g)} GFLOP/s (square/this ${squareOverThis.toFixed(2)}x)   tfjs-wasm ${fmt(gflops(m, k, nn, r4.ms[2]))}   ratio ${vsTfjs.toFixed(2)}x`);
   }
   systolic.setNumThreads(cores);
 }
