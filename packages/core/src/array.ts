@@ -16,6 +16,7 @@ import { type DType, type DataArray, type StorageArray, allocStorage, is16BitFlo
 import type { Device, Index, Sharding } from './interfaces';
 import type { ArrayLike as ArrayInput } from './convert';
 import type { ReduceOptions } from './numpy/reductions';
+import type { IndexItem, IndexUpdateRef } from './numpy/indexing';
 import type { ShapedArray } from './primitive';
 import { type Shape, fmt, sizeOf } from './shape';
 
@@ -68,6 +69,10 @@ export class Array {
   declare pow: (y: ArrayInput) => Array;
   declare neg: () => Array;
   declare matmul: (y: ArrayInput) => Array;
+  /** `x.get(...idx)` is tpukit's spelling of `x[idx]` (NumPy basic and advanced indexing). */
+  declare get: (...indices: IndexItem[]) => Array;
+  /** `x.at(...idx)` is JAX's `x.at[idx]`: `.get(opts)`, `.set(v)`, `.add(v)`, `.multiply(v)`, `.min(v)`, `.max(v)`. */
+  declare at: (...indices: IndexItem[]) => IndexUpdateRef;
 
   /** @internal Use `np.array` / `np.asarray` to make arrays. */
   constructor(aval: ShapedArray, backend: Backend | null, buf: unknown, sharding: Sharding = defaultSharding) {

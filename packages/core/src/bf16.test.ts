@@ -98,3 +98,35 @@ describe('bf16 codec', () => {
     );
   });
 });
+
+describe('bf16 bulk paths (paired 32-bit loads/stores)', () => {
+  it('encode into aligned and unaligned out views, odd lengths included, equals the scalar path bit for bit', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 0xffffffff }), { maxLength: 33 }), fc.integer({ min: 0, max: 3 }), (raw, offset) => {
+        const xs = new Float32Array(new Uint32Array(raw).buffer);
+        const out = new Uint16Array(raw.length + 4).subarray(offset, offset + raw.length);
+        bf16.encode(xs, undefined, out);
+        raw.forEach((b, i) => {
+          const want = (b & 0x7fffffff) > 0x7f800000 ? ((b >>> 16) | 0x40) & 0xffff : bf16.fromFloat32(bitsToF32(b));
+          if (out[i] !== want) expect.fail(`element ${i} of ${raw.length} (offset ${offset}): ${out[i].toString(16)} vs ${want.toString(16)}`);
+        });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('decode from aligned and unaligned source views, odd lengths included', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 0xffff }), { maxLength: 33 }), fc.integer({ min: 0, max: 3 }), (raw, offset) => {
+        const src = new Uint16Array(raw.length + 4).subarray(offset, offset + raw.length);
+        src.set(raw);
+        const out = bf16.decode(src);
+        const outBits = new Uint32Array(out.buffer);
+        raw.forEach((h, i) => {
+          if (outBits[i] !== h * 65536) expect.fail(`element ${i} (offset ${offset}): ${outBits[i].toString(16)} vs ${(h * 65536).toString(16)}`);
+        });
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

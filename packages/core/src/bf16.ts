@@ -32,19 +32,38 @@ export function toFloat32(bits: number): number {
   return f32[0];
 }
 
+/** Two bf16 values share one 32-bit word (element 2j in the low half on little-endian hosts),
+ * which the bulk paths use to halve their loads or stores. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
 /** Rounds every element to bfloat16. `out` may be passed to avoid allocating. */
 export function encode(src: Float32Array, opts?: Bf16Options, out?: Uint16Array): Uint16Array {
   const n = src.length;
   const dst = out ?? new Uint16Array(n);
   if (dst.length < n) throw new RangeError(`bf16.encode: out has length ${dst.length}, need ${n}`);
-  const bits = new Uint32Array(src.buffer, src.byteOffset, n);
+  // Signed 32-bit views keep every value a small integer for V8 (a Uint32Array load of a
+  // negative float's bits is not), and the rounding add cannot overflow for non-NaN inputs.
+  const bits = new Int32Array(src.buffer, src.byteOffset, n);
   if (opts?.flushSubnormals) {
     for (let i = 0; i < n; i++) dst[i] = roundBits(bits[i], true);
-  } else {
-    for (let i = 0; i < n; i++) {
-      const b = bits[i];
-      dst[i] = (b & 0x7fffffff) > 0x7f800000 ? (b >>> 16) | 0x0040 : (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
+    return dst;
+  }
+  let i = 0;
+  if (LITTLE_ENDIAN && (dst.byteOffset & 3) === 0) {
+    // Two results per 32-bit store.
+    const pairs = n >>> 1;
+    const words = new Int32Array(dst.buffer, dst.byteOffset, pairs);
+    for (let j = 0; j < pairs; j++, i += 2) {
+      const a = bits[i];
+      const b = bits[i + 1];
+      const ra = (a & 0x7fffffff) > 0x7f800000 ? (a >>> 16) | 0x0040 : (a + 0x7fff + ((a >>> 16) & 1)) >>> 16;
+      const rb = (b & 0x7fffffff) > 0x7f800000 ? (b >>> 16) | 0x0040 : (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
+      words[j] = ra | (rb << 16);
     }
+  }
+  for (; i < n; i++) {
+    const b = bits[i];
+    dst[i] = (b & 0x7fffffff) > 0x7f800000 ? (b >>> 16) | 0x0040 : (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
   }
   return dst;
 }
@@ -54,8 +73,19 @@ export function decode(src: Uint16Array, out?: Float32Array): Float32Array {
   const n = src.length;
   const dst = out ?? new Float32Array(n);
   if (dst.length < n) throw new RangeError(`bf16.decode: out has length ${dst.length}, need ${n}`);
-  const bits = new Uint32Array(dst.buffer, dst.byteOffset, n);
-  for (let i = 0; i < n; i++) bits[i] = src[i] << 16;
+  const bits = new Int32Array(dst.buffer, dst.byteOffset, n);
+  let i = 0;
+  if (LITTLE_ENDIAN && (src.byteOffset & 3) === 0) {
+    // One 32-bit load per two values.
+    const pairs = n >>> 1;
+    const words = new Int32Array(src.buffer, src.byteOffset, pairs);
+    for (let j = 0; j < pairs; j++, i += 2) {
+      const w = words[j];
+      bits[i] = w << 16;
+      bits[i + 1] = w & -65536;
+    }
+  }
+  for (; i < n; i++) bits[i] = src[i] << 16;
   return dst;
 }
 

@@ -75,7 +75,7 @@ function checkFits(values: NumList, dtype: DType, op: string): void {
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     if (Number.isInteger(v) && (v < lo || v > hi)) {
-      throw new RangeError(`${op}: value ${v} does not fit in ${dtype} (range ${lo}..${hi})`);
+      throw new RangeError(`${op}: value ${v} does not fit in ${dtype} (range ${lo}..${hi}); pass a wider dtype${dtype === 'int32' ? " (e.g. 'float32' or 'uint32')" : ''}`);
     }
   }
 }
@@ -113,7 +113,7 @@ export function asArray(x: ArrayLike, opts: { dtype?: DType; weak?: boolean; op?
     throw new TypeError(`${op}: cannot make an array from ${x === null ? 'null' : typeof x} ${String(x)}`);
   }
   const target = dtype ?? inferred.dtype;
-  const weak = dtype === undefined ? (opts.weak ?? inferred.weak) : false;
+  const weak = opts.weak ?? (dtype === undefined ? inferred.weak : false);
   let vals = values;
   if (isInteger(target) && !isInteger(inferred.dtype) && inferred.dtype !== 'bool') {
     vals = globalThis.Array.from(values as NumList, (v: number) => Math.trunc(v));

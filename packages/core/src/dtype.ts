@@ -143,31 +143,62 @@ export interface TypeWithWeak {
   weak: boolean;
 }
 
-const JOIN_CACHE = new Map<string, TypeWithWeak>();
+/** The lattice node of a (dtype, weak) pair: weak ints and floats become `i*` / `f*` (bool has no weak node). */
+function nodeOf(t: TypeWithWeak, useWeak: boolean): Node {
+  if (!useWeak || !t.weak || t.dtype === 'bool') return t.dtype;
+  return isFloat(t.dtype) ? 'f*' : 'i*';
+}
+
+/** The default dtype of a kind, as `jnp.result_type` gives a weakly typed result. */
+function defaultOfKind(n: Node): DType {
+  const d = canonical(n);
+  if (d === 'bool') return 'bool';
+  if (isFloat(d)) return 'float32';
+  return isUnsigned(d) ? 'uint32' : 'int32';
+}
+
+const LUB_CACHE = new Map<string, Node>();
+function cachedJoin(a: Node, b: Node): Node {
+  if (a === b) return a;
+  const key = `${a}|${b}`;
+  let r = LUB_CACHE.get(key);
+  if (r === undefined) {
+    r = join(a, b);
+    LUB_CACHE.set(key, r);
+  }
+  return r;
+}
 
 /**
- * `jnp.result_type` over dtypes with weak bits. A weak input acts as `i*` (weak integer) or `f*`
- * (weak float) in the lattice, so `bfloat16 + <weak float>` stays bfloat16.
+ * `jnp.result_type` over dtypes with weak bits, following JAX's `_lattice_result_type`:
+ * - one input keeps its dtype and weak bit;
+ * - inputs that all share one dtype, not all weak, give that dtype, strong;
+ * - all-weak inputs join as their strong dtypes and stay weak;
+ * - otherwise weak inputs act as `i*` / `f*` in the join (so `bfloat16 + <weak float>` stays
+ *   bfloat16 and `int8 + <weak int>` stays int8), and the result is weak only if the join is
+ *   `i*` or `f*`.
+ * A weak result takes the default dtype of its kind (int32, uint32, float32, bool); 64-bit and
+ * 16-bit integer joins are canonicalised to 32 bits (JAX with x64 disabled; tpukit has no int16).
  */
 export function resultType(...types: TypeWithWeak[]): TypeWithWeak {
   if (types.length === 0) throw new TypeError('resultType: needs at least one type');
-  let acc: Node | null = null;
-  for (const t of types) {
-    const n: Node = t.weak ? (isFloat(t.dtype) ? 'f*' : t.dtype === 'bool' ? 'bool' : 'i*') : t.dtype;
-    if (acc === null) acc = n;
-    else {
-      const key = `${acc}|${n}`;
-      let r = JOIN_CACHE.get(key);
-      if (!r) {
-        const j = join(acc, n);
-        r = { dtype: canonical(j), weak: j === 'i*' || j === 'f*' };
-        JOIN_CACHE.set(key, r);
-      }
-      acc = r.weak ? (isFloat(r.dtype) ? 'f*' : 'i*') : r.dtype;
-    }
+  let node: Node;
+  let weak: boolean;
+  const allWeak = types.every((t) => t.weak);
+  if (types.length === 1) {
+    node = types[0].dtype;
+    weak = types[0].weak;
+  } else if (!allWeak && types.every((t) => t.dtype === types[0].dtype)) {
+    node = types[0].dtype;
+    weak = false;
+  } else if (allWeak) {
+    node = types.map((t) => nodeOf(t, false)).reduce(cachedJoin);
+    weak = true;
+  } else {
+    node = types.map((t) => nodeOf(t, true)).reduce(cachedJoin);
+    weak = node === 'i*' || node === 'f*';
   }
-  const final = acc!;
-  return { dtype: canonical(final), weak: final === 'i*' || final === 'f*' };
+  return weak ? { dtype: defaultOfKind(node), weak: true } : { dtype: canonical(node), weak: false };
 }
 
 /** `jnp.promote_types` on two strong dtypes. */

@@ -47,6 +47,7 @@ export function toFloat32(h: number): number {
 
 export function encode(src: Float32Array, out?: Uint16Array): Uint16Array {
   const dst = out ?? new Uint16Array(src.length);
+  if (dst.length < src.length) throw new RangeError(`f16.encode: out has length ${dst.length}, need ${src.length}`);
   const bits = new Uint32Array(src.buffer, src.byteOffset, src.length);
   for (let i = 0; i < src.length; i++) dst[i] = bitsToHalf(bits[i]);
   return dst;
@@ -60,6 +61,7 @@ const DECODE_TABLE = (() => {
 
 export function decode(src: Uint16Array, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(src.length);
+  if (dst.length < src.length) throw new RangeError(`f16.decode: out has length ${dst.length}, need ${src.length}`);
   for (let i = 0; i < src.length; i++) dst[i] = DECODE_TABLE[src[i]];
   return dst;
 }

@@ -17,6 +17,8 @@ export * as bf16 from './bf16';
 export * as f16 from './f16';
 export { type ArrayLike, asArray, isArray } from './convert';
 export { cpuDevice, devices, SingleDeviceSharding } from './device';
+export { makeArrayFromCallback } from './shardedArray';
+export { fromStorage, toStorage } from './storage';
 export {
   type DType,
   type DataArray,
@@ -33,6 +35,7 @@ export { type Checkpointable, type Device, type Index, type Sharding, isCheckpoi
 export * as lax from './lax/index';
 export * as nn from './nn';
 export * as np from './numpy/index';
+export * as random from './random/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
@@ -40,3 +43,4 @@ export * as systolic from './systolic/index';
 export * as tree from './tree';
 export * as wasm from './wasm/index';
 export type { KeyEntry, KeyPath, PyTree, TreeDef } from './tree';
+export * from './transforms/index';

@@ -8,6 +8,7 @@ import type { ArrayLike } from './convert';
 import type { DType } from './dtype';
 import * as np from './numpy/index';
 import type { ReduceOptions } from './numpy/reductions';
+import { IndexUpdateRef, type IndexItem, getItem } from './numpy/indexing';
 
 const methods: Partial<Record<keyof Array, unknown>> & ThisType<Array> = {
   reshape(this: Array, shape: number | readonly number[]) { return np.reshape(this, shape); },
@@ -31,6 +32,8 @@ const methods: Partial<Record<keyof Array, unknown>> & ThisType<Array> = {
   pow(this: Array, y: ArrayLike) { return np.power(this, y); },
   neg(this: Array) { return np.negative(this); },
   matmul(this: Array, y: ArrayLike) { return np.matmul(this, y); },
+  get(this: Array, ...indices: IndexItem[]) { return getItem(this, indices); },
+  at(this: Array, ...indices: IndexItem[]) { return new IndexUpdateRef(this, indices); },
 };
 
 for (const [name, fn] of Object.entries(methods)) {

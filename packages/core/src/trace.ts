@@ -36,8 +36,14 @@ export function bind1(prim: Primitive, args: Array[], params: unknown): Array {
   return bind(prim, args, params)[0];
 }
 
-/** Runs a primitive on concrete arrays on the current backend. */
+/**
+ * Runs a primitive on concrete arrays on the current backend. Higher-order primitives (jit's
+ * `pjit`, control flow, custom rules) carry `rules.eval`, which runs their sub-programs with
+ * Arrays instead of one backend kernel.
+ */
 export function evalPrimitive(prim: Primitive, args: Array[], params: unknown): Array[] {
+  const evalRule = prim.rules.eval as ((args: Array[], params: unknown) => Array[]) | undefined;
+  if (evalRule !== undefined) return evalRule(args, params);
   const backend = getBackend();
   const avals = args.map((a) => a.aval);
   const outAvals = prim.abstractEval(avals, params);

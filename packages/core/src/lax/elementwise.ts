@@ -182,7 +182,14 @@ export const div = binary('div', FI, (a, b, d) => {
   return Math.trunc(a / b);
 });
 export const rem = binary('rem', FI, (a, b, d) => (isInteger(d) && b === 0 ? a : a % b));
-export const pow = binary('pow', FI, (a, b, d) => (isInteger(d) ? (b < 0 ? (a === 1 ? 1 : a === -1 ? (b % 2 ? -1 : 1) : 0) : ipowInt(a, b)) : a ** b));
+export const pow = binary('pow', FI, (a, b, d) => (isInteger(d) ? (b < 0 ? (a === 1 ? 1 : a === -1 ? (b % 2 ? -1 : 1) : 0) : ipowInt(a, b)) : cpow(a, b)));
+
+/** C's pow (what XLA calls): unlike JS `**`, 1 ** NaN and (-1) ** ±Infinity are 1. */
+function cpow(a: number, b: number): number {
+  if (a === 1) return 1;
+  if (a === -1 && (b === Infinity || b === -Infinity)) return 1;
+  return a ** b;
+}
 export const max = binary('max', ALL, (a, b) => Math.max(a, b));
 export const min = binary('min', ALL, (a, b) => Math.min(a, b));
 export const atan2 = binary('atan2', F, Math.atan2);

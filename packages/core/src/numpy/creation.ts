@@ -25,12 +25,16 @@ export function astype(x: ArrayLike, dtype: DType): Array {
   return lax.convertElementType(convert(x, { op: 'astype' }), dtype, false);
 }
 
-export function full(shape: number | readonly number[], fillValue: number | boolean | Array, dtype?: DType): Array {
+export function full(shape: number | readonly number[], fillValue: number | boolean | Array, dtype?: DType, opts: { weak?: boolean } = {}): Array {
   const s = checkShape(shape, 'full');
-  const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op: 'full', weak: false });
+  if (dtype !== undefined) checkDType(dtype, 'full');
+  // As lax.full: a JS number fill with no dtype gives a weakly typed result; with a dtype the
+  // value is checked to fit (300 into int8 is an error, not a wrap-around).
+  const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op: 'full', dtype });
   if (v.ndim !== 0) throw new Error(`full: fill_value must be a scalar; got shape [${v.shape.join(',')}]`);
   const d = dtype ?? v.dtype;
-  const c = lax.convertElementType(v, d, false);
+  const weak = opts.weak ?? (dtype === undefined && v.weakType);
+  const c = lax.convertElementType(v, d, weak);
   return lax.broadcastInDim(c, s, []);
 }
 
@@ -38,8 +42,9 @@ export const zeros = (shape: number | readonly number[], dtype: DType = 'float32
 export const ones = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 1, dtype);
 export const empty = zeros;
 
+/** `jnp.full_like`: the result is weakly typed when `x` is and no dtype is given (as lax.full_like). */
 export const fullLike = (x: Array, fillValue: number | boolean, dtype?: DType, shape?: readonly number[]): Array =>
-  full(shape ?? x.shape, fillValue, dtype ?? x.dtype);
+  full(shape ?? x.shape, fillValue, dtype ?? x.dtype, { weak: dtype === undefined && x.weakType });
 export const zerosLike = (x: Array, dtype?: DType, shape?: readonly number[]): Array => fullLike(x, 0, dtype, shape);
 export const onesLike = (x: Array, dtype?: DType, shape?: readonly number[]): Array => fullLike(x, 1, dtype, shape);
 
@@ -56,9 +61,12 @@ export function arange(start: number, stop?: number, step = 1, dtype?: DType): A
   const n = Math.max(0, Math.ceil((stop - start) / step));
   const d = dtype ?? ([start, stop, step].every(Number.isInteger) ? 'int32' : 'float32');
   checkDType(d, 'arange');
-  const idx = lax.iota(isFloat(d) ? 'float32' : 'int32', n);
-  const vals = start === 0 && step === 1 ? idx : lax.add(lax.mul(idx, step), start);
-  return lax.convertElementType(vals, d, false);
+  if (start === 0 && step === 1 && !isFloat(d)) return lax.iota(d, n);
+  // As NumPy (which jnp.arange defers to for concrete arguments): start + i * step in float64,
+  // rounded once to the dtype (computing in float32 would round twice).
+  const vals = new Float64Array(n);
+  for (let i = 0; i < n; i++) vals[i] = start + i * step;
+  return convert(vals, { dtype: d, op: 'arange' });
 }
 
 export function linspace(start: number, stop: number, num = 50, opts: { endpoint?: boolean; dtype?: DType } = {}): Array {
@@ -66,10 +74,14 @@ export function linspace(start: number, stop: number, num = 50, opts: { endpoint
   const endpoint = opts.endpoint ?? true;
   const div = endpoint ? num - 1 : num;
   const stepv = div > 0 ? (stop - start) / div : 0;
-  const vals = new Float32Array(num);
+  const vals = new Float64Array(num);
   for (let i = 0; i < num; i++) vals[i] = start + i * stepv;
   if (endpoint && num > 1) vals[num - 1] = stop;
-  return lax.convertElementType(convert(vals), opts.dtype ?? 'float32', false);
+  const d = opts.dtype ?? 'float32';
+  checkDType(d, 'linspace');
+  // jnp.linspace floors (not truncates) for integer dtypes.
+  if (!isFloat(d)) for (let i = 0; i < num; i++) vals[i] = Math.floor(vals[i]);
+  return convert(vals, { dtype: d, op: 'linspace' });
 }
 
 /** `jnp.eye(N, M, k)`. */

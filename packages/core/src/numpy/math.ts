@@ -59,10 +59,11 @@ export const floorDivide: B = (x, y) => {
   const [a, b] = promoteArgs('floor_divide', [x, y]);
   if (isFloat(a.dtype)) return lax.floor(lax.div(a, b));
   if (isUnsigned(a.dtype) || a.dtype === 'bool') return lax.div(a, b);
-  // Signed integers: truncating division, minus one where the signs differ and it is inexact.
+  // Signed integers: truncating division, minus one where the signs differ and it is inexact
+  // (signs compared with sign(), as jnp does, so x // 0 is -2 for x != 0, as in JAX).
   const q = lax.div(a, b);
   const inexact = lax.ne(lax.rem(a, b), 0);
-  const signsDiffer = lax.ne(lax.lt(a, 0), lax.lt(b, 0));
+  const signsDiffer = lax.ne(lax.sign(a), lax.sign(b));
   return lax.select(lax.bitwiseAnd(inexact, signsDiffer), lax.sub(q, 1), q);
 };
 

@@ -4,14 +4,21 @@
  */
 import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
-import { type DType, resultType } from '../dtype';
+import { type DType, intRange, isInteger, resultType } from '../dtype';
 import * as lax from '../lax/index';
 import { broadcastShapes, shapesEqual } from '../shape';
 
 /** Converts an input to `dtype` keeping the weak bit it should have. */
 export function castTo(x: ArrayLike, dtype: DType, weak: boolean, op: string): Array {
   if (typeof x === 'number' || typeof x === 'boolean') {
-    return lax.convertElementType(asArray(x, { op }), dtype, weak);
+    // A JS number goes straight to the target dtype (as a Python scalar does in JAX), so
+    // `float32 * 2**40` works, and an integer that does not fit the target is an error (JAX
+    // raises OverflowError) rather than a silent wrap-around.
+    if (typeof x === 'number' && isInteger(dtype) && Number.isInteger(x)) {
+      const [lo, hi] = intRange(dtype);
+      if (x < lo || x > hi) throw new RangeError(`${op}: JS number ${x} does not fit in ${dtype} (range ${lo}..${hi}); convert the array to a wider dtype first`);
+    }
+    return asArray(x, { dtype, weak, op });
   }
   const a = asArray(x, { op });
   if (a.dtype === dtype && a.weakType === weak) return a;

@@ -1,0 +1,178 @@
+/**
+ * The scatter family: `scatter` (replace), `scatter-add`, `scatter-mul`, `scatter-min` and
+ * `scatter-max`, with JAX's ScatterDimensionNumbers (update_window_dims, inserted_window_dims,
+ * scatter_dims_to_operand_dims, operand_batching_dims, scatter_indices_batching_dims); the index
+ * vector is the last dimension of `indices`. The combiner is the primitive itself (JAX carries
+ * an update jaxpr instead), so every param stays plain data.
+ *
+ * Modes: 'clip' clamps each start index so the update window fits; 'fill' (JAX's FILL_OR_DROP,
+ * the default) and 'promise_in_bounds' drop any update window that does not fit, which is what
+ * XLA does natively. Updates are applied in row-major order of the update scatter dims, so with
+ * repeated indices `scatter` keeps the last one (XLA leaves the order unspecified).
+ * Combining kernels compute in float64 and round once to the dtype at the end (XLA rounds after
+ * each update for bfloat16/float16); integers wrap as the dtype does.
+ */
+import { numbersToStorage, storageToNumbers } from '../array';
+import { type DType, isInteger } from '../dtype';
+import { type HostArray, type Primitive, type ShapedArray, definePrimitive } from '../primitive';
+import { fmt, sizeOf, stridesOf } from '../shape';
+import { type GatherScatterMode, checkBatching, checkDimList, checkIndices, checkMode } from './gather';
+
+export interface ScatterDimensionNumbers {
+  readonly updateWindowDims: readonly number[];
+  readonly insertedWindowDims: readonly number[];
+  readonly scatterDimsToOperandDims: readonly number[];
+  readonly operandBatchingDims: readonly number[];
+  readonly scatterIndicesBatchingDims: readonly number[];
+}
+
+export interface ScatterParams {
+  dimensionNumbers: ScatterDimensionNumbers;
+  mode: GatherScatterMode;
+  indicesAreSorted: boolean;
+  uniqueIndices: boolean;
+}
+
+function scatterShapeCheck(op: string, operand: ShapedArray, indices: ShapedArray, updates: ShapedArray, p: ScatterParams): void {
+  const dn = p.dimensionNumbers;
+  const r = operand.shape.length;
+  checkMode(op, p.mode);
+  if (updates.dtype !== operand.dtype) throw new TypeError(`${op}: updates dtype ${updates.dtype} must equal operand dtype ${operand.dtype}`);
+  checkIndices(op, indices, dn.scatterDimsToOperandDims.length, `scatter_dims_to_operand_dims ${fmt(dn.scatterDimsToOperandDims)}`);
+  checkDimList(op, 'scatter_dims_to_operand_dims', dn.scatterDimsToOperandDims, r, `operand ${fmt(operand.shape)}`, false);
+  checkDimList(op, 'inserted_window_dims', dn.insertedWindowDims, r, `operand ${fmt(operand.shape)}`, true);
+  checkDimList(op, 'operand_batching_dims', dn.operandBatchingDims, r, `operand ${fmt(operand.shape)}`, true);
+  checkBatching(op, operand, indices, dn.operandBatchingDims, dn.scatterIndicesBatchingDims, 'scatter_indices_batching_dims');
+  checkDimList(op, 'update_window_dims', dn.updateWindowDims, updates.shape.length, `updates ${fmt(updates.shape)}`, true);
+  for (const d of dn.insertedWindowDims) {
+    if (dn.operandBatchingDims.includes(d)) throw new Error(`${op}: dimension ${d} is both in inserted_window_dims and operand_batching_dims`);
+  }
+  const windowOperandDims = operand.shape.map((_, d) => d).filter((d) => !dn.insertedWindowDims.includes(d) && !dn.operandBatchingDims.includes(d));
+  if (windowOperandDims.length !== dn.updateWindowDims.length) {
+    throw new Error(
+      `${op}: update_window_dims ${fmt(dn.updateWindowDims)} must have ${windowOperandDims.length} entries (operand rank ${r} minus inserted_window_dims and operand_batching_dims)`,
+    );
+  }
+  const batchShape = indices.shape.slice(0, -1);
+  const expectRank = batchShape.length + dn.updateWindowDims.length;
+  if (updates.shape.length !== expectRank) {
+    throw new Error(`${op}: updates ${fmt(updates.shape)} must have rank ${expectRank} (indices batch dims ${fmt(batchShape)} plus ${dn.updateWindowDims.length} window dims)`);
+  }
+  let b = 0;
+  let w = 0;
+  for (let i = 0; i < updates.shape.length; i++) {
+    if (dn.updateWindowDims.includes(i)) {
+      const od = windowOperandDims[w++];
+      if (updates.shape[i] > operand.shape[od]) {
+        throw new Error(`${op}: update window dimension ${i} (size ${updates.shape[i]}) is larger than operand dimension ${od} (size ${operand.shape[od]})`);
+      }
+    } else if (updates.shape[i] !== batchShape[b++]) {
+      throw new Error(`${op}: updates ${fmt(updates.shape)} scatter dimension ${i} must match indices batch shape ${fmt(batchShape)}`);
+    }
+  }
+}
+
+type Combine = (a: number, b: number, dtype: DType) => number;
+
+/** Walks every in-bounds (operand offset, update offset) pair in application order. */
+function forEachUpdate(x: HostArray, idx: HostArray, upd: HostArray, p: ScatterParams, visit: (opOff: number, updOff: number) => void): void {
+  const dn = p.dimensionNumbers;
+  const r = x.shape.length;
+  const batchShape = idx.shape.slice(0, -1);
+  const nb = batchShape.length;
+  const K = idx.shape[idx.shape.length - 1];
+  const updScatterDims = upd.shape.map((_, i) => i).filter((i) => !dn.updateWindowDims.includes(i));
+  const winDims = x.shape.map((_, d) => d).filter((d) => !dn.insertedWindowDims.includes(d) && !dn.operandBatchingDims.includes(d));
+  const winSizes = dn.updateWindowDims.map((d) => upd.shape[d]);
+  const full = new Int32Array(r).fill(1);
+  winDims.forEach((d, j) => (full[d] = winSizes[j]));
+  const nw = winDims.length;
+  const xst = stridesOf(x.shape);
+  const ust = stridesOf(upd.shape);
+  const nBatch = sizeOf(batchShape);
+  const nWin = sizeOf(winSizes);
+  if (nWin === 0 || upd.data.length === 0) return;
+  const G = new Int32Array(nb);
+  const W = new Int32Array(nw);
+  const start = new Float64Array(r);
+  for (let b = 0; b < nBatch; b++) {
+    start.fill(0);
+    let oob = false;
+    for (let k = 0; k < K; k++) {
+      const d = dn.scatterDimsToOperandDims[k];
+      const hi = x.shape[d] - full[d];
+      let s = Number(idx.data[b * K + k]);
+      if (p.mode === 'clip') s = s < 0 ? 0 : s > hi ? hi : s;
+      else if (s < 0 || s > hi) oob = true;
+      start[d] = s;
+    }
+    for (let i = 0; i < dn.operandBatchingDims.length; i++) start[dn.operandBatchingDims[i]] = G[dn.scatterIndicesBatchingDims[i]];
+    if (!oob) {
+      let updOff = 0;
+      for (let j = 0; j < nb; j++) updOff += G[j] * ust[updScatterDims[j]];
+      let opOff = 0;
+      for (let d = 0; d < r; d++) opOff += start[d] * xst[d];
+      W.fill(0);
+      for (let w = 0; w < nWin; w++) {
+        visit(opOff, updOff);
+        for (let j = nw - 1; j >= 0; j--) {
+          W[j]++;
+          opOff += xst[winDims[j]];
+          updOff += ust[dn.updateWindowDims[j]];
+          if (W[j] < winSizes[j]) break;
+          opOff -= xst[winDims[j]] * winSizes[j];
+          updOff -= ust[dn.updateWindowDims[j]] * winSizes[j];
+          W[j] = 0;
+        }
+      }
+    }
+    for (let j = nb - 1; j >= 0; j--) {
+      if (++G[j] < batchShape[j]) break;
+      G[j] = 0;
+    }
+  }
+}
+
+function defineScatter(name: string, combine: Combine | null): Primitive<ScatterParams> {
+  return definePrimitive<ScatterParams>({
+    name,
+    abstractEval([operand, indices, updates], p) {
+      scatterShapeCheck(name, operand, indices, updates, p);
+      return [{ shape: operand.shape, dtype: operand.dtype, weakType: operand.weakType }];
+    },
+    impl([x, idx, upd], p) {
+      if (combine === null) {
+        // Replacement moves storage words: bit-exact for every dtype.
+        const out = x.data.slice();
+        forEachUpdate(x, idx, upd, p, (o, u) => (out[o] = upd.data[u]));
+        return [out];
+      }
+      const dtype = x.dtype;
+      const acc = Float64Array.from(storageToNumbers(x.data, dtype));
+      const uv = storageToNumbers(upd.data, dtype);
+      forEachUpdate(x, idx, upd, p, (o, u) => (acc[o] = combine(acc[o], uv[u], dtype)));
+      if (dtype === 'bool') for (let i = 0; i < acc.length; i++) acc[i] = acc[i] ? 1 : 0;
+      return [numbersToStorage(acc, dtype)];
+    },
+  });
+}
+
+const nanMin = (a: number, b: number): number => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.min(a, b));
+const nanMax = (a: number, b: number): number => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b));
+
+export const scatter = defineScatter('scatter', null);
+export const scatterAdd = defineScatter('scatter-add', (a, b, d) => (d === 'bool' ? (a || b ? 1 : 0) : isInteger(d) ? wrap(a + b, d) : a + b));
+export const scatterMul = defineScatter('scatter-mul', (a, b, d) => (d === 'bool' ? (a && b ? 1 : 0) : isInteger(d) ? wrap(Math.imul(a, b), d) : a * b));
+export const scatterMin = defineScatter('scatter-min', nanMin);
+export const scatterMax = defineScatter('scatter-max', nanMax);
+
+/** Integer wrap-around to the dtype's range (so long accumulations stay exact). */
+function wrap(v: number, d: DType): number {
+  switch (d) {
+    case 'int32': return v | 0;
+    case 'uint32': return v >>> 0;
+    case 'int8': return (v << 24) >> 24;
+    case 'uint8': return v & 0xff;
+    default: return v;
+  }
+}

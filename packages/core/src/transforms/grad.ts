@@ -1,0 +1,154 @@
+/**
+ * The user-facing differentiation API over pytrees: `jvp`, `linearize`, `vjp`, `grad`,
+ * `valueAndGrad`. Forward mode is the jvp interpreter; reverse mode is `linearize` (jvp under
+ * partial evaluation, leaving a linear jaxpr) followed by `backwardPass` (transposition). The
+ * functions flatten pytree arguments and outputs so the interpreters only see flat lists of
+ * Arrays; gradients come back with the structure of the arguments.
+ */
+import { Array } from '../array';
+import { asArray } from '../convert';
+import { isFloat } from '../dtype';
+import { fmt } from '../shape';
+import * as tree from '../tree';
+import { evalClosed } from './eval';
+import { jvpFlat } from './jvp';
+import { linearizeFlat } from './partialEval';
+import { backwardPass } from './transpose';
+import { filled, instantiate, zerosOf } from './zeros';
+
+/** Flattens a pytree whose leaves must be Arrays (JS numbers become weakly typed scalars). */
+export function arrayLeaves(x: unknown, what: string): [Array[], tree.TreeDef] {
+  const [leaves, def] = tree.flatten(x, { isLeaf: (v) => v instanceof Array });
+  return [
+    leaves.map((l, i) => {
+      if (l instanceof Array) return l;
+      if (typeof l === 'number' || typeof l === 'boolean') return asArray(l);
+      throw new TypeError(`${what}: leaf ${i} of the pytree is ${l === null ? 'null' : typeof l} ${String(l)}; expected an Array`);
+    }),
+    def,
+  ];
+}
+
+/** A flat function over leaves built from a pytree function; records the output structure. */
+export function flatten1<A extends unknown[]>(f: (...args: any[]) => unknown, inTree: tree.TreeDef, what: string): { fn: (...leaves: Array[]) => Array[]; outTree: () => tree.TreeDef } {
+  let outTree: tree.TreeDef | null = null;
+  return {
+    fn: (...leaves: Array[]) => {
+      const args = tree.unflatten(inTree, leaves) as unknown as A;
+      const [outs, def] = arrayLeaves(f(...args), what);
+      outTree = def;
+      return outs;
+    },
+    outTree: () => outTree!,
+  };
+}
+
+/** `jax.jvp(f, primals, tangents)`: outputs and their tangents (pytrees like the outputs). */
+export function jvp(f: (...args: any[]) => unknown, primals: readonly unknown[], tangents: readonly unknown[]): [unknown, unknown] {
+  const [ps, inTree] = arrayLeaves(primals, 'jvp');
+  const [ts, tTree] = arrayLeaves(tangents, 'jvp');
+  if (!inTree.equals(tTree)) throw new Error(`jvp: primals and tangents must have the same structure; got ${inTree} and ${tTree}`);
+  ps.forEach((p, i) => {
+    if (p.dtype !== ts[i].dtype || p.shape.join() !== ts[i].shape.join()) {
+      throw new TypeError(`jvp: tangent ${i} is ${ts[i].dtype}${fmt(ts[i].shape)} but its primal is ${p.dtype}${fmt(p.shape)}; they must match`);
+    }
+  });
+  const ff = flatten1((...a) => f(...a), inTree, 'jvp');
+  const [po, to] = jvpFlat(ff.fn, ps, ts);
+  const outTree = ff.outTree();
+  return [tree.unflatten(outTree, po), tree.unflatten(outTree, to.map((t, i) => instantiate(t, po[i].aval)))];
+}
+
+/** `jax.linearize(f, ...primals)`: the outputs and the (linear) jvp function at `primals`. */
+export function linearize(f: (...args: any[]) => unknown, ...primals: unknown[]): [unknown, (...tangents: unknown[]) => unknown] {
+  const [ps, inTree] = arrayLeaves(primals, 'linearize');
+  const ff = flatten1(f, inTree, 'linearize');
+  const [po, lin] = linearizeFlat(ff.fn, ps, ps.map(() => true));
+  const outTree = ff.outTree();
+  const fJvp = (...tangents: unknown[]): unknown => {
+    const [ts, tTree] = arrayLeaves(tangents, 'linearize');
+    if (!tTree.equals(inTree)) throw new Error(`linearize: tangents must have the structure of the primals (${inTree}); got ${tTree}`);
+    return tree.unflatten(outTree, evalClosed(lin.jaxpr, ts));
+  };
+  return [tree.unflatten(outTree, po), fJvp];
+}
+
+/** `jax.vjp(f, ...primals)`: the outputs and a function from output cotangents to argument cotangents. */
+export function vjp(f: (...args: any[]) => unknown, ...primals: unknown[]): [unknown, (ct: unknown) => unknown[]] {
+  const [ps, inTree] = arrayLeaves(primals, 'vjp');
+  const ff = flatten1(f, inTree, 'vjp');
+  const [po, lin] = linearizeFlat(ff.fn, ps, ps.map(() => true));
+  const outTree = ff.outTree();
+  const fVjp = (ct: unknown): unknown[] => {
+    const [cts, ctTree] = arrayLeaves(ct, 'vjp');
+    if (!ctTree.equals(outTree)) throw new Error(`vjp: the cotangent must have the structure of the output (${outTree}); got ${ctTree}`);
+    cts.forEach((c, i) => {
+      if (c.shape.join() !== po[i].shape.join()) throw new Error(`vjp: cotangent ${i} has shape ${fmt(c.shape)} but the output has shape ${fmt(po[i].shape)}`);
+    });
+    const res = backwardPass(lin.jaxpr.jaxpr, lin.jaxpr.consts, ps.map(() => true), [], cts);
+    return tree.unflatten(inTree, res.map((r, i) => r ?? zerosOf(ps[i].aval))) as unknown[];
+  };
+  return [tree.unflatten(outTree, po), fVjp];
+}
+
+export interface GradOptions {
+  /** Which positional arguments to differentiate with respect to (default 0). */
+  argnums?: number | readonly number[];
+  /** `f` returns `[loss, aux]`; aux is passed through undifferentiated. */
+  hasAux?: boolean;
+}
+
+/** `jax.value_and_grad`: `[value, grads]` (with `hasAux`: `[[value, aux], grads]`). */
+export function valueAndGrad(f: (...args: any[]) => unknown, opts: GradOptions = {}): (...args: any[]) => [unknown, unknown] {
+  const argnums = opts.argnums ?? 0;
+  const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
+  return (...args: any[]) => {
+    for (const n of nums) {
+      if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`grad: argnums ${JSON.stringify(argnums)} out of range for ${args.length} positional arguments`);
+    }
+    const diff = nums.map((n) => args[n]);
+    const [leaves, inTree] = arrayLeaves(diff, 'grad');
+    leaves.forEach((l, i) => {
+      if (!isFloat(l.dtype)) {
+        throw new TypeError(`grad: requires floating-point inputs, but differentiated input leaf ${i} has dtype ${l.dtype}; cast it (astype('float32')) or leave it out of argnums`);
+      }
+    });
+    let auxTree: tree.TreeDef | null = null;
+    let nAux = 0;
+    const fn = (...ls: Array[]): Array[] => {
+      const a = args.slice();
+      const d = tree.unflatten(inTree, ls) as unknown[];
+      nums.forEach((n, i) => (a[n] = d[i]));
+      let out = f(...a);
+      let aux: Array[] = [];
+      if (opts.hasAux) {
+        if (!globalThis.Array.isArray(out) || out.length !== 2) throw new TypeError('grad: with hasAux the function must return [value, aux]');
+        const [al, at] = tree.flatten((out as unknown[])[1]);
+        auxTree = at;
+        aux = al as Array[];
+        nAux = aux.length;
+        out = (out as unknown[])[0];
+      }
+      const y = out instanceof Array ? out : asArray(out as number);
+      if (y.ndim !== 0) throw new TypeError(`grad: the function must return a scalar; it returned shape ${fmt(y.shape)} (use vjp or jacrev for non-scalar outputs)`);
+      if (!isFloat(y.dtype)) throw new TypeError(`grad: the function must return a float scalar; it returned ${y.dtype}`);
+      return [y, ...aux];
+    };
+    const [po, lin] = linearizeFlat(fn, leaves, leaves.map(() => true));
+    const cts = [filled(1, po[0].aval), ...new globalThis.Array(nAux).fill(null)];
+    const g = backwardPass(lin.jaxpr.jaxpr, lin.jaxpr.consts, leaves.map(() => true), [], cts);
+    const grads = tree.unflatten(inTree, g.map((r, i) => r ?? zerosOf(leaves[i].aval))) as unknown[];
+    const gOut = typeof argnums === 'number' ? grads[0] : grads;
+    const value = opts.hasAux ? [po[0], tree.unflatten(auxTree!, po.slice(1))] : po[0];
+    return [value, gOut];
+  };
+}
+
+/** `jax.grad`: the gradient of a scalar function (with `hasAux`: `[grads, aux]`). */
+export function grad(f: (...args: any[]) => unknown, opts: GradOptions = {}): (...args: any[]) => any {
+  const vg = valueAndGrad(f, opts);
+  return (...args: any[]) => {
+    const [v, g] = vg(...args);
+    return opts.hasAux ? [g, (v as unknown[])[1]] : g;
+  };
+}

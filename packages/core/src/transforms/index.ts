@@ -1,0 +1,13 @@
+/**
+ * The transformations' public surface (re-exported from the package index): tracing to jaxprs,
+ * differentiation, batching, jit, custom rules and remat.
+ */
+export { ConcretizationTypeError, UnexpectedTracerError } from './core';
+export { ClosedJaxpr, Jaxpr, type JaxprEqn, Lit, Var } from './jaxpr';
+export { evalJaxpr } from './eval';
+export { makeJaxpr, type ShapeDtypeStruct } from './tracing';
+export { NOT_DIFFERENTIABLE } from './jvp';
+export { NON_LINEAR } from './transpose';
+export { grad, jvp, linearize, valueAndGrad, vjp, type GradOptions } from './grad';
+export { vmap, type VmapOptions } from './batching';
+export { type Compiler, type Executable, getCompiler, jit, type JitOptions, type Jitted, registerCompiler } from './jit';

@@ -1,0 +1,241 @@
+/**
+ * `jit` (jax.jit) and the `Compiler` seam. `jit(f)` traces `f` to a jaxpr once per abstract
+ * signature (argument structure, shapes, dtypes, weak types, static argument values), caches
+ * it, and applies it as one `pjit` primitive whose parameter is the jaxpr. Without a registered
+ * compiler `pjit` runs the jaxpr op by op (same results, no fusion); `@tpukit/xla-lite`
+ * registers a real compiler behind the same call. Because `pjit` is a primitive with jvp,
+ * transpose, batching and partial-eval rules (each transforming its jaxpr), jit composes with
+ * every transformation in both directions: `jit(vmap(grad(f)))` and `grad(jit(f))`.
+ */
+import { Array } from '../array';
+import { definePrimitive } from '../primitive';
+import { bind } from '../trace';
+import * as tree from '../tree';
+import { Tracer } from './core';
+import { evalJaxpr } from './eval';
+import { ClosedJaxpr, Jaxpr } from './jaxpr';
+import { jvpJaxpr, type JvpRule } from './jvp';
+import { avalStr } from './jaxpr';
+import { partialEvalCall, type PartialEvalRule } from './partialEval';
+import { isUndef, transposeJaxpr, type TransposeRule, UndefPrimal } from './transpose';
+import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
+import { avalOf, flattenArgs, traceFlat } from './tracing';
+import { instantiate } from './zeros';
+
+/** A compiled program: concrete inputs in, concrete outputs out. */
+export type Executable = (args: Array[]) => Array[];
+
+/** What `jit` needs from a compiler (implemented by @tpukit/xla-lite). */
+export interface Compiler {
+  readonly name: string;
+  /** Compiles a closed jaxpr (constants already hoisted to inputs, so `consts` is empty). */
+  compile(jaxpr: ClosedJaxpr, opts: { name: string; donateArgnums: readonly number[] }): Executable;
+}
+
+let compiler: Compiler | null = null;
+
+/** Registers the compiler `jit` uses (null: run op by op). Returns the previous one. */
+export function registerCompiler(c: Compiler | null): Compiler | null {
+  const prev = compiler;
+  compiler = c;
+  return prev;
+}
+
+export function getCompiler(): Compiler | null {
+  return compiler;
+}
+
+export interface PjitParams {
+  readonly jaxpr: ClosedJaxpr;
+  readonly name: string;
+  readonly donateArgnums: readonly number[];
+}
+
+const compiled = new WeakMap<ClosedJaxpr, { compiler: Compiler; exe: Executable }>();
+
+export const pjit = definePrimitive<PjitParams>({
+  name: 'pjit',
+  abstractEval(avals, { jaxpr, name }) {
+    const want = jaxpr.inAvals;
+    if (avals.length !== want.length || avals.some((a, i) => a.dtype !== want[i].dtype || a.shape.join() !== want[i].shape.join())) {
+      throw new TypeError(`pjit ${name}: arguments ${avals.map(avalStr).join(', ')} do not match the traced signature ${want.map(avalStr).join(', ')}`);
+    }
+    return jaxpr.outAvals;
+  },
+  impl() {
+    throw new Error('pjit: runs through its eval rule, never as a backend kernel');
+  },
+});
+
+pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums }: PjitParams): Array[] => {
+  if (compiler === null) return evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
+  let hit = compiled.get(jaxpr);
+  if (!hit || hit.compiler !== compiler) {
+    hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums }) };
+    compiled.set(jaxpr, hit);
+  }
+  return hit.exe(args);
+};
+
+const withJaxpr = (params: PjitParams, jaxpr: ClosedJaxpr, suffix: string): PjitParams => ({ jaxpr, name: `${suffix}(${params.name})`, donateArgnums: [] });
+
+pjit.rules.jvp = ((primals, tangents, params: PjitParams) => {
+  const nonzero = tangents.map((t) => t !== null);
+  const { jaxpr, outNonzero } = jvpJaxpr(params.jaxpr, nonzero, false);
+  const outs = bind(pjit, [...primals, ...(tangents.filter((t) => t !== null) as Array[])], withJaxpr(params, jaxpr, 'jvp'));
+  const n = params.jaxpr.outAvals.length;
+  let k = n;
+  return [outs.slice(0, n), outNonzero.map((nz) => (nz ? outs[k++] : null))];
+}) satisfies JvpRule;
+
+pjit.rules.batch = ((vals, dims, params: PjitParams, size) => {
+  const batched = dims.map((d) => d !== null);
+  const { jaxpr, outBatched } = vmapJaxpr(params.jaxpr, batched, size, false);
+  const outs = bind(pjit, vals.map((v, i) => (dims[i] === null ? v : moveBdim(v, dims[i], 0, size))), withJaxpr(params, jaxpr, 'vmap'));
+  return [outs, outBatched.map((b) => (b ? 0 : null))];
+}) satisfies BatchRule;
+
+pjit.rules.transpose = ((cts, args, params: PjitParams) => {
+  const linear = args.map(isUndef);
+  const tj = transposeJaxpr(params.jaxpr, linear);
+  const outAvals = params.jaxpr.outAvals;
+  const res = bind(pjit, [...(args.filter((a) => !isUndef(a)) as Array[]), ...cts.map((c, i) => instantiate(c, outAvals[i]))], withJaxpr(params, tj, 'transpose'));
+  let k = 0;
+  return args.map((a) => (a instanceof UndefPrimal ? res[k++] : null));
+}) satisfies TransposeRule;
+
+pjit.rules.partialEval = ((trace, tracers, params: PjitParams) =>
+  partialEvalCall(pjit, trace, tracers, params.jaxpr, (j) => withJaxpr(params, j, 'pe'))) satisfies PartialEvalRule;
+
+/** Constants hoisted to leading inputs, so outer transformations see closed-over tracers. */
+function hoistConsts(c: ClosedJaxpr): [ClosedJaxpr, Array[]] {
+  if (c.consts.length === 0) return [c, []];
+  const j = c.jaxpr;
+  return [new ClosedJaxpr(new Jaxpr([], [...j.constvars, ...j.invars], j.eqns, j.outs), []), c.consts];
+}
+
+export interface JitOptions {
+  /** Positional arguments treated as compile-time constants (part of the cache key; any JS value). */
+  staticArgnums?: number | readonly number[];
+  /** Keys of plain-object arguments treated as static (the options-object analogue of keyword arguments). */
+  staticArgnames?: string | readonly string[];
+  /** Positional arguments whose buffers the call may reuse: they are deleted after the call. */
+  donateArgnums?: number | readonly number[];
+}
+
+export interface Jitted<F extends (...args: any[]) => any> {
+  (...args: Parameters<F>): ReturnType<F>;
+  /** How many times the function was traced (one per new abstract signature). */
+  readonly traceCount: number;
+  /** The jaxpr for these arguments (traces if needed). */
+  lower(...args: Parameters<F>): ClosedJaxpr;
+  clearCache(): void;
+}
+
+const asList = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
+
+function staticKey(v: unknown): string {
+  if (v instanceof Array) throw new TypeError('jit: a static argument must be hashable (not an Array); pass the array as a traced argument');
+  if (typeof v === 'function') return `fn:${v.name}:${fnId(v)}`;
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+const fnIds = new WeakMap<object, number>();
+let nextFnId = 0;
+function fnId(f: object): number {
+  let id = fnIds.get(f);
+  if (id === undefined) fnIds.set(f, (id = nextFnId++));
+  return id;
+}
+
+const isPlain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && Object.getPrototypeOf(x) === Object.prototype;
+
+/** `jax.jit`: trace once per abstract signature, cache, run as one program. */
+export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = {}): Jitted<F> {
+  const staticNums = asList(opts.staticArgnums);
+  const staticNames = asList(opts.staticArgnames);
+  const donate = asList(opts.donateArgnums);
+  const name = f.name || 'fn';
+  const cache = new Map<string, { jaxpr: ClosedJaxpr; consts: Array[]; outTree: tree.TreeDef; donated: number[] }>();
+  let traceCount = 0;
+
+  const prepare = (args: unknown[]) => {
+    for (const n of [...staticNums, ...donate]) {
+      if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`jit ${name}: argnum ${n} out of range for ${args.length} arguments`);
+    }
+    const statics: string[] = [];
+    const dyn: unknown[] = args.map((a, i) => {
+      if (staticNums.includes(i)) {
+        statics.push(`${i}=${staticKey(a)}`);
+        return null;
+      }
+      if (staticNames.length && isPlain(a)) {
+        const rest: Record<string, unknown> = {};
+        for (const [k, v] of Object.entries(a)) {
+          if (staticNames.includes(k)) statics.push(`${i}.${k}=${staticKey(v)}`);
+          else rest[k] = v;
+        }
+        return rest;
+      }
+      return a;
+    });
+    const [leaves, inTree] = flattenArgs(dyn);
+    const avals = leaves.map((l, i) => {
+      if (typeof l === 'number' || typeof l === 'boolean') throw new TypeError(`jit ${name}: leaf ${i} is a JS ${typeof l}; pass an Array or mark the argument static`);
+      return avalOf(l, `jit ${name}`);
+    });
+    const key = `${statics.join(';')}|${inTree}|${avals.map((a) => `${avalStr(a)}${a.weakType ? 'w' : ''}`).join(',')}`;
+    let entry = cache.get(key);
+    if (!entry) {
+      traceCount++;
+      let outTree: tree.TreeDef | null = null;
+      const closed = traceFlat((...ins) => {
+        const rebuilt = tree.unflatten(inTree, ins) as unknown[];
+        const call = args.map((a, i) => {
+          if (staticNums.includes(i)) return a;
+          if (staticNames.length && isPlain(a)) {
+            const o: Record<string, unknown> = { ...(rebuilt[i] as Record<string, unknown>) };
+            for (const k of Object.keys(a)) if (staticNames.includes(k)) o[k] = a[k];
+            return o;
+          }
+          return rebuilt[i];
+        });
+        const [outs, ot] = tree.flatten(f(...call), { isLeaf: (x) => x instanceof Array });
+        outTree = ot;
+        return outs.map((o) => {
+          if (!(o instanceof Array)) throw new TypeError(`jit ${name}: the function must return a pytree of Arrays; got a ${typeof o} leaf`);
+          return o;
+        });
+      }, avals, `jit(${name})`);
+      const [jaxpr, consts] = hoistConsts(closed);
+      // Which flat leaves belong to donated arguments.
+      const donated: number[] = [];
+      let pos = 0;
+      dyn.forEach((d, i) => {
+        const n = flattenArgs(d)[0].length;
+        if (donate.includes(i)) for (let k = 0; k < n; k++) donated.push(pos + k);
+        pos += n;
+      });
+      entry = { jaxpr, consts, outTree: outTree!, donated };
+      if (!consts.some((c) => c instanceof Tracer)) cache.set(key, entry);
+    }
+    return { entry, leaves: leaves as Array[] };
+  };
+
+  const jitted = ((...args: unknown[]) => {
+    const { entry, leaves } = prepare(args);
+    const nc = entry.consts.length;
+    const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: entry.jaxpr, name, donateArgnums: entry.donated.map((d) => d + nc) } satisfies PjitParams);
+    if (entry.donated.length && leaves.every((l) => !(l instanceof Tracer))) {
+      for (const d of entry.donated) if (!outs.includes(leaves[d])) leaves[d].dispose();
+    }
+    return tree.unflatten(entry.outTree, outs);
+  }) as unknown as Jitted<F>;
+  Object.defineProperty(jitted, 'traceCount', { get: () => traceCount });
+  (jitted as { lower: unknown }).lower = (...args: unknown[]) => prepare(args).entry.jaxpr;
+  (jitted as { clearCache: unknown }).clearCache = () => cache.clear();
+  return jitted;
+}

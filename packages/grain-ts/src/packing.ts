@@ -1,0 +1,363 @@
+/**
+ * First-fit packing of variable-length sequences into fixed-length rows (Grain's
+ * `FirstFitPackIterDataset`), so every batch has one static shape with little padding.
+ * `numBins` rows are filled in arrival order, each sequence going to the first row with room;
+ * when a sequence fits nowhere, all rows are emitted and it starts a fresh set. A sequence is
+ * never split across rows (unless `overflow: 'split'` asks for longer ones to be cut into
+ * pieces first). Each row carries `segmentIds` (1, 2, ... per sequence, 0 for padding) and
+ * `positions` (0.. within each sequence), so attention can be masked per segment.
+ *
+ * State without data: the parent's state where the rows not yet fully emitted began, and how
+ * many elements and rows have passed since. Restoring replays those few elements through the
+ * same deterministic packer, which rebuilds the partly filled rows exactly.
+ */
+import { IterDataset, FnIterDataset } from './iterDataset';
+import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
+
+export type Sequence = Int32Array | readonly number[];
+
+/** One packed (or padded) row. Features other than `tokens` are packed alongside with the same layout. */
+export interface PackedRow {
+  tokens: Int32Array;
+  segmentIds: Int32Array;
+  positions: Int32Array;
+  /** Real (non-pad) tokens in the row. */
+  numTokens: number;
+  /** Sequences in the row. */
+  numSegments: number;
+  [feature: string]: Int32Array | number;
+}
+
+export interface PaddingStats {
+  rows: number;
+  realTokens: number;
+  totalTokens: number;
+  /** Fraction of pad tokens: `1 - realTokens / totalTokens`. */
+  waste: number;
+}
+
+/** A dataset whose iterators count real and pad tokens (`stats`). */
+export interface PaddedDataset<T> extends IterDataset<T> {
+  iterator(): DatasetIterator<T> & { readonly stats: PaddingStats };
+}
+
+export interface PackOptions {
+  /** Row length in tokens. */
+  length: number;
+  /** Rows filled at once (default 16); more bins pack tighter but hold more elements in flight. */
+  numBins?: number;
+  /** Most sequences per row (default no limit). */
+  maxSequencesPerBin?: number;
+  /** A sequence longer than `length`: 'error' (default), 'truncate' to `length`, or 'split' into pieces. */
+  overflow?: 'error' | 'truncate' | 'split';
+  padId?: number;
+}
+
+export function emptyStats(): PaddingStats {
+  return { rows: 0, realTokens: 0, totalTokens: 0, waste: 0 };
+}
+
+export function addRow(stats: PaddingStats, real: number, total: number): void {
+  stats.rows++;
+  stats.realTokens += real;
+  stats.totalTokens += total;
+  stats.waste = stats.totalTokens === 0 ? 0 : 1 - stats.realTokens / stats.totalTokens;
+}
+
+/** Element -> named int32 features (a bare sequence is the feature `tokens`). */
+export function featuresOf(op: string, x: unknown): Record<string, Sequence> {
+  if (x instanceof Int32Array || Array.isArray(x)) return { tokens: x as Sequence };
+  if (x && typeof x === 'object' && !ArrayBuffer.isView(x)) {
+    const r = x as Record<string, unknown>;
+    for (const [k, v] of Object.entries(r)) {
+      if (!(v instanceof Int32Array || Array.isArray(v))) throw new TypeError(`${op}: feature "${k}" must be an Int32Array or number[]; got ${v?.constructor?.name ?? typeof v}`);
+    }
+    if (!('tokens' in r)) throw new TypeError(`${op}: a dict element needs a "tokens" feature (the one lengths are measured on); got keys ${JSON.stringify(Object.keys(r))}`);
+    return r as Record<string, Sequence>;
+  }
+  throw new TypeError(`${op}: elements must be Int32Array, number[] or { tokens, ...features }; got ${x === null ? 'null' : x?.constructor?.name ?? typeof x}`);
+}
+
+function seqLength(f: Record<string, Sequence>, op: string): number {
+  const n = f.tokens.length;
+  for (const [k, v] of Object.entries(f)) {
+    if (v.length !== n) throw new RangeError(`${op}: feature "${k}" has length ${v.length} but "tokens" has ${n}; features are packed with one layout and must have equal lengths`);
+  }
+  return n;
+}
+
+class Bin {
+  used = 0;
+  segments = 0;
+  readonly data: Record<string, Int32Array>;
+  readonly segmentIds: Int32Array;
+  readonly positions: Int32Array;
+  constructor(readonly length: number, names: string[], padId: number) {
+    this.data = {};
+    for (const n of names) this.data[n] = new Int32Array(length).fill(padId);
+    this.segmentIds = new Int32Array(length);
+    this.positions = new Int32Array(length);
+  }
+  add(f: Record<string, Sequence>, n: number): void {
+    const at = this.used;
+    for (const k in this.data) {
+      const src = f[k];
+      if (src === undefined) throw new TypeError(`pack: element lacks feature "${k}" that earlier elements had`);
+      const dst = this.data[k];
+      for (let i = 0; i < n; i++) dst[at + i] = src[i];
+    }
+    const seg = ++this.segments;
+    for (let i = 0; i < n; i++) {
+      this.segmentIds[at + i] = seg;
+      this.positions[at + i] = i;
+    }
+    this.used += n;
+  }
+  row(): PackedRow {
+    const r: Record<string, Int32Array | number> = {};
+    for (const k in this.data) {
+      r[k] = this.data[k];
+      if (k !== 'tokens') {
+        r[`${k}SegmentIds`] = this.segmentIds;
+        r[`${k}Positions`] = this.positions;
+      }
+    }
+    r.segmentIds = this.segmentIds;
+    r.positions = this.positions;
+    r.numTokens = this.used;
+    r.numSegments = this.segments;
+    return r as PackedRow;
+  }
+}
+
+class PackIterator extends DatasetIterator<PackedRow> {
+  readonly stats = emptyStats();
+  readonly #L: number;
+  readonly #numBins: number;
+  readonly #maxSeg: number;
+  readonly #overflow: 'error' | 'truncate';
+  readonly #padId: number;
+  #names: string[] | null = null;
+  #bins: Bin[] = [];
+  #queue: PackedRow[] = [];
+  #qPos = 0;
+  #ended = false;
+  // Checkpoint bookkeeping.
+  #start: JsonValue = null; // parent state where the oldest unemitted element began
+  #flushed = 0; // elements from #start that went into the queued rows
+  #inGroup = 0; // elements in the current (unflushed) bins
+  #groupStart: JsonValue = null;
+  #started = false;
+
+  constructor(readonly parent: DatasetIterator<unknown>, o: PackOptions) {
+    super();
+    this.#L = o.length;
+    this.#numBins = o.numBins ?? 16;
+    this.#maxSeg = o.maxSequencesPerBin ?? Infinity;
+    this.#overflow = o.overflow === 'truncate' ? 'truncate' : 'error';
+    this.#padId = o.padId ?? 0;
+  }
+
+  #pull(): { f: Record<string, Sequence>; n: number } | End {
+    const x = this.parent.nextOrEnd();
+    if (x === END) return END;
+    const f = featuresOf('pack', x);
+    let n = seqLength(f, 'pack');
+    if (n > this.#L) {
+      if (this.#overflow === 'error') {
+        throw new RangeError(`pack: a sequence of length ${n} does not fit rows of length ${this.#L}; pass overflow: 'truncate' or 'split', or filter long sequences out`);
+      }
+      n = this.#L;
+    }
+    return { f, n };
+  }
+
+  /** Puts an element into the first bin with room; false when none has room. */
+  #place(f: Record<string, Sequence>, n: number): boolean {
+    if (this.#names === null) this.#names = Object.keys(f).sort();
+    for (const b of this.#bins) {
+      if (b.used + n <= this.#L && b.segments < this.#maxSeg) {
+        b.add(f, n);
+        return true;
+      }
+    }
+    if (this.#bins.length < this.#numBins) {
+      const b = new Bin(this.#L, this.#names, this.#padId);
+      this.#bins.push(b);
+      b.add(f, n);
+      return true;
+    }
+    return false;
+  }
+
+  #flush(): void {
+    this.#queue = this.#bins.map((b) => b.row());
+    this.#qPos = 0;
+    this.#bins = [];
+  }
+
+  nextOrEnd(): PackedRow | End {
+    if (!this.#started) {
+      this.#started = true;
+      this.#start = this.parent.getState();
+      this.#groupStart = this.#start;
+    }
+    for (;;) {
+      if (this.#qPos < this.#queue.length) {
+        const row = this.#queue[this.#qPos++];
+        addRow(this.stats, row.numTokens, this.#L);
+        if (this.#qPos === this.#queue.length) {
+          // Every row of the flushed set is out: the oldest unemitted element is the current group's first.
+          this.#start = this.#groupStart;
+          this.#flushed = 0;
+          this.#queue = [];
+          this.#qPos = 0;
+        }
+        return row;
+      }
+      if (this.#ended) return END;
+      const before = this.parent.getState();
+      const e = this.#pull();
+      if (e === END) {
+        this.#ended = true;
+        if (this.#bins.length === 0) return END;
+        this.#flushed = this.#inGroup;
+        this.#inGroup = 0;
+        this.#groupStart = before;
+        this.#flush();
+        continue;
+      }
+      if (this.#place(e.f, e.n)) {
+        this.#inGroup++;
+        continue;
+      }
+      // It fits nowhere: emit every bin, and it opens the next set.
+      this.#flushed = this.#inGroup;
+      this.#flush();
+      this.#groupStart = before;
+      this.#inGroup = 1;
+      this.#place(e.f, e.n);
+    }
+  }
+
+  getState(): JsonValue {
+    if (!this.#started) return { start: this.parent.getState(), flushed: 0, emitted: 0, inGroup: 0, ended: false, stats: { ...this.stats } as unknown as JsonValue };
+    return { start: this.#start, flushed: this.#flushed, emitted: this.#qPos, inGroup: this.#inGroup, ended: this.#ended, stats: { ...this.stats } as unknown as JsonValue };
+  }
+
+  setState(state: JsonValue): void {
+    if (Array.isArray(state)) {
+      // Every old shard's state, for an elastic parent under a new shard count: each old shard
+      // rewinds to where its unemitted rows began, and packing restarts with empty bins.
+      this.parent.setState(state);
+      this.#started = true;
+      this.#bins = [];
+      this.#queue = [];
+      this.#qPos = 0;
+      this.#ended = false;
+      this.#start = this.#groupStart = this.parent.getState();
+      this.#flushed = this.#inGroup = 0;
+      return;
+    }
+    const s = checkState('pack', state, { start: 'any', flushed: 'number', emitted: 'number', inGroup: 'number', ended: 'boolean' });
+    this.parent.setState(s.start);
+    this.#started = true;
+    this.#bins = [];
+    this.#queue = [];
+    this.#qPos = 0;
+    this.#ended = false;
+    this.#start = s.start;
+    this.#groupStart = s.start;
+    this.#flushed = 0;
+    this.#inGroup = 0;
+    if (s.flushed > 0) {
+      for (let i = 0; i < s.flushed; i++) {
+        const e = this.#pull();
+        if (e === END || !this.#place(e.f, e.n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
+      }
+      this.#flush();
+      if (s.emitted > this.#queue.length) badState('pack', `emitted ${s.emitted} rows of a set of ${this.#queue.length}`, state);
+      this.#qPos = s.emitted;
+      this.#flushed = s.flushed;
+    }
+    this.#groupStart = s.flushed > 0 ? this.parent.getState() : s.start;
+    for (let i = 0; i < s.inGroup; i++) {
+      const e = this.#pull();
+      if (e === END || !this.#place(e.f, e.n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
+    }
+    this.#inGroup = s.inGroup;
+    this.#ended = s.ended;
+    const st = s.stats as PaddingStats | undefined;
+    if (st && typeof st === 'object') Object.assign(this.stats, st);
+  }
+
+  override close(): void {
+    this.parent.close();
+  }
+}
+
+/** Cuts sequences longer than `length` into pieces of at most `length` (the 'split' overflow). */
+class SplitIterator extends DatasetIterator<unknown> {
+  #pending: Record<string, Sequence> | null = null;
+  #offset = 0;
+  #before: JsonValue = null;
+  constructor(readonly parent: DatasetIterator<unknown>, readonly length: number) {
+    super();
+  }
+  nextOrEnd(): unknown {
+    if (this.#pending === null) {
+      this.#before = this.parent.getState();
+      const x = this.parent.nextOrEnd();
+      if (x === END) return END;
+      const f = featuresOf('pack', x);
+      const n = seqLength(f, 'pack');
+      if (n <= this.length) return x;
+      this.#pending = f;
+      this.#offset = 0;
+    }
+    const f = this.#pending;
+    const n = f.tokens.length;
+    const end = Math.min(n, this.#offset + this.length);
+    const piece: Record<string, Int32Array> = {};
+    for (const k in f) piece[k] = Int32Array.from(f[k].slice(this.#offset, end));
+    this.#offset = end;
+    if (end >= n) this.#pending = null;
+    return piece;
+  }
+  getState(): JsonValue {
+    return this.#pending === null ? { parent: this.parent.getState(), skip: 0 } : { parent: this.#before, skip: this.#offset };
+  }
+  setState(state: JsonValue): void {
+    const s = checkState('pack(split)', state, { parent: 'any', skip: 'number' });
+    this.parent.setState(s.parent);
+    this.#pending = null;
+    if (s.skip > 0) {
+      this.#before = s.parent;
+      const x = this.parent.nextOrEnd();
+      if (x === END) badState('pack(split)', 'the saved sequence is missing', state);
+      this.#pending = featuresOf('pack', x);
+      this.#offset = s.skip;
+    }
+  }
+  override close(): void {
+    this.parent.close();
+  }
+}
+
+export function checkPackOptions(o: PackOptions): void {
+  if (!o || typeof o !== 'object') throw new TypeError('pack: expected { length, numBins?, maxSequencesPerBin?, overflow?, padId? }');
+  if (!Number.isSafeInteger(o.length) || o.length < 1) throw new RangeError(`pack: length must be an integer >= 1; got ${o.length}`);
+  if (o.numBins !== undefined && (!Number.isSafeInteger(o.numBins) || o.numBins < 1)) throw new RangeError(`pack: numBins must be an integer >= 1; got ${o.numBins}`);
+  if (o.maxSequencesPerBin !== undefined && (!Number.isSafeInteger(o.maxSequencesPerBin) || o.maxSequencesPerBin < 1)) {
+    throw new RangeError(`pack: maxSequencesPerBin must be an integer >= 1; got ${o.maxSequencesPerBin}`);
+  }
+  if (o.overflow !== undefined && !['error', 'truncate', 'split'].includes(o.overflow)) throw new RangeError(`pack: overflow must be 'error', 'truncate' or 'split'; got ${JSON.stringify(o.overflow)}`);
+}
+
+IterDataset.prototype.pack = function pack(this: IterDataset<unknown>, options: PackOptions) {
+  checkPackOptions(options);
+  return new FnIterDataset(() => {
+    const src = options.overflow === 'split' ? new SplitIterator(this.iterator(), options.length) : this.iterator();
+    return new PackIterator(src, options);
+  }) as never;
+};

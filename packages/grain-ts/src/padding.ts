@@ -1,0 +1,249 @@
+/**
+ * Static shapes without packing: `padToLength` pads (or truncates) each sequence to one length,
+ * and `bucketBySequenceLength` groups sequences by length into buckets with fixed boundaries,
+ * padding each batch to its bucket's boundary, so every batch has one of a fixed set of
+ * shapes. Rows have the same fields as packed rows (`segmentIds` is 1 on real tokens, 0 on
+ * padding), so a model consumes any strategy the same way; each iterator reports its padding
+ * waste in `stats`.
+ *
+ * Bucketing state without data: the parent's state at the oldest element still waiting in a
+ * bucket, the number of elements consumed since, and how many wait in each bucket; restoring
+ * replays those elements and keeps the last `count` of each bucket.
+ */
+import { collate } from './collate';
+import { FnIterDataset, IterDataset } from './iterDataset';
+import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
+import { type PackedRow, type PaddedDataset, type PaddingStats, type Sequence, addRow, emptyStats, featuresOf } from './packing';
+
+export interface PadOptions {
+  padId?: number;
+  /** A longer sequence: 'error' (default) or 'truncate'. */
+  overflow?: 'error' | 'truncate';
+}
+
+/** One sequence (or `{ tokens, ...features }`) as a padded row of `length`. */
+export function padToLength(x: Sequence | Record<string, Sequence>, length: number, options: PadOptions = {}): PackedRow {
+  if (!Number.isSafeInteger(length) || length < 1) throw new RangeError(`padToLength: length must be an integer >= 1; got ${length}`);
+  const f = featuresOf('padToLength', x);
+  let n = f.tokens.length;
+  if (n > length) {
+    if ((options.overflow ?? 'error') !== 'truncate') {
+      throw new RangeError(`padToLength: a sequence of length ${n} is longer than ${length}; pass overflow: 'truncate' or use bucketBySequenceLength / pack`);
+    }
+    n = length;
+  }
+  const padId = options.padId ?? 0;
+  const row: Record<string, Int32Array | number> = {};
+  const segmentIds = new Int32Array(length);
+  const positions = new Int32Array(length);
+  for (let i = 0; i < n; i++) {
+    segmentIds[i] = 1;
+    positions[i] = i;
+  }
+  for (const k of Object.keys(f).sort()) {
+    const src = f[k];
+    if (src.length !== f.tokens.length) throw new RangeError(`padToLength: feature "${k}" has length ${src.length} but "tokens" has ${f.tokens.length}`);
+    const d = new Int32Array(length).fill(padId);
+    for (let i = 0; i < n; i++) d[i] = src[i];
+    row[k] = d;
+    if (k !== 'tokens') {
+      row[`${k}SegmentIds`] = segmentIds;
+      row[`${k}Positions`] = positions;
+    }
+  }
+  row.segmentIds = segmentIds;
+  row.positions = positions;
+  row.numTokens = n;
+  row.numSegments = n > 0 ? 1 : 0;
+  return row as PackedRow;
+}
+
+class PadIterator extends DatasetIterator<PackedRow> {
+  readonly stats = emptyStats();
+  constructor(readonly parent: DatasetIterator<unknown>, readonly length: number, readonly options: PadOptions) {
+    super();
+  }
+  nextOrEnd(): PackedRow | End {
+    const x = this.parent.nextOrEnd();
+    if (x === END) return END;
+    const row = padToLength(x as Sequence, this.length, this.options);
+    addRow(this.stats, row.numTokens, this.length);
+    return row;
+  }
+  getState(): JsonValue {
+    return { parent: this.parent.getState(), stats: { ...this.stats } as unknown as JsonValue };
+  }
+  setState(state: JsonValue): void {
+    const s = checkState('padToLength', state, { parent: 'any', stats: 'object' });
+    this.parent.setState(s.parent);
+    Object.assign(this.stats, s.stats);
+  }
+  override close(): void {
+    this.parent.close();
+  }
+}
+
+export interface BucketOptions {
+  /** Ascending upper bounds (inclusive) of sequence length per bucket; rows are padded to them. */
+  bucketBoundaries: number[];
+  /** Batch size per bucket (one per boundary). */
+  bucketBatchSizes: number[];
+  padId?: number;
+  /** Drop partly filled buckets at the end instead of emitting smaller batches. */
+  dropRemainder?: boolean;
+  /** A sequence longer than the last boundary: 'error' (default), 'truncate' or 'drop'. */
+  overflow?: 'error' | 'truncate' | 'drop';
+}
+
+interface Waiting {
+  x: Record<string, Sequence>;
+  serial: number;
+  before: JsonValue;
+}
+
+class BucketIterator extends DatasetIterator<unknown> {
+  readonly stats = emptyStats();
+  readonly #buckets: Waiting[][];
+  #serial = 0; // elements consumed since the iterator began (or since #anchor on restore)
+  #anchor: JsonValue = null; // parent state at serial 0
+  #ended = false;
+  #flushed = 0; // buckets emitted after the end
+  #started = false;
+
+  constructor(readonly parent: DatasetIterator<unknown>, readonly o: BucketOptions) {
+    super();
+    this.#buckets = o.bucketBoundaries.map(() => []);
+  }
+
+  #bucketOf(n: number): number {
+    const b = this.o.bucketBoundaries;
+    for (let j = 0; j < b.length; j++) if (n <= b[j]) return j;
+    return -1;
+  }
+
+  #emit(j: number): unknown {
+    const L = this.o.bucketBoundaries[j];
+    const rows = this.#buckets[j].map((w) => padToLength(w.x, L, { padId: this.o.padId, overflow: 'truncate' }));
+    this.#buckets[j] = [];
+    for (const r of rows) addRow(this.stats, r.numTokens, L);
+    return collate(rows);
+  }
+
+  /** Routes one element; returns its bucket, or -1 when it is dropped. */
+  #route(x: unknown, before: JsonValue): number {
+    const f = featuresOf('bucketBySequenceLength', x);
+    const n = f.tokens.length;
+    let j = this.#bucketOf(n);
+    if (j < 0) {
+      const ov = this.o.overflow ?? 'error';
+      if (ov === 'drop') return -1;
+      if (ov === 'error') {
+        throw new RangeError(`bucketBySequenceLength: a sequence of length ${n} is longer than the last boundary ${this.o.bucketBoundaries.at(-1)}; add a boundary or pass overflow: 'truncate' or 'drop'`);
+      }
+      j = this.o.bucketBoundaries.length - 1;
+    }
+    this.#buckets[j].push({ x: f, serial: this.#serial, before });
+    return j;
+  }
+
+  nextOrEnd(): unknown | End {
+    if (!this.#started) {
+      this.#started = true;
+      this.#anchor = this.parent.getState();
+    }
+    for (;;) {
+      if (this.#ended) {
+        if (this.o.dropRemainder) return END;
+        while (this.#flushed < this.#buckets.length) {
+          const j = this.#flushed++;
+          if (this.#buckets[j].length > 0) return this.#emit(j);
+        }
+        return END;
+      }
+      const before = this.parent.getState();
+      const x = this.parent.nextOrEnd();
+      if (x === END) {
+        this.#ended = true;
+        continue;
+      }
+      const j = this.#route(x, before);
+      this.#serial++;
+      if (j >= 0 && this.#buckets[j].length === this.o.bucketBatchSizes[j]) return this.#emit(j);
+    }
+  }
+
+  getState(): JsonValue {
+    if (!this.#started) return { start: this.parent.getState(), consumed: 0, counts: this.#buckets.map(() => 0), ended: false, flushed: 0, stats: { ...this.stats } as unknown as JsonValue };
+    // The oldest waiting element anchors the replay.
+    let oldest: Waiting | null = null;
+    for (const b of this.#buckets) if (b.length > 0 && (oldest === null || b[0].serial < oldest.serial)) oldest = b[0];
+    const start = oldest ? oldest.before : this.parent.getState();
+    const consumed = oldest ? this.#serial - oldest.serial : 0;
+    return { start, consumed, counts: this.#buckets.map((b) => b.length), ended: this.#ended, flushed: this.#flushed, stats: { ...this.stats } as unknown as JsonValue };
+  }
+
+  setState(state: JsonValue): void {
+    if (Array.isArray(state)) {
+      // Every old shard's state under a new shard count (elastic parent): rewind to the oldest waiting element.
+      this.parent.setState(state);
+      this.#started = true;
+      for (let j = 0; j < this.#buckets.length; j++) this.#buckets[j] = [];
+      this.#serial = 0;
+      this.#ended = false;
+      this.#flushed = 0;
+      return;
+    }
+    const s = checkState('bucketBySequenceLength', state, { start: 'any', consumed: 'number', counts: 'object', ended: 'boolean', flushed: 'number' });
+    const counts = s.counts as number[];
+    if (!Array.isArray(counts) || counts.length !== this.#buckets.length) badState('bucketBySequenceLength', `counts must list ${this.#buckets.length} buckets`, state);
+    this.parent.setState(s.start);
+    this.#started = true;
+    this.#anchor = s.start;
+    for (let j = 0; j < this.#buckets.length; j++) this.#buckets[j] = [];
+    this.#serial = 0;
+    for (let i = 0; i < s.consumed; i++) {
+      const before = this.parent.getState();
+      const x = this.parent.nextOrEnd();
+      if (x === END) badState('bucketBySequenceLength', 'the stream ended while replaying (the data or pipeline changed?)', state);
+      this.#route(x, before);
+      this.#serial++;
+    }
+    // Keep only the elements that were waiting when the state was saved: the last counts[j] of each bucket.
+    for (let j = 0; j < this.#buckets.length; j++) {
+      const b = this.#buckets[j];
+      if (b.length < counts[j]) badState('bucketBySequenceLength', `replay gave ${b.length} elements for bucket ${j}, expected ${counts[j]}`, state);
+      this.#buckets[j] = b.slice(b.length - counts[j]);
+    }
+    this.#ended = s.ended;
+    this.#flushed = s.flushed;
+    if (s.stats && typeof s.stats === 'object') Object.assign(this.stats, s.stats as PaddingStats);
+  }
+
+  override close(): void {
+    this.parent.close();
+  }
+}
+
+function checkBucketOptions(o: BucketOptions): void {
+  const op = 'bucketBySequenceLength';
+  if (!o || !Array.isArray(o.bucketBoundaries) || !Array.isArray(o.bucketBatchSizes)) throw new TypeError(`${op}: expected { bucketBoundaries: number[], bucketBatchSizes: number[], ... }`);
+  const b = o.bucketBoundaries;
+  if (b.length === 0) throw new RangeError(`${op}: bucketBoundaries must not be empty`);
+  b.forEach((x, i) => {
+    if (!Number.isSafeInteger(x) || x < 1 || (i > 0 && x <= b[i - 1])) throw new RangeError(`${op}: bucketBoundaries must be strictly increasing integers >= 1; got [${b.join(', ')}]`);
+  });
+  if (o.bucketBatchSizes.length !== b.length) throw new RangeError(`${op}: got ${b.length} boundaries but ${o.bucketBatchSizes.length} batch sizes; give one batch size per bucket`);
+  o.bucketBatchSizes.forEach((x) => {
+    if (!Number.isSafeInteger(x) || x < 1) throw new RangeError(`${op}: bucketBatchSizes must be integers >= 1; got [${o.bucketBatchSizes.join(', ')}]`);
+  });
+}
+
+IterDataset.prototype.padToLength = function (this: IterDataset<unknown>, length: number, options: PadOptions = {}) {
+  if (!Number.isSafeInteger(length) || length < 1) throw new RangeError(`padToLength: length must be an integer >= 1; got ${length}`);
+  return new FnIterDataset(() => new PadIterator(this.iterator(), length, options)) as never;
+};
+
+IterDataset.prototype.bucketBySequenceLength = function (this: IterDataset<unknown>, options: BucketOptions) {
+  checkBucketOptions(options);
+  return new FnIterDataset(() => new BucketIterator(this.iterator(), options)) as never;
+};

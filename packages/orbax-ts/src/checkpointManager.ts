@@ -1,0 +1,319 @@
+/**
+ * CheckpointManager (orbax.checkpoint.CheckpointManager): saves numbered steps of one or more
+ * named items into a directory, decides when to save (`saveIntervalSteps`, preemption), keeps
+ * the steps the retention policy asks for (retention.ts), and restores them. Async by default:
+ * `save` copies the state (snapshot.ts) and hands the bytes to the background writer
+ * (backgroundWriter.ts); the step becomes visible to `latestStep()` only once it is committed
+ * on disk (writer.ts). Errors of a background save are kept and thrown by the next call.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Composite, JsonRestore, JsonSave, type RestoreArg, type SaveArg, StandardRestore, StandardSave, isRestoreArg, isSaveArg } from './args';
+import { BackgroundWriter } from './backgroundWriter';
+import {
+  CHECKPOINT_METADATA, COMMIT_MARKER, DEFAULT_ITEM, DELETING_SUFFIX, JSON_HANDLER, METRICS_FILE, METRICS_ITEM, STANDARD_HANDLER, TMP_SUFFIX,
+  parseStepDirName, safeComponent, stepDirName,
+} from './layout';
+import { preemptionSignal } from './preemption';
+import { StepReader, restoreJson, restoreStandard } from './reader';
+import { type Metrics, stepsToKeep } from './retention';
+import { jsonBytes, planItem } from './snapshot';
+import { type FaultPoint, type FileToWrite, type WriteJob, deleteStepDir, writeCheckpoint } from './writer';
+
+export interface CheckpointManagerOptions {
+  /** Save when `step % saveIntervalSteps === 0` (default 1). */
+  saveIntervalSteps?: number;
+  /** Keep at most this many steps (plus those kept by `keepPeriod`); unset keeps all. */
+  maxToKeep?: number;
+  /** Never delete steps divisible by this. */
+  keepPeriod?: number;
+  /** Score of a step's metrics; with it, `maxToKeep` keeps the best steps instead of the newest. */
+  bestFn?: (metrics: Metrics) => number;
+  bestMode?: 'max' | 'min';
+  /** With `bestFn`: keep steps saved without metrics (default true). */
+  keepCheckpointsWithoutMetrics?: boolean;
+  /** Write in a background worker thread (default true). */
+  enableAsyncCheckpointing?: boolean;
+  /** Create the directory when missing (default true). */
+  createIfMissing?: boolean;
+  /** fsync files and directories (default true). Turning it off loses durability, not atomicity. */
+  fsync?: boolean;
+  /** @internal Crash tests: kill the process at this point of the `faultAtSave`-th save. */
+  _fault?: { at: FaultPoint; save: number };
+}
+
+export interface SaveOptions {
+  metrics?: Metrics;
+  /** Save even when `shouldSave(step)` is false. */
+  force?: boolean;
+}
+
+type Items<A> = Record<string, A>;
+
+function itemsOf<A>(x: unknown, isArg: (v: unknown) => v is A, op: string, what: string): { items: Items<A>; single: boolean } {
+  if (isArg(x)) return { items: { [DEFAULT_ITEM]: x }, single: true };
+  const rec = x instanceof Composite ? x.items : x;
+  if (typeof rec !== 'object' || rec === null || Array.isArray(rec)) throw new Error(`${op}: args must be ${what} or args.Composite({ name: ${what}, ... }); got ${String(x)}`);
+  const items: Items<A> = {};
+  for (const [k, v] of Object.entries(rec)) {
+    safeComponent(k, `${op}: item name`);
+    if (k === METRICS_ITEM) throw new Error(`${op}: item name "${METRICS_ITEM}" is reserved for save(..., { metrics })`);
+    if (!isArg(v)) throw new Error(`${op}: item "${k}" must be ${what}; got ${String(v)}`);
+    items[k] = v;
+  }
+  if (Object.keys(items).length === 0) throw new Error(`${op}: no items given`);
+  return { items, single: false };
+}
+
+export class CheckpointManager {
+  readonly directory: string;
+  readonly options: Readonly<CheckpointManagerOptions>;
+  #steps = new Map<number, Metrics | undefined>();
+  #writer: BackgroundWriter | null = null;
+  #inflight: Promise<void> | null = null;
+  #error: Error | null = null;
+  #saves = 0;
+  #closed = false;
+
+  constructor(directory: string, options: CheckpointManagerOptions = {}) {
+    const op = 'CheckpointManager';
+    for (const k of ['saveIntervalSteps', 'maxToKeep', 'keepPeriod'] as const) {
+      const v = options[k];
+      if (v !== undefined && !(Number.isInteger(v) && v >= (k === 'maxToKeep' ? 1 : 1))) throw new Error(`${op}: ${k} must be a positive integer; got ${v}`);
+    }
+    if (options.bestMode !== undefined && options.bestMode !== 'max' && options.bestMode !== 'min') throw new Error(`${op}: bestMode must be 'max' or 'min'; got ${JSON.stringify(options.bestMode)}`);
+    this.directory = path.resolve(directory);
+    this.options = { ...options };
+    if (!fs.existsSync(this.directory)) {
+      if (options.createIfMissing === false) throw new Error(`${op}: directory ${this.directory} does not exist (createIfMissing is false)`);
+      fs.mkdirSync(this.directory, { recursive: true });
+    } else if (!fs.statSync(this.directory).isDirectory()) throw new Error(`${op}: ${this.directory} is not a directory`);
+    this.#cleanup();
+    this.reload();
+  }
+
+  /** Removes what interrupted saves and deletions left behind: tmp directories and unmarked steps. */
+  #cleanup(): void {
+    for (const name of fs.readdirSync(this.directory)) {
+      const full = path.join(this.directory, name);
+      if (name.endsWith(TMP_SUFFIX) || name.endsWith(DELETING_SUFFIX)) {
+        if (parseStepDirName(name.slice(0, name.indexOf('.'))) !== null) fs.rmSync(full, { recursive: true, force: true });
+        continue;
+      }
+      const step = parseStepDirName(name);
+      if (step === null || fs.existsSync(path.join(full, COMMIT_MARKER))) continue;
+      if (!fs.lstatSync(full).isDirectory()) continue;
+      if (writtenByOrbax(full)) continue; // finalized by Python Orbax (atomic rename, no marker): not ours to delete
+      fs.rmSync(full, { recursive: true, force: true });
+    }
+  }
+
+  /** Re-reads the step list from disk. */
+  reload(): void {
+    this.#steps.clear();
+    for (const name of fs.readdirSync(this.directory)) {
+      const step = parseStepDirName(name);
+      if (step === null || !fs.existsSync(path.join(this.directory, name, COMMIT_MARKER))) continue;
+      let metrics: Metrics | undefined;
+      try {
+        const m = JSON.parse(fs.readFileSync(path.join(this.directory, name, CHECKPOINT_METADATA), 'utf8')).metrics;
+        metrics = m && typeof m === 'object' && Object.keys(m).length > 0 ? m : undefined;
+      } catch {
+        metrics = undefined; // verified on restore; a damaged metadata file must not hide the step
+      }
+      this.#steps.set(step, metrics);
+    }
+  }
+
+  #check(op: string): void {
+    if (this.#closed) throw new Error(`${op}: the CheckpointManager for ${this.directory} is closed`);
+    this.checkForErrors();
+  }
+
+  /** Throws (once) the error of a background save that failed since the last call. */
+  checkForErrors(): void {
+    const e = this.#error;
+    if (e) {
+      this.#error = null;
+      throw new Error(`a background save failed: ${e.message}`, { cause: e });
+    }
+  }
+
+  allSteps(): number[] {
+    return [...this.#steps.keys()].sort((a, b) => a - b);
+  }
+
+  latestStep(): number | null {
+    const s = this.allSteps();
+    return s.length ? s[s.length - 1] : null;
+  }
+
+  /** The step with the best metrics under `bestFn` (the latest step without a `bestFn`). */
+  bestStep(): number | null {
+    const { bestFn, bestMode = 'max' } = this.options;
+    if (!bestFn) return this.latestStep();
+    let best: number | null = null;
+    let score = 0;
+    for (const s of this.allSteps()) {
+      const m = this.#steps.get(s);
+      if (m === undefined) continue;
+      const v = bestFn(m);
+      if (best === null || (bestMode === 'max' ? v >= score : v <= score)) [best, score] = [s, v];
+    }
+    return best;
+  }
+
+  metrics(step: number): Metrics | undefined {
+    return this.#steps.get(step);
+  }
+
+  isSavingInProgress(): boolean {
+    return this.#inflight !== null;
+  }
+
+  /** Whether `save(step)` would save: newer than the latest step, and on the interval or preempted. */
+  shouldSave(step: number): boolean {
+    const latest = this.latestStep();
+    if (latest !== null && step <= latest) return false;
+    if (preemptionSignal() !== null) return true;
+    return step % (this.options.saveIntervalSteps ?? 1) === 0;
+  }
+
+  /** True once a preemption signal arrived (see `installPreemptionHandler`): save now and exit. */
+  reachedPreemption(_step: number): boolean {
+    return preemptionSignal() !== null;
+  }
+
+  /**
+   * Saves `args` as step `step` and returns whether it saved. In async mode it resolves once the
+   * state is copied; the write continues in the background (a later save waits for it).
+   */
+  async save(step: number, args: SaveArg | Composite<SaveArg> | Items<SaveArg>, opts: SaveOptions = {}): Promise<boolean> {
+    const op = 'save';
+    this.#check(op);
+    if (!Number.isSafeInteger(step) || step < 0) throw new Error(`${op}: step must be a non-negative integer; got ${step}`);
+    const { items } = itemsOf(args, isSaveArg, op, 'args.StandardSave(...) or args.JsonSave(...)');
+    if (!opts.force && !this.shouldSave(step)) return false;
+    await this.#wait();
+    if (this.#steps.has(step)) throw new Error(`${op}: step ${step} already exists in ${this.directory}`);
+    const files: FileToWrite[] = [];
+    const handlers: Record<string, string> = {};
+    for (const [name, arg] of Object.entries(items)) {
+      for (const f of planItem(arg, `${op}: item "${name}"`, this.options.enableAsyncCheckpointing !== false)) files.push({ rel: `${name}/${f.rel}`, data: f.data });
+      handlers[name] = arg instanceof StandardSave ? STANDARD_HANDLER : JSON_HANDLER;
+    }
+    const metrics = opts.metrics && Object.keys(opts.metrics).length > 0 ? opts.metrics : undefined;
+    if (opts.metrics !== undefined) files.push({ rel: `${METRICS_ITEM}/${METRICS_FILE}`, data: jsonBytes(opts.metrics) });
+    const all = new Map(this.#steps);
+    all.set(step, metrics);
+    const keep = new Set(stepsToKeep([...all.keys()], all, this.options));
+    const deleteSteps = [...this.#steps.keys()].filter((s) => !keep.has(s));
+    this.#saves++;
+    const fault = this.options._fault && this.options._fault.save === this.#saves ? this.options._fault.at : undefined;
+    const job: WriteJob = {
+      root: this.directory,
+      step,
+      files,
+      checkpointMetadata: {
+        item_handlers: handlers,
+        metrics: opts.metrics ?? {},
+        performance_metrics: {},
+        init_timestamp_nsecs: Date.now() * 1e6,
+        custom_metadata: {},
+      },
+      deleteSteps,
+      fsync: this.options.fsync ?? true,
+      fault,
+    };
+    const commit = (): void => {
+      this.#steps.set(step, metrics);
+      for (const s of deleteSteps) this.#steps.delete(s);
+    };
+    if (this.options.enableAsyncCheckpointing === false) {
+      await writeCheckpoint(job);
+      commit();
+      return true;
+    }
+    this.#writer ??= new BackgroundWriter();
+    this.#inflight = this.#writer.submit(job).then(commit, (e: Error) => {
+      this.#error = e;
+    }).finally(() => {
+      this.#inflight = null;
+    });
+    return true;
+  }
+
+  async #wait(): Promise<void> {
+    while (this.#inflight) await this.#inflight;
+    this.checkForErrors();
+  }
+
+  /** Waits for a background save; throws its error if it failed. */
+  async waitUntilFinished(): Promise<void> {
+    await this.#wait();
+  }
+
+  /**
+   * Restores step `step` (default: the latest). `args` names the items and how to restore them;
+   * without it every item is restored as saved. A single unnamed item comes back as is, several
+   * as an object keyed by item name.
+   */
+  async restore(step?: number | null, args?: RestoreArg | Composite<RestoreArg> | Items<RestoreArg>): Promise<any> {
+    const op = 'restore';
+    this.#check(op);
+    const s = step ?? this.latestStep();
+    if (s === null) throw new Error(`${op}: no complete checkpoint in ${this.directory}`);
+    if (!this.#steps.has(s)) throw new Error(`${op}: step ${s} is not a complete checkpoint in ${this.directory}; available: [${this.allSteps().join(', ')}]`);
+    const r = new StepReader(this.directory, s);
+    const handlers = r.itemHandlers();
+    let items: Items<RestoreArg | undefined>;
+    let single: boolean;
+    if (args === undefined) {
+      items = {};
+      for (const name of handlers.keys()) items[name] = undefined;
+      single = handlers.size === 1 && handlers.has(DEFAULT_ITEM);
+    } else ({ items, single } = itemsOf(args, isRestoreArg, op, 'args.StandardRestore(...) or args.JsonRestore(...)'));
+    const out: Record<string, unknown> = {};
+    for (const [name, arg] of Object.entries(items)) {
+      const h = handlers.get(name);
+      if (h === undefined) throw new Error(`${op}: step ${s} has no item "${name}"; it has: ${[...handlers.keys()].join(', ')}`);
+      const isJson = h === JSON_HANDLER;
+      if (arg instanceof StandardRestore && isJson) throw new Error(`${op}: item "${name}" of step ${s} was saved with JsonSave; use args.JsonRestore()`);
+      if (arg instanceof JsonRestore && !isJson) throw new Error(`${op}: item "${name}" of step ${s} was saved with StandardSave; use args.StandardRestore()`);
+      out[name] = isJson ? restoreJson(r, name, arg as JsonRestore | undefined) : restoreStandard(r, name, arg as StandardRestore | undefined);
+    }
+    return single ? out[DEFAULT_ITEM] : out;
+  }
+
+  /** Deletes a step (waits for a save in flight first). */
+  async delete(step: number): Promise<void> {
+    this.#check('delete');
+    await this.#wait();
+    deleteStepDir(this.directory, step, this.options.fsync ?? true);
+    this.#steps.delete(step);
+  }
+
+  /** Waits for the last save, stops the background writer; throws a pending background error. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.#wait();
+    } finally {
+      this.#closed = true;
+      await this.#writer?.close();
+      this.#writer = null;
+    }
+  }
+}
+
+/** A step directory Python Orbax finalized by atomic rename: commit timestamp set, no tpukit manifest. */
+function writtenByOrbax(dir: string): boolean {
+  try {
+    const meta = JSON.parse(fs.readFileSync(path.join(dir, CHECKPOINT_METADATA), 'utf8'));
+    return typeof meta?.commit_timestamp_nsecs === 'number' && !fs.existsSync(path.join(dir, '_CHECKSUMS'));
+  } catch {
+    return false;
+  }
+}
+
+export { stepDirName };

@@ -1,0 +1,9 @@
+/**
+ * @tpukit/orbax-ts: Orbax checkpointing for TypeScript. This file only re-exports the public surface.
+ */
+export { CheckpointManager, type CheckpointManagerOptions, type SaveOptions } from './checkpointManager';
+export {
+  Composite, JsonRestore, JsonSave, type RestoreArg, type SaveArg, ShapeDtypeStruct, StandardRestore, type StandardRestoreOptions, StandardSave, args,
+} from './args';
+export { type PreemptionHandle, type PreemptionSignal, installPreemptionHandler, preemptionSignal, resetPreemption } from './preemption';
+export { type Metrics, type RetentionOptions, stepsToKeep } from './retention';

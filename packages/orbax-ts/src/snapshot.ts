@@ -1,0 +1,152 @@
+/**
+ * The blocking half of a save: turns the items of one step into the files to write, copying
+ * every array out of its live buffers exactly once (so training may continue, and buffers may
+ * be donated or disposed, as soon as `save` returns). Each array becomes a Zarr v2 directory
+ * whose chunk grid follows the array's sharding: every distinct shard index is written once
+ * (replicas are skipped), and a chunk never spans two shards. The resulting buffers are owned
+ * by the job, so they can be transferred to the background writer without another copy.
+ */
+import { Array as TArray, toStorage, tree, type KeyPath } from '@tpukit/core';
+import { JsonSave, type SaveArg, StandardSave } from './args';
+import { copyBox } from './box';
+import { JSON_ITEM_FILE, PYTREE_METADATA } from './layout';
+import { type LeafRecord, type TpukitSection, encodeTreeDef, keyMetadata, keyTupleString, paramName } from './treeMetadata';
+import type { FileToWrite } from './writer';
+import { ITEMSIZE, chunkGrid, chunkKey, forEachCoord, makeZArray } from './zarr';
+
+const encoder = new TextEncoder();
+/** JSON as bytes in a buffer of its own (transferable, unlike Buffer's shared pool). */
+export const jsonBytes = (x: unknown): Uint8Array => encoder.encode(JSON.stringify(x));
+
+function bytesOf(x: TArray): Uint8Array {
+  const s = toStorage(x);
+  return new Uint8Array(s.buffer, s.byteOffset, s.byteLength);
+}
+
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+
+/** Chunk shape aligned with the shards: per axis, the gcd of every interior shard boundary. */
+function chunkShapeFor(shape: readonly number[], indices: ReadonlyArray<ReadonlyArray<readonly [number, number]>>): number[] {
+  return shape.map((n, d) => {
+    let g = 0;
+    for (const idx of indices) {
+      const [s, e] = idx[d];
+      if (s !== 0) g = gcd(g, s);
+      if (e !== n) g = gcd(g, e);
+    }
+    return g === 0 ? Math.max(n, 1) : g;
+  });
+}
+
+export interface ArrayPlan {
+  chunks: number[];
+  pieces: { key: string; data: Uint8Array }[];
+}
+
+/** Copies `x` into full-size chunk buffers, one per chunk, each from one (non-replica) shard. */
+export function planArray(x: TArray, copy = true): ArrayPlan {
+  const shape = x.shape;
+  const item = ITEMSIZE[x.dtype];
+  const shards = x.addressableShards;
+  const whole = (): ArrayPlan => {
+    const chunks = shape.map((d) => Math.max(d, 1));
+    if (x.size === 0) return { chunks, pieces: [] };
+    const src = shards.length === 1 ? bytesOf(shards[0].data) : bytesOf(x);
+    return { chunks, pieces: [{ key: chunkKey(shape.map(() => 0)), data: copy || shards.length !== 1 ? src.slice() : src }] };
+  };
+  if (shards.length === 1 || x.size === 0) return whole();
+  const primary = shards.filter((s) => s.replicaId === 0);
+  const chunks = chunkShapeFor(shape, primary.map((s) => s.index));
+  const grid = chunkGrid(shape, chunks);
+  const chunkBytes = chunks.reduce((a, b) => a * b, 1) * item;
+  const pieces: ArrayPlan['pieces'] = [];
+  const bytes = new Map<object, Uint8Array>();
+  let ok = true;
+  forEachCoord(grid, (c) => {
+    if (!ok) return;
+    const box = c.map((k, d) => [k * chunks[d], Math.min((k + 1) * chunks[d], shape[d])] as const);
+    const sh = primary.find((s) => s.index.every(([a, b], d) => a <= box[d][0] && box[d][1] <= b));
+    if (!sh) {
+      ok = false;
+      return;
+    }
+    let src = bytes.get(sh);
+    if (!src) bytes.set(sh, (src = bytesOf(sh.data)));
+    const shardShape = sh.index.map(([a, b]) => b - a);
+    const size = box.map(([a, b]) => b - a);
+    let data: Uint8Array;
+    if (src.length === chunkBytes && size.every((s, d) => s === chunks[d] && box[d][0] === sh.index[d][0])) data = copy ? src.slice() : src;
+    else {
+      data = new Uint8Array(chunkBytes);
+      copyBox({ data: src, shape: shardShape }, box.map(([a], d) => a - sh.index[d][0]), { data, shape: chunks }, chunks.map(() => 0), size, item);
+    }
+    pieces.push({ key: chunkKey(c), data });
+  });
+  // Shards that do not tile the array on a grid: fall back to one chunk of the assembled value.
+  return ok ? { chunks, pieces } : whole();
+}
+
+/** The files of a StandardSave item, relative to the item directory. */
+export function planStandardItem(item: unknown, opName: string, copy = true): FileToWrite[] {
+  const [pairs, def] = tree.flattenWithPath(item);
+  const enc = encodeTreeDef(def, opName);
+  const files: FileToWrite[] = [];
+  const leaves: LeafRecord[] = [];
+  const treeMetadata: Record<string, unknown> = {};
+  const names = new Map<string, string>();
+  for (const [path, leaf] of pairs as [KeyPath, unknown][]) {
+    const where = tree.keystr(path) || 'the root';
+    const pathStr = tree.keystr(path);
+    if (leaf instanceof TArray) {
+      const name = paramName(path, opName);
+      const prev = names.get(name);
+      if (prev !== undefined) throw new Error(`${opName}: leaves ${prev || 'the root'} and ${where} both map to parameter name "${name}"; rename one key`);
+      names.set(name, where);
+      const plan = planArray(leaf, copy);
+      files.push({ rel: `${name}/.zarray`, data: jsonBytes(makeZArray({ shape: leaf.shape.slice(), chunks: plan.chunks, dtype: leaf.dtype })) });
+      for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data });
+      leaves.push({ kind: 'array', path: pathStr, name, dtype: leaf.dtype, shape: leaf.shape.slice(), chunks: plan.chunks, sharding: String(leaf.sharding) });
+      treeMetadata[keyTupleString(path)] = { key_metadata: keyMetadata(path), value_metadata: { value_type: 'jax.Array', skip_deserialize: false, write_shape: plan.chunks } };
+    } else if (typeof leaf === 'number') {
+      leaves.push({ kind: 'number', path: pathStr, value: Object.is(leaf, -0) ? '-0' : String(leaf) });
+      treeMetadata[keyTupleString(path)] = { key_metadata: keyMetadata(path), value_metadata: { value_type: 'scalar', skip_deserialize: true } };
+    } else if (typeof leaf === 'string' || typeof leaf === 'boolean') {
+      leaves.push({ kind: 'json', path: pathStr, value: leaf });
+      treeMetadata[keyTupleString(path)] = { key_metadata: keyMetadata(path), value_metadata: { value_type: typeof leaf === 'string' ? 'string' : 'scalar', skip_deserialize: true } };
+    } else {
+      const what = typeof leaf === 'object' ? `a ${(leaf as object).constructor?.name ?? 'object'}` : typeof leaf;
+      throw new Error(`${opName}: leaf at ${where} is ${what}; StandardSave holds Arrays, numbers, strings and booleans (in dicts, lists, Maps)`);
+    }
+  }
+  const tpukit: TpukitSection = { format: 1, tree: enc, leaves };
+  const metadata = {
+    tree_metadata: treeMetadata,
+    use_ocdbt: false,
+    use_zarr3: false,
+    store_array_data_equal_to_fill_value: true,
+    custom_metadata: null,
+    tpukit,
+  };
+  files.push({ rel: PYTREE_METADATA, data: jsonBytes(metadata) });
+  return files;
+}
+
+/**
+ * The files of one item of any kind, relative to the item directory. With `copy: false` (sync
+ * saves, which finish before returning) chunks that are whole shards are written straight from
+ * the arrays' storage instead of from copies.
+ */
+export function planItem(arg: SaveArg, opName: string, copy = true): FileToWrite[] {
+  if (arg instanceof StandardSave) return planStandardItem(arg.item, opName, copy);
+  if (arg instanceof JsonSave) {
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(arg.item);
+    } catch (e) {
+      throw new Error(`${opName}: JsonSave item is not JSON-serialisable: ${(e as Error).message}`);
+    }
+    if (text === undefined) throw new Error(`${opName}: JsonSave item is not JSON-serialisable (${typeof arg.item})`);
+    return [{ rel: JSON_ITEM_FILE, data: encoder.encode(text) }];
+  }
+  throw new Error(`${opName}: unknown save argument ${String(arg)}`);
+}

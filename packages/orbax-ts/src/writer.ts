@@ -1,0 +1,187 @@
+/**
+ * Commits one step to disk atomically. Runs in the background worker (async saves) or on the
+ * calling thread (sync saves); it imports only node built-ins so the worker stays small.
+ *
+ * Protocol: every file goes into `<root>/<step>.orbax-checkpoint-tmp/`; then
+ * `_CHECKPOINT_METADATA` (with its commit timestamp), the `_CHECKSUMS` manifest (CRC-32 and size
+ * of every file) and the commit marker `commit_success.txt` (which carries the manifest's own
+ * CRC-32); every file and then every directory is fsynced; the tmp directory is renamed to
+ * `<root>/<step>` (the commit point) and the root is fsynced. Only then are old steps deleted, each first renamed to
+ * `<step>.orbax-checkpoint-tmp-deleting` so that a crash mid-delete never leaves a half-deleted
+ * directory under a step's name.
+ */
+import * as zlib from 'node:zlib';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { CHECKPOINT_METADATA, CHECKSUMS, COMMIT_MARKER, DELETING_SUFFIX, TMP_SUFFIX, stepDirName } from './layout';
+
+export interface FileToWrite {
+  /** Path relative to the step directory, '/'-separated, built by tpukit from safe components. */
+  readonly rel: string;
+  readonly data: Uint8Array;
+}
+
+/** Where a test can make the writer kill its own process (crash tests only). */
+export type FaultPoint = 'mid-write' | 'before-rename' | 'after-rename' | 'mid-delete';
+
+export interface WriteJob {
+  readonly root: string;
+  readonly step: number;
+  readonly files: readonly FileToWrite[];
+  /** `_CHECKPOINT_METADATA` without `commit_timestamp_nsecs` (added here). */
+  readonly checkpointMetadata: Record<string, unknown>;
+  /** Steps to delete once this one is committed (the retention policy's verdict). */
+  readonly deleteSteps: readonly number[];
+  readonly fsync: boolean;
+  /** @internal Crash-test hook: SIGKILL this process at that point. */
+  readonly fault?: FaultPoint;
+}
+
+export interface ChecksumManifest {
+  readonly algorithm: 'crc32';
+  readonly files: Record<string, { size: number; crc32: string }>;
+}
+
+/** CRC-32 (IEEE, as zlib and Python's zlib.crc32) as 8 hex digits: cheap enough to run on every byte. */
+export const crc32 = (data: Uint8Array): string => zlib.crc32(data).toString(16).padStart(8, '0');
+
+/** The marker's text: Orbax's sentence plus the manifest checksum line tpukit verifies. */
+export function markerText(finalDir: string, manifestCrc: string): string {
+  return `Checkpoint commit was successful to ${finalDir}\ntpukit ${CHECKSUMS} crc32=${manifestCrc}\n`;
+}
+
+function crash(job: WriteJob, at: FaultPoint): void {
+  if (job.fault === at) process.kill(process.pid, 'SIGKILL');
+}
+
+function writeFile(file: string, data: Uint8Array): void {
+  const fd = fs.openSync(file, 'wx');
+  try {
+    let off = 0;
+    while (off < data.length) off += fs.writeSync(fd, data, off, data.length - off);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * fsyncs many files or directories, several at a time on libuv's thread pool, so that the
+ * filesystem can batch their journal commits (one fsync after another costs a commit each).
+ */
+async function fsyncAll(paths: readonly string[]): Promise<void> {
+  let next = 0;
+  const one = async (): Promise<void> => {
+    while (next < paths.length) {
+      const h = await fs.promises.open(paths[next++], 'r');
+      try {
+        await h.sync();
+      } finally {
+        await h.close();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(8, paths.length) }, one));
+}
+
+/**
+ * Writes and commits `job`; throws (leaving only a tmp directory behind) on any failure. All
+ * files, the marker included, are written first, then fsynced (files, then directories), and
+ * only then is the tmp directory renamed: the rename is the commit point.
+ */
+export async function writeCheckpoint(job: WriteJob): Promise<void> {
+  const finalDir = path.join(job.root, stepDirName(job.step));
+  const tmpDir = finalDir + TMP_SUFFIX;
+  if (fs.existsSync(finalDir)) throw new Error(`save: step ${job.step} already exists at ${finalDir}`);
+  fs.rmSync(tmpDir, { recursive: true, force: true });
+  fs.mkdirSync(tmpDir);
+  const dirs = new Set<string>([tmpDir]);
+  const written: string[] = [];
+  const manifest: ChecksumManifest = { algorithm: 'crc32', files: {} };
+  const pathOf = (rel: string): string => {
+    const parts = rel.split('/');
+    let dir = tmpDir;
+    for (const p of parts.slice(0, -1)) {
+      dir = path.join(dir, p);
+      if (!dirs.has(dir)) {
+        fs.mkdirSync(dir);
+        dirs.add(dir);
+      }
+    }
+    return path.join(tmpDir, ...parts);
+  };
+  const put = (rel: string, data: Uint8Array): void => {
+    manifest.files[rel] = { size: data.length, crc32: crc32(data) };
+    const file = pathOf(rel);
+    writeFile(file, data);
+    written.push(file);
+  };
+  // The items' files: up to four writes in flight on libuv's pool while this thread computes
+  // the CRC-32s, so checksumming overlaps the I/O.
+  const targets = job.files.map((f) => ({ file: pathOf(f.rel), data: f.data }));
+  let next = 0;
+  let done = 0;
+  const writer = async (): Promise<void> => {
+    while (next < targets.length) {
+      const { file, data } = targets[next++];
+      const h = await fs.promises.open(file, 'wx');
+      try {
+        let off = 0;
+        while (off < data.length) {
+          const { bytesWritten } = await h.write(data, off, Math.min(data.length - off, 1 << 30));
+          off += bytesWritten;
+          if (off < data.length) crash(job, 'mid-write');
+        }
+      } finally {
+        await h.close();
+      }
+      written.push(file);
+      if (++done === Math.ceil(targets.length / 2)) crash(job, 'mid-write');
+    }
+  };
+  const writes = Promise.all(Array.from({ length: Math.min(4, targets.length) }, writer));
+  writes.catch(() => {}); // awaited below; a failure must not count as unhandled meanwhile
+  for (const f of job.files) {
+    manifest.files[f.rel] = { size: f.data.length, crc32: crc32(f.data) };
+    await new Promise<void>((r) => setImmediate(r)); // let finished writes start the next file
+  }
+  await writes;
+  const meta = { ...job.checkpointMetadata, commit_timestamp_nsecs: Date.now() * 1e6 };
+  put(CHECKPOINT_METADATA, new TextEncoder().encode(JSON.stringify(meta)));
+  const manifestBytes = new TextEncoder().encode(JSON.stringify(manifest));
+  for (const [name, data] of [[CHECKSUMS, manifestBytes], [COMMIT_MARKER, new TextEncoder().encode(markerText(finalDir, crc32(manifestBytes)))]] as const) {
+    const file = path.join(tmpDir, name);
+    writeFile(file, data);
+    written.push(file);
+  }
+  if (job.fsync) {
+    await fsyncAll(written);
+    await fsyncAll([...dirs]);
+  }
+  crash(job, 'before-rename');
+  fs.renameSync(tmpDir, finalDir);
+  if (job.fsync) await fsyncAll([job.root]);
+  crash(job, 'after-rename');
+  for (const s of job.deleteSteps) {
+    if (s === job.step) continue;
+    deleteStepDir(job.root, s, job.fsync, job);
+  }
+}
+
+/** Removes `<root>/<step>`: rename out of the step namespace first, then delete recursively. */
+export function deleteStepDir(root: string, step: number, fsync: boolean, job?: WriteJob): void {
+  const dir = path.join(root, stepDirName(step));
+  if (!fs.existsSync(dir)) return;
+  const doomed = path.join(root, stepDirName(step) + DELETING_SUFFIX);
+  fs.rmSync(doomed, { recursive: true, force: true });
+  fs.renameSync(dir, doomed);
+  if (fsync) {
+    const fd = fs.openSync(root, 'r');
+    try {
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  if (job) crash(job, 'mid-delete');
+  fs.rmSync(doomed, { recursive: true, force: true });
+}

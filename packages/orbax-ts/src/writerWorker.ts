@@ -1,0 +1,21 @@
+/**
+ * Entry point of the background writer thread (built as its own tsup entry, see
+ * backgroundWriter.ts). It receives one WriteJob at a time, whose buffers were transferred
+ * (not copied) from the main thread, commits it with `writeCheckpoint`, and answers with
+ * `{ ok: true }` or the error's message and stack.
+ */
+import { parentPort } from 'node:worker_threads';
+import { type WriteJob, writeCheckpoint } from './writer';
+
+if (!parentPort) throw new Error('orbax-ts writerWorker: must run as a worker thread');
+const port = parentPort;
+// Jobs run one at a time, in order: the manager never submits a second before the first ends.
+port.on('message', async (msg: { id: number; job: WriteJob }) => {
+  try {
+    await writeCheckpoint(msg.job);
+    port.postMessage({ id: msg.id, ok: true });
+  } catch (e) {
+    const err = e as Error;
+    port.postMessage({ id: msg.id, ok: false, message: err?.message ?? String(e), stack: err?.stack });
+  }
+});
