@@ -137,6 +137,20 @@ describe('systolic dot_general: MXU numerics', () => {
     });
   });
 
+  it('np.einsum (batched, transposed) goes through the MXU path and honours precision', () => {
+    const x = randomData(3 * 5 * 7, 31);
+    x[0] = 1 + 2 ** -10; // rounds to 1 in bf16
+    const a = np.array(x, 'float32').reshape([3, 5, 7]);
+    const b = np.array(randomData(3 * 4 * 7, 32), 'float32').reshape([3, 4, 7]);
+    withBackend('systolic', () => {
+      const d = np.einsum('bik,bjk->bij', a, b).dataSync();
+      const m = np.matmul(a, b.transpose([0, 2, 1])).dataSync();
+      expect(Array.from(d)).toEqual(Array.from(m));
+      const hi = np.einsum('bik,bjk->bij', a, b, { precision: 'highest' }).dataSync();
+      expect(Array.from(hi)).not.toEqual(Array.from(d));
+    });
+  });
+
   it('accumulates in float32: 1 + 256 * 2^-9 is 1.5 (a bf16 accumulator would stay at 1)', () => {
     const K = 257;
     const x = new Float32Array(K).fill(2 ** -9);
