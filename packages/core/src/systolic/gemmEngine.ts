@@ -159,18 +159,21 @@ export class GemmEngine {
 
   /**
    * Rounds the accumulator at element offset `c` (row stride `ldc`) to bf16 storage into
-   * `out[outOff ..]` as a dense [M,N] matrix: SIMD for 8-column groups, TypeScript for the rest.
-   * Call from a `batchedProduct` sink.
+   * `out[outOff ..]` (or a new array when `out` is null) as a dense [M,N] matrix: SIMD for
+   * 8-column groups, TypeScript for the rest. Call from a `batchedProduct` sink.
    */
-  narrowToBf16(c: number, ldc: number, M: number, N: number, flush: boolean, out: Uint16Array, outOff: number): void {
+  narrowToBf16(c: number, ldc: number, M: number, N: number, flush: boolean, out: Uint16Array | null, outOff: number): Uint16Array {
     const n8 = N - (N % 8);
     const fn = this.packFns[flush ? 'out_bf16_flush' : 'out_bf16'] as unknown as (s: number, l: number, r: number, c8: number, d: number, ldd: number) => void;
     fn(c * 4, ldc, M, n8, this.outScratch, N);
-    out.set(new Uint16Array(this.memory.buffer, this.outScratch, M * N), outOff);
+    const view = new Uint16Array(this.memory.buffer, this.outScratch, M * N);
+    const dst = out ?? view.slice();
+    if (out) out.set(view, outOff);
     if (n8 < N) {
       const f32 = this.f32View;
-      for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) out[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
+      for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) dst[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
     }
+    return dst;
   }
 
   /** Packs a staged one-pass operand: SIMD kernels for whole panels / k quads, TypeScript for the edges. */
