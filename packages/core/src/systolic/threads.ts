@@ -26,7 +26,11 @@ for (;;) {
   seen = Atomics.load(c, 0);
   if (seen < 0) break;
   const o = 8 + id * 12;
-  if (c[o + 6] < c[o + 7] && c[o + 8] < c[o + 9]) gemm(c[o], c[o + 1], c[o + 2], c[o + 3], c[o + 4], c[o + 5], c[o + 6], c[o + 7], c[o + 8], c[o + 9]);
+  try {
+    if (c[o + 6] < c[o + 7] && c[o + 8] < c[o + 9]) gemm(c[o], c[o + 1], c[o + 2], c[o + 3], c[o + 4], c[o + 5], c[o + 6], c[o + 7], c[o + 8], c[o + 9]);
+  } catch (e) {
+    Atomics.store(c, 2, 1); // reported by the calling thread; never leave it waiting
+  }
   Atomics.add(c, 1, 1);
   Atomics.notify(c, 1);
 }
@@ -116,6 +120,7 @@ class Pool {
       c[o + 6] = i0; c[o + 7] = i1; c[o + 8] = j0; c[o + 9] = j1;
     }
     Atomics.store(c, 1, 0);
+    Atomics.store(c, 2, 0);
     Atomics.add(c, 0, 1);
     Atomics.notify(c, 0);
     const [i0, i1, j0, j1] = range(0);
@@ -126,6 +131,7 @@ class Pool {
       if (done >= all) break;
       Atomics.wait(c, 1, done);
     }
+    if (Atomics.load(c, 2) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its slice of the product (setNumThreads(1) runs without workers)');
   }
 }
 
@@ -144,5 +150,15 @@ export function applyThreads(engine: GemmEngine): void {
     pools.set(engine, pool);
   }
   const p = pool;
-  engine.parallel = (args) => p.run(args, n);
+  engine.parallel = (args) => {
+    try {
+      p.resize(Math.min(n, 256) - 1);
+    } catch {
+      // Workers cannot start here (sandbox, resource limits): run on the calling thread.
+      engine.parallel = null;
+      engine.exports.gemm(args.ap, args.bp, args.cp, args.mp, args.np, args.kp, 0, args.mp, 0, args.np);
+      return;
+    }
+    p.run(args, n);
+  };
 }
