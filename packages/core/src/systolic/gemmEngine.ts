@@ -7,7 +7,7 @@
  */
 import * as bf16 from '../bf16';
 import { wasmFeatures } from '../wasm/features';
-import '../wasm/webassemblyTypes';
+import { WA, type WasmMemory } from '../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
@@ -32,7 +32,7 @@ export interface GemmArgs {
 }
 
 export class GemmEngine {
-  readonly memory: WebAssembly.Memory;
+  readonly memory: WasmMemory;
   readonly shape: GemmShape;
   readonly relaxed: boolean;
   readonly shared: boolean;
@@ -53,10 +53,10 @@ export class GemmEngine {
     this.shape = shape;
     this.relaxed = relaxed;
     this.shared = f.threads;
-    this.memory = new WebAssembly.Memory({ initial: 16, maximum: MAX_PAGES, shared: this.shared } as WebAssembly.MemoryDescriptor);
+    this.memory = new WA.Memory({ initial: 16, maximum: MAX_PAGES, shared: this.shared });
     this.bytes = buildGemmModule({ shape, relaxed, shared: this.shared, maxPages: MAX_PAGES });
-    const mod = new WebAssembly.Module(this.bytes);
-    const ex = new WebAssembly.Instance(mod, { env: { mem: this.memory } }).exports;
+    const mod = new WA.Module(this.bytes);
+    const ex = new WA.Instance(mod, { env: { mem: this.memory } }).exports;
     this.exports = ex as unknown as GemmExports;
     this.packFns = ex as unknown as GemmEngine['packFns'];
     this.u32View = new Uint32Array(this.memory.buffer);

@@ -12,6 +12,7 @@
  * from the TypeScript sources under vitest and from the built package, and needs no separate
  * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
  */
+import { WA, type WasmModule } from '../wasm/webassemblyTypes';
 import type { GemmArgs, GemmEngine } from './gemmEngine';
 
 const WORKER_SOURCE = `
@@ -76,10 +77,10 @@ export function threadsAvailable(engine: GemmEngine): boolean {
 class Pool {
   readonly workers: NodeWorker[] = [];
   readonly control = new Int32Array(new SharedArrayBuffer(4 * (8 + 12 * 256)));
-  private module: WebAssembly.Module;
+  private module: WasmModule;
 
   constructor(private readonly engine: GemmEngine) {
-    this.module = new WebAssembly.Module(engine.bytes);
+    this.module = new WA.Module(engine.bytes);
   }
 
   resize(n: number): void {
