@@ -19,6 +19,9 @@ export interface GemmExports {
   gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
 }
 
+/** Starts the named packing kernel with `args` elsewhere; the returned function waits for it. */
+export type PackRunner = (fn: string, args: readonly number[]) => () => void;
+
 /** Runs one packed product, split over threads. */
 export type ParallelRunner = (args: GemmArgs) => void;
 
@@ -45,6 +48,8 @@ export class GemmEngine {
   private outScratch = 0;
   /** Set by the thread pool: runs a product over several threads instead of this one. */
   parallel: ParallelRunner | null = null;
+  /** Set by the thread pool: starts a packing kernel on a worker; returns a wait function. */
+  parallelPack: PackRunner | null = null;
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
@@ -147,10 +152,13 @@ export class GemmEngine {
     const wb = simdB ? stage(b, srcB) : b;
     const args = { ap, bp, cp, mp, np, kp };
     for (let bi = 0; bi < aOffs.length; bi++) {
-      if (simdA) this.packSimd(wa, srcA, aOffs[bi], mr, kp, flush, ap);
-      else packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
-      if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp);
+      // With a thread pool, a worker packs A while this thread packs B.
+      const big = mp * np * kp >= PARALLEL_MIN_WORK;
+      const finishA = simdA ? this.packSimd(wa, srcA, aOffs[bi], mr, kp, flush, ap, big && this.parallelPack ? this.parallelPack : undefined) : null;
+      if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
+      if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp)();
       else packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
+      finishA?.();
       if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
       else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
       sink(bi, cp / 4, np);
@@ -177,21 +185,31 @@ export class GemmEngine {
   }
 
   /** Packs a staged one-pass operand: SIMD kernels for whole panels / k quads, TypeScript for the edges. */
-  private packSimd(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): void {
+  /**
+   * Packs a staged one-pass operand: the SIMD kernel for whole panels / k quads (run by `runner`
+   * when given, e.g. on a worker thread), TypeScript for the edges. Returns a function that
+   * finishes the job (waits for the runner, then packs the edges).
+   */
+  private packSimd(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, runner?: PackRunner): () => void {
     const layout = v.rs === 1 ? 'rc' : 'kc';
     const full = Math.floor(v.rows / R);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
-    const fn = this.packFns[packFunctionName(layout, R, v.bf16, flush)];
-    fn(base + off * esz, v.rs, v.ks, full, kBulk, kp, dst);
-    const elemOff = base / esz + off;
-    const u32 = this.u32View;
-    // Partial last panel: every k. Then the k tail of the full panels (and the kp padding).
-    if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
-    if (full > 0 && (kBulk < v.k || kp > v.k)) {
-      packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
-    }
+    const name = packFunctionName(layout, R, v.bf16, flush);
+    const args = [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst];
+    const wait = runner ? runner(name, args) : (this.packFns[name](...(args as [number, number, number, number, number, number, number])), () => {});
+    return () => {
+      wait();
+      const elemOff = base / esz + off;
+      const u32 = this.u32View;
+      // Partial last panel: every k. Then the k tail of the full panels (and the kp padding).
+      if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
+      if (full > 0 && (kBulk < v.k || kp > v.k)) {
+        packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
+      }
+    };
   }
+
 }
 
 const HI_ONLY = [HI];
