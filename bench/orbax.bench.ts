@@ -3,15 +3,17 @@
  * a 1 GB pytree (10 arrays) of float32 and of bfloat16, against plain `fs.writeFile` /
  * `fs.readFile` of the same bytes in the same number of files (measured in the same run, with
  * and without fsync), and how long an async `save` blocks the caller against one memory copy of
- * the state. Medians of RUNS runs. Set ORBAX_BENCH_SIZES_MB=100 to skip the 1 GB case.
+ * the state. Medians of RUNS runs. Set ORBAX_BENCH_SIZES_MB=100 to skip the 1 GB case. Every
+ * measurement starts after a `sync`, and deleting old files is left out of every timing.
  *
  * Imports the built package from its dist (the bench package does not list orbax-ts).
  */
+import { execSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { type Array as TArray, type DType, fromStorage, toStorage } from '@tpukit/core';
-import { CheckpointManager, args } from '../packages/orbax-ts/dist/index.js';
+import { CheckpointManager, args } from '@tpukit/orbax-ts';
 
 const RUNS = Number(process.env.ORBAX_BENCH_RUNS ?? 3);
 const SIZES_MB = (process.env.ORBAX_BENCH_SIZES_MB ?? '100,1000').split(',').map(Number);
@@ -40,6 +42,11 @@ function makeTree(totalBytes: number, dtype: DType): Record<string, TArray> {
 function bytesOf(x: TArray): Uint8Array {
   const s = toStorage(x);
   return new Uint8Array(s.buffer, s.byteOffset, s.byteLength);
+}
+
+/** Flushes dirty pages between measurements (untimed), so no run pays for the previous one's writeback. */
+function settle(): void {
+  execSync('sync');
 }
 
 async function peerWrite(dir: string, tree: Record<string, TArray>, fsync: boolean): Promise<number> {
@@ -78,7 +85,7 @@ async function main(): Promise<void> {
         const total = Object.values(tree).reduce((n, x) => n + bytesOf(x).length, 0);
         const r = { copy: [] as number[], block: [] as number[], save: [] as number[], restore: [] as number[], w: [] as number[], wf: [] as number[], rd: [] as number[] };
         const dir = path.join(root, `ckpt-${mb}-${dtype}`);
-        const mgr = new CheckpointManager(dir, { maxToKeep: 1 });
+        const mgr = new CheckpointManager(dir);
         for (let run = 0; run < RUNS; run++) {
           // One memory copy of the state: the floor for how long save may block.
           let t0 = now();
@@ -94,9 +101,14 @@ async function main(): Promise<void> {
           const back = await mgr.restore(run);
           r.restore.push(now() - t0);
           if (bytesOf(back.w3).length !== bytesOf(tree.w3).length) throw new Error('restore returned the wrong size');
+          await mgr.delete(run); // untimed, like the peer's cleanup
+          settle();
           r.w.push(await peerWrite(path.join(root, 'peer'), tree, false));
           r.rd.push(await peerRead(path.join(root, 'peer'), tree));
+          settle();
           r.wf.push(await peerWrite(path.join(root, 'peer'), tree, true));
+          fs.rmSync(path.join(root, 'peer'), { recursive: true, force: true });
+          settle();
         }
         await mgr.close();
         fs.rmSync(dir, { recursive: true, force: true });

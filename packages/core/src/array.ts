@@ -71,7 +71,7 @@ export class Array {
   declare matmul: (y: ArrayInput) => Array;
   /** `x.get(...idx)` is tpukit's spelling of `x[idx]` (NumPy basic and advanced indexing). */
   declare get: (...indices: IndexItem[]) => Array;
-  /** `x.at(...idx)` is JAX's `x.at[idx]`: `.get(opts)`, `.set(v)`, `.add(v)`, `.multiply(v)`, `.min(v)`, `.max(v)`. */
+  /** `x.at(...idx)` is JAX's `x.at[idx]`: `.get(opts)`, `.set(v)`, `.add(v)`, `.subtract(v)`, `.multiply(v)`, `.divide(v)`, `.power(v)`, `.min(v)`, `.max(v)`, `.apply(fn)`. */
   declare at: (...indices: IndexItem[]) => IndexUpdateRef;
 
   /** @internal Use `np.array` / `np.asarray` to make arrays. */
@@ -227,9 +227,15 @@ export function numbersToStorage(values: ArrayLike<number>, dtype: DType): Stora
   return out;
 }
 
+/** Bit-preserving view for copying: float32 goes through its 32-bit patterns so NaN payloads survive. */
+function bitsView(x: StorageArray): Exclude<StorageArray, Float32Array> {
+  return x instanceof Float32Array ? new Uint32Array(x.buffer, x.byteOffset, x.length) : x;
+}
+
 function assembleShards(a: Array): StorageArray {
   const shape = a.shape;
-  const out = allocStorage(a.dtype, a.size);
+  const result = allocStorage(a.dtype, a.size);
+  const out = bitsView(result);
   const strides: number[] = [];
   let acc = 1;
   for (let i = shape.length - 1; i >= 0; i--) {
@@ -238,7 +244,7 @@ function assembleShards(a: Array): StorageArray {
   }
   for (const sh of a._shards!) {
     if (sh.replicaId !== 0) continue;
-    const src = sh.data._storage();
+    const src = bitsView(sh.data._storage());
     const local = sh.index.map(([s, e]) => e - s);
     const n = sizeOf(local);
     const idx = new globalThis.Array(local.length).fill(0);
@@ -252,5 +258,5 @@ function assembleShards(a: Array): StorageArray {
       }
     }
   }
-  return out;
+  return result;
 }

@@ -39,7 +39,8 @@ function typedArrayDType(x: TypedArrayInput, op: string): DType {
 
 function inferDType(flat: (number | boolean)[]): DType {
   if (flat.length > 0 && flat.every((v) => typeof v === 'boolean')) return 'bool';
-  if (flat.every((v) => typeof v === 'number' && Number.isInteger(v))) return flat.length === 0 ? 'float32' : 'int32';
+  // Booleans mixed with integers give int32, as jnp.array([True, 2]) does.
+  if (flat.every((v) => typeof v === 'boolean' || Number.isInteger(v))) return flat.length === 0 ? 'float32' : 'int32';
   return 'float32';
 }
 

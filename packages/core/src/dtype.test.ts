@@ -75,7 +75,16 @@ describe('promotion laws', () => {
     }));
   });
 
-  it('is associative, and the n-ary form equals the folded binary form', () => {
+  it('is associative, and the n-ary form equals the folded binary form (all 16^3 triples)', () => {
+    const all = DTYPES.flatMap((dtype) => [{ dtype, weak: false }, { dtype, weak: true }]);
+    for (const a of all) for (const b of all) for (const c of all) {
+      const left = resultType(resultType(a, b), c);
+      expect(resultType(a, resultType(b, c)), JSON.stringify([a, b, c])).toEqual(left);
+      expect(resultType(a, b, c)).toEqual(left);
+    }
+  });
+
+  it('is associative on the types JS values produce', () => {
     fc.assert(
       fc.property(jsTypeArb, jsTypeArb, jsTypeArb, (a, b, c) => {
         const left = resultType(resultType(a, b), c);

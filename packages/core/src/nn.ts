@@ -1,4 +1,5 @@
 /** The `nn` namespace: the jax.nn functions a transformer needs, built from jnp ops. */
+import { stopGradient } from './transforms/custom';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
 import { isFloat } from './dtype';
@@ -55,7 +56,8 @@ export function logSigmoid(x: ArrayLike): Array {
 export function logsumexp(x: ArrayLike, opts: AxisOpt & { keepdims?: boolean } = {}): Array {
   const a = floatArg(x, 'logsumexp');
   const axes = normalizeAxes(opts.axis ?? null, a.ndim, 'logsumexp');
-  const m = np.max(a, { axis: axes, keepdims: true });
+  // The shift cancels mathematically; stopping its gradient (as JAX does) saves work in grad.
+  const m = stopGradient(np.max(a, { axis: axes, keepdims: true }));
   const safe = lax.select(lax.isFinite(m), m, np.zerosLike(m));
   const s = np.sum(np.exp(np.subtract(a, safe)), { axis: axes, keepdims: true });
   const out = np.add(np.log(s), safe);
@@ -65,7 +67,7 @@ export function logsumexp(x: ArrayLike, opts: AxisOpt & { keepdims?: boolean } =
 export function softmax(x: ArrayLike, opts: AxisOpt = {}): Array {
   const a = floatArg(x, 'softmax');
   const axis = opts.axis ?? -1;
-  const m = np.max(a, { axis, keepdims: true });
+  const m = stopGradient(np.max(a, { axis, keepdims: true }));
   const e = np.exp(np.subtract(a, m));
   return np.divide(e, np.sum(e, { axis, keepdims: true }));
 }
@@ -73,7 +75,7 @@ export function softmax(x: ArrayLike, opts: AxisOpt = {}): Array {
 export function logSoftmax(x: ArrayLike, opts: AxisOpt = {}): Array {
   const a = floatArg(x, 'log_softmax');
   const axis = opts.axis ?? -1;
-  const shifted = np.subtract(a, np.max(a, { axis, keepdims: true }));
+  const shifted = np.subtract(a, stopGradient(np.max(a, { axis, keepdims: true })));
   return np.subtract(shifted, np.log(np.sum(np.exp(shifted), { axis, keepdims: true })));
 }
 

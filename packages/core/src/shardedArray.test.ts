@@ -51,6 +51,17 @@ describe('makeArrayFromCallback', () => {
     expect(Array.from(x.add(1).dataSync())).toEqual(fullData.map((v) => v + 1));
   });
 
+  it('assembles float32 shards bit for bit (NaN payloads survive)', () => {
+    const bits = new Uint32Array([0x7f800001, 0x7fc00123, 0xffc00456, 0x3f800000, 0x80000000, 0x7fa00000]);
+    const values = new Float32Array(bits.buffer);
+    const x = makeArrayFromCallback([6, 1], 'float32', new RowSharding(3), (index) => {
+      const [[r0, r1]] = index;
+      return fromStorage(values.slice(r0, r1), [r1 - r0, 1], 'float32');
+    });
+    const got = toStorage(x) as Float32Array;
+    expect([...new Uint32Array(got.buffer, got.byteOffset, got.length)]).toEqual([...bits]);
+  });
+
   it('rejects a callback result of the wrong shape or dtype, naming the index', () => {
     expect(() => makeArrayFromCallback([5, 3], 'float32', new RowSharding(2), () => full)).toThrow(/index 0:3,0:3 .*float32\[3,3\].*float32\[5,3\]/);
     expect(() => makeArrayFromCallback([5, 3], 'int32', new RowSharding(2), slice)).toThrow(/int32\[3,3\]/);

@@ -6,7 +6,7 @@
 const TWO_OVER_SQRT_PI = 1.1283791670955126;
 
 export function erf(x: number): number {
-  if (Number.isNaN(x)) return NaN;
+  if (Number.isNaN(x) || x === 0) return x; // erf(-0) = -0
   const ax = Math.abs(x);
   if (ax < 2.5) {
     // Maclaurin series: 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)).
@@ -103,8 +103,9 @@ const LANCZOS = [
 
 export function lgamma(x: number): number {
   if (Number.isNaN(x)) return NaN;
-  if (x === Infinity) return Infinity;
+  if (x === Infinity || x === -Infinity) return Infinity;
   if (x <= 0 && Number.isInteger(x)) return Infinity;
+  if (x === 1 || x === 2) return 0; // exact zeros the approximation would miss by an ulp of 1
   if (x < 0.5) {
     // Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x)
     return Math.log(Math.PI / Math.abs(Math.sin(Math.PI * x))) - lgamma(1 - x);

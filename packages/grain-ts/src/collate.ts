@@ -5,7 +5,9 @@
  * for booleans), typed arrays of equal length become `[B, L]` Arrays of the matching dtype,
  * core Arrays are stacked, and anything else (strings, objects) is kept as a plain JS list.
  */
-import { type Array, type DType, isArray, np, tree } from '@tpukit/core';
+import { Array as CoreArray, type DType, fromStorage, isArray, np, tree } from '@tpukit/core';
+
+type Array = CoreArray;
 
 type Typed = Int32Array | Float32Array | Uint8Array | Int8Array | Uint32Array | Float64Array | Int16Array | Uint16Array;
 
@@ -33,21 +35,21 @@ function storageFor(dtype: DType, n: number): Int32Array | Float32Array | Uint8A
   }
 }
 
-/** Makes a shaped core Array from flat host data (one copy into core's storage). */
+/**
+ * Makes a shaped core Array from freshly allocated flat host data that nobody else holds. For
+ * int32 / float32 / uint8 / int8 / uint32 the buffer becomes the Array's storage without a copy
+ * (core's `fromStorage`); other dtypes go through `np.asarray` (a conversion).
+ */
 export function hostArray(data: Int32Array | Float32Array | Uint8Array | Int8Array | Uint32Array, shape: readonly number[], dtype: DType): Array {
+  const direct =
+    (dtype === 'int32' && data instanceof Int32Array) ||
+    (dtype === 'float32' && data instanceof Float32Array) ||
+    (dtype === 'uint8' && data instanceof Uint8Array) ||
+    (dtype === 'int8' && data instanceof Int8Array) ||
+    (dtype === 'uint32' && data instanceof Uint32Array);
+  if (direct) return fromStorage(data, shape, dtype);
   const flat = np.asarray(data, dtype);
   return shape.length === 1 ? flat : flat.reshape(shape);
-}
-
-/** Stacks core Arrays of one shape and dtype along a new leading axis (core has no `np.stack` yet). */
-function stackArrays(xs: Array[]): Array {
-  const first = xs[0];
-  const n = first.size;
-  const dtype = first.dtype;
-  const host: DType = dtype === 'bool' ? 'uint8' : dtype === 'int32' || dtype === 'uint8' || dtype === 'int8' || dtype === 'uint32' ? dtype : 'float32';
-  const out = storageFor(host, xs.length * n);
-  for (let i = 0; i < xs.length; i++) out.set(xs[i].dataSync() as ArrayLike<number>, i * n);
-  return hostArray(out, [xs.length, ...first.shape], dtype);
 }
 
 function stackLeaf(leaves: unknown[], where: string): unknown {
@@ -94,7 +96,7 @@ function stackLeaf(leaves: unknown[], where: string): unknown {
         throw new RangeError(`batch: element ${i} at ${where} is ${isArray(x) ? `${x.dtype}[${x.shape}]` : typeof x} but element 0 is ${first.dtype}[${shape}]`);
       }
     }
-    return stackArrays(leaves as Array[]);
+    return np.stack(leaves as Array[]);
   }
   return leaves.slice();
 }

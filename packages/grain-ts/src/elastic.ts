@@ -8,10 +8,11 @@
  * across the change, filters included, because positions are global indices, not output counts.
  * The old shards' positions ride along in the state until the new shards pass them all.
  *
- * Packing (and bucketing) hold elements in flight; their states carry the parent state where
- * the oldest unemitted element began (`start`). Given such states, the elastic iterator rewinds
- * each old shard to that point: no token is lost, and sequences of rows a shard had already
- * emitted from a partly emitted set can be read again (at most `numBins - 1` rows per old shard).
+ * Packing and bucketing hold elements in flight (Grain refuses to reshard them). Given the list
+ * of old states, they rewind each old shard to where its oldest unemitted element began, replay
+ * what that shard consumed since (impersonating the old shard here) to learn the global indices
+ * of elements it had already emitted, and pass those as `done`: every sequence is still read
+ * exactly once. Packing restarts with empty bins, so rows differ from an unresharded run.
  */
 import { IterDataset } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, badState } from './iterator';
@@ -23,6 +24,8 @@ interface Level {
   base: number;
   shardCount: number;
   next: number[];
+  /** Indices above `next` that were consumed anyway (elements of rows a packer had emitted). */
+  done: number[];
 }
 
 export interface ElasticState {
@@ -40,7 +43,7 @@ function isElastic(s: unknown): s is ElasticState {
 }
 
 /** The elastic state inside an operation's state (the `start` of a pack or bucket state, or a pass-through). */
-function findElastic(s: unknown, depth = 0): ElasticState | null {
+export function findElastic(s: unknown, depth = 0): ElasticState | null {
   if (isElastic(s)) return s;
   if (depth > 16 || typeof s !== 'object' || s === null) return null;
   const o = s as Record<string, unknown>;
@@ -54,27 +57,54 @@ function findElastic(s: unknown, depth = 0): ElasticState | null {
 }
 
 export class ElasticIterator<T> extends DatasetIterator<T> {
-  readonly shardIndex: number;
-  readonly shardCount: number;
+  readonly ownShardIndex: number;
+  readonly ownShardCount: number;
+  /** Normally the own shard; a packer replaying an old shard's rows impersonates it briefly. */
+  shardIndex: number;
+  shardCount: number;
   #base = 0;
   #next: number;
+  #last = Number.NaN;
   #prior: Level[] = [];
+  #doneSets: Set<number>[] = [];
 
   constructor(readonly ds: MapDataset<T>, shardOptions: ShardOptions) {
     super();
     const o = checkShardOptions('ElasticIterator', shardOptions);
-    this.shardIndex = o.shardIndex;
-    this.shardCount = o.shardCount;
+    this.shardIndex = this.ownShardIndex = o.shardIndex;
+    this.shardCount = this.ownShardCount = o.shardCount;
     this.#next = o.shardIndex;
   }
 
   #consumedBefore(j: number): boolean {
-    for (const p of this.#prior) {
+    for (let i = 0; i < this.#prior.length; i++) {
+      const p = this.#prior[i];
       if (j < p.base) continue;
       const k = (j - p.base) % p.shardCount;
-      if (j < p.next[k]) return true;
+      if (j < p.next[k] || this.#doneSets[i].has(j)) return true;
     }
     return false;
+  }
+
+  override lastIndex(): number {
+    return this.#last;
+  }
+
+  #setPrior(prior: Level[]): void {
+    this.#prior = prior.map((p) => ({ base: p.base, shardCount: p.shardCount, next: [...p.next], done: [...(p.done ?? [])] }));
+    this.#doneSets = this.#prior.map((p) => new Set(p.done));
+  }
+
+  /**
+   * @internal Positions this iterator as another shard (`state` is that shard's own state), for
+   * replaying what an old shard read; the next `setState` restores this iterator's own shard.
+   */
+  impersonate(state: ElasticState): void {
+    this.shardIndex = state.shardIndex;
+    this.shardCount = state.shardCount;
+    this.#base = state.base;
+    this.#next = state.next;
+    this.#setPrior(state.prior);
   }
 
   nextOrEnd(): T | End {
@@ -84,13 +114,16 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
       this.#next += this.shardCount;
       if (this.#prior.length > 0 && this.#consumedBefore(j)) continue;
       const v = this.ds.get(j);
-      if (v !== undefined) return v;
+      if (v !== undefined) {
+        this.#last = j;
+        return v;
+      }
     }
     return END;
   }
 
   getState(): ElasticState {
-    return { elastic: 1, shardIndex: this.shardIndex, shardCount: this.shardCount, base: this.#base, next: this.#next, prior: this.#prior.map((p) => ({ ...p, next: [...p.next] })) as unknown as Level[] };
+    return { elastic: 1, shardIndex: this.shardIndex, shardCount: this.shardCount, base: this.#base, next: this.#next, prior: this.#prior.map((p) => ({ ...p, next: [...p.next], done: [...p.done] })) };
   }
 
   /**
@@ -99,15 +132,26 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
    * iterator (batch, pack, ...) are accepted and searched for the elastic part.
    */
   setState(state: JsonValue | JsonValue[]): void {
+    this.shardIndex = this.ownShardIndex;
+    this.shardCount = this.ownShardCount;
+    let done: number[] = [];
+    if (!Array.isArray(state) && state && typeof state === 'object' && Array.isArray((state as { reshard?: unknown }).reshard)) {
+      done = ((state as { done?: number[] }).done ?? []).slice();
+      state = (state as { reshard: JsonValue[] }).reshard;
+    }
     if (!Array.isArray(state) || isElastic(state)) {
       const s = findElastic(state);
       if (!s) badState('ElasticIterator', 'no elastic state found (expected { elastic: 1, ... } or a list of every old shard\'s state)', state);
+      if (s.impersonate === true) {
+        this.impersonate(s);
+        return;
+      }
       if (s.shardCount !== this.shardCount || s.shardIndex !== this.shardIndex) {
         throw new Error(`ElasticIterator.setState: the state is shard ${s.shardIndex} of ${s.shardCount} but this iterator is shard ${this.shardIndex} of ${this.shardCount}; to change the shard count pass the states of all ${s.shardCount} old shards`);
       }
       this.#base = s.base;
       this.#next = s.next;
-      this.#prior = s.prior.map((p) => ({ base: p.base, shardCount: p.shardCount, next: [...p.next] }));
+      this.#setPrior(s.prior);
       return;
     }
     const olds = state.map((x, i) => {
@@ -124,7 +168,7 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
       if (next[o.shardIndex] !== undefined) throw new Error(`ElasticIterator.setState: shard ${o.shardIndex} appears twice`);
       next[o.shardIndex] = o.next;
     }
-    const level: Level = { base: olds[0].base, shardCount: n, next };
+    const level: Level = { base: olds[0].base, shardCount: n, next, done: done.sort((a, b) => a - b) };
     const frontier = Math.min(...next);
     this.#base = frontier;
     this.#next = frontier + this.shardIndex;
@@ -134,11 +178,12 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
     const prior: Level[] = [];
     for (const p of [...olds.flatMap((o) => o.prior), level]) {
       const key = JSON.stringify(p);
-      if (seen.has(key) || Math.max(...p.next) <= frontier) continue;
+      const pDone = p.done ?? [];
+      if (seen.has(key) || (Math.max(...p.next) <= frontier && pDone.every((d) => d < frontier))) continue;
       seen.add(key);
-      prior.push({ base: p.base, shardCount: p.shardCount, next: [...p.next] });
+      prior.push(p);
     }
-    this.#prior = prior;
+    this.#setPrior(prior);
   }
 }
 

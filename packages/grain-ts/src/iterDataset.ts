@@ -53,6 +53,16 @@ export abstract class IterDataset<T> {
   }
 
   /**
+   * A stream from any re-creatable iterable (a generator function, a Set, ...). Its state is the
+   * number of elements consumed; restoring re-creates the iterable and skips that many, so
+   * `make` must yield the same sequence each time.
+   */
+  static fromIterable<T>(make: () => Iterable<T>): IterDataset<T> {
+    if (typeof make !== 'function') throw new TypeError(`IterDataset.fromIterable: expected a function returning an iterable; got ${typeof make}`);
+    return new FnIterDataset(() => new FromIterableIterator(make));
+  }
+
+  /**
    * Interleaves streams in proportion to `weights` with the deterministic schedule of
    * `MapDataset.mix`; ends when the stream it should draw from next is exhausted.
    */
@@ -98,6 +108,12 @@ export abstract class ChildIterator<P, T> extends DatasetIterator<T> {
   setState(state: JsonValue): void {
     this.parent.setState(state);
   }
+  override lastIndex(): number {
+    return this.parent.lastIndex();
+  }
+  override root(): DatasetIterator<unknown> {
+    return this.parent.root();
+  }
   override close(): void {
     this.parent.close();
   }
@@ -135,15 +151,31 @@ class RandomMapIterator<P, T> extends DatasetIterator<T> {
     const x = this.parent.nextOrEnd();
     if (x === END) return END;
     const i = this.#count++;
-    return this.fn(x, this.#rng.reset(this.seed, i), i);
+    // Over an elastic shard the stream is keyed by the record's global index, so it does not
+    // depend on the shard layout; otherwise by the position in this stream.
+    const g = this.parent.lastIndex();
+    const key = Number.isNaN(g) ? i : g;
+    return this.fn(x, this.#rng.reset(this.seed, key), key);
   }
   getState(): JsonValue {
     return { parent: this.parent.getState(), count: this.#count };
   }
   setState(state: JsonValue): void {
+    if (Array.isArray(state) || (state && typeof state === 'object' && 'reshard' in state)) {
+      // Resuming under a new shard count (elastic parent): positions restart.
+      this.parent.setState(state);
+      this.#count = 0;
+      return;
+    }
     const s = checkState('randomMap', state, { parent: 'any', count: 'number' });
     this.parent.setState(s.parent);
     this.#count = s.count;
+  }
+  override lastIndex(): number {
+    return this.parent.lastIndex();
+  }
+  override root(): DatasetIterator<unknown> {
+    return this.parent.root();
   }
   override close(): void {
     this.parent.close();
@@ -198,5 +230,37 @@ class MixIterator<T> extends DatasetIterator<T> {
   }
   override close(): void {
     for (const p of this.parents) p.close();
+  }
+}
+
+class FromIterableIterator<T> extends DatasetIterator<T> {
+  #it: Iterator<T> | null = null;
+  #count = 0;
+  constructor(readonly make: () => Iterable<T>) {
+    super();
+  }
+  #open(): Iterator<T> {
+    const src = this.make();
+    if (!src || typeof (src as Iterable<T>)[Symbol.iterator] !== 'function') throw new TypeError('IterDataset.fromIterable: the function must return an iterable');
+    return src[Symbol.iterator]();
+  }
+  nextOrEnd(): T | End {
+    this.#it ??= this.#open();
+    const r = this.#it.next();
+    if (r.done) return END;
+    this.#count++;
+    return r.value;
+  }
+  getState(): JsonValue {
+    return { count: this.#count };
+  }
+  setState(state: JsonValue): void {
+    const s = checkState('IterDataset.fromIterable', state, { count: 'number' });
+    if (!Number.isSafeInteger(s.count) || s.count < 0) throw new RangeError(`IterDataset.fromIterable.setState: count must be an integer >= 0; got ${s.count}`);
+    this.#it = this.#open();
+    for (let i = 0; i < s.count; i++) {
+      if (this.#it.next().done) throw new RangeError(`IterDataset.fromIterable.setState: the iterable ended after ${i} elements but the state says ${s.count} were consumed`);
+    }
+    this.#count = s.count;
   }
 }

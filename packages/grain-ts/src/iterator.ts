@@ -25,6 +25,19 @@ export abstract class DatasetIterator<T, S extends JsonValue = JsonValue> implem
     return v === END ? { done: true, value: undefined } : { done: false, value: v };
   }
 
+  /**
+   * The global index of the record behind the element last returned, where an elastic shard
+   * sits underneath (NaN where unknown). Packing uses it to resume exactly under a new shard count.
+   */
+  lastIndex(): number {
+    return Number.NaN;
+  }
+
+  /** The source-end iterator of a linear chain (through one-parent operations). */
+  root(): DatasetIterator<unknown> {
+    return this as DatasetIterator<unknown>;
+  }
+
   /** Releases resources (worker threads, file handles) held by this iterator and its parents. */
   close(): void {}
 

@@ -123,7 +123,7 @@ class ParallelIterator<T> extends DatasetIterator<T> {
       if (this.#chunk === null || this.#next >= this.#chunkStart + this.#chunk.length) {
         this.#chunkIndex++;
         const r = this.#reply(this.#chunkIndex % this.options.workerCount);
-        this.#chunk = r.values!;
+        this.#chunk = WorkerPool.values(r);
         this.#chunkStart = r.start;
         this.#requestOne();
       }

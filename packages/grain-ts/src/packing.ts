@@ -12,6 +12,7 @@
  * same deterministic packer, which rebuilds the partly filled rows exactly.
  */
 import { IterDataset, FnIterDataset } from './iterDataset';
+import { ElasticIterator, findElastic } from './elastic';
 import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
 
 export type Sequence = Int32Array | readonly number[];
@@ -89,6 +90,8 @@ function seqLength(f: Record<string, Sequence>, op: string): number {
 class Bin {
   used = 0;
   segments = 0;
+  /** Ordinals (within the current replay) of the elements in this bin; only tracked on request. */
+  members: number[] | null = null;
   readonly data: Record<string, Int32Array>;
   readonly segmentIds: Int32Array;
   readonly positions: Int32Array;
@@ -149,7 +152,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
   #groupStart: JsonValue = null;
   #started = false;
 
-  constructor(readonly parent: DatasetIterator<unknown>, o: PackOptions) {
+  constructor(readonly parent: DatasetIterator<unknown>, o: PackOptions, readonly split = false) {
     super();
     this.#L = o.length;
     this.#numBins = o.numBins ?? 16;
@@ -158,26 +161,39 @@ class PackIterator extends DatasetIterator<PackedRow> {
     this.#padId = o.padId ?? 0;
   }
 
-  #pull(): { f: Record<string, Sequence>; n: number } | End {
+  /** The pulled element's features (a reused wrapper for a bare sequence: bins copy at once). */
+  #pf: Record<string, Sequence> = { tokens: [] };
+  readonly #scratch: Record<string, Sequence> = { tokens: [] };
+
+  /** Pulls one element into `#pf`; returns its (possibly truncated) length, or -1 at the end. */
+  #pull(): number {
     const x = this.parent.nextOrEnd();
-    if (x === END) return END;
-    const f = featuresOf('pack', x);
-    let n = seqLength(f, 'pack');
+    if (x === END) return -1;
+    let n: number;
+    if (x instanceof Int32Array || Array.isArray(x)) {
+      this.#scratch.tokens = x as Sequence;
+      this.#pf = this.#scratch;
+      n = (x as Sequence).length;
+    } else {
+      this.#pf = featuresOf('pack', x);
+      n = seqLength(this.#pf, 'pack');
+    }
     if (n > this.#L) {
       if (this.#overflow === 'error') {
         throw new RangeError(`pack: a sequence of length ${n} does not fit rows of length ${this.#L}; pass overflow: 'truncate' or 'split', or filter long sequences out`);
       }
       n = this.#L;
     }
-    return { f, n };
+    return n;
   }
 
   /** Puts an element into the first bin with room; false when none has room. */
-  #place(f: Record<string, Sequence>, n: number): boolean {
+  #place(f: Record<string, Sequence>, n: number, member = -1): boolean {
     if (this.#names === null) this.#names = Object.keys(f).sort();
     for (const b of this.#bins) {
       if (b.used + n <= this.#L && b.segments < this.#maxSeg) {
         b.add(f, n);
+        if (member >= 0) (b.members ??= []).push(member);
         return true;
       }
     }
@@ -185,9 +201,41 @@ class PackIterator extends DatasetIterator<PackedRow> {
       const b = new Bin(this.#L, this.#names, this.#padId);
       this.#bins.push(b);
       b.add(f, n);
+      if (member >= 0) (b.members ??= []).push(member);
       return true;
     }
     return false;
+  }
+
+  /**
+   * Global indices of the elements in the rows an old shard had already emitted from a partly
+   * emitted set: replays that shard's set through this chain, impersonating the old shard in
+   * the elastic iterator underneath. null when there is no elastic root (or pieces are split).
+   */
+  #emittedIndices(olds: JsonValue[]): number[] | null {
+    if (!(this.parent.root() instanceof ElasticIterator) || this.split) return null;
+    const done: number[] = [];
+    for (const old of olds) {
+      const s = old as { start?: JsonValue; flushed?: number; emitted?: number };
+      if (!s || typeof s !== 'object' || !(s.flushed! > 0) || !(s.emitted! > 0)) continue;
+      const start = JSON.parse(JSON.stringify(s.start));
+      const e = findElastic(start);
+      if (!e) return null;
+      e.impersonate = true;
+      this.parent.setState(start);
+      this.#bins = [];
+      const indices: number[] = [];
+      for (let i = 0; i < s.flushed!; i++) {
+        const n = this.#pull();
+        if (n < 0 || !this.#place(this.#pf, n, i)) badState('pack', 'replaying an old shard gave a different packing (the data or pipeline changed?)', old);
+        indices.push(this.parent.lastIndex());
+      }
+      this.#bins.slice(0, s.emitted).forEach((b) => {
+        for (const m of b.members ?? []) done.push(indices[m]);
+      });
+      this.#bins = [];
+    }
+    return done;
   }
 
   #flush(): void {
@@ -217,8 +265,8 @@ class PackIterator extends DatasetIterator<PackedRow> {
       }
       if (this.#ended) return END;
       const before = this.parent.getState();
-      const e = this.#pull();
-      if (e === END) {
+      const n = this.#pull();
+      if (n < 0) {
         this.#ended = true;
         if (this.#bins.length === 0) return END;
         this.#flushed = this.#inGroup;
@@ -227,7 +275,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
         this.#flush();
         continue;
       }
-      if (this.#place(e.f, e.n)) {
+      if (this.#place(this.#pf, n)) {
         this.#inGroup++;
         continue;
       }
@@ -236,7 +284,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
       this.#flush();
       this.#groupStart = before;
       this.#inGroup = 1;
-      this.#place(e.f, e.n);
+      this.#place(this.#pf, n);
     }
   }
 
@@ -248,8 +296,11 @@ class PackIterator extends DatasetIterator<PackedRow> {
   setState(state: JsonValue): void {
     if (Array.isArray(state)) {
       // Every old shard's state, for an elastic parent under a new shard count: each old shard
-      // rewinds to where its unemitted rows began, and packing restarts with empty bins.
-      this.parent.setState(state);
+      // rewinds to where its unemitted rows began and the elements of rows it had already
+      // emitted are marked consumed, so every sequence is read exactly once; packing restarts
+      // with empty bins.
+      const done = this.#emittedIndices(state);
+      this.parent.setState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
       this.#started = true;
       this.#bins = [];
       this.#queue = [];
@@ -272,8 +323,8 @@ class PackIterator extends DatasetIterator<PackedRow> {
     this.#inGroup = 0;
     if (s.flushed > 0) {
       for (let i = 0; i < s.flushed; i++) {
-        const e = this.#pull();
-        if (e === END || !this.#place(e.f, e.n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
+        const n = this.#pull();
+        if (n < 0 || !this.#place(this.#pf, n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
       }
       this.#flush();
       if (s.emitted > this.#queue.length) badState('pack', `emitted ${s.emitted} rows of a set of ${this.#queue.length}`, state);
@@ -282,8 +333,8 @@ class PackIterator extends DatasetIterator<PackedRow> {
     }
     this.#groupStart = s.flushed > 0 ? this.parent.getState() : s.start;
     for (let i = 0; i < s.inGroup; i++) {
-      const e = this.#pull();
-      if (e === END || !this.#place(e.f, e.n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
+      const n = this.#pull();
+      if (n < 0 || !this.#place(this.#pf, n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
     }
     this.#inGroup = s.inGroup;
     this.#ended = s.ended;
@@ -358,6 +409,6 @@ IterDataset.prototype.pack = function pack(this: IterDataset<unknown>, options: 
   checkPackOptions(options);
   return new FnIterDataset(() => {
     const src = options.overflow === 'split' ? new SplitIterator(this.iterator(), options.length) : this.iterator();
-    return new PackIterator(src, options);
+    return new PackIterator(src, options, options.overflow === 'split');
   }) as never;
 };

@@ -12,6 +12,7 @@
  */
 import { collate } from './collate';
 import { FnIterDataset, IterDataset } from './iterDataset';
+import { ElasticIterator, findElastic } from './elastic';
 import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
 import { type PackedRow, type PaddedDataset, type PaddingStats, type Sequence, addRow, emptyStats, featuresOf } from './packing';
 
@@ -184,8 +185,11 @@ class BucketIterator extends DatasetIterator<unknown> {
 
   setState(state: JsonValue): void {
     if (Array.isArray(state)) {
-      // Every old shard's state under a new shard count (elastic parent): rewind to the oldest waiting element.
-      this.parent.setState(state);
+      // Every old shard's state under a new shard count (elastic parent): each old shard rewinds
+      // to its oldest waiting element; elements it consumed since then that were already
+      // emitted (not among the waiting ones) are marked done, so each is read exactly once.
+      const done = this.#emittedIndices(state);
+      this.parent.setState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
       this.#started = true;
       for (let j = 0; j < this.#buckets.length; j++) this.#buckets[j] = [];
       this.#serial = 0;
@@ -217,6 +221,32 @@ class BucketIterator extends DatasetIterator<unknown> {
     this.#ended = s.ended;
     this.#flushed = s.flushed;
     if (s.stats && typeof s.stats === 'object') Object.assign(this.stats, s.stats as PaddingStats);
+  }
+
+  #emittedIndices(olds: JsonValue[]): number[] | null {
+    if (!(this.parent.root() instanceof ElasticIterator)) return null;
+    const done: number[] = [];
+    for (const old of olds) {
+      const s = old as { start?: JsonValue; consumed?: number; counts?: number[] };
+      if (!s || typeof s !== 'object' || !(s.consumed! > 0) || !Array.isArray(s.counts)) continue;
+      const start = JSON.parse(JSON.stringify(s.start));
+      const e = findElastic(start);
+      if (!e) return null;
+      e.impersonate = true;
+      this.parent.setState(start);
+      const routed: number[][] = this.#buckets.map(() => []);
+      for (let i = 0; i < s.consumed!; i++) {
+        const x = this.parent.nextOrEnd();
+        if (x === END) badState('bucketBySequenceLength', 'the stream ended while replaying an old shard', old);
+        const g = this.parent.lastIndex();
+        const j = this.#route(x, null);
+        if (j >= 0) routed[j].push(g);
+        else done.push(g);
+      }
+      routed.forEach((r, j) => done.push(...r.slice(0, Math.max(0, r.length - s.counts![j]))));
+      for (let j = 0; j < this.#buckets.length; j++) this.#buckets[j] = [];
+    }
+    return done;
   }
 
   override close(): void {

@@ -5,8 +5,10 @@
  * worker processes. The consumer stays synchronous: results travel on a MessagePort and are
  * read with `receiveMessageOnPort`, and the consumer sleeps on `Atomics.wait` over a shared
  * counter each worker bumps after posting, so `next()` blocks only when the prefetch buffer is
- * empty. Results are structured-cloned (not transferred: a worker's dataset may hand out the
- * same typed array again, e.g. an in-memory source, and a transfer would detach it).
+ * empty. A chunk of Int32Array elements (token sequences) travels as one flat array plus
+ * offsets, copied once in the worker and transferred; other results are structured-cloned (a
+ * worker's dataset may hand out the same typed array again, so its own arrays are never
+ * transferred).
  */
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MessageChannel, type MessagePort, Worker, receiveMessageOnPort } from 'node:worker_threads';
@@ -36,6 +38,10 @@ export interface Reply {
   gen: number;
   start: number;
   values?: unknown[];
+  /** A chunk of Int32Arrays sent flat: element k is `flat[offsets[k], next offset)`, or undefined where `offsets[k] < 0`. */
+  flat?: Int32Array;
+  offsets?: Float64Array;
+  count?: number;
   error?: string;
   length?: number;
   describe?: string;
@@ -69,7 +75,8 @@ export class WorkerPool {
       throw new TypeError('workers: workerCount > 0 needs a `worker: { module, exportName?, args? }` spec: worker threads rebuild the dataset by calling that module export (functions cannot be sent to a thread)');
     }
     this.timeoutMs = options.timeoutMs ?? 300_000;
-    this.#signal = new Int32Array(new SharedArrayBuffer(4 * workerCount));
+    // [0, W): per-worker reply counters; [W, 2W): set when a worker thread has exited.
+    this.#signal = new Int32Array(new SharedArrayBuffer(8 * workerCount));
     const spec = { ...job.spec, module: moduleUrl(job.spec.module) };
     for (let i = 0; i < workerCount; i++) {
       const { port1, port2 } = new MessageChannel();
@@ -93,6 +100,25 @@ export class WorkerPool {
     this.#slots[w].port.postMessage({ gen, start: -1, count: 0 });
   }
 
+  /** The elements of a reply (unpacking a flat Int32Array chunk into views). */
+  static values(r: Reply): unknown[] {
+    if (r.values) return r.values;
+    const { flat, offsets, count } = r as Required<Reply>;
+    const out = new Array<unknown>(count);
+    for (let k = 0; k < count; k++) {
+      if (offsets[k] < 0) continue;
+      let end = offsets[count];
+      for (let j = k + 1; j <= count; j++) {
+        if (offsets[j] >= 0) {
+          end = offsets[j];
+          break;
+        }
+      }
+      out[k] = flat.subarray(offsets[k], end);
+    }
+    return out;
+  }
+
   /** The next reply from worker `w`, blocking until it arrives. */
   receive(w: number): Reply {
     const port = this.#slots[w].port;
@@ -102,6 +128,11 @@ export class WorkerPool {
       const m = receiveMessageOnPort(port);
       if (m) return m.message as Reply;
       if (this.#closed) throw new Error('workers: the pool was closed');
+      if (Atomics.load(this.#signal, this.workerCount + w) === 1) {
+        const late = receiveMessageOnPort(port);
+        if (late) return late.message as Reply;
+        throw new Error(`workers: worker ${w} exited without answering (an uncaught error in the worker module? it could not be loaded?)`);
+      }
       if (Date.now() > deadline) throw new Error(`workers: no reply from worker ${w} within ${this.timeoutMs} ms (did it crash? check the worker module)`);
       Atomics.wait(this.#signal, w, seen, 200);
     }

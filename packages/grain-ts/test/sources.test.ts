@@ -65,6 +65,30 @@ describe('TFRecord', () => {
     );
   });
 
+  it('skip mode: one flipped byte loses exactly the record it hit, the rest come back in order', () => {
+    const recs = ['first record', 'second', 'the third record is longer', 'fourth'].map((x) => enc.encode(x));
+    const p = join(dir, 'skip.tfrecord');
+    writeTFRecord(p, recs);
+    const good = readFileSync(p);
+    const q = join(dir, 'skip-bad.tfrecord');
+    const starts = recs.reduce<number[]>((a, r, i) => [...a, i === 0 ? 0 : a[i - 1] + 16 + recs[i - 1].length], []);
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: good.length - 1 }), fc.integer({ min: 1, max: 255 }), (at, mask) => {
+        const bad = Buffer.from(good);
+        bad[at] ^= mask;
+        writeFileSync(q, bad);
+        const hit = starts.filter((st) => st <= at).length - 1;
+        const src = new TFRecordDataSource(q, { onCorrupt: 'skip' });
+        const got = [...Array(src.length).keys()].map((i) => new TextDecoder().decode(src.get(i)));
+        src.close();
+        expect(got).toEqual(recs.filter((_, i) => i !== hit).map((r) => new TextDecoder().decode(r)));
+        expect(src.skipped).toBe(1);
+        expect(src.corrupt[0].offset).toBe(starts[hit]);
+      }),
+      { numRuns: 80 },
+    );
+  });
+
   it('a truncated file names the offset; skip mode counts and resynchronises', () => {
     const p = join(dir, 'trunc.tfrecord');
     writeTFRecord(p, ['one', 'two', 'three'].map((s) => enc.encode(s)));
@@ -82,6 +106,23 @@ describe('TFRecord', () => {
     src.close();
   });
 
+  it('records larger than the 1 MiB read block round-trip and are CRC-checked', () => {
+    const p = join(dir, 'large.tfrecord');
+    const big = new Uint8Array(1_500_000).map((_, i) => (i * 31) & 255);
+    writeTFRecord(p, [enc.encode('small'), big, enc.encode('after')]);
+    const src = new TFRecordDataSource(p);
+    expect(src.get(1).length).toBe(big.length);
+    expect(src.get(1).every((v, i) => v === big[i])).toBe(true);
+    expect(new TextDecoder().decode(src.get(2))).toBe('after');
+    src.close();
+    const bad = readFileSync(p);
+    bad[12 + 5 + 4 + 12 + 700_000] ^= 4;
+    writeFileSync(p, bad);
+    const src2 = new TFRecordDataSource(p);
+    expect(() => src2.get(1)).toThrow(/corrupt record 1 in .*large\.tfrecord at byte offset 21: data CRC mismatch/);
+    src2.close();
+  });
+
   it('reads several files as one source and works with MapDataset', () => {
     const a = join(dir, 'a.tfrecord');
     const b = join(dir, 'b.tfrecord');
@@ -90,6 +131,7 @@ describe('TFRecord', () => {
     const src = new TFRecordDataSource([a, b]);
     expect(MapDataset.source(src).map((r) => new TextDecoder().decode(r)).toArray()).toEqual(['a0', 'a1', 'b0']);
     expect(src.locate(2)).toEqual({ file: b, offset: 0, length: 2 });
+    expect(src.get(0).constructor).toBe(Uint8Array);
     expect(() => src.get(3)).toThrow(/index must be an integer in \[0, 3\); got 3/);
     src.close();
   });

@@ -49,6 +49,18 @@ describe('workers', () => {
     expect([...first, ...rest].map((r) => Array.from(r.tokens))).toEqual(p0.map((r: any) => Array.from(r.tokens)));
   });
 
+  it('randomMap values do not depend on workerCount or chunking', () => {
+    for (const rseed of [0, 123456789]) {
+      const ds = MapDataset.range(60).randomMap((x, rng) => [x, rng.random(), rng.integers(0, 1 << 30)], { seed: rseed });
+      const ref = ds.toIterDataset().toArray();
+      for (const [workerCount, chunkSize] of [[1, 1], [2, 7], [3, 16]]) {
+        const it = ds.iterator({ workerCount, chunkSize, prefetch: 5, worker: { module, exportName: 'noisy', args: { n: 60, rseed } } });
+        expect([...it]).toEqual(ref);
+        it.close();
+      }
+    }
+  });
+
   it('DataLoader output does not depend on workerCount', () => {
     const { loader } = { loader: () => ({ source: { length: 40, get: (i: number) => ({ x: i }), describe: () => 'forty' }, operations: [{ randomMap: (e: { x: number }, rng: any) => ({ x: e.x, r: rng.integers(0, 1000) }) }, { filter: (e: { x: number }) => e.x % 4 !== 1 }] }) };
     const run = (workerCount: number) => {
@@ -78,5 +90,9 @@ describe('workers', () => {
     const other = MapDataset.range(6).map((x) => x);
     const it2 = other.iterator({ workerCount: 1, worker: { module, exportName: 'broken' } });
     expect(() => it2.next()).toThrow(/worker 0 built a different dataset \(length 5/);
+    const it3 = bad.iterator({ workerCount: 1, worker: { module, exportName: 'exits' } });
+    expect(() => [...it3]).toThrow(/worker 0 exited without answering/);
+    const it4 = bad.iterator({ workerCount: 1, worker: { module: `${module}.missing.mjs` } });
+    expect(() => it4.next()).toThrow(/worker 0 could not build the dataset: .*Cannot find module/);
   });
 });

@@ -316,4 +316,3 @@ function writtenByOrbax(dir: string): boolean {
   }
 }
 
-export { stepDirName };

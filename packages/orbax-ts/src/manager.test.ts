@@ -94,6 +94,20 @@ describe('CheckpointManager', () => {
     await mgr.close();
   });
 
+  it('async save copies the state before returning: later writes to the source buffer do not leak in', async () => {
+    const mgr = new CheckpointManager(tmpDir());
+    const { fromStorage } = await import('@tpukit/core');
+    const data = new Float32Array(1 << 16).map((_, i) => i);
+    const x = fromStorage(data, [1 << 16], 'float32'); // shares `data`, like a buffer a later step reuses
+    await mgr.save(1, args.StandardSave({ x }));
+    data.fill(-1); // the "next training step" overwrites the live buffer while the write is in flight
+    await mgr.waitUntilFinished();
+    const back = await mgr.restore(1);
+    expect(back.x.dataSync()[12345]).toBe(12345);
+    expect(back.x.dataSync()[65535]).toBe(65535);
+    await mgr.close();
+  });
+
   it('errors of a background save surface on the next call and do not vanish', async () => {
     const dir = tmpDir();
     const mgr = new CheckpointManager(dir);

@@ -16,13 +16,13 @@ import * as tree from '../tree';
 import { type BatchRule, moveBdim, vmapJaxpr } from '../transforms/batching';
 import { evalClosed, evalJaxpr } from '../transforms/eval';
 import { arrayLeaves } from '../transforms/grad';
-import { ClosedJaxpr, Jaxpr, type Var } from '../transforms/jaxpr';
+import { ClosedJaxpr, Jaxpr } from '../transforms/jaxpr';
 import { avalStr } from '../transforms/jaxpr';
 import { jvpJaxpr, type JvpRule } from '../transforms/jvp';
 import { type PartialEvalRule, partialEvalJaxpr, type PETracer } from '../transforms/partialEval';
 import { backwardPass, isUndef, NON_LINEAR, transposeJaxpr, type TransposeRule, UndefPrimal } from '../transforms/transpose';
 import { traceFlat } from '../transforms/tracing';
-import { instantiate, isDifferentiable, zerosOf } from '../transforms/zeros';
+import { instantiate, zerosOf } from '../transforms/zeros';
 import * as lax from './index';
 
 const sameAvals = (a: readonly ShapedArray[], b: readonly ShapedArray[]): boolean =>
@@ -134,9 +134,7 @@ condP.rules.partialEval = ((trace, [index, ...ops], { branches }: CondParams) =>
   return outUk.map((u) => (u ? uOuts[ui++] : kOuts[ki++]));
 }) satisfies PartialEvalRule;
 
-condP.rules.transpose = (([ct0, ...cts], [index, ...ops], { branches }: CondParams) => {
-  void ct0;
-  const allCts = [ct0, ...cts];
+condP.rules.transpose = ((allCts, [index, ...ops], { branches }: CondParams) => {
   if (isUndef(index)) throw new Error('transpose: the cond index cannot be linear');
   const linear = ops.map(isUndef);
   const tb = branches.map((b) => transposeJaxpr(b, linear));
@@ -319,7 +317,7 @@ scanP.rules.batch = ((vals, dims, params: ScanParams, size) => {
 }) satisfies BatchRule;
 
 scanP.rules.partialEval = ((trace, tracers, params: ScanParams) => {
-  const { jaxpr, numConsts: nc, numCarry: nk, length } = params;
+  const { jaxpr, numConsts: nc, numCarry: nk } = params;
   const uk = tracers.map((t) => t.known === null);
   let carryUk = uk.slice(nc, nc + nk);
   let split;
@@ -352,7 +350,6 @@ scanP.rules.partialEval = ((trace, tracers, params: ScanParams) => {
   const uOuts = trace.stage(scanP, args, { ...params, jaxpr: body, numConsts: uc, numCarry: ukk }, outAvals);
   let ki = 0;
   let ui = 0;
-  void length;
   return split.outUnknowns.map((u) => (u ? uOuts[ui++] : kOuts[ki++]));
 }) satisfies PartialEvalRule;
 
@@ -542,10 +539,7 @@ whileP.rules.batch = ((vals, dims, params: WhileParams, size) => {
   return [outs, outs.map(() => 0)];
 }) satisfies BatchRule;
 
-whileP.rules.partialEval = ((trace, tracers, params: WhileParams) => {
-  void trace;
-  void tracers;
-  void params;
+whileP.rules.partialEval = (() => {
   throw new Error(
     'whileLoop: reverse-mode differentiation (grad / vjp / linearize) of a while loop is not supported, as in JAX; use lax.scan, or lax.foriLoop with a static trip count',
   );
@@ -601,5 +595,3 @@ export function foriLoop(lower: number | Array, upper: number | Array, body: (i:
   return res;
 }
 
-export type { Var };
-void isDifferentiable;

@@ -59,7 +59,6 @@ export const dotGeneral = definePrimitive<DotGeneralParams>({
       }
     }
     if (lhs.dtype !== rhs.dtype) throw new TypeError(`dot_general: operand dtypes differ: ${lhs.dtype} and ${rhs.dtype}`);
-    if (lhs.dtype === 'bool' && !preferredElementType) throw new TypeError('dot_general: bool operands need a preferredElementType');
     const shape = [
       ...lb.map((d) => lhs.shape[d]),
       ...freeDims(lhs.shape.length, lc, lb).map((d) => lhs.shape[d]),
@@ -95,7 +94,9 @@ export const dotGeneral = definePrimitive<DotGeneralParams>({
     if (o.dtype === 'float32') return [Float32Array.from(acc)];
     if (o.dtype === 'bfloat16' || o.dtype === 'float16') return [numbersToStorage(Float32Array.from(acc), o.dtype)];
     const out = allocStorage(o.dtype, acc.length);
-    for (let i = 0; i < acc.length; i++) out[i] = acc[i];
+    // bool: a logical or of ands (any product nonzero), as XLA's pred dot.
+    if (o.dtype === 'bool') for (let i = 0; i < acc.length; i++) out[i] = acc[i] !== 0 ? 1 : 0;
+    else for (let i = 0; i < acc.length; i++) out[i] = acc[i];
     return [out];
   },
 });

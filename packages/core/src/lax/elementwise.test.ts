@@ -210,6 +210,13 @@ describe('special functions against known values', () => {
       [0, 0.4769362762044699, -1.1630871536766743, Infinity].map(Math.fround), 'erf_inv');
   });
 
+  it('special values at the ends of the range', () => {
+    expectFloats(lax.lgamma(arr([Infinity, -Infinity, 0, -2, 1, 2], 'float32')).dataSync(), [Infinity, Infinity, Infinity, Infinity, 0, 0], 'lgamma ends');
+    expectFloats(lax.erf(arr([Infinity, -Infinity, 0, -0], 'float32')).dataSync(), [1, -1, 0, -0], 'erf ends');
+    expectFloats(lax.erfc(arr([Infinity, -Infinity, 30], 'float32')).dataSync(), [0, 2, 0], 'erfc ends');
+    expectFloats(lax.digamma(arr([0, -1, Infinity], 'float32')).dataSync(), [NaN, NaN, Infinity], 'digamma ends');
+  });
+
   it('erf_inv inverts erf', () => {
     fc.assert(
       fc.property(fc.double({ min: -3, max: 3, noNaN: true }), (x) => {

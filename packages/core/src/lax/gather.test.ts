@@ -135,6 +135,8 @@ describe('gather', () => {
     expect(lax.gather(np.array([1, 2], 'uint8'), [[3]], dn, [1]).toArray()).toEqual([255]);
     expect(lax.gather(np.array([false]), [[3]], dn, [1]).toArray()).toEqual([true]);
     expect(lax.gather(np.array([1, 2], 'bfloat16'), [[-1]], dn, [1], { fillValue: 7 }).toArray()).toEqual([7]);
+    expect(lax.gather(np.array([1, 2]), [[5]], dn, [1], { mode: 'drop', fillValue: 3 }).toArray()).toEqual([3]);
+    expect(lax.gather(np.array([1, 2]), [[5]], dn, [1], { mode: 'clip' }).toArray()).toEqual([2]);
   });
 });
 
@@ -168,7 +170,19 @@ describe('scatter family', () => {
         const winDims = c.shape.map((_, d) => d).filter((d) => !c.collapsed.includes(d) && !c.opBatch.includes(d));
         const full = c.shape.map(() => 1);
         winDims.forEach((d, j) => (full[d] = updShape[c.offsetDims[j]]));
-        for (let f = 0; f < upd.length; f++) {
+        // Application order (it matters for 'scatter' with overlapping windows): batch index
+        // major, then window index, both row-major, as the kernel documents.
+        const winShape = c.offsetDims.map((d) => updShape[d]);
+        const order = [...Array(upd.length).keys()]
+          .map((f) => {
+            const o = unravel(f, updShape);
+            const G = o.filter((_, i) => !c.offsetDims.includes(i));
+            const W = o.filter((_, i) => c.offsetDims.includes(i));
+            return { f, key: ravel(G, c.batchShape) * prod(winShape) + ravel(W, winShape) };
+          })
+          .sort((p, q) => p.key - q.key)
+          .map((e) => e.f);
+        for (const f of order) {
           const o = unravel(f, updShape);
           const G = o.filter((_, i) => !c.offsetDims.includes(i));
           const W = o.filter((_, i) => c.offsetDims.includes(i));

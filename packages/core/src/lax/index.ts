@@ -5,7 +5,7 @@
  */
 import { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
-import { type DType, checkDType } from '../dtype';
+import { type DType, checkDType, isFloat } from '../dtype';
 import { normalizeAxis } from '../shape';
 import { bind, bind1 } from '../trace';
 import type { Primitive } from '../primitive';
@@ -29,10 +29,17 @@ const NO_PARAMS = {};
 /** Operands of a lax op: Arrays stay as they are; JS scalars take the dtype of the first Array. */
 function operands(op: string, xs: ArrayLike[]): Array[] {
   const first = xs.find((x): x is Array => x instanceof Array);
-  return xs.map((x) => (x instanceof Array ? x : first ? fullLike(x as number, first, op) : asArray(x, { op })));
+  return xs.map((x) => (x instanceof Array ? x : first && (typeof x === 'number' || typeof x === 'boolean') ? fullLike(x, first, op) : asArray(x, { op })));
 }
 
+/** A JS scalar as an operand like `like`. lax does not promote, so a value the dtype cannot hold
+ * exactly (1.5 as int32, 2 as bool, NaN as uint8) is an error instead of a silent conversion. */
 function fullLike(v: number | boolean, like: Array, op: string): Array {
+  const n = Number(v);
+  const exact = isFloat(like.dtype) || (like.dtype === 'bool' ? n === 0 || n === 1 : Number.isInteger(n));
+  if (!exact) {
+    throw new TypeError(`${op}: JS value ${v} cannot be a ${like.dtype} operand (lax does not promote); use the np function or convert the array first`);
+  }
   const s = asArray(v, { dtype: like.dtype, op });
   if (like.ndim === 0) return s;
   return bind1(st.broadcastInDim, [s], { shape: like.shape, broadcastDimensions: [] });
@@ -348,8 +355,8 @@ export function pad(x: ArrayLike, paddingValue: ArrayLike, paddingConfig: readon
 }
 
 export interface GatherOptions {
-  /** Default 'fill' as in jax.lax.gather (mode=None); 'clip' and 'promise_in_bounds' clamp. */
-  mode?: GatherScatterMode;
+  /** Default 'fill' as in jax.lax.gather (mode=None); 'drop' is an alias of 'fill'; 'clip' and 'promise_in_bounds' clamp. */
+  mode?: GatherScatterMode | 'drop';
   fillValue?: number | null;
   indicesAreSorted?: boolean;
   uniqueIndices?: boolean;
@@ -372,7 +379,7 @@ export function gather(operand: ArrayLike, indices: ArrayLike, dimensionNumbers:
   return bind1(gatherP, [a, i], {
     dimensionNumbers: dn,
     sliceSizes: ints('gather', 'slice_sizes', sliceSizes),
-    mode: opts.mode ?? 'fill',
+    mode: opts.mode === undefined || opts.mode === 'drop' ? 'fill' : opts.mode,
     fillValue: opts.fillValue ?? null,
     indicesAreSorted: opts.indicesAreSorted ?? false,
     uniqueIndices: opts.uniqueIndices ?? false,

@@ -9,11 +9,12 @@
  * the default) and 'promise_in_bounds' drop any update window that does not fit, which is what
  * XLA does natively. Updates are applied in row-major order of the update scatter dims, so with
  * repeated indices `scatter` keeps the last one (XLA leaves the order unspecified).
- * Combining kernels compute in float64 and round once to the dtype at the end (XLA rounds after
- * each update for bfloat16/float16); integers wrap as the dtype does.
+ * Combining kernels work in the operand's own storage for float32 and integers (float32 rounds
+ * after every update, as XLA does; integers wrap); bfloat16/float16 combine in float64 and round
+ * once at the end (XLA rounds after each update).
  */
 import { numbersToStorage, storageToNumbers } from '../array';
-import { type DType, isInteger } from '../dtype';
+import { type DType, is16BitFloat, isInteger } from '../dtype';
 import { type HostArray, type Primitive, type ShapedArray, definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { type GatherScatterMode, checkBatching, checkDimList, checkIndices, checkMode } from './gather';
@@ -148,6 +149,14 @@ function defineScatter(name: string, combine: Combine | null): Primitive<Scatter
         return [out];
       }
       const dtype = x.dtype;
+      if (dtype !== 'bool' && !is16BitFloat(dtype)) {
+        // float32 and integers combine in place in their own storage: float32 rounds after
+        // every update (as XLA does) and integer stores wrap.
+        const acc = x.data.slice();
+        const uv = upd.data;
+        forEachUpdate(x, idx, upd, p, (o, u) => (acc[o] = combine(acc[o], uv[u], dtype)));
+        return [acc];
+      }
       const acc = Float64Array.from(storageToNumbers(x.data, dtype));
       const uv = storageToNumbers(upd.data, dtype);
       forEachUpdate(x, idx, upd, p, (o, u) => (acc[o] = combine(acc[o], uv[u], dtype)));

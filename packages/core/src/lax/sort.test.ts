@@ -6,8 +6,8 @@ import { lax, np } from '../index';
 
 const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 
-/** Lines of `flat` (shape `shape`) along `axis`, each as a list of [value, flatIndex]. */
-function lines(flat: ArrayLike<number>, shape: number[], axis: number): number[][] {
+/** The lines of an array of `shape` along `axis`, each as the list of its flat offsets. */
+function lines(shape: number[], axis: number): number[][] {
   const st = shape.map((_, i) => prod(shape.slice(i + 1)));
   const out: number[][] = [];
   for (let f = 0; f < prod(shape); f++) {
@@ -40,7 +40,7 @@ describe('sort', () => {
         const a = idx.dataSync();
         const xs = x.dataSync();
         const st = shape.map((_, i) => prod(shape.slice(i + 1)));
-        for (const line of lines(xs, shape, axis)) {
+        for (const line of lines(shape, axis)) {
           const got = line.map((f) => s[f]);
           const want = line.map((f) => xs[f]).sort(total);
           if (descending) want.reverse();
@@ -86,6 +86,21 @@ describe('sort', () => {
     expect(np.sort(np.array([true, false, true])).toArray()).toEqual([false, true, true]);
     expect(np.sort(np.array([4000000000, 1], 'uint32')).toArray()).toEqual([1, 4000000000]);
     expect(np.sort(np.array([[3, 1], [2, 0]]), { axis: null }).toArray()).toEqual([0, 1, 2, 3]);
+  });
+
+  it('top_k equals the first k of a stable descending argsort (NaN largest)', () => {
+    fc.assert(
+      fc.property(arb, fc.nat(5), ([shape, , vals], kk) => {
+        const x = np.array(vals).reshape(shape);
+        const k = kk % (shape[shape.length - 1] + 1);
+        const [v, i] = lax.topK(x, k);
+        const want = np.argsort(x, { axis: -1, descending: true }).get('...', `:${k}`);
+        expect(Array.from(i.dataSync())).toEqual(Array.from(want.dataSync()));
+        const wantV = np.takeAlongAxis(x, want, -1).dataSync();
+        expect(Array.from(v.dataSync()).map(String)).toEqual(Array.from(wantV).map(String));
+      }),
+      { numRuns: 100 },
+    );
   });
 
   it('top_k returns the k largest with their indices (ties by lower index)', () => {

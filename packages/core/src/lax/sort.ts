@@ -1,12 +1,13 @@
 /**
  * `sort` (multi-operand, along one dimension, the first `numKeys` operands compared
  * lexicographically) and `top_k` (largest k along the last dimension, with int32 indices).
- * NaN compares greater than every number, so it sorts to the end as in jnp.sort; -0 and +0
- * compare equal (JAX orders -0 first; not reproduced). The kernel always sorts stably (JS sort
- * is stable), which satisfies both `isStable` settings. argsort and sort_key_val lower to sort
+ * NaN compares greater than every number, so it sorts to the end as in jnp.sort. A single
+ * operand uses the native typed-array sort (which also puts -0 before +0, as JAX does); several
+ * operands compare keys with -0 equal to +0. The kernel always sorts stably, which satisfies
+ * both `isStable` settings. argsort and sort_key_val lower to sort
  * with an iota operand.
  */
-import { storageToNumbers } from '../array';
+import { numbersToStorage, storageToNumbers } from '../array';
 import { allocStorage } from '../dtype';
 import { definePrimitive } from '../primitive';
 import { fmt, shapesEqual, sizeOf, stridesOf } from '../shape';
@@ -50,27 +51,49 @@ export const sort = definePrimitive<SortParams>({
     const st = stridesOf(shape)[dimension];
     const total = sizeOf(shape);
     const keys = xs.slice(0, numKeys).map((x) => storageToNumbers(x.data, x.dtype));
-    const outs = xs.map((x) => allocStorage(x.dtype, total));
-    if (total === 0) return outs;
-    const perm = new globalThis.Array<number>(n);
+    if (total === 0) return xs.map((x) => allocStorage(x.dtype, 0));
     const lines = total / n;
-    const cmp = (p: number, q: number): number => {
-      for (const k of keys) {
-        const c = compareTotal(k[p], k[q]);
-        if (c !== 0) return c;
+    const lineBase = (line: number): number => Math.floor(line / st) * n * st + (line % st);
+    if (xs.length === 1) {
+      // One operand: the native numeric typed-array sort (NaN last) of each line, then one
+      // conversion back to storage (exact: every value came from the dtype).
+      const src = keys[0];
+      const out = new Float64Array(total);
+      const buf = new Float64Array(n);
+      for (let line = 0; line < lines; line++) {
+        const base = lineBase(line);
+        for (let i = 0; i < n; i++) buf[i] = src[base + i * st];
+        buf.sort();
+        for (let i = 0; i < n; i++) out[base + i * st] = buf[i];
       }
-      return 0;
-    };
+      return [numbersToStorage(out, xs[0].dtype)];
+    }
+    // Several operands: sort a permutation of each line by its keys (copied out per line),
+    // breaking ties by position so the result is stable, then apply it to every operand.
+    const outs = xs.map((x) => allocStorage(x.dtype, total));
+    const nk = keys.length;
+    const lineKeys = keys.map(() => new Float64Array(n));
+    const perm = new globalThis.Array<number>(n);
+    const k0 = lineKeys[0];
+    const cmp =
+      nk === 1
+        ? (p: number, q: number): number => compareTotal(k0[p], k0[q]) || p - q
+        : (p: number, q: number): number => {
+            for (let j = 0; j < nk; j++) {
+              const c = compareTotal(lineKeys[j][p], lineKeys[j][q]);
+              if (c !== 0) return c;
+            }
+            return p - q;
+          };
     for (let line = 0; line < lines; line++) {
-      // Offset of element 0 of this line: lines are indexed over all dims but `dimension`.
-      const outer = Math.floor(line / st);
-      const base = outer * n * st + (line % st);
-      for (let i = 0; i < n; i++) perm[i] = base + i * st;
+      const base = lineBase(line);
+      for (let j = 0; j < nk; j++) for (let i = 0; i < n; i++) lineKeys[j][i] = keys[j][base + i * st];
+      for (let i = 0; i < n; i++) perm[i] = i;
       perm.sort(cmp);
       for (let j = 0; j < xs.length; j++) {
         const src = xs[j].data;
         const dst = outs[j];
-        for (let i = 0; i < n; i++) dst[base + i * st] = src[perm[i]];
+        for (let i = 0; i < n; i++) dst[base + i * st] = src[base + perm[i] * st];
       }
     }
     return outs;
@@ -97,15 +120,25 @@ export const topK = definePrimitive<{ k: number }>({
     const vals = storageToNumbers(x.data, x.dtype);
     const outV = allocStorage(vo.dtype, lines * k);
     const outI = new Int32Array(lines * k);
-    const perm = new globalThis.Array<number>(n);
+    // Per line, keep the best k seen so far in descending order (NaN largest; a later equal
+    // value goes after earlier ones, so ties keep the lower index first): O(n) when k << n.
+    const best = new Int32Array(k);
     for (let line = 0; line < lines; line++) {
       const base = line * n;
-      for (let i = 0; i < n; i++) perm[i] = i;
-      // Descending, NaN first (largest), ties by lower index (stable).
-      perm.sort((p, q) => compareTotal(vals[base + q], vals[base + p]));
+      let count = 0;
+      for (let i = 0; i < n && k > 0; i++) {
+        const v = vals[base + i];
+        if (count === k && compareTotal(v, vals[base + best[k - 1]]) <= 0) continue;
+        let j = count < k ? count++ : k - 1;
+        while (j > 0 && compareTotal(v, vals[base + best[j - 1]]) > 0) {
+          best[j] = best[j - 1];
+          j--;
+        }
+        best[j] = i;
+      }
       for (let i = 0; i < k; i++) {
-        outV[line * k + i] = x.data[base + perm[i]];
-        outI[line * k + i] = perm[i];
+        outV[line * k + i] = x.data[base + best[i]];
+        outI[line * k + i] = best[i];
       }
     }
     return [outV, outI];

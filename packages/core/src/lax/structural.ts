@@ -102,6 +102,7 @@ export const iota = definePrimitive<{ dtype: DType; shape: readonly number[]; di
   name: 'iota',
   abstractEval(_avals, { dtype, shape, dimension }) {
     checkDType(dtype, 'iota');
+    if (dtype === 'bool') throw new TypeError('iota: dtype must be numeric; got bool');
     checkShape(shape, 'iota');
     if (!Number.isInteger(dimension) || dimension < 0 || dimension >= shape.length) {
       throw new RangeError(`iota: dimension ${dimension} out of range for shape ${fmt(shape)}`);

@@ -85,8 +85,8 @@ describe('eye / identity / tri / full / zeros / ones / *Like', () => {
     expect([np.zerosLike(x).dtype, np.onesLike(x).toArray()]).toEqual(['int8', [[1, 1, 1]]]);
     expect(np.fullLike(x, 2.5, 'float16').toArray()).toEqual([[2.5, 2.5, 2.5]]);
     expect(np.zerosLike(x, undefined, [4]).shape).toEqual([4]);
-    expect(() => np.zeros([2, -1])).toThrow('full: shape must be a list of non-negative integers; got [2,-1]');
-    expect(() => np.zeros([2], 'float64' as never)).toThrow("full: dtype must be one of bool, int8, uint8, int32, uint32, bfloat16, float16, float32; got \"float64\"");
+    expect(() => np.zeros([2, -1])).toThrow('zeros: shape must be a list of non-negative integers; got [2,-1]');
+    expect(() => np.zeros([2], 'float64' as never)).toThrow("zeros: dtype must be one of bool, int8, uint8, int32, uint32, bfloat16, float16, float32; got \"float64\"");
     expect(() => np.full([2], np.zeros([2]))).toThrow('full: fill_value must be a scalar; got shape [2]');
   });
 

@@ -25,21 +25,22 @@ export function astype(x: ArrayLike, dtype: DType): Array {
   return lax.convertElementType(convert(x, { op: 'astype' }), dtype, false);
 }
 
-export function full(shape: number | readonly number[], fillValue: number | boolean | Array, dtype?: DType, opts: { weak?: boolean } = {}): Array {
-  const s = checkShape(shape, 'full');
-  if (dtype !== undefined) checkDType(dtype, 'full');
+export function full(shape: number | readonly number[], fillValue: number | boolean | Array, dtype?: DType, opts: { weak?: boolean; op?: string } = {}): Array {
+  const op = opts.op ?? 'full';
+  const s = checkShape(shape, op);
+  if (dtype !== undefined) checkDType(dtype, op);
   // As lax.full: a JS number fill with no dtype gives a weakly typed result; with a dtype the
   // value is checked to fit (300 into int8 is an error, not a wrap-around).
-  const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op: 'full', dtype });
-  if (v.ndim !== 0) throw new Error(`full: fill_value must be a scalar; got shape [${v.shape.join(',')}]`);
+  const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op, dtype });
+  if (v.ndim !== 0) throw new Error(`${op}: fill_value must be a scalar; got shape [${v.shape.join(',')}]`);
   const d = dtype ?? v.dtype;
   const weak = opts.weak ?? (dtype === undefined && v.weakType);
   const c = lax.convertElementType(v, d, weak);
   return lax.broadcastInDim(c, s, []);
 }
 
-export const zeros = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 0, dtype);
-export const ones = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 1, dtype);
+export const zeros = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 0, dtype, { op: 'zeros' });
+export const ones = (shape: number | readonly number[], dtype: DType = 'float32'): Array => full(shape, 1, dtype, { op: 'ones' });
 export const empty = zeros;
 
 /** `jnp.full_like`: the result is weakly typed when `x` is and no dtype is given (as lax.full_like). */

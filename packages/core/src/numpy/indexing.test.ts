@@ -189,10 +189,10 @@ const shapeArb = fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLen
 function sliceArb(n: number): fc.Arbitrary<string | Slice> {
   const bound = fc.option(fc.integer({ min: -n - 2, max: n + 2 }), { nil: null });
   const step = fc.option(fc.integer({ min: -3, max: 3 }).filter((v) => v !== 0), { nil: null });
-  return fc.tuple(bound, bound, step, fc.boolean()).map(([a, b, c, asObj]) => {
+  return fc.tuple(bound, bound, step, fc.boolean(), fc.boolean()).map(([a, b, c, asObj, short]) => {
     if (asObj) return new Slice(a, b, c);
     const f = (v: number | null): string => (v === null ? '' : String(v));
-    return c === null && Math.random() < 0.5 ? `${f(a)}:${f(b)}` : `${f(a)}:${f(b)}:${f(c)}`;
+    return c === null && short ? `${f(a)}:${f(b)}` : `${f(a)}:${f(b)}:${f(c)}`;
   });
 }
 
@@ -224,9 +224,9 @@ const caseArb = shapeArb.chain((shape) =>
         if (advKind === 'mask') opts.push(boolList([n]));
         return fc.oneof(...opts);
       });
-      return fc.tuple(fc.constant(shape), fc.tuple(...perDim), fc.nat(3), fc.nat(shape.length + 2), fc.boolean(), fc.nat(shape.length));
+      return fc.tuple(fc.constant(shape), fc.tuple(...perDim), fc.nat(3), fc.nat(shape.length + 2), fc.boolean(), fc.nat(shape.length), fc.nat(shape.length));
     })
-    .map(([shape, choices, nNew, newPos, useEll, ellPos]) => {
+    .map(([shape, choices, nNew, newPos, useEll, ellPos, dropTrailing]) => {
       // At most one mask (several masks rarely broadcast), keep the rest.
       let seenMask = false;
       let items: (IndexItem | Nested)[] = [];
@@ -240,14 +240,19 @@ const caseArb = shapeArb.chain((shape) =>
           }
         } else items.push(c as IndexItem);
       }
-      // Trailing ':' may be dropped (implicit).
-      while (items.length && items[items.length - 1] === ':' && Math.random() < 0.5) items.pop();
+      // Up to `dropTrailing` trailing ':' may be dropped (they are implicit).
+      let popped = 0;
+      while (popped < dropTrailing && items.length && items[items.length - 1] === ':') {
+        items.pop();
+        popped++;
+      }
       if (useEll) {
         const at = Math.min(ellPos, items.length);
         let k = 0;
         while (at + k < items.length && items[at + k] === ':') k++;
-        // Only where the ellipsis stands for the dims it replaces (or for dropped trailing dims).
-        if (k > 0 || at === items.length) items.splice(at, k, '...');
+        // Only where the ellipsis stands for exactly the dims it replaces: k of them when nothing
+        // was dropped, or the dropped trailing dims when it goes at the end.
+        if (at === items.length || (k > 0 && popped === 0)) items.splice(at, k, '...');
       }
       for (let i = 0; i < nNew % 3; i++) items.splice(Math.min(newPos, items.length), 0, null);
       return { shape, items };
@@ -316,15 +321,18 @@ describe('x.at(...).set/add/multiply/min/max vs naive', () => {
         const setExp = globalThis.Array.from(x.dataSync());
         const addExp = globalThis.Array.from(x.dataSync());
         const maxExp = globalThis.Array.from(x.dataSync());
+        const subExp = globalThis.Array.from(x.dataSync());
         src.forEach((o, k) => {
           setExp[o] = vals[k];
           addExp[o] += vals[k];
+          subExp[o] -= vals[k];
           maxExp[o] = Math.max(maxExp[o], vals[k]);
         });
         const its = items as IndexItem[];
         expect(globalThis.Array.from(x.at(...its).set(vv).dataSync())).toEqual(setExp);
         expect(globalThis.Array.from(x.at(...its).add(vv).dataSync())).toEqual(addExp);
         expect(globalThis.Array.from(x.at(...its).max(vv).dataSync())).toEqual(maxExp);
+        expect(globalThis.Array.from(x.at(...its).subtract(vv).dataSync()).map((v) => v + 0)).toEqual(subExp.map((v) => v + 0));
       }),
       { numRuns: 200 },
     );
@@ -344,6 +352,15 @@ describe('x.at(...).set/add/multiply/min/max vs naive', () => {
       [1, 1],
     ]);
     expect(np.array([5, 1, 7]).at([0, 0, 2]).min(2).toArray()).toEqual([2, 1, 2]);
+    expect(np.array([8, 1, 9]).astype('float32').at([0, 0, 2]).divide(2).toArray()).toEqual([2, 1, 4.5]);
+    expect(np.array([2, 3, 4]).astype('float32').at([0, 2, 2]).power(2).toArray()).toEqual([4, 3, 256]);
+    expect(np.array([5, 5]).at([1, 1]).subtract(2).toArray()).toEqual([5, 1]);
+    expect(np.array([1, 2, 3, 4]).at([0, 0, 2]).apply((v) => np.multiply(v, 10)).toArray()).toEqual([10, 2, 30, 4]);
+    expect(np.arange(6).reshape([2, 3]).at(':', '::2').apply(np.negative).toArray()).toEqual([
+      [0, 1, -2],
+      [-3, 4, -5],
+    ]);
+    expect(() => np.arange(3).at(0).apply(() => np.zeros([2]))).toThrow(/fn must be elementwise, returning an array of shape \[3\]; got \[2\]/);
   });
 });
 

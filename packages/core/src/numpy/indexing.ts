@@ -1,7 +1,7 @@
 /**
  * NumPy indexing, JAX style: `x.get(...idx)` is tpukit's spelling of `x[idx]`, and
- * `x.at(...idx).set(v)` / `.add` / `.multiply` / `.min` / `.max` / `.get(opts)` are JAX's
- * functional updates (`x.at[idx].set(v)`).
+ * `x.at(...idx).set(v)` / `.add` / `.subtract` / `.multiply` / `.divide` / `.power` / `.min` /
+ * `.max` / `.apply(fn)` / `.get(opts)` are JAX's functional updates (`x.at[idx].set(v)`).
  *
  * An index item is an integer (negative counts from the end), a slice string (`':'`, `'1:3'`,
  * `'::2'`, `'-1::-1'`) or `s(start, stop, step)` object, `null` (newaxis), `'...'` (ellipsis),
@@ -22,6 +22,7 @@ import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/index';
 import { broadcastShapes, fmt, shapesEqual, sizeOf } from '../shape';
 import { nonzero, requireConcrete } from './nonzero';
+import { divide as divideOp, power as powerOp } from './math';
 import { broadcastTo } from './promote';
 
 /** A Python-style slice object: `s(start, stop, step)`; null means the default. */
@@ -136,7 +137,7 @@ type OutDim =
   | { kind: 'window'; opDim: number; start: number; size: number }
   | { kind: 'strided'; opDim: number; start: number; step: number; size: number }
   | { kind: 'newaxis' }
-  | { kind: 'adv'; k: number };
+  | { kind: 'adv' };
 
 /** A component of the gather/scatter index vector. */
 type Component =
@@ -201,7 +202,7 @@ function plan(shape: readonly number[], items: readonly IndexItem[], op: string)
   let opDim = 0;
   let advInserted = false;
   const insertAdv = (): void => {
-    if (!advInserted) out.push({ kind: 'adv', k: -1 });
+    if (!advInserted) out.push({ kind: 'adv' });
     advInserted = true;
   };
   if (hasArray && !contiguous) insertAdv();
@@ -381,13 +382,19 @@ export function getItem(x: Array, items: readonly IndexItem[], opts: GetOptions 
 
 type Scatter = typeof lax.scatter;
 
+/** The update values as an Array of x's dtype (JAX casts them to the updated array's dtype). */
+function updateValues(x: Array, v: unknown, op: string): Array {
+  if (v instanceof Array) return v.dtype === x.dtype ? v : lax.convertElementType(v, x.dtype);
+  return asArray(v as NestedInput, { dtype: x.dtype as DType, op });
+}
+
+const onesLike = (x: Array): Array => lax.broadcastInDim(lax.convertElementType(asArray(1), x.dtype, x.weakType), x.shape, []);
+
 function update(name: string, scatterFn: Scatter, x: Array, items: readonly IndexItem[], v: unknown, opts: UpdateOptions): Array {
   const op = `at().${name}`;
   const mode = checkGetMode(op, opts.mode ?? 'drop');
   const p = plan(x.shape, items, op);
-  let vals: Array;
-  if (v instanceof Array) vals = v.dtype === x.dtype ? v : lax.convertElementType(v, x.dtype);
-  else vals = asArray(v as NestedInput, { dtype: x.dtype as DType, op });
+  let vals = updateValues(x, v, op);
   if (vals.ndim > p.outShape.length) {
     // NumPy lets the value carry extra leading size-1 dimensions.
     const lead = vals.ndim - p.outShape.length;
@@ -436,6 +443,34 @@ export class IndexUpdateRef {
   /** `x[idx] *= v`; repeated indices accumulate. */
   multiply(v: unknown, opts: UpdateOptions = {}): Array {
     return update('multiply', lax.scatterMul, this.array, this.indices, v, opts);
+  }
+  /** `x[idx] -= v`; repeated indices accumulate (a scatter-add of the negated values). */
+  subtract(v: unknown, opts: UpdateOptions = {}): Array {
+    const vals = updateValues(this.array, v, 'at().subtract');
+    return update('subtract', lax.scatterAdd, this.array, this.indices, lax.neg(vals), opts);
+  }
+  /** `x[idx] /= v`, as JAX computes it: `x / scatter-mul(ones, idx, v)`. */
+  divide(v: unknown, opts: UpdateOptions = {}): Array {
+    return divideOp(this.array, update('divide', lax.scatterMul, onesLike(this.array), this.indices, updateValues(this.array, v, 'at().divide'), opts));
+  }
+  /** `x[idx] **= v`, as JAX computes it: `x ** scatter-mul(ones, idx, v)`. */
+  power(v: unknown, opts: UpdateOptions = {}): Array {
+    return powerOp(this.array, update('power', lax.scatterMul, onesLike(this.array), this.indices, updateValues(this.array, v, 'at().power'), opts));
+  }
+  /**
+   * `x[idx] = fn(x[idx])` for an elementwise `fn`, applied once per indexed element (repeated
+   * indices do not apply it twice). Computed as `where(mask, fn(x), x)`, so `fn` must be
+   * elementwise and is evaluated on the whole array.
+   */
+  apply(fn: (v: Array) => Array, opts: UpdateOptions = {}): Array {
+    const x = this.array;
+    const none = lax.broadcastInDim(asArray(false), x.shape, []);
+    const mask = update('apply', lax.scatter, none, this.indices, true, opts);
+    const y = fn(x);
+    if (!(y instanceof Array) || !shapesEqual(y.shape, x.shape)) {
+      throw new Error(`at().apply: fn must be elementwise, returning an array of shape ${fmt(x.shape)}; got ${y instanceof Array ? fmt(y.shape) : typeof y}`);
+    }
+    return lax.select(mask, y.dtype === x.dtype ? y : lax.convertElementType(y, x.dtype, x.weakType), x);
   }
   /** `x[idx] = minimum(x[idx], v)`. */
   min(v: unknown, opts: UpdateOptions = {}): Array {

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { np } from '../index';
+import { lax, np } from '../index';
 
 const RUNS = { numRuns: 40 };
 
@@ -31,7 +31,7 @@ function readBroadcast(vals: number[], shape: number[], idx: number[]): number {
 }
 
 describe('broadcasting law', () => {
-  it('np.add / np.multiply equal a naive loop over the broadcast index', () => {
+  it('np.add / np.multiply / np.logicalAnd / np.logicalOr equal a naive loop over the broadcast index', () => {
     fc.assert(
       fc.property(broadcastCase, fc.nat({ max: 100 }), ({ out, xs, ys }, seed) => {
         const xv = values(xs, seed);
@@ -40,6 +40,8 @@ describe('broadcasting law', () => {
         const y = np.reshape(np.array(yv, 'int8'), ys);
         const s = np.add(x, y);
         const p = np.multiply(y, x);
+        const l = np.logicalAnd(x, y);
+        const o = np.logicalOr(x, y);
         const rk = Math.max(xs.length, ys.length);
         const pad = (sh: number[]): number[] => [...new Array<number>(rk - sh.length).fill(1), ...sh];
         expect(s.shape).toEqual(pad(xs).map((d, i) => Math.max(d, pad(ys)[i])));
@@ -48,6 +50,9 @@ describe('broadcasting law', () => {
         const n = s.size;
         const sv = s.dataSync();
         const pv = p.dataSync();
+        const lv = l.dataSync();
+        const ov = o.dataSync();
+        expect(l.shape).toEqual(s.shape);
         for (let f = 0; f < n; f++) {
           const idx: number[] = [];
           let rem = f;
@@ -58,6 +63,7 @@ describe('broadcasting law', () => {
           const a = readBroadcast(xv, xs, idx);
           const b = readBroadcast(yv, ys, idx);
           if (sv[f] !== a + b || pv[f] !== a * b) expect.fail(`at ${JSON.stringify(idx)}: ${sv[f]} / ${pv[f]} vs ${a + b} / ${a * b}`);
+          if (lv[f] !== Number(a !== 0 && b !== 0) || ov[f] !== Number(a !== 0 || b !== 0)) expect.fail(`logical at ${JSON.stringify(idx)}`);
         }
       }),
       RUNS,
@@ -114,5 +120,30 @@ describe('NumPy integer division semantics', () => {
     expect(np.exp(np.array([0], 'uint8')).dtype).toBe('float32');
     expect(np.sin(np.array([0], 'bfloat16')).dtype).toBe('bfloat16');
     expect(np.sqrt(4).weakType).toBe(true);
+  });
+});
+
+describe('hypot, lax scalar operands, bool products', () => {
+  it('hypot does not overflow for large inputs and handles zeros and infinities', () => {
+    const r = np.hypot(np.array([3e30, 0, Infinity, 3, -Infinity], 'float32'), np.array([4e30, 0, NaN, -4, 1], 'float32')).dataSync();
+    expect([...r]).toEqual([Math.fround(5e30), 0, Infinity, 5, Infinity]);
+    expect(np.hypot(np.array([3], 'bfloat16'), 4).toArray()).toEqual([5]);
+  });
+
+  it('lax takes JS scalars in the operand dtype only when they are exact there', () => {
+    expect(lax.add(np.array([1], 'int8'), 2).toArray()).toEqual([3]);
+    expect(lax.mul(np.array([1], 'float32'), 1.5).toArray()).toEqual([1.5]);
+    expect(() => lax.add(np.array([1], 'int32'), 1.5)).toThrow('add: JS value 1.5 cannot be a int32 operand (lax does not promote); use the np function or convert the array first');
+    expect(() => lax.bitwiseOr(np.array([true]), 2)).toThrow('or: JS value 2 cannot be a bool operand');
+    expect(() => lax.add(np.array([1], 'int8'), 300)).toThrow(/add: value 300 does not fit in int8/);
+  });
+
+  it('bool matmul is a logical or of ands; mixed bool/int literals infer int32', () => {
+    const a = np.array([[true, false], [false, false]]);
+    const b = np.array([[true, true], [true, false]]);
+    const r = np.matmul(a, b);
+    expect([r.dtype, r.toArray()]).toEqual(['bool', [[true, true], [false, false]]]);
+    expect(np.array([true, 2]).dtype).toBe('int32');
+    expect(() => lax.iota('bool', 3)).toThrow('iota: dtype must be numeric; got bool');
   });
 });

@@ -8,6 +8,7 @@ import { type ArrayLike, asArray, typeOf } from '../convert';
 import { isFloat, isInteger, isUnsigned, resultType } from '../dtype';
 import * as lax from '../lax/index';
 import { broadcastShapes } from '../shape';
+import { fullLike } from './creation';
 import { broadcastTo, promoteArgs, promoteInexact } from './promote';
 
 type U = (x: ArrayLike) => Array;
@@ -36,9 +37,13 @@ export const bitwiseOr: B = binary('bitwise_or', lax.bitwiseOr);
 export const bitwiseXor: B = binary('bitwise_xor', lax.bitwiseXor);
 export const leftShift: B = binary('left_shift', lax.shiftLeft);
 export const rightShift: B = binary('right_shift', (a, b) => (isUnsigned(a.dtype) ? lax.shiftRightLogical(a, b) : lax.shiftRightArithmetic(a, b)));
-export const logicalAnd: B = (x, y) => lax.bitwiseAnd(asBool(x, 'logical_and'), asBool(y, 'logical_and'));
-export const logicalOr: B = (x, y) => lax.bitwiseOr(asBool(x, 'logical_or'), asBool(y, 'logical_or'));
-export const logicalXor: B = (x, y) => lax.bitwiseXor(asBool(x, 'logical_xor'), asBool(y, 'logical_xor'));
+const logical = (name: string, f: (x: Array, y: Array) => Array): B => (x, y) => {
+  const [a, b] = promoteShapes(name, [asBool(x, name), asBool(y, name)]);
+  return f(a, b);
+};
+export const logicalAnd: B = logical('logical_and', lax.bitwiseAnd);
+export const logicalOr: B = logical('logical_or', lax.bitwiseOr);
+export const logicalXor: B = logical('logical_xor', lax.bitwiseXor);
 export const logicalNot: U = (x) => lax.bitwiseNot(asBool(x, 'logical_not'));
 export const invert: U = unary('invert', lax.bitwiseNot);
 export const bitwiseNot = invert;
@@ -92,9 +97,18 @@ export const arctan2: B = (x, y) => {
   const [a, b] = promoteInexact('arctan2', [x, y]);
   return lax.atan2(a, b);
 };
+/** `jnp.hypot`, scaled as jnp does so that large inputs do not overflow: max * sqrt(1 + (min/max)^2). */
 export const hypot: B = (x, y) => {
-  const [a, b] = promoteInexact('hypot', [x, y]);
-  return lax.sqrt(lax.add(lax.mul(a, a), lax.mul(b, b)));
+  const [a0, b0] = promoteInexact('hypot', [x, y]);
+  const a = lax.abs(a0);
+  const b = lax.abs(b0);
+  const isInf = lax.bitwiseOr(lax.eq(a, Infinity), lax.eq(b, Infinity));
+  const hi = lax.max(a, b);
+  const lo = lax.min(a, b);
+  const zero = lax.eq(hi, 0);
+  const ratio = lax.div(lo, lax.select(zero, fullLike(hi, 1), hi));
+  const r = lax.select(zero, hi, lax.mul(hi, lax.sqrt(lax.add(lax.mul(ratio, ratio), 1))));
+  return lax.select(isInf, fullLike(hi, Infinity), r);
 };
 export const nextafter: B = (x, y) => {
   const [a, b] = promoteInexact('nextafter', [x, y]);

@@ -129,10 +129,18 @@ describe('flip / roll / tile / repeat', () => {
         per.forEach((c, i) => rows.push(...Array(c).fill(i)));
         expect(rp.shape).toEqual([rows.length, ...shape.slice(1)]);
         expect(rp.dataSync()).toEqual(np.take(x, rows.length ? rows : np.zeros([0], 'int32'), { axis: 0 }).dataSync());
+        expect(np.repeat(x, np.array(per), 0, { totalRepeatLength: rows.length }).dataSync()).toEqual(rp.dataSync());
       }),
       { numRuns: 60 },
     );
     expect(np.repeat(np.array([[1, 2], [3, 4]]), 2).toArray()).toEqual([1, 1, 2, 2, 3, 3, 4, 4]);
+    expect(np.repeat(np.array([5, 6, 7]), np.array([2, 0, 1]), 0, { totalRepeatLength: 3 }).toArray()).toEqual([5, 5, 7]);
+    expect(np.repeat(np.array([5, 6, 7]), [2, 0, 1], 0, { totalRepeatLength: 5 }).toArray()).toEqual([5, 5, 7, 7, 7]);
+    expect(np.repeat(np.array([5, 6, 7]), [2, 0, 1], 0, { totalRepeatLength: 2 }).toArray()).toEqual([5, 5]);
+    expect(np.repeat(np.array([[1, 2], [3, 4]]), 2, 1, { totalRepeatLength: 4 }).toArray()).toEqual([
+      [1, 1, 2, 2],
+      [3, 3, 4, 4],
+    ]);
     expect(() => np.repeat(np.arange(3), [1, 2])).toThrow(/repeats has 2 entries but axis 0 of array \[3\] has 3 elements/);
     expect(() => np.tile(np.arange(3), [-1])).toThrow(/non-negative integers/);
   });
@@ -160,6 +168,29 @@ describe('nonzero / argwhere / masks (eager only)', () => {
     ]);
   });
 
+  it('with a static size: the first hits, padded with fillValue, equal to the eager result', () => {
+    fc.assert(
+      fc.property(shapeArb, fc.array(fc.boolean(), { minLength: 256, maxLength: 256 }), fc.nat(8), fc.integer({ min: -3, max: 3 }), (shape, bits, size, fill) => {
+        const x = np.array(bits.slice(0, prod(shape))).reshape(shape);
+        const eager = np.nonzero(x).map((c) => Array.from(c.dataSync()));
+        const sized = np.nonzero(x, { size, fillValue: fill });
+        sized.forEach((c, d) => {
+          const want = eager[d].slice(0, size);
+          while (want.length < size) want.push(fill);
+          expect(Array.from(c.dataSync())).toEqual(want);
+        });
+        const aw = np.argwhere(x, { size, fillValue: fill });
+        expect(aw.shape).toEqual([size, shape.length]);
+        expect(Array.from(np.flatnonzero(x, { size }).dataSync()).slice(0, Math.min(size, eager[0].length))).toEqual(Array.from(np.flatnonzero(x).dataSync()).slice(0, size));
+      }),
+      { numRuns: 60 },
+    );
+    expect(np.argwhere(np.array(3)).shape).toEqual([1, 0]);
+    expect(np.argwhere(np.array(0)).shape).toEqual([0, 0]);
+    expect(() => np.nonzero(np.ones([2]), { size: -1 })).toThrow(/size must be a non-negative integer; got -1/);
+    expect(() => np.nonzero(np.ones([2, 2]), { size: 1, fillValue: [0] })).toThrow(/one integer per dimension \(2\)/);
+  });
+
   it('raises a clear error on a tracer', () => {
     // A minimal tracer: an Array subclass whose _trace is non-null.
     const trace = { level: 1, processPrimitive: () => [] } as unknown as Trace;
@@ -170,6 +201,7 @@ describe('nonzero / argwhere / masks (eager only)', () => {
     }
     const t = new Tracer({ shape: [3], dtype: 'bool', weakType: false }, null, null);
     expect(() => np.nonzero(t)).toThrow(/nonzero: needs a concrete array, but got a traced bool\[3\]/);
+    expect(() => np.argwhere(t)).toThrow(/pass a static \{ size \}/);
     expect(() => np.arange(3).get(t)).toThrow(/boolean mask indexing needs concrete values/);
     expect(() => np.repeat(np.arange(3), t)).toThrow(/repeat: needs a concrete array/);
   });

@@ -12,6 +12,7 @@ import type { GatherScatterMode } from '../lax/index';
 import { broadcastShapes, fmt, normalizeAxes, normalizeAxis, sizeOf } from '../shape';
 import { requireConcrete } from './nonzero';
 import { concatenate } from './joining';
+import { searchsorted } from './sorting';
 import { broadcastTo } from './promote';
 
 /** `jnp.flip(x, axis?)`: reverses the given axes (all when omitted). */
@@ -63,10 +64,11 @@ export function tile(x: ArrayLike, reps: number | readonly number[]): Array {
 }
 
 /**
- * `jnp.repeat(x, repeats, axis?)`: a scalar count repeats every element; a list (or concrete
- * integer Array) gives one count per element along `axis`. Without `axis` the input is flattened.
+ * `jnp.repeat(x, repeats, axis?, {totalRepeatLength?})`: a scalar count repeats every element; a
+ * list (or integer Array) gives one count per element along `axis`. Without `axis` the input is
+ * flattened. An Array of counts must be concrete unless `totalRepeatLength` fixes the output length.
  */
-export function repeat(x: ArrayLike, repeats: number | readonly number[] | Array, axis: number | null = null): Array {
+export function repeat(x: ArrayLike, repeats: number | readonly number[] | Array, axis: number | null = null, opts: { totalRepeatLength?: number } = {}): Array {
   let a = asArray(x, { op: 'repeat' });
   if (axis === null) {
     a = lax.reshape(a, [a.size]);
@@ -75,6 +77,7 @@ export function repeat(x: ArrayLike, repeats: number | readonly number[] | Array
   if (a.ndim === 0) a = lax.reshape(a, [1]);
   const ax = normalizeAxis(axis, a.ndim, 'repeat');
   const n = a.shape[ax];
+  if (opts.totalRepeatLength !== undefined) return repeatTraceable(a, repeats, ax, opts.totalRepeatLength);
   let counts: number[];
   if (typeof repeats === 'number') counts = [repeats];
   else if (globalThis.Array.isArray(repeats)) counts = [...repeats];
@@ -102,6 +105,29 @@ export function repeat(x: ArrayLike, repeats: number | readonly number[] | Array
     for (let k = 0; k < c; k++) idx.push(i);
   });
   return take(a, asArray(idx.length ? idx : [], { dtype: 'int32', op: 'repeat' }), { axis: ax, mode: 'promise_in_bounds' });
+}
+
+/**
+ * repeat with a static output length (traceable counts): output j reads element
+ * searchsorted(cumsum(repeats), j, 'right'), clipped, so a short total truncates and a long
+ * total repeats the last element, as jnp.repeat(total_repeat_length=...) does.
+ */
+function repeatTraceable(a: Array, repeats: number | readonly number[] | Array, ax: number, total: number): Array {
+  if (!Number.isInteger(total) || total < 0) throw new RangeError(`repeat: totalRepeatLength must be a non-negative integer; got ${total}`);
+  const n = a.shape[ax];
+  let r = asArray(repeats as ArrayLike, { op: 'repeat' });
+  if (!isInteger(r.dtype)) throw new TypeError(`repeat: repeats must be integers; got ${r.dtype}`);
+  r = lax.convertElementType(r, 'int32');
+  if (r.ndim === 0) r = lax.broadcastInDim(r, [n], []);
+  if (r.ndim !== 1 || r.shape[0] !== n) {
+    throw new Error(`repeat: repeats of shape ${fmt(r.shape)} must be a scalar or have one entry per element of axis ${ax} (${n})`);
+  }
+  if (n === 0) {
+    if (total > 0) throw new Error(`repeat: cannot fill totalRepeatLength ${total} from the empty axis ${ax} of array ${fmt(a.shape)}`);
+    return a;
+  }
+  const idx = searchsorted(lax.cumsum(r, 0), lax.iota('int32', total), { side: 'right' });
+  return take(a, idx, { axis: ax, mode: 'clip' });
 }
 
 export type TakeMode = 'fill' | 'clip' | 'wrap' | 'promise_in_bounds';

@@ -270,3 +270,10 @@ describe('NaN behaviour (as JAX)', () => {
     expect(() => np.cumsum(np.zeros([2]), { axis: -2 })).toThrow(/cumsum: axis -2 is out of range/);
   });
 });
+
+it('a bad dtype option names the reduction', () => {
+  expect(() => np.sum(np.zeros([2]), { dtype: 'float64' as never })).toThrow('sum: dtype must be one of bool, int8, uint8, int32, uint32, bfloat16, float16, float32; got "float64"');
+  expect(() => np.cumsum(np.zeros([2]), { dtype: 'int64' as never })).toThrow(/cumsum: dtype must be one of/);
+  expect(np.sum(np.array([100, 100], 'int8'), { dtype: 'int8' }).item()).toBe(-56);
+  expect(np.sum(np.array([1.5, 2], 'bfloat16'), { dtype: 'float32' }).dtype).toBe('float32');
+});

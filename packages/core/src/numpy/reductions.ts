@@ -1,7 +1,7 @@
 /** jax.numpy reductions with `axis` / `keepdims`: sum, prod, max, min, mean, var, std, argmax, argmin, all, any, cumsum. */
 import type { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
-import { type DType, is16BitFloat, isFloat, isInteger } from '../dtype';
+import { type DType, checkDType, is16BitFloat, isFloat, isInteger } from '../dtype';
 import * as lax from '../lax/index';
 import { normalizeAxes, normalizeAxis } from '../shape';
 
@@ -19,7 +19,8 @@ function keep(x: Array, out: Array, axes: number[], keepdims: boolean | undefine
 }
 
 /** sum/prod of bool or small ints accumulate in int32, as jnp does; bf16/f16 accumulate in f32. */
-function accumType(x: Array, dtype: DType | undefined): { acc: DType; out: DType } {
+function accumType(x: Array, dtype: DType | undefined, op: string): { acc: DType; out: DType } {
+  if (dtype) checkDType(dtype, op);
   if (dtype) return { acc: is16BitFloat(dtype) ? 'float32' : dtype, out: dtype };
   if (x.dtype === 'bool' || x.dtype === 'int8') return { acc: 'int32', out: 'int32' };
   if (x.dtype === 'uint8') return { acc: 'uint32', out: 'uint32' };
@@ -31,7 +32,7 @@ function sumLike(name: string, prim: typeof lax.reduceSum) {
   return (x: ArrayLike, opts: ReduceOptions = {}): Array => {
     const a = asArray(x, { op: name });
     const axes = normalizeAxes(opts.axis, a.ndim, name);
-    const { acc, out } = accumType(a, opts.dtype);
+    const { acc, out } = accumType(a, opts.dtype, name);
     const r = prim(lax.convertElementType(a, acc, a.weakType), axes);
     return keep(a, lax.convertElementType(r, out, a.weakType && !opts.dtype), axes, opts.keepdims);
   };
@@ -126,7 +127,7 @@ function cumulative(name: string, prim: typeof lax.cumsum) {
     let a = asArray(x, { op: name });
     if (opts.axis === undefined || opts.axis === null) a = lax.reshape(a, [a.size]);
     const axis = normalizeAxis(opts.axis ?? 0, a.ndim, name);
-    const { acc, out } = accumType(a, opts.dtype);
+    const { acc, out } = accumType(a, opts.dtype, name);
     return lax.convertElementType(prim(lax.convertElementType(a, acc), axis), out, false);
   };
 }

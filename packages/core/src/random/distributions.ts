@@ -14,19 +14,18 @@ import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
-import { randomSortKeyVal } from './sort';
-import { randomTake } from './take';
+import { takeInBounds } from './takeInBounds';
 
 const NMANT: Partial<Record<DType, number>> = { float32: 23, bfloat16: 7, float16: 10 };
 const NBITS: Partial<Record<DType, number>> = { float32: 32, bfloat16: 16, float16: 16 };
 
-function floatDType(op: string, dtype: DType | undefined): DType {
+export function floatDType(op: string, dtype: DType | undefined): DType {
   const d = checkDType(dtype ?? 'float32', `random.${op}`);
   if (!isFloat(d)) throw new TypeError(`random.${op}: dtype must be a float dtype (float32, bfloat16, float16); got ${d}`);
   return d;
 }
 
-function shapeArg(op: string, shape: readonly number[] | number | undefined): number[] {
+export function shapeArg(op: string, shape: readonly number[] | number | undefined): number[] {
   if (shape === undefined) return [];
   return checkShape(typeof shape === 'number' ? [shape] : shape, `random.${op}`);
 }
@@ -45,7 +44,7 @@ function checkParamShape(op: string, name: string, param: readonly number[], sha
 }
 
 /** A float parameter converted to `dtype` and broadcast to `shape`. */
-function floatParam(op: string, name: string, v: ArrayLike, dtype: DType, shape: readonly number[]): Array {
+export function floatParam(op: string, name: string, v: ArrayLike, dtype: DType, shape: readonly number[]): Array {
   let a: Array;
   if (v instanceof Array) a = v.dtype === dtype ? v : lax.convertElementType(v, dtype);
   else a = lax.convertElementType(asArray(v, { op: `random.${op}` }), dtype);
@@ -66,7 +65,7 @@ function unitFloats(k: PRNGKeyArray, shape: readonly number[], dtype: DType, op:
 }
 
 /** JAX's `_uniform` once the parameters are arrays of the output shape and dtype. */
-function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
+export function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
   const floats = unitFloats(k, shape, dtype, op);
   return lax.max(minv, lax.add(lax.mul(floats, lax.sub(maxv, minv)), minv));
 }
@@ -242,28 +241,34 @@ export function randint(k: PRNGKeyArray, shape: readonly number[], minval: Array
   checkParamShape('randint', 'minval', lo0.shape, s);
   checkParamShape('randint', 'maxval', hi0.shape, s);
   // Where maxval exceeds the dtype's maximum (randint(k, s, 0, 256, 'uint8')), the span grows by one.
+  // The span and multiplier are elementwise in the parameters, so they are computed at the
+  // parameters' (usually scalar) broadcast shape and only then broadcast to the output shape.
+  const ps = broadcastShapes('random.randint', lo0.shape, hi0.shape);
+  const pb = (x: Array): Array => broadcastTo(x, ps, 'random.randint');
   const dmax = convertAndClip(asArray(intRange(d)[1], { dtype: d }), hi0.dtype);
-  const outOfRange = broadcastTo(lax.gt(hi0, broadcastTo(dmax, hi0.shape)), s, 'random.randint');
-  const lo = broadcastTo(convertAndClip(lo0, d), s, 'random.randint');
-  const hi = broadcastTo(convertAndClip(hi0, d), s, 'random.randint');
+  const outOfRange = pb(lax.gt(hi0, broadcastTo(dmax, hi0.shape)));
+  const lo = pb(convertAndClip(lo0, d));
+  const hi = pb(convertAndClip(hi0, d));
   const nbits = d === 'int8' || d === 'uint8' ? 8 : 32;
   const ud = UNSIGNED_OF[d]!;
   const keys = split(k);
-  const [k1, k2] = [randomTake(keys, asArray(0, { dtype: 'int32' }), 0), randomTake(keys, asArray(1, { dtype: 'int32' }), 0)];
+  const [k1, k2] = [takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0), takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0)];
   const asU = (b: Array): Array => (ud === 'uint32' ? b : lax.convertElementType(b, ud));
   const higher = asU(randomBits(k1, nbits, s, 'randint'));
   const lower = asU(randomBits(k2, nbits, s, 'randint'));
-  const one = full(1, ud, s);
+  const one = full(1, ud, ps);
   let span = lax.convertElementType(lax.sub(hi, lo), ud);
   span = lax.select(lax.le(hi, lo), one, span);
   span = lax.select(lax.bitwiseAnd(outOfRange, lax.gt(hi, lo)), lax.add(span, one), span);
   // multiplier = 2^nbits mod span, computed in the unsigned dtype exactly as JAX does (including
   // its wraparound for 8-bit dtypes).
-  let mult = lax.rem(full(2 ** (nbits / 2), ud, s), span);
+  let mult = lax.rem(full(2 ** (nbits / 2), ud, ps), span);
   mult = lax.rem(lax.mul(mult, mult), span);
-  let offset = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span));
-  offset = lax.rem(offset, span);
-  return lax.add(lo, lax.convertElementType(offset, d));
+  const spanS = broadcastTo(span, s, 'random.randint');
+  const multS = broadcastTo(mult, s, 'random.randint');
+  let offset = lax.add(lax.mul(lax.rem(higher, spanS), multS), lax.rem(lower, spanS));
+  offset = lax.rem(offset, spanS);
+  return lax.add(broadcastTo(lo, s, 'random.randint'), lax.convertElementType(offset, d));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -278,10 +283,10 @@ function shuffle(k: PRNGKeyArray, x: Array, axis: number): Array {
   let out = x;
   for (let r = 0; r < rounds; r++) {
     const keys = split(key);
-    key = randomTake(keys, asArray(0, { dtype: 'int32' }), 0);
-    const subkey = randomTake(keys, asArray(1, { dtype: 'int32' }), 0);
+    key = takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0);
+    const subkey = takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0);
     const sortKeys = randomBits(subkey, 32, out.shape, 'permutation');
-    out = randomSortKeyVal(sortKeys, out, axis)[1];
+    out = lax.sortKeyVal(sortKeys, out, axis)[1];
   }
   return out;
 }
@@ -306,7 +311,7 @@ export function permutation(k: PRNGKeyArray, x: ArrayLike, opts: { axis?: number
   const axis = normalizeAxis(opts.axis ?? 0, arr.ndim, 'random.permutation');
   if (opts.independent || arr.ndim === 1) return shuffle(k, arr, axis);
   const ind = shuffle(k, lax.iota('int32', arr.shape[axis]), 0);
-  return randomTake(arr, ind, axis);
+  return takeInBounds(arr, ind, axis);
 }
 
 export interface ChoiceOptions {
@@ -345,10 +350,10 @@ export function choice(k: PRNGKeyArray, a: ArrayLike, opts: ChoiceOptions = {}):
   if (opts.p === undefined) {
     if (replace) {
       ind = randint(k, shape, 0, nInputs);
-      return arr.ndim === 0 ? ind : randomTake(arr, ind, axis);
+      return arr.ndim === 0 ? ind : takeInBounds(arr, ind, axis);
     }
     const perm = permutation(k, arr.ndim === 0 ? nInputs : arr, { axis });
-    const first = randomTake(perm, lax.iota('int32', nDraws), arr.ndim === 0 ? 0 : axis);
+    const first = takeInBounds(perm, lax.iota('int32', nDraws), arr.ndim === 0 ? 0 : axis);
     return lax.reshape(first, outShape);
   }
   let pa = opts.p instanceof Array ? opts.p : asArray(opts.p, { op: 'random.choice' });
@@ -358,7 +363,7 @@ export function choice(k: PRNGKeyArray, a: ArrayLike, opts: ChoiceOptions = {}):
   }
   if (replace) {
     const cum = lax.cumsum(pa, 0);
-    const total = randomTake(cum, asArray(nInputs - 1, { dtype: 'int32' }), 0);
+    const total = takeInBounds(cum, asArray(nInputs - 1, { dtype: 'int32' }), 0);
     const u = uniform(k, shape, { dtype: pa.dtype });
     const r = lax.mul(broadcastTo(total, shape), lax.sub(full(1, pa.dtype, shape), u));
     // searchsorted(cum, r, side='left'): the number of cumulative sums strictly below r.
@@ -368,9 +373,9 @@ export function choice(k: PRNGKeyArray, a: ArrayLike, opts: ChoiceOptions = {}):
   } else {
     // Gumbel top-k: the n_draws smallest of -gumbel - log p, in order.
     const g = lax.sub(lax.neg(gumbel(k, [nInputs], { dtype: pa.dtype })), lax.log(pa));
-    const order = randomSortKeyVal(g, lax.iota('int32', nInputs), 0)[1];
-    ind = randomTake(order, lax.iota('int32', nDraws), 0);
+    const order = lax.sortKeyVal(g, lax.iota('int32', nInputs), 0)[1];
+    ind = takeInBounds(order, lax.iota('int32', nDraws), 0);
   }
-  const picked = arr.ndim === 0 ? ind : randomTake(arr, lax.reshape(ind, [nDraws]), axis);
+  const picked = arr.ndim === 0 ? ind : takeInBounds(arr, lax.reshape(ind, [nDraws]), axis);
   return lax.reshape(picked, outShape);
 }

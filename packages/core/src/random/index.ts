@@ -31,3 +31,4 @@ export {
   truncatedNormal,
   uniform,
 } from './distributions';
+export { exponential, laplace, logistic, pareto, weibullMin } from './inverseCdf';

@@ -22,8 +22,8 @@ import { asArray, type ArrayLike } from '../convert';
 import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/index';
 import { checkShape, fmt, sizeOf } from '../shape';
-import { randomTake } from './take';
 import { threefry2x32 } from './threefry';
+import { takeInBounds } from './takeInBounds';
 
 /** A PRNG key: a uint32 Array of shape [2], as `jax.random.PRNGKey` makes. */
 export type PRNGKeyArray = Array;
@@ -98,7 +98,7 @@ export function checkKey(op: string, key: unknown): Array {
 
 /** The two uint32 words of a key, as scalars. */
 export function keyWords(key: Array): [Array, Array] {
-  return [randomTake(key, asArray(0, { dtype: 'int32' }), 0), randomTake(key, asArray(1, { dtype: 'int32' }), 0)];
+  return [takeInBounds(key, asArray(0, { dtype: 'int32' }), 0), takeInBounds(key, asArray(1, { dtype: 'int32' }), 0)];
 }
 
 /**
@@ -157,7 +157,7 @@ function threefryIotaOriginal(k1: Array, k2: Array, m: number): Array {
   if (m % 2 === 1) x1 = lax.select(lax.eq(x0, full(h - 1, 'uint32', [h])), full(0, 'uint32', [h]), x1);
   const [o0, o1] = threefry2x32(k1, k2, x0, x1);
   const both = concat1d(o0, o1);
-  return m % 2 === 1 ? randomTake(both, lax.iota('int32', m), 0) : both;
+  return m % 2 === 1 ? takeInBounds(both, lax.iota('int32', m), 0) : both;
 }
 
 /** The (hi, lo) uint32 words of a row-major 64-bit iota of `shape` (`iota_2x32_shape`). */
@@ -190,7 +190,7 @@ export function split(k: PRNGKeyArray, num: number | readonly number[] = 2): Arr
 export function splitKeys(k: PRNGKeyArray, num = 2): PRNGKeyArray[] {
   checkKey('splitKeys', k);
   const keys = split(k, checkNum('splitKeys', num));
-  return globalThis.Array.from({ length: num }, (_, i) => randomTake(keys, asArray(i, { dtype: 'int32' }), 0));
+  return globalThis.Array.from({ length: num }, (_, i) => takeInBounds(keys, asArray(i, { dtype: 'int32' }), 0));
 }
 
 /**
@@ -244,7 +244,7 @@ export function randomBits(k: PRNGKeyArray, bitWidth: 8 | 16 | 32, shape: readon
     idx[i] = Math.floor(i / per);
     shifts[i] = bitWidth * (i % per);
   }
-  const picked = randomTake(words, asArray(idx), 0);
+  const picked = takeInBounds(words, asArray(idx), 0);
   const vals = lax.bitwiseAnd(lax.shiftRightLogical(picked, asArray(shifts)), full(2 ** bitWidth - 1, 'uint32', [n]));
   return lax.reshape(vals, s);
 }

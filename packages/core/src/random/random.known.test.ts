@@ -186,5 +186,10 @@ describe('original (non-partitionable) mode: JAX random_test.py values from befo
     expectAllclose(random.normal(caseKey('normal'), [5]), [-1.173234, -1.511662, 0.070593, -0.099764, 1.052845], tol);
     expectAllclose(random.gumbel(caseKey('gumbel'), [5]), [2.06701, 0.911726, 0.145736, 0.185427, -0.00711], tol);
     expectAllclose(random.truncatedNormal(caseKey('truncated_normal'), 0, 2, [5]), [0.582807, 1.709771, 0.159513, 0.861376, 0.36148], tol);
+    expectAllclose(random.exponential(caseKey('exponential'), [5]), [0.526067, 0.043046, 0.039932, 0.46427, 0.123886], tol);
+    expectAllclose(random.laplace(caseKey('laplace'), [5]), [0.578939, -0.204902, 0.555733, 0.911053, -0.96456], tol);
+    expectAllclose(random.logistic(caseKey('logistic'), [5]), [0.19611, -1.709053, -0.274093, -0.208322, -1.675489], tol);
+    expectAllclose(random.pareto(caseKey('pareto'), 0.5, [5]), [2.751398, 1.281863, 87.85448, 1.254542, 2.824487], { rtol: 1e-6, atol: 1e-6 });
+    expectAllclose(random.weibullMin(caseKey('weibull_min'), 1, 1, [5]), [1.605863, 0.841809, 0.224218, 0.4826, 0.027901], tol);
   });
 });

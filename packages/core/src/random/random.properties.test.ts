@@ -173,6 +173,41 @@ describe('normal and truncatedNormal', () => {
   });
 });
 
+describe('exponential, laplace, logistic, pareto', () => {
+  it.each([
+    ['exponential', (k: Array) => random.exponential(k, [20000]), 1, 1],
+    ['laplace', (k: Array) => random.laplace(k, [20000]), 0, 2],
+    ['logistic', (k: Array) => random.logistic(k, [20000]), 0, Math.PI ** 2 / 3],
+  ] as const)('%s: mean and variance within 5 sigma', (_name, f, mu, v) => {
+    fc.assert(
+      fc.property(seed, (s) => {
+        const xs = flat(f(random.key(s)));
+        const m = moments(xs);
+        expect(Math.abs(m.mean - mu)).toBeLessThan(5 * Math.sqrt(v / xs.length));
+        // Variance of the sample variance ~ (mu4 - v^2) / n; these kurtoses are at most 9 v^2.
+        expect(Math.abs(m.v - v)).toBeLessThan(5 * Math.sqrt((8 * v * v) / xs.length));
+      }),
+      { numRuns: 3 },
+    );
+  });
+
+  it('weibullMin(scale, c): P(X > t) = exp(-(t / scale)^c)', () => {
+    const xs = flat(random.weibullMin(random.key(5), 2, 1.5, [20000]));
+    expect(Math.min(...xs)).toBeGreaterThan(0);
+    const p = Math.exp(-((3 / 2) ** 1.5));
+    const tail = xs.filter((x) => x > 3).length / xs.length;
+    expect(Math.abs(tail - p)).toBeLessThan(5 * Math.sqrt((p * (1 - p)) / xs.length));
+  });
+
+  it('pareto(b) is >= 1 and P(X > t) = t^-b', () => {
+    const xs = flat(random.pareto(random.key(4), 2, [20000]));
+    expect(Math.min(...xs)).toBeGreaterThanOrEqual(1);
+    const tail = xs.filter((x) => x > 2).length / xs.length;
+    expect(Math.abs(tail - 0.25)).toBeLessThan(5 * Math.sqrt((0.25 * 0.75) / xs.length));
+    expect(random.pareto(random.key(4), asArray([1, 2, 3], { dtype: 'float32' })).shape).toEqual([3]);
+  });
+});
+
 function erf(x: number): number {
   // Abramowitz-Stegun 7.1.26 is too coarse for 5-sigma bounds at n=5000? It is within 1.5e-7.
   const t = 1 / (1 + 0.3275911 * Math.abs(x));
@@ -331,6 +366,8 @@ describe('errors name the function and the bad value', () => {
     ['p of the wrong length', () => random.choice(k, 3, { p: asArray([0.5, 0.5]) }), /random\.choice: p must be a 1-d vector .* p has shape \[2\] and a\.shape\[axis\] is 3/],
     ['a float scalar for permutation', () => random.permutation(k, 2.5), /random\.permutation: x must be a non-negative integer/],
     ['categorical logits without a category axis', () => random.categorical(k, asArray(1.5)), /random\.categorical: logits must have at least one dimension/],
+    ['an integer dtype for exponential', () => random.exponential(k, [2], { dtype: 'int8' }), /random\.exponential: dtype must be a float dtype .* got int8/],
+    ['b that does not broadcast to pareto\'s shape', () => random.pareto(k, asArray([1, 2, 3], { dtype: 'float32' }), [2]), /random\.pareto: shapes \[3\] and \[2\] cannot broadcast/],
     ['a bad bit width', () => random.randomBits(k, 64 as 32, [2]), /random\.randomBits: bit width must be 8, 16 or 32; got 64/],
   ])('%s', (_name, fn, msg) => {
     expect(fn).toThrow(msg);

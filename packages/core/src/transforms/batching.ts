@@ -14,8 +14,6 @@ import '../lax/slicing';
 import '../lax/gather';
 import '../lax/scatter';
 import '../lax/sort';
-import '../random/take';
-import '../random/sort';
 import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
@@ -279,8 +277,8 @@ table.iota = () => () => {
 const zeroIdx = (): Array => lax.convertElementType(0, 'int32');
 
 /**
- * The fallback for batching cases without a vectorised rule (batched dynamic indices, batched
- * padding values): one application per batch member, stacked. Correct for any primitive.
+ * The fallback for batching cases without a vectorised rule (a batched padding value): one
+ * application per batch member, stacked. Correct for any primitive.
  */
 function loopRule(prim: Primitive): BatchRule {
   return (vals, dims, params, n) => {
@@ -299,11 +297,24 @@ Object.assign(table, {
     p1(getPrimitive('slice'), [x], { startIndices: [0, ...startIndices], limitIndices: [n, ...limitIndices], strides: strides ? [1, ...strides] : null }),
   ),
   dynamic_slice: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
-    if (dims.slice(1).some(isB)) return loopRule(prim)(vals, dims, params, n);
+    if (dims.slice(1).some(isB)) return [[dynamicSliceAsGather(vals, dims, params.sliceSizes, n)], [0]];
     return [[p1(prim, [to0(vals[0], dims[0], n), zeroIdx(), ...vals.slice(1)], { sliceSizes: [n, ...params.sliceSizes] })], [0]];
   },
   dynamic_update_slice: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
-    if (dims.slice(2).some(isB)) return loopRule(prim)(vals, dims, params, n);
+    if (dims.slice(2).some(isB)) {
+      // Batched starts: one overwriting scatter with the batch as a batching dim ('clip' clamps
+      // each window into bounds as dynamic_update_slice does).
+      const [x, u, ...idx] = vals;
+      const ind = lax.concatenate(idx.map((v, i) => lax.reshape(to0(lax.convertElementType(v, 'int32'), dims[i + 2], n), [n, 1])), 1);
+      const r = idx.length;
+      const range = (k: number, st = 0) => globalThis.Array.from({ length: k }, (_, i) => st + i);
+      return [[p1(getPrimitive('scatter'), [to0(x, dims[0], n), ind, to0(u, dims[1], n)], {
+        dimensionNumbers: { updateWindowDims: range(r, 1), insertedWindowDims: [], scatterDimsToOperandDims: range(r, 1), operandBatchingDims: [0], scatterIndicesBatchingDims: [0] },
+        mode: 'clip',
+        indicesAreSorted: true,
+        uniqueIndices: true,
+      })], [0]];
+    }
     return [[p1(prim, [to0(vals[0], dims[0], n), to0(vals[1], dims[1], n), zeroIdx(), ...vals.slice(2)], params)], [0]];
   },
   concatenate: (prim: Primitive): BatchRule => (vals, dims, { dimension }, n) => [[p1(prim, vals.map((v, i) => to0(v, dims[i], n)), { dimension: dimension + 1 })], [0]],
@@ -346,11 +357,6 @@ Object.assign(table, {
     return [outs, outs.map(() => 0)];
   },
   top_k: (prim: Primitive): BatchRule => ([x], [d], params, n) => [bind(prim, [to0(x, d, n)], params), [0, 0]],
-  random_sort_key_val: (prim: Primitive): BatchRule => (vals, dims, params, n) => [bind(prim, vals.map((v, i) => to0(v, dims[i], n)), { axis: params.axis + 1 }), [0, 0]],
-  random_take: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
-    if (isB(dims[1])) return loopRule(prim)(vals, dims, params, n);
-    return [[p1(prim, [to0(vals[0], dims[0], n), vals[1]], { axis: params.axis + 1 })], [0]];
-  },
   // threefry broadcasts its operands NumPy-style: give every operand the same rank with the batch dim first.
   threefry2x32: (prim: Primitive): BatchRule => (vals, dims, params, n) => {
     const logical = vals.map((v, i) => (dims[i] === null ? v.shape : v.shape.filter((_, k) => k !== dims[i])));
@@ -364,12 +370,50 @@ Object.assign(table, {
   },
 });
 
-/** Scatters: batch along a leading window dim when the indices are shared; otherwise loop. */
+/**
+ * dynamic_slice with batched start indices: a gather whose index vectors are the per-member
+ * starts ([n, rank]), with the operand's batch dim (if any) as a batching dim. Gather's 'clip'
+ * mode clamps each window into bounds exactly as dynamic_slice does.
+ */
+function dynamicSliceAsGather(vals: Array[], dims: BDim[], sliceSizes: readonly number[], n: number): Array {
+  const [x, ...idx] = vals;
+  const starts = idx.map((v, i) => lax.reshape(to0(lax.convertElementType(v, 'int32'), dims[i + 1], n), [n, 1]));
+  const ind = lax.concatenate(starts, 1);
+  const r = idx.length;
+  const range = (k: number, s = 0) => globalThis.Array.from({ length: k }, (_, i) => s + i);
+  const common = { mode: 'clip', fillValue: null, indicesAreSorted: false, uniqueIndices: false };
+  if (dims[0] === null) {
+    return p1(getPrimitive('gather'), [x, ind], {
+      ...common,
+      dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r), operandBatchingDims: [], startIndicesBatchingDims: [] },
+      sliceSizes,
+    });
+  }
+  return p1(getPrimitive('gather'), [to0(x, dims[0], n), ind], {
+    ...common,
+    dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r, 1), operandBatchingDims: [0], startIndicesBatchingDims: [0] },
+    sliceSizes: [1, ...sliceSizes],
+  });
+}
+
+/** Scatters: a leading window dim when the indices are shared; a batching dim pair when not. */
 function scatterRule(prim: Primitive): BatchRule {
   return (vals, dims, params, n) => {
     const [x, idx, u] = vals;
-    if (isB(dims[1])) return loopRule(prim)(vals, dims, params, n);
     const dn = params.dimensionNumbers;
+    if (isB(dims[1])) {
+      // Batched indices: everything batched at 0, the batch a new batching dim pair.
+      return [[p1(prim, [to0(x, dims[0], n), to0(idx, dims[1], n), to0(u, dims[2], n)], {
+        ...params,
+        dimensionNumbers: {
+          updateWindowDims: shift(dn.updateWindowDims),
+          insertedWindowDims: shift(dn.insertedWindowDims),
+          scatterDimsToOperandDims: shift(dn.scatterDimsToOperandDims),
+          operandBatchingDims: [0, ...shift(dn.operandBatchingDims)],
+          scatterIndicesBatchingDims: [0, ...shift(dn.scatterIndicesBatchingDims)],
+        },
+      })], [0]];
+    }
     return [[p1(prim, [to0(x, dims[0], n), idx, to0(u, dims[2], n)], {
       ...params,
       dimensionNumbers: {

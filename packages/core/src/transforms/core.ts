@@ -117,13 +117,3 @@ export function withMain<T extends Trace, R>(name: string, make: (main: MainTrac
     if (dynamic) setDynamicTrace(prev);
   }
 }
-
-/** Runs `fn` with no dynamic trace (operations on concrete arrays run eagerly). */
-export function withoutDynamicTrace<R>(fn: () => R): R {
-  const prev = setDynamicTrace(null);
-  try {
-    return fn();
-  } finally {
-    setDynamicTrace(prev);
-  }
-}

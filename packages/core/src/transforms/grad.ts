@@ -6,6 +6,8 @@
  * Arrays; gradients come back with the structure of the arguments.
  */
 import { Array } from '../array';
+import * as lax from '../lax/index';
+import { vmap } from './batching';
 import { asArray } from '../convert';
 import { isFloat } from '../dtype';
 import { fmt } from '../shape';
@@ -151,4 +153,103 @@ export function grad(f: (...args: any[]) => unknown, opts: GradOptions = {}): (.
     const [v, g] = vg(...args);
     return opts.hasAux ? [g, (v as unknown[])[1]] : g;
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jacobians: vmap of jvp over input basis vectors (forward) or of vjp over output basis vectors
+// (reverse). For an input leaf of shape I and an output leaf of shape O the block has shape
+// [...O, ...I]; blocks nest as the output's structure holding the inputs' structure.
+
+
+function basis(a: Array): Array {
+  const n = a.size;
+  const eye = lax.convertElementType(lax.eq(lax.broadcastedIota('int32', [n, n], 0), lax.broadcastedIota('int32', [n, n], 1)), a.dtype);
+  return lax.reshape(eye, [n, ...a.shape]);
+}
+
+/** `[n, ...O]` (one row per input element) -> `[...O, ...I]`. */
+function rowsToBlock(rows: Array, inShape: readonly number[]): Array {
+  const outRank = rows.ndim - 1;
+  const t = outRank === 0 ? rows : lax.transpose(rows, [...globalThis.Array.from({ length: outRank }, (_, i) => i + 1), 0]);
+  return lax.reshape(t, [...rows.shape.slice(1), ...inShape]);
+}
+
+function argsFor(argnums: number | readonly number[], args: unknown[], what: string): number[] {
+  const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
+  for (const n of nums) if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`${what}: argnums ${JSON.stringify(argnums)} out of range for ${args.length} arguments`);
+  return nums;
+}
+
+/** `jax.jacfwd`: the Jacobian by forward mode (one jvp per input element, batched with vmap). */
+export function jacfwd(f: (...args: any[]) => unknown, opts: { argnums?: number | readonly number[] } = {}): (...args: any[]) => any {
+  const argnums = opts.argnums ?? 0;
+  return (...args: any[]) => {
+    const nums = argsFor(argnums, args, 'jacfwd');
+    const [leaves, inTree] = arrayLeaves(nums.map((n) => args[n]), 'jacfwd');
+    const call = (ls: Array[]): unknown => {
+      const a = args.slice();
+      const d = tree.unflatten(inTree, ls) as unknown[];
+      nums.forEach((n, i) => (a[n] = d[i]));
+      return f(...a);
+    };
+    let outTree: tree.TreeDef | null = null;
+    // blocks[inLeaf][outLeaf]
+    const blocks = leaves.map((leaf, li) => {
+      const rows = vmap((t: Array) => {
+        const tans = leaves.map((l, k) => (k === li ? t : zerosOf(l.aval)));
+        const [, to] = jvpFlat((...ls) => {
+          const [o, ot] = arrayLeaves(call(ls), 'jacfwd');
+          outTree = ot;
+          return o;
+        }, leaves, tans);
+        return to.map((x, k) => x ?? zerosOf(leaves[k].aval));
+      })(basis(leaf)) as Array[];
+      return rows.map((r) => rowsToBlock(r, leaf.shape));
+    });
+    return assemble(blocks, outTree!, inTree, typeof argnums === 'number');
+  };
+}
+
+/** `jax.jacrev`: the Jacobian by reverse mode (one vjp per output element, batched with vmap). */
+export function jacrev(f: (...args: any[]) => unknown, opts: { argnums?: number | readonly number[] } = {}): (...args: any[]) => any {
+  const argnums = opts.argnums ?? 0;
+  return (...args: any[]) => {
+    const nums = argsFor(argnums, args, 'jacrev');
+    const [leaves, inTree] = arrayLeaves(nums.map((n) => args[n]), 'jacrev');
+    let outTree: tree.TreeDef | null = null;
+    const fn = (...ls: Array[]): Array[] => {
+      const a = args.slice();
+      const d = tree.unflatten(inTree, ls) as unknown[];
+      nums.forEach((n, i) => (a[n] = d[i]));
+      const [o, ot] = arrayLeaves(f(...a), 'jacrev');
+      outTree = ot;
+      return o;
+    };
+    const [po, lin] = linearizeFlat(fn, leaves, leaves.map(() => true));
+    // blocksByOut[outLeaf][inLeaf] -> transpose to [inLeaf][outLeaf] ordering of assemble.
+    const byOut = po.map((out, oi) => {
+      const rows = vmap((ct: Array) => {
+        const cts = po.map((o, k) => (k === oi ? ct : zerosOf(o.aval)));
+        return backwardPass(lin.jaxpr.jaxpr, lin.jaxpr.consts, leaves.map(() => true), [], cts).map((g, k) => g ?? zerosOf(leaves[k].aval));
+      })(basis(out)) as Array[];
+      // rows[k]: [nOut, ...I_k] -> [...O, ...I_k]
+      return rows.map((r, k) => lax.reshape(r, [...out.shape, ...leaves[k].shape]));
+    });
+    const blocks = leaves.map((_, li) => po.map((_o, oi) => byOut[oi][li]));
+    return assemble(blocks, outTree!, inTree, typeof argnums === 'number');
+  };
+}
+
+function assemble(blocks: Array[][], outTree: tree.TreeDef, inTree: tree.TreeDef, single: boolean): unknown {
+  const nOut = blocks.length ? blocks[0].length : 0;
+  const perOut = globalThis.Array.from({ length: nOut }, (_, oi) => {
+    const byIn = tree.unflatten(inTree, blocks.map((b) => b[oi])) as unknown[];
+    return single ? byIn[0] : byIn;
+  });
+  return tree.unflatten(outTree, perOut);
+}
+
+/** `jax.hessian`: `jacfwd(jacrev(f))`. */
+export function hessian(f: (...args: any[]) => unknown, opts: { argnums?: number | readonly number[] } = {}): (...args: any[]) => any {
+  return jacfwd(jacrev(f, opts), opts);
 }

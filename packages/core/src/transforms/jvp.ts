@@ -17,8 +17,6 @@ import '../lax/slicing';
 import '../lax/gather';
 import '../lax/scatter';
 import '../lax/sort';
-import '../random/take';
-import '../random/sort';
 import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
@@ -321,7 +319,6 @@ Object.assign(table, {
   gather: linearIn(1),
   dynamic_update_slice: linearIn(2),
   pad: linearIn(2),
-  random_take: linearIn(1),
   concatenate: (prim: Primitive): JvpRule => (xs, ts, params) => [[p1(prim, xs, params)], [p1(prim, ts.map((t, i) => instantiate(t, xs[i].aval)), params)]],
   scatter: scatterLinear,
   'scatter-add': scatterLinear,
@@ -337,13 +334,65 @@ Object.assign(table, {
     const [v, i] = bind(prim, [x], params);
     return [[v, i], [takeAlong(t!, i, x.ndim - 1), null]];
   },
-  random_sort_key_val: (prim: Primitive): JvpRule => ([k, v], [tk, tv], params) => {
-    const [ks, vs] = bind(prim, [k, v], params);
-    const [, perm] = bind(prim, [k, lax.broadcastedIota('int32', k.shape, params.axis)], params);
-    return [[ks, vs], [tk && takeAlong(tk, perm, params.axis), tv && takeAlong(tv, perm, params.axis)]];
-  },
   threefry2x32: NOT_DIFFERENTIABLE,
+  cummax: rule(([x], [t], y, { axis, reverse }) => cumExtremumTangent(x, t!, y, axis, reverse)),
+  cummin: rule(([x], [t], y, { axis, reverse }) => cumExtremumTangent(x, t!, y, axis, reverse)),
+  cumprod: rule(([x], [t], _y, { axis, reverse }) => cumprodTangent(x, t!, axis, reverse)),
 });
+
+/**
+ * The cumulative ops' tangents through an [n, n] table over the scanned axis (moved last):
+ * entry (j, i) relates input position j to output position i, masked to j <= i (j >= i when
+ * reversed). O(n^2) in the axis length; right at zeros and ties, unlike division tricks.
+ */
+function toLast(x: Array, axis: number): Array {
+  const perm = x.shape.map((_, i) => i).filter((i) => i !== axis);
+  return lax.transpose(x, [...perm, axis]);
+}
+function fromLast(x: Array, axis: number): Array {
+  const r = x.ndim;
+  const perm: number[] = [];
+  for (let i = 0, k = 0; i < r; i++) perm.push(i === axis ? r - 1 : k++);
+  return lax.transpose(x, perm);
+}
+function prefixMask(lead: readonly number[], n: number, reverse: boolean): Array {
+  const j = lax.broadcastedIota('int32', [n, n], 0);
+  const i = lax.broadcastedIota('int32', [n, n], 1);
+  const m = reverse ? lax.ge(j, i) : lax.le(j, i);
+  return lax.broadcastInDim(m, [...lead, n, n], [lead.length, lead.length + 1]);
+}
+/** cummax/cummin: the tangent at the running extremum's position (averaged over ties). */
+function cumExtremumTangent(x: Array, t: Array, y: Array, axis: number, reverse: boolean): Array {
+  const xl = toLast(x, axis);
+  const tl = toLast(t, axis);
+  const yl = toLast(y, axis);
+  const lead = xl.shape.slice(0, -1);
+  const n = xl.shape[xl.ndim - 1];
+  const r = lead.length;
+  const leadDims = lead.map((_, i) => i);
+  const xj = lax.broadcastInDim(xl, [...lead, n, n], [...leadDims, r]);
+  const yi = lax.broadcastInDim(yl, [...lead, n, n], [...leadDims, r + 1]);
+  const hit = lax.convertElementType(lax.bitwiseAnd(prefixMask(lead, n, reverse), lax.eq(xj, yi)), x.dtype);
+  const tj = lax.broadcastInDim(tl, [...lead, n, n], [...leadDims, r]);
+  const out = lax.div(lax.reduceSum(lax.mul(hit, tj), [r]), lax.reduceSum(hit, [r]));
+  return fromLast(out, axis);
+}
+/** cumprod: tangent_i = sum over j in the prefix of t_j * prod over the prefix without j. */
+function cumprodTangent(x: Array, t: Array, axis: number, reverse: boolean): Array {
+  const xl = toLast(x, axis);
+  const tl = toLast(t, axis);
+  const lead = xl.shape.slice(0, -1);
+  const n = xl.shape[xl.ndim - 1];
+  const r = lead.length;
+  const leadDims = lead.map((_, i) => i);
+  // table[j, k] = x_k with x_j replaced by 1; its cumprod along k at i is prod_{k<=i, k!=j} x_k.
+  const xk = lax.broadcastInDim(xl, [...lead, n, n], [...leadDims, r + 1]);
+  const diag = lax.broadcastInDim(lax.eq(lax.broadcastedIota('int32', [n, n], 0), lax.broadcastedIota('int32', [n, n], 1)), [...lead, n, n], [r, r + 1]);
+  const others = lax.cumprod(lax.select(diag, fullLike(1, xk), xk), r + 1, reverse);
+  const tj = lax.broadcastInDim(tl, [...lead, n, n], [...leadDims, r]);
+  const masked = lax.select(prefixMask(lead, n, reverse), lax.mul(tj, others), fullLike(0, others));
+  return fromLast(lax.reduceSum(masked, [r]), axis);
+}
 
 /** `take_along_axis` with in-range indices, as a gather with batching dims. */
 export function takeAlong(x: Array, idx: Array, axis: number): Array {

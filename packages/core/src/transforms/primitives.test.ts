@@ -9,8 +9,17 @@ import { describe, expect, test } from 'vitest';
 import { type Array, lax, np } from '../index';
 import { expectAllclose } from '../../test/matchers';
 import { grad, jvp, vjp, vmap } from './index';
+import { threefry2x32 } from '../random/threefry';
 
 type F = (...xs: Array[]) => Array;
+
+/**
+ * Tolerance for bf16 gradients against a float64 oracle: each factor of a derivative is rounded
+ * to bf16 (8 significant bits, relative step 2^-8 ~ 0.4%), and a few such roundings compound.
+ * (float32 cases use rtol 2e-4 against the same oracles.) Functions with a steep derivative in
+ * the tested range (tan, asin, acosh, ...) amplify input rounding beyond this and are skipped.
+ */
+const BF16_GRAD_TOL = { rtol: 3e-2, atol: 3e-2 };
 
 interface Case {
   name: string;
@@ -112,6 +121,10 @@ const cases: Case[] = [
   { name: 'reduce_prod', f: (x) => lax.reduceProd(x, [1]), shapes: [[2, 3]], h: 1e-2, tol: 5e-3 },
   { name: 'cumsum', f: (x) => lax.cumsum(x, 1), shapes: [[2, 3]], h: 1e-2 },
   { name: 'cumsum reverse', f: (x) => lax.cumsum(x, 0, true), shapes: [[3, 2]], h: 1e-2 },
+  { name: 'cumprod', f: (x) => lax.cumprod(x, 1), shapes: [[2, 4]], h: 1e-2, tol: 5e-3 },
+  { name: 'cumprod reverse', f: (x) => lax.cumprod(x, 0, true), shapes: [[3, 2]], h: 1e-2, tol: 5e-3 },
+  { name: 'cummax', f: (x) => lax.cummax(x, 1), shapes: [[2, 4]], h: 1e-3 },
+  { name: 'cummin reverse', f: (x) => lax.cummin(x, 0, true), shapes: [[4, 2]], h: 1e-3 },
   { name: 'dot_general matmul', f: (a, b) => lax.dotGeneral(a, b, [[[1], [0]], [[], []]]), shapes: [[2, 3], [3, 4]], h: 1e-2 },
   { name: 'dot_general batched', f: (a, b) => lax.dotGeneral(a, b, [[[2], [1]], [[0], [0]]]), shapes: [[2, 3, 2], [2, 2, 4]], h: 1e-2 },
   { name: 'dot_general odd dims', f: (a, b) => lax.dotGeneral(a, b, [[[0, 2], [2, 0]], [[1], [1]]]), shapes: [[2, 3, 4], [4, 3, 2]], h: 1e-2 },
@@ -169,7 +182,7 @@ const tooClose = (c: Case, vals: number[][]): boolean => {
   if (c.name === 'select_n') return vals[0].some((p) => Math.abs(p) < 1e-2);
   if (c.name === 'rem') return vals[0].some((a, i) => Math.abs(a / vals[1][i] - Math.round(a / vals[1][i])) < 1e-2);
   if (c.name === 'abs') return false;
-  if (c.name.startsWith('reduce_m') || c.name === 'sort' || c.name === 'top_k') {
+  if (c.name.startsWith('reduce_m') || c.name.startsWith('cumm') || c.name === 'sort' || c.name === 'top_k') {
     const s = [...vals[0]].sort((a, b) => a - b);
     return s.some((v, i) => i > 0 && v - s[i - 1] < 1e-2);
   }
@@ -211,6 +224,27 @@ describe.each(cases)('$name', (c) => {
         }
       }),
       { numRuns: 6, seed: 4 },
+    );
+  });
+
+  test.runIf(c.d64 !== undefined && !['rem', 'lgamma', 'erf_inv', 'acosh', 'atanh', 'tan', 'asin', 'acos'].includes(c.name))('bfloat16 grad matches the float64 oracle within bf16 tolerance', () => {
+    fc.assert(
+      fc.property(operands(c), (vals) => {
+        if (tooClose(c, vals)) return;
+        const xs = toArrays(c, vals).map((x) => x.astype('bfloat16'));
+        // The oracle sees the bf16-rounded inputs the kernels see.
+        const cols = xs.map((x) => globalThis.Array.from(x.dataSync()));
+        const out = c.f(...xs);
+        const w = np.array(new Float32Array(out.size).map((_, i) => Math.sin(i * 1.7 + 0.3))).reshape(out.shape).astype('bfloat16');
+        const wv = w.dataSync();
+        const g = grad((...ys: Array[]) => np.sum(np.multiply(c.f(...ys), w)).astype('float32'), { argnums: c.shapes.map((_, i) => i) })(...xs) as Array[];
+        for (let i = 0; i < c.shapes.length; i++) {
+          expect(g[i].dtype).toBe('bfloat16');
+          const expected = cols[0].map((_, k) => wv[k] * c.d64!(cols.map((col) => col[k]))[i]);
+          expectAllclose(g[i], expected, BF16_GRAD_TOL);
+        }
+      }),
+      { numRuns: 4, seed: 9 },
     );
   });
 
@@ -261,4 +295,47 @@ test('bfloat16 grads follow float32 grads within bf16 tolerance', () => {
   const g16 = grad(f)(x.astype('bfloat16')) as Array;
   expect(g16.dtype).toBe('bfloat16');
   expectAllclose(g16, g32, { rtol: 3e-2, atol: 3e-2 });
+});
+
+test('cumprod and reduce_prod gradients are right at zeros; cummax averages ties', () => {
+  const x = np.array([2, 0, 3]).astype('float32');
+  expectAllclose(grad((v: Array) => np.sum(lax.cumprod(v, 0)))(x) as Array, [1, 8, 0]);
+  expectAllclose(grad((v: Array) => lax.reduceProd(v, [0]))(x) as Array, [0, 6, 0]);
+  expectAllclose(grad((v: Array) => np.sum(lax.cummax(v, 0)))(np.array([1, 1, 0.5]).astype('float32')) as Array, [2, 1, 0]);
+});
+
+/** Primitives without derivatives still batch: vmap equals a loop for each of them. */
+describe('vmap equals a loop for non-differentiable primitives', () => {
+  const B = 3;
+  const fl = (seed: number, shape: number[]) => np.array(new Float32Array(size(shape)).map((_, i) => Math.round(Math.sin(i * 2.3 + seed) * 40) / 8)).reshape(shape);
+  const it = (seed: number, shape: number[]) => np.array(new Int32Array(size(shape)).map((_, i) => Math.round(Math.sin(i * 1.7 + seed) * 9))).reshape(shape);
+  const u32 = (seed: number, shape: number[]) => np.array(new Uint32Array(size(shape)).map((_, i) => (Math.abs(Math.sin(i * 3.1 + seed)) * 4e9) >>> 0)).reshape(shape);
+  const cases: [string, (...xs: Array[]) => Array | Array[], (b: number) => Array[]][] = [
+    ['eq/lt/ge', (a, b) => [lax.eq(a, b), lax.lt(a, b), lax.ge(a, b)], (s) => [fl(s, [4]), fl(s + 1, [4])]],
+    ['floor/ceil/round/sign/is_finite', (a) => [lax.floor(a), lax.ceil(a), lax.round(a), lax.round(a, 1), lax.sign(a), lax.isFinite(a)], (s) => [fl(s, [5])]],
+    ['argmax/argmin', (a) => [lax.argmax(a, 1), lax.argmin(a, 0)], (s) => [fl(s, [3, 4])]],
+    ['and/or/xor/not/shifts', (a, b) => [lax.bitwiseAnd(a, b), lax.bitwiseOr(a, b), lax.bitwiseXor(a, b), lax.bitwiseNot(a), lax.shiftLeft(a, lax.abs(b)), lax.shiftRightArithmetic(a, lax.abs(b)), lax.shiftRightLogical(a, lax.abs(b))], (s) => [it(s, [4]), it(s + 2, [4])]],
+    ['reduce_and/or', (a) => [lax.reduceAnd(lax.gt(a, 0), [1]), lax.reduceOr(lax.gt(a, 0), [0])], (s) => [fl(s, [2, 3])]],
+    ['bitcast/nextafter/iota', (a) => [lax.bitcastConvertType(a, 'int32'), lax.nextafter(a, np.zerosLike(a)), lax.add(a, lax.iota('float32', 4))], (s) => [fl(s, [4])]],
+    ['integer arithmetic', (a, b) => [lax.add(a, b), lax.mul(a, b), lax.div(a, lax.add(lax.abs(b), 1)), lax.rem(a, lax.add(lax.abs(b), 1)), lax.max(a, b)], (s) => [it(s, [4]), it(s + 5, [4])]],
+    ['threefry2x32', (k1, k2, x1, x2) => threefry2x32(k1, k2, x1, x2), (s) => [u32(s, []), u32(s + 1, []), u32(s + 2, [5]), u32(s + 3, [5])]],
+    ['sort (multi-operand)', (k, v) => lax.sort([k, v], { dimension: 0, numKeys: 1 }), (s) => [fl(s, [5]), it(s, [5])]],
+    ['cumsum int', (a) => lax.cumsum(a, 0), (s) => [it(s, [5])]],
+  ];
+  test.each(cases)('%s', (_name, f, gen) => {
+    const members = globalThis.Array.from({ length: B }, (_, b) => gen(b * 13));
+    const stacked = members[0].map((_, i) => np.stack(members.map((m) => m[i])));
+    const outs = [vmap((...xs: Array[]) => f(...xs))(...stacked)].flat() as Array[];
+    const per = members.map((m) => [f(...m)].flat() as Array[]);
+    outs.forEach((o, k) => {
+      expect(o.shape).toEqual([B, ...per[0][k].shape]);
+      expect(o.dtype).toBe(per[0][k].dtype);
+      expect(globalThis.Array.from(o.dataSync())).toEqual(per.flatMap((p) => globalThis.Array.from(p[k].dataSync())));
+    });
+    // One member batched, the others shared (null axes).
+    const inAxes = stacked.map((_, i) => (i === 0 ? 0 : null));
+    const mixed = [vmap((...xs: Array[]) => f(...xs), { inAxes })(stacked[0], ...members[0].slice(1))].flat() as Array[];
+    const perMixed = members.map((m) => [f(m[0], ...members[0].slice(1))].flat() as Array[]);
+    mixed.forEach((o, k) => expect(globalThis.Array.from(o.dataSync())).toEqual(perMixed.flatMap((p) => globalThis.Array.from(p[k].dataSync()))));
+  });
 });

@@ -16,15 +16,13 @@ import '../lax/slicing';
 import '../lax/gather';
 import '../lax/scatter';
 import '../lax/sort';
-import '../random/take';
-import '../random/sort';
 import '../random/threefry';
 import type { Array } from '../array';
 import * as lax from '../lax/index';
 import { freeDims } from '../lax/dot';
 import { getPrimitive, type Primitive, type ShapedArray } from '../primitive';
 import { bind } from '../trace';
-import { type Atom, type ClosedJaxpr, type Jaxpr, Lit, type Var } from './jaxpr';
+import { type Atom, type ClosedJaxpr, type Jaxpr, type JaxprEqn, Lit, type Var } from './jaxpr';
 import { traceFlat } from './tracing';
 import { isDifferentiable, zerosOf } from './zeros';
 
@@ -50,18 +48,36 @@ export function backwardPass(jaxpr: Jaxpr, consts: readonly Array[], linear: rea
     if (!linear[i]) primal.set(v, args[i]!);
   });
   const read = (a: Atom): Array | UndefPrimal => (a instanceof Lit ? a.val : primal.get(a) ?? new UndefPrimal(a.aval));
-  const isKnown = (a: Atom): boolean => a instanceof Lit || primal.has(a);
-  // Forward: non-linear equations (all inputs known).
+  // Classify equations: non-linear ones (all inputs known) and linear ones.
+  const knownVars = new Set<Var>(primal.keys());
+  const isKnown = (a: Atom): boolean => a instanceof Lit || knownVars.has(a);
   const linEqns = [];
+  const nonLin = [];
   for (const e of jaxpr.eqns) {
     if (e.inputs.every(isKnown)) {
-      const outs = bind(e.prim, e.inputs.map((a) => read(a) as Array), e.params);
-      e.outBinders.forEach((v, i) => primal.set(v, outs[i]));
+      nonLin.push(e);
+      for (const v of e.outBinders) knownVars.add(v);
     } else linEqns.push(e);
+  }
+  // Forward: evaluate only the non-linear equations the linear ones read (dead code is skipped).
+  const needed = new Set<Var>();
+  for (const e of linEqns) for (const a of e.inputs) if (!(a instanceof Lit) && knownVars.has(a)) needed.add(a);
+  const run = new Set<JaxprEqn>();
+  for (let k = nonLin.length - 1; k >= 0; k--) {
+    const e = nonLin[k];
+    if (e.outBinders.some((v) => needed.has(v))) {
+      run.add(e);
+      for (const a of e.inputs) if (!(a instanceof Lit)) needed.add(a);
+    }
+  }
+  for (const e of nonLin) {
+    if (!run.has(e)) continue;
+    const outs = bind(e.prim, e.inputs.map((a) => read(a) as Array), e.params);
+    e.outBinders.forEach((v, i) => primal.set(v, outs[i]));
   }
   const ctEnv = new Map<Var, Array>();
   const addCt = (v: Atom, ct: Array | null): void => {
-    if (ct === null || v instanceof Lit || primal.has(v) || !isDifferentiable(v.aval)) return;
+    if (ct === null || v instanceof Lit || knownVars.has(v) || !isDifferentiable(v.aval)) return;
     const prev = ctEnv.get(v);
     ctEnv.set(v, prev === undefined ? ct : lax.add(prev, ct));
   };
@@ -191,10 +207,10 @@ const nonLinear = [
   'erf', 'erfc', 'erf_inv', 'lgamma', 'digamma', 'square', 'not', 'integer_pow', 'rem', 'pow', 'max', 'min', 'atan2', 'nextafter',
   'and', 'or', 'xor', 'shift_left', 'shift_right_arithmetic', 'shift_right_logical', 'eq', 'ne', 'lt', 'le', 'gt', 'ge',
   'bitcast_convert_type', 'iota', 'reduce_max', 'reduce_min', 'reduce_prod', 'reduce_and', 'reduce_or', 'argmax', 'argmin',
-  'cumprod', 'cummax', 'cummin', 'sort', 'top_k', 'threefry2x32', 'random_sort_key_val', 'scatter-mul', 'scatter-min', 'scatter-max',
+  'cumprod', 'cummax', 'cummin', 'sort', 'top_k', 'threefry2x32', 'scatter-mul', 'scatter-min', 'scatter-max',
 ];
 
-// Slicing, gather/scatter, random_take.
+// Slicing, gather/scatter.
 const P = getPrimitive;
 const scalar0 = (d: ShapedArray['dtype']): Array => zerosOf({ shape: [], dtype: d, weakType: false });
 
@@ -293,19 +309,6 @@ Object.assign(table, {
       null,
       isUndef(u) ? gatherFromScatter(ct!, idx as Array, ua.shape, params) : null,
     ];
-  },
-  random_take: ([ct], [x, ind], { axis }) => {
-    const a = (x as UndefPrimal).aval;
-    const i = ind as Array;
-    const c = ct!;
-    const window = c.shape.map((_, d) => d).filter((d) => d < axis || d >= axis + i.ndim);
-    const out = p1(P('scatter-add'), [zerosOf(a), lax.reshape(i, [...i.shape, 1]), c], {
-      dimensionNumbers: { updateWindowDims: window, insertedWindowDims: [axis], scatterDimsToOperandDims: [axis], operandBatchingDims: [], scatterIndicesBatchingDims: [] },
-      mode: 'clip',
-      indicesAreSorted: false,
-      uniqueIndices: false,
-    });
-    return [out, null];
   },
 } satisfies Record<string, TransposeRule>);
 

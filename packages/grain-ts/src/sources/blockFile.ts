@@ -9,6 +9,7 @@ export class BlockFile {
   readonly size: number;
   readonly #fd: number;
   readonly #buf: Buffer;
+  readonly #view: Uint8Array;
   #start = 0;
   #len = 0;
 
@@ -20,6 +21,23 @@ export class BlockFile {
     }
     this.size = fstatSync(this.#fd).size;
     this.#buf = Buffer.allocUnsafe(blockSize);
+    this.#view = new Uint8Array(this.#buf.buffer, this.#buf.byteOffset, blockSize);
+  }
+
+  /** The cached block's bytes as a plain Uint8Array (see `locate`). */
+  get block(): Uint8Array {
+    return this.#view;
+  }
+
+  /**
+   * Loads the block holding `[pos, pos+len)` and returns the offset of `pos` in `block`, or -1
+   * when the range is larger than a block or runs past the end of the file (use `read`).
+   * Allocation-free on a cache hit.
+   */
+  locate(pos: number, len: number): number {
+    if (len > this.blockSize || pos + len > this.size) return -1;
+    if (pos < this.#start || pos + len > this.#start + this.#len) this.read(pos, len);
+    return pos - this.#start;
   }
 
   /** Bytes `[pos, pos+len)` (fewer at the end of the file). */

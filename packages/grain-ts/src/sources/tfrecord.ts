@@ -136,14 +136,22 @@ export class TFRecordDataSource {
     const f = this.#files[this.#fileOf[index]];
     const pos = this.#offsets[index];
     const len = this.#lengths[index];
-    const b = f.read(pos + HEADER, len + FOOTER);
-    if (b.length < len + FOOTER) throw new Error(`TFRecordDataSource: corrupt record ${index} in ${f.path} at byte offset ${pos}: file shrank since it was indexed`);
-    const stored = readU32(b, len);
-    const actual = maskedCrc32c(b, 0, len);
+    let b: Uint8Array;
+    let at = f.locate(pos + HEADER, len + FOOTER);
+    if (at >= 0) {
+      b = f.block;
+    } else {
+      const r = f.read(pos + HEADER, len + FOOTER);
+      b = new Uint8Array(r.buffer, r.byteOffset, r.length);
+      at = 0;
+      if (b.length < len + FOOTER) throw new Error(`TFRecordDataSource: corrupt record ${index} in ${f.path} at byte offset ${pos}: file shrank since it was indexed`);
+    }
+    const stored = readU32(b, at + len);
+    const actual = maskedCrc32c(b, at, at + len);
     if (stored !== actual) {
       throw new Error(`TFRecordDataSource: corrupt record ${index} in ${f.path} at byte offset ${pos}: data CRC mismatch (stored ${hex(stored)}, computed ${hex(actual)})`);
     }
-    return new Uint8Array(b.subarray(0, len));
+    return b.slice(at, at + len);
   }
 
   /** Where record `index` lives. */

@@ -1,0 +1,105 @@
+/**
+ * `pnpm bench:grad`: the cost of transformation. Times, in the same run, the eager forward pass
+ * of a small transformer's loss and its eager `valueAndGrad` (jvp + partial evaluation +
+ * transposition, all op by op), and prints the ratio (target: at most 3.5x). Also reports the
+ * jitted (op-by-op, no compiler) valueAndGrad. Runs on the reference backend, and on the
+ * systolic backend when it is registered.
+ */
+import { type Array, jit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
+import { medianMs } from './timing';
+
+const B = 4;
+const T = 32;
+const D = 64;
+const H = 4;
+const F = 128;
+const LAYERS = 2;
+
+function rand(shape: number[], seed: number, s: number): Array {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const v = new Float32Array(n);
+  let x = seed * 7919 + 17;
+  for (let i = 0; i < n; i++) {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    v[i] = ((x / 2147483648) * 2 - 1) * s;
+  }
+  return np.array(v).reshape(shape);
+}
+
+type Layer = Record<'g1' | 'g2' | 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2', Array>;
+
+function rmsNorm(x: Array, g: Array): Array {
+  const ms = np.mean(np.square(x), { axis: -1, keepdims: true });
+  return np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(ms, 1e-6)))), g);
+}
+
+function block(p: Layer, x: Array): Array {
+  const dh = D / H;
+  const h = rmsNorm(x, p.g1);
+  const heads = (w: Array) => np.transpose(np.matmul(h, w).reshape([B, T, H, dh]), [0, 2, 1, 3]);
+  const q = heads(p.wq);
+  const k = heads(p.wk);
+  const v = heads(p.wv);
+  const scores = np.multiply(np.matmul(q, np.swapaxes(k, -1, -2)), 1 / Math.sqrt(dh));
+  const masked = np.where(np.tri(T, T, 0, 'bool'), scores, -1e9);
+  const att = np.matmul(nn.softmax(masked, { axis: -1 }), v);
+  const x1 = np.add(x, np.matmul(np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]), p.wo));
+  const h2 = rmsNorm(x1, p.g2);
+  return np.add(x1, np.matmul(np.multiply(nn.silu(np.matmul(h2, p.w1)), np.matmul(h2, p.w3)), p.w2));
+}
+
+function loss(params: Layer[], x: Array, y: Array): Array {
+  let h = x;
+  for (const p of params) h = block(p, h);
+  return np.mean(np.square(np.subtract(h, y)));
+}
+
+function run(backend: string): void {
+  withBackend(backend, () => {
+    const params: Layer[] = globalThis.Array.from({ length: LAYERS }, (_, l) => ({
+      g1: np.ones([D]),
+      g2: np.ones([D]),
+      wq: rand([D, D], 10 * l + 1, 0.1),
+      wk: rand([D, D], 10 * l + 2, 0.1),
+      wv: rand([D, D], 10 * l + 3, 0.1),
+      wo: rand([D, D], 10 * l + 4, 0.1),
+      w1: rand([D, F], 10 * l + 5, 0.1),
+      w3: rand([D, F], 10 * l + 6, 0.1),
+      w2: rand([F, D], 10 * l + 7, 0.1),
+    }));
+    const x = rand([B, T, D], 99, 1);
+    const y = rand([B, T, D], 98, 1);
+    const vg = valueAndGrad(loss);
+    const jvg = jit(valueAndGrad(loss));
+    const sync = (a: Array) => a.dataSync();
+    // The machine is shared and noisy: time forward and valueAndGrad back to back in each round
+    // and report medians of the times and of the per-round ratios.
+    const fwd = () => sync(loss(params, x, y));
+    const grd = () => sync((vg(params, x, y) as [Array, Layer[]])[1][0].wq);
+    const jgrd = () => sync((jvg(params, x, y) as [Array, Layer[]])[1][0].wq);
+    const rounds = 11;
+    const tf: number[] = [];
+    const tg: number[] = [];
+    const tj: number[] = [];
+    const rg: number[] = [];
+    const rj: number[] = [];
+    for (let r = -2; r < rounds; r++) {
+      const a = medianMs(fwd, { warmup: 0, runs: 1 });
+      const b = medianMs(grd, { warmup: 0, runs: 1 });
+      const c = medianMs(jgrd, { warmup: 0, runs: 1 });
+      if (r < 0) continue; // warm-up rounds
+      tf.push(a);
+      tg.push(b);
+      tj.push(c);
+      rg.push(b / a);
+      rj.push(c / a);
+    }
+    const med = (v: number[]) => v.slice().sort((p, q) => p - q)[Math.floor(v.length / 2)];
+    console.log(
+      `${backend.padEnd(10)} forward ${med(tf).toFixed(1)} ms | valueAndGrad ${med(tg).toFixed(1)} ms (${med(rg).toFixed(2)}x forward) | jit(valueAndGrad) op-by-op ${med(tj).toFixed(1)} ms (${med(rj).toFixed(2)}x)`,
+    );
+  });
+}
+
+console.log(`transformer loss: ${LAYERS} layers, batch ${B}, seq ${T}, d_model ${D}, heads ${H}, ffn ${F} (SwiGLU), float32; medians of 11 interleaved rounds (time and per-round ratio)`);
+for (const b of ['reference', 'systolic']) if (listBackends().includes(b)) run(b);

@@ -1,0 +1,169 @@
+/**
+ * Rematerialisation (jax.checkpoint / jax.remat). `checkpoint(f, { policy })` wraps `f` in a
+ * `remat` primitive. It evaluates, batches and differentiates forward like `f`; what changes is
+ * partial evaluation (the heart of reverse mode): instead of keeping every intermediate the
+ * backward pass needs, the forward part saves only the inputs plus the intermediates the policy
+ * names saveable, and the staged backward part recomputes the rest from them. Policies:
+ * `nothing_saveable` (save only inputs), `everything_saveable` (no recomputation), and
+ * `dots_saveable` (keep matmul outputs, recompute the cheap elementwise work), or any
+ * `(primitive, params) => boolean`.
+ */
+import type { Array } from '../array';
+import { definePrimitive, type Primitive } from '../primitive';
+import { bind } from '../trace';
+import * as tree from '../tree';
+import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
+import { evalClosed } from './eval';
+import { arrayLeaves } from './grad';
+import { type Atom, ClosedJaxpr, Jaxpr, type JaxprEqn, Lit, type Var } from './jaxpr';
+import { jvpJaxpr, type JvpRule } from './jvp';
+import { partialEvalCall, partialEvalJaxpr, type PartialEvalRule, type PETracer } from './partialEval';
+import { backwardPass, isUndef, type TransposeRule } from './transpose';
+import { traceFlat } from './tracing';
+
+export type SaveablePolicy = (prim: Primitive, params: any) => boolean;
+
+/** Named policies (jax.checkpoint_policies). */
+export const checkpointPolicies = {
+  nothingSaveable: (() => false) as SaveablePolicy,
+  everythingSaveable: (() => true) as SaveablePolicy,
+  dotsSaveable: ((prim) => prim.name === 'dot_general') as SaveablePolicy,
+} as const;
+
+const byName: Record<string, SaveablePolicy> = {
+  nothing_saveable: checkpointPolicies.nothingSaveable,
+  everything_saveable: checkpointPolicies.everythingSaveable,
+  dots_saveable: checkpointPolicies.dotsSaveable,
+};
+
+interface RematParams {
+  readonly jaxpr: ClosedJaxpr;
+  readonly policy: SaveablePolicy;
+  readonly policyName: string;
+}
+
+export const rematP = definePrimitive<RematParams>({
+  name: 'remat',
+  abstractEval: (_avals, { jaxpr }) => jaxpr.outAvals,
+  impl() {
+    throw new Error('remat: runs through its eval rule');
+  },
+});
+
+rematP.rules.eval = (args: Array[], { jaxpr }: RematParams) => evalClosed(jaxpr, args);
+
+rematP.rules.jvp = ((primals, tangents, params: RematParams) => {
+  const nz = tangents.map((t) => t !== null);
+  const { jaxpr, outNonzero } = jvpJaxpr(params.jaxpr, nz, false);
+  const outs = bind(rematP, [...primals, ...(tangents.filter((t) => t !== null) as Array[])], { ...params, jaxpr });
+  const n = params.jaxpr.outAvals.length;
+  let k = n;
+  return [outs.slice(0, n), outNonzero.map((z) => (z ? outs[k++] : null))];
+}) satisfies JvpRule;
+
+rematP.rules.batch = ((vals, dims, params: RematParams, n) => {
+  const { jaxpr, outBatched } = vmapJaxpr(params.jaxpr, dims.map((d) => d !== null), n, false);
+  const outs = bind(rematP, vals.map((v, i) => (dims[i] === null ? v : moveBdim(v, dims[i], 0, n))), { ...params, jaxpr });
+  return [outs, outBatched.map((b) => (b ? 0 : null))];
+}) satisfies BatchRule;
+
+/** Transposing a staged remat: recompute its non-linear part (backwardPass does), then transpose. */
+rematP.rules.transpose = ((cts, args, { jaxpr }: RematParams) => {
+  const linear = args.map(isUndef);
+  return backwardPass(jaxpr.jaxpr, jaxpr.consts, linear, args.map((a) => (isUndef(a) ? null : a)), cts);
+}) satisfies TransposeRule;
+
+/** Evaluates a jaxpr, taking the outputs of the equations in `saved` from `values` instead of recomputing them. */
+function evalWithSaved(j: Jaxpr, consts: readonly Array[], args: readonly Array[], saved: Map<JaxprEqn, Array[]>): Array[] {
+  const env = new Map<Var, Array>();
+  j.constvars.forEach((v, i) => env.set(v, consts[i]));
+  j.invars.forEach((v, i) => env.set(v, args[i]));
+  const read = (a: Atom): Array => (a instanceof Lit ? a.val : env.get(a)!);
+  for (const e of j.eqns) {
+    const outs = saved.get(e) ?? bind(e.prim, e.inputs.map(read), e.params);
+    e.outBinders.forEach((v, i) => env.set(v, outs[i]));
+  }
+  return j.outs.map(read);
+}
+
+rematP.rules.partialEval = ((trace, tracers, params: RematParams) => {
+  const { jaxpr, policy } = params;
+  if (policy === checkpointPolicies.everythingSaveable) return partialEvalCall(rematP, trace, tracers, jaxpr, (j) => ({ ...params, jaxpr: j }));
+  const unknowns = tracers.map((t) => t.known === null);
+  const split = partialEvalJaxpr(jaxpr, unknowns, false);
+  const known = split.known;
+  // Saveable equations of the known part: their outputs are kept as residuals.
+  const savedEqns = known.jaxpr.eqns.filter((e) => policy(e.prim, e.params));
+  const knownIns = tracers.filter((t) => t.known !== null).map((t) => t.known!);
+  const nKnownOut = known.outAvals.length - split.numRes;
+  // Run the known part once, collecting the saveable values.
+  const savedVals = new Map<JaxprEqn, Array[]>();
+  const kOuts = (() => {
+    const env = new Map<Var, Array>();
+    known.jaxpr.constvars.forEach((v, i) => env.set(v, known.consts[i]));
+    known.jaxpr.invars.forEach((v, i) => env.set(v, knownIns[i]));
+    const read = (a: Atom): Array => (a instanceof Lit ? a.val : env.get(a)!);
+    for (const e of known.jaxpr.eqns) {
+      const outs = bind(e.prim, e.inputs.map(read), e.params);
+      if (savedEqns.includes(e)) savedVals.set(e, outs);
+      e.outBinders.forEach((v, i) => env.set(v, outs[i]));
+    }
+    return known.jaxpr.outs.map(read);
+  })();
+  const saved = savedEqns.flatMap((e) => savedVals.get(e)!);
+  // The staged part: inputs are the known inputs, the saved values and the unknown inputs; it
+  // recomputes the residuals from them, then runs the unknown part.
+  const unkTracers = tracers.filter((t) => t.known === null);
+  const nIn = knownIns.length;
+  const nSaved = saved.length;
+  const staged = traceFlat(
+    (...xs) => {
+      const kin = xs.slice(0, nIn);
+      const sv = xs.slice(nIn, nIn + nSaved);
+      const uin = xs.slice(nIn + nSaved);
+      const m = new Map<JaxprEqn, Array[]>();
+      let k = 0;
+      for (const e of savedEqns) {
+        m.set(e, sv.slice(k, k + e.outBinders.length));
+        k += e.outBinders.length;
+      }
+      const res = evalWithSaved(known.jaxpr, known.consts, kin, m).slice(nKnownOut);
+      return evalClosed(split.unknown, [...res, ...uin]);
+    },
+    [...knownIns.map((k) => k.aval), ...saved.map((s) => s.aval), ...unkTracers.map((t) => t.aval)],
+    'remat',
+  );
+  const ins = [...knownIns, ...saved].map((v) => trace.pure(v) as PETracer);
+  const uOuts = trace.stage(rematP, [...ins, ...unkTracers], { ...params, jaxpr: staged }, staged.outAvals);
+  let ki = 0;
+  let ui = 0;
+  return split.outUnknowns.map((u) => (u ? uOuts[ui++] : kOuts[ki++]));
+}) satisfies PartialEvalRule;
+
+export interface CheckpointOptions {
+  /** Which intermediates to keep for the backward pass (default: nothing_saveable). */
+  policy?: SaveablePolicy | keyof typeof byName;
+}
+
+/** `jax.checkpoint`: `f` with its intermediates recomputed in the backward pass per `policy`. */
+export function checkpoint<F extends (...args: any[]) => any>(f: F, opts: CheckpointOptions = {}): F {
+  const p = opts.policy ?? 'nothing_saveable';
+  const policy = typeof p === 'string' ? byName[p] : p;
+  if (!policy) throw new Error(`checkpoint: unknown policy ${JSON.stringify(p)}; use one of ${Object.keys(byName).join(', ')} or a function`);
+  const policyName = typeof p === 'string' ? p : p.name || 'custom';
+  return ((...args: unknown[]) => {
+    const [leaves, inTree] = arrayLeaves(args, 'checkpoint');
+    let outTree: tree.TreeDef | null = null;
+    const c = traceFlat((...xs) => {
+      const [o, ot] = arrayLeaves(f(...(tree.unflatten(inTree, xs) as unknown[])), 'checkpoint');
+      outTree = ot;
+      return o;
+    }, leaves.map((l) => l.aval), 'checkpoint');
+    const j = c.jaxpr;
+    const hoisted = c.consts.length ? new ClosedJaxpr(new Jaxpr([], [...j.constvars, ...j.invars], j.eqns, j.outs), []) : c;
+    const outs = bind(rematP, [...c.consts, ...leaves], { jaxpr: hoisted, policy, policyName } satisfies RematParams);
+    return tree.unflatten(outTree!, outs);
+  }) as F;
+}
+export const remat = checkpoint;
+
