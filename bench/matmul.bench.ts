@@ -5,6 +5,10 @@
  * the same machine load. Prints GFLOP/s (2*M*N*K / time, medians) and the ratios the issue asks
  * for: f32 1024^3 on one thread vs tfjs-wasm, 2 threads vs 1 at 1024 and 2048, bf16 storage vs
  * f32, and backward-pass shapes vs the square shape. Set RUNS to change the repetitions.
+ *
+ * jax-js (@jax-js/jax, its 'wasm' backend) is a second peer for the square f32 case. It runs in
+ * Node 20 once a `navigator` global exists (Node 20 has none; jax-js probes navigator.gpu while
+ * initialising), so a minimal one is defined before it is imported, and `init('wasm')` is used.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-wasm';
@@ -17,18 +21,30 @@ function median(v: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-/** Times several functions interleaved (one run of each per round), after warm-up; medians in ms. */
-function interleaved(fns: Array<() => void>, runs = RUNS, warmup = 2): number[] {
-  for (let w = 0; w < warmup; w++) for (const f of fns) f();
+/**
+ * Times several functions interleaved (one run of each per round), after warm-up. Returns the
+ * median time of each (ms) and, for each, the median over rounds of (time of fns[0] / its time):
+ * a per-round ratio is far less sensitive to the shared machine's load swings than a ratio of
+ * two separately taken medians. `cpuSpeedup` is the same ratio of process CPU time: on an
+ * oversubscribed machine a single-threaded run gets only part of a core, and CPU time measures
+ * the work itself (single-threaded cases only).
+ */
+async function interleaved(fns: Array<() => void | Promise<void>>, runs = RUNS, warmup = 2): Promise<{ ms: number[]; speedup: number[]; cpuSpeedup: number[]; cpuPerWall: number[] }> {
+  for (let w = 0; w < warmup; w++) for (const f of fns) await f();
   const times = fns.map(() => [] as number[]);
+  const cpu = fns.map(() => [] as number[]);
   for (let r = 0; r < runs; r++) {
-    fns.forEach((f, i) => {
+    for (let i = 0; i < fns.length; i++) {
+      const c0 = process.cpuUsage();
       const t0 = performance.now();
-      f();
+      await fns[i]();
       times[i].push(performance.now() - t0);
-    });
+      const c = process.cpuUsage(c0);
+      cpu[i].push((c.user + c.system) / 1000);
+    }
   }
-  return times.map(median);
+  const ratio = (v: number[][]) => v.map((t) => median(t.map((x, r) => v[0][r] / x)));
+  return { ms: times.map(median), speedup: ratio(times), cpuSpeedup: ratio(cpu), cpuPerWall: cpu.map((t, i) => median(t.map((x, r) => x / times[i][r]))) };
 }
 
 function rand(n: number): Float32Array {
@@ -40,11 +56,16 @@ function rand(n: number): Float32Array {
 const gflops = (m: number, k: number, n: number, ms: number): number => (2 * m * k * n) / ms / 1e6;
 const fmt = (x: number): string => x.toFixed(1).padStart(6);
 
-/** A tpukit product [m,k]x[k,n] (lhs stored [k,m] when transA) on the systolic backend. */
+/**
+ * A tpukit product [m,k]x[k,n] (lhs stored [k,m] when transA) on the systolic backend. The op is
+ * synchronous and leaves its result in a host typed array (copied out of wasm memory, as tfjs's
+ * dataSync copies its result out), so it is not read back: a bf16 readback would add a decode
+ * to f32 that is not part of the matmul.
+ */
 function tpukit(m: number, k: number, n: number, dtype: DType, transA = false): () => void {
   const a: TArray = np.array(rand(m * k), dtype).reshape(transA ? [k, m] : [m, k]);
   const b: TArray = np.array(rand(k * n), dtype).reshape([k, n]);
-  return () => withBackend('systolic', () => lax.dotGeneral(a, b, [[[transA ? 0 : 1], [0]], [[], []]]).dataSync());
+  return () => withBackend('systolic', () => lax.dotGeneral(a, b, [[[transA ? 0 : 1], [0]], [[], []]]).dispose());
 }
 
 function tfjs(m: number, k: number, n: number, transA = false): () => void {
@@ -55,6 +76,33 @@ function tfjs(m: number, k: number, n: number, transA = false): () => void {
     c.dataSync();
     c.dispose();
   };
+}
+
+interface JaxJs {
+  init(...devices: string[]): Promise<string[]>;
+  defaultDevice(d: string): void;
+  numpy: { matmul(a: unknown, b: unknown): { data(): Promise<unknown> }; array(x: Float32Array): { reshape(s: number[]): unknown } };
+}
+
+/** jax-js's matmul on its wasm backend, or null when it cannot start here. */
+async function jaxjs(n: number): Promise<(() => Promise<void>) | null> {
+  try {
+    const g = globalThis as { navigator?: object };
+    g.navigator ??= { hardwareConcurrency: 1 };
+    const jax = (await import('@jax-js/jax')) as unknown as JaxJs;
+    const got = await jax.init('wasm');
+    if (!got.includes('wasm')) return null;
+    jax.defaultDevice('wasm');
+    type JArr = { ref: JArr };
+    const a = jax.numpy.array(rand(n * n)).reshape([n, n]) as JArr;
+    const b = jax.numpy.array(rand(n * n)).reshape([n, n]) as JArr;
+    return async () => {
+      await jax.numpy.matmul(a.ref, b.ref).data();
+    };
+  } catch (e) {
+    console.log(`jax-js could not run: ${(e as Error).message}`);
+    return null;
+  }
 }
 
 async function main(): Promise<void> {
@@ -68,12 +116,17 @@ async function main(): Promise<void> {
   // 1. f32 1024^3, one thread, vs tfjs-wasm.
   systolic.setNumThreads(1);
   const n = 1024;
-  const [tT, tS, tB] = interleaved([tfjs(n, n, n), tpukit(n, n, n, 'float32'), tpukit(n, n, n, 'bfloat16')]);
-  const gT = gflops(n, n, n, tT);
-  const gS = gflops(n, n, n, tS);
-  const gB = gflops(n, n, n, tB);
-  console.log(`\n[1] f32 ${n}^3, 1 thread     tfjs-wasm ${fmt(gT)} GFLOP/s   tpukit ${fmt(gS)} GFLOP/s   ratio ${(gS / gT).toFixed(2)}x (target >= 1.7x)`);
-  console.log(`[3] bf16 storage ${n}^3       tpukit ${fmt(gB)} GFLOP/s   vs tpukit f32: ${(gB / gS).toFixed(2)}x (target >= 1.0x)`);
+  const jx = await jaxjs(n);
+  const r1 = await interleaved([tfjs(n, n, n), tpukit(n, n, n, 'float32'), ...(jx ? [jx] : [])]);
+  const gT = gflops(n, n, n, r1.ms[0]);
+  const gS = gflops(n, n, n, r1.ms[1]);
+  console.log(`\n[1] f32 ${n}^3, 1 thread     tfjs-wasm ${fmt(gT)} GFLOP/s   tpukit ${fmt(gS)} GFLOP/s   ratio ${r1.speedup[1].toFixed(2)}x (target >= 1.7x; by CPU time ${r1.cpuSpeedup[1].toFixed(2)}x)`);
+  if (jx) {
+    const gJ = gflops(n, n, n, r1.ms[2]);
+    console.log(`    jax-js (wasm backend) ${fmt(gJ)} GFLOP/s   tpukit / jax-js ${(r1.speedup[1] / r1.speedup[2]).toFixed(2)}x (by CPU time ${(r1.cpuSpeedup[1] / r1.cpuSpeedup[2]).toFixed(2)}x)`);
+  }
+  const r3 = await interleaved([tpukit(n, n, n, 'float32'), tpukit(n, n, n, 'bfloat16')]);
+  console.log(`[3] bf16 storage ${n}^3       tpukit f32 ${fmt(gflops(n, n, n, r3.ms[0]))}   bf16 ${fmt(gflops(n, n, n, r3.ms[1]))} GFLOP/s   bf16 vs f32: ${r3.speedup[1].toFixed(2)}x (target >= 1.0x; by CPU time ${r3.cpuSpeedup[1].toFixed(2)}x)`);
 
   // 2. Two threads vs one at 1024 and 2048.
   for (const size of [1024, 2048]) {
@@ -86,8 +139,8 @@ async function main(): Promise<void> {
       systolic.setNumThreads(2);
       f();
     };
-    const [t1, t2] = interleaved([one, two], size >= 2048 ? Math.max(3, Math.ceil(RUNS / 2)) : RUNS, 1);
-    console.log(`[2] f32 ${size}^3 threads       1: ${fmt(gflops(size, size, size, t1))} GFLOP/s   2: ${fmt(gflops(size, size, size, t2))} GFLOP/s   speed-up ${(t1 / t2).toFixed(2)}x (target >= 1.8x)`);
+    const r2 = await interleaved([one, two], size >= 2048 ? Math.max(3, Math.ceil(RUNS / 2)) : RUNS, 1);
+    console.log(`[2] f32 ${size}^3 threads       1: ${fmt(gflops(size, size, size, r2.ms[0]))} GFLOP/s   2: ${fmt(gflops(size, size, size, r2.ms[1]))} GFLOP/s   speed-up ${r2.speedup[1].toFixed(2)}x (target >= 1.8x; CPU-seconds per second 1: ${r2.cpuPerWall[0].toFixed(2)}, 2: ${r2.cpuPerWall[1].toFixed(2)})`);
   }
 
   // 4. Backward-pass shapes of a small transformer vs the square shape, one thread.
@@ -99,10 +152,17 @@ async function main(): Promise<void> {
     ['batch-like [4096,128] x [128,128]', 4096, 128, 128, false],
   ];
   console.log(`\n[4] backward-pass shapes (1 thread; square f32 reference ${fmt(gS)} GFLOP/s; target within 1.5x)`);
+  const square = tpukit(n, n, n, 'float32');
+  const squareFlops = 2 * n ** 3;
   for (const [name, m, k, nn, transA] of shapes) {
-    const [tt, ts] = interleaved([tfjs(m, k, nn, transA), tpukit(m, k, nn, 'float32', transA)]);
-    const g = gflops(m, k, nn, ts);
-    console.log(`    ${name.padEnd(34)} tpukit ${fmt(g)} GFLOP/s (square/this ${(gS / g).toFixed(2)}x)   tfjs-wasm ${fmt(gflops(m, k, nn, tt))}   ratio ${(g / gflops(m, k, nn, tt)).toFixed(2)}x`);
+    // Round: square, this shape (tpukit), this shape (tfjs). Ratios are of GFLOP/s per round.
+    const r4 = await interleaved([square, tpukit(m, k, nn, 'float32', transA), tfjs(m, k, nn, transA)]);
+    const flops = 2 * m * k * nn;
+    const g = gflops(m, k, nn, r4.ms[1]);
+    const squareOverThis = (squareFlops / flops) * (1 / r4.speedup[1]);
+    const squareOverThisCpu = (squareFlops / flops) * (1 / r4.cpuSpeedup[1]);
+    const vsTfjs = r4.speedup[1] / r4.speedup[2];
+    console.log(`    ${name.padEnd(34)} tpukit ${fmt(g)} GFLOP/s (square/this ${squareOverThis.toFixed(2)}x, by CPU time ${squareOverThisCpu.toFixed(2)}x)   tfjs-wasm ${fmt(gflops(m, k, nn, r4.ms[2]))}   ratio ${vsTfjs.toFixed(2)}x`);
   }
   systolic.setNumThreads(cores);
 }

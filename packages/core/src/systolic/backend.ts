@@ -99,8 +99,8 @@ export class SystolicBackend implements Backend {
   }
 
   /** Runs `fn`, collecting the cost of every op it executes on this backend. */
-  withLedger<T>(fn: () => T, preset?: TpuPreset): { result: T; ledger: Ledger } {
-    const ledger = newLedger(preset ?? this.preset);
+  withLedger<T>(fn: () => T, preset?: TpuPreset, keepEntries = true): { result: T; ledger: Ledger } {
+    const ledger = newLedger(preset ?? this.preset, keepEntries);
     this.activeLedgers.push(ledger);
     try {
       const result = fn();

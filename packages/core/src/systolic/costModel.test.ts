@@ -172,6 +172,11 @@ describe('presets, ledger and roofline', () => {
     expect(add.bound).toBe('memory');
     expect(add.bytes).toBe(3 * 1024 * 1024 * 2);
     expect(ledger.flops).toBe(ledger.entries.reduce((s, e) => s + e.flops, 0));
+    expect(ledger.byOp.dot_general).toMatchObject({ count: 1, flops: 2 * 1024 ** 3 });
+    const totalsOnly = withLedger(() => np.matmul(a, b).add(1), { keepEntries: false }).ledger;
+    expect(totalsOnly.entries).toEqual([]);
+    expect(totalsOnly.flops).toBe(ledger.flops);
+    expect(totalsOnly.seconds).toBeCloseTo(ledger.seconds, 15);
     expect(ledger.seconds).toBeCloseTo(ledger.entries.reduce((s, e) => s + e.seconds, 0), 15);
     const u = mfu(ledger);
     expect(u).toBeGreaterThan(0.3);

@@ -7,7 +7,7 @@
  */
 import * as bf16 from '../bf16';
 import { wasmFeatures } from '../wasm/features';
-import '../wasm/webassemblyTypes';
+import { WA, type WasmMemory } from '../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
@@ -18,6 +18,9 @@ export const MAX_PAGES = 32768;
 export interface GemmExports {
   gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
 }
+
+/** Starts the named packing kernel with `args` elsewhere; the returned function waits for it. */
+export type PackRunner = (fn: string, args: readonly number[]) => () => void;
 
 /** Runs one packed product, split over threads. */
 export type ParallelRunner = (args: GemmArgs) => void;
@@ -32,7 +35,7 @@ export interface GemmArgs {
 }
 
 export class GemmEngine {
-  readonly memory: WebAssembly.Memory;
+  readonly memory: WasmMemory;
   readonly shape: GemmShape;
   readonly relaxed: boolean;
   readonly shared: boolean;
@@ -45,6 +48,8 @@ export class GemmEngine {
   private outScratch = 0;
   /** Set by the thread pool: runs a product over several threads instead of this one. */
   parallel: ParallelRunner | null = null;
+  /** Set by the thread pool: starts a packing kernel on a worker; returns a wait function. */
+  parallelPack: PackRunner | null = null;
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
@@ -53,10 +58,10 @@ export class GemmEngine {
     this.shape = shape;
     this.relaxed = relaxed;
     this.shared = f.threads;
-    this.memory = new WebAssembly.Memory({ initial: 16, maximum: MAX_PAGES, shared: this.shared } as WebAssembly.MemoryDescriptor);
+    this.memory = new WA.Memory({ initial: 16, maximum: MAX_PAGES, shared: this.shared });
     this.bytes = buildGemmModule({ shape, relaxed, shared: this.shared, maxPages: MAX_PAGES });
-    const mod = new WebAssembly.Module(this.bytes);
-    const ex = new WebAssembly.Instance(mod, { env: { mem: this.memory } }).exports;
+    const mod = new WA.Module(this.bytes);
+    const ex = new WA.Instance(mod, { env: { mem: this.memory } }).exports;
     this.exports = ex as unknown as GemmExports;
     this.packFns = ex as unknown as GemmEngine['packFns'];
     this.u32View = new Uint32Array(this.memory.buffer);
@@ -147,10 +152,13 @@ export class GemmEngine {
     const wb = simdB ? stage(b, srcB) : b;
     const args = { ap, bp, cp, mp, np, kp };
     for (let bi = 0; bi < aOffs.length; bi++) {
-      if (simdA) this.packSimd(wa, srcA, aOffs[bi], mr, kp, flush, ap);
-      else packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
-      if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp);
+      // With a thread pool, a worker packs A while this thread packs B.
+      const big = mp * np * kp >= PARALLEL_MIN_WORK;
+      const finishA = simdA ? this.packSimd(wa, srcA, aOffs[bi], mr, kp, flush, ap, big && this.parallelPack ? this.parallelPack : undefined) : null;
+      if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
+      if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp)();
       else packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
+      finishA?.();
       if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
       else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
       sink(bi, cp / 4, np);
@@ -159,36 +167,49 @@ export class GemmEngine {
 
   /**
    * Rounds the accumulator at element offset `c` (row stride `ldc`) to bf16 storage into
-   * `out[outOff ..]` as a dense [M,N] matrix: SIMD for 8-column groups, TypeScript for the rest.
-   * Call from a `batchedProduct` sink.
+   * `out[outOff ..]` (or a new array when `out` is null) as a dense [M,N] matrix: SIMD for
+   * 8-column groups, TypeScript for the rest. Call from a `batchedProduct` sink.
    */
-  narrowToBf16(c: number, ldc: number, M: number, N: number, flush: boolean, out: Uint16Array, outOff: number): void {
+  narrowToBf16(c: number, ldc: number, M: number, N: number, flush: boolean, out: Uint16Array | null, outOff: number): Uint16Array {
     const n8 = N - (N % 8);
     const fn = this.packFns[flush ? 'out_bf16_flush' : 'out_bf16'] as unknown as (s: number, l: number, r: number, c8: number, d: number, ldd: number) => void;
     fn(c * 4, ldc, M, n8, this.outScratch, N);
-    out.set(new Uint16Array(this.memory.buffer, this.outScratch, M * N), outOff);
+    const view = new Uint16Array(this.memory.buffer, this.outScratch, M * N);
+    const dst = out ?? view.slice();
+    if (out) out.set(view, outOff);
     if (n8 < N) {
       const f32 = this.f32View;
-      for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) out[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
+      for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) dst[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
     }
+    return dst;
   }
 
   /** Packs a staged one-pass operand: SIMD kernels for whole panels / k quads, TypeScript for the edges. */
-  private packSimd(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): void {
+  /**
+   * Packs a staged one-pass operand: the SIMD kernel for whole panels / k quads (run by `runner`
+   * when given, e.g. on a worker thread), TypeScript for the edges. Returns a function that
+   * finishes the job (waits for the runner, then packs the edges).
+   */
+  private packSimd(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, runner?: PackRunner): () => void {
     const layout = v.rs === 1 ? 'rc' : 'kc';
     const full = Math.floor(v.rows / R);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
-    const fn = this.packFns[packFunctionName(layout, R, v.bf16, flush)];
-    fn(base + off * esz, v.rs, v.ks, full, kBulk, kp, dst);
-    const elemOff = base / esz + off;
-    const u32 = this.u32View;
-    // Partial last panel: every k. Then the k tail of the full panels (and the kp padding).
-    if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
-    if (full > 0 && (kBulk < v.k || kp > v.k)) {
-      packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
-    }
+    const name = packFunctionName(layout, R, v.bf16, flush);
+    const args = [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst];
+    const wait = runner ? runner(name, args) : (this.packFns[name](...(args as [number, number, number, number, number, number, number])), () => {});
+    return () => {
+      wait();
+      const elemOff = base / esz + off;
+      const u32 = this.u32View;
+      // Partial last panel: every k. Then the k tail of the full panels (and the kp padding).
+      if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
+      if (full > 0 && (kBulk < v.k || kp > v.k)) {
+        packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
+      }
+    };
   }
+
 }
 
 const HI_ONLY = [HI];

@@ -30,7 +30,7 @@ export interface GemmShape {
   readonly nc: number;
 }
 
-export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 4, nv: 2, unroll: 1, kc: 256, mc: 128, nc: 4096 };
+export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 4, nv: 2, unroll: 1, kc: 512, mc: 128, nc: 4096 };
 
 export interface GemmModuleOptions {
   shape: GemmShape;

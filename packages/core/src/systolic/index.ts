@@ -10,7 +10,7 @@ import type { TpuPreset } from './presets';
 
 export { SystolicBackend, type SystolicOptions } from './backend';
 export { type ArrayConfig, type CycleModel, type Dataflow, type GemmCycles, type GemmDims, gemmCycles, operandMapping } from './gemmCycles';
-export { type Ledger, type OpCost, mfu, opCost, roofline } from './ledger';
+export { type Ledger, type OpCost, type OpTotals, mfu, opCost, roofline } from './ledger';
 export { PASSES, passCount } from './mxuDot';
 export { type TpuPreset, presets } from './presets';
 export { type PeGridResult, simulatePeGrid } from './peGrid';
@@ -28,6 +28,6 @@ export function configure(opts: SystolicOptions): void {
  * Runs `fn` on the systolic backend and returns its result with the ledger of every op it ran:
  * FLOPs, HBM bytes, modelled cycles and seconds on the preset (default: the backend's).
  */
-export function withLedger<T>(fn: () => T, opts: { preset?: TpuPreset } = {}): { result: T; ledger: Ledger } {
-  return withBackend(backend.name, () => backend.withLedger(fn, opts.preset));
+export function withLedger<T>(fn: () => T, opts: { preset?: TpuPreset; keepEntries?: boolean } = {}): { result: T; ledger: Ledger } {
+  return withBackend(backend.name, () => backend.withLedger(fn, opts.preset, opts.keepEntries ?? true));
 }

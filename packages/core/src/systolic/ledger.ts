@@ -59,9 +59,21 @@ export function opCost(prim: Primitive, inAvals: readonly ShapedArray[], params:
   return { op: prim.name, flops, bytes: memBytes, cycles: memSeconds * preset.clockHz, computeCycles: 0, seconds: memSeconds, bound: 'memory', unit: memBytes === 0 ? 'none' : 'vpu' };
 }
 
+export interface OpTotals {
+  count: number;
+  flops: number;
+  bytes: number;
+  seconds: number;
+}
+
 export interface Ledger {
   readonly preset: TpuPreset;
+  /** Every op's cost in execution order (empty when the ledger keeps totals only). */
   readonly entries: OpCost[];
+  /** Totals per primitive name. */
+  readonly byOp: Record<string, OpTotals>;
+  /** False: keep totals only (long training loops). */
+  readonly keepEntries: boolean;
   ops: number;
   flops: number;
   /** FLOPs done on the MXU (matmuls only). */
@@ -71,12 +83,17 @@ export interface Ledger {
   seconds: number;
 }
 
-export function newLedger(preset: TpuPreset): Ledger {
-  return { preset, entries: [], ops: 0, flops: 0, mxuFlops: 0, bytes: 0, cycles: 0, seconds: 0 };
+export function newLedger(preset: TpuPreset, keepEntries = true): Ledger {
+  return { preset, entries: [], byOp: {}, keepEntries, ops: 0, flops: 0, mxuFlops: 0, bytes: 0, cycles: 0, seconds: 0 };
 }
 
 export function addToLedger(l: Ledger, c: OpCost): void {
-  l.entries.push(c);
+  if (l.keepEntries) l.entries.push(c);
+  const t = (l.byOp[c.op] ??= { count: 0, flops: 0, bytes: 0, seconds: 0 });
+  t.count++;
+  t.flops += c.flops;
+  t.bytes += c.bytes;
+  t.seconds += c.seconds;
   l.ops++;
   l.flops += c.flops;
   if (c.unit === 'mxu') l.mxuFlops += c.flops;

@@ -137,6 +137,35 @@ describe('systolic dot_general: MXU numerics', () => {
     });
   });
 
+  it('np.einsum (batched, transposed) goes through the MXU path and honours precision', () => {
+    const x = randomData(3 * 5 * 7, 31);
+    x[0] = 1 + 2 ** -10; // rounds to 1 in bf16
+    const a = np.array(x, 'float32').reshape([3, 5, 7]);
+    const b = np.array(randomData(3 * 4 * 7, 32), 'float32').reshape([3, 4, 7]);
+    withBackend('systolic', () => {
+      const d = np.einsum('bik,bjk->bij', a, b).dataSync();
+      const m = np.matmul(a, b.transpose([0, 2, 1])).dataSync();
+      expect(Array.from(d)).toEqual(Array.from(m));
+      const hi = np.einsum('bik,bjk->bij', a, b, { precision: 'highest' }).dataSync();
+      expect(Array.from(hi)).not.toEqual(Array.from(d));
+    });
+  });
+
+  it('handles several contracting and batch dims in any order (groups that need a copy included)', () => {
+    const a = np.array(randomData(3 * 4 * 5 * 2, 41), 'bfloat16').reshape([3, 4, 5, 2]);
+    const b = np.array(randomData(5 * 2 * 3 * 7, 42), 'bfloat16').reshape([5, 7, 3, 2]);
+    // batch a0/b2, contract a2,a3 with b0,b3 (b's contracting dims are not adjacent).
+    const dn = [[[2, 3], [0, 3]], [[0], [2]]] as const;
+    const opts = { preferredElementType: 'float32' as const };
+    const s = withBackend('systolic', () => lax.dotGeneral(a, b, dn, opts));
+    const r = withBackend('reference', () => lax.dotGeneral(a, b, dn, opts));
+    expect(s.shape).toEqual([3, 4, 7]);
+    // bf16 inputs are exact in both; only the f32 accumulation order differs (K = 10).
+    const sd = s.dataSync();
+    const rd = r.dataSync();
+    for (let i = 0; i < sd.length; i++) expect(Math.abs(sd[i] - rd[i])).toBeLessThanOrEqual(11 * 2 ** -24 * 10);
+  });
+
   it('accumulates in float32: 1 + 256 * 2^-9 is 1.5 (a bf16 accumulator would stay at 1)', () => {
     const K = 257;
     const x = new Float32Array(K).fill(2 ** -9);

@@ -109,8 +109,11 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   const K = L.view.k;
   const B = L.batchOffsets.length;
   const passes = lhs.dtype === 'bfloat16' ? PASSES.default : PASSES[params.precision ?? 'default'];
-  const acc = out.dtype === 'float32' ? new Float32Array(B * M * N) : new Float32Array(out.dtype === 'float16' || K === 0 ? M * N : 0);
-  const result: StorageArray = out.dtype === 'float32' ? acc : new Uint16Array(B * M * N);
+  // A single f32 result is sliced straight out of wasm memory (no zero-filled allocation).
+  const sliceOut = out.dtype === 'float32' && B === 1 && K > 0;
+  let acc = out.dtype === 'float32' ? new Float32Array(sliceOut ? 0 : B * M * N) : new Float32Array(out.dtype === 'float16' || K === 0 ? M * N : 0);
+  const sliceBf16 = out.dtype === 'bfloat16' && B === 1 && K > 0;
+  let result: StorageArray = out.dtype === 'float32' ? acc : new Uint16Array(sliceBf16 ? 0 : B * M * N);
   if (M * N === 0) return result;
   const finish = (bi: number): void => {
     if (out.dtype === 'float32') return;
@@ -125,11 +128,21 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   }
   engine.batchedProduct(L.view, L.batchOffsets, R.view, R.batchOffsets, passes.a, passes.b, opts.flushSubnormals, 'dot_general', (bi, c, ldc) => {
     if (out.dtype === 'bfloat16') {
-      engine.narrowToBf16(c, ldc, M, N, opts.flushSubnormals, result as Uint16Array, bi * M * N);
+      const r = engine.narrowToBf16(c, ldc, M, N, opts.flushSubnormals, sliceBf16 ? null : (result as Uint16Array), bi * M * N);
+      if (sliceBf16) result = r;
       return;
     }
     const dst = out.dtype === 'float32' ? bi * M * N : 0;
     const f32 = engine.f32;
+    if (sliceOut && ldc === N) {
+      acc = f32.slice(c, c + M * N);
+      result = acc;
+      return;
+    }
+    if (sliceOut) {
+      acc = new Float32Array(M * N);
+      result = acc;
+    }
     if (ldc === N) acc.set(f32.subarray(c, c + M * N), dst);
     else for (let i = 0; i < M; i++) acc.set(f32.subarray(c + i * ldc, c + i * ldc + N), dst + i * N);
     finish(bi);

@@ -59,6 +59,41 @@ export function splitTerm(b: number, comp: number, flush: boolean): number {
 }
 
 /**
+ * Splits every element of a float32 operand into its three bf16 terms at once:
+ * planes[c * rows * K + row * K + k] for c = HI, MID, LO (each term's bits).
+ */
+export function splitPlanes(v: OperandView, off: number, flush: boolean): Uint32Array {
+  const { bits, rows, k: K, rs, ks } = v;
+  const n = rows * K;
+  const planes = new Uint32Array(3 * n);
+  for (let r = 0; r < rows; r++) {
+    for (let k = 0; k < K; k++) {
+      let b = bits[off + r * rs + k * ks];
+      if (flush && (b & 0x7f800000) === 0) b &= 0x80000000;
+      const i = r * K + k;
+      const hi = roundBits(b);
+      planes[i] = hi;
+      if ((hi & 0x7f800000) === 0x7f800000) continue; // inf / NaN: no residual terms
+      su[0] = b;
+      const x = sf[0];
+      su[0] = hi;
+      sf[0] = x - sf[0];
+      let r1 = su[0];
+      if (flush && (r1 & 0x7f800000) === 0) r1 &= 0x80000000;
+      const mid = roundBits(r1);
+      planes[n + i] = mid;
+      const rx = sf[0];
+      su[0] = mid;
+      sf[0] = rx - sf[0];
+      let r2 = su[0];
+      if (flush && (r2 & 0x7f800000) === 0) r2 &= 0x80000000;
+      planes[2 * n + i] = roundBits(r2);
+    }
+  }
+  return planes;
+}
+
+/**
  * Packs `v` (offset `off` for this batch) into `dst` starting at element `base`: panels of `R`
  * rows, `comps.length` passes of K each, padded to `kp`. `p0` and `kFrom` restrict it to the
  * panels from p0 and the k values from kFrom (one pass only), to finish what the SIMD packing
@@ -69,6 +104,9 @@ export function packOperand(v: OperandView, off: number, R: number, comps: reado
   const panels = Math.ceil(rows / R);
   const onePass = comps.length === 1 && comps[0] === HI;
   const K = Kall - kFrom;
+  // Multi-pass float32: split each element once, then copy the terms pass by pass.
+  const planes = !onePass && !v.bf16 ? splitPlanes(v, off, flush) : null;
+  const plane = rows * Kall;
   for (let p = p0; p < panels; p++) {
     const r0 = p * R;
     const rn = Math.min(R, rows - r0);
@@ -94,6 +132,13 @@ export function packOperand(v: OperandView, off: number, R: number, comps: reado
             const b = bits[s];
             dst[o + r] = (b & 0x7fffffff) > 0x7f800000 ? (b | 0x00400000) & 0xffff0000 : (b + 0x7fff + ((b >>> 16) & 1)) & 0xffff0000;
           }
+          for (let r = rn; r < R; r++) dst[o + r] = 0;
+          o += R;
+        }
+      } else if (planes) {
+        const pb = comp * plane + r0 * Kall + kFrom;
+        for (let k = 0; k < K; k++) {
+          for (let r = 0; r < rn; r++) dst[o + r] = planes[pb + r * Kall + k];
           for (let r = rn; r < R; r++) dst[o + r] = 0;
           o += R;
         }

@@ -12,13 +12,20 @@
  * from the TypeScript sources under vitest and from the built package, and needs no separate
  * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
  */
+import { WA, type WasmModule } from '../wasm/webassemblyTypes';
 import type { GemmArgs, GemmEngine } from './gemmEngine';
+import { packFunctionName } from './packKernels';
+
+/** Every packing kernel, in a fixed order the workers index into. */
+const PACK_NAMES: string[] = [];
+for (const layout of ['rc', 'kc'] as const) for (const R of [4, 8]) for (const b of [false, true]) for (const f of [false, true]) PACK_NAMES.push(packFunctionName(layout, R, b, f));
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { module, memory, control, id, start } = workerData;
+const { module, memory, control, id, start, packNames } = workerData;
 const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
 const gemm = inst.exports.gemm;
+const packs = packNames.map((n) => inst.exports[n]);
 const c = new Int32Array(control);
 let seen = start;
 for (;;) {
@@ -26,7 +33,12 @@ for (;;) {
   seen = Atomics.load(c, 0);
   if (seen < 0) break;
   const o = 8 + id * 12;
-  if (c[o + 6] < c[o + 7] && c[o + 8] < c[o + 9]) gemm(c[o], c[o + 1], c[o + 2], c[o + 3], c[o + 4], c[o + 5], c[o + 6], c[o + 7], c[o + 8], c[o + 9]);
+  try {
+    if (c[o + 10] === 1) packs[c[o + 11]](c[o], c[o + 1], c[o + 2], c[o + 3], c[o + 4], c[o + 5], c[o + 6]);
+    else if (c[o + 6] < c[o + 7] && c[o + 8] < c[o + 9]) gemm(c[o], c[o + 1], c[o + 2], c[o + 3], c[o + 4], c[o + 5], c[o + 6], c[o + 7], c[o + 8], c[o + 9]);
+  } catch (e) {
+    Atomics.store(c, 2, 1); // reported by the calling thread; never leave it waiting
+  }
   Atomics.add(c, 1, 1);
   Atomics.notify(c, 1);
 }
@@ -72,10 +84,10 @@ export function threadsAvailable(engine: GemmEngine): boolean {
 class Pool {
   readonly workers: NodeWorker[] = [];
   readonly control = new Int32Array(new SharedArrayBuffer(4 * (8 + 12 * 256)));
-  private module: WebAssembly.Module;
+  private module: WasmModule;
 
   constructor(private readonly engine: GemmEngine) {
-    this.module = new WebAssembly.Module(engine.bytes);
+    this.module = new WA.Module(engine.bytes);
   }
 
   resize(n: number): void {
@@ -84,7 +96,7 @@ class Pool {
       const w = new wt.Worker(WORKER_SOURCE, {
         eval: true,
         execArgv: [],
-        workerData: { module: this.module, memory: this.engine.memory, control: this.control.buffer, id: this.workers.length, start: Atomics.load(this.control, 0) },
+        workerData: { module: this.module, memory: this.engine.memory, control: this.control.buffer, id: this.workers.length, start: Atomics.load(this.control, 0), packNames: PACK_NAMES },
       });
       w.unref();
       this.workers.push(w);
@@ -114,18 +126,48 @@ class Pool {
       const [i0, i1, j0, j1] = w < nw ? range(w + 1) : [0, 0, 0, 0];
       c[o] = ap; c[o + 1] = bp; c[o + 2] = cp; c[o + 3] = mp; c[o + 4] = np; c[o + 5] = kp;
       c[o + 6] = i0; c[o + 7] = i1; c[o + 8] = j0; c[o + 9] = j1;
+      c[o + 10] = 0;
     }
-    Atomics.store(c, 1, 0);
-    Atomics.add(c, 0, 1);
-    Atomics.notify(c, 0);
+    this.start();
     const [i0, i1, j0, j1] = range(0);
     this.engine.exports.gemm(ap, bp, cp, mp, np, kp, i0, i1, j0, j1);
+    this.wait();
+  }
+
+  /** Runs packing kernel `fn` on worker 0 (the other workers idle); returns the wait. */
+  pack(fn: string, args: readonly number[]): () => void {
+    const c = this.control;
+    const index = PACK_NAMES.indexOf(fn);
+    if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${fn}`);
+    for (let w = 0; w < this.workers.length; w++) {
+      const o = 8 + w * 12;
+      c[o + 6] = 0; c[o + 7] = 0; c[o + 8] = 0; c[o + 9] = 0; // idle unless chosen below
+      c[o + 10] = 0;
+    }
+    for (let i = 0; i < 7; i++) c[8 + i] = args[i];
+    c[8 + 10] = 1;
+    c[8 + 11] = index;
+    this.start();
+    return () => this.wait();
+  }
+
+  private start(): void {
+    const c = this.control;
+    Atomics.store(c, 1, 0);
+    Atomics.store(c, 2, 0);
+    Atomics.add(c, 0, 1);
+    Atomics.notify(c, 0);
+  }
+
+  private wait(): void {
+    const c = this.control;
     const all = this.workers.length;
     for (;;) {
       const done = Atomics.load(c, 1);
       if (done >= all) break;
       Atomics.wait(c, 1, done);
     }
+    if (Atomics.load(c, 2) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
   }
 }
 
@@ -136,6 +178,7 @@ export function applyThreads(engine: GemmEngine): void {
   const n = getNumThreads();
   if (n <= 1 || !threadsAvailable(engine)) {
     engine.parallel = null;
+    engine.parallelPack = null;
     return;
   }
   let pool = pools.get(engine);
@@ -144,5 +187,16 @@ export function applyThreads(engine: GemmEngine): void {
     pools.set(engine, pool);
   }
   const p = pool;
-  engine.parallel = (args) => p.run(args, n);
+  engine.parallel = (args) => {
+    try {
+      p.resize(Math.min(n, 256) - 1);
+    } catch {
+      // Workers cannot start here (sandbox, resource limits): run on the calling thread.
+      engine.parallel = null;
+      engine.exports.gemm(args.ap, args.bp, args.cp, args.mp, args.np, args.kp, 0, args.mp, 0, args.np);
+      return;
+    }
+    p.run(args, n);
+  };
+  engine.parallelPack = p.workers.length > 0 ? (fn, args) => p.pack(fn, args) : null;
 }

@@ -1,7 +1,7 @@
 /** The run-time WebAssembly assembler: LEB128 encodings, control flow, memory and SIMD ops. */
 import { describe, expect, it } from 'vitest';
 import { wasm } from '../index';
-import './webassemblyTypes';
+import { WA } from './webassemblyTypes';
 
 const { ModuleBuilder, OP, SIMD, sleb, uleb } = wasm;
 
@@ -37,9 +37,9 @@ describe('wasm assembler', () => {
       }
     });
     const bytes = m.toBytes();
-    expect(WebAssembly.validate(bytes)).toBe(true);
-    const mem = new WebAssembly.Memory({ initial: 1 });
-    const inst = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { mem } });
+    expect(WA.validate(bytes)).toBe(true);
+    const mem = new WA.Memory({ initial: 1 });
+    const inst = new WA.Instance(new WA.Module(bytes), { env: { mem } });
     const ex = inst.exports as { sum(n: number): number; dot4(a: number, b: number): number };
     expect(ex.sum(100)).toBe(5050);
     new Float32Array(mem.buffer).set([1, 2, 3, 4, 5, 6, 7, 8]);

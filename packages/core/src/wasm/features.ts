@@ -6,7 +6,7 @@
  * afterwards inherit it). In a browser it is a no-op and detection decides.
  */
 import { ModuleBuilder, OP, SIMD } from './assembler';
-import './webassemblyTypes';
+import { WA } from './webassemblyTypes';
 
 let relaxedFlagTried = false;
 
@@ -28,7 +28,7 @@ function validates(build: (m: ModuleBuilder) => void): boolean {
   try {
     const m = new ModuleBuilder();
     build(m);
-    return WebAssembly.validate(m.toBytes());
+    return WA.validate(m.toBytes());
   } catch {
     return false;
   }

@@ -1,3 +1,4 @@
-/** The `wasm` namespace: the run-time WebAssembly assembler and feature detection. Re-exports only. */
+/** The `wasm` namespace: the run-time WebAssembly assembler, feature detection and typed access to the WebAssembly API. Re-exports only. */
 export { ATOMIC, FunctionBuilder, type MemoryImport, ModuleBuilder, OP, SIMD, type ValType, sleb, uleb } from './assembler';
 export { enableRelaxedSimd, wasmFeatures } from './features';
+export { WA, type WasmApi, type WasmInstance, type WasmMemory, type WasmMemoryDescriptor, type WasmModule } from './webassemblyTypes';
