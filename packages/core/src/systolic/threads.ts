@@ -120,10 +120,10 @@ export function threadsAvailable(engine: GemmEngine): boolean {
   return engine.shared && nodeModule('node:worker_threads') !== null;
 }
 
-/** Tiles per thread a product is cut into (fewer for small products, see `MIN_TILE_WORK`). */
-const TILES_PER_THREAD = 16;
-/** Multiply-adds below which a tile is not cut smaller. */
-const MIN_TILE_WORK = 1 << 18;
+/** Width of a C tile in columns (with the MC rows of the GEMM's A block: 128 x 128 tiles). */
+const TILE_COLS = 128;
+/** Tiles per thread below which tiles are narrowed (so every thread has several to take). */
+const MIN_TILES_PER_THREAD = 4;
 
 class Pool {
   readonly workers: NodeWorker[] = [];
@@ -153,13 +153,15 @@ class Pool {
     const nr = this.engine.nr;
     const { ap, bp, cp, mp, np, kp } = job.args;
     const c = this.control;
-    // Tiles: MC rows (the GEMM's A block) by a column range, as many as keep every thread busy
-    // to the end without making tiles so small that their start-up dominates.
+    // Tiles: MC rows (the GEMM's A block) by 128 columns, narrower when that would leave fewer
+    // than a few tiles per thread. Small tiles keep both threads busy to the end (the last tile
+    // is short); each re-reads its A block from L2, a few percent at most.
     const tileRows = Math.min(mp, mc);
     const rowTiles = Math.ceil(mp / tileRows);
-    const want = Math.max(threads, Math.min(TILES_PER_THREAD * threads, Math.floor((mp * np * kp) / MIN_TILE_WORK)));
     const colPanels = np / nr;
-    const tileCols = Math.ceil(colPanels / Math.min(colPanels, Math.max(1, Math.ceil(want / rowTiles)))) * nr;
+    let panels = Math.min(colPanels, Math.max(1, TILE_COLS / nr));
+    while (panels > 1 && rowTiles * Math.ceil(colPanels / panels) < MIN_TILES_PER_THREAD * threads) panels = Math.ceil(panels / 2);
+    const tileCols = panels * nr;
     const colTiles = Math.ceil(np / tileCols);
     c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
     c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
