@@ -3,7 +3,7 @@
  * module once per configuration (relaxed or plain SIMD), and runs one MXU-style matrix product:
  * pack both operands (bf16 rounding, multi-pass splitting), multiply, and hand back the padded f32
  * accumulator. The memory is shared when the runtime supports threads, so the worker pool
- * (`threads.ts`) can run column slices of the same product on the same buffers.
+ * (`threads.ts`) can pack and multiply parts of the same product on the same buffers.
  */
 import * as bf16 from '../bf16';
 import { wasmFeatures } from '../wasm/features';
@@ -19,11 +19,36 @@ export interface GemmExports {
   gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
 }
 
-/** Starts the named packing kernel with `args` elsewhere; the returned function waits for it. */
-export type PackRunner = (fn: string, args: readonly number[]) => () => void;
+/**
+ * One SIMD packing-kernel call over whole panels: `fn` is the kernel's name, `args` its
+ * (src, rs, ks, panels, k, kp, dst) and `R` / `esz` the panel height and the source element
+ * size, so a runner can split the panels into chunks (panel p reads from src + p*R*rs*esz and
+ * writes to dst + p*R*kp*4).
+ */
+export interface PackJob {
+  fn: string;
+  args: readonly [number, number, number, number, number, number, number];
+  R: number;
+  esz: number;
+}
 
-/** Runs one packed product, split over threads. */
-export type ParallelRunner = (args: GemmArgs) => void;
+/**
+ * Everything one product needs, for a runner that spreads it over threads: the TypeScript
+ * packing (`hostPack`, calling thread only), the SIMD packing kernels (`packs`, split into
+ * panel chunks), the TypeScript edges that must follow the kernels (`edges`, calling thread),
+ * then the GEMM over `args`. `overlap` (optional) is calling-thread work the runner does while the
+ * other threads multiply (such as allocating the output, see `batchedProduct`).
+ */
+export interface ParallelJob {
+  args: GemmArgs;
+  hostPack: () => void;
+  packs: readonly PackJob[];
+  edges: () => void;
+  overlap?: () => void;
+}
+
+/** Runs one product over several threads; false when it could not (the caller runs it alone). */
+export type ParallelRunner = (job: ParallelJob) => boolean;
 
 export interface GemmArgs {
   ap: number;
@@ -46,10 +71,8 @@ export class GemmEngine {
   private f32View: Float32Array;
   /** Byte address of the bf16 output scratch of the current product. */
   private outScratch = 0;
-  /** Set by the thread pool: runs a product over several threads instead of this one. */
+  /** Set by the thread pool: runs a product (packing included) over several threads. */
   parallel: ParallelRunner | null = null;
-  /** Set by the thread pool: starts a packing kernel on a worker; returns a wait function. */
-  parallelPack: PackRunner | null = null;
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
@@ -107,6 +130,10 @@ export class GemmEngine {
    * One-pass products of operands with a unit stride (every plain or transposed matmul) copy
    * the operands into wasm memory and pack them with the SIMD kernels; the rest pack in
    * TypeScript from the host arrays.
+   *
+   * `prepare` (optional) is work the sink can use but need not, such as allocating and
+   * touching the output array: with a thread pool the calling thread does it while the workers
+   * multiply (the first product of a batch only); without one it is not called.
    */
   batchedProduct(
     a: OperandView,
@@ -118,6 +145,7 @@ export class GemmEngine {
     flush: boolean,
     op: string,
     sink: (batch: number, c: number, ldc: number) => void,
+    prepare?: () => void,
   ): void {
     const { mr, unroll } = this.shape;
     const nr = this.nr;
@@ -145,22 +173,33 @@ export class GemmEngine {
     const stage = (v: OperandView, addr: number): OperandView => {
       if (v.bf16) new Uint16Array(buf, addr, v.bits.length).set(v.bits);
       else u32.set(v.bits, addr / 4);
-      // Views over the whole memory: packSimd addresses elements from the memory's start.
+      // Views over the whole memory: the packing addresses elements from the memory's start.
       return { ...v, bits: v.bf16 ? new Uint16Array(buf) : u32 };
     };
     const wa = simdA ? stage(a, srcA) : a;
     const wb = simdB ? stage(b, srcB) : b;
     const args = { ap, bp, cp, mp, np, kp };
+    const big = mp * np * kp >= PARALLEL_MIN_WORK;
     for (let bi = 0; bi < aOffs.length; bi++) {
-      // With a thread pool, a worker packs A while this thread packs B.
-      const big = mp * np * kp >= PARALLEL_MIN_WORK;
-      const finishA = simdA ? this.packSimd(wa, srcA, aOffs[bi], mr, kp, flush, ap, big && this.parallelPack ? this.parallelPack : undefined) : null;
-      if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
-      if (simdB) this.packSimd(wb, srcB, bOffs[bi], nr, kp, flush, bp)();
-      else packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
-      finishA?.();
-      if (this.parallel && mp * np * kp >= PARALLEL_MIN_WORK) this.parallel(args);
-      else this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
+      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap) : null;
+      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp) : null;
+      const hostPack = (): void => {
+        if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
+        if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
+      };
+      const edges = (): void => {
+        if (simdA) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap);
+        if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp);
+      };
+      const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
+      // With a thread pool, every thread packs panel chunks of both operands, then every thread
+      // takes GEMM tiles from a shared counter until none are left.
+      if (!(big && this.parallel && this.parallel({ args, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined }))) {
+        hostPack();
+        for (const j of packs) this.packFns[j.fn](...j.args);
+        edges();
+        this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
+      }
       sink(bi, cp / 4, np);
     }
   }
@@ -184,32 +223,35 @@ export class GemmEngine {
     return dst;
   }
 
-  /** Packs a staged one-pass operand: SIMD kernels for whole panels / k quads, TypeScript for the edges. */
-  /**
-   * Packs a staged one-pass operand: the SIMD kernel for whole panels / k quads (run by `runner`
-   * when given, e.g. on a worker thread), TypeScript for the edges. Returns a function that
-   * finishes the job (waits for the runner, then packs the edges).
-   */
-  private packSimd(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, runner?: PackRunner): () => void {
+  /** Runs packing kernel `fn` on this thread (the thread pool's calling-thread share). */
+  runPackKernel(fn: string, src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number): void {
+    this.packFns[fn](src, rs, ks, panels, k, kp, dst);
+  }
+
+  /** The SIMD kernel call that packs a staged one-pass operand's whole panels / k quads. */
+  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): PackJob {
     const layout = v.rs === 1 ? 'rc' : 'kc';
     const full = Math.floor(v.rows / R);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
-    const name = packFunctionName(layout, R, v.bf16, flush);
-    const args = [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst];
-    const wait = runner ? runner(name, args) : (this.packFns[name](...(args as [number, number, number, number, number, number, number])), () => {});
-    return () => {
-      wait();
-      const elemOff = base / esz + off;
-      const u32 = this.u32View;
-      // Partial last panel: every k. Then the k tail of the full panels (and the kp padding).
-      if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
-      if (full > 0 && (kBulk < v.k || kp > v.k)) {
-        packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
-      }
-    };
+    return { fn: packFunctionName(layout, R, v.bf16, flush), args: [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz };
   }
 
+  /**
+   * Packs what the kernel of `packJob` leaves (in TypeScript, after the kernel has run): the
+   * partial last panel (every k), then the k tail of the full panels and the kp padding.
+   */
+  private packEdges(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): void {
+    const full = Math.floor(v.rows / R);
+    const kBulk = v.rs === 1 ? v.k : v.k - (v.k % 4);
+    const esz = v.bf16 ? 2 : 4;
+    const elemOff = base / esz + off;
+    const u32 = this.u32View;
+    if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
+    if (full > 0 && (kBulk < v.k || kp > v.k)) {
+      packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
+    }
+  }
 }
 
 const HI_ONLY = [HI];

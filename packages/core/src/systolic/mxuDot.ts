@@ -126,26 +126,36 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
     for (let bi = 0; bi < B; bi++) finish(bi);
     return result;
   }
+  // With a thread pool, the output of a single product is allocated and its pages touched by
+  // this thread while the workers multiply: a fresh multi-megabyte buffer costs a page fault
+  // per 4 KiB on first write, serial work otherwise done after the product.
+  let pre: Float32Array<ArrayBuffer> | Uint16Array<ArrayBuffer> | null = null;
+  const prepare = sliceOut || sliceBf16 ? (): void => {
+    const p = sliceOut ? new Float32Array(M * N) : new Uint16Array(M * N);
+    for (let i = 0; i < p.length; i += 1024) p[i] = 0;
+    pre = p;
+  } : undefined;
   engine.batchedProduct(L.view, L.batchOffsets, R.view, R.batchOffsets, passes.a, passes.b, opts.flushSubnormals, 'dot_general', (bi, c, ldc) => {
     if (out.dtype === 'bfloat16') {
-      const r = engine.narrowToBf16(c, ldc, M, N, opts.flushSubnormals, sliceBf16 ? null : (result as Uint16Array), bi * M * N);
-      if (sliceBf16) result = r;
+      const into = sliceBf16 ? (pre as Uint16Array | null) : (result as Uint16Array);
+      const r = engine.narrowToBf16(c, ldc, M, N, opts.flushSubnormals, into, bi * M * N);
+      if (sliceBf16) result = into ?? r;
       return;
     }
     const dst = out.dtype === 'float32' ? bi * M * N : 0;
     const f32 = engine.f32;
-    if (sliceOut && ldc === N) {
+    if (sliceOut && ldc === N && !pre) {
       acc = f32.slice(c, c + M * N);
       result = acc;
       return;
     }
     if (sliceOut) {
-      acc = new Float32Array(M * N);
+      acc = (pre as Float32Array<ArrayBuffer> | null) ?? new Float32Array(M * N);
       result = acc;
     }
     if (ldc === N) acc.set(f32.subarray(c, c + M * N), dst);
     else for (let i = 0; i < M; i++) acc.set(f32.subarray(c + i * ldc, c + i * ldc + N), dst + i * N);
     finish(bi);
-  });
+  }, prepare);
   return result;
 }

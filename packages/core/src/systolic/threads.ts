@@ -1,11 +1,14 @@
 /**
  * The worker pool behind the systolic GEMM: `setNumThreads(n)` (default: the core count). Every
  * worker instantiates the same compiled GEMM module over the same shared WebAssembly.Memory, so
- * the operands packed by the calling thread are visible to all; a product is split into row or
- * column panel ranges (whichever has more panels), the calling thread runs one range itself,
- * and completion is signalled through Atomics on a small shared control block. Each output
- * element is computed by one thread with the same K order, so results do not depend on the
- * thread count.
+ * the operands staged by the calling thread are visible to all. One product is one job, started
+ * with a single wake-up: every thread (the calling one included) takes panel chunks of both
+ * operands' packing kernels from a shared counter; the calling thread waits for the last chunk,
+ * packs the edges, and opens a gate; then every thread takes C tiles (MC rows x a column range)
+ * from a second counter until none are left. Taking work from counters instead of a fixed split
+ * keeps both threads busy to the end when one of them is slowed (a busy machine, the calling
+ * thread's own serial work). Each output element is computed by one thread with the same K
+ * order, whatever the tiling, so results do not depend on the thread count.
  *
  * The worker is a few lines of plain JavaScript with no imports (the kernels arrive as a
  * compiled WebAssembly.Module), started from a string (`eval: true`), so the same code works
@@ -13,12 +16,27 @@
  * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
  */
 import { WA, type WasmModule } from '../wasm/webassemblyTypes';
-import type { GemmArgs, GemmEngine } from './gemmEngine';
+import type { GemmEngine, PackJob, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 
 /** Every packing kernel, in a fixed order the workers index into. */
 const PACK_NAMES: string[] = [];
 for (const layout of ['rc', 'kc'] as const) for (const R of [4, 8]) for (const b of [false, true]) for (const f of [false, true]) PACK_NAMES.push(packFunctionName(layout, R, b, f));
+
+// The control block (Int32 slots). Counters first, then the job, then two packing descriptors.
+const GEN = 0; // job generation: bumped to wake the workers; -1 ends them
+const DONE = 1; // workers finished with the current job
+const ERR = 2; // set by a worker that failed
+const PACK_NEXT = 3; // next packing chunk to take
+const PACK_DONE = 4; // packing chunks finished
+const TILE_NEXT = 5; // next C tile to take
+const GATE = 6; // 1 once the packed operands are complete (edges included)
+const JOB = 8; // ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers
+const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks panelsPerChunk
+const PACK_SLOTS = 12;
+
+/** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
+const SPIN = 4000;
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -27,20 +45,41 @@ const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
 const gemm = inst.exports.gemm;
 const packs = packNames.map((n) => inst.exports[n]);
 const c = new Int32Array(control);
+function packChunk(i) {
+  let o = ${PACKS};
+  if (i >= c[o + 10]) { i -= c[o + 10]; o += ${PACK_SLOTS}; }
+  const p0 = i * c[o + 11];
+  const n = Math.min(c[o + 4] - p0, c[o + 11]);
+  packs[c[o]](c[o + 1] + p0 * c[o + 8] * c[o + 2] * c[o + 9], c[o + 2], c[o + 3], n, c[o + 5], c[o + 6], c[o + 7] + p0 * c[o + 8] * c[o + 6] * 4);
+}
 let seen = start;
 for (;;) {
-  Atomics.wait(c, 0, seen);
-  seen = Atomics.load(c, 0);
+  Atomics.wait(c, ${GEN}, seen);
+  seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  const o = 8 + id * 12;
-  try {
-    if (c[o + 10] === 1) packs[c[o + 11]](c[o], c[o + 1], c[o + 2], c[o + 3], c[o + 4], c[o + 5], c[o + 6]);
-    else if (c[o + 6] < c[o + 7] && c[o + 8] < c[o + 9]) gemm(c[o], c[o + 1], c[o + 2], c[o + 3], c[o + 4], c[o + 5], c[o + 6], c[o + 7], c[o + 8], c[o + 9]);
-  } catch (e) {
-    Atomics.store(c, 2, 1); // reported by the calling thread; never leave it waiting
+  if (id < c[${JOB} + 10]) {
+    try {
+      const chunks = c[${PACKS} + 10] + c[${PACKS + PACK_SLOTS} + 10];
+      for (let i = Atomics.add(c, ${PACK_NEXT}, 1); i < chunks; i = Atomics.add(c, ${PACK_NEXT}, 1)) {
+        packChunk(i);
+        Atomics.add(c, ${PACK_DONE}, 1);
+        Atomics.notify(c, ${PACK_DONE});
+      }
+      for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
+      while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
+      const tiles = c[${JOB} + 9], cols = c[${JOB} + 8];
+      for (let t = Atomics.add(c, ${TILE_NEXT}, 1); t < tiles; t = Atomics.add(c, ${TILE_NEXT}, 1)) {
+        const r = (t / cols) | 0;
+        const i0 = r * c[${JOB} + 6], j0 = (t - r * cols) * c[${JOB} + 7];
+        gemm(c[${JOB}], c[${JOB} + 1], c[${JOB} + 2], c[${JOB} + 3], c[${JOB} + 4], c[${JOB} + 5], i0, Math.min(c[${JOB} + 3], i0 + c[${JOB} + 6]), j0, Math.min(c[${JOB} + 4], j0 + c[${JOB} + 7]));
+      }
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1); // reported by the calling thread; never leave it waiting
+      Atomics.notify(c, ${PACK_DONE});
+    }
   }
-  Atomics.add(c, 1, 1);
-  Atomics.notify(c, 1);
+  Atomics.add(c, ${DONE}, 1);
+  Atomics.notify(c, ${DONE});
 }
 `;
 
@@ -81,9 +120,14 @@ export function threadsAvailable(engine: GemmEngine): boolean {
   return engine.shared && nodeModule('node:worker_threads') !== null;
 }
 
+/** Width of a C tile in columns (with the MC rows of the GEMM's A block: 128 x 128 tiles). */
+const TILE_COLS = 128;
+/** Tiles per thread below which tiles are narrowed (so every thread has several to take). */
+const MIN_TILES_PER_THREAD = 4;
+
 class Pool {
   readonly workers: NodeWorker[] = [];
-  readonly control = new Int32Array(new SharedArrayBuffer(4 * (8 + 12 * 256)));
+  readonly control = new Int32Array(new SharedArrayBuffer(4 * (PACKS + 2 * PACK_SLOTS)));
   private module: WasmModule;
 
   constructor(private readonly engine: GemmEngine) {
@@ -96,78 +140,112 @@ class Pool {
       const w = new wt.Worker(WORKER_SOURCE, {
         eval: true,
         execArgv: [],
-        workerData: { module: this.module, memory: this.engine.memory, control: this.control.buffer, id: this.workers.length, start: Atomics.load(this.control, 0), packNames: PACK_NAMES },
+        workerData: { module: this.module, memory: this.engine.memory, control: this.control.buffer, id: this.workers.length, start: Atomics.load(this.control, GEN), packNames: PACK_NAMES },
       });
       w.unref();
       this.workers.push(w);
     }
   }
 
-  run(args: GemmArgs, threads: number): void {
-    const { mr } = this.engine.shape;
+  /** Runs `job` on this thread and `threads - 1` workers. */
+  run(job: ParallelJob, threads: number): void {
+    const { mr, mc } = this.engine.shape;
     const nr = this.engine.nr;
-    const { ap, bp, cp, mp, np, kp } = args;
-    const rowPanels = mp / mr;
+    const { ap, bp, cp, mp, np, kp } = job.args;
+    const c = this.control;
+    // Tiles: MC rows (the GEMM's A block) by 128 columns, narrower when that would leave fewer
+    // than a few tiles per thread. Small tiles keep both threads busy to the end (the last tile
+    // is short); each re-reads its A block from L2, a few percent at most.
+    const tileRows = Math.min(mp, mc);
+    const rowTiles = Math.ceil(mp / tileRows);
     const colPanels = np / nr;
-    const byRows = rowPanels >= colPanels;
-    const panels = byRows ? rowPanels : colPanels;
-    const parts = Math.min(threads, panels);
-    const per = Math.ceil(panels / parts);
-    const c = this.control;
-    const range = (t: number): [number, number, number, number] => {
-      const p0 = Math.min(panels, t * per);
-      const p1 = Math.min(panels, (t + 1) * per);
-      return byRows ? [p0 * mr, p1 * mr, 0, np] : [0, mp, p0 * nr, p1 * nr];
-    };
-    const nw = parts - 1;
-    this.resize(nw);
-    for (let w = 0; w < this.workers.length; w++) {
-      const o = 8 + w * 12;
-      const [i0, i1, j0, j1] = w < nw ? range(w + 1) : [0, 0, 0, 0];
-      c[o] = ap; c[o + 1] = bp; c[o + 2] = cp; c[o + 3] = mp; c[o + 4] = np; c[o + 5] = kp;
-      c[o + 6] = i0; c[o + 7] = i1; c[o + 8] = j0; c[o + 9] = j1;
-      c[o + 10] = 0;
+    let panels = Math.min(colPanels, Math.max(1, TILE_COLS / nr));
+    while (panels > 1 && rowTiles * Math.ceil(colPanels / panels) < MIN_TILES_PER_THREAD * threads) panels = Math.ceil(panels / 2);
+    const tileCols = panels * nr;
+    const colTiles = Math.ceil(np / tileCols);
+    c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
+    c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
+    c[JOB + 10] = threads - 1;
+    let chunks = 0;
+    for (let o = 0; o < 2; o++) {
+      const d = PACKS + o * PACK_SLOTS;
+      const p = job.packs[o] as PackJob | undefined;
+      const panels = p ? p.args[3] : 0;
+      if (!p || panels === 0 || p.args[4] === 0) {
+        c[d + 10] = 0;
+        continue;
+      }
+      const index = PACK_NAMES.indexOf(p.fn);
+      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
+      const per = Math.ceil(panels / Math.min(panels, 4 * threads));
+      c[d] = index;
+      for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
+      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = Math.ceil(panels / per); c[d + 11] = per;
+      chunks += c[d + 10];
     }
-    this.start();
-    const [i0, i1, j0, j1] = range(0);
-    this.engine.exports.gemm(ap, bp, cp, mp, np, kp, i0, i1, j0, j1);
-    this.wait();
-  }
+    Atomics.store(c, DONE, 0);
+    Atomics.store(c, ERR, 0);
+    Atomics.store(c, PACK_NEXT, 0);
+    Atomics.store(c, PACK_DONE, 0);
+    Atomics.store(c, TILE_NEXT, 0);
+    Atomics.store(c, GATE, 0);
+    Atomics.add(c, GEN, 1);
+    Atomics.notify(c, GEN);
 
-  /** Runs packing kernel `fn` on worker 0 (the other workers idle); returns the wait. */
-  pack(fn: string, args: readonly number[]): () => void {
-    const c = this.control;
-    const index = PACK_NAMES.indexOf(fn);
-    if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${fn}`);
-    for (let w = 0; w < this.workers.length; w++) {
-      const o = 8 + w * 12;
-      c[o + 6] = 0; c[o + 7] = 0; c[o + 8] = 0; c[o + 9] = 0; // idle unless chosen below
-      c[o + 10] = 0;
+    const e = this.engine;
+    let failed: unknown = null;
+    try {
+      job.hostPack();
+      for (let i = Atomics.add(c, PACK_NEXT, 1); i < chunks; i = Atomics.add(c, PACK_NEXT, 1)) {
+        const d = i < c[PACKS + 10] ? PACKS : PACKS + PACK_SLOTS;
+        const k = d === PACKS ? i : i - c[PACKS + 10];
+        const p0 = k * c[d + 11];
+        const n = Math.min(c[d + 4] - p0, c[d + 11]);
+        e.runPackKernel(PACK_NAMES[c[d]], c[d + 1] + p0 * c[d + 8] * c[d + 2] * c[d + 9], c[d + 2], c[d + 3], n, c[d + 5], c[d + 6], c[d + 7] + p0 * c[d + 8] * c[d + 6] * 4);
+        Atomics.add(c, PACK_DONE, 1);
+      }
+      for (;;) {
+        const done = this.poll(PACK_DONE, chunks);
+        if (done >= chunks || Atomics.load(c, ERR) !== 0) break;
+        Atomics.wait(c, PACK_DONE, done);
+      }
+      if (Atomics.load(c, ERR) === 0) job.edges();
+    } catch (err) {
+      failed = err;
     }
-    for (let i = 0; i < 7; i++) c[8 + i] = args[i];
-    c[8 + 10] = 1;
-    c[8 + 11] = index;
-    this.start();
-    return () => this.wait();
-  }
-
-  private start(): void {
-    const c = this.control;
-    Atomics.store(c, 1, 0);
-    Atomics.store(c, 2, 0);
-    Atomics.add(c, 0, 1);
-    Atomics.notify(c, 0);
-  }
-
-  private wait(): void {
-    const c = this.control;
+    // Open the gate whatever happened, so that no worker is left waiting.
+    Atomics.store(c, GATE, 1);
+    Atomics.notify(c, GATE);
+    if (!failed && Atomics.load(c, ERR) === 0) {
+      const tiles = c[JOB + 9];
+      try {
+        job.overlap?.();
+        for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
+          const r = Math.floor(t / colTiles);
+          const i0 = r * tileRows;
+          const j0 = (t - r * colTiles) * tileCols;
+          e.exports.gemm(ap, bp, cp, mp, np, kp, i0, Math.min(mp, i0 + tileRows), j0, Math.min(np, j0 + tileCols));
+        }
+      } catch (err) {
+        failed = err;
+      }
+    }
     const all = this.workers.length;
     for (;;) {
-      const done = Atomics.load(c, 1);
+      const done = this.poll(DONE, all);
       if (done >= all) break;
-      Atomics.wait(c, 1, done);
+      Atomics.wait(c, DONE, done);
     }
-    if (Atomics.load(c, 2) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
+    if (failed) throw failed;
+    if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
+  }
+
+  /** Polls slot `i` until it reaches `target` (or SPIN polls pass); returns its last value. */
+  private poll(i: number, target: number): number {
+    const c = this.control;
+    let v = Atomics.load(c, i);
+    for (let s = 0; s < SPIN && v < target; s++) v = Atomics.load(c, i);
+    return v;
   }
 }
 
@@ -178,7 +256,6 @@ export function applyThreads(engine: GemmEngine): void {
   const n = getNumThreads();
   if (n <= 1 || !threadsAvailable(engine)) {
     engine.parallel = null;
-    engine.parallelPack = null;
     return;
   }
   let pool = pools.get(engine);
@@ -187,16 +264,15 @@ export function applyThreads(engine: GemmEngine): void {
     pools.set(engine, pool);
   }
   const p = pool;
-  engine.parallel = (args) => {
+  engine.parallel = (job) => {
     try {
       p.resize(Math.min(n, 256) - 1);
     } catch {
       // Workers cannot start here (sandbox, resource limits): run on the calling thread.
       engine.parallel = null;
-      engine.exports.gemm(args.ap, args.bp, args.cp, args.mp, args.np, args.kp, 0, args.mp, 0, args.np);
-      return;
+      return false;
     }
-    p.run(args, n);
+    p.run(job, n);
+    return true;
   };
-  engine.parallelPack = p.workers.length > 0 ? (fn, args) => p.pack(fn, args) : null;
 }
