@@ -14,6 +14,7 @@ import { numbersToStorage } from '../array';
 import { type DType, allocStorage, intRange, isFloat, isInteger } from '../dtype';
 import { type ShapedArray, definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
+import { walkWindows } from './windowWalk';
 
 export type GatherScatterMode = 'clip' | 'fill' | 'promise_in_bounds';
 
@@ -133,59 +134,33 @@ export const gather = definePrimitive<GatherParams>({
   },
   impl([x, idx], p, [o]) {
     const dn = p.dimensionNumbers;
-    const r = x.shape.length;
     const out = allocStorage(o.dtype, sizeOf(o.shape));
     if (out.length === 0) return [out];
-    const batchShape = idx.shape.slice(0, -1);
-    const nb = batchShape.length;
-    const K = idx.shape[idx.shape.length - 1];
     const batchPos = o.shape.map((_, i) => i).filter((i) => !dn.offsetDims.includes(i));
     const winDims = x.shape.map((_, d) => d).filter((d) => !dn.collapsedSliceDims.includes(d) && !dn.operandBatchingDims.includes(d));
-    const winSizes = winDims.map((d) => p.sliceSizes[d]);
-    const nw = winDims.length;
-    const xst = stridesOf(x.shape);
     const ost = stridesOf(o.shape);
     const fill = p.mode === 'fill' ? numbersToStorage([p.fillValue ?? defaultFill(x.dtype)], x.dtype)[0] : 0;
-    const nBatch = sizeOf(batchShape);
-    const nWin = sizeOf(winSizes);
-    const G = new Int32Array(nb);
-    const W = new Int32Array(nw);
-    const start = new Float64Array(r);
-    for (let b = 0; b < nBatch; b++) {
-      start.fill(0);
-      let oob = false;
-      for (let k = 0; k < K; k++) {
-        const d = dn.startIndexMap[k];
-        const hi = x.shape[d] - p.sliceSizes[d];
-        let s = Number(idx.data[b * K + k]);
-        if (p.mode === 'fill') {
-          if (s < 0 || s > hi) oob = true;
-        } else s = s < 0 ? 0 : s > hi ? hi : s;
-        start[d] = s;
-      }
-      for (let i = 0; i < dn.operandBatchingDims.length; i++) start[dn.operandBatchingDims[i]] = G[dn.startIndicesBatchingDims[i]];
-      let outOff = 0;
-      for (let j = 0; j < nb; j++) outOff += G[j] * ost[batchPos[j]];
-      let inOff = 0;
-      for (let d = 0; d < r; d++) inOff += start[d] * xst[d];
-      W.fill(0);
-      for (let w = 0; w < nWin; w++) {
-        out[outOff] = oob ? fill : x.data[inOff];
-        for (let j = nw - 1; j >= 0; j--) {
-          W[j]++;
-          inOff += xst[winDims[j]];
-          outOff += ost[dn.offsetDims[j]];
-          if (W[j] < winSizes[j]) break;
-          inOff -= xst[winDims[j]] * winSizes[j];
-          outOff -= ost[dn.offsetDims[j]] * winSizes[j];
-          W[j] = 0;
-        }
-      }
-      for (let j = nb - 1; j >= 0; j--) {
-        if (++G[j] < batchShape[j]) break;
-        G[j] = 0;
-      }
-    }
+    const src = x.data;
+    walkWindows(
+      {
+        operandShape: x.shape,
+        indices: idx.data,
+        batchShape: idx.shape.slice(0, -1),
+        startDims: dn.startIndexMap,
+        windowExtent: p.sliceSizes,
+        winDims,
+        winSizes: winDims.map((d) => p.sliceSizes[d]),
+        operandBatchingDims: dn.operandBatchingDims,
+        indicesBatchingDims: dn.startIndicesBatchingDims,
+        otherBatchStrides: batchPos.map((i) => ost[i]),
+        otherWindowStrides: dn.offsetDims.map((i) => ost[i]),
+        clamp: p.mode !== 'fill',
+        visitOutOfBounds: true,
+      },
+      (xo, oo, oob) => {
+        out[oo] = oob ? fill : src[xo];
+      },
+    );
     return [out];
   },
 });

@@ -17,6 +17,7 @@ import { numbersToStorage, storageToNumbers } from '../array';
 import { type DType, is16BitFloat, isInteger } from '../dtype';
 import { type HostArray, type Primitive, type ShapedArray, definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
+import { walkWindows } from './windowWalk';
 import { type GatherScatterMode, checkBatching, checkDimList, checkIndices, checkMode } from './gather';
 
 export interface ScatterDimensionNumbers {
@@ -78,60 +79,30 @@ type Combine = (a: number, b: number, dtype: DType) => number;
 /** Walks every in-bounds (operand offset, update offset) pair in application order. */
 function forEachUpdate(x: HostArray, idx: HostArray, upd: HostArray, p: ScatterParams, visit: (opOff: number, updOff: number) => void): void {
   const dn = p.dimensionNumbers;
-  const r = x.shape.length;
-  const batchShape = idx.shape.slice(0, -1);
-  const nb = batchShape.length;
-  const K = idx.shape[idx.shape.length - 1];
-  const updScatterDims = upd.shape.map((_, i) => i).filter((i) => !dn.updateWindowDims.includes(i));
+  if (upd.data.length === 0) return;
   const winDims = x.shape.map((_, d) => d).filter((d) => !dn.insertedWindowDims.includes(d) && !dn.operandBatchingDims.includes(d));
   const winSizes = dn.updateWindowDims.map((d) => upd.shape[d]);
-  const full = new Int32Array(r).fill(1);
-  winDims.forEach((d, j) => (full[d] = winSizes[j]));
-  const nw = winDims.length;
-  const xst = stridesOf(x.shape);
+  const extent = x.shape.map(() => 1);
+  winDims.forEach((d, j) => (extent[d] = winSizes[j]));
   const ust = stridesOf(upd.shape);
-  const nBatch = sizeOf(batchShape);
-  const nWin = sizeOf(winSizes);
-  if (nWin === 0 || upd.data.length === 0) return;
-  const G = new Int32Array(nb);
-  const W = new Int32Array(nw);
-  const start = new Float64Array(r);
-  for (let b = 0; b < nBatch; b++) {
-    start.fill(0);
-    let oob = false;
-    for (let k = 0; k < K; k++) {
-      const d = dn.scatterDimsToOperandDims[k];
-      const hi = x.shape[d] - full[d];
-      let s = Number(idx.data[b * K + k]);
-      if (p.mode === 'clip') s = s < 0 ? 0 : s > hi ? hi : s;
-      else if (s < 0 || s > hi) oob = true;
-      start[d] = s;
-    }
-    for (let i = 0; i < dn.operandBatchingDims.length; i++) start[dn.operandBatchingDims[i]] = G[dn.scatterIndicesBatchingDims[i]];
-    if (!oob) {
-      let updOff = 0;
-      for (let j = 0; j < nb; j++) updOff += G[j] * ust[updScatterDims[j]];
-      let opOff = 0;
-      for (let d = 0; d < r; d++) opOff += start[d] * xst[d];
-      W.fill(0);
-      for (let w = 0; w < nWin; w++) {
-        visit(opOff, updOff);
-        for (let j = nw - 1; j >= 0; j--) {
-          W[j]++;
-          opOff += xst[winDims[j]];
-          updOff += ust[dn.updateWindowDims[j]];
-          if (W[j] < winSizes[j]) break;
-          opOff -= xst[winDims[j]] * winSizes[j];
-          updOff -= ust[dn.updateWindowDims[j]] * winSizes[j];
-          W[j] = 0;
-        }
-      }
-    }
-    for (let j = nb - 1; j >= 0; j--) {
-      if (++G[j] < batchShape[j]) break;
-      G[j] = 0;
-    }
-  }
+  walkWindows(
+    {
+      operandShape: x.shape,
+      indices: idx.data,
+      batchShape: idx.shape.slice(0, -1),
+      startDims: dn.scatterDimsToOperandDims,
+      windowExtent: extent,
+      winDims,
+      winSizes,
+      operandBatchingDims: dn.operandBatchingDims,
+      indicesBatchingDims: dn.scatterIndicesBatchingDims,
+      otherBatchStrides: upd.shape.map((_, i) => i).filter((i) => !dn.updateWindowDims.includes(i)).map((i) => ust[i]),
+      otherWindowStrides: dn.updateWindowDims.map((d) => ust[d]),
+      clamp: p.mode === 'clip',
+      visitOutOfBounds: false,
+    },
+    visit,
+  );
 }
 
 function defineScatter(name: string, combine: Combine | null): Primitive<ScatterParams> {
