@@ -7,6 +7,7 @@
  */
 import { type Array, jit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
 import { medianMs } from './timing';
+import { rand, rmsNorm } from './fixtures';
 
 const B = 4;
 const T = 32;
@@ -15,23 +16,7 @@ const H = 4;
 const F = 128;
 const LAYERS = 2;
 
-function rand(shape: number[], seed: number, s: number): Array {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const v = new Float32Array(n);
-  let x = seed * 7919 + 17;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) % 2147483648;
-    v[i] = ((x / 2147483648) * 2 - 1) * s;
-  }
-  return np.array(v).reshape(shape);
-}
-
 type Layer = Record<'g1' | 'g2' | 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2', Array>;
-
-function rmsNorm(x: Array, g: Array): Array {
-  const ms = np.mean(np.square(x), { axis: -1, keepdims: true });
-  return np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(ms, 1e-6)))), g);
-}
 
 function block(p: Layer, x: Array): Array {
   const dh = D / H;

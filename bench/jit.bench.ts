@@ -10,6 +10,7 @@
  */
 import { type Array, jit as coreJit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
 import { compileLog, jit, Lowered, useXla } from '@tpukit/xla-lite';
+import { rand, rmsNorm } from './fixtures';
 
 const SMALL = process.env.JIT_BENCH_SMALL === '1';
 const V = 256;
@@ -22,26 +23,10 @@ const B = SMALL ? 4 : 16;
 const ROUNDS = Number(process.env.JIT_BENCH_ROUNDS ?? 5);
 const STEPS = Number(process.env.JIT_BENCH_STEPS ?? 100);
 
-function rand(shape: number[], seed: number, s: number): Array {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const v = new Float32Array(n);
-  let x = seed * 7919 + 17;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) % 2147483648;
-    v[i] = ((x / 2147483648) * 2 - 1) * s;
-  }
-  return np.array(v).reshape(shape);
-}
-
 type Layer = Record<'g1' | 'g2' | 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w2', Array>;
 interface Params {
   wte: Array;
   layers: Layer[];
-}
-
-function rmsNorm(x: Array, g: Array): Array {
-  const ms = np.mean(np.square(x), { axis: -1, keepdims: true });
-  return np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(ms, 1e-6)))), g);
 }
 
 function block(p: Layer, x: Array): Array {
