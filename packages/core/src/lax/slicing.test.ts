@@ -3,17 +3,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Array as TArray, lax, np } from '../index';
+import { prod, unravel } from '../../test/indexMath';
 
-const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 const strides = (s: readonly number[]): number[] => s.map((_, i) => prod(s.slice(i + 1)));
-const unravel = (f: number, s: readonly number[]): number[] => {
-  const out: number[] = [];
-  for (let k = s.length - 1; k >= 0; k--) {
-    out[k] = f % s[k];
-    f = Math.floor(f / s[k]);
-  }
-  return out;
-};
 const arange = (shape: number[]): TArray => np.arange(prod(shape)).reshape(shape);
 const shapeArb = fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 4 });
 
