@@ -5,7 +5,12 @@
  */
 import type { Backend } from '../backend';
 import type { StorageArray } from '../dtype';
-import type { Primitive, ShapedArray } from '../primitive';
+import type { HostArray, Primitive, ShapedArray } from '../primitive';
+
+/** Buffers of a host-memory backend (storage typed arrays) as the kernels' HostArrays. */
+export function hostArrays(inputs: unknown[], avals: ShapedArray[]): HostArray[] {
+  return inputs.map((data, i) => ({ data: data as StorageArray, shape: avals[i].shape, dtype: avals[i].dtype }));
+}
 
 export const referenceBackend: Backend = {
   name: 'reference',
@@ -20,7 +25,6 @@ export const referenceBackend: Backend = {
     // Typed arrays are reclaimed by the garbage collector.
   },
   execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[] {
-    const host = inputs.map((data, i) => ({ data: data as StorageArray, shape: inAvals[i].shape, dtype: inAvals[i].dtype }));
-    return prim.impl(host, params, outAvals);
+    return prim.impl(hostArrays(inputs, inAvals), params, outAvals);
   },
 };

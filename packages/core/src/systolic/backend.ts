@@ -18,6 +18,7 @@ import { type Ledger, addToLedger, newLedger, opCost } from './ledger';
 import { mxuDotGeneral } from './mxuDot';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
+import { hostArrays } from '../backends/reference';
 
 export interface SystolicOptions {
   /** Flush subnormal inputs of bf16 conversions to zero (the TPU's conversion). Default false. */
@@ -83,7 +84,7 @@ export class SystolicBackend implements Backend {
   }
 
   execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[] {
-    const host = inputs.map((data, i) => ({ data: data as StorageArray, shape: inAvals[i].shape, dtype: inAvals[i].dtype }));
+    const host = hostArrays(inputs, inAvals);
     let outs: StorageArray[];
     if (prim.name === 'dot_general' && FLOAT.has(inAvals[0].dtype) && FLOAT.has(outAvals[0].dtype)) {
       outs = [mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAvals[0], { flushSubnormals: this.flushSubnormals })];
