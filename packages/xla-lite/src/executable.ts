@@ -5,20 +5,24 @@
  * operands' storage (see `kernel.ts`), `get-tuple-element` picks an output, and every other
  * instruction (dots, reductions, data movement, control flow with its sub-jaxprs) runs as its
  * core primitive on the current backend, so results agree with eager execution; control-flow
- * bodies are routed through the compiler too (see `subprograms.ts`). Operand lists
- * are preallocated per step; the only allocations per call are the result buffers themselves.
+ * bodies are routed through the compiler too (see `subprograms.ts`). Fusions the WebAssembly
+ * emitter covers run as SIMD kernels of the executable's wasm program, over its arena (see
+ * `wasm/program.ts`); the others keep their JavaScript kernel. Operand lists are preallocated
+ * per step; the only allocations per call are the result buffers themselves.
  */
 import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { compileKernel, type FusedKernel } from './kernel';
 import { compileSubprograms } from './subprograms';
+import { WasmProgram, type WasmStep } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[] }
+  | { kind: 'wasm'; out: number; step: WasmStep }
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown };
 
 export interface ExecutableStats {
@@ -30,12 +34,15 @@ export interface ExecutableStats {
   fusedOps: number;
   /** Instructions run as core primitives per call. */
   primitiveOps: number;
+  /** Of the generated kernels, those running as WebAssembly SIMD (the rest are JavaScript loops). */
+  wasmKernels: number;
 }
 
 export function buildExecutable(mod: HloModule, name: string): { run: (args: Array[]) => Array[]; stats: ExecutableStats } {
   const c = mod.entry;
   const slot = new Map<HloInstruction, number>();
   c.instructions.forEach((i, k) => slot.set(i, k));
+  const wasmProgram = WasmProgram.build(c, name);
   const steps: Step[] = c.instructions.map((i, k): Step => {
     const ins = i.operands.map((o) => slot.get(o)!);
     switch (i.opcode) {
@@ -45,8 +52,11 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
         return { kind: 'const', out: k, value: i.literal! };
       case 'get-tuple-element':
         return { kind: 'gte', out: k, src: ins[0], index: (i.params as { index: number }).index };
-      case 'fusion':
+      case 'fusion': {
+        const step = wasmProgram?.steps.get(i);
+        if (step) return { kind: 'wasm', out: k, step };
         return { kind: 'fusion', out: k, ins, kernel: compileKernel(i.called[0]), inst: i, buf: new globalThis.Array(ins.length) };
+      }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, i.params, name) };
@@ -57,6 +67,7 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
   const vals: (Array | Array[] | null)[] = new globalThis.Array(steps.length).fill(null);
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
+    wasmProgram?.begin();
     for (const s of steps) {
       switch (s.kind) {
         case 'param':
@@ -80,6 +91,9 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
           vals[s.out] = r;
           break;
         }
+        case 'wasm':
+          vals[s.out] = wasmProgram!.run(s.step, vals);
+          break;
         case 'prim': {
           for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
           const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
@@ -93,10 +107,11 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
     vals.fill(null);
     return res;
   };
-  const fusedKernels = steps.filter((s) => s.kind === 'fusion').length;
+  const wasmKernels = steps.filter((s) => s.kind === 'wasm').length;
+  const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmKernels;
   const primitiveOps = steps.filter((s) => s.kind === 'prim').length;
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);
-  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps } };
+  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps, wasmKernels } };
 }

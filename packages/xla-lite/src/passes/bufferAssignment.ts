@@ -7,6 +7,9 @@
  * Donated arguments (`donateArgnums`) are freed after their last use and
  * their memory may then hold an output or temporary (counted as `aliasedBytes`). Parameters,
  * constants and `get-tuple-element` / `reshape` (aliases of their operand) get no new buffer.
+ * The WebAssembly executor (`wasm/program.ts`) lays out its arena with the same pass, passing
+ * `materialises` (only the values it keeps in the arena get buffers; liveness is unchanged)
+ * and `alignment` (buffer sizes rounded up, so every buffer starts 16-byte aligned).
  */
 import { bytesOf, type HloComputation, type HloInstruction } from '../hlo';
 
@@ -29,7 +32,16 @@ export interface BufferAssignment {
 
 const ALIAS = new Set(['get-tuple-element', 'reshape', 'parameter', 'constant']);
 
-export function assignBuffers(c: HloComputation, donated: readonly number[] = []): BufferAssignment {
+export interface AssignOptions {
+  /** Which non-alias instructions get a buffer (default: all). */
+  materialises?: (i: HloInstruction) => boolean;
+  /** Round every buffer's size up to a multiple of this many bytes (default 1). */
+  alignment?: number;
+}
+
+export function assignBuffers(c: HloComputation, donated: readonly number[] = [], opts: AssignOptions = {}): BufferAssignment {
+  const align = opts.alignment ?? 1;
+  const materialises = opts.materialises ?? (() => true);
   const order = c.instructions;
   const pos = new Map(order.map((i, k) => [i, k]));
   const end = order.length;
@@ -81,8 +93,8 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
         }
       }
     }
-    if (!ALIAS.has(i.opcode)) {
-      const size = i.shapes.reduce((s, sh) => s + bytesOf(sh), 0);
+    if (!ALIAS.has(i.opcode) && materialises(i)) {
+      const size = Math.ceil(i.shapes.reduce((s, sh) => s + bytesOf(sh), 0) / align) * align;
       tempBytesNoReuse += size;
       let best = -1;
       free.forEach((f, k) => {

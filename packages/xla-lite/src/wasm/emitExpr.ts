@@ -1,0 +1,187 @@
+/**
+ * The per-element half of WebAssembly code generation: turns the elementwise instructions of a
+ * fused computation into SIMD code computing four elements (one f32x4) at the current loop
+ * position. It knows nothing about loops: operand reads come from an `ElementReads` the loop
+ * emitter (`emitKernel.ts`) supplies (a vector load, a splat of a scalar, a broadcast row read),
+ * so any loop structure (elementwise, row or column reductions, and other fusion kinds) can
+ * reuse it. float32 values are f32x4 lanes; bool values are i32x4 lane masks (all ones for
+ * true), which is what the SIMD compares produce and `v128.bitselect` consumes.
+ *
+ * Rounding matches the JavaScript kernel (`kernel.ts`) and eager execution: +, −, ×, ÷, sqrt,
+ * min, max, floor, ceil, compares and selects are exact float32 operations, so identical;
+ * transcendentals use `vmath.ts` (bounds stated there); `rsqrt` is 1/sqrt in float32 (two
+ * roundings, ≤ 1 ulp from the reference's double-then-round), `integer_pow` multiplies by
+ * repeated squaring in float32 (≤ |y|−1 extra roundings). With relaxed SIMD, `a*b + c` whose
+ * product has no other use is contracted to `f32x4.relaxed_madd` (one rounding instead of two,
+ * a difference of at most half an ulp of the product).
+ */
+import type { HloComputation, HloInstruction } from '../hlo';
+import { V } from './opcodes';
+import { type E, VecBuilder } from './vecBuilder';
+import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
+
+/** How the loop emitter reads operands at the current position. */
+export interface ElementReads {
+  /** A fused-computation parameter read directly (elementwise-aligned or scalar). */
+  param(p: HloInstruction): E;
+  /** A `broadcast_in_dim` of a non-scalar parameter to the loop shape. */
+  broadcast(b: HloInstruction): E;
+}
+
+export interface ExprOptions {
+  relaxed: boolean;
+  host: HostMath;
+}
+
+/** Primitives with a WebAssembly element emitter; a fusion using any other keeps the JS kernel. */
+export const WASM_ELEMENTWISE = new Set(['neg', 'exp', 'log', 'tanh', 'logistic', 'sqrt', 'rsqrt', 'abs', 'sin', 'cos', 'square', 'sign', 'floor', 'ceil', 'log1p', 'expm1', 'integer_pow', 'convert_element_type', 'broadcast_in_dim', 'stop_gradient', 'add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n']);
+
+const COMPARE: Record<string, number> = { eq: V.f32x4_eq, ne: V.f32x4_ne, lt: V.f32x4_lt, le: V.f32x4_le, gt: V.f32x4_gt, ge: V.f32x4_ge };
+const ARITH: Record<string, number> = { add: V.f32x4_add, sub: V.f32x4_sub, mul: V.f32x4_mul, div: V.f32x4_div, max: V.f32x4_max, min: V.f32x4_min };
+
+/** Whether every instruction of `body` (the reduction root aside) has an element emitter. */
+export function wasmCovers(body: HloComputation, skip?: HloInstruction): boolean {
+  return body.instructions.every((m) => m.opcode === 'parameter' || m === skip || (m.prim !== null && WASM_ELEMENTWISE.has(m.prim.name)));
+}
+
+/** True for a value held as a lane mask. */
+const isMask = (i: HloInstruction): boolean => i.shape.dtype === 'bool';
+
+/**
+ * Emits the element computation of `body` (all instructions before `stop`, or all) and returns
+ * the value of `target` (default: the body's output). Call once per emitted copy of the loop
+ * body; each call declares its own locals.
+ */
+export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementReads, opts: ExprOptions, target: HloInstruction = body.outputs[0]): E {
+  const uses = new Map<HloInstruction, number>();
+  for (const m of body.instructions) for (const o of m.operands) uses.set(o, (uses.get(o) ?? 0) + 1);
+  for (const o of body.outputs) uses.set(o, (uses.get(o) ?? 0) + 1);
+  const val = new Map<HloInstruction, E>();
+  /** Products kept unevaluated so that their single add/sub user can contract them. */
+  const products = new Map<HloInstruction, [E, E]>();
+  const v = (o: HloInstruction): E => {
+    const p = products.get(o);
+    return p ? b.mul(p[0], p[1]) : val.get(o)!;
+  };
+  const one = b.k(1);
+  for (const m of body.instructions) {
+    if (val.has(target) || products.has(target)) break;
+    if (m.opcode === 'parameter') {
+      val.set(m, reads.param(m));
+      continue;
+    }
+    const name = m.prim!.name;
+    const [x, y, z] = m.operands;
+    let e: E;
+    switch (name) {
+      case 'broadcast_in_dim':
+        val.set(m, x.shape.shape.reduce((a, d) => a * d, 1) === 1 || x.shape.shape.reduce((a, d) => a * d, 1) === m.shape.shape.reduce((a, d) => a * d, 1) ? v(x) : reads.broadcast(m));
+        continue;
+      case 'convert_element_type':
+        val.set(m, isMask(x) ? b.let(b.and(v(x), one)) : v(x));
+        continue;
+      case 'stop_gradient':
+        val.set(m, v(x));
+        continue;
+      case 'neg':
+        e = b.op(V.f32x4_neg, v(x));
+        break;
+      case 'abs':
+        e = b.abs(v(x));
+        break;
+      case 'sqrt':
+        e = b.op(V.f32x4_sqrt, v(x));
+        break;
+      case 'rsqrt':
+        e = b.div(one, b.op(V.f32x4_sqrt, v(x)));
+        break;
+      case 'floor':
+        e = b.op(V.f32x4_floor, v(x));
+        break;
+      case 'ceil':
+        e = b.op(V.f32x4_ceil, v(x));
+        break;
+      case 'square':
+        e = b.mul(v(x), v(x));
+        break;
+      case 'sign': {
+        // ±1 with x's sign where x is nonzero and not NaN; x itself (±0, NaN) elsewhere.
+        const nz = b.and(b.op(V.f32x4_ne, v(x), b.k(0)), b.op(V.f32x4_eq, v(x), v(x)));
+        e = b.sel(nz, b.or(b.and(v(x), b.ki(0x80000000 | 0)), one), v(x));
+        break;
+      }
+      case 'integer_pow': {
+        const n = Number((m.params as { y: number }).y);
+        let k = Math.abs(n);
+        let acc: E | null = null;
+        let sq = v(x);
+        while (k > 0) {
+          if (k & 1) acc = acc ? b.let(b.mul(acc, sq)) : sq;
+          k >>= 1;
+          if (k > 0) sq = b.let(b.mul(sq, sq));
+        }
+        const pos = acc ?? one;
+        e = n < 0 ? b.div(one, pos) : pos;
+        break;
+      }
+      case 'exp':
+        e = vexp(b, v(x));
+        break;
+      case 'log':
+        e = vlog(b, v(x));
+        break;
+      case 'tanh':
+        e = vtanh(b, v(x));
+        break;
+      case 'logistic':
+        e = vlogistic(b, v(x));
+        break;
+      case 'log1p':
+        e = vlog1p(b, v(x));
+        break;
+      case 'expm1':
+        e = vexpm1(b, v(x));
+        break;
+      case 'sin':
+        e = vsin(b, opts.host, v(x));
+        break;
+      case 'cos':
+        e = vcos(b, opts.host, v(x));
+        break;
+      case 'select_n':
+        e = b.sel(v(x), v(z), v(y));
+        break;
+      case 'mul':
+        if (opts.relaxed && uses.get(m) === 1 && m !== target) {
+          const user = body.instructions.find((u) => u.operands.includes(m))!;
+          const un = user.prim?.name;
+          if (un === 'add' || (un === 'sub' && user.operands[1] === m && user.operands[0] !== m)) {
+            products.set(m, [v(x), v(y)]);
+            continue;
+          }
+        }
+        e = b.mul(v(x), v(y));
+        break;
+      case 'add':
+      case 'sub': {
+        const px = products.get(x);
+        const py = products.get(y);
+        if (name === 'add' && (px || py)) {
+          const [a, c] = px ? [px, v(y)] : [py!, v(x)];
+          e = b.op(V.f32x4_relaxed_madd, a[0], a[1], c);
+        } else if (name === 'sub' && py) {
+          e = b.op(V.f32x4_relaxed_madd, b.op(V.f32x4_neg, py[0]), py[1], v(x));
+        } else e = b.op(ARITH[name], v(x), v(y));
+        break;
+      }
+      default:
+        if (name in ARITH) e = b.op(ARITH[name], v(x), v(y));
+        else if (name in COMPARE) e = b.op(COMPARE[name], v(x), v(y));
+        else throw new Error(`xla-lite wasm kernel: no element emitter for ${name} (fusion ${body.name})`);
+    }
+    val.set(m, b.let(e));
+  }
+  return v(target);
+}
+
+export { VecBuilder };

@@ -1,0 +1,182 @@
+/**
+ * The worker pool that runs xla-lite's WebAssembly kernels on several threads. Same scheme as
+ * core's systolic GEMM pool (`core/src/systolic/threads.ts`), kept separate because that pool
+ * is built around one GEMM module while xla-lite has one module per compiled executable:
+ *
+ * - Workers are plain JavaScript started from a string (`eval: true`, no imports, no worker
+ *   file), so the same code runs from the TypeScript sources under vitest and from `dist/`.
+ * - Each executable's program (compiled `WebAssembly.Module` + its shared `WebAssembly.Memory`)
+ *   is posted to a worker the first time it runs a kernel there; the worker, blocked in
+ *   `Atomics.wait` between jobs, picks such messages up synchronously with
+ *   `receiveMessageOnPort` when the next job starts. Programs that are garbage-collected on
+ *   the calling side are dropped by the workers (FinalizationRegistry).
+ * - One job = one kernel over work items [0, items): a single wake-up, then every thread (the
+ *   calling one included) takes chunks of items from a shared atomic counter until none are
+ *   left; the calling thread waits for every worker to check in. Which thread computes an item
+ *   never changes what it computes (see `emitKernel.ts`), so results do not depend on the
+ *   thread count.
+ *
+ * Threads: `setKernelThreads(n)`, or by default core's `systolic.getNumThreads()` (the core
+ * count unless set). Node only: elsewhere (or when workers cannot start) kernels run on the
+ * calling thread.
+ */
+import { systolic, wasm } from '@tpukit/core';
+
+const GEN = 0;
+const DONE = 1;
+const ERR = 2;
+const NEXT = 3;
+const PID = 4;
+const FN = 5;
+const ITEMS = 6;
+const CHUNK = 7;
+const ACTIVE = 8;
+const SLOTS = 16;
+/** Polls of a control slot before sleeping on it. */
+const SPIN = 4000;
+
+const WORKER_SOURCE = `
+const { parentPort, workerData, receiveMessageOnPort } = require('node:worker_threads');
+const c = new Int32Array(workerData.control);
+const id = workerData.id;
+const programs = new Map();
+function drain() {
+  for (let m = receiveMessageOnPort(parentPort); m; m = receiveMessageOnPort(parentPort)) {
+    const x = m.message;
+    if (x.drop !== undefined) programs.delete(x.drop);
+    else programs.set(x.id, new WebAssembly.Instance(x.module, { env: { mem: x.memory, sin: Math.sin, cos: Math.cos } }).exports);
+  }
+}
+let seen = workerData.start;
+for (;;) {
+  Atomics.wait(c, ${GEN}, seen);
+  seen = Atomics.load(c, ${GEN});
+  if (seen < 0) break;
+  if (id < c[${ACTIVE}]) {
+    try {
+      drain();
+      const k = programs.get(c[${PID}])['k' + c[${FN}]];
+      const items = c[${ITEMS}], ch = c[${CHUNK}];
+      for (let i = Atomics.add(c, ${NEXT}, ch); i < items; i = Atomics.add(c, ${NEXT}, ch)) k(i, Math.min(items, i + ch));
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1);
+    }
+  }
+  Atomics.add(c, ${DONE}, 1);
+  Atomics.notify(c, ${DONE});
+}
+`;
+
+interface NodeWorker {
+  unref(): void;
+  postMessage(msg: unknown): void;
+}
+
+type ProcessLike = { getBuiltinModule?: (id: string) => unknown; versions?: { node?: string } };
+
+function workerThreads(): { Worker: new (src: string, opts: object) => NodeWorker } | null {
+  const proc = (globalThis as { process?: ProcessLike }).process;
+  if (!proc?.versions?.node || typeof proc.getBuiltinModule !== 'function') return null;
+  return (proc.getBuiltinModule('node:worker_threads') as { Worker: new (src: string, opts: object) => NodeWorker }) ?? null;
+}
+
+/** What the pool needs of a program: an id, the compiled module and its shared memory. */
+export interface PoolProgram {
+  readonly id: number;
+  readonly module: wasm.WasmModule;
+  readonly memory: wasm.WasmMemory;
+  /** Workers [0, sentTo) have this program. */
+  sentTo: number;
+}
+
+let requested: number | null = null;
+
+/** Threads the generated kernels use (the calling thread included): `setKernelThreads`, else core's systolic setting. */
+export function getKernelThreads(): number {
+  return requested ?? systolic.getNumThreads();
+}
+
+/** Sets the threads for generated kernels (1 = no workers); `null` follows `systolic.setNumThreads` again. */
+export function setKernelThreads(n: number | null): void {
+  if (n !== null && (!Number.isInteger(n) || n < 1 || n > 256)) throw new RangeError(`setKernelThreads: n must be an integer in 1..256 or null; got ${n}`);
+  requested = n;
+}
+
+/** Whether kernels can run on worker threads here (Node worker_threads and shared memory). */
+export function kernelThreadsAvailable(): boolean {
+  return typeof SharedArrayBuffer !== 'undefined' && wasm.wasmFeatures().threads && workerThreads() !== null;
+}
+
+const control = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
+const workers: NodeWorker[] = [];
+let broken = false;
+
+const dropped = new FinalizationRegistry<number>((id) => {
+  for (const w of workers) w.postMessage({ drop: id });
+});
+
+/** Registers a program's owner so the workers drop the program once the owner is collected. */
+export function trackProgram(owner: object, id: number): void {
+  dropped.register(owner, id);
+}
+
+function ensureWorkers(n: number): boolean {
+  if (broken) return false;
+  const wt = workerThreads();
+  if (!wt) return false;
+  try {
+    while (workers.length < n) {
+      const w = new wt.Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { control: control.buffer, id: workers.length, start: Atomics.load(control, GEN) } });
+      w.unref();
+      workers.push(w);
+    }
+  } catch {
+    // Workers cannot start here (sandbox, resource limits): run on the calling thread from now on.
+    broken = true;
+    return false;
+  }
+  return true;
+}
+
+function poll(i: number, target: number): number {
+  let v = Atomics.load(control, i);
+  for (let s = 0; s < SPIN && v < target; s++) v = Atomics.load(control, i);
+  return v;
+}
+
+/**
+ * Runs kernel `k` (export `k<fn>` of `prog`, already instantiated on this thread) over items
+ * [0, items) on `threads` threads, `chunk` items at a time. Returns false (having done nothing)
+ * when workers are unavailable, so the caller runs the kernel itself.
+ */
+export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: number) => void, items: number, chunk: number, threads: number, name: string): boolean {
+  if (!ensureWorkers(threads - 1)) return false;
+  for (let w = prog.sentTo; w < threads - 1; w++) workers[w].postMessage({ id: prog.id, module: prog.module, memory: prog.memory });
+  prog.sentTo = Math.max(prog.sentTo, threads - 1);
+  const c = control;
+  c[PID] = prog.id;
+  c[FN] = fn;
+  c[ITEMS] = items;
+  c[CHUNK] = chunk;
+  c[ACTIVE] = threads - 1;
+  Atomics.store(c, NEXT, 0);
+  Atomics.store(c, DONE, 0);
+  Atomics.store(c, ERR, 0);
+  Atomics.add(c, GEN, 1);
+  Atomics.notify(c, GEN);
+  let failed: unknown = null;
+  try {
+    for (let i = Atomics.add(c, NEXT, chunk); i < items; i = Atomics.add(c, NEXT, chunk)) k(i, Math.min(items, i + chunk));
+  } catch (e) {
+    failed = e;
+  }
+  const all = workers.length;
+  for (;;) {
+    const done = poll(DONE, all);
+    if (done >= all) break;
+    Atomics.wait(c, DONE, done);
+  }
+  if (failed) throw failed;
+  if (Atomics.load(c, ERR) !== 0) throw new Error(`xla-lite ${name}: a kernel worker thread failed (setKernelThreads(1) runs kernels on the calling thread only)`);
+  return true;
+}

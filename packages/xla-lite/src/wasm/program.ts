@@ -1,0 +1,213 @@
+/**
+ * The WebAssembly program of one compiled executable: every fusion the wasm emitter covers
+ * (`emitKernel.ts`) becomes a function `k<i>` of ONE module, instantiated over one
+ * `WebAssembly.Memory` (shared when threads are available, so the pool's workers run the same
+ * kernels on the same data; see `pool.ts`). The memory is the executable's arena:
+ *
+ *   [ temporaries | parameters | constants | staged aliases | float64 scratch | padding ]
+ *
+ * Temporaries are laid out by buffer assignment (`passes/bufferAssignment.ts`) over the entry
+ * computation, restricted to the values kept in the arena: outputs of wasm fusions, and outputs
+ * of other instructions (core primitives, JS-kernel fusions) that a wasm fusion reads. Liveness
+ * lets them share memory, and a loop fusion may write over an operand that dies at it. Values
+ * read by wasm fusions that the plan does not produce in the arena (parameters, primitive
+ * results, aliases of those) are copied in once per call, just before the first fusion that
+ * reads them; non-scalar constants are copied in at compile time; scalar constants become
+ * immediates in the code. A fusion result that anything else needs (a core primitive, a JS
+ * kernel, the caller) is copied out into a fresh array: arrays handed out never alias the
+ * arena, which the next call overwrites. Every buffer is 16-byte aligned and padded to a whole
+ * vector, and the arena ends with padding, so the kernels' partial-vector reads stay in memory.
+ */
+import { type Array, fromStorage, lax, toStorage, wasm } from '@tpukit/core';
+import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
+import { assignBuffers } from '../passes/bufferAssignment';
+import { CHUNK, emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion } from './emitKernel';
+import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
+
+let enabled = true;
+
+/** Turns WebAssembly kernels on (default) or off (every fusion then runs its JavaScript kernel); applies to executables built afterwards. */
+export function setWasmKernels(on: boolean): void {
+  enabled = on;
+}
+
+export function wasmKernelsEnabled(): boolean {
+  return enabled && wasm.wasmFeatures().simd;
+}
+
+/** Work (loop elements, transcendentals weighted) above which a kernel is split across threads. */
+export const PARALLEL_WORK = 1 << 16;
+
+interface Staged {
+  /** Index in the executable's value table. */
+  val: number;
+  /** Stamp index: one per arena location's defining value, so it is copied once per call. */
+  key: number;
+  addr: number;
+  n: number;
+  bool: boolean;
+}
+
+export interface WasmStep {
+  readonly fn: number;
+  readonly kernel: (lo: number, hi: number) => void;
+  readonly items: number;
+  readonly parallel: boolean;
+  readonly inputs: readonly Staged[];
+  readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean };
+}
+
+let nextId = 1;
+const ALIGN = 16;
+const align = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
+
+export class WasmProgram implements PoolProgram {
+  readonly id = nextId++;
+  sentTo = 0;
+  readonly steps = new Map<HloInstruction, WasmStep>();
+  private gen = 0;
+  private readonly stamps: Int32Array;
+  private readonly f32: Float32Array;
+  private readonly u8: Uint8Array;
+
+  private constructor(
+    readonly name: string,
+    readonly module: wasm.WasmModule,
+    readonly memory: wasm.WasmMemory,
+    readonly arenaBytes: number,
+    keys: number,
+  ) {
+    this.stamps = new Int32Array(keys);
+    this.f32 = new Float32Array(memory.buffer);
+    this.u8 = new Uint8Array(memory.buffer);
+    trackProgram(this, this.id);
+  }
+
+  /** Builds the program for the wasm-covered fusions of `c` (null when none, or wasm kernels are off). */
+  static build(c: HloComputation, name: string): WasmProgram | null {
+    if (!wasmKernelsEnabled()) return null;
+    const plans = new Map<HloInstruction, FusionPlan>();
+    for (const i of c.instructions) {
+      if (i.opcode !== 'fusion') continue;
+      const p = planFusion(i.called[0]);
+      if (p) plans.set(i, p);
+    }
+    if (plans.size === 0) return null;
+    const index = new Map(c.instructions.map((i, k) => [i, k]));
+    const root = (i: HloInstruction): HloInstruction => (i.opcode === 'reshape' ? root(i.operands[0]) : i);
+    // Values the arena holds: wasm fusion outputs and the defining values of what they read.
+    const staged = new Set<HloInstruction>();
+    for (const f of plans.keys())
+      for (const o of f.operands) {
+        const r = root(o);
+        if (!plans.has(r) && r.opcode !== 'parameter' && r.opcode !== 'constant' && r.opcode !== 'get-tuple-element' && !r.isTuple) staged.add(r);
+      }
+    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || staged.has(i), alignment: ALIGN });
+    let top = ba.tempBytes;
+    const region = new Map<HloInstruction, number>();
+    const place = (i: HloInstruction, bytes: number): number => {
+      let a = region.get(i);
+      if (a === undefined) {
+        a = top;
+        top += align(bytes);
+        region.set(i, a);
+      }
+      return a;
+    };
+    const constants: { addr: number; lit: Array }[] = [];
+    const keys = new Map<HloInstruction, number>();
+    const keyOf = (i: HloInstruction): number => {
+      let k = keys.get(i);
+      if (k === undefined) keys.set(i, (k = keys.size));
+      return k;
+    };
+    const layouts: { inst: HloInstruction; plan: FusionPlan; at: KernelAddresses; inputs: Staged[] }[] = [];
+    for (const [f, plan] of plans) {
+      const inputs: Staged[] = [];
+      const params: ParamSource[] = f.operands.map((o, k) => {
+        const p = plan.body.params[k];
+        const r = root(o);
+        const n = numel(o.shape);
+        const bool = o.shape.dtype === 'bool';
+        if (r.opcode === 'constant' && n === 1) return { imm: toStorage(r.literal!)[0] as number };
+        if (plans.has(r)) return { addr: ba.slots.get(r)!.offset };
+        if (r.opcode === 'constant') {
+          const addr = place(r, bytesOf(r.shape));
+          if (!constants.some((x) => x.addr === addr)) constants.push({ addr, lit: r.literal! });
+          return { addr };
+        }
+        // Copied in per call: into the defining value's buffer, or a region of its own.
+        const slot = ba.slots.get(r);
+        const at = slot ? slot.offset : place(r.opcode === 'parameter' ? r : o, bytesOf(o.shape));
+        inputs.push({ val: index.get(o)!, key: keyOf(slot || r.opcode === 'parameter' ? r : o), addr: at, n, bool });
+        void p;
+        return { addr: at };
+      });
+      const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0;
+      layouts.push({ inst: f, plan, at: { params, out: ba.slots.get(f)!.offset, scratch }, inputs });
+    }
+    const bytes = top + 64;
+    const pages = Math.max(1, Math.ceil(bytes / 65536));
+    const shared = kernelThreadsAvailable();
+    const feats = wasm.wasmFeatures();
+    const m = new wasm.ModuleBuilder();
+    m.importMemory('env', 'mem', shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
+    const host = { sin: m.importFunction('env', 'sin', ['f64'], ['f64']), cos: m.importFunction('env', 'cos', ['f64'], ['f64']) };
+    layouts.forEach((l, k) => emitKernel(m, k, l.plan, l.at, { relaxed: feats.relaxedSimd, host }));
+    const module = new wasm.WA.Module(m.toBytes());
+    const memory = new wasm.WA.Memory(shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
+    const inst = new wasm.WA.Instance(module, { env: { mem: memory, sin: Math.sin, cos: Math.cos } });
+    const prog = new WasmProgram(name, module, memory, bytes, keys.size);
+    for (const { addr, lit } of constants) {
+      const s = toStorage(lit);
+      if (s instanceof Uint8Array) prog.u8.set(s, addr);
+      else prog.f32.set(s as Float32Array, addr / 4);
+    }
+    const users = c.users();
+    layouts.forEach((l, k) => {
+      const out = l.at.out;
+      const outBool = l.inst.shape.dtype === 'bool';
+      const outBytes = bytesOf(l.inst.shape);
+      // In place over an operand of another element size: threads would race; run on one.
+      const mixed = l.inputs.some((s) => s.addr === out && s.bool !== outBool) || l.at.params.some((p, j) => 'addr' in p && p.addr === out && l.inst.operands[j].shape.dtype !== l.inst.shape.dtype);
+      prog.steps.set(l.inst, {
+        fn: k,
+        kernel: inst.exports[`k${k}`] as (lo: number, hi: number) => void,
+        items: l.plan.items,
+        parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
+        inputs: l.inputs,
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
+      });
+    });
+    return prog;
+  }
+
+  /** Starts a call: values staged in earlier calls are stale. */
+  begin(): void {
+    this.gen = (this.gen + 1) | 0 || 1;
+  }
+
+  /** Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the result out if needed. */
+  run(s: WasmStep, vals: readonly (Array | Array[] | null)[]): Array | null {
+    for (const x of s.inputs) {
+      if (this.stamps[x.key] === this.gen) continue;
+      this.stamps[x.key] = this.gen;
+      const data = toStorage(vals[x.val] as Array);
+      if (x.bool) this.u8.set(data as Uint8Array, x.addr);
+      else this.f32.set(data as Float32Array, x.addr / 4);
+    }
+    if (s.items > 0) {
+      const threads = s.parallel ? Math.min(getKernelThreads(), s.items) : 1;
+      const chunk = Math.max(1, Math.floor(s.items / (4 * threads)));
+      if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items);
+    }
+    const o = s.out;
+    if (!o.copyOut) return null;
+    const sh = o.inst.shape;
+    const data = o.bool ? this.u8.slice(o.addr, o.addr + o.n) : this.f32.slice(o.addr / 4, o.addr / 4 + o.n);
+    const r = fromStorage(data, sh.shape, sh.dtype);
+    return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
+  }
+}
+
+export { CHUNK };

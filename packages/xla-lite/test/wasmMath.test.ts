@@ -1,0 +1,129 @@
+// The vectorised transcendentals of the WebAssembly kernels (src/wasm/vmath.ts) against
+// Math.* rounded to float32, in float32 ulps: the stated bounds over dense sweeps, random
+// points (fast-check) and every special value (NaN, ±Inf, ±0, subnormals, overflow,
+// underflow). Each function is compiled into a tiny module that maps an array in place.
+import { wasm } from '@tpukit/core';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from '../src/wasm/vmath';
+import { VecBuilder, type E } from '../src/wasm/vecBuilder';
+
+type Fn = (b: VecBuilder, host: HostMath, x: E) => E;
+const FNS: Record<string, { fn: Fn; ref: (x: number) => number; ulps: number }> = {
+  exp: { fn: (b, _h, x) => vexp(b, x), ref: Math.exp, ulps: 2 },
+  log: { fn: (b, _h, x) => vlog(b, x), ref: Math.log, ulps: 2 },
+  tanh: { fn: (b, _h, x) => vtanh(b, x), ref: Math.tanh, ulps: 2 },
+  logistic: { fn: (b, _h, x) => vlogistic(b, x), ref: (x) => (x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.exp(x) / (1 + Math.exp(x))), ulps: 3 },
+  log1p: { fn: (b, _h, x) => vlog1p(b, x), ref: Math.log1p, ulps: 3 },
+  expm1: { fn: (b, _h, x) => vexpm1(b, x), ref: Math.expm1, ulps: 3 },
+  sin: { fn: vsin, ref: Math.sin, ulps: 2 },
+  cos: { fn: vcos, ref: Math.cos, ulps: 2 },
+};
+
+const PAGES = 64;
+const mem = new wasm.WA.Memory({ initial: PAGES });
+const kernels: Record<string, (n: number) => void> = {};
+{
+  const m = new wasm.ModuleBuilder();
+  m.importMemory('env', 'mem', { initial: PAGES });
+  const host: HostMath = { sin: m.importFunction('env', 'sin', ['f64'], ['f64']), cos: m.importFunction('env', 'cos', ['f64'], ['f64']) };
+  for (const [name, { fn }] of Object.entries(FNS)) {
+    m.addFunction(name, ['i32'], [], (f) => {
+      const b = new VecBuilder(f);
+      const p = f.local('i32');
+      f.i32Const(0).set(p);
+      f.block().loop();
+      f.get(p).get(0).op(wasm.OP.i32_ge_u).brIf(1);
+      f.get(p);
+      fn(b, host, () => void f.get(p).simdMem(wasm.SIMD.v128_load))();
+      f.simdMem(wasm.SIMD.v128_store);
+      f.get(p).i32Const(16).op(wasm.OP.i32_add).set(p).br(0);
+      f.end().end();
+    });
+  }
+  const inst = new wasm.WA.Instance(new wasm.WA.Module(m.toBytes()), { env: { mem, sin: Math.sin, cos: Math.cos } });
+  for (const name of Object.keys(FNS)) kernels[name] = (n) => (inst.exports[name] as (b: number) => void)(n * 4);
+}
+
+/** Applies the wasm function to every value of `xs`. */
+function run(name: string, xs: ArrayLike<number>): Float32Array {
+  const n = Math.ceil(xs.length / 4) * 4;
+  const v = new Float32Array(mem.buffer, 0, n);
+  v.set(xs);
+  kernels[name](n);
+  return Float32Array.from(v.subarray(0, xs.length));
+}
+
+const ord = (x: number): number => {
+  const i = new Int32Array(new Float32Array([x]).buffer)[0];
+  return i < 0 ? -(i & 0x7fffffff) : i;
+};
+/** Distance in float32 ulps (0 when both are NaN; Infinity when only one is). */
+export function ulps(a: number, b: number): number {
+  if (Number.isNaN(a) || Number.isNaN(b)) return Number.isNaN(a) && Number.isNaN(b) ? 0 : Infinity;
+  if (a === b) return 0;
+  if (!Number.isFinite(a) || !Number.isFinite(b)) return Infinity;
+  return Math.abs(ord(a) - ord(b));
+}
+
+function worst(name: string, xs: Float32Array): { ulps: number; at: number; got: number; want: number } {
+  const got = run(name, xs);
+  const ref = FNS[name].ref;
+  let w = { ulps: 0, at: NaN, got: NaN, want: NaN };
+  for (let i = 0; i < xs.length; i++) {
+    const want = Math.fround(ref(xs[i]));
+    const u = ulps(got[i], want);
+    if (u > w.ulps) w = { ulps: u, at: xs[i], got: got[i], want };
+  }
+  return w;
+}
+
+const sweep = (lo: number, hi: number, n: number): Float32Array => Float32Array.from({ length: n }, (_, i) => lo + ((hi - lo) * i) / (n - 1));
+/** Log-spaced magnitudes of both signs, down through the subnormals. */
+const logSweep = (n: number): Float32Array => {
+  const out = new Float32Array(2 * n);
+  for (let i = 0; i < n; i++) {
+    const v = Math.fround(Math.pow(2, -149 + (277 * i) / n));
+    out[2 * i] = v;
+    out[2 * i + 1] = -v;
+  }
+  return out;
+};
+
+const DOMAINS: Record<string, Float32Array[]> = {
+  exp: [sweep(-104, 89, 200_003), sweep(-1, 1, 50_001), logSweep(20_000)],
+  log: [sweep(0, 10, 100_003), logSweep(20_000).filter((x) => x > 0), sweep(0.5, 2, 50_001)],
+  tanh: [sweep(-12, 12, 200_003), logSweep(20_000)],
+  logistic: [sweep(-110, 90, 200_003), logSweep(20_000)],
+  log1p: [sweep(-0.999, 10, 200_003), logSweep(20_000).filter((x) => x > -1)],
+  expm1: [sweep(-20, 89, 200_003), sweep(-1, 1, 50_001), logSweep(20_000)],
+  sin: [sweep(-20, 20, 200_003), sweep(-1e5, 1e5, 200_003), logSweep(20_000)],
+  cos: [sweep(-20, 20, 200_003), sweep(-1e5, 1e5, 200_003), logSweep(20_000)],
+};
+
+const SPECIALS = new Float32Array([NaN, Infinity, -Infinity, 0, -0, 1, -1, 1e-45, -1e-45, 1.1754943508222875e-38, 3.4028234663852886e38, -3.4028234663852886e38, 88.72283935546875, 88.7228469848633, -87.33654022216797, -103.97207641601562, -104, 89, 1e6, -1e6, 1e30, 524288, 524287.96875, 0.625, -0.625, 0.6249999]);
+
+describe('wasm vector math: float32 ulp bounds against Math.*', () => {
+  for (const name of Object.keys(FNS)) {
+    it(`${name} within ${FNS[name].ulps} ulp`, () => {
+      for (const xs of [...DOMAINS[name], SPECIALS]) {
+        const w = worst(name, xs);
+        if (process.env.ULP_REPORT) console.log(`ULP ${name} ${xs.length} ${JSON.stringify(w)}`);
+        expect(w.ulps, `${name}(${w.at}) = ${w.got}, Math gives ${w.want}`).toBeLessThanOrEqual(FNS[name].ulps);
+      }
+      fc.assert(
+        fc.property(fc.float32Array({ minLength: 1, maxLength: 64 }), (xs) => {
+          const w = worst(name, xs);
+          return w.ulps <= FNS[name].ulps;
+        }),
+        { numRuns: 200 },
+      );
+    });
+  }
+  it('the ulp measure itself', () => {
+    expect(ulps(1, Math.fround(1 + 2 ** -23))).toBe(1);
+    expect(ulps(-0, 0)).toBe(0);
+    expect(ulps(1e-45, -1e-45)).toBe(2);
+    expect(ulps(NaN, 1)).toBe(Infinity);
+  });
+});
