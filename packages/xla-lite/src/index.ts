@@ -24,4 +24,6 @@ export { cse } from './passes/cse';
 export { dce } from './passes/dce';
 export { fuseElementwise, isFusible } from './passes/fusion';
 export { tensorType, toStableHlo } from './stablehlo';
+export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads } from './wasm/pool';
+export { setWasmKernels, wasmKernelsEnabled } from './wasm/program';
 export { hloType, moduleText } from './text';

@@ -20,7 +20,7 @@
  *   sum in float64 (two f64x2 accumulators, i.e. four interleaved float64 partial sums, then
  *   added; this differs from the reference's sequential float64 sum by at most about
  *   K·2^-53·Σ|x| before the final rounding to float32);
- * - column reduction (reduced axes leading): (group of L output columns, chunk of columns);
+ * - column reduction (reduced axes leading): (group of L output columns, chunk of 64 columns);
  *   each chunk accumulates in a float64 scratch row over the K reduced rows in order.
  * Max is NaN-propagating (`f32x4.max`), like the reference; it returns +0 for max(−0, +0).
  */
@@ -32,6 +32,8 @@ import { type E, VecBuilder } from './vecBuilder';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
+/** Columns per column-reduction work item (a multiple of 4; its float64 scratch stays in L1). */
+export const COL_CHUNK = 64;
 
 export interface Broadcast {
   inst: HloInstruction;
@@ -61,6 +63,8 @@ export interface FusionPlan {
   groups: number;
   groupWidth: number;
   broadcasts: Broadcast[];
+  /** Columns per work item (loop and column kinds). */
+  chunk: number;
   /** Bytes of float64 scratch (column reductions). */
   scratchBytes: number;
   /** Elements of the loop space, weighted for transcendentals (to decide on threads). */
@@ -130,7 +134,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && TRANSCENDENTAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, scratchBytes: 0, work: n * weight };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -144,7 +148,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
     plan.K = axes.reduce((a, t) => a * shape[t], 1);
     plan.groups = L === 0 ? 0 : N / L;
     plan.groupWidth = Math.ceil(L / 4) * 4;
-    plan.chunksPerRow = Math.ceil(L / CHUNK);
+    plan.chunksPerRow = Math.ceil(L / COL_CHUNK);
     plan.items = plan.groups * plan.chunksPerRow;
     plan.scratchBytes = plan.groups * plan.groupWidth * 8;
   }
@@ -326,9 +330,9 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       // j0 = chunk * CHUNK; j1 = min(L, j0 + CHUNK)
       set(j0, () => {
         chunk();
-        f.i32Const(CHUNK).op(OP_I32.mul);
+        f.i32Const(plan.chunk).op(OP_I32.mul);
       });
-      set(j1, () => f.get(j0).i32Const(CHUNK).op(OP_I32.add));
+      set(j1, () => f.get(j0).i32Const(plan.chunk).op(OP_I32.add));
       f.get(j1).i32Const(L).op(OP_I32.gt_s).if().i32Const(L).set(j1).end();
     };
 

@@ -110,6 +110,12 @@ export function kernelThreadsAvailable(): boolean {
 const control = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
 const workers: NodeWorker[] = [];
 let broken = false;
+let jobs = 0;
+
+/** Kernel runs split across worker threads so far (for tests and benchmarks). */
+export function poolStats(): { parallelJobs: number; workers: number } {
+  return { parallelJobs: jobs, workers: workers.length };
+}
 
 const dropped = new FinalizationRegistry<number>((id) => {
   for (const w of workers) w.postMessage({ drop: id });
@@ -164,6 +170,7 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   Atomics.store(c, ERR, 0);
   Atomics.add(c, GEN, 1);
   Atomics.notify(c, GEN);
+  jobs++;
   let failed: unknown = null;
   try {
     for (let i = Atomics.add(c, NEXT, chunk); i < items; i = Atomics.add(c, NEXT, chunk)) k(i, Math.min(items, i + chunk));

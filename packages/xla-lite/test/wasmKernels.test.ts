@@ -1,0 +1,228 @@
+// The WebAssembly fused kernels (src/wasm/) against the JavaScript kernels and eager execution:
+// random elementwise programs over random shapes (odd sizes, sizes that are not multiples of 4,
+// scalars, broadcasts of every kind, empty arrays), fused reductions over leading and trailing
+// axes, bool compares and selects; results independent of the thread count; and the arena
+// (reused across calls and between temporaries) never corrupting arrays already returned.
+import { type Array, np } from '@tpukit/core';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type Compiled, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { expectAllclose } from './build';
+
+type Fn = (...xs: Array[]) => Array;
+
+/** The same program compiled with JavaScript kernels and with WebAssembly kernels. */
+function compileBoth(f: Fn, args: Array[]): { js: Compiled; wasm: Compiled } {
+  setWasmKernels(false);
+  const js = lower(f)(...args).compile();
+  setWasmKernels(true);
+  const wasm = lower(f)(...args).compile();
+  return { js, wasm };
+}
+
+afterAll(() => {
+  setWasmKernels(true);
+  setKernelThreads(null);
+});
+
+const UNARY: [string, (a: Array) => Array][] = [
+  ['tanh', (a) => np.tanh(a)],
+  ['exp', (a) => np.exp(np.multiply(a, 0.5))],
+  ['log', (a) => np.log(np.add(np.abs(a), 0.25))],
+  ['logistic', (a) => np.divide(1, np.add(1, np.exp(np.negative(a))))],
+  ['sin', (a) => np.sin(a)],
+  ['cos', (a) => np.cos(np.multiply(a, 3))],
+  ['log1p', (a) => np.log1p(np.abs(a))],
+  ['expm1', (a) => np.expm1(a)],
+  ['sqrt', (a) => np.sqrt(np.abs(a))],
+  ['square', (a) => np.square(a)],
+  ['sign', (a) => np.sign(a)],
+  ['floor', (a) => np.floor(np.multiply(a, 2))],
+  ['pow3', (a) => np.power(a, 3)],
+];
+const BINARY: [string, (a: Array, b: Array) => Array][] = [
+  ['add', (a, b) => np.add(a, b)],
+  ['fma', (a, b) => np.add(np.multiply(a, b), 0.5)],
+  ['sub', (a, b) => np.subtract(np.multiply(a, 0.5), b)],
+  ['div', (a, b) => np.divide(a, np.add(np.abs(b), 1))],
+  ['max', (a, b) => np.maximum(a, b)],
+  ['min', (a, b) => np.minimum(a, b)],
+  ['where', (a, b) => np.where(np.greater(a, b), a, np.multiply(b, 2))],
+  ['where-le', (a, b) => np.where(np.lessEqual(a, 0), b, np.tanh(a))],
+];
+
+const dims = fc.oneof(fc.constantFrom(1, 2, 3, 4, 5, 7, 8, 9), fc.integer({ min: 10, max: 37 }));
+const shapeArb = fc.array(dims, { minLength: 0, maxLength: 3 });
+
+/** A broadcast-compatible operand shape for `shape`: a suffix, with some dims set to 1, or a scalar. */
+function operandShape(shape: number[], pick: number): number[] {
+  switch (pick % 4) {
+    case 0:
+      return shape;
+    case 1:
+      return [];
+    case 2:
+      return shape.slice(Math.min(shape.length, 1));
+    default:
+      return shape.map((d, i) => (i % 2 === pick % 3 % 2 ? 1 : d));
+  }
+}
+
+const rand = (shape: number[], seed: number): Array => {
+  const n = shape.reduce((a, b) => a * b, 1);
+  let s = seed * 2654435761 + 12345;
+  const v = Float32Array.from({ length: n }, () => {
+    s = (s * 1103515245 + 12345) >>> 0;
+    return (s / 2 ** 32) * 6 - 3;
+  });
+  return np.array(v, 'float32').reshape(shape);
+};
+
+const program = fc.record({
+  shape: shapeArb,
+  picks: fc.array(fc.nat(11), { minLength: 1, maxLength: 3 }),
+  ops: fc.array(fc.tuple(fc.boolean(), fc.nat(UNARY.length - 1), fc.nat(BINARY.length - 1)), { minLength: 1, maxLength: 6 }),
+  reduce: fc.constantFrom('none', 'none', 'sum-last', 'sum-first', 'max-last', 'max-first'),
+  seed: fc.nat(1000),
+});
+
+function build(ops: [boolean, number, number][], reduce: string, rank: number): Fn {
+  return (...xs) => {
+    let v = xs[0];
+    ops.forEach(([unary, u, b], k) => {
+      v = unary ? UNARY[u][1](v) : BINARY[b][1](v, xs[(k % (xs.length - 1)) + 1] ?? xs[0]);
+    });
+    if (rank === 0 || reduce === 'none') return v;
+    const axis = reduce.endsWith('last') ? -1 : 0;
+    return reduce.startsWith('sum') ? np.sum(v, { axis }) : np.max(v, { axis });
+  };
+}
+
+describe('WebAssembly kernels agree with the JavaScript kernels and eager execution', () => {
+  it('random fused programs over random shapes and broadcasts', () => {
+    let wasmKernels = 0;
+    fc.assert(
+      fc.property(program, ({ shape, picks, ops, reduce, seed }) => {
+        const args = [rand(shape, seed), ...picks.map((p, k) => rand(operandShape(shape, p), seed + k + 1))];
+        const f = build(ops, reduce, shape.length);
+        const { js, wasm } = compileBoth(f, args);
+        wasmKernels += wasm.stats.wasmKernels;
+        const [a] = wasm.call(args);
+        const [b] = js.call(args);
+        expect(a.shape).toEqual(b.shape);
+        expectAllclose(a, b, { rtol: 2e-5, atol: 2e-5 });
+        expectAllclose(a, f(...args), { rtol: 1e-4, atol: 1e-4 });
+      }),
+      { numRuns: 120 },
+    );
+    expect(wasmKernels).toBeGreaterThan(100);
+  });
+
+  it('empty arrays, scalars and reductions over an empty axis', () => {
+    const cases: [Fn, number[][]][] = [
+      [(x) => np.tanh(np.add(x, 1)), [[0]]],
+      [(x) => np.exp(x), [[3, 0, 5]]],
+      [(x) => np.sum(np.exp(x), { axis: -1 }), [[4, 0]]],
+      [(x) => np.max(np.exp(x), { axis: 0 }), [[5, 0]]],
+      [(x) => np.sum(np.tanh(x), { axis: 0 }), [[0, 3]]],
+      [(x, y) => np.multiply(np.sin(x), y), [[], []]],
+      [(x) => np.sum(np.square(x)), [[]]],
+    ];
+    for (const [f, shapes] of cases) {
+      const args = shapes.map((s, k) => rand(s, k));
+      const { js, wasm } = compileBoth(f, args);
+      expect(wasm.stats.wasmKernels, wasm.asText()).toBeGreaterThan(0);
+      const [a] = wasm.call(args);
+      expectAllclose(a, js.call(args)[0], { rtol: 1e-6, atol: 1e-6 });
+      expectAllclose(a, f(...args), { rtol: 1e-6, atol: 1e-6 });
+    }
+  });
+
+  it('special values: NaN, ±Inf, ±0 through arithmetic, max reductions and transcendentals', () => {
+    const x = np.array([NaN, Infinity, -Infinity, 0, -0, 1, -1, 100, -100, 1e-40, 3, 2], 'float32').reshape([3, 4]);
+    const fns: Fn[] = [
+      (a) => np.exp(a),
+      (a) => np.tanh(a),
+      (a) => np.log(np.abs(a)),
+      (a) => np.max(np.multiply(a, 2), { axis: -1 }),
+      (a) => np.max(np.sin(a), { axis: 0 }),
+      (a) => np.sum(np.sign(a), { axis: 0 }),
+      (a) => np.where(np.greaterEqual(a, 0), np.sqrt(a), np.negative(a)),
+    ];
+    for (const f of fns) {
+      const { js, wasm } = compileBoth(f, [x]);
+      expect(wasm.stats.wasmKernels).toBeGreaterThan(0);
+      const a = wasm.call([x])[0].dataSync();
+      const b = js.call([x])[0].dataSync();
+      for (let i = 0; i < b.length; i++) {
+        if (Number.isNaN(b[i])) expect(a[i], `${f} element ${i}`).toBeNaN();
+        else if (!Number.isFinite(b[i]) || b[i] === 0) expect(a[i] === b[i], `${f} element ${i}: ${a[i]} vs ${b[i]}`).toBe(true);
+        else expect(Math.abs(a[i] - b[i]), `${f} element ${i}`).toBeLessThanOrEqual(4e-7 * Math.abs(b[i]));
+      }
+    }
+  });
+
+  it('bool outputs and inputs (compare roots, selects on parameters)', () => {
+    const x = rand([5, 7], 1);
+    const y = rand([7], 2);
+    const f = (a: Array, b: Array) => np.greater(np.tanh(a), b);
+    const { js, wasm } = compileBoth(f, [x, y]);
+    expect(wasm.stats.wasmKernels).toBe(1);
+    expect(Array.from(wasm.call([x, y])[0].dataSync())).toEqual(Array.from(js.call([x, y])[0].dataSync()));
+    const g = (m: Array, a: Array) => np.where(m, np.exp(a), np.negative(a));
+    const m = np.greater(rand([5, 7], 3), 0);
+    const both = compileBoth(g, [m, x]);
+    expectAllclose(both.wasm.call([m, x])[0], both.js.call([m, x])[0], { rtol: 1e-6, atol: 0 });
+  });
+});
+
+describe('threads and the arena', () => {
+  it('results do not depend on the thread count', () => {
+    const x = rand([301, 257], 5);
+    const b = rand([257], 6);
+    const fns: Fn[] = [
+      (a, c) => np.multiply(a, np.divide(1, np.add(1, np.exp(np.negative(np.add(a, c)))))),
+      (a, c) => np.sum(np.tanh(np.add(a, c)), { axis: -1 }),
+      (a, c) => np.max(np.exp(np.multiply(a, c)), { axis: 0 }),
+      (a, c) => np.sum(np.sin(np.multiply(a, c)), { axis: 0 }),
+    ];
+    const before = poolStats().parallelJobs;
+    for (const f of fns) {
+      const { wasm } = compileBoth(f, [x, b]);
+      const out: Float32Array[] = [];
+      for (const t of [1, 2, 3]) {
+        setKernelThreads(t);
+        out.push(wasm.call([x, b])[0].dataSync() as Float32Array);
+      }
+      expect(out[1]).toEqual(out[0]);
+      expect(out[2]).toEqual(out[0]);
+      expectAllclose(np.array(out[0]).reshape(f(x, b).shape), f(x, b), { rtol: 1e-5, atol: 1e-5 });
+    }
+    setKernelThreads(null);
+    if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(8);
+  });
+
+  it('arrays returned by one call are not changed by the next (arena reuse)', () => {
+    // Several temporaries share arena memory; outputs and intermediates read by primitives are copied out.
+    const f = (a: Array, w: Array) => {
+      const h = np.tanh(np.multiply(a, 2));
+      const z = np.matmul(h, w);
+      const s = np.exp(np.subtract(z, np.max(z, { axis: -1, keepdims: true })));
+      return [np.divide(s, np.sum(s, { axis: -1, keepdims: true })), h] as unknown as Array;
+    };
+    const a1 = rand([33, 16], 1);
+    const a2 = rand([33, 16], 2);
+    const w = rand([16, 9], 3);
+    const { wasm } = compileBoth(f as Fn, [a1, w]);
+    expect(wasm.stats.wasmKernels).toBeGreaterThanOrEqual(3);
+    const r1 = wasm.call([a1, w]);
+    const snapshot = r1.map((r) => Float32Array.from(r.dataSync() as Float32Array));
+    const r2 = wasm.call([a2, w]);
+    r1.forEach((r, k) => expect(r.dataSync()).toEqual(snapshot[k]));
+    const want = f(a2, w) as unknown as Array[];
+    r2.forEach((r, k) => expectAllclose(r, want[k], { rtol: 1e-5, atol: 1e-6 }));
+    // And the same arrays again: repeated calls agree bit for bit.
+    const r3 = wasm.call([a1, w]);
+    r3.forEach((r, k) => expect(r.dataSync()).toEqual(snapshot[k]));
+  });
+});
