@@ -168,7 +168,7 @@ describe('WebAssembly kernels agree with the JavaScript kernels and eager execut
     const f = (a: Array, b: Array) => np.greater(np.tanh(a), b);
     const { js, wasm } = compileBoth(f, [x, y]);
     expect(wasm.stats.wasmKernels).toBe(1);
-    expect(Array.from(wasm.call([x, y])[0].dataSync())).toEqual(Array.from(js.call([x, y])[0].dataSync()));
+    expect(globalThis.Array.from(wasm.call([x, y])[0].dataSync())).toEqual(globalThis.Array.from(js.call([x, y])[0].dataSync()));
     const g = (m: Array, a: Array) => np.where(m, np.exp(a), np.negative(a));
     const m = np.greater(rand([5, 7], 3), 0);
     const both = compileBoth(g, [m, x]);
