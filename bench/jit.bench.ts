@@ -3,13 +3,15 @@
  * the same run. Reports step times (medians of interleaved rounds) and their ratio, the jit
  * step with the compiler switched off (core's op-by-op jit) as a second peer, compile time,
  * recompiles across the timed steps, fused-kernel count, and modelled bytes moved per step
- * (xla-lite's cost analysis) fused vs unfused. Config from the issue by default (vocab 256,
+ * (xla-lite's cost analysis) fused vs unfused, and the jit step with every fusion run as its
+ * JavaScript kernel (`setWasmKernels(false)`, what xla-lite did before its WebAssembly
+ * kernels) as a third peer. Config from the issue by default (vocab 256,
  * d_model 128, 4 layers, 4 heads, MLP 512, context 128, batch 16); override with env
  * JIT_BENCH_SMALL=1 (batch 4, context 32, 2 layers), JIT_BENCH_ROUNDS (default 5) and
  * JIT_BENCH_STEPS (default 100: jit-only steps with fresh data, counting recompiles).
  */
 import { type Array, jit as coreJit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
-import { compileLog, jit, Lowered, useXla } from '@tpukit/xla-lite';
+import { compileLog, getKernelThreads, jit, Lowered, setWasmKernels, useXla } from '@tpukit/xla-lite';
 import { rand, rmsNorm } from './fixtures';
 
 const SMALL = process.env.JIT_BENCH_SMALL === '1';
@@ -73,6 +75,7 @@ function run(backend: string): void {
     const vg = valueAndGrad(loss);
     const jvg = jit(vg);
     const opByOp = coreJit(valueAndGrad(loss));
+    const jvgJs = jit(valueAndGrad(loss));
     const step = (f: typeof vg, s: number) => () => {
       const [l, g] = f(params, tok(s), tok(s + 1)) as [Array, Params];
       l.dataSync();
@@ -86,6 +89,11 @@ function run(backend: string): void {
     useXla(false);
     time(step(opByOp, 0)); // trace once, op by op
     useXla(true);
+    setWasmKernels(false);
+    time(step(jvgJs, 0)); // compiled with JavaScript kernels only
+    setWasmKernels(true);
+    const tk: number[] = [];
+    const kratio: number[] = [];
     const te: number[] = [];
     const tj: number[] = [];
     const to: number[] = [];
@@ -96,6 +104,9 @@ function run(backend: string): void {
       useXla(false);
       const c = time(step(opByOp, r));
       useXla(true);
+      const d = time(step(jvgJs, r));
+      tk.push(d);
+      kratio.push(d / b);
       te.push(a);
       tj.push(b);
       to.push(c);
@@ -119,6 +130,7 @@ function run(backend: string): void {
     console.log(`  eager step        ${med(te).toFixed(0)} ms (median of ${ROUNDS})`);
     console.log(`  jit step (xla)    ${med(tj).toFixed(0)} ms  -> eager/jit ${med(ratio).toFixed(2)}x (median per-round ratio)`);
     console.log(`  jit op-by-op      ${med(to).toFixed(0)} ms  (core jit, no compiler)`);
+    console.log(`  jit, JS kernels   ${med(tk).toFixed(0)} ms  -> JS-kernel jit / wasm-kernel jit ${med(kratio).toFixed(2)}x (${fused.stats.wasmKernels} of ${fused.stats.fusedKernels} kernels are WebAssembly SIMD, ${getKernelThreads()} threads)`);
     console.log(`  first jit call    ${first.toFixed(0)} ms, of which compile ${compileMs.toFixed(0)} ms (${compiles.length} compilation${compiles.length === 1 ? '' : 's'})`);
     console.log(`  cache             ${stats.hits} hits, ${stats.misses} misses, ${stats.recompiles} recompiles over ${ROUNDS + 1 + STEPS} jit steps (${STEPS}-step run: median ${med(tSteps).toFixed(0)} ms/step)`);
     console.log(`  fused kernels     ${fused.stats.fusedKernels} generated kernels per step (${fused.stats.multiOpFusions} fusing 2+ ops, ${fused.stats.fusedOps} ops in all) + ${fused.stats.primitiveOps} other ops; the unfused program runs ${unfused.stats.primitiveOps} ops`);

@@ -6,8 +6,16 @@
 import { type Array, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Compiled, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
-import { expectAllclose } from './build';
+import { buildExecutable, type Compiled, fuseElementwise, HloModule, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { B, expectAllclose as allclose, f32 } from './build';
+
+/** `expectAllclose`, with equal infinities counting as equal. */
+function expectAllclose(actual: Array, expected: Array, opts: { rtol: number; atol: number }): void {
+  const a = actual.dataSync();
+  const e = expected.dataSync();
+  const keep = (v: ArrayLike<number>, w: ArrayLike<number>) => np.array(Float32Array.from(v, (x, i) => (x === w[i] ? 0 : x)), 'float32');
+  allclose(keep(a, e), keep(e, a), opts);
+}
 
 type Fn = (...xs: Array[]) => Array;
 
@@ -173,6 +181,29 @@ describe('WebAssembly kernels agree with the JavaScript kernels and eager execut
     const m = np.greater(rand([5, 7], 3), 0);
     const both = compileBoth(g, [m, x]);
     expectAllclose(both.wasm.call([m, x])[0], both.js.call([m, x])[0], { rtol: 1e-6, atol: 0 });
+  });
+});
+
+describe('fallback to the JavaScript kernels', () => {
+  it('a fusion kind the wasm emitter does not implement keeps its JS kernel, with the same results', () => {
+    const make = (kind: string | null) => {
+      const b = new B();
+      const x = b.param(f32(6, 5));
+      const y = b.op('tanh', [b.op('mul', [x, x])]);
+      const c = b.out(b.op('exp', [y]));
+      fuseElementwise(c);
+      const fusion = c.instructions.find((i) => i.opcode === 'fusion')!;
+      if (kind) fusion.params = { ...fusion.params, kind };
+      return buildExecutable(new HloModule('m', c), 'm');
+    };
+    const x = rand([6, 5], 9);
+    const wasm = make(null);
+    const other = make('kCustomForTest');
+    expect(wasm.stats.wasmKernels).toBe(1);
+    expect(other.stats.wasmKernels).toBe(0);
+    expect(other.stats.fusedKernels).toBe(1);
+    expectAllclose(wasm.run([x])[0], other.run([x])[0], { rtol: 1e-6, atol: 0 });
+    expectAllclose(other.run([x])[0], np.exp(np.tanh(np.multiply(x, x))), { rtol: 1e-6, atol: 0 });
   });
 });
 

@@ -58,6 +58,7 @@ export interface WasmStep {
 }
 
 let nextId = 1;
+const MAX_PAGES = 32768;
 const ALIGN = 16;
 const align = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
 
@@ -88,7 +89,10 @@ export class WasmProgram implements PoolProgram {
     if (!wasmKernelsEnabled()) return null;
     const plans = new Map<HloInstruction, FusionPlan>();
     for (const i of c.instructions) {
-      if (i.opcode !== 'fusion') continue;
+      // Only the fusion kinds whose semantics the loop emitter implements; others (e.g. new
+      // kinds from later fusion passes) keep their JavaScript kernel.
+      const kind = (i.params as { kind?: string }).kind;
+      if (i.opcode !== 'fusion' || (kind !== 'kLoop' && kind !== 'kInput')) continue;
       const p = planFusion(i.called[0]);
       if (p) plans.set(i, p);
     }
@@ -148,6 +152,8 @@ export class WasmProgram implements PoolProgram {
     }
     const bytes = top + 64;
     const pages = Math.max(1, Math.ceil(bytes / 65536));
+    // Addresses are i32 arithmetic: arenas of 2 GiB and more keep the JavaScript kernels.
+    if (pages >= MAX_PAGES) return null;
     const shared = kernelThreadsAvailable();
     const feats = wasm.wasmFeatures();
     const m = new wasm.ModuleBuilder();
@@ -189,7 +195,9 @@ export class WasmProgram implements PoolProgram {
 
   /** Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the result out if needed. */
   run(s: WasmStep, vals: readonly (Array | Array[] | null)[]): Array | null {
-    for (const x of s.inputs) {
+    const inputs = s.inputs;
+    for (let i = 0; i < inputs.length; i++) {
+      const x = inputs[i];
       if (this.stamps[x.key] === this.gen) continue;
       this.stamps[x.key] = this.gen;
       const data = toStorage(vals[x.val] as Array);

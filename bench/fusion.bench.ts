@@ -1,0 +1,67 @@
+/**
+ * `pnpm bench:fusion`: one fused elementwise+transcendental kernel over 1M float32 values, run
+ * as xla-lite's JavaScript kernel vs its WebAssembly SIMD kernel on 1 thread vs 2 threads,
+ * in the same run (interleaved rounds; medians of per-round ratios). The programs are compiled
+ * once per variant (`setWasmKernels(false)` gives the JS kernel); threads are switched with
+ * `setKernelThreads`. Also a fused row reduction (sum of exp over the last axis). Env:
+ * FUSION_BENCH_N (default 1048576), FUSION_BENCH_ROUNDS (default 15).
+ */
+import { type Array, nn, np } from '@tpukit/core';
+import { type Compiled, lower, setKernelThreads, setWasmKernels } from '@tpukit/xla-lite';
+
+const N = Number(process.env.FUSION_BENCH_N ?? 1 << 20);
+const ROUNDS = Number(process.env.FUSION_BENCH_ROUNDS ?? 15);
+
+const med = (v: number[]) => v.slice().sort((a, b) => a - b)[Math.floor(v.length / 2)];
+const time = (c: Compiled, args: Array[]): number => {
+  const t0 = performance.now();
+  c.call(args)[0].dataSync();
+  return performance.now() - t0;
+};
+
+const x = np.array(Float32Array.from({ length: N }, (_, i) => Math.sin(i * 0.37) * 4), 'float32');
+const rows = x.reshape([N / 1024, 1024]);
+const cases: [string, (a: Array) => Array, Array][] = [
+  ['x * sigmoid(x) (silu)', (a) => np.multiply(a, nn.sigmoid(a)), x],
+  ['gelu, tanh form', (a) => nn.gelu(a), x],
+  ['sum(exp(x), axis=-1) [1024 rows of 1024]', (a) => np.sum(np.exp(a), { axis: -1 }), rows],
+];
+
+console.log(`fusion bench: ${N} float32 elements, ${ROUNDS} rounds (JS kernel, wasm 1 thread, wasm 2 threads interleaved)`);
+for (const [name, f, arg] of cases) {
+  setWasmKernels(false);
+  const js = lower(f)(arg).compile();
+  setWasmKernels(true);
+  const wasm = lower(f)(arg).compile();
+  if (wasm.stats.wasmKernels !== 1 || js.stats.wasmKernels !== 0) throw new Error(`fusion bench: ${name}: expected one wasm kernel, got ${wasm.stats.wasmKernels}`);
+  // Results agree (the kernels' documented tolerances).
+  const a = js.call([arg])[0].dataSync();
+  const b = wasm.call([arg])[0].dataSync();
+  let worst = 0;
+  let scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    worst = Math.max(worst, Math.abs(a[i] - b[i]));
+    scale = Math.max(scale, Math.abs(a[i]));
+  }
+  const t = { js: [] as number[], w1: [] as number[], w2: [] as number[] };
+  const r = { jsW1: [] as number[], w1W2: [] as number[] };
+  for (let k = 0; k < ROUNDS + 2; k++) {
+    const tj = time(js, [arg]);
+    setKernelThreads(1);
+    const t1 = time(wasm, [arg]);
+    setKernelThreads(2);
+    const t2 = time(wasm, [arg]);
+    setKernelThreads(null);
+    if (k < 2) continue; // warm-up
+    t.js.push(tj);
+    t.w1.push(t1);
+    t.w2.push(t2);
+    r.jsW1.push(tj / t1);
+    r.w1W2.push(t1 / t2);
+  }
+  console.log(`\n${name}`);
+  console.log(`  JS kernel        ${med(t.js).toFixed(2)} ms`);
+  console.log(`  wasm, 1 thread   ${med(t.w1).toFixed(2)} ms  -> JS / wasm ${med(r.jsW1).toFixed(2)}x`);
+  console.log(`  wasm, 2 threads  ${med(t.w2).toFixed(2)} ms  -> 1 thread / 2 threads ${med(r.w1W2).toFixed(2)}x`);
+  console.log(`  largest difference JS vs wasm: ${worst.toExponential(2)} (largest |value| ${scale.toFixed(3)})`);
+}
