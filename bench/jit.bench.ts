@@ -130,7 +130,7 @@ function run(backend: string): void {
     console.log(`  eager step        ${med(te).toFixed(0)} ms (median of ${ROUNDS})`);
     console.log(`  jit step (xla)    ${med(tj).toFixed(0)} ms  -> eager/jit ${med(ratio).toFixed(2)}x (median per-round ratio)`);
     console.log(`  jit op-by-op      ${med(to).toFixed(0)} ms  (core jit, no compiler)`);
-    console.log(`  jit, JS kernels   ${med(tk).toFixed(0)} ms  -> JS-kernel jit / wasm-kernel jit ${med(kratio).toFixed(2)}x (${fused.stats.wasmKernels} of ${fused.stats.fusedKernels} kernels are WebAssembly SIMD, ${getKernelThreads()} threads)`);
+    console.log(`  jit, JS kernels   ${med(tk).toFixed(0)} ms  -> JS-kernel jit / wasm-kernel jit ${med(kratio).toFixed(2)}x (${fused.stats.wasmKernels} of ${fused.stats.fusedKernels} kernels are WebAssembly SIMD, ${getKernelThreads()} threads, arena ${(fused.stats.arenaBytes / 1e6).toFixed(1)} MB)`);
     console.log(`  first jit call    ${first.toFixed(0)} ms, of which compile ${compileMs.toFixed(0)} ms (${compiles.length} compilation${compiles.length === 1 ? '' : 's'})`);
     console.log(`  cache             ${stats.hits} hits, ${stats.misses} misses, ${stats.recompiles} recompiles over ${ROUNDS + 1 + STEPS} jit steps (${STEPS}-step run: median ${med(tSteps).toFixed(0)} ms/step)`);
     console.log(`  fused kernels     ${fused.stats.fusedKernels} generated kernels per step (${fused.stats.multiOpFusions} fusing 2+ ops, ${fused.stats.fusedOps} ops in all) + ${fused.stats.primitiveOps} other ops; the unfused program runs ${unfused.stats.primitiveOps} ops`);

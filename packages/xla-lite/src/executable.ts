@@ -36,6 +36,8 @@ export interface ExecutableStats {
   primitiveOps: number;
   /** Of the generated kernels, those running as WebAssembly SIMD (the rest are JavaScript loops). */
   wasmKernels: number;
+  /** Bytes of the WebAssembly arena (0 without wasm kernels). */
+  arenaBytes: number;
 }
 
 export function buildExecutable(mod: HloModule, name: string): { run: (args: Array[]) => Array[]; stats: ExecutableStats } {
@@ -113,5 +115,5 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);
-  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps, wasmKernels } };
+  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0 } };
 }
