@@ -8,8 +8,9 @@
  * their memory may then hold an output or temporary (counted as `aliasedBytes`). Parameters,
  * constants and `get-tuple-element` / `reshape` (aliases of their operand) get no new buffer.
  * The WebAssembly executor (`wasm/program.ts`) lays out its arena with the same pass, passing
- * `materialises` (only the values it keeps in the arena get buffers; liveness is unchanged)
- * and `alignment` (buffer sizes rounded up, so every buffer starts 16-byte aligned).
+ * `materialises` (only the values it keeps in the arena get buffers), `counts` (only reads by
+ * wasm kernels keep a value alive there: everything else reads a copy) and `alignment`
+ * (buffer sizes rounded up, so every buffer starts 16-byte aligned).
  */
 import { bytesOf, type HloComputation, type HloInstruction } from '../hlo';
 
@@ -37,6 +38,11 @@ export interface AssignOptions {
   materialises?: (i: HloInstruction) => boolean;
   /** Round every buffer's size up to a multiple of this many bytes (default 1). */
   alignment?: number;
+  /**
+   * Which uses keep a value alive (`user` null: a computation output); default all. A
+   * materialised value none of whose uses count dies where it is defined.
+   */
+  counts?: (user: HloInstruction | null, operand: HloInstruction) => boolean;
 }
 
 export function assignBuffers(c: HloComputation, donated: readonly number[] = [], opts: AssignOptions = {}): BufferAssignment {
@@ -53,8 +59,10 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
     lastUse.set(r, Math.max(lastUse.get(r) ?? -1, t));
     lastUse.set(i, Math.max(lastUse.get(i) ?? -1, t));
   };
-  order.forEach((i, t) => i.operands.forEach((o) => touch(o, t)));
-  for (const o of c.outputs) touch(o, end);
+  const counts = opts.counts ?? (() => true);
+  order.forEach((i, t) => i.operands.forEach((o) => counts(i, o) && touch(o, t)));
+  for (const o of c.outputs) if (counts(null, o)) touch(o, end);
+  if (opts.counts) order.forEach((i, t) => !ALIAS.has(i.opcode) && materialises(i) && !lastUse.has(i) && lastUse.set(i, t));
 
   const argumentBytes = c.params.reduce((s, p) => s + bytesOf(p.shape), 0);
   const outputBytes = c.outputs.reduce((s, o) => s + bytesOf(o.shape), 0);

@@ -8,8 +8,10 @@
  *
  * Temporaries are laid out by buffer assignment (`passes/bufferAssignment.ts`) over the entry
  * computation, restricted to the values kept in the arena: outputs of wasm fusions, and outputs
- * of other instructions (core primitives, JS-kernel fusions) that a wasm fusion reads. Liveness
- * lets them share memory, and a loop fusion may write over an operand that dies at it. Values
+ * of other instructions (core primitives, JS-kernel fusions) that a wasm fusion reads. A value
+ * is live there from its definition to its last read by a wasm kernel (a result needed
+ * elsewhere is copied out as soon as it is computed), so temporaries share memory, and a loop
+ * fusion may write over an operand whose last wasm read it is. Values
  * read by wasm fusions that the plan does not produce in the arena (parameters, primitive
  * results, aliases of those) are copied in once per call, just before the first fusion that
  * reads them; non-scalar constants are copied in at compile time; scalar constants become
@@ -106,7 +108,8 @@ export class WasmProgram implements PoolProgram {
         const r = root(o);
         if (!plans.has(r) && r.opcode !== 'parameter' && r.opcode !== 'constant' && r.opcode !== 'get-tuple-element' && !r.isTuple) staged.add(r);
       }
-    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || staged.has(i), alignment: ALIGN });
+    // Only reads by wasm kernels keep a value in the arena: others read a copied-out array.
+    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || staged.has(i), counts: (user) => user !== null && plans.has(user), alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
     const place = (i: HloInstruction, bytes: number): number => {
