@@ -24,7 +24,7 @@
  *   each chunk accumulates in a float64 scratch row over the K reduced rows in order.
  * Max is NaN-propagating (`f32x4.max`), like the reference; it returns +0 for max(−0, +0).
  */
-import type { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { emitElement, type ExprOptions, wasmCovers } from './emitExpr';
 import { S, V } from './opcodes';
@@ -164,7 +164,7 @@ export interface KernelAddresses {
   scratch: number;
 }
 
-const OP_I32 = { add: 0x6a, sub: 0x6b, mul: 0x6c, div_u: 0x6e, lt_u: 0x49, lt_s: 0x48, ge_u: 0x4f, gt_s: 0x4a, shl: 0x74, eqz: 0x45 } as const;
+const { OP } = wasm;
 
 /** Adds `k<index>(lo, hi)` for `plan` to module `m`. */
 export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPlan, at: KernelAddresses, opts: ExprOptions): void {
@@ -213,7 +213,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     const bIndex = new Map(plan.broadcasts.map((bc, k) => [bc.inst, k]));
     const rowSetup = (): void => {
       // rowBase = r * L; broadcast bases from r's coordinates over dims [0, d).
-      set(rowBase, () => f.get(r).i32Const(L).op(OP_I32.mul));
+      set(rowBase, () => f.get(r).i32Const(L).op(OP.i32_mul));
       if (plan.broadcasts.length === 0) return;
       for (const l of bbase) set(l, () => i32(0));
       f.get(r).set(rr);
@@ -223,21 +223,21 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
         if (used) {
           plan.broadcasts.forEach((bc, k) => {
             if (bc.outer[t] === 0) return;
-            set(bbase[k], () => f.get(bbase[k]).get(rr).i32Const(shape[t]).op(S.i32_rem_u).i32Const(bc.outer[t]).op(OP_I32.mul).op(OP_I32.add));
+            set(bbase[k], () => f.get(bbase[k]).get(rr).i32Const(shape[t]).op(S.i32_rem_u).i32Const(bc.outer[t]).op(OP.i32_mul).op(OP.i32_add));
           });
         }
-        set(rr, () => f.get(rr).i32Const(shape[t]).op(OP_I32.div_u));
+        set(rr, () => f.get(rr).i32Const(shape[t]).op(OP.i32_div_u));
       }
       plan.broadcasts.forEach((bc, k) => {
-        if (!bc.contiguous) b.setTo(bconst[k], () => void f.get(bbase[k]).i32Const(2).op(OP_I32.shl).simdMem(V.load32_splat, addrOf(bc.param), 4));
+        if (!bc.contiguous) b.setTo(bconst[k], () => void f.get(bbase[k]).i32Const(2).op(OP.i32_shl).simdMem(V.load32_splat, addrOf(bc.param), 4));
       });
     };
     // Addresses at column j of the current row.
     const position = (): void => {
-      set(ej, () => f.get(rowBase).get(j).op(OP_I32.add));
-      set(ej4, () => f.get(ej).i32Const(2).op(OP_I32.shl));
+      set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
+      set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
       plan.broadcasts.forEach((bc, k) => {
-        if (bc.contiguous) set(bj4[k], () => f.get(bbase[k]).get(j).op(OP_I32.add).i32Const(2).op(OP_I32.shl));
+        if (bc.contiguous) set(bj4[k], () => f.get(bbase[k]).get(j).op(OP.i32_add).i32Const(2).op(OP.i32_shl));
       });
     };
     const reads = {
@@ -269,13 +269,13 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     const columns = (full: (v: E) => void, tail: (v: E) => void): void => {
       f.get(j0).set(j);
       f.block().loop();
-      f.get(j1).get(j).op(OP_I32.sub).i32Const(4).op(OP_I32.lt_s).brIf(1);
+      f.get(j1).get(j).op(OP.i32_sub).i32Const(4).op(OP.i32_lt_s).brIf(1);
       position();
       full(value());
-      f.get(j).i32Const(4).op(OP_I32.add).set(j).br(0);
+      f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
       f.end().end();
-      f.get(j).get(j1).op(OP_I32.lt_s).if();
-      set(rem, () => f.get(j1).get(j).op(OP_I32.sub));
+      f.get(j).get(j1).op(OP.i32_lt_s).if();
+      set(rem, () => f.get(j1).get(j).op(OP.i32_sub));
       position();
       tail(value());
       f.end();
@@ -284,7 +284,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     const laneStores = (store: (lane: number) => void): void => {
       store(0);
       for (let lane = 1; lane < 3; lane++) {
-        f.get(rem).i32Const(lane).op(OP_I32.gt_s).if();
+        f.get(rem).i32Const(lane).op(OP.i32_gt_s).if();
         store(lane);
         f.end();
       }
@@ -321,26 +321,26 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     const forItems = (each: () => void): void => {
       f.get(lo).set(item);
       f.block().loop();
-      f.get(item).get(hi).op(OP_I32.ge_u).brIf(1);
+      f.get(item).get(hi).op(OP.i32_ge_u).brIf(1);
       each();
-      f.get(item).i32Const(1).op(OP_I32.add).set(item).br(0);
+      f.get(item).i32Const(1).op(OP.i32_add).set(item).br(0);
       f.end().end();
     };
     const chunkRange = (chunk: () => void): void => {
       // j0 = chunk * CHUNK; j1 = min(L, j0 + CHUNK)
       set(j0, () => {
         chunk();
-        f.i32Const(plan.chunk).op(OP_I32.mul);
+        f.i32Const(plan.chunk).op(OP.i32_mul);
       });
-      set(j1, () => f.get(j0).i32Const(plan.chunk).op(OP_I32.add));
-      f.get(j1).i32Const(L).op(OP_I32.gt_s).if().i32Const(L).set(j1).end();
+      set(j1, () => f.get(j0).i32Const(plan.chunk).op(OP.i32_add));
+      f.get(j1).i32Const(L).op(OP.i32_gt_s).if().i32Const(L).set(j1).end();
     };
 
     if (kind === 'loop') {
       const cpr = plan.chunksPerRow;
       forItems(() => {
-        set(r, () => f.get(item).i32Const(cpr).op(OP_I32.div_u));
-        chunkRange(() => f.get(item).get(r).i32Const(cpr).op(OP_I32.mul).op(OP_I32.sub));
+        set(r, () => f.get(item).i32Const(cpr).op(OP.i32_div_u));
+        chunkRange(() => f.get(item).get(r).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub));
         rowSetup();
         columns(
           (v) => storeOut(v, false, at.out),
@@ -377,16 +377,16 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
         if (q > 0) {
           set(s, () => i32(0));
           f.loop();
-          set(r, () => f.get(item).i32Const(q).op(OP_I32.mul).get(s).op(OP_I32.add));
+          set(r, () => f.get(item).i32Const(q).op(OP.i32_mul).get(s).op(OP.i32_add));
           rowSetup();
           set(j0, () => i32(0));
           set(j1, () => i32(L));
           columns(accumulate, (v) => accumulate(b.sel(laneMask(), v, plan.isMax ? b.k(-Infinity) : b.k(0))));
-          f.get(s).i32Const(1).op(OP_I32.add).tee(s).i32Const(q).op(OP_I32.lt_s).brIf(0);
+          f.get(s).i32Const(1).op(OP.i32_add).tee(s).i32Const(q).op(OP.i32_lt_s).brIf(0);
           f.end();
         }
         // out[item] = horizontal reduction
-        f.get(item).i32Const(2).op(OP_I32.shl);
+        f.get(item).i32Const(2).op(OP.i32_shl);
         if (plan.isMax) {
           for (let lane = 0; lane < 4; lane++) {
             f.get(a0).simd(V.f32x4_extract_lane).op(lane);
@@ -410,28 +410,28 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     const sp = I();
     const op = plan.isMax ? V.f64x2_max : V.f64x2_add;
     forItems(() => {
-      set(g, () => f.get(item).i32Const(cpr).op(OP_I32.div_u));
-      chunkRange(() => f.get(item).get(g).i32Const(cpr).op(OP_I32.mul).op(OP_I32.sub));
+      set(g, () => f.get(item).i32Const(cpr).op(OP.i32_div_u));
+      chunkRange(() => f.get(item).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub));
       // Initialise the chunk's scratch (whole vectors: the group is padded to W columns).
       f.get(j0).set(j);
       f.block().loop();
-      f.get(j).get(j1).op(OP_I32.ge_u).brIf(1);
-      set(sp, () => f.get(g).i32Const(W).op(OP_I32.mul).get(j).op(OP_I32.add).i32Const(3).op(OP_I32.shl));
+      f.get(j).get(j1).op(OP.i32_ge_u).brIf(1);
+      set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
       for (const off of [0, 16]) {
         f.get(sp);
         f64Const(init)();
         f.simdMem(V.store, at.scratch + off, 16);
       }
-      f.get(j).i32Const(4).op(OP_I32.add).set(j).br(0);
+      f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
       f.end().end();
       if (plan.K > 0) {
         set(s, () => i32(0));
         f.loop();
-        set(r, () => f.get(s).i32Const(G).op(OP_I32.mul).get(g).op(OP_I32.add));
+        set(r, () => f.get(s).i32Const(G).op(OP.i32_mul).get(g).op(OP.i32_add));
         rowSetup();
         const acc = (v: E): void => {
           const x = b.let(v);
-          set(sp, () => f.get(g).i32Const(W).op(OP_I32.mul).get(j).op(OP_I32.add).i32Const(3).op(OP_I32.shl));
+          set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
           f.get(sp);
           b.op(op, () => void f.get(sp).simdMem(V.load, at.scratch, 16), b.op(V.f64x2_promote_low_f32x4, x))();
           f.simdMem(V.store, at.scratch, 16);
@@ -440,29 +440,29 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
           f.simdMem(V.store, at.scratch + 16, 16);
         };
         columns(acc, acc);
-        f.get(s).i32Const(1).op(OP_I32.add).tee(s).i32Const(plan.K).op(OP_I32.lt_s).brIf(0);
+        f.get(s).i32Const(1).op(OP.i32_add).tee(s).i32Const(plan.K).op(OP.i32_lt_s).brIf(0);
         f.end();
       }
       // out[g*L + j] = float32(scratch[g*W + j]) over the chunk.
-      set(rowBase, () => f.get(g).i32Const(L).op(OP_I32.mul));
+      set(rowBase, () => f.get(g).i32Const(L).op(OP.i32_mul));
       const fromScratch = (): E => {
-        set(sp, () => f.get(g).i32Const(W).op(OP_I32.mul).get(j).op(OP_I32.add).i32Const(3).op(OP_I32.shl));
+        set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
         const lo2 = b.op(V.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(V.load, at.scratch, 16));
         const hi2 = b.op(V.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(V.load, at.scratch + 16, 16));
         return b.let(b.shuffle(lo2, hi2, [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]));
       };
       f.get(j0).set(j);
       f.block().loop();
-      f.get(j1).get(j).op(OP_I32.sub).i32Const(4).op(OP_I32.lt_s).brIf(1);
-      set(ej, () => f.get(rowBase).get(j).op(OP_I32.add));
-      set(ej4, () => f.get(ej).i32Const(2).op(OP_I32.shl));
+      f.get(j1).get(j).op(OP.i32_sub).i32Const(4).op(OP.i32_lt_s).brIf(1);
+      set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
+      set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
       storeOut(fromScratch(), false, at.out);
-      f.get(j).i32Const(4).op(OP_I32.add).set(j).br(0);
+      f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
       f.end().end();
-      f.get(j).get(j1).op(OP_I32.lt_s).if();
-      set(rem, () => f.get(j1).get(j).op(OP_I32.sub));
-      set(ej, () => f.get(rowBase).get(j).op(OP_I32.add));
-      set(ej4, () => f.get(ej).i32Const(2).op(OP_I32.shl));
+      f.get(j).get(j1).op(OP.i32_lt_s).if();
+      set(rem, () => f.get(j1).get(j).op(OP.i32_sub));
+      set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
+      set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
       storeOut(fromScratch(), true, at.out);
       f.end();
     });

@@ -131,8 +131,7 @@ export class WasmProgram implements PoolProgram {
     const layouts: { inst: HloInstruction; plan: FusionPlan; at: KernelAddresses; inputs: Staged[] }[] = [];
     for (const [f, plan] of plans) {
       const inputs: Staged[] = [];
-      const params: ParamSource[] = f.operands.map((o, k) => {
-        const p = plan.body.params[k];
+      const params: ParamSource[] = f.operands.map((o) => {
         const r = root(o);
         const n = numel(o.shape);
         const bool = o.shape.dtype === 'bool';
@@ -147,7 +146,6 @@ export class WasmProgram implements PoolProgram {
         const slot = ba.slots.get(r);
         const at = slot ? slot.offset : place(r.opcode === 'parameter' ? r : o, bytesOf(o.shape));
         inputs.push({ val: index.get(o)!, key: keyOf(slot || r.opcode === 'parameter' ? r : o), addr: at, n, bool });
-        void p;
         return { addr: at };
       });
       const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0;
