@@ -4,7 +4,7 @@
  * in the same run (interleaved rounds; medians of per-round ratios). The programs are compiled
  * once per variant (`setWasmKernels(false)` gives the JS kernel); threads are switched with
  * `setKernelThreads`. Also a fused row reduction (sum of exp over the last axis), and one whose
- * 1M-element loop reads two 1024-element broadcasts (kernel-bound: no large copies). Env:
+ * 4M-element loop reads two 2048-element broadcasts (kernel-bound: no large copies). Env:
  * FUSION_BENCH_N (default 1048576), FUSION_BENCH_ROUNDS (default 15).
  */
 import { type Array, nn, np } from '@tpukit/core';
@@ -22,13 +22,14 @@ const time = (c: Compiled, args: Array[]): number => {
 
 const x = np.array(Float32Array.from({ length: N }, (_, i) => Math.sin(i * 0.37) * 4), 'float32');
 const rows = x.reshape([N / 1024, 1024]);
-const col = np.array(Float32Array.from({ length: 1024 }, (_, i) => Math.cos(i) * 2), 'float32').reshape([1024, 1]);
+const OUTER = 2048;
+const col = np.array(Float32Array.from({ length: OUTER }, (_, i) => Math.cos(i) * 2), 'float32').reshape([OUTER, 1]);
 const cases: [string, (a: Array) => Array, Array][] = [
   ['x * sigmoid(x) (silu)', (a) => np.multiply(a, nn.sigmoid(a)), x],
   ['gelu, tanh form', (a) => nn.gelu(a), x],
   ['sum(exp(x), axis=-1) [1024 rows of 1024]', (a) => np.sum(np.exp(a), { axis: -1 }), rows],
-  // Kernel-bound: 1M elements from two 1024-element broadcasts, 1024 outputs (almost no copying).
-  ['sum(tanh(a_i + b_j), axis=-1) [outer 1024 x 1024]', (a) => np.sum(np.tanh(np.add(a, np.reshape(a, [1024]))), { axis: -1 }), col],
+  // Kernel-bound: 4M elements from two 2048-element broadcasts, 2048 outputs (almost no copying).
+  [`sum(tanh(a_i + b_j), axis=-1) [outer ${OUTER} x ${OUTER}]`, (a) => np.sum(np.tanh(np.add(a, np.reshape(a, [OUTER]))), { axis: -1 }), col],
 ];
 
 console.log(`fusion bench: ${N} float32 elements, ${ROUNDS} rounds (JS kernel, wasm 1 thread, wasm 2 threads interleaved)`);
