@@ -12,9 +12,11 @@
  *   the calling side are dropped by the workers (FinalizationRegistry).
  * - One job = one kernel over work items [0, items): a single wake-up, then every thread (the
  *   calling one included) takes chunks of items from a shared atomic counter until none are
- *   left; the calling thread waits for every worker to check in. Which thread computes an item
- *   never changes what it computes (see `emitKernel.ts`), so results do not depend on the
- *   thread count.
+ *   left. The calling thread waits until every item is computed, then closes the job: a
+ *   worker that wakes only after that (its core busy with other work) leaves without being
+ *   waited for; only workers already inside the job are waited for, so the control block can
+ *   be reused. Which thread computes an item never changes what it computes (see
+ *   `emitKernel.ts`), so results do not depend on the thread count.
  *
  * Threads: `setKernelThreads(n)`, or by default core's `systolic.getNumThreads()` (the core
  * count unless set). Node only: elsewhere (or when workers cannot start) kernels run on the
@@ -22,15 +24,17 @@
  */
 import { systolic, wasm } from '@tpukit/core';
 
-const GEN = 0;
-const DONE = 1;
+const GEN = 0; // job generation: bumped to wake the workers
+const DONE_ITEMS = 1; // items computed in the current job
 const ERR = 2;
-const NEXT = 3;
+const NEXT = 3; // next item to take
 const PID = 4;
 const FN = 5;
 const ITEMS = 6;
 const CHUNK = 7;
-const ACTIVE = 8;
+const ACTIVE = 8; // workers [0, ACTIVE) take part
+const OPEN = 9; // the generation of the job workers may still join (0 once closed)
+const INSIDE = 10; // workers between joining a job and leaving it
 const SLOTS = 16;
 /** Polls of a control slot before sleeping on it. */
 const SPIN = 4000;
@@ -52,18 +56,31 @@ for (;;) {
   Atomics.wait(c, ${GEN}, seen);
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  if (id < c[${ACTIVE}]) {
+  Atomics.add(c, ${INSIDE}, 1);
+  if (Atomics.load(c, ${OPEN}) === seen && id < c[${ACTIVE}]) {
+    let k = null;
     try {
       drain();
-      const k = programs.get(c[${PID}])['k' + c[${FN}]];
-      const items = c[${ITEMS}], ch = c[${CHUNK}];
-      for (let i = Atomics.add(c, ${NEXT}, ch); i < items; i = Atomics.add(c, ${NEXT}, ch)) k(i, Math.min(items, i + ch));
+      k = programs.get(c[${PID}])['k' + c[${FN}]];
     } catch (e) {
       Atomics.store(c, ${ERR}, 1);
     }
+    if (k) {
+      const items = c[${ITEMS}], ch = c[${CHUNK}];
+      for (let i = Atomics.add(c, ${NEXT}, ch); i < items; i = Atomics.add(c, ${NEXT}, ch)) {
+        const e = Math.min(items, i + ch);
+        try {
+          k(i, e);
+        } catch (err) {
+          Atomics.store(c, ${ERR}, 1);
+        }
+        Atomics.add(c, ${DONE_ITEMS}, e - i);
+        Atomics.notify(c, ${DONE_ITEMS});
+      }
+    }
   }
-  Atomics.add(c, ${DONE}, 1);
-  Atomics.notify(c, ${DONE});
+  Atomics.sub(c, ${INSIDE}, 1);
+  Atomics.notify(c, ${INSIDE});
 }
 `;
 
@@ -150,6 +167,12 @@ function poll(i: number, target: number): number {
   return v;
 }
 
+function pollDown(i: number): number {
+  let v = Atomics.load(control, i);
+  for (let s = 0; s < SPIN && v > 0; s++) v = Atomics.load(control, i);
+  return v;
+}
+
 /**
  * Runs kernel `k` (export `k<fn>` of `prog`, already instantiated on this thread) over items
  * [0, items) on `threads` threads, `chunk` items at a time. Returns false (having done nothing)
@@ -166,22 +189,35 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   c[CHUNK] = chunk;
   c[ACTIVE] = threads - 1;
   Atomics.store(c, NEXT, 0);
-  Atomics.store(c, DONE, 0);
+  Atomics.store(c, DONE_ITEMS, 0);
   Atomics.store(c, ERR, 0);
+  Atomics.store(c, OPEN, Atomics.load(c, GEN) + 1);
   Atomics.add(c, GEN, 1);
   Atomics.notify(c, GEN);
   jobs++;
   let failed: unknown = null;
-  try {
-    for (let i = Atomics.add(c, NEXT, chunk); i < items; i = Atomics.add(c, NEXT, chunk)) k(i, Math.min(items, i + chunk));
-  } catch (e) {
-    failed = e;
+  for (let i = Atomics.add(c, NEXT, chunk); i < items; i = Atomics.add(c, NEXT, chunk)) {
+    const e = Math.min(items, i + chunk);
+    try {
+      k(i, e);
+    } catch (err) {
+      failed ??= err;
+    }
+    Atomics.add(c, DONE_ITEMS, e - i);
   }
-  const all = workers.length;
+  // Every item is taken; wait for those still being computed, then close the job so that a
+  // worker waking only now (its core busy elsewhere) leaves at once instead of being waited
+  // for, and wait for the workers inside to leave before the control block is reused.
   for (;;) {
-    const done = poll(DONE, all);
-    if (done >= all) break;
-    Atomics.wait(c, DONE, done);
+    const done = poll(DONE_ITEMS, items);
+    if (done >= items) break;
+    Atomics.wait(c, DONE_ITEMS, done);
+  }
+  Atomics.store(c, OPEN, 0);
+  for (;;) {
+    const inside = pollDown(INSIDE);
+    if (inside <= 0) break;
+    Atomics.wait(c, INSIDE, inside);
   }
   if (failed) throw failed;
   if (Atomics.load(c, ERR) !== 0) throw new Error(`xla-lite ${name}: a kernel worker thread failed (setKernelThreads(1) runs kernels on the calling thread only)`);
