@@ -22,8 +22,13 @@ import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
 import { avalOf, flattenArgs, traceFlat } from './tracing';
 import { instantiate } from './zeros';
 
-/** A compiled program: concrete inputs in, concrete outputs out. */
-export type Executable = (args: Array[]) => Array[];
+/**
+ * A compiled program: concrete inputs in, concrete outputs out. A compiler that implements
+ * donation lists the donated input positions it could not reuse for any output in
+ * `unusableDonations`; those inputs stay alive (every other donated input is deleted after
+ * the call, as JAX deletes donated arrays).
+ */
+export type Executable = ((args: Array[]) => Array[]) & { readonly unusableDonations?: readonly number[] };
 
 /** What `jit` needs from a compiler (implemented by @tpukit/xla-lite). */
 export interface Compiler {
@@ -49,6 +54,8 @@ export interface PjitParams {
   readonly jaxpr: ClosedJaxpr;
   readonly name: string;
   readonly donateArgnums: readonly number[];
+  /** For messages: what each donated input is to the user (e.g. `argument 0 (params) leaf 2`). */
+  readonly donateLabels?: readonly string[];
 }
 
 const compiled = new WeakMap<ClosedJaxpr, { compiler: Compiler; exe: Executable }>();
@@ -67,14 +74,27 @@ export const pjit = definePrimitive<PjitParams>({
   },
 });
 
-pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums }: PjitParams): Array[] => {
-  if (compiler === null) return evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
-  let hit = compiled.get(jaxpr);
-  if (!hit || hit.compiler !== compiler) {
-    hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums }) };
-    compiled.set(jaxpr, hit);
+pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums, donateLabels }: PjitParams): Array[] => {
+  let outs: Array[];
+  let unusable: readonly number[] = [];
+  if (compiler === null) outs = evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
+  else {
+    let hit = compiled.get(jaxpr);
+    if (!hit || hit.compiler !== compiler) {
+      hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums }) };
+      compiled.set(jaxpr, hit);
+    }
+    outs = hit.exe(args);
+    unusable = hit.exe.unusableDonations ?? [];
   }
-  return hit.exe(args);
+  // Donated inputs are deleted (JAX semantics); one returned as an output as is stays alive.
+  donateArgnums.forEach((d, k) => {
+    const a = args[d];
+    if (unusable.includes(d) || outs.includes(a)) return;
+    const sharesBuffer = outs.some((o) => o._buf === a._buf && o._backend === a._backend);
+    a._markDeleted(`it was donated to jit(${name}) as ${donateLabels?.[k] ?? `input ${d}`} and its buffer reused; use that call's outputs instead`, !sharesBuffer);
+  });
+  return outs;
 };
 
 const withJaxpr = (params: PjitParams, jaxpr: ClosedJaxpr, suffix: string): PjitParams => ({ jaxpr, name: `${suffix}(${params.name})`, donateArgnums: [] });
@@ -153,13 +173,30 @@ function fnId(f: object): number {
 
 const isPlain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && Object.getPrototypeOf(x) === Object.prototype;
 
+/**
+ * A donated buffer may be handed over once: the same Array donated twice, or donated and also
+ * passed (or closed over) elsewhere in the call, is an error (its storage would be overwritten
+ * while still read).
+ */
+function checkDonations(name: string, donated: readonly number[], labels: readonly string[], leaves: readonly Array[], consts: readonly Array[]): void {
+  donated.forEach((d, k) => {
+    const a = leaves[d];
+    if (a instanceof Tracer) return;
+    const again = donated.findIndex((e, j) => j > k && leaves[e] === a);
+    if (again >= 0) throw new Error(`jit(${name}): the same ${avalStr(a.aval)} Array is donated twice (${labels[k]} and ${labels[again]}); a buffer can be donated once per call`);
+    const other = leaves.findIndex((l, j) => l === a && !donated.includes(j));
+    if (other >= 0) throw new Error(`jit(${name}): ${labels[k]} is donated but the same Array is also passed as flat input ${other}; pass a copy or do not donate it`);
+    if (consts.includes(a)) throw new Error(`jit(${name}): ${labels[k]} is donated but the function also closes over the same Array; pass a copy or do not donate it`);
+  });
+}
+
 /** `jax.jit`: trace once per abstract signature, cache, run as one program. */
 export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = {}): Jitted<F> {
   const staticNums = asList(opts.staticArgnums);
   const staticNames = asList(opts.staticArgnames);
   const donate = asList(opts.donateArgnums);
   const name = f.name || 'fn';
-  const cache = new Map<string, { jaxpr: ClosedJaxpr; consts: Array[]; outTree: tree.TreeDef; donated: number[] }>();
+  const cache = new Map<string, { jaxpr: ClosedJaxpr; consts: Array[]; outTree: tree.TreeDef; donated: number[]; labels: string[] }>();
   let traceCount = 0;
 
   const prepare = (args: unknown[]) => {
@@ -213,13 +250,17 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       const [jaxpr, consts] = hoistConsts(closed);
       // Which flat leaves belong to donated arguments.
       const donated: number[] = [];
+      const labels: string[] = [];
       let pos = 0;
       dyn.forEach((d, i) => {
         const n = flattenArgs(d)[0].length;
-        if (donate.includes(i)) for (let k = 0; k < n; k++) donated.push(pos + k);
+        if (donate.includes(i)) for (let k = 0; k < n; k++) {
+          donated.push(pos + k);
+          labels.push(n === 1 ? `argument ${i}` : `argument ${i} leaf ${k}`);
+        }
         pos += n;
       });
-      entry = { jaxpr, consts, outTree: outTree!, donated };
+      entry = { jaxpr, consts, outTree: outTree!, donated, labels };
       if (!consts.some((c) => c instanceof Tracer)) cache.set(key, entry);
     }
     return { entry, leaves: leaves as Array[] };
@@ -228,10 +269,16 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   const jitted = ((...args: unknown[]) => {
     const { entry, leaves } = prepare(args);
     const nc = entry.consts.length;
-    const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: entry.jaxpr, name, donateArgnums: entry.donated.map((d) => d + nc) } satisfies PjitParams);
-    if (entry.donated.length && leaves.every((l) => !(l instanceof Tracer))) {
-      for (const d of entry.donated) if (!outs.includes(leaves[d])) leaves[d].dispose();
-    }
+    leaves.forEach((l, i) => {
+      if (!l.isDeleted()) return;
+      try {
+        l._assertLive('use');
+      } catch (e) {
+        throw new Error(`jit(${name}): flat argument ${i}: ${(e as Error).message}`);
+      }
+    });
+    if (entry.donated.length) checkDonations(name, entry.donated, entry.labels, leaves, entry.consts);
+    const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: entry.jaxpr, name, donateArgnums: entry.donated.map((d) => d + nc), donateLabels: entry.labels } satisfies PjitParams);
     return tree.unflatten(entry.outTree, outs);
   }) as unknown as Jitted<F>;
   Object.defineProperty(jitted, 'traceCount', { get: () => traceCount });
