@@ -7,7 +7,11 @@
  * #stablehlo.dot dimension numbers, #stablehlo<comparison_direction>, reduce regions). Ops that
  * have no StableHLO counterpart here (control flow, gather/scatter, cumulative ops, sort, RNG)
  * are emitted as `stablehlo.custom_call @tpukit.<primitive>`: valid MLIR, but a real XLA cannot
- * run them. No real XLA was available to compile the output; tests check its structure.
+ * run them. A debug callback (`debug.print`) becomes what JAX emits for a host callback, a
+ * `stablehlo.custom_call @xla_python_cpu_callback` with `has_side_effect = true` and no results;
+ * its backend_config names the callback, which lives only in this process (ordered callbacks
+ * are not threaded through a `!stablehlo.token` here). No real XLA was available to compile
+ * the output; tests check its structure.
  */
 import type { ShapedArray } from '@tpukit/core';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
@@ -84,6 +88,10 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   const ins = i.operands.map((o) => e.name(o));
   const inTypes = i.operands.map((o) => tensorType(o.shape));
   const outTypes = i.shapes.map(tensorType);
+  if (i.prim?.name === 'debug_callback') {
+    const p = i.params as { label: string; effect: string };
+    return e.op(null, 'stablehlo.custom_call', ins, `call_target_name = "xla_python_cpu_callback", has_side_effect = true, api_version = 2 : i32, backend_config = ${JSON.stringify(`${p.label}${p.effect === 'ordered' ? ' (ordered)' : ''}`)}`, inTypes, []);
+  }
   const r = e.fresh();
   e.bind(i, r);
   if (i.opcode === 'constant') {
