@@ -1,6 +1,7 @@
 /**
  * `jit` (jax.jit) and the `Compiler` seam. `jit(f)` traces `f` to a jaxpr once per abstract
- * signature (argument structure, shapes, dtypes, weak types, static argument values), caches
+ * signature (argument structure, shapes, dtypes, weak types, static argument values, and
+ * input shardings other than the default single-device one), caches
  * it, and applies it as one `pjit` primitive whose parameter is the jaxpr. Without a registered
  * compiler `pjit` runs the jaxpr op by op (same results, no fusion); `@tpukit/xla-lite`
  * registers a real compiler behind the same call. Because `pjit` is a primitive with jvp,
@@ -8,6 +9,7 @@
  * every transformation in both directions: `jit(vmap(grad(f)))` and `grad(jit(f))`.
  */
 import { Array } from '../array';
+import { defaultSharding } from '../device';
 import { definePrimitive } from '../primitive';
 import { bind } from '../trace';
 import * as tree from '../tree';
@@ -33,8 +35,12 @@ export type Executable = ((args: Array[]) => Array[]) & { readonly unusableDonat
 /** What `jit` needs from a compiler (implemented by @tpukit/xla-lite). */
 export interface Compiler {
   readonly name: string;
-  /** Compiles a closed jaxpr (constants already hoisted to inputs, so `consts` is empty). */
-  compile(jaxpr: ClosedJaxpr, opts: { name: string; donateArgnums: readonly number[] }): Executable;
+  /**
+   * Compiles a closed jaxpr (constants already hoisted to inputs, so `consts` is empty).
+   * `donateLabels` names each donated input for messages; `inShardings` describes each input's
+   * sharding (`Sharding.toString()`) for compilers whose caches key on it.
+   */
+  compile(jaxpr: ClosedJaxpr, opts: { name: string; donateArgnums: readonly number[]; donateLabels?: readonly string[]; inShardings?: readonly string[] }): Executable;
 }
 
 let compiler: Compiler | null = null;
@@ -81,7 +87,7 @@ pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums, donateLabels }: 
   else {
     let hit = compiled.get(jaxpr);
     if (!hit || hit.compiler !== compiler) {
-      hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums }) };
+      hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums, donateLabels, inShardings: args.map((a) => String(a.sharding)) }) };
       compiled.set(jaxpr, hit);
     }
     outs = hit.exe(args);
@@ -171,6 +177,8 @@ function fnId(f: object): number {
   return id;
 }
 
+const DEFAULT_SHARDING = String(defaultSharding);
+
 const isPlain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && Object.getPrototypeOf(x) === Object.prototype;
 
 /**
@@ -224,7 +232,9 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       if (typeof l === 'number' || typeof l === 'boolean') throw new TypeError(`jit ${name}: leaf ${i} is a JS ${typeof l}; pass an Array or mark the argument static`);
       return avalOf(l, `jit ${name}`);
     });
-    const key = `${statics.join(';')}|${inTree}|${avals.map((a) => `${avalStr(a)}${a.weakType ? 'w' : ''}`).join(',')}`;
+    // Shardings other than the default single-device one are part of the signature (as in JAX).
+    const shardings = leaves.map((l) => (l instanceof Array && l._sharding !== defaultSharding && String(l._sharding) !== DEFAULT_SHARDING ? `@${String(l._sharding)}` : '')).join(',');
+    const key = `${statics.join(';')}|${inTree}|${avals.map((a) => `${avalStr(a)}${a.weakType ? 'w' : ''}`).join(',')}|${shardings}`;
     let entry = cache.get(key);
     if (!entry) {
       traceCount++;
