@@ -49,10 +49,37 @@ export interface XlaJitted<F extends (...args: any[]) => any> {
 const asList = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
 const DTYPE_SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'u32', int8: 'i8', uint8: 'u8', bool: 'bool' };
 
+/** An abstract argument (JAX's ShapeDtypeStruct) as `lower` accepts it. */
+const isStruct = (x: unknown): x is { shape: unknown[]; dtype: string; weakType?: boolean } =>
+  typeof x === 'object' && x !== null && !(x instanceof Array) && globalThis.Array.isArray((x as { shape?: unknown }).shape) && typeof (x as { dtype?: unknown }).dtype === 'string';
+const isArgLeaf = (x: unknown): boolean => x instanceof Array || isStruct(x);
+
 function describeLeaf(l: unknown): string {
   if (l instanceof Array) return `${DTYPE_SHORT[l.dtype] ?? l.dtype}[${l.shape.join(',')}]${l.aval.weakType ? '{weak}' : ''}`;
+  if (isStruct(l)) return `${DTYPE_SHORT[l.dtype] ?? l.dtype}[${l.shape.join(',')}]${l.weakType ? '{weak}' : ''}`;
   if (ArrayBuffer.isView(l)) return `${l.constructor.name}(${(l as unknown as ArrayLike<number>).length})`;
   return typeof l === 'number' ? 'number' : typeof l === 'boolean' ? 'boolean' : typeof l;
+}
+
+/**
+ * A traced argument's leaf must be an Array or a `{shape, dtype}` struct with concrete sizes:
+ * numbers, strings and symbolic (shape-polymorphic) dimensions are errors naming the argument.
+ */
+function checkLeaf(l: unknown, where: string, i: number, fname: string): void {
+  if (l instanceof Array) return;
+  if (isStruct(l)) {
+    const k = l.shape.findIndex((d) => !(Number.isInteger(d) && (d as number) >= 0));
+    if (k >= 0) {
+      throw new TypeError(
+        `jit(${fname}): ${where} has shape [${l.shape.join(',')}] whose dimension ${k} is ${JSON.stringify(l.shape[k])}; xla-lite compiles static shapes only (no shape polymorphism or symbolic dimensions): pass concrete non-negative sizes (jit retraces once per distinct shape)`,
+      );
+    }
+    return;
+  }
+  if (typeof l === 'number' || typeof l === 'boolean' || typeof l === 'bigint') {
+    throw new TypeError(`jit(${fname}): ${where} is a JS ${typeof l} (${String(l)}), not an Array; pass np.array(${String(l)}) to trace it, or mark it static (staticArgnums: [${i}]) to compile one program per value`);
+  }
+  throw new TypeError(`jit(${fname}): ${where} is ${l === null ? 'null' : `a ${typeof l === 'object' ? ((l as object).constructor?.name ?? 'object') : typeof l}`}, not an Array; traced arguments are pytrees of Arrays (mark other values static with staticArgnums)`);
 }
 
 const fnIds = new WeakMap<object, number>();
@@ -117,8 +144,9 @@ function leafShardings(leaves: unknown[]): string[] {
 }
 
 /** Per-argument descriptions of the abstract signature (what the cache is keyed by). */
-function signature(args: unknown[], staticNums: number[], staticNames: string[], fname: string): ArgSig[] {
+function signature(args: unknown[], staticNums: number[], staticNames: string[], fname: string, names: string[] = []): ArgSig[] {
   return args.map((a, i): ArgSig => {
+    const argName = `argument ${i}${names[i] ? ` (${names[i]})` : ''}`;
     if (staticNums.includes(i)) return { types: `static ${hashStatic(a, `argument ${i}`, fname)}`, shardings: [] };
     if (staticNames.length && isPlain(a)) {
       const parts: string[] = [];
@@ -126,14 +154,16 @@ function signature(args: unknown[], staticNums: number[], staticNames: string[],
       for (const [k, v] of Object.entries(a as Record<string, unknown>)) {
         if (staticNames.includes(k)) parts.push(`${k}=static ${hashStatic(v, `argument ${i}.${k}`, fname)}`);
         else {
-          const leaves = tree.flatten(v, { isLeaf: (x) => x instanceof Array })[0];
+          const leaves = tree.flatten(v, { isLeaf: isArgLeaf })[0];
+          leaves.forEach((l, n) => checkLeaf(l, `${argName} key ${JSON.stringify(k)}${leaves.length > 1 ? ` leaf ${n}` : ''}`, i, fname));
           all.push(...leaves);
           parts.push(`${k}=${leaves.map(describeLeaf).join(',')}`);
         }
       }
       return { types: `{${parts.join('; ')}}`, shardings: leafShardings(all) };
     }
-    const [leaves, td] = tree.flatten(a, { isLeaf: (x) => x instanceof Array });
+    const [leaves, td] = tree.flatten(a, { isLeaf: isArgLeaf });
+    leaves.forEach((l, k) => checkLeaf(l, `${argName}${leaves.length > 1 || leaves[0] !== a ? ` leaf ${k}` : ''}`, i, fname));
     return { types: leaves.length === 1 && leaves[0] === a ? describeLeaf(a) : `${String(td)} ${leaves.map(describeLeaf).join(',')}`, shardings: leafShardings(leaves) };
   });
 }
@@ -197,7 +227,14 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
   const names = paramNamesOf(f);
   const checked = {
     [fname]: (...args: unknown[]) => {
-      const out = f(...args);
+      let out: unknown;
+      try {
+        out = f(...args);
+      } catch (e) {
+        // Runs only while tracing: name the function in errors raised by the ops inside it.
+        if (e instanceof Error && !e.message.startsWith(`jit(${fname})`)) e.message = `jit(${fname}): while tracing: ${e.message}`;
+        throw e;
+      }
       checkOutputs(out, fname);
       return out;
     },
@@ -211,7 +248,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
   const stats: CompileStats = { hits: 0, misses: 0, recompiles: 0, explanations: [], compileMs: [] };
 
   const record = (args: unknown[]): void => {
-    const sig = signature(args, staticNums, staticNames, fname);
+    const sig = signature(args, staticNums, staticNames, fname, names);
     const key = sig.map(sigKey).join('|');
     if (seen.has(key)) stats.hits++;
     else {
@@ -241,11 +278,11 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
     return out;
   }) as unknown as XlaJitted<F>;
   jitted.lower = (...args: unknown[]) => {
-    signature(args, staticNums, staticNames, fname);
+    signature(args, staticNums, staticNames, fname, names);
     const closed = inner.lower(...(args as Parameters<F>));
     // Flat input positions of donated arguments (closed-over constants lead the inputs).
     const donate = asList(opts.donateArgnums);
-    const counts = args.map((a, i) => (staticNums.includes(i) ? 0 : tree.flatten(a, { isLeaf: (x) => x instanceof Array })[0].length));
+    const counts = args.map((a, i) => (staticNums.includes(i) ? 0 : tree.flatten(a, { isLeaf: isArgLeaf })[0].length));
     const nc = closed.inAvals.length - counts.reduce((p, q) => p + q, 0);
     const donated: number[] = [];
     const labels: string[] = [];
