@@ -190,3 +190,18 @@ describe('debug.print at run time', () => {
     expect(() => (debug.debugCallbackP.rules.transpose as () => void)()).toThrow(/transpose doesn't support debugging callbacks/);
   });
 });
+
+describe('README debug example', () => {
+  it('runs as written', () => {
+    const f = jit((x: Array) => {
+      debug.print('x = {} (sum {s:.1f})', x, { s: np.sum(x) });
+      return np.multiply(x, 2);
+    });
+    f(np.array([1, 2.5, 3], 'float32'));
+    vmap((r: Array) => {
+      debug.print('row {}', r);
+      return r;
+    })(np.eye(2));
+    expect(lines).toEqual(['x = [1.  2.5 3. ] (sum 6.5)', 'row [1. 0.]', 'row [0. 1.]']);
+  });
+});
