@@ -53,7 +53,7 @@ describe('debug.print under xla-lite jit', () => {
     const once = ['dead value [0.]', 'same [0.]', 'same [0.]', 'const 3.0'];
     expect(lines).toEqual([...once, ...once]);
     const text = f.lower(f32([0])).compile().asText();
-    expect(text.match(/custom_call_target="xla_python_cpu_callback"/g)).toHaveLength(4);
+    expect(text.match(/custom-call\(.*custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true/g)).toHaveLength(4);
   });
 
   it('keeps program order between prints and around fused work', () => {
@@ -129,7 +129,9 @@ describe('debug.print under xla-lite jit', () => {
       debug.print('x {}', x);
       return np.exp(x);
     }).lower(f32([1, 2])).asStableHlo();
-    expect(mlir).toMatch(/^\s+"stablehlo\.custom_call"\(%arg0\) \{call_target_name = "xla_python_cpu_callback", has_side_effect = true, api_version = 2 : i32, backend_config = "print \\"x \{\}\\""\} : \(tensor<2xf32>\) -> \(\)$/m);
+    expect(mlir).toMatch(
+      /^\s+"stablehlo\.custom_call"\(%arg0\) \{call_target_name = "xla_ffi_python_cpu_callback", api_version = 4 : i32, backend_config = \{descriptor = \d+ : ui64\}, has_side_effect = true, operand_layouts = \[dense<0> : tensor<1xindex>\], result_layouts = \[\], tpukit\.callback = "print \\"x \{\}\\""\} : \(tensor<2xf32>\) -> \(\)$/m,
+    );
   });
 
   it('a program with a host callback is not written to the persistent cache', () => {
