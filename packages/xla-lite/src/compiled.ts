@@ -63,6 +63,7 @@ export class Compiled {
    * whose storage now holds an output are deleted afterwards, as JAX deletes donated arrays.
    */
   call(args: Array[]): Array[] {
+    this.donor?.checkArgs(args);
     const outs = this.exec(args);
     for (const j of new Set(this.donation.outputToParam.values())) {
       const a = args[j];

@@ -134,12 +134,17 @@ export class DonationRuntime {
     return this.donatedParams.length > 0;
   }
 
-  /** A donated argument's storage may not be reachable through any other argument. */
+  /**
+   * A donated argument's storage may not be reachable through any other argument (jit checks
+   * this with argument names before the call; `Compiled.call` relies on this check).
+   */
   checkArgs(args: readonly Array[]): void {
-    for (const j of this.donatedParams) {
-      const other = args.findIndex((a, i) => i !== j && a === args[j]);
-      if (other >= 0) throw new Error(`xla-lite ${this.name}: donated input ${j} is the same Array as input ${other}; a donated buffer cannot also be read through another argument`);
-    }
+    const donatedAt = new Map<Array, number>();
+    for (const j of this.donatedParams) donatedAt.set(args[j], j);
+    args.forEach((a, i) => {
+      const j = donatedAt.get(a);
+      if (j !== undefined && j !== i) throw new Error(`xla-lite ${this.name}: donated input ${j} is the same Array as input ${i}; a donated buffer cannot also be read through another argument`);
+    });
   }
 
   /** Where the fusion at entry instruction `step` writes its output this call (null: allocate). */

@@ -163,5 +163,9 @@ describe('donateArgnums', () => {
     expect(vals(out)).toEqual([6]);
     expect(p.isDeleted()).toBe(true);
     expect(() => c.call([p])).toThrow(/Array has been deleted/);
+    const two = jit((a: Array, b: Array) => np.add(a, b), { donateArgnums: 0 }).lower(f32([1]), f32([1])).compile();
+    const x = f32([1]);
+    expect(() => two.call([x, x])).toThrow(/donated input 0 is the same Array as input 1/);
+    expect(x.isDeleted()).toBe(false);
   });
 });

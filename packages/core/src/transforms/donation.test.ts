@@ -40,6 +40,10 @@ describe('jit donation (op by op)', () => {
     expect(x.isDeleted()).toBe(false);
     const g = jit((a: Array, b: Array) => np.add(a, b), { donateArgnums: 0 });
     expect(() => g(x, x)).toThrow(/argument 0 is donated but the same Array is also passed as flat input 1/);
+    const c = f32([5]);
+    const h = jit((a: Array) => np.add(a, np.multiply(c, 2)), { donateArgnums: 0 });
+    expect(() => h(c)).toThrow(/argument 0 is donated but the function also closes over the same Array/);
+    expect(c.isDeleted()).toBe(false);
   });
 
   it('an input returned as is stays alive', () => {

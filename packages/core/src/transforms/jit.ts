@@ -187,15 +187,23 @@ const isPlain = (x: unknown): x is Record<string, unknown> => typeof x === 'obje
  * while still read).
  */
 function checkDonations(name: string, donated: readonly number[], labels: readonly string[], leaves: readonly Array[], consts: readonly Array[]): void {
+  const pos = new Map<Array, number>(); // donated Array -> its index in `donated`
   donated.forEach((d, k) => {
     const a = leaves[d];
     if (a instanceof Tracer) return;
-    const again = donated.findIndex((e, j) => j > k && leaves[e] === a);
-    if (again >= 0) throw new Error(`jit(${name}): the same ${avalStr(a.aval)} Array is donated twice (${labels[k]} and ${labels[again]}); a buffer can be donated once per call`);
-    const other = leaves.findIndex((l, j) => l === a && !donated.includes(j));
-    if (other >= 0) throw new Error(`jit(${name}): ${labels[k]} is donated but the same Array is also passed as flat input ${other}; pass a copy or do not donate it`);
-    if (consts.includes(a)) throw new Error(`jit(${name}): ${labels[k]} is donated but the function also closes over the same Array; pass a copy or do not donate it`);
+    const prev = pos.get(a);
+    if (prev !== undefined) throw new Error(`jit(${name}): the same ${avalStr(a.aval)} Array is donated twice (${labels[prev]} and ${labels[k]}); a buffer can be donated once per call`);
+    pos.set(a, k);
   });
+  if (pos.size === 0) return;
+  leaves.forEach((l, j) => {
+    const k = pos.get(l);
+    if (k !== undefined && donated[k] !== j) throw new Error(`jit(${name}): ${labels[k]} is donated but the same Array is also passed as flat input ${j}; pass a copy or do not donate it`);
+  });
+  for (const c of consts) {
+    const k = pos.get(c);
+    if (k !== undefined) throw new Error(`jit(${name}): ${labels[k]} is donated but the function also closes over the same Array; pass a copy or do not donate it`);
+  }
 }
 
 /** `jax.jit`: trace once per abstract signature, cache, run as one program. */
