@@ -3,6 +3,7 @@
  * errors, and run-time semantics under every transformation (eager, jit op by op, vmap
  * unrolled per element, grad/jvp printing primals, scan/while/cond bodies, partial eval).
  */
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { debug, evalJaxpr, grad, jit, jvp, lax, linearize, makeJaxpr, np, vmap, type Array } from '../index';
 import { partialEvalJaxpr } from '../transforms/partialEval';
@@ -40,6 +41,25 @@ describe('NumPy-style str of arrays', () => {
     expect(debug.arrayStr(np.array(7, 'int32'))).toBe('7');
     expect(debug.arrayStr(np.array(true))).toBe('True');
     expect(debug.arrayStr(np.arange(0, 2000, 1, 'int32'))).toBe('[   0    1    2 ... 1997 1998 1999]');
+  });
+
+  it('law: every printed element reads back as the same value (float32, bfloat16, int32)', () => {
+    const parse = (t: string) => t.replace(/[[\]]/g, ' ').trim().split(/\s+/).map(Number);
+    fc.assert(
+      fc.property(fc.array(fc.float({ noNaN: true, noDefaultInfinity: true }), { minLength: 1, maxLength: 12 }), (xs) => {
+        const a = np.array(xs, 'float32');
+        expect([...np.array(parse(debug.arrayStr(a)), 'float32').dataSync()]).toEqual([...a.dataSync()]);
+        const b = np.array(xs.map((v) => (Math.abs(v) > 1e30 ? 1 : v)), 'bfloat16');
+        expect([...np.array(parse(debug.arrayStr(b)), 'bfloat16').dataSync()]).toEqual([...b.dataSync()]);
+      }),
+      { numRuns: 60 },
+    );
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), { minLength: 1, maxLength: 12 }), (xs) => {
+        expect(parse(debug.arrayStr(np.array(xs, 'int32')))).toEqual(xs);
+      }),
+      { numRuns: 30 },
+    );
   });
 
   it('repr gives Array(..., dtype=...)', () => {
