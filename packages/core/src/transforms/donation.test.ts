@@ -4,7 +4,7 @@
  * function and the argument, and donating one Array twice (or donating an Array also passed
  * elsewhere) is an error before anything runs.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type Array, jit, np } from '../index';
 
 const f32 = (x: number[]) => np.array(x, 'float32');
@@ -51,6 +51,24 @@ describe('jit donation (op by op)', () => {
     const x = f32([3]);
     expect(f(x)).toBe(x);
     expect(x.isDeleted()).toBe(false);
+  });
+
+  it('a donation no output can reuse warns once and keeps the input alive', () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const f = jit(function norm(p: Array, g: Array) {
+        return np.add(p, np.sum(g));
+      }, { donateArgnums: [0, 1] });
+      const p = f32([1, 2]);
+      const g = f32([1, 1, 1]);
+      f(p, g);
+      f(f32([1, 2]), g);
+      expect(p.isDeleted()).toBe(true);
+      expect(g.isDeleted()).toBe(false);
+      expect(warn.mock.calls).toEqual([['jit(norm): Some donated buffers were not usable: argument 1 f32[3] (no output of the same shape and dtype; they are not deleted)']]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('delete() and isDeleted() as on jax.Array', () => {

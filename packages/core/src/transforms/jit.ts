@@ -83,8 +83,10 @@ export const pjit = definePrimitive<PjitParams>({
 pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums, donateLabels }: PjitParams): Array[] => {
   let outs: Array[];
   let unusable: readonly number[] = [];
-  if (compiler === null) outs = evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
-  else {
+  if (compiler === null) {
+    outs = evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
+    if (donateArgnums.length) unusable = unusableOpByOp(jaxpr, donateArgnums, donateLabels, name);
+  } else {
     let hit = compiled.get(jaxpr);
     if (!hit || hit.compiler !== compiler) {
       hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums, donateLabels, inShardings: args.map((a) => String(a.sharding)) }) };
@@ -102,6 +104,26 @@ pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums, donateLabels }: 
   });
   return outs;
 };
+
+const warnedOpByOp = new WeakSet<ClosedJaxpr>();
+/**
+ * Without a compiler, a donated input counts as reused when some output has its shape and
+ * dtype (as XLA would alias them); the others stay alive, with JAX's warning once per program.
+ */
+function unusableOpByOp(jaxpr: ClosedJaxpr, donated: readonly number[], labels: readonly string[] | undefined, name: string): number[] {
+  const free = jaxpr.outAvals.map((a) => avalStr(a));
+  const bad: number[] = [];
+  donated.forEach((d) => {
+    const k = free.indexOf(avalStr(jaxpr.inAvals[d]));
+    if (k >= 0) free[k] = '';
+    else bad.push(d);
+  });
+  if (bad.length && !warnedOpByOp.has(jaxpr)) {
+    warnedOpByOp.add(jaxpr);
+    console.warn(`jit(${name}): Some donated buffers were not usable: ${bad.map((d) => `${labels?.[donated.indexOf(d)] ?? `input ${d}`} ${avalStr(jaxpr.inAvals[d])}`).join(', ')} (no output of the same shape and dtype; they are not deleted)`);
+  }
+  return bad;
+}
 
 const withJaxpr = (params: PjitParams, jaxpr: ClosedJaxpr, suffix: string): PjitParams => ({ jaxpr, name: `${suffix}(${params.name})`, donateArgnums: [] });
 
