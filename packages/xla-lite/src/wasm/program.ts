@@ -194,8 +194,11 @@ export class WasmProgram implements PoolProgram {
     this.gen = (this.gen + 1) | 0 || 1;
   }
 
-  /** Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the result out if needed. */
-  run(s: WasmStep, vals: readonly (Array | Array[] | null)[]): Array | null {
+  /**
+   * Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the
+   * result out if needed, into `dest` when given (a donated argument's storage).
+   */
+  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null): Array | null {
     const inputs = s.inputs;
     for (let i = 0; i < inputs.length; i++) {
       const x = inputs[i];
@@ -211,9 +214,14 @@ export class WasmProgram implements PoolProgram {
       if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items);
     }
     const o = s.out;
-    if (!o.copyOut) return null;
+    if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
-    const data = o.bool ? this.u8.slice(o.addr, o.addr + o.n) : this.f32.slice(o.addr / 4, o.addr / 4 + o.n);
+    let data: Float32Array | Uint8Array;
+    if (dest !== null && dest.length === o.n && dest instanceof Uint8Array === o.bool) {
+      data = dest;
+      if (o.bool) data.set(this.u8.subarray(o.addr, o.addr + o.n));
+      else data.set(this.f32.subarray(o.addr / 4, o.addr / 4 + o.n));
+    } else data = o.bool ? this.u8.slice(o.addr, o.addr + o.n) : this.f32.slice(o.addr / 4, o.addr / 4 + o.n);
     const r = fromStorage(data, sh.shape, sh.dtype);
     return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
   }
