@@ -17,7 +17,7 @@
  */
 import type { HloComputation, HloInstruction } from '../hlo';
 import { V } from './opcodes';
-import { type E, VecBuilder } from './vecBuilder';
+import type { E, VecBuilder } from './vecBuilder';
 import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
 
 /** How the loop emitter reads operands at the current position. */
@@ -48,9 +48,9 @@ export function wasmCovers(body: HloComputation, skip?: HloInstruction): boolean
 const isMask = (i: HloInstruction): boolean => i.shape.dtype === 'bool';
 
 /**
- * Emits the element computation of `body` (all instructions before `stop`, or all) and returns
- * the value of `target` (default: the body's output). Call once per emitted copy of the loop
- * body; each call declares its own locals.
+ * Emits the element computation of `body` up to `target` (default: the body's output; a
+ * reduction's operand for reductions) and returns `target`'s value. Call once per emitted copy
+ * of the loop body; each call declares its own locals.
  */
 export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementReads, opts: ExprOptions, target: HloInstruction = body.outputs[0]): E {
   const uses = new Map<HloInstruction, number>();
@@ -184,4 +184,3 @@ export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementR
   return v(target);
 }
 
-export { VecBuilder };

@@ -4,26 +4,27 @@
  * `WebAssembly.Memory` (shared when threads are available, so the pool's workers run the same
  * kernels on the same data; see `pool.ts`). The memory is the executable's arena:
  *
- *   [ temporaries | parameters | constants | staged aliases | float64 scratch | padding ]
+ *   [ temporaries (buffer assignment) | fixed regions: parameters, constants, staged
+ *     tuple elements, float64 scratch of column reductions | padding ]
  *
  * Temporaries are laid out by buffer assignment (`passes/bufferAssignment.ts`) over the entry
  * computation, restricted to the values kept in the arena: outputs of wasm fusions, and outputs
  * of other instructions (core primitives, JS-kernel fusions) that a wasm fusion reads. A value
  * is live there from its definition to its last read by a wasm kernel (a result needed
  * elsewhere is copied out as soon as it is computed), so temporaries share memory, and a loop
- * fusion may write over an operand whose last wasm read it is. Values
- * read by wasm fusions that the plan does not produce in the arena (parameters, primitive
+ * fusion may write over an operand whose last wasm read it is. Values read by wasm fusions
+ * that the plan does not produce in the arena (parameters, primitive
  * results, aliases of those) are copied in once per call, just before the first fusion that
  * reads them; non-scalar constants are copied in at compile time; scalar constants become
  * immediates in the code. A fusion result that anything else needs (a core primitive, a JS
- * kernel, the caller) is copied out into a fresh array: arrays handed out never alias the
- * arena, which the next call overwrites. Every buffer is 16-byte aligned and padded to a whole
+ * kernel, the caller) is copied out into a fresh array (or a donated argument's storage):
+ * arrays handed out never alias the arena, which the next call overwrites. Every buffer is 16-byte aligned and padded to a whole
  * vector, and the arena ends with padding, so the kernels' partial-vector reads stay in memory.
  */
 import { type Array, fromStorage, lax, toStorage, wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
-import { CHUNK, emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion } from './emitKernel';
+import { emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion } from './emitKernel';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 
 let enabled = true;
@@ -227,4 +228,3 @@ export class WasmProgram implements PoolProgram {
   }
 }
 
-export { CHUNK };
