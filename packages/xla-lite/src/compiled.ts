@@ -10,7 +10,7 @@ import { type CostAnalysis, computationCost, type MemoryAnalysis, memoryAnalysis
 import { buildExecutable, type ExecutableStats } from './executable';
 import type { HloModule } from './hlo';
 import { lowerJaxpr } from './lower';
-import { optimize, type PassStats, type PipelineOptions } from './pipeline';
+import { emptyPassStats, optimize, type PassStats, type PipelineOptions } from './pipeline';
 import { toStableHlo } from './stablehlo';
 import { moduleText } from './text';
 
@@ -35,7 +35,7 @@ export class Compiled {
     preoptimized = false,
   ) {
     const t0 = performance.now();
-    this.passStats = preoptimized ? { algebraic: 0, constantFold: 0, cse: 0, dce: 0, fusion: 0 } : optimize(module, opts);
+    this.passStats = preoptimized ? emptyPassStats() : optimize(module, opts);
     const exe = buildExecutable(module, name);
     this.exec = exe.run;
     this.stats = exe.stats;

@@ -11,7 +11,10 @@
 import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
-import { compileKernel, type FusedKernel } from './kernel';
+import { compileFusionKernel } from './fusionKernels';
+import type { FusedKernel } from './kernel';
+import { physicalParams } from './passes/layoutAssignment';
+import { splitOutputFusion } from './passes/outputFusion';
 import { compileSubprograms } from './subprograms';
 
 type Step =
@@ -19,7 +22,8 @@ type Step =
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[] }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown };
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown }
+  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[] };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
@@ -28,8 +32,12 @@ export interface ExecutableStats {
   multiOpFusions: number;
   /** Ops executed inside generated kernels. */
   fusedOps: number;
-  /** Instructions run as core primitives per call. */
+  /** Instructions run as core primitives per call (the dots of output fusions not included). */
   primitiveOps: number;
+  /** Of the generated kernels, dot epilogues applied in place over a dot's output (kOutput fusions). */
+  outputFusions: number;
+  /** Of the generated kernels, row kernels (kRow fusions: softmax, norms and their gradients). */
+  rowFusions: number;
 }
 
 export function buildExecutable(mod: HloModule, name: string): { run: (args: Array[]) => Array[]; stats: ExecutableStats } {
@@ -45,11 +53,17 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
         return { kind: 'const', out: k, value: i.literal! };
       case 'get-tuple-element':
         return { kind: 'gte', out: k, src: ins[0], index: (i.params as { index: number }).index };
-      case 'fusion':
-        return { kind: 'fusion', out: k, ins, kernel: compileKernel(i.called[0]), inst: i, buf: new globalThis.Array(ins.length) };
+      case 'fusion': {
+        if ((i.params as { kind: string }).kind !== 'kOutput') return { kind: 'fusion', out: k, ins, kernel: compileFusionKernel(i), inst: i, buf: new globalThis.Array(ins.length) };
+        const parts = splitOutputFusion(i.called[0]);
+        const dotIns = parts.dotOperands.map((p) => ins[p]);
+        const epiIns = parts.epilogueOperands.map((p) => ins[p]);
+        const kernel = compileFusionKernel(i, parts.epilogue);
+        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1) };
+      }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, i.params, name) };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name) };
     }
   });
   const outSlots = c.outputs.map((o) => slot.get(o)!);
@@ -80,6 +94,23 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
           vals[s.out] = r;
           break;
         }
+        case 'output': {
+          // The dot on the current backend, then its epilogue in place over the dot's buffer.
+          s.dotBuf[0] = vals[s.dotIns[0]] as Array;
+          s.dotBuf[1] = vals[s.dotIns[1]] as Array;
+          const d = evalPrimitive(s.dot.prim!, s.dotBuf, s.params)[0];
+          s.dotBuf.fill(null as never);
+          const sh = s.inst.shape;
+          const acc = toStorage(d) as Float32Array;
+          s.buf[0] = acc;
+          for (let j = 0; j < s.epiIns.length; j++) s.buf[j + 1] = toStorage(vals[s.epiIns[j]] as Array) as ArrayLike<number>;
+          s.kernel(s.buf, acc, acc.length);
+          s.buf.fill(null as never);
+          let r = fromStorage(acc, sh.shape, sh.dtype);
+          if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
+          vals[s.out] = r;
+          break;
+        }
         case 'prim': {
           for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
           const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
@@ -98,5 +129,8 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);
-  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps } };
+  const kinds = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => (i.params as { kind: string }).kind);
+  const outputFusions = kinds.filter((k) => k === 'kOutput').length;
+  const rowFusions = kinds.filter((k) => k === 'kRow').length;
+  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions } };
 }
