@@ -1,0 +1,83 @@
+// Row (kRow) fusion: softmax, log-softmax, layer norm, RMSNorm and their gradients, on
+// hand-written HLO and through jit.
+import { grad, nn, np } from '@tpukit/core';
+import { describe, expect, it } from 'vitest';
+import { buildExecutable, compileRowKernel, dce, fuseRows, HloModule, jit, rowKernelSource } from '../src/index';
+import { B, expectAllclose, f32, prims } from './build';
+
+const seq = (n: number, s = 1) => np.array(Array.from({ length: n }, (_, i) => 2 * Math.sin(i * s)), 'float32');
+const layerNorm = (x: any, g: any, b: any) => {
+  const mu = np.mean(x, { axis: -1, keepdims: true });
+  const v = np.mean(np.square(np.subtract(x, mu)), { axis: -1, keepdims: true });
+  return np.add(np.multiply(np.multiply(np.subtract(x, mu), np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
+};
+const rmsNorm = (x: any, g: any) => np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(np.mean(np.square(x), { axis: -1, keepdims: true }), 1e-6)))), g);
+
+describe('row fusion (kRow)', () => {
+  it('fuses a hand-written softmax into one two-reduction row kernel', () => {
+    const b = new B();
+    const x = b.param(f32(3, 5));
+    const m = b.op('reshape', [b.op('reduce_max', [x], { axes: [1] })], { newSizes: [3, 1], dimensions: null });
+    const e = b.op('exp', [b.op('sub', [x, b.op('broadcast_in_dim', [m], { shape: [3, 5], broadcastDimensions: [0, 1] })])]);
+    const s = b.op('reduce_sum', [e], { axes: [1] });
+    const c = b.out(b.op('div', [e, b.op('broadcast_in_dim', [s], { shape: [3, 5], broadcastDimensions: [0] })]));
+    const mod = new HloModule('m', c);
+    expect(fuseRows(c, mod)).toBe(1);
+    dce(c);
+    expect(prims(c)).toEqual(['parameter', 'fusion']);
+    const f = c.instructions[1];
+    expect(f.params.kind).toBe('kRow');
+    const { source, scratchRows } = rowKernelSource(f.called[0]);
+    expect(source.match(/for \(let j = 0; j < 5; j\+\+\)/g)).toHaveLength(3); // max, sum, output stages
+    expect(scratchRows).toBe(1); // exp(x - max) kept in a row of scratch, not recomputed
+    const xs = seq(15).reshape([3, 5]);
+    const out = new Float32Array(15);
+    compileRowKernel(f.called[0])([xs.dataSync()], out, 15);
+    expectAllclose(np.array(out).reshape([3, 5]), nn.softmax(xs), { rtol: 1e-6 });
+  });
+
+  it('leaves reductions over leading axes and groups without a broadcast back', () => {
+    const b = new B();
+    const x = b.param(f32(4, 6));
+    const s = b.op('reduce_sum', [x], { axes: [0] });
+    const c = b.out(b.op('mul', [x, b.op('broadcast_in_dim', [s], { shape: [4, 6], broadcastDimensions: [1] })]));
+    expect(fuseRows(c)).toBe(0);
+    const b2 = new B();
+    const y = b2.param(f32(4, 6));
+    const c2 = b2.out(b2.op('reduce_sum', [b2.op('exp', [y])], { axes: [1] }));
+    expect(fuseRows(c2)).toBe(0); // a plain input fusion's job
+  });
+
+  const cases: [string, (...a: any[]) => any, any[]][] = [
+    ['softmax', (x: any) => nn.softmax(x), [seq(6 * 10).reshape([2, 3, 10])]],
+    ['log-softmax', (x: any) => nn.logSoftmax(x), [seq(6 * 10).reshape([6, 10])]],
+    ['layer norm', layerNorm, [seq(6 * 16).reshape([6, 16]), seq(16, 0.3), seq(16, 0.7)]],
+    ['RMSNorm', rmsNorm, [seq(2 * 3 * 16).reshape([2, 3, 16]), seq(16, 0.3)]],
+  ];
+  for (const [name, f, args] of cases) {
+    it(`${name} and its gradient: one row kernel each way, equal to eager`, () => {
+      const c = jit(f).lower(...args).compile();
+      expect(c.stats.rowFusions).toBe(1);
+      expect(c.stats.fusedKernels).toBe(1);
+      expectAllclose(c.call(args)[0], f(...args), { rtol: 1e-5, atol: 1e-6 });
+      const loss = (...a: any[]) => np.sum(np.sin(f(...a)));
+      const g = jit(grad(loss)).lower(...args).compile();
+      expect(g.stats.rowFusions).toBeGreaterThanOrEqual(1);
+      expectAllclose(g.call(args)[0], grad(loss)(...args), { rtol: 1e-4, atol: 1e-5 });
+      const unfused = jit(grad(loss)).lower(...args).compile({ rowFusion: false });
+      expect(g.costAnalysis().bytesAccessed).toBeLessThan(unfused.costAnalysis().bytesAccessed);
+    });
+  }
+
+  it('fuses log-softmax with the loss reduction that follows it (a row-reduction root)', () => {
+    const logits = seq(8 * 12).reshape([8, 12]);
+    const onehot = nn.oneHot(np.array(Array.from({ length: 8 }, (_, i) => i % 12), 'int32'), 12);
+    const f = (l: any, t: any) => np.sum(np.multiply(nn.logSoftmax(l), t), { axis: -1 });
+    const c = jit(f).lower(logits, onehot).compile();
+    expect(c.stats.rowFusions).toBe(1);
+    expect(c.asText()).toMatch(/f32\[8\]\{0\} fusion\(.*kind=kRow/);
+    expectAllclose(c.call([logits, onehot])[0], f(logits, onehot), { rtol: 1e-5, atol: 1e-6 });
+    const exe = buildExecutable(jit(f).lower(logits, onehot).compile().module, 'f');
+    expect(exe.stats.rowFusions).toBe(1);
+  });
+});
