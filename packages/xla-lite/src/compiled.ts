@@ -51,6 +51,11 @@ export class Compiled {
     return moduleText(this.module);
   }
 
+  /** The optimised module as StableHLO MLIR text (fusion bodies inline, layout copies dropped). */
+  asStableHlo(): string {
+    return toStableHlo(this.module);
+  }
+
   /** FLOPs, transcendentals, bytes accessed and modelled seconds on a systolic preset (default v5e). */
   costAnalysis(preset: systolic.TpuPreset = systolic.presets.v5e): CostAnalysis {
     return computationCost(this.module.entry, preset);

@@ -7,7 +7,9 @@
  * #stablehlo.dot dimension numbers, #stablehlo<comparison_direction>, reduce regions). Ops that
  * have no StableHLO counterpart here (control flow, gather/scatter, cumulative ops, sort, RNG)
  * are emitted as `stablehlo.custom_call @tpukit.<primitive>`: valid MLIR, but a real XLA cannot
- * run them. No real XLA was available to compile the output; tests check its structure.
+ * run them. An optimised module (`Compiled.asStableHlo()`) exports each fusion's body inline
+ * (StableHLO has no fusion op) and layout `copy`s as nothing (tensors carry no layout). No real
+ * XLA was available to compile the output; tests check its structure.
  */
 import type { ShapedArray } from '@tpukit/core';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
@@ -79,6 +81,19 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   if (i.opcode === 'parameter') return;
   if (i.opcode === 'get-tuple-element') {
     e.bind(i, `${e.name(i.operands[0])}#${(i.params as { index: number }).index}`);
+    return;
+  }
+  if (i.opcode === 'fusion') {
+    // StableHLO has no fusion op: the fused body is exported inline, op by op.
+    const body = i.called[0];
+    body.params.forEach((p, k) => e.bind(p, e.name(i.operands[k])));
+    for (const m of body.instructions) emitInstruction(e, m);
+    e.bind(i, e.name(body.outputs[0]));
+    return;
+  }
+  if (i.opcode === 'copy') {
+    // A layout change only (layout assignment): StableHLO tensors carry no layout.
+    e.bind(i, e.name(i.operands[0]));
     return;
   }
   const ins = i.operands.map((o) => e.name(o));
