@@ -58,9 +58,14 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
   if (opts.simplify !== false) simplify();
   else stats.dce += dce(c);
   if (opts.layout !== false) {
-    stats.layout = foldDotTransposes(c);
-    // Folding exposes more (e.g. a reduction over a dot's batch dims); copies come last.
-    if (stats.layout && opts.simplify !== false) simplify();
+    // Folding exposes more (a reduction over a dot's batch dims becomes a new dot, whose
+    // result transpose can fold in turn), so fold and simplify alternate; copies come last.
+    for (let round = 0; round < 4; round++) {
+      const n = foldDotTransposes(c);
+      stats.layout += n;
+      if (n === 0 || opts.simplify === false) break;
+      simplify();
+    }
     stats.layout += insertLayoutCopies(c);
   }
   if (opts.fuse !== false) {
