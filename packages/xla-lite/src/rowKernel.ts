@@ -50,7 +50,20 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
     return level.get(o)! < stage ? `s${idx.get(o)}[j]` : `t${idx.get(o)}`;
   };
   const readRow = (o: HloInstruction): string => (o.opcode === 'parameter' ? (numel(o.shape) === 1 ? `p${o.paramIndex}` : `in${o.paramIndex}[row]`) : `u${idx.get(o)}`);
-  const needsCoords = body.instructions.some((m) => full(m) && m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter' && numel(m.operands[0].shape) !== 1);
+  // Broadcasts of inputs along the rows (a scale or shift of the row's length: `in[j]`) or
+  // across them (one value per row: `in[row]`) are indexed directly; others need coordinates.
+  const direct = new Map<HloInstruction, string>();
+  for (const m of body.instructions) {
+    const src = m.operands[0];
+    if (!full(m) || m.prim?.name !== 'broadcast_in_dim' || src.opcode !== 'parameter' || numel(src.shape) === 1) continue;
+    const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
+    const live = src.shape.shape.map((sz, j) => (sz === 1 ? -1 : dims[j])).filter((d) => d >= 0);
+    const rowDims = S.map((sz, d) => (sz === 1 ? -1 : d)).filter((d) => d >= k);
+    const leadDims = S.map((sz, d) => (sz === 1 ? -1 : d)).filter((d) => d >= 0 && d < k);
+    if (numel(src.shape) === C && live.join() === rowDims.join()) direct.set(m, `in${src.paramIndex}[j]`);
+    else if (numel(src.shape) === R && live.join() === leadDims.join()) direct.set(m, `in${src.paramIndex}[row]`);
+  }
+  const needsCoords = body.instructions.some((m) => full(m) && !direct.has(m) && m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter' && numel(m.operands[0].shape) !== 1);
   const rowLoop: string[] = [];
   for (stage = 0; stage <= last; stage++) {
     // Row values of this level, once per row.
@@ -68,7 +81,8 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
     for (const m of fulls) {
       const v = `t${idx.get(m)}`;
       const src = m.operands[0];
-      if (m.prim!.name === 'broadcast_in_dim' && src.opcode !== 'parameter' && !full(src)) inner.push(`const ${v} = ${readRow(src)};`);
+      if (direct.has(m)) inner.push(`const ${v} = ${direct.get(m)};`);
+      else if (m.prim!.name === 'broadcast_in_dim' && src.opcode !== 'parameter' && !full(src)) inner.push(`const ${v} = ${readRow(src)};`);
       else inner.push(elementStatement(m, v, readFull));
       if (stored.has(m)) inner.push(`s${idx.get(m)}[j] = ${v};`);
     }

@@ -81,3 +81,30 @@ describe('row fusion (kRow)', () => {
     expect(exe.stats.rowFusions).toBe(1);
   });
 });
+
+describe('row kernel indexing', () => {
+  it('reads a per-column scale as in[j] and a per-row input as in[row], without coordinates', () => {
+    const b = new B();
+    const x = b.param(f32(3, 4));
+    const g = b.param(f32(4));
+    const r = b.param(f32(3));
+    const s = b.op('reduce_sum', [x], { axes: [1] });
+    const xs = b.op('mul', [x, b.op('broadcast_in_dim', [s], { shape: [3, 4], broadcastDimensions: [0] })]);
+    const gb = b.op('broadcast_in_dim', [g], { shape: [3, 4], broadcastDimensions: [1] });
+    const rb = b.op('broadcast_in_dim', [r], { shape: [3, 4], broadcastDimensions: [0] });
+    const c = b.out(b.op('add', [b.op('mul', [xs, gb]), rb]));
+    expect(fuseRows(c)).toBe(1);
+    dce(c);
+    const body = c.instructions.find((i) => i.opcode === 'fusion')!.called[0];
+    const { source } = rowKernelSource(body);
+    expect(source).not.toContain('const c0');
+    expect(source).toMatch(/in\d\[j\]/);
+    expect(source).toMatch(/in\d\[row\]/);
+    const [xv, gv, rv] = [seq(12).reshape([3, 4]), seq(4, 0.5), seq(3, 0.9)];
+    const out = new Float32Array(12);
+    const ins = body.params.map((p) => [xv, gv, rv][[x, g, r].indexOf(c.instructions.find((i) => i.opcode === 'fusion')!.operands[p.paramIndex])].dataSync());
+    compileRowKernel(body)(ins, out, 12);
+    const want = np.add(np.multiply(np.multiply(xv, np.sum(xv, { axis: 1, keepdims: true })), gv), np.expandDims(rv, 1));
+    expectAllclose(np.array(out).reshape([3, 4]), want, { rtol: 1e-6 });
+  });
+});
