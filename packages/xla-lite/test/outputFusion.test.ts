@@ -1,5 +1,5 @@
 // Dot epilogue (kOutput) fusion on hand-written HLO and end to end through jit.
-import { nn, np } from '@tpukit/core';
+import { listBackends, nn, np, withBackend } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { buildExecutable, dce, fuseDotEpilogues, fuseElementwise, HloModule, jit, moduleText } from '../src/index';
 import { B, expectAllclose, f32, prims } from './build';
@@ -74,5 +74,18 @@ describe('dot epilogue fusion (kOutput)', () => {
       expect(saved).toBe(2 * 16 * 24 * 4);
       expect(fused.memoryAnalysis().tempBytesNoReuse).toBe(16 * 24 * 4);
     }
+  });
+
+  const backends = listBackends().filter((b) => b === 'reference' || b === 'systolic');
+  it.each(backends)('runs the dot on the %s backend and the epilogue in place over its result', (backend) => {
+    withBackend(backend, () => {
+      const x = seq(8 * 40).reshape([8, 40]);
+      const w = seq(40 * 24, 0.21).reshape([40, 24]);
+      const res = seq(8 * 24, 0.9).reshape([8, 24]);
+      const f = (a: any, m: any, r: any) => np.add(r, nn.gelu(np.matmul(a, m)));
+      const c = jit(f).lower(x, w, res).compile();
+      expect(c.stats.outputFusions).toBe(1);
+      expectAllclose(c.call([x, w, res])[0], f(x, w, res), { rtol: 1e-5, atol: 1e-6 });
+    });
   });
 });
