@@ -67,6 +67,12 @@ describe('layout assignment', () => {
     const ys = seq(40, 0.7).reshape([2, 4, 5]);
     const out = buildExecutable(new HloModule('m', c), 'm').run([xs, ys])[0];
     expectAllclose(out, evalPrimitive(d.prim!, [xs, ys], d.params)[0], { rtol: 1e-6 });
+    // Both operands the same value in the same wanted layout: one copy.
+    const b3 = new B();
+    const z = b3.param(f32(2, 3, 4));
+    const c3 = b3.out(b3.op('dot_general', [z, z], dn([0, 2], [0, 2])));
+    expect(insertLayoutCopies(c3)).toBe(1);
+    expect(c3.outputs[0].operands[0]).toBe(c3.outputs[0].operands[1]);
     // Reordering the contracting pairs is enough when it makes both operands readable: no copy.
     const b2 = new B();
     const p = b2.param(f32(2, 3, 4));

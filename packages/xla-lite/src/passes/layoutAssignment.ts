@@ -145,6 +145,7 @@ export function foldDotTransposes(c: HloComputation): number {
 export function insertLayoutCopies(c: HloComputation): number {
   let n = 0;
   const transpose = getPrimitive('transpose');
+  const made = new Map<string, HloInstruction>(); // one copy per value and layout
   for (const d of [...c.instructions]) {
     if (d.prim?.name !== 'dot_general') continue;
     const reordered = readableDims(d.operands[0].shape.shape, d.operands[1].shape.shape, dimsOf(d));
@@ -159,7 +160,11 @@ export function insertLayoutCopies(c: HloComputation): number {
       const bt = side === 0 ? lb : rb;
       if (o.layout || gemmReadable(o.shape.shape, bt, ct)) return o;
       const majorToMinor = [...bt, ...freeDimsOf(o.shape.shape.length, ct, bt), ...ct];
+      const key = `${o.id}:${majorToMinor.join()}`;
+      const had = made.get(key);
+      if (had) return had;
       const copy = new HloInstruction('copy', [o.shape], [o], { permutation: majorToMinor }, transpose);
+      made.set(key, copy);
       copy.layout = [...majorToMinor].reverse();
       c.instructions.splice(c.instructions.indexOf(d), 0, copy);
       n++;
