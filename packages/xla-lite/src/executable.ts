@@ -1,8 +1,10 @@
 /**
  * Runs an optimised module. The entry computation is turned into a flat plan once: each step
  * reads operand slots and writes its result slot. Parameters come from the call's arguments,
- * constants are their literals, a `fusion` runs its generated single-pass kernel over the
- * operands' storage (see `kernel.ts`), `get-tuple-element` picks an output, and every other
+ * constants are their literals, a `fusion` runs its generated kernel over the operands'
+ * storage (`kernel.ts`; row fusions `rowKernel.ts`), an output fusion (kOutput) runs its dot
+ * as the core primitive and then its epilogue kernel in place over the dot's result,
+ * `get-tuple-element` picks an output, and every other
  * instruction (dots, reductions, data movement, control flow with its sub-jaxprs) runs as its
  * core primitive on the current backend, so results agree with eager execution; control-flow
  * bodies are routed through the compiler too (see `subprograms.ts`). Operand lists
@@ -30,7 +32,7 @@ export interface ExecutableStats {
   fusedKernels: number;
   /** Of those, kernels that fuse two or more ops. */
   multiOpFusions: number;
-  /** Ops executed inside generated kernels. */
+  /** Ops inside fusions (the dot of a kOutput fusion included). */
   fusedOps: number;
   /** Instructions run as core primitives per call (the dots of output fusions not included). */
   primitiveOps: number;
