@@ -88,4 +88,13 @@ describe('dot epilogue fusion (kOutput)', () => {
       expectAllclose(c.call([x, w, res])[0], f(x, w, res), { rtol: 1e-5, atol: 1e-6 });
     });
   });
+
+  it('an output fusion result may land in a donated argument', () => {
+    const x = seq(8 * 16).reshape([8, 16]);
+    const w = seq(16 * 12, 0.21).reshape([16, 12]);
+    const f = (a: any, m: any, r: any) => np.add(r, nn.gelu(np.matmul(a, m)));
+    const want = f(x, w, seq(8 * 12, 0.9).reshape([8, 12]));
+    const got = jit(f, { donateArgnums: 2 })(x, w, seq(8 * 12, 0.9).reshape([8, 12]));
+    expectAllclose(got, want, { rtol: 1e-5, atol: 1e-6 });
+  });
 });
