@@ -1,5 +1,5 @@
 // Layout assignment for dots on hand-written HLO, and end to end on a dense layer's backward pass.
-import { evalPrimitive, grad, np } from '@tpukit/core';
+import { evalPrimitive, grad, lax, nn, np } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { assignLayouts, buildExecutable, dce, foldDotTransposes, gemmReadable, HloModule, insertLayoutCopies, jit, moduleText } from '../src/index';
 import { B, expectAllclose, f32, prims } from './build';
@@ -94,5 +94,14 @@ describe('layout assignment', () => {
     expect(after.passStats.layout).toBeGreaterThan(0);
     const [r0, r1] = [before.call(args), after.call(args)];
     r0.forEach((v, k) => expectAllclose(r1[k], v, { rtol: 1e-6, atol: 1e-6 }));
+  });
+
+  it('a dot reading a layout copy still takes its epilogue (kOutput) and equals eager', () => {
+    const f = (x: any, y: any) => nn.relu(lax.dotGeneral(x, y, [[[0, 2], [0, 1]], [[], []]]));
+    const args = [seq(24).reshape([2, 3, 4]), seq(40, 0.7).reshape([2, 4, 5])];
+    const c = jit(f).lower(args[0], args[1]).compile();
+    expect(c.asText()).toContain('f32[2,3,4]{2,0,1} copy(');
+    expect(c.stats.outputFusions).toBe(1);
+    expectAllclose(c.call(args)[0], f(args[0], args[1]), { rtol: 1e-6, atol: 1e-7 });
   });
 });
