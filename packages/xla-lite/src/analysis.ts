@@ -81,7 +81,7 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
       c.seconds += epilogueIn / preset.hbmBandwidth;
       return c;
     }
-    c.bytesAccessed = i.operands.reduce((s, o) => s + bytesOf(o.shape), 0) + bytesOf(i.shape);
+    c.bytesAccessed = i.operands.reduce((s, o) => s + bytesOf(o.shape), 0) + i.shapes.reduce((s, sh) => s + bytesOf(sh), 0);
     c.seconds = c.bytesAccessed / preset.hbmBandwidth;
     return c;
   }

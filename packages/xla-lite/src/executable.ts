@@ -27,7 +27,7 @@ type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
-  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[] }
+  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[] }
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[] };
 
@@ -62,7 +62,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       case 'get-tuple-element':
         return { kind: 'gte', out: k, src: ins[0], index: (i.params as { index: number }).index };
       case 'fusion': {
-        if ((i.params as { kind: string }).kind !== 'kOutput') return { kind: 'fusion', out: k, ins, kernel: compileFusionKernel(i), inst: i, buf: new globalThis.Array(ins.length) };
+        if ((i.params as { kind: string }).kind !== 'kOutput') return { kind: 'fusion', out: k, ins, kernel: compileFusionKernel(i), inst: i, buf: new globalThis.Array(ins.length), more: new globalThis.Array(i.shapes.length - 1) };
         const parts = splitOutputFusion(i.called[0]);
         const dotIns = parts.dotOperands.map((p) => ins[p]);
         const epiIns = parts.epilogueOperands.map((p) => ins[p]);
@@ -91,6 +91,21 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           vals[s.out] = (vals[s.src] as Array[])[s.index];
           break;
         case 'fusion': {
+          if (s.inst.isTuple) {
+            // A multi-output (row) fusion: every output freshly allocated, read through get-tuple-element.
+            const shs = s.inst.shapes;
+            const outs = shs.map((sh) => (sh.dtype === 'bool' ? new Uint8Array(numel(sh)) : new Float32Array(numel(sh))));
+            for (let j = 1; j < outs.length; j++) s.more[j - 1] = outs[j];
+            for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
+            s.kernel(s.buf, outs[0], outs[0].length, s.more);
+            s.buf.fill(null as never);
+            s.more.fill(null as never);
+            vals[s.out] = outs.map((o, j) => {
+              const r = fromStorage(o, shs[j].shape, shs[j].dtype);
+              return shs[j].weakType ? lax.convertElementType(r, shs[j].dtype, true) : r;
+            });
+            break;
+          }
           const sh = s.inst.shape;
           const n = numel(sh);
           const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));

@@ -8,7 +8,8 @@
  */
 import { type HloComputation, type HloInstruction, numel } from './hlo';
 
-export type FusedKernel = (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number) => void;
+/** A generated kernel: reads `ins`, writes `out` (n elements) and, for a multi-output fusion, the extra outputs `more`. */
+export type FusedKernel = (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, more?: (Float32Array | Uint8Array)[]) => void;
 
 const F = (e: string): string => `Math.fround(${e})`;
 

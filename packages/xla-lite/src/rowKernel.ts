@@ -6,7 +6,8 @@
  * (once per row), then loops over the row's C elements computing the full values of level L and
  * accumulating the reductions of level L+1; the last stage writes the output (each element, or
  * the row's reduction). A full value needed by a later stage is kept in a scratch row of C
- * float32s, so the row stays in cache and nothing full-size is written but the result. The
+ * float32s, so the row stays in cache and nothing full-size is written but the result (and
+ * the extra outputs of a multi-output fusion, written where they are computed). The
  * per-element code is kernel.ts's (`elementStatement`, `expr`, `reduceStep`); this file only
  * adds the row/stage structure, so another code generator can port it separately.
  */
@@ -43,6 +44,10 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
   const pre: string[] = [];
   body.params.forEach((p, j) => pre.push(numel(p.shape) === 1 ? `const p${j} = ins[${j}][0];` : `const in${j} = ins[${j}];`));
   for (const [m, s] of stored) pre.push(`const s${idx.get(m)} = scratch[${s}];`);
+  // Extra outputs of a multi-output fusion: written where their value is computed.
+  const extra = new Map(body.outputs.slice(1).map((m, k) => [m, `o${k}`]));
+  extra.forEach((o, m) => pre.push(`const ${o} = more[${o.slice(1)}];`));
+  const store = (m: HloInstruction, v: string, at: string): string[] => (extra.has(m) ? [`${extra.get(m)}[${at}] = ${v};`] : []);
   let stage = 0;
   const readFull = (o: HloInstruction): string => {
     if (o.opcode === 'parameter') return numel(o.shape) === 1 ? `p${o.paramIndex}` : `in${o.paramIndex}[i]`;
@@ -71,7 +76,7 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
       if (m.opcode === 'parameter' || full(m) || isReduce(m) || level.get(m) !== stage) continue;
       const name = m.prim!.name;
       const v = `u${idx.get(m)}`;
-      rowLoop.push(name === 'reshape' || name === 'broadcast_in_dim' ? `const ${v} = ${readRow(m.operands[0])};` : `const ${v} = ${expr(m, m.operands.map(readRow))};`);
+      rowLoop.push(name === 'reshape' || name === 'broadcast_in_dim' ? `const ${v} = ${readRow(m.operands[0])};` : `const ${v} = ${expr(m, m.operands.map(readRow))};`, ...store(m, v, 'row'));
     }
     const accs = reduces.filter((r) => level.get(r.operands[0]) === stage);
     const fulls = body.instructions.filter((m) => full(m) && level.get(m) === stage);
@@ -85,11 +90,12 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
       else if (m.prim!.name === 'broadcast_in_dim' && src.opcode !== 'parameter' && !full(src)) inner.push(`const ${v} = ${readRow(src)};`);
       else inner.push(elementStatement(m, v, readFull));
       if (stored.has(m)) inner.push(`s${idx.get(m)}[j] = ${v};`);
+      inner.push(...store(m, v, 'i'));
     }
     for (const r of accs) inner.push(reduceStep(r, `a${idx.get(r)}`, readFull(r.operands[0])));
     if (stage === last && !isReduce(root)) inner.push(`out[i] = ${readFull(root)};`);
     rowLoop.push(`for (let j = 0; j < ${C}; j++) {\n    ${inner.join('\n    ')}\n  }`);
-    for (const r of accs) rowLoop.push(`const u${idx.get(r)} = Math.fround(a${idx.get(r)});`);
+    for (const r of accs) rowLoop.push(`const u${idx.get(r)} = Math.fround(a${idx.get(r)});`, ...store(r, `u${idx.get(r)}`, 'row'));
   }
   if (isReduce(root)) rowLoop.push(`out[row] = u${idx.get(root)};`);
   const source = `${pre.join('\n')}\nfor (let row = 0; row < ${R}; row++) {\n  const base = row * ${C};\n  ${rowLoop.join('\n  ')}\n}`;
@@ -100,6 +106,6 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
 export function compileRowKernel(body: HloComputation): FusedKernel {
   const { source, scratchRows, rowLength } = rowKernelSource(body);
   const scratch = Array.from({ length: scratchRows }, () => new Float32Array(rowLength));
-  const fn = new Function('ins', 'out', 'n', 'scratch', source) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, scratch: Float32Array[]) => void;
-  return (ins, out, n) => fn(ins, out, n, scratch);
+  const fn = new Function('ins', 'out', 'n', 'more', 'scratch', source) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, more: (Float32Array | Uint8Array)[] | undefined, scratch: Float32Array[]) => void;
+  return (ins, out, n, more) => fn(ins, out, n, more, scratch);
 }

@@ -92,6 +92,11 @@ function callbackId(cb: object): number {
 
 function emitInstruction(e: Emitter, i: HloInstruction): void {
   if (i.opcode === 'parameter') return;
+  if (i.opcode === 'get-tuple-element' && i.operands[0].opcode === 'fusion') {
+    // An output of a multi-output fusion exported inline: the body value itself.
+    e.bind(i, e.name(i.operands[0].called[0].outputs[(i.params as { index: number }).index]));
+    return;
+  }
   if (i.opcode === 'get-tuple-element') {
     e.bind(i, `${e.name(i.operands[0])}#${(i.params as { index: number }).index}`);
     return;

@@ -108,3 +108,39 @@ describe('row kernel indexing', () => {
     expectAllclose(np.array(out).reshape([3, 4]), want, { rtol: 1e-6 });
   });
 });
+
+describe('multi-output row fusion', () => {
+  it('a member also used after the root leaves the fusion as an extra output', () => {
+    const f = (x: any) => {
+      const e = np.exp(x);
+      const p = np.divide(e, np.sum(e, { axis: -1, keepdims: true }));
+      return [p, np.sin(e), np.mean(e, { axis: -1 })];
+    };
+    const x = seq(4 * 9).reshape([4, 9]);
+    const c = jit(f).lower(x).compile();
+    const row = c.module.entry.instructions.find((i) => i.opcode === 'fusion' && i.params.kind === 'kRow')!;
+    expect(row.isTuple).toBe(true);
+    expect(row.shapes.map((s) => s.shape)).toContainEqual([4, 9]); // exp(x), read again by sin
+    expect(rowKernelSource(row.called[0]).source).toMatch(/o0\[i\] = /);
+    expect(c.asText()).toMatch(/\(f32\[4,9\]\{1,0\}, f32\[4,9\]\{1,0\}.*\) fusion\(.*kind=kRow/);
+    const got = c.call([x]);
+    const want = f(x);
+    got.forEach((g, k) => expectAllclose(g, want[k], { rtol: 1e-6, atol: 1e-7 }));
+    const text = c.asStableHlo();
+    expect(text).not.toContain('fusion');
+  });
+
+  it('a training step fuses the forward softmax too (exp and sum leave as extra outputs for the backward pass)', () => {
+    const x = seq(6 * 10).reshape([6, 10]);
+    const w = seq(10 * 10, 0.3).reshape([10, 10]);
+    const g = seq(10, 0.7);
+    for (const fwd of [(a: any) => nn.softmax(a), (a: any) => nn.softmax(np.multiply(a, 0.5))]) {
+      const loss = (a: any, m: any) => np.sum(np.tanh(np.matmul(fwd(a), m)));
+      const c = jit(grad(loss)).lower(x, w).compile();
+      const multi = c.module.entry.instructions.filter((i) => i.opcode === 'fusion' && i.params.kind === 'kRow' && i.isTuple);
+      expect(multi.length).toBe(1);
+      expect(multi[0].shapes).toHaveLength(3); // softmax, exp and the row sums
+      expectAllclose(c.call([x, w])[0], grad(loss)(x, w), { rtol: 1e-5, atol: 1e-6 });
+    }
+  });
+});

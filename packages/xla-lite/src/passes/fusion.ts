@@ -106,12 +106,23 @@ export function outlineFusion(c: HloComputation, ms: HloInstruction[], root: Hlo
     const copy = body.add(new HloInstruction(m.opcode, m.shapes, ops, m.params, m.prim));
     map.set(m, copy);
   }
-  body.outputs = [map.get(root)!];
-  const fusion = new HloInstruction('fusion', root.shapes, externals, { kind }, null);
+  // Members other than the root that are also used outside the group leave as extra outputs
+  // (a multi-output fusion, read through get-tuple-element); elementwise fusion never makes any.
+  const users = c.users();
+  const extras = ms.filter((m) => m !== root && users.get(m)!.some((u) => u === null || !inGroup.has(u)));
+  body.outputs = [map.get(root)!, ...extras.map((m) => map.get(m)!)];
+  const fusion = new HloInstruction('fusion', [root.shape, ...extras.map((m) => m.shape)], externals, { kind }, null);
   fusion.called = [body];
   c.instructions = c.instructions.filter((i) => !inGroup.has(i) || i === root);
   c.instructions[c.instructions.indexOf(root)] = fusion;
-  c.replaceUses(root, fusion);
   mod?.computations.unshift(body);
+  if (!extras.length) {
+    c.replaceUses(root, fusion);
+    return fusion;
+  }
+  const at = c.instructions.indexOf(fusion) + 1;
+  const gtes = [root, ...extras].map((m, k) => new HloInstruction('get-tuple-element', [m.shape], [fusion], { index: k }, null));
+  c.instructions.splice(at, 0, ...gtes);
+  [root, ...extras].forEach((m, k) => c.replaceUses(m, gtes[k]));
   return fusion;
 }

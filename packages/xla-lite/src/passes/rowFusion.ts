@@ -12,13 +12,15 @@
  * - row values: elementwise ops, reshapes and scalar broadcasts on values of the row shape
  *   S[0..k) (optionally with trailing size-1 dims, as `keepdims` makes them);
  * - row broadcasts: `broadcast_in_dim` of a row value back to S along the row dims.
- * Groups grow consumers-first as elementwise fusion does (an instruction joins when all its
- * users are in one group and it fits that group's S and k), and one becomes a fusion when it
+ * Groups grow consumers-first as elementwise fusion does (an instruction joins a group when it
+ * fits that group's S and k and each of its users is in the group or comes after the group's
+ * root; a value with users outside becomes an extra output of the fusion, so a training step's
+ * forward softmax/norm, whose intermediates the backward pass reads, still fuses), and one becomes a fusion when it
  * holds a reduction whose row value flows back to full shape through a row broadcast, rooted
  * at a full value (softmax, norms) or at a row reduction (a log-softmax feeding the loss sum).
  * Groups without that round trip are left to elementwise fusion (kLoop/kInput).
  */
-import { type HloComputation, type HloInstruction, type HloModule, numel } from '../hlo';
+import { type HloComputation, HloInstruction, type HloModule, numel } from '../hlo';
 import { isFusible, outlineFusion } from './fusion';
 
 interface Group {
@@ -79,25 +81,84 @@ function roleIn(i: HloInstruction, g: Group): { role: Role; k: number | null } |
   return isFusible(i) ? { role: 'row', k: g.k } : null;
 }
 
+/**
+ * A broadcast whose users sit in several groups (or in a group and outside) is cloned, one
+ * copy per group it fits, each joining that group: broadcasts cost nothing inside a kernel, so
+ * XLA duplicates them rather than let a shared one split fusions. The original keeps the
+ * remaining users (or dies). Returns whether any clone was made.
+ */
+function cloneBroadcast(
+  c: HloComputation,
+  i: HloInstruction,
+  j: number,
+  users: Map<HloInstruction, (HloInstruction | null)[]>,
+  groupOf: Map<HloInstruction, Group>,
+  roles: Map<HloInstruction, Role>,
+  pos: Map<HloInstruction, number>,
+): boolean {
+  const us = users.get(i)!;
+  const byGroup = new Map<Group, HloInstruction[]>();
+  for (const u of us) {
+    const g = u === null ? undefined : groupOf.get(u);
+    if (g && !byGroup.get(g)?.includes(u!)) byGroup.set(g, [...(byGroup.get(g) ?? []), u!]);
+  }
+  if (byGroup.size === 0 || (byGroup.size === 1 && [...byGroup.values()][0].length === us.length)) return false;
+  let remaining = us;
+  let made = false;
+  for (const [g, gus] of byGroup) {
+    const r = roleIn(i, g);
+    if (!r) continue;
+    const clone = new HloInstruction(i.opcode, i.shapes, i.operands, i.params, i.prim);
+    c.instructions.splice(j, 0, clone);
+    for (const u of gus) u.operands = u.operands.map((o) => (o === i ? clone : o));
+    remaining = remaining.filter((u) => u === null || !gus.includes(u));
+    users.set(clone, gus);
+    users.get(i.operands[0])?.push(clone);
+    // Its program position: just before its first user (where it is needed).
+    pos.set(clone, Math.min(...gus.map((u) => pos.get(u)!)) - 0.5);
+    g.k = r.k;
+    groupOf.set(clone, g);
+    roles.set(clone, r.role);
+    made = true;
+  }
+  users.set(i, remaining);
+  if (remaining.length === 0) {
+    const src = users.get(i.operands[0]);
+    if (src) src.splice(src.indexOf(i), 1);
+  }
+  return made && remaining.length === 0;
+}
+
 /** Fuses row groups of `c`; returns the number of kRow fusions made. */
 export function fuseRows(c: HloComputation, mod?: HloModule): number {
   const users = c.users();
   const groupOf = new Map<HloInstruction, Group>();
   const roles = new Map<HloInstruction, Role>();
   const groups: Group[] = [];
+  const pos = new Map(c.instructions.map((i, j) => [i, j]));
+  const end = c.instructions.length;
   for (let j = c.instructions.length - 1; j >= 0; j--) {
     const i = c.instructions[j];
+    // Join the group of a user when every other user comes after that group's root: then the
+    // value can also leave the fusion as an extra output (multi-output fusion) without a cycle,
+    // as a forward softmax's exp and sum do when the backward pass reads them again.
+    // Broadcasts never leave a fusion (recomputing them is free; materialising is not).
+    const after = (u: HloInstruction | null, g: Group): boolean => (u === null ? end : pos.get(u)!) > pos.get(g.root)!;
+    if (i.prim?.name === 'broadcast_in_dim' && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
     const us = users.get(i)!;
-    const g = us.length > 0 && us[0] !== null ? groupOf.get(us[0]) : undefined;
-    if (g && us.every((u) => u !== null && groupOf.get(u) === g)) {
+    const candidates = [...new Set(us.map((u) => (u === null ? undefined : groupOf.get(u))).filter((g): g is Group => g !== undefined))];
+    const joined = candidates.some((g) => {
+      const inside = us.filter((u) => u !== null && groupOf.get(u) === g);
+      const escapes = inside.length !== us.length;
+      if (escapes && (i.prim?.name === 'broadcast_in_dim' || !us.every((u) => (u !== null && groupOf.get(u) === g) || after(u, g)))) return false;
       const r = roleIn(i, g);
-      if (r) {
-        g.k = r.k;
-        groupOf.set(i, g);
-        roles.set(i, r.role);
-        continue;
-      }
-    }
+      if (!r) return false;
+      g.k = r.k;
+      groupOf.set(i, g);
+      roles.set(i, r.role);
+      return true;
+    });
+    if (joined) continue;
     // Start a group at a full-shape elementwise op or at a trailing-axes reduction.
     if (!i.isTuple && i.shape.dtype === 'float32') {
       const fresh: Group = { shape: i.shape.shape, k: null, root: i };
@@ -128,5 +189,9 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
     outlineFusion(c, ms, g.root, 'kRow', mod);
     made++;
   }
+  // Broadcast clones sit where the original was; a fusion consuming another's extra output sits
+  // at its root, after that output's producer. Every user of an extra output comes after the
+  // producing group's root, so the graph is acyclic and a re-sort restores program order.
+  if (made) c.sort();
   return made;
 }
