@@ -13,6 +13,7 @@ import * as lax from '../lax/index';
 import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
+import { canFuse, gumbelFloat32, normalFloat32, stableArgsortUint32, unitFloat32 } from './fused';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
 import { takeInBounds } from './takeInBounds';
 
@@ -52,22 +53,36 @@ export function floatParam(op: string, name: string, v: ArrayLike, dtype: DType,
   return broadcastTo(a, shape, `random.${op}`);
 }
 
-/** The floats of JAX's `_uniform` before scaling: m * 2^-nmant in [0, 1) from the random bits. */
-function unitFloats(k: PRNGKeyArray, shape: readonly number[], dtype: DType, op: string): Array {
+/** The random bits JAX's `_uniform` draws for `dtype`: 8 for bfloat16 (7 mantissa bits), 16 for float16, 32 for float32. */
+function uniformBits(k: PRNGKeyArray, shape: readonly number[], dtype: DType, op: string): Array {
   const nmant = NMANT[dtype]!;
-  const nbits = NBITS[dtype]!;
-  // bfloat16 has 7 mantissa bits: JAX draws 8 random bits for it, 16 for float16, 32 for float32.
-  const rngBits = (nmant < 8 ? 8 : nbits) as 8 | 16 | 32;
-  const b = randomBits(k, rngBits, shape, op);
+  return randomBits(k, (nmant < 8 ? 8 : NBITS[dtype]!) as 8 | 16 | 32, shape, op);
+}
+
+/** The floats of JAX's `_uniform` before scaling: m * 2^-nmant in [0, 1) from the random bits `b`. */
+function unitFloats(b: Array, shape: readonly number[], dtype: DType): Array {
+  if (dtype === 'float32' && canFuse(b)) return Array._fromStorage(unitFloat32(b._storage() as Uint32Array), shape, 'float32');
+  const nmant = NMANT[dtype]!;
+  const rngBits = nmant < 8 ? 8 : NBITS[dtype]!;
   const m = lax.shiftRightLogical(b, full(rngBits - nmant, 'uint32', shape));
   // JAX ors m into the mantissa of 1.0 and subtracts 1.0: exactly m * 2^-nmant.
   return lax.mul(lax.convertElementType(m, dtype), full(2 ** -nmant, dtype, shape));
 }
 
+/** JAX's `_uniform` from its random bits `b`, the parameters being arrays of the output shape and dtype. */
+function uniformFromBits(b: Array, shape: readonly number[], dtype: DType, minv: Array, maxv: Array): Array {
+  const floats = unitFloats(b, shape, dtype);
+  return lax.max(minv, lax.add(lax.mul(floats, lax.sub(maxv, minv)), minv));
+}
+
 /** JAX's `_uniform` once the parameters are arrays of the output shape and dtype. */
 export function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
-  const floats = unitFloats(k, shape, dtype, op);
-  return lax.max(minv, lax.add(lax.mul(floats, lax.sub(maxv, minv)), minv));
+  return uniformFromBits(uniformBits(k, shape, dtype, op), shape, dtype, minv, maxv);
+}
+
+/** Whether fused.ts may compute a whole float32 sampler from its bits `b` (eager, on the reference kernels). */
+function fusesFloat32(b: Array, dtype: DType): boolean {
+  return dtype === 'float32' && canFuse(b);
 }
 
 export interface UniformOptions {
@@ -89,7 +104,7 @@ export function uniform(k: PRNGKeyArray, shape: readonly number[] = [], opts: Un
   if (lo === 0 && hi === 1) {
     // On [0, 1) the affine step f * (1 - 0) + 0 and the max with 0 are exact identities for
     // f in [0, 1): skipping them gives the same bits, faster.
-    return unitFloats(k, s, dtype, 'uniform');
+    return unitFloats(uniformBits(k, s, dtype, 'uniform'), s, dtype);
   }
   const minv = floatParam('uniform', 'minval', lo, dtype, s);
   const maxv = floatParam('uniform', 'maxval', hi, dtype, s);
@@ -104,7 +119,9 @@ export function normal(k: PRNGKeyArray, shape: readonly number[] = [], opts: { d
   checkKey('normal', k);
   const dtype = floatDType('normal', opts.dtype);
   const s = shapeArg('normal', shape);
-  const u = uniformCore(k, s, dtype, full(MINUS_ONE_UP[dtype]!, dtype, s), full(1, dtype, s), 'normal');
+  const b = uniformBits(k, s, dtype, 'normal');
+  if (fusesFloat32(b, dtype)) return Array._fromStorage(normalFloat32(b._storage() as Uint32Array), s, 'float32');
+  const u = uniformFromBits(b, s, dtype, full(MINUS_ONE_UP[dtype]!, dtype, s), full(1, dtype, s));
   return lax.mul(constant(Math.SQRT2, u), erfInvLikeXla(u));
 }
 
@@ -171,7 +188,9 @@ export function gumbel(k: PRNGKeyArray, shape: readonly number[] = [], opts: { d
   checkKey('gumbel', k);
   const dtype = floatDType('gumbel', opts.dtype);
   const s = shapeArg('gumbel', shape);
-  const u = uniformCore(k, s, dtype, full(finfo(dtype).tiny, dtype, s), full(1, dtype, s), 'gumbel');
+  const b = uniformBits(k, s, dtype, 'gumbel');
+  if (fusesFloat32(b, dtype)) return Array._fromStorage(gumbelFloat32(b._storage() as Uint32Array), s, 'float32');
+  const u = uniformFromBits(b, s, dtype, full(finfo(dtype).tiny, dtype, s), full(1, dtype, s));
   return lax.neg(lax.log(lax.neg(lax.log(u))));
 }
 
@@ -286,9 +305,21 @@ function shuffle(k: PRNGKeyArray, x: Array, axis: number): Array {
     key = takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0);
     const subkey = takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0);
     const sortKeys = randomBits(subkey, 32, out.shape, 'permutation');
-    out = lax.sortKeyVal(sortKeys, out, axis)[1];
+    if (out.ndim === 1 && canFuse(sortKeys, out)) out = gather1d(out, stableArgsortUint32(sortKeys._storage() as Uint32Array));
+    else out = lax.sortKeyVal(sortKeys, out, axis)[1];
   }
   return out;
+}
+
+/**
+ * `out[perm]` for a concrete 1-d array, on its storage: with `perm` the stable argsort of the
+ * sort keys, this is what the stable `sortKeyVal(keys, out)` returns (the value half).
+ */
+function gather1d(x: Array, perm: Int32Array): Array {
+  const src = x._storage();
+  const dst = new (src.constructor as new (n: number) => typeof src)(perm.length);
+  for (let i = 0; i < perm.length; i++) dst[i] = src[perm[i]];
+  return Array._fromStorage(dst, x.shape, x.dtype, x.weakType);
 }
 
 /**
