@@ -7,13 +7,13 @@
 import { Array } from '../array';
 import * as bf16 from '../bf16';
 import { asArray, type ArrayLike } from '../convert';
-import { type DType, checkDType, finfo, intRange, isFloat, isInteger } from '../dtype';
+import { type DType, allocStorage, checkDType, finfo, intRange, isFloat, isInteger } from '../dtype';
 import * as f16 from '../f16';
 import * as lax from '../lax/index';
 import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
-import { canFuse, gumbelFloat32, normalFloat32, stableArgsortUint32, unitFloat32 } from './fused';
+import { canFuse, gumbelFloat32, normalFloat32, randintInto, stableArgsortUint32, uniformFloat32, unitFloat32 } from './fused';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
 import { takeInBounds } from './takeInBounds';
 
@@ -105,6 +105,16 @@ export function uniform(k: PRNGKeyArray, shape: readonly number[] = [], opts: Un
     // On [0, 1) the affine step f * (1 - 0) + 0 and the max with 0 are exact identities for
     // f in [0, 1): skipping them gives the same bits, faster.
     return unitFloats(uniformBits(k, s, dtype, 'uniform'), s, dtype);
+  }
+  if (typeof lo === 'number' && typeof hi === 'number') {
+    // Scalar bounds: converted exactly as floatParam converts them, without the broadcast.
+    const bound = (v: number): Array => lax.convertElementType(asArray(v, { op: 'random.uniform' }), dtype);
+    const [minv, maxv] = [bound(lo), bound(hi)];
+    const b = uniformBits(k, s, dtype, 'uniform');
+    if (fusesFloat32(b, dtype) && canFuse(minv, maxv)) {
+      return Array._fromStorage(uniformFloat32(b._storage() as Uint32Array, minv._storage()[0], maxv._storage()[0]), s, 'float32');
+    }
+    return uniformFromBits(b, s, dtype, broadcastTo(minv, s, 'random.uniform'), broadcastTo(maxv, s, 'random.uniform'));
   }
   const minv = floatParam('uniform', 'minval', lo, dtype, s);
   const maxv = floatParam('uniform', 'maxval', hi, dtype, s);
@@ -283,6 +293,14 @@ export function randint(k: PRNGKeyArray, shape: readonly number[], minval: Array
   // its wraparound for 8-bit dtypes).
   let mult = lax.rem(full(2 ** (nbits / 2), ud, ps), span);
   mult = lax.rem(lax.mul(mult, mult), span);
+  if (ps.length === 0 && canFuse(higher, lower, span, mult, lo)) {
+    const out = allocStorage(d, sizeOf(s)) as Int32Array | Uint32Array | Int8Array | Uint8Array;
+    const scalar = (x: Array): number => x._storage()[0];
+    const h = higher._storage() as Uint32Array | Uint8Array;
+    const l = lower._storage() as Uint32Array | Uint8Array;
+    randintInto(out, h, l, scalar(span), scalar(mult), scalar(lo), ud === 'uint8' ? 0xff : -1);
+    return Array._fromStorage(out, s, d);
+  }
   const spanS = broadcastTo(span, s, 'random.randint');
   const multS = broadcastTo(mult, s, 'random.randint');
   let offset = lax.add(lax.mul(lax.rem(higher, spanS), multS), lax.rem(lower, spanS));

@@ -88,6 +88,18 @@ function uniformScalar(b: number, lo: number, span: number): number {
   return Math.max(lo, u);
 }
 
+/**
+ * float32 `uniform` on [lo, hi) for scalar float32 bounds: `uniformCore` with the bounds
+ * broadcast, in one pass.
+ */
+export function uniformFloat32(bits: Uint32Array, lo: number, hi: number): Float32Array {
+  const n = bits.length;
+  const out = new Float32Array(n);
+  const span = f(hi - lo);
+  for (let i = 0; i < n; i++) out[i] = uniformScalar(bits[i], lo, span);
+  return out;
+}
+
 /** Giles' erfinv coefficients (erfinv.ts), rounded to float32 as the broadcast constants are. */
 const LT5 = [2.81022636e-8, 3.43273939e-7, -3.5233877e-6, -4.39150654e-6, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941].map(f);
 const GE5 = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682].map(f);
@@ -153,6 +165,22 @@ export function gumbelFloat32(bits: Uint32Array): Float32Array {
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) out[i] = -f(Math.log(-f(Math.log(uniformScalar(bits[i], TINY, GUMBEL_SPAN)))));
   return out;
+}
+
+/**
+ * `randint`'s combination of two bit streams for scalar parameters, as distributions.ts writes
+ * it in the unsigned dtype (mask 0xff for uint8, -1 for uint32) and then the output dtype:
+ * lo + ((higher % span) * mult + lower % span) % span, with the integer kernels' wraparound and
+ * their `x % 0 = x`. `out` is the output's storage (its typed array does the final wrap).
+ */
+export function randintInto(out: Int32Array | Uint32Array | Int8Array | Uint8Array, higher: Uint32Array | Uint8Array, lower: Uint32Array | Uint8Array, span: number, mult: number, lo: number, mask: number): void {
+  const rem = (a: number): number => (span === 0 ? a : a % span);
+  for (let i = 0; i < out.length; i++) {
+    // The product and the sum wrap in the unsigned dtype; wrapping once, after the sum, is the
+    // same modulo 2^8 or 2^32 (and `&` reduces modulo 2^32 first).
+    const t = Math.imul(rem(higher[i]), mult) + rem(lower[i]);
+    out[i] = lo + rem((t & mask) >>> 0);
+  }
 }
 
 /**
