@@ -174,7 +174,18 @@ export function gumbelFloat32(bits: Uint32Array): Float32Array {
  * their `x % 0 = x`. `out` is the output's storage (its typed array does the final wrap).
  */
 export function randintInto(out: Int32Array | Uint32Array | Int8Array | Uint8Array, higher: Uint32Array | Uint8Array, lower: Uint32Array | Uint8Array, span: number, mult: number, lo: number, mask: number): void {
-  const rem = (a: number): number => (span === 0 ? a : a % span);
+  // a % span for 0 <= a < 2^32 without the slow float modulo. a * (1/span) is within a
+  // relative 2^-51 of a / span < 2^32, far less than the 1/span that separates a non-integer
+  // a / span from the next integer: so its floor is the true quotient, or one less when a is a
+  // multiple of span (the product may fall just short). q * span < 2^33 is exact, and one
+  // correction step fixes the remainder. span 0 (x % 0 = x in the integer kernels) becomes
+  // 2^53, which leaves every a < 2^32 unchanged.
+  const sp = span === 0 ? 2 ** 53 : span;
+  const inv = 1 / sp;
+  const rem = (a: number): number => {
+    const r = a - Math.floor(a * inv) * sp;
+    return r >= sp ? r - sp : r;
+  };
   for (let i = 0; i < out.length; i++) {
     // The product and the sum wrap in the unsigned dtype; wrapping once, after the sum, is the
     // same modulo 2^8 or 2^32 (and `&` reduces modulo 2^32 first).

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type Array, asArray, np, random, referenceBackend, systolic, withBackend } from '../index';
 import { erfInvF32 } from './erfinv';
-import { erfInvFloat32, stableArgsortUint32, withFusedRandom } from './fused';
+import { erfInvFloat32, randintInto, stableArgsortUint32, withFusedRandom } from './fused';
 
 const RUNS = { numRuns: 8 };
 const seed = fc.integer({ min: 0, max: 2 ** 32 - 1 });
@@ -75,6 +75,19 @@ describe.each(['reference', 'systolic'])('fused kernels equal the lax chain (%s 
   });
 });
 
+describe('randint over random bounds and dtypes', () => {
+  const dtypes = ['int32', 'uint32', 'int8', 'uint8'] as const;
+  it('equals the lax chain', () => {
+    const bound = fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.integer({ min: -300, max: 300 }));
+    fc.assert(
+      fc.property(seed, bound, bound, fc.constantFrom(...dtypes), (a, lo, hi, d) => {
+        expectSameBits(() => random.randint(random.key(a), [64], lo, hi, d));
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
+
 describe('fused kernels in the original (non-partitionable) layout', () => {
   it.each(SAMPLERS.filter(([n]) => ['normal', 'gumbel', 'uniform', 'permutation of n'].includes(n)))('%s', (_name, sample) => {
     fc.assert(
@@ -122,6 +135,26 @@ describe('fused pieces', () => {
     const fused = erfInvFloat32(x);
     const generic = erfInvF32(asArray(x)).dataSync() as Float32Array;
     expect(globalThis.Array.from(new Uint32Array(fused.buffer))).toEqual(globalThis.Array.from(new Uint32Array(generic.buffer)));
+  });
+
+  it('randintInto computes remainders exactly, at multiples of the span and next to them', () => {
+    const spans = [0, 1, 2, 3, 7, 10, 255, 1000, 65521, 2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1, 2 ** 32 - 5, 2 ** 32 - 1];
+    fc.assert(
+      fc.property(fc.constantFrom(...spans), fc.integer({ min: 1, max: 2 ** 32 - 1 }), fc.integer({ min: 0, max: 2 ** 32 - 1 }), (span0, rnd, mult0) => {
+        const span = span0 === 0 || span0 === 2 ** 32 - 5 ? span0 : Math.max(1, rnd % (span0 + 1)) || span0;
+        const vals: number[] = [0, 1, 2 ** 32 - 1, rnd];
+        if (span > 0) for (const q of [1, 2, 3, Math.floor((2 ** 32 - 1) / span)]) for (const d of [-1, 0, 1]) vals.push(q * span + d);
+        const a = Uint32Array.from(vals);
+        const b = Uint32Array.from(vals.slice().reverse());
+        const mult = span === 0 ? mult0 : mult0 % span;
+        const out = new Uint32Array(a.length);
+        randintInto(out, a, b, span, mult, 0, -1);
+        const rem = (x: number): number => (span === 0 ? x : x % span);
+        const expected = globalThis.Array.from(a, (x, i) => rem((Math.imul(rem(x), mult) + rem(b[i])) >>> 0));
+        expect(globalThis.Array.from(out)).toEqual(expected);
+      }),
+      { numRuns: 60 },
+    );
   });
 
   it('stableArgsortUint32 is the stable sort order, ties included', () => {
