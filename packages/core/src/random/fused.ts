@@ -196,33 +196,42 @@ export function randintInto(out: Int32Array | Uint32Array | Int8Array | Uint8Arr
 
 /**
  * The permutation a stable ascending sort of uint32 `keys` applies (ties keep index order):
- * what `sortKeyVal(keys, iota)` returns, by an LSD radix sort on 11-bit digits (three passes;
- * 2048 buckets keep the scatter within cache). Each pass carries the keys with the indices.
+ * what `sortKeyVal(keys, iota)` returns, by an LSD radix sort on 11-, 11- and 10-bit digits
+ * (2048 buckets keep the scatter within cache). One pass counts all three digits; each scatter
+ * carries the keys with the indices, except the last, which needs only the indices.
  */
 export function stableArgsortUint32(keys: Uint32Array): Int32Array {
   const n = keys.length;
-  let k = new Uint32Array(keys);
-  let idx = new Int32Array(n);
-  for (let i = 0; i < n; i++) idx[i] = i;
-  let k2 = new Uint32Array(n);
-  let idx2 = new Int32Array(n);
-  const count = new Int32Array(2048);
-  for (let shift = 0; shift < 32; shift += 11) {
-    count.fill(0);
-    for (let i = 0; i < n; i++) count[(k[i] >>> shift) & 2047]++;
-    for (let d = 0, sum = 0; d < 2048; d++) {
-      const c = count[d];
-      count[d] = sum;
-      sum += c;
-    }
-    for (let i = 0; i < n; i++) {
-      const key = k[i];
-      const at = count[(key >>> shift) & 2047]++;
-      k2[at] = key;
-      idx2[at] = idx[i];
-    }
-    [k, k2] = [k2, k];
-    [idx, idx2] = [idx2, idx];
+  const c = new Int32Array(3 * 2048);
+  for (let i = 0; i < n; i++) {
+    const x = keys[i];
+    c[x & 2047]++;
+    c[2048 + ((x >>> 11) & 2047)]++;
+    c[4096 + (x >>> 22)]++;
   }
-  return idx;
+  for (let p = 0; p < 3 * 2048; p += 2048) {
+    for (let d = 0, sum = 0; d < 2048; d++) {
+      const v = c[p + d];
+      c[p + d] = sum;
+      sum += v;
+    }
+  }
+  const ka = new Uint32Array(n);
+  const ia = new Int32Array(n);
+  const kb = new Uint32Array(n);
+  const ib = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const x = keys[i];
+    const at = c[x & 2047]++;
+    ka[at] = x;
+    ia[at] = i;
+  }
+  for (let i = 0; i < n; i++) {
+    const x = ka[i];
+    const at = c[2048 + ((x >>> 11) & 2047)]++;
+    kb[at] = x;
+    ib[at] = ia[i];
+  }
+  for (let i = 0; i < n; i++) ia[c[4096 + (kb[i] >>> 22)]++] = ib[i];
+  return ia;
 }
