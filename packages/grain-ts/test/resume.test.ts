@@ -174,6 +174,22 @@ describe('resume equals the uninterrupted stream', () => {
     expect(maxConsumed).toBeLessThanOrEqual(3 * 50 + 2);
   });
 
+  it('restores pack states saved before `skip` / `elems` existed (start at the oldest unemitted element)', () => {
+    const make = () => seqs(40, 3).toIterDataset().pack({ length: 5, numBins: 3, overflow: 'split' }).iterator();
+    const full = drain(make());
+    const a = make();
+    const head = a.take(1).map(plain);
+    const st = JSON.parse(JSON.stringify(a.getState()));
+    expect(st.skip).toBe(0);
+    expect(st.start.elems).toBe(0);
+    delete st.skip;
+    delete st.start.elems;
+    const b = make();
+    b.setState(st);
+    expect([...head, ...drain(b)]).toEqual(full);
+    expect(() => make().setState({ ...st, skip: -1 })).toThrow(/pack.setState: state field "skip" must be an integer >= 0/);
+  });
+
   it('rejects a state from a different pipeline with a clear error', () => {
     const it = MapDataset.range(5).toIterDataset().pack({ length: 4 }).iterator();
     expect(() => it.setState({ nextIndex: 2 })).toThrow(/pack.setState: state is missing "start"/);
