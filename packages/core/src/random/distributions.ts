@@ -13,7 +13,7 @@ import * as lax from '../lax/index';
 import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
-import { canFuse, gumbelFloat32, normalFloat32, randintInto, stableArgsortUint32, uniformFloat32, unitFloat32 } from './fused';
+import { canFuse, gumbelFloat32, normalFloat32, randintInto, stableArgsortUint32, truncatedNormalFloat32, uniformFloat32, unitFloat32 } from './fused';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
 import { takeInBounds } from './takeInBounds';
 
@@ -75,9 +75,18 @@ function uniformFromBits(b: Array, shape: readonly number[], dtype: DType, minv:
   return lax.max(minv, lax.add(lax.mul(floats, lax.sub(maxv, minv)), minv));
 }
 
-/** JAX's `_uniform` once the parameters are arrays of the output shape and dtype. */
-export function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
-  return uniformFromBits(uniformBits(k, shape, dtype, op), shape, dtype, minv, maxv);
+/**
+ * JAX's `_uniform` once the parameters are arrays of the output shape and dtype, or numbers
+ * (constants of the dtype; fused into one loop for float32 when eager on the reference kernels).
+ */
+export function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array | number, maxv: Array | number, op: string): Array {
+  const b = uniformBits(k, shape, dtype, op);
+  if (typeof minv === 'number' && typeof maxv === 'number' && fusesFloat32(b, dtype)) {
+    return Array._fromStorage(uniformFloat32(b._storage() as Uint32Array, Math.fround(minv), Math.fround(maxv)), shape, 'float32');
+  }
+  const lo = typeof minv === 'number' ? full(minv, dtype, shape) : minv;
+  const hi = typeof maxv === 'number' ? full(maxv, dtype, shape) : maxv;
+  return uniformFromBits(b, shape, dtype, lo, hi);
 }
 
 /** Whether fused.ts may compute a whole float32 sampler from its bits `b` (eager, on the reference kernels). */
@@ -172,12 +181,25 @@ export function truncatedNormal(
   const lo0 = lower instanceof Array ? lower : asArray(lower, { op: 'random.truncatedNormal' });
   const hi0 = upper instanceof Array ? upper : asArray(upper, { op: 'random.truncatedNormal' });
   const s = shape === undefined ? broadcastShapes('random.truncatedNormal', lo0.shape, hi0.shape) : shapeArg('truncatedNormal', shape);
+  const bits = uniformBits(k, s, dtype, 'truncatedNormal');
+  if (lo0.ndim === 0 && hi0.ndim === 0 && fusesFloat32(bits, dtype) && canFuse(lo0, hi0)) {
+    // Scalar bounds: the same ops on the scalars (elementwise, so the same values as on their
+    // broadcasts), then one fused loop over the bits.
+    const lo = floatParam('truncatedNormal', 'lower', lo0, dtype, []);
+    const hi = floatParam('truncatedNormal', 'upper', hi0, dtype, []);
+    const sqrt2 = constant(Math.SQRT2, lo);
+    const scalar = (x: Array): number => x._storage()[0];
+    const a = scalar(lax.erf(lax.div(lo, sqrt2)));
+    const b = scalar(lax.erf(lax.div(hi, sqrt2)));
+    const out = truncatedNormalFloat32(bits._storage() as Uint32Array, a, b, scalar(nextToward(lo, 1, 'truncatedNormal')), scalar(nextToward(hi, -1, 'truncatedNormal')));
+    return Array._fromStorage(out, s, 'float32');
+  }
   const lo = floatParam('truncatedNormal', 'lower', lo0, dtype, s);
   const hi = floatParam('truncatedNormal', 'upper', hi0, dtype, s);
   const sqrt2 = constant(Math.SQRT2, lo);
   const a = lax.erf(lax.div(lo, sqrt2));
   const b = lax.erf(lax.div(hi, sqrt2));
-  const u = uniformCore(k, s, dtype, a, b, 'truncatedNormal');
+  const u = uniformFromBits(bits, s, dtype, a, b);
   const out = lax.mul(sqrt2, erfInvLikeXla(u));
   return lax.min(lax.max(out, nextToward(lo, 1, 'truncatedNormal')), nextToward(hi, -1, 'truncatedNormal'));
 }
@@ -189,7 +211,7 @@ export function bernoulli(k: PRNGKeyArray, p: ArrayLike = 0.5, shape?: readonly 
   if (!isFloat(pa.dtype)) throw new TypeError(`random.bernoulli: probability p must have a floating dtype; got ${pa.dtype}`);
   const s = shape === undefined ? [...pa.shape] : shapeArg('bernoulli', shape);
   checkParamShape('bernoulli', 'p', pa.shape, s);
-  const u = uniformCore(k, s, pa.dtype, full(0, pa.dtype, s), full(1, pa.dtype, s), 'bernoulli');
+  const u = uniformCore(k, s, pa.dtype, 0, 1, 'bernoulli');
   return lax.lt(u, broadcastTo(lax.convertElementType(pa, pa.dtype, false), s, 'random.bernoulli'));
 }
 

@@ -66,6 +66,16 @@ export function iotaBits(k0: number, k1: number, n: number, width: 8 | 16 | 32):
 }
 
 /**
+ * `split` in the partitionable layout: key i is (word0, word1) of Threefry(key, (0, i)), laid
+ * out as the [n, 2] array `stackLast` builds.
+ */
+export function iotaKeys(k0: number, k1: number, n: number): Uint32Array {
+  const out = new Uint32Array(2 * n);
+  for (let i = 0; i < n; i++) threefry2x32Block(k0, k1, 0, i, out, 2 * i);
+  return out;
+}
+
+/**
  * float32 `unitFloats`: (bits >>> 9) * 2^-23, the shift, uint32 -> float32 conversion and
  * scaling of distributions.ts (all exact in float32, so no rounding step is needed).
  */
@@ -153,6 +163,19 @@ export function normalFloat32(bits: Uint32Array): Float32Array {
   const n = bits.length;
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) out[i] = SQRT2 * erfInvScalar(uniformScalar(bits[i], NORMAL_LO, NORMAL_SPAN));
+  return out;
+}
+
+/**
+ * float32 `truncatedNormal` from 32-bit random bits for scalar bounds: uniform on [a, b) (a, b
+ * the erf of the bounds over sqrt 2), sqrt(2) * erfinv, clamped to [loUp, hiDown] (the
+ * bounds' float32 neighbours inside the interval).
+ */
+export function truncatedNormalFloat32(bits: Uint32Array, a: number, b: number, loUp: number, hiDown: number): Float32Array {
+  const n = bits.length;
+  const out = new Float32Array(n);
+  const span = f(b - a);
+  for (let i = 0; i < n; i++) out[i] = Math.min(Math.max(f(SQRT2 * erfInvScalar(uniformScalar(bits[i], a, span))), loUp), hiDown);
   return out;
 }
 

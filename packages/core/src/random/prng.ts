@@ -22,7 +22,7 @@ import { asArray, type ArrayLike } from '../convert';
 import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/index';
 import { checkShape, fmt, sizeOf } from '../shape';
-import { canFuse, iotaBits } from './fused';
+import { canFuse, iotaBits, iotaKeys } from './fused';
 import { threefry2x32 } from './threefry';
 import { takeInBounds } from './takeInBounds';
 
@@ -183,6 +183,10 @@ export function split(k: PRNGKeyArray, num: number | readonly number[] = 2): Arr
   const shape = checkNum('split', num);
   const [k1, k2] = keyWords(k);
   if (partitionable) {
+    if (canFuse(k1, k2)) {
+      const kd = k._storage() as Uint32Array;
+      return Array._fromStorage(iotaKeys(kd[0], kd[1], counterCount(shape)), [...shape, 2], 'uint32');
+    }
     const [hi, lo] = iota2x32(shape);
     const [b1, b2] = threefry2x32(k1, k2, hi, lo);
     return stackLast(b1, b2);
