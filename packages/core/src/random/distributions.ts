@@ -13,7 +13,7 @@ import * as lax from '../lax/index';
 import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
-import { canFuse, gumbelFloat32, normalFloat32, randintInto, stableArgsortUint32, truncatedNormalFloat32, uniformFloat32, unitFloat32 } from './fused';
+import { canFuse, flushesSubnormals, gumbelFloat32, normal16, normalFloat32, randintInto, stableArgsortUint32, truncatedNormalFloat32, uniformFloat32, unitFloat32 } from './fused';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
 import { takeInBounds } from './takeInBounds';
 
@@ -140,6 +140,9 @@ export function normal(k: PRNGKeyArray, shape: readonly number[] = [], opts: { d
   const s = shapeArg('normal', shape);
   const b = uniformBits(k, s, dtype, 'normal');
   if (fusesFloat32(b, dtype)) return Array._fromStorage(normalFloat32(b._storage() as Uint32Array), s, 'float32');
+  if ((dtype === 'bfloat16' || dtype === 'float16') && canFuse(b) && !flushesSubnormals()) {
+    return Array._fromStorage(normal16(b._storage() as Uint32Array, dtype, MINUS_ONE_UP[dtype]!), s, dtype);
+  }
   const u = uniformFromBits(b, s, dtype, full(MINUS_ONE_UP[dtype]!, dtype, s), full(1, dtype, s));
   return lax.mul(constant(Math.SQRT2, u), erfInvLikeXla(u));
 }

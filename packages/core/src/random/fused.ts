@@ -15,6 +15,8 @@
  */
 import type { Array } from '../array';
 import { getBackend } from '../backend';
+import * as bf16 from '../bf16';
+import * as f16 from '../f16';
 import { finfo } from '../dtype';
 import { referenceBackend } from '../backends/reference';
 import { SystolicBackend } from '../systolic/backend';
@@ -47,6 +49,16 @@ export function canFuse(...xs: Array[]): boolean {
   const b = getBackend();
   if (b === referenceBackend) return true;
   return b instanceof SystolicBackend && b.activeLedgers.length === 0;
+}
+
+/**
+ * Whether the current backend flushes subnormals when it converts float32 to bfloat16 (the
+ * systolic backend's TPU option): then the 16-bit fused kernels, which round as the reference
+ * kernels do, are not used.
+ */
+export function flushesSubnormals(): boolean {
+  const b = getBackend();
+  return b instanceof SystolicBackend && b.flushSubnormals;
 }
 
 /**
@@ -176,6 +188,32 @@ export function truncatedNormalFloat32(bits: Uint32Array, a: number, b: number, 
   const out = new Float32Array(n);
   const span = f(b - a);
   for (let i = 0; i < n; i++) out[i] = Math.min(Math.max(f(SQRT2 * erfInvScalar(uniformScalar(bits[i], a, span))), loUp), hiDown);
+  return out;
+}
+
+/**
+ * bfloat16 / float16 `normal` from its 8 / 16 random bits, as the lax chain computes it in the
+ * 16-bit dtype: every 16-bit op rounds its float64 result to float32 and then to the dtype
+ * (`fromFloat32` does both, as the kernels' float32 buffer + encode do); erfinv runs in float32
+ * on the converted value and is converted back before the final multiply. Returns the storage.
+ */
+export function normal16(bits: Uint32Array, dtype: 'bfloat16' | 'float16', lo: number): Uint16Array {
+  const enc = dtype === 'bfloat16' ? bf16.fromFloat32 : f16.fromFloat32;
+  const dec = dtype === 'bfloat16' ? bf16.toFloat32 : f16.toFloat32;
+  const r = (x: number): number => dec(enc(x));
+  const nmant = dtype === 'bfloat16' ? 7 : 10;
+  const shift = (dtype === 'bfloat16' ? 8 : 16) - nmant;
+  const lo16 = r(lo);
+  const span = r(1 - lo16);
+  const sqrt2 = r(SQRT2);
+  const n = bits.length;
+  const out = new Uint16Array(n);
+  for (let i = 0; i < n; i++) {
+    // m * 2^-nmant is exact in the dtype (m < 2^nmant).
+    const unit = (bits[i] >>> shift) * 2 ** -nmant;
+    const u = Math.max(lo16, r(r(unit * span) + lo16));
+    out[i] = enc(sqrt2 * r(erfInvScalar(u)));
+  }
   return out;
 }
 

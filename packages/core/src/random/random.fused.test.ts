@@ -46,6 +46,7 @@ const SAMPLERS: Sampler[] = [
   ['uniform array bounds', (k, s) => random.uniform(k, s, { minval: asArray(-1), maxval: 2 })],
   ['normal', (k, s) => random.normal(k, s)],
   ['normal float16', (k, s) => random.normal(k, s, { dtype: 'float16' })],
+  ['normal bfloat16', (k, s) => random.normal(k, s, { dtype: 'bfloat16' })],
   ['gumbel', (k, s) => random.gumbel(k, s)],
   ['truncatedNormal', (k, s) => random.truncatedNormal(k, -1.5, 2, s)],
   ['truncatedNormal narrow, in the tail', (k, s) => random.truncatedNormal(k, 2.5, 2.5001, s)],
@@ -114,6 +115,9 @@ describe('large draws (many elements reach erfinv tails and sort ties)', () => {
     expectSameBits(() => random.normal(k, [20000]));
     expectSameBits(() => random.gumbel(k, [20000]));
     expectSameBits(() => random.permutation(k, 20000));
+    // Every one of the 256 bfloat16 uniforms (8 random bits) and many of the 65536 float16 ones.
+    expectSameBits(() => random.normal(k, [20000], { dtype: 'bfloat16' }));
+    expectSameBits(() => random.normal(k, [20000], { dtype: 'float16' }));
   });
 });
 
