@@ -1,8 +1,9 @@
 /**
  * `pnpm bench:random`: sampling 2^20 values with @tpukit/core's `random` (JAX's Threefry-2x32
  * streams, bit-for-bit) against TensorFlow.js's CPU backend sampling the same count in the same
- * run (`tf.randomNormal`, `tf.randomUniform`, `tf.randomUniformInt`, `tf.multinomial`,
- * `tf.util.shuffle`). The generators differ (tfjs uses seedrandom's Alea), so this compares the
+ * run (`tf.randomNormal`, `tf.truncatedNormal`, `tf.randomUniform`, `tf.randomUniformInt`,
+ * `tf.multinomial`, `tf.util.shuffle`; tfjs has no bfloat16, so bfloat16 normal is compared with
+ * its float32 one). The generators differ (tfjs uses seedrandom's Alea), so this compares the
  * cost of a sample, not the samples. Both run synchronously on the main thread, reading the
  * values back; the ratio is tpukit's median time over tfjs's (below 1 means tpukit is faster).
  */
@@ -31,12 +32,15 @@ function tfRun(f: () => tf.Tensor): () => void {
 
 const cases: [string, () => void, (() => void) | null][] = [
   ['normal float32', () => random.normal(key, [N]).dataSync(), tfRun(() => tf.randomNormal([N], 0, 1, 'float32', 1))],
+  ['normal bfloat16 (tfjs: float32)', () => random.normal(key, [N], { dtype: 'bfloat16' }).dataSync(), tfRun(() => tf.randomNormal([N], 0, 1, 'float32', 1))],
+  ['truncatedNormal float32 [-2, 2]', () => random.truncatedNormal(key, -2, 2, [N]).dataSync(), tfRun(() => tf.truncatedNormal([N], 0, 1, 'float32', 1))],
   ['uniform float32 [0, 1)', () => random.uniform(key, [N]).dataSync(), tfRun(() => tf.randomUniform([N], 0, 1, 'float32', 1))],
   ['uniform float32 [-3, 5)', () => random.uniform(key, [N], { minval: -3, maxval: 5 }).dataSync(), tfRun(() => tf.randomUniform([N], -3, 5, 'float32', 1))],
   ['randint int32 [0, 1000)', () => random.randint(key, [N], 0, 1000).dataSync(), tfRun(() => tf.randomUniformInt([N], 0, 1000, 1))],
   [`categorical ${N / CATS} x ${CATS} logits`, () => random.categorical(key, logits).dataSync(), tfRun(() => tf.multinomial(tLogits as tf.Tensor2D, 1, 1))],
   ['permutation of 2^20', () => random.permutation(key, N).dataSync(), () => tf.util.shuffle(iota)],
   ['bits uint32 (no tfjs peer)', () => random.bits(key, [N]).dataSync(), null],
+  ['split into 2^19 keys (no tfjs peer)', () => random.split(key, N / 2).dataSync(), null],
 ];
 
 console.log(`random sampling, ${N} values (median ms of 9 runs; ratio = tpukit / tfjs-cpu; shared machine, numbers are noisy)`);
