@@ -3,6 +3,8 @@
  * permutation and choice. Each follows the corresponding function of jax/_src/random.py step for
  * step (same bits drawn from the same keys, same float arithmetic in the same dtype, same
  * number of shuffle rounds), written with lax ops so that the transformations can trace them.
+ * Run eagerly on the reference kernels, most of them hand their bits to fused.ts, which computes
+ * the same values in one loop instead of materialising every intermediate of the chain.
  */
 import { Array } from '../array';
 import * as bf16 from '../bf16';
