@@ -18,6 +18,7 @@ import { preemptionSignal } from './preemption';
 import { StepReader, restoreJson, restoreStandard } from './reader';
 import { type Metrics, stepsToKeep } from './retention';
 import { jsonBytes, planItem } from './snapshot';
+import { SnapshotPool } from './snapshotPool';
 import { type FaultPoint, type FileToWrite, type WriteJob, deleteStepDir, writeCheckpoint } from './writer';
 
 export interface CheckpointManagerOptions {
@@ -38,6 +39,12 @@ export interface CheckpointManagerOptions {
   createIfMissing?: boolean;
   /** fsync files and directories (default true). Turning it off loses durability, not atomicity. */
   fsync?: boolean;
+  /**
+   * Async saves: keep the host buffers of one save's copy for the next save (default true), so
+   * the copy in `save` writes into memory that is already mapped. Costs host memory equal to
+   * the saved arrays between saves; `false` lets them be garbage-collected after each save.
+   */
+  keepSnapshotBuffers?: boolean;
   /** @internal Crash tests: kill the process at this point of the `faultAtSave`-th save. */
   _fault?: { at: FaultPoint; save: number };
 }
@@ -70,6 +77,7 @@ export class CheckpointManager {
   readonly options: Readonly<CheckpointManagerOptions>;
   #steps = new Map<number, Metrics | undefined>();
   #writer: BackgroundWriter | null = null;
+  #pool: SnapshotPool | null = null;
   #inflight: Promise<void> | null = null;
   #error: Error | null = null;
   #saves = 0;
@@ -196,12 +204,21 @@ export class CheckpointManager {
     if (!opts.force && !this.shouldSave(step)) return false;
     await this.#wait();
     if (this.#steps.has(step)) throw new Error(`${op}: step ${step} already exists in ${this.directory}`);
+    const isAsync = this.options.enableAsyncCheckpointing !== false;
+    const pool = isAsync ? (this.#pool ??= new SnapshotPool()) : null;
+    const keepBuffers = this.options.keepSnapshotBuffers !== false;
     const files: FileToWrite[] = [];
     const handlers: Record<string, string> = {};
-    for (const [name, arg] of Object.entries(items)) {
-      for (const f of planItem(arg, `${op}: item "${name}"`, this.options.enableAsyncCheckpointing !== false)) files.push({ rel: `${name}/${f.rel}`, data: f.data });
-      handlers[name] = arg instanceof StandardSave ? STANDARD_HANDLER : JSON_HANDLER;
+    try {
+      for (const [name, arg] of Object.entries(items)) {
+        for (const f of planItem(arg, `${op}: item "${name}"`, pool ? pool.take : null)) files.push({ rel: `${name}/${f.rel}`, data: f.data });
+        handlers[name] = arg instanceof StandardSave ? STANDARD_HANDLER : JSON_HANDLER;
+      }
+    } catch (e) {
+      pool?.recycle(keepBuffers); // nothing was submitted: the buffers are free again
+      throw e;
     }
+    pool?.endPlan();
     const metrics = opts.metrics && Object.keys(opts.metrics).length > 0 ? opts.metrics : undefined;
     if (opts.metrics !== undefined) files.push({ rel: `${METRICS_ITEM}/${METRICS_FILE}`, data: jsonBytes(opts.metrics) });
     const all = new Map(this.#steps);
@@ -229,7 +246,7 @@ export class CheckpointManager {
       this.#steps.set(step, metrics);
       for (const s of deleteSteps) this.#steps.delete(s);
     };
-    if (this.options.enableAsyncCheckpointing === false) {
+    if (!pool) {
       await writeCheckpoint(job);
       commit();
       return true;
@@ -238,6 +255,7 @@ export class CheckpointManager {
     this.#inflight = this.#writer.submit(job).then(commit, (e: Error) => {
       this.#error = e;
     }).finally(() => {
+      pool.recycle(keepBuffers); // the writer is done with them (committed or failed)
       this.#inflight = null;
     });
     return true;
@@ -302,6 +320,7 @@ export class CheckpointManager {
       this.#closed = true;
       await this.#writer?.close();
       this.#writer = null;
+      this.#pool = null;
     }
   }
 }

@@ -1,13 +1,15 @@
 // Integrity and safety: corrupt files are named, structure mismatches list the differing paths,
 // partial restore reports what it skipped, checkpoints cannot steer reads outside their
 // directory, interrupted saves are never reported and are cleaned up, and sharded arrays are
-// written one chunk per distinct shard (replicas skipped).
+// written one chunk per distinct shard (replicas skipped), also when async saves reuse their
+// snapshot buffers.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fromStorage, makeArrayFromCallback, np, toStorage } from '@tpukit/core';
 import { SplitSharding, tmpDir } from '../test/helpers';
 import { CheckpointManager, ShapeDtypeStruct, args } from './index';
+import { SnapshotPool } from './snapshotPool';
 
 async function saved(tree: unknown = { a: np.array([1, 2, 3, 4], 'float32'), b: { c: np.array([7], 'int32') } }) {
   const dir = tmpDir();
@@ -151,5 +153,45 @@ describe('sharded save', () => {
     expect(back.x.addressableShards.map((s: { index: unknown }) => s.index)).toEqual([[[0, 4], [0, 3]], [[4, 8], [0, 3]], [[8, 10], [0, 3]]]);
     expect(back.x.toArray()).toEqual(full.toArray());
     expect((await mgr.restore(1)).x.toArray()).toEqual(full.toArray()); // no target: one device
+  });
+  it('async saves reuse snapshot buffers: each step holds its own values and edge-chunk padding reads as zeros', async () => {
+    const dir = tmpDir();
+    const mgr = new CheckpointManager(dir, { fsync: false });
+    const sharded = (v: number) => {
+      const src = new Float32Array(30).fill(v);
+      return makeArrayFromCallback([10, 3], 'float32', new SplitSharding(4), ([[r0, r1]]) => fromStorage(src.slice(r0 * 3, r1 * 3), [r1 - r0, 3], 'float32'));
+    };
+    for (const step of [1, 2, 3]) {
+      await mgr.save(step, args.StandardSave({ x: sharded(step * 10), y: np.full([5], step, 'int32') }));
+      await mgr.waitUntilFinished();
+    }
+    for (const step of [1, 2, 3]) {
+      const back = await mgr.restore(step);
+      expect([...back.x.dataSync()]).toEqual(new Array(30).fill(step * 10));
+      expect([...back.y.dataSync()]).toEqual(new Array(5).fill(step));
+      // The edge chunk holds row 9 and two padding rows; the buffer it reused held a full chunk.
+      const edge = new Float32Array(new Uint8Array(fs.readFileSync(path.join(dir, String(step), 'default', 'x', '3.0'))).buffer);
+      expect([...edge]).toEqual([step * 10, step * 10, step * 10, 0, 0, 0, 0, 0, 0]);
+    }
+    await mgr.close();
+  });
+
+  it("the snapshot pool hands a finished save's buffers to the next save of the same sizes, and only then", () => {
+    const pool = new SnapshotPool();
+    const a = pool.take(64);
+    const b = pool.take(32);
+    pool.endPlan();
+    pool.recycle(true);
+    expect(pool.heldBytes).toBe(96);
+    const a2 = pool.take(64);
+    expect(a2.buffer).toBe(a.buffer);
+    expect(pool.take(64).buffer).not.toBe(a.buffer); // a second 64-byte piece needs a buffer of its own
+    const c = pool.take(48);
+    expect([a.buffer, b.buffer]).not.toContain(c.buffer);
+    pool.endPlan(); // b was not asked for: dropped
+    expect(pool.heldBytes).toBe(0);
+    pool.recycle(false);
+    expect(pool.heldBytes).toBe(0);
+    expect(pool.take(64).buffer).not.toBe(a2.buffer);
   });
 });

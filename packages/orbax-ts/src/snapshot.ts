@@ -4,11 +4,13 @@
  * be donated or disposed, as soon as `save` returns). Each array becomes a Zarr v2 directory
  * whose chunk grid follows the array's sharding: every distinct shard index is written once
  * (replicas are skipped), and a chunk never spans two shards. The resulting buffers are owned
- * by the job, so they can be transferred to the background writer without another copy.
+ * by the job (or lent to it by the manager's SnapshotPool), so the background writer gets them
+ * without another copy.
  */
 import { Array as TArray, toStorage, tree, type KeyPath } from '@tpukit/core';
 import { JsonSave, type SaveArg, StandardSave } from './args';
 import { copyBox } from './box';
+import { type Alloc, freshAlloc } from './snapshotPool';
 import { JSON_ITEM_FILE, PYTREE_METADATA } from './layout';
 import { type LeafRecord, type TpukitSection, encodeTreeDef, keyMetadata, keyTupleString, paramName } from './treeMetadata';
 import type { FileToWrite } from './writer';
@@ -43,16 +45,25 @@ export interface ArrayPlan {
   pieces: { key: string; data: Uint8Array }[];
 }
 
-/** Copies `x` into full-size chunk buffers, one per chunk, each from one (non-replica) shard. */
-export function planArray(x: TArray, copy = true): ArrayPlan {
+/**
+ * Copies `x` into full-size chunk buffers from `alloc`, one per chunk, each from one
+ * (non-replica) shard. With `alloc` null (sync saves, which finish before returning) chunks that
+ * are whole shards are the shards' own storage, not copies.
+ */
+export function planArray(x: TArray, alloc: Alloc | null = freshAlloc): ArrayPlan {
   const shape = x.shape;
   const item = ITEMSIZE[x.dtype];
   const shards = x.addressableShards;
+  const copyOf = (src: Uint8Array): Uint8Array => {
+    const d = alloc!(src.length);
+    d.set(src);
+    return d;
+  };
   const whole = (): ArrayPlan => {
     const chunks = shape.map((d) => Math.max(d, 1));
     if (x.size === 0) return { chunks, pieces: [] };
     const src = shards.length === 1 ? bytesOf(shards[0].data) : bytesOf(x);
-    return { chunks, pieces: [{ key: chunkKey(shape.map(() => 0)), data: copy || shards.length !== 1 ? src.slice() : src }] };
+    return { chunks, pieces: [{ key: chunkKey(shape.map(() => 0)), data: alloc ? copyOf(src) : shards.length !== 1 ? src.slice() : src }] };
   };
   if (shards.length === 1 || x.size === 0) return whole();
   const primary = shards.filter((s) => s.replicaId === 0);
@@ -75,9 +86,12 @@ export function planArray(x: TArray, copy = true): ArrayPlan {
     const shardShape = sh.index.map(([a, b]) => b - a);
     const size = box.map(([a, b]) => b - a);
     let data: Uint8Array;
-    if (src.length === chunkBytes && size.every((s, d) => s === chunks[d] && box[d][0] === sh.index[d][0])) data = copy ? src.slice() : src;
+    const full = size.every((s, d) => s === chunks[d]);
+    if (full && src.length === chunkBytes && box.every(([a], d) => a === sh.index[d][0])) data = alloc ? copyOf(src) : src;
     else {
-      data = new Uint8Array(chunkBytes);
+      data = (alloc ?? freshAlloc)(chunkBytes);
+      // A reused buffer holds the last save's bytes: an edge chunk's padding must read as zeros.
+      if (!full) data.fill(0);
       copyBox({ data: src, shape: shardShape }, box.map(([a], d) => a - sh.index[d][0]), { data, shape: chunks }, chunks.map(() => 0), size, item);
     }
     pieces.push({ key: chunkKey(c), data });
@@ -87,7 +101,7 @@ export function planArray(x: TArray, copy = true): ArrayPlan {
 }
 
 /** The files of a StandardSave item, relative to the item directory. */
-export function planStandardItem(item: unknown, opName: string, copy = true): FileToWrite[] {
+export function planStandardItem(item: unknown, opName: string, alloc: Alloc | null = freshAlloc): FileToWrite[] {
   const [pairs, def] = tree.flattenWithPath(item);
   const enc = encodeTreeDef(def, opName);
   const files: FileToWrite[] = [];
@@ -102,7 +116,7 @@ export function planStandardItem(item: unknown, opName: string, copy = true): Fi
       const prev = names.get(name);
       if (prev !== undefined) throw new Error(`${opName}: leaves ${prev || 'the root'} and ${where} both map to parameter name "${name}"; rename one key`);
       names.set(name, where);
-      const plan = planArray(leaf, copy);
+      const plan = planArray(leaf, alloc);
       files.push({ rel: `${name}/.zarray`, data: jsonBytes(makeZArray({ shape: leaf.shape.slice(), chunks: plan.chunks, dtype: leaf.dtype })) });
       for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data });
       leaves.push({ kind: 'array', path: pathStr, name, dtype: leaf.dtype, shape: leaf.shape.slice(), chunks: plan.chunks, sharding: String(leaf.sharding) });
@@ -132,12 +146,12 @@ export function planStandardItem(item: unknown, opName: string, copy = true): Fi
 }
 
 /**
- * The files of one item of any kind, relative to the item directory. With `copy: false` (sync
- * saves, which finish before returning) chunks that are whole shards are written straight from
- * the arrays' storage instead of from copies.
+ * The files of one item of any kind, relative to the item directory. Array chunks are copied
+ * into buffers from `alloc`; with `alloc` null (sync saves, which finish before returning)
+ * chunks that are whole shards are written straight from the arrays' storage instead.
  */
-export function planItem(arg: SaveArg, opName: string, copy = true): FileToWrite[] {
-  if (arg instanceof StandardSave) return planStandardItem(arg.item, opName, copy);
+export function planItem(arg: SaveArg, opName: string, alloc: Alloc | null = freshAlloc): FileToWrite[] {
+  if (arg instanceof StandardSave) return planStandardItem(arg.item, opName, alloc);
   if (arg instanceof JsonSave) {
     let text: string | undefined;
     try {
