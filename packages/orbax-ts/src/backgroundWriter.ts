@@ -62,6 +62,14 @@ export class BackgroundWriter {
   }
 
   /**
+   * Starts the worker thread now, so that the first `save` does not pay for it on the caller's
+   * thread. Idle, the worker does not keep the process alive.
+   */
+  warmUp(): void {
+    this.#start();
+  }
+
+  /**
    * Commits `job` in the worker. Buffers in ArrayBuffers are transferred (unusable here
    * afterwards); buffers in SharedArrayBuffers (the snapshot pool's) are shared, and the caller
    * must not write them until the returned promise settles.

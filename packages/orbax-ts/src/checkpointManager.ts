@@ -98,6 +98,13 @@ export class CheckpointManager {
     } else if (!fs.statSync(this.directory).isDirectory()) throw new Error(`${op}: ${this.directory} is not a directory`);
     this.#cleanup();
     this.reload();
+    if (options.enableAsyncCheckpointing !== false) {
+      // Start the writer thread off the first save's critical path (after the constructor returns).
+      const writer = (this.#writer = new BackgroundWriter());
+      setImmediate(() => {
+        if (this.#writer === writer) writer.warmUp();
+      }).unref();
+    }
   }
 
   /** Removes what interrupted saves and deletions left behind: tmp directories and unmarked steps. */

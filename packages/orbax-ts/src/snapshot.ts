@@ -11,12 +11,14 @@ import { Array as TArray, toStorage, tree, type KeyPath } from '@tpukit/core';
 import { JsonSave, type SaveArg, StandardSave } from './args';
 import { copyBox } from './box';
 import { type Alloc, freshAlloc } from './snapshotPool';
-import { JSON_ITEM_FILE, PYTREE_METADATA } from './layout';
-import { type LeafRecord, type TpukitSection, encodeTreeDef, keyMetadata, keyTupleString, paramName } from './treeMetadata';
+import { JSON_ITEM_FILE, PYTREE_METADATA, STRINGS_FILE } from './layout';
+import { type LeafRecord, type TpukitSection, emptyNodes, encodeTreeDef, keyMetadata, keyTupleString, paramName } from './treeMetadata';
 import type { FileToWrite } from './writer';
-import { ITEMSIZE, chunkGrid, chunkKey, forEachCoord, makeZArray } from './zarr';
+import { ITEMSIZE, chunkGrid, chunkKey, forEachCoord, makeZArray, scalarZArray } from './zarr';
 
 const encoder = new TextEncoder();
+/** File names of an item directory that no parameter may take. */
+const RESERVED = new Set([PYTREE_METADATA, STRINGS_FILE, '_sharding', 'manifest.ocdbt']);
 /** JSON as bytes in a buffer of its own (transferable, unlike Buffer's shared pool). */
 export const jsonBytes = (x: unknown): Uint8Array => encoder.encode(JSON.stringify(x));
 
@@ -108,30 +110,48 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
   const leaves: LeafRecord[] = [];
   const treeMetadata: Record<string, unknown> = {};
   const names = new Map<string, string>();
+  const strings: Record<string, string> = {};
+  const claim = (path: KeyPath, where: string): string => {
+    const name = paramName(path, opName);
+    if (RESERVED.has(name)) throw new Error(`${opName}: leaf ${where} would be stored as "${name}", a file name Orbax reserves in an item directory (${[...RESERVED].join(', ')}); rename the key`);
+    const prev = names.get(name);
+    if (prev !== undefined) throw new Error(`${opName}: leaves ${prev || 'the root'} and ${where} both map to parameter name "${name}"; rename one key`);
+    names.set(name, where);
+    return name;
+  };
+  const entry = (path: KeyPath, valueType: string, skip: boolean, extra: Record<string, unknown> = {}): void => {
+    treeMetadata[keyTupleString(path)] = { key_metadata: keyMetadata(path), value_metadata: { value_type: valueType, skip_deserialize: skip, ...extra } };
+  };
   for (const [path, leaf] of pairs as [KeyPath, unknown][]) {
     const where = tree.keystr(path) || 'the root';
     const pathStr = tree.keystr(path);
     if (leaf instanceof TArray) {
-      const name = paramName(path, opName);
-      const prev = names.get(name);
-      if (prev !== undefined) throw new Error(`${opName}: leaves ${prev || 'the root'} and ${where} both map to parameter name "${name}"; rename one key`);
-      names.set(name, where);
+      const name = claim(path, where);
       const plan = planArray(leaf, alloc);
       files.push({ rel: `${name}/.zarray`, data: jsonBytes(makeZArray({ shape: leaf.shape.slice(), chunks: plan.chunks, dtype: leaf.dtype })) });
       for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data });
       leaves.push({ kind: 'array', path: pathStr, name, dtype: leaf.dtype, shape: leaf.shape.slice(), chunks: plan.chunks, sharding: String(leaf.sharding) });
-      treeMetadata[keyTupleString(path)] = { key_metadata: keyMetadata(path), value_metadata: { value_type: 'jax.Array', skip_deserialize: false, write_shape: plan.chunks } };
-    } else if (typeof leaf === 'number') {
-      leaves.push({ kind: 'number', path: pathStr, value: Object.is(leaf, -0) ? '-0' : String(leaf) });
-      treeMetadata[keyTupleString(path)] = { key_metadata: keyMetadata(path), value_metadata: { value_type: 'scalar', skip_deserialize: true } };
-    } else if (typeof leaf === 'string' || typeof leaf === 'boolean') {
+      entry(path, 'jax.Array', false, { write_shape: plan.chunks });
+    } else if (typeof leaf === 'number' || typeof leaf === 'boolean') {
+      // As Orbax's ScalarHandler: a 0-d Zarr array under the parameter name.
+      const name = claim(path, where);
+      const { zarray, chunk } = scalarZArray(leaf);
+      files.push({ rel: `${name}/.zarray`, data: jsonBytes(zarray) }, { rel: `${name}/0`, data: chunk });
+      leaves.push(typeof leaf === 'number' ? { kind: 'number', path: pathStr, value: Object.is(leaf, -0) ? '-0' : String(leaf) } : { kind: 'json', path: pathStr, value: leaf });
+      entry(path, 'scalar', false);
+    } else if (typeof leaf === 'string') {
+      // As Orbax's StringHandler: one `_strings.json` per item, {parameter name: value}.
+      strings[claim(path, where)] = leaf;
       leaves.push({ kind: 'json', path: pathStr, value: leaf });
-      treeMetadata[keyTupleString(path)] = { key_metadata: keyMetadata(path), value_metadata: { value_type: typeof leaf === 'string' ? 'string' : 'scalar', skip_deserialize: true } };
+      entry(path, 'string', false);
     } else {
       const what = typeof leaf === 'object' ? `a ${(leaf as object).constructor?.name ?? 'object'}` : typeof leaf;
       throw new Error(`${opName}: leaf at ${where} is ${what}; StandardSave holds Arrays, numbers, strings and booleans (in dicts, lists, Maps)`);
     }
   }
+  // Empty containers and null/undefined: leaves of Orbax's tree_metadata, skipped on deserialize.
+  for (const { path, typestr } of emptyNodes(def)) entry(path, typestr, true);
+  if (Object.keys(strings).length > 0) files.push({ rel: STRINGS_FILE, data: jsonBytes(strings) });
   const tpukit: TpukitSection = { format: 1, tree: enc, leaves };
   const metadata = {
     tree_metadata: treeMetadata,

@@ -101,7 +101,7 @@ function bitsOf(x: TArray): number[] {
 const zarrPython = findZarrPython();
 
 describe.skipIf('why' in zarrPython)(`zarr-python reads tpukit checkpoints${'why' in zarrPython ? ` (skipped: ${zarrPython.why})` : ''}`, () => {
-  it('zarr.open reads every array of a step: all dtypes, scalars, empty, multi-chunk with padded edges; bf16 as uint16', async () => {
+  it('zarr.open reads every array of a step: all dtypes, 0-d, empty, multi-chunk with padded edges, bf16 as uint16; Python scalars and strings as Orbax stores them', async () => {
     const python = (zarrPython as { python: string }).python;
     const grid = np.arange(0, 70, 1, 'float32').reshape([7, 10]).mul(0.5);
     const gsrc = toStorage(grid) as Float32Array;
@@ -118,7 +118,7 @@ describe.skipIf('why' in zarrPython)(`zarr-python reads tpukit checkpoints${'why
       for (let r = 0; r < 4; r++) out.set(hsrc.subarray(r * 6 + a, r * 6 + b), r * (b - a));
       return fromStorage(out, [4, b - a], 'bfloat16');
     });
-    const tree = (k: number): Record<string, TArray> => ({
+    const tree = (k: number): Record<string, unknown> => ({
       f32: np.array([[1.5, -2, 3e38], [Number.NaN, -0, 1e-40 * k]], 'float32'),
       f16: np.array([0.5, -65504, 6e-8, Number.POSITIVE_INFINITY], 'float16'),
       bf16: np.array([1, -2.5, 3.140625, 65280, -0.0078125 * k], 'bfloat16'),
@@ -133,6 +133,14 @@ describe.skipIf('why' in zarrPython)(`zarr-python reads tpukit checkpoints${'why
       tiled,
       rows,
       bf16_cols: bfCols,
+      // Non-array leaves, stored as Orbax does: 0-d Zarr arrays and _strings.json.
+      step: 7 * k,
+      lr: 0.5 / k,
+      neg0: -0,
+      flag: k === 2,
+      name: `run-${k}`,
+      nothing: null,
+      opt: { state: [], cfg: {} },
     });
     const dir = tmpDir();
     const mgr = new CheckpointManager(dir, { fsync: false }); // async: step 2 reuses step 1's snapshot buffers
@@ -142,10 +150,28 @@ describe.skipIf('why' in zarrPython)(`zarr-python reads tpukit checkpoints${'why
     const want = tree(2);
     const out = JSON.parse(execFileSync(python, [path.join(here, 'fixtures', 'zarr_python_read.py'), path.join(dir, '2'), 'default'], { encoding: 'utf8' }));
     expect(out._zarr_version).toMatch(/^2\./);
+    const strings = out._strings;
+    const treeMetadata = out._tree_metadata;
     delete out._zarr_version;
-    expect(Object.keys(out).sort()).toEqual(Object.keys(want).sort());
+    delete out._strings;
+    delete out._tree_metadata;
+    const arrays = Object.entries(want).filter((e): e is [string, TArray] => typeof e[1] === 'object' && e[1] !== null && 'dtype' in e[1]);
+    const scalars = { step: ['<i8', 'int64', [14, 0]], lr: ['<f8', 'float64', [0, 0x3fd00000]], neg0: ['<f8', 'float64', [0, 0x80000000]], flag: ['|b1', 'bool', [1]] } as const;
+    expect(Object.keys(out).sort()).toEqual([...arrays.map(([n]) => n), ...Object.keys(scalars)].sort());
+    for (const [name, [dtype, zd, words]] of Object.entries(scalars)) {
+      expect([out[name].dtype, out[name].zarr_dtype, out[name].shape], name).toEqual([dtype, zd, []]);
+      // 64-bit values come back as one uint64; compare its two little-endian 32-bit words.
+      const v = BigInt.asUintN(64, BigInt(out[name].bits[0]));
+      expect(words.length === 1 ? [Number(v)] : [Number(v & 0xffffffffn), Number(v >> 32n)], name).toEqual([...words]);
+    }
+    expect(strings).toEqual({ name: 'run-2' });
+    expect(treeMetadata["('name',)"].value_metadata).toEqual({ value_type: 'string', skip_deserialize: false });
+    expect(treeMetadata["('step',)"].value_metadata).toEqual({ value_type: 'scalar', skip_deserialize: false });
+    expect(treeMetadata["('nothing',)"].value_metadata).toEqual({ value_type: 'None', skip_deserialize: true });
+    expect(treeMetadata["('opt', 'state')"]).toEqual({ key_metadata: [{ key: 'opt', key_type: 2 }, { key: 'state', key_type: 2 }], value_metadata: { value_type: 'List', skip_deserialize: true } });
+    expect(treeMetadata["('opt', 'cfg')"].value_metadata.value_type).toBe('Dict');
     const zdtype = { float32: 'float32', float16: 'float16', bfloat16: 'uint16', int32: 'int32', uint32: 'uint32', int8: 'int8', uint8: 'uint8', bool: 'bool' };
-    for (const [name, x] of Object.entries(want)) {
+    for (const [name, x] of arrays) {
       const py = out[name];
       expect(py.shape, name).toEqual([...x.shape]);
       expect(py.zarr_dtype, name).toBe(zdtype[x.dtype]);
@@ -158,5 +184,14 @@ describe.skipIf('why' in zarrPython)(`zarr-python reads tpukit checkpoints${'why
     expect([out.bf16_cols.chunks, out.bf16_cols.nchunks, out.bf16_cols.via]).toEqual([[4, 2], 3, 'zarr.open_array(dtype <u2)']);
     expect([out.f32_scalar.shape, out.f32_scalar.nchunks]).toEqual([[], 1]);
     expect([out.empty.shape, out.empty.nchunks_initialized]).toEqual([[0, 4], 0]);
+  });
+});
+
+describe.skipIf(!hasNumpy)('Orbax tree_metadata keys match Python', () => {
+  it("keyTupleString is Python's str(tuple(keys)) for awkward keys", async () => {
+    const { keyTupleString } = await import('../src/treeMetadata');
+    const keys = [['a'], ['params', 'w'], ["it's"], ['say "hi"'], ['both \' and "'], ['back\\slash'], ['tab\tnew\nline'], ['ünï', '0'], ['\x01']];
+    const py = JSON.parse(execFileSync('python3', ['-c', 'import json,sys; print(json.dumps([str(tuple(k)) for k in json.load(sys.stdin)]))'], { input: JSON.stringify(keys), encoding: 'utf8' }));
+    expect(keys.map((k) => keyTupleString(k.map((key) => ({ kind: 'dict', key }) as const)))).toEqual(py);
   });
 });
