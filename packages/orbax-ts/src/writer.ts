@@ -124,38 +124,41 @@ export async function writeCheckpoint(job: WriteJob): Promise<void> {
     writeFile(file, data);
     written.push(file);
   };
-  // The items' files: up to four writes in flight on libuv's pool while this thread computes
-  // the CRC-32s, so checksumming overlaps the I/O. Each file is fsynced as soon as it is
-  // written, through the same handle: its writeback then overlaps the writing of the next
-  // files, which measured 25-30% faster at 1 GB than writing everything and then fsyncing.
-  const targets = job.files.map((f) => ({ file: pathOf(f.rel), data: f.data }));
+  // The items' files: up to four in flight. Each is written in WRITE_CALL_BYTES pieces, and
+  // each piece's CRC-32 is computed (continuing the file's running CRC) just before its write
+  // is issued, so this thread checksums one file's next piece while libuv's pool copies other
+  // pieces into the page cache. (A separate CRC pass over whole files held this thread for
+  // ~100 ms per 100 MB chunk, during which no finished write could issue its next piece.)
+  // Each file is fsynced as soon as it is written, through the same handle: its writeback then
+  // overlaps the writing of the next files, which measured 25-30% faster at 1 GB than writing
+  // everything and then fsyncing.
+  const targets = job.files.map((f) => ({ rel: f.rel, file: pathOf(f.rel), data: f.data }));
+  for (const t of targets) manifest.files[t.rel] = { size: t.data.length, crc32: '' }; // keeps the manifest in job order
   let next = 0;
   let done = 0;
   const writer = async (): Promise<void> => {
     while (next < targets.length) {
-      const { file, data } = targets[next++];
+      const { rel, file, data } = targets[next++];
       const h = await fs.promises.open(file, 'wx');
+      let crc = 0;
       try {
         let off = 0;
         while (off < data.length) {
-          const { bytesWritten } = await h.write(data, off, Math.min(data.length - off, WRITE_CALL_BYTES));
-          off += bytesWritten;
+          const n = Math.min(data.length - off, WRITE_CALL_BYTES);
+          crc = zlib.crc32(data.subarray(off, off + n), crc);
+          for (let w = 0; w < n; ) w += (await h.write(data, off + w, n - w)).bytesWritten;
+          off += n;
           if (off < data.length) crash(job, 'mid-write');
         }
         if (job.fsync) await h.sync();
       } finally {
         await h.close();
       }
+      manifest.files[rel] = { size: data.length, crc32: crc.toString(16).padStart(8, '0') };
       if (++done === Math.ceil(targets.length / 2)) crash(job, 'mid-write');
     }
   };
-  const writes = Promise.all(Array.from({ length: Math.min(4, targets.length) }, writer));
-  writes.catch(() => {}); // awaited below; a failure must not count as unhandled meanwhile
-  for (const f of job.files) {
-    manifest.files[f.rel] = { size: f.data.length, crc32: crc32(f.data) };
-    await new Promise<void>((r) => setImmediate(r)); // let finished writes start the next file
-  }
-  await writes;
+  await Promise.all(Array.from({ length: Math.min(4, targets.length) }, writer));
   const meta = { ...job.checkpointMetadata, commit_timestamp_nsecs: Date.now() * 1e6 };
   put(CHECKPOINT_METADATA, new TextEncoder().encode(JSON.stringify(meta)));
   const manifestBytes = new TextEncoder().encode(JSON.stringify(manifest));
