@@ -17,7 +17,7 @@ import {
 import { preemptionSignal } from './preemption';
 import { StepReader, restoreJson, restoreStandard } from './reader';
 import { type Metrics, stepsToKeep } from './retention';
-import { jsonBytes, planItem } from './snapshot';
+import { type Defer, jsonBytes, planItem } from './snapshot';
 import { SnapshotPool } from './snapshotPool';
 import { type FaultPoint, type FileToWrite, type WriteJob, deleteStepDir, writeCheckpoint } from './writer';
 
@@ -216,18 +216,22 @@ export class CheckpointManager {
     const keepBuffers = this.options.keepSnapshotBuffers !== false;
     const files: FileToWrite[] = [];
     const handlers: Record<string, string> = {};
+    // Async: the copies are queued while planning and run after the job is posted, so the
+    // writer starts on the first files while later ones are still being copied.
+    const copies: (() => void)[] = [];
+    const defer: Defer | null = pool ? (copy) => copies.push(copy) : null;
     try {
       for (const [name, arg] of Object.entries(items)) {
-        for (const f of planItem(arg, `${op}: item "${name}"`, pool ? pool.take : null)) files.push({ rel: `${name}/${f.rel}`, data: f.data });
+        for (const f of planItem(arg, `${op}: item "${name}"`, pool ? pool.take : null, defer)) files.push({ rel: `${name}/${f.rel}`, data: f.data, ready: f.ready });
         handlers[name] = arg instanceof StandardSave ? STANDARD_HANDLER : JSON_HANDLER;
       }
+      if (opts.metrics !== undefined) files.push({ rel: `${METRICS_ITEM}/${METRICS_FILE}`, data: jsonBytes(opts.metrics) });
     } catch (e) {
       pool?.recycle(keepBuffers); // nothing was submitted: the buffers are free again
       throw e;
     }
     pool?.endPlan();
     const metrics = opts.metrics && Object.keys(opts.metrics).length > 0 ? opts.metrics : undefined;
-    if (opts.metrics !== undefined) files.push({ rel: `${METRICS_ITEM}/${METRICS_FILE}`, data: jsonBytes(opts.metrics) });
     const all = new Map(this.#steps);
     all.set(step, metrics);
     const keep = new Set(stepsToKeep([...all.keys()], all, this.options));
@@ -247,6 +251,7 @@ export class CheckpointManager {
       },
       deleteSteps,
       fsync: this.options.fsync ?? true,
+      progress: pool ? new Int32Array(new SharedArrayBuffer(4)) : undefined,
       fault,
     };
     const commit = (): void => {
@@ -265,6 +270,20 @@ export class CheckpointManager {
       pool.recycle(keepBuffers); // the writer is done with them (committed or failed)
       this.#inflight = null;
     });
+    // The blocking part: copy the state (the writer waits on `progress` for each file's copy).
+    // Synchronous, so the `finally` above cannot recycle a buffer before its copy is done.
+    const progress = job.progress!;
+    try {
+      for (let i = 0; i < copies.length; i++) {
+        copies[i]();
+        Atomics.store(progress, 0, i + 1);
+        Atomics.notify(progress, 0);
+      }
+    } catch (e) {
+      Atomics.store(progress, 0, -1); // the writer abandons the step (its error is kept as well)
+      Atomics.notify(progress, 0);
+      throw e;
+    }
     return true;
   }
 

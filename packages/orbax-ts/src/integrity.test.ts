@@ -10,6 +10,7 @@ import { fromStorage, makeArrayFromCallback, np, toStorage } from '@tpukit/core'
 import { SplitSharding, tmpDir } from '../test/helpers';
 import { CheckpointManager, ShapeDtypeStruct, args } from './index';
 import { SnapshotPool } from './snapshotPool';
+import { writeCheckpoint } from './writer';
 
 async function saved(tree: unknown = { a: np.array([1, 2, 3, 4], 'float32'), b: { c: np.array([7], 'int32') } }) {
   const dir = tmpDir();
@@ -189,6 +190,27 @@ describe('sharded save', () => {
       expect([...edge]).toEqual([step * 10, step * 10, step * 10, 0, 0, 0, 0, 0, 0]);
     }
     await mgr.close();
+  });
+
+  it('the writer waits for each file\'s copy (WriteJob.progress) and abandons the step when copying failed', async () => {
+    const dir = tmpDir();
+    const progress = new Int32Array(new SharedArrayBuffer(4));
+    const data = new Uint8Array(new SharedArrayBuffer(16));
+    const job = (step: number) => ({ root: dir, step, files: [{ rel: 'x/0', data, ready: 1 }], checkpointMetadata: {}, deleteSteps: [], fsync: false, progress });
+    const done = writeCheckpoint(job(1));
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    expect(fs.existsSync(path.join(dir, '1'))).toBe(false); // nothing committed while the copy is pending
+    data.fill(7); // the "copy"
+    Atomics.store(progress, 0, 1);
+    Atomics.notify(progress, 0);
+    await done;
+    expect([...fs.readFileSync(path.join(dir, '1', 'x', '0'))]).toEqual(new Array(16).fill(7));
+    Atomics.store(progress, 0, 0);
+    const failed = writeCheckpoint(job(2));
+    Atomics.store(progress, 0, -1);
+    Atomics.notify(progress, 0);
+    await expect(failed).rejects.toThrow(/copying the state for step 2 failed/);
+    expect(fs.existsSync(path.join(dir, '2'))).toBe(false);
   });
 
   it("the snapshot pool hands a finished save's buffers to the next save of the same sizes, and only then", () => {

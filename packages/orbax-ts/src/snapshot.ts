@@ -44,66 +44,81 @@ function chunkShapeFor(shape: readonly number[], indices: ReadonlyArray<Readonly
 
 export interface ArrayPlan {
   chunks: number[];
-  pieces: { key: string; data: Uint8Array }[];
+  /** `ready`: the copy's number in `defer`'s order (see `Defer`); absent when already filled. */
+  pieces: { key: string; data: Uint8Array; ready?: number }[];
 }
+
+/**
+ * Where async saves put their copies off until the whole plan (and so the job) exists: the copy
+ * is queued and its 1-based number in the queue returned. The manager posts the job to the
+ * writer first and then runs the queue, so the writer starts on the first files while later
+ * ones are still being copied (see `WriteJob.progress`).
+ */
+export type Defer = (copy: () => void) => number;
 
 /**
  * Copies `x` into full-size chunk buffers from `alloc`, one per chunk, each from one
  * (non-replica) shard. With `alloc` null (sync saves, which finish before returning) chunks that
- * are whole shards are the shards' own storage, not copies.
+ * are whole shards are the shards' own storage, not copies. With `defer`, copies are queued.
  */
-export function planArray(x: TArray, alloc: Alloc | null = freshAlloc): ArrayPlan {
+export function planArray(x: TArray, alloc: Alloc | null = freshAlloc, defer: Defer | null = null): ArrayPlan {
   const shape = x.shape;
   const item = ITEMSIZE[x.dtype];
   const shards = x.addressableShards;
-  const copyOf = (src: Uint8Array): Uint8Array => {
-    const d = alloc!(src.length);
-    d.set(src);
-    return d;
+  const later = (copy: () => void): number | undefined => {
+    if (defer) return defer(copy);
+    copy();
+    return undefined;
+  };
+  const copyOf = (src: Uint8Array): { data: Uint8Array; ready?: number } => {
+    const data = alloc!(src.length);
+    return { data, ready: later(() => data.set(src)) };
   };
   const whole = (): ArrayPlan => {
     const chunks = shape.map((d) => Math.max(d, 1));
     if (x.size === 0) return { chunks, pieces: [] };
     const src = shards.length === 1 ? bytesOf(shards[0].data) : bytesOf(x);
-    return { chunks, pieces: [{ key: chunkKey(shape.map(() => 0)), data: alloc ? copyOf(src) : shards.length !== 1 ? src.slice() : src }] };
+    const key = chunkKey(shape.map(() => 0));
+    return { chunks, pieces: [alloc ? { key, ...copyOf(src) } : { key, data: shards.length !== 1 ? src.slice() : src }] };
   };
   if (shards.length === 1 || x.size === 0) return whole();
   const primary = shards.filter((s) => s.replicaId === 0);
   const chunks = chunkShapeFor(shape, primary.map((s) => s.index));
-  const grid = chunkGrid(shape, chunks);
   const chunkBytes = chunks.reduce((a, b) => a * b, 1) * item;
-  const pieces: ArrayPlan['pieces'] = [];
-  const bytes = new Map<object, Uint8Array>();
+  // Each chunk's box and the shard holding it; shards that do not tile the array on a grid fall
+  // back to one chunk of the assembled value.
+  const cells: { c: number[]; box: (readonly [number, number])[]; sh: (typeof primary)[number] }[] = [];
   let ok = true;
-  forEachCoord(grid, (c) => {
+  forEachCoord(chunkGrid(shape, chunks), (c) => {
     if (!ok) return;
     const box = c.map((k, d) => [k * chunks[d], Math.min((k + 1) * chunks[d], shape[d])] as const);
     const sh = primary.find((s) => s.index.every(([a, b], d) => a <= box[d][0] && box[d][1] <= b));
-    if (!sh) {
-      ok = false;
-      return;
-    }
+    if (sh) cells.push({ c, box, sh });
+    else ok = false;
+  });
+  if (!ok) return whole();
+  const bytes = new Map<object, Uint8Array>();
+  const pieces = cells.map(({ c, box, sh }): ArrayPlan['pieces'][number] => {
     let src = bytes.get(sh);
     if (!src) bytes.set(sh, (src = bytesOf(sh.data)));
-    const shardShape = sh.index.map(([a, b]) => b - a);
+    const key = chunkKey(c);
     const size = box.map(([a, b]) => b - a);
-    let data: Uint8Array;
-    const full = size.every((s, d) => s === chunks[d]);
-    if (full && src.length === chunkBytes && box.every(([a], d) => a === sh.index[d][0])) data = alloc ? copyOf(src) : src;
-    else {
-      data = (alloc ?? freshAlloc)(chunkBytes);
+    const full = size.every((n, d) => n === chunks[d]);
+    if (full && src.length === chunkBytes && box.every(([a], d) => a === sh.index[d][0])) return alloc ? { key, ...copyOf(src) } : { key, data: src };
+    const data = (alloc ?? freshAlloc)(chunkBytes);
+    const from = src;
+    const ready = later(() => {
       // A reused buffer holds the last save's bytes: an edge chunk's padding must read as zeros.
       if (!full) data.fill(0);
-      copyBox({ data: src, shape: shardShape }, box.map(([a], d) => a - sh.index[d][0]), { data, shape: chunks }, chunks.map(() => 0), size, item);
-    }
-    pieces.push({ key: chunkKey(c), data });
+      copyBox({ data: from, shape: sh.index.map(([a, b]) => b - a) }, box.map(([a], d) => a - sh.index[d][0]), { data, shape: chunks }, chunks.map(() => 0), size, item);
+    });
+    return { key, data, ready };
   });
-  // Shards that do not tile the array on a grid: fall back to one chunk of the assembled value.
-  return ok ? { chunks, pieces } : whole();
+  return { chunks, pieces };
 }
 
 /** The files of a StandardSave item, relative to the item directory. */
-export function planStandardItem(item: unknown, opName: string, alloc: Alloc | null = freshAlloc): FileToWrite[] {
+export function planStandardItem(item: unknown, opName: string, alloc: Alloc | null = freshAlloc, defer: Defer | null = null): FileToWrite[] {
   const [pairs, def] = tree.flattenWithPath(item);
   const enc = encodeTreeDef(def, opName);
   const files: FileToWrite[] = [];
@@ -127,9 +142,9 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
     const pathStr = tree.keystr(path);
     if (leaf instanceof TArray) {
       const name = claim(path, where);
-      const plan = planArray(leaf, alloc);
+      const plan = planArray(leaf, alloc, defer);
       files.push({ rel: `${name}/.zarray`, data: jsonBytes(makeZArray({ shape: leaf.shape.slice(), chunks: plan.chunks, dtype: leaf.dtype })) });
-      for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data });
+      for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data, ready: p.ready });
       leaves.push({ kind: 'array', path: pathStr, name, dtype: leaf.dtype, shape: leaf.shape.slice(), chunks: plan.chunks, sharding: String(leaf.sharding) });
       entry(path, 'jax.Array', false, { write_shape: plan.chunks });
     } else if (typeof leaf === 'number' || typeof leaf === 'boolean') {
@@ -170,8 +185,8 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
  * into buffers from `alloc`; with `alloc` null (sync saves, which finish before returning)
  * chunks that are whole shards are written straight from the arrays' storage instead.
  */
-export function planItem(arg: SaveArg, opName: string, alloc: Alloc | null = freshAlloc): FileToWrite[] {
-  if (arg instanceof StandardSave) return planStandardItem(arg.item, opName, alloc);
+export function planItem(arg: SaveArg, opName: string, alloc: Alloc | null = freshAlloc, defer: Defer | null = null): FileToWrite[] {
+  if (arg instanceof StandardSave) return planStandardItem(arg.item, opName, alloc, defer);
   if (arg instanceof JsonSave) {
     let text: string | undefined;
     try {
