@@ -45,6 +45,13 @@ export interface CheckpointManagerOptions {
    * the saved arrays between saves; `false` lets them be garbage-collected after each save.
    */
   keepSnapshotBuffers?: boolean;
+  /**
+   * Async saves: post the job to the writer before copying, so that it checksums and writes each
+   * file as soon as its copy is done (default false). A save then commits sooner, but the
+   * writer competes with the copy for CPU and memory bandwidth, so `save` blocks longer on a
+   * machine without idle cores (see the README's benchmarks).
+   */
+  writeWhileCopying?: boolean;
   /** @internal Crash tests: kill the process at this point of the `faultAtSave`-th save. */
   _fault?: { at: FaultPoint; save: number };
 }
@@ -216,8 +223,8 @@ export class CheckpointManager {
     const keepBuffers = this.options.keepSnapshotBuffers !== false;
     const files: FileToWrite[] = [];
     const handlers: Record<string, string> = {};
-    // Async: the copies are queued while planning and run after the job is posted, so the
-    // writer starts on the first files while later ones are still being copied.
+    // Async: the copies are queued while planning and run below (after the job is posted, with
+    // `writeWhileCopying`, so the writer starts on the first files while later ones are copied).
     const copies: (() => void)[] = [];
     const defer: Defer | null = pool ? (copy) => copies.push(copy) : null;
     try {
@@ -263,6 +270,30 @@ export class CheckpointManager {
       commit();
       return true;
     }
+    // The blocking part: copy the state. The writer waits on `progress` for each file's copy.
+    const progress = job.progress!;
+    const copyAll = (): void => {
+      try {
+        for (let i = 0; i < copies.length; i++) {
+          copies[i]();
+          Atomics.store(progress, 0, i + 1);
+          Atomics.notify(progress, 0);
+        }
+      } catch (e) {
+        Atomics.store(progress, 0, -1); // a writer already started abandons the step
+        Atomics.notify(progress, 0);
+        throw e;
+      }
+    };
+    const overlap = this.options.writeWhileCopying === true;
+    if (!overlap) {
+      try {
+        copyAll();
+      } catch (e) {
+        pool.recycle(keepBuffers);
+        throw e;
+      }
+    }
     this.#writer ??= new BackgroundWriter();
     this.#inflight = this.#writer.submit(job).then(commit, (e: Error) => {
       this.#error = e;
@@ -270,20 +301,8 @@ export class CheckpointManager {
       pool.recycle(keepBuffers); // the writer is done with them (committed or failed)
       this.#inflight = null;
     });
-    // The blocking part: copy the state (the writer waits on `progress` for each file's copy).
     // Synchronous, so the `finally` above cannot recycle a buffer before its copy is done.
-    const progress = job.progress!;
-    try {
-      for (let i = 0; i < copies.length; i++) {
-        copies[i]();
-        Atomics.store(progress, 0, i + 1);
-        Atomics.notify(progress, 0);
-      }
-    } catch (e) {
-      Atomics.store(progress, 0, -1); // the writer abandons the step (its error is kept as well)
-      Atomics.notify(progress, 0);
-      throw e;
-    }
+    if (overlap) copyAll();
     return true;
   }
 

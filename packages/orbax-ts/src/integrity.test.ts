@@ -170,9 +170,9 @@ describe('sharded save', () => {
     expect(back.x.toArray()).toEqual(full.toArray());
     expect((await mgr.restore(1)).x.toArray()).toEqual(full.toArray()); // no target: one device
   });
-  it('async saves reuse snapshot buffers: each step holds its own values and edge-chunk padding reads as zeros', async () => {
+  it.each([false, true])('async saves reuse snapshot buffers: each step holds its own values and edge-chunk padding reads as zeros (writeWhileCopying: %s)', async (writeWhileCopying) => {
     const dir = tmpDir();
-    const mgr = new CheckpointManager(dir, { fsync: false });
+    const mgr = new CheckpointManager(dir, { fsync: false, writeWhileCopying });
     const sharded = (v: number) => {
       const src = new Float32Array(30).fill(v);
       return makeArrayFromCallback([10, 3], 'float32', new SplitSharding(4), ([[r0, r1]]) => fromStorage(src.slice(r0 * 3, r1 * 3), [r1 - r0, 3], 'float32'));
