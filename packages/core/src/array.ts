@@ -45,6 +45,8 @@ export class Array {
   /** @internal */ _sharding: Sharding;
   /** @internal */ _shards: Shard[] | null = null;
   #disposed = false;
+  /** Why the buffer is gone when it was donated (deleted by a call), for the error message. */
+  #deletedBy: string | null = null;
 
   // jax.Array methods, installed by methods.ts as forwards to the np functions.
   declare reshape: (shape: number | readonly number[]) => Array;
@@ -141,8 +143,16 @@ export class Array {
     return this._backend.toHost(this._buf, this.aval);
   }
 
+  /** @internal Throws the deleted/disposed error for `what` (a cheap check for callers such as jit). */
+  _assertLive(what: string): void {
+    this.#checkLive(what);
+  }
+
   #checkLive(what: string): void {
-    if (this.#disposed) throw new Error(`Array: cannot ${what} a ${this.dtype}${fmt(this.shape)} array after dispose()`);
+    if (this.#disposed) {
+      if (this.#deletedBy !== null) throw new Error(`Array has been deleted: cannot ${what} a ${this.dtype}${fmt(this.shape)} array; ${this.#deletedBy}`);
+      throw new Error(`Array: cannot ${what} a ${this.dtype}${fmt(this.shape)} array after dispose()`);
+    }
   }
 
   /** The values as a new typed array; bfloat16/float16 are decoded to Float32Array. */
@@ -197,6 +207,32 @@ export class Array {
 
   get isDisposed(): boolean {
     return this.#disposed;
+  }
+
+  /** `jax.Array.is_deleted()`: true after `delete()`/`dispose()` or once donated to a call. */
+  isDeleted(): boolean {
+    return this.#disposed;
+  }
+
+  /** `jax.Array.delete()`: releases the buffer now (same as `dispose()`). */
+  delete(): void {
+    this.dispose();
+  }
+
+  /**
+   * @internal Marks the array deleted because its buffer was donated (`reason` says to what,
+   * e.g. "it was donated to jit(step) as argument 0"). With `releaseBuffer` false the buffer
+   * is not handed back to the backend (an output of the call now owns it).
+   */
+  _markDeleted(reason: string, releaseBuffer: boolean): void {
+    if (this.#disposed) return;
+    if (releaseBuffer) this.dispose();
+    else {
+      this.#disposed = true;
+      if (this._backend?.manualMemory) finalizer.unregister(this);
+      this._buf = null;
+    }
+    this.#deletedBy = reason;
   }
 
   [Symbol.dispose](): void {

@@ -16,6 +16,7 @@ export { referenceBackend } from './backends/reference';
 export * as bf16 from './bf16';
 export * as f16 from './f16';
 export { type ArrayLike, asArray, isArray } from './convert';
+export * as debug from './debug/index';
 export { cpuDevice, devices, SingleDeviceSharding } from './device';
 export { makeArrayFromCallback } from './shardedArray';
 export { fromStorage, toStorage } from './storage';

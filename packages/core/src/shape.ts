@@ -34,6 +34,12 @@ export function shapesEqual(a: Shape, b: Shape): boolean {
 export function checkShape(shape: unknown, op: string, arg = 'shape'): number[] {
   const s = typeof shape === 'number' ? [shape] : shape;
   if (!Array.isArray(s) || !s.every((d) => Number.isInteger(d) && d >= 0)) {
+    // An Array (usually a tracer) as a dimension: shapes are static under jit, say so plainly.
+    const k = Array.isArray(s) ? s.findIndex((d) => typeof d === 'object' && d !== null && 'aval' in d) : -1;
+    if (k >= 0) {
+      const av = ((s as unknown[])[k] as { aval: { dtype: string; shape: number[] } }).aval;
+      throw new TypeError(`${op}: ${arg} dimension ${k} is an Array (${av.dtype}[${av.shape.join(',')}]), not a number; shapes must be known when tracing: pass the size as a static argument (jit staticArgnums) or use x.shape`);
+    }
     throw new TypeError(`${op}: ${arg} must be a list of non-negative integers; got ${JSON.stringify(shape)}`);
   }
   return s.slice();

@@ -3,10 +3,13 @@
  * (`asText()`, `asStableHlo()`); `compile()` runs the pass pipeline and code generation and
  * returns a `Compiled`: the optimised module (`asText()`), `costAnalysis()` on a systolic
  * preset, `memoryAnalysis()` from buffer assignment, the pass statistics, and `call(...)` to
- * run it on flat arguments.
+ * run it on flat arguments. With donated arguments, `donation` is the plan (which output lands
+ * in which donated argument, which donations are unusable; see `donation.ts`) and `call`
+ * deletes the donated inputs it reused, as a jitted call does.
  */
 import { type Array, type ClosedJaxpr, systolic } from '@tpukit/core';
 import { type CostAnalysis, computationCost, type MemoryAnalysis, memoryAnalysis } from './analysis';
+import { type DonationPlan, type DonationRuntime, planDonation } from './donation';
 import { buildExecutable, type ExecutableStats } from './executable';
 import type { HloModule } from './hlo';
 import { lowerJaxpr } from './lower';
@@ -17,6 +20,8 @@ import { moduleText } from './text';
 export interface CompileOptions extends PipelineOptions {
   /** Flat argument positions whose buffers may be reused for outputs. */
   donateArgnums?: readonly number[];
+  /** What each donated argument is to the user, for messages (e.g. `argument 0 (params)`). */
+  donateLabels?: readonly string[];
 }
 
 export class Compiled {
@@ -24,7 +29,10 @@ export class Compiled {
   readonly compileMs: number;
   readonly passStats: PassStats;
   readonly stats: ExecutableStats;
+  /** Which outputs land in which donated arguments (empty without donation). */
+  readonly donation: DonationPlan;
   private readonly exec: (args: Array[]) => Array[];
+  private readonly donor: DonationRuntime | null;
 
   constructor(
     readonly module: HloModule,
@@ -33,18 +41,41 @@ export class Compiled {
     opts: PipelineOptions,
     /** True when `module` is already optimised (loaded from the persistent cache). */
     preoptimized = false,
+    readonly donateLabels: readonly string[] = [],
   ) {
     const t0 = performance.now();
     this.passStats = preoptimized ? { algebraic: 0, constantFold: 0, cse: 0, dce: 0, fusion: 0 } : optimize(module, opts);
-    const exe = buildExecutable(module, name);
+    this.donation = planDonation(module.entry, donateArgnums, name, donateLabels);
+    const exe = buildExecutable(module, name, this.donation);
     this.exec = exe.run;
+    this.donor = exe.donor;
     this.stats = exe.stats;
     this.compileMs = performance.now() - t0;
   }
 
-  /** Runs the compiled program on flat arguments (the jaxpr's inputs, in order). */
-  call(args: Array[]): Array[] {
+  /** Runs the program without touching the inputs' lifetimes (jit's `pjit` deletes donated inputs itself). */
+  run(args: Array[]): Array[] {
     return this.exec(args);
+  }
+
+  /**
+   * Runs the compiled program on flat arguments (the jaxpr's inputs, in order). Donated inputs
+   * whose storage now holds an output are deleted afterwards, as JAX deletes donated arrays.
+   */
+  call(args: Array[]): Array[] {
+    this.donor?.checkArgs(args);
+    const outs = this.exec(args);
+    for (const j of new Set(this.donation.outputToParam.values())) {
+      const a = args[j];
+      if (outs.includes(a)) continue;
+      a._markDeleted(`it was donated to compiled ${this.name} as ${this.donateLabels[this.donateArgnums.indexOf(j)] ?? `input ${j}`} and its buffer reused`, !outs.some((o) => o._buf === a._buf));
+    }
+    return outs;
+  }
+
+  /** Over all calls so far: outputs a fusion wrote straight into donated storage, and outputs copied into it. */
+  donationStats(): { inPlaceWrites: number; copies: number } {
+    return { ...(this.donor?.counts ?? { inPlaceWrites: 0, copies: 0 }) };
   }
 
   asText(): string {
@@ -68,6 +99,7 @@ export class Lowered {
     readonly jaxpr: ClosedJaxpr,
     readonly name: string,
     readonly donateArgnums: readonly number[] = [],
+    readonly donateLabels: readonly string[] = [],
   ) {
     this.module = lowerJaxpr(jaxpr, `jit_${name}`);
   }
@@ -88,6 +120,6 @@ export class Lowered {
   }
 
   compile(opts: CompileOptions = {}): Compiled {
-    return new Compiled(lowerJaxpr(this.jaxpr, `jit_${this.name}`), this.name, opts.donateArgnums ?? this.donateArgnums, opts);
+    return new Compiled(lowerJaxpr(this.jaxpr, `jit_${this.name}`), this.name, opts.donateArgnums ?? this.donateArgnums, opts, false, opts.donateLabels ?? this.donateLabels);
   }
 }

@@ -1,8 +1,10 @@
 /**
  * The persistent compilation cache (`setCacheDir(dir)`), as JAX's `jax_compilation_cache_dir`:
  * an optimised module is written to `<dir>/<key>.json`, where the key hashes the jaxpr's text
- * (which spells out every equation, parameter, literal and type), the pipeline options and the
- * donated arguments, so a second process (or a retrace) loads it and skips the passes. Modules
+ * (which spells out every equation, parameter, literal and type), the pipeline options, the
+ * donated arguments and the inputs' shardings (passed in `extra` by the compiler; a program
+ * compiled for other shardings is another entry), so a second process (or a retrace) loads it
+ * and skips the passes. Modules
  * whose instructions carry parameters that do not survive JSON (sub-jaxprs of control flow,
  * functions of custom rules) are not cached; `diskCacheStats()` counts them.
  */

@@ -7,10 +7,14 @@
  * core primitive on the current backend, so results agree with eager execution; control-flow
  * bodies are routed through the compiler too (see `subprograms.ts`). Operand lists
  * are preallocated per step; the only allocations per call are the result buffers themselves.
+ * Donation (see `donation.ts`) hooks in at two points: a fusion planned to land in a donated
+ * argument writes into that argument's storage instead of allocating, and at the end the other
+ * paired outputs are moved into their donated storage.
  */
 import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
+import { type DonationPlan, DonationRuntime } from './donation';
 import { compileKernel, type FusedKernel } from './kernel';
 import { compileSubprograms } from './subprograms';
 
@@ -32,7 +36,9 @@ export interface ExecutableStats {
   primitiveOps: number;
 }
 
-export function buildExecutable(mod: HloModule, name: string): { run: (args: Array[]) => Array[]; stats: ExecutableStats } {
+export function buildExecutable(mod: HloModule, name: string, donation: DonationPlan | null = null): { run: (args: Array[]) => Array[]; stats: ExecutableStats; donor: DonationRuntime | null } {
+  const donor = donation && new DonationRuntime(donation, name);
+  const donating = donor !== null && donor.active;
   const c = mod.entry;
   const slot = new Map<HloInstruction, number>();
   c.instructions.forEach((i, k) => slot.set(i, k));
@@ -71,7 +77,7 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
         case 'fusion': {
           const sh = s.inst.shape;
           const n = numel(sh);
-          const out = sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n);
+          const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
           for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
           s.kernel(s.buf, out, n);
           s.buf.fill(null as never);
@@ -91,6 +97,7 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
     }
     const res = outSlots.map((k) => vals[k] as Array);
     vals.fill(null);
+    if (donating) donor.land(res, args);
     return res;
   };
   const fusedKernels = steps.filter((s) => s.kind === 'fusion').length;
@@ -98,5 +105,5 @@ export function buildExecutable(mod: HloModule, name: string): { run: (args: Arr
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);
-  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps } };
+  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps }, donor };
 }

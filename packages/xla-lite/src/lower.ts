@@ -44,6 +44,7 @@ export const OPCODE: Readonly<Record<string, string>> = {
   cond: 'conditional',
   while: 'while',
   pjit: 'call',
+  debug_callback: 'custom-call',
   integer_pow: 'power',
   rev: 'reverse',
   dynamic_update_slice: 'dynamic-update-slice',

@@ -7,7 +7,12 @@
  * #stablehlo.dot dimension numbers, #stablehlo<comparison_direction>, reduce regions). Ops that
  * have no StableHLO counterpart here (control flow, gather/scatter, cumulative ops, sort, RNG)
  * are emitted as `stablehlo.custom_call @tpukit.<primitive>`: valid MLIR, but a real XLA cannot
- * run them. No real XLA was available to compile the output; tests check its structure.
+ * run them. A debug callback (`debug.print`) becomes what JAX emits for a host callback, a
+ * `stablehlo.custom_call @xla_ffi_python_cpu_callback` (typed FFI, `api_version = 4`) with
+ * `has_side_effect = true`, no results and a `{descriptor = N : ui64}` backend_config; the
+ * callback lives only in this process (a `tpukit.callback` attribute names it), and ordered
+ * callbacks are not threaded through a `!stablehlo.token` here. No real XLA was available to compile
+ * the output; tests check its structure.
  */
 import type { ShapedArray } from '@tpukit/core';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
@@ -75,6 +80,15 @@ class Emitter {
   }
 }
 
+const callbackIds = new WeakMap<object, number>();
+let nextCallbackId = 1;
+/** A stable per-process number for a host callback (the custom call's descriptor). */
+function callbackId(cb: object): number {
+  let id = callbackIds.get(cb);
+  if (id === undefined) callbackIds.set(cb, (id = nextCallbackId++));
+  return id;
+}
+
 function emitInstruction(e: Emitter, i: HloInstruction): void {
   if (i.opcode === 'parameter') return;
   if (i.opcode === 'get-tuple-element') {
@@ -84,6 +98,17 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   const ins = i.operands.map((o) => e.name(o));
   const inTypes = i.operands.map((o) => tensorType(o.shape));
   const outTypes = i.shapes.map(tensorType);
+  if (i.prim?.name === 'debug_callback') {
+    // As current JAX lowers a host callback: a typed-FFI custom call with no results whose
+    // backend_config holds an opaque descriptor (here: this process's id for the callback).
+    const p = i.params as { callback: object; label: string; effect: string };
+    const layouts = i.operands.map((o) => {
+      const r = o.shape.shape.length;
+      return r === 0 ? 'dense<> : tensor<0xindex>' : `dense<${r === 1 ? '0' : `[${globalThis.Array.from({ length: r }, (_, k) => r - 1 - k).join(', ')}]`}> : tensor<${r}xindex>`;
+    });
+    const attrs = `call_target_name = "xla_ffi_python_cpu_callback", api_version = 4 : i32, backend_config = {descriptor = ${callbackId(p.callback)} : ui64}, has_side_effect = true, operand_layouts = [${layouts.join(', ')}], result_layouts = [], tpukit.callback = ${JSON.stringify(`${p.label}${p.effect === 'ordered' ? ' (ordered)' : ''}`)}`;
+    return e.op(null, 'stablehlo.custom_call', ins, attrs, inTypes, []);
+  }
   const r = e.fresh();
   e.bind(i, r);
   if (i.opcode === 'constant') {

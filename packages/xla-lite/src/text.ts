@@ -62,6 +62,10 @@ function attrs(i: HloInstruction): string[] {
     case 'get-tuple-element':
       out.push(`index=${p.index}`);
       break;
+    case 'debug_callback':
+      // As XLA prints JAX's host callbacks: a side-effecting custom call into the host.
+      out.push('custom_call_target="xla_ffi_python_cpu_callback"', 'custom_call_has_side_effect=true', 'api_version=API_VERSION_TYPED_FFI', `metadata={op_name=${JSON.stringify(`${p.label}${p.effect === 'ordered' ? ' (ordered)' : ''}`)}}`);
+      return out;
     case 'fusion':
       out.push(`kind=${p.kind}`, `calls=%${i.called[0].name}`);
       return out;

@@ -1,5 +1,5 @@
 // The README example runs and prints what the README shows (instruction numbers aside).
-import { np } from '@tpukit/core';
+import { debug, np, type Array as TArray } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../src/index';
 
@@ -18,5 +18,23 @@ describe('README example', () => {
     expect(compiled.memoryAnalysis()).toEqual({ argumentBytes: 36, outputBytes: 8, tempBytes: 8, tempBytesNoReuse: 8, aliasBytes: 0, peakBytes: 44 });
     expect(lowered.asStableHlo()).toMatch(/^module @jit_f \{\n {2}func\.func public @main\(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>\)/);
     expect(Array.from(jit(f)(np.ones([2, 3]), np.ones([3])).dataSync())).toEqual(Array.from(f(np.ones([2, 3]), np.ones([3])).dataSync()));
+  });
+
+  it('the Debugging example prints at run time and donates params', () => {
+    const lines: string[] = [];
+    const prev = debug.setPrintSink((l) => lines.push(l));
+    try {
+      const step = jit(function step(params: TArray, grads: TArray) {
+        debug.print('loss-ish {x:.3f}, grads {}', grads, { x: np.sum(np.square(grads)) });
+        return np.subtract(params, np.multiply(grads, 0.1));
+      }, { donateArgnums: 0 });
+      const p0 = np.array([1, 2, 3], 'float32');
+      const params = step(p0, np.array([0.5, 0.5, 0.5], 'float32')) as TArray;
+      expect(lines).toEqual(['loss-ish 0.750, grads [0.5 0.5 0.5]']);
+      expect(Array.from(params.dataSync())).toEqual([0.95, 1.95, 2.95].map(Math.fround));
+      expect(p0.isDeleted()).toBe(true);
+    } finally {
+      debug.setPrintSink(prev);
+    }
   });
 });

@@ -1,6 +1,7 @@
 /**
  * `jit` (jax.jit) and the `Compiler` seam. `jit(f)` traces `f` to a jaxpr once per abstract
- * signature (argument structure, shapes, dtypes, weak types, static argument values), caches
+ * signature (argument structure, shapes, dtypes, weak types, static argument values, and
+ * input shardings other than the default single-device one), caches
  * it, and applies it as one `pjit` primitive whose parameter is the jaxpr. Without a registered
  * compiler `pjit` runs the jaxpr op by op (same results, no fusion); `@tpukit/xla-lite`
  * registers a real compiler behind the same call. Because `pjit` is a primitive with jvp,
@@ -8,6 +9,7 @@
  * every transformation in both directions: `jit(vmap(grad(f)))` and `grad(jit(f))`.
  */
 import { Array } from '../array';
+import { defaultSharding } from '../device';
 import { definePrimitive } from '../primitive';
 import { bind } from '../trace';
 import * as tree from '../tree';
@@ -22,14 +24,23 @@ import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
 import { avalOf, flattenArgs, traceFlat } from './tracing';
 import { instantiate } from './zeros';
 
-/** A compiled program: concrete inputs in, concrete outputs out. */
-export type Executable = (args: Array[]) => Array[];
+/**
+ * A compiled program: concrete inputs in, concrete outputs out. A compiler that implements
+ * donation lists the donated input positions it could not reuse for any output in
+ * `unusableDonations`; those inputs stay alive (every other donated input is deleted after
+ * the call, as JAX deletes donated arrays).
+ */
+export type Executable = ((args: Array[]) => Array[]) & { readonly unusableDonations?: readonly number[] };
 
 /** What `jit` needs from a compiler (implemented by @tpukit/xla-lite). */
 export interface Compiler {
   readonly name: string;
-  /** Compiles a closed jaxpr (constants already hoisted to inputs, so `consts` is empty). */
-  compile(jaxpr: ClosedJaxpr, opts: { name: string; donateArgnums: readonly number[] }): Executable;
+  /**
+   * Compiles a closed jaxpr (constants already hoisted to inputs, so `consts` is empty).
+   * `donateLabels` names each donated input for messages; `inShardings` describes each input's
+   * sharding (`Sharding.toString()`) for compilers whose caches key on it.
+   */
+  compile(jaxpr: ClosedJaxpr, opts: { name: string; donateArgnums: readonly number[]; donateLabels?: readonly string[]; inShardings?: readonly string[] }): Executable;
 }
 
 let compiler: Compiler | null = null;
@@ -49,6 +60,8 @@ export interface PjitParams {
   readonly jaxpr: ClosedJaxpr;
   readonly name: string;
   readonly donateArgnums: readonly number[];
+  /** For messages: what each donated input is to the user (e.g. `argument 0 (params) leaf 2`). */
+  readonly donateLabels?: readonly string[];
 }
 
 const compiled = new WeakMap<ClosedJaxpr, { compiler: Compiler; exe: Executable }>();
@@ -67,15 +80,50 @@ export const pjit = definePrimitive<PjitParams>({
   },
 });
 
-pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums }: PjitParams): Array[] => {
-  if (compiler === null) return evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
-  let hit = compiled.get(jaxpr);
-  if (!hit || hit.compiler !== compiler) {
-    hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums }) };
-    compiled.set(jaxpr, hit);
+pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums, donateLabels }: PjitParams): Array[] => {
+  let outs: Array[];
+  let unusable: readonly number[] = [];
+  if (compiler === null) {
+    outs = evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
+    if (donateArgnums.length) unusable = unusableOpByOp(jaxpr, donateArgnums, donateLabels, name);
+  } else {
+    let hit = compiled.get(jaxpr);
+    if (!hit || hit.compiler !== compiler) {
+      hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums, donateLabels, inShardings: args.map((a) => String(a.sharding)) }) };
+      compiled.set(jaxpr, hit);
+    }
+    outs = hit.exe(args);
+    unusable = hit.exe.unusableDonations ?? [];
   }
-  return hit.exe(args);
+  // Donated inputs are deleted (JAX semantics); one returned as an output as is stays alive.
+  donateArgnums.forEach((d, k) => {
+    const a = args[d];
+    if (unusable.includes(d) || outs.includes(a)) return;
+    const sharesBuffer = outs.some((o) => o._buf === a._buf && o._backend === a._backend);
+    a._markDeleted(`it was donated to jit(${name}) as ${donateLabels?.[k] ?? `input ${d}`} and its buffer reused; use that call's outputs instead`, !sharesBuffer);
+  });
+  return outs;
 };
+
+const warnedOpByOp = new WeakSet<ClosedJaxpr>();
+/**
+ * Without a compiler, a donated input counts as reused when some output has its shape and
+ * dtype (as XLA would alias them); the others stay alive, with JAX's warning once per program.
+ */
+function unusableOpByOp(jaxpr: ClosedJaxpr, donated: readonly number[], labels: readonly string[] | undefined, name: string): number[] {
+  const free = jaxpr.outAvals.map((a) => avalStr(a));
+  const bad: number[] = [];
+  donated.forEach((d) => {
+    const k = free.indexOf(avalStr(jaxpr.inAvals[d]));
+    if (k >= 0) free[k] = '';
+    else bad.push(d);
+  });
+  if (bad.length && !warnedOpByOp.has(jaxpr)) {
+    warnedOpByOp.add(jaxpr);
+    console.warn(`jit(${name}): Some donated buffers were not usable: ${bad.map((d) => `${labels?.[donated.indexOf(d)] ?? `input ${d}`} ${avalStr(jaxpr.inAvals[d])}`).join(', ')} (no output of the same shape and dtype; they are not deleted)`);
+  }
+  return bad;
+}
 
 const withJaxpr = (params: PjitParams, jaxpr: ClosedJaxpr, suffix: string): PjitParams => ({ jaxpr, name: `${suffix}(${params.name})`, donateArgnums: [] });
 
@@ -151,7 +199,34 @@ function fnId(f: object): number {
   return id;
 }
 
+const DEFAULT_SHARDING = String(defaultSharding);
+
 const isPlain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && Object.getPrototypeOf(x) === Object.prototype;
+
+/**
+ * A donated buffer may be handed over once: the same Array donated twice, or donated and also
+ * passed (or closed over) elsewhere in the call, is an error (its storage would be overwritten
+ * while still read).
+ */
+function checkDonations(name: string, donated: readonly number[], labels: readonly string[], leaves: readonly Array[], consts: readonly Array[]): void {
+  const pos = new Map<Array, number>(); // donated Array -> its index in `donated`
+  donated.forEach((d, k) => {
+    const a = leaves[d];
+    if (a instanceof Tracer) return;
+    const prev = pos.get(a);
+    if (prev !== undefined) throw new Error(`jit(${name}): the same ${avalStr(a.aval)} Array is donated twice (${labels[prev]} and ${labels[k]}); a buffer can be donated once per call`);
+    pos.set(a, k);
+  });
+  if (pos.size === 0) return;
+  leaves.forEach((l, j) => {
+    const k = pos.get(l);
+    if (k !== undefined && donated[k] !== j) throw new Error(`jit(${name}): ${labels[k]} is donated but the same Array is also passed as flat input ${j}; pass a copy or do not donate it`);
+  });
+  for (const c of consts) {
+    const k = pos.get(c);
+    if (k !== undefined) throw new Error(`jit(${name}): ${labels[k]} is donated but the function also closes over the same Array; pass a copy or do not donate it`);
+  }
+}
 
 /** `jax.jit`: trace once per abstract signature, cache, run as one program. */
 export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = {}): Jitted<F> {
@@ -159,7 +234,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   const staticNames = asList(opts.staticArgnames);
   const donate = asList(opts.donateArgnums);
   const name = f.name || 'fn';
-  const cache = new Map<string, { jaxpr: ClosedJaxpr; consts: Array[]; outTree: tree.TreeDef; donated: number[] }>();
+  const cache = new Map<string, { jaxpr: ClosedJaxpr; consts: Array[]; outTree: tree.TreeDef; donated: number[]; labels: string[] }>();
   let traceCount = 0;
 
   const prepare = (args: unknown[]) => {
@@ -187,7 +262,9 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       if (typeof l === 'number' || typeof l === 'boolean') throw new TypeError(`jit ${name}: leaf ${i} is a JS ${typeof l}; pass an Array or mark the argument static`);
       return avalOf(l, `jit ${name}`);
     });
-    const key = `${statics.join(';')}|${inTree}|${avals.map((a) => `${avalStr(a)}${a.weakType ? 'w' : ''}`).join(',')}`;
+    // Shardings other than the default single-device one are part of the signature (as in JAX).
+    const shardings = leaves.map((l) => (l instanceof Array && l._sharding !== defaultSharding && String(l._sharding) !== DEFAULT_SHARDING ? `@${String(l._sharding)}` : '')).join(',');
+    const key = `${statics.join(';')}|${inTree}|${avals.map((a) => `${avalStr(a)}${a.weakType ? 'w' : ''}`).join(',')}|${shardings}`;
     let entry = cache.get(key);
     if (!entry) {
       traceCount++;
@@ -213,13 +290,17 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       const [jaxpr, consts] = hoistConsts(closed);
       // Which flat leaves belong to donated arguments.
       const donated: number[] = [];
+      const labels: string[] = [];
       let pos = 0;
       dyn.forEach((d, i) => {
         const n = flattenArgs(d)[0].length;
-        if (donate.includes(i)) for (let k = 0; k < n; k++) donated.push(pos + k);
+        if (donate.includes(i)) for (let k = 0; k < n; k++) {
+          donated.push(pos + k);
+          labels.push(n === 1 ? `argument ${i}` : `argument ${i} leaf ${k}`);
+        }
         pos += n;
       });
-      entry = { jaxpr, consts, outTree: outTree!, donated };
+      entry = { jaxpr, consts, outTree: outTree!, donated, labels };
       if (!consts.some((c) => c instanceof Tracer)) cache.set(key, entry);
     }
     return { entry, leaves: leaves as Array[] };
@@ -228,10 +309,16 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   const jitted = ((...args: unknown[]) => {
     const { entry, leaves } = prepare(args);
     const nc = entry.consts.length;
-    const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: entry.jaxpr, name, donateArgnums: entry.donated.map((d) => d + nc) } satisfies PjitParams);
-    if (entry.donated.length && leaves.every((l) => !(l instanceof Tracer))) {
-      for (const d of entry.donated) if (!outs.includes(leaves[d])) leaves[d].dispose();
-    }
+    leaves.forEach((l, i) => {
+      if (!l.isDeleted()) return;
+      try {
+        l._assertLive('use');
+      } catch (e) {
+        throw new Error(`jit(${name}): flat argument ${i}: ${(e as Error).message}`);
+      }
+    });
+    if (entry.donated.length) checkDonations(name, entry.donated, entry.labels, leaves, entry.consts);
+    const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: entry.jaxpr, name, donateArgnums: entry.donated.map((d) => d + nc), donateLabels: entry.labels } satisfies PjitParams);
     return tree.unflatten(entry.outTree, outs);
   }) as unknown as Jitted<F>;
   Object.defineProperty(jitted, 'traceCount', { get: () => traceCount });

@@ -18,7 +18,7 @@ import { jvpFlat } from './jvp';
 import { traceFlat } from './tracing';
 import { instantiate } from './zeros';
 
-type Recipe =
+export type Recipe =
   | { readonly kind: 'lambda' }
   | { readonly kind: 'const'; readonly val: Array }
   | { readonly kind: 'eqn'; readonly prim: Primitive; readonly ins: PETracer[]; readonly params: any; outs: PETracer[] };
@@ -39,6 +39,9 @@ export class PETracer extends Tracer {
 export type PartialEvalRule = (trace: PartialEvalTrace, tracers: PETracer[], params: any) => Array[];
 
 export class PartialEvalTrace extends Trace {
+  /** Staged effectful equations (debug callbacks on unknown values): kept though nothing uses them. */
+  readonly effects: Recipe[] = [];
+
   constructor(main: MainTrace) {
     super(main);
   }
@@ -56,6 +59,7 @@ export class PartialEvalTrace extends Trace {
     const recipe: Recipe = { kind: 'eqn', prim, ins: tracers, params, outs: [] };
     const outs = outAvals.map((a) => new PETracer(this, a, null, recipe));
     recipe.outs = outs;
+    if (prim.rules.effect === true) this.effects.push(recipe);
     return outs;
   }
 
@@ -68,8 +72,11 @@ export class PartialEvalTrace extends Trace {
   }
 }
 
-/** Builds the jaxpr of the unknown part: inputs `ins`, outputs `outs`, residuals as constvars. */
-export function tracersToJaxpr(ins: PETracer[], outs: PETracer[]): ClosedJaxpr {
+/**
+ * Builds the jaxpr of the unknown part: inputs `ins`, outputs `outs`, residuals as constvars.
+ * Only what the outputs need is kept, plus the staged `effects` (which have no outputs).
+ */
+export function tracersToJaxpr(ins: PETracer[], outs: PETracer[], effects: readonly Recipe[] = []): ClosedJaxpr {
   const vars = new Map<PETracer, Var>();
   const constvars: Var[] = [];
   const consts: Array[] = [];
@@ -119,6 +126,12 @@ export function tracersToJaxpr(ins: PETracer[], outs: PETracer[]): ClosedJaxpr {
     }
   };
   for (const o of outs) visit(o);
+  for (const r of effects) {
+    if (r.kind !== 'eqn' || done.has(r)) continue;
+    for (const i of r.ins) visit(i);
+    done.add(r);
+    eqns.push({ prim: r.prim, inputs: r.ins.map(varOf), params: r.params, outBinders: [] });
+  }
   const jaxpr = new Jaxpr(constvars, ins.map((t) => vars.get(t)!), eqns, outs.map(varOf));
   return new ClosedJaxpr(jaxpr, consts);
 }
@@ -144,7 +157,7 @@ export function linearizeFlat(f: (...xs: Array[]) => Array[], primals: readonly 
       const primalsOut = po.map((p) => (p instanceof PETracer && p._trace === trace ? known(p) : p));
       const tanOuts = to.map((t, i) => trace.fullRaise(instantiate(t, primalsOut[i].aval)) as PETracer);
       const ins = tanIns.filter((t): t is PETracer => t !== null);
-      const jaxpr = tracersToJaxpr(ins, tanOuts);
+      const jaxpr = tracersToJaxpr(ins, tanOuts, trace.effects);
       return [primalsOut, { jaxpr, inAvals: ins.map((t) => t.aval), outAvals: tanOuts.map((t) => t.aval) }];
     },
   );
@@ -200,7 +213,7 @@ export function partialEvalJaxpr(closed: ClosedJaxpr, unknowns: readonly boolean
         outUnknowns = outs.map((o, i) => isUnknown(o) || (typeof instantiate === 'boolean' ? instantiate : instantiate[i]));
         const knownOuts = outs.filter((_, i) => !outUnknowns[i]).map((o) => (o instanceof PETracer && o._trace === trace ? o.known! : o));
         const unkOuts = outs.filter((_, i) => outUnknowns[i]).map((o) => trace.fullRaise(o) as PETracer);
-        const cj = tracersToJaxpr(unkArgs, unkOuts);
+        const cj = tracersToJaxpr(unkArgs, unkOuts, trace.effects);
         numRes = cj.consts.length;
         const j = cj.jaxpr;
         unknown = new ClosedJaxpr(new Jaxpr([], [...j.constvars, ...j.invars], j.eqns, j.outs), []);

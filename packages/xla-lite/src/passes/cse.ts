@@ -2,8 +2,10 @@
  * Common-subexpression elimination: two instructions with the same opcode, primitive,
  * parameters and operands compute the same value (every core primitive is pure), so later
  * copies are replaced by the first. Constants are merged by value (small ones only), and
- * instructions that call computations are left alone. Returns how many were replaced.
+ * instructions that call computations or have effects (two identical `debug.print`s print
+ * twice) are left alone. Returns how many were replaced.
  */
+import { hasEffect } from '../effects';
 import type { HloComputation, HloInstruction } from '../hlo';
 
 const MAX_CONST_KEY = 64;
@@ -17,7 +19,7 @@ function paramKey(p: Record<string, unknown>): string | null {
 }
 
 function key(i: HloInstruction, ids: Map<HloInstruction, number>): string | null {
-  if (i.opcode === 'parameter' || i.called.length) return null;
+  if (i.opcode === 'parameter' || i.called.length || hasEffect(i)) return null;
   if (i.opcode === 'constant') {
     const l = i.literal!;
     if (l.size > MAX_CONST_KEY) return null;

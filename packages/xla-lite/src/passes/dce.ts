@@ -1,12 +1,15 @@
 /**
  * Dead-code elimination: drops every instruction the computation's outputs do not depend on
- * (parameters stay, they are the signature). Returns how many instructions were removed.
+ * (parameters stay, they are the signature). Effectful instructions (debug callbacks, or loops
+ * and calls containing them, see `effects.ts`) are roots: kept with everything they read.
+ * Returns how many instructions were removed.
  */
+import { hasEffect } from '../effects';
 import type { HloComputation, HloInstruction } from '../hlo';
 
 export function dce(c: HloComputation): number {
   const live = new Set<HloInstruction>(c.params);
-  const stack = [...c.outputs];
+  const stack = [...c.outputs, ...c.instructions.filter(hasEffect)];
   while (stack.length) {
     const i = stack.pop()!;
     if (live.has(i) && i.opcode !== 'parameter') continue;

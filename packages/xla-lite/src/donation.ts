@@ -1,0 +1,177 @@
+/**
+ * Buffer donation made real (jax.jit's `donate_argnums`): decides, once per compiled program,
+ * which output lands in which donated argument's storage, and applies that decision per call.
+ *
+ * Planning (`planDonation`), as JAX/XLA alias inputs to outputs: each donated flat input is
+ * paired with an output of the same shape and dtype. The buffer assignment
+ * (`passes/bufferAssignment.ts`) is asked first: an output it placed wholly into a donated
+ * argument's buffer takes that argument. Then an output the argument's last use allows to be
+ * written in place (a loop fusion at or after the argument's last read, reading it only
+ * elementwise) is preferred; any other matching output is copied into the donated storage once
+ * the program has finished reading it. An output that *is* the argument (returned as is) uses
+ * it trivially. A donated input no output can take (no same shape/dtype output, or an output
+ * that may share its storage) is unusable: it stays alive and JAX's warning "Some donated
+ * buffers were not usable" is raised at compile time.
+ *
+ * At run time (`DonationRuntime`): a planned in-place fusion writes straight into the donated
+ * argument's storage instead of allocating; every other paired output is copied into it at the
+ * end, so each paired output Array shares the donated storage. This needs the argument's buffer
+ * to be host storage on the current backend (the reference backend); otherwise the output is
+ * left where it was computed. Core's `pjit` then marks the donated inputs deleted.
+ *
+ * Values that may share an argument's storage: the argument, anything a core primitive computed
+ * from it (a primitive may return an operand's buffer as is, e.g. a reshape or a loop carry),
+ * transitively, and tuple elements of those. Fusions always write fresh storage.
+ */
+import { Array, getBackend, type StorageArray, toStorage } from '@tpukit/core';
+import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
+import { assignBuffers } from './passes/bufferAssignment';
+
+export interface DonationPlan {
+  /** Output index -> donated flat input whose storage holds it after the call. */
+  readonly outputToParam: ReadonlyMap<number, number>;
+  /** Entry instruction index of a fusion -> donated flat input it writes into directly. */
+  readonly inPlace: ReadonlyMap<number, number>;
+  /** Donated flat inputs that no output can reuse (left alive). */
+  readonly unusable: readonly number[];
+  /** JAX's warning for unusable donations, or null. */
+  readonly warning: string | null;
+}
+
+const sameType = (a: HloInstruction, b: HloInstruction): boolean =>
+  a.shape.dtype === b.shape.dtype && a.shape.shape.length === b.shape.shape.length && a.shape.shape.every((d, i) => d === b.shape.shape[i]);
+
+const typeStr = (i: HloInstruction): string => `${i.shape.dtype}[${i.shape.shape.join(',')}]`;
+
+/** Every instruction that may share storage with `p` (see the file comment). */
+function aliasClosure(c: HloComputation, p: HloInstruction): Set<HloInstruction> {
+  const set = new Set<HloInstruction>([p]);
+  for (const i of c.instructions) {
+    if (set.has(i) || i.opcode === 'fusion' || i.opcode === 'constant' || i.opcode === 'parameter') continue;
+    if (i.operands.some((o) => set.has(o))) set.add(i);
+  }
+  return set;
+}
+
+export function planDonation(c: HloComputation, donated: readonly number[], name: string, labels: readonly string[] = []): DonationPlan {
+  const outputToParam = new Map<number, number>();
+  const inPlace = new Map<number, number>();
+  const unusable: number[] = [];
+  if (donated.length === 0) return { outputToParam, inPlace, unusable, warning: null };
+  const ba = assignBuffers(c, donated);
+  const pos = new Map(c.instructions.map((i, k) => [i, k]));
+  const taken = new Set<number>();
+  const outs = c.outputs;
+  const params = [...new Set(donated)].filter((d) => d >= 0 && d < c.params.length);
+
+  for (const j of params) {
+    const p = c.params[j];
+    // An output returned as is uses its own buffer.
+    const self = outs.findIndex((o, k) => o === p && !taken.has(k));
+    if (self >= 0) {
+      taken.add(self);
+      outputToParam.set(self, j);
+      continue;
+    }
+    const closure = aliasClosure(c, p);
+    const lastRead = Math.max(...[...closure].map((i) => ba.lastUse.get(i) ?? -1));
+    // Outputs that may share this argument's storage cannot be overwritten by another output.
+    const sharing = outs.map((o, k) => (closure.has(o) ? k : -1)).filter((k) => k >= 0);
+    const candidates = outs
+      .map((o, k) => k)
+      .filter((k) => !taken.has(k) && sameType(outs[k], p) && outs[k].opcode !== 'parameter' && sharing.every((s) => outs[s] === outs[k]));
+    if (candidates.length === 0) {
+      unusable.push(j);
+      continue;
+    }
+    const canWriteInPlace = (k: number): boolean => {
+      const o = outs[k];
+      if (o.opcode !== 'fusion' || (o.params as { kind?: string }).kind !== 'kLoop' || outs.indexOf(o) !== k) return false;
+      const t = pos.get(o)!;
+      if (lastRead > t) return false;
+      if (lastRead < t) return true;
+      // Read at the fusion itself: only elementwise (same shape as the output) is safe in place.
+      return o.operands.every((x) => !closure.has(x) || (numel(x.shape) === numel(o.shape) && x.shape.shape.join() === o.shape.shape.join()));
+    };
+    const slot = (k: number) => ba.slots.get(outs[k]);
+    const fromAssignment = candidates.find((k) => {
+      const s = slot(k);
+      return s !== undefined && s.region === 'donated' && s.offset === j && s.size === bytesOf(p.shape);
+    });
+    const k = fromAssignment ?? candidates.find(canWriteInPlace) ?? candidates[0];
+    taken.add(k);
+    outputToParam.set(k, j);
+    if (canWriteInPlace(k)) inPlace.set(pos.get(outs[k])!, j);
+  }
+  const warning = unusable.length
+    ? `jit(${name}): Some donated buffers were not usable: ${unusable.map((j) => `${labels[donated.indexOf(j)] ?? `input ${j}`} ${typeStr(c.params[j])}`).join(', ')} (no output of the same shape and dtype can take them; they are not deleted)`
+    : null;
+  return { outputToParam, inPlace, unusable, warning };
+}
+
+/** The storage of a donated argument when outputs can be written into it here, else null. */
+function hostStorage(a: Array): StorageArray | null {
+  const b = a._backend;
+  if (b === null || b.manualMemory || b !== getBackend() || a.isDeleted()) return null;
+  const s = b.toHost(a._buf, a.aval);
+  return s === a._buf ? s : null;
+}
+
+/** Applies a plan on each call: the in-place targets for fusions, then the copies into donated storage. */
+export class DonationRuntime {
+  private readonly donatedParams: number[];
+  /** Outputs written straight into donated storage, and outputs copied into it, over all calls. */
+  readonly counts = { inPlaceWrites: 0, copies: 0 };
+
+  constructor(
+    readonly plan: DonationPlan,
+    private readonly name: string,
+  ) {
+    this.donatedParams = [...new Set(plan.outputToParam.values())];
+  }
+
+  get active(): boolean {
+    return this.donatedParams.length > 0;
+  }
+
+  /**
+   * A donated argument's storage may not be reachable through any other argument (jit checks
+   * this with argument names before the call; `Compiled.call` relies on this check).
+   */
+  checkArgs(args: readonly Array[]): void {
+    const donatedAt = new Map<Array, number>();
+    for (const j of this.donatedParams) donatedAt.set(args[j], j);
+    args.forEach((a, i) => {
+      const j = donatedAt.get(a);
+      if (j !== undefined && j !== i) throw new Error(`xla-lite ${this.name}: donated input ${j} is the same Array as input ${i}; a donated buffer cannot also be read through another argument`);
+    });
+  }
+
+  /** Where the fusion at entry instruction `step` writes its output this call (null: allocate). */
+  target(step: number, args: readonly Array[]): Float32Array | Uint8Array | null {
+    const j = this.plan.inPlace.get(step);
+    if (j === undefined) return null;
+    const s = hostStorage(args[j]);
+    if (!(s instanceof Float32Array || s instanceof Uint8Array)) return null;
+    this.counts.inPlaceWrites++;
+    return s;
+  }
+
+  /** Makes every paired output live in its donated argument's storage (copying where it was not written in place). */
+  land(res: Array[], args: readonly Array[]): void {
+    for (const [k, j] of this.plan.outputToParam) {
+      const a = args[j];
+      const out = res[k];
+      if (out === a) continue;
+      const dst = hostStorage(a);
+      if (dst === null) continue;
+      const src = toStorage(out);
+      if (src !== dst) {
+        if (src.constructor !== dst.constructor || src.length !== dst.length) continue;
+        (dst as Float32Array).set(src as Float32Array);
+        this.counts.copies++;
+      }
+      if (out._buf !== dst) res[k] = new Array(out.aval, a._backend, dst);
+    }
+  }
+}
