@@ -3,15 +3,16 @@
  * the same run. Reports step times (medians of interleaved rounds) and their ratio, the jit
  * step with the compiler switched off (core's op-by-op jit) as a second peer, compile time,
  * recompiles across the timed steps, fused-kernel count, and modelled bytes moved per step
- * (xla-lite's cost analysis) fused vs unfused, and the jit step with every fusion run as its
- * JavaScript kernel (`setWasmKernels(false)`, what xla-lite did before its WebAssembly
- * kernels) as a third peer. Config from the issue by default (vocab 256,
+ * (xla-lite's cost analysis) fused vs unfused, the same step compiled with elementwise fusion
+ * only (no layout assignment, row or dot-epilogue fusion) as a third peer, and the jit step
+ * with every fusion run as its JavaScript kernel (`setWasmKernels(false)`, what xla-lite did
+ * before its WebAssembly kernels) as a fourth. Config from the issue by default (vocab 256,
  * d_model 128, 4 layers, 4 heads, MLP 512, context 128, batch 16); override with env
  * JIT_BENCH_SMALL=1 (batch 4, context 32, 2 layers), JIT_BENCH_ROUNDS (default 5) and
  * JIT_BENCH_STEPS (default 100: jit-only steps with fresh data, counting recompiles).
  */
 import { type Array, jit as coreJit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
-import { compileLog, getKernelThreads, jit, Lowered, setWasmKernels, useXla } from '@tpukit/xla-lite';
+import { compileLog, getKernelThreads, jit, Lowered, setPipelineOptions, setWasmKernels, useXla } from '@tpukit/xla-lite';
 import { rand, rmsNorm } from './fixtures';
 
 const SMALL = process.env.JIT_BENCH_SMALL === '1';
@@ -89,6 +90,13 @@ function run(backend: string): void {
     useXla(false);
     time(step(opByOp, 0)); // trace once, op by op
     useXla(true);
+    // Peer: the same step with elementwise fusion only (how xla-lite compiled before layout
+    // assignment, row fusion and dot epilogue fusion existed).
+    const ELEMENTWISE_ONLY = { layout: false, rowFusion: false, outputFusion: false };
+    const jEw = jit(valueAndGrad(loss));
+    setPipelineOptions(ELEMENTWISE_ONLY);
+    time(step(jEw, 0)); // compiles with those options
+    setPipelineOptions({});
     setWasmKernels(false);
     time(step(jvgJs, 0)); // compiled with JavaScript kernels only
     setWasmKernels(true);
@@ -97,20 +105,25 @@ function run(backend: string): void {
     const te: number[] = [];
     const tj: number[] = [];
     const to: number[] = [];
+    const tw: number[] = [];
     const ratio: number[] = [];
+    const ratioEw: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       const a = time(step(vg, r));
       const b = time(step(jvg, r));
       useXla(false);
       const c = time(step(opByOp, r));
       useXla(true);
+      const w = time(step(jEw, r));
       const d = time(step(jvgJs, r));
       tk.push(d);
       kratio.push(d / b);
       te.push(a);
       tj.push(b);
       to.push(c);
+      tw.push(w);
       ratio.push(a / b);
+      ratioEw.push(w / b);
     }
     // A training-length run with fixed shapes and fresh data: must not recompile.
     const tSteps: number[] = [];
@@ -121,6 +134,8 @@ function run(backend: string): void {
     const raw = lowered.costAnalysis();
     const unfused = lowered.compile({ fuse: false });
     const fused = lowered.compile();
+    const ew = lowered.compile(ELEMENTWISE_ONLY);
+    const ce = ew.costAnalysis();
     const cu = unfused.costAnalysis();
     const cf = fused.costAnalysis();
     const mu = unfused.memoryAnalysis();
@@ -129,11 +144,13 @@ function run(backend: string): void {
     console.log(`\n[${backend}] jaxpr -> ${lowered.module.entry.instructions.length} HLO instructions -> ${fused.module.entry.instructions.length} after passes (${JSON.stringify(fused.passStats)})`);
     console.log(`  eager step        ${med(te).toFixed(0)} ms (median of ${ROUNDS})`);
     console.log(`  jit step (xla)    ${med(tj).toFixed(0)} ms  -> eager/jit ${med(ratio).toFixed(2)}x (median per-round ratio)`);
+    console.log(`  jit (elementwise fusion only) ${med(tw).toFixed(0)} ms  -> ${med(ratioEw).toFixed(2)}x slower than the full pipeline (median per-round ratio)`);
     console.log(`  jit op-by-op      ${med(to).toFixed(0)} ms  (core jit, no compiler)`);
     console.log(`  jit, JS kernels   ${med(tk).toFixed(0)} ms  -> JS-kernel jit / wasm-kernel jit ${med(kratio).toFixed(2)}x (${fused.stats.wasmKernels} of ${fused.stats.fusedKernels} kernels are WebAssembly SIMD, ${getKernelThreads()} threads, arena ${(fused.stats.arenaBytes / 1e6).toFixed(1)} MB)`);
     console.log(`  first jit call    ${first.toFixed(0)} ms, of which compile ${compileMs.toFixed(0)} ms (${compiles.length} compilation${compiles.length === 1 ? '' : 's'})`);
     console.log(`  cache             ${stats.hits} hits, ${stats.misses} misses, ${stats.recompiles} recompiles over ${ROUNDS + 1 + STEPS} jit steps (${STEPS}-step run: median ${med(tSteps).toFixed(0)} ms/step)`);
     console.log(`  fused kernels     ${fused.stats.fusedKernels} generated kernels per step (${fused.stats.multiOpFusions} fusing 2+ ops, ${fused.stats.fusedOps} ops in all) + ${fused.stats.primitiveOps} other ops; the unfused program runs ${unfused.stats.primitiveOps} ops`);
+    console.log(`  new fusions       ${fused.stats.rowFusions} row (kRow) + ${fused.stats.outputFusions} dot-epilogue (kOutput) kernels, ${fused.passStats.layout} transposes folded / layout copies; elementwise-only: ${ew.stats.fusedKernels} kernels + ${ew.stats.primitiveOps} other ops, ${MB(ce.bytesAccessed)} MB/step (${(ce.bytesAccessed / cf.bytesAccessed).toFixed(2)}x the full pipeline's bytes)`);
     console.log(`  bytes moved/step  fused ${MB(cf.bytesAccessed)} MB vs unfused ${MB(cu.bytesAccessed)} MB (${(cu.bytesAccessed / cf.bytesAccessed).toFixed(2)}x less); unoptimised ${MB(raw.bytesAccessed)} MB`);
     console.log(`  modelled v5e      fused ${(cf.seconds * 1e6).toFixed(0)} us vs unfused ${(cu.seconds * 1e6).toFixed(0)} us; ${(cf.flops / 1e9).toFixed(2)} GFLOP, ${(cf.transcendentals / 1e6).toFixed(1)} M transcendentals`);
     console.log(`  memory            args ${MB(mf.argumentBytes)} MB, out ${MB(mf.outputBytes)} MB, temp ${MB(mf.tempBytes)} MB (no reuse: ${MB(mf.tempBytesNoReuse)} MB), peak ${MB(mf.peakBytes)} MB; unfused temp ${MB(mu.tempBytes)} MB`);

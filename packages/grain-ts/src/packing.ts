@@ -7,9 +7,12 @@
  * pieces first). Each row carries `segmentIds` (1, 2, ... per sequence, 0 for padding) and
  * `positions` (0.. within each sequence), so attention can be masked per segment.
  *
- * State without data: the parent's state where the rows not yet fully emitted began, and how
- * many elements and rows have passed since. Restoring replays those few elements through the
- * same deterministic packer, which rebuilds the partly filled rows exactly.
+ * State without data: a parent state at or before the first element of the rows not yet fully
+ * emitted, the number of elements from there to that first element (`skip`, already emitted),
+ * and how many elements and rows have passed since. Restoring replays those few elements
+ * through the same deterministic packer, which rebuilds the partly filled rows exactly. The
+ * parent's state is snapshotted once per set of rows (when the last row of a set goes out),
+ * never per element: `nextOrEnd()` only counts elements.
  */
 import { IterDataset, FnIterDataset } from './iterDataset';
 import { ElasticIterator, findElastic } from './elastic';
@@ -70,7 +73,9 @@ export function featuresOf(op: string, x: unknown): Record<string, Sequence> {
   if (x instanceof Int32Array || Array.isArray(x)) return { tokens: x as Sequence };
   if (x && typeof x === 'object' && !ArrayBuffer.isView(x)) {
     const r = x as Record<string, unknown>;
-    for (const [k, v] of Object.entries(r)) {
+    // for..in rather than Object.entries: this runs per element in the packers' hot path.
+    for (const k in r) {
+      const v = r[k];
       if (!(v instanceof Int32Array || Array.isArray(v))) throw new TypeError(`${op}: feature "${k}" must be an Int32Array or number[]; got ${v?.constructor?.name ?? typeof v}`);
     }
     if (!('tokens' in r)) throw new TypeError(`${op}: a dict element needs a "tokens" feature (the one lengths are measured on); got keys ${JSON.stringify(Object.keys(r))}`);
@@ -81,7 +86,8 @@ export function featuresOf(op: string, x: unknown): Record<string, Sequence> {
 
 function seqLength(f: Record<string, Sequence>, op: string): number {
   const n = f.tokens.length;
-  for (const [k, v] of Object.entries(f)) {
+  for (const k in f) {
+    const v = f[k];
     if (v.length !== n) throw new RangeError(`${op}: feature "${k}" has length ${v.length} but "tokens" has ${n}; features are packed with one layout and must have equal lengths`);
   }
   return n;
@@ -145,11 +151,13 @@ class PackIterator extends DatasetIterator<PackedRow> {
   #queue: PackedRow[] = [];
   #qPos = 0;
   #ended = false;
-  // Checkpoint bookkeeping.
-  #start: JsonValue = null; // parent state where the oldest unemitted element began
-  #flushed = 0; // elements from #start that went into the queued rows
+  // Checkpoint bookkeeping: positions are element counts from a parent snapshot.
+  #start: JsonValue = null; // parent state at or before the oldest unemitted element
+  #skip = 0; // elements from #start to the oldest unemitted element (all already emitted)
+  #flushed = 0; // elements after those that went into the queued rows
   #inGroup = 0; // elements in the current (unflushed) bins
-  #groupStart: JsonValue = null;
+  #anchor: JsonValue = null; // parent snapshot taken when the last set drained
+  #sinceAnchor = 0; // elements pulled since #anchor
   #started = false;
 
   constructor(readonly parent: DatasetIterator<unknown>, o: PackOptions, readonly split = false) {
@@ -216,13 +224,22 @@ class PackIterator extends DatasetIterator<PackedRow> {
     if (!(this.parent.root() instanceof ElasticIterator) || this.split) return null;
     const done: number[] = [];
     for (const old of olds) {
-      const s = old as { start?: JsonValue; flushed?: number; emitted?: number };
-      if (!s || typeof s !== 'object' || !(s.flushed! > 0) || !(s.emitted! > 0)) continue;
+      const s = old as { start?: JsonValue; skip?: number; flushed?: number; emitted?: number };
+      if (!s || typeof s !== 'object') continue;
+      const skip = s.skip ?? 0;
+      const rows = s.flushed! > 0 && s.emitted! > 0;
+      if (!(skip > 0) && !rows) continue;
       const start = JSON.parse(JSON.stringify(s.start));
       const e = findElastic(start);
       if (!e) return null;
       e.impersonate = true;
       this.parent.setState(start);
+      // The skipped elements went out in rows emitted before the save.
+      for (let i = 0; i < skip; i++) {
+        if (this.#pull() < 0) badState('pack', 'replaying an old shard ended early (the data or pipeline changed?)', old);
+        done.push(this.parent.lastIndex());
+      }
+      if (!rows) continue;
       this.#bins = [];
       const indices: number[] = [];
       for (let i = 0; i < s.flushed!; i++) {
@@ -247,34 +264,27 @@ class PackIterator extends DatasetIterator<PackedRow> {
   nextOrEnd(): PackedRow | End {
     if (!this.#started) {
       this.#started = true;
-      this.#start = this.parent.getState();
-      this.#groupStart = this.#start;
+      this.#start = this.#anchor = this.parent.getState();
+      this.#skip = this.#sinceAnchor = 0;
     }
     for (;;) {
       if (this.#qPos < this.#queue.length) {
         const row = this.#queue[this.#qPos++];
         addRow(this.stats, row.numTokens, this.#L);
-        if (this.#qPos === this.#queue.length) {
-          // Every row of the flushed set is out: the oldest unemitted element is the current group's first.
-          this.#start = this.#groupStart;
-          this.#flushed = 0;
-          this.#queue = [];
-          this.#qPos = 0;
-        }
+        if (this.#qPos === this.#queue.length) this.#drained();
         return row;
       }
       if (this.#ended) return END;
-      const before = this.parent.getState();
       const n = this.#pull();
       if (n < 0) {
         this.#ended = true;
         if (this.#bins.length === 0) return END;
         this.#flushed = this.#inGroup;
         this.#inGroup = 0;
-        this.#groupStart = before;
         this.#flush();
         continue;
       }
+      this.#sinceAnchor++;
       if (this.#place(this.#pf, n)) {
         this.#inGroup++;
         continue;
@@ -282,15 +292,30 @@ class PackIterator extends DatasetIterator<PackedRow> {
       // It fits nowhere: emit every bin, and it opens the next set.
       this.#flushed = this.#inGroup;
       this.#flush();
-      this.#groupStart = before;
       this.#inGroup = 1;
       this.#place(this.#pf, n);
     }
   }
 
+  /**
+   * Every row of the flushed set is out: the oldest unemitted element is now the current
+   * group's first, #sinceAnchor - #inGroup elements after the anchor. Then a fresh anchor (the
+   * parent's position now, after the current group's elements) serves the next set, so the
+   * replay on restore stays within about two sets of elements.
+   */
+  #drained(): void {
+    this.#start = this.#anchor;
+    this.#skip = this.#sinceAnchor - this.#inGroup;
+    this.#flushed = 0;
+    this.#queue = [];
+    this.#qPos = 0;
+    this.#anchor = this.parent.getState();
+    this.#sinceAnchor = 0;
+  }
+
   getState(): JsonValue {
-    if (!this.#started) return { start: this.parent.getState(), flushed: 0, emitted: 0, inGroup: 0, ended: false, stats: { ...this.stats } as unknown as JsonValue };
-    return { start: this.#start, flushed: this.#flushed, emitted: this.#qPos, inGroup: this.#inGroup, ended: this.#ended, stats: { ...this.stats } as unknown as JsonValue };
+    if (!this.#started) return { start: this.parent.getState(), skip: 0, flushed: 0, emitted: 0, inGroup: 0, ended: false, stats: { ...this.stats } as unknown as JsonValue };
+    return { start: this.#start, skip: this.#skip, flushed: this.#flushed, emitted: this.#qPos, inGroup: this.#inGroup, ended: this.#ended, stats: { ...this.stats } as unknown as JsonValue };
   }
 
   setState(state: JsonValue): void {
@@ -306,21 +331,27 @@ class PackIterator extends DatasetIterator<PackedRow> {
       this.#queue = [];
       this.#qPos = 0;
       this.#ended = false;
-      this.#start = this.#groupStart = this.parent.getState();
-      this.#flushed = this.#inGroup = 0;
+      this.#start = this.#anchor = this.parent.getState();
+      this.#skip = this.#sinceAnchor = this.#flushed = this.#inGroup = 0;
       return;
     }
     const s = checkState('pack', state, { start: 'any', flushed: 'number', emitted: 'number', inGroup: 'number', ended: 'boolean' });
+    // `skip` is absent from states saved before it existed (their start was the element itself).
+    const skip = s.skip ?? 0;
+    if (!Number.isSafeInteger(skip) || skip < 0) badState('pack', 'state field "skip" must be an integer >= 0', state);
     this.parent.setState(s.start);
     this.#started = true;
     this.#bins = [];
     this.#queue = [];
     this.#qPos = 0;
     this.#ended = false;
-    this.#start = s.start;
-    this.#groupStart = s.start;
+    this.#start = this.#anchor = s.start;
+    this.#skip = skip;
     this.#flushed = 0;
     this.#inGroup = 0;
+    for (let i = 0; i < skip; i++) {
+      if (this.#pull() < 0) badState('pack', 'the stream ended while replaying (the data or pipeline changed?)', state);
+    }
     if (s.flushed > 0) {
       for (let i = 0; i < s.flushed; i++) {
         const n = this.#pull();
@@ -331,12 +362,12 @@ class PackIterator extends DatasetIterator<PackedRow> {
       this.#qPos = s.emitted;
       this.#flushed = s.flushed;
     }
-    this.#groupStart = s.flushed > 0 ? this.parent.getState() : s.start;
     for (let i = 0; i < s.inGroup; i++) {
       const n = this.#pull();
       if (n < 0 || !this.#place(this.#pf, n)) badState('pack', 'replaying the saved rows gave a different packing (the data or pipeline changed?)', state);
     }
     this.#inGroup = s.inGroup;
+    this.#sinceAnchor = skip + s.flushed + s.inGroup;
     this.#ended = s.ended;
     const st = s.stats as PaddingStats | undefined;
     if (st && typeof st === 'object') Object.assign(this.stats, st);
@@ -347,23 +378,34 @@ class PackIterator extends DatasetIterator<PackedRow> {
   }
 }
 
-/** Cuts sequences longer than `length` into pieces of at most `length` (the 'split' overflow). */
+/**
+ * Cuts sequences longer than `length` into pieces of at most `length` (the 'split' overflow).
+ * Mid-sequence its state is a parent state before the sequence being cut plus the number of
+ * elements to skip from there (`elems`) and the offset into it (`skip`). The parent is
+ * snapshotted only by `getState()` (between sequences, which also moves the anchor up), never
+ * per element.
+ */
 class SplitIterator extends DatasetIterator<unknown> {
   #pending: Record<string, Sequence> | null = null;
   #offset = 0;
-  #before: JsonValue = null;
+  #anchor: JsonValue = null; // a parent state between sequences
+  #sinceAnchor = 0; // elements pulled since #anchor
+  #started = false;
   constructor(readonly parent: DatasetIterator<unknown>, readonly length: number) {
     super();
   }
   nextOrEnd(): unknown {
+    if (!this.#started) {
+      this.#started = true;
+      this.#anchor = this.parent.getState();
+    }
     if (this.#pending === null) {
-      this.#before = this.parent.getState();
       const x = this.parent.nextOrEnd();
       if (x === END) return END;
-      const f = featuresOf('pack', x);
-      const n = seqLength(f, 'pack');
+      this.#sinceAnchor++;
+      const n = x instanceof Int32Array || Array.isArray(x) ? x.length : seqLength(featuresOf('pack', x), 'pack');
       if (n <= this.length) return x;
-      this.#pending = f;
+      this.#pending = featuresOf('pack', x);
       this.#offset = 0;
     }
     const f = this.#pending;
@@ -376,16 +418,33 @@ class SplitIterator extends DatasetIterator<unknown> {
     return piece;
   }
   getState(): JsonValue {
-    return this.#pending === null ? { parent: this.parent.getState(), skip: 0 } : { parent: this.#before, skip: this.#offset };
+    if (this.#pending === null) {
+      const here = this.parent.getState();
+      if (this.#started) {
+        this.#anchor = here;
+        this.#sinceAnchor = 0;
+      }
+      return { parent: here, elems: 0, skip: 0 };
+    }
+    return { parent: this.#anchor, elems: this.#sinceAnchor - 1, skip: this.#offset };
   }
   setState(state: JsonValue): void {
     const s = checkState('pack(split)', state, { parent: 'any', skip: 'number' });
+    const elems = s.elems ?? 0;
+    if (!Number.isSafeInteger(elems) || elems < 0) badState('pack(split)', 'state field "elems" must be an integer >= 0', state);
     this.parent.setState(s.parent);
+    this.#started = true;
+    this.#anchor = s.parent;
+    this.#sinceAnchor = 0;
     this.#pending = null;
+    for (let i = 0; i < elems; i++) {
+      if (this.parent.nextOrEnd() === END) badState('pack(split)', 'the stream ended while replaying (the data or pipeline changed?)', state);
+      this.#sinceAnchor++;
+    }
     if (s.skip > 0) {
-      this.#before = s.parent;
       const x = this.parent.nextOrEnd();
       if (x === END) badState('pack(split)', 'the saved sequence is missing', state);
+      this.#sinceAnchor++;
       this.#pending = featuresOf('pack', x);
       this.#offset = s.skip;
     }

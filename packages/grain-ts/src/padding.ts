@@ -6,9 +6,11 @@
  * padding), so a model consumes any strategy the same way; each iterator reports its padding
  * waste in `stats`.
  *
- * Bucketing state without data: the parent's state at the oldest element still waiting in a
- * bucket, the number of elements consumed since, and how many wait in each bucket; restoring
- * replays those elements and keeps the last `count` of each bucket.
+ * Bucketing state without data: a parent state at or before the oldest element still waiting
+ * in a bucket, the number of elements consumed since, and how many wait in each bucket;
+ * restoring replays those elements and keeps the last `count` of each bucket. The parent is
+ * snapshotted once per emitted batch (an anchor for later saves), never per element: the
+ * buckets hold the elements and their serial numbers in plain arrays.
  */
 import { collate } from './collate';
 import { FnIterDataset, IterDataset } from './iterDataset';
@@ -96,17 +98,23 @@ export interface BucketOptions {
   overflow?: 'error' | 'truncate' | 'drop';
 }
 
-interface Waiting {
-  x: Record<string, Sequence>;
+/** A parent state and the serial number of the next element consumed after it. */
+interface Anchor {
   serial: number;
-  before: JsonValue;
+  state: JsonValue;
 }
+
+/** Anchors kept at most; beyond that every other one is dropped (replays get longer, never wrong). */
+const MAX_ANCHORS = 32;
 
 class BucketIterator extends DatasetIterator<unknown> {
   readonly stats = emptyStats();
-  readonly #buckets: Waiting[][];
-  #serial = 0; // elements consumed since the iterator began (or since #anchor on restore)
-  #anchor: JsonValue = null; // parent state at serial 0
+  /** The waiting elements of each bucket, and their serial numbers. */
+  readonly #buckets: unknown[][];
+  readonly #serials: number[][];
+  #serial = 0; // elements consumed since the iterator began (or since the restored start)
+  /** Parent snapshots in serial order; the first is at or before the oldest waiting element. */
+  #anchors: Anchor[] = [];
   #ended = false;
   #flushed = 0; // buckets emitted after the end
   #started = false;
@@ -114,6 +122,32 @@ class BucketIterator extends DatasetIterator<unknown> {
   constructor(readonly parent: DatasetIterator<unknown>, readonly o: BucketOptions) {
     super();
     this.#buckets = o.bucketBoundaries.map(() => []);
+    this.#serials = o.bucketBoundaries.map(() => []);
+  }
+
+  #clearBuckets(): void {
+    for (let j = 0; j < this.#buckets.length; j++) {
+      this.#buckets[j] = [];
+      this.#serials[j] = [];
+    }
+  }
+
+  /** The serial of the oldest waiting element (Infinity when none waits). */
+  #oldestWaiting(): number {
+    let oldest = Infinity;
+    for (const s of this.#serials) if (s.length > 0 && s[0] < oldest) oldest = s[0];
+    return oldest;
+  }
+
+  /** After a batch went out: anchor the parent's position now, drop anchors no longer needed. */
+  #reanchor(): void {
+    const a = this.#anchors;
+    a.push({ serial: this.#serial, state: this.parent.getState() });
+    const oldest = this.#oldestWaiting();
+    let drop = 0;
+    while (drop + 1 < a.length && a[drop + 1].serial <= oldest) drop++;
+    if (drop > 0) a.splice(0, drop);
+    if (a.length > MAX_ANCHORS) this.#anchors = a.filter((_, i) => i % 2 === 0 || i === a.length - 1);
   }
 
   #bucketOf(n: number): number {
@@ -124,16 +158,18 @@ class BucketIterator extends DatasetIterator<unknown> {
 
   #emit(j: number): unknown {
     const L = this.o.bucketBoundaries[j];
-    const rows = this.#buckets[j].map((w) => padToLength(w.x, L, { padId: this.o.padId, overflow: 'truncate' }));
+    const rows = this.#buckets[j].map((x) => padToLength(x as Sequence, L, { padId: this.o.padId, overflow: 'truncate' }));
     this.#buckets[j] = [];
+    this.#serials[j] = [];
     for (const r of rows) addRow(this.stats, r.numTokens, L);
+    this.#reanchor();
     return collate(rows);
   }
 
   /** Routes one element; returns its bucket, or -1 when it is dropped. */
-  #route(x: unknown, before: JsonValue): number {
-    const f = featuresOf('bucketBySequenceLength', x);
-    const n = f.tokens.length;
+  #route(x: unknown): number {
+    // A bare sequence is measured as is; a dict is checked by featuresOf (which allocates nothing for it).
+    const n = x instanceof Int32Array || Array.isArray(x) ? x.length : featuresOf('bucketBySequenceLength', x).tokens.length;
     let j = this.#bucketOf(n);
     if (j < 0) {
       const ov = this.o.overflow ?? 'error';
@@ -143,14 +179,15 @@ class BucketIterator extends DatasetIterator<unknown> {
       }
       j = this.o.bucketBoundaries.length - 1;
     }
-    this.#buckets[j].push({ x: f, serial: this.#serial, before });
+    this.#buckets[j].push(x);
+    this.#serials[j].push(this.#serial);
     return j;
   }
 
   nextOrEnd(): unknown | End {
     if (!this.#started) {
       this.#started = true;
-      this.#anchor = this.parent.getState();
+      this.#anchors = [{ serial: 0, state: this.parent.getState() }];
     }
     for (;;) {
       if (this.#ended) {
@@ -161,13 +198,12 @@ class BucketIterator extends DatasetIterator<unknown> {
         }
         return END;
       }
-      const before = this.parent.getState();
       const x = this.parent.nextOrEnd();
       if (x === END) {
         this.#ended = true;
         continue;
       }
-      const j = this.#route(x, before);
+      const j = this.#route(x);
       this.#serial++;
       if (j >= 0 && this.#buckets[j].length === this.o.bucketBatchSizes[j]) return this.#emit(j);
     }
@@ -175,11 +211,16 @@ class BucketIterator extends DatasetIterator<unknown> {
 
   getState(): JsonValue {
     if (!this.#started) return { start: this.parent.getState(), consumed: 0, counts: this.#buckets.map(() => 0), ended: false, flushed: 0, stats: { ...this.stats } as unknown as JsonValue };
-    // The oldest waiting element anchors the replay.
-    let oldest: Waiting | null = null;
-    for (const b of this.#buckets) if (b.length > 0 && (oldest === null || b[0].serial < oldest.serial)) oldest = b[0];
-    const start = oldest ? oldest.before : this.parent.getState();
-    const consumed = oldest ? this.#serial - oldest.serial : 0;
+    // The last anchor at or before the oldest waiting element starts the replay.
+    const oldest = this.#oldestWaiting();
+    let anchor: Anchor | null = null;
+    if (oldest !== Infinity) {
+      // #reanchor keeps the first anchor at or before the oldest waiting element.
+      anchor = this.#anchors[0];
+      for (const a of this.#anchors) if (a.serial <= oldest) anchor = a;
+    }
+    const start = anchor ? anchor.state : this.parent.getState();
+    const consumed = anchor ? this.#serial - anchor.serial : 0;
     return { start, consumed, counts: this.#buckets.map((b) => b.length), ended: this.#ended, flushed: this.#flushed, stats: { ...this.stats } as unknown as JsonValue };
   }
 
@@ -191,8 +232,9 @@ class BucketIterator extends DatasetIterator<unknown> {
       const done = this.#emittedIndices(state);
       this.parent.setState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
       this.#started = true;
-      for (let j = 0; j < this.#buckets.length; j++) this.#buckets[j] = [];
+      this.#clearBuckets();
       this.#serial = 0;
+      this.#anchors = [{ serial: 0, state: this.parent.getState() }];
       this.#ended = false;
       this.#flushed = 0;
       return;
@@ -202,14 +244,13 @@ class BucketIterator extends DatasetIterator<unknown> {
     if (!Array.isArray(counts) || counts.length !== this.#buckets.length) badState('bucketBySequenceLength', `counts must list ${this.#buckets.length} buckets`, state);
     this.parent.setState(s.start);
     this.#started = true;
-    this.#anchor = s.start;
-    for (let j = 0; j < this.#buckets.length; j++) this.#buckets[j] = [];
+    this.#anchors = [{ serial: 0, state: s.start }];
+    this.#clearBuckets();
     this.#serial = 0;
     for (let i = 0; i < s.consumed; i++) {
-      const before = this.parent.getState();
       const x = this.parent.nextOrEnd();
       if (x === END) badState('bucketBySequenceLength', 'the stream ended while replaying (the data or pipeline changed?)', state);
-      this.#route(x, before);
+      this.#route(x);
       this.#serial++;
     }
     // Keep only the elements that were waiting when the state was saved: the last counts[j] of each bucket.
@@ -217,6 +258,7 @@ class BucketIterator extends DatasetIterator<unknown> {
       const b = this.#buckets[j];
       if (b.length < counts[j]) badState('bucketBySequenceLength', `replay gave ${b.length} elements for bucket ${j}, expected ${counts[j]}`, state);
       this.#buckets[j] = b.slice(b.length - counts[j]);
+      this.#serials[j] = this.#serials[j].slice(b.length - counts[j]);
     }
     this.#ended = s.ended;
     this.#flushed = s.flushed;
@@ -239,12 +281,12 @@ class BucketIterator extends DatasetIterator<unknown> {
         const x = this.parent.nextOrEnd();
         if (x === END) badState('bucketBySequenceLength', 'the stream ended while replaying an old shard', old);
         const g = this.parent.lastIndex();
-        const j = this.#route(x, null);
+        const j = this.#route(x);
         if (j >= 0) routed[j].push(g);
         else done.push(g);
       }
       routed.forEach((r, j) => done.push(...r.slice(0, Math.max(0, r.length - s.counts![j]))));
-      for (let j = 0; j < this.#buckets.length; j++) this.#buckets[j] = [];
+      this.#clearBuckets();
     }
     return done;
   }

@@ -1,7 +1,7 @@
 /**
  * The background writer: one worker thread that commits WriteJobs one after another, so that
  * `save` in async mode returns as soon as the state is copied and training continues while the
- * bytes go to disk. Job buffers are transferred to the worker, not copied. The worker keeps the
+ * bytes go to disk. Job buffers are transferred or shared with the worker, never copied. The worker keeps the
  * process alive only while a job is in flight.
  *
  * Node 20 cannot run a .ts worker, so the worker is the built `dist/writerWorker.(c)js`; when
@@ -61,12 +61,24 @@ export class BackgroundWriter {
     return w;
   }
 
-  /** Commits `job` in the worker; its buffers are transferred (unusable here afterwards). */
+  /**
+   * Starts the worker thread now, so that the first `save` does not pay for it on the caller's
+   * thread. Idle, the worker does not keep the process alive.
+   */
+  warmUp(): void {
+    this.#start();
+  }
+
+  /**
+   * Commits `job` in the worker. Buffers in ArrayBuffers are transferred (unusable here
+   * afterwards); buffers in SharedArrayBuffers (the snapshot pool's) are shared, and the caller
+   * must not write them until the returned promise settles.
+   */
   submit(job: WriteJob): Promise<void> {
     const w = this.#start();
     this.#dead = null;
     const id = this.#nextId++;
-    const transfer = [...new Set(job.files.map((f) => f.data.buffer as ArrayBuffer))];
+    const transfer = [...new Set(job.files.map((f) => f.data.buffer).filter((b): b is ArrayBuffer => b instanceof ArrayBuffer))];
     return new Promise<void>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       w.ref();

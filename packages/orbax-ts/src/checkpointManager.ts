@@ -17,7 +17,8 @@ import {
 import { preemptionSignal } from './preemption';
 import { StepReader, restoreJson, restoreStandard } from './reader';
 import { type Metrics, stepsToKeep } from './retention';
-import { jsonBytes, planItem } from './snapshot';
+import { type Defer, jsonBytes, planItem } from './snapshot';
+import { SnapshotPool } from './snapshotPool';
 import { type FaultPoint, type FileToWrite, type WriteJob, deleteStepDir, writeCheckpoint } from './writer';
 
 export interface CheckpointManagerOptions {
@@ -38,6 +39,19 @@ export interface CheckpointManagerOptions {
   createIfMissing?: boolean;
   /** fsync files and directories (default true). Turning it off loses durability, not atomicity. */
   fsync?: boolean;
+  /**
+   * Async saves: keep the host buffers of one save's copy for the next save (default true), so
+   * the copy in `save` writes into memory that is already mapped. Costs host memory equal to
+   * the saved arrays between saves; `false` lets them be garbage-collected after each save.
+   */
+  keepSnapshotBuffers?: boolean;
+  /**
+   * Async saves: post the job to the writer before copying, so that it checksums and writes each
+   * file as soon as its copy is done (default false). A save then commits sooner, but the
+   * writer competes with the copy for CPU and memory bandwidth, so `save` blocks longer on a
+   * machine without idle cores (see the README's benchmarks).
+   */
+  writeWhileCopying?: boolean;
   /** @internal Crash tests: kill the process at this point of the `faultAtSave`-th save. */
   _fault?: { at: FaultPoint; save: number };
 }
@@ -70,6 +84,7 @@ export class CheckpointManager {
   readonly options: Readonly<CheckpointManagerOptions>;
   #steps = new Map<number, Metrics | undefined>();
   #writer: BackgroundWriter | null = null;
+  #pool: SnapshotPool | null = null;
   #inflight: Promise<void> | null = null;
   #error: Error | null = null;
   #saves = 0;
@@ -90,6 +105,13 @@ export class CheckpointManager {
     } else if (!fs.statSync(this.directory).isDirectory()) throw new Error(`${op}: ${this.directory} is not a directory`);
     this.#cleanup();
     this.reload();
+    if (options.enableAsyncCheckpointing !== false) {
+      // Start the writer thread off the first save's critical path (after the constructor returns).
+      const writer = (this.#writer = new BackgroundWriter());
+      setImmediate(() => {
+        if (this.#writer === writer) writer.warmUp();
+      }).unref();
+    }
   }
 
   /** Removes what interrupted saves and deletions left behind: tmp directories and unmarked steps. */
@@ -196,14 +218,27 @@ export class CheckpointManager {
     if (!opts.force && !this.shouldSave(step)) return false;
     await this.#wait();
     if (this.#steps.has(step)) throw new Error(`${op}: step ${step} already exists in ${this.directory}`);
+    const isAsync = this.options.enableAsyncCheckpointing !== false;
+    const pool = isAsync ? (this.#pool ??= new SnapshotPool()) : null;
+    const keepBuffers = this.options.keepSnapshotBuffers !== false;
     const files: FileToWrite[] = [];
     const handlers: Record<string, string> = {};
-    for (const [name, arg] of Object.entries(items)) {
-      for (const f of planItem(arg, `${op}: item "${name}"`, this.options.enableAsyncCheckpointing !== false)) files.push({ rel: `${name}/${f.rel}`, data: f.data });
-      handlers[name] = arg instanceof StandardSave ? STANDARD_HANDLER : JSON_HANDLER;
+    // Async: the copies are queued while planning and run below (after the job is posted, with
+    // `writeWhileCopying`, so the writer starts on the first files while later ones are copied).
+    const copies: (() => void)[] = [];
+    const defer: Defer | null = pool ? (copy) => copies.push(copy) : null;
+    try {
+      for (const [name, arg] of Object.entries(items)) {
+        for (const f of planItem(arg, `${op}: item "${name}"`, pool ? pool.take : null, defer)) files.push({ rel: `${name}/${f.rel}`, data: f.data, ready: f.ready });
+        handlers[name] = arg instanceof StandardSave ? STANDARD_HANDLER : JSON_HANDLER;
+      }
+      if (opts.metrics !== undefined) files.push({ rel: `${METRICS_ITEM}/${METRICS_FILE}`, data: jsonBytes(opts.metrics) });
+    } catch (e) {
+      pool?.recycle(keepBuffers); // nothing was submitted: the buffers are free again
+      throw e;
     }
+    pool?.endPlan();
     const metrics = opts.metrics && Object.keys(opts.metrics).length > 0 ? opts.metrics : undefined;
-    if (opts.metrics !== undefined) files.push({ rel: `${METRICS_ITEM}/${METRICS_FILE}`, data: jsonBytes(opts.metrics) });
     const all = new Map(this.#steps);
     all.set(step, metrics);
     const keep = new Set(stepsToKeep([...all.keys()], all, this.options));
@@ -223,23 +258,51 @@ export class CheckpointManager {
       },
       deleteSteps,
       fsync: this.options.fsync ?? true,
+      progress: pool ? new Int32Array(new SharedArrayBuffer(4)) : undefined,
       fault,
     };
     const commit = (): void => {
       this.#steps.set(step, metrics);
       for (const s of deleteSteps) this.#steps.delete(s);
     };
-    if (this.options.enableAsyncCheckpointing === false) {
+    if (!pool) {
       await writeCheckpoint(job);
       commit();
       return true;
+    }
+    // The blocking part: copy the state. The writer waits on `progress` for each file's copy.
+    const progress = job.progress!;
+    const copyAll = (): void => {
+      try {
+        for (let i = 0; i < copies.length; i++) {
+          copies[i]();
+          Atomics.store(progress, 0, i + 1);
+          Atomics.notify(progress, 0);
+        }
+      } catch (e) {
+        Atomics.store(progress, 0, -1); // a writer already started abandons the step
+        Atomics.notify(progress, 0);
+        throw e;
+      }
+    };
+    const overlap = this.options.writeWhileCopying === true;
+    if (!overlap) {
+      try {
+        copyAll();
+      } catch (e) {
+        pool.recycle(keepBuffers);
+        throw e;
+      }
     }
     this.#writer ??= new BackgroundWriter();
     this.#inflight = this.#writer.submit(job).then(commit, (e: Error) => {
       this.#error = e;
     }).finally(() => {
+      pool.recycle(keepBuffers); // the writer is done with them (committed or failed)
       this.#inflight = null;
     });
+    // Synchronous, so the `finally` above cannot recycle a buffer before its copy is done.
+    if (overlap) copyAll();
     return true;
   }
 
@@ -302,6 +365,7 @@ export class CheckpointManager {
       this.#closed = true;
       await this.#writer?.close();
       this.#writer = null;
+      this.#pool = null;
     }
   }
 }

@@ -1,13 +1,16 @@
 // Integrity and safety: corrupt files are named, structure mismatches list the differing paths,
 // partial restore reports what it skipped, checkpoints cannot steer reads outside their
 // directory, interrupted saves are never reported and are cleaned up, and sharded arrays are
-// written one chunk per distinct shard (replicas skipped).
+// written one chunk per distinct shard (replicas skipped), also when async saves reuse their
+// snapshot buffers.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fromStorage, makeArrayFromCallback, np, toStorage } from '@tpukit/core';
 import { SplitSharding, tmpDir } from '../test/helpers';
 import { CheckpointManager, ShapeDtypeStruct, args } from './index';
+import { SnapshotPool } from './snapshotPool';
+import { writeCheckpoint } from './writer';
 
 async function saved(tree: unknown = { a: np.array([1, 2, 3, 4], 'float32'), b: { c: np.array([7], 'int32') } }) {
   const dir = tmpDir();
@@ -34,6 +37,21 @@ describe('integrity', () => {
       const name = rel.replace('.', '\\.');
       await expect(mgr.restore(1), rel).rejects.toThrow(new RegExp(`(checksum mismatch in \\S*${name}:|${name} has \\d+ bytes, expected)`));
     }
+  });
+
+  it('checksums of files written in several pieces (over 8 MiB) verify on restore and match zlib', async () => {
+    const dir = tmpDir();
+    const mgr = new CheckpointManager(dir, { fsync: false });
+    const n = (20 << 20) / 4 + 3; // three write calls, the last one short
+    const big = new Float32Array(n).map((_, i) => i * 0.5);
+    await mgr.save(1, args.StandardSave({ big: fromStorage(big, [n], 'float32') }));
+    await mgr.waitUntilFinished();
+    const manifest = JSON.parse(fs.readFileSync(path.join(dir, '1', '_CHECKSUMS'), 'utf8'));
+    const zlib = await import('node:zlib');
+    const raw = fs.readFileSync(path.join(dir, '1', 'default', 'big', '0'));
+    expect(manifest.files['default/big/0']).toEqual({ size: n * 4, crc32: zlib.crc32(raw).toString(16).padStart(8, '0') });
+    expect((await mgr.restore(1)).big.dataSync()[n - 1]).toBe((n - 1) * 0.5);
+    await mgr.close();
   });
 
   it('a missing chunk is an error naming it', async () => {
@@ -151,5 +169,66 @@ describe('sharded save', () => {
     expect(back.x.addressableShards.map((s: { index: unknown }) => s.index)).toEqual([[[0, 4], [0, 3]], [[4, 8], [0, 3]], [[8, 10], [0, 3]]]);
     expect(back.x.toArray()).toEqual(full.toArray());
     expect((await mgr.restore(1)).x.toArray()).toEqual(full.toArray()); // no target: one device
+  });
+  it.each([false, true])('async saves reuse snapshot buffers: each step holds its own values and edge-chunk padding reads as zeros (writeWhileCopying: %s)', async (writeWhileCopying) => {
+    const dir = tmpDir();
+    const mgr = new CheckpointManager(dir, { fsync: false, writeWhileCopying });
+    const sharded = (v: number) => {
+      const src = new Float32Array(30).fill(v);
+      return makeArrayFromCallback([10, 3], 'float32', new SplitSharding(4), ([[r0, r1]]) => fromStorage(src.slice(r0 * 3, r1 * 3), [r1 - r0, 3], 'float32'));
+    };
+    for (const step of [1, 2, 3]) {
+      await mgr.save(step, args.StandardSave({ x: sharded(step * 10), y: np.full([5], step, 'int32') }));
+      await mgr.waitUntilFinished();
+    }
+    for (const step of [1, 2, 3]) {
+      const back = await mgr.restore(step);
+      expect([...back.x.dataSync()]).toEqual(new Array(30).fill(step * 10));
+      expect([...back.y.dataSync()]).toEqual(new Array(5).fill(step));
+      // The edge chunk holds row 9 and two padding rows; the buffer it reused held a full chunk.
+      const edge = new Float32Array(new Uint8Array(fs.readFileSync(path.join(dir, String(step), 'default', 'x', '3.0'))).buffer);
+      expect([...edge]).toEqual([step * 10, step * 10, step * 10, 0, 0, 0, 0, 0, 0]);
+    }
+    await mgr.close();
+  });
+
+  it('the writer waits for each file\'s copy (WriteJob.progress) and abandons the step when copying failed', async () => {
+    const dir = tmpDir();
+    const progress = new Int32Array(new SharedArrayBuffer(4));
+    const data = new Uint8Array(new SharedArrayBuffer(16));
+    const job = (step: number) => ({ root: dir, step, files: [{ rel: 'x/0', data, ready: 1 }], checkpointMetadata: {}, deleteSteps: [], fsync: false, progress });
+    const done = writeCheckpoint(job(1));
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    expect(fs.existsSync(path.join(dir, '1'))).toBe(false); // nothing committed while the copy is pending
+    data.fill(7); // the "copy"
+    Atomics.store(progress, 0, 1);
+    Atomics.notify(progress, 0);
+    await done;
+    expect([...fs.readFileSync(path.join(dir, '1', 'x', '0'))]).toEqual(new Array(16).fill(7));
+    Atomics.store(progress, 0, 0);
+    const failed = writeCheckpoint(job(2));
+    Atomics.store(progress, 0, -1);
+    Atomics.notify(progress, 0);
+    await expect(failed).rejects.toThrow(/copying the state for step 2 failed/);
+    expect(fs.existsSync(path.join(dir, '2'))).toBe(false);
+  });
+
+  it("the snapshot pool hands a finished save's buffers to the next save of the same sizes, and only then", () => {
+    const pool = new SnapshotPool();
+    const a = pool.take(64);
+    const b = pool.take(32);
+    pool.endPlan();
+    pool.recycle(true);
+    expect(pool.heldBytes).toBe(96);
+    const a2 = pool.take(64);
+    expect(a2.buffer).toBe(a.buffer);
+    expect(pool.take(64).buffer).not.toBe(a.buffer); // a second 64-byte piece needs a buffer of its own
+    const c = pool.take(48);
+    expect([a.buffer, b.buffer]).not.toContain(c.buffer);
+    pool.endPlan(); // b was not asked for: dropped
+    expect(pool.heldBytes).toBe(0);
+    pool.recycle(false);
+    expect(pool.heldBytes).toBe(0);
+    expect(pool.take(64).buffer).not.toBe(a2.buffer);
   });
 });

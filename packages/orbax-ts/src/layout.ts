@@ -15,6 +15,8 @@ export const CHECKPOINT_METADATA = '_CHECKPOINT_METADATA';
 export const COMMIT_MARKER = 'commit_success.txt';
 /** Orbax's per-item pytree metadata file. */
 export const PYTREE_METADATA = '_METADATA';
+/** Orbax StringHandler's file of an item's string leaves: `{parameter name: value}`. */
+export const STRINGS_FILE = '_strings.json';
 /** tpukit's checksum manifest: CRC-32 and size of every other file in the step. */
 export const CHECKSUMS = '_CHECKSUMS';
 /** Orbax's temporary-directory suffix: `<step>.orbax-checkpoint-tmp`. */

@@ -23,7 +23,13 @@ describe('CheckpointManager', () => {
     expect(mgr.latestStep()).toBe(1);
     const files = fs.readdirSync(path.join(dir, '1')).sort();
     expect(files).toEqual(['_CHECKPOINT_METADATA', '_CHECKSUMS', 'commit_success.txt', 'iter', 'metrics', 'state']);
-    expect(fs.readdirSync(path.join(dir, '1', 'state')).sort()).toEqual(['_METADATA', 'layers.0', 'params.b', 'params.w']);
+    // As Orbax's handlers lay it out: arrays and Python scalars as Zarr arrays, strings in _strings.json.
+    expect(fs.readdirSync(path.join(dir, '1', 'state')).sort()).toEqual(['_METADATA', '_strings.json', 'layers.0', 'params.b', 'params.w', 'step']);
+    expect(JSON.parse(fs.readFileSync(path.join(dir, '1', 'state', '_strings.json'), 'utf8'))).toEqual({ name: 'run-a' });
+    expect(JSON.parse(fs.readFileSync(path.join(dir, '1', 'state', 'step', '.zarray'), 'utf8'))).toMatchObject({ shape: [], chunks: [], dtype: '<i8' });
+    expect([...fs.readFileSync(path.join(dir, '1', 'state', 'step', '0'))]).toEqual([7, 0, 0, 0, 0, 0, 0, 0]);
+    const tm = JSON.parse(fs.readFileSync(path.join(dir, '1', 'state', '_METADATA'), 'utf8')).tree_metadata;
+    expect(tm["('layers', '1')"]).toEqual({ key_metadata: [{ key: 'layers', key_type: 2 }, { key: 1, key_type: 1 }], value_metadata: { value_type: 'None', skip_deserialize: true } });
     expect(fs.readdirSync(path.join(dir, '1', 'state', 'params.w')).sort()).toEqual(['.zarray', '0.0']);
     const z = JSON.parse(fs.readFileSync(path.join(dir, '1', 'state', 'params.b', '.zarray'), 'utf8'));
     expect(z).toEqual({ chunks: [2], compressor: null, dtype: 'bfloat16', fill_value: null, filters: null, order: 'C', shape: [2], zarr_format: 2 });
@@ -138,9 +144,12 @@ describe('CheckpointManager', () => {
     await expect(mgr.save(1, args.StandardSave({ 'a/b': np.zeros([1]) }))).rejects.toThrow(/not a safe file name/);
     await expect(mgr.save(1, args.StandardSave({ a: { b: np.zeros([1]) }, 'a.b': np.zeros([1]) }))).rejects.toThrow(/both map to parameter name "a.b"/);
     await expect(mgr.save(1, args.StandardSave({ f: () => 1 }))).rejects.toThrow(/leaf at \['f'\] is function/);
+    await expect(mgr.save(1, args.StandardSave({ '_strings.json': 'x' }))).rejects.toThrow(/would be stored as "_strings.json", a file name Orbax reserves/);
     await expect(mgr.restore()).rejects.toThrow(/no complete checkpoint/);
     expect(() => new CheckpointManager(path.join(tmpDir(), 'nope'), { createIfMissing: false })).toThrow(/does not exist/);
     expect(() => new CheckpointManager(tmpDir(), { maxToKeep: 0 })).toThrow(/maxToKeep must be a positive integer/);
+    await expect(mgr.save(1, args.StandardSave({ a: 1, b: np.zeros([1]) }))).resolves.toBe(true); // failed plans left the snapshot pool usable
+    await mgr.waitUntilFinished();
     await mgr.close();
   });
 });

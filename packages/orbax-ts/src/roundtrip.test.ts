@@ -87,8 +87,8 @@ describe('save then restore is the identity', () => {
     await mgr.close();
   });
 
-  it('for random pytrees through the background writer', async () => {
-    const mgr = new CheckpointManager(tmpDir(), { fsync: false, maxToKeep: 2 });
+  it.each([false, true])('for random pytrees through the background writer (writeWhileCopying: %s)', async (writeWhileCopying) => {
+    const mgr = new CheckpointManager(tmpDir(), { fsync: false, maxToKeep: 2, writeWhileCopying });
     let step = 0;
     await fc.assert(
       fc.asyncProperty(treeArb, async (t) => {

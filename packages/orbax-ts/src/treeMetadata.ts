@@ -121,13 +121,59 @@ export function paramName(path: KeyPath, opName: string): string {
   return safeComponent(parts.join('.'), `${opName}: parameter name of ${tree.keystr(path)}`);
 }
 
-/** Orbax's `tree_metadata` key: Python's repr of the key tuple, e.g. `('params', 'w')`. */
+/**
+ * Python's `repr` of a str, as Orbax's `str(tuple(...))` writes it: single quotes unless the
+ * text holds a single quote and no double quote; backslashes, the chosen quote and control
+ * characters escaped.
+ */
+export function pyRepr(text: string): string {
+  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of text) {
+    const c = ch.codePointAt(0)!;
+    if (ch === '\\' || ch === quote) out += `\\${ch}`;
+    else if (ch === '\n') out += '\\n';
+    else if (ch === '\r') out += '\\r';
+    else if (ch === '\t') out += '\\t';
+    else if (c < 0x20 || c === 0x7f) out += `\\x${c.toString(16).padStart(2, '0')}`;
+    else out += ch;
+  }
+  return out + quote;
+}
+
+/** Orbax's `tree_metadata` key: Python's repr of the tuple of key names, e.g. `('params', 'w')`. */
 export function keyTupleString(path: KeyPath): string {
-  const q = (s: string) => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-  const parts = path.map((e) => q(entryName(e)));
+  const parts = path.map((e) => pyRepr(entryName(e)));
   return `(${parts.join(', ')}${parts.length === 1 ? ',' : ''})`;
 }
 
-export function keyMetadata(path: KeyPath): { key: string; key_type: number }[] {
-  return path.map((e) => ({ key: entryName(e), key_type: e.kind === 'seq' ? 1 : 2 }));
+/** Orbax's `key_metadata`: sequence indices as integers (key_type 1), other keys as strings (2). */
+export function keyMetadata(path: KeyPath): { key: string | number; key_type: number }[] {
+  return path.map((e) => (e.kind === 'seq' ? { key: e.idx, key_type: 1 } : { key: entryName(e), key_type: 2 }));
+}
+
+/**
+ * The empty nodes of a tree (null/undefined, `{}`, `[]`, empty Map) with their paths: Orbax
+ * records each as a leaf of `tree_metadata` with value_type 'None', 'Dict' or 'List' and
+ * `skip_deserialize: true`, so that a reader rebuilds them.
+ */
+export function emptyNodes(def: TreeDef): { path: KeyPath; typestr: 'None' | 'Dict' | 'List' }[] {
+  const out: { path: KeyPath; typestr: 'None' | 'Dict' | 'List' }[] = [];
+  const walk = (d: TreeDef, path: KeyPath): void => {
+    if (d.isLeaf) return;
+    const name = (d.kind as { name: string }).name;
+    if (d.children.length === 0) {
+      if (name === 'None') out.push({ path, typestr: 'None' });
+      else if (name === 'list') out.push({ path, typestr: 'List' });
+      else if (name === 'dict' || name === 'Map') out.push({ path, typestr: 'Dict' });
+      return;
+    }
+    d.children.forEach((c, i) => {
+      const entry: KeyPath[number] =
+        name === 'list' ? { kind: 'seq', idx: i } : name === 'Map' ? { kind: 'map', key: (d.aux as unknown[])[i] } : { kind: 'dict', key: (d.aux as string[])[i] };
+      walk(c, [...path, entry]);
+    });
+  };
+  walk(def, []);
+  return out;
 }

@@ -5,7 +5,8 @@
  * Protocol: every file goes into `<root>/<step>.orbax-checkpoint-tmp/`; then
  * `_CHECKPOINT_METADATA` (with its commit timestamp), the `_CHECKSUMS` manifest (CRC-32 and size
  * of every file) and the commit marker `commit_success.txt` (which carries the manifest's own
- * CRC-32); every file and then every directory is fsynced; the tmp directory is renamed to
+ * CRC-32); every file (each right after it is written, so the disk works while later files
+ * are still being written) and then every directory is fsynced; the tmp directory is renamed to
  * `<root>/<step>` (the commit point) and the root is fsynced. Only then are old steps deleted, each first renamed to
  * `<step>.orbax-checkpoint-tmp-deleting` so that a crash mid-delete never leaves a half-deleted
  * directory under a step's name.
@@ -19,6 +20,8 @@ export interface FileToWrite {
   /** Path relative to the step directory, '/'-separated, built by tpukit from safe components. */
   readonly rel: string;
   readonly data: Uint8Array;
+  /** `data` is complete once `WriteJob.progress[0] >= ready` (absent: complete already). */
+  readonly ready?: number;
 }
 
 /** Where a test can make the writer kill its own process (crash tests only). */
@@ -33,6 +36,11 @@ export interface WriteJob {
   /** Steps to delete once this one is committed (the retention policy's verdict). */
   readonly deleteSteps: readonly number[];
   readonly fsync: boolean;
+  /**
+   * Async saves: a shared counter of the snapshot copies done so far (the caller fills the
+   * buffers while this job already runs); -1 if copying failed. Absent: every file is complete.
+   */
+  readonly progress?: Int32Array;
   /** @internal Crash-test hook: SIGKILL this process at that point. */
   readonly fault?: FaultPoint;
 }
@@ -48,6 +56,26 @@ export const crc32 = (data: Uint8Array): string => zlib.crc32(data).toString(16)
 /** The marker's text: Orbax's sentence plus the manifest checksum line tpukit verifies. */
 export function markerText(finalDir: string, manifestCrc: string): string {
   return `Checkpoint commit was successful to ${finalDir}\ntpukit ${CHECKSUMS} crc32=${manifestCrc}\n`;
+}
+
+/**
+ * Bytes per write(2) call. One call per 100 MB chunk file measured 1.3-2.7x slower than 8 MiB
+ * calls into the page cache on the development machine (a 1 GB single-call writeFileSync:
+ * 1.8-3.7 s against 0.4-0.7 s in 8 MiB calls), so large files are written in pieces.
+ */
+const WRITE_CALL_BYTES = 8 << 20;
+
+/** Waits (without blocking this thread) until the caller has copied file data number `ready`. */
+async function copied(job: WriteJob, ready: number | undefined): Promise<void> {
+  const p = job.progress;
+  if (!p || ready === undefined) return;
+  for (;;) {
+    const v = Atomics.load(p, 0);
+    if (v < 0) throw new Error(`save: copying the state for step ${job.step} failed on the caller's thread`);
+    if (v >= ready) return;
+    const w = (Atomics as unknown as { waitAsync(a: Int32Array, i: number, v: number): { async: boolean; value: Promise<string> | string } }).waitAsync(p, 0, v);
+    if (w.async) await w.value;
+  }
 }
 
 function crash(job: WriteJob, at: FaultPoint): void {
@@ -85,8 +113,9 @@ async function fsyncAll(paths: readonly string[]): Promise<void> {
 
 /**
  * Writes and commits `job`; throws (leaving only a tmp directory behind) on any failure. All
- * files, the marker included, are written first, then fsynced (files, then directories), and
- * only then is the tmp directory renamed: the rename is the commit point.
+ * files, the marker included, are written and fsynced (the items' files as they finish, the
+ * metadata files after them), then the directories, and only then is the tmp directory renamed:
+ * the rename is the commit point.
  */
 export async function writeCheckpoint(job: WriteJob): Promise<void> {
   const finalDir = path.join(job.root, stepDirName(job.step));
@@ -115,36 +144,42 @@ export async function writeCheckpoint(job: WriteJob): Promise<void> {
     writeFile(file, data);
     written.push(file);
   };
-  // The items' files: up to four writes in flight on libuv's pool while this thread computes
-  // the CRC-32s, so checksumming overlaps the I/O.
-  const targets = job.files.map((f) => ({ file: pathOf(f.rel), data: f.data }));
+  // The items' files: up to four in flight. Each is written in WRITE_CALL_BYTES pieces, and
+  // each piece's CRC-32 is computed (continuing the file's running CRC) just before its write
+  // is issued, so this thread checksums one file's next piece while libuv's pool copies other
+  // pieces into the page cache. (A separate CRC pass over whole files held this thread for
+  // ~100 ms per 100 MB chunk, during which no finished write could issue its next piece.)
+  // Each file is fsynced as soon as it is written, through the same handle: its writeback then
+  // overlaps the writing of the next files, which measured 25-30% faster at 1 GB than writing
+  // everything and then fsyncing.
+  const targets = job.files.map((f) => ({ rel: f.rel, file: pathOf(f.rel), data: f.data, ready: f.ready }));
+  for (const t of targets) manifest.files[t.rel] = { size: t.data.length, crc32: '' }; // keeps the manifest in job order
   let next = 0;
   let done = 0;
   const writer = async (): Promise<void> => {
     while (next < targets.length) {
-      const { file, data } = targets[next++];
+      const { rel, file, data, ready } = targets[next++];
+      await copied(job, ready);
       const h = await fs.promises.open(file, 'wx');
+      let crc = 0;
       try {
         let off = 0;
         while (off < data.length) {
-          const { bytesWritten } = await h.write(data, off, Math.min(data.length - off, 1 << 30));
-          off += bytesWritten;
+          const n = Math.min(data.length - off, WRITE_CALL_BYTES);
+          crc = zlib.crc32(data.subarray(off, off + n), crc);
+          for (let w = 0; w < n; ) w += (await h.write(data, off + w, n - w)).bytesWritten;
+          off += n;
           if (off < data.length) crash(job, 'mid-write');
         }
+        if (job.fsync) await h.sync();
       } finally {
         await h.close();
       }
-      written.push(file);
+      manifest.files[rel] = { size: data.length, crc32: crc.toString(16).padStart(8, '0') };
       if (++done === Math.ceil(targets.length / 2)) crash(job, 'mid-write');
     }
   };
-  const writes = Promise.all(Array.from({ length: Math.min(4, targets.length) }, writer));
-  writes.catch(() => {}); // awaited below; a failure must not count as unhandled meanwhile
-  for (const f of job.files) {
-    manifest.files[f.rel] = { size: f.data.length, crc32: crc32(f.data) };
-    await new Promise<void>((r) => setImmediate(r)); // let finished writes start the next file
-  }
-  await writes;
+  await Promise.all(Array.from({ length: Math.min(4, targets.length) }, writer));
   const meta = { ...job.checkpointMetadata, commit_timestamp_nsecs: Date.now() * 1e6 };
   put(CHECKPOINT_METADATA, new TextEncoder().encode(JSON.stringify(meta)));
   const manifestBytes = new TextEncoder().encode(JSON.stringify(manifest));
@@ -154,7 +189,7 @@ export async function writeCheckpoint(job: WriteJob): Promise<void> {
     written.push(file);
   }
   if (job.fsync) {
-    await fsyncAll(written);
+    await fsyncAll(written); // the metadata files; the items' files were fsynced above
     await fsyncAll([...dirs]);
   }
   crash(job, 'before-rename');

@@ -1,6 +1,6 @@
 /**
  * Entry point of the background writer thread (built as its own tsup entry, see
- * backgroundWriter.ts). It receives one WriteJob at a time, whose buffers were transferred
+ * backgroundWriter.ts). It receives one WriteJob at a time, whose buffers were transferred or shared
  * (not copied) from the main thread, commits it with `writeCheckpoint`, and answers with
  * `{ ok: true }` or the error's message and stack.
  */

@@ -45,6 +45,30 @@ export function makeZArray(info: ZArrayInfo): Record<string, unknown> {
   };
 }
 
+/**
+ * A Python scalar leaf as Orbax's ScalarHandler stores it: a 0-d Zarr array with one chunk `0`.
+ * JS numbers that are safe integers (not -0) become int64 (`<i8`, as Python ints do), other
+ * numbers float64 (`<f8`), booleans `|b1`. tpukit itself restores these leaves from the
+ * `tpukit` section of `_METADATA`; the arrays are there for Orbax and zarr-python.
+ */
+export function scalarZArray(value: number | boolean): { zarray: Record<string, unknown>; chunk: Uint8Array } {
+  let dtype: string;
+  let chunk: Uint8Array;
+  if (typeof value === 'boolean') {
+    dtype = '|b1';
+    chunk = new Uint8Array([value ? 1 : 0]);
+  } else if (Number.isSafeInteger(value) && !Object.is(value, -0)) {
+    dtype = '<i8';
+    chunk = new Uint8Array(8);
+    new DataView(chunk.buffer).setBigInt64(0, BigInt(value), true);
+  } else {
+    dtype = '<f8';
+    chunk = new Uint8Array(8);
+    new DataView(chunk.buffer).setFloat64(0, value, true);
+  }
+  return { zarray: { chunks: [], compressor: null, dtype, fill_value: null, filters: null, order: 'C', shape: [], zarr_format: 2 }, chunk };
+}
+
 const isDim = (v: unknown, min: number): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= min;
 
 /** Validates a parsed `.zarray` written by tpukit (uncompressed, C order); `file` names it in errors. */

@@ -2,7 +2,10 @@
  * `costAnalysis()` and `memoryAnalysis()` of a compiled module. Costs use core's systolic cost
  * model per instruction (`systolic.opCost`: MXU cycles for dots on the preset, HBM roofline for
  * the rest). A fusion is costed as one kernel: one FLOP per element per fused op, bytes only
- * for its external inputs and its output (its intermediates never touch memory). Control flow
+ * for its external inputs and its output (its intermediates never touch memory); a row fusion
+ * (kRow) the same, reading its inputs once (the row stays in cache between its stages); an
+ * output fusion (kOutput) as its dot plus the epilogue's other inputs (the epilogue rewrites
+ * the dot's result before it is stored, so that result moves once). Control flow
  * costs its called computations: a scan its body times its length, a cond its most expensive
  * branch, a while one trip of its body (the trip count is not known at compile time).
  * Transcendentals count exp/log/tanh/logistic/sin/cos/sqrt/rsqrt/pow/erf elements as XLA does.
@@ -52,14 +55,33 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
   if (i.opcode === 'parameter' || i.opcode === 'constant' || i.opcode === 'get-tuple-element') return c;
   if (i.opcode === 'fusion') {
     const body = i.called[0];
+    let dotBytes = 0;
     for (const m of body.instructions) {
       if (m.opcode === 'parameter') continue;
+      if (m.prim!.name === 'dot_general') {
+        // kOutput: the dot costs what it costs alone (MXU cycles, its operands and result once).
+        const oc = systolic.opCost(m.prim!, m.operands.map((o) => o.shape), m.params, m.shapes, preset);
+        c.flops += oc.flops;
+        c.mxuSeconds += oc.seconds;
+        c.seconds += oc.seconds;
+        dotBytes = oc.bytes;
+        continue;
+      }
       const name = m.prim!.name;
       const n = name.startsWith('reduce_') ? numel(m.operands[0].shape) : numel(m.shape);
       if (name !== 'broadcast_in_dim' && name !== 'convert_element_type' && name !== 'stop_gradient') c.flops += n;
       if (TRANSCENDENTAL.has(name)) c.transcendentals += n;
     }
-    c.bytesAccessed = i.operands.reduce((s, o) => s + bytesOf(o.shape), 0) + bytesOf(i.shape);
+    if (dotBytes) {
+      // The epilogue is applied to the dot's result before it is stored (in place here): only
+      // its other inputs add traffic; the result is written once, already counted by the dot.
+      const dotOperands = new Set(body.instructions.find((m) => m.prim?.name === 'dot_general')!.operands);
+      const epilogueIn = body.params.reduce((s, p, k) => s + (dotOperands.has(p) ? 0 : bytesOf(i.operands[k].shape)), 0);
+      c.bytesAccessed = dotBytes + epilogueIn;
+      c.seconds += epilogueIn / preset.hbmBandwidth;
+      return c;
+    }
+    c.bytesAccessed = i.operands.reduce((s, o) => s + bytesOf(o.shape), 0) + i.shapes.reduce((s, sh) => s + bytesOf(sh), 0);
     c.seconds = c.bytesAccessed / preset.hbmBandwidth;
     return c;
   }

@@ -13,7 +13,7 @@ import { type DonationPlan, type DonationRuntime, planDonation } from './donatio
 import { buildExecutable, type ExecutableStats } from './executable';
 import type { HloModule } from './hlo';
 import { lowerJaxpr } from './lower';
-import { optimize, type PassStats, type PipelineOptions } from './pipeline';
+import { emptyPassStats, optimize, type PassStats, type PipelineOptions } from './pipeline';
 import { toStableHlo } from './stablehlo';
 import { moduleText } from './text';
 
@@ -44,7 +44,7 @@ export class Compiled {
     readonly donateLabels: readonly string[] = [],
   ) {
     const t0 = performance.now();
-    this.passStats = preoptimized ? { algebraic: 0, constantFold: 0, cse: 0, dce: 0, fusion: 0 } : optimize(module, opts);
+    this.passStats = preoptimized ? emptyPassStats() : optimize(module, opts);
     this.donation = planDonation(module.entry, donateArgnums, name, donateLabels);
     const exe = buildExecutable(module, name, this.donation);
     this.exec = exe.run;
@@ -80,6 +80,11 @@ export class Compiled {
 
   asText(): string {
     return moduleText(this.module);
+  }
+
+  /** The optimised module as StableHLO MLIR text (fusion bodies inline, layout copies dropped). */
+  asStableHlo(): string {
+    return toStableHlo(this.module);
   }
 
   /** FLOPs, transcendentals, bytes accessed and modelled seconds on a systolic preset (default v5e). */

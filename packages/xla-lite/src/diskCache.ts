@@ -46,6 +46,7 @@ interface InstJson {
   paramIndex: number;
   literal: { dtype: DType; shape: number[]; data: number[] } | null;
   called: number[];
+  layout?: number[] | null;
 }
 interface CompJson {
   name: string;
@@ -78,6 +79,7 @@ function serialize(mod: HloModule): string | null {
         paramIndex: i.paramIndex,
         literal: i.literal ? { dtype: i.literal.dtype, shape: [...i.literal.shape], data: Array.from(i.literal.dataSync() as ArrayLike<number>) } : null,
         called: i.called.map((s) => comps.indexOf(s)),
+        layout: i.layout,
       });
     }
     out.push({ name: c.name, instructions: insts, outputs: c.outputs.map((o) => idx.get(o)!) });
@@ -99,6 +101,7 @@ function deserialize(text: string): HloModule {
         i = new HloInstruction(ij.opcode, ij.shapes, ij.operands.map((k) => built[k]), ij.params, ij.prim ? getPrimitive(ij.prim) : null);
         if (ij.literal) i.literal = np.array(ij.literal.data, ij.literal.dtype).reshape(ij.literal.shape);
         i.called = ij.called.map((k) => comps[k]);
+        i.layout = ij.layout ?? null;
         c.add(i);
       }
       built.push(i);

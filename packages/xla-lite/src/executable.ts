@@ -1,8 +1,10 @@
 /**
  * Runs an optimised module. The entry computation is turned into a flat plan once: each step
  * reads operand slots and writes its result slot. Parameters come from the call's arguments,
- * constants are their literals, a `fusion` runs its generated single-pass kernel over the
- * operands' storage (see `kernel.ts`), `get-tuple-element` picks an output, and every other
+ * constants are their literals, a `fusion` runs its generated kernel over the operands'
+ * storage (`kernel.ts`; row fusions `rowKernel.ts`), an output fusion (kOutput) runs its dot
+ * as the core primitive and then its epilogue kernel in place over the dot's result,
+ * `get-tuple-element` picks an output, and every other
  * instruction (dots, reductions, data movement, control flow with its sub-jaxprs) runs as its
  * core primitive on the current backend, so results agree with eager execution; control-flow
  * bodies are routed through the compiler too (see `subprograms.ts`). Fusions the WebAssembly
@@ -18,7 +20,10 @@ import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
-import { compileKernel, type FusedKernel } from './kernel';
+import { compileFusionKernel } from './fusionKernels';
+import type { FusedKernel } from './kernel';
+import { physicalParams } from './passes/layoutAssignment';
+import { splitOutputFusion } from './passes/outputFusion';
 import { compileSubprograms } from './subprograms';
 import { WasmProgram, type WasmStep } from './wasm/program';
 
@@ -26,19 +31,24 @@ type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
-  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[] }
+  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[] }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown };
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown }
+  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[] };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
   fusedKernels: number;
   /** Of those, kernels that fuse two or more ops. */
   multiOpFusions: number;
-  /** Ops executed inside generated kernels. */
+  /** Ops inside fusions (the dot of a kOutput fusion included). */
   fusedOps: number;
-  /** Instructions run as core primitives per call. */
+  /** Instructions run as core primitives per call (the dots of output fusions not included). */
   primitiveOps: number;
+  /** Of the generated kernels, dot epilogues applied in place over a dot's output (kOutput fusions). */
+  outputFusions: number;
+  /** Of the generated kernels, row kernels (kRow fusions: softmax, norms and their gradients). */
+  rowFusions: number;
   /** Of the generated kernels, those running as WebAssembly SIMD (the rest are JavaScript loops). */
   wasmKernels: number;
   /** Bytes of the WebAssembly arena (0 without wasm kernels). */
@@ -64,11 +74,16 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       case 'fusion': {
         const step = wasmProgram?.steps.get(i);
         if (step) return { kind: 'wasm', out: k, step };
-        return { kind: 'fusion', out: k, ins, kernel: compileKernel(i.called[0]), inst: i, buf: new globalThis.Array(ins.length) };
+        if ((i.params as { kind: string }).kind !== 'kOutput') return { kind: 'fusion', out: k, ins, kernel: compileFusionKernel(i), inst: i, buf: new globalThis.Array(ins.length), more: new globalThis.Array(i.shapes.length - 1) };
+        const parts = splitOutputFusion(i.called[0]);
+        const dotIns = parts.dotOperands.map((p) => ins[p]);
+        const epiIns = parts.epilogueOperands.map((p) => ins[p]);
+        const kernel = compileFusionKernel(i, parts.epilogue);
+        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1) };
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, i.params, name) };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name) };
     }
   });
   const outSlots = c.outputs.map((o) => slot.get(o)!);
@@ -89,6 +104,21 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           vals[s.out] = (vals[s.src] as Array[])[s.index];
           break;
         case 'fusion': {
+          if (s.inst.isTuple) {
+            // A multi-output (row) fusion: every output freshly allocated, read through get-tuple-element.
+            const shs = s.inst.shapes;
+            const outs = shs.map((sh) => (sh.dtype === 'bool' ? new Uint8Array(numel(sh)) : new Float32Array(numel(sh))));
+            for (let j = 1; j < outs.length; j++) s.more[j - 1] = outs[j];
+            for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
+            s.kernel(s.buf, outs[0], outs[0].length, s.more);
+            s.buf.fill(null as never);
+            s.more.fill(null as never);
+            vals[s.out] = outs.map((o, j) => {
+              const r = fromStorage(o, shs[j].shape, shs[j].dtype);
+              return shs[j].weakType ? lax.convertElementType(r, shs[j].dtype, true) : r;
+            });
+            break;
+          }
           const sh = s.inst.shape;
           const n = numel(sh);
           const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
@@ -103,6 +133,23 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         case 'wasm':
           vals[s.out] = wasmProgram!.run(s.step, vals, donating ? donor.target(s.out, args) : null);
           break;
+        case 'output': {
+          // The dot on the current backend, then its epilogue in place over the dot's buffer.
+          s.dotBuf[0] = vals[s.dotIns[0]] as Array;
+          s.dotBuf[1] = vals[s.dotIns[1]] as Array;
+          const d = evalPrimitive(s.dot.prim!, s.dotBuf, s.params)[0];
+          s.dotBuf.fill(null as never);
+          const sh = s.inst.shape;
+          const acc = toStorage(d) as Float32Array;
+          s.buf[0] = acc;
+          for (let j = 0; j < s.epiIns.length; j++) s.buf[j + 1] = toStorage(vals[s.epiIns[j]] as Array) as ArrayLike<number>;
+          s.kernel(s.buf, acc, acc.length);
+          s.buf.fill(null as never);
+          let r = fromStorage(acc, sh.shape, sh.dtype);
+          if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
+          vals[s.out] = r;
+          break;
+        }
         case 'prim': {
           for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
           const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
@@ -123,5 +170,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);
-  return { run, stats: { fusedKernels, multiOpFusions, fusedOps, primitiveOps, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0 }, donor };
+  const kinds = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => (i.params as { kind: string }).kind);
+  const outputFusions = kinds.filter((k) => k === 'kOutput').length;
+  const rowFusions = kinds.filter((k) => k === 'kRow').length;
+  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0 }, donor };
 }

@@ -4,7 +4,8 @@
  * parameters and its outputs. Every instruction has an opcode (XLA's name, e.g. `multiply`,
  * `broadcast`, `dot`), its output shapes (one, or several for tuple-producing ops such as
  * `while`, read through `get-tuple-element`), its operands, its parameters and, for execution,
- * the core primitive it came from. Passes rewrite computations in place through `replaceUses`.
+ * the core primitive it came from, and a physical layout (minor-to-major, row-major unless layout
+ * assignment chose another). Passes rewrite computations in place through `replaceUses`.
  */
 import type { Array, Primitive, ShapedArray } from '@tpukit/core';
 
@@ -18,6 +19,12 @@ export class HloInstruction {
   literal: Array | null = null;
   /** Called computations (fusion body, branches, loop condition/body). */
   called: HloComputation[] = [];
+  /**
+   * Physical layout of the (single) output, XLA's minor-to-major dimension order; null is the
+   * default row-major layout `{n-1,...,0}`. Only `copy` instructions made by layout assignment
+   * carry another layout (see passes/layoutAssignment.ts).
+   */
+  layout: number[] | null = null;
 
   constructor(
     public opcode: string,

@@ -8,11 +8,13 @@
  */
 import { type HloComputation, type HloInstruction, numel } from './hlo';
 
-export type FusedKernel = (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number) => void;
+/** A generated kernel: reads `ins`, writes `out` (n elements) and, for a multi-output fusion, the extra outputs `more`. */
+export type FusedKernel = (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, more?: (Float32Array | Uint8Array)[]) => void;
 
 const F = (e: string): string => `Math.fround(${e})`;
 
-function expr(i: HloInstruction, a: string[]): string {
+/** The float32 expression of one elementwise instruction over operand expressions `a` (shared by every kernel generator). */
+export function expr(i: HloInstruction, a: string[]): string {
   const name = i.prim!.name;
   const [x, y, z] = a;
   switch (name) {
@@ -85,7 +87,7 @@ function expr(i: HloInstruction, a: string[]): string {
   }
 }
 
-const stridesOf = (shape: readonly number[]): number[] => {
+export const stridesOf = (shape: readonly number[]): number[] => {
   const st = new globalThis.Array<number>(shape.length);
   let acc = 1;
   for (let d = shape.length - 1; d >= 0; d--) {
@@ -94,6 +96,39 @@ const stridesOf = (shape: readonly number[]): number[] => {
   }
   return st;
 };
+
+/** Statements computing the coordinates `c0..` of flat loop index `i` over `loopShape`. */
+export function coordsCode(loopShape: readonly number[]): string[] {
+  const out = ['let r = i;'];
+  for (let d = loopShape.length - 1; d >= 0; d--) out.push(`const c${d} = r % ${loopShape[d]}; r = (r - c${d}) / ${loopShape[d]};`);
+  return out;
+}
+
+/**
+ * The statement defining `v` as instruction `m`'s value at loop index `i`, its operands read
+ * through `read`. A broadcast of a non-scalar operand reads that operand (a fusion parameter,
+ * `in<k>`) at the loop coordinates `c0..` (see `coordsCode`). Shared by every kernel generator.
+ */
+export function elementStatement(m: HloInstruction, v: string, read: (o: HloInstruction) => string): string {
+  if (m.prim!.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1) {
+    const src = m.operands[0];
+    // Adds only size-1 dims: the same elements in the same order.
+    if (numel(src.shape) === numel(m.shape)) return `const ${v} = ${read(src)};`;
+    const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
+    const st = stridesOf(src.shape.shape);
+    const idx = src.shape.shape.map((sz, j) => (sz === 1 ? '' : `c${dims[j]} * ${st[j]}`)).filter(Boolean).join(' + ') || '0';
+    return `const ${v} = in${src.paramIndex}[${idx}];`;
+  }
+  return `const ${v} = ${expr(m, m.operands.map(read))};`;
+}
+
+/** Initial accumulator of a fused `reduce_sum` / `reduce_max`. */
+export const reduceInit = (r: HloInstruction): string => (r.prim!.name === 'reduce_max' ? '-Infinity' : '0');
+
+/** The statement folding `v` into accumulator `acc` (sum in float64; max propagating NaN). */
+export function reduceStep(r: HloInstruction, acc: string, v: string): string {
+  return r.prim!.name === 'reduce_max' ? `if (${v} > ${acc} || ${v} !== ${v}) { if (${acc} === ${acc}) ${acc} = ${v}; }` : `${acc} += ${v};`;
+}
 
 /**
  * The generated source of a fused computation (exposed for tests and debugging). Loop fusions
@@ -120,37 +155,18 @@ export function kernelSource(body: HloComputation): string {
     return o.opcode === 'parameter' && numel(o.shape) !== 1 ? `in${o.paramIndex}[i]` : n;
   };
   // Coordinates of the loop index, needed only by broadcasts of non-scalar operands.
-  const needsCoords = body.instructions.some((m) => m.prim?.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1);
-  if (needsCoords) {
-    loop.push('let r = i;');
-    for (let d = loopShape.length - 1; d >= 0; d--) loop.push(`const c${d} = r % ${loopShape[d]}; r = (r - c${d}) / ${loopShape[d]};`);
-  }
+  if (body.instructions.some((m) => m.prim?.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1)) loop.push(...coordsCode(loopShape));
   body.instructions.forEach((m, k) => {
     if (m.opcode === 'parameter' || m === reduce) return;
     const v = `t${k}`;
     names.set(m, v);
-    if (m.prim!.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1) {
-      const src = m.operands[0];
-      if (numel(src.shape) === numel(m.shape)) {
-        // Adds only size-1 dims: the same elements in the same order.
-        loop.push(`const ${v} = ${read(src)};`);
-        return;
-      }
-      const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
-      const st = stridesOf(src.shape.shape);
-      const idx = src.shape.shape.map((sz, j) => (sz === 1 ? '' : `c${dims[j]} * ${st[j]}`)).filter(Boolean).join(' + ') || '0';
-      loop.push(`const ${v} = in${src.paramIndex}[${idx}];`);
-      return;
-    }
-    loop.push(`const ${v} = ${expr(m, m.operands.map(read))};`);
+    loop.push(elementStatement(m, v, read));
   });
   if (!reduce) {
     return `${pre.join('\n')}\nfor (let i = 0; i < n; i++) {\n  ${loop.join('\n  ')}\n  out[i] = ${read(root)};\n}`;
   }
-  const isMax = reduce.prim!.name === 'reduce_max';
-  const init = isMax ? '-Infinity' : '0';
-  const step = (acc: string, v: string): string =>
-    isMax ? `if (${v} > ${acc} || ${v} !== ${v}) { if (${acc} === ${acc}) ${acc} = ${v}; }` : `${acc} += ${v};`;
+  const init = reduceInit(reduce);
+  const step = (acc: string, v: string): string => reduceStep(reduce, acc, v);
   const axes = [...(reduce.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
   const K = axes.reduce((a, d) => a * loopShape[d], 1);
   const N = numel(reduce.shape);

@@ -1,6 +1,9 @@
 /**
  * The pass pipeline run by `Lowered.compile()`: algebraic simplification, constant folding,
- * CSE and DCE to a fixed point, then elementwise fusion, then DCE once more. Passes run on the
+ * CSE and DCE to a fixed point; layout assignment for dots (transposes folded into dots, then
+ * the simplification passes again, then explicit layout copies where a dot still needs one);
+ * row fusion (softmax/norm patterns, kRow), elementwise fusion (kLoop/kInput), dot epilogue
+ * fusion (kOutput), then DCE once more. Passes run on the
  * entry computation (sub-computations of control flow execute through their core primitive,
  * see `executable.ts`). Each pass reports how many rewrites it made, shown by `passStats`.
  */
@@ -10,6 +13,9 @@ import { constantFold } from './passes/constantFolding';
 import { cse } from './passes/cse';
 import { dce } from './passes/dce';
 import { fuseElementwise } from './passes/fusion';
+import { foldDotTransposes, insertLayoutCopies } from './passes/layoutAssignment';
+import { fuseDotEpilogues } from './passes/outputFusion';
+import { fuseRows } from './passes/rowFusion';
 
 export interface PipelineOptions {
   /** Run elementwise fusion (default true). */
@@ -21,14 +27,22 @@ export interface PipelineOptions {
    * also runs as a generated single-pass loop, which beats the generic primitive kernels).
    */
   minFusionSize?: number;
+  /** Run layout assignment for dots (default true). */
+  layout?: boolean;
+  /** Fuse softmax/norm row patterns into kRow fusions (default true; needs `fuse`). */
+  rowFusion?: boolean;
+  /** Fuse dots with their elementwise epilogue into kOutput fusions (default true; needs `fuse`). */
+  outputFusion?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'fusion', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion', number>;
+
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
-  const stats: PassStats = { algebraic: 0, constantFold: 0, cse: 0, dce: 0, fusion: 0 };
-  if (opts.simplify !== false) {
+  const stats = emptyPassStats();
+  const simplify = (): void => {
     for (let round = 0; round < 8; round++) {
       const a = algebraicSimplify(c);
       const f = constantFold(c);
@@ -40,9 +54,24 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
       stats.dce += d;
       if (a + f + s + d === 0) break;
     }
-  } else stats.dce += dce(c);
+  };
+  if (opts.simplify !== false) simplify();
+  else stats.dce += dce(c);
+  if (opts.layout !== false) {
+    // Folding exposes more (a reduction over a dot's batch dims becomes a new dot, whose
+    // result transpose can fold in turn), so fold and simplify alternate; copies come last.
+    for (let round = 0; round < 4; round++) {
+      const n = foldDotTransposes(c);
+      stats.layout += n;
+      if (n === 0 || opts.simplify === false) break;
+      simplify();
+    }
+    stats.layout += insertLayoutCopies(c);
+  }
   if (opts.fuse !== false) {
+    if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod);
     stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1);
+    if (opts.outputFusion !== false) stats.outputFusion = fuseDotEpilogues(c, mod);
     stats.dce += dce(c);
   }
   return stats;

@@ -7,7 +7,8 @@
  * #stablehlo.dot dimension numbers, #stablehlo<comparison_direction>, reduce regions). Ops that
  * have no StableHLO counterpart here (control flow, gather/scatter, cumulative ops, sort, RNG)
  * are emitted as `stablehlo.custom_call @tpukit.<primitive>`: valid MLIR, but a real XLA cannot
- * run them. A debug callback (`debug.print`) becomes what JAX emits for a host callback, a
+ * run them. An optimised module (`Compiled.asStableHlo()`) exports each fusion's body inline
+ * (StableHLO has no fusion op) and layout `copy`s as nothing (tensors carry no layout). A debug callback (`debug.print`) becomes what JAX emits for a host callback, a
  * `stablehlo.custom_call @xla_ffi_python_cpu_callback` (typed FFI, `api_version = 4`) with
  * `has_side_effect = true`, no results and a `{descriptor = N : ui64}` backend_config; the
  * callback lives only in this process (a `tpukit.callback` attribute names it), and ordered
@@ -91,8 +92,26 @@ function callbackId(cb: object): number {
 
 function emitInstruction(e: Emitter, i: HloInstruction): void {
   if (i.opcode === 'parameter') return;
+  if (i.opcode === 'get-tuple-element' && i.operands[0].opcode === 'fusion') {
+    // An output of a multi-output fusion exported inline: the body value itself.
+    e.bind(i, e.name(i.operands[0].called[0].outputs[(i.params as { index: number }).index]));
+    return;
+  }
   if (i.opcode === 'get-tuple-element') {
     e.bind(i, `${e.name(i.operands[0])}#${(i.params as { index: number }).index}`);
+    return;
+  }
+  if (i.opcode === 'fusion') {
+    // StableHLO has no fusion op: the fused body is exported inline, op by op.
+    const body = i.called[0];
+    body.params.forEach((p, k) => e.bind(p, e.name(i.operands[k])));
+    for (const m of body.instructions) emitInstruction(e, m);
+    e.bind(i, e.name(body.outputs[0]));
+    return;
+  }
+  if (i.opcode === 'copy') {
+    // A layout change only (layout assignment): StableHLO tensors carry no layout.
+    e.bind(i, e.name(i.operands[0]));
     return;
   }
   const ins = i.operands.map((o) => e.name(o));

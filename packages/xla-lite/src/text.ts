@@ -1,7 +1,7 @@
 /**
  * `asText()`: prints a module the way XLA prints HLO (`HloModule`, one block per computation,
  * callees first, `ENTRY` last, `%name = type opcode(operands), attributes`, `ROOT` tuple),
- * with row-major layouts `{n-1,...,0}`. Attributes use XLA's spellings where the op has one
+ * with each value's layout (row-major `{n-1,...,0}` unless layout assignment chose another). Attributes use XLA's spellings where the op has one
  * (dimensions, lhs_contracting_dims, slice, direction, iota_dimension, calls, condition/body);
  * other core parameters are printed as `key=json`.
  */
@@ -10,13 +10,13 @@ import type { HloComputation, HloInstruction, HloModule } from './hlo';
 
 const SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 's32', uint32: 'u32', int8: 's8', uint8: 'u8', bool: 'pred' };
 
-/** `f32[2,3]{1,0}`. */
-export function hloType(s: ShapedArray): string {
-  const layout = s.shape.map((_, i) => s.shape.length - 1 - i).join(',');
+/** `f32[2,3]{1,0}`: the layout is minor-to-major, row-major (`{n-1,...,0}`) unless given. */
+export function hloType(s: ShapedArray, minorToMajor: readonly number[] | null = null): string {
+  const layout = (minorToMajor ?? s.shape.map((_, i) => s.shape.length - 1 - i)).join(',');
   return `${SHORT[s.dtype] ?? s.dtype}[${s.shape.join(',')}]{${layout}}`;
 }
 
-const tupleType = (ss: readonly ShapedArray[]): string => `(${ss.map(hloType).join(', ')})`;
+const tupleType = (ss: readonly ShapedArray[]): string => `(${ss.map((s) => hloType(s)).join(', ')})`;
 
 export const instName = (i: HloInstruction): string => (i.opcode === 'parameter' ? `Arg_${i.paramIndex}.${i.id}` : `${i.opcode}.${i.id}`);
 
@@ -25,8 +25,10 @@ const set = (xs: readonly number[]): string => `{${xs.join(',')}}`;
 function attrs(i: HloInstruction): string[] {
   const p = i.params as Record<string, any>;
   const out: string[] = [];
-  const name = i.prim?.name ?? i.opcode;
+  const name = i.opcode === 'copy' ? 'copy' : (i.prim?.name ?? i.opcode);
   switch (name) {
+    case 'copy':
+      return out; // a layout change: the layouts in the types say it all
     case 'broadcast_in_dim':
       out.push(`dimensions=${set(p.broadcastDimensions)}`);
       break;
@@ -98,7 +100,7 @@ function constantText(i: HloInstruction): string {
 }
 
 function instructionText(i: HloInstruction, root: boolean): string {
-  const ty = i.isTuple ? tupleType(i.shapes) : hloType(i.shape);
+  const ty = i.isTuple ? tupleType(i.shapes) : hloType(i.shape, i.layout);
   let body: string;
   if (i.opcode === 'parameter') body = `parameter(${i.paramIndex})`;
   else if (i.opcode === 'constant') body = `constant(${constantText(i)})`;
@@ -108,7 +110,7 @@ function instructionText(i: HloInstruction, root: boolean): string {
 }
 
 export function computationText(c: HloComputation, entry: boolean): string {
-  const sig = `(${c.params.map((p) => `${instName(p)}: ${hloType(p.shape)}`).join(', ')}) -> ${tupleType(c.outputs.map((o) => o.shape))}`;
+  const sig = `(${c.params.map((p) => `${instName(p)}: ${hloType(p.shape, p.layout)}`).join(', ')}) -> ${tupleType(c.outputs.map((o) => o.shape))}`;
   const lines = [`${entry ? 'ENTRY ' : ''}%${c.name} ${sig} {`];
   for (const i of c.instructions) lines.push(instructionText(i, false));
   lines.push(`  ROOT %tuple = ${tupleType(c.outputs.map((o) => o.shape))} tuple(${c.outputs.map((o) => `%${instName(o)}`).join(', ')})`);

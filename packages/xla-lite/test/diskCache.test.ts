@@ -1,9 +1,9 @@
 // The persistent compilation cache: a retrace (as a second process would do) loads the
 // optimised module from disk, skips the passes, and computes the same values.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { lax, np } from '@tpukit/core';
+import { lax, nn, np } from '@tpukit/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { compileLog, diskCacheStats, jit, setCacheDir } from '../src/index';
 import { expectAllclose } from './build';
@@ -47,5 +47,24 @@ describe('setCacheDir', () => {
     expectAllclose(jit(g)(np.ones([3])), g(np.ones([3])));
     expect(diskCacheStats().uncacheable).toBe(before + 1);
     expect(readdirSync(dir).filter((n) => n.endsWith('.json'))).toHaveLength(0);
+  });
+
+  it('round-trips row, output fusions and layout copies (with their layouts)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'xla-cache-'));
+    dirs.push(dir);
+    setCacheDir(dir);
+    const f = (x: any, w: any, c: any) =>
+      [np.add(nn.softmax(np.sum(c, { axis: 1 }), { axis: -1 }), lax.dotGeneral(c, c, [[[0, 2], [0, 2]], [[], []]]).sum()), nn.relu(np.matmul(x, w))];
+    const args = [np.full([2, 3], 0.5), np.full([3, 4], 0.25), np.ones([2, 3, 4])] as const;
+    const n0 = compileLog().length;
+    const a = jit(f)(...args);
+    const b = jit(f)(...args);
+    expect(compileLog().slice(n0).map((r) => r.fromDisk)).toEqual([false, true]);
+    const stored = readdirSync(dir).filter((n) => n.endsWith('.json')).map((n) => readFileSync(join(dir, n), 'utf8')).join();
+    for (const k of ['"kind":"kRow"', '"kind":"kOutput"', '"opcode":"copy"', '"layout":[2,0,1]']) expect(stored).toContain(k);
+    for (const k of [0, 1]) {
+      expectAllclose(b[k], a[k]);
+      expectAllclose(b[k], f(...args)[k], { rtol: 1e-5 });
+    }
   });
 });

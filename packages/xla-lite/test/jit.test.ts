@@ -105,7 +105,7 @@ describe('jit through xla-lite', () => {
     const compiled = lowered.compile();
     const ct = compiled.asText();
     expect(ct).toContain('fusion(');
-    expect(ct).toContain('kind=kLoop');
+    expect(ct).toContain('kind=kOutput'); // the dot with its scale/bias/tanh epilogue
     const cost = compiled.costAnalysis(systolic.presets.v4);
     expect(cost.flops).toBeGreaterThanOrEqual(2 * 2 * 3 * 2);
     expect(cost.transcendentals).toBe(4);

@@ -55,3 +55,21 @@ describe('asStableHlo', () => {
     expect(tensorType({ shape: [1], dtype: 'uint32', weakType: false })).toBe('tensor<1xui32>');
   });
 });
+
+describe('asStableHlo of an optimised module', () => {
+  it('exports kRow / kOutput / kLoop fusion bodies inline and layout copies as nothing', () => {
+    const f = (a: any, b: any, c: any) => nn.softmax(np.tanh(np.add(np.matmul(a, b), 1)), { axis: -1 });
+    const args = [np.ones([2, 3]), np.ones([3, 4]), np.ones([2, 3, 4])];
+    const g = (a: any, b: any, c: any) => np.add(f(a, b, c), lax.dotGeneral(c, c, [[[0, 2], [0, 2]], [[], []]]).sum());
+    const compiled = jit(g).lower(args[0], args[1], args[2]).compile();
+    const hlo = compiled.asText();
+    expect(hlo).toContain('kind=kRow');
+    expect(hlo).toContain(' copy(');
+    const text = compiled.asStableHlo();
+    checkSsa(text);
+    expect(text).not.toContain('fusion');
+    expect(text).not.toContain('copy');
+    expect(text).toContain('"stablehlo.dot_general"');
+    expect(text.match(/"stablehlo\.reduce"/g)!.length).toBeGreaterThanOrEqual(3);
+  });
+});

@@ -6,7 +6,7 @@
 import { type Array, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildExecutable, type Compiled, fuseElementwise, HloModule, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { buildExecutable, type Compiled, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
 import { B, expectAllclose as allclose, f32 } from './build';
 
 /** `expectAllclose`, with equal infinities counting as equal. */
@@ -20,13 +20,16 @@ function expectAllclose(actual: Array, expected: Array, opts: { rtol: number; at
 type Fn = (...xs: Array[]) => Array;
 
 /** The same program compiled with JavaScript kernels and with WebAssembly kernels. */
-function compileBoth(f: Fn, args: Array[]): { js: Compiled; wasm: Compiled } {
+function compileBoth(f: Fn, args: Array[], opts: CompileOptions = {}): { js: Compiled; wasm: Compiled } {
   setWasmKernels(false);
-  const js = lower(f)(...args).compile();
+  const js = lower(f)(...args).compile(opts);
   setWasmKernels(true);
-  const wasm = lower(f)(...args).compile();
+  const wasm = lower(f)(...args).compile(opts);
   return { js, wasm };
 }
+
+/** Row and dot-epilogue fusions run as JavaScript kernels: tests of the arena keep them off. */
+const LOOP_FUSION_ONLY: CompileOptions = { rowFusion: false, outputFusion: false };
 
 afterAll(() => {
   setWasmKernels(true);
@@ -254,7 +257,7 @@ describe('threads and the arena', () => {
     const a1 = rand([33, 16], 1);
     const a2 = rand([33, 16], 2);
     const w = rand([16, 9], 3);
-    const { wasm } = compileBoth(f as Fn, [a1, w]);
+    const { wasm } = compileBoth(f as Fn, [a1, w], LOOP_FUSION_ONLY);
     expect(wasm.stats.wasmKernels).toBeGreaterThanOrEqual(3);
     const r1 = wasm.call([a1, w]);
     const snapshot = r1.map((r) => Float32Array.from(r.dataSync() as Float32Array));
@@ -278,7 +281,7 @@ describe('threads and the arena', () => {
     };
     const x = rand([64, 64], 4);
     const w = np.multiply(rand([64, 64], 5), 0.1);
-    const { wasm } = compileBoth(layers, [x, w]);
+    const { wasm } = compileBoth(layers, [x, w], LOOP_FUSION_ONLY);
     const bytes = 64 * 64 * 4;
     expect(wasm.stats.wasmKernels).toBe(7);
     // Without reuse: 7 fusion outputs + 6 staged matmul results + the staged x.
@@ -297,7 +300,7 @@ describe('threads and the arena', () => {
     };
     const x = rand([32, 32], 6);
     const w = rand([32, 32], 7);
-    const { wasm } = compileBoth(late as Fn, [x, w]);
+    const { wasm } = compileBoth(late as Fn, [x, w], LOOP_FUSION_ONLY);
     expect(wasm.stats.wasmKernels).toBe(6);
     expect(wasm.stats.arenaBytes).toBeLessThanOrEqual(2 * 32 * 32 * 4 + 64);
     const want = late(x, w) as unknown as Array[];

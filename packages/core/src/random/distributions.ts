@@ -3,16 +3,19 @@
  * permutation and choice. Each follows the corresponding function of jax/_src/random.py step for
  * step (same bits drawn from the same keys, same float arithmetic in the same dtype, same
  * number of shuffle rounds), written with lax ops so that the transformations can trace them.
+ * Run eagerly on the reference kernels, most of them hand their bits to fused.ts, which computes
+ * the same values in one loop instead of materialising every intermediate of the chain.
  */
 import { Array } from '../array';
 import * as bf16 from '../bf16';
 import { asArray, type ArrayLike } from '../convert';
-import { type DType, checkDType, finfo, intRange, isFloat, isInteger } from '../dtype';
+import { type DType, allocStorage, checkDType, finfo, intRange, isFloat, isInteger } from '../dtype';
 import * as f16 from '../f16';
 import * as lax from '../lax/index';
 import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
+import { canFuse, flushesSubnormals, gumbelFloat32, normal16, normalFloat32, randintInto, stableArgsortUint32, truncatedNormalFloat32, uniformFloat32, unitFloat32 } from './fused';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
 import { takeInBounds } from './takeInBounds';
 
@@ -52,22 +55,45 @@ export function floatParam(op: string, name: string, v: ArrayLike, dtype: DType,
   return broadcastTo(a, shape, `random.${op}`);
 }
 
-/** The floats of JAX's `_uniform` before scaling: m * 2^-nmant in [0, 1) from the random bits. */
-function unitFloats(k: PRNGKeyArray, shape: readonly number[], dtype: DType, op: string): Array {
+/** The random bits JAX's `_uniform` draws for `dtype`: 8 for bfloat16 (7 mantissa bits), 16 for float16, 32 for float32. */
+function uniformBits(k: PRNGKeyArray, shape: readonly number[], dtype: DType, op: string): Array {
   const nmant = NMANT[dtype]!;
-  const nbits = NBITS[dtype]!;
-  // bfloat16 has 7 mantissa bits: JAX draws 8 random bits for it, 16 for float16, 32 for float32.
-  const rngBits = (nmant < 8 ? 8 : nbits) as 8 | 16 | 32;
-  const b = randomBits(k, rngBits, shape, op);
+  return randomBits(k, (nmant < 8 ? 8 : NBITS[dtype]!) as 8 | 16 | 32, shape, op);
+}
+
+/** The floats of JAX's `_uniform` before scaling: m * 2^-nmant in [0, 1) from the random bits `b`. */
+function unitFloats(b: Array, shape: readonly number[], dtype: DType): Array {
+  if (dtype === 'float32' && canFuse(b)) return Array._fromStorage(unitFloat32(b._storage() as Uint32Array), shape, 'float32');
+  const nmant = NMANT[dtype]!;
+  const rngBits = nmant < 8 ? 8 : NBITS[dtype]!;
   const m = lax.shiftRightLogical(b, full(rngBits - nmant, 'uint32', shape));
   // JAX ors m into the mantissa of 1.0 and subtracts 1.0: exactly m * 2^-nmant.
   return lax.mul(lax.convertElementType(m, dtype), full(2 ** -nmant, dtype, shape));
 }
 
-/** JAX's `_uniform` once the parameters are arrays of the output shape and dtype. */
-export function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array, maxv: Array, op: string): Array {
-  const floats = unitFloats(k, shape, dtype, op);
+/** JAX's `_uniform` from its random bits `b`, the parameters being arrays of the output shape and dtype. */
+function uniformFromBits(b: Array, shape: readonly number[], dtype: DType, minv: Array, maxv: Array): Array {
+  const floats = unitFloats(b, shape, dtype);
   return lax.max(minv, lax.add(lax.mul(floats, lax.sub(maxv, minv)), minv));
+}
+
+/**
+ * JAX's `_uniform` once the parameters are arrays of the output shape and dtype, or numbers
+ * (constants of the dtype; fused into one loop for float32 when eager on the reference kernels).
+ */
+export function uniformCore(k: PRNGKeyArray, shape: readonly number[], dtype: DType, minv: Array | number, maxv: Array | number, op: string): Array {
+  const b = uniformBits(k, shape, dtype, op);
+  if (typeof minv === 'number' && typeof maxv === 'number' && fusesFloat32(b, dtype)) {
+    return Array._fromStorage(uniformFloat32(b._storage() as Uint32Array, Math.fround(minv), Math.fround(maxv)), shape, 'float32');
+  }
+  const lo = typeof minv === 'number' ? full(minv, dtype, shape) : minv;
+  const hi = typeof maxv === 'number' ? full(maxv, dtype, shape) : maxv;
+  return uniformFromBits(b, shape, dtype, lo, hi);
+}
+
+/** Whether fused.ts may compute a whole float32 sampler from its bits `b` (eager, on the reference kernels). */
+function fusesFloat32(b: Array, dtype: DType): boolean {
+  return dtype === 'float32' && canFuse(b);
 }
 
 export interface UniformOptions {
@@ -89,7 +115,17 @@ export function uniform(k: PRNGKeyArray, shape: readonly number[] = [], opts: Un
   if (lo === 0 && hi === 1) {
     // On [0, 1) the affine step f * (1 - 0) + 0 and the max with 0 are exact identities for
     // f in [0, 1): skipping them gives the same bits, faster.
-    return unitFloats(k, s, dtype, 'uniform');
+    return unitFloats(uniformBits(k, s, dtype, 'uniform'), s, dtype);
+  }
+  if (typeof lo === 'number' && typeof hi === 'number') {
+    // Scalar bounds: converted exactly as floatParam converts them, without the broadcast.
+    const bound = (v: number): Array => lax.convertElementType(asArray(v, { op: 'random.uniform' }), dtype);
+    const [minv, maxv] = [bound(lo), bound(hi)];
+    const b = uniformBits(k, s, dtype, 'uniform');
+    if (fusesFloat32(b, dtype) && canFuse(minv, maxv)) {
+      return Array._fromStorage(uniformFloat32(b._storage() as Uint32Array, minv._storage()[0], maxv._storage()[0]), s, 'float32');
+    }
+    return uniformFromBits(b, s, dtype, broadcastTo(minv, s, 'random.uniform'), broadcastTo(maxv, s, 'random.uniform'));
   }
   const minv = floatParam('uniform', 'minval', lo, dtype, s);
   const maxv = floatParam('uniform', 'maxval', hi, dtype, s);
@@ -104,7 +140,12 @@ export function normal(k: PRNGKeyArray, shape: readonly number[] = [], opts: { d
   checkKey('normal', k);
   const dtype = floatDType('normal', opts.dtype);
   const s = shapeArg('normal', shape);
-  const u = uniformCore(k, s, dtype, full(MINUS_ONE_UP[dtype]!, dtype, s), full(1, dtype, s), 'normal');
+  const b = uniformBits(k, s, dtype, 'normal');
+  if (fusesFloat32(b, dtype)) return Array._fromStorage(normalFloat32(b._storage() as Uint32Array), s, 'float32');
+  if ((dtype === 'bfloat16' || dtype === 'float16') && canFuse(b) && !flushesSubnormals()) {
+    return Array._fromStorage(normal16(b._storage() as Uint32Array, dtype, MINUS_ONE_UP[dtype]!), s, dtype);
+  }
+  const u = uniformFromBits(b, s, dtype, full(MINUS_ONE_UP[dtype]!, dtype, s), full(1, dtype, s));
   return lax.mul(constant(Math.SQRT2, u), erfInvLikeXla(u));
 }
 
@@ -145,12 +186,25 @@ export function truncatedNormal(
   const lo0 = lower instanceof Array ? lower : asArray(lower, { op: 'random.truncatedNormal' });
   const hi0 = upper instanceof Array ? upper : asArray(upper, { op: 'random.truncatedNormal' });
   const s = shape === undefined ? broadcastShapes('random.truncatedNormal', lo0.shape, hi0.shape) : shapeArg('truncatedNormal', shape);
+  const bits = uniformBits(k, s, dtype, 'truncatedNormal');
+  if (lo0.ndim === 0 && hi0.ndim === 0 && fusesFloat32(bits, dtype) && canFuse(lo0, hi0)) {
+    // Scalar bounds: the same ops on the scalars (elementwise, so the same values as on their
+    // broadcasts), then one fused loop over the bits.
+    const lo = floatParam('truncatedNormal', 'lower', lo0, dtype, []);
+    const hi = floatParam('truncatedNormal', 'upper', hi0, dtype, []);
+    const sqrt2 = constant(Math.SQRT2, lo);
+    const scalar = (x: Array): number => x._storage()[0];
+    const a = scalar(lax.erf(lax.div(lo, sqrt2)));
+    const b = scalar(lax.erf(lax.div(hi, sqrt2)));
+    const out = truncatedNormalFloat32(bits._storage() as Uint32Array, a, b, scalar(nextToward(lo, 1, 'truncatedNormal')), scalar(nextToward(hi, -1, 'truncatedNormal')));
+    return Array._fromStorage(out, s, 'float32');
+  }
   const lo = floatParam('truncatedNormal', 'lower', lo0, dtype, s);
   const hi = floatParam('truncatedNormal', 'upper', hi0, dtype, s);
   const sqrt2 = constant(Math.SQRT2, lo);
   const a = lax.erf(lax.div(lo, sqrt2));
   const b = lax.erf(lax.div(hi, sqrt2));
-  const u = uniformCore(k, s, dtype, a, b, 'truncatedNormal');
+  const u = uniformFromBits(bits, s, dtype, a, b);
   const out = lax.mul(sqrt2, erfInvLikeXla(u));
   return lax.min(lax.max(out, nextToward(lo, 1, 'truncatedNormal')), nextToward(hi, -1, 'truncatedNormal'));
 }
@@ -162,7 +216,7 @@ export function bernoulli(k: PRNGKeyArray, p: ArrayLike = 0.5, shape?: readonly 
   if (!isFloat(pa.dtype)) throw new TypeError(`random.bernoulli: probability p must have a floating dtype; got ${pa.dtype}`);
   const s = shape === undefined ? [...pa.shape] : shapeArg('bernoulli', shape);
   checkParamShape('bernoulli', 'p', pa.shape, s);
-  const u = uniformCore(k, s, pa.dtype, full(0, pa.dtype, s), full(1, pa.dtype, s), 'bernoulli');
+  const u = uniformCore(k, s, pa.dtype, 0, 1, 'bernoulli');
   return lax.lt(u, broadcastTo(lax.convertElementType(pa, pa.dtype, false), s, 'random.bernoulli'));
 }
 
@@ -171,7 +225,9 @@ export function gumbel(k: PRNGKeyArray, shape: readonly number[] = [], opts: { d
   checkKey('gumbel', k);
   const dtype = floatDType('gumbel', opts.dtype);
   const s = shapeArg('gumbel', shape);
-  const u = uniformCore(k, s, dtype, full(finfo(dtype).tiny, dtype, s), full(1, dtype, s), 'gumbel');
+  const b = uniformBits(k, s, dtype, 'gumbel');
+  if (fusesFloat32(b, dtype)) return Array._fromStorage(gumbelFloat32(b._storage() as Uint32Array), s, 'float32');
+  const u = uniformFromBits(b, s, dtype, full(finfo(dtype).tiny, dtype, s), full(1, dtype, s));
   return lax.neg(lax.log(lax.neg(lax.log(u))));
 }
 
@@ -264,6 +320,14 @@ export function randint(k: PRNGKeyArray, shape: readonly number[], minval: Array
   // its wraparound for 8-bit dtypes).
   let mult = lax.rem(full(2 ** (nbits / 2), ud, ps), span);
   mult = lax.rem(lax.mul(mult, mult), span);
+  if (ps.length === 0 && canFuse(higher, lower, span, mult, lo)) {
+    const out = allocStorage(d, sizeOf(s)) as Int32Array | Uint32Array | Int8Array | Uint8Array;
+    const scalar = (x: Array): number => x._storage()[0];
+    const h = higher._storage() as Uint32Array | Uint8Array;
+    const l = lower._storage() as Uint32Array | Uint8Array;
+    randintInto(out, h, l, scalar(span), scalar(mult), scalar(lo), ud === 'uint8' ? 0xff : -1);
+    return Array._fromStorage(out, s, d);
+  }
   const spanS = broadcastTo(span, s, 'random.randint');
   const multS = broadcastTo(mult, s, 'random.randint');
   let offset = lax.add(lax.mul(lax.rem(higher, spanS), multS), lax.rem(lower, spanS));
@@ -286,9 +350,21 @@ function shuffle(k: PRNGKeyArray, x: Array, axis: number): Array {
     key = takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0);
     const subkey = takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0);
     const sortKeys = randomBits(subkey, 32, out.shape, 'permutation');
-    out = lax.sortKeyVal(sortKeys, out, axis)[1];
+    if (out.ndim === 1 && canFuse(sortKeys, out)) out = gather1d(out, stableArgsortUint32(sortKeys._storage() as Uint32Array));
+    else out = lax.sortKeyVal(sortKeys, out, axis)[1];
   }
   return out;
+}
+
+/**
+ * `out[perm]` for a concrete 1-d array, on its storage: with `perm` the stable argsort of the
+ * sort keys, this is what the stable `sortKeyVal(keys, out)` returns (the value half).
+ */
+function gather1d(x: Array, perm: Int32Array): Array {
+  const src = x._storage();
+  const dst = new (src.constructor as new (n: number) => typeof src)(perm.length);
+  for (let i = 0; i < perm.length; i++) dst[i] = src[perm[i]];
+  return Array._fromStorage(dst, x.shape, x.dtype, x.weakType);
 }
 
 /**

@@ -19,7 +19,7 @@ export function exponential(k: PRNGKeyArray, shape: readonly number[] = [], opts
   checkKey('exponential', k);
   const dtype = floatDType('exponential', opts.dtype);
   const s = shapeArg('exponential', shape);
-  const u = uniformCore(k, s, dtype, full(0, dtype, s), full(1, dtype, s), 'exponential');
+  const u = uniformCore(k, s, dtype, 0, 1, 'exponential');
   // 1 - u moves log's domain to (0, 1].
   return lax.neg(lax.log1p(lax.neg(u)));
 }
@@ -30,7 +30,7 @@ export function laplace(k: PRNGKeyArray, shape: readonly number[] = [], opts: DT
   const dtype = floatDType('laplace', opts.dtype);
   const s = shapeArg('laplace', shape);
   const epsneg = finfo(dtype).eps / 2;
-  const u = uniformCore(k, s, dtype, full(-1 + epsneg, dtype, s), full(1, dtype, s), 'laplace');
+  const u = uniformCore(k, s, dtype, -1 + epsneg, 1, 'laplace');
   return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))));
 }
 
@@ -39,7 +39,7 @@ export function logistic(k: PRNGKeyArray, shape: readonly number[] = [], opts: D
   checkKey('logistic', k);
   const dtype = floatDType('logistic', opts.dtype);
   const s = shapeArg('logistic', shape);
-  const x = uniformCore(k, s, dtype, full(finfo(dtype).eps, dtype, s), full(1, dtype, s), 'logistic');
+  const x = uniformCore(k, s, dtype, finfo(dtype).eps, 1, 'logistic');
   return lax.log(lax.div(x, lax.sub(full(1, dtype, s), x)));
 }
 
@@ -68,7 +68,7 @@ export function weibullMin(k: PRNGKeyArray, scale: ArrayLike, concentration: Arr
     broadcastTo(lax.convertElementType(v instanceof Array ? v : asArray(v, { op: 'random.weibullMin' }), dtype), s, 'random.weibullMin');
   const sc = param(scale);
   const conc = param(concentration);
-  const u = uniformCore(k, s, dtype, full(0, dtype, s), full(1, dtype, s), 'weibullMin');
+  const u = uniformCore(k, s, dtype, 0, 1, 'weibullMin');
   const e = lax.neg(lax.log1p(lax.neg(u)));
   return lax.mul(lax.pow(e, lax.div(full(1, dtype, s), conc)), sc);
 }

@@ -22,6 +22,7 @@ import { asArray, type ArrayLike } from '../convert';
 import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/index';
 import { checkShape, fmt, sizeOf } from '../shape';
+import { canFuse, iotaBits, iotaKeys } from './fused';
 import { threefry2x32 } from './threefry';
 import { takeInBounds } from './takeInBounds';
 
@@ -160,10 +161,16 @@ function threefryIotaOriginal(k1: Array, k2: Array, m: number): Array {
   return m % 2 === 1 ? takeInBounds(both, lax.iota('int32', m), 0) : both;
 }
 
-/** The (hi, lo) uint32 words of a row-major 64-bit iota of `shape` (`iota_2x32_shape`). */
-function iota2x32(shape: readonly number[]): [Array, Array] {
+/** The number of 64-bit counters a `shape` needs; JAX's 32-bit counters limit it to 2^32. */
+function counterCount(shape: readonly number[]): number {
   const n = sizeOf(shape);
   if (n > 2 ** 32) throw new RangeError(`random: more than 2^32 elements requested (shape ${fmt(shape)})`);
+  return n;
+}
+
+/** The (hi, lo) uint32 words of a row-major 64-bit iota of `shape` (`iota_2x32_shape`). */
+function iota2x32(shape: readonly number[]): [Array, Array] {
+  const n = counterCount(shape);
   return [full(0, 'uint32', shape), lax.reshape(lax.iota('uint32', n), shape)];
 }
 
@@ -176,6 +183,10 @@ export function split(k: PRNGKeyArray, num: number | readonly number[] = 2): Arr
   const shape = checkNum('split', num);
   const [k1, k2] = keyWords(k);
   if (partitionable) {
+    if (canFuse(k1, k2)) {
+      const kd = k._storage() as Uint32Array;
+      return Array._fromStorage(iotaKeys(kd[0], kd[1], counterCount(shape)), [...shape, 2], 'uint32');
+    }
     const [hi, lo] = iota2x32(shape);
     const [b1, b2] = threefry2x32(k1, k2, hi, lo);
     return stackLast(b1, b2);
@@ -218,7 +229,8 @@ export function foldIn(k: PRNGKeyArray, data: number | Array): PRNGKeyArray {
 
 /**
  * JAX's `_random_bits(key, bit_width, shape)`: uniform random bits of width 8, 16 or 32, held in
- * a uint32 array (tpukit has no uint16 dtype, so 16-bit values come back widened).
+ * a uint32 array (tpukit has no uint16 dtype, so 16-bit values come back widened). Eagerly, in
+ * the partitionable layout, fused.ts's `iotaBits` computes the same bits in one pass.
  */
 export function randomBits(k: PRNGKeyArray, bitWidth: 8 | 16 | 32, shape: readonly number[], op = 'randomBits'): Array {
   checkKey(op, k);
@@ -229,6 +241,10 @@ export function randomBits(k: PRNGKeyArray, bitWidth: 8 | 16 | 32, shape: readon
   const [k1, k2] = keyWords(k);
   const n = sizeOf(s);
   if (partitionable) {
+    if (canFuse(k1, k2)) {
+      const kd = k._storage() as Uint32Array;
+      return Array._fromStorage(iotaBits(kd[0], kd[1], counterCount(s), bitWidth), s, 'uint32');
+    }
     const [hi, lo] = iota2x32(s);
     const [b1, b2] = threefry2x32(k1, k2, hi, lo);
     const x = lax.bitwiseXor(b1, b2);

@@ -74,34 +74,55 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
   for (const i of c.instructions) if (group.has(i)) members[group.get(i)!].push(i);
   let made = 0;
   members.forEach((ms, g) => {
-    const root = roots[g];
     if (ms.length < minSize) return;
-    const inGroup = new Set(ms);
-    const body = new Comp(`fused_computation.${fusionCounter++}`);
-    const map = new Map<HloInstruction, HloInstruction>();
-    const externals: HloInstruction[] = [];
-    for (const m of ms) {
-      const ops = m.operands.map((o) => {
-        if (inGroup.has(o)) return map.get(o)!;
-        let p = map.get(o);
-        if (!p) {
-          p = body.addParameter(o.shape);
-          map.set(o, p);
-          externals.push(o);
-        }
-        return p;
-      });
-      const copy = body.add(new HloInstruction(m.opcode, m.shapes, ops, m.params, m.prim));
-      map.set(m, copy);
-    }
-    body.outputs = [map.get(root)!];
-    const fusion = new HloInstruction('fusion', root.shapes, externals, { kind: isFusibleReduce(root) ? 'kInput' : 'kLoop' }, null);
-    fusion.called = [body];
-    c.instructions = c.instructions.filter((i) => !inGroup.has(i) || i === root);
-    c.instructions[c.instructions.indexOf(root)] = fusion;
-    c.replaceUses(root, fusion);
-    mod?.computations.unshift(body);
+    outlineFusion(c, ms, roots[g], isFusibleReduce(roots[g]) ? 'kInput' : 'kLoop', mod);
     made++;
   });
   return made;
+}
+
+/**
+ * Replaces the group `ms` of `c` (in program order, every member's users inside the group
+ * except `root`'s) by one `fusion` instruction of `kind` calling a new fused computation
+ * holding copies of the members; values from outside become its parameters. Shared by every
+ * fusion pass. Returns the fusion instruction.
+ */
+export function outlineFusion(c: HloComputation, ms: HloInstruction[], root: HloInstruction, kind: string, mod?: HloModule): HloInstruction {
+  const inGroup = new Set(ms);
+  const body = new Comp(`fused_computation.${fusionCounter++}`);
+  const map = new Map<HloInstruction, HloInstruction>();
+  const externals: HloInstruction[] = [];
+  for (const m of ms) {
+    const ops = m.operands.map((o) => {
+      if (inGroup.has(o)) return map.get(o)!;
+      let p = map.get(o);
+      if (!p) {
+        p = body.addParameter(o.shape);
+        map.set(o, p);
+        externals.push(o);
+      }
+      return p;
+    });
+    const copy = body.add(new HloInstruction(m.opcode, m.shapes, ops, m.params, m.prim));
+    map.set(m, copy);
+  }
+  // Members other than the root that are also used outside the group leave as extra outputs
+  // (a multi-output fusion, read through get-tuple-element); elementwise fusion never makes any.
+  const users = c.users();
+  const extras = ms.filter((m) => m !== root && users.get(m)!.some((u) => u === null || !inGroup.has(u)));
+  body.outputs = [map.get(root)!, ...extras.map((m) => map.get(m)!)];
+  const fusion = new HloInstruction('fusion', [root.shape, ...extras.map((m) => m.shape)], externals, { kind }, null);
+  fusion.called = [body];
+  c.instructions = c.instructions.filter((i) => !inGroup.has(i) || i === root);
+  c.instructions[c.instructions.indexOf(root)] = fusion;
+  mod?.computations.unshift(body);
+  if (!extras.length) {
+    c.replaceUses(root, fusion);
+    return fusion;
+  }
+  const at = c.instructions.indexOf(fusion) + 1;
+  const gtes = [root, ...extras].map((m, k) => new HloInstruction('get-tuple-element', [m.shape], [fusion], { index: k }, null));
+  c.instructions.splice(at, 0, ...gtes);
+  [root, ...extras].forEach((m, k) => c.replaceUses(m, gtes[k]));
+  return fusion;
 }

@@ -1,0 +1,146 @@
+// Row (kRow) fusion: softmax, log-softmax, layer norm, RMSNorm and their gradients, on
+// hand-written HLO and through jit.
+import { grad, nn, np } from '@tpukit/core';
+import { describe, expect, it } from 'vitest';
+import { buildExecutable, compileRowKernel, dce, fuseRows, HloModule, jit, rowKernelSource } from '../src/index';
+import { B, expectAllclose, f32, prims } from './build';
+
+const seq = (n: number, s = 1) => np.array(Array.from({ length: n }, (_, i) => 2 * Math.sin(i * s)), 'float32');
+const layerNorm = (x: any, g: any, b: any) => {
+  const mu = np.mean(x, { axis: -1, keepdims: true });
+  const v = np.mean(np.square(np.subtract(x, mu)), { axis: -1, keepdims: true });
+  return np.add(np.multiply(np.multiply(np.subtract(x, mu), np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
+};
+const rmsNorm = (x: any, g: any) => np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(np.mean(np.square(x), { axis: -1, keepdims: true }), 1e-6)))), g);
+
+describe('row fusion (kRow)', () => {
+  it('fuses a hand-written softmax into one two-reduction row kernel', () => {
+    const b = new B();
+    const x = b.param(f32(3, 5));
+    const m = b.op('reshape', [b.op('reduce_max', [x], { axes: [1] })], { newSizes: [3, 1], dimensions: null });
+    const e = b.op('exp', [b.op('sub', [x, b.op('broadcast_in_dim', [m], { shape: [3, 5], broadcastDimensions: [0, 1] })])]);
+    const s = b.op('reduce_sum', [e], { axes: [1] });
+    const c = b.out(b.op('div', [e, b.op('broadcast_in_dim', [s], { shape: [3, 5], broadcastDimensions: [0] })]));
+    const mod = new HloModule('m', c);
+    expect(fuseRows(c, mod)).toBe(1);
+    dce(c);
+    expect(prims(c)).toEqual(['parameter', 'fusion']);
+    const f = c.instructions[1];
+    expect(f.params.kind).toBe('kRow');
+    const { source, scratchRows } = rowKernelSource(f.called[0]);
+    expect(source.match(/for \(let j = 0; j < 5; j\+\+\)/g)).toHaveLength(3); // max, sum, output stages
+    expect(scratchRows).toBe(1); // exp(x - max) kept in a row of scratch, not recomputed
+    const xs = seq(15).reshape([3, 5]);
+    const out = new Float32Array(15);
+    compileRowKernel(f.called[0])([xs.dataSync()], out, 15);
+    expectAllclose(np.array(out).reshape([3, 5]), nn.softmax(xs), { rtol: 1e-6 });
+  });
+
+  it('leaves reductions over leading axes and groups without a broadcast back', () => {
+    const b = new B();
+    const x = b.param(f32(4, 6));
+    const s = b.op('reduce_sum', [x], { axes: [0] });
+    const c = b.out(b.op('mul', [x, b.op('broadcast_in_dim', [s], { shape: [4, 6], broadcastDimensions: [1] })]));
+    expect(fuseRows(c)).toBe(0);
+    const b2 = new B();
+    const y = b2.param(f32(4, 6));
+    const c2 = b2.out(b2.op('reduce_sum', [b2.op('exp', [y])], { axes: [1] }));
+    expect(fuseRows(c2)).toBe(0); // a plain input fusion's job
+  });
+
+  const cases: [string, (...a: any[]) => any, any[]][] = [
+    ['softmax', (x: any) => nn.softmax(x), [seq(6 * 10).reshape([2, 3, 10])]],
+    ['log-softmax', (x: any) => nn.logSoftmax(x), [seq(6 * 10).reshape([6, 10])]],
+    ['layer norm', layerNorm, [seq(6 * 16).reshape([6, 16]), seq(16, 0.3), seq(16, 0.7)]],
+    ['RMSNorm', rmsNorm, [seq(2 * 3 * 16).reshape([2, 3, 16]), seq(16, 0.3)]],
+  ];
+  for (const [name, f, args] of cases) {
+    it(`${name} and its gradient: one row kernel each way, equal to eager`, () => {
+      const c = jit(f).lower(...args).compile();
+      expect(c.stats.rowFusions).toBe(1);
+      expect(c.stats.fusedKernels).toBe(1);
+      expectAllclose(c.call(args)[0], f(...args), { rtol: 1e-5, atol: 1e-6 });
+      const loss = (...a: any[]) => np.sum(np.sin(f(...a)));
+      const g = jit(grad(loss)).lower(...args).compile();
+      expect(g.stats.rowFusions).toBeGreaterThanOrEqual(1);
+      expectAllclose(g.call(args)[0], grad(loss)(...args), { rtol: 1e-4, atol: 1e-5 });
+      const unfused = jit(grad(loss)).lower(...args).compile({ rowFusion: false });
+      expect(g.costAnalysis().bytesAccessed).toBeLessThan(unfused.costAnalysis().bytesAccessed);
+    });
+  }
+
+  it('fuses log-softmax with the loss reduction that follows it (a row-reduction root)', () => {
+    const logits = seq(8 * 12).reshape([8, 12]);
+    const onehot = nn.oneHot(np.array(Array.from({ length: 8 }, (_, i) => i % 12), 'int32'), 12);
+    const f = (l: any, t: any) => np.sum(np.multiply(nn.logSoftmax(l), t), { axis: -1 });
+    const c = jit(f).lower(logits, onehot).compile();
+    expect(c.stats.rowFusions).toBe(1);
+    expect(c.asText()).toMatch(/f32\[8\]\{0\} fusion\(.*kind=kRow/);
+    expectAllclose(c.call([logits, onehot])[0], f(logits, onehot), { rtol: 1e-5, atol: 1e-6 });
+    const exe = buildExecutable(jit(f).lower(logits, onehot).compile().module, 'f');
+    expect(exe.stats.rowFusions).toBe(1);
+  });
+});
+
+describe('row kernel indexing', () => {
+  it('reads a per-column scale as in[j] and a per-row input as in[row], without coordinates', () => {
+    const b = new B();
+    const x = b.param(f32(3, 4));
+    const g = b.param(f32(4));
+    const r = b.param(f32(3));
+    const s = b.op('reduce_sum', [x], { axes: [1] });
+    const xs = b.op('mul', [x, b.op('broadcast_in_dim', [s], { shape: [3, 4], broadcastDimensions: [0] })]);
+    const gb = b.op('broadcast_in_dim', [g], { shape: [3, 4], broadcastDimensions: [1] });
+    const rb = b.op('broadcast_in_dim', [r], { shape: [3, 4], broadcastDimensions: [0] });
+    const c = b.out(b.op('add', [b.op('mul', [xs, gb]), rb]));
+    expect(fuseRows(c)).toBe(1);
+    dce(c);
+    const body = c.instructions.find((i) => i.opcode === 'fusion')!.called[0];
+    const { source } = rowKernelSource(body);
+    expect(source).not.toContain('const c0');
+    expect(source).toMatch(/in\d\[j\]/);
+    expect(source).toMatch(/in\d\[row\]/);
+    const [xv, gv, rv] = [seq(12).reshape([3, 4]), seq(4, 0.5), seq(3, 0.9)];
+    const out = new Float32Array(12);
+    const ins = body.params.map((p) => [xv, gv, rv][[x, g, r].indexOf(c.instructions.find((i) => i.opcode === 'fusion')!.operands[p.paramIndex])].dataSync());
+    compileRowKernel(body)(ins, out, 12);
+    const want = np.add(np.multiply(np.multiply(xv, np.sum(xv, { axis: 1, keepdims: true })), gv), np.expandDims(rv, 1));
+    expectAllclose(np.array(out).reshape([3, 4]), want, { rtol: 1e-6 });
+  });
+});
+
+describe('multi-output row fusion', () => {
+  it('a member also used after the root leaves the fusion as an extra output', () => {
+    const f = (x: any) => {
+      const e = np.exp(x);
+      const p = np.divide(e, np.sum(e, { axis: -1, keepdims: true }));
+      return [p, np.sin(e), np.mean(e, { axis: -1 })];
+    };
+    const x = seq(4 * 9).reshape([4, 9]);
+    const c = jit(f).lower(x).compile();
+    const row = c.module.entry.instructions.find((i) => i.opcode === 'fusion' && i.params.kind === 'kRow')!;
+    expect(row.isTuple).toBe(true);
+    expect(row.shapes.map((s) => s.shape)).toContainEqual([4, 9]); // exp(x), read again by sin
+    expect(rowKernelSource(row.called[0]).source).toMatch(/o0\[i\] = /);
+    expect(c.asText()).toMatch(/\(f32\[4,9\]\{1,0\}, f32\[4,9\]\{1,0\}.*\) fusion\(.*kind=kRow/);
+    const got = c.call([x]);
+    const want = f(x);
+    got.forEach((g, k) => expectAllclose(g, want[k], { rtol: 1e-6, atol: 1e-7 }));
+    const text = c.asStableHlo();
+    expect(text).not.toContain('fusion');
+  });
+
+  it('a training step fuses the forward softmax too (exp and sum leave as extra outputs for the backward pass)', () => {
+    const x = seq(6 * 10).reshape([6, 10]);
+    const w = seq(10 * 10, 0.3).reshape([10, 10]);
+    const g = seq(10, 0.7);
+    for (const fwd of [(a: any) => nn.softmax(a), (a: any) => nn.softmax(np.multiply(a, 0.5))]) {
+      const loss = (a: any, m: any) => np.sum(np.tanh(np.matmul(fwd(a), m)));
+      const c = jit(grad(loss)).lower(x, w).compile();
+      const multi = c.module.entry.instructions.filter((i) => i.opcode === 'fusion' && i.params.kind === 'kRow' && i.isTuple);
+      expect(multi.length).toBe(1);
+      expect(multi[0].shapes).toHaveLength(3); // softmax, exp and the row sums
+      expectAllclose(c.call([x, w])[0], grad(loss)(x, w), { rtol: 1e-5, atol: 1e-6 });
+    }
+  });
+});
