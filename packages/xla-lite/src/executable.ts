@@ -34,7 +34,7 @@ type Step =
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[] }
   | { kind: 'wasm'; out: number; step: WasmStep }
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown }
-  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[] };
+  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
@@ -79,7 +79,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         const dotIns = parts.dotOperands.map((p) => ins[p]);
         const epiIns = parts.epilogueOperands.map((p) => ins[p]);
         const kernel = compileFusionKernel(i, parts.epilogue);
-        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1) };
+        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1), wasm: wasmProgram?.epilogues.get(i) };
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
@@ -141,6 +141,10 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           s.dotBuf.fill(null as never);
           const sh = s.inst.shape;
           const acc = toStorage(d) as Float32Array;
+          if (s.wasm) {
+            vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
+            break;
+          }
           s.buf[0] = acc;
           for (let j = 0; j < s.epiIns.length; j++) s.buf[j + 1] = toStorage(vals[s.epiIns[j]] as Array) as ArrayLike<number>;
           s.kernel(s.buf, acc, acc.length);
@@ -164,7 +168,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     if (donating) donor.land(res, args);
     return res;
   };
-  const wasmKernels = steps.filter((s) => s.kind === 'wasm').length;
+  const wasmKernels = steps.filter((s) => s.kind === 'wasm' || (s.kind === 'output' && s.wasm)).length;
   const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmKernels;
   const primitiveOps = steps.filter((s) => s.kind === 'prim').length;
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);

@@ -3,7 +3,7 @@
 // scalars, broadcasts of every kind, empty arrays), fused reductions over leading and trailing
 // axes, bool compares and selects; results independent of the thread count; and the arena
 // (reused across calls and between temporaries) never corrupting arrays already returned.
-import { type Array, np } from '@tpukit/core';
+import { type Array, nn, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildExecutable, type Compiled, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
@@ -189,6 +189,31 @@ describe('WebAssembly kernels agree with the JavaScript kernels and eager execut
     const m = np.greater(rand([5, 7], 3), 0);
     const both = compileBoth(g, [m, x]);
     expectAllclose(both.wasm.call([m, x])[0], both.js.call([m, x])[0], { rtol: 1e-6, atol: 0 });
+  });
+});
+
+describe('dot epilogues (kOutput fusions) as wasm kernels', () => {
+  it('matmul + bias + gelu / + residual: the epilogue runs in wasm over the dot result, equal to JS and eager', () => {
+    const mlp = (x: Array, w: Array, b: Array) => nn.gelu(np.add(np.matmul(x, w), b));
+    const residual = (x: Array, w: Array, b: Array) => np.add(np.multiply(np.tanh(np.matmul(x, w)), b), x);
+    for (const [f, shapes] of [
+      [mlp, [[37, 19], [19, 23], [23]]],
+      [residual, [[16, 16], [16, 16], [16]]],
+      [mlp, [[130, 64], [64, 130], [130]]],
+    ] as [Fn, number[][]][]) {
+      const args = shapes.map((sh, k) => np.multiply(rand(sh, k + 11), 0.3));
+      const { js, wasm } = compileBoth(f, args);
+      expect(wasm.stats.outputFusions).toBe(1);
+      expect(wasm.stats.wasmKernels).toBe(1);
+      expect(js.stats.wasmKernels).toBe(0);
+      const a = wasm.call(args)[0];
+      expectAllclose(a, js.call(args)[0], { rtol: 1e-5, atol: 1e-6 });
+      expectAllclose(a, f(...args), { rtol: 1e-5, atol: 1e-6 });
+      // A second call with other inputs does not change the first result.
+      const snap = Float32Array.from(a.dataSync() as Float32Array);
+      wasm.call(args.map((x) => np.multiply(x, -2)));
+      expect(a.dataSync()).toEqual(snap);
+    }
   });
 });
 

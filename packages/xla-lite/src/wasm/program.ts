@@ -24,6 +24,7 @@
 import { type Array, fromStorage, lax, toStorage, wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
+import { splitOutputFusion } from '../passes/outputFusion';
 import { emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion } from './emitKernel';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 
@@ -58,6 +59,8 @@ export interface WasmStep {
   readonly parallel: boolean;
   readonly inputs: readonly Staged[];
   readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean };
+  /** For a dot epilogue: where the dot's result is copied in (else -1). */
+  readonly acc: number;
 }
 
 let nextId = 1;
@@ -69,6 +72,8 @@ export class WasmProgram implements PoolProgram {
   readonly id = nextId++;
   sentTo = 0;
   readonly steps = new Map<HloInstruction, WasmStep>();
+  /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
+  readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
   private readonly stamps: Int32Array;
   private readonly f32: Float32Array;
@@ -99,18 +104,30 @@ export class WasmProgram implements PoolProgram {
       const p = planFusion(i.called[0]);
       if (p) plans.set(i, p);
     }
-    if (plans.size === 0) return null;
+    // Dot epilogues (kOutput): the dot runs as its core primitive; its result is copied into a
+    // region of its own, the epilogue runs there in place and the result is copied back into
+    // the dot's buffer (which the executable then returns, as with the JavaScript epilogue).
+    const epilogues = new Map<HloInstruction, { plan: FusionPlan; operands: HloInstruction[] }>();
+    for (const i of c.instructions) {
+      if (i.opcode !== 'fusion' || (i.params as { kind?: string }).kind !== 'kOutput') continue;
+      const parts = splitOutputFusion(i.called[0]);
+      const p = planFusion(parts.epilogue);
+      if (p && p.kind === 'loop') epilogues.set(i, { plan: p, operands: parts.epilogueOperands.map((k) => i.operands[k]) });
+    }
+    if (plans.size === 0 && epilogues.size === 0) return null;
+    const reads = (u: HloInstruction | null): boolean => u !== null && (plans.has(u) || epilogues.has(u));
     const index = new Map(c.instructions.map((i, k) => [i, k]));
     const root = (i: HloInstruction): HloInstruction => (i.opcode === 'reshape' ? root(i.operands[0]) : i);
     // Values the arena holds: wasm fusion outputs and the defining values of what they read.
     const staged = new Set<HloInstruction>();
-    for (const f of plans.keys())
-      for (const o of f.operands) {
+    const readOperands = (f: HloInstruction): HloInstruction[] => epilogues.get(f)?.operands ?? f.operands;
+    for (const f of [...plans.keys(), ...epilogues.keys()])
+      for (const o of readOperands(f)) {
         const r = root(o);
         if (!plans.has(r) && r.opcode !== 'parameter' && r.opcode !== 'constant' && r.opcode !== 'get-tuple-element' && !r.isTuple) staged.add(r);
       }
     // Only reads by wasm kernels keep a value in the arena: others read a copied-out array.
-    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || staged.has(i), counts: (user) => user !== null && plans.has(user), alignment: ALIGN });
+    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || staged.has(i), counts: reads, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
     const place = (i: HloInstruction, bytes: number): number => {
@@ -129,10 +146,14 @@ export class WasmProgram implements PoolProgram {
       if (k === undefined) keys.set(i, (k = keys.size));
       return k;
     };
-    const layouts: { inst: HloInstruction; plan: FusionPlan; at: KernelAddresses; inputs: Staged[] }[] = [];
-    for (const [f, plan] of plans) {
+    const layouts: { inst: HloInstruction; plan: FusionPlan; at: KernelAddresses; inputs: Staged[]; acc: number }[] = [];
+    const kernels: [HloInstruction, FusionPlan][] = [...plans, ...[...epilogues].map(([f, e]): [HloInstruction, FusionPlan] => [f, e.plan])];
+    for (const [f, plan] of kernels) {
       const inputs: Staged[] = [];
-      const params: ParamSource[] = f.operands.map((o) => {
+      const epi = epilogues.get(f);
+      // An epilogue's parameter 0 is the dot's result, in a region of its own that it overwrites.
+      const acc = epi ? place(f, bytesOf(f.shape)) : -1;
+      const sources = (o: HloInstruction): ParamSource => {
         const r = root(o);
         const n = numel(o.shape);
         const bool = o.shape.dtype === 'bool';
@@ -148,9 +169,10 @@ export class WasmProgram implements PoolProgram {
         const at = slot ? slot.offset : place(r.opcode === 'parameter' ? r : o, bytesOf(o.shape));
         inputs.push({ val: index.get(o)!, key: keyOf(slot || r.opcode === 'parameter' ? r : o), addr: at, n, bool });
         return { addr: at };
-      });
-      const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0;
-      layouts.push({ inst: f, plan, at: { params, out: ba.slots.get(f)!.offset, scratch }, inputs });
+      };
+      const params: ParamSource[] = epi ? [{ addr: acc }, ...epi.operands.map(sources)] : f.operands.map(sources);
+      const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0; // (epilogues are loops: no scratch)
+      layouts.push({ inst: f, plan, at: { params, out: epi ? acc : ba.slots.get(f)!.offset, scratch }, inputs, acc });
     }
     const bytes = top + 64;
     const pages = Math.max(1, Math.ceil(bytes / 65536));
@@ -177,17 +199,24 @@ export class WasmProgram implements PoolProgram {
       const outBool = l.inst.shape.dtype === 'bool';
       const outBytes = bytesOf(l.inst.shape);
       // In place over an operand of another element size: threads would race; run on one.
-      const mixed = l.inputs.some((s) => s.addr === out && s.bool !== outBool) || l.at.params.some((p, j) => 'addr' in p && p.addr === out && l.inst.operands[j].shape.dtype !== l.inst.shape.dtype);
-      prog.steps.set(l.inst, {
+      const mixed = l.inputs.some((s) => s.addr === out && s.bool !== outBool) || l.at.params.some((p, j) => 'addr' in p && p.addr === out && l.plan.body.params[j].shape.dtype !== l.inst.shape.dtype);
+      (l.acc >= 0 ? prog.epilogues : prog.steps).set(l.inst, {
         fn: k,
         kernel: inst.exports[`k${k}`] as (lo: number, hi: number) => void,
         items: l.plan.items,
         parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
         inputs: l.inputs,
-        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: l.acc >= 0 || users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
+        acc: l.acc,
       });
     });
     return prog;
+  }
+
+  /** Runs a dot epilogue over the dot's result `acc` (float32 storage), in place; returns the result Array (sharing `acc`). */
+  runEpilogue(s: WasmStep, acc: Float32Array, vals: readonly (Array | Array[] | null)[]): Array {
+    this.f32.set(acc, s.acc / 4);
+    return this.run(s, vals, acc)!;
   }
 
   /** Starts a call: values staged in earlier calls are stale. */
