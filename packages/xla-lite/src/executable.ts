@@ -168,8 +168,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     if (donating) donor.land(res, args);
     return res;
   };
-  const wasmKernels = steps.filter((s) => s.kind === 'wasm' || (s.kind === 'output' && s.wasm)).length;
-  const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmKernels;
+  const wasmSteps = steps.filter((s) => s.kind === 'wasm').length;
+  const wasmKernels = wasmSteps + steps.filter((s) => s.kind === 'output' && s.wasm).length;
+  const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmSteps;
   const primitiveOps = steps.filter((s) => s.kind === 'prim').length;
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
