@@ -215,6 +215,26 @@ describe('dot epilogues (kOutput fusions) as wasm kernels', () => {
       expect(a.dataSync()).toEqual(snap);
     }
   });
+
+  it('a wasm kernel reading an epilogue result reads it from the arena', () => {
+    const f = (x: Array, w: Array, b: Array) => {
+      const h = nn.gelu(np.add(np.matmul(x, w), b));
+      return [h, np.sum(np.multiply(h, h), { axis: -1 })] as unknown as Array;
+    };
+    const args = [rand([21, 13], 1), rand([13, 18], 2), rand([18], 3)].map((x) => np.multiply(x, 0.3));
+    const { js, wasm } = compileBoth(f as Fn, args);
+    expect(wasm.stats.outputFusions).toBe(1);
+    expect(wasm.stats.wasmKernels).toBe(2);
+    const want = f(...args) as unknown as Array[];
+    for (let round = 0; round < 2; round++) {
+      const got = wasm.call(args);
+      const ref = js.call(args);
+      got.forEach((g, k) => {
+        expectAllclose(g, ref[k], { rtol: 1e-5, atol: 1e-6 });
+        expectAllclose(g, want[k], { rtol: 1e-5, atol: 1e-6 });
+      });
+    }
+  });
 });
 
 describe('fallback to the JavaScript kernels', () => {

@@ -104,9 +104,10 @@ export class WasmProgram implements PoolProgram {
       const p = planFusion(i.called[0]);
       if (p) plans.set(i, p);
     }
-    // Dot epilogues (kOutput): the dot runs as its core primitive; its result is copied into a
-    // region of its own, the epilogue runs there in place and the result is copied back into
-    // the dot's buffer (which the executable then returns, as with the JavaScript epilogue).
+    // Dot epilogues (kOutput): the dot runs as its core primitive; its result is copied into
+    // the fusion's arena buffer, the epilogue runs there in place and the result is copied
+    // back into the dot's buffer (which the executable returns, as with the JavaScript
+    // epilogue); wasm kernels reading the fusion read its arena buffer.
     const epilogues = new Map<HloInstruction, { plan: FusionPlan; operands: HloInstruction[] }>();
     for (const i of c.instructions) {
       if (i.opcode !== 'fusion' || (i.params as { kind?: string }).kind !== 'kOutput') continue;
@@ -124,10 +125,10 @@ export class WasmProgram implements PoolProgram {
     for (const f of [...plans.keys(), ...epilogues.keys()])
       for (const o of readOperands(f)) {
         const r = root(o);
-        if (!plans.has(r) && r.opcode !== 'parameter' && r.opcode !== 'constant' && r.opcode !== 'get-tuple-element' && !r.isTuple) staged.add(r);
+        if (!plans.has(r) && !epilogues.has(r) && r.opcode !== 'parameter' && r.opcode !== 'constant' && r.opcode !== 'get-tuple-element' && !r.isTuple) staged.add(r);
       }
     // Only reads by wasm kernels keep a value in the arena: others read a copied-out array.
-    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || staged.has(i), counts: reads, alignment: ALIGN });
+    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || epilogues.has(i) || staged.has(i), counts: reads, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
     const place = (i: HloInstruction, bytes: number): number => {
@@ -151,14 +152,15 @@ export class WasmProgram implements PoolProgram {
     for (const [f, plan] of kernels) {
       const inputs: Staged[] = [];
       const epi = epilogues.get(f);
-      // An epilogue's parameter 0 is the dot's result, in a region of its own that it overwrites.
-      const acc = epi ? place(f, bytesOf(f.shape)) : -1;
+      // An epilogue's parameter 0 is the dot's result, copied into the fusion's own buffer,
+      // which the epilogue overwrites in place.
+      const acc = epi ? ba.slots.get(f)!.offset : -1;
       const sources = (o: HloInstruction): ParamSource => {
         const r = root(o);
         const n = numel(o.shape);
         const bool = o.shape.dtype === 'bool';
         if (r.opcode === 'constant' && n === 1) return { imm: toStorage(r.literal!)[0] as number };
-        if (plans.has(r)) return { addr: ba.slots.get(r)!.offset };
+        if (plans.has(r) || epilogues.has(r)) return { addr: ba.slots.get(r)!.offset };
         if (r.opcode === 'constant') {
           const addr = place(r, bytesOf(r.shape));
           if (!constants.some((x) => x.addr === addr)) constants.push({ addr, lit: r.literal! });
