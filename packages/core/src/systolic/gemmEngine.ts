@@ -36,6 +36,12 @@ export interface ParallelJob {
   packs: readonly PackJob[];
   edges: () => void;
   overlap?: () => void;
+  /**
+   * Optional: takes output rows [r0, r1) of the accumulator (padded row indices, in increasing
+   * order, each row once) as soon as they are final, so the runner can copy them out while other
+   * threads still multiply.
+   */
+  rows?: (r0: number, r1: number) => void;
 }
 
 /** Runs one product over several threads; false when it could not (the caller runs it alone). */
@@ -129,6 +135,10 @@ export class GemmEngine {
    * `prepare` (optional) is work the sink can use but need not, such as allocating and
    * touching the output array: with a thread pool the calling thread does it while the workers
    * multiply (the first product of a batch only); without one it is not called.
+   *
+   * `rowsReady` (optional, first product of a batch, thread pool only) receives accumulator rows
+   * [r0, r1) (r1 <= M) as soon as they are final, in increasing order, before the sink is
+   * called for that product; the sink then only needs the rows it was not given.
    */
   batchedProduct(
     a: OperandView,
@@ -141,6 +151,7 @@ export class GemmEngine {
     op: string,
     sink: (batch: number, c: number, ldc: number) => void,
     prepare?: () => void,
+    rowsReady?: (c: number, ldc: number, r0: number, r1: number) => void,
   ): void {
     const { mr, unroll } = this.shape;
     const nr = this.nr;
@@ -192,7 +203,10 @@ export class GemmEngine {
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
       // With a thread pool, the calling thread stages while the others pack the chunks already
       // staged; then every thread packs, then takes GEMM tiles from a shared counter.
-      if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined }))) {
+      const rows = bi === 0 && rowsReady ? (r0: number, r1: number): void => {
+        if (Math.min(r1, M) > r0) rowsReady(cp / 4, np, r0, Math.min(r1, M));
+      } : undefined;
+      if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows }))) {
         hostPack();
         // One thread: copy a chunk, pack it while its source is still in cache.
         for (const j of packs) {

@@ -38,6 +38,9 @@ const STAGED = 7; // byte address below which the operands are staged (see packP
 const JOB = 8; // ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers
 const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis
 const PACK_SLOTS = 13;
+const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
+const MAX_WORKERS = 255;
+const NONE = 0x7fffffff; // CUR of a worker with no tile left
 
 /** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
 const SPIN = 4000;
@@ -81,7 +84,12 @@ for (;;) {
       for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
       while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
       const tiles = c[${JOB} + 9], cols = c[${JOB} + 8];
-      for (let t = Atomics.add(c, ${TILE_NEXT}, 1); t < tiles; t = Atomics.add(c, ${TILE_NEXT}, 1)) {
+      // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
+      for (;;) {
+        Atomics.store(c, ${CUR} + id, Atomics.load(c, ${TILE_NEXT}));
+        const t = Atomics.add(c, ${TILE_NEXT}, 1);
+        if (t >= tiles) break;
+        Atomics.store(c, ${CUR} + id, t);
         const r = (t / cols) | 0;
         const i0 = r * c[${JOB} + 6], j0 = (t - r * cols) * c[${JOB} + 7];
         gemm(c[${JOB}], c[${JOB} + 1], c[${JOB} + 2], c[${JOB} + 3], c[${JOB} + 4], c[${JOB} + 5], i0, Math.min(c[${JOB} + 3], i0 + c[${JOB} + 6]), j0, Math.min(c[${JOB} + 4], j0 + c[${JOB} + 7]));
@@ -91,6 +99,7 @@ for (;;) {
       Atomics.notify(c, ${PACK_DONE});
     }
   }
+  Atomics.store(c, ${CUR} + id, ${NONE});
   Atomics.add(c, ${DONE}, 1);
   Atomics.notify(c, ${DONE});
 }
@@ -140,7 +149,7 @@ const MIN_TILES_PER_THREAD = 4;
 
 class Pool {
   readonly workers: NodeWorker[] = [];
-  readonly control = new Int32Array(new SharedArrayBuffer(4 * (PACKS + 2 * PACK_SLOTS)));
+  readonly control = new Int32Array(new SharedArrayBuffer(4 * (CUR + MAX_WORKERS)));
   private module: WasmModule;
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
@@ -162,7 +171,11 @@ class Pool {
     }
   }
 
-  /** Runs `job` on this thread and `threads - 1` workers. */
+  /**
+   * Runs `job` on this thread and `threads - 1` workers. With `job.rows`, this thread hands over
+   * each band of output rows as soon as all its tiles are computed (between its own tiles and
+   * while it waits for the workers' last ones), so copying the output overlaps the product.
+   */
   run(job: ParallelJob, threads: number): void {
     const { mr, mc } = this.engine.shape;
     const nr = this.engine.nr;
@@ -206,6 +219,7 @@ class Pool {
     Atomics.store(c, TILE_NEXT, 0);
     Atomics.store(c, GATE, 0);
     Atomics.store(c, STAGED, stager.staged);
+    for (let w = 0; w < this.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
     Atomics.add(c, GEN, 1);
     Atomics.notify(c, GEN);
 
@@ -242,8 +256,16 @@ class Pool {
     // Open the gate whatever happened, so that no worker is left waiting.
     Atomics.store(c, GATE, 1);
     Atomics.notify(c, GATE);
+    const all = this.workers.length;
+    const tiles = c[JOB + 9];
+    // Output rows handed to job.rows so far (in whole tile rows).
+    let bands = 0;
+    const bandsDone = (): number => {
+      let below = Atomics.load(c, TILE_NEXT);
+      for (let w = 0; w < all; w++) below = Math.min(below, Atomics.load(c, CUR + w));
+      return Math.floor(Math.min(below, tiles) / colTiles);
+    };
     if (!failed && Atomics.load(c, ERR) === 0) {
-      const tiles = c[JOB + 9];
       try {
         job.overlap?.();
         for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
@@ -251,16 +273,37 @@ class Pool {
           const i0 = r * tileRows;
           const j0 = (t - r * colTiles) * tileCols;
           e.exports.gemm(ap, bp, cp, mp, np, kp, i0, Math.min(mp, i0 + tileRows), j0, Math.min(np, j0 + tileCols));
+          if (job.rows) {
+            const done = bandsDone();
+            if (done > bands) job.rows(bands * tileRows, (bands = done) * tileRows);
+          }
+        }
+        // No tile left for this thread: hand out the rows the workers finish while it waits for
+        // them (polling; after SPIN polls without progress it sleeps until they are all done).
+        if (job.rows) {
+          for (let idle = 0; bands < rowTiles && idle < SPIN && Atomics.load(c, DONE) < all && Atomics.load(c, ERR) === 0; idle++) {
+            const done = bandsDone();
+            if (done > bands) {
+              job.rows(bands * tileRows, (bands = done) * tileRows);
+              idle = 0;
+            }
+          }
         }
       } catch (err) {
         failed = err;
       }
     }
-    const all = this.workers.length;
     for (;;) {
       const done = this.poll(DONE, all);
       if (done >= all) break;
       Atomics.wait(c, DONE, done);
+    }
+    if (job.rows && !failed && Atomics.load(c, ERR) === 0 && bands < rowTiles) {
+      try {
+        job.rows(bands * tileRows, rowTiles * tileRows);
+      } catch (err) {
+        failed = err;
+      }
     }
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
