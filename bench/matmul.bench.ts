@@ -9,12 +9,51 @@
  * jax-js (@jax-js/jax, its 'wasm' backend) is a second peer for the square f32 case. It runs in
  * Node 20 once a `navigator` global exists (Node 20 has none; jax-js probes navigator.gpu while
  * initialising), so a minimal one is defined before it is imported, and `init('wasm')` is used.
+ *
+ * On a shared machine set QUIET (e.g. QUIET=0.9): each round then starts only once the whole
+ * machine was at least that fraction idle over 0.4 s (Linux /proc/stat), waiting at most
+ * QUIET_WAIT seconds (default 120); the idle fractions and load averages seen are printed.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-wasm';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { type Array as TArray, type DType, lax, np, systolic, withBackend } from '@tpukit/core';
 
 const RUNS = Number(process.env.RUNS ?? 9);
+const QUIET = Number(process.env.QUIET ?? 0);
+const QUIET_WAIT_MS = Number(process.env.QUIET_WAIT ?? 120) * 1000;
+
+/** Idle and total jiffies of all cores (Linux), or null elsewhere. */
+function cpuJiffies(): { idle: number; total: number } | null {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) };
+  } catch {
+    return null;
+  }
+}
+
+/** What the QUIET waits saw: idle fractions and 1-minute load averages at the start of rounds. */
+const quietSeen: { idle: number[]; load: number[] } = { idle: [], load: [] };
+
+/** With QUIET set, waits until the machine was at least QUIET idle over 0.4 s (or QUIET_WAIT passes). */
+async function waitQuiet(): Promise<void> {
+  if (!(QUIET > 0)) return;
+  const t0 = Date.now();
+  for (;;) {
+    const a = cpuJiffies();
+    await new Promise((r) => setTimeout(r, 400));
+    const b = cpuJiffies();
+    if (!a || !b) return;
+    const idle = (b.idle - a.idle) / Math.max(1, b.total - a.total);
+    if (idle >= QUIET || Date.now() - t0 > QUIET_WAIT_MS) {
+      quietSeen.idle.push(idle);
+      quietSeen.load.push(Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]));
+      return;
+    }
+  }
+}
 
 function median(v: number[]): number {
   const s = v.slice().sort((a, b) => a - b);
@@ -34,6 +73,7 @@ async function interleaved(fns: Array<() => void | Promise<void>>, runs = RUNS, 
   const times = fns.map(() => [] as number[]);
   const cpu = fns.map(() => [] as number[]);
   for (let r = 0; r < runs; r++) {
+    await waitQuiet();
     for (let i = 0; i < fns.length; i++) {
       const c0 = process.cpuUsage();
       const t0 = performance.now();
@@ -111,7 +151,7 @@ async function main(): Promise<void> {
   await tf.ready();
   const cores = systolic.getNumThreads();
   const relaxed = systolic.backend.usesRelaxedSimd;
-  console.log(`matmul benchmark: medians of ${RUNS} interleaved runs; ${cores} cores; tpukit ${relaxed ? 'relaxed-SIMD FMA' : 'plain SIMD'}; tfjs-wasm ${tf.version_core}`);
+  console.log(`matmul benchmark: medians of ${RUNS} interleaved runs; ${cores} cores; tpukit ${relaxed ? 'relaxed-SIMD FMA' : 'plain SIMD'}; tfjs-wasm ${tf.version_core}; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
 
   // 1. f32 1024^3, one thread, vs tfjs-wasm.
   systolic.setNumThreads(1);
@@ -165,6 +205,10 @@ async function main(): Promise<void> {
     console.log(`    ${name.padEnd(34)} tpukit ${fmt(g)} GFLOP/s (square/this ${squareOverThis.toFixed(2)}x, by CPU time ${squareOverThisCpu.toFixed(2)}x)   tfjs-wasm ${fmt(gflops(m, k, nn, r4.ms[2]))}   ratio ${vsTfjs.toFixed(2)}x`);
   }
   systolic.setNumThreads(cores);
+  if (quietSeen.idle.length > 0) {
+    const range = (v: number[]): string => `${Math.min(...v).toFixed(2)}-${Math.max(...v).toFixed(2)}`;
+    console.log(`\nQUIET=${QUIET}: rounds started at machine idle ${range(quietSeen.idle)} (load average ${range(quietSeen.load)})`);
+  }
 }
 
 await main();

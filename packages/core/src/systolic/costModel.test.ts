@@ -79,6 +79,71 @@ describe('gemmCycles', () => {
     expect(g.mappingEfficiency).toBeCloseTo(42 / 64, 12);
   });
 
+  // Layers hand-simulated through SCALE-Sim v2's code (scalesim-project/scale-sim-v2:
+  // systolic_compute_ws.py at 11a8413, _os.py at 0b80b27, _is.py at 1f53104; the report from
+  // single_layer_sim.py calc_report_data and double_buffered_scratchpad_mem.py
+  // service_memory_requests). A GEMM layer "M, N, K" becomes the conv [ifmap M x K, filter 1 x K,
+  // 1 channel, N filters] (topology_utils.py load_arrays_gemm), so the operand matrices are
+  // ifmap [M, K], filter [K, N], ofmap [M, N]. Folds are visited col fold outer, row fold inner.
+  // skew_matrix(rows x cols) appends cols - 1 rows. With no stalls, demand row i is serviced at
+  // cycle i, so the report's Total Cycles is the last row's index: demand rows - 1.
+  it('reproduces hand-simulated SCALE-Sim layers, report columns included', () => {
+    const layer = (dataflow: 'ws' | 'os' | 'is', rows: number, cols: number, m: number, n: number, k: number) =>
+      gemmCycles({ m, k, n }, { rows, cols, dataflow, model: 'scalesim' });
+
+    // ws, 2x2 array, M=3 N=2 K=2: Sr = ifmap cols = K = 2, Sc = filter cols = N = 2, T = ifmap
+    // rows = M = 3; one fold. ifmap demand: prefix arr_row (2) + T (3) + suffix arr_col-1 (1) = 6
+    // rows, skewed over 2 columns -> 7. filter: 2 weight rows + suffix arr_row+arr_col+T-2 (5) = 7,
+    // no skew. ofmap: prefix 2*arr_row-1 (3) + T (3) = 6, skewed over 2 columns -> 7. 7 demand
+    // rows: Total Cycles 6. compute_util_this_fold: cycles_this_fold = filter rows 7 + arr_col 2 - 1
+    // = 8, mac_used = 2*2, so 4*3 / (4*8) = 0.375. Overall util = 3*2*2 / (6*4) = 50%.
+    let g = layer('ws', 2, 2, 3, 2, 2);
+    expect(g).toMatchObject({ cycles: 7, folds: 1, report: { totalCycles: 6, stallCycles: 0, mappingEfficiencyPct: 100 } });
+    expect(g.report!.computeUtilPct).toBeCloseTo(37.5, 12);
+    expect(g.report!.overallUtilPct).toBeCloseTo(50, 12);
+
+    // ws, 4x4 array, M=5 N=7 K=6: Sr=6 (2 row folds: 4, 2 rows used), Sc=7 (2 col folds: 4, 3),
+    // T=5. Per fold: ifmap 4+5+3 = 12 -> skew over 4 -> 15; filter 4 + (4+4+5-2) = 15; ofmap
+    // 7+5 = 12 -> skew over 4 -> 15. 4 folds x 15 = 60 rows: Total Cycles 59. Used cells in visit
+    // order (fc, fr): 16, 8, 12, 6 = 42 of 64; cycles_this_fold = 15 + 4 - 1 = 18, so compute
+    // util = mean(used*5/(16*18)) = 42*5/(4*16*18); overall = 5*7*6/(59*16).
+    g = layer('ws', 4, 4, 5, 7, 6);
+    expect(g).toMatchObject({ cycles: 60, folds: 4, report: { totalCycles: 59 } });
+    expect(g.report!.computeUtilPct).toBeCloseTo((100 * 42 * 5) / (4 * 16 * 18), 12);
+    expect(g.report!.mappingEfficiencyPct).toBeCloseTo((100 * 42) / 64, 12);
+    expect(g.report!.overallUtilPct).toBeCloseTo((100 * 210) / (59 * 16), 12);
+
+    // os, 2 rows x 3 cols, M=3 N=4 K=5: Sr = ifmap rows = M = 3 (folds of 2, 1 rows), Sc = N = 4
+    // (folds of 3, 1 cols), T = K = 5. Per fold: ifmap T (5) + suffix arr_col-1 (2) = 7 -> skew
+    // over arr_row 2 -> 8; filter T (5) + suffix arr_row-1 (1) = 6 -> skew over 3 -> 8; ofmap
+    // prefix T-1 (4) + arr_row (2) = 6 -> skew over 3 -> 8. 4 folds x 8 = 32: Total Cycles 31.
+    // cycles_this_fold = ofmap rows before the skew (6) + 3 - 1 = 8; used 6, 3, 2, 1 = 12 of 24:
+    // compute util 12*5/(4*6*8) = 31.25%, mapping 50%, overall 3*4*5/(31*6).
+    g = layer('os', 2, 3, 3, 4, 5);
+    expect(g).toMatchObject({ cycles: 32, folds: 4, rowFolds: 2, colFolds: 2, report: { totalCycles: 31 } });
+    expect(g.report!.computeUtilPct).toBeCloseTo(31.25, 12);
+    expect(g.report!.mappingEfficiencyPct).toBeCloseTo(50, 12);
+    expect(g.report!.overallUtilPct).toBeCloseTo((100 * 60) / (31 * 6), 12);
+
+    // is, 3 rows x 2 cols, M=3 N=2 K=4: Sr = ifmap cols = K = 4 (folds of 3, 1), Sc = ifmap rows
+    // = M = 3 (folds of 2, 1), T = filter cols = N = 2. Per fold: ifmap arr_row (3, flipped and
+    // padded) + suffix arr_row+arr_col+T-2 (5) = 8, no skew; filter prefix arr_row (3) + T (2) +
+    // suffix arr_col-1 (1) = 6 -> skew over arr_row 3 -> 8; ofmap prefix 2*arr_row-1 (5) + T (2) =
+    // 7 -> skew over 2 -> 8. 4 folds x 8 = 32: Total Cycles 31. cycles_this_fold = ifmap rows 8
+    // + arr_col 2 - 1 = 9; used (fc, fr) 6, 2, 3, 1 = 12 of 24: compute util 12*2/(4*6*9) = 1/9,
+    // overall 3*2*4/(31*6).
+    g = layer('is', 3, 2, 3, 2, 4);
+    expect(g).toMatchObject({ cycles: 32, folds: 4, report: { totalCycles: 31 } });
+    expect(g.report!.computeUtilPct).toBeCloseTo(100 / 9, 12);
+    expect(g.report!.mappingEfficiencyPct).toBeCloseTo(50, 12);
+    expect(g.report!.overallUtilPct).toBeCloseTo((100 * 24) / (31 * 6), 12);
+
+    // The one layer whose Total Cycles is 0 (SCALE-Sim divides by zero there).
+    expect(layer('os', 1, 1, 1, 1, 1).report).toMatchObject({ totalCycles: 0, overallUtilPct: 100 });
+    // The overlapped model has no SCALE-Sim report.
+    expect(gemmCycles({ m: 3, k: 2, n: 2 }, { rows: 2, cols: 2 }).report).toBeUndefined();
+  });
+
   it("the PE-grid simulator takes exactly the 'scalesim' weight-stationary cycles and computes MXU arithmetic", () => {
     fc.assert(
       fc.property(

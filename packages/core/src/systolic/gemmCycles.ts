@@ -14,7 +14,17 @@
  * is the mean over folds of rowsUsed*colsUsed*T / (rows*cols*foldSpan), with foldSpan the
  * filter (ws) / input (is) / output (os) demand rows plus cols - 1 (2*rows + 2*cols + T - 3 for
  * ws/is, rows + cols + T - 2 for os). These are the formulas the demand-matrix construction in
- * those files yields; `scalesimDemandRows` in the tests rebuilds the matrices to check them.
+ * those files yields; `scalesimFold` in the tests rebuilds the matrices to check them, and
+ * hand-simulated layers pin the numbers.
+ *
+ * `report` gives the row SCALE-Sim writes to COMPUTE_REPORT.csv for the layer when no stall
+ * occurs (scalesim/single_layer_sim.py, calc_report_data): its "Total Cycles" is the cycle stamp
+ * of the last OFMAP demand row (double_buffered_scratchpad_mem.py, service_memory_requests: row i
+ * is issued at cycle i plus the stalls so far, and total_cycles = the last row's stamp), so it is
+ * our `cycles` - 1; "Overall Util %" = 100 * M*N*K / (Total Cycles * rows * cols); "Mapping
+ * Efficiency %" and "Compute Util %" are the per-fold means above, times 100. Stall cycles come
+ * from SCALE-Sim's SRAM/DRAM model (they are 0 when the operands fit in the SRAMs and nothing
+ * misses); SCALE-Sim adds them to Total Cycles, we do not model them.
  *
  * model 'overlapped' (default) is a real MXU: the next stationary tile is loaded while the
  * current one streams (double-buffered weights), so after the first fold each fold starts
@@ -54,6 +64,22 @@ export interface GemmCycles {
   mappingEfficiency: number;
   /** Useful multiply-accumulates: m * k * n. */
   macs: number;
+  /** model 'scalesim' only: SCALE-Sim v2's COMPUTE_REPORT.csv row for this layer, without stalls. */
+  report?: ScalesimReport;
+}
+
+/** The columns of SCALE-Sim v2's COMPUTE_REPORT.csv, for a run without memory stalls. */
+export interface ScalesimReport {
+  /** "Total Cycles": the cycle stamp of the last demand row, `cycles - 1`. */
+  totalCycles: number;
+  /** "Stall Cycles": 0 (memory stalls are not modelled). */
+  stallCycles: 0;
+  /** "Overall Util %": 100 * m*k*n / (totalCycles * rows * cols). */
+  overallUtilPct: number;
+  /** "Mapping Efficiency %": 100 * mappingEfficiency. */
+  mappingEfficiencyPct: number;
+  /** "Compute Util %": 100 * utilization (mean over folds). */
+  computeUtilPct: number;
 }
 
 function checkPositiveInt(op: string, name: string, v: unknown): number {
@@ -103,7 +129,18 @@ export function gemmCycles(dims: GemmDims, cfg: ArrayConfig): GemmCycles {
     const span = dataflow === 'os' ? R + C + t - 2 : 2 * R + 2 * C + t - 3;
     // Every fold has the same span, so the mean utilization is mapped MACs over span cycles.
     const utilization = (mapped * t) / (folds * R * C * span);
-    return { cycles: folds * perFold, utilization, folds, rowFolds, colFolds, mappingEfficiency, macs };
+    const cycles = folds * perFold;
+    // SCALE-Sim divides by its Total Cycles, which is 0 only for m = k = n = 1 under os on a 1x1
+    // array (it raises ZeroDivisionError there); we report 100% for that one MAC.
+    const totalCycles = cycles - 1;
+    const report: ScalesimReport = {
+      totalCycles,
+      stallCycles: 0,
+      overallUtilPct: totalCycles > 0 ? (100 * macs) / (totalCycles * R * C) : 100,
+      mappingEfficiencyPct: 100 * mappingEfficiency,
+      computeUtilPct: 100 * utilization,
+    };
+    return { cycles, utilization, folds, rowFolds, colFolds, mappingEfficiency, macs, report };
   }
   const f = Math.ceil(folds / units);
   const cycles = R + (f - 1) * Math.max(t, R) + t + R + C - 2;

@@ -11,6 +11,7 @@ import { WA, type WasmMemory } from '../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
+import { type PackJob, Stager, chunkCall, planPackJob } from './packPlan';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
 export const MAX_PAGES = 32768;
@@ -20,31 +21,27 @@ export interface GemmExports {
 }
 
 /**
- * One SIMD packing-kernel call over whole panels: `fn` is the kernel's name, `args` its
- * (src, rs, ks, panels, k, kp, dst) and `R` / `esz` the panel height and the source element
- * size, so a runner can split the panels into chunks (panel p reads from src + p*R*rs*esz and
- * writes to dst + p*R*kp*4).
- */
-export interface PackJob {
-  fn: string;
-  args: readonly [number, number, number, number, number, number, number];
-  R: number;
-  esz: number;
-}
-
-/**
- * Everything one product needs, for a runner that spreads it over threads: the TypeScript
- * packing (`hostPack`, calling thread only), the SIMD packing kernels (`packs`, split into
- * panel chunks), the TypeScript edges that must follow the kernels (`edges`, calling thread),
- * then the GEMM over `args`. `overlap` (optional) is calling-thread work the runner does while the
- * other threads multiply (such as allocating the output, see `batchedProduct`).
+ * Everything one product needs, for a runner that spreads it over threads: the staging of the
+ * host operands (`stager`, calling thread only: the host arrays are not shared memory), the
+ * TypeScript packing (`hostPack`, calling thread only), the SIMD packing kernels (`packs`, in
+ * chunks that may run once staging has passed their source), the TypeScript edges that must
+ * follow the kernels (`edges`, calling thread), then the GEMM over `args`. `overlap` (optional)
+ * is calling-thread work the runner does while the other threads multiply (such as allocating
+ * the output, see `batchedProduct`).
  */
 export interface ParallelJob {
   args: GemmArgs;
+  stager: Stager;
   hostPack: () => void;
   packs: readonly PackJob[];
   edges: () => void;
   overlap?: () => void;
+  /**
+   * Optional: takes output rows [r0, r1) of the accumulator (padded row indices, in increasing
+   * order, each row once) as soon as they are final, so the runner can copy them out while other
+   * threads still multiply.
+   */
+  rows?: (r0: number, r1: number) => void;
 }
 
 /** Runs one product over several threads; false when it could not (the caller runs it alone). */
@@ -73,6 +70,10 @@ export class GemmEngine {
   private outScratch = 0;
   /** Set by the thread pool: runs a product (packing included) over several threads. */
   parallel: ParallelRunner | null = null;
+  /** Staging plan of the current product (reused). */
+  private readonly stager = new Stager();
+  /** Kernel arguments of one packing chunk (reused). */
+  private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
@@ -134,6 +135,10 @@ export class GemmEngine {
    * `prepare` (optional) is work the sink can use but need not, such as allocating and
    * touching the output array: with a thread pool the calling thread does it while the workers
    * multiply (the first product of a batch only); without one it is not called.
+   *
+   * `rowsReady` (optional, first product of a batch, thread pool only) receives accumulator rows
+   * [r0, r1) (r1 <= M) as soon as they are final, in increasing order, before the sink is
+   * called for that product; the sink then only needs the rows it was not given.
    */
   batchedProduct(
     a: OperandView,
@@ -146,6 +151,7 @@ export class GemmEngine {
     op: string,
     sink: (batch: number, c: number, ldc: number) => void,
     prepare?: () => void,
+    rowsReady?: (c: number, ldc: number, r0: number, r1: number) => void,
   ): void {
     const { mr, unroll } = this.shape;
     const nr = this.nr;
@@ -168,18 +174,21 @@ export class GemmEngine {
     const cp = align(bp + np * kp * 4);
     this.outScratch = align(cp + mp * np * 4);
     this.ensure(this.outScratch + M * N * 2, op);
-    const u32 = this.u32View;
     const buf = this.memory.buffer;
-    const stage = (v: OperandView, addr: number): OperandView => {
-      if (v.bf16) new Uint16Array(buf, addr, v.bits.length).set(v.bits);
-      else u32.set(v.bits, addr / 4);
-      // Views over the whole memory: the packing addresses elements from the memory's start.
-      return { ...v, bits: v.bf16 ? new Uint16Array(buf) : u32 };
-    };
-    const wa = simdA ? stage(a, srcA) : a;
-    const wb = simdB ? stage(b, srcB) : b;
+    // The staged operands are read through views of the whole memory: the packing addresses
+    // elements from the memory's start. The copying itself is planned by the stager and done
+    // chunk by chunk, interleaved with the packing (see packPlan.ts).
+    const stager = this.stager;
+    stager.reset(buf);
+    const whole = (v: OperandView): OperandView => ({ ...v, bits: v.bf16 ? new Uint16Array(buf) : this.u32View });
+    if (simdA) stager.add(a.bits, srcA);
+    if (simdB) stager.add(b.bits, srcB);
+    const wa = simdA ? whole(a) : a;
+    const wb = simdB ? whole(b) : b;
+    const u32 = this.u32View;
     const args = { ap, bp, cp, mp, np, kp };
     const big = mp * np * kp >= PARALLEL_MIN_WORK;
+    const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
       const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap) : null;
       const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp) : null;
@@ -192,11 +201,22 @@ export class GemmEngine {
         if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp);
       };
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
-      // With a thread pool, every thread packs panel chunks of both operands, then every thread
-      // takes GEMM tiles from a shared counter until none are left.
-      if (!(big && this.parallel && this.parallel({ args, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined }))) {
+      // With a thread pool, the calling thread stages while the others pack the chunks already
+      // staged; then every thread packs, then takes GEMM tiles from a shared counter.
+      const rows = bi === 0 && rowsReady ? (r0: number, r1: number): void => {
+        if (Math.min(r1, M) > r0) rowsReady(cp / 4, np, r0, Math.min(r1, M));
+      } : undefined;
+      if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows }))) {
         hostPack();
-        for (const j of packs) this.packFns[j.fn](...j.args);
+        // One thread: copy a chunk, pack it while its source is still in cache.
+        for (const j of packs) {
+          const fn = this.packFns[j.fn];
+          for (let i = 0; i < j.chunks; i++) {
+            stager.to(chunkCall(j, i, call));
+            fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+          }
+        }
+        stager.to(stager.end);
         edges();
         this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
       }
@@ -228,13 +248,13 @@ export class GemmEngine {
     this.packFns[fn](src, rs, ks, panels, k, kp, dst);
   }
 
-  /** The SIMD kernel call that packs a staged one-pass operand's whole panels / k quads. */
+  /** The SIMD kernel call (in chunks) that packs a staged one-pass operand's whole panels / k quads. */
   private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): PackJob {
     const layout = v.rs === 1 ? 'rc' : 'kc';
     const full = Math.floor(v.rows / R);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
-    return { fn: packFunctionName(layout, R, v.bf16, flush), args: [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz };
+    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, MIN_PACK_CHUNKS);
   }
 
   /**
@@ -255,6 +275,9 @@ export class GemmEngine {
 }
 
 const HI_ONLY = [HI];
+
+/** Packing chunks per operand at least (so up to 4 threads each take several). */
+const MIN_PACK_CHUNKS = 16;
 
 /** Below this many multiply-adds a product runs on the calling thread (dispatch costs more). */
 export const PARALLEL_MIN_WORK = 1 << 21;

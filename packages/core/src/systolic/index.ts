@@ -9,7 +9,7 @@ import { SystolicBackend, type SystolicOptions } from './backend';
 import type { TpuPreset } from './presets';
 
 export { SystolicBackend, type SystolicOptions } from './backend';
-export { type ArrayConfig, type CycleModel, type Dataflow, type GemmCycles, type GemmDims, gemmCycles, operandMapping } from './gemmCycles';
+export { type ArrayConfig, type CycleModel, type Dataflow, type GemmCycles, type GemmDims, type ScalesimReport, gemmCycles, operandMapping } from './gemmCycles';
 export { type Ledger, type OpCost, type OpTotals, mfu, opCost, roofline } from './ledger';
 export { PASSES, passCount } from './mxuDot';
 export { type TpuPreset, presets } from './presets';

@@ -135,6 +135,17 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
     for (let i = 0; i < p.length; i += 1024) p[i] = 0;
     pre = p;
   } : undefined;
+  // With a thread pool, rows of a single f32 result are copied into the pre-allocated output as
+  // soon as they are final, while other threads still multiply; the sink copies the rest.
+  let early = 0;
+  const rowsReady = sliceOut ? (c: number, ldc: number, r0: number, r1: number): void => {
+    const p = pre as Float32Array<ArrayBuffer> | null;
+    if (!p || r0 !== early) return;
+    const f32 = engine.f32;
+    if (ldc === N) p.set(f32.subarray(c + r0 * N, c + r1 * N), r0 * N);
+    else for (let i = r0; i < r1; i++) p.set(f32.subarray(c + i * ldc, c + i * ldc + N), i * N);
+    early = r1;
+  } : undefined;
   engine.batchedProduct(L.view, L.batchOffsets, R.view, R.batchOffsets, passes.a, passes.b, opts.flushSubnormals, 'dot_general', (bi, c, ldc) => {
     if (out.dtype === 'bfloat16') {
       const into = sliceBf16 ? (pre as Uint16Array | null) : (result as Uint16Array);
@@ -149,13 +160,16 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
       result = acc;
       return;
     }
+    let from = 0;
     if (sliceOut) {
-      acc = (pre as Float32Array<ArrayBuffer> | null) ?? new Float32Array(M * N);
+      const p = pre as Float32Array<ArrayBuffer> | null;
+      acc = p ?? new Float32Array(M * N);
       result = acc;
+      if (p) from = early;
     }
-    if (ldc === N) acc.set(f32.subarray(c, c + M * N), dst);
-    else for (let i = 0; i < M; i++) acc.set(f32.subarray(c + i * ldc, c + i * ldc + N), dst + i * N);
+    if (ldc === N) acc.set(f32.subarray(c + from * N, c + M * N), dst + from * N);
+    else for (let i = from; i < M; i++) acc.set(f32.subarray(c + i * ldc, c + i * ldc + N), dst + i * N);
     finish(bi);
-  }, prepare);
+  }, prepare, rowsReady);
   return result;
 }

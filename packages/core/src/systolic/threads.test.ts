@@ -71,6 +71,32 @@ describe('systolic threads', () => {
     }
   });
 
+  it('packs while the calling thread stages operands of many staging chunks (both chunk axes)', () => {
+    // 1-2 MiB operands: staged in 128 KiB pieces while the workers pack the chunks already in
+    // place ('kc' lhs in runs of panels, 'rc' rhs in runs of k). The scratch memory is poisoned
+    // with NaN, so a chunk packed before its source was staged would show up in the result.
+    const cases: Array<[number, number, number, boolean, 'float32' | 'bfloat16']> = [
+      [520, 600, 515, false, 'float32'],
+      [515, 600, 520, true, 'float32'],
+      [700, 1030, 690, false, 'bfloat16'],
+    ];
+    for (const [m, k, n, transposed, dtype] of cases) {
+      const a = np.array(data(m * k, k), dtype).reshape(transposed ? [k, m] : [m, k]);
+      const b = np.array(data(k * n, m), dtype).reshape([k, n]);
+      const run = (): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN);
+        return withBackend('systolic', () => lax.dotGeneral(a, b, [[[transposed ? 0 : 1], [0]], [[], []]]).dataSync() as Float32Array);
+      };
+      systolic.setNumThreads(1);
+      const one = run();
+      expect(one.some(Number.isNaN)).toBe(false);
+      for (const threads of [2, 3, 2]) {
+        systolic.setNumThreads(threads);
+        expect(firstDifference(run(), one), `${m}x${k}x${n} ${dtype} with ${threads} threads`).toBe(-1);
+      }
+    }
+  });
+
   it('rejects a bad thread count, naming the argument', () => {
     expect(() => systolic.setNumThreads(0)).toThrow(/setNumThreads: n must be an integer in 1..256; got 0/);
   });

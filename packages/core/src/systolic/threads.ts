@@ -2,9 +2,11 @@
  * The worker pool behind the systolic GEMM: `setNumThreads(n)` (default: the core count). Every
  * worker instantiates the same compiled GEMM module over the same shared WebAssembly.Memory, so
  * the operands staged by the calling thread are visible to all. One product is one job, started
- * with a single wake-up: every thread (the calling one included) takes panel chunks of both
- * operands' packing kernels from a shared counter; the calling thread waits for the last chunk,
- * packs the edges, and opens a gate; then every thread takes C tiles (MC rows x a column range)
+ * with a single wake-up: the calling thread first copies the host operands into wasm memory (only
+ * it can read them) chunk by chunk, publishing how far it got, while the workers take chunks of
+ * both operands' packing kernels from a shared counter and pack each as soon as its source is
+ * staged (see packPlan.ts); then the calling thread packs too, waits for the last chunk, packs the
+ * edges, and opens a gate; then every thread takes C tiles (MC rows x a column range)
  * from a second counter until none are left. Taking work from counters instead of a fixed split
  * keeps both threads busy to the end when one of them is slowed (a busy machine, the calling
  * thread's own serial work). Each output element is computed by one thread with the same K
@@ -16,8 +18,9 @@
  * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
  */
 import { WA, type WasmModule } from '../wasm/webassemblyTypes';
-import type { GemmEngine, PackJob, ParallelJob } from './gemmEngine';
+import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
+import { type PackJob, chunkCall } from './packPlan';
 
 /** Every packing kernel, in a fixed order the workers index into. */
 const PACK_NAMES: string[] = [];
@@ -31,9 +34,13 @@ const PACK_NEXT = 3; // next packing chunk to take
 const PACK_DONE = 4; // packing chunks finished
 const TILE_NEXT = 5; // next C tile to take
 const GATE = 6; // 1 once the packed operands are complete (edges included)
+const STAGED = 7; // byte address below which the operands are staged (see packPlan.ts)
 const JOB = 8; // ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers
-const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks panelsPerChunk
-const PACK_SLOTS = 12;
+const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis
+const PACK_SLOTS = 13;
+const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
+const MAX_WORKERS = 255;
+const NONE = 0x7fffffff; // CUR of a worker with no tile left
 
 /** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
 const SPIN = 4000;
@@ -45,12 +52,21 @@ const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
 const gemm = inst.exports.gemm;
 const packs = packNames.map((n) => inst.exports[n]);
 const c = new Int32Array(control);
+// Chunk i of the packing kernels (packPlan.ts chunkCall): waits until the calling thread has
+// staged its source, then packs it. Skipped once the job has failed.
 function packChunk(i) {
   let o = ${PACKS};
   if (i >= c[o + 10]) { i -= c[o + 10]; o += ${PACK_SLOTS}; }
-  const p0 = i * c[o + 11];
-  const n = Math.min(c[o + 4] - p0, c[o + 11]);
-  packs[c[o]](c[o + 1] + p0 * c[o + 8] * c[o + 2] * c[o + 9], c[o + 2], c[o + 3], n, c[o + 5], c[o + 6], c[o + 7] + p0 * c[o + 8] * c[o + 6] * 4);
+  const rs = c[o + 2], ks = c[o + 3], kp = c[o + 6], R = c[o + 8], esz = c[o + 9], u0 = i * c[o + 11];
+  let src = c[o + 1], panels = c[o + 4], k = c[o + 5], dst = c[o + 7];
+  if (c[o + 12] === 0) { panels = Math.min(panels - u0, c[o + 11]); src += u0 * R * rs * esz; dst += u0 * R * kp * 4; }
+  else { k = Math.min(k - u0, c[o + 11]); src += u0 * ks * esz; dst += u0 * R * 4; }
+  const need = src + ((panels * R - 1) * rs + (k - 1) * ks + 1) * esz;
+  let v = Atomics.load(c, ${STAGED});
+  for (let s = 0; s < ${SPIN} && v < need; s++) v = Atomics.load(c, ${STAGED});
+  while (v < need && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
+  if (Atomics.load(c, ${ERR}) !== 0) return;
+  packs[c[o]](src, rs, ks, panels, k, kp, dst);
 }
 let seen = start;
 for (;;) {
@@ -68,7 +84,12 @@ for (;;) {
       for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
       while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
       const tiles = c[${JOB} + 9], cols = c[${JOB} + 8];
-      for (let t = Atomics.add(c, ${TILE_NEXT}, 1); t < tiles; t = Atomics.add(c, ${TILE_NEXT}, 1)) {
+      // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
+      for (;;) {
+        Atomics.store(c, ${CUR} + id, Atomics.load(c, ${TILE_NEXT}));
+        const t = Atomics.add(c, ${TILE_NEXT}, 1);
+        if (t >= tiles) break;
+        Atomics.store(c, ${CUR} + id, t);
         const r = (t / cols) | 0;
         const i0 = r * c[${JOB} + 6], j0 = (t - r * cols) * c[${JOB} + 7];
         gemm(c[${JOB}], c[${JOB} + 1], c[${JOB} + 2], c[${JOB} + 3], c[${JOB} + 4], c[${JOB} + 5], i0, Math.min(c[${JOB} + 3], i0 + c[${JOB} + 6]), j0, Math.min(c[${JOB} + 4], j0 + c[${JOB} + 7]));
@@ -78,6 +99,7 @@ for (;;) {
       Atomics.notify(c, ${PACK_DONE});
     }
   }
+  Atomics.store(c, ${CUR} + id, ${NONE});
   Atomics.add(c, ${DONE}, 1);
   Atomics.notify(c, ${DONE});
 }
@@ -127,8 +149,10 @@ const MIN_TILES_PER_THREAD = 4;
 
 class Pool {
   readonly workers: NodeWorker[] = [];
-  readonly control = new Int32Array(new SharedArrayBuffer(4 * (PACKS + 2 * PACK_SLOTS)));
+  readonly control = new Int32Array(new SharedArrayBuffer(4 * (CUR + MAX_WORKERS)));
   private module: WasmModule;
+  /** Kernel arguments of one packing chunk (reused). */
+  private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
 
   constructor(private readonly engine: GemmEngine) {
     this.module = new WA.Module(engine.bytes);
@@ -147,7 +171,11 @@ class Pool {
     }
   }
 
-  /** Runs `job` on this thread and `threads - 1` workers. */
+  /**
+   * Runs `job` on this thread and `threads - 1` workers. With `job.rows`, this thread hands over
+   * each band of output rows as soon as all its tiles are computed (between its own tiles and
+   * while it waits for the workers' last ones), so copying the output overlaps the product.
+   */
   run(job: ParallelJob, threads: number): void {
     const { mr, mc } = this.engine.shape;
     const nr = this.engine.nr;
@@ -167,41 +195,50 @@ class Pool {
     c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
     c[JOB + 10] = threads - 1;
     let chunks = 0;
+    const jobs: Array<PackJob | null> = [null, null];
     for (let o = 0; o < 2; o++) {
       const d = PACKS + o * PACK_SLOTS;
-      const p = job.packs[o] as PackJob | undefined;
-      const panels = p ? p.args[3] : 0;
-      if (!p || panels === 0 || p.args[4] === 0) {
+      const p = (job.packs[o] as PackJob | undefined) ?? null;
+      if (!p || p.chunks === 0) {
         c[d + 10] = 0;
         continue;
       }
       const index = PACK_NAMES.indexOf(p.fn);
       if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
-      const per = Math.ceil(panels / Math.min(panels, 4 * threads));
+      jobs[o] = p;
       c[d] = index;
       for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
-      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = Math.ceil(panels / per); c[d + 11] = per;
-      chunks += c[d + 10];
+      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = p.chunks; c[d + 11] = p.per; c[d + 12] = p.axis;
+      chunks += p.chunks;
     }
+    const stager = job.stager;
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, PACK_NEXT, 0);
     Atomics.store(c, PACK_DONE, 0);
     Atomics.store(c, TILE_NEXT, 0);
     Atomics.store(c, GATE, 0);
+    Atomics.store(c, STAGED, stager.staged);
+    for (let w = 0; w < this.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
     Atomics.add(c, GEN, 1);
     Atomics.notify(c, GEN);
 
     const e = this.engine;
+    const call = this.call;
     let failed: unknown = null;
     try {
+      // Stage first (only this thread can read the host arrays): the workers pack each chunk
+      // as soon as its source is in place.
+      while (stager.staged < stager.end) {
+        Atomics.store(c, STAGED, stager.next());
+        Atomics.notify(c, STAGED);
+      }
       job.hostPack();
+      const first = c[PACKS + 10];
       for (let i = Atomics.add(c, PACK_NEXT, 1); i < chunks; i = Atomics.add(c, PACK_NEXT, 1)) {
-        const d = i < c[PACKS + 10] ? PACKS : PACKS + PACK_SLOTS;
-        const k = d === PACKS ? i : i - c[PACKS + 10];
-        const p0 = k * c[d + 11];
-        const n = Math.min(c[d + 4] - p0, c[d + 11]);
-        e.runPackKernel(PACK_NAMES[c[d]], c[d + 1] + p0 * c[d + 8] * c[d + 2] * c[d + 9], c[d + 2], c[d + 3], n, c[d + 5], c[d + 6], c[d + 7] + p0 * c[d + 8] * c[d + 6] * 4);
+        const p = i < first ? jobs[0]! : jobs[1]!;
+        chunkCall(p, i < first ? i : i - first, call);
+        e.runPackKernel(p.fn, call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
         Atomics.add(c, PACK_DONE, 1);
       }
       for (;;) {
@@ -212,12 +249,23 @@ class Pool {
       if (Atomics.load(c, ERR) === 0) job.edges();
     } catch (err) {
       failed = err;
+      // Release workers waiting for staging; they skip the rest of the job.
+      Atomics.store(c, ERR, 1);
+      Atomics.notify(c, STAGED);
     }
     // Open the gate whatever happened, so that no worker is left waiting.
     Atomics.store(c, GATE, 1);
     Atomics.notify(c, GATE);
+    const all = this.workers.length;
+    const tiles = c[JOB + 9];
+    // Output rows handed to job.rows so far (in whole tile rows).
+    let bands = 0;
+    const bandsDone = (): number => {
+      let below = Atomics.load(c, TILE_NEXT);
+      for (let w = 0; w < all; w++) below = Math.min(below, Atomics.load(c, CUR + w));
+      return Math.floor(Math.min(below, tiles) / colTiles);
+    };
     if (!failed && Atomics.load(c, ERR) === 0) {
-      const tiles = c[JOB + 9];
       try {
         job.overlap?.();
         for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
@@ -225,16 +273,37 @@ class Pool {
           const i0 = r * tileRows;
           const j0 = (t - r * colTiles) * tileCols;
           e.exports.gemm(ap, bp, cp, mp, np, kp, i0, Math.min(mp, i0 + tileRows), j0, Math.min(np, j0 + tileCols));
+          if (job.rows) {
+            const done = bandsDone();
+            if (done > bands) job.rows(bands * tileRows, (bands = done) * tileRows);
+          }
+        }
+        // No tile left for this thread: hand out the rows the workers finish while it waits for
+        // them (polling; after SPIN polls without progress it sleeps until they are all done).
+        if (job.rows) {
+          for (let idle = 0; bands < rowTiles && idle < SPIN && Atomics.load(c, DONE) < all && Atomics.load(c, ERR) === 0; idle++) {
+            const done = bandsDone();
+            if (done > bands) {
+              job.rows(bands * tileRows, (bands = done) * tileRows);
+              idle = 0;
+            }
+          }
         }
       } catch (err) {
         failed = err;
       }
     }
-    const all = this.workers.length;
     for (;;) {
       const done = this.poll(DONE, all);
       if (done >= all) break;
       Atomics.wait(c, DONE, done);
+    }
+    if (job.rows && !failed && Atomics.load(c, ERR) === 0 && bands < rowTiles) {
+      try {
+        job.rows(bands * tileRows, rowTiles * tileRows);
+      } catch (err) {
+        failed = err;
+      }
     }
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');

@@ -1,0 +1,111 @@
+/**
+ * The packing plan: chunked packing-kernel calls give the same packed bytes as one call over the
+ * whole operand, in any order, and each chunk reads nothing at or past the staged address it
+ * reports (the bytes there are poisoned); the stager copies operands in address order.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { GemmEngine } from './gemmEngine';
+import { packFunctionName } from './packKernels';
+import { Stager, STAGE_CHUNK_BYTES, chunkCall, planPackJob } from './packPlan';
+
+const engine = new GemmEngine({ relaxed: false });
+// NaN patterns (float32, bf16) that no operand value below packs to.
+const POISON = 0x7fc00001;
+const POISON16 = 0x7fc1;
+
+describe('packPlan', () => {
+  it('chunks pack exactly what one call packs, each reading only below its staged address', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom('rc' as const, 'kc' as const),
+        fc.constantFrom(4, 8),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 9 }), // panels
+        fc.integer({ min: 1, max: 40 }), // k (rounded down to a multiple of 4 for 'kc')
+        fc.integer({ min: 0, max: 5 }), // extra row/k stride
+        fc.integer({ min: 1, max: 12 }), // minimum chunks
+        fc.integer({ min: 0, max: 1000 }), // order seed
+        (layout, R, bf16, panels, kIn, pad, minChunks, seed) => {
+          const k = layout === 'kc' ? Math.max(4, kIn - (kIn % 4)) : kIn;
+          const rows = panels * R;
+          // 'rc': element (row, kk) at row + kk*ks; 'kc': at row*rs + kk.
+          const rs = layout === 'rc' ? 1 : k + pad;
+          const ks = layout === 'rc' ? rows + pad : 1;
+          const esz = bf16 ? 2 : 4;
+          const elems = (rows - 1) * rs + (k - 1) * ks + 1;
+          const src = 64;
+          const kp = k + 3;
+          const dstOne = Math.ceil((src + elems * esz) / 64) * 64;
+          const dstChunks = dstOne + panels * kp * R * 4 + 64;
+          engine.ensure(dstChunks + panels * kp * R * 4 + 64);
+          const u32 = engine.u32;
+          const fill = (n: number): number => (bf16 ? (n * 7919) & 0x7f7f : ((n * 2654435761) >>> 0) & 0xbf7fffff);
+          const writeSource = (upTo: number): void => {
+            for (let i = 0; i < elems; i++) {
+              const addr = src + i * esz;
+              const v = addr + esz <= upTo ? fill(i) : bf16 ? POISON16 : POISON;
+              if (bf16) new Uint16Array(u32.buffer)[addr / 2] = v;
+              else u32[addr / 4] = v;
+            }
+          };
+          const fn = packFunctionName(layout, R, bf16, false);
+          u32.fill(0, dstOne / 4, (dstChunks + panels * kp * R * 4) / 4);
+          writeSource(Infinity);
+          engine.runPackKernel(fn, src, rs, ks, panels, k, kp, dstOne);
+          const job = planPackJob(fn, [src, rs, ks, panels, k, kp, dstChunks], R, esz, minChunks);
+          expect(job.axis).toBe(layout === 'rc' ? 1 : 0);
+          // Run the chunks in a shuffled order, each with the source poisoned from its staged address on.
+          const order = Array.from({ length: job.chunks }, (_, i) => i);
+          let s = seed;
+          for (let i = order.length - 1; i > 0; i--) {
+            s = (s * 1103515245 + 12345) >>> 0;
+            const j = s % (i + 1);
+            [order[i], order[j]] = [order[j], order[i]];
+          }
+          const call: number[] = [];
+          for (const i of order) {
+            const need = chunkCall(job, i, call);
+            writeSource(need);
+            engine.runPackKernel(fn, call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+          }
+          const one = u32.subarray(dstOne / 4, dstOne / 4 + panels * kp * R);
+          const chunked = u32.subarray(dstChunks / 4, dstChunks / 4 + panels * kp * R);
+          expect(Array.from(chunked)).toEqual(Array.from(one));
+          expect(one.includes(0x7fc00000) || one.includes(POISON16 << 16)).toBe(false); // the full call saw no poison
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('plans at least the requested chunks (at most one per unit) and none for empty operands', () => {
+    const job = planPackJob('f', [0, 1, 100, 10, 7, 8, 0], 8, 4, 16);
+    expect(job).toMatchObject({ axis: 1, per: 1, chunks: 7 });
+    expect(planPackJob('f', [0, 9, 1, 10, 8, 8, 0], 4, 4, 3)).toMatchObject({ axis: 0, per: 4, chunks: 3 });
+    expect(planPackJob('f', [0, 9, 1, 0, 8, 8, 0], 4, 4, 3).chunks).toBe(0);
+    expect(planPackJob('f', [0, 1, 9, 3, 0, 8, 0], 4, 4, 3).chunks).toBe(0);
+  });
+
+  it('stages operands in address order, a chunk at a time, and rejects overlaps', () => {
+    const buf = new ArrayBuffer(4 * STAGE_CHUNK_BYTES);
+    const a = Uint32Array.from({ length: STAGE_CHUNK_BYTES / 4 + 5 }, (_, i) => i + 1);
+    const b = Uint16Array.from({ length: 9 }, (_, i) => 100 + i);
+    const st = new Stager();
+    st.reset(buf);
+    const bAt = 64 + Math.ceil(a.byteLength / 64) * 64;
+    st.add(a, 64);
+    st.add(b, bAt);
+    expect(() => st.add(b, bAt)).toThrow(/overlaps/);
+    expect(st.end).toBe(bAt + 18);
+    const seen: number[] = [];
+    while (st.staged < st.end) seen.push(st.next());
+    expect(seen).toEqual([64 + STAGE_CHUNK_BYTES, 64 + a.byteLength, bAt + 18]);
+    expect(Array.from(new Uint32Array(buf, 64, a.length))).toEqual(Array.from(a));
+    expect(Array.from(new Uint16Array(buf, bAt, b.length))).toEqual(Array.from(b));
+    st.reset(buf);
+    st.add(b, 0);
+    st.to(1);
+    expect(st.staged).toBe(18);
+  });
+});
