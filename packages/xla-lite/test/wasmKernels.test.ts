@@ -28,7 +28,7 @@ function compileBoth(f: Fn, args: Array[], opts: CompileOptions = {}): { js: Com
   return { js, wasm };
 }
 
-/** Row and dot-epilogue fusions run as JavaScript kernels: tests of the arena keep them off. */
+/** Tests of the arena's layout count loop and reduction kernels only: row and dot-epilogue fusions off. */
 const LOOP_FUSION_ONLY: CompileOptions = { rowFusion: false, outputFusion: false };
 
 afterAll(() => {

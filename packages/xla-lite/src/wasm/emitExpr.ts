@@ -15,7 +15,7 @@
  * product has no other use is contracted to `f32x4.relaxed_madd` (one rounding instead of two,
  * a difference of at most half an ulp of the product).
  */
-import type { HloComputation, HloInstruction } from '../hlo';
+import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { V } from './opcodes';
 import type { E, VecBuilder } from './vecBuilder';
 import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
@@ -26,6 +26,12 @@ export interface ElementReads {
   param(p: HloInstruction): E;
   /** A `broadcast_in_dim` of a non-scalar parameter to the loop shape. */
   broadcast(b: HloInstruction): E;
+  /**
+   * A value the loop computed elsewhere, if any (a row kernel's row reductions, per-row values
+   * and values of earlier stages, see `rowPlan.ts`): used as is, and nothing it depends on is
+   * emitted.
+   */
+  known?(m: HloInstruction): E | undefined;
 }
 
 export interface ExprOptions {
@@ -44,6 +50,8 @@ export function wasmCovers(body: HloComputation, skip?: HloInstruction): boolean
   return body.instructions.every((m) => m.opcode === 'parameter' || m === skip || (m.prim !== null && WASM_ELEMENTWISE.has(m.prim.name)));
 }
 
+const numelOf = (i: HloInstruction): number => numel(i.shape);
+
 /** True for a value held as a lane mask. */
 const isMask = (i: HloInstruction): boolean => i.shape.dtype === 'bool';
 
@@ -53,6 +61,33 @@ const isMask = (i: HloInstruction): boolean => i.shape.dtype === 'bool';
  * of the loop body; each call declares its own locals.
  */
 export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementReads, opts: ExprOptions, target: HloInstruction = body.outputs[0]): E {
+  return emitElements(b, body, reads, opts, [target])[0];
+}
+
+/**
+ * Emits what `targets` need (in program order; values `reads.known` supplies and their
+ * producers are not emitted, nor the sources of broadcasts read through `reads.broadcast`) and
+ * returns the targets' values.
+ */
+export function emitElements(b: VecBuilder, body: HloComputation, reads: ElementReads, opts: ExprOptions, targets: readonly HloInstruction[]): E[] {
+  const known = new Map<HloInstruction, E>();
+  const needed = new Set<HloInstruction>();
+  const need = (m: HloInstruction): void => {
+    if (needed.has(m)) return;
+    needed.add(m);
+    const k = reads.known?.(m);
+    if (k) {
+      known.set(m, k);
+      return;
+    }
+    if (m.prim?.name === 'broadcast_in_dim') {
+      const sn = numelOf(m.operands[0]);
+      if (sn !== 1 && sn !== numelOf(m)) return;
+    }
+    m.operands.forEach(need);
+  };
+  targets.forEach(need);
+  const isTarget = new Set(targets);
   const uses = new Map<HloInstruction, number>();
   for (const m of body.instructions) for (const o of m.operands) uses.set(o, (uses.get(o) ?? 0) + 1);
   for (const o of body.outputs) uses.set(o, (uses.get(o) ?? 0) + 1);
@@ -65,7 +100,12 @@ export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementR
   };
   const one = b.k(1);
   for (const m of body.instructions) {
-    if (val.has(target) || products.has(target)) break;
+    if (!needed.has(m)) continue;
+    const k = known.get(m);
+    if (k) {
+      val.set(m, k);
+      continue;
+    }
     if (m.opcode === 'parameter') {
       val.set(m, reads.param(m));
       continue;
@@ -81,6 +121,7 @@ export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementR
         val.set(m, isMask(x) ? b.let(b.and(v(x), one)) : v(x));
         continue;
       case 'stop_gradient':
+      case 'reshape': // (row values of a row kernel only: one value per row, splatted)
         val.set(m, v(x));
         continue;
       case 'neg':
@@ -152,8 +193,8 @@ export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementR
         e = b.sel(v(x), v(z), v(y));
         break;
       case 'mul':
-        if (opts.relaxed && uses.get(m) === 1 && m !== target) {
-          const user = body.instructions.find((u) => u.operands.includes(m))!;
+        if (opts.relaxed && uses.get(m) === 1 && !isTarget.has(m)) {
+          const user = body.instructions.find((u) => needed.has(u) && u.operands.includes(m))!;
           const un = user.prim?.name;
           if (un === 'add' || (un === 'sub' && user.operands[1] === m && user.operands[0] !== m)) {
             products.set(m, [v(x), v(y)]);
@@ -181,6 +222,6 @@ export function emitElement(b: VecBuilder, body: HloComputation, reads: ElementR
     }
     val.set(m, b.let(e));
   }
-  return v(target);
+  return targets.map(v);
 }
 

@@ -26,7 +26,8 @@
  */
 import { wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
-import { emitElement, type ExprOptions, wasmCovers } from './emitExpr';
+import { type ElementReads, emitElement, emitElements, type ExprOptions, wasmCovers } from './emitExpr';
+import { type RowStructure, rowStructure } from './rowPlan';
 import { S, V } from './opcodes';
 import { type E, VecBuilder } from './vecBuilder';
 
@@ -46,7 +47,7 @@ export interface Broadcast {
 }
 
 export interface FusionPlan {
-  kind: 'loop' | 'row' | 'col';
+  kind: 'loop' | 'row' | 'col' | 'rows';
   body: HloComputation;
   reduce: HloInstruction | null;
   isMax: boolean;
@@ -69,7 +70,13 @@ export interface FusionPlan {
   scratchBytes: number;
   /** Elements of the loop space, weighted for transcendentals (to decide on threads). */
   work: number;
+  /** Row fusions (kind 'rows'): the stage structure, and the scratch bytes of one thread. */
+  rowsOf: RowStructure | null;
+  scratchRowBytes: number;
 }
+
+/** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena). */
+export const ROW_SCRATCH_THREADS = 16;
 
 const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'log1p', 'expm1', 'sin', 'cos']);
 
@@ -82,6 +89,35 @@ const stridesOf = (shape: readonly number[]): number[] => {
   }
   return st;
 };
+
+/**
+ * Broadcasts of non-scalar parameters that need index arithmetic: the element stride of each
+ * loop dim into the source. Broadcasts of other values make the body uncovered (null), or, with
+ * `rowValues`, are skipped (a row kernel reads them as its splatted row values).
+ */
+function broadcastStrides(body: HloComputation, shape: readonly number[], rowValues: boolean): { inst: HloInstruction; param: number; st: number[] }[] | null {
+  const R = shape.length;
+  const n = shape.reduce((a, b) => a * b, 1);
+  const bst: { inst: HloInstruction; param: number; st: number[] }[] = [];
+  for (const m of body.instructions) {
+    if (m.prim?.name !== 'broadcast_in_dim') continue;
+    const src = m.operands[0];
+    const sn = numel(src.shape);
+    if (sn === 1 || sn === n || (rowValues && numel(m.shape) !== n)) continue;
+    if (src.opcode !== 'parameter') {
+      if (rowValues) continue;
+      return null;
+    }
+    const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
+    const sst = stridesOf(src.shape.shape);
+    const st = new globalThis.Array<number>(R).fill(0);
+    src.shape.shape.forEach((sz, j) => {
+      if (sz !== 1) st[dims[j]] = sst[j];
+    });
+    bst.push({ inst: m, param: src.paramIndex, st });
+  }
+  return bst;
+}
 
 /** Plans the loops of a fused computation, or null when the wasm emitter does not cover it. */
 export function planFusion(body: HloComputation): FusionPlan | null {
@@ -98,22 +134,8 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const R = shape.length;
   const n = shape.reduce((a, b) => a * b, 1);
   const loopSt = stridesOf(shape);
-  // Broadcasts that need index arithmetic: strides of each loop dim into the source.
-  const bst: { inst: HloInstruction; param: number; st: number[] }[] = [];
-  for (const m of body.instructions) {
-    if (m.prim?.name !== 'broadcast_in_dim') continue;
-    const src = m.operands[0];
-    const sn = numel(src.shape);
-    if (sn === 1 || sn === n) continue;
-    if (src.opcode !== 'parameter') return null;
-    const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
-    const sst = stridesOf(src.shape.shape);
-    const st = new globalThis.Array<number>(R).fill(0);
-    src.shape.shape.forEach((sz, j) => {
-      if (sz !== 1) st[dims[j]] = sst[j];
-    });
-    bst.push({ inst: m, param: src.paramIndex, st });
-  }
+  const bst = broadcastStrides(body, shape, false);
+  if (!bst) return null;
   let axes: number[] = [];
   let kind: FusionPlan['kind'] = 'loop';
   if (reduce) {
@@ -134,7 +156,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && TRANSCENDENTAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -155,6 +177,32 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   return plan;
 }
 
+/**
+ * Plans the row kernel of a row fusion (kRow), or null when the wasm emitter does not cover it
+ * (see `rowPlan.ts`), or a parameter broadcast is neither along the row nor constant along it.
+ * Work items are rows: each row is computed by one thread, start to end.
+ */
+export function planRowFusion(body: HloComputation): FusionPlan | null {
+  const rs = rowStructure(body);
+  if (!rs) return null;
+  const shape = body.instructions.find((m) => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max')!.operands[0].shape.shape;
+  const n = rs.R * rs.C;
+  const bst = broadcastStrides(body, shape, true);
+  if (!bst) return null;
+  const d = rs.k;
+  const loopSt = stridesOf(shape);
+  const live: number[] = [];
+  for (let t = d; t < shape.length; t++) if (shape[t] > 1) live.push(t);
+  if (!bst.every(({ st }) => live.every((t) => st[t] === 0) || live.every((t) => st[t] === loopSt[t]))) return null;
+  const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
+  const weight = 1 + 8 * body.instructions.filter((m) => m.prim && TRANSCENDENTAL.has(m.prim.name)).length;
+  const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;
+  return {
+    kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
+    broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * ROW_SCRATCH_THREADS, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes,
+  };
+}
+
 /** Where a fused computation's operands come from: an arena address, or a scalar immediate. */
 export type ParamSource = { addr: number } | { imm: number };
 
@@ -162,13 +210,16 @@ export interface KernelAddresses {
   params: ParamSource[];
   out: number;
   scratch: number;
+  /** Extra outputs of a multi-output (row) fusion. */
+  more?: number[];
 }
 
 const { OP } = wasm;
 
 /** Adds `k<index>(lo, hi)` for `plan` to module `m`. */
 export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPlan, at: KernelAddresses, opts: ExprOptions): void {
-  m.addFunction(`k${index}`, ['i32', 'i32'], [], (f) => {
+  // Row kernels take the thread's index (0 = the calling thread), which picks its scratch rows.
+  m.addFunction(`k${index}`, plan.kind === 'rows' ? ['i32', 'i32', 'i32'] : ['i32', 'i32'], [], (f) => {
     const b = new VecBuilder(f);
     const [lo, hi] = [0, 1];
     const I = f.local.bind(f, 'i32');
@@ -265,21 +316,23 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     };
     const target = plan.reduce ? plan.reduce.operands[0] : body.outputs[0];
     const value = (): E => emitElement(b, body, reads, opts, target);
-    /** The vector loop over columns [j0, j1) of the current row: `full` per 4 columns, `tail` once for the last 1-3. */
-    const columns = (full: (v: E) => void, tail: (v: E) => void): void => {
+    /** The vector loop over columns [j0, j1) of the current row: `step(false)` per 4 columns, `step(true)` once for the last 1-3 (`rem` of them). */
+    const walk = (step: (partial: boolean) => void, at: () => void = position): void => {
       f.get(j0).set(j);
       f.block().loop();
       f.get(j1).get(j).op(OP.i32_sub).i32Const(4).op(OP.i32_lt_s).brIf(1);
-      position();
-      full(value());
+      at();
+      step(false);
       f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
       f.end().end();
       f.get(j).get(j1).op(OP.i32_lt_s).if();
       set(rem, () => f.get(j1).get(j).op(OP.i32_sub));
-      position();
-      tail(value());
+      at();
+      step(true);
       f.end();
     };
+    /** `walk` computing the body's value: `full` per 4 columns, `tail` once for the last 1-3. */
+    const columns = (full: (v: E) => void, tail: (v: E) => void): void => walk((partial) => (partial ? tail : full)(value()));
     /** Stores lanes 1..rem-1 of a vector (lane 0 is stored by the caller) with `store(lane)`. */
     const laneStores = (store: (lane: number) => void): void => {
       store(0);
@@ -355,6 +408,143 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       const w = new Uint32Array(new Float64Array([c, c]).buffer);
       f.v128Const([w[0], w[1], w[2], w[3]]);
     };
+    /** Accumulates `v` into a0 (max: f32x4 lanes) or a0/a1 (sum: four float64 partial sums). */
+    const accumulateInto = (isMax: boolean, a0: number, a1: number, v: E): void => {
+      if (isMax) b.setTo(a0, b.op(V.f32x4_max, b.get(a0), v));
+      else {
+        const x = b.let(v);
+        b.setTo(a0, b.op(V.f64x2_add, b.get(a0), b.op(V.f64x2_promote_low_f32x4, x)));
+        b.setTo(a1, b.op(V.f64x2_add, b.get(a1), b.op(V.f64x2_promote_low_f32x4, hiHalf(x))));
+      }
+    };
+    /** Pushes the float32 horizontal reduction of a0 (and a1). */
+    const horizontal = (isMax: boolean, a0: number, a1: number): void => {
+      if (isMax) {
+        for (let lane = 0; lane < 4; lane++) {
+          f.get(a0).simd(V.f32x4_extract_lane).op(lane);
+          if (lane > 0) f.op(S.f32_max);
+        }
+      } else {
+        b.setTo(a0, b.op(V.f64x2_add, b.get(a0), b.get(a1)));
+        f.get(a0).simd(V.f64x2_extract_lane).op(0);
+        f.get(a0).simd(V.f64x2_extract_lane).op(1);
+        f.op(S.f64_add).op(S.f32_demote_f64);
+      }
+    };
+    const initAcc = (isMax: boolean, a0: number, a1: number): void => {
+      if (isMax) b.setTo(a0, b.k(-Infinity));
+      else {
+        b.setTo(a0, f64Const(0));
+        b.setTo(a1, f64Const(0));
+      }
+    };
+
+    if (kind === 'rows') {
+      // Row fusion: per row (one work item), each stage computes its row values (splatted),
+      // then walks the row computing its full values, keeping those later stages read in this
+      // thread's scratch rows, writing outputs, and accumulating the next level's reductions.
+      const rs = plan.rowsOf!;
+      const root = body.outputs[0];
+      const rowBytes = Math.ceil(rs.C / 4) * 16;
+      const extra = new Map(body.outputs.slice(1).map((o, k) => [o, at.more![k]]));
+      const splat = new Map<HloInstruction, number>();
+      for (const st of rs.stages) for (const m of [...st.rowValues, ...st.reduces]) splat.set(m, f.local('v128'));
+      if (root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max') splat.set(root, f.local('v128'));
+      const done = new Set<HloInstruction>();
+      const tb = I();
+      const sj = I();
+      const r4 = I();
+      set(tb, () => f.get(2).i32Const(plan.scratchRowBytes).op(OP.i32_mul));
+      const knownRow = (m: HloInstruction): E | undefined => (done.has(m) ? b.get(splat.get(m)!) : undefined);
+      const rowReads: ElementReads = {
+        param: (p) => {
+          const sl = scalar.get(p);
+          if (sl !== undefined) return b.get(sl);
+          return b.let(() => void f.get(r4).simdMem(V.load32_splat, addrOf(p.paramIndex), 4));
+        },
+        broadcast: () => {
+          throw new Error(`xla-lite wasm row kernel: ${body.name} broadcasts a non-scalar to a row value`);
+        },
+        known: knownRow,
+      };
+      let stage = 0;
+      const fullReads: ElementReads = {
+        ...reads,
+        known: (m) => {
+          const v = knownRow(m);
+          if (v) return v;
+          const slot = rs.stored.get(m);
+          if (slot !== undefined && rs.level.get(m)! < stage) return b.let(() => void f.get(sj).simdMem(V.load, at.scratch + slot * rowBytes, 16));
+          if (m.prim?.name === 'broadcast_in_dim' && rs.full(m) && m.operands[0].opcode !== 'parameter' && !rs.full(m.operands[0])) return knownRow(m.operands[0]);
+          return undefined;
+        },
+      };
+      /** Stores a row value (splatted) into an R-element output. */
+      const storeRow = (m: HloInstruction, addr: number): void => {
+        f.get(r4).get(splat.get(m)!).simd(V.f32x4_extract_lane).op(0);
+        f.mem(0x38 /* f32.store */, addr, 4);
+      };
+      const acc = new Map<HloInstruction, [number, number]>();
+      for (const st of rs.stages) for (const red of st.reduces) acc.set(red, [f.local('v128'), f.local('v128')]);
+      if (splat.has(root) && !acc.has(root)) acc.set(root, [f.local('v128'), f.local('v128')]);
+      const stages = rs.stages.map((st, L) => ({ ...st, reduces: L === rs.stages.length - 1 && acc.has(root) && !st.reduces.includes(root) ? [...st.reduces, root] : st.reduces }));
+      forItems(() => {
+        set(r, () => f.get(item));
+        set(r4, () => f.get(item).i32Const(2).op(OP.i32_shl));
+        rowSetup();
+        set(j0, () => i32(0));
+        set(j1, () => i32(L));
+        for (stage = 0; stage < stages.length; stage++) {
+          const st = stages[stage];
+          if (st.rowValues.length) {
+            const vs = emitElements(b, body, rowReads, opts, st.rowValues);
+            st.rowValues.forEach((m, q) => {
+              b.setTo(splat.get(m)!, vs[q]);
+              done.add(m);
+              if (extra.has(m)) storeRow(m, extra.get(m)!);
+            });
+          }
+          for (const red of st.reduces) initAcc(red.prim!.name === 'reduce_max', ...acc.get(red)!);
+          const operands = st.reduces.map((red) => red.operands[0]);
+          const targets = [...new Set([...st.targets, ...operands])];
+          walk(
+            (partial) => {
+              const vs = emitElements(b, body, fullReads, opts, targets);
+              const val = new Map(targets.map((m, q) => [m, vs[q]]));
+              for (const m of st.targets) {
+                const slot = rs.stored.get(m);
+                if (slot !== undefined) {
+                  f.get(sj);
+                  val.get(m)!();
+                  f.simdMem(V.store, at.scratch + slot * rowBytes, 16);
+                }
+                if (extra.has(m)) storeOut(val.get(m)!, partial, extra.get(m)!);
+                if (m === root) storeOut(val.get(m)!, partial, at.out);
+              }
+              for (const red of st.reduces) {
+                const isMax = red.prim!.name === 'reduce_max';
+                const v = val.get(red.operands[0])!;
+                accumulateInto(isMax, ...acc.get(red)!, partial ? b.sel(laneMask(), v, isMax ? b.k(-Infinity) : b.k(0)) : v);
+              }
+            },
+            () => {
+              position();
+              set(sj, () => f.get(tb).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add));
+            },
+          );
+          for (const red of st.reduces) {
+            const isMax = red.prim!.name === 'reduce_max';
+            horizontal(isMax, ...acc.get(red)!);
+            f.simd(V.f32x4_splat).set(splat.get(red)!);
+            done.add(red);
+            if (extra.has(red)) storeRow(red, extra.get(red)!);
+          }
+        }
+        if (splat.has(root)) storeRow(root, at.out);
+        done.clear();
+      });
+      return;
+    }
     const init = plan.isMax ? -Infinity : 0;
     if (kind === 'row') {
       const q = plan.rowsPerOutput;

@@ -15,7 +15,9 @@
  *   left. The calling thread waits until every item is computed, then closes the job: a
  *   worker that wakes only after that (its core busy with other work) leaves without being
  *   waited for; only workers already inside the job are waited for, so the control block can
- *   be reused. Which thread computes an item never changes what it computes (see
+ *   be reused. Kernels get the thread's index as a third argument (0 = the calling thread,
+ *   worker w is w+1): row kernels use it to pick their scratch rows (`emitKernel.ts`). Which
+ *   thread computes an item never changes what it computes (see
  *   `emitKernel.ts`), so results do not depend on the thread count.
  *
  * Threads: `setKernelThreads(n)`, or by default core's `systolic.getNumThreads()` (the core
@@ -70,7 +72,7 @@ for (;;) {
       for (let i = Atomics.add(c, ${NEXT}, ch); i < items; i = Atomics.add(c, ${NEXT}, ch)) {
         const e = Math.min(items, i + ch);
         try {
-          k(i, e);
+          k(i, e, id + 1);
         } catch (err) {
           Atomics.store(c, ${ERR}, 1);
         }
@@ -178,7 +180,7 @@ function pollDown(i: number): number {
  * [0, items) on `threads` threads, `chunk` items at a time. Returns false (having done nothing)
  * when workers are unavailable, so the caller runs the kernel itself.
  */
-export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: number) => void, items: number, chunk: number, threads: number, name: string): boolean {
+export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: number, thread: number) => void, items: number, chunk: number, threads: number, name: string): boolean {
   if (!ensureWorkers(threads - 1)) return false;
   for (let w = prog.sentTo; w < threads - 1; w++) workers[w].postMessage({ id: prog.id, module: prog.module, memory: prog.memory });
   prog.sentTo = Math.max(prog.sentTo, threads - 1);
@@ -199,7 +201,7 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   for (let i = Atomics.add(c, NEXT, chunk); i < items; i = Atomics.add(c, NEXT, chunk)) {
     const e = Math.min(items, i + chunk);
     try {
-      k(i, e);
+      k(i, e, 0);
     } catch (err) {
       failed ??= err;
     }

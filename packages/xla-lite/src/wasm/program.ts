@@ -25,7 +25,7 @@ import { type Array, fromStorage, lax, toStorage, wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
-import { emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion } from './emitKernel';
+import { emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion, planRowFusion, ROW_SCRATCH_THREADS } from './emitKernel';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 
 let enabled = true;
@@ -54,13 +54,17 @@ interface Staged {
 
 export interface WasmStep {
   readonly fn: number;
-  readonly kernel: (lo: number, hi: number) => void;
+  readonly kernel: (lo: number, hi: number, thread?: number) => void;
   readonly items: number;
   readonly parallel: boolean;
   readonly inputs: readonly Staged[];
   readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean };
   /** For a dot epilogue: where the dot's result is copied in (else -1). */
   readonly acc: number;
+  /** Most threads the kernel may use (row kernels: one scratch row set per thread). */
+  readonly maxThreads: number;
+  /** A multi-output fusion's other outputs (float32): always copied out, the step's value is then the list. */
+  readonly more: readonly { addr: number; n: number; shape: HloInstruction['shape'] }[] | null;
 }
 
 let nextId = 1;
@@ -100,8 +104,8 @@ export class WasmProgram implements PoolProgram {
       // Only the fusion kinds whose semantics the loop emitter implements; others (e.g. new
       // kinds from later fusion passes) keep their JavaScript kernel.
       const kind = (i.params as { kind?: string }).kind;
-      if (i.opcode !== 'fusion' || (kind !== 'kLoop' && kind !== 'kInput')) continue;
-      const p = planFusion(i.called[0]);
+      if (i.opcode !== 'fusion' || (kind !== 'kLoop' && kind !== 'kInput' && kind !== 'kRow')) continue;
+      const p = kind === 'kRow' ? planRowFusion(i.called[0]) : planFusion(i.called[0]);
       if (p) plans.set(i, p);
     }
     // Dot epilogues (kOutput): the dot runs as its core primitive; its result is copied into
@@ -128,7 +132,9 @@ export class WasmProgram implements PoolProgram {
         if (!plans.has(r) && !epilogues.has(r) && r.opcode !== 'parameter' && r.opcode !== 'constant' && r.opcode !== 'get-tuple-element' && !r.isTuple) staged.add(r);
       }
     // Only reads by wasm kernels keep a value in the arena: others read a copied-out array.
-    const ba = assignBuffers(c, [], { materialises: (i) => plans.has(i) || epilogues.has(i) || staged.has(i), counts: reads, alignment: ALIGN });
+    // A multi-output (row) fusion writes its outputs into regions of their own (below) and
+    // always copies them out: get-tuple-element readers stage those copies like other values.
+    const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i)), counts: reads, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
     const place = (i: HloInstruction, bytes: number): number => {
@@ -160,7 +166,7 @@ export class WasmProgram implements PoolProgram {
         const n = numel(o.shape);
         const bool = o.shape.dtype === 'bool';
         if (r.opcode === 'constant' && n === 1) return { imm: toStorage(r.literal!)[0] as number };
-        if (plans.has(r) || epilogues.has(r)) return { addr: ba.slots.get(r)!.offset };
+        if ((plans.has(r) && !r.isTuple) || epilogues.has(r)) return { addr: ba.slots.get(r)!.offset };
         if (r.opcode === 'constant') {
           const addr = place(r, bytesOf(r.shape));
           if (!constants.some((x) => x.addr === addr)) constants.push({ addr, lit: r.literal! });
@@ -174,7 +180,17 @@ export class WasmProgram implements PoolProgram {
       };
       const params: ParamSource[] = epi ? [{ addr: acc }, ...epi.operands.map(sources)] : f.operands.map(sources);
       const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0; // (epilogues are loops: no scratch)
-      layouts.push({ inst: f, plan, at: { params, out: epi ? acc : ba.slots.get(f)!.offset, scratch }, inputs, acc });
+      let out = epi ? acc : -1;
+      const more: number[] = [];
+      if (f.isTuple) {
+        f.shapes.forEach((sh, k) => {
+          const a = top;
+          top += align(bytesOf(sh));
+          if (k === 0) out = a;
+          else more.push(a);
+        });
+      } else if (!epi) out = ba.slots.get(f)!.offset;
+      layouts.push({ inst: f, plan, at: { params, out, scratch, more }, inputs, acc });
     }
     const bytes = top + 64;
     const pages = Math.max(1, Math.ceil(bytes / 65536));
@@ -198,15 +214,17 @@ export class WasmProgram implements PoolProgram {
     const users = c.users();
     layouts.forEach((l, k) => {
       const out = l.at.out;
-      const outBool = l.inst.shape.dtype === 'bool';
-      const outBytes = bytesOf(l.inst.shape);
+      const outBool = !l.inst.isTuple && l.inst.shape.dtype === 'bool';
+      const outBytes = bytesOf(l.inst.shapes[0]);
       // In place over an operand of another element size: threads would race; run on one.
-      const mixed = l.inputs.some((s) => s.addr === out && s.bool !== outBool) || l.at.params.some((p, j) => 'addr' in p && p.addr === out && l.plan.body.params[j].shape.dtype !== l.inst.shape.dtype);
+      const mixed = l.inputs.some((s) => s.addr === out && s.bool !== outBool) || l.at.params.some((p, j) => 'addr' in p && p.addr === out && l.plan.body.params[j].shape.dtype !== l.inst.shapes[0].dtype);
       (l.acc >= 0 ? prog.epilogues : prog.steps).set(l.inst, {
         fn: k,
-        kernel: inst.exports[`k${k}`] as (lo: number, hi: number) => void,
+        kernel: inst.exports[`k${k}`] as (lo: number, hi: number, thread?: number) => void,
         items: l.plan.items,
         parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
+        maxThreads: l.plan.scratchRowBytes > 0 ? ROW_SCRATCH_THREADS : Infinity,
+        more: l.inst.isTuple ? l.inst.shapes.slice(1).map((sh, q) => ({ addr: l.at.more![q], n: numel(sh), shape: sh })) : null,
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: l.acc >= 0 || users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
         acc: l.acc,
@@ -218,7 +236,13 @@ export class WasmProgram implements PoolProgram {
   /** Runs a dot epilogue over the dot's result `acc` (float32 storage), in place; returns the result Array (sharing `acc`). */
   runEpilogue(s: WasmStep, acc: Float32Array, vals: readonly (Array | Array[] | null)[]): Array {
     this.f32.set(acc, s.acc / 4);
-    return this.run(s, vals, acc)!;
+    return this.run(s, vals, acc) as Array;
+  }
+
+  /** A float32 output copied out of the arena. */
+  private out(addr: number, n: number, sh: HloInstruction['shape']): Array {
+    const r = fromStorage(this.f32.slice(addr / 4, addr / 4 + n), sh.shape, sh.dtype);
+    return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
   }
 
   /** Starts a call: values staged in earlier calls are stale. */
@@ -230,7 +254,7 @@ export class WasmProgram implements PoolProgram {
    * Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the
    * result out if needed, into `dest` when given (a donated argument's storage).
    */
-  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null): Array | null {
+  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null): Array | Array[] | null {
     const inputs = s.inputs;
     for (let i = 0; i < inputs.length; i++) {
       const x = inputs[i];
@@ -241,11 +265,17 @@ export class WasmProgram implements PoolProgram {
       else this.f32.set(data as Float32Array, x.addr / 4);
     }
     if (s.items > 0) {
-      const threads = s.parallel ? Math.min(getKernelThreads(), s.items) : 1;
+      const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
       const chunk = Math.max(1, Math.floor(s.items / (4 * threads)));
-      if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items);
+      if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items, 0);
     }
     const o = s.out;
+    if (s.more !== null) {
+      // Every output of a multi-output fusion leaves the arena (its readers read get-tuple-elements).
+      const outs = [this.out(o.addr, o.n, o.inst.shapes[0])];
+      for (const x of s.more) outs.push(this.out(x.addr, x.n, x.shape));
+      return outs;
+    }
     if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
     let data: Float32Array | Uint8Array;
