@@ -22,6 +22,10 @@
  *   K·2^-53·Σ|x| before the final rounding to float32);
  * - column reduction (reduced axes leading): (group of L output columns, chunk of 64 columns);
  *   each chunk accumulates in a float64 scratch row over the K reduced rows in order.
+ * - rows (a kRow fusion, `rowPlan.ts`): one row each; per stage, row values splatted, then a
+ *   walk of the row computing that stage's full values (those a later stage reads go to the
+ *   thread's scratch rows, `k(lo, hi, thread)`), writing outputs and accumulating the next
+ *   reductions the same way as the row reduction above.
  * Max is NaN-propagating (`f32x4.max`), like the reference; it returns +0 for max(−0, +0).
  */
 import { wasm } from '@tpukit/core';

@@ -63,8 +63,8 @@ export interface WasmStep {
   readonly acc: number;
   /** Most threads the kernel may use (row kernels: one scratch row set per thread). */
   readonly maxThreads: number;
-  /** A multi-output fusion's other outputs (float32): always copied out, the step's value is then the list. */
-  readonly more: readonly { addr: number; n: number; shape: HloInstruction['shape'] }[] | null;
+  /** A multi-output fusion's outputs (float32), each copied out when read outside wasm kernels; the step's value is then the list (null where not copied). */
+  readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean }[] | null;
 }
 
 let nextId = 1;
@@ -132,8 +132,8 @@ export class WasmProgram implements PoolProgram {
         if (!plans.has(r) && !epilogues.has(r) && r.opcode !== 'parameter' && r.opcode !== 'constant' && r.opcode !== 'get-tuple-element' && !r.isTuple) staged.add(r);
       }
     // Only reads by wasm kernels keep a value in the arena: others read a copied-out array.
-    // A multi-output (row) fusion writes its outputs into regions of their own (below) and
-    // always copies them out: get-tuple-element readers stage those copies like other values.
+    // A multi-output (row) fusion writes its outputs into regions of their own (below), where
+    // wasm kernels read them; outputs read elsewhere are copied out.
     const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i)), counts: reads, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
@@ -155,6 +155,20 @@ export class WasmProgram implements PoolProgram {
     };
     const layouts: { inst: HloInstruction; plan: FusionPlan; at: KernelAddresses; inputs: Staged[]; acc: number }[] = [];
     const kernels: [HloInstruction, FusionPlan][] = [...plans, ...[...epilogues].map(([f, e]): [HloInstruction, FusionPlan] => [f, e.plan])];
+    // Multi-output (row) fusions: each output in a region of its own, never reused, so wasm
+    // kernels reading a get-tuple-element read it there (no staged copy).
+    const tupleOut = new Map<HloInstruction, number[]>();
+    for (const f of plans.keys()) {
+      if (!f.isTuple) continue;
+      tupleOut.set(
+        f,
+        f.shapes.map((sh) => {
+          const a = top;
+          top += align(bytesOf(sh));
+          return a;
+        }),
+      );
+    }
     for (const [f, plan] of kernels) {
       const inputs: Staged[] = [];
       const epi = epilogues.get(f);
@@ -167,6 +181,7 @@ export class WasmProgram implements PoolProgram {
         const bool = o.shape.dtype === 'bool';
         if (r.opcode === 'constant' && n === 1) return { imm: toStorage(r.literal!)[0] as number };
         if ((plans.has(r) && !r.isTuple) || epilogues.has(r)) return { addr: ba.slots.get(r)!.offset };
+        if (r.opcode === 'get-tuple-element' && tupleOut.has(r.operands[0])) return { addr: tupleOut.get(r.operands[0])![(r.params as { index: number }).index] };
         if (r.opcode === 'constant') {
           const addr = place(r, bytesOf(r.shape));
           if (!constants.some((x) => x.addr === addr)) constants.push({ addr, lit: r.literal! });
@@ -180,16 +195,9 @@ export class WasmProgram implements PoolProgram {
       };
       const params: ParamSource[] = epi ? [{ addr: acc }, ...epi.operands.map(sources)] : f.operands.map(sources);
       const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0; // (epilogues are loops: no scratch)
-      let out = epi ? acc : -1;
-      const more: number[] = [];
-      if (f.isTuple) {
-        f.shapes.forEach((sh, k) => {
-          const a = top;
-          top += align(bytesOf(sh));
-          if (k === 0) out = a;
-          else more.push(a);
-        });
-      } else if (!epi) out = ba.slots.get(f)!.offset;
+      const regions = tupleOut.get(f);
+      const out = epi ? acc : regions ? regions[0] : ba.slots.get(f)!.offset;
+      const more = regions ? regions.slice(1) : [];
       layouts.push({ inst: f, plan, at: { params, out, scratch, more }, inputs, acc });
     }
     const bytes = top + 64;
@@ -212,6 +220,9 @@ export class WasmProgram implements PoolProgram {
       else prog.f32.set(s as Float32Array, addr / 4);
     }
     const users = c.users();
+    // An output of a multi-output fusion leaves the arena when anything but a wasm kernel reads it.
+    const tupleCopied = (f: HloInstruction, q: number): boolean =>
+      users.get(f)!.some((g) => g === null || g.opcode !== 'get-tuple-element' || ((g.params as { index: number }).index === q && users.get(g)!.some((u) => u === null || !plans.has(u))));
     layouts.forEach((l, k) => {
       const out = l.at.out;
       const outBool = !l.inst.isTuple && l.inst.shape.dtype === 'bool';
@@ -224,7 +235,7 @@ export class WasmProgram implements PoolProgram {
         items: l.plan.items,
         parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
         maxThreads: l.plan.scratchRowBytes > 0 ? ROW_SCRATCH_THREADS : Infinity,
-        more: l.inst.isTuple ? l.inst.shapes.slice(1).map((sh, q) => ({ addr: l.at.more![q], n: numel(sh), shape: sh })) : null,
+        outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q) })) : null,
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: l.acc >= 0 || users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
         acc: l.acc,
@@ -270,10 +281,13 @@ export class WasmProgram implements PoolProgram {
       if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items, 0);
     }
     const o = s.out;
-    if (s.more !== null) {
-      // Every output of a multi-output fusion leaves the arena (its readers read get-tuple-elements).
-      const outs = [this.out(o.addr, o.n, o.inst.shapes[0])];
-      for (const x of s.more) outs.push(this.out(x.addr, x.n, x.shape));
+    if (s.outputs !== null) {
+      // A multi-output fusion: the outputs read outside wasm kernels leave the arena (read through get-tuple-element).
+      const outs = new globalThis.Array<Array>(s.outputs.length);
+      for (let q = 0; q < outs.length; q++) {
+        const x = s.outputs[q];
+        outs[q] = x.copyOut ? this.out(x.addr, x.n, x.shape) : (null as unknown as Array);
+      }
       return outs;
     }
     if (!o.copyOut && dest === null) return null;
