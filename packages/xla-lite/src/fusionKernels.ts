@@ -1,5 +1,6 @@
 /**
- * Which generated kernel runs a fusion: a row kernel for `kRow` fusions (rowKernel.ts), the
+ * Which generated JavaScript kernel runs a fusion the WebAssembly program (`wasm/program.ts`)
+ * does not cover, or every fusion when wasm kernels are off: a row kernel for `kRow` fusions (rowKernel.ts), the
  * single-pass loop kernel (kernel.ts) for kLoop and kInput fusions and for the epilogue of a
  * kOutput fusion (passed as `body`, the dot itself runs as its core primitive).
  */
