@@ -8,6 +8,7 @@ import { type Array, grad, nn, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Compiled, type CompileOptions, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { planRowFusion, ROW_SCRATCH_THREADS } from '../src/wasm/emitKernel';
 import { expectAllclose } from './build';
 
 type Fn = (...xs: Array[]) => Array;
@@ -178,5 +179,21 @@ describe('row kernels and threads', () => {
     }
     setKernelThreads(null);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(6);
+  });
+
+  it('very long rows: scratch laid out for fewer threads (8 MiB cap), at least one', () => {
+    // softmax keeps exp(x - max) in one scratch row per thread.
+    const plan = (c: number) => {
+      const compiled = lower((a: Array) => nn.softmax(a))(np.zeros([3, c])).compile();
+      const row = compiled.module.entry.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kRow')!;
+      return planRowFusion(row.called[0])!;
+    };
+    const short = plan(1000);
+    expect(short.scratchRowBytes).toBe(1000 * 4);
+    expect(short.scratchThreads).toBe(ROW_SCRATCH_THREADS);
+    expect(plan(1 << 19).scratchThreads).toBe(4);
+    const long = plan(1 << 21);
+    expect(long.scratchThreads).toBe(1);
+    expect(long.scratchBytes).toBe(8 << 20);
   });
 });

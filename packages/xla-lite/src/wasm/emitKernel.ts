@@ -74,13 +74,16 @@ export interface FusionPlan {
   scratchBytes: number;
   /** Elements of the loop space, weighted for transcendentals (to decide on threads). */
   work: number;
-  /** Row fusions (kind 'rows'): the stage structure, and the scratch bytes of one thread. */
+  /** Row fusions (kind 'rows'): the stage structure, the scratch bytes of one thread, and the threads scratch is laid out for. */
   rowsOf: RowStructure | null;
   scratchRowBytes: number;
+  scratchThreads: number;
 }
 
-/** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena). */
+/** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
 export const ROW_SCRATCH_THREADS = 16;
+/** ...and fewer when their scratch would pass this many bytes (very long rows), at least one. */
+export const ROW_SCRATCH_BYTES = 8 << 20;
 
 const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'log1p', 'expm1', 'sin', 'cos']);
 
@@ -160,7 +163,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && TRANSCENDENTAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0 };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -201,9 +204,10 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && TRANSCENDENTAL.has(m.prim.name)).length;
   const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;
+  const scratchThreads = scratchRowBytes === 0 ? 0 : Math.max(1, Math.min(ROW_SCRATCH_THREADS, Math.floor(ROW_SCRATCH_BYTES / scratchRowBytes)));
   return {
     kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
-    broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * ROW_SCRATCH_THREADS, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes,
+    broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
   };
 }
 

@@ -25,7 +25,7 @@ import { type Array, fromStorage, lax, toStorage, wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
-import { emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion, planRowFusion, ROW_SCRATCH_THREADS } from './emitKernel';
+import { emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion, planRowFusion } from './emitKernel';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 
 let enabled = true;
@@ -234,7 +234,7 @@ export class WasmProgram implements PoolProgram {
         kernel: inst.exports[`k${k}`] as (lo: number, hi: number, thread?: number) => void,
         items: l.plan.items,
         parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
-        maxThreads: l.plan.scratchRowBytes > 0 ? ROW_SCRATCH_THREADS : Infinity,
+        maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q) })) : null,
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: l.acc >= 0 || users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
