@@ -4,7 +4,8 @@
  * in the same run (interleaved rounds; medians of per-round ratios). The programs are compiled
  * once per variant (`setWasmKernels(false)` gives the JS kernel); threads are switched with
  * `setKernelThreads`. Also a fused row reduction (sum of exp over the last axis), and one whose
- * 4M-element loop reads two 2048-element broadcasts (kernel-bound: no large copies). Env:
+ * 4M-element loop reads two 2048-element broadcasts (kernel-bound: no large copies), and two
+ * row fusions (softmax, layer norm: JS row kernel vs wasm row kernel). Env:
  * FUSION_BENCH_N (default 1048576), FUSION_BENCH_ROUNDS (default 15).
  */
 import { type Array, nn, np } from '@tpukit/core';
@@ -30,6 +31,16 @@ const cases: [string, (a: Array) => Array, Array][] = [
   ['sum(exp(x), axis=-1) [1024 rows of 1024]', (a) => np.sum(np.exp(a), { axis: -1 }), rows],
   // Kernel-bound: 4M elements from two 2048-element broadcasts, 2048 outputs (almost no copying).
   [`sum(tanh(a_i + b_j), axis=-1) [outer ${OUTER} x ${OUTER}]`, (a) => np.sum(np.tanh(np.add(a, np.reshape(a, [OUTER]))), { axis: -1 }), col],
+  // Row fusions (kRow): one row kernel each (row reductions, a scratch row, the output).
+  ['softmax [1024 rows of 1024] (row kernel)', (a) => nn.softmax(a), rows],
+  [
+    'layer norm, no scale [1024 rows of 1024] (row kernel)',
+    (a) => {
+      const c = np.subtract(a, np.mean(a, { axis: -1, keepdims: true }));
+      return np.multiply(c, np.reciprocal(np.sqrt(np.add(np.mean(np.square(c), { axis: -1, keepdims: true }), 1e-5))));
+    },
+    rows,
+  ],
 ];
 
 console.log(`fusion bench: ${N} float32 elements, ${ROUNDS} rounds (JS kernel, wasm 1 thread, wasm 2 threads interleaved)`);
