@@ -30,6 +30,7 @@
  */
 import { wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
+import { stridesOf } from '../kernel';
 import { type ElementReads, emitElement, emitElements, type ExprOptions, wasmCovers } from './emitExpr';
 import { type RowStructure, rowStructure } from './rowPlan';
 import { S, V } from './opcodes';
@@ -86,16 +87,6 @@ export const ROW_SCRATCH_THREADS = 16;
 export const ROW_SCRATCH_BYTES = 8 << 20;
 
 const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'log1p', 'expm1', 'sin', 'cos']);
-
-const stridesOf = (shape: readonly number[]): number[] => {
-  const st = new globalThis.Array<number>(shape.length);
-  let acc = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    st[d] = acc;
-    acc *= shape[d];
-  }
-  return st;
-};
 
 /**
  * Broadcasts of non-scalar parameters that need index arithmetic: the element stride of each
