@@ -24,7 +24,31 @@ export interface CompileOptions extends PipelineOptions {
   donateLabels?: readonly string[];
 }
 
-export class Compiled {
+/**
+ * What both stages show of their module: `Lowered` the unoptimised one (what `compile()` is
+ * measured against), `Compiled` the optimised one (fusion bodies inline and layout copies
+ * dropped in StableHLO).
+ */
+abstract class Stage {
+  abstract readonly module: HloModule;
+
+  /** The module as HLO text. */
+  asText(): string {
+    return moduleText(this.module);
+  }
+
+  /** The module as StableHLO MLIR text. */
+  asStableHlo(): string {
+    return toStableHlo(this.module);
+  }
+
+  /** FLOPs, transcendentals, bytes accessed and modelled seconds on a systolic preset (default v5e). */
+  costAnalysis(preset: systolic.TpuPreset = systolic.presets.v5e): CostAnalysis {
+    return computationCost(this.module.entry, preset);
+  }
+}
+
+export class Compiled extends Stage {
   /** Wall-clock milliseconds the pipeline and code generation took. */
   readonly compileMs: number;
   readonly passStats: PassStats;
@@ -43,6 +67,7 @@ export class Compiled {
     preoptimized = false,
     readonly donateLabels: readonly string[] = [],
   ) {
+    super();
     const t0 = performance.now();
     this.passStats = preoptimized ? emptyPassStats() : optimize(module, opts);
     this.donation = planDonation(module.entry, donateArgnums, name, donateLabels);
@@ -78,26 +103,12 @@ export class Compiled {
     return { ...(this.donor?.counts ?? { inPlaceWrites: 0, copies: 0 }) };
   }
 
-  asText(): string {
-    return moduleText(this.module);
-  }
-
-  /** The optimised module as StableHLO MLIR text (fusion bodies inline, layout copies dropped). */
-  asStableHlo(): string {
-    return toStableHlo(this.module);
-  }
-
-  /** FLOPs, transcendentals, bytes accessed and modelled seconds on a systolic preset (default v5e). */
-  costAnalysis(preset: systolic.TpuPreset = systolic.presets.v5e): CostAnalysis {
-    return computationCost(this.module.entry, preset);
-  }
-
   memoryAnalysis(): MemoryAnalysis {
     return memoryAnalysis(this.module.entry, this.donateArgnums);
   }
 }
 
-export class Lowered {
+export class Lowered extends Stage {
   readonly module: HloModule;
 
   constructor(
@@ -106,23 +117,10 @@ export class Lowered {
     readonly donateArgnums: readonly number[] = [],
     readonly donateLabels: readonly string[] = [],
   ) {
+    super();
     this.module = lowerJaxpr(jaxpr, `jit_${name}`);
   }
 
-  /** The unoptimised module as HLO text. */
-  asText(): string {
-    return moduleText(this.module);
-  }
-
-  /** The unoptimised module as StableHLO MLIR text. */
-  asStableHlo(): string {
-    return toStableHlo(this.module);
-  }
-
-  /** Cost of the unoptimised program (what `compile()` is measured against). */
-  costAnalysis(preset: systolic.TpuPreset = systolic.presets.v5e): CostAnalysis {
-    return computationCost(this.module.entry, preset);
-  }
 
   compile(opts: CompileOptions = {}): Compiled {
     return new Compiled(lowerJaxpr(this.jaxpr, `jit_${this.name}`), this.name, opts.donateArgnums ?? this.donateArgnums, opts, false, opts.donateLabels ?? this.donateLabels);

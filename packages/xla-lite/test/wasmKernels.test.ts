@@ -6,8 +6,9 @@
 import { type Array, nn, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildExecutable, type Compiled, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
 import { B, expectAllclose as allclose, f32 } from './build';
+import { compileBoth, type Fn } from './wasmCompare';
 
 /** `expectAllclose`, with equal infinities counting as equal. */
 function expectAllclose(actual: Array, expected: Array, opts: { rtol: number; atol: number }): void {
@@ -17,16 +18,6 @@ function expectAllclose(actual: Array, expected: Array, opts: { rtol: number; at
   allclose(keep(a, e), keep(e, a), opts);
 }
 
-type Fn = (...xs: Array[]) => Array;
-
-/** The same program compiled with JavaScript kernels and with WebAssembly kernels. */
-function compileBoth(f: Fn, args: Array[], opts: CompileOptions = {}): { js: Compiled; wasm: Compiled } {
-  setWasmKernels(false);
-  const js = lower(f)(...args).compile(opts);
-  setWasmKernels(true);
-  const wasm = lower(f)(...args).compile(opts);
-  return { js, wasm };
-}
 
 /** Tests of the arena's layout count loop and reduction kernels only: row and dot-epilogue fusions off. */
 const LOOP_FUSION_ONLY: CompileOptions = { rowFusion: false, outputFusion: false };

@@ -7,24 +7,16 @@
 import { type Array, grad, nn, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Compiled, type CompileOptions, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { type Compiled, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
 import { planRowFusion, ROW_SCRATCH_THREADS } from '../src/wasm/emitKernel';
 import { expectAllclose } from './build';
-
-type Fn = (...xs: Array[]) => Array;
+import { compileBoth, type Fn } from './wasmCompare';
 
 afterAll(() => {
   setWasmKernels(true);
   setKernelThreads(null);
 });
 
-function compileBoth(f: Fn, args: Array[], opts: CompileOptions = {}): { js: Compiled; wasm: Compiled } {
-  setWasmKernels(false);
-  const js = lower(f)(...args).compile(opts);
-  setWasmKernels(true);
-  const wasm = lower(f)(...args).compile(opts);
-  return { js, wasm };
-}
 
 const rand = (shape: number[], seed: number, scale = 3): Array => {
   const n = shape.reduce((a, b) => a * b, 1);

@@ -549,20 +549,9 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       const q = plan.rowsPerOutput;
       const a0 = f.local('v128');
       const a1 = f.local('v128');
-      const accumulate = (v: E): void => {
-        if (plan.isMax) b.setTo(a0, b.op(V.f32x4_max, b.get(a0), v));
-        else {
-          const x = b.let(v);
-          b.setTo(a0, b.op(V.f64x2_add, b.get(a0), b.op(V.f64x2_promote_low_f32x4, x)));
-          b.setTo(a1, b.op(V.f64x2_add, b.get(a1), b.op(V.f64x2_promote_low_f32x4, hiHalf(x))));
-        }
-      };
+      const accumulate = (v: E): void => accumulateInto(plan.isMax, a0, a1, v);
       forItems(() => {
-        if (plan.isMax) b.setTo(a0, b.k(-Infinity));
-        else {
-          b.setTo(a0, f64Const(0));
-          b.setTo(a1, f64Const(0));
-        }
+        initAcc(plan.isMax, a0, a1);
         if (q > 0) {
           set(s, () => i32(0));
           f.loop();
@@ -576,17 +565,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
         }
         // out[item] = horizontal reduction
         f.get(item).i32Const(2).op(OP.i32_shl);
-        if (plan.isMax) {
-          for (let lane = 0; lane < 4; lane++) {
-            f.get(a0).simd(V.f32x4_extract_lane).op(lane);
-            if (lane > 0) f.op(S.f32_max);
-          }
-        } else {
-          b.setTo(a0, b.op(V.f64x2_add, b.get(a0), b.get(a1)));
-          f.get(a0).simd(V.f64x2_extract_lane).op(0);
-          f.get(a0).simd(V.f64x2_extract_lane).op(1);
-          f.op(S.f64_add).op(S.f32_demote_f64);
-        }
+        horizontal(plan.isMax, a0, a1);
         f.mem(0x38 /* f32.store */, at.out, 4);
       });
       return;
