@@ -15,10 +15,12 @@
  * product has no other use is contracted to `f32x4.relaxed_madd` (one rounding instead of two,
  * a difference of at most half an ulp of the product).
  */
+import { wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
-import { V } from './opcodes';
 import type { E, VecBuilder } from './vecBuilder';
 import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
+
+const { SIMD } = wasm;
 
 /** How the loop emitter reads operands at the current position. */
 export interface ElementReads {
@@ -42,8 +44,8 @@ export interface ExprOptions {
 /** Primitives with a WebAssembly element emitter; a fusion using any other keeps the JS kernel. */
 export const WASM_ELEMENTWISE = new Set(['neg', 'exp', 'log', 'tanh', 'logistic', 'sqrt', 'rsqrt', 'abs', 'sin', 'cos', 'square', 'sign', 'floor', 'ceil', 'log1p', 'expm1', 'integer_pow', 'convert_element_type', 'broadcast_in_dim', 'stop_gradient', 'add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n']);
 
-const COMPARE: Record<string, number> = { eq: V.f32x4_eq, ne: V.f32x4_ne, lt: V.f32x4_lt, le: V.f32x4_le, gt: V.f32x4_gt, ge: V.f32x4_ge };
-const ARITH: Record<string, number> = { add: V.f32x4_add, sub: V.f32x4_sub, mul: V.f32x4_mul, div: V.f32x4_div, max: V.f32x4_max, min: V.f32x4_min };
+const COMPARE: Record<string, number> = { eq: SIMD.f32x4_eq, ne: SIMD.f32x4_ne, lt: SIMD.f32x4_lt, le: SIMD.f32x4_le, gt: SIMD.f32x4_gt, ge: SIMD.f32x4_ge };
+const ARITH: Record<string, number> = { add: SIMD.f32x4_add, sub: SIMD.f32x4_sub, mul: SIMD.f32x4_mul, div: SIMD.f32x4_div, max: SIMD.f32x4_max, min: SIMD.f32x4_min };
 
 /** Whether every instruction of `body` (the reduction root aside) has an element emitter. */
 export function wasmCovers(body: HloComputation, skip?: HloInstruction): boolean {
@@ -125,29 +127,29 @@ export function emitElements(b: VecBuilder, body: HloComputation, reads: Element
         val.set(m, v(x));
         continue;
       case 'neg':
-        e = b.op(V.f32x4_neg, v(x));
+        e = b.op(SIMD.f32x4_neg, v(x));
         break;
       case 'abs':
         e = b.abs(v(x));
         break;
       case 'sqrt':
-        e = b.op(V.f32x4_sqrt, v(x));
+        e = b.op(SIMD.f32x4_sqrt, v(x));
         break;
       case 'rsqrt':
-        e = b.div(one, b.op(V.f32x4_sqrt, v(x)));
+        e = b.div(one, b.op(SIMD.f32x4_sqrt, v(x)));
         break;
       case 'floor':
-        e = b.op(V.f32x4_floor, v(x));
+        e = b.op(SIMD.f32x4_floor, v(x));
         break;
       case 'ceil':
-        e = b.op(V.f32x4_ceil, v(x));
+        e = b.op(SIMD.f32x4_ceil, v(x));
         break;
       case 'square':
         e = b.mul(v(x), v(x));
         break;
       case 'sign': {
         // ±1 with x's sign where x is nonzero and not NaN; x itself (±0, NaN) elsewhere.
-        const nz = b.and(b.op(V.f32x4_ne, v(x), b.k(0)), b.op(V.f32x4_eq, v(x), v(x)));
+        const nz = b.and(b.op(SIMD.f32x4_ne, v(x), b.k(0)), b.op(SIMD.f32x4_eq, v(x), v(x)));
         e = b.sel(nz, b.or(b.and(v(x), b.ki(0x80000000 | 0)), one), v(x));
         break;
       }
@@ -209,9 +211,9 @@ export function emitElements(b: VecBuilder, body: HloComputation, reads: Element
         const py = products.get(y);
         if (name === 'add' && (px || py)) {
           const [a, c] = px ? [px, v(y)] : [py!, v(x)];
-          e = b.op(V.f32x4_relaxed_madd, a[0], a[1], c);
+          e = b.op(SIMD.f32x4_relaxed_madd, a[0], a[1], c);
         } else if (name === 'sub' && py) {
-          e = b.op(V.f32x4_relaxed_madd, b.op(V.f32x4_neg, py[0]), py[1], v(x));
+          e = b.op(SIMD.f32x4_relaxed_madd, b.op(SIMD.f32x4_neg, py[0]), py[1], v(x));
         } else e = b.op(ARITH[name], v(x), v(y));
         break;
       }

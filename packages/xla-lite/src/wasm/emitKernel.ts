@@ -33,8 +33,9 @@ import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../kernel';
 import { type ElementReads, emitElement, emitElements, type ExprOptions, wasmCovers } from './emitExpr';
 import { type RowStructure, rowStructure } from './rowPlan';
-import { S, V } from './opcodes';
 import { type E, VecBuilder } from './vecBuilder';
+
+const { OP, SIMD } = wasm;
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
@@ -213,7 +214,6 @@ export interface KernelAddresses {
   more?: number[];
 }
 
-const { OP } = wasm;
 
 /** Adds `k<index>(lo, hi)` for `plan` to module `m`. */
 export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPlan, at: KernelAddresses, opts: ExprOptions): void {
@@ -247,8 +247,8 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       const src = at.params[p.paramIndex];
       const l = f.local('v128');
       if ('imm' in src) b.setTo(l, p.shape.dtype === 'bool' ? b.ki(src.imm ? -1 : 0) : b.k(src.imm));
-      else if (p.shape.dtype === 'bool') b.setTo(l, b.op(V.i32x4_ne, () => void f.i32Const(0).simdMem(V.load8_splat, src.addr, 1), b.ki(0)));
-      else b.setTo(l, () => void f.i32Const(0).simdMem(V.load32_splat, src.addr, 4));
+      else if (p.shape.dtype === 'bool') b.setTo(l, b.op(SIMD.i32x4_ne, () => void f.i32Const(0).simdMem(SIMD.v128_load8_splat, src.addr, 1), b.ki(0)));
+      else b.setTo(l, () => void f.i32Const(0).simdMem(SIMD.v128_load32_splat, src.addr, 4));
       scalar.set(p, l);
     }
     const addrOf = (param: number): number => {
@@ -273,13 +273,13 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
         if (used) {
           plan.broadcasts.forEach((bc, k) => {
             if (bc.outer[t] === 0) return;
-            set(bbase[k], () => f.get(bbase[k]).get(rr).i32Const(shape[t]).op(S.i32_rem_u).i32Const(bc.outer[t]).op(OP.i32_mul).op(OP.i32_add));
+            set(bbase[k], () => f.get(bbase[k]).get(rr).i32Const(shape[t]).op(OP.i32_rem_u).i32Const(bc.outer[t]).op(OP.i32_mul).op(OP.i32_add));
           });
         }
         set(rr, () => f.get(rr).i32Const(shape[t]).op(OP.i32_div_u));
       }
       plan.broadcasts.forEach((bc, k) => {
-        if (!bc.contiguous) b.setTo(bconst[k], () => void f.get(bbase[k]).i32Const(2).op(OP.i32_shl).simdMem(V.load32_splat, addrOf(bc.param), 4));
+        if (!bc.contiguous) b.setTo(bconst[k], () => void f.get(bbase[k]).i32Const(2).op(OP.i32_shl).simdMem(SIMD.v128_load32_splat, addrOf(bc.param), 4));
       });
     };
     // Addresses at column j of the current row.
@@ -302,15 +302,15 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
         }
         const A = addrOf(p.paramIndex);
         if (p.shape.dtype === 'bool') {
-          return b.let(b.op(V.i32x4_ne, b.op(V.i32x4_extend_low_i16x8_u, b.op(V.i16x8_extend_low_i8x16_u, () => void f.get(ej).simdMem(V.load32_zero, A, 4))), b.ki(0)));
+          return b.let(b.op(SIMD.i32x4_ne, b.op(SIMD.i32x4_extend_low_i16x8_u, b.op(SIMD.i16x8_extend_low_i8x16_u, () => void f.get(ej).simdMem(SIMD.v128_load32_zero, A, 4))), b.ki(0)));
         }
-        return b.let(() => void f.get(ej4).simdMem(V.load, A, 16));
+        return b.let(() => void f.get(ej4).simdMem(SIMD.v128_load, A, 16));
       },
       broadcast: (bi: HloInstruction): E => {
         const k = bIndex.get(bi)!;
         const bc = plan.broadcasts[k];
         if (!bc.contiguous) return b.get(bconst[k]);
-        return b.let(() => void f.get(bj4[k]).simdMem(V.load, addrOf(bc.param), 16));
+        return b.let(() => void f.get(bj4[k]).simdMem(SIMD.v128_load, addrOf(bc.param), 16));
       },
     };
     const target = plan.reduce ? plan.reduce.operands[0] : body.outputs[0];
@@ -349,12 +349,12 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
         if (!partial) {
           f.get(ej);
           bytes();
-          f.simdMem(V.store32_lane, base, 4).op(0);
+          f.simdMem(SIMD.v128_store32_lane, base, 4).op(0);
         } else
           laneStores((lane) => {
             f.get(ej);
             bytes();
-            f.simdMem(V.store8_lane, base + lane, 1).op(lane);
+            f.simdMem(SIMD.v128_store8_lane, base + lane, 1).op(lane);
           });
         return;
       }
@@ -362,12 +362,12 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       if (!partial) {
         f.get(ej4);
         val();
-        f.simdMem(V.store, base, 16);
+        f.simdMem(SIMD.v128_store, base, 16);
       } else
         laneStores((lane) => {
           f.get(ej4);
           val();
-          f.simdMem(V.store32_lane, base + 4 * lane, 4).op(lane);
+          f.simdMem(SIMD.v128_store32_lane, base + 4 * lane, 4).op(lane);
         });
     };
     const forItems = (each: () => void): void => {
@@ -401,7 +401,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       });
       return;
     }
-    const laneMask = (): E => b.op(V.i32x4_lt_s, () => void f.v128Const([0, 1, 2, 3]), b.op(V.i32x4_splat, () => void f.get(rem)));
+    const laneMask = (): E => b.op(SIMD.i32x4_lt_s, () => void f.v128Const([0, 1, 2, 3]), b.op(SIMD.i32x4_splat, () => void f.get(rem)));
     const hiHalf = (v: E): E => b.shuffle(v, v, [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15]);
     const f64Const = (c: number): E => () => {
       const w = new Uint32Array(new Float64Array([c, c]).buffer);
@@ -409,25 +409,25 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     };
     /** Accumulates `v` into a0 (max: f32x4 lanes) or a0/a1 (sum: four float64 partial sums). */
     const accumulateInto = (isMax: boolean, a0: number, a1: number, v: E): void => {
-      if (isMax) b.setTo(a0, b.op(V.f32x4_max, b.get(a0), v));
+      if (isMax) b.setTo(a0, b.op(SIMD.f32x4_max, b.get(a0), v));
       else {
         const x = b.let(v);
-        b.setTo(a0, b.op(V.f64x2_add, b.get(a0), b.op(V.f64x2_promote_low_f32x4, x)));
-        b.setTo(a1, b.op(V.f64x2_add, b.get(a1), b.op(V.f64x2_promote_low_f32x4, hiHalf(x))));
+        b.setTo(a0, b.op(SIMD.f64x2_add, b.get(a0), b.op(SIMD.f64x2_promote_low_f32x4, x)));
+        b.setTo(a1, b.op(SIMD.f64x2_add, b.get(a1), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x))));
       }
     };
     /** Pushes the float32 horizontal reduction of a0 (and a1). */
     const horizontal = (isMax: boolean, a0: number, a1: number): void => {
       if (isMax) {
         for (let lane = 0; lane < 4; lane++) {
-          f.get(a0).simd(V.f32x4_extract_lane).op(lane);
-          if (lane > 0) f.op(S.f32_max);
+          f.get(a0).simd(SIMD.f32x4_extract_lane).op(lane);
+          if (lane > 0) f.op(OP.f32_max);
         }
       } else {
-        b.setTo(a0, b.op(V.f64x2_add, b.get(a0), b.get(a1)));
-        f.get(a0).simd(V.f64x2_extract_lane).op(0);
-        f.get(a0).simd(V.f64x2_extract_lane).op(1);
-        f.op(S.f64_add).op(S.f32_demote_f64);
+        b.setTo(a0, b.op(SIMD.f64x2_add, b.get(a0), b.get(a1)));
+        f.get(a0).simd(SIMD.f64x2_extract_lane).op(0);
+        f.get(a0).simd(SIMD.f64x2_extract_lane).op(1);
+        f.op(OP.f64_add).op(OP.f32_demote_f64);
       }
     };
     const initAcc = (isMax: boolean, a0: number, a1: number): void => {
@@ -459,7 +459,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
         param: (p) => {
           const sl = scalar.get(p);
           if (sl !== undefined) return b.get(sl);
-          return b.let(() => void f.get(r4).simdMem(V.load32_splat, addrOf(p.paramIndex), 4));
+          return b.let(() => void f.get(r4).simdMem(SIMD.v128_load32_splat, addrOf(p.paramIndex), 4));
         },
         broadcast: () => {
           throw new Error(`xla-lite wasm row kernel: ${body.name} broadcasts a non-scalar to a row value`);
@@ -473,14 +473,14 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
           const v = knownRow(m);
           if (v) return v;
           const slot = rs.stored.get(m);
-          if (slot !== undefined && rs.level.get(m)! < stage) return b.let(() => void f.get(sj).simdMem(V.load, at.scratch + slot * rowBytes, 16));
+          if (slot !== undefined && rs.level.get(m)! < stage) return b.let(() => void f.get(sj).simdMem(SIMD.v128_load, at.scratch + slot * rowBytes, 16));
           if (m.prim?.name === 'broadcast_in_dim' && rs.full(m) && m.operands[0].opcode !== 'parameter' && !rs.full(m.operands[0])) return knownRow(m.operands[0]);
           return undefined;
         },
       };
       /** Stores a row value (splatted) into an R-element output. */
       const storeRow = (m: HloInstruction, addr: number): void => {
-        f.get(r4).get(splat.get(m)!).simd(V.f32x4_extract_lane).op(0);
+        f.get(r4).get(splat.get(m)!).simd(SIMD.f32x4_extract_lane).op(0);
         f.mem(0x38 /* f32.store */, addr, 4);
       };
       const acc = new Map<HloInstruction, [number, number]>();
@@ -515,7 +515,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
                 if (slot !== undefined) {
                   f.get(sj);
                   val.get(m)!();
-                  f.simdMem(V.store, at.scratch + slot * rowBytes, 16);
+                  f.simdMem(SIMD.v128_store, at.scratch + slot * rowBytes, 16);
                 }
                 if (extra.has(m)) storeOut(val.get(m)!, partial, extra.get(m)!);
                 if (m === root) storeOut(val.get(m)!, partial, at.out);
@@ -534,7 +534,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
           for (const red of st.reduces) {
             const isMax = red.prim!.name === 'reduce_max';
             horizontal(isMax, ...acc.get(red)!);
-            f.simd(V.f32x4_splat).set(splat.get(red)!);
+            f.simd(SIMD.f32x4_splat).set(splat.get(red)!);
             done.add(red);
             if (extra.has(red)) storeRow(red, extra.get(red)!);
           }
@@ -576,7 +576,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
     const cpr = plan.chunksPerRow;
     const g = I();
     const sp = I();
-    const op = plan.isMax ? V.f64x2_max : V.f64x2_add;
+    const op = plan.isMax ? SIMD.f64x2_max : SIMD.f64x2_add;
     forItems(() => {
       set(g, () => f.get(item).i32Const(cpr).op(OP.i32_div_u));
       chunkRange(() => f.get(item).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub));
@@ -588,7 +588,7 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       for (const off of [0, 16]) {
         f.get(sp);
         f64Const(init)();
-        f.simdMem(V.store, at.scratch + off, 16);
+        f.simdMem(SIMD.v128_store, at.scratch + off, 16);
       }
       f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
       f.end().end();
@@ -601,11 +601,11 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
           const x = b.let(v);
           set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
           f.get(sp);
-          b.op(op, () => void f.get(sp).simdMem(V.load, at.scratch, 16), b.op(V.f64x2_promote_low_f32x4, x))();
-          f.simdMem(V.store, at.scratch, 16);
+          b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch, 16), b.op(SIMD.f64x2_promote_low_f32x4, x))();
+          f.simdMem(SIMD.v128_store, at.scratch, 16);
           f.get(sp);
-          b.op(op, () => void f.get(sp).simdMem(V.load, at.scratch + 16, 16), b.op(V.f64x2_promote_low_f32x4, hiHalf(x)))();
-          f.simdMem(V.store, at.scratch + 16, 16);
+          b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch + 16, 16), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x)))();
+          f.simdMem(SIMD.v128_store, at.scratch + 16, 16);
         };
         columns(acc, acc);
         f.get(s).i32Const(1).op(OP.i32_add).tee(s).i32Const(plan.K).op(OP.i32_lt_s).brIf(0);
@@ -615,8 +615,8 @@ export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPla
       set(rowBase, () => f.get(g).i32Const(L).op(OP.i32_mul));
       const fromScratch = (): E => {
         set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
-        const lo2 = b.op(V.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(V.load, at.scratch, 16));
-        const hi2 = b.op(V.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(V.load, at.scratch + 16, 16));
+        const lo2 = b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch, 16));
+        const hi2 = b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch + 16, 16));
         return b.let(b.shuffle(lo2, hi2, [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]));
       };
       f.get(j0).set(j);

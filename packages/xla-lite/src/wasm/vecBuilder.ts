@@ -5,8 +5,9 @@
  * fresh v128 local at that point (for values used more than once). The vector math
  * (`vmath.ts`) and the element-expression emitter (`emitExpr.ts`) are written with it.
  */
-import type { wasm } from '@tpukit/core';
-import { V } from './opcodes';
+import { wasm } from '@tpukit/core';
+
+const { SIMD } = wasm;
 
 export type E = () => void;
 
@@ -51,16 +52,16 @@ export class VecBuilder {
     };
   }
 
-  add = (a: E, b: E): E => this.op(V.f32x4_add, a, b);
-  sub = (a: E, b: E): E => this.op(V.f32x4_sub, a, b);
-  mul = (a: E, b: E): E => this.op(V.f32x4_mul, a, b);
-  div = (a: E, b: E): E => this.op(V.f32x4_div, a, b);
+  add = (a: E, b: E): E => this.op(SIMD.f32x4_add, a, b);
+  sub = (a: E, b: E): E => this.op(SIMD.f32x4_sub, a, b);
+  mul = (a: E, b: E): E => this.op(SIMD.f32x4_mul, a, b);
+  div = (a: E, b: E): E => this.op(SIMD.f32x4_div, a, b);
   /** Lanes of `a` where `mask` is set, else of `b`. */
-  sel = (mask: E, a: E, b: E): E => this.op(V.bitselect, a, b, mask);
-  and = (a: E, b: E): E => this.op(V.and, a, b);
-  or = (a: E, b: E): E => this.op(V.or, a, b);
-  xor = (a: E, b: E): E => this.op(V.xor, a, b);
-  abs = (a: E): E => this.op(V.f32x4_abs, a);
+  sel = (mask: E, a: E, b: E): E => this.op(SIMD.v128_bitselect, a, b, mask);
+  and = (a: E, b: E): E => this.op(SIMD.v128_and, a, b);
+  or = (a: E, b: E): E => this.op(SIMD.v128_or, a, b);
+  xor = (a: E, b: E): E => this.op(SIMD.v128_xor, a, b);
+  abs = (a: E): E => this.op(SIMD.f32x4_abs, a);
   /** Horner evaluation of `coeffs[0] * x^(n-1) + ... + coeffs[n-1]` (separate mul and add). */
   horner(x: E, coeffs: readonly number[]): E {
     let p = this.k(coeffs[0]);
@@ -73,7 +74,7 @@ export class VecBuilder {
     return () => {
       a();
       b();
-      this.f.simd(V.shuffle).op(...lanes);
+      this.f.simd(SIMD.i8x16_shuffle).op(...lanes);
     };
   }
 }

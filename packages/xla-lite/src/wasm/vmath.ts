@@ -27,8 +27,10 @@
  * sin/cos ≤ 2 (the largest errors seen were 1, 1, 1, 2, 2, 2, 1, 1 ulp). Special values
  * (NaN, ±Inf, ±0, overflow to Inf, underflow through the subnormals to 0) match Math.*.
  */
-import { V } from './opcodes';
+import { wasm } from '@tpukit/core';
 import { type E, VecBuilder } from './vecBuilder';
+
+const { SIMD } = wasm;
 
 /** Indices of the imported host functions (f64 -> f64) the sin/cos fallback calls. */
 export interface HostMath {
@@ -42,29 +44,29 @@ const LN2_LO = -2.12194440e-4;
 const SQRTHF = 0.707106781186547524;
 
 export function vexp(b: VecBuilder, x: E): E {
-  const xc = b.let(b.op(V.f32x4_min, b.op(V.f32x4_max, x, b.k(-104)), b.k(89)));
-  const n = b.let(b.op(V.f32x4_nearest, b.mul(xc, b.k(LOG2E))));
+  const xc = b.let(b.op(SIMD.f32x4_min, b.op(SIMD.f32x4_max, x, b.k(-104)), b.k(89)));
+  const n = b.let(b.op(SIMD.f32x4_nearest, b.mul(xc, b.k(LOG2E))));
   const r = b.let(b.sub(b.sub(xc, b.mul(n, b.k(LN2_HI))), b.mul(n, b.k(LN2_LO))));
   const p = b.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1]);
   const y = b.add(b.add(b.mul(p, b.mul(r, r)), r), b.k(1));
-  const ni = b.let(b.op(V.i32x4_trunc_sat_f32x4_s, n));
-  const n1 = b.let(b.op(V.i32x4_shr_s, ni, () => void b.f.i32Const(1)));
-  const n2 = b.op(V.i32x4_sub, ni, n1);
-  const pow2 = (k: E): E => b.op(V.i32x4_shl, b.op(V.i32x4_add, k, b.ki(127)), () => void b.f.i32Const(23));
+  const ni = b.let(b.op(SIMD.i32x4_trunc_sat_f32x4_s, n));
+  const n1 = b.let(b.op(SIMD.i32x4_shr_s, ni, () => void b.f.i32Const(1)));
+  const n2 = b.op(SIMD.i32x4_sub, ni, n1);
+  const pow2 = (k: E): E => b.op(SIMD.i32x4_shl, b.op(SIMD.i32x4_add, k, b.ki(127)), () => void b.f.i32Const(23));
   return b.let(b.mul(b.mul(y, pow2(n1)), pow2(n2)));
 }
 
 export function vlog(b: VecBuilder, x0: E): E {
   const x = b.let(x0);
   // Subnormals: scale into the normal range first.
-  const sub = b.let(b.op(V.f32x4_lt, x, b.k(1.1754943508222875e-38)));
+  const sub = b.let(b.op(SIMD.f32x4_lt, x, b.k(1.1754943508222875e-38)));
   const xs = b.let(b.sel(sub, b.mul(x, b.k(8388608)), x));
-  const e0 = b.op(V.i32x4_sub, b.op(V.i32x4_shr_s, xs, () => void b.f.i32Const(23)), b.ki(126));
-  const e1 = b.op(V.i32x4_sub, e0, b.and(sub, b.ki(23)));
+  const e0 = b.op(SIMD.i32x4_sub, b.op(SIMD.i32x4_shr_s, xs, () => void b.f.i32Const(23)), b.ki(126));
+  const e1 = b.op(SIMD.i32x4_sub, e0, b.and(sub, b.ki(23)));
   const m0 = b.let(b.or(b.and(xs, b.ki(0x007fffff)), b.ki(0x3f000000)));
-  const lt = b.let(b.op(V.f32x4_lt, m0, b.k(SQRTHF)));
+  const lt = b.let(b.op(SIMD.f32x4_lt, m0, b.k(SQRTHF)));
   // e -= 1 where m < sqrt(1/2) (the mask is -1 there), and m = 2m - 1 there, m - 1 elsewhere.
-  const e = b.let(b.op(V.f32x4_convert_i32x4_s, b.op(V.i32x4_add, e1, lt)));
+  const e = b.let(b.op(SIMD.f32x4_convert_i32x4_s, b.op(SIMD.i32x4_add, e1, lt)));
   const m = b.let(b.sub(b.add(m0, b.and(m0, lt)), b.k(1)));
   const z = b.let(b.mul(m, m));
   const p = b.horner(m, [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1]);
@@ -72,10 +74,10 @@ export function vlog(b: VecBuilder, x0: E): E {
   y = b.add(y, b.mul(e, b.k(LN2_LO)));
   y = b.sub(y, b.mul(z, b.k(0.5)));
   let r = b.add(b.add(m, y), b.mul(e, b.k(LN2_HI)));
-  r = b.sel(b.op(V.f32x4_eq, x, b.k(0)), b.k(-Infinity), r);
-  r = b.sel(b.op(V.f32x4_lt, x, b.k(0)), b.k(NaN), r);
-  r = b.sel(b.op(V.f32x4_eq, x, b.k(Infinity)), b.k(Infinity), r);
-  r = b.sel(b.op(V.f32x4_ne, x, x), x, r);
+  r = b.sel(b.op(SIMD.f32x4_eq, x, b.k(0)), b.k(-Infinity), r);
+  r = b.sel(b.op(SIMD.f32x4_lt, x, b.k(0)), b.k(NaN), r);
+  r = b.sel(b.op(SIMD.f32x4_eq, x, b.k(Infinity)), b.k(Infinity), r);
+  r = b.sel(b.op(SIMD.f32x4_ne, x, x), x, r);
   return b.let(r);
 }
 
@@ -88,14 +90,14 @@ export function vtanh(b: VecBuilder, x0: E): E {
   const small = b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x);
   const s = vexp(b, b.add(a, a));
   const large = b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN)));
-  return b.let(b.sel(b.op(V.f32x4_lt, a, b.k(0.625)), small, large));
+  return b.let(b.sel(b.op(SIMD.f32x4_lt, a, b.k(0.625)), small, large));
 }
 
 export function vlogistic(b: VecBuilder, x0: E): E {
   const x = b.let(x0);
-  const e = vexp(b, b.op(V.f32x4_neg, b.abs(x)));
+  const e = vexp(b, b.op(SIMD.f32x4_neg, b.abs(x)));
   const d = b.let(b.add(b.k(1), e));
-  return b.let(b.sel(b.op(V.f32x4_ge, x, b.k(0)), b.div(b.k(1), d), b.div(e, d)));
+  return b.let(b.sel(b.op(SIMD.f32x4_ge, x, b.k(0)), b.div(b.k(1), d), b.div(e, d)));
 }
 
 export function vlog1p(b: VecBuilder, x0: E): E {
@@ -103,8 +105,8 @@ export function vlog1p(b: VecBuilder, x0: E): E {
   const u = b.let(b.add(b.k(1), x));
   const lu = vlog(b, u);
   let r = b.mul(lu, b.div(x, b.sub(u, b.k(1))));
-  r = b.sel(b.op(V.f32x4_eq, u, b.k(Infinity)), lu, r);
-  r = b.sel(b.op(V.f32x4_eq, u, b.k(1)), x, r);
+  r = b.sel(b.op(SIMD.f32x4_eq, u, b.k(Infinity)), lu, r);
+  r = b.sel(b.op(SIMD.f32x4_eq, u, b.k(1)), x, r);
   return b.let(r);
 }
 
@@ -113,9 +115,9 @@ export function vexpm1(b: VecBuilder, x0: E): E {
   const u = vexp(b, x);
   const um1 = b.let(b.sub(u, b.k(1)));
   let r = b.mul(um1, b.div(x, vlog(b, u)));
-  r = b.sel(b.op(V.f32x4_eq, u, b.k(Infinity)), u, r);
-  r = b.sel(b.op(V.f32x4_eq, um1, b.k(-1)), um1, r);
-  r = b.sel(b.op(V.f32x4_eq, u, b.k(1)), x, r);
+  r = b.sel(b.op(SIMD.f32x4_eq, u, b.k(Infinity)), u, r);
+  r = b.sel(b.op(SIMD.f32x4_eq, um1, b.k(-1)), um1, r);
+  r = b.sel(b.op(SIMD.f32x4_eq, u, b.k(1)), x, r);
   return b.let(r);
 }
 
@@ -130,30 +132,30 @@ function vtrig(b: VecBuilder, host: HostMath, x0: E, cos: boolean): E {
   const x = b.let(x0);
   const out = f.local('v128');
   // Any lane out of range (or Inf/NaN): the host function, lane by lane.
-  b.op(V.any_true, b.op(V.not, b.op(V.f32x4_lt, b.abs(x), b.k(TRIG_LIMIT))))();
+  b.op(SIMD.v128_any_true, b.op(SIMD.v128_not, b.op(SIMD.f32x4_lt, b.abs(x), b.k(TRIG_LIMIT))))();
   f.if();
   x();
   f.set(out);
   for (let lane = 0; lane < 4; lane++) {
     f.get(out);
     x();
-    f.simd(V.f32x4_extract_lane).op(lane).op(0xbb /* f64.promote_f32 */).call(cos ? host.cos : host.sin).op(0xb6 /* f32.demote_f64 */);
-    f.simd(V.f32x4_replace_lane).op(lane).set(out);
+    f.simd(SIMD.f32x4_extract_lane).op(lane).op(0xbb /* f64.promote_f32 */).call(cos ? host.cos : host.sin).op(0xb6 /* f32.demote_f64 */);
+    f.simd(SIMD.f32x4_replace_lane).op(lane).set(out);
   }
   f.else();
   const a = b.let(b.abs(x));
-  const q = b.let(b.op(V.f32x4_nearest, b.mul(a, b.k(TWO_OVER_PI))));
+  const q = b.let(b.op(SIMD.f32x4_nearest, b.mul(a, b.k(TWO_OVER_PI))));
   // r = a - q*pi/2 in float64, two lanes at a time.
   const hiHalf = (v: E): E => b.shuffle(v, v, [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15]);
   const reduce = (av: E, qv: E): E => {
-    const ad = b.op(V.f64x2_promote_low_f32x4, av);
-    const qd = b.let(b.op(V.f64x2_promote_low_f32x4, qv));
+    const ad = b.op(SIMD.f64x2_promote_low_f32x4, av);
+    const qd = b.let(b.op(SIMD.f64x2_promote_low_f32x4, qv));
     const k1 = (c: number): E => () => {
       const bits = new Uint32Array(new Float64Array([c, c]).buffer);
       f.v128Const([bits[0], bits[1], bits[2], bits[3]]);
     };
-    const rd = b.op(V.f64x2_sub, b.op(V.f64x2_sub, ad, b.op(V.f64x2_mul, qd, k1(PIO2_HI))), b.op(V.f64x2_mul, qd, k1(PIO2_LO)));
-    return b.op(V.f32x4_demote_f64x2_zero, rd);
+    const rd = b.op(SIMD.f64x2_sub, b.op(SIMD.f64x2_sub, ad, b.op(SIMD.f64x2_mul, qd, k1(PIO2_HI))), b.op(SIMD.f64x2_mul, qd, k1(PIO2_LO)));
+    return b.op(SIMD.f32x4_demote_f64x2_zero, rd);
   };
   const rlo = b.let(reduce(a, q));
   const rhi = b.let(reduce(hiHalf(a), hiHalf(q)));
@@ -161,14 +163,14 @@ function vtrig(b: VecBuilder, host: HostMath, x0: E, cos: boolean): E {
   const z = b.let(b.mul(r, r));
   const sinP = b.let(b.add(b.mul(b.mul(b.horner(z, [-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1]), z), r), r));
   const cosP = b.let(b.add(b.sub(b.mul(b.mul(b.horner(z, [2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2]), z), z), b.mul(z, b.k(0.5))), b.k(1)));
-  const qi = b.let(b.op(V.i32x4_trunc_sat_f32x4_s, q));
+  const qi = b.let(b.op(SIMD.i32x4_trunc_sat_f32x4_s, q));
   // Odd quadrants swap sin and cos; the sign flips in quadrants 2,3 (sin) or 1,2 (cos).
-  const odd = b.op(V.i32x4_shr_s, b.op(V.i32x4_shl, qi, () => void f.i32Const(31)), () => void f.i32Const(31));
+  const odd = b.op(SIMD.i32x4_shr_s, b.op(SIMD.i32x4_shl, qi, () => void f.i32Const(31)), () => void f.i32Const(31));
   if (!cos) {
-    const flip = b.op(V.i32x4_shl, b.and(qi, b.ki(2)), () => void f.i32Const(30));
+    const flip = b.op(SIMD.i32x4_shl, b.and(qi, b.ki(2)), () => void f.i32Const(30));
     b.setTo(out, b.xor(b.xor(b.sel(odd, cosP, sinP), flip), b.and(x, b.ki(SIGN))));
   } else {
-    const flip = b.op(V.i32x4_shl, b.and(b.op(V.i32x4_add, qi, b.ki(1)), b.ki(2)), () => void f.i32Const(30));
+    const flip = b.op(SIMD.i32x4_shl, b.and(b.op(SIMD.i32x4_add, qi, b.ki(1)), b.ki(2)), () => void f.i32Const(30));
     b.setTo(out, b.xor(b.sel(odd, sinP, cosP), flip));
   }
   f.end();
