@@ -1,8 +1,9 @@
 // debug.print through the xla-lite compiler: runs at run time on every call (not at trace
 // time), survives DCE/CSE/constant folding and fusion, keeps program order, works in control
-// flow bodies (compiled through subprograms.ts), under vmap and grad, and exports as the
+// flow bodies (compiled through subprograms.ts), under vmap and grad (again in the backward
+// pass of grad(checkpoint(f)), as JAX rematerialises it), and exports as the
 // host-callback custom call JAX emits.
-import { debug, grad, lax, np, vmap, type Array } from '@tpukit/core';
+import { checkpoint, debug, grad, lax, np, vmap, type Array } from '@tpukit/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { compileLog, jit, setCacheDir, diskCacheStats } from '../src/index';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -119,6 +120,27 @@ describe('debug.print under xla-lite jit', () => {
     printed.lines.length = 0;
     jit(vmap(f))(np.array([[5, 6]], 'float32'));
     expect(printed.lines).toEqual(['v [5. 6.]']);
+  });
+
+  it('jit(grad(checkpoint(f))) prints in the forward pass and again in the rematerialising backward pass, every call', () => {
+    const layer = (x: Array) => {
+      const h = np.multiply(np.add(x, 1), 2);
+      debug.print('h = {}', h);
+      return np.sum(np.tanh(h));
+    };
+    const before = compileLog().length;
+    const step = jit(grad(checkpoint(layer)));
+    const g = step(f32([0, 0.5])) as Array;
+    step(f32([0, 0]));
+    expect(compileLog().length - before).toBe(1);
+    expect(printed.lines).toEqual(['h = [2. 3.]', 'h = [2. 3.]', 'h = [2. 2.]', 'h = [2. 2.]']);
+    expect(g.dataSync()[1]).toBeCloseTo(2 * (1 - Math.tanh(3) ** 2), 5);
+    const hlo = step.lower(f32([0, 0])).compile().asText();
+    expect(hlo.match(/custom_call_target="xla_ffi_python_cpu_callback"/g)).toHaveLength(2);
+    // With everything saveable the backward pass recomputes nothing, so it prints once.
+    printed.lines.length = 0;
+    jit(grad(checkpoint(layer, { policy: 'everything_saveable' })))(f32([0, 0]));
+    expect(printed.lines).toEqual(['h = [2. 2.]']);
   });
 
   it('exports to StableHLO as a side-effecting host callback custom call', () => {

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { debug, evalJaxpr, grad, jit, jvp, lax, linearize, makeJaxpr, np, vmap, type Array } from '../index';
+import { checkpoint, type CheckpointOptions, debug, evalJaxpr, grad, jit, jvp, lax, linearize, makeJaxpr, np, vjp, vmap, type Array } from '../index';
 import { partialEvalJaxpr } from '../transforms/partialEval';
 
 // What debug.print printed during the current test (core's capture, shared by both packages' tests).
@@ -149,6 +149,54 @@ describe('debug.print at run time', () => {
     });
     grad(f)(f32([0, 1]));
     expect(printed.lines).toEqual(['in jit [0. 1.]']);
+  });
+
+  describe('under grad(checkpoint(f)) a print runs again when the backward pass rematerialises f (JAX\'s rule)', () => {
+    const yz = (x: Array) => {
+      const y = np.add(x, 1);
+      const z = np.multiply(y, 2);
+      debug.print('y: {}, z: {}', y, z);
+      return np.exp(z);
+    };
+    const twice = ['y: 3.0, z: 6.0', 'y: 3.0, z: 6.0'];
+    const once = ['y: 3.0, z: 6.0'];
+    const saveAllBut = (...names: string[]): CheckpointOptions['policy'] => (prim) => !names.includes(prim.name);
+    it.each([
+      ['nothing_saveable (the default)', undefined, twice],
+      ['dots_saveable (the print is not saveable)', 'dots_saveable', twice],
+      ['everything_saveable (y and z are saved, nothing is recomputed)', 'everything_saveable', once],
+      ['everything but add (z is saved: the print would need extra recomputation)', saveAllBut('add'), once],
+      ['everything but add and mul (y and z are recomputed anyway)', saveAllBut('add', 'mul'), twice],
+    ] as [string, CheckpointOptions['policy'], string[]][])('%s', (_name, policy, want) => {
+      const g = grad(checkpoint(yz, { policy }))(f32(2)) as Array;
+      expect(g.item()).toBeCloseTo(2 * Math.exp(6), 0);
+      expect(printed.lines).toEqual(want);
+    });
+
+    it('the forward pass prints at vjp, the recomputation when the pullback runs; jit prints both per call', () => {
+      const [, pull] = vjp(checkpoint(yz), f32(2)) as [Array, (ct: Array) => Array[]];
+      expect(printed.lines).toEqual(once);
+      pull(f32(1));
+      expect(printed.lines).toEqual(twice);
+      printed.lines.length = 0;
+      let traces = 0;
+      const step = jit((x: Array) => {
+        traces++;
+        return grad(checkpoint(yz))(x);
+      });
+      step(f32(2));
+      step(f32(0));
+      expect(traces).toBe(1);
+      expect(printed.lines).toEqual([...twice, 'y: 1.0, z: 2.0', 'y: 1.0, z: 2.0']);
+    });
+
+    it('a print of an input alone runs again even when everything is saveable (it reads nothing saved)', () => {
+      grad(checkpoint((x: Array) => {
+        debug.print('x: {}', x);
+        return np.sin(x);
+      }, { policy: 'everything_saveable' }))(f32(2));
+      expect(printed.lines).toEqual(['x: 2.0', 'x: 2.0']);
+    });
   });
 
   it('partial evaluation keeps a print of an unknown value (it has no outputs to keep it alive)', () => {
