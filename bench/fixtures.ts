@@ -1,8 +1,9 @@
 /**
  * Pieces the transformer benchmarks (grad, jit) share: a deterministic pseudo-random fill (so
- * every run times the same numbers without depending on core's random) and RMSNorm.
+ * every run times the same numbers without depending on core's random), RMSNorm, and the
+ * attention half of their pre-RMSNorm decoder block (each bench keeps its own MLP and loss).
  */
-import { type Array, np } from '@tpukit/core';
+import { type Array, nn, np } from '@tpukit/core';
 
 /** A float32 array of `shape` filled from a linear congruential stream, scaled to [-s, s). */
 export function rand(shape: number[], seed: number, s: number): Array {
@@ -19,4 +20,21 @@ export function rand(shape: number[], seed: number, s: number): Array {
 export function rmsNorm(x: Array, g: Array): Array {
   const ms = np.mean(np.square(x), { axis: -1, keepdims: true });
   return np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(ms, 1e-6)))), g);
+}
+
+/** The parameters of `attentionSublayer`: the pre-attention RMSNorm gain and the four projections. */
+export type AttentionParams = Record<'g1' | 'wq' | 'wk' | 'wv' | 'wo', Array>;
+
+/**
+ * `x + wo(causal multi-head self-attention(rmsNorm(x, g1)))` for `x` [B, T, D] and `heads`
+ * heads of D / heads each: the residual attention step of a pre-RMSNorm decoder block.
+ */
+export function attentionSublayer(p: AttentionParams, x: Array, heads: number): Array {
+  const [b, t, d] = x.shape;
+  const dh = d / heads;
+  const h = rmsNorm(x, p.g1);
+  const split = (w: Array) => np.transpose(np.matmul(h, w).reshape([b, t, heads, dh]), [0, 2, 1, 3]);
+  const scores = np.multiply(np.matmul(split(p.wq), np.swapaxes(split(p.wk), -1, -2)), 1 / Math.sqrt(dh));
+  const att = np.matmul(nn.softmax(np.where(np.tri(t, t, 0, 'bool'), scores, -1e9), { axis: -1 }), split(p.wv));
+  return np.add(x, np.matmul(np.transpose(att, [0, 2, 1, 3]).reshape([b, t, d]), p.wo));
 }

@@ -7,7 +7,7 @@
  */
 import { type Array, jit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
 import { medianMs } from './timing';
-import { rand, rmsNorm } from './fixtures';
+import { attentionSublayer, rand, rmsNorm } from './fixtures';
 
 const B = 4;
 const T = 32;
@@ -19,16 +19,7 @@ const LAYERS = 2;
 type Layer = Record<'g1' | 'g2' | 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2', Array>;
 
 function block(p: Layer, x: Array): Array {
-  const dh = D / H;
-  const h = rmsNorm(x, p.g1);
-  const heads = (w: Array) => np.transpose(np.matmul(h, w).reshape([B, T, H, dh]), [0, 2, 1, 3]);
-  const q = heads(p.wq);
-  const k = heads(p.wk);
-  const v = heads(p.wv);
-  const scores = np.multiply(np.matmul(q, np.swapaxes(k, -1, -2)), 1 / Math.sqrt(dh));
-  const masked = np.where(np.tri(T, T, 0, 'bool'), scores, -1e9);
-  const att = np.matmul(nn.softmax(masked, { axis: -1 }), v);
-  const x1 = np.add(x, np.matmul(np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]), p.wo));
+  const x1 = attentionSublayer(p, x, H);
   const h2 = rmsNorm(x1, p.g2);
   return np.add(x1, np.matmul(np.multiply(nn.silu(np.matmul(h2, p.w1)), np.matmul(h2, p.w3)), p.w2));
 }

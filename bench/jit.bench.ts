@@ -13,7 +13,7 @@
  */
 import { type Array, jit as coreJit, listBackends, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
 import { compileLog, getKernelThreads, jit, Lowered, setPipelineOptions, setWasmKernels, useXla } from '@tpukit/xla-lite';
-import { rand, rmsNorm } from './fixtures';
+import { attentionSublayer, rand, rmsNorm } from './fixtures';
 
 const SMALL = process.env.JIT_BENCH_SMALL === '1';
 const V = 256;
@@ -33,12 +33,7 @@ interface Params {
 }
 
 function block(p: Layer, x: Array): Array {
-  const dh = D / H;
-  const h = rmsNorm(x, p.g1);
-  const heads = (w: Array) => np.transpose(np.matmul(h, w).reshape([B, T, H, dh]), [0, 2, 1, 3]);
-  const scores = np.multiply(np.matmul(heads(p.wq), np.swapaxes(heads(p.wk), -1, -2)), 1 / Math.sqrt(dh));
-  const att = np.matmul(nn.softmax(np.where(np.tri(T, T, 0, 'bool'), scores, -1e9), { axis: -1 }), heads(p.wv));
-  const x1 = np.add(x, np.matmul(np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]), p.wo));
+  const x1 = attentionSublayer(p, x, H);
   return np.add(x1, np.matmul(nn.gelu(np.matmul(rmsNorm(x1, p.g2), p.w1)), p.w2));
 }
 
