@@ -141,11 +141,11 @@ class FilterIterator<T> extends ChildIterator<T, T> {
   }
 }
 
-class RandomMapIterator<P, T> extends DatasetIterator<T> {
+class RandomMapIterator<P, T> extends ChildIterator<P, T> {
   #count = 0;
   readonly #rng = new Rng();
-  constructor(readonly parent: DatasetIterator<P>, readonly fn: (x: P, rng: Rng, index: number) => T, readonly seed: number) {
-    super();
+  constructor(parent: DatasetIterator<P>, readonly fn: (x: P, rng: Rng, index: number) => T, readonly seed: number) {
+    super(parent);
   }
   nextOrEnd(): T | End {
     const x = this.parent.nextOrEnd();
@@ -157,10 +157,10 @@ class RandomMapIterator<P, T> extends DatasetIterator<T> {
     const key = Number.isNaN(g) ? i : g;
     return this.fn(x, this.#rng.reset(this.seed, key), key);
   }
-  getState(): JsonValue {
+  override getState(): JsonValue {
     return { parent: this.parent.getState(), count: this.#count };
   }
-  setState(state: JsonValue): void {
+  override setState(state: JsonValue): void {
     if (Array.isArray(state) || (state && typeof state === 'object' && 'reshard' in state)) {
       // Resuming under a new shard count (elastic parent): positions restart.
       this.parent.setState(state);
@@ -170,15 +170,6 @@ class RandomMapIterator<P, T> extends DatasetIterator<T> {
     const s = checkState('randomMap', state, { parent: 'any', count: 'number' });
     this.parent.setState(s.parent);
     this.#count = s.count;
-  }
-  override lastIndex(): number {
-    return this.parent.lastIndex();
-  }
-  override root(): DatasetIterator<unknown> {
-    return this.parent.root();
-  }
-  override close(): void {
-    this.parent.close();
   }
 }
 
