@@ -26,29 +26,35 @@ function badIndex(op: string, n: number, length: number): never {
   throw new RangeError(`${op}.setState: nextIndex must be an integer in [0, ${length}]; got ${n}`);
 }
 
-class SequentialIterator<T> extends DatasetIterator<T> {
-  #next = 0;
+/**
+ * A stream over a MapDataset in index order: the state is `{ nextIndex }` (the next index to
+ * read), the same for the sequential and the parallel stream, so either restores the other's.
+ */
+abstract class IndexOrderIterator<T> extends DatasetIterator<T> {
+  protected nextIndex = 0;
   constructor(readonly ds: MapDataset<T>) {
     super();
   }
+  getState(): JsonValue {
+    return { nextIndex: this.nextIndex };
+  }
+  setState(state: JsonValue): void {
+    this.nextIndex = checkNextIndex('MapDataset.iterator', state, this.ds.length);
+  }
+}
+
+class SequentialIterator<T> extends IndexOrderIterator<T> {
   nextOrEnd(): T | End {
     const n = this.ds.length;
-    while (this.#next < n) {
-      const v = this.ds.get(this.#next++);
+    while (this.nextIndex < n) {
+      const v = this.ds.get(this.nextIndex++);
       if (v !== undefined) return v;
     }
     return END;
   }
-  getState(): JsonValue {
-    return { nextIndex: this.#next };
-  }
-  setState(state: JsonValue): void {
-    this.#next = checkNextIndex('MapDataset.iterator', state, this.ds.length);
-  }
 }
 
-class ParallelIterator<T> extends DatasetIterator<T> {
-  #next = 0;
+class ParallelIterator<T> extends IndexOrderIterator<T> {
   #gen = 0;
   #pool: WorkerPool | null = null;
   /** Index of the first element of the next chunk to request, and of the chunk being read. */
@@ -60,8 +66,8 @@ class ParallelIterator<T> extends DatasetIterator<T> {
   readonly #chunkSize: number;
   readonly #ahead: number;
 
-  constructor(readonly ds: MapDataset<T>, readonly options: ParallelOptions & { workerCount: number }) {
-    super();
+  constructor(ds: MapDataset<T>, readonly options: ParallelOptions & { workerCount: number }) {
+    super(ds);
     this.#chunkSize = options.chunkSize ?? 16;
     const prefetch = options.prefetch ?? 4 * this.#chunkSize;
     if (!Number.isSafeInteger(prefetch) || prefetch < 1) throw new RangeError(`toIterDataset: prefetch must be an integer >= 1; got ${prefetch}`);
@@ -96,11 +102,11 @@ class ParallelIterator<T> extends DatasetIterator<T> {
     }
   }
 
-  /** Starts requesting from `#next` under a new generation. */
+  /** Starts requesting from `nextIndex` under a new generation. */
   #restart(): void {
     this.#gen++;
-    this.#base = this.#next;
-    this.#requested = this.#next;
+    this.#base = this.nextIndex;
+    this.#requested = this.nextIndex;
     this.#chunk = null;
     this.#chunkIndex = -1;
     const W = this.options.workerCount;
@@ -118,28 +124,24 @@ class ParallelIterator<T> extends DatasetIterator<T> {
 
   nextOrEnd(): T | End {
     const n = this.ds.length;
-    if (this.#pool === null && this.#next < n) this.#start();
-    while (this.#next < n) {
-      if (this.#chunk === null || this.#next >= this.#chunkStart + this.#chunk.length) {
+    if (this.#pool === null && this.nextIndex < n) this.#start();
+    while (this.nextIndex < n) {
+      if (this.#chunk === null || this.nextIndex >= this.#chunkStart + this.#chunk.length) {
         this.#chunkIndex++;
         const r = this.#reply(this.#chunkIndex % this.options.workerCount);
         this.#chunk = WorkerPool.values(r);
         this.#chunkStart = r.start;
         this.#requestOne();
       }
-      const v = this.#chunk[this.#next - this.#chunkStart] as T | undefined;
-      this.#next++;
+      const v = this.#chunk[this.nextIndex - this.#chunkStart] as T | undefined;
+      this.nextIndex++;
       if (v !== undefined) return v;
     }
     return END;
   }
 
-  getState(): JsonValue {
-    return { nextIndex: this.#next };
-  }
-
-  setState(state: JsonValue): void {
-    this.#next = checkNextIndex('MapDataset.iterator', state, this.ds.length);
+  override setState(state: JsonValue): void {
+    super.setState(state);
     if (this.#pool !== null) this.#restart();
   }
 
