@@ -12,8 +12,11 @@ export function hostArrays(inputs: unknown[], avals: ShapedArray[]): HostArray[]
   return inputs.map((data, i) => ({ data: data as StorageArray, shape: avals[i].shape, dtype: avals[i].dtype }));
 }
 
-export const referenceBackend: Backend = {
-  name: 'reference',
+/**
+ * The memory half of a backend whose buffers are the host storage arrays themselves (this one
+ * and the systolic backend): nothing is copied in or out, and the garbage collector reclaims them.
+ */
+export const hostMemory: Pick<Backend, 'manualMemory' | 'fromHost' | 'toHost' | 'dispose'> = {
   manualMemory: false,
   fromHost(data: StorageArray): unknown {
     return data;
@@ -24,6 +27,11 @@ export const referenceBackend: Backend = {
   dispose(): void {
     // Typed arrays are reclaimed by the garbage collector.
   },
+};
+
+export const referenceBackend: Backend = {
+  name: 'reference',
+  ...hostMemory,
   execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[] {
     return prim.impl(hostArrays(inputs, inAvals), params, outAvals);
   },

@@ -18,7 +18,7 @@ import { type Ledger, addToLedger, newLedger, opCost } from './ledger';
 import { mxuDotGeneral } from './mxuDot';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
-import { hostArrays } from '../backends/reference';
+import { hostArrays, hostMemory } from '../backends/reference';
 
 export interface SystolicOptions {
   /** Flush subnormal inputs of bf16 conversions to zero (the TPU's conversion). Default false. */
@@ -33,7 +33,11 @@ const FLOAT = new Set(['float32', 'bfloat16', 'float16']);
 
 export class SystolicBackend implements Backend {
   readonly name: string;
-  readonly manualMemory = false;
+  // Buffers are host typed arrays, held as the reference backend holds them.
+  readonly manualMemory = hostMemory.manualMemory;
+  readonly fromHost = hostMemory.fromHost;
+  readonly toHost = hostMemory.toHost;
+  readonly dispose = hostMemory.dispose;
   flushSubnormals = false;
   preset: TpuPreset = presets.v5e;
   private relaxed = true;
@@ -71,16 +75,6 @@ export class SystolicBackend implements Backend {
   /** Whether products use relaxed-SIMD FMA. */
   get usesRelaxedSimd(): boolean {
     return this.engine.relaxed;
-  }
-
-  fromHost(data: StorageArray): unknown {
-    return data;
-  }
-  toHost(buffer: unknown): StorageArray {
-    return buffer as StorageArray;
-  }
-  dispose(): void {
-    // Host typed arrays: the garbage collector reclaims them.
   }
 
   execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[] {
