@@ -31,12 +31,11 @@ function caseArb(d: DType, opts: { nonEmpty?: boolean } = {}) {
   });
 }
 
-/** Reduces `vals` (row-major over `shape`) over `axes` with a fold, naively. */
-function naive(vals: number[], shape: number[], axes: number[], keepdims: boolean, init: number, step: (a: number, v: number) => number) {
+/** For each element of `shape` (row-major), its row-major index in the reduction over `axes`. */
+function reducedIndex(shape: number[], axes: number[]): number[] {
   const outShape = shape.map((d, i) => (axes.includes(i) ? 1 : d));
-  const outN = outShape.reduce((a, b) => a * b, 1);
-  const out = new globalThis.Array<number>(outN).fill(init);
-  const n = vals.length;
+  const n = shape.reduce((a, b) => a * b, 1);
+  const res: number[] = [];
   for (let f = 0; f < n; f++) {
     let rem = f;
     let o = 0;
@@ -47,8 +46,19 @@ function naive(vals: number[], shape: number[], axes: number[], keepdims: boolea
       if (!axes.includes(k)) o += idx * ostride;
       ostride *= outShape[k];
     }
-    out[o] = step(out[o], vals[f]);
+    res.push(o);
   }
+  return res;
+}
+
+/** Reduces `vals` (row-major over `shape`) over `axes` with a fold, naively. */
+function naive(vals: number[], shape: number[], axes: number[], keepdims: boolean, init: number, step: (a: number, v: number) => number) {
+  const outShape = shape.map((d, i) => (axes.includes(i) ? 1 : d));
+  const outN = outShape.reduce((a, b) => a * b, 1);
+  const out = new globalThis.Array<number>(outN).fill(init);
+  reducedIndex(shape, axes).forEach((o, f) => {
+    out[o] = step(out[o], vals[f]);
+  });
   const finalShape = keepdims ? outShape : shape.filter((_, i) => !axes.includes(i));
   return { shape: finalShape, out };
 }
@@ -142,22 +152,7 @@ describe('mean / var / std', () => {
 
 /** For each element of the full shape, the value of the reduced array it belongs to. */
 function naiveBroadcastBack(reduced: number[], shape: number[], axes: number[]): number[] {
-  const outShape = shape.map((d, i) => (axes.includes(i) ? 1 : d));
-  const n = shape.reduce((a, b) => a * b, 1);
-  const res: number[] = [];
-  for (let f = 0; f < n; f++) {
-    let rem = f;
-    let o = 0;
-    let ostride = 1;
-    for (let k = shape.length - 1; k >= 0; k--) {
-      const idx = rem % shape[k];
-      rem = Math.floor(rem / shape[k]);
-      if (!axes.includes(k)) o += idx * ostride;
-      ostride *= outShape[k];
-    }
-    res.push(reduced[o]);
-  }
-  return res;
+  return reducedIndex(shape, axes).map((o) => reduced[o]);
 }
 
 describe('argmax / argmin / all / any / cumsum / cumprod', () => {
