@@ -7,39 +7,22 @@
  * accumulating the reductions of level L+1; the last stage writes the output (each element, or
  * the row's reduction). A full value needed by a later stage is kept in a scratch row of C
  * float32s, so the row stays in cache and nothing full-size is written but the result (and
- * the extra outputs of a multi-output fusion, written where they are computed). The
- * per-element code is kernel.ts's (`elementStatement`, `expr`, `reduceStep`); this file only
- * adds the row/stage structure, so another code generator can port it separately.
+ * the extra outputs of a multi-output fusion, written where they are computed). The levels
+ * and scratch rows are rowLevels.ts's (shared with the WebAssembly row kernel, wasm/rowPlan.ts)
+ * and the per-element code is kernel.ts's (`elementStatement`, `expr`, `reduceStep`); this file
+ * only emits the JavaScript of each stage.
  */
 import { type HloComputation, type HloInstruction, numel } from './hlo';
 import { coordsCode, elementStatement, expr, type FusedKernel, reduceInit, reduceStep } from './kernel';
-
-const isReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';
+import { isRowReduce, rowLevels } from './rowLevels';
 
 /** The generated source of a row fusion body, and the scratch rows it needs. */
 export function rowKernelSource(body: HloComputation): { source: string; scratchRows: number; rowLength: number } {
   const root = body.outputs[0];
-  const reduces = body.instructions.filter(isReduce);
-  if (reduces.length === 0) throw new Error(`xla-lite row kernel: ${body.name} has no row reduction`);
-  const S = reduces[0].operands[0].shape.shape;
-  const k = S.length - (reduces[0].params as { axes: readonly number[] }).axes.length;
-  const R = S.slice(0, k).reduce((a, b) => a * b, 1);
-  const C = S.slice(k).reduce((a, b) => a * b, 1);
-  const full = (m: HloInstruction): boolean => m.opcode !== 'parameter' && !isReduce(m) && numel(m.shape) === R * C;
-  // Levels (see the file comment).
-  const level = new Map<HloInstruction, number>();
-  for (const m of body.instructions) {
-    if (m.opcode === 'parameter') level.set(m, 0);
-    else if (isReduce(m)) level.set(m, level.get(m.operands[0])! + 1);
-    else level.set(m, Math.max(0, ...m.operands.map((o) => level.get(o)!)));
-  }
-  const last = isReduce(root) ? level.get(root)! - 1 : level.get(root)!;
-  // Full values read by a later stage get a scratch row.
-  const stored = new Map<HloInstruction, number>();
-  for (const m of body.instructions) {
-    if (!full(m)) continue;
-    for (const o of m.operands) if (full(o) && level.get(o)! < level.get(m)! && !stored.has(o)) stored.set(o, stored.size);
-  }
+  // Levels and scratch rows (see the file comment and rowLevels.ts).
+  const levels = rowLevels(body);
+  if (!levels) throw new Error(`xla-lite row kernel: ${body.name} has no row reduction`);
+  const { S, k, R, C, reduces, full, level, last, stored } = levels;
   const idx = new Map(body.instructions.map((m, j) => [m, j]));
   const pre: string[] = [];
   body.params.forEach((p, j) => pre.push(numel(p.shape) === 1 ? `const p${j} = ins[${j}][0];` : `const in${j} = ins[${j}];`));
@@ -73,7 +56,7 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
   for (stage = 0; stage <= last; stage++) {
     // Row values of this level, once per row.
     for (const m of body.instructions) {
-      if (m.opcode === 'parameter' || full(m) || isReduce(m) || level.get(m) !== stage) continue;
+      if (m.opcode === 'parameter' || full(m) || isRowReduce(m) || level.get(m) !== stage) continue;
       const name = m.prim!.name;
       const v = `u${idx.get(m)}`;
       rowLoop.push(name === 'reshape' || name === 'broadcast_in_dim' ? `const ${v} = ${readRow(m.operands[0])};` : `const ${v} = ${expr(m, m.operands.map(readRow))};`, ...store(m, v, 'row'));
@@ -93,11 +76,11 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
       inner.push(...store(m, v, 'i'));
     }
     for (const r of accs) inner.push(reduceStep(r, `a${idx.get(r)}`, readFull(r.operands[0])));
-    if (stage === last && !isReduce(root)) inner.push(`out[i] = ${readFull(root)};`);
+    if (stage === last && !isRowReduce(root)) inner.push(`out[i] = ${readFull(root)};`);
     rowLoop.push(`for (let j = 0; j < ${C}; j++) {\n    ${inner.join('\n    ')}\n  }`);
     for (const r of accs) rowLoop.push(`const u${idx.get(r)} = Math.fround(a${idx.get(r)});`, ...store(r, `u${idx.get(r)}`, 'row'));
   }
-  if (isReduce(root)) rowLoop.push(`out[row] = u${idx.get(root)};`);
+  if (isRowReduce(root)) rowLoop.push(`out[row] = u${idx.get(root)};`);
   const source = `${pre.join('\n')}\nfor (let row = 0; row < ${R}; row++) {\n  const base = row * ${C};\n  ${rowLoop.join('\n  ')}\n}`;
   return { source, scratchRows: stored.size, rowLength: C };
 }

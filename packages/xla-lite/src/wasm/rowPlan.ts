@@ -1,8 +1,8 @@
 /**
  * The stage structure of a row fusion (`kRow`, see passes/rowFusion.ts) for the WebAssembly
- * row kernel (`emitKernel.ts`, kind 'rows'): the same levels as the JavaScript row kernel
- * (`rowKernel.ts`): a parameter has level 0, a row reduction one more than its operand,
- * anything else the largest level of its operands. Per row, stage L computes the row values of
+ * row kernel (`emitKernel.ts`, kind 'rows'), on the levels the JavaScript row kernel
+ * (`rowKernel.ts`) uses too (`rowLevels.ts`): a parameter has level 0, a row reduction one more
+ * than its operand, anything else the largest level of its operands. Per row, stage L computes the row values of
  * level L (one per row, held splatted in a vector), then walks the row computing the full
  * values of level L and accumulating the reductions of level L+1; full values a later stage
  * reads are kept in a scratch row. Returns null where the wasm emitter does not cover the body
@@ -10,9 +10,8 @@
  * broadcast that is neither along the row nor constant along it): the JS row kernel runs then.
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
+import { type RowLevels, isRowReduce, rowLevels } from '../rowLevels';
 import { WASM_ELEMENTWISE } from './emitExpr';
-
-export const isRowReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';
 
 export interface RowStage {
   /** Row values of this level (computed once per row, before the walk). */
@@ -23,28 +22,16 @@ export interface RowStage {
   targets: HloInstruction[];
 }
 
-export interface RowStructure {
-  /** Row dims k, rows R, row length C. */
-  k: number;
-  R: number;
-  C: number;
-  level: Map<HloInstruction, number>;
-  /** Full values read by a later stage, by scratch slot. */
-  stored: Map<HloInstruction, number>;
+/** The levels (rowLevels.ts) and, per stage, what the wasm row kernel computes. */
+export interface RowStructure extends RowLevels {
   stages: RowStage[];
-  /** Whether `m` is a full value (shape S, computed per element). */
-  full(m: HloInstruction): boolean;
 }
 
 export function rowStructure(body: HloComputation): RowStructure | null {
   const root = body.outputs[0];
-  const reduces = body.instructions.filter(isRowReduce);
-  if (reduces.length === 0) return null;
-  const S = reduces[0].operands[0].shape.shape;
-  const k = S.length - (reduces[0].params as { axes: readonly number[] }).axes.length;
-  const R = S.slice(0, k).reduce((a, b) => a * b, 1);
-  const C = S.slice(k).reduce((a, b) => a * b, 1);
-  const full = (m: HloInstruction): boolean => m.opcode !== 'parameter' && !isRowReduce(m) && numel(m.shape) === R * C;
+  const levels = rowLevels(body);
+  if (!levels) return null;
+  const { R, C, reduces, full, level, last, stored } = levels;
   for (const m of body.instructions) {
     if (m.opcode === 'parameter' || isRowReduce(m)) continue;
     if (!m.prim || (!WASM_ELEMENTWISE.has(m.prim.name) && m.prim.name !== 'reshape')) return null;
@@ -54,18 +41,6 @@ export function rowStructure(body: HloComputation): RowStructure | null {
   }
   for (const p of body.params) if (p.shape.dtype !== 'float32' && numel(p.shape) !== R * C && numel(p.shape) !== 1) return null;
   for (const o of body.outputs) if (o.isTuple || o.shape.dtype !== 'float32') return null;
-  const level = new Map<HloInstruction, number>();
-  for (const m of body.instructions) {
-    if (m.opcode === 'parameter') level.set(m, 0);
-    else if (isRowReduce(m)) level.set(m, level.get(m.operands[0])! + 1);
-    else level.set(m, Math.max(0, ...m.operands.map((o) => level.get(o)!)));
-  }
-  const last = isRowReduce(root) ? level.get(root)! - 1 : level.get(root)!;
-  const stored = new Map<HloInstruction, number>();
-  for (const m of body.instructions) {
-    if (!full(m)) continue;
-    for (const o of m.operands) if (full(o) && level.get(o)! < level.get(m)! && !stored.has(o)) stored.set(o, stored.size);
-  }
   for (const m of stored.keys()) if (m.shape.dtype !== 'float32') return null;
   // Everything must be computed by some stage (the root reduction after the last one).
   for (const m of body.instructions) {
@@ -80,5 +55,5 @@ export function rowStructure(body: HloComputation): RowStructure | null {
     const targets = body.instructions.filter((m) => full(m) && level.get(m) === L && (stored.has(m) || extra.has(m) || (m === root && L === last)));
     stages.push({ rowValues, reduces: rs, targets });
   }
-  return { k, R, C, level, stored, stages, full };
+  return { ...levels, stages };
 }
