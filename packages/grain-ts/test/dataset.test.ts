@@ -2,7 +2,7 @@
 // covers every record once, mixing follows its weights, randomMap depends only on (seed, index).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { IndexSampler, IndexShuffle, IterDataset, MapDataset, evenSplit } from '../src/index';
+import { Batch, DataLoader, IndexSampler, IndexShuffle, IterDataset, MapDataset, evenSplit } from '../src/index';
 
 describe('shuffle', () => {
   it('is a permutation of each epoch, different per epoch, deterministic per seed', () => {
@@ -55,6 +55,17 @@ describe('operations', () => {
     expect(MapDataset.range(5).batch({ batchSize: 2, dropRemainder: true }).length).toBe(2);
     const it2 = MapDataset.range(7).toIterDataset().filter((x) => x !== 3).batch({ batchSize: 3 });
     expect(it2.toArray().map((x: any) => x.toArray())).toEqual([[0, 1, 2], [4, 5, 6]]);
+  });
+
+  it('a stream batch and a DataLoader Batch keep a short last batch unless dropRemainder', () => {
+    const rows = (batches: Iterable<unknown>) => [...batches].map((b) => (b as { toArray(): unknown }).toArray());
+    const stream = (dropRemainder: boolean) => MapDataset.range(7).toIterDataset().batch({ batchSize: 3, dropRemainder }).iterator();
+    const loader = (dropRemainder: boolean) =>
+      new DataLoader({ source: { length: 7, get: (i: number) => i }, sampler: new IndexSampler({ numRecords: 7 }), operations: [new Batch({ batchSize: 3, dropRemainder })] }).iterator();
+    for (const make of [stream, loader]) {
+      expect(rows(make(false))).toEqual([[0, 1, 2], [3, 4, 5], [6]]);
+      expect(rows(make(true))).toEqual([[0, 1, 2], [3, 4, 5]]);
+    }
   });
 
   it('batch stacks typed arrays into [B, L] int32 core Arrays and rejects ragged ones', () => {
