@@ -7,6 +7,7 @@
  */
 import { collate } from './collate';
 import { IndexSampler } from './indexSampler';
+import { fillBatch } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
 import { describeSourceOf, makeLoaderDataset } from './loaderDataset';
 import { MapDataset, type RandomAccessDataSource } from './mapDataset';
@@ -88,13 +89,7 @@ export class DataLoaderIterator<T> extends DatasetIterator<T> {
     if (stages.length > 0 && stages[0].batch) {
       const b = stages[0].batch;
       const buf = this.#buf;
-      buf.length = 0;
-      while (buf.length < b.batchSize) {
-        const r = this.records.nextOrEnd();
-        if (r === END) break;
-        buf.push(r);
-      }
-      if (buf.length === 0 || (buf.length < b.batchSize && b.dropRemainder)) return END;
+      if (!fillBatch(this.records, buf, b.batchSize, b.dropRemainder)) return END;
       x = b.batchFn ? b.batchFn(buf.slice()) : collate(buf);
       s = 1;
     } else {

@@ -173,21 +173,29 @@ class RandomMapIterator<P, T> extends ChildIterator<P, T> {
   }
 }
 
+/**
+ * Fills `buf` (emptied first) with up to `batchSize` elements of `it`. False when there is no
+ * batch to make: the stream has ended, or only a remainder is left and `dropRemainder` drops it
+ * (Grain's rule). Shared by `batch` and the DataLoader's Batch operation; allocates nothing.
+ */
+export function fillBatch<P>(it: DatasetIterator<P>, buf: P[], batchSize: number, dropRemainder: boolean): boolean {
+  buf.length = 0;
+  while (buf.length < batchSize) {
+    const x = it.nextOrEnd();
+    if (x === END) break;
+    buf.push(x);
+  }
+  return !(buf.length === 0 || (buf.length < batchSize && dropRemainder));
+}
+
 class BatchIterator<P, T> extends ChildIterator<P, T> {
   readonly #buf: P[] = [];
   constructor(parent: DatasetIterator<P>, readonly batchSize: number, readonly dropRemainder: boolean, readonly fn: (xs: P[]) => T) {
     super(parent);
   }
   nextOrEnd(): T | End {
-    const buf = this.#buf;
-    buf.length = 0;
-    while (buf.length < this.batchSize) {
-      const x = this.parent.nextOrEnd();
-      if (x === END) break;
-      buf.push(x);
-    }
-    if (buf.length === 0 || (buf.length < this.batchSize && this.dropRemainder)) return END;
-    return this.fn(buf.slice());
+    if (!fillBatch(this.parent, this.#buf, this.batchSize, this.dropRemainder)) return END;
+    return this.fn(this.#buf.slice());
   }
 }
 
