@@ -13,6 +13,21 @@ const SHIFT = 1 << 21; // ids < 2^21, so a pair packs into one safe integer
 const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8');
 
+/**
+ * `ids` with every non-overlapping occurrence of the pair (a, b), left to right, replaced by
+ * `id`: one merge step, the same in training and in encoding.
+ */
+function mergePair(ids: readonly number[], a: number, b: number, id: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    if (i + 1 < ids.length && ids[i] === a && ids[i + 1] === b) {
+      out.push(id);
+      i++;
+    } else out.push(ids[i]);
+  }
+  return out;
+}
+
 export interface BpeTrainOptions {
   /** Total vocabulary size including the 256 byte ids and special tokens. */
   vocabSize: number;
@@ -116,15 +131,7 @@ export class BpeTokenizer implements Tokenizer {
       const affected = [...(pairWords.get(best) ?? [])].sort((x, y) => x - y);
       for (const wi of affected) {
         addPairs(wi, -1);
-        const w = words[wi];
-        const merged: number[] = [];
-        for (let i = 0; i < w.length; i++) {
-          if (i + 1 < w.length && w[i] === a && w[i + 1] === b) {
-            merged.push(id);
-            i++;
-          } else merged.push(w[i]);
-        }
-        words[wi] = merged;
+        words[wi] = mergePair(words[wi], a, b, id);
         addPairs(wi, 1);
       }
       pairCount.delete(best);
@@ -152,14 +159,7 @@ export class BpeTokenizer implements Tokenizer {
       if (bestAt < 0) break;
       const [x, y] = this.merges[bestRank];
       const id = 256 + bestRank;
-      const next: number[] = [];
-      for (let i = 0; i < ids.length; i++) {
-        if (i + 1 < ids.length && ids[i] === x && ids[i + 1] === y) {
-          next.push(id);
-          i++;
-        } else next.push(ids[i]);
-      }
-      ids = next;
+      ids = mergePair(ids, x, y, id);
     }
     const out = Int32Array.from(ids);
     if (this.#cache.size < 1_000_000) this.#cache.set(word, out);
