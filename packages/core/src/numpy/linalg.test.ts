@@ -2,6 +2,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Array, lax, np } from '../index';
+import { ravel, unravel } from '../../test/indexMath';
 import { expectAllclose } from '../../test/matchers';
 
 const RUNS = { numRuns: 30 };
@@ -27,19 +28,9 @@ function naiveMatmul(a: Array, b: Array): number[] {
   const nb = batch.reduce((x, y) => x * y, 1);
   const out: number[] = [];
   for (let t = 0; t < nb; t++) {
-    let rem = t;
-    let oa = 0;
-    let ob = 0;
-    let sa = 1;
-    let sb = 1;
-    for (let d = rank - 1; d >= 0; d--) {
-      const i = rem % batch[d];
-      rem = Math.floor(rem / batch[d]);
-      oa += (pa[d] === 1 ? 0 : i) * sa;
-      ob += (pb[d] === 1 ? 0 : i) * sb;
-      sa *= pa[d];
-      sb *= pb[d];
-    }
+    const idx = unravel(t, batch);
+    const oa = ravel(idx.map((i, d) => (pa[d] === 1 ? 0 : i)), pa);
+    const ob = ravel(idx.map((i, d) => (pb[d] === 1 ? 0 : i)), pb);
     for (let i = 0; i < m; i++) {
       for (let j = 0; j < n; j++) {
         let s = 0;

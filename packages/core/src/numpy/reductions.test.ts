@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Array, type DType, np } from '../index';
+import { prod, ravel, unravel } from '../../test/indexMath';
 import { TOL, expectAllclose } from '../../test/matchers';
 
 const RUNS = { numRuns: 30 };
@@ -34,21 +35,7 @@ function caseArb(d: DType, opts: { nonEmpty?: boolean } = {}) {
 /** For each element of `shape` (row-major), its row-major index in the reduction over `axes`. */
 function reducedIndex(shape: number[], axes: number[]): number[] {
   const outShape = shape.map((d, i) => (axes.includes(i) ? 1 : d));
-  const n = shape.reduce((a, b) => a * b, 1);
-  const res: number[] = [];
-  for (let f = 0; f < n; f++) {
-    let rem = f;
-    let o = 0;
-    let ostride = 1;
-    for (let k = shape.length - 1; k >= 0; k--) {
-      const idx = rem % shape[k];
-      rem = Math.floor(rem / shape[k]);
-      if (!axes.includes(k)) o += idx * ostride;
-      ostride *= outShape[k];
-    }
-    res.push(o);
-  }
-  return res;
+  return globalThis.Array.from({ length: prod(shape) }, (_, f) => ravel(unravel(f, shape).map((i, k) => (axes.includes(k) ? 0 : i)), outShape));
 }
 
 /** Reduces `vals` (row-major over `shape`) over `axes` with a fold, naively. */
