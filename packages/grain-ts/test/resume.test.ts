@@ -198,6 +198,24 @@ describe('resume equals the uninterrupted stream', () => {
   });
 });
 
+/**
+ * Elastic resume through a many-to-one step: reads `takes[s]` elements from each of `a` shards,
+ * saves their states (through JSON), restores them all into each of `b` shards and reads those
+ * to the end. Returns the tokens of everything read (`tokensOf` maps elements to tokens).
+ */
+function readAcrossReshard<T>(make: (shard: number, count: number) => DatasetIterator<T>, a: number, b: number, takes: number[], tokensOf: (xs: T[]) => number[]): number[] {
+  const olds = [...Array(a).keys()].map((s) => make(s, a));
+  const got: number[] = [];
+  olds.forEach((o, s) => got.push(...tokensOf(o.take(takes[s]))));
+  const states = JSON.parse(JSON.stringify(olds.map((o) => o.getState())));
+  for (let s = 0; s < b; s++) {
+    const it = make(s, b);
+    it.setState(states);
+    got.push(...tokensOf([...it]));
+  }
+  return got;
+}
+
 describe('elastic resume across shard counts', () => {
   const global = MapDataset.range(97).shuffle({ seed: 2 }).filter((x) => x % 7 !== 0);
   const expected = global.toArray().sort((a, b) => a - b);
@@ -245,15 +263,7 @@ describe('elastic resume across shard counts', () => {
             .pack({ length: 16, numBins: bins })
             .batch({ batchSize: 1, batchFn: (rows) => rows[0] })
             .iterator();
-        const olds = [...Array(a).keys()].map((s) => pack(s, a));
-        const got: number[] = [];
-        olds.forEach((o, s) => got.push(...tokensOf(o.take(takes[s]))));
-        const states = JSON.parse(JSON.stringify(olds.map((o) => o.getState())));
-        for (let s = 0; s < b; s++) {
-          const it = pack(s, b);
-          it.setState(states);
-          got.push(...tokensOf([...it]));
-        }
+        const got = readAcrossReshard(pack, a, b, takes, tokensOf);
         expect(got.sort((x, y) => x - y)).toEqual(all);
       }),
       { numRuns: 40 },
@@ -273,15 +283,7 @@ describe('elastic resume across shard counts', () => {
           });
         const make = (s: number, n: number) =>
           new ElasticDataset(seqDs, { shardIndex: s, shardCount: n }).bucketBySequenceLength({ bucketBoundaries: [4, 8, 12], bucketBatchSizes: [2, 3, 2] }).iterator();
-        const olds = [...Array(a).keys()].map((s) => make(s, a));
-        const got: number[] = [];
-        olds.forEach((o, s) => got.push(...tokensOf(o.take(takes[s]))));
-        const states = JSON.parse(JSON.stringify(olds.map((o) => o.getState())));
-        for (let s = 0; s < b; s++) {
-          const it = make(s, b);
-          it.setState(states);
-          got.push(...tokensOf([...it]));
-        }
+        const got = readAcrossReshard(make, a, b, takes, tokensOf);
         expect(got.sort((x, y) => x - y)).toEqual(all);
       }),
       { numRuns: 30 },
