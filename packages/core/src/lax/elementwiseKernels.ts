@@ -389,6 +389,12 @@ const floatToIntBlock = (x: F32, o: F64, n: number, lo: number, hi: number): voi
     o[i] = v !== v ? 0 : Math.min(hi, Math.max(lo, Math.trunc(v)));
   }
 };
+const floatToInt32 = (x: F32, o: Int32Array, n: number): void => {
+  for (let i = 0; i < n; i++) {
+    const v = x[i];
+    o[i] = v !== v ? 0 : Math.min(2147483647, Math.max(-2147483648, Math.trunc(v)));
+  }
+};
 const floatToBool = (x: F32, o: U8, n: number): void => { for (let i = 0; i < n; i++) o[i] = x[i] !== 0 ? 1 : 0; };
 const numToBool = (x: F64, o: F64, n: number): void => { for (let i = 0; i < n; i++) o[i] = x[i] !== 0 ? 1 : 0; };
 
@@ -428,6 +434,10 @@ export function runConvert(x: StorageArray, from: DType, to: DType): StorageArra
     const f = asFloat32(x, from);
     if (to === 'bool') {
       floatToBool(f, out as U8, n);
+      return out;
+    }
+    if (to === 'int32') {
+      floatToInt32(f, out as Int32Array, n); // the common astype, without the float64 block
       return out;
     }
     const [lo, hi] = INT_LIMITS[to]!;
