@@ -143,6 +143,8 @@ function binary(name: string, kinds: readonly Kind[], outDtype?: DType): Primiti
   const compare = K.FLOAT_COMPARE[name];
   const int = K.INT_BINARY[name];
   const bool = K.BOOL_BINARY[name];
+  const int32 = K.INT32_BINARY[name];
+  const int32Compare = K.INT32_COMPARE[name];
   return definePrimitive<Record<string, never>>({
     name,
     abstractEval(avals) {
@@ -157,6 +159,17 @@ function binary(name: string, kinds: readonly Kind[], outDtype?: DType): Primiti
         if (compare !== undefined) return [K.runFloatCompare(compare, x.data, y.data, d)];
         if (name === 'nextafter' && d !== 'float32' && x.data.length > 0) throw new TypeError(`nextafter: only float32 is supported; got ${d}`);
         return [K.runFloatBinary(float, x.data, y.data, d)];
+      }
+      const n = x.data.length;
+      if (d === 'int32' && int32Compare !== undefined) {
+        const out = new Uint8Array(n);
+        int32Compare(x.data as Int32Array, y.data as Int32Array, out, n);
+        return [out];
+      }
+      if (d === 'int32' && int32 !== undefined) {
+        const out = new Int32Array(n);
+        int32(x.data as Int32Array, y.data as Int32Array, out, n);
+        return [out];
       }
       const k = d === 'bool' ? bool : int;
       if (k === undefined) throw new TypeError(`${name}: no kernel for dtype ${d}`);

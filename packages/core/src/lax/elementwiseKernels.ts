@@ -340,6 +340,35 @@ export const INT_BINARY: Record<string, NumBinaryKernel> = {
   },
 };
 
+/**
+ * int32, the common integer dtype, skips the float64 blocks: the loops read and write the
+ * Int32Array storage directly (a store wraps the float64 result exactly as `set` does).
+ */
+export type Int32BinaryKernel = (a: Int32Array, b: Int32Array, o: Int32Array, n: number) => void;
+export type Int32CompareKernel = (a: Int32Array, b: Int32Array, o: U8, n: number) => void;
+
+export const INT32_BINARY: Record<string, Int32BinaryKernel> = {
+  add: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] + b[i]; },
+  sub: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] - b[i]; },
+  mul: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = Math.imul(a[i], b[i]); },
+  div: (a, b, o, n) => { for (let i = 0; i < n; i++) { const d = b[i]; o[i] = d === 0 ? -1 : Math.trunc(a[i] / d); } },
+  rem: (a, b, o, n) => { for (let i = 0; i < n; i++) { const d = b[i]; o[i] = d === 0 ? a[i] : a[i] % d; } },
+  max: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = Math.max(a[i], b[i]); },
+  min: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = Math.min(a[i], b[i]); },
+  and: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] & b[i]; },
+  or: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] | b[i]; },
+  xor: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] ^ b[i]; },
+};
+
+export const INT32_COMPARE: Record<string, Int32CompareKernel> = {
+  eq: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] === b[i] ? 1 : 0; },
+  ne: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] !== b[i] ? 1 : 0; },
+  lt: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] < b[i] ? 1 : 0; },
+  le: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] <= b[i] ? 1 : 0; },
+  gt: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] > b[i] ? 1 : 0; },
+  ge: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] >= b[i] ? 1 : 0; },
+};
+
 export const BOOL_BINARY: Record<string, NumBinaryKernel> = {
   ...NUM_SHARED,
   add: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] | b[i]; },
