@@ -14,7 +14,7 @@
  * The only allocations are the result and one typed-array view per block of BLOCK elements.
  */
 import * as bf16 from '../bf16';
-import { type DType, type StorageArray, allocStorage, isFloat, itemsize } from '../dtype';
+import { type DType, type StorageArray, allocStorage, bitView, isFloat, itemsize } from '../dtype';
 import * as f16 from '../f16';
 import * as sp from '../special';
 
@@ -378,13 +378,6 @@ export const BOOL_BINARY: Record<string, NumBinaryKernel> = {
 // ---------------------------------------------------------------------------------------------
 // select_n and convert_element_type
 
-/** Same-width bit view of storage: select copies bits, so float NaN payloads pass unchanged. */
-function bitView(x: StorageArray): Uint8Array | Uint16Array | Int32Array {
-  if (x instanceof Uint8Array || x instanceof Uint16Array || x instanceof Int32Array) return x;
-  if (x instanceof Int8Array) return new Uint8Array(x.buffer, x.byteOffset, x.length);
-  return new Int32Array(x.buffer, x.byteOffset, x.length);
-}
-
 const select2x8 = (w: U8, f: Uint8Array, t: Uint8Array, o: Uint8Array, n: number): void => { for (let i = 0; i < n; i++) o[i] = w[i] ? t[i] : f[i]; };
 const select2x16 = (w: U8, f: Uint16Array, t: Uint16Array, o: Uint16Array, n: number): void => { for (let i = 0; i < n; i++) o[i] = w[i] ? t[i] : f[i]; };
 const select2x32 = (w: U8, f: Int32Array, t: Int32Array, o: Int32Array, n: number): void => { for (let i = 0; i < n; i++) o[i] = w[i] ? t[i] : f[i]; };
@@ -399,6 +392,7 @@ export function runSelect(which: StorageArray, scalarWhich: boolean, cases: Stor
     out.set(cases[k] as never);
     return out;
   }
+  // Through same-width integer views: select copies bits, so float NaN payloads pass unchanged.
   const o = bitView(out);
   const cs = cases.map(bitView);
   if (cases.length === 2 && which instanceof Uint8Array) {

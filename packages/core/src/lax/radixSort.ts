@@ -7,7 +7,7 @@
  * element pair, and the only allocations are per call, not per line.
  */
 import * as bf16 from '../bf16';
-import { type DType, type StorageArray, isFloat } from '../dtype';
+import { type BitView, type DType, type StorageArray, isFloat } from '../dtype';
 import * as f16 from '../f16';
 
 /** Lines shorter than this are insertion-sorted (the radix histograms would dominate). */
@@ -143,15 +143,6 @@ function insertionSort(cur: Uint32Array, perm: Int32Array, n: number): void {
     cur[j + 1] = v;
     perm[j + 1] = p;
   }
-}
-
-/** Storage seen as same-width integers, so gathering copies bits (float NaN payloads included). */
-export type BitView = Uint8Array | Uint16Array | Int32Array;
-
-export function bitView(x: StorageArray): BitView {
-  if (x instanceof Uint8Array || x instanceof Uint16Array || x instanceof Int32Array) return x;
-  if (x instanceof Int8Array) return new Uint8Array(x.buffer, x.byteOffset, x.length);
-  return new Int32Array(x.buffer, x.byteOffset, x.length);
 }
 
 const gather8 = (src: Uint8Array, dst: Uint8Array, perm: Int32Array, base: number, st: number, n: number): void => {

@@ -8,10 +8,10 @@
  * argsort and sort_key_val lower to sort with an iota operand.
  */
 import { storageToNumbers } from '../array';
-import { allocStorage } from '../dtype';
+import { allocStorage, bitView } from '../dtype';
 import { definePrimitive } from '../primitive';
 import { fmt, shapesEqual, sizeOf, stridesOf } from '../shape';
-import { LineSorter, bitView, gatherLine, sortKeys } from './radixSort';
+import { LineSorter, gatherLine, sortKeys } from './radixSort';
 
 export interface SortParams {
   dimension: number;
