@@ -164,7 +164,7 @@ export function runNumBinary(k: NumBinaryKernel, a: StorageArray, b: StorageArra
 // Shared scalar formulas (called from the loops; small enough for V8 to inline)
 
 /** Integer power by squaring with 32-bit wrap-around (exponent >= 0). */
-export function ipowInt(b: number, e: number): number {
+function ipowInt(b: number, e: number): number {
   let r = 1;
   let base = b | 0;
   while (e > 0) {
