@@ -10,7 +10,7 @@
  *
  * Imports the built package from its dist (the bench package does not list orbax-ts).
  */
-import { execSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -21,6 +21,8 @@ const RUNS = Number(process.env.ORBAX_BENCH_RUNS ?? 3);
 const SIZES_MB = (process.env.ORBAX_BENCH_SIZES_MB ?? '100,1000').split(',').map(Number);
 const LEAVES = 10;
 
+/** A full GC between measurements (the bench runs with --expose-gc), so no run pays for garbage an earlier one left. */
+const collect = (): void => (globalThis as { gc?: () => void }).gc?.();
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const now = (): number => performance.now();
 
@@ -46,9 +48,30 @@ function bytesOf(x: TArray): Uint8Array {
   return new Uint8Array(s.buffer, s.byteOffset, s.byteLength);
 }
 
-/** Flushes dirty pages between measurements (untimed), so no run pays for the previous one's writeback. */
-function settle(): void {
-  execSync('sync');
+/**
+ * Flushes dirty pages between measurements (untimed), so no run pays for the previous one's
+ * writeback. `sync` runs in one shell started before any big buffer exists: spawning a process
+ * per call (execSync) forks this process, and a fork write-protects every page of the heap, so
+ * the first write to each page afterwards takes a copy-on-write fault (measured: a 100 MB copy
+ * into touched memory took 41 ms right after an execSync, 12 ms otherwise), which would charge
+ * the bench's own forks to whichever measurement writes memory first (the snapshot copy).
+ */
+const syncer = spawn('sh', ['-c', 'while read -r _; do sync; echo done; done'], { stdio: ['pipe', 'pipe', 'inherit'] });
+syncer.unref();
+let syncerOut = '';
+const syncWaiters: Array<() => void> = [];
+syncer.stdout.on('data', (d: Buffer) => {
+  syncerOut += d.toString();
+  for (let i; (i = syncerOut.indexOf('done\n')) >= 0; ) {
+    syncerOut = syncerOut.slice(i + 5);
+    syncWaiters.shift()?.();
+  }
+});
+function settle(): Promise<void> {
+  return new Promise((resolve) => {
+    syncWaiters.push(resolve);
+    syncer.stdin.write('sync\n');
+  });
 }
 
 async function peerWrite(dir: string, tree: Record<string, TArray>, fsync: boolean): Promise<number> {
@@ -99,6 +122,7 @@ const mbs = (bytes: number, ms: number): string => `${((bytes / 1e6) / (ms / 1e3
 
 async function main(): Promise<void> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'orbax-bench-'));
+  if (!(globalThis as { gc?: unknown }).gc) console.log('note: run with --expose-gc (pnpm bench:orbax does) so garbage from one measurement is not collected during the next');
   console.log(`orbax-ts checkpoint bench: ${os.cpus().length} cores (${os.cpus()[0]?.model}), node ${process.version}, tmpdir ${os.tmpdir()}, median of ${RUNS} runs`);
   try {
     for (const mb of SIZES_MB) {
@@ -122,12 +146,20 @@ async function main(): Promise<void> {
         const mgrOverlap = new CheckpointManager(`${dir}-overlap`, { fsync: false, writeWhileCopying: true });
         // No copy at all: a sync save writes from the arrays' own storage (the caller waits).
         const mgrSync = new CheckpointManager(`${dir}-sync`, { fsync: false, enableAsyncCheckpointing: false });
+        // Each async manager starts its writer thread when constructed; a training loop makes its
+        // first save long after that. Give the threads time to load before anything is timed, so
+        // run 0 (the first save, which also allocates the snapshot buffers) is not measured
+        // against three thread start-ups on a two-core machine.
+        await new Promise((r) => setTimeout(r, 500));
         for (let run = 0; run < RUNS; run++) {
           // One memory copy of the state: the floor for how long save may block.
           let t0 = now();
           const copies = Object.values(tree).map((x) => bytesOf(x).slice());
           r.copy.push(now() - t0);
           copies.length = 0;
+          // Free that copy now: left to the collector, it is collected (1 GB unmapped) during the
+          // next large allocation, i.e. during the first save, which it made 1.5x a copy at 1 GB.
+          collect();
           t0 = now();
           Object.values(tree).forEach((x, i) => warm[i].set(bytesOf(x)));
           r.warmCopy.push(now() - t0);
@@ -141,33 +173,33 @@ async function main(): Promise<void> {
           r.restore.push(now() - t0);
           if (bytesOf(back.w3).length !== bytesOf(tree.w3).length) throw new Error('restore returned the wrong size');
           await mgr.delete(run); // untimed, like the peer's cleanup
-          settle();
+          await settle();
           t0 = now();
           await mgrNoSync.save(run, args.StandardSave(tree));
           await mgrNoSync.waitUntilFinished();
           r.saveNoSync.push(now() - t0);
           await mgrNoSync.delete(run);
-          settle();
+          await settle();
           t0 = now();
           await mgrOverlap.save(run, args.StandardSave(tree));
           r.blockOverlap.push(now() - t0);
           await mgrOverlap.waitUntilFinished();
           r.saveOverlap.push(now() - t0);
           await mgrOverlap.delete(run);
-          settle();
+          await settle();
           t0 = now();
           await mgrSync.save(run, args.StandardSave(tree));
           r.saveSync.push(now() - t0);
           await mgrSync.delete(run);
-          settle();
+          await settle();
           r.w1.push(await peerWriteOne(path.join(root, 'peer'), all));
-          settle();
+          await settle();
           r.w.push(await peerWrite(path.join(root, 'peer'), tree, false));
           r.rd.push(await peerRead(path.join(root, 'peer'), tree));
-          settle();
+          await settle();
           r.wf.push(await peerWrite(path.join(root, 'peer'), tree, true));
           fs.rmSync(path.join(root, 'peer'), { recursive: true, force: true });
-          settle();
+          await settle();
         }
         await mgr.close();
         await mgrNoSync.close();
@@ -194,6 +226,7 @@ async function main(): Promise<void> {
     }
   } finally {
     fs.rmSync(root, { recursive: true, force: true });
+    syncer.stdin.end();
   }
 }
 

@@ -343,7 +343,7 @@ export class CheckpointManager {
       const isJson = h === JSON_HANDLER;
       if (arg instanceof StandardRestore && isJson) throw new Error(`${op}: item "${name}" of step ${s} was saved with JsonSave; use args.JsonRestore()`);
       if (arg instanceof JsonRestore && !isJson) throw new Error(`${op}: item "${name}" of step ${s} was saved with StandardSave; use args.StandardRestore()`);
-      out[name] = isJson ? restoreJson(r, name, arg as JsonRestore | undefined) : restoreStandard(r, name, arg as StandardRestore | undefined);
+      out[name] = isJson ? restoreJson(r, name, arg as JsonRestore | undefined) : await restoreStandard(r, name, arg as StandardRestore | undefined);
     }
     return single ? out[DEFAULT_ITEM] : out;
   }

@@ -29,6 +29,22 @@ describe('integrity', () => {
     await expect(mgr.restore(1)).rejects.toThrow(new RegExp(`checksum mismatch in ${f.replace(/[/.]/g, '\\$&')}: expected CRC-32`));
   });
 
+  it('restore reads the next chunk while verifying this one, and still names the corrupt file among several', async () => {
+    const tree = Object.fromEntries(['p', 'q', 'r', 's'].map((k, i) => [k, fromStorage(new Float32Array(20_000).map((_, j) => j * (i + 1)), [20_000], 'float32')]));
+    for (const bad of ['p', 'q', 'r', 's']) {
+      const { dir, mgr } = await saved(tree);
+      const f = path.join(dir, '1', 'state', bad, '0');
+      const b = fs.readFileSync(f);
+      b[b.length - 1] ^= 0x01;
+      fs.writeFileSync(f, b);
+      await expect(mgr.restore(1), bad).rejects.toThrow(new RegExp(`checksum mismatch in ${f.replace(/[/.]/g, '\\$&')}: expected CRC-32`));
+      b[b.length - 1] ^= 0x01;
+      fs.writeFileSync(f, b);
+      const back = (await mgr.restore(1)).state;
+      for (const k of Object.keys(tree)) expect(Buffer.from(toStorage(back[k]).buffer).equals(Buffer.from(toStorage(tree[k]).buffer)), k).toBe(true);
+    }
+  });
+
   it('damaged metadata, manifest or JSON items are named too', async () => {
     for (const rel of ['state/_METADATA', 'iter/metadata', '_CHECKPOINT_METADATA', 'state/a/.zarray', '_CHECKSUMS']) {
       const { dir, mgr } = await saved();
@@ -39,10 +55,10 @@ describe('integrity', () => {
     }
   });
 
-  it('checksums of files written in several pieces (over 8 MiB) verify on restore and match zlib', async () => {
+  it('checksums of files written in several pieces (over 512 KiB) verify on restore and match zlib', async () => {
     const dir = tmpDir();
     const mgr = new CheckpointManager(dir, { fsync: false });
-    const n = (20 << 20) / 4 + 3; // three write calls, the last one short
+    const n = (2 << 20) / 4 + 3; // five write calls, the last one short
     const big = new Float32Array(n).map((_, i) => i * 0.5);
     await mgr.save(1, args.StandardSave({ big: fromStorage(big, [n], 'float32') }));
     await mgr.waitUntilFinished();

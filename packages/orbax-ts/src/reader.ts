@@ -48,8 +48,8 @@ export class StepReader {
     this.metadata = this.readJson(CHECKPOINT_METADATA) as Record<string, unknown>;
   }
 
-  /** Reads and verifies `rel` (built from safe components), into a buffer of its own. */
-  readFile(rel: string): Uint8Array {
+  /** Checks `rel` (built from safe components) against the manifest and the filesystem. */
+  #locate(rel: string): { file: string; real: string; size: number } {
     const file = path.join(this.dir, ...rel.split('/'));
     const entry = Object.prototype.hasOwnProperty.call(this.manifest.files, rel) ? this.manifest.files[rel] : undefined;
     if (!entry) throw new Error(`restore: ${file} is not listed in ${path.join(this.dir, CHECKSUMS)}; the checkpoint at step ${this.step} is incomplete or corrupt`);
@@ -57,11 +57,24 @@ export class StepReader {
     const st = fs.lstatSync(real);
     if (!st.isFile()) throw new Error(`restore: ${file} is not a regular file`);
     if (st.size !== entry.size) throw new Error(`restore: ${file} has ${st.size} bytes, expected ${entry.size}; the checkpoint at step ${this.step} is corrupt`);
-    const out = new Uint8Array(new ArrayBuffer(st.size));
+    return { file, real, size: st.size };
+  }
+
+  /** Throws, naming the file, unless `bytes` match the manifest's CRC-32 for `rel`. */
+  #verify(rel: string, bytes: Uint8Array): Uint8Array {
+    const got = crc32(bytes);
+    const want = this.manifest.files[rel].crc32;
+    if (got !== want) throw new Error(`restore: checksum mismatch in ${path.join(this.dir, ...rel.split('/'))}: expected CRC-32 ${want}, got ${got}; the checkpoint at step ${this.step} is corrupt`);
+    return bytes;
+  }
+
+  /** Reads and verifies `rel` (built from safe components), into a buffer of its own. */
+  readFile(rel: string): Uint8Array {
+    const { file, real, size } = this.#locate(rel);
+    const out = new Uint8Array(new ArrayBuffer(size));
     const fd = fs.openSync(real, 'r');
     try {
-      let off = 0;
-      while (off < out.length) {
+      for (let off = 0; off < out.length; ) {
         const n = fs.readSync(fd, out, off, Math.min(out.length - off, 1 << 30), off);
         if (n === 0) throw new Error(`restore: ${file} ended at byte ${off}, expected ${out.length}`);
         off += n;
@@ -69,9 +82,50 @@ export class StepReader {
     } finally {
       fs.closeSync(fd);
     }
-    const got = crc32(out);
-    if (got !== entry.crc32) throw new Error(`restore: checksum mismatch in ${file}: expected CRC-32 ${entry.crc32}, got ${got}; the checkpoint at step ${this.step} is corrupt`);
+    return this.#verify(rel, out);
+  }
+
+  /**
+   * Reads `rel` on libuv's thread pool without verifying it: `fetchAll` verifies each file on
+   * this thread while the pool reads the next one.
+   */
+  async #readAsync(rel: string): Promise<Uint8Array> {
+    const { file, real, size } = this.#locate(rel);
+    const out = new Uint8Array(new ArrayBuffer(size));
+    const h = await fs.promises.open(real, 'r');
+    try {
+      for (let off = 0; off < out.length; ) {
+        const { bytesRead } = await h.read(out, off, Math.min(out.length - off, 1 << 30), off);
+        if (bytesRead === 0) throw new Error(`restore: ${file} ended at byte ${off}, expected ${out.length}`);
+        off += bytesRead;
+      }
+    } finally {
+      await h.close();
+    }
     return out;
+  }
+
+  /**
+   * Reads and verifies the files `rels` in order, handing each to `use` before the next is
+   * verified: the read of file k+1 runs on the thread pool while file k's CRC-32 is computed
+   * here (read and checksum took about as long each; done one after the other, restore was
+   * their sum). At most two files are held beyond the one `use` is given.
+   */
+  async fetchAll(rels: readonly string[], use: (k: number, bytes: Uint8Array) => void): Promise<void> {
+    const started: Promise<Uint8Array>[] = [];
+    const start = (k: number): void => {
+      if (k < rels.length && started[k] === undefined) {
+        started[k] = this.#readAsync(rels[k]);
+        started[k].catch(() => {}); // awaited below in order; this only keeps an early failure from going unhandled
+      }
+    };
+    start(0);
+    for (let k = 0; k < rels.length; k++) {
+      start(k + 1);
+      const bytes = await started[k];
+      delete started[k];
+      use(k, this.#verify(rels[k], bytes));
+    }
   }
 
   readJson(rel: string): unknown {
@@ -93,8 +147,18 @@ export class StepReader {
   }
 }
 
-/** Reads one saved array into `sharding` (one region buffer per distinct shard index). */
-function readArray(r: StepReader, item: string, leaf: Extract<LeafRecord, { kind: 'array' }>, sharding: Sharding | undefined): TArray {
+/**
+ * How to read one saved array into `sharding` (one region buffer per distinct shard index):
+ * the chunk files it needs, in order, and `take` to place each chunk's bytes as it arrives;
+ * `done` wraps the regions as the restored Array once every chunk is placed.
+ */
+interface ArrayRead {
+  readonly rels: string[];
+  take(k: number, bytes: Uint8Array): void;
+  done(): TArray;
+}
+
+function planArrayRead(r: StepReader, item: string, leaf: Extract<LeafRecord, { kind: 'array' }>, sharding: Sharding | undefined): ArrayRead {
   const name = safeComponent(leaf.name, `restore: parameter name in ${item}/${PYTREE_METADATA}`);
   const zfile = `${item}/${name}/.zarray`;
   const z = parseZArray(r.readJson(zfile), path.join(r.dir, item, name, '.zarray'));
@@ -107,7 +171,8 @@ function readArray(r: StepReader, item: string, leaf: Extract<LeafRecord, { kind
   const size = shape.reduce((a, b) => a * b, 1);
   const target = sharding ?? new SingleDeviceSharding();
   const map = target.devicesIndicesMap(shape);
-  const regions = new Map<string, { index: Index; shape: number[]; data: Uint8Array }>();
+  type Region = { index: Index; shape: number[]; data: Uint8Array };
+  const regions = new Map<string, Region>();
   for (const index of map.values()) {
     const key = JSON.stringify(index);
     if (!regions.has(key)) {
@@ -117,31 +182,53 @@ function readArray(r: StepReader, item: string, leaf: Extract<LeafRecord, { kind
   }
   const grid = chunkGrid(shape, z.chunks);
   const single = regions.size === 1 && [...regions.values()][0].shape.every((d, i) => d === shape[i]);
+  const wholeChunk = single && grid.every((g) => g === 1) && chunkBytes === size * item_;
+  const chunks: { rel: string; box: [number, number][]; hits: { g: Region; x: [number, number][] }[] }[] = [];
   forEachCoord(grid, (c) => {
     const box = c.map((k, d) => [k * z.chunks[d], Math.min((k + 1) * z.chunks[d], shape[d])] as [number, number]);
-    const hits = [...regions.values()].map((g) => ({ g, x: intersect(box, g.index) })).filter((h) => h.x !== null);
-    if (hits.length === 0) return;
-    const rel = `${item}/${name}/${chunkKey(c)}`;
-    const bytes = r.readFile(rel);
-    if (bytes.length !== chunkBytes) throw new Error(`restore: ${path.join(r.dir, rel)} has ${bytes.length} bytes; a ${z.dtype} chunk of [${z.chunks}] has ${chunkBytes}`);
-    if (single && grid.every((g) => g === 1) && chunkBytes === size * item_) {
-      hits[0].g.data = bytes; // the one chunk is the whole array: use the buffer as is
-      return;
-    }
-    for (const { g, x } of hits) {
-      copyBox({ data: bytes, shape: z.chunks }, x!.map(([a], d) => a - box[d][0]), { data: g.data, shape: g.shape }, x!.map(([a], d) => a - g.index[d][0]), x!.map(([a, b]) => b - a), item_);
-    }
+    const hits = [...regions.values()].flatMap((g) => {
+      const x = intersect(box, g.index);
+      return x === null ? [] : [{ g, x }];
+    });
+    if (hits.length > 0) chunks.push({ rel: `${item}/${name}/${chunkKey(c)}`, box, hits });
   });
   const wrap = (g: { shape: number[]; data: Uint8Array }): TArray =>
     fromStorage(storageOf(g.data, z.dtype, g.shape.reduce((a, b) => a * b, 1)), g.shape, z.dtype);
-  if (!sharding || (single && map.size === 1 && sharding instanceof SingleDeviceSharding)) return wrap([...regions.values()][0]);
-  const arrays = new Map<string, TArray>();
-  return makeArrayFromCallback(shape, z.dtype, sharding, (index) => {
-    const key = JSON.stringify(index);
-    let a = arrays.get(key);
-    if (!a) arrays.set(key, (a = wrap(regions.get(key)!)));
-    return a;
-  });
+  return {
+    rels: chunks.map((c) => c.rel),
+    take(k, bytes) {
+      const { rel, box, hits } = chunks[k];
+      if (bytes.length !== chunkBytes) throw new Error(`restore: ${path.join(r.dir, rel)} has ${bytes.length} bytes; a ${z.dtype} chunk of [${z.chunks}] has ${chunkBytes}`);
+      if (wholeChunk) {
+        hits[0].g.data = bytes; // the one chunk is the whole array: use the buffer as is
+        return;
+      }
+      for (const { g, x } of hits) {
+        copyBox({ data: bytes, shape: z.chunks }, x.map(([a], d) => a - box[d][0]), { data: g.data, shape: g.shape }, x.map(([a], d) => a - g.index[d][0]), x.map(([a, b]) => b - a), item_);
+      }
+    },
+    done() {
+      if (!sharding || (single && map.size === 1 && sharding instanceof SingleDeviceSharding)) return wrap([...regions.values()][0]);
+      const arrays = new Map<string, TArray>();
+      return makeArrayFromCallback(shape, z.dtype, sharding, (index) => {
+        const key = JSON.stringify(index);
+        let a = arrays.get(key);
+        if (!a) arrays.set(key, (a = wrap(regions.get(key)!)));
+        return a;
+      });
+    },
+  };
+}
+
+/**
+ * Reads every planned array, their chunk files in one pipelined pass (`StepReader.fetchAll`),
+ * and returns the Arrays in plan order.
+ */
+async function readArrays(r: StepReader, plans: readonly ArrayRead[]): Promise<TArray[]> {
+  const owner: [ArrayRead, number][] = [];
+  for (const p of plans) p.rels.forEach((_, k) => owner.push([p, k]));
+  await r.fetchAll(plans.flatMap((p) => p.rels), (i, bytes) => owner[i][0].take(owner[i][1], bytes));
+  return plans.map((p) => p.done());
 }
 
 function leafValue(leaf: LeafRecord): unknown {
@@ -167,11 +254,14 @@ function readSection(r: StepReader, item: string): TpukitSection {
 const describeLeaf = (l: LeafRecord): string => (l.kind === 'array' ? `${l.dtype}[${l.shape}]` : `${l.kind} ${JSON.stringify(l.value)}`);
 
 /** Restores a StandardSave item, into the target's structure and shardings when one is given. */
-export function restoreStandard(r: StepReader, item: string, arg: StandardRestore | undefined): unknown {
+export async function restoreStandard(r: StepReader, item: string, arg: StandardRestore | undefined): Promise<unknown> {
   const sec = readSection(r, item);
   const file = path.join(r.dir, item, PYTREE_METADATA);
   if (arg?.item === undefined) {
-    const leaves = sec.leaves.map((l) => (l.kind === 'array' ? readArray(r, item, l, undefined) : leafValue(l)));
+    const plans = sec.leaves.flatMap((l) => (l.kind === 'array' ? [planArrayRead(r, item, l, undefined)] : []));
+    const arrays = await readArrays(r, plans);
+    let a = 0;
+    const leaves = sec.leaves.map((l) => (l.kind === 'array' ? arrays[a++] : leafValue(l)));
     return decodeTree(sec.tree, leaves, file);
   }
   const [pairs, def] = tree.flattenWithPath(arg.item);
@@ -201,12 +291,17 @@ export function restoreStandard(r: StepReader, item: string, arg: StandardRestor
     throw new Error(`restore: item "${item}" of step ${r.step} does not match the target (${problems.length} differing path${problems.length > 1 ? 's' : ''}):\n  ${problems.join('\n  ')}`);
   }
   arg.skipped = extra;
-  const out = (pairs as [KeyPath, unknown][]).map(([p, t]) => {
+  const plans: ArrayRead[] = [];
+  const slots: number[] = []; // where in `out` each planned Array goes
+  const out = (pairs as [KeyPath, unknown][]).map(([p, t], i): unknown => {
     const l = saved.get(tree.keystr(p))!;
     if (l.kind !== 'array') return leafValue(l);
     const sharding = t instanceof TArray ? t.sharding : (t as ShapeDtypeStruct).sharding;
-    return readArray(r, item, l, sharding);
+    plans.push(planArrayRead(r, item, l, sharding));
+    slots.push(i);
+    return undefined;
   });
+  (await readArrays(r, plans)).forEach((x, a) => (out[slots[a]] = x));
   return def.unflatten(out);
 }
 

@@ -15,7 +15,7 @@
  * function and the argument before anything runs; compile-time warnings (donations no output
  * can use) go to `onWarning`.
  */
-import { Array, type JitOptions, jit as coreJit, SingleDeviceSharding, tree } from '@tpukit/core';
+import { Array, fnId, type JitOptions, jit as coreJit, SingleDeviceSharding, tree } from '@tpukit/core';
 import { Lowered } from './compiled';
 import { compileLog, withWarningHandler } from './compiler';
 import { isJitDisabled } from './disable';
@@ -82,15 +82,6 @@ function checkLeaf(l: unknown, where: string, i: number, fname: string): void {
   throw new TypeError(`jit(${fname}): ${where} is ${l === null ? 'null' : `a ${typeof l === 'object' ? ((l as object).constructor?.name ?? 'object') : typeof l}`}, not an Array; traced arguments are pytrees of Arrays (mark other values static with staticArgnums)`);
 }
 
-const fnIds = new WeakMap<object, number>();
-let nextFnId = 0;
-/** Functions are static by identity (as core keys them), named for messages. */
-function fnId(f: object): number {
-  let id = fnIds.get(f);
-  if (id === undefined) fnIds.set(f, (id = nextFnId++));
-  return id;
-}
-
 const isPlain = (x: unknown): boolean => typeof x === 'object' && x !== null && (Object.getPrototypeOf(x) === Object.prototype || Object.getPrototypeOf(x) === null);
 
 /** A stable key for a static value, or an error naming what is not hashable. */
@@ -103,6 +94,7 @@ function hashStatic(v: unknown, where: string, fname: string): string {
   const seen = new Set<unknown>();
   const walk = (x: unknown): string => {
     if (x === null || x === undefined || typeof x === 'number' || typeof x === 'string' || typeof x === 'boolean' || typeof x === 'bigint') return `${typeof x}:${String(x)}`;
+    // Functions are static by identity, with core's ids (as core's jit keys them), named for messages.
     if (typeof x === 'function') return `fn:${x.name}#${fnId(x)}`;
     if (typeof x === 'symbol') return `sym:${String(x)}`;
     if (x instanceof Array) return bad(`an Array ${describeLeaf(x)}`);

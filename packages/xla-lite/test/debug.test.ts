@@ -1,23 +1,21 @@
 // debug.print through the xla-lite compiler: runs at run time on every call (not at trace
 // time), survives DCE/CSE/constant folding and fusion, keeps program order, works in control
-// flow bodies (compiled through subprograms.ts), under vmap and grad, and exports as the
+// flow bodies (compiled through subprograms.ts), under vmap and grad (again in the backward
+// pass of grad(checkpoint(f)), as JAX rematerialises it), and exports as the
 // host-callback custom call JAX emits.
-import { debug, grad, lax, np, vmap, type Array } from '@tpukit/core';
+import { checkpoint, debug, grad, lax, np, vmap, type Array } from '@tpukit/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { compileLog, jit, setCacheDir, diskCacheStats } from '../src/index';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-let lines: string[] = [];
-let prev: debug.PrintSink;
+// What debug.print printed during the current test (core's capture, shared by both packages' tests).
+let printed: debug.PrintCapture;
 beforeEach(() => {
-  lines = [];
-  prev = debug.setPrintSink((l) => lines.push(l));
+  printed = debug.capturePrints();
 });
-afterEach(() => {
-  debug.setPrintSink(prev);
-});
+afterEach(() => printed.restore());
 
 const f32 = (x: number[] | number) => np.array(x, 'float32');
 
@@ -35,7 +33,7 @@ describe('debug.print under xla-lite jit', () => {
     f(f32([1, 2]));
     expect(traces).toBe(1);
     expect(compileLog().length - before).toBe(1);
-    expect(lines).toEqual(['x=[0. 1.] y=7.44', 'x=[1. 2.] y=20.21']);
+    expect(printed.lines).toEqual(['x=[0. 1.] y=7.44', 'x=[1. 2.] y=20.21']);
     expect([...a.dataSync()].map((v) => Math.round(v * 1000) / 1000)).toEqual([3, 6.437]);
   });
 
@@ -51,7 +49,7 @@ describe('debug.print under xla-lite jit', () => {
     f(f32([0]));
     f(f32([0]));
     const once = ['dead value [0.]', 'same [0.]', 'same [0.]', 'const 3.0'];
-    expect(lines).toEqual([...once, ...once]);
+    expect(printed.lines).toEqual([...once, ...once]);
     const text = f.lower(f32([0])).compile().asText();
     expect(text.match(/custom-call\(.*custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true/g)).toHaveLength(4);
   });
@@ -66,7 +64,7 @@ describe('debug.print under xla-lite jit', () => {
       return z;
     });
     f(f32([0]));
-    expect(lines).toEqual(['first [0.]', 'second [0.]', 'third 2.0']);
+    expect(printed.lines).toEqual(['first [0.]', 'second [0.]', 'third 2.0']);
   });
 
   it('prints per iteration inside scan, whileLoop and cond bodies', () => {
@@ -90,7 +88,7 @@ describe('debug.print under xla-lite jit', () => {
     });
     f(f32([1, 2]));
     f(f32([0, 1]));
-    expect(lines).toEqual([
+    expect(printed.lines).toEqual([
       'scan c=0.0 x=1.0', 'scan c=1.0 x=2.0', 'while i=0', 'while i=1', 'big 6.0',
       'scan c=0.0 x=0.0', 'scan c=0.0 x=1.0', 'while i=0', 'while i=1', 'small 3.0',
     ]);
@@ -105,7 +103,7 @@ describe('debug.print under xla-lite jit', () => {
       return x;
     });
     f(f32(5));
-    expect(lines).toEqual(['tick 0 5.0', 'tick 1 6.0']);
+    expect(printed.lines).toEqual(['tick 0 5.0', 'tick 1 6.0']);
   });
 
   it('vmap of jit prints once per batch element; grad of jit prints the primal', () => {
@@ -114,14 +112,35 @@ describe('debug.print under xla-lite jit', () => {
       return np.sum(np.square(x));
     });
     vmap(f)(np.array([[1, 2], [3, 4]], 'float32'));
-    expect(lines).toEqual(['v [1. 2.]', 'v [3. 4.]']);
-    lines.length = 0;
+    expect(printed.lines).toEqual(['v [1. 2.]', 'v [3. 4.]']);
+    printed.lines.length = 0;
     const g = grad(f)(f32([1, 2])) as Array;
     expect([...g.dataSync()]).toEqual([2, 4]);
-    expect(lines).toEqual(['v [1. 2.]']);
-    lines.length = 0;
+    expect(printed.lines).toEqual(['v [1. 2.]']);
+    printed.lines.length = 0;
     jit(vmap(f))(np.array([[5, 6]], 'float32'));
-    expect(lines).toEqual(['v [5. 6.]']);
+    expect(printed.lines).toEqual(['v [5. 6.]']);
+  });
+
+  it('jit(grad(checkpoint(f))) prints in the forward pass and again in the rematerialising backward pass, every call', () => {
+    const layer = (x: Array) => {
+      const h = np.multiply(np.add(x, 1), 2);
+      debug.print('h = {}', h);
+      return np.sum(np.tanh(h));
+    };
+    const before = compileLog().length;
+    const step = jit(grad(checkpoint(layer)));
+    const g = step(f32([0, 0.5])) as Array;
+    step(f32([0, 0]));
+    expect(compileLog().length - before).toBe(1);
+    expect(printed.lines).toEqual(['h = [2. 3.]', 'h = [2. 3.]', 'h = [2. 2.]', 'h = [2. 2.]']);
+    expect(g.dataSync()[1]).toBeCloseTo(2 * (1 - Math.tanh(3) ** 2), 5);
+    const hlo = step.lower(f32([0, 0])).compile().asText();
+    expect(hlo.match(/custom_call_target="xla_ffi_python_cpu_callback"/g)).toHaveLength(2);
+    // With everything saveable the backward pass recomputes nothing, so it prints once.
+    printed.lines.length = 0;
+    jit(grad(checkpoint(layer, { policy: 'everything_saveable' })))(f32([0, 0]));
+    expect(printed.lines).toEqual(['h = [2. 2.]']);
   });
 
   it('exports to StableHLO as a side-effecting host callback custom call', () => {
@@ -144,7 +163,7 @@ describe('debug.print under xla-lite jit', () => {
         return np.add(x, 1);
       })(f32([1]));
       expect(diskCacheStats().uncacheable).toBe(before + 1);
-      expect(lines).toEqual(['cached? [1.]']);
+      expect(printed.lines).toEqual(['cached? [1.]']);
     } finally {
       setCacheDir(null);
       rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 // End to end: jit through the xla-lite compiler equals eager; AOT objects; compile cache,
 // recompile explanations and warnings; disableJit; bad inputs named.
-import { asArray, getCompiler, grad, jit as coreJit, lax, nn, np, systolic, valueAndGrad, vmap } from '@tpukit/core';
+import { asArray, fnId, getCompiler, grad, jit as coreJit, lax, nn, np, systolic, valueAndGrad, vmap } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { expectAllclose } from './build';
 import { compileLog, disableJit, jit, lower, xlaCompiler } from '../src/index';
@@ -137,6 +137,21 @@ describe('jit through xla-lite', () => {
     expect(s.compileMs.length).toBe(3);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('recompiled 2 times');
+  });
+
+  it('keys a static function by its identity, with the ids core gives functions', () => {
+    // Ids handed out by core first, so a second counter here could not coincide with core's.
+    for (let k = 0; k < 3; k++) fnId(() => k);
+    const relu = (v: any) => nn.relu(v);
+    const gelu = (v: any) => nn.gelu(v);
+    const f = jit((a: any, act: (v: any) => any) => act(a), { staticArgnums: 1 });
+    f(np.ones([2]), relu);
+    f(np.ones([2]), relu);
+    f(np.ones([2]), gelu);
+    f(np.ones([2]), (v: any) => nn.relu(v)); // same source, another function: a new entry
+    const s = f.compileStats();
+    expect([s.hits, s.misses]).toEqual([1, 3]);
+    expect(s.explanations[0]).toBe(`argument 1 (act): static fn:relu#${fnId(relu)} -> static fn:gelu#${fnId(gelu)}`);
   });
 
   it('lower() carries donated arguments into memoryAnalysis', () => {

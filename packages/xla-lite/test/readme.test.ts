@@ -21,8 +21,7 @@ describe('README example', () => {
   });
 
   it('the Debugging example prints at run time and donates params', () => {
-    const lines: string[] = [];
-    const prev = debug.setPrintSink((l) => lines.push(l));
+    const printed = debug.capturePrints();
     try {
       const step = jit(function step(params: TArray, grads: TArray) {
         debug.print('loss-ish {x:.3f}, grads {}', grads, { x: np.sum(np.square(grads)) });
@@ -30,11 +29,11 @@ describe('README example', () => {
       }, { donateArgnums: 0 });
       const p0 = np.array([1, 2, 3], 'float32');
       const params = step(p0, np.array([0.5, 0.5, 0.5], 'float32')) as TArray;
-      expect(lines).toEqual(['loss-ish 0.750, grads [0.5 0.5 0.5]']);
+      expect(printed.lines).toEqual(['loss-ish 0.750, grads [0.5 0.5 0.5]']);
       expect(Array.from(params.dataSync())).toEqual([0.95, 1.95, 2.95].map(Math.fround));
       expect(p0.isDeleted()).toBe(true);
     } finally {
-      debug.setPrintSink(prev);
+      printed.restore();
     }
   });
 });

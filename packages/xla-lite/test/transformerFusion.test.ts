@@ -35,6 +35,15 @@ describe('transformer step', () => {
     expect(after.stats.outputFusions).toBeGreaterThan(0);
     expect(kernels(after.stats)).toBeLessThan(kernels(before.stats));
     expect(after.costAnalysis().bytesAccessed).toBeLessThan(before.costAnalysis().bytesAccessed);
+    // No broadcast is materialised for a fusion to read: each fusion broadcasts for itself
+    // (the one kept is the zeros a scatter-add accumulates the embedding gradient into).
+    for (const compiled of [before, after]) {
+      const entry = compiled.module.entry;
+      const users = entry.users();
+      const broadcastOnly = entry.instructions.filter((i) => i.opcode === 'fusion' && i.called[0].instructions.every((m) => m.opcode === 'parameter' || m.prim?.name === 'broadcast_in_dim'));
+      expect(broadcastOnly.flatMap((i) => users.get(i)!).filter((u) => u?.opcode === 'fusion')).toEqual([]);
+      expect(broadcastOnly.length).toBeLessThanOrEqual(1);
+    }
     const transposes = (t: string) => (t.split('ENTRY')[1].match(/ transpose\(/g) ?? []).length;
     expect(transposes(after.asText())).toBeLessThan(transposes(before.asText()));
     const flat = [...lowered.jaxpr.consts, ...[p.g1, p.g2, p.w1, p.w2, p.wk, p.wo, p.wq, p.wte, p.wv], tok(0), tok(1)];

@@ -5,18 +5,15 @@
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { debug, evalJaxpr, grad, jit, jvp, lax, linearize, makeJaxpr, np, vmap, type Array } from '../index';
+import { checkpoint, type CheckpointOptions, debug, evalJaxpr, grad, jit, jvp, lax, linearize, makeJaxpr, np, vjp, vmap, type Array } from '../index';
 import { partialEvalJaxpr } from '../transforms/partialEval';
 
-let lines: string[] = [];
-let prev: debug.PrintSink;
+// What debug.print printed during the current test (core's capture, shared by both packages' tests).
+let printed: debug.PrintCapture;
 beforeEach(() => {
-  lines = [];
-  prev = debug.setPrintSink((l) => lines.push(l));
+  printed = debug.capturePrints();
 });
-afterEach(() => {
-  debug.setPrintSink(prev);
-});
+afterEach(() => printed.restore());
 
 const f32 = (x: number[] | number) => np.array(x, 'float32');
 
@@ -74,7 +71,7 @@ describe('debug.print formatting', () => {
     debug.print('named {x} and {}', f32(5), { x: f32([0.5]) });
     debug.print('{{literal}} {:.3f} {!r}', f32(1.25), f32([1]));
     debug.print('plain {} {}', 3, 'text');
-    expect(lines).toEqual(['x=[1. 2.] y=3', '2.0 then 1.0', 'named [0.5] and 5.0', '{literal} 1.250 Array([1.], dtype=float32)', 'plain 3 text']);
+    expect(printed.lines).toEqual(['x=[1. 2.] y=3', '2.0 then 1.0', 'named [0.5] and 5.0', '{literal} 1.250 Array([1.], dtype=float32)', 'plain 3 text']);
   });
 
   it('format specs follow Python for scalars', () => {
@@ -97,7 +94,7 @@ describe('debug.print formatting', () => {
     expect(() => debug.print('{:.2f}', f32([1, 2]))).toThrow(/needs a scalar; argument 0 is float32\[2\]/);
     expect(() => debug.print(3 as unknown as string)).toThrow(/first argument must be a format string/);
     expect(() => debug.callback(3 as unknown as () => void)).toThrow(/first argument must be a function/);
-    expect(lines).toEqual([]);
+    expect(printed.lines).toEqual([]);
   });
 });
 
@@ -112,7 +109,7 @@ describe('debug.print at run time', () => {
     f(f32([1, 2]));
     f(f32([3, 4]));
     expect(traces).toBe(1);
-    expect(lines).toEqual(['x = [1. 2.]', 'x = [3. 4.]']);
+    expect(printed.lines).toEqual(['x = [1. 2.]', 'x = [3. 4.]']);
   });
 
   it('shows in the jaxpr as an effect with no outputs', () => {
@@ -121,7 +118,7 @@ describe('debug.print at run time', () => {
       return x;
     })(f32([1]));
     expect(j.toString()).toMatch(/_ = debug_callback\[/);
-    expect(lines).toEqual([]);
+    expect(printed.lines).toEqual([]);
   });
 
   it('vmap unrolls: one line per batch element (as JAX)', () => {
@@ -129,7 +126,7 @@ describe('debug.print at run time', () => {
       debug.print('row {} scale {}', x, s);
       return x;
     }, { inAxes: [0, null] })(np.array([[1, 2], [3, 4]], 'float32'), f32(2));
-    expect(lines).toEqual(['row [1. 2.] scale 2.0', 'row [3. 4.] scale 2.0']);
+    expect(printed.lines).toEqual(['row [1. 2.] scale 2.0', 'row [3. 4.] scale 2.0']);
   });
 
   it('grad and jvp print the primal values', () => {
@@ -142,7 +139,7 @@ describe('debug.print at run time', () => {
       debug.print('jvp {}', x);
       return np.sin(x);
     }, [f32(0.5)], [f32(1)]);
-    expect(lines).toEqual(['primal [1. 2.]', 'jvp 0.5']);
+    expect(printed.lines).toEqual(['primal [1. 2.]', 'jvp 0.5']);
   });
 
   it('grad of jit prints once per call', () => {
@@ -151,7 +148,55 @@ describe('debug.print at run time', () => {
       return np.sum(np.exp(x));
     });
     grad(f)(f32([0, 1]));
-    expect(lines).toEqual(['in jit [0. 1.]']);
+    expect(printed.lines).toEqual(['in jit [0. 1.]']);
+  });
+
+  describe('under grad(checkpoint(f)) a print runs again when the backward pass rematerialises f (JAX\'s rule)', () => {
+    const yz = (x: Array) => {
+      const y = np.add(x, 1);
+      const z = np.multiply(y, 2);
+      debug.print('y: {}, z: {}', y, z);
+      return np.exp(z);
+    };
+    const twice = ['y: 3.0, z: 6.0', 'y: 3.0, z: 6.0'];
+    const once = ['y: 3.0, z: 6.0'];
+    const saveAllBut = (...names: string[]): CheckpointOptions['policy'] => (prim) => !names.includes(prim.name);
+    it.each([
+      ['nothing_saveable (the default)', undefined, twice],
+      ['dots_saveable (the print is not saveable)', 'dots_saveable', twice],
+      ['everything_saveable (y and z are saved, nothing is recomputed)', 'everything_saveable', once],
+      ['everything but add (z is saved: the print would need extra recomputation)', saveAllBut('add'), once],
+      ['everything but add and mul (y and z are recomputed anyway)', saveAllBut('add', 'mul'), twice],
+    ] as [string, CheckpointOptions['policy'], string[]][])('%s', (_name, policy, want) => {
+      const g = grad(checkpoint(yz, { policy }))(f32(2)) as Array;
+      expect(g.item()).toBeCloseTo(2 * Math.exp(6), 0);
+      expect(printed.lines).toEqual(want);
+    });
+
+    it('the forward pass prints at vjp, the recomputation when the pullback runs; jit prints both per call', () => {
+      const [, pull] = vjp(checkpoint(yz), f32(2)) as [Array, (ct: Array) => Array[]];
+      expect(printed.lines).toEqual(once);
+      pull(f32(1));
+      expect(printed.lines).toEqual(twice);
+      printed.lines.length = 0;
+      let traces = 0;
+      const step = jit((x: Array) => {
+        traces++;
+        return grad(checkpoint(yz))(x);
+      });
+      step(f32(2));
+      step(f32(0));
+      expect(traces).toBe(1);
+      expect(printed.lines).toEqual([...twice, 'y: 1.0, z: 2.0', 'y: 1.0, z: 2.0']);
+    });
+
+    it('a print of an input alone runs again even when everything is saveable (it reads nothing saved)', () => {
+      grad(checkpoint((x: Array) => {
+        debug.print('x: {}', x);
+        return np.sin(x);
+      }, { policy: 'everything_saveable' }))(f32(2));
+      expect(printed.lines).toEqual(['x: 2.0', 'x: 2.0']);
+    });
   });
 
   it('partial evaluation keeps a print of an unknown value (it has no outputs to keep it alive)', () => {
@@ -164,13 +209,13 @@ describe('debug.print at run time', () => {
     expect(split.unknown.toString()).toMatch(/debug_callback/);
     const kOuts = evalJaxpr(split.known.jaxpr, split.known.consts, []);
     evalJaxpr(split.unknown.jaxpr, split.unknown.consts, [...kOuts.slice(kOuts.length - split.numRes), f32(2)]);
-    expect(lines).toEqual(['y = 6.0']);
+    expect(printed.lines).toEqual(['y = 6.0']);
     const [, fLin] = linearize((x: Array) => {
       debug.print('primal {}', x);
       return np.multiply(x, 3);
     }, f32(2));
     fLin(f32(1));
-    expect(lines).toEqual(['y = 6.0', 'primal 2.0']);
+    expect(printed.lines).toEqual(['y = 6.0', 'primal 2.0']);
   });
 
   it('prints inside scan, whileLoop and cond bodies with the per-iteration values', () => {
@@ -191,7 +236,7 @@ describe('debug.print at run time', () => {
         return x;
       }, f32(1));
     }
-    expect(lines).toEqual(['c=0.0 x=1.0', 'c=1.0 x=2.0', 'c=3.0 x=3.0', 'i=0', 'i=1', 'true branch 1.0', 'false branch 1.0']);
+    expect(printed.lines).toEqual(['c=0.0 x=1.0', 'c=1.0 x=2.0', 'c=3.0 x=3.0', 'i=0', 'i=1', 'true branch 1.0', 'false branch 1.0']);
   });
 
   it('debug.callback gets concrete values in the same structure', () => {
@@ -211,6 +256,24 @@ describe('debug.print at run time', () => {
   });
 });
 
+describe('debug.capturePrints', () => {
+  it('collects lines until restored, nests, and puts the previous sink back', () => {
+    const outer = debug.capturePrints();
+    debug.print('a {}', f32(1));
+    const inner = debug.capturePrints();
+    debug.print('b {}', f32(2));
+    inner.restore();
+    debug.print('c {}', f32(3));
+    outer[Symbol.dispose]();
+    inner.restore(); // a second restore does nothing (it must not reinstate the outer capture)
+    debug.print('d {}', f32(4));
+    expect(inner.lines).toEqual(['b 2.0']);
+    expect(outer.lines).toEqual(['a 1.0', 'c 3.0']);
+    // The per-test capture set up before `outer` is current again.
+    expect(printed.lines).toEqual(['d 4.0']);
+  });
+});
+
 describe('README debug example', () => {
   it('runs as written', () => {
     const f = jit((x: Array) => {
@@ -222,6 +285,6 @@ describe('README debug example', () => {
       debug.print('row {}', r);
       return r;
     })(np.eye(2));
-    expect(lines).toEqual(['x = [1.  2.5 3. ] (sum 6.5)', 'row [1. 0.]', 'row [0. 1.]']);
+    expect(printed.lines).toEqual(['x = [1.  2.5 3. ] (sum 6.5)', 'row [1. 0.]', 'row [0. 1.]']);
   });
 });

@@ -8,7 +8,8 @@
  * Arguments are pytrees; their Array leaves become operands, other leaves (numbers, strings)
  * are fixed at trace time. Keyword fields (`{name}`) read a trailing plain object:
  * `debug.print('x={x} y={}', y, { x })`; in that object the key `ordered` is JAX's `ordered=`
- * option, not a field. Printed lines go through a replaceable sink (default `console.log`).
+ * option, not a field. Printed lines go through a replaceable sink (default `console.log`);
+ * `capturePrints()` collects them instead (for tests).
  */
 import { Array } from '../array';
 import * as tree from '../tree';
@@ -29,6 +30,32 @@ export function setPrintSink(fn: PrintSink | null): PrintSink {
   const prev = sink;
   sink = fn ?? consoleSink;
   return prev;
+}
+
+/** Lines captured by `capturePrints`, until `restore()` (or `using`) puts the previous sink back. */
+export interface PrintCapture {
+  /** Every line printed since the capture began, in order. */
+  readonly lines: string[];
+  /** Puts back the sink that was set when the capture began (a second call does nothing). */
+  restore(): void;
+  [Symbol.dispose](): void;
+}
+
+/**
+ * Captures `debug.print` output in `lines` instead of printing it, until `restore()`: what a
+ * test (or a notebook cell) uses to read what a program printed. Captures nest; restore them
+ * in reverse order.
+ */
+export function capturePrints(): PrintCapture {
+  const lines: string[] = [];
+  const prev = setPrintSink((line) => lines.push(line));
+  let restored = false;
+  const restore = (): void => {
+    if (restored) return;
+    restored = true;
+    setPrintSink(prev);
+  };
+  return { lines, restore, [Symbol.dispose]: restore };
 }
 
 const isPlainObject = (x: unknown): x is Record<string, unknown> =>

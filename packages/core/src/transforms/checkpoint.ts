@@ -6,7 +6,9 @@
  * names saveable, and the staged backward part recomputes the rest from them. Policies:
  * `nothing_saveable` (save only inputs), `everything_saveable` (no recomputation), and
  * `dots_saveable` (keep matmul outputs, recompute the cheap elementwise work), or any
- * `(primitive, params) => boolean`.
+ * `(primitive, params) => boolean`. A `debug.print` / `debug.callback` inside runs in the
+ * forward pass and, like the rest of the forward work, again when the backward pass
+ * recomputes it (JAX's rule; see `savedEquations`).
  */
 import type { Array } from '../array';
 import { definePrimitive, type Primitive } from '../primitive';
@@ -86,14 +88,31 @@ function evalWithSaved(j: Jaxpr, consts: readonly Array[], args: readonly Array[
   return j.outs.map(read);
 }
 
+const isEffect = (e: JaxprEqn): boolean => e.prim.rules.effect === true;
+
+/**
+ * The equations of the forward (known) part whose outputs are saved as residuals: those the
+ * policy calls saveable. An effect (a debug callback) has no outputs to save; "saving" it means
+ * running it only in the forward pass. As in JAX, the staged (backward) part runs it again
+ * unless the policy saves it and it reads a saved value (when everything it reads is recomputed
+ * in the backward pass anyway, it prints there too); so under the default policy a print in a
+ * checkpointed function prints in the forward pass and again when the backward pass
+ * rematerialises it.
+ */
+function savedEquations(known: Jaxpr, policy: SaveablePolicy): JaxprEqn[] {
+  const saveable = known.eqns.filter((e) => policy(e.prim, e.params));
+  const savedVars = new Set<Var>(saveable.filter((e) => !isEffect(e)).flatMap((e) => e.outBinders));
+  return saveable.filter((e) => !isEffect(e) || e.inputs.some((a) => !(a instanceof Lit) && savedVars.has(a)));
+}
+
 rematP.rules.partialEval = ((trace, tracers, params: RematParams) => {
   const { jaxpr, policy } = params;
-  if (policy === checkpointPolicies.everythingSaveable) return partialEvalCall(rematP, trace, tracers, jaxpr, (j) => ({ ...params, jaxpr: j }));
+  if (policy === checkpointPolicies.everythingSaveable && !jaxpr.jaxpr.eqns.some(isEffect)) return partialEvalCall(rematP, trace, tracers, jaxpr, (j) => ({ ...params, jaxpr: j }));
   const unknowns = tracers.map((t) => t.known === null);
   const split = partialEvalJaxpr(jaxpr, unknowns, false);
   const known = split.known;
   // Saveable equations of the known part: their outputs are kept as residuals.
-  const savedEqns = known.jaxpr.eqns.filter((e) => policy(e.prim, e.params));
+  const savedEqns = savedEquations(known.jaxpr, policy);
   const knownIns = tracers.filter((t) => t.known !== null).map((t) => t.known!);
   const nKnownOut = known.outAvals.length - split.numRes;
   // Run the known part once, collecting the saveable values.

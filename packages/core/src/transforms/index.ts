@@ -10,7 +10,7 @@ export { NOT_DIFFERENTIABLE } from './jvp';
 export { NON_LINEAR } from './transpose';
 export { grad, jvp, linearize, valueAndGrad, vjp, type GradOptions } from './grad';
 export { vmap, type VmapOptions } from './batching';
-export { type Compiler, type Executable, getCompiler, jit, type JitOptions, type Jitted, registerCompiler } from './jit';
+export { type Compiler, type Executable, fnId, getCompiler, jit, type JitOptions, type Jitted, registerCompiler } from './jit';
 export { hessian, jacfwd, jacrev } from './grad';
 export { customJvp, type CustomJvpFunction, customVjp, type CustomVjpFunction, stopGradient } from './custom';
 export { checkpoint, type CheckpointOptions, checkpointPolicies, remat, type SaveablePolicy } from './checkpoint';

@@ -193,7 +193,14 @@ function staticKey(v: unknown): string {
 }
 const fnIds = new WeakMap<object, number>();
 let nextFnId = 0;
-function fnId(f: object): number {
+/**
+ * A function's identity for jit caches: a number given to `f` on first sight, the same for
+ * that function object for as long as it lives, different for every other function (two
+ * closures with the same source are two functions, as JAX hashes functions by identity).
+ * Core's `jit` keys static function arguments by it; exported so that a compiler's own cache
+ * (xla-lite's `jit`) uses the same ids rather than a second counter.
+ */
+export function fnId(f: object): number {
   let id = fnIds.get(f);
   if (id === undefined) fnIds.set(f, (id = nextFnId++));
   return id;

@@ -11,6 +11,7 @@ import {
   checkpoint,
   customJvp,
   customVjp,
+  fnId,
   grad,
   hessian,
   jacfwd,
@@ -159,6 +160,20 @@ describe('vmap options', () => {
 });
 
 describe('jit', () => {
+  test('fnId: a function keeps one id, every other function (same source too) gets another; static functions key jit by it', () => {
+    const make = () => (x: Array) => np.multiply(x, 2);
+    const [a, b] = [make(), make()];
+    expect(fnId(a)).toBe(fnId(a));
+    expect(fnId(b)).not.toBe(fnId(a));
+    expect(new Set([fnId(a), fnId(b), fnId(make), fnId(Math.sin)]).size).toBe(4);
+    const apply = jit((x: Array, act: (v: Array) => Array) => act(x), { staticArgnums: [1] });
+    apply(f32([1]), a);
+    apply(f32([1]), a);
+    expect(apply.traceCount).toBe(1);
+    expectAllclose(apply(f32([3]), b) as Array, [6]);
+    expect(apply.traceCount).toBe(2);
+  });
+
   test('traces once per abstract signature; static argnums/argnames; donation', () => {
     let calls = 0;
     const f = jit((x: Array, n: number, o: { scale: number }) => {

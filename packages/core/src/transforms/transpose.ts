@@ -2,10 +2,11 @@
  * Transposition: turns a linear jaxpr (the tangent map from `linearize`) into its transpose,
  * the map from output cotangents to input cotangents; this is reverse-mode differentiation.
  * `backwardPass` first evaluates the equations that do not touch the linear inputs (residual
- * arithmetic), then walks the rest backwards, calling each primitive's transpose rule and
- * summing cotangents (null = zero). Rules for the first-order linear primitives are in the table
- * below; `NON_LINEAR` marks primitives that never appear applied to a linear input (a jvp rule
- * only uses them on primals), so transposing one is a bug, reported by name.
+ * arithmetic, and effects such as a rematerialised `debug.print`), then walks the rest
+ * backwards, calling each primitive's transpose rule and summing cotangents (null = zero).
+ * Rules for the first-order linear primitives are in the table below; `NON_LINEAR` marks
+ * primitives that never appear applied to a linear input (a jvp rule only uses them on
+ * primals), so transposing one is a bug, reported by name.
  */
 // The primitive modules whose rules this file attaches (imported so they are registered first).
 import '../lax/elementwise';
@@ -59,13 +60,15 @@ export function backwardPass(jaxpr: Jaxpr, consts: readonly Array[], linear: rea
       for (const v of e.outBinders) knownVars.add(v);
     } else linEqns.push(e);
   }
-  // Forward: evaluate only the non-linear equations the linear ones read (dead code is skipped).
+  // Forward: evaluate only the non-linear equations the linear ones read (dead code is skipped),
+  // and every effect (a debug callback that a rematerialised forward part recomputes runs
+  // again, as in JAX), with what it reads.
   const needed = new Set<Var>();
   for (const e of linEqns) for (const a of e.inputs) if (!(a instanceof Lit) && knownVars.has(a)) needed.add(a);
   const run = new Set<JaxprEqn>();
   for (let k = nonLin.length - 1; k >= 0; k--) {
     const e = nonLin[k];
-    if (e.outBinders.some((v) => needed.has(v))) {
+    if (e.prim.rules.effect === true || e.outBinders.some((v) => needed.has(v))) {
       run.add(e);
       for (const a of e.inputs) if (!(a instanceof Lit)) needed.add(a);
     }

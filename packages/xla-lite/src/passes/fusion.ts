@@ -6,6 +6,12 @@
  * one `fusion` instruction whose body is a fused computation, executed as one pass over the
  * data (see `kernel.ts`). Groups with one member are left unfused. Intermediate values of a
  * group are never materialised, which is what the "bytes moved" numbers measure.
+ *
+ * A fusible broadcast read by several groups (or by a group and something outside it) is
+ * duplicated, one copy per group, as XLA's instruction fusion duplicates cheap producers:
+ * inside a kernel a broadcast is only an index computation, while a shared one would be a
+ * kernel of its own writing the full array that every consumer then reads back. Readers
+ * outside any group (a dot, a program output) keep the original, materialised for them.
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
 
@@ -60,6 +66,7 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
     const i = c.instructions[k];
     const reduce = isFusibleReduce(i);
     if (!reduce && !isFusible(i)) continue;
+    if (i.prim?.name === 'broadcast_in_dim' && duplicateBroadcast(c, k, users, group, loopShape)) continue;
     const us = users.get(i)!;
     const g = !reduce && us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
     const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === loopShape[g];
@@ -79,6 +86,49 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
     made++;
   });
   return made;
+}
+
+/**
+ * Gives each group reading the broadcast `c.instructions[k]` its own copy of it (inserted at
+ * `k`, so program order holds; the copy joins that group), when its readers are not already
+ * all in one group. A group gets a copy only if the broadcast has its loop shape. The original
+ * keeps the other readers; with none left it is removed. Returns whether it was removed.
+ */
+function duplicateBroadcast(
+  c: HloComputation,
+  k: number,
+  users: Map<HloInstruction, (HloInstruction | null)[]>,
+  group: Map<HloInstruction, number>,
+  loopShape: string[],
+): boolean {
+  const i = c.instructions[k];
+  const us = users.get(i)!;
+  const byGroup = new Map<number, HloInstruction[]>();
+  for (const u of us) {
+    const g = u === null ? undefined : group.get(u);
+    if (g === undefined || i.shape.shape.join() !== loopShape[g]) continue;
+    const gus = byGroup.get(g) ?? [];
+    if (!gus.includes(u!)) gus.push(u!);
+    byGroup.set(g, gus);
+  }
+  const allInOne = byGroup.size === 1 && us.every((u) => u !== null && byGroup.has(group.get(u)!));
+  if (byGroup.size === 0 || allInOne) return false;
+  const src = users.get(i.operands[0]);
+  for (const [g, gus] of byGroup) {
+    const copy = new HloInstruction(i.opcode, i.shapes, i.operands, i.params, i.prim);
+    c.instructions.splice(k, 0, copy);
+    for (const u of gus) u.operands = u.operands.map((o) => (o === i ? copy : o));
+    users.set(copy, gus);
+    src?.push(copy);
+    group.set(copy, g);
+  }
+  const rest = us.filter((u) => u === null || !byGroup.has(group.get(u)!));
+  users.set(i, rest);
+  if (rest.length > 0) return false;
+  c.instructions.splice(c.instructions.indexOf(i), 1);
+  users.delete(i);
+  if (src) src.splice(src.indexOf(i), 1);
+  return true;
 }
 
 /**
