@@ -59,6 +59,16 @@ export function allocStorage(d: DType, n: number): StorageArray {
   return new INFO[d].storage(n);
 }
 
+/** Storage seen as same-width integers: copying through it moves bits (float NaN payloads included). */
+export type BitView = Uint8Array | Uint16Array | Int32Array;
+
+/** A same-width integer view of storage (the array itself when it already is one). */
+export function bitView(x: StorageArray): BitView {
+  if (x instanceof Uint8Array || x instanceof Uint16Array || x instanceof Int32Array) return x;
+  if (x instanceof Int8Array) return new Uint8Array(x.buffer, x.byteOffset, x.length);
+  return new Int32Array(x.buffer, x.byteOffset, x.length);
+}
+
 /** Integer range of a dtype, for overflow checks on weakly typed JS numbers. */
 export function intRange(d: DType): [number, number] {
   switch (d) {

@@ -1,7 +1,9 @@
 /**
  * The reference backend: plain TypeScript kernels over host typed arrays, one per primitive
  * (the `impl` of each primitive record). It is the correctness oracle every faster backend is
- * tested against, so it favours clarity over speed. Buffers are the storage arrays themselves.
+ * tested against, so it favours clarity; its elementwise and sort kernels are still plain
+ * typed-array loops fast enough for eager use (lax/elementwiseKernels.ts, lax/radixSort.ts).
+ * Buffers are the storage arrays themselves.
  */
 import type { Backend } from '../backend';
 import type { StorageArray } from '../dtype';

@@ -3,13 +3,13 @@
  * convert_element_type and bitcast_convert_type. As in lax, operands must already agree in
  * shape and dtype (jax.numpy broadcasts and promotes before it binds). Floating kernels compute
  * in float64, round to float32, then (for bfloat16/float16) round once more to the stored dtype:
- * the TPU vector unit computes bf16 math in f32 and rounds the result.
+ * the TPU vector unit computes bf16 math in f32 and rounds the result. The loops themselves
+ * live in elementwiseKernels.ts, one typed-array loop per (op, kind).
  */
-import { numbersToStorage, storageToNumbers } from '../array';
-import { type DType, type StorageArray, allocStorage, is16BitFloat, isFloat, isInteger, itemsize } from '../dtype';
-import { type Primitive, type ShapedArray, definePrimitive } from '../primitive';
+import { type DType, type StorageArray, allocStorage, isFloat, isInteger, itemsize } from '../dtype';
+import { type HostArray, type Primitive, type ShapedArray, definePrimitive } from '../primitive';
 import { fmt, shapesEqual } from '../shape';
-import * as sp from '../special';
+import * as K from './elementwiseKernels';
 
 type Kind = 'float' | 'int' | 'bool';
 const kindOf = (d: DType): Kind => (isFloat(d) ? 'float' : d === 'bool' ? 'bool' : 'int');
@@ -38,20 +38,35 @@ export function sameShapeDtype(name: string, avals: ShapedArray[]): void {
 
 const allWeak = (avals: ShapedArray[]): boolean => avals.every((a) => a.weakType);
 
-function floatOut(n: number, dtype: DType): Float32Array | StorageArray {
-  return dtype === 'float32' || is16BitFloat(dtype) ? new Float32Array(n) : allocStorage(dtype, n);
-}
-
-function finish(out: Float32Array | StorageArray, dtype: DType): StorageArray {
-  if (is16BitFloat(dtype)) return numbersToStorage(out as Float32Array, dtype);
-  if (dtype === 'bool') for (let i = 0; i < out.length; i++) out[i] = out[i] ? 1 : 0;
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Unary
 
-function unary(name: string, kinds: readonly Kind[], fn: (x: number, dtype: DType) => number, outDtype?: DType): Primitive<Record<string, never>> {
+/** The loops of a unary op per kind (see elementwiseKernels.ts); absent kinds are rejected by its shape rule. */
+interface UnaryLoops {
+  float?: K.FloatUnaryKernel;
+  predicate?: K.FloatPredicateKernel;
+  int?: K.NumUnaryKernel;
+  bool?: K.NumUnaryKernel;
+}
+
+function runUnary(name: string, loops: UnaryLoops, x: HostArray, outDtype: DType, p = 0): StorageArray {
+  const d = x.dtype;
+  if (isFloat(d)) {
+    if (loops.predicate) return K.runFloatPredicate(loops.predicate, x.data, d);
+    return K.runFloatUnary(loops.float!, x.data, d, p);
+  }
+  const k = d === 'bool' ? loops.bool : loops.int;
+  if (k === undefined) throw new TypeError(`${name}: no kernel for dtype ${d}`);
+  return K.runNumUnary(k, x.data, d, outDtype, p);
+}
+
+function unary(name: string, kinds: readonly Kind[], outDtype?: DType): Primitive<Record<string, never>> {
+  const loops: UnaryLoops = {
+    float: K.FLOAT_UNARY[name],
+    predicate: K.FLOAT_PREDICATE[name],
+    int: K.INT_UNARY[name],
+    bool: K.BOOL_UNARY[name],
+  };
   return definePrimitive<Record<string, never>>({
     name,
     abstractEval([x]) {
@@ -59,11 +74,7 @@ function unary(name: string, kinds: readonly Kind[], fn: (x: number, dtype: DTyp
       return [{ shape: x.shape, dtype: outDtype ?? x.dtype, weakType: outDtype ? false : x.weakType }];
     },
     impl([x], _p, [o]) {
-      const src = storageToNumbers(x.data, x.dtype);
-      const out = floatOut(src.length, o.dtype);
-      const dt = x.dtype;
-      for (let i = 0; i < src.length; i++) out[i] = fn(src[i], dt);
-      return [finish(out, o.dtype)];
+      return [runUnary(name, loops, x, o.dtype)];
     },
   });
 }
@@ -72,45 +83,44 @@ const F: readonly Kind[] = ['float'];
 const FI: readonly Kind[] = ['float', 'int'];
 const IB: readonly Kind[] = ['int', 'bool'];
 
-export const neg = unary('neg', FI, (x) => -x);
-export const sign = unary('sign', FI, (x) => (Number.isNaN(x) ? NaN : x > 0 ? 1 : x < 0 ? -1 : x));
-export const abs = unary('abs', FI, (x) => Math.abs(x));
-export const floor = unary('floor', F, Math.floor);
-export const ceil = unary('ceil', F, Math.ceil);
-export const roundAway = unary('round', F, (x) => (x < 0 ? -Math.round(-x) : Math.round(x)));
-export const roundEven = unary('round_nearest_even', F, (x) => {
-  const r = Math.round(x);
-  return Math.abs(x % 1) === 0.5 ? 2 * Math.round(x / 2) : r;
-});
-export const isFinite = unary('is_finite', F, (x) => (Number.isFinite(x) ? 1 : 0), 'bool');
-export const exp = unary('exp', F, Math.exp);
-export const exp2 = unary('exp2', F, (x) => 2 ** x);
-export const log = unary('log', F, Math.log);
-export const log1p = unary('log1p', F, Math.log1p);
-export const expm1 = unary('expm1', F, Math.expm1);
-export const tanh = unary('tanh', F, Math.tanh);
-export const logistic = unary('logistic', F, (x) => (x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.exp(x) / (1 + Math.exp(x))));
-export const sin = unary('sin', F, Math.sin);
-export const cos = unary('cos', F, Math.cos);
-export const tan = unary('tan', F, Math.tan);
-export const asin = unary('asin', F, Math.asin);
-export const acos = unary('acos', F, Math.acos);
-export const atan = unary('atan', F, Math.atan);
-export const sinh = unary('sinh', F, Math.sinh);
-export const cosh = unary('cosh', F, Math.cosh);
-export const asinh = unary('asinh', F, Math.asinh);
-export const acosh = unary('acosh', F, Math.acosh);
-export const atanh = unary('atanh', F, Math.atanh);
-export const sqrt = unary('sqrt', F, Math.sqrt);
-export const rsqrt = unary('rsqrt', F, (x) => 1 / Math.sqrt(x));
-export const cbrt = unary('cbrt', F, Math.cbrt);
-export const erf = unary('erf', F, sp.erf);
-export const erfc = unary('erfc', F, sp.erfc);
-export const erfInv = unary('erf_inv', F, sp.erfinv);
-export const lgamma = unary('lgamma', F, sp.lgamma);
-export const digamma = unary('digamma', F, sp.digamma);
-export const square = unary('square', FI, (x, d) => (isInteger(d) ? Math.imul(x, x) : x * x));
-export const not = unary('not', IB, (x, d) => (d === 'bool' ? (x ? 0 : 1) : ~x));
+export const neg = unary('neg', FI);
+export const sign = unary('sign', FI);
+export const abs = unary('abs', FI);
+export const floor = unary('floor', F);
+export const ceil = unary('ceil', F);
+export const roundAway = unary('round', F);
+export const roundEven = unary('round_nearest_even', F);
+export const isFinite = unary('is_finite', F, 'bool');
+export const exp = unary('exp', F);
+export const exp2 = unary('exp2', F);
+export const log = unary('log', F);
+export const log1p = unary('log1p', F);
+export const expm1 = unary('expm1', F);
+export const tanh = unary('tanh', F);
+export const logistic = unary('logistic', F);
+export const sin = unary('sin', F);
+export const cos = unary('cos', F);
+export const tan = unary('tan', F);
+export const asin = unary('asin', F);
+export const acos = unary('acos', F);
+export const atan = unary('atan', F);
+export const sinh = unary('sinh', F);
+export const cosh = unary('cosh', F);
+export const asinh = unary('asinh', F);
+export const acosh = unary('acosh', F);
+export const atanh = unary('atanh', F);
+export const sqrt = unary('sqrt', F);
+export const rsqrt = unary('rsqrt', F);
+export const cbrt = unary('cbrt', F);
+export const erf = unary('erf', F);
+export const erfc = unary('erfc', F);
+export const erfInv = unary('erf_inv', F);
+export const lgamma = unary('lgamma', F);
+export const digamma = unary('digamma', F);
+export const square = unary('square', FI);
+export const not = unary('not', IB);
+
+const POW_LOOPS: UnaryLoops = { float: K.floatIntegerPow, int: K.intIntegerPow };
 
 export const integerPow = definePrimitive<{ y: number }>({
   name: 'integer_pow',
@@ -121,34 +131,20 @@ export const integerPow = definePrimitive<{ y: number }>({
     return [x];
   },
   impl([x], { y }, [o]) {
-    const src = storageToNumbers(x.data, x.dtype);
-    const out = floatOut(src.length, o.dtype);
-    const int = isInteger(x.dtype);
-    for (let i = 0; i < src.length; i++) out[i] = int ? ipowInt(src[i], y) : src[i] ** y;
-    return [finish(out, o.dtype)];
+    return [runUnary('integer_pow', POW_LOOPS, x, o.dtype, y)];
   },
 });
-
-function ipowInt(b: number, e: number): number {
-  let r = 1;
-  let base = b | 0;
-  while (e > 0) {
-    if (e & 1) r = Math.imul(r, base);
-    base = Math.imul(base, base);
-    e >>>= 1;
-  }
-  return r;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Binary
 
-function binary(
-  name: string,
-  kinds: readonly Kind[],
-  fn: (a: number, b: number, dtype: DType) => number,
-  outDtype?: DType,
-): Primitive<Record<string, never>> {
+function binary(name: string, kinds: readonly Kind[], outDtype?: DType): Primitive<Record<string, never>> {
+  const float = K.FLOAT_BINARY[name];
+  const compare = K.FLOAT_COMPARE[name];
+  const int = K.INT_BINARY[name];
+  const bool = K.BOOL_BINARY[name];
+  const int32 = K.INT32_BINARY[name];
+  const int32Compare = K.INT32_COMPARE[name];
   return definePrimitive<Record<string, never>>({
     name,
     abstractEval(avals) {
@@ -158,78 +154,55 @@ function binary(
       return [{ shape: avals[0].shape, dtype: outDtype ?? avals[0].dtype, weakType: outDtype ? false : allWeak(avals) }];
     },
     impl([x, y], _p, [o]) {
-      const a = storageToNumbers(x.data, x.dtype);
-      const b = storageToNumbers(y.data, y.dtype);
-      const out = floatOut(a.length, o.dtype);
-      const dt = x.dtype;
-      for (let i = 0; i < a.length; i++) out[i] = fn(a[i], b[i], dt);
-      return [finish(out, o.dtype)];
+      const d = x.dtype;
+      if (isFloat(d)) {
+        if (compare !== undefined) return [K.runFloatCompare(compare, x.data, y.data, d)];
+        if (name === 'nextafter' && d !== 'float32' && x.data.length > 0) throw new TypeError(`nextafter: only float32 is supported; got ${d}`);
+        return [K.runFloatBinary(float, x.data, y.data, d)];
+      }
+      const n = x.data.length;
+      if (d === 'int32' && int32Compare !== undefined) {
+        const out = new Uint8Array(n);
+        int32Compare(x.data as Int32Array, y.data as Int32Array, out, n);
+        return [out];
+      }
+      if (d === 'int32' && int32 !== undefined) {
+        const out = new Int32Array(n);
+        int32(x.data as Int32Array, y.data as Int32Array, out, n);
+        return [out];
+      }
+      const k = d === 'bool' ? bool : int;
+      if (k === undefined) throw new TypeError(`${name}: no kernel for dtype ${d}`);
+      return [K.runNumBinary(k, x.data, y.data, d, o.dtype)];
     },
   });
 }
 
 const ALL: readonly Kind[] = ['float', 'int', 'bool'];
-const bitsOf = (d: DType): number => itemsize(d) * 8;
-/** Reinterprets a value of an integer dtype as signed of the same width. */
-const asSigned = (x: number, d: DType): number => (bitsOf(d) === 8 ? (x << 24) >> 24 : x | 0);
 
-export const add = binary('add', FI.concat(['bool']), (a, b, d) => (d === 'bool' ? a | b : a + b));
-export const sub = binary('sub', FI, (a, b) => a - b);
-export const mul = binary('mul', FI.concat(['bool']), (a, b, d) => (isInteger(d) ? Math.imul(a, b) : d === 'bool' ? a & b : a * b));
-export const div = binary('div', FI, (a, b, d) => {
-  if (!isInteger(d)) return a / b;
-  if (b === 0) return -1; // XLA: integer division by zero gives all ones
-  return Math.trunc(a / b);
-});
-export const rem = binary('rem', FI, (a, b, d) => (isInteger(d) && b === 0 ? a : a % b));
-export const pow = binary('pow', FI, (a, b, d) => (isInteger(d) ? (b < 0 ? (a === 1 ? 1 : a === -1 ? (b % 2 ? -1 : 1) : 0) : ipowInt(a, b)) : cpow(a, b)));
+export const add = binary('add', FI.concat(['bool']));
+export const sub = binary('sub', FI);
+export const mul = binary('mul', FI.concat(['bool']));
+export const div = binary('div', FI);
+export const rem = binary('rem', FI);
+export const pow = binary('pow', FI);
+export const max = binary('max', ALL);
+export const min = binary('min', ALL);
+export const atan2 = binary('atan2', F);
+export const nextafter = binary('nextafter', F);
+export const and = binary('and', IB);
+export const or = binary('or', IB);
+export const xor = binary('xor', IB);
+export const shiftLeft = binary('shift_left', ['int']);
+export const shiftRightArithmetic = binary('shift_right_arithmetic', ['int']);
+export const shiftRightLogical = binary('shift_right_logical', ['int']);
 
-/** C's pow (what XLA calls): unlike JS `**`, 1 ** NaN and (-1) ** ±Infinity are 1. */
-function cpow(a: number, b: number): number {
-  if (a === 1) return 1;
-  if (a === -1 && (b === Infinity || b === -Infinity)) return 1;
-  return a ** b;
-}
-export const max = binary('max', ALL, (a, b) => Math.max(a, b));
-export const min = binary('min', ALL, (a, b) => Math.min(a, b));
-export const atan2 = binary('atan2', F, Math.atan2);
-export const nextafter = binary('nextafter', F, (a, b, d) => nextAfter32(a, b, d));
-export const and = binary('and', IB, (a, b) => a & b);
-export const or = binary('or', IB, (a, b) => a | b);
-export const xor = binary('xor', IB, (a, b) => a ^ b);
-export const shiftLeft = binary('shift_left', ['int'], (a, b, d) => (b < 0 || b >= bitsOf(d) ? 0 : a << b));
-export const shiftRightArithmetic = binary('shift_right_arithmetic', ['int'], (a, b, d) => {
-  const s = asSigned(a, d);
-  return b < 0 || b >= bitsOf(d) ? (s < 0 ? -1 : 0) : s >> b;
-});
-export const shiftRightLogical = binary('shift_right_logical', ['int'], (a, b, d) => {
-  if (b < 0 || b >= bitsOf(d)) return 0;
-  const u = bitsOf(d) === 8 ? a & 0xff : a >>> 0;
-  return u >>> b;
-});
-
-export const eq = binary('eq', ALL, (a, b) => (a === b ? 1 : 0), 'bool');
-export const ne = binary('ne', ALL, (a, b) => (a !== b ? 1 : 0), 'bool');
-export const lt = binary('lt', ALL, (a, b) => (a < b ? 1 : 0), 'bool');
-export const le = binary('le', ALL, (a, b) => (a <= b ? 1 : 0), 'bool');
-export const gt = binary('gt', ALL, (a, b) => (a > b ? 1 : 0), 'bool');
-export const ge = binary('ge', ALL, (a, b) => (a >= b ? 1 : 0), 'bool');
-
-const nf32 = new Float32Array(1);
-const nu32 = new Uint32Array(nf32.buffer);
-function nextAfter32(a: number, b: number, d: DType): number {
-  if (d !== 'float32') throw new TypeError(`nextafter: only float32 is supported; got ${d}`);
-  if (Number.isNaN(a) || Number.isNaN(b)) return NaN;
-  if (a === b) return b;
-  if (a === 0) {
-    nu32[0] = 1;
-    return b > 0 ? nf32[0] : -nf32[0];
-  }
-  nf32[0] = a;
-  if (a < b === a > 0) nu32[0]++;
-  else nu32[0]--;
-  return nf32[0];
-}
+export const eq = binary('eq', ALL, 'bool');
+export const ne = binary('ne', ALL, 'bool');
+export const lt = binary('lt', ALL, 'bool');
+export const le = binary('le', ALL, 'bool');
+export const gt = binary('gt', ALL, 'bool');
+export const ge = binary('ge', ALL, 'bool');
 
 // ---------------------------------------------------------------------------------------------
 // select_n, conversions
@@ -250,30 +223,9 @@ export const selectN = definePrimitive<Record<string, never>>({
     return [{ shape: cases[0].shape, dtype: cases[0].dtype, weakType: allWeak(cases) }];
   },
   impl([which, ...cases], _p, [o]) {
-    const out = allocStorage(o.dtype, cases[0].data.length);
-    const w = which.data;
-    const scalar = which.shape.length === 0;
-    const last = cases.length - 1;
-    for (let i = 0; i < out.length; i++) {
-      const k = Math.min(Math.max(scalar ? w[0] : w[i], 0), last);
-      out[i] = cases[k].data[i];
-    }
-    return [out];
+    return [K.runSelect(which.data, which.shape.length === 0, cases.map((c) => c.data), o.dtype)];
   },
 });
-
-/** The value float input `v` takes in integer dtype `d`: truncation, NaN to 0, saturation. */
-function floatToInt(v: number, d: DType): number {
-  if (Number.isNaN(v)) return 0;
-  const t = Math.trunc(v);
-  switch (d) {
-    case 'int8': return Math.min(127, Math.max(-128, t));
-    case 'uint8': return Math.min(255, Math.max(0, t));
-    case 'int32': return Math.min(2147483647, Math.max(-2147483648, t));
-    case 'uint32': return Math.min(4294967295, Math.max(0, t));
-    default: return t;
-  }
-}
 
 export const convertElementType = definePrimitive<{ newDtype: DType; weakType: boolean }>({
   name: 'convert_element_type',
@@ -281,19 +233,7 @@ export const convertElementType = definePrimitive<{ newDtype: DType; weakType: b
     return [{ shape: x.shape, dtype: newDtype, weakType }];
   },
   impl([x], { newDtype }) {
-    if (x.dtype === newDtype) return [x.data.slice()];
-    const src = storageToNumbers(x.data, x.dtype);
-    const n = src.length;
-    if (isFloat(newDtype)) {
-      const f = new Float32Array(n);
-      for (let i = 0; i < n; i++) f[i] = src[i];
-      return [newDtype === 'float32' ? f : numbersToStorage(f, newDtype)];
-    }
-    const out = allocStorage(newDtype, n);
-    if (newDtype === 'bool') for (let i = 0; i < n; i++) out[i] = src[i] !== 0 ? 1 : 0;
-    else if (isFloat(x.dtype)) for (let i = 0; i < n; i++) out[i] = floatToInt(src[i], newDtype);
-    else for (let i = 0; i < n; i++) out[i] = src[i]; // integer to integer: wraps, as XLA does
-    return [out];
+    return [K.runConvert(x.data, x.dtype, newDtype)];
   },
 });
 

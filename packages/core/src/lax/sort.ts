@@ -2,15 +2,16 @@
  * `sort` (multi-operand, along one dimension, the first `numKeys` operands compared
  * lexicographically) and `top_k` (largest k along the last dimension, with int32 indices).
  * NaN compares greater than every number, so it sorts to the end as in jnp.sort. A single
- * operand uses the native typed-array sort (which also puts -0 before +0, as JAX does); several
- * operands compare keys with -0 equal to +0. The kernel always sorts stably, which satisfies
- * both `isStable` settings. argsort and sort_key_val lower to sort
- * with an iota operand.
+ * operand puts -0 before +0; several operands compare keys with -0 equal to +0. The kernel
+ * (a radix sort of each line's permutation over order-preserving integer keys, radixSort.ts)
+ * always sorts stably, which satisfies both `isStable` settings, and moves elements as bits.
+ * argsort and sort_key_val lower to sort with an iota operand.
  */
-import { numbersToStorage, storageToNumbers } from '../array';
-import { allocStorage } from '../dtype';
+import { storageToNumbers } from '../array';
+import { allocStorage, bitView } from '../dtype';
 import { definePrimitive } from '../primitive';
 import { fmt, shapesEqual, sizeOf, stridesOf } from '../shape';
+import { LineSorter, gatherLine, sortKeys } from './radixSort';
 
 export interface SortParams {
   dimension: number;
@@ -50,51 +51,20 @@ export const sort = definePrimitive<SortParams>({
     const n = shape[dimension];
     const st = stridesOf(shape)[dimension];
     const total = sizeOf(shape);
-    const keys = xs.slice(0, numKeys).map((x) => storageToNumbers(x.data, x.dtype));
     if (total === 0) return xs.map((x) => allocStorage(x.dtype, 0));
-    const lines = total / n;
-    const lineBase = (line: number): number => Math.floor(line / st) * n * st + (line % st);
-    if (xs.length === 1) {
-      // One operand: the native numeric typed-array sort (NaN last) of each line, then one
-      // conversion back to storage (exact: every value came from the dtype).
-      const src = keys[0];
-      const out = new Float64Array(total);
-      const buf = new Float64Array(n);
-      for (let line = 0; line < lines; line++) {
-        const base = lineBase(line);
-        for (let i = 0; i < n; i++) buf[i] = src[base + i * st];
-        buf.sort();
-        for (let i = 0; i < n; i++) out[base + i * st] = buf[i];
-      }
-      return [numbersToStorage(out, xs[0].dtype)];
-    }
-    // Several operands: sort a permutation of each line by its keys (copied out per line),
-    // breaking ties by position so the result is stable, then apply it to every operand.
+    // One operand orders -0 before +0 (as the native numeric sort this kernel replaced did);
+    // several operands compare keys with -0 equal to +0. NaN is last and equal to NaN in both.
+    const zerosEqual = xs.length > 1;
+    const keys = xs.slice(0, numKeys).map((x) => sortKeys(x.data, x.dtype, zerosEqual));
     const outs = xs.map((x) => allocStorage(x.dtype, total));
-    const nk = keys.length;
-    const lineKeys = keys.map(() => new Float64Array(n));
-    const perm = new globalThis.Array<number>(n);
-    const k0 = lineKeys[0];
-    const cmp =
-      nk === 1
-        ? (p: number, q: number): number => compareTotal(k0[p], k0[q]) || p - q
-        : (p: number, q: number): number => {
-            for (let j = 0; j < nk; j++) {
-              const c = compareTotal(lineKeys[j][p], lineKeys[j][q]);
-              if (c !== 0) return c;
-            }
-            return p - q;
-          };
+    const srcBits = xs.map((x) => bitView(x.data));
+    const dstBits = outs.map(bitView);
+    const sorter = new LineSorter(n);
+    const lines = total / n;
     for (let line = 0; line < lines; line++) {
-      const base = lineBase(line);
-      for (let j = 0; j < nk; j++) for (let i = 0; i < n; i++) lineKeys[j][i] = keys[j][base + i * st];
-      for (let i = 0; i < n; i++) perm[i] = i;
-      perm.sort(cmp);
-      for (let j = 0; j < xs.length; j++) {
-        const src = xs[j].data;
-        const dst = outs[j];
-        for (let i = 0; i < n; i++) dst[base + i * st] = src[base + perm[i] * st];
-      }
+      const base = Math.floor(line / st) * n * st + (line % st);
+      const perm = sorter.sortLine(keys, base, st);
+      for (let j = 0; j < xs.length; j++) gatherLine(srcBits[j], dstBits[j], perm, base, st, n);
     }
     return outs;
   },

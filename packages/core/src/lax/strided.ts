@@ -11,6 +11,16 @@ export interface NumBuf {
   [i: number]: number;
 }
 
+/** The typed-array methods the row fast paths use. */
+interface TypedRow {
+  fill(value: number, start?: number, end?: number): unknown;
+  set(src: ArrayLike<number>, offset?: number): void;
+  subarray(begin: number, end: number): ArrayLike<number>;
+}
+
+/** Rows at least this long are copied with `set` / `fill` instead of an element loop. */
+const MIN_BLOCK_ROW = 16;
+
 /**
  * Copies `src` into a new array of `outShape`, where output element `idx` reads
  * `src[base + sum(idx[d] * inStrides[d])]`. Strides may be 0 (broadcast) or negative (reverse).
@@ -23,16 +33,33 @@ export function stridedCopy<T extends NumBuf>(src: ArrayLike<number>, out: T, ou
     out[0] = src[base];
     return out;
   }
+  const typedOut = ArrayBuffer.isView(out) ? (out as unknown as TypedRow) : null;
+  if (typedOut !== null && inStrides.every((s) => s === 0)) {
+    typedOut.fill(src[base]); // a scalar broadcast
+    return out;
+  }
+  // Rows of one typed-array type with unit stride are block copies (bit-exact); stride-0 rows are fills.
+  const sameType = typedOut !== null && ArrayBuffer.isView(src) && src.constructor === out.constructor;
   const idx = new Int32Array(rank);
   const last = rank - 1;
   const lastDim = outShape[last];
   const lastStride = inStrides[last];
+  const rowCopy = sameType && lastStride === 1 && lastDim >= MIN_BLOCK_ROW;
+  const rowFill = typedOut !== null && lastStride === 0 && lastDim >= MIN_BLOCK_ROW;
   let off = base;
   let o = 0;
   while (o < n) {
-    // Innermost dimension as a tight loop.
-    let p = off;
-    for (let i = 0; i < lastDim; i++, p += lastStride) out[o++] = src[p];
+    // Innermost dimension: a block copy, a fill, or a tight loop.
+    if (rowCopy) {
+      typedOut!.set((src as unknown as TypedRow).subarray(off, off + lastDim), o);
+      o += lastDim;
+    } else if (rowFill) {
+      typedOut!.fill(src[off], o, o + lastDim);
+      o += lastDim;
+    } else {
+      let p = off;
+      for (let i = 0; i < lastDim; i++, p += lastStride) out[o++] = src[p];
+    }
     // Carry into outer dimensions.
     let d = last - 1;
     for (; d >= 0; d--) {
