@@ -1,7 +1,6 @@
 /**
- * The radix `sort` kernel against the comparator sort it replaced, kept here as the reference:
- * one operand through a float64 typed-array sort of each line, several operands through a
- * stable comparator sort of a permutation (NaN last, -0 equal to +0 among keys). Random shapes,
+ * The radix `sort` kernel against a stable comparator sort of each line's permutation, kept here
+ * as the reference (NaN last and equal to NaN, -0 equal to +0, as JAX's sort comparator). Random shapes,
  * dimensions, dtypes, numbers of operands and keys; values full of duplicates, NaN, ±0 and
  * ±Infinity; lines long enough for the radix passes and short enough for the insertion sort.
  */
@@ -19,13 +18,6 @@ function decoded(data: StorageArray, d: DType): ArrayLike<number> {
   if (d === 'float16') return f16.decode(data as Uint16Array);
   return data;
 }
-function encoded(values: Float64Array, d: DType): StorageArray {
-  if (d === 'bfloat16') return bf16.encode(Float32Array.from(values));
-  if (d === 'float16') return f16.encode(Float32Array.from(values));
-  const out = allocStorage(d, values.length);
-  (out as Float32Array).set(values);
-  return out;
-}
 function compareTotal(a: number, b: number): number {
   if (a < b) return -1;
   if (a > b) return 1;
@@ -35,7 +27,7 @@ function compareTotal(a: number, b: number): number {
   return an === bn ? 0 : an ? 1 : -1;
 }
 
-/** The comparator-sort kernel as it was. */
+/** A stable comparator sort (the several-operand kernel this replaced, now for one operand too). */
 function oldSort(xs: HostArray[], dimension: number, numKeys: number): StorageArray[] {
   const shape = xs[0].shape;
   const n = shape[dimension];
@@ -45,18 +37,6 @@ function oldSort(xs: HostArray[], dimension: number, numKeys: number): StorageAr
   if (total === 0) return xs.map((x) => allocStorage(x.dtype, 0));
   const lines = total / n;
   const lineBase = (line: number): number => Math.floor(line / st) * n * st + (line % st);
-  if (xs.length === 1) {
-    const src = keys[0];
-    const out = new Float64Array(total);
-    const buf = new Float64Array(n);
-    for (let line = 0; line < lines; line++) {
-      const base = lineBase(line);
-      for (let i = 0; i < n; i++) buf[i] = src[base + i * st];
-      buf.sort();
-      for (let i = 0; i < n; i++) out[base + i * st] = buf[i];
-    }
-    return [encoded(out, xs[0].dtype)];
-  }
   const outs = xs.map((x) => allocStorage(x.dtype, total));
   const nk = keys.length;
   const lineKeys = keys.map(() => new Float64Array(n));
@@ -152,13 +132,13 @@ describe('sort kernel: same result as the comparator sort', () => {
     );
   });
 
-  it('keeps -0 before +0 for one operand and stable order of ±0 among keys', () => {
+  it('keeps ±0 (equal, as in JAX) and NaNs in input order, for one operand and among keys', () => {
     const sort = getPrimitive('sort');
     const x: HostArray = { data: new Float32Array([0, -0, 1, -0, NaN, 0, -1]), shape: [7], dtype: 'float32' };
     const params = { dimension: 0, isStable: true, numKeys: 1 };
     const avals = [{ shape: [7], dtype: 'float32' as DType, weakType: false }];
     const [one] = sort.impl([x], params, avals);
-    expect(Array.from(one).map((v) => (Object.is(v, -0) ? '-0' : String(v)))).toEqual(['-1', '-0', '-0', '0', '0', '1', 'NaN']);
+    expect(Array.from(one).map((v) => (Object.is(v, -0) ? '-0' : String(v)))).toEqual(['-1', '0', '-0', '-0', '0', '1', 'NaN']);
     const idx: HostArray = { data: Int32Array.from([0, 1, 2, 3, 4, 5, 6]), shape: [7], dtype: 'int32' };
     const [, perm] = sort.impl([x, idx], params, [...avals, { shape: [7], dtype: 'int32', weakType: false }]);
     expect(Array.from(perm)).toEqual([6, 0, 1, 3, 5, 2, 4]);

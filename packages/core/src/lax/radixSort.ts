@@ -16,28 +16,29 @@ const NAN_KEY = 0xffffffff;
 
 /**
  * Sort keys for storage `x` of `dtype`: integer order of the keys = sort's order of the values.
- * Floats: numbers ascending, every NaN after +Infinity and equal to every other NaN; -0 sorts
- * before +0 unless `zerosEqual`. Integers and bools: their value order.
+ * Floats: numbers ascending, every NaN after +Infinity and equal to every other NaN, -0 equal to
+ * +0 (JAX's sort comparator canonicalises zeros and NaNs before comparing, so a stable sort keeps
+ * ±0 and NaNs in input order). Integers and bools: their value order.
  */
-export function sortKeys(x: StorageArray, dtype: DType, zerosEqual: boolean): Uint32Array {
+export function sortKeys(x: StorageArray, dtype: DType): Uint32Array {
   const n = x.length;
   const keys = new Uint32Array(n);
   if (isFloat(dtype)) {
     const f = dtype === 'bfloat16' ? bf16.decode(x as Uint16Array) : dtype === 'float16' ? f16.decode(x as Uint16Array) : (x as Float32Array);
-    floatKeys(new Int32Array(f.buffer, f.byteOffset, n), keys, n, zerosEqual);
+    floatKeys(new Int32Array(f.buffer, f.byteOffset, n), keys, n);
   } else if (dtype === 'int32') int32Keys(x as Int32Array, keys, n);
   else if (dtype === 'int8') int8Keys(x as Int8Array, keys, n);
   else keys.set(x as Uint8Array | Uint32Array); // uint8, uint32, bool: the value is the key
   return keys;
 }
 
-function floatKeys(bits: Int32Array, keys: Uint32Array, n: number, zerosEqual: boolean): void {
+function floatKeys(bits: Int32Array, keys: Uint32Array, n: number): void {
   for (let i = 0; i < n; i++) {
     let b = bits[i];
     const mag = b & 0x7fffffff;
     if (mag > 0x7f800000) keys[i] = NAN_KEY;
     else {
-      if (zerosEqual && mag === 0) b = 0;
+      if (mag === 0) b = 0;
       // Negative: flip every bit (larger magnitude sorts first); positive: set the sign bit.
       keys[i] = b < 0 ? ~b : b | 0x80000000;
     }

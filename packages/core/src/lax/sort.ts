@@ -1,8 +1,8 @@
 /**
  * `sort` (multi-operand, along one dimension, the first `numKeys` operands compared
  * lexicographically) and `top_k` (largest k along the last dimension, with int32 indices).
- * NaN compares greater than every number, so it sorts to the end as in jnp.sort. A single
- * operand puts -0 before +0; several operands compare keys with -0 equal to +0. The kernel
+ * NaN compares greater than every number, so it sorts to the end as in jnp.sort; as in JAX's
+ * comparator, -0 compares equal to +0 and every NaN equal to every other. The kernel
  * (a radix sort of each line's permutation over order-preserving integer keys, radixSort.ts)
  * always sorts stably, which satisfies both `isStable` settings, and moves elements as bits.
  * argsort and sort_key_val lower to sort with an iota operand.
@@ -52,10 +52,9 @@ export const sort = definePrimitive<SortParams>({
     const st = stridesOf(shape)[dimension];
     const total = sizeOf(shape);
     if (total === 0) return xs.map((x) => allocStorage(x.dtype, 0));
-    // One operand orders -0 before +0 (as the native numeric sort this kernel replaced did);
-    // several operands compare keys with -0 equal to +0. NaN is last and equal to NaN in both.
-    const zerosEqual = xs.length > 1;
-    const keys = xs.slice(0, numKeys).map((x) => sortKeys(x.data, x.dtype, zerosEqual));
+    // As JAX: -0 equals +0 and NaN (last) equals NaN, and the sort is stable, so equal keys keep
+    // their input order.
+    const keys = xs.slice(0, numKeys).map((x) => sortKeys(x.data, x.dtype));
     const outs = xs.map((x) => allocStorage(x.dtype, total));
     const srcBits = xs.map((x) => bitView(x.data));
     const dstBits = outs.map(bitView);
