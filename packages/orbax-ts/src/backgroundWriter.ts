@@ -86,6 +86,15 @@ export class BackgroundWriter {
     });
   }
 
+  /**
+   * Has the writer thread touch every page of `buffers` (fresh snapshot buffers the caller is
+   * about to copy into), back to front, so that their page faults are shared between the two
+   * threads (see prefault.ts). Fire and forget: a job submitted afterwards runs after it.
+   */
+  prefault(buffers: readonly SharedArrayBuffer[]): void {
+    if (buffers.length > 0) this.#start().postMessage({ prefault: buffers });
+  }
+
   async close(): Promise<void> {
     const w = this.#worker;
     this.#worker = null;

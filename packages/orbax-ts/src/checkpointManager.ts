@@ -237,7 +237,7 @@ export class CheckpointManager {
       pool?.recycle(keepBuffers); // nothing was submitted: the buffers are free again
       throw e;
     }
-    pool?.endPlan();
+    const fresh = pool?.endPlan() ?? [];
     const metrics = opts.metrics && Object.keys(opts.metrics).length > 0 ? opts.metrics : undefined;
     const all = new Map(this.#steps);
     all.set(step, metrics);
@@ -286,6 +286,8 @@ export class CheckpointManager {
       }
     };
     const overlap = this.options.writeWhileCopying === true;
+    this.#writer ??= new BackgroundWriter();
+    this.#writer.prefault(fresh); // the writer thread faults in new buffers from the back while we copy from the front
     if (!overlap) {
       try {
         copyAll();
@@ -294,7 +296,6 @@ export class CheckpointManager {
         throw e;
       }
     }
-    this.#writer ??= new BackgroundWriter();
     this.#inflight = this.#writer.submit(job).then(commit, (e: Error) => {
       this.#error = e;
     }).finally(() => {

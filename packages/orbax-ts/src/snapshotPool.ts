@@ -21,17 +21,26 @@ export class SnapshotPool {
   #free = new Map<number, SharedArrayBuffer[]>();
   /** Buffers handed out to the save being planned or written. */
   #lent: SharedArrayBuffer[] = [];
+  /** Buffers allocated (not reused) for the save being planned: never written yet. */
+  #fresh: SharedArrayBuffer[] = [];
 
   /** A buffer of exactly `n` bytes; its contents are whatever the last save left there. */
   readonly take: Alloc = (n) => {
-    const sab = this.#free.get(n)?.pop() ?? new SharedArrayBuffer(n);
+    let sab = this.#free.get(n)?.pop();
+    if (!sab) this.#fresh.push((sab = new SharedArrayBuffer(n)));
     this.#lent.push(sab);
     return new Uint8Array(sab);
   };
 
-  /** The save is planned: buffers it did not take (shapes that changed) are dropped. */
-  endPlan(): void {
+  /**
+   * The save is planned: buffers it did not take (shapes that changed) are dropped. Returns the
+   * buffers newly allocated for it (untouched memory, see prefault.ts).
+   */
+  endPlan(): SharedArrayBuffer[] {
     this.#free.clear();
+    const fresh = this.#fresh;
+    this.#fresh = [];
+    return fresh;
   }
 
   /**
@@ -41,6 +50,7 @@ export class SnapshotPool {
   recycle(keep: boolean): void {
     const lent = this.#lent;
     this.#lent = [];
+    this.#fresh = [];
     if (!keep) return;
     for (const sab of lent) {
       const list = this.#free.get(sab.byteLength);
