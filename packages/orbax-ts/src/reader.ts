@@ -87,20 +87,22 @@ export class StepReader {
 
   /**
    * Reads `rel` on libuv's thread pool without verifying it: `fetchAll` verifies each file on
-   * this thread while the pool reads the next one.
+   * this thread while the pool reads the next one. The file is opened synchronously and read in
+   * one pool request, so the read does not wait for this thread between steps (an awaited
+   * `open` would only issue the read once this thread is free again, after the checksum).
    */
   async #readAsync(rel: string): Promise<Uint8Array> {
     const { file, real, size } = this.#locate(rel);
     const out = new Uint8Array(new ArrayBuffer(size));
-    const h = await fs.promises.open(real, 'r');
+    const fd = fs.openSync(real, 'r');
     try {
       for (let off = 0; off < out.length; ) {
-        const { bytesRead } = await h.read(out, off, Math.min(out.length - off, 1 << 30), off);
-        if (bytesRead === 0) throw new Error(`restore: ${file} ended at byte ${off}, expected ${out.length}`);
-        off += bytesRead;
+        const n = await new Promise<number>((resolve, reject) => fs.read(fd, out, off, Math.min(out.length - off, 1 << 30), off, (e, got) => (e ? reject(e) : resolve(got))));
+        if (n === 0) throw new Error(`restore: ${file} ended at byte ${off}, expected ${out.length}`);
+        off += n;
       }
     } finally {
-      await h.close();
+      fs.closeSync(fd);
     }
     return out;
   }
@@ -122,6 +124,7 @@ export class StepReader {
     start(0);
     for (let k = 0; k < rels.length; k++) {
       start(k + 1);
+      start(k + 2);
       const bytes = await started[k];
       delete started[k];
       use(k, this.#verify(rels[k], bytes));
