@@ -47,9 +47,9 @@ export interface CheckpointManagerOptions {
   keepSnapshotBuffers?: boolean;
   /**
    * Async saves: post the job to the writer before copying, so that it checksums and writes each
-   * file as soon as its copy is done (default false). A save then commits sooner, but the
-   * writer competes with the copy for CPU and memory bandwidth, so `save` blocks longer on a
-   * machine without idle cores (see the README's benchmarks).
+   * file as soon as its copy is done (default true). `false` copies everything first and then
+   * writes (Orbax's order): `save` blocks about 20-30% less, since the writer no longer competes
+   * with the copy for memory bandwidth, but the step commits later (see the README's benchmarks).
    */
   writeWhileCopying?: boolean;
   /** @internal Crash tests: kill the process at this point of the `faultAtSave`-th save. */
@@ -223,8 +223,8 @@ export class CheckpointManager {
     const keepBuffers = this.options.keepSnapshotBuffers !== false;
     const files: FileToWrite[] = [];
     const handlers: Record<string, string> = {};
-    // Async: the copies are queued while planning and run below (after the job is posted, with
-    // `writeWhileCopying`, so the writer starts on the first files while later ones are copied).
+    // Async: the copies are queued while planning and run below (after the job is posted, unless
+    // `writeWhileCopying` is false, so the writer starts on the first files while later ones are copied).
     const copies: (() => void)[] = [];
     const defer: Defer | null = pool ? (copy) => copies.push(copy) : null;
     try {
@@ -285,7 +285,7 @@ export class CheckpointManager {
         throw e;
       }
     };
-    const overlap = this.options.writeWhileCopying === true;
+    const overlap = this.options.writeWhileCopying !== false;
     this.#writer ??= new BackgroundWriter();
     this.#writer.prefault(fresh); // the writer thread faults in new buffers from the back while we copy from the front
     if (!overlap) {

@@ -51,8 +51,9 @@ export interface ArrayPlan {
 /**
  * Where async saves put their copies off until the whole plan (and so the job) exists: the copy
  * is queued and its 1-based number in the queue returned. The manager runs the queue before
- * `save` returns; with `writeWhileCopying` it posts the job to the writer first, so the writer
- * starts on the first files while later ones are still being copied (see `WriteJob.progress`).
+ * `save` returns; with `writeWhileCopying` (the default) it posts the job to the writer first, so
+ * the writer starts on the first files while later ones are still being copied (see
+ * `WriteJob.progress`).
  */
 export type Defer = (copy: () => void) => number;
 
