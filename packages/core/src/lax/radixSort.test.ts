@@ -12,19 +12,12 @@ import * as f16 from '../f16';
 import { type HostArray, getPrimitive } from '../primitive';
 import { sizeOf, stridesOf } from '../shape';
 import './index';
+import { compareTotal } from './sort';
 
 function decoded(data: StorageArray, d: DType): ArrayLike<number> {
   if (d === 'bfloat16') return bf16.decode(data as Uint16Array);
   if (d === 'float16') return f16.decode(data as Uint16Array);
   return data;
-}
-function compareTotal(a: number, b: number): number {
-  if (a < b) return -1;
-  if (a > b) return 1;
-  if (a === b) return 0;
-  const an = Number.isNaN(a);
-  const bn = Number.isNaN(b);
-  return an === bn ? 0 : an ? 1 : -1;
 }
 
 /** A stable comparator sort (the several-operand kernel this replaced, now for one operand too). */
