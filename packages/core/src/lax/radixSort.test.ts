@@ -13,6 +13,7 @@ import { type HostArray, getPrimitive } from '../primitive';
 import { sizeOf, stridesOf } from '../shape';
 import './index';
 import { compareTotal } from './sort';
+import { LineSorter } from './radixSort';
 
 function decoded(data: StorageArray, d: DType): ArrayLike<number> {
   if (d === 'bfloat16') return bf16.decode(data as Uint16Array);
@@ -89,6 +90,13 @@ function expectSameValues(got: StorageArray, want: StorageArray, d: DType, what:
   }
 }
 
+/** The first index where `got` and `want` differ, or -1 (cheap to report for long lines). */
+function firstDifference(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  if (got.length !== want.length) return Math.min(got.length, want.length);
+  for (let i = 0; i < got.length; i++) if (got[i] !== want[i]) return i;
+  return -1;
+}
+
 const caseArb = fc
   .record({
     shape: fc.oneof(
@@ -135,5 +143,36 @@ describe('sort kernel: same result as the comparator sort', () => {
     const idx: HostArray = { data: Int32Array.from([0, 1, 2, 3, 4, 5, 6]), shape: [7], dtype: 'int32' };
     const [, perm] = sort.impl([x, idx], params, [...avals, { shape: [7], dtype: 'int32', weakType: false }]);
     expect(Array.from(perm)).toEqual([6, 0, 1, 3, 5, 2, 4]);
+  });
+
+  it('long lines (11-bit digit passes), skipped passes, several keys and strided lines order as a stable comparator sort', () => {
+    const n = 70_000;
+    const rnd = (seed: number) => () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 0);
+    const next = rnd(7);
+    const patterns: Record<string, () => number> = {
+      random: () => next(),
+      'high bits shared': () => 0xabc00000 | (next() & 0xfff),
+      'low bits shared': () => (next() & 0xffc00000) | 0x155,
+      'few values': () => next() % 5,
+      'all equal': () => 42,
+    };
+    for (const [name, gen] of Object.entries(patterns)) {
+      const k1 = Uint32Array.from({ length: n }, gen);
+      const k1Before = k1.slice();
+      const k2 = Uint32Array.from({ length: n }, () => next() % 3);
+      for (const keys of [[k1], [k2, k1]]) {
+        const want = Array.from({ length: n }, (_, i) => i).sort((p, q) => {
+          for (const k of keys) if (k[p] !== k[q]) return k[p] < k[q] ? -1 : 1;
+          return p - q;
+        });
+        expect(firstDifference(new LineSorter(n).sortLine(keys, 0, 1), want), `${name}, ${keys.length} key(s)`).toBe(-1);
+      }
+      // The same keys as column 1 of an [n, 2] array, sorted along dimension 0 (stride 2).
+      const strided = new Uint32Array(2 * n);
+      for (let i = 0; i < n; i++) strided[2 * i + 1] = k1[i];
+      const want = Array.from({ length: n }, (_, i) => i).sort((p, q) => (k1[p] !== k1[q] ? (k1[p] < k1[q] ? -1 : 1) : p - q));
+      expect(firstDifference(new LineSorter(n).sortLine([strided], 1, 2), want), `${name}, strided`).toBe(-1);
+      expect(firstDifference(k1, k1Before), `${name}: the caller's keys are only read`).toBe(-1);
+    }
   });
 });

@@ -12,10 +12,11 @@ import { asArray, type ArrayLike } from '../convert';
 import { type DType, allocStorage, checkDType, finfo, intRange, isFloat, isInteger } from '../dtype';
 import * as f16 from '../f16';
 import * as lax from '../lax/index';
+import { LineSorter } from '../lax/radixSort';
 import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';
 import { constant, erfInvLikeXla } from './erfinv';
-import { canFuse, flushesSubnormals, gumbelFloat32, normal16, normalFloat32, randintInto, stableArgsortUint32, truncatedNormalFloat32, uniformFloat32, unitFloat32 } from './fused';
+import { canFuse, flushesSubnormals, gumbelFloat32, normal16, normalFloat32, randintInto, truncatedNormalFloat32, uniformFloat32, unitFloat32 } from './fused';
 import { checkKey, full, randomBits, split, type PRNGKeyArray } from './prng';
 import { takeInBounds } from './takeInBounds';
 
@@ -350,7 +351,8 @@ function shuffle(k: PRNGKeyArray, x: Array, axis: number): Array {
     key = takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0);
     const subkey = takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0);
     const sortKeys = randomBits(subkey, 32, out.shape, 'permutation');
-    if (out.ndim === 1 && canFuse(sortKeys, out)) out = gather1d(out, stableArgsortUint32(sortKeys._storage() as Uint32Array));
+    // One line: its stable order straight from the sort kernel's radix sorter, then one gather.
+    if (out.ndim === 1 && canFuse(sortKeys, out)) out = gather1d(out, new LineSorter(out.size).sortLine([sortKeys._storage() as Uint32Array], 0, 1));
     else out = lax.sortKeyVal(sortKeys, out, axis)[1];
   }
   return out;
