@@ -134,7 +134,7 @@ export function uniform(k: PRNGKeyArray, shape: readonly number[] = [], opts: Un
 }
 
 /** `nextafter(-1, 0)` in each float dtype: the open lower end JAX's normal draws from. */
-const MINUS_ONE_UP: Partial<Record<DType, number>> = { float32: -(1 - 2 ** -24), bfloat16: -(1 - 2 ** -8), float16: -(1 - 2 ** -11) };
+export const MINUS_ONE_UP: Partial<Record<DType, number>> = { float32: -(1 - 2 ** -24), bfloat16: -(1 - 2 ** -8), float16: -(1 - 2 ** -11) };
 
 /** `jax.random.normal`: standard normal floats, sqrt(2) * erfinv(u) with u uniform on (-1, 1). */
 export function normal(k: PRNGKeyArray, shape: readonly number[] = [], opts: { dtype?: DType } = {}): Array {
@@ -146,6 +146,14 @@ export function normal(k: PRNGKeyArray, shape: readonly number[] = [], opts: { d
   if ((dtype === 'bfloat16' || dtype === 'float16') && canFuse(b) && !flushesSubnormals()) {
     return Array._fromStorage(normal16(b._storage() as Uint32Array, dtype, MINUS_ONE_UP[dtype]!), s, dtype);
   }
+  return normalFromBits(b, s, dtype);
+}
+
+/**
+ * `normal`'s lax chain from its uniform bits `b` (as `uniformBits` draws them). Exported, not
+ * re-exported, so that the tests can run it on every possible draw.
+ */
+export function normalFromBits(b: Array, s: readonly number[], dtype: DType): Array {
   const u = uniformFromBits(b, s, dtype, full(MINUS_ONE_UP[dtype]!, dtype, s), full(1, dtype, s));
   return lax.mul(constant(Math.SQRT2, u), erfInvLikeXla(u));
 }

@@ -192,28 +192,57 @@ export function truncatedNormalFloat32(bits: Uint32Array, a: number, b: number, 
 }
 
 /**
- * bfloat16 / float16 `normal` from its 8 / 16 random bits, as the lax chain computes it in the
- * 16-bit dtype: every 16-bit op rounds its float64 result to float32 and then to the dtype
- * (`fromFloat32` does both, as the kernels' float32 buffer + encode do); erfinv runs in float32
- * on the converted value and is converted back before the final multiply. Returns the storage.
+ * One bfloat16 / float16 `normal` value from its mantissa draw m (0 <= m < 2^nmant), as the lax
+ * chain computes it in the 16-bit dtype: every 16-bit op rounds its float64 result to float32 and
+ * then to the dtype (`fromFloat32` does both, as the kernels' float32 buffer + encode do); erfinv
+ * runs in float32 on the converted value and is converted back before the final multiply.
+ * Returns the 16-bit pattern.
  */
-export function normal16(bits: Uint32Array, dtype: 'bfloat16' | 'float16', lo: number): Uint16Array {
+function normal16Scalar(m: number, dtype: 'bfloat16' | 'float16', lo: number): number {
   const enc = dtype === 'bfloat16' ? bf16.fromFloat32 : f16.fromFloat32;
   const dec = dtype === 'bfloat16' ? bf16.toFloat32 : f16.toFloat32;
   const r = (x: number): number => dec(enc(x));
   const nmant = dtype === 'bfloat16' ? 7 : 10;
-  const shift = (dtype === 'bfloat16' ? 8 : 16) - nmant;
   const lo16 = r(lo);
   const span = r(1 - lo16);
   const sqrt2 = r(SQRT2);
+  // m * 2^-nmant is exact in the dtype (m < 2^nmant).
+  const unit = m * 2 ** -nmant;
+  const u = Math.max(lo16, r(r(unit * span) + lo16));
+  return enc(sqrt2 * r(erfInvScalar(u)));
+}
+
+/**
+ * Every value `normal16` can produce, indexed by the mantissa draw: 2^7 entries for bfloat16,
+ * 2^10 for float16, each computed by `normal16Scalar`. Built on first use per (dtype, lower
+ * bound) and kept (256 bytes and 2 KiB).
+ */
+const NORMAL16_TABLES = new Map<string, Uint16Array>();
+
+/** The table of `normal16` outputs for this dtype and lower bound. */
+function normal16Table(dtype: 'bfloat16' | 'float16', lo: number): Uint16Array {
+  const key = `${dtype}:${lo}`;
+  let t = NORMAL16_TABLES.get(key);
+  if (t === undefined) {
+    t = new Uint16Array(2 ** (dtype === 'bfloat16' ? 7 : 10));
+    for (let m = 0; m < t.length; m++) t[m] = normal16Scalar(m, dtype, lo);
+    NORMAL16_TABLES.set(key, t);
+  }
+  return t;
+}
+
+/**
+ * bfloat16 / float16 `normal` from its 8 / 16 random bits (each element below 2^8 / 2^16, as
+ * `randomBits` masks them). Only the top nmant bits (7 / 10) are used, so the output takes at
+ * most 128 / 1024 distinct values: they are computed once, step for step as the lax chain
+ * (`normal16Scalar`), and each element is a table lookup. Returns the storage.
+ */
+export function normal16(bits: Uint32Array, dtype: 'bfloat16' | 'float16', lo: number): Uint16Array {
+  const table = normal16Table(dtype, lo);
+  const shift = dtype === 'bfloat16' ? 1 : 6; // random bit width (8 / 16) minus nmant (7 / 10)
   const n = bits.length;
   const out = new Uint16Array(n);
-  for (let i = 0; i < n; i++) {
-    // m * 2^-nmant is exact in the dtype (m < 2^nmant).
-    const unit = (bits[i] >>> shift) * 2 ** -nmant;
-    const u = Math.max(lo16, r(r(unit * span) + lo16));
-    out[i] = enc(sqrt2 * r(erfInvScalar(u)));
-  }
+  for (let i = 0; i < n; i++) out[i] = table[bits[i] >>> shift];
   return out;
 }
 

@@ -10,7 +10,8 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type Array, asArray, np, random, referenceBackend, systolic, withBackend } from '../index';
 import { erfInvF32 } from './erfinv';
-import { erfInvFloat32, randintInto, withFusedRandom } from './fused';
+import { MINUS_ONE_UP, normalFromBits } from './distributions';
+import { erfInvFloat32, normal16, randintInto, withFusedRandom } from './fused';
 import { LineSorter } from '../lax/radixSort';
 
 const RUNS = { numRuns: 8 };
@@ -100,7 +101,7 @@ describe('randint over random bounds and dtypes', () => {
 });
 
 describe('fused kernels in the original (non-partitionable) layout', () => {
-  it.each(SAMPLERS.filter(([n]) => ['normal', 'gumbel', 'uniform', 'permutation of n'].includes(n)))('%s', (_name, sample) => {
+  it.each(SAMPLERS.filter(([n]) => ['normal', 'normal bfloat16', 'normal float16', 'gumbel', 'uniform', 'permutation of n'].includes(n)))('%s', (_name, sample) => {
     fc.assert(
       fc.property(seed, shape, (a, s) => {
         random.withThreefryPartitionable(false, () => expectSameBits(() => sample(random.key(a), s)));
@@ -119,6 +120,29 @@ describe('large draws (many elements reach erfinv tails and sort ties)', () => {
     // Every one of the 256 bfloat16 uniforms (8 random bits) and many of the 65536 float16 ones.
     expectSameBits(() => random.normal(k, [20000], { dtype: 'bfloat16' }));
     expectSameBits(() => random.normal(k, [20000], { dtype: 'float16' }));
+  });
+});
+
+describe('16-bit normal on every possible draw (rounding ties, the erfinv tails, the +-1 edges)', () => {
+  // normal16 reads 8 (bfloat16) or 16 (float16) random bits per element, so these are all of its
+  // inputs: bit-identical here means bit-identical for every key and shape.
+  it.each([
+    ['bfloat16', 8, 'reference'],
+    ['float16', 16, 'reference'],
+    ['bfloat16', 8, 'systolic'],
+    ['float16', 16, 'systolic'],
+  ] as const)('%s: normal16 equals the lax chain on all 2^%i bit patterns (%s backend)', (dtype, width, backendName) => {
+    const n = 2 ** width;
+    const bits = new Uint32Array(n).map((_, i) => i);
+    const fused = normal16(bits, dtype, MINUS_ONE_UP[dtype]!);
+    const generic = withBackend(backendName, () => withFusedRandom(false, () => normalFromBits(asArray(bits), [n], dtype)));
+    expect(generic.dtype).toBe(dtype);
+    expect(globalThis.Array.from(fused)).toEqual(globalThis.Array.from(generic._storage() as Uint16Array));
+    // The draws reach both ends: the most negative value comes from m = 0 (u = nextafter(-1, 0)).
+    const values = generic.dataSync() as Float32Array;
+    expect(Math.min(...values)).toBe(values[0]);
+    expect(Math.min(...values)).toBeLessThan(-2.5);
+    expect(Math.max(...values)).toBeGreaterThan(2.5);
   });
 });
 
