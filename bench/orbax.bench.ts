@@ -83,6 +83,21 @@ async function quiesce(): Promise<void> {
   await settle();
 }
 
+/**
+ * Saves `tree` as `step` on `m`, timing until `save` returns (block) and until the step is
+ * committed (total); then deletes the step and quiesces, both untimed.
+ */
+async function timeSave(m: CheckpointManager, step: number, tree: Record<string, TArray>): Promise<{ block: number; total: number }> {
+  const t0 = now();
+  await m.save(step, args.StandardSave(tree));
+  const block = now() - t0;
+  await m.waitUntilFinished();
+  const total = now() - t0;
+  await m.delete(step);
+  await quiesce();
+  return { block, total };
+}
+
 async function peerWrite(dir: string, tree: Record<string, TArray>, fsync: boolean): Promise<number> {
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir);
@@ -184,24 +199,11 @@ async function main(): Promise<void> {
           back = null; // garbage, collected before the next measurement
           await mgr.delete(run); // untimed, like the peer's cleanup
           await quiesce();
-          t0 = now();
-          await mgrNoSync.save(run, args.StandardSave(tree));
-          await mgrNoSync.waitUntilFinished();
-          r.saveNoSync.push(now() - t0);
-          await mgrNoSync.delete(run);
-          await quiesce();
-          t0 = now();
-          await mgrCopyFirst.save(run, args.StandardSave(tree));
-          r.blockCopyFirst.push(now() - t0);
-          await mgrCopyFirst.waitUntilFinished();
-          r.saveCopyFirst.push(now() - t0);
-          await mgrCopyFirst.delete(run);
-          await quiesce();
-          t0 = now();
-          await mgrSync.save(run, args.StandardSave(tree));
-          r.saveSync.push(now() - t0);
-          await mgrSync.delete(run);
-          await quiesce();
+          r.saveNoSync.push((await timeSave(mgrNoSync, run, tree)).total);
+          const copyFirst = await timeSave(mgrCopyFirst, run, tree);
+          r.blockCopyFirst.push(copyFirst.block);
+          r.saveCopyFirst.push(copyFirst.total);
+          r.saveSync.push((await timeSave(mgrSync, run, tree)).total);
           r.w1.push(await peerWriteOne(path.join(root, 'peer'), all));
           await quiesce();
           r.w.push(await peerWrite(path.join(root, 'peer'), tree, false));
@@ -211,10 +213,7 @@ async function main(): Promise<void> {
           fs.rmSync(path.join(root, 'peer'), { recursive: true, force: true });
           await quiesce();
         }
-        await mgr.close();
-        await mgrNoSync.close();
-        await mgrSync.close();
-        await mgrCopyFirst.close();
+        for (const m of [mgr, mgrNoSync, mgrSync, mgrCopyFirst]) await m.close();
         for (const d of [dir, `${dir}-nosync`, `${dir}-sync`, `${dir}-copyfirst`]) fs.rmSync(d, { recursive: true, force: true });
         if (process.env.ORBAX_BENCH_VERBOSE) console.log(JSON.stringify(Object.fromEntries(Object.entries(r).map(([k, v]) => [k, v.map(Math.round)]))));
         const steady = (v: number[]): number[] => (v.length > 1 ? v.slice(1) : v);
