@@ -20,6 +20,7 @@ import * as f16 from '../f16';
 import { finfo } from '../dtype';
 import { referenceBackend } from '../backends/reference';
 import { SystolicBackend } from '../systolic/backend';
+import { GE5, LT5 } from './erfinv';
 import { threefry2x32Block } from './threefry';
 
 let enabled = true;
@@ -123,38 +124,17 @@ export function uniformFloat32(bits: Uint32Array, lo: number, hi: number): Float
 }
 
 /** Giles' erfinv coefficients (erfinv.ts), rounded to float32 as the broadcast constants are. */
-const LT5 = [2.81022636e-8, 3.43273939e-7, -3.5233877e-6, -4.39150654e-6, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941].map(f);
-const GE5 = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682].map(f);
-const [A0, A1, A2, A3, A4, A5, A6, A7, A8] = LT5;
-const [B0, B1, B2, B3, B4, B5, B6, B7, B8] = GE5;
+const A = Float64Array.from(LT5, f);
+const B = Float64Array.from(GE5, f);
 
 /** One float32 erfinv, step for step as erfinv.ts's `erfInvF32` (each step rounded to float32). */
 function erfInvScalar(x: number): number {
   const w0 = -f(Math.log1p(f(-x * x)));
-  let p: number;
-  if (w0 < 5) {
-    const w = f(w0 - 2.5);
-    p = A0;
-    p = f(A1 + f(p * w));
-    p = f(A2 + f(p * w));
-    p = f(A3 + f(p * w));
-    p = f(A4 + f(p * w));
-    p = f(A5 + f(p * w));
-    p = f(A6 + f(p * w));
-    p = f(A7 + f(p * w));
-    p = f(A8 + f(p * w));
-  } else {
-    const w = f(f(Math.sqrt(w0)) - 3);
-    p = B0;
-    p = f(B1 + f(p * w));
-    p = f(B2 + f(p * w));
-    p = f(B3 + f(p * w));
-    p = f(B4 + f(p * w));
-    p = f(B5 + f(p * w));
-    p = f(B6 + f(p * w));
-    p = f(B7 + f(p * w));
-    p = f(B8 + f(p * w));
-  }
+  const lt = w0 < 5;
+  const c = lt ? A : B;
+  const w = lt ? f(w0 - 2.5) : f(f(Math.sqrt(w0)) - 3);
+  let p = c[0];
+  for (let k = 1; k < 9; k++) p = f(c[k] + f(p * w));
   return Math.abs(x) === 1 ? x * Infinity : f(p * x);
 }
 
