@@ -19,7 +19,7 @@ import * as bf16 from '../bf16';
 import * as f16 from '../f16';
 import { finfo } from '../dtype';
 import { referenceBackend } from '../backends/reference';
-import { SystolicBackend } from '../systolic/backend';
+import { SystolicBackend } from '../backends/systolic/backend';
 import { GE5, LT5 } from './erfinv';
 import { threefry2x32Block } from './threefry';
 

@@ -30,7 +30,7 @@
  */
 import { wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
-import { stridesOf } from '../kernel';
+import { stridesOf } from '../js/kernel';
 import { type ElementReads, emitElement, emitElements, type ExprOptions, wasmCovers } from './emitExpr';
 import { type RowStructure, rowStructure } from './rowPlan';
 import { type E, VecBuilder } from './vecBuilder';

@@ -10,7 +10,7 @@
  * broadcast that is neither along the row nor constant along it): the JS row kernel runs then.
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
-import { type RowLevels, isRowReduce, rowLevels } from '../rowLevels';
+import { type RowLevels, isRowReduce, rowLevels } from '../js/rowLevels';
 import { WASM_ELEMENTWISE } from './emitExpr';
 
 export interface RowStage {
