@@ -11,7 +11,7 @@ registerBackend(referenceBackend);
 registerBackend(systolicBackend);
 
 export { Array, type NestedArray, type Shard } from './array';
-export { type Backend, getBackend, listBackends, registerBackend, setBackend, withBackend } from './backend';
+export { type Backend, getBackend, type HostKernelCapability, listBackends, registerBackend, setBackend, withBackend } from './backend';
 export { referenceBackend } from './backends/reference';
 export * as bf16 from './bf16';
 export * as f16 from './f16';
