@@ -4,9 +4,7 @@
 // as real ops or as one of the documented custom calls below.
 import { allPrimitives, getPrimitive, makeJaxpr, np } from '@tpukit/core';
 import { describe, expect, test } from 'vitest';
-import { FUSED_OPS } from '../src/passes/fusion';
-import { hasStableHlo } from '../src/stablehlo';
-import { lowerJaxpr, OPCODE } from '../src/index';
+import { FUSED_OPS, hasStableHlo, lowerJaxpr, OPCODE } from '../src/internal';
 
 /** Primitives StableHLO export writes as `stablehlo.custom_call @tpukit.<name>`, and why. */
 const R0 = 'a CHLO op (chlo.*) in the JAX lowering, which this StableHLO export does not emit';
