@@ -35,10 +35,13 @@ abstract class IndexOrderIterator<T> extends DatasetIterator<T> {
   constructor(readonly ds: MapDataset<T>) {
     super();
   }
-  getState(): JsonValue {
+  override describe(): string {
+    return this.ds.describe();
+  }
+  innerState(): JsonValue {
     return { nextIndex: this.nextIndex };
   }
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     this.nextIndex = checkNextIndex('MapDataset.iterator', state, this.ds.length);
   }
 }
@@ -140,8 +143,8 @@ class ParallelIterator<T> extends IndexOrderIterator<T> {
     return END;
   }
 
-  override setState(state: JsonValue): void {
-    super.setState(state);
+  override setInnerState(state: JsonValue): void {
+    super.setInnerState(state);
     if (this.#pool !== null) this.#restart();
   }
 
