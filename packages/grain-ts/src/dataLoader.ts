@@ -18,7 +18,7 @@ import { Batch, type Operation, operationKind } from './operations';
 function describeOperation(op: Operation, i: number): string {
   return op instanceof Batch ? describeCall('batch', { size: op.batchSize, dropRemainder: op.dropRemainder }) : operationKind(op, i);
 }
-import type { WorkerSpec } from './workerPool';
+import { type WorkerSpec, warnIfOversubscribed } from './workerPool';
 
 export interface DataLoaderOptions {
   source: RandomAccessDataSource<any>;
@@ -56,6 +56,7 @@ export class DataLoader<T = unknown> {
     if (w > 0 && !options.worker) {
       throw new TypeError('DataLoader: workerCount > 0 needs `worker: { module, exportName?, args? }` whose export returns { source, operations }: worker threads rebuild them from that module (functions cannot be sent to a thread)');
     }
+    warnIfOversubscribed('DataLoader', w);
     this.options = options;
     makeLoaderDataset({ source: options.source, operations: ops }, options.sampler, this.#perRecord); // validates
   }

@@ -8,7 +8,7 @@
 import { IterDataset } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, checkState } from './iterator';
 import type { MapDataset, ToIterOptions } from './mapDataset';
-import { type Reply, type WorkerJob, WorkerPool } from './workerPool';
+import { type Reply, type WorkerJob, WorkerPool, warnIfOversubscribed } from './workerPool';
 
 export interface ParallelOptions extends ToIterOptions {
   /** @internal What workers build (default: the `worker` spec as a dataset). */
@@ -161,6 +161,8 @@ export class MapToIterDataset<T> extends IterDataset<T> {
     if (w > 0 && !options.worker && !options.job) {
       throw new TypeError('toIterDataset: workerCount > 0 needs `worker: { module, exportName?, args? }`: each worker thread rebuilds this dataset by calling that module export (functions cannot be sent to a thread)');
     }
+    // A DataLoader passes its own `job` and has warned under its own name already.
+    if (!options.job) warnIfOversubscribed('toIterDataset', w);
     const c = options.chunkSize ?? 16;
     if (!Number.isSafeInteger(c) || c < 1) throw new RangeError(`toIterDataset: chunkSize must be an integer >= 1; got ${c}`);
   }
