@@ -5,5 +5,6 @@ export { CheckpointManager, type CheckpointManagerOptions, type SaveOptions } fr
 export {
   Composite, JsonRestore, JsonSave, type RestoreArg, type SaveArg, ShapeDtypeStruct, StandardRestore, type StandardRestoreOptions, StandardSave, args,
 } from './args';
+export { LOCK_FILE, type LockInfo, type LockOptions, liveWriter } from './lock';
 export { type PreemptionHandle, type PreemptionSignal, installPreemptionHandler, preemptionSignal, resetPreemption } from './preemption';
 export { type Metrics, type RetentionOptions, stepsToKeep } from './retention';
