@@ -7,4 +7,7 @@ export {
 } from './args';
 export { LOCK_FILE, type LockInfo, type LockOptions, liveWriter } from './lock';
 export { type PreemptionHandle, type PreemptionSignal, installPreemptionHandler, preemptionSignal, resetPreemption } from './preemption';
+export {
+  type DecodedSafetensors, type SafetensorsSaveOptions, type TensorSpec, decodeSafetensors, encodeSafetensors, loadSafetensors, matchSafetensors, saveSafetensors, tensorName,
+} from './safetensors';
 export { type Metrics, type RetentionOptions, stepsToKeep } from './retention';

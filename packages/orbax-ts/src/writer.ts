@@ -104,7 +104,8 @@ function crash(job: Pick<WriteJob, 'fault'>, at: FaultPoint): void {
   if (job.fault === at) process.kill(process.pid, 'SIGKILL');
 }
 
-function writeFile(file: string, data: Uint8Array): void {
+/** Writes `data` to a new file (`wx`: fails if the file exists). */
+export function writeFile(file: string, data: Uint8Array): void {
   const fd = fs.openSync(file, 'wx');
   try {
     let off = 0;
