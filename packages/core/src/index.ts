@@ -39,6 +39,7 @@ export * as np from './numpy/index';
 export * as random from './random/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
+export { describeValue, showValue } from './describe';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
 export * as systolic from './systolic/index';
 export * as tree from './tree';

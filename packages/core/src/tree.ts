@@ -5,6 +5,7 @@
  * `registerNode`. `null` and `undefined` are empty nodes with no leaves (like None). Flattening
  * is stable across runs and processes, so a flat list of leaves can be saved and matched later.
  */
+import { showValue } from './describe';
 
 export type PyTree<T = unknown> = T | null | undefined | PyTree<T>[] | { [k: string]: PyTree<T> } | Map<unknown, PyTree<T>>;
 
@@ -203,7 +204,7 @@ export function flattenUpTo(def: TreeDef, x: unknown, what = 'tree'): unknown[] 
     }
     const { children, keys, aux } = k.flatten(v);
     if (children.length !== d.children.length || !auxEqual(aux, d.aux)) {
-      throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} has a different ${k.name} structure: ${JSON.stringify(aux)} vs ${JSON.stringify(d.aux)}`);
+      throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} has a different ${k.name} structure: ${showValue(aux)} vs ${showValue(d.aux)}`);
     }
     children.forEach((c, i) => walk(d.children[i], c, [...path, keys[i]]));
   };

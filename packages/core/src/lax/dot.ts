@@ -10,6 +10,7 @@ import { type DType, allocStorage, isInteger } from '../dtype';
 import { definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
+import { showValue } from '../describe';
 
 export type DotDimensionNumbers = readonly [
   readonly [readonly number[], readonly number[]],
@@ -28,7 +29,7 @@ function checkDims(side: string, dims: readonly number[], rank: number): void {
   for (const d of dims) {
     if (!Number.isInteger(d) || d < 0 || d >= rank) throw new RangeError(`dot_general: ${side} dimension ${d} out of range for rank ${rank}`);
   }
-  if (new Set(dims).size !== dims.length) throw new Error(`dot_general: repeated ${side} dimensions ${JSON.stringify(dims)}`);
+  if (new Set(dims).size !== dims.length) throw new Error(`dot_general: repeated ${side} dimensions ${showValue(dims)}`);
 }
 
 /** Free (neither contracting nor batch) dimensions, in order. */

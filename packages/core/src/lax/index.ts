@@ -18,6 +18,7 @@ import { type GatherDimensionNumbers, type GatherScatterMode, gather as gatherP 
 import * as sc from './scatter';
 import type { ScatterDimensionNumbers } from './scatter';
 import { sort as sortP, topK as topKP } from './sort';
+import { showValue } from '../describe';
 
 export type { DotDimensionNumbers, Precision } from './dot';
 export type { GatherDimensionNumbers, GatherScatterMode } from './gather';
@@ -242,7 +243,7 @@ export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: Precisio
 
 const ints = (op: string, arg: string, xs: readonly number[]): number[] => {
   if (!globalThis.Array.isArray(xs) || !xs.every((v) => Number.isInteger(v))) {
-    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${JSON.stringify(xs)}`);
+    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(xs)}`);
   }
   return [...xs];
 };

@@ -25,6 +25,7 @@ import { checkShape, fmt, sizeOf } from '../shape';
 import { canFuse, iotaBits, iotaKeys } from './fused';
 import { threefry2x32 } from './threefry';
 import { takeInBounds } from './takeInBounds';
+import { showValue } from '../describe';
 
 /** A PRNG key: a uint32 Array of shape [2], as `jax.random.PRNGKey` makes. */
 export type PRNGKeyArray = Array;
@@ -140,7 +141,7 @@ function checkNum(op: string, num: number | readonly number[]): number[] {
   const shape = typeof num === 'number' ? [num] : [...num];
   for (const d of shape) {
     if (!Number.isInteger(d) || d < 0) {
-      throw new RangeError(`random.${op}: num must be a non-negative integer (or a shape of them); got ${JSON.stringify(num)}`);
+      throw new RangeError(`random.${op}: num must be a non-negative integer (or a shape of them); got ${showValue(num)}`);
     }
   }
   return checkShape(shape, `random.${op}`, 'num');

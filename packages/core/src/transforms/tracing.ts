@@ -11,6 +11,7 @@ import type { Primitive, ShapedArray } from '../primitive';
 import * as tree from '../tree';
 import { type Atom, ClosedJaxpr, Jaxpr, type JaxprEqn, Lit, Var } from './jaxpr';
 import { type MainTrace, Trace, Tracer, withMain } from './core';
+import { describeValue } from '../describe';
 
 export class JaxprTracer extends Tracer {
   constructor(
@@ -136,5 +137,5 @@ export function makeJaxpr(f: (...args: any[]) => unknown): (...args: unknown[]) 
 /** Checks that a function output leaf is an Array (numbers are converted as weak scalars by callers). */
 export function asOutput(x: unknown, what: string): Array {
   if (x instanceof Array) return x;
-  throw new TypeError(`${what}: the function must return a pytree of Arrays; got a leaf ${x === null ? 'null' : typeof x} ${String(x)}`);
+  throw new TypeError(`${what}: the function must return a pytree of Arrays; got a leaf ${describeValue(x)}`);
 }
