@@ -6,6 +6,7 @@ import { Array, numbersToStorage } from './array';
 import { type DType, type TypeWithWeak, checkDType, intRange, isInteger, scalarType } from './dtype';
 import { fmt } from './shape';
 import { describeValue } from './describe';
+import { checkArrayBytes } from './sizeGuard';
 
 export type TypedArrayInput = Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array;
 export type NestedInput = number | boolean | NestedInput[] | readonly NestedInput[];
@@ -124,6 +125,7 @@ export function asArray(x: ArrayLike, opts: { dtype?: DType; weak?: boolean; op?
   if (isInteger(target) && !isInteger(inferred.dtype) && inferred.dtype !== 'bool') {
     vals = globalThis.Array.from(values as NumList, (v: number) => Math.trunc(v));
   }
+  checkArrayBytes(op, shape, target);
   checkFits(vals, target, op);
   return Array._fromStorage(numbersToStorage(vals, target), shape, target, weak);
 }
