@@ -6,7 +6,7 @@ import { isFloat } from './dtype';
 import * as lax from './lax/index';
 import * as np from './numpy/index';
 import { normalizeAxes } from './shape';
-import { type AxisArg, axisArgs } from './numpy/axisArgs';
+import { type AxisArg, axisArgs, checkOptions } from './numpy/axisArgs';
 import { promoteInexact } from './numpy/promote';
 
 type AxisOpt = { axis?: AxisArg };
@@ -44,6 +44,7 @@ export function softplus(x: ArrayLike): Array {
 
 /** `jax.nn.gelu`; `approximate: true` (the default, as in JAX) uses the tanh form. */
 export function gelu(x: ArrayLike, opts: { approximate?: boolean } = {}): Array {
+  checkOptions('gelu', opts, ['approximate']);
   const a = floatArg(x, 'gelu');
   if (opts.approximate ?? true) {
     const c = Math.sqrt(2 / Math.PI);
@@ -90,6 +91,7 @@ export function logSoftmax(x: ArrayLike, ..._: Args<AxisOpt>): Array {
 
 /** `jax.nn.one_hot(x, numClasses)`: float32 by default; out-of-range indices give all zeros. */
 export function oneHot(x: ArrayLike, numClasses: number, opts: { dtype?: import('./dtype').DType; axis?: number } = {}): Array {
+  checkOptions('one_hot', opts, ['dtype', 'axis']);
   if (!Number.isInteger(numClasses) || numClasses < 0) throw new RangeError(`one_hot: numClasses must be a non-negative integer; got ${numClasses}`);
   const a = asArray(x, { op: 'one_hot' });
   if (isFloat(a.dtype)) throw new TypeError(`one_hot: indices must be integers; got ${a.dtype}`);

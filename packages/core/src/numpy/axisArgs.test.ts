@@ -29,6 +29,9 @@ describe('positional axis', () => {
     expect(np.argsort(x, 0).toArray()).toEqual([[0, 1, 0], [1, 0, 1]]);
     expect(np.sort(x, 1, { descending: true }).toArray()).toEqual([[5, 3, 1], [6, 4, 2]]);
     expect(np.sort(x, null).toArray()).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(np.take(x, [2, 0], 1).toArray()).toEqual([[3, 1], [6, 4]]);
+    expect(np.take(x, [7], 0, { mode: 'clip' }).toArray()).toEqual([[4, 2, 6]]);
+    expect(np.take(x, [1]).toArray()).toEqual([5]);
   });
 
   it('jax.nn: softmax, log_softmax, logsumexp, standardize take a positional axis (number or list)', () => {
@@ -93,6 +96,9 @@ describe('arguments a function does not understand are errors', () => {
     expect(() => np.sort(x, { axis: [0] } as never)).toThrow('sort: axis must be one integer or null; got [0]');
     expect(() => np.sum(x, { axis: '0' } as never)).toThrow('sum: axis must be an integer, a list of integers or null; got "0"');
     expect(() => x.sum(2)).toThrow('sum: axis 2 is out of range for an array of rank 2 (valid: -2..1)');
+    expect(() => nn.gelu(x, { approx: true } as never)).toThrow('gelu: unknown option "approx"; valid options: approximate');
+    expect(() => nn.oneHot(np.array([1]), 3, 'int32' as never)).toThrow('one_hot: options must be an object {dtype, axis}; got "int32"');
+    expect(() => np.take(x, [0], 0, { fill: 1 } as never)).toThrow('take: unknown option "fill"; valid options: mode, fillValue');
     expect(() => nn.softmax(x, 0, 1 as never)).toThrow('softmax: the argument after the axis must be an options object {}; got 1');
   });
 });

@@ -24,6 +24,13 @@ function isOptions(v: unknown): v is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
+/** Rejects option names outside `keys` (functions that take an options object but no axis use it directly). */
+export function checkOptions(op: string, opts: unknown, keys: readonly string[]): void {
+  if (opts === undefined) return;
+  if (!isOptions(opts)) throw new TypeError(`${op}: options must be an object {${keys.join(', ')}}; got ${showValue(opts)}`);
+  checkKeys(op, opts, keys);
+}
+
 function checkKeys(op: string, o: Record<string, unknown>, keys: readonly string[]): void {
   for (const k of Object.keys(o)) {
     if (!keys.includes(k)) {

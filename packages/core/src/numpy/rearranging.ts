@@ -15,6 +15,7 @@ import { concatenate } from './joining';
 import { searchsorted } from './sorting';
 import { broadcastTo } from './promote';
 import { showValue } from '../describe';
+import { axisArgs } from './axisArgs';
 
 /** `jnp.flip(x, axis?)`: reverses the given axes (all when omitted). */
 export function flip(x: ArrayLike, axis?: number | readonly number[] | null): Array {
@@ -173,8 +174,9 @@ function filled(shape: readonly number[], dtype: DType, fillValue: number | null
   return lax.broadcastInDim(v, shape, []);
 }
 
-/** `jnp.take(a, indices, {axis, mode, fillValue})`. */
-export function take(a: ArrayLike, indices: ArrayLike, opts: TakeOptions = {}): Array {
+/** `jnp.take(a, indices, axis?, {mode, fillValue})`; the axis may also be an option. */
+export function take(a: ArrayLike, indices: ArrayLike, axisOrOptions?: number | null | TakeOptions, options?: Omit<TakeOptions, 'axis'>): Array {
+  const opts = axisArgs<TakeOptions>('take', arguments, 2, ['axis', 'mode', 'fillValue'], true);
   let x = asArray(a, { op: 'take' });
   let axis = opts.axis ?? null;
   if (axis === null) {
