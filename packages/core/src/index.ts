@@ -5,7 +5,7 @@
 import { registerBackend } from './backend';
 import { referenceBackend } from './backends/reference';
 import './methods';
-import { backend as systolicBackend } from './systolic/index';
+import { backend as systolicBackend } from './backends/systolic/index';
 
 registerBackend(referenceBackend);
 registerBackend(systolicBackend);
@@ -42,7 +42,7 @@ export { type Shape, broadcastShapes } from './shape';
 export { describeValue, showValue } from './describe';
 export { DEFAULT_MAX_ARRAY_BYTES, checkArrayBytes, getMaxArrayBytes, setMaxArrayBytes } from './sizeGuard';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
-export * as systolic from './systolic/index';
+export * as systolic from './backends/systolic/index';
 export * as tree from './tree';
 export * as wasm from './wasm/index';
 export type { KeyEntry, KeyPath, PyTree, TreeDef } from './tree';

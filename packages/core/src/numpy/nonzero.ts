@@ -7,7 +7,7 @@
  */
 import { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { fmt, stridesOf } from '../shape';
 import { showValue } from '../describe';
 

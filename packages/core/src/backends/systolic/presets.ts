@@ -6,7 +6,7 @@
  * generation, so `clockHz` is derived from the published peak:
  * peak = 2 * rows * cols * mxusPerCore * coresPerChip * clock. Users can define their own presets.
  */
-import { showValue } from '../describe';
+import { showValue } from '../../describe';
 
 export interface TpuPreset {
   readonly name: string;

@@ -33,7 +33,7 @@
  * cycles = rows (first load) + (f - 1) * max(T, rows) + T + rows + cols - 2.
  * For one fold this equals SCALE-Sim's fold (2*rows + cols + T - 2); it is never more.
  */
-import { showValue } from '../describe';
+import { showValue } from '../../describe';
 
 export type Dataflow = 'ws' | 'os' | 'is';
 export type CycleModel = 'scalesim' | 'overlapped';
