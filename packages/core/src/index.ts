@@ -40,6 +40,7 @@ export * as random from './random/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
 export { describeValue, showValue } from './describe';
+export { defaultMatmulPrecision, getDefaultMatmulPrecision, operandPrecisions, setDefaultMatmulPrecision } from './lax/precision';
 export { DEFAULT_MAX_ARRAY_BYTES, checkArrayBytes, getMaxArrayBytes, setMaxArrayBytes } from './sizeGuard';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
 export * as systolic from './backends/systolic/index';

@@ -11,17 +11,19 @@ import { definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
 import { showValue } from '../describe';
+import { type CanonicalPrecision, canonicalizePrecision, isCanonicalPrecision } from './precision';
 
 export type DotDimensionNumbers = readonly [
   readonly [readonly number[], readonly number[]],
   readonly [readonly number[], readonly number[]],
 ];
 
-export type Precision = 'default' | 'high' | 'highest';
+export type { Precision } from './precision';
 
 export interface DotGeneralParams {
   dimensionNumbers: DotDimensionNumbers;
-  precision: Precision | null;
+  /** Canonical (aliases resolved by `lax.dotGeneral`); null runs at the process default. */
+  precision: CanonicalPrecision;
   preferredElementType: DType | null;
 }
 
@@ -41,7 +43,12 @@ export function freeDims(rank: number, contract: readonly number[], batch: reado
 
 export const dotGeneral = definePrimitive<DotGeneralParams>({
   name: 'dot_general',
-  abstractEval([lhs, rhs], { dimensionNumbers, preferredElementType }) {
+  abstractEval([lhs, rhs], { dimensionNumbers, precision, preferredElementType }) {
+    // Bound directly (not through lax.dotGeneral), a typo or an alias would reach a backend.
+    if (!isCanonicalPrecision(precision)) {
+      canonicalizePrecision(precision, 'dot_general'); // throws for an unknown name
+      throw new TypeError(`dot_general: precision ${showValue(precision)} is an alias; bind dot_general through lax.dotGeneral, which canonicalises it`);
+    }
     const [[lc, rc], [lb, rb]] = dimensionNumbers;
     checkDims('lhs contracting', lc, lhs.shape.length);
     checkDims('rhs contracting', rc, rhs.shape.length);

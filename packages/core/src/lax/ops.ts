@@ -13,7 +13,8 @@ import type { Primitive } from '../primitive';
 import * as ew from './elementwise';
 import * as st from './structural';
 import * as rd from './reduce';
-import { type DotDimensionNumbers, type Precision, dotGeneral as dotGeneralP } from './dot';
+import { type DotDimensionNumbers, dotGeneral as dotGeneralP } from './dot';
+import { type PrecisionLike, canonicalizePrecision } from './precision';
 import * as sl from './slicing';
 import { type GatherDimensionNumbers, type GatherScatterMode, gather as gatherP } from './gather';
 import * as sc from './scatter';
@@ -21,7 +22,15 @@ import type { ScatterDimensionNumbers } from './scatter';
 import { sort as sortP, topK as topKP } from './sort';
 import { showValue } from '../describe';
 
-export type { DotDimensionNumbers, Precision } from './dot';
+export type { DotDimensionNumbers } from './dot';
+export {
+  type CanonicalPrecision,
+  Precision,
+  type PrecisionLike,
+  defaultMatmulPrecision,
+  getDefaultMatmulPrecision,
+  setDefaultMatmulPrecision,
+} from './precision';
 export type { GatherDimensionNumbers, GatherScatterMode } from './gather';
 export type { ScatterDimensionNumbers } from './scatter';
 export type { PaddingConfig } from './slicing';
@@ -222,18 +231,18 @@ export function dotGeneral(
   lhs: ArrayLike,
   rhs: ArrayLike,
   dimensionNumbers: DotDimensionNumbers,
-  opts: { precision?: Precision | null; preferredElementType?: DType | null } = {},
+  opts: { precision?: PrecisionLike; preferredElementType?: DType | null } = {},
 ): Array {
   const [l, r] = operands('dot_general', [lhs, rhs]);
   return bind1(dotGeneralP, [l, r], {
     dimensionNumbers,
-    precision: opts.precision ?? null,
+    precision: canonicalizePrecision(opts.precision, 'dot_general'),
     preferredElementType: opts.preferredElementType ?? null,
   });
 }
 
 /** `lax.dot`: matrix/vector product contracting lhs's last and rhs's first dimension. */
-export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: Precision | null; preferredElementType?: DType | null } = {}): Array {
+export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: PrecisionLike; preferredElementType?: DType | null } = {}): Array {
   const [l, r] = operands('dot', [lhs, rhs]);
   return dotGeneral(l, r, [[[l.ndim - 1], [0]], [[], []]], opts);
 }

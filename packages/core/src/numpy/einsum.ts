@@ -10,7 +10,7 @@ import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
 import { type DType, resultType } from '../dtype';
 import * as lax from '../lax/ops';
-import type { Precision } from '../lax/ops';
+import type { PrecisionLike } from '../lax/precision';
 import { fmt, normalizeAxis } from '../shape';
 import { diagonal } from './diagonal';
 import { multiply } from './math';
@@ -18,7 +18,7 @@ import { castTo } from './promote';
 import { showValue } from '../describe';
 
 export interface EinsumOptions {
-  precision?: Precision | null;
+  precision?: PrecisionLike;
   preferredElementType?: DType | null;
 }
 
