@@ -12,6 +12,7 @@ import type { BatchRule } from './transforms/batching';
 import type { JvpRule, NOT_DIFFERENTIABLE } from './transforms/jvp';
 import type { PartialEvalRule } from './transforms/partialEval';
 import type { NON_LINEAR, TransposeRule } from './transforms/transpose';
+import { showValue } from './describe';
 
 /** The abstract value of an array: what tracing and shape rules see. */
 export interface ShapedArray {
@@ -89,7 +90,7 @@ export function definePrimitive<P>(def: {
 
 export function getPrimitive(name: string): Primitive {
   const p = REGISTRY.get(name);
-  if (!p) throw new Error(`unknown primitive ${JSON.stringify(name)}`);
+  if (!p) throw new Error(`unknown primitive ${showValue(name)}`);
   return p;
 }
 

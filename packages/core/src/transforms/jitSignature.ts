@@ -7,6 +7,7 @@
  * Per-argument descriptions also explain a recompile ("argument 0 (x): f32[2] -> f32[4]").
  */
 import { Array } from '../array';
+import { showValue } from '../describe';
 import { defaultSharding } from '../device';
 import { type DType, scalarType } from '../dtype';
 import type { ShapedArray } from '../primitive';
@@ -60,7 +61,7 @@ function checkLeaf(l: unknown, where: string, i: number, fname: string): void {
     const k = l.shape.findIndex((d) => !(Number.isInteger(d) && (d as number) >= 0));
     if (k >= 0) {
       throw new TypeError(
-        `jit(${fname}): ${where} has shape [${l.shape.join(',')}] whose dimension ${k} is ${JSON.stringify(l.shape[k])}; xla-lite compiles static shapes only, as does jit without it (no shape polymorphism or symbolic dimensions): pass concrete non-negative sizes (jit retraces once per distinct shape)`,
+        `jit(${fname}): ${where} has shape [${l.shape.join(',')}] whose dimension ${k} is ${showValue(l.shape[k])}; xla-lite compiles static shapes only, as does jit without it (no shape polymorphism or symbolic dimensions): pass concrete non-negative sizes (jit retraces once per distinct shape)`,
       );
     }
     return;
