@@ -6,7 +6,7 @@ import {
   adam, adamw, applyUpdates, chain, clipByGlobalNorm, constantSchedule, globalNorm, multiSteps, scaleByAdam, sgd, warmupCosineDecaySchedule, wsdSchedule,
 } from './index';
 
-const vals = (x: Array): number[] => Array.from(x.dataSync() as Float32Array);
+const vals = (x: Array): number[] => globalThis.Array.from(x.dataSync() as Float32Array);
 const at = (s: (c: number) => Array, c: number): number => s(c).item() as number;
 
 describe('schedules', () => {
