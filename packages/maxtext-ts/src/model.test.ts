@@ -36,8 +36,8 @@ describe('model', () => {
     const unstack = (i: number): Params => tree.map((x: Array) => x.get(i), layers) as Params;
     const pLoop: Params = { ...p, decoder: { decoder_norm: dec.decoder_norm, layers_0: unstack(0), layers_1: unstack(1) } };
     const b = batchOf(256, 2, 12, 2);
-    const [l1, g1] = valueAndGrad((q: Params) => loss(q, b, mScan))(p);
-    const [l2] = valueAndGrad((q: Params) => loss(q, b, mLoop))(pLoop);
+    const [l1, g1] = valueAndGrad((q: Params) => loss(q, b, mScan))(p) as [Array, Params];
+    const [l2] = valueAndGrad((q: Params) => loss(q, b, mLoop))(pLoop) as [Array, Params];
     expect(l1.item()).toBeCloseTo(l2.item() as number, 5);
     for (const remat of ['full', 'minimal']) {
       const mr = modelConfig(loadConfig('tiny', [...tinyish, `remat_policy=${remat}`]));

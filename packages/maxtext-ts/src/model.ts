@@ -40,6 +40,8 @@ export interface ModelConfig {
   weightDtype: DType;
   scanLayers: boolean;
   remat: 'full' | 'minimal' | 'none';
+  /** `matmul_precision` for the weight matmuls (default: one bf16 pass on the MXU). */
+  precision: 'default' | 'high' | 'highest';
 }
 
 export function modelConfig(c: Config): ModelConfig {
@@ -61,6 +63,7 @@ export function modelConfig(c: Config): ModelConfig {
     weightDtype: c.weight_dtype,
     scanLayers: c.scan_layers,
     remat: c.remat_policy,
+    precision: c.matmul_precision,
   };
 }
 
@@ -125,7 +128,7 @@ function norm(x: Array, p: Tree, m: ModelConfig): Array {
   return np.astype(np.add(np.multiply(y, leaf(p, 'scale')), leaf(p, 'bias')), m.dtype);
 }
 
-const dense = (x: Array, kernel: Array, m: ModelConfig): Array => np.matmul(x, np.astype(kernel, m.dtype));
+const dense = (x: Array, kernel: Array, m: ModelConfig): Array => np.matmul(x, np.astype(kernel, m.dtype), { precision: m.precision === 'default' ? null : m.precision });
 
 /** MaxText's RotaryEmbedding on [B, L, N, H] with positions [B, L]. */
 export function applyRope(x: Array, positions: Array, maxTimescale: number): Array {
@@ -190,7 +193,7 @@ export function forward(params: Params, tokens: Array, segmentIds: Array, positi
   }
   x = norm(x, dec.decoder_norm as Tree, m);
   // Tied logits are scaled by 1/sqrt(emb_dim), as MaxText's normalize_embedding_logits does.
-  const out = m.tiedEmbedding ? np.multiply(np.matmul(x, np.transpose(np.astype(embedding, m.dtype))), 1 / Math.sqrt(m.embDim)) : dense(x, leaf(dec, 'logits_dense', 'kernel'), m);
+  const out = m.tiedEmbedding ? np.multiply(dense(x, np.transpose(embedding), m), 1 / Math.sqrt(m.embDim)) : dense(x, leaf(dec, 'logits_dense', 'kernel'), m);
   return np.astype(out, 'float32');
 }
 
