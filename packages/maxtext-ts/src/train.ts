@@ -11,7 +11,7 @@
  * from checkpoint N runs step N next and replays the uninterrupted run bit for bit: the same
  * parameters, optimizer state, step count and data position, and the same compiled program.
  */
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setBackend, systolic } from '@tpukit/core';
 import { args, CheckpointManager, installPreemptionHandler, type PreemptionHandle, preemptionSignal, resetPreemption } from '@tpukit/orbax-ts';
@@ -95,6 +95,7 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
       state = r.items;
       restoredFrom = 'checkpoint';
     } else if (c.load_parameters_path !== '') {
+      if (!existsSync(resolve(c.load_parameters_path))) throw new ConfigError(`config ${c.source}: load_parameters_path ${c.load_parameters_path} does not exist`);
       const src = new CheckpointManager(resolve(c.load_parameters_path), { createIfMissing: false });
       try {
         const step = src.latestStep();
