@@ -11,3 +11,5 @@ export { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, typ
 export { EventFileWriter, encodeEvent, tfrecordFrame } from './tensorboard';
 export { StepProfiler, type TraceEvent } from './profiler';
 export { train, type TrainOptions, type TrainResult } from './train';
+export { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
+export { decode } from './decode';

@@ -11,12 +11,13 @@
  * from checkpoint N runs step N next and replays the uninterrupted run bit for bit: the same
  * parameters, optimizer state, step count and data position, and the same compiled program.
  */
-import { appendFileSync, existsSync, mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setBackend, systolic } from '@tpukit/core';
 import { args, CheckpointManager, installPreemptionHandler, type PreemptionHandle, preemptionSignal, resetPreemption } from '@tpukit/orbax-ts';
 import type { CompileStats } from '@tpukit/xla-lite';
-import { type Config, ConfigError } from './config';
+import { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
+import type { Config } from './config';
 import { makeDataIterator } from './data';
 import { calculateTflopsTrainingPerDevice, tokensPerDevicePerStep } from './flops';
 import { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, type StepReport } from './metrics';
@@ -58,11 +59,6 @@ export interface TrainResult {
   state: TrainState;
 }
 
-function runDirOf(c: Config): string {
-  const name = c.run_name === '' ? `run_${new Date().toISOString().replace(/[:.]/g, '-')}` : c.run_name;
-  return resolve(c.base_output_directory === '' ? 'maxtext_output' : c.base_output_directory, name);
-}
-
 export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainResult> {
   const log = opts.log ?? ((l: string) => console.log(l));
   const tty = opts.progress === 'auto' || opts.progress === undefined ? Boolean(process.stdout.isTTY) && opts.log === undefined : opts.progress;
@@ -78,7 +74,7 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
   const tokens = tokensPerDevicePerStep(c);
 
   const manager = c.enable_checkpointing
-    ? new CheckpointManager(join(runDir, 'checkpoints'), {
+    ? new CheckpointManager(checkpointDirOf(runDir), {
         saveIntervalSteps: c.checkpoint_period,
         maxToKeep: c.max_num_checkpoints_to_keep === -1 ? undefined : c.max_num_checkpoints_to_keep,
         enableAsyncCheckpointing: c.async_checkpointing,
@@ -95,17 +91,9 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
       state = r.items;
       restoredFrom = 'checkpoint';
     } else if (c.load_parameters_path !== '') {
-      if (!existsSync(resolve(c.load_parameters_path))) throw new ConfigError(`config ${c.source}: load_parameters_path ${c.load_parameters_path} does not exist`);
-      const src = new CheckpointManager(resolve(c.load_parameters_path), { createIfMissing: false });
-      try {
-        const step = src.latestStep();
-        if (step === null) throw new ConfigError(`config ${c.source}: load_parameters_path ${c.load_parameters_path} holds no checkpoint`);
-        const r = (await src.restore(step, args.Composite({ items: args.StandardRestore({ params: state.params }, { partial: true }) }))) as { items: { params: TrainState['params'] } };
-        state = { ...state, params: r.items.params, optState: ts.optimizer.init(r.items.params) };
-        restoredFrom = 'load_parameters_path';
-      } finally {
-        await src.close();
-      }
+      const params = await restoreParams(c, c.load_parameters_path, state.params);
+      state = { ...state, params, optState: ts.optimizer.init(params) };
+      restoredFrom = 'load_parameters_path';
     }
     const startStep = state.step.item() as number;
 
