@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { grad, nn, np, random } from './index';
 import type { Array } from './array';
 
-const f32 = (a: Array): number[] => Array.from(a.dataSync() as Float32Array);
+const f32 = (a: Array): number[] => globalThis.Array.from(a.dataSync() as Float32Array);
 
 /** out[b,t,n,:] = sum_s softmax_s(q.k * scale + bias, masked) v[b,s,n/(N/K),:] with plain loops. */
 function naive(q: Array, k: Array, v: Array, opts: { causal?: boolean; mask?: boolean[][]; bias?: number[][] } = {}): number[] {
