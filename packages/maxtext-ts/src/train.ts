@@ -181,6 +181,9 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
       }
       if (tty) process.stdout.write(`\r${progressBar(completed, c.steps, loss)}`);
 
+      // Let pending events run (a signal's handler only runs from the event loop, and this loop
+      // would otherwise never leave the microtask queue between steps).
+      await new Promise<void>((res) => setImmediate(res));
       const stop = preemptionSignal() !== null || (opts.stopAfterSteps !== undefined && losses.length >= opts.stopAfterSteps);
       await save(completed, stop);
       profiler.maybeWrite(step);
