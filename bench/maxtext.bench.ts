@@ -14,7 +14,7 @@ import { jit } from '@tpukit/xla-lite';
 
 const ROUNDS = Number(process.env.MAXTEXT_BENCH_ROUNDS ?? 7);
 const STEPS = Number(process.env.MAXTEXT_BENCH_STEPS ?? 5);
-const config = loadConfig(process.env.MAXTEXT_BENCH_CONFIG ?? 'tiny', ['measure_cpu_peak=false']);
+const config = loadConfig(process.env.MAXTEXT_BENCH_CONFIG ?? 'tiny', ['measure_mfu=false']);
 setBackend(config.backend);
 const ts = makeTrainStep(config);
 const data = makeDataIterator(config);

@@ -33,7 +33,7 @@ export async function mainJob(overrides: readonly string[] = [], log?: (line: st
     if (resumedFrom !== null) {
       const second = join(out, 'resumed');
       cpSync(join(checkpointDirOf(first.runDir), String(resumedFrom)), join(checkpointDirOf(second), String(resumedFrom)), { recursive: true });
-      const again = await train(loadConfig('tiny', [`base_output_directory=${out}`, 'run_name=resumed', 'measure_cpu_peak=false', ...overrides]), { log: () => {}, progress: false });
+      const again = await train(loadConfig('tiny', [`base_output_directory=${out}`, 'run_name=resumed', 'measure_mfu=false', ...overrides]), { log: () => {}, progress: false });
       again.losses.forEach((l, i) => (resumeMaxDiff = Math.max(resumeMaxDiff, Math.abs(l - first.losses[resumedFrom - first.startStep + i]))));
       recompiles += again.compileStats.recompiles;
       say(`resumed from checkpoint ${resumedFrom}: ${again.losses.length} steps replayed; max |loss difference| vs the uninterrupted run = ${resumeMaxDiff}`);

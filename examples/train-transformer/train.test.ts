@@ -9,7 +9,7 @@ describe('train-transformer main job', () => {
   it('trains tiny through maxtext-ts, resumes exactly, and samples', async () => {
     const lines: string[] = [];
     const r = await mainJob(
-      ['steps=12', 'checkpoint_period=4', 'log_period=4', 'base_emb_dim=16', 'base_num_query_heads=2', 'base_num_kv_heads=1', 'head_dim=8', 'base_mlp_dim=32', 'base_num_decoder_layers=1', 'max_target_length=16', 'per_device_batch_size=2', 'learning_rate=1e-2', 'measure_cpu_peak=false'],
+      ['steps=12', 'checkpoint_period=4', 'log_period=4', 'base_emb_dim=16', 'base_num_query_heads=2', 'base_num_kv_heads=1', 'head_dim=8', 'base_mlp_dim=32', 'base_num_decoder_layers=1', 'max_target_length=16', 'per_device_batch_size=2', 'learning_rate=1e-2', 'measure_mfu=false'],
       (l) => lines.push(l),
     );
     expect(r.losses).toHaveLength(12);

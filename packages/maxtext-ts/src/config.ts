@@ -37,7 +37,7 @@ const KEYS = {
   init_weights_seed: [int(0), 'an integer >= 0'],
   backend: [oneOf('systolic', 'reference'), 'one of systolic, reference'],
   tpu_generation: [oneOf('v2', 'v3', 'v4', 'v5e', 'v5p', 'v6e'), 'one of v2, v3, v4, v5e, v5p, v6e'],
-  measure_cpu_peak: [bool, 'true or false'],
+  measure_mfu: [bool, 'true or false'],
   decoder_block: [oneOf('llama2', 'gpt3'), 'one of llama2, gpt3'],
   base_emb_dim: [int(1), 'an integer >= 1'],
   base_num_query_heads: [int(1), 'an integer >= 1'],

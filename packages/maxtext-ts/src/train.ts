@@ -98,9 +98,10 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
     const startStep = state.step.item() as number;
 
     // ---- the two MFU denominators, measured once
-    const cpuPeakFlops = c.measure_cpu_peak ? measureCpuPeakFlops(c.dtype) : null;
+    const cpuPeakFlops = c.measure_mfu ? measureCpuPeakFlops(c.dtype) : null;
     let simulatedStepSeconds: number | null = null;
-    if (c.measure_cpu_peak && startStep < c.steps) {
+    if (c.measure_mfu && startStep < c.steps) {
+      // One eager step under the cost ledger (its result is dropped; state is not donated eagerly).
       const probe = makeDataIterator(c).next();
       simulatedStepSeconds = simulatedSeconds(() => ts.fn(state, probe), c.tpu_generation);
     }
@@ -136,12 +137,12 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
       const batch = data.next();
       profiler.span(step, 'data', t);
       t = performance.now();
-      const compilesBefore = ts.jitted.compileStats().misses;
+      const tracesBefore = ts.jitted.traceCount;
       const [next, m] = ts.jitted(state, batch);
       state = next;
       const loss = m.loss.item() as number;
       const seconds = (performance.now() - t) / 1000;
-      const compiled = ts.jitted.compileStats().misses > compilesBefore;
+      const compiled = ts.jitted.traceCount > tracesBefore;
       profiler.span(step, compiled ? 'compile' : 'step', t);
       losses.push(loss);
 

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 const bin = join(__dirname, '..', 'dist', 'cli.js');
 const out = mkdtempSync(join(tmpdir(), 'maxtext-cli-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
-const small = ['base_emb_dim=16', 'base_num_query_heads=2', 'base_num_kv_heads=1', 'head_dim=8', 'base_mlp_dim=32', 'base_num_decoder_layers=1', 'max_target_length=16', 'per_device_batch_size=2', 'log_period=1', 'measure_cpu_peak=false', `base_output_directory=${out}`, 'run_name=cli'];
+const small = ['base_emb_dim=16', 'base_num_query_heads=2', 'base_num_kv_heads=1', 'head_dim=8', 'base_mlp_dim=32', 'base_num_decoder_layers=1', 'max_target_length=16', 'per_device_batch_size=2', 'log_period=1', 'measure_mfu=false', `base_output_directory=${out}`, 'run_name=cli'];
 
 describe('maxtext CLI', () => {
   it('a bad key or value exits 2 naming it', () => {

@@ -17,7 +17,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const small = [
   'base_emb_dim=16', 'base_num_query_heads=2', 'base_num_kv_heads=1', 'head_dim=8', 'base_mlp_dim=32', 'base_num_decoder_layers=1',
-  'max_target_length=16', 'per_device_batch_size=2', 'steps=8', 'checkpoint_period=3', 'log_period=1', 'measure_cpu_peak=false',
+  'max_target_length=16', 'per_device_batch_size=2', 'steps=8', 'checkpoint_period=3', 'log_period=1', 'measure_mfu=false',
   'learning_rate=1e-2', `base_output_directory=${root}`,
 ];
 const cfg = (run: string, ...extra: string[]) => loadConfig('tiny', [...small, `run_name=${run}`, ...extra]);
