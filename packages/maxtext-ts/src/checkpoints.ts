@@ -11,7 +11,7 @@ import type { Params } from './model';
 export async function restoreParams(c: Config, dir: string, template: Params, key = 'load_parameters_path'): Promise<Params> {
   const path = resolve(dir);
   if (!existsSync(path)) throw new ConfigError(`config ${c.source}: ${key} ${dir} does not exist`);
-  const src = new CheckpointManager(path, { createIfMissing: false });
+  const src = new CheckpointManager(path, { readOnly: true }); // another run's directory: never take its writer lock
   try {
     const step = src.latestStep();
     if (step === null) throw new ConfigError(`config ${c.source}: ${key} ${dir} holds no checkpoint`);

@@ -6,7 +6,7 @@
  * Arrays; gradients come back with the structure of the arguments.
  */
 import { Array } from '../array';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { vmap } from './batching';
 import { asArray } from '../convert';
 import { isFloat } from '../dtype';
@@ -15,21 +15,10 @@ import * as tree from '../tree';
 import { evalClosed } from './eval';
 import { jvpFlat } from './jvp';
 import { linearizeFlat } from './partialEval';
+import { arrayLeaves } from './leaves';
 import { backwardPass } from './transpose';
 import { filled, instantiate, zerosOf } from './zeros';
-
-/** Flattens a pytree whose leaves must be Arrays (JS numbers become weakly typed scalars). */
-export function arrayLeaves(x: unknown, what: string): [Array[], tree.TreeDef] {
-  const [leaves, def] = tree.flatten(x, { isLeaf: (v) => v instanceof Array });
-  return [
-    leaves.map((l, i) => {
-      if (l instanceof Array) return l;
-      if (typeof l === 'number' || typeof l === 'boolean') return asArray(l);
-      throw new TypeError(`${what}: leaf ${i} of the pytree is ${l === null ? 'null' : typeof l} ${String(l)}; expected an Array`);
-    }),
-    def,
-  ];
-}
+import { describeValue, showValue } from '../describe';
 
 /** A flat function over leaves built from a pytree function; records the output structure. */
 export function flatten1<A extends unknown[]>(f: (...args: any[]) => unknown, inTree: tree.TreeDef, what: string): { fn: (...leaves: Array[]) => Array[]; outTree: () => tree.TreeDef } {
@@ -106,7 +95,7 @@ export function valueAndGrad(f: (...args: any[]) => unknown, opts: GradOptions =
   const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
   return (...args: any[]) => {
     for (const n of nums) {
-      if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`grad: argnums ${JSON.stringify(argnums)} out of range for ${args.length} positional arguments`);
+      if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`grad: argnums ${showValue(argnums)} out of range for ${args.length} positional arguments`);
     }
     const diff = nums.map((n) => args[n]);
     const [leaves, inTree] = arrayLeaves(diff, 'grad');
@@ -131,7 +120,11 @@ export function valueAndGrad(f: (...args: any[]) => unknown, opts: GradOptions =
         nAux = aux.length;
         out = (out as unknown[])[0];
       }
-      const y = out instanceof Array ? out : asArray(out as number);
+      if (!(out instanceof Array) && typeof out !== 'number') {
+        const pair = globalThis.Array.isArray(out) && out.length === 2 && !opts.hasAux;
+        throw new TypeError(`grad: the function must return a scalar Array; it returned ${describeValue(out)}${pair ? " (to return [value, aux], pass { hasAux: true })" : ''}`);
+      }
+      const y = out instanceof Array ? out : asArray(out);
       if (y.ndim !== 0) throw new TypeError(`grad: the function must return a scalar; it returned shape ${fmt(y.shape)} (use vjp or jacrev for non-scalar outputs)`);
       if (!isFloat(y.dtype)) throw new TypeError(`grad: the function must return a float scalar; it returned ${y.dtype}`);
       return [y, ...aux];
@@ -176,7 +169,7 @@ function rowsToBlock(rows: Array, inShape: readonly number[]): Array {
 
 function argsFor(argnums: number | readonly number[], args: unknown[], what: string): number[] {
   const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
-  for (const n of nums) if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`${what}: argnums ${JSON.stringify(argnums)} out of range for ${args.length} arguments`);
+  for (const n of nums) if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`${what}: argnums ${showValue(argnums)} out of range for ${args.length} arguments`);
   return nums;
 }
 

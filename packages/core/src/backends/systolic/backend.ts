@@ -1,0 +1,108 @@
+/**
+ * The 'systolic' backend: what a TPU would compute, and what it would cost. dot_general on
+ * floating operands runs on the WebAssembly MXU GEMM (bf16 operands, exact products, f32
+ * accumulation, multi-pass precision; see mxuDot.ts). Every other primitive runs its reference
+ * kernel over host typed arrays (bf16 stays 2 bytes per element; bf16 elementwise math computes
+ * in f32 and rounds once, as the TPU's vector unit does). Integer dots stay exact (reference
+ * kernel). With `flushSubnormals`, conversions to bf16 flush subnormals to zero as the TPU does.
+ * Every executed op is costed on the selected preset and added to the active ledgers.
+ */
+import * as bf16 from '../../bf16';
+import type { Backend } from '../../backend';
+import type { StorageArray } from '../../dtype';
+import type { DotGeneralParams } from '../../lax/dot';
+import type { Primitive, ShapedArray } from '../../primitive';
+import { wasmFeatures } from '../../wasm/features';
+import { GemmEngine } from './gemmEngine';
+import { type Ledger, addToLedger, newLedger, opCost } from './ledger';
+import { mxuDotGeneral } from './mxuDot';
+import { type TpuPreset, checkPreset, presets } from './presets';
+import { applyThreads } from './threads';
+import { hostArrays, hostMemory } from '../reference';
+import { showValue } from '../../describe';
+
+export interface SystolicOptions {
+  /** Flush subnormal inputs of bf16 conversions to zero (the TPU's conversion). Default false. */
+  flushSubnormals?: boolean;
+  /** Use relaxed SIMD (FMA) when the runtime has it. Default true. */
+  relaxedSimd?: boolean;
+  /** The TPU the cost model describes: a preset name or a record. Default 'v5e'. */
+  preset?: keyof typeof presets | TpuPreset;
+}
+
+const FLOAT = new Set(['float32', 'bfloat16', 'float16']);
+
+export class SystolicBackend implements Backend {
+  readonly name: string;
+  // Buffers are host typed arrays, held as the reference backend holds them.
+  readonly manualMemory = hostMemory.manualMemory;
+  readonly fromHost = hostMemory.fromHost;
+  readonly toHost = hostMemory.toHost;
+  readonly dispose = hostMemory.dispose;
+  flushSubnormals = false;
+  preset: TpuPreset = presets.v5e;
+  private relaxed = true;
+  private engineCache: GemmEngine | null = null;
+  /** Ledgers currently collecting (nested `withLedger` calls each get every op). */
+  readonly activeLedgers: Ledger[] = [];
+
+  constructor(name = 'systolic', opts: SystolicOptions = {}) {
+    this.name = name;
+    this.configure(opts);
+  }
+
+  configure(opts: SystolicOptions): void {
+    if (opts.flushSubnormals !== undefined) this.flushSubnormals = opts.flushSubnormals;
+    if (opts.relaxedSimd !== undefined && opts.relaxedSimd !== this.relaxed) {
+      this.relaxed = opts.relaxedSimd;
+      this.engineCache = null;
+    }
+    if (opts.preset !== undefined) {
+      if (typeof opts.preset === 'string') {
+        const p = presets[opts.preset];
+        if (!p) throw new Error(`systolic.configure: unknown preset ${showValue(opts.preset)}; known: ${Object.keys(presets).join(', ')}`);
+        this.preset = p;
+      } else this.preset = checkPreset(opts.preset, 'systolic.configure');
+    }
+  }
+
+  /** The GEMM engine (compiled on first use). */
+  get engine(): GemmEngine {
+    if (!this.engineCache) this.engineCache = new GemmEngine({ relaxed: this.relaxed && wasmFeatures().relaxedSimd });
+    applyThreads(this.engineCache);
+    return this.engineCache;
+  }
+
+  /** Whether products use relaxed-SIMD FMA. */
+  get usesRelaxedSimd(): boolean {
+    return this.engine.relaxed;
+  }
+
+  execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[] {
+    const host = hostArrays(inputs, inAvals);
+    let outs: StorageArray[];
+    if (prim.name === 'dot_general' && FLOAT.has(inAvals[0].dtype) && FLOAT.has(outAvals[0].dtype)) {
+      outs = [mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAvals[0], { flushSubnormals: this.flushSubnormals })];
+    } else if (this.flushSubnormals && prim.name === 'convert_element_type' && inAvals[0].dtype === 'float32' && outAvals[0].dtype === 'bfloat16') {
+      outs = [bf16.encode(host[0].data as Float32Array, { flushSubnormals: true })];
+    } else {
+      outs = prim.impl(host, params, outAvals);
+    }
+    if (this.activeLedgers.length > 0) {
+      for (const l of this.activeLedgers) addToLedger(l, opCost(prim, inAvals, params, outAvals, l.preset));
+    }
+    return outs;
+  }
+
+  /** Runs `fn`, collecting the cost of every op it executes on this backend. */
+  withLedger<T>(fn: () => T, preset?: TpuPreset, keepEntries = true): { result: T; ledger: Ledger } {
+    const ledger = newLedger(preset ?? this.preset, keepEntries);
+    this.activeLedgers.push(ledger);
+    try {
+      const result = fn();
+      return { result, ledger };
+    } finally {
+      this.activeLedgers.splice(this.activeLedgers.indexOf(ledger), 1);
+    }
+  }
+}

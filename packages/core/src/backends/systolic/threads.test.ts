@@ -1,0 +1,103 @@
+/** The worker pool: products split over threads equal the single-thread products bit for bit. */
+import { afterAll, describe, expect, it } from 'vitest';
+import { lax, np, systolic, withBackend } from '../../index';
+
+function data(n: number, seed: number): Float32Array {
+  return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * 3);
+}
+
+/** Index of the first element whose bits differ (-1 if none): bit-exact and cheap to report. */
+function firstDifference(x: Float32Array, y: Float32Array): number {
+  if (x.length !== y.length) return Math.min(x.length, y.length);
+  const a = new Uint32Array(x.buffer, x.byteOffset, x.length);
+  const b = new Uint32Array(y.buffer, y.byteOffset, y.length);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+describe('systolic threads', () => {
+  const before = systolic.getNumThreads();
+  afterAll(() => systolic.setNumThreads(before));
+
+  it('threads on and off give identical results (row split, column split, transposed, bf16)', () => {
+    const cases: Array<[number, number, number, boolean, 'float32' | 'bfloat16']> = [
+      [300, 200, 40, false, 'float32'], // more row panels: split by rows
+      [40, 200, 300, true, 'float32'], // more column panels: split by columns
+      [257, 129, 263, true, 'bfloat16'],
+    ];
+    for (const [m, k, n, transposed, dtype] of cases) {
+      const a = np.array(data(m * k, m), dtype).reshape(transposed ? [k, m] : [m, k]);
+      const b = np.array(data(k * n, n), dtype).reshape([k, n]);
+      const run = (): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN); // poison scratch memory: nothing may be inherited from an earlier run
+        return withBackend('systolic', () => lax.dotGeneral(a, b, [[[transposed ? 0 : 1], [0]], [[], []]]).dataSync() as Float32Array);
+      };
+      systolic.setNumThreads(1);
+      const one = run();
+      expect(systolic.backend.engine.parallel).toBeNull();
+      systolic.setNumThreads(3);
+      const three = run();
+      expect(systolic.backend.engine.parallel).not.toBeNull();
+      expect(firstDifference(three, one), `${m}x${k}x${n} ${dtype}`).toBe(-1);
+    }
+  });
+
+  it('packs in parallel chunks for every kernel layout and pass count, and batches', () => {
+    // [m, k, n, lhs k-contiguous?, rhs k-contiguous?, precision, batch]: 'rc' and 'kc' packing of
+    // both operands, ragged panels and k tails (TypeScript edges after the parallel kernels),
+    // multi-pass products packed in TypeScript, and a batch of products through one pool.
+    const cases: Array<[number, number, number, boolean, boolean, 'default' | 'highest', number, 'float32' | 'bfloat16']> = [
+      [261, 131, 203, true, true, 'default', 1, 'float32'],
+      [203, 130, 261, false, false, 'default', 1, 'float32'],
+      [130, 96, 140, true, false, 'highest', 1, 'float32'],
+      [128, 128, 136, false, true, 'default', 3, 'float32'],
+      [517, 131, 389, true, true, 'default', 1, 'bfloat16'],
+      [389, 130, 517, false, false, 'default', 1, 'bfloat16'],
+    ];
+    for (const [m, k, n, lhsKc, rhsKc, precision, batch, dtype] of cases) {
+      const a = np.array(data(batch * m * k, m + k), dtype).reshape(lhsKc ? [batch, m, k] : [batch, k, m]);
+      const b = np.array(data(batch * k * n, n - k), dtype).reshape(rhsKc ? [batch, n, k] : [batch, k, n]);
+      const dims: [[number[], number[]], [number[], number[]]] = [[[lhsKc ? 2 : 1], [rhsKc ? 2 : 1]], [[0], [0]]];
+      const run = (): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN);
+        return withBackend('systolic', () => lax.dotGeneral(a, b, dims, { precision }).dataSync() as Float32Array);
+      };
+      systolic.setNumThreads(1);
+      const one = run();
+      for (const threads of [2, 4, 3, 2]) {
+        systolic.setNumThreads(threads);
+        expect(firstDifference(run(), one), `${m}x${k}x${n} ${dtype} with ${threads} threads`).toBe(-1);
+      }
+    }
+  });
+
+  it('packs while the calling thread stages operands of many staging chunks (both chunk axes)', () => {
+    // 1-2 MiB operands: staged in 128 KiB pieces while the workers pack the chunks already in
+    // place ('kc' lhs in runs of panels, 'rc' rhs in runs of k). The scratch memory is poisoned
+    // with NaN, so a chunk packed before its source was staged would show up in the result.
+    const cases: Array<[number, number, number, boolean, 'float32' | 'bfloat16']> = [
+      [520, 600, 515, false, 'float32'],
+      [515, 600, 520, true, 'float32'],
+      [700, 1030, 690, false, 'bfloat16'],
+    ];
+    for (const [m, k, n, transposed, dtype] of cases) {
+      const a = np.array(data(m * k, k), dtype).reshape(transposed ? [k, m] : [m, k]);
+      const b = np.array(data(k * n, m), dtype).reshape([k, n]);
+      const run = (): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN);
+        return withBackend('systolic', () => lax.dotGeneral(a, b, [[[transposed ? 0 : 1], [0]], [[], []]]).dataSync() as Float32Array);
+      };
+      systolic.setNumThreads(1);
+      const one = run();
+      expect(one.some(Number.isNaN)).toBe(false);
+      for (const threads of [2, 3, 2]) {
+        systolic.setNumThreads(threads);
+        expect(firstDifference(run(), one), `${m}x${k}x${n} ${dtype} with ${threads} threads`).toBe(-1);
+      }
+    }
+  });
+
+  it('rejects a bad thread count, naming the argument', () => {
+    expect(() => systolic.setNumThreads(0)).toThrow(/setNumThreads: n must be an integer in 1..256; got 0/);
+  });
+});

@@ -1,0 +1,347 @@
+/**
+ * The worker pool behind the systolic GEMM: `setNumThreads(n)` (default: the core count). Every
+ * worker instantiates the same compiled GEMM module over the same shared WebAssembly.Memory, so
+ * the operands staged by the calling thread are visible to all. One product is one job, started
+ * with a single wake-up: the calling thread first copies the host operands into wasm memory (only
+ * it can read them) chunk by chunk, publishing how far it got, while the workers take chunks of
+ * both operands' packing kernels from a shared counter and pack each as soon as its source is
+ * staged (see packPlan.ts); then the calling thread packs too, waits for the last chunk, packs the
+ * edges, and opens a gate; then every thread takes C tiles (MC rows x a column range)
+ * from a second counter until none are left. Taking work from counters instead of a fixed split
+ * keeps both threads busy to the end when one of them is slowed (a busy machine, the calling
+ * thread's own serial work). Each output element is computed by one thread with the same K
+ * order, whatever the tiling, so results do not depend on the thread count.
+ *
+ * The worker is a few lines of plain JavaScript with no imports (the kernels arrive as a
+ * compiled WebAssembly.Module), started from a string (`eval: true`), so the same code works
+ * from the TypeScript sources under vitest and from the built package, and needs no separate
+ * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
+ */
+import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
+import type { GemmEngine, ParallelJob } from './gemmEngine';
+import { packFunctionName } from './packKernels';
+import { type PackJob, chunkCall } from './packPlan';
+
+/** Every packing kernel, in a fixed order the workers index into. */
+const PACK_NAMES: string[] = [];
+for (const layout of ['rc', 'kc'] as const) for (const R of [4, 8]) for (const b of [false, true]) for (const f of [false, true]) PACK_NAMES.push(packFunctionName(layout, R, b, f));
+
+// The control block (Int32 slots). Counters first, then the job, then two packing descriptors.
+const GEN = 0; // job generation: bumped to wake the workers; -1 ends them
+const DONE = 1; // workers finished with the current job
+const ERR = 2; // set by a worker that failed
+const PACK_NEXT = 3; // next packing chunk to take
+const PACK_DONE = 4; // packing chunks finished
+const TILE_NEXT = 5; // next C tile to take
+const GATE = 6; // 1 once the packed operands are complete (edges included)
+const STAGED = 7; // byte address below which the operands are staged (see packPlan.ts)
+const JOB = 8; // ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers
+const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis
+const PACK_SLOTS = 13;
+const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
+const MAX_WORKERS = 255;
+const NONE = 0x7fffffff; // CUR of a worker with no tile left
+
+/** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
+const SPIN = 4000;
+
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { module, memory, control, id, start, packNames } = workerData;
+const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
+const gemm = inst.exports.gemm;
+const packs = packNames.map((n) => inst.exports[n]);
+const c = new Int32Array(control);
+// Chunk i of the packing kernels (packPlan.ts chunkCall): waits until the calling thread has
+// staged its source, then packs it. Skipped once the job has failed.
+function packChunk(i) {
+  let o = ${PACKS};
+  if (i >= c[o + 10]) { i -= c[o + 10]; o += ${PACK_SLOTS}; }
+  const rs = c[o + 2], ks = c[o + 3], kp = c[o + 6], R = c[o + 8], esz = c[o + 9], u0 = i * c[o + 11];
+  let src = c[o + 1], panels = c[o + 4], k = c[o + 5], dst = c[o + 7];
+  if (c[o + 12] === 0) { panels = Math.min(panels - u0, c[o + 11]); src += u0 * R * rs * esz; dst += u0 * R * kp * 4; }
+  else { k = Math.min(k - u0, c[o + 11]); src += u0 * ks * esz; dst += u0 * R * 4; }
+  const need = src + ((panels * R - 1) * rs + (k - 1) * ks + 1) * esz;
+  let v = Atomics.load(c, ${STAGED});
+  for (let s = 0; s < ${SPIN} && v < need; s++) v = Atomics.load(c, ${STAGED});
+  while (v < need && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
+  if (Atomics.load(c, ${ERR}) !== 0) return;
+  packs[c[o]](src, rs, ks, panels, k, kp, dst);
+}
+let seen = start;
+for (;;) {
+  Atomics.wait(c, ${GEN}, seen);
+  seen = Atomics.load(c, ${GEN});
+  if (seen < 0) break;
+  if (id < c[${JOB} + 10]) {
+    try {
+      const chunks = c[${PACKS} + 10] + c[${PACKS + PACK_SLOTS} + 10];
+      for (let i = Atomics.add(c, ${PACK_NEXT}, 1); i < chunks; i = Atomics.add(c, ${PACK_NEXT}, 1)) {
+        packChunk(i);
+        Atomics.add(c, ${PACK_DONE}, 1);
+        Atomics.notify(c, ${PACK_DONE});
+      }
+      for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
+      while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
+      const tiles = c[${JOB} + 9], cols = c[${JOB} + 8];
+      // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
+      for (;;) {
+        Atomics.store(c, ${CUR} + id, Atomics.load(c, ${TILE_NEXT}));
+        const t = Atomics.add(c, ${TILE_NEXT}, 1);
+        if (t >= tiles) break;
+        Atomics.store(c, ${CUR} + id, t);
+        const r = (t / cols) | 0;
+        const i0 = r * c[${JOB} + 6], j0 = (t - r * cols) * c[${JOB} + 7];
+        gemm(c[${JOB}], c[${JOB} + 1], c[${JOB} + 2], c[${JOB} + 3], c[${JOB} + 4], c[${JOB} + 5], i0, Math.min(c[${JOB} + 3], i0 + c[${JOB} + 6]), j0, Math.min(c[${JOB} + 4], j0 + c[${JOB} + 7]));
+      }
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1); // reported by the calling thread; never leave it waiting
+      Atomics.notify(c, ${PACK_DONE});
+    }
+  }
+  Atomics.store(c, ${CUR} + id, ${NONE});
+  Atomics.add(c, ${DONE}, 1);
+  Atomics.notify(c, ${DONE});
+}
+`;
+
+interface NodeWorker {
+  unref(): void;
+  terminate(): Promise<number>;
+}
+
+type ProcessLike = { getBuiltinModule?: (id: string) => unknown; versions?: { node?: string } };
+
+function nodeModule<T>(id: string): T | null {
+  const proc = (globalThis as { process?: ProcessLike }).process;
+  if (!proc?.versions?.node || typeof proc.getBuiltinModule !== 'function') return null;
+  return (proc.getBuiltinModule(id) as T) ?? null;
+}
+
+function defaultThreads(): number {
+  const os = nodeModule<{ availableParallelism?: () => number; cpus(): unknown[] }>('node:os');
+  if (os) return Math.max(1, os.availableParallelism ? os.availableParallelism() : os.cpus().length);
+  return 1;
+}
+
+let requested: number | null = null;
+
+/** Threads the systolic GEMM uses (the calling thread included). */
+export function getNumThreads(): number {
+  return requested ?? defaultThreads();
+}
+
+/** Sets the number of threads for systolic matmuls (1 = no workers). Takes effect on the next product. */
+export function setNumThreads(n: number): void {
+  if (!Number.isInteger(n) || n < 1 || n > 256) throw new RangeError(`setNumThreads: n must be an integer in 1..256; got ${n}`);
+  requested = n;
+}
+
+/** Whether worker threads can run here (Node worker_threads and a shared memory). */
+export function threadsAvailable(engine: GemmEngine): boolean {
+  return engine.shared && nodeModule('node:worker_threads') !== null;
+}
+
+/** Width of a C tile in columns (with the MC rows of the GEMM's A block: 128 x 128 tiles). */
+const TILE_COLS = 128;
+/** Tiles per thread below which tiles are narrowed (so every thread has several to take). */
+const MIN_TILES_PER_THREAD = 4;
+
+class Pool {
+  readonly workers: NodeWorker[] = [];
+  readonly control = new Int32Array(new SharedArrayBuffer(4 * (CUR + MAX_WORKERS)));
+  private module: WasmModule;
+  /** Kernel arguments of one packing chunk (reused). */
+  private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
+
+  constructor(private readonly engine: GemmEngine) {
+    this.module = new WA.Module(engine.bytes);
+  }
+
+  resize(n: number): void {
+    const wt = nodeModule<{ Worker: new (src: string, opts: object) => NodeWorker }>('node:worker_threads')!;
+    while (this.workers.length < n) {
+      const w = new wt.Worker(WORKER_SOURCE, {
+        eval: true,
+        execArgv: [],
+        workerData: { module: this.module, memory: this.engine.memory, control: this.control.buffer, id: this.workers.length, start: Atomics.load(this.control, GEN), packNames: PACK_NAMES },
+      });
+      w.unref();
+      this.workers.push(w);
+    }
+  }
+
+  /**
+   * Runs `job` on this thread and `threads - 1` workers. With `job.rows`, this thread hands over
+   * each band of output rows as soon as all its tiles are computed (between its own tiles and
+   * while it waits for the workers' last ones), so copying the output overlaps the product.
+   */
+  run(job: ParallelJob, threads: number): void {
+    const { mr, mc } = this.engine.shape;
+    const nr = this.engine.nr;
+    const { ap, bp, cp, mp, np, kp } = job.args;
+    const c = this.control;
+    // Tiles: MC rows (the GEMM's A block) by 128 columns, narrower when that would leave fewer
+    // than a few tiles per thread. Small tiles keep both threads busy to the end (the last tile
+    // is short); each re-reads its A block from L2, a few percent at most.
+    const tileRows = Math.min(mp, mc);
+    const rowTiles = Math.ceil(mp / tileRows);
+    const colPanels = np / nr;
+    let panels = Math.min(colPanels, Math.max(1, TILE_COLS / nr));
+    while (panels > 1 && rowTiles * Math.ceil(colPanels / panels) < MIN_TILES_PER_THREAD * threads) panels = Math.ceil(panels / 2);
+    const tileCols = panels * nr;
+    const colTiles = Math.ceil(np / tileCols);
+    c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
+    c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
+    c[JOB + 10] = threads - 1;
+    let chunks = 0;
+    const jobs: Array<PackJob | null> = [null, null];
+    for (let o = 0; o < 2; o++) {
+      const d = PACKS + o * PACK_SLOTS;
+      const p = (job.packs[o] as PackJob | undefined) ?? null;
+      if (!p || p.chunks === 0) {
+        c[d + 10] = 0;
+        continue;
+      }
+      const index = PACK_NAMES.indexOf(p.fn);
+      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
+      jobs[o] = p;
+      c[d] = index;
+      for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
+      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = p.chunks; c[d + 11] = p.per; c[d + 12] = p.axis;
+      chunks += p.chunks;
+    }
+    const stager = job.stager;
+    Atomics.store(c, DONE, 0);
+    Atomics.store(c, ERR, 0);
+    Atomics.store(c, PACK_NEXT, 0);
+    Atomics.store(c, PACK_DONE, 0);
+    Atomics.store(c, TILE_NEXT, 0);
+    Atomics.store(c, GATE, 0);
+    Atomics.store(c, STAGED, stager.staged);
+    for (let w = 0; w < this.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
+    Atomics.add(c, GEN, 1);
+    Atomics.notify(c, GEN);
+
+    const e = this.engine;
+    const call = this.call;
+    let failed: unknown = null;
+    try {
+      // Stage first (only this thread can read the host arrays): the workers pack each chunk
+      // as soon as its source is in place.
+      while (stager.staged < stager.end) {
+        Atomics.store(c, STAGED, stager.next());
+        Atomics.notify(c, STAGED);
+      }
+      job.hostPack();
+      const first = c[PACKS + 10];
+      for (let i = Atomics.add(c, PACK_NEXT, 1); i < chunks; i = Atomics.add(c, PACK_NEXT, 1)) {
+        const p = i < first ? jobs[0]! : jobs[1]!;
+        chunkCall(p, i < first ? i : i - first, call);
+        e.runPackKernel(p.fn, call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+        Atomics.add(c, PACK_DONE, 1);
+      }
+      for (;;) {
+        const done = this.poll(PACK_DONE, chunks);
+        if (done >= chunks || Atomics.load(c, ERR) !== 0) break;
+        Atomics.wait(c, PACK_DONE, done);
+      }
+      if (Atomics.load(c, ERR) === 0) job.edges();
+    } catch (err) {
+      failed = err;
+      // Release workers waiting for staging; they skip the rest of the job.
+      Atomics.store(c, ERR, 1);
+      Atomics.notify(c, STAGED);
+    }
+    // Open the gate whatever happened, so that no worker is left waiting.
+    Atomics.store(c, GATE, 1);
+    Atomics.notify(c, GATE);
+    const all = this.workers.length;
+    const tiles = c[JOB + 9];
+    // Output rows handed to job.rows so far (in whole tile rows).
+    let bands = 0;
+    const bandsDone = (): number => {
+      let below = Atomics.load(c, TILE_NEXT);
+      for (let w = 0; w < all; w++) below = Math.min(below, Atomics.load(c, CUR + w));
+      return Math.floor(Math.min(below, tiles) / colTiles);
+    };
+    if (!failed && Atomics.load(c, ERR) === 0) {
+      try {
+        job.overlap?.();
+        for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
+          const r = Math.floor(t / colTiles);
+          const i0 = r * tileRows;
+          const j0 = (t - r * colTiles) * tileCols;
+          e.exports.gemm(ap, bp, cp, mp, np, kp, i0, Math.min(mp, i0 + tileRows), j0, Math.min(np, j0 + tileCols));
+          if (job.rows) {
+            const done = bandsDone();
+            if (done > bands) job.rows(bands * tileRows, (bands = done) * tileRows);
+          }
+        }
+        // No tile left for this thread: hand out the rows the workers finish while it waits for
+        // them (polling; after SPIN polls without progress it sleeps until they are all done).
+        if (job.rows) {
+          for (let idle = 0; bands < rowTiles && idle < SPIN && Atomics.load(c, DONE) < all && Atomics.load(c, ERR) === 0; idle++) {
+            const done = bandsDone();
+            if (done > bands) {
+              job.rows(bands * tileRows, (bands = done) * tileRows);
+              idle = 0;
+            }
+          }
+        }
+      } catch (err) {
+        failed = err;
+      }
+    }
+    for (;;) {
+      const done = this.poll(DONE, all);
+      if (done >= all) break;
+      Atomics.wait(c, DONE, done);
+    }
+    if (job.rows && !failed && Atomics.load(c, ERR) === 0 && bands < rowTiles) {
+      try {
+        job.rows(bands * tileRows, rowTiles * tileRows);
+      } catch (err) {
+        failed = err;
+      }
+    }
+    if (failed) throw failed;
+    if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
+  }
+
+  /** Polls slot `i` until it reaches `target` (or SPIN polls pass); returns its last value. */
+  private poll(i: number, target: number): number {
+    const c = this.control;
+    let v = Atomics.load(c, i);
+    for (let s = 0; s < SPIN && v < target; s++) v = Atomics.load(c, i);
+    return v;
+  }
+}
+
+const pools = new WeakMap<GemmEngine, Pool>();
+
+/** Installs (or removes, for 1 thread) the parallel runner on an engine, per the thread setting. */
+export function applyThreads(engine: GemmEngine): void {
+  const n = getNumThreads();
+  if (n <= 1 || !threadsAvailable(engine)) {
+    engine.parallel = null;
+    return;
+  }
+  let pool = pools.get(engine);
+  if (!pool) {
+    pool = new Pool(engine);
+    pools.set(engine, pool);
+  }
+  const p = pool;
+  engine.parallel = (job) => {
+    try {
+      p.resize(Math.min(n, 256) - 1);
+    } catch {
+      // Workers cannot start here (sandbox, resource limits): run on the calling thread.
+      engine.parallel = null;
+      return false;
+    }
+    p.run(job, n);
+    return true;
+  };
+}
