@@ -119,6 +119,7 @@ export function standardize(x: ArrayLike, ..._: Args<StdOptions>): Array {
  * in float32 and returned in x's dtype (as Flax's RMSNorm and MaxText do; jax.nn has no rms_norm).
  */
 export function rmsNorm(x: ArrayLike, opts: { scale?: ArrayLike; epsilon?: number; axis?: number | readonly number[] } = {}): Array {
+  checkOptions('rms_norm', opts, ['scale', 'epsilon', 'axis']);
   const a = floatArg(x, 'rms_norm');
   const f = np.astype(a, 'float32');
   const ms = np.mean(np.square(f), { axis: opts.axis ?? -1, keepdims: true });
@@ -141,6 +142,7 @@ export function dotProductAttention(
   opts: { bias?: ArrayLike; mask?: ArrayLike; scale?: number; isCausal?: boolean } = {},
 ): Array {
   const op = 'dot_product_attention';
+  checkOptions(op, opts, ['bias', 'mask', 'scale', 'isCausal']);
   const [q, k, v] = [asArray(query, { op }), asArray(key, { op }), asArray(value, { op })];
   if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4) throw new TypeError(`${op}: query, key and value must be rank 4 [B, T|S, N|K, H]; got [${q.shape}], [${k.shape}], [${v.shape}]`);
   const [b, t, n, h] = q.shape;

@@ -84,6 +84,8 @@ describe('nn.dotProductAttention', () => {
   it('names the bad operand', () => {
     expect(() => nn.dotProductAttention(q, np.zeros([2, 5, 3, 3]), np.zeros([2, 5, 3, 3]))).toThrow('dot_product_attention: key [2,5,3,3] does not fit query [2,5,4,3]: need the same batch and head dim, and query heads (4) a multiple of key heads (3)');
     expect(() => nn.dotProductAttention(np.zeros([5, 4, 3]), k, v)).toThrow('must be rank 4');
+    expect(() => nn.dotProductAttention(q, k, v, { causal: true } as never)).toThrow('dot_product_attention: unknown option "causal"; valid options: bias, mask, scale, isCausal');
+    expect(() => nn.rmsNorm(q, { eps: 1 } as never)).toThrow('rms_norm: unknown option "eps"');
   });
 });
 
