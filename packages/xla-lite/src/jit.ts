@@ -19,8 +19,9 @@ import { Array, fnId, type JitOptions, jit as coreJit, SingleDeviceSharding, tre
 import { Lowered } from './compiled';
 import { compileLog, withWarningHandler } from './compiler';
 import { isJitDisabled } from './disable';
+import { type ShardingOptions, shardedJit } from './spmd/spmdJit';
 
-export interface XlaJitOptions extends JitOptions {
+export interface XlaJitOptions extends JitOptions, ShardingOptions {
   /** Warn once after this many recompiles of this function (default 10; Infinity to never warn). */
   warnAfterRecompiles?: number;
   /** Called instead of console.warn for the recompile warning and compile-time warnings. */
@@ -239,9 +240,11 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
   const warnAfter = opts.warnAfterRecompiles ?? 10;
   const stats: CompileStats = { hits: 0, misses: 0, recompiles: 0, explanations: [], compileMs: [] };
 
+  const spmd = shardedJit(f, opts, fname, names);
+  let lastKey = '';
   const record = (args: unknown[]): void => {
     const sig = signature(args, staticNums, staticNames, fname, names);
-    const key = sig.map(sigKey).join('|');
+    const key = (lastKey = sig.map(sigKey).join('|'));
     if (seen.has(key)) stats.hits++;
     else {
       stats.misses++;
@@ -264,6 +267,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
     if (isJitDisabled()) return f(...args);
     if (donating) checkLive(args, staticNums, fname, names);
     record(args);
+    if (spmd.active(args)) return withWarningHandler(opts.onWarning, () => spmd.call(args, lastKey, (ms) => stats.compileMs.push(ms)));
     const before = compileLog().length;
     const out = withWarningHandler(opts.onWarning, () => inner(...(args as Parameters<F>)));
     for (const r of compileLog().slice(before)) stats.compileMs.push(r.ms);
@@ -271,6 +275,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
   }) as unknown as XlaJitted<F>;
   jitted.lower = (...args: unknown[]) => {
     signature(args, staticNums, staticNames, fname, names);
+    if (spmd.active(args)) return spmd.lower(args);
     const closed = inner.lower(...(args as Parameters<F>));
     // Flat input positions of donated arguments (closed-over constants lead the inputs).
     const donate = asList(opts.donateArgnums);
@@ -292,6 +297,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
   Object.defineProperty(jitted, 'traceCount', { get: () => inner.traceCount });
   jitted.clearCache = () => {
     inner.clearCache();
+    spmd.clear();
     seen.clear();
   };
   return jitted;

@@ -200,20 +200,34 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "tpukit.${name}", backend_config = ${JSON.stringify(cfg)}`, inTypes, outTypes);
 }
 
-function funcText(c: HloComputation, name: string): string {
+/** GSPMD shardings to attach (XLA's text form per argument and result), as JAX's lowering does. */
+export interface StableHloShardings {
+  readonly numPartitions: number;
+  readonly args: readonly string[];
+  readonly results: readonly string[];
+}
+
+const shardingAttr = (s: string | undefined): string => (s === undefined ? '' : ` {mhlo.sharding = ${JSON.stringify(s)}}`);
+
+function funcText(c: HloComputation, name: string, sh: StableHloShardings | null): string {
   const e = new Emitter('    ');
   const args = c.params.map((p, k) => {
     e.bind(p, `%arg${k}`);
-    return `%arg${k}: ${tensorType(p.shape)}`;
+    return `%arg${k}: ${tensorType(p.shape)}${shardingAttr(sh?.args[k])}`;
   });
   for (const i of c.instructions) emitInstruction(e, i);
   const outs = c.outputs.map((o) => tensorType(o.shape));
   e.lines.push(`    "func.return"(${c.outputs.map((o) => e.name(o)).join(', ')}) : (${outs.join(', ')}) -> ()`);
-  return [`  func.func public @${name}(${args.join(', ')}) -> (${outs.join(', ')}) {`, ...e.lines, '  }'].join('\n');
+  return [`  func.func public @${name}(${args.join(', ')}) -> (${outs.map((t, k) => t + shardingAttr(sh?.results[k])).join(', ')}) {`, ...e.lines, '  }'].join('\n');
 }
 
-/** The module as StableHLO MLIR text (entry computation as `@main`). */
-export function toStableHlo(m: HloModule): string {
+/**
+ * The module as StableHLO MLIR text (entry computation as `@main`). With `shardings`, the
+ * arguments and results carry `mhlo.sharding` and the module `mhlo.num_partitions`, so a real
+ * XLA partitions the program the same way.
+ */
+export function toStableHlo(m: HloModule, shardings: StableHloShardings | null = null): string {
   const modName = m.name.replace(/[^A-Za-z0-9_]/g, '_');
-  return `module @${modName} {\n${funcText(m.entry, 'main')}\n}\n`;
+  const attrs = shardings ? ` attributes {mhlo.num_partitions = ${shardings.numPartitions} : i32, mhlo.num_replicas = 1 : i32}` : '';
+  return `module @${modName}${attrs} {\n${funcText(m.entry, 'main', shardings)}\n}\n`;
 }

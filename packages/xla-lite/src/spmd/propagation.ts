@@ -1,0 +1,149 @@
+/**
+ * Sharding propagation (XLA's `ShardingPropagation` in miniature): gives every value of the
+ * entry computation an HloSharding, starting from the parameters' (fixed by in_shardings or
+ * the arguments' shardings) and the requested output shardings.
+ *
+ * 1. Forward, operands -> result: elementwise ops take their most finely tiled operand's
+ *    layout; broadcast, transpose and reshape move the boxes to the result's dimensions
+ *    (reshape only where a split dimension stays the major one of its group); reductions drop
+ *    the reduced dimensions (devices that summed different parts now replicate the result);
+ *    dot_general takes the result of the cheapest dot plan (see `planDot`). Every other op
+ *    (gather/scatter, sort, slicing, control flow, ...) yields a replicated result: the
+ *    partitioner runs it whole on every device.
+ * 2. Backward, users -> operand: a cheap op (elementwise, broadcast, transpose, reshape,
+ *    constant, iota) whose every use wants a finer layout (an output with an out_sharding,
+ *    or a user that needs its operand split) is computed in that finer layout instead, so the
+ *    work is split rather than sliced afterwards; this walks back through chains of such ops.
+ * 3. Forward again for the values after those, keeping what step 2 decided.
+ */
+import type { HloComputation, HloInstruction } from '../hlo';
+import { HloSharding, type Layout } from './hloSharding';
+import { broadcastBackward, broadcastForward, type DimensionNumbers, fullLayout, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward, transposeForward } from './layoutRules';
+
+/** Core primitives that apply elementwise (their operands and result share one shape). */
+export const ELEMENTWISE = new Set(
+  ('abs acos acosh add and asin asinh atan atan2 atanh bitcast_convert_type cbrt ceil convert_element_type cos cosh digamma div eq erf erf_inv erfc exp exp2 expm1 floor ge gt ' +
+    'integer_pow is_finite le lgamma log log1p logistic lt max min mul ne neg nextafter not or pow rem round round_nearest_even rsqrt select_n shift_left ' +
+    'shift_right_arithmetic shift_right_logical sign sin sinh sqrt square sub tan tanh xor stop_gradient').split(' '),
+);
+export const REDUCTIONS: Readonly<Record<string, string>> = { reduce_sum: 'add', reduce_max: 'max', reduce_min: 'min', reduce_prod: 'mul', reduce_and: 'and', reduce_or: 'or' };
+
+/** How an instruction is partitioned: its own rule, or run whole on every device. */
+export function ruleOf(i: HloInstruction): 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'whole' {
+  const name = i.prim?.name ?? '';
+  if (i.isTuple) return 'whole';
+  if (ELEMENTWISE.has(name) && i.operands.length > 0 && i.operands.every((o) => !o.isTuple && o.shape.shape.join() === i.shape.shape.join())) return 'elementwise';
+  if (name === 'broadcast_in_dim') return 'broadcast';
+  if (name === 'transpose') return 'transpose';
+  if (name === 'reshape') return 'reshape';
+  if (REDUCTIONS[name]) return 'reduce';
+  if (name === 'dot_general') return 'dot';
+  return 'whole';
+}
+
+const p = (i: HloInstruction) => i.params as Record<string, any>;
+
+/** The result layout an instruction gets from its operands' layouts (null: replicated). */
+export function forwardLayout(i: HloInstruction, ins: Layout[], n: number): Layout | null {
+  const shape = i.shape.shape;
+  switch (ruleOf(i)) {
+    case 'elementwise': {
+      let best = ins[0];
+      const size = (l: Layout) => l[0].reduce((a, [s, e]) => a * (e - s), 1);
+      for (const l of ins) if (size(l) < size(best)) best = l;
+      return best;
+    }
+    case 'broadcast':
+      return broadcastForward(ins[0], i.operands[0].shape.shape, shape, p(i).broadcastDimensions);
+    case 'transpose':
+      return transposeForward(ins[0], p(i).permutation);
+    case 'reshape':
+      return reshapeLayout(ins[0], i.operands[0].shape.shape, shape);
+    case 'reduce':
+      return reduceLayout(ins[0], i.operands[0].shape.shape, p(i).axes).out;
+    case 'dot':
+      return planDot(ins[0], ins[1], i.operands[0].shape.shape, i.operands[1].shape.shape, p(i).dimensionNumbers as DimensionNumbers).out;
+    default:
+      return null;
+  }
+}
+
+/** The layout a user wants for its operand `k` given its own result layout (null: no preference). */
+function operandWant(u: HloInstruction, k: number, l: Layout): Layout | null {
+  const o = u.operands[k];
+  if (o.isTuple) return null;
+  switch (ruleOf(u)) {
+    case 'elementwise':
+      return l;
+    case 'broadcast':
+      return broadcastBackward(l, o.shape.shape, u.shape.shape, p(u).broadcastDimensions);
+    case 'transpose':
+      return transposeBackward(l, p(u).permutation);
+    case 'reshape':
+      return reshapeLayout(l, u.shape.shape, o.shape.shape);
+    default:
+      return null;
+  }
+}
+
+const CHEAP = new Set(['elementwise', 'broadcast', 'transpose', 'reshape']);
+const isCheap = (i: HloInstruction): boolean => i.opcode === 'constant' || i.prim?.name === 'iota' || CHEAP.has(ruleOf(i));
+
+/**
+ * Shardings for every single-output instruction of `c`. `params[k]` is parameter k's
+ * sharding; `outputs[k]` the sharding requested for output k (null: let propagation choose).
+ */
+export function propagateShardings(c: HloComputation, params: readonly HloSharding[], outputs: readonly (HloSharding | null)[], n: number): Map<HloInstruction, HloSharding> {
+  const layout = new Map<HloInstruction, Layout>();
+  const fixed = new Set<HloInstruction>();
+  const lay = (i: HloInstruction): Layout => layout.get(i) ?? fullLayout(i.shape.shape, n);
+  for (const i of c.params) {
+    layout.set(i, params[i.paramIndex].layout(i.shape.shape, `parameter ${i.paramIndex}`));
+    fixed.add(i);
+  }
+  const forward = (): void => {
+    for (const i of c.instructions) {
+      if (fixed.has(i) || i.isTuple) continue;
+      if (i.operands.some((o) => o.isTuple)) continue; // get-tuple-element of a whole op: replicated
+      const l = forwardLayout(i, i.operands.map(lay), n);
+      if (l) layout.set(i, l);
+    }
+  };
+  forward();
+  // Backward: cheap ops whose every use wants a finer layout are computed in it.
+  const users = c.users();
+  const outPos = new Map<HloInstruction, number[]>();
+  c.outputs.forEach((o, k) => outPos.set(o, [...(outPos.get(o) ?? []), k]));
+  for (let j = c.instructions.length - 1; j >= 0; j--) {
+    const i = c.instructions[j];
+    if (fixed.has(i) || i.isTuple || !isCheap(i)) continue;
+    const cur = lay(i);
+    const wants: Layout[] = [];
+    let ok = true;
+    for (const u of users.get(i) ?? []) {
+      if (u === null) continue;
+      const ks = u.operands.map((o, k) => (o === i ? k : -1)).filter((k) => k >= 0);
+      for (const k of ks) {
+        const w = operandWant(u, k, lay(u));
+        if (w === null) ok = false;
+        else wants.push(w);
+      }
+    }
+    for (const k of outPos.get(i) ?? []) {
+      const s = outputs[k];
+      wants.push(s ? s.layout(i.shape.shape, `output ${k}`) : cur);
+    }
+    if (!ok || wants.length === 0) continue;
+    const key = layoutKey(wants[0]);
+    if (wants.some((w) => layoutKey(w) !== key) || key === layoutKey(cur) || !layoutWithin(wants[0], cur)) continue;
+    layout.set(i, wants[0]);
+    fixed.add(i);
+  }
+  forward();
+  const out = new Map<HloInstruction, HloSharding>();
+  for (const i of c.instructions) {
+    if (i.isTuple) continue;
+    out.set(i, HloSharding.fromBoxes(lay(i), i.shape.shape) ?? HloSharding.replicated(i.shape.shape.length, n));
+  }
+  return out;
+}
