@@ -32,3 +32,8 @@ export { tensorType, toStableHlo } from './stablehlo';
 export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads } from './wasm/pool';
 export { setWasmKernels, wasmKernelsEnabled } from './wasm/program';
 export { hloType, moduleText } from './text';
+export { type CollectiveRuntime, InThreadCollectives, type ReduceOp } from './spmd/collectives';
+export { type Box, fromCoreSharding, GSPMDSharding, HloSharding, type Layout } from './spmd/hloSharding';
+export { COLLECTIVES, partitionModule, type PartitionResult } from './spmd/partition';
+export { propagateShardings } from './spmd/propagation';
+export { type ShardingOptions, SpmdCompiled, SpmdLowered, type SpmdSpec } from './spmd/spmdJit';

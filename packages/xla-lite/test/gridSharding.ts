@@ -16,10 +16,13 @@ export class GridSharding implements Sharding {
   constructor(
     readonly mesh: Readonly<Record<string, number>>,
     readonly spec: Spec,
+    /** The device at each grid position (default: device k at position k). */
+    order?: readonly number[],
   ) {
     this.names = Object.keys(mesh);
     this.sizes = this.names.map((k) => mesh[k]);
-    this.deviceSet = DEVICES.slice(0, this.sizes.reduce((a, b) => a * b, 1));
+    const n = this.sizes.reduce((a, b) => a * b, 1);
+    this.deviceSet = (order ?? [...Array(n).keys()]).map((k) => DEVICES[k]);
   }
   get isFullyReplicated(): boolean {
     return this.spec.every((s) => s === null || (Array.isArray(s) && s.length === 0));

@@ -4,9 +4,10 @@
  * boxes dimension by dimension: broadcast, transpose and reshape move boxes between operand
  * and result; reductions and dots may leave each device with a partial sum, described by the
  * groups of devices whose partial results must be combined. `planDot` chooses the cheapest
- * way to run a dot_general on the devices (GSPMD's dot handler in miniature): it tries the
- * operands as they are, one operand aligned to the other, and replicated fallbacks, counting
- * the elements each device must receive plus the partial-sum reduction.
+ * way to run a dot_general on the devices (GSPMD's dot handler in miniature): operands that
+ * already line up are used as they are (partial sums and all); otherwise it tries one operand
+ * aligned to the other and replicated fallbacks, counting the elements each device must
+ * receive plus the partial-sum reduction.
  */
 import { type Box, boxKey, boxSize, HloSharding, type Layout } from './hloSharding';
 
@@ -236,6 +237,8 @@ export function planDot(lhs: Layout, rhs: Layout, ls: readonly number[], rs: rea
   for (const [cl, cr] of candidates) {
     const p = evalDot(cl, cr, ls, dd);
     if (!p) continue;
+    // Operands that already line up are used as they are (GSPMD's first choice), partial sums and all.
+    if (cl === lhs && cr === rhs) return { ...p, cost: target ? reshardCost(p.out, target) : 0 };
     let cost = reshardCost(lhs, cl) + reshardCost(rhs, cr);
     const outSize = boxSize(p.out[0]);
     if (p.groups.length) cost += (2 * outSize * (p.groups[0].length - 1)) / p.groups[0].length * lhs.length;

@@ -87,7 +87,8 @@ function operandWant(u: HloInstruction, k: number, l: Layout): Layout | null {
 }
 
 const CHEAP = new Set(['elementwise', 'broadcast', 'transpose', 'reshape']);
-const isCheap = (i: HloInstruction): boolean => i.opcode === 'constant' || i.prim?.name === 'iota' || CHEAP.has(ruleOf(i));
+/** Ops that may take a finer layout their users want: cheap local ops, and dots/reductions (whose partial sums then reduce-scatter). */
+const isCheap = (i: HloInstruction): boolean => i.opcode === 'constant' || i.prim?.name === 'iota' || CHEAP.has(ruleOf(i)) || ruleOf(i) === 'dot' || ruleOf(i) === 'reduce';
 
 /**
  * Shardings for every single-output instruction of `c`. `params[k]` is parameter k's

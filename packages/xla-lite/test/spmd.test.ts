@@ -1,0 +1,254 @@
+/**
+ * GSPMD in xla-lite: HloSharding derivation and text, the standard sharded-computation cases
+ * from JAX's docs with the collectives the partitioner chose, sharded jit = unsharded jit
+ * (fast-check), gradients, donation, the compile cache keyed on shardings, and bad inputs.
+ */
+import { type Array, grad, lax, makeArrayFromCallback, np, type Sharding } from '@tpukit/core';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fromCoreSharding, GSPMDSharding, HloSharding, jit } from '../src/index';
+import { GridSharding, P, type Spec } from './gridSharding';
+
+const M1 = { x: 2 };
+const M2 = { x: 2, y: 2 };
+const S = (mesh: Record<string, number>, ...spec: Spec) => new GridSharding(mesh, spec);
+
+/** devicePut: a sharded Array holding `x`'s value. */
+function put(x: Array, s: Sharding): Array {
+  return makeArrayFromCallback(x.shape, x.dtype, s, (idx) => lax.slice(x, idx.map(([a]) => a), idx.map(([, b]) => b)));
+}
+
+function close(a: Array, e: Array, rtol = 1e-5, atol = 1e-5): void {
+  expect(a.shape).toEqual(e.shape);
+  const x = a.dataSync();
+  const y = e.dataSync();
+  for (let i = 0; i < y.length; i++) {
+    if (Math.abs(x[i] - y[i]) > atol + rtol * Math.abs(y[i])) expect.fail(`element ${i}: ${x[i]} vs ${y[i]}`);
+  }
+}
+
+const count = (text: string, op: string): number => (text.match(new RegExp(` ${op}\\(`, 'g')) ?? []).length;
+const COLLS = ['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute'];
+const collectives = (text: string): Record<string, number> => Object.fromEntries(COLLS.map((c) => [c, count(text, c)]).filter(([, n]) => (n as number) > 0));
+
+const rand = (shape: number[], seed: number): Array => {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const v = new Float32Array(n);
+  let s = seed * 7919 + 1;
+  for (let i = 0; i < n; i++) {
+    s = (s * 16807) % 2147483647;
+    v[i] = (s / 2147483647) * 2 - 1;
+  }
+  return np.array(v).reshape(shape);
+};
+
+describe('HloSharding', () => {
+  it('derives XLA tile assignments from a mesh-like Sharding', () => {
+    const hs = (s: Sharding, shape: number[]) => String(fromCoreSharding(s, shape, s.deviceSet, 'test'));
+    expect(hs(S(M1, 'x', null), [4, 6])).toBe('{devices=[2,1]0,1}');
+    expect(hs(S(M1, null, null), [4, 6])).toBe('{replicated}');
+    expect(hs(S(M2, 'x', null), [4, 6])).toBe('{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}');
+    expect(hs(S(M2, null, 'y'), [4, 6])).toBe('{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}');
+    expect(hs(S(M2, 'y', 'x'), [4, 6])).toBe('{devices=[2,2]0,2,1,3}');
+    expect(hs(S(M2, ['x', 'y'], null), [4, 6])).toBe('{devices=[4,1]0,1,2,3}');
+  });
+
+  it('parses and prints XLA text, including the iota forms', () => {
+    for (const t of ['{replicated}', '{devices=[2,1]0,1}', '{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}', '{devices=[2,2]0,2,1,3}']) {
+      expect(String(HloSharding.parse(t, 2, t === '{devices=[2,1]0,1}' ? 2 : 4))).toBe(t);
+    }
+    expect(String(HloSharding.parse('{devices=[2,2]<=[4]}', 2, 4))).toBe('{devices=[2,2]0,1,2,3}');
+    expect(String(HloSharding.parse('{devices=[2,2]<=[2,2]T(1,0)}', 2, 4))).toBe('{devices=[2,2]0,2,1,3}');
+    expect(HloSharding.parse('{devices=[2,1]1,0}', 2, 2).layout([4, 2])).toEqual([[[2, 4], [0, 2]], [[0, 2], [0, 2]]]);
+  });
+
+  it('rejects bad text and bad device lists with the reason', () => {
+    expect(() => HloSharding.parse('{devices=[2]0,1}', 2, 2)).toThrow(/rank 2 needs 2/);
+    expect(() => HloSharding.parse('{maximal device=1}', 2, 2)).toThrow(/expected \{replicated\}/);
+    expect(() => HloSharding.parse('{devices=[2,1]0,1}', 2, 4)).toThrow(/lists 2 devices; the program runs on 4/);
+    expect(() => new HloSharding([2, 1], 1, [0, 0])).toThrow(/permutation of 0..1/);
+    expect(() => HloSharding.parse('{devices=[2,1]0,1}', 2, 2).layout([3, 2], 'argument 0')).toThrow(/dimension 0 of the argument 0 \[3,2\] \(size 3\) is not divisible by its 2 tiles/);
+  });
+});
+
+/** Compiles f with these input shardings (and out shardings), checks it equals the unsharded f, returns the compiled text. */
+function check(f: (...a: Array[]) => Array, args: Array[], inShardings: Sharding[], outShardings?: Sharding | Sharding[], tol = 1e-5): { text: string; out: Array; lowered: string } {
+  const j = jit(f, { inShardings, outShardings });
+  const lowered = j.lower(...args);
+  const text = lowered.compile().asText();
+  const out = j(...args);
+  close(out, f(...args), tol, tol);
+  return { text, out, lowered: lowered.asText() };
+}
+
+describe('the standard sharded computations (JAX sharded-computation docs)', () => {
+  const x = rand([8, 16], 1);
+  const w = rand([16, 8], 2);
+
+  it("P('x', None) @ P(None, 'y'): each device computes its own block, no collective", () => {
+    const { text, out } = check((a, b) => np.matmul(a, b), [x, w], [S(M2, 'x', null), S(M2, null, 'y')]);
+    expect(collectives(text)).toEqual({});
+    expect(text).toMatch(/f32\[4,4\]\{1,0\} dot\(/);
+    expect(String(out.sharding)).toContain('{devices=[2,2]0,1,2,3}');
+  });
+
+  it("P(None, 'x') @ P('x', None): partial sums, one all-reduce", () => {
+    const { text, out } = check((a, b) => np.matmul(a, b), [x, w], [S(M1, null, 'x'), S(M1, 'x', null)]);
+    expect(collectives(text)).toEqual({ 'all-reduce': 1 });
+    expect(text).toMatch(/all-reduce\(.*replica_groups=\{\{0,1\}\}, to_apply=%add/);
+    expect(out.sharding.isFullyReplicated).toBe(true);
+  });
+
+  it("P(None, 'x') @ P('x', None) with out_shardings P('x', None): one reduce-scatter", () => {
+    const { text, out } = check((a, b) => np.matmul(a, b), [x, w], [S(M1, null, 'x'), S(M1, 'x', null)], S(M1, 'x', null));
+    expect(collectives(text)).toEqual({ 'reduce-scatter': 1 });
+    expect(text).toMatch(/f32\[4,8\]\{1,0\} reduce-scatter\(.*dimensions=\{0\}/);
+    expect(out.addressableShards.map((s) => s.index)).toEqual([[[0, 4], [0, 8]], [[4, 8], [0, 8]]]);
+  });
+
+  it('data parallel: batch split, weights replicated; the loss is one all-reduce, weight gradients all-reduced', () => {
+    const loss = (w: Array, x: Array) => np.mean(np.square(np.tanh(np.matmul(x, w))));
+    const { text } = check(loss, [w, x], [S(M1, null, null), S(M1, 'x', null)]);
+    expect(collectives(text)).toEqual({ 'all-reduce': 1 });
+    const g = check(grad(loss), [w, x], [S(M1, null, null), S(M1, 'x', null)]);
+    expect(collectives(g.text)['all-reduce']).toBeGreaterThanOrEqual(1);
+    expect(g.text).not.toMatch(/all-gather\(/);
+    expect(g.out.sharding.isFullyReplicated).toBe(true);
+  });
+
+  it('FSDP: batch and weights split on the same axis; the weight is all-gathered before the dot', () => {
+    const f = (w: Array, x: Array) => np.tanh(np.matmul(x, w));
+    const { text, out } = check(f, [w, x], [S(M1, 'x', null), S(M1, 'x', null)]);
+    expect(collectives(text)).toEqual({ 'all-gather': 1 });
+    expect(text).toMatch(/f32\[16,8\]\{1,0\} all-gather\(%Arg_0\.\d+\), replica_groups=\{\{0,1\}\}, dimensions=\{0\}/);
+    expect(String(out.sharding)).toContain('{devices=[2,1]0,1}');
+    // Its gradient: the weight gradient lands sharded as the weight is, by a reduce-scatter.
+    const loss = (w: Array, x: Array) => np.sum(f(w, x));
+    const g = check(grad(loss), [w, x], [S(M1, 'x', null), S(M1, 'x', null)], S(M1, 'x', null));
+    expect(collectives(g.text)['reduce-scatter']).toBe(1);
+  });
+
+  it('Megatron MLP: column- then row-parallel, one all-reduce and nothing else', () => {
+    const w1 = rand([16, 32], 3);
+    const w2 = rand([32, 16], 4);
+    const xx = rand([8, 16], 5);
+    const mlp = (x: Array, w1: Array, w2: Array) => np.matmul(np.maximum(np.matmul(x, w1), 0), w2);
+    const { text, lowered } = check(mlp, [xx, w1, w2], [S(M1, null, null), S(M1, null, 'x'), S(M1, 'x', null)]);
+    expect(collectives(text)).toEqual({ 'all-reduce': 1 });
+    expect(lowered).toMatch(/maximum\(.*sharding=\{devices=\[1,2\]0,1\}/);
+    expect(text).toMatch(/f32\[8,16\]\{1,0\} maximum\(/);
+  });
+
+  it('moving the split from rows to columns is an all-to-all', () => {
+    const { text } = check((a) => np.multiply(a, 2), [x], [S(M1, 'x', null)], S(M1, null, 'x'));
+    expect(collectives(text)).toEqual({ 'all-to-all': 1 });
+    expect(text).toMatch(/all-to-all\(.*split_dimension=1, concat_dimension=0/);
+  });
+
+  it('the same tiles on other devices is a collective-permute', () => {
+    const rev = new GridSharding(M1, P('x', null), [1, 0]);
+    const { text, out } = check((a) => np.add(a, 1), [x], [S(M1, 'x', null)], rev);
+    expect(collectives(text)).toEqual({ 'collective-permute': 1 });
+    expect(text).toMatch(/source_target_pairs=\{\{1,0\},\{0,1\}\}/);
+    expect(out.addressableShards.find((s) => s.device.id === 1)!.index[0]).toEqual([0, 4]);
+  });
+
+  it('a reduction over a split axis all-reduces; over an unsplit one it stays local', () => {
+    expect(collectives(check((a) => np.sum(a, { axis: 0 }), [x], [S(M1, 'x', null)]).text)).toEqual({ 'all-reduce': 1 });
+    expect(collectives(check((a) => np.max(a, { axis: 1 }), [x], [S(M1, 'x', null)]).text)).toEqual({});
+    expect(check((a) => np.max(a, { axis: 0 }), [x], [S(M1, 'x', null)]).text).toMatch(/to_apply=%max/);
+  });
+
+  it('a wanted output split flows backwards: replicated input, the multiply runs on shards, no collective', () => {
+    const { text, lowered } = check((a) => np.multiply(np.exp(a), 3), [x], [S(M1, null, null)], S(M1, 'x', null));
+    expect(collectives(text)).toEqual({});
+    expect(text).toMatch(/f32\[4,16\]\{1,0\} exponential\(/);
+    expect(lowered).toMatch(/exponential\(.*sharding=\{devices=\[2,1\]0,1\}/);
+  });
+
+  it('ops without a partitioning rule run whole after an all-gather (cumsum, sort, control flow)', () => {
+    const { text } = check((a) => np.cumsum(a, { axis: 0 }), [x], [S(M1, 'x', null)]);
+    expect(collectives(text)).toEqual({ 'all-gather': 1 });
+    check((a) => np.sort(a, { axis: 0 }), [x], [S(M1, 'x', null)]);
+  });
+
+  it('reshape and transpose keep the split when it stays on a major dimension', () => {
+    const { text } = check((a) => np.transpose(np.reshape(a, [8, 4, 4]), [1, 0, 2]), [x], [S(M1, 'x', null)]);
+    expect(collectives(text)).toEqual({});
+    expect(text).toMatch(/f32\[4,4,4\]\{2,1,0\} reshape\(/);
+  });
+});
+
+describe('sharded jit', () => {
+  it('takes sharded arguments without inShardings and returns sharded results', () => {
+    const x = rand([4, 4], 6);
+    const xs = put(x, S(M1, 'x', null));
+    const f = jit((a: Array) => np.sin(a));
+    const y = f(xs);
+    expect(y.sharding).toBeInstanceOf(GSPMDSharding);
+    expect(String(y.sharding)).toContain('{devices=[2,1]0,1}');
+    expect(y.addressableShards.map((s) => s.data.shape)).toEqual([[2, 4], [2, 4]]);
+    close(y, np.sin(x));
+  });
+
+  it('keys the compile cache on shardings: same shapes, another sharding recompiles with the reason', () => {
+    const x = rand([4, 4], 7);
+    const f = jit((a: Array) => np.cos(a));
+    f(put(x, S(M1, 'x', null)));
+    f(put(x, S(M1, 'x', null)));
+    f(put(x, S(M1, null, 'x')));
+    const st = f.compileStats();
+    expect(st.hits).toBe(1);
+    expect(st.recompiles).toBe(1);
+    expect(st.explanations[0]).toMatch(/argument 0 \(a\): sharding changed from GridSharding\(\{"x":2\}, P\("x", null\)\) to GridSharding\(\{"x":2\}, P\(null, "x"\)\)/);
+  });
+
+  it('donation deletes the donated sharded argument', () => {
+    const f = jit((a: Array) => np.add(a, 1), { donateArgnums: 0, inShardings: [S(M1, 'x', null)] });
+    const x = put(rand([4, 4], 8), S(M1, 'x', null));
+    const y = f(x);
+    expect(y.shape).toEqual([4, 4]);
+    expect(x.isDeleted()).toBe(true);
+    expect(() => f(x)).toThrow(/argument 0 \(a\) is deleted/);
+  });
+
+  it('exports StableHLO with mhlo.sharding on arguments and results', () => {
+    const f = jit((a: Array, b: Array) => np.matmul(a, b), { inShardings: [S(M1, null, 'x'), S(M1, 'x', null)], outShardings: S(M1, 'x', null) });
+    const t = f.lower(rand([4, 4], 1), rand([4, 4], 2)).asStableHlo();
+    expect(t).toContain('module @jit_fn attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32}');
+    expect(t).toContain('%arg0: tensor<4x4xf32> {mhlo.sharding = "{devices=[1,2]0,1}"}');
+    expect(t).toContain('%arg1: tensor<4x4xf32> {mhlo.sharding = "{devices=[2,1]0,1}"}');
+    expect(t).toMatch(/-> \(tensor<4x4xf32> \{mhlo.sharding = "\{devices=\[2,1\]0,1\}"\}\)/);
+  });
+
+  it('bad inputs: a dimension not divisible by its shards, mismatched meshes, wrong outShardings count', () => {
+    const f = jit((a: Array) => np.negative(a), { inShardings: [S(M1, 'x', null)] });
+    expect(() => f(rand([3, 4], 1))).toThrow(/jit\(fn\): argument 0 \(a\): sharding GridSharding.* does not split shape \[3,4\] into even tiles/);
+    const g = jit((a: Array, b: Array) => np.add(a, b), { inShardings: [S(M1, 'x', null), S({ x: 4 }, 'x', null)] });
+    expect(() => g(rand([4, 4], 1), rand([4, 4], 2))).toThrow(/mismatched meshes: .*argument 0 \(a\) is sharded over devices \[0,1\] but .*argument 1 \(b\) over \[0,1,2,3\]/);
+    const h = jit((a: Array) => np.negative(a), { inShardings: [S(M1, 'x', null)], outShardings: [S(M1, 'x', null), S(M1, 'x', null)] });
+    expect(() => h(rand([4, 4], 1))).toThrow(/outShardings has 2 entries but the function returns 1 arrays/);
+  });
+
+  it('law: for random shapes and specs, sharded jit equals unsharded jit', () => {
+    const axes: (string | null)[] = [null, 'x', 'y'];
+    const spec2 = fc.tuple(fc.constantFrom(...axes), fc.constantFrom(...axes)).filter(([a, b]) => a === null || a !== b);
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), spec2, spec2, spec2, fc.integer({ min: 0, max: 2 }), (m, k, n, sa, sb, so, which) => {
+        const a = rand([2 * m, 2 * k], m + 3 * k);
+        const b = rand([2 * k, 2 * n], n + 5 * k);
+        const fs = [
+          (p: Array, q: Array) => np.tanh(np.matmul(p, q)),
+          (p: Array, q: Array) => np.sum(np.multiply(np.matmul(p, q), 2), { axis: 1 }),
+          (p: Array, q: Array) => np.add(np.transpose(np.matmul(p, q)), np.max(p)),
+        ];
+        const f = fs[which];
+        const outRank = f(a, b).ndim;
+        const out = S(M2, ...so.slice(0, outRank));
+        const j = jit(f, { inShardings: [S(M2, ...sa), S(M2, ...sb)], outShardings: out });
+        close(j(a, b), f(a, b), 1e-5, 1e-5);
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
