@@ -172,6 +172,19 @@ describe('the standard sharded computations (JAX sharded-computation docs)', () 
     check((a) => np.sort(a, { axis: 0 }), [x], [S(M1, 'x', null)]);
   });
 
+  it('gather (embedding lookup): batch-split tokens and a feature-split table need no collective', () => {
+    const table = rand([16, 8], 9);
+    const tokens = np.array([[1, 5, 7, 0, 2, 15], [3, 3, 9, 12, 4, 8], [6, 1, 0, 11, 13, 14], [10, 2, 5, 7, 9, 1]], 'int32');
+    const lookup = (t: Array, ids: Array) => np.take(t, ids, { axis: 0 });
+    const a = check(lookup, [table, tokens], [S(M2, null, 'y'), S(M2, 'x', null)]);
+    expect(collectives(a.text)).toEqual({});
+    expect(a.text).toMatch(/f32\[2,6,4\]\{2,1,0\} gather\(/);
+    expect(String(a.out.sharding)).toContain('{devices=[2,1,2]0,1,2,3}');
+    // Its gradient is a scatter-add, which runs whole: correct, with gathers first.
+    const loss = (t: Array, ids: Array) => np.sum(np.square(lookup(t, ids)));
+    check(grad(loss), [table, tokens], [S(M2, null, 'y'), S(M2, 'x', null)]);
+  });
+
   it('reshape and transpose keep the split when it stays on a major dimension', () => {
     const { text } = check((a) => np.transpose(np.reshape(a, [8, 4, 4]), [1, 0, 2]), [x], [S(M1, 'x', null)]);
     expect(collectives(text)).toEqual({});

@@ -249,3 +249,56 @@ export function planDot(lhs: Layout, rhs: Layout, ls: readonly number[], rs: rea
 }
 
 const fullLayoutOf = (l: Layout, shape: readonly number[]): Layout => fullLayout(shape, l.length);
+
+// ---- gather ----
+
+export interface GatherDims {
+  offsetDims: readonly number[];
+  collapsedSliceDims: readonly number[];
+  startIndexMap: readonly number[];
+  operandBatchingDims: readonly number[];
+}
+
+/**
+ * For a gather (no operand batching dims): which result dims come from which index dims
+ * (batch dims, in order) and which from which operand dims taken whole (window dims whose
+ * slice is the entire dimension and that no index addresses: they pass a split through).
+ */
+export function gatherDims(dn: GatherDims, sliceSizes: readonly number[], opShape: readonly number[], outRank: number): { fromIndex: Map<number, number>; fromOperand: Map<number, number> } | null {
+  if (dn.operandBatchingDims.length) return null;
+  const windowDims = opShape.map((_, d) => d).filter((d) => !dn.collapsedSliceDims.includes(d));
+  const fromIndex = new Map<number, number>();
+  const fromOperand = new Map<number, number>();
+  let b = 0;
+  let w = 0;
+  for (let j = 0; j < outRank; j++) {
+    if (dn.offsetDims.includes(j)) {
+      const od = windowDims[w++];
+      if (sliceSizes[od] === opShape[od] && !dn.startIndexMap.includes(od)) fromOperand.set(j, od);
+    } else fromIndex.set(j, b++);
+  }
+  return { fromIndex, fromOperand };
+}
+
+/** Result boxes of a gather from its operand's and indices' boxes (split index-vector or addressed operand dims are not passed). */
+export function gatherForward(op: Layout, idx: Layout, outShape: readonly number[], g: NonNullable<ReturnType<typeof gatherDims>>): Layout {
+  return op.map((ob, d) => outShape.map((n, j): [number, number] => {
+    const k = g.fromIndex.get(j);
+    if (k !== undefined) return [idx[d][k][0], idx[d][k][1]];
+    const od = g.fromOperand.get(j);
+    return od !== undefined ? [ob[od][0], ob[od][1]] : [0, n];
+  }));
+}
+
+/** Operand and indices boxes a gather needs for result boxes `out`. */
+export function gatherBackward(out: Layout, opShape: readonly number[], idxShape: readonly number[], g: NonNullable<ReturnType<typeof gatherDims>>): { op: Layout; idx: Layout } {
+  const op = out.map((b) => opShape.map((n, od): [number, number] => {
+    for (const [j, o] of g.fromOperand) if (o === od) return [b[j][0], b[j][1]];
+    return [0, n];
+  }));
+  const idx = out.map((b) => idxShape.map((n, k): [number, number] => {
+    for (const [j, kk] of g.fromIndex) if (kk === k) return [b[j][0], b[j][1]];
+    return [0, n];
+  }));
+  return { op, idx };
+}

@@ -20,8 +20,8 @@
 import type { ShapedArray } from '@tpukit/core';
 import { HloComputation, HloInstruction, HloModule } from '../hlo';
 import { type Box, boxKey, HloSharding, type Layout } from './hloSharding';
-import { broadcastBackward, type DimensionNumbers, fullLayout, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward } from './layoutRules';
-import { REDUCTIONS, ruleOf } from './propagation';
+import { broadcastBackward, type DimensionNumbers, fullLayout, gatherBackward, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward } from './layoutRules';
+import { gatherInfo, REDUCTIONS, ruleOf } from './propagation';
 
 export const COLLECTIVES = new Set(['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute']);
 
@@ -145,6 +145,13 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
           const [l, r] = [env.get(i.operands[0])!, env.get(i.operands[1])!];
           const plan = planDot(l.layout, r.layout, i.operands[0].shape.shape, i.operands[1].shape.shape, pp.dimensionNumbers as DimensionNumbers, target);
           v = combine(make([opnd(0, plan.lhs), opnd(1, plan.rhs)], plan.out), plan.groups, 'add', target!, i.shape);
+          break;
+        }
+        case 'gather': {
+          const g = gatherInfo(i)!;
+          const need = gatherBackward(target!, i.operands[0].shape.shape, i.operands[1].shape.shape, g);
+          const sliceSizes = (pp.sliceSizes as number[]).map((s, od) => need.op[0][od][1] - need.op[0][od][0] < i.operands[0].shape.shape[od] ? need.op[0][od][1] - need.op[0][od][0] : s);
+          v = make([opnd(0, need.op), opnd(1, need.idx)], target!, { ...pp, sliceSizes });
           break;
         }
         default:

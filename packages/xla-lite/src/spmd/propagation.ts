@@ -7,8 +7,10 @@
  *    layout; broadcast, transpose and reshape move the boxes to the result's dimensions
  *    (reshape only where a split dimension stays the major one of its group); reductions drop
  *    the reduced dimensions (devices that summed different parts now replicate the result);
- *    dot_general takes the result of the cheapest dot plan (see `planDot`). Every other op
- *    (gather/scatter, sort, slicing, control flow, ...) yields a replicated result: the
+ *    dot_general takes the result of the cheapest dot plan (see `planDot`); gather passes
+ *    its indices' batch split and the split of operand dimensions it takes whole (an
+ *    embedding table split on its feature dimension) to the result. Every other op (scatter,
+ *    sort, slicing, control flow: while / cond / scan, ...) yields a replicated result: the
  *    partitioner runs it whole on every device.
  * 2. Backward, users -> operand: a cheap op (elementwise, broadcast, transpose, reshape,
  *    constant, iota) whose every use wants a finer layout (an output with an out_sharding,
@@ -18,7 +20,7 @@
  */
 import type { HloComputation, HloInstruction } from '../hlo';
 import { HloSharding, type Layout } from './hloSharding';
-import { broadcastBackward, broadcastForward, type DimensionNumbers, fullLayout, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward, transposeForward } from './layoutRules';
+import { broadcastBackward, broadcastForward, type DimensionNumbers, fullLayout, gatherBackward, type GatherDims, gatherDims, gatherForward, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward, transposeForward } from './layoutRules';
 
 /** Core primitives that apply elementwise (their operands and result share one shape). */
 export const ELEMENTWISE = new Set(
@@ -29,7 +31,7 @@ export const ELEMENTWISE = new Set(
 export const REDUCTIONS: Readonly<Record<string, string>> = { reduce_sum: 'add', reduce_max: 'max', reduce_min: 'min', reduce_prod: 'mul', reduce_and: 'and', reduce_or: 'or' };
 
 /** How an instruction is partitioned: its own rule, or run whole on every device. */
-export function ruleOf(i: HloInstruction): 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'whole' {
+export function ruleOf(i: HloInstruction): 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'gather' | 'whole' {
   const name = i.prim?.name ?? '';
   if (i.isTuple) return 'whole';
   if (ELEMENTWISE.has(name) && i.operands.length > 0 && i.operands.every((o) => !o.isTuple && o.shape.shape.join() === i.shape.shape.join())) return 'elementwise';
@@ -38,10 +40,14 @@ export function ruleOf(i: HloInstruction): 'elementwise' | 'broadcast' | 'transp
   if (name === 'reshape') return 'reshape';
   if (REDUCTIONS[name]) return 'reduce';
   if (name === 'dot_general') return 'dot';
+  if (name === 'gather' && gatherInfo(i)) return 'gather';
   return 'whole';
 }
 
 const p = (i: HloInstruction) => i.params as Record<string, any>;
+
+/** A gather's dimension mapping (null when it has operand batching dims: run whole). */
+export const gatherInfo = (i: HloInstruction) => gatherDims(p(i).dimensionNumbers as GatherDims, p(i).sliceSizes, i.operands[0].shape.shape, i.shape.shape.length);
 
 /** The result layout an instruction gets from its operands' layouts (null: replicated). */
 export function forwardLayout(i: HloInstruction, ins: Layout[], n: number): Layout | null {
@@ -63,6 +69,8 @@ export function forwardLayout(i: HloInstruction, ins: Layout[], n: number): Layo
       return reduceLayout(ins[0], i.operands[0].shape.shape, p(i).axes).out;
     case 'dot':
       return planDot(ins[0], ins[1], i.operands[0].shape.shape, i.operands[1].shape.shape, p(i).dimensionNumbers as DimensionNumbers).out;
+    case 'gather':
+      return gatherForward(ins[0], ins[1], shape, gatherInfo(i)!);
     default:
       return null;
   }
@@ -81,6 +89,10 @@ function operandWant(u: HloInstruction, k: number, l: Layout): Layout | null {
       return transposeBackward(l, p(u).permutation);
     case 'reshape':
       return reshapeLayout(l, u.shape.shape, o.shape.shape);
+    case 'gather': {
+      const need = gatherBackward(l, u.operands[0].shape.shape, u.operands[1].shape.shape, gatherInfo(u)!);
+      return k === 0 ? need.op : need.idx;
+    }
     default:
       return null;
   }
