@@ -130,3 +130,13 @@ describe('transformer scaling summaries', () => {
     expect(transformerStep(LLAMA_7B, 'tensor', t).stepSeconds).toBeGreaterThan(transformerStep(LLAMA_7B, 'fsdp', t).stepSeconds);
   });
 });
+
+describe('COST_MODEL.md', () => {
+  it('holds the table the model computes', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { scalingTable } = await import('../src/cost/transformer');
+    const doc = readFileSync(new URL('../COST_MODEL.md', import.meta.url), 'utf8');
+    const table = scalingTable(LLAMA_7B, generations.v5p, [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096], (n) => slice(generations.v5p, n));
+    expect(doc).toContain(table);
+  });
+});

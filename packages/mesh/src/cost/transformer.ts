@@ -71,3 +71,23 @@ export function transformerStep(c: TransformerConfig, strategy: Strategy, t: Top
   }
   return simulate({ flops, computeSeconds, collectives, devices: n }, { topology: t });
 }
+
+/** The scaling table of COST_MODEL.md: step time, MFU, scaling efficiency and state per chip for each strategy. */
+export function scalingTable(c: TransformerConfig, gen: Topology['generation'], chipCounts: readonly number[], slicer: (chips: number) => Topology): string {
+  const strategies: Strategy[] = ['data', 'fsdp', 'tensor'];
+  const lines = [
+    `| chips | ${gen.name} slice | ${strategies.map((s) => `${s}: step, MFU, efficiency, state/chip`).join(' | ')} |`,
+    `|---|---|${strategies.map(() => '---').join('|')}|`,
+  ];
+  for (const n of chipCounts) {
+    const t = slicer(n);
+    const cells = strategies.map((s) => {
+      const e = transformerStep(c, s, t);
+      const state = stateBytesPerChip(c, s, n);
+      const fits = state <= gen.hbmBytes ? '' : ' (does not fit HBM)';
+      return `${(e.stepSeconds * 1e3).toFixed(0)} ms, ${(e.mfu * 100).toFixed(1)}%, ${(e.scalingEfficiency * 100).toFixed(0)}%, ${(state / 1e9).toFixed(1)} GB${fits}`;
+    });
+    lines.push(`| ${n} | ${t.dims.join('x')} | ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
