@@ -294,7 +294,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
     return new Lowered(closed, fname, donated, labels);
   };
   jitted.compileStats = () => ({ ...stats, explanations: [...stats.explanations], compileMs: [...stats.compileMs] });
-  Object.defineProperty(jitted, 'traceCount', { get: () => inner.traceCount });
+  Object.defineProperty(jitted, 'traceCount', { get: () => inner.traceCount + spmd.traceCount });
   jitted.clearCache = () => {
     inner.clearCache();
     spmd.clear();

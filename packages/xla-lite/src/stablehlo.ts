@@ -12,7 +12,9 @@
  * `stablehlo.custom_call @xla_ffi_python_cpu_callback` (typed FFI, `api_version = 4`) with
  * `has_side_effect = true`, no results and a `{descriptor = N : ui64}` backend_config; the
  * callback lives only in this process (a `tpukit.callback` attribute names it), and ordered
- * callbacks are not threaded through a `!stablehlo.token` here. No real XLA was available to compile
+ * callbacks are not threaded through a `!stablehlo.token` here. A sharding constraint (a
+ * `sharding_constraint` primitive) becomes `stablehlo.custom_call @Sharding` with its
+ * `mhlo.sharding`. No real XLA was available to compile
  * the output; tests check its structure.
  */
 import type { ShapedArray } from '@tpukit/core';
@@ -137,6 +139,8 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   }
   const name = i.prim!.name;
   const p = i.params as Record<string, any>;
+  // with_sharding_constraint, as JAX lowers it under GSPMD.
+  if (name === 'sharding_constraint') return e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "Sharding", mhlo.sharding = ${JSON.stringify(String(p.sharding))}`, inTypes, outTypes);
   if (ELEMENTWISE[name]) return e.op(r, `stablehlo.${ELEMENTWISE[name]}`, ins, '', inTypes, outTypes);
   switch (name) {
     case 'integer_pow': {

@@ -3,7 +3,7 @@
  * from JAX's docs with the collectives the partitioner chose, sharded jit = unsharded jit
  * (fast-check), gradients, donation, the compile cache keyed on shardings, and bad inputs.
  */
-import { type Array, grad, lax, makeArrayFromCallback, np, type Sharding } from '@tpukit/core';
+import { type Array, bind, grad, lax, makeArrayFromCallback, np, type Primitive, type Sharding } from '@tpukit/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fromCoreSharding, GSPMDSharding, HloSharding, jit } from '../src/index';
@@ -192,7 +192,26 @@ describe('the standard sharded computations (JAX sharded-computation docs)', () 
   });
 });
 
+/** A stand-in for mesh's lax.withShardingConstraint: the `sharding_constraint` primitive contract xla-lite reads. */
+const constraintP: Primitive = { name: 'sharding_constraint', abstractEval: ([x]) => [x], impl: ([x]) => [x.data], rules: { eval: ([x]: Array[]) => [x] } };
+const withShardingConstraint = (x: Array, sharding: Sharding): Array => bind(constraintP, [x], { sharding })[0];
+
 describe('sharded jit', () => {
+  it('a sharding constraint fixes the sharding of a value; producers are computed split (custom_call @Sharding in StableHLO)', () => {
+    const x = rand([8, 16], 11);
+    const f = (a: Array) => np.multiply(withShardingConstraint(np.exp(a), S(M1, 'x', null)), 2);
+    const j = jit(f, { inShardings: [S(M1, null, null)] });
+    const low = j.lower(x);
+    expect(low.asText()).toMatch(/custom-call\(%exponential\.\d+\), custom_call_target="Sharding", sharding=\{devices=\[2,1\]0,1\}/);
+    expect(low.asStableHlo()).toContain('call_target_name = "Sharding", mhlo.sharding = "{devices=[2,1]0,1}"');
+    const text = low.compile().asText();
+    expect(collectives(text)).toEqual({});
+    expect(text).toMatch(/f32\[4,16\]\{1,0\} exponential\(/);
+    const y = j(x);
+    close(y, np.multiply(np.exp(x), 2));
+    expect(String(y.sharding)).toContain('{devices=[2,1]0,1}');
+  });
+
   it('takes sharded arguments without inShardings and returns sharded results', () => {
     const x = rand([4, 4], 6);
     const xs = put(x, S(M1, 'x', null));

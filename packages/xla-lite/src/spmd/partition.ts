@@ -14,7 +14,8 @@
  * operands are all-gathered and every device computes the full result.
  *
  * Collectives are HloInstructions without a core primitive (`prim === null`) whose params
- * hold their replica groups; `dynamic-slice` holds each device's offsets (where XLA computes
+ * hold their replica groups; every instruction's `sharding` param is the XLA text of its
+ * sharding (plain JSON, so partitioned modules go to the persistent cache); `dynamic-slice` holds each device's offsets (where XLA computes
  * them from `partition-id` and a table). The executor (executor.ts) runs them.
  */
 import type { ShapedArray } from '@tpukit/core';
@@ -59,7 +60,7 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
     if (hit) return hit;
     let cur = v;
     const withShape = (inst: HloInstruction, layout: Layout): Value => {
-      inst.params.sharding = shardOf(layout, g.shape);
+      inst.params.sharding = String(shardOf(layout, g.shape));
       return { inst, layout };
     };
     const slice = (from: Value): Value =>
@@ -89,11 +90,11 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
     const rs = op === 'add' ? scatterDim(v.layout, groups, to) : -1;
     if (rs >= 0) {
       const inst = emit('reduce-scatter', local(g, to[0]), [v.inst], { replicaGroups: groups, dimensions: [rs], toApply: op });
-      inst.params.sharding = shardOf(to, g.shape);
+      inst.params.sharding = String(shardOf(to, g.shape));
       return { inst, layout: to };
     }
     const inst = emit('all-reduce', local(g, v.layout[0]), [v.inst], { replicaGroups: groups, toApply: op });
-    inst.params.sharding = shardOf(v.layout, g.shape);
+    inst.params.sharding = String(shardOf(v.layout, g.shape));
     return { inst, layout: v.layout };
   };
 
@@ -104,7 +105,7 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
     if (i.opcode === 'parameter') {
       const lay = params[i.paramIndex].layout(i.shape.shape);
       const inst = c.addParameter(local(i.shape, lay[0]));
-      inst.params.sharding = params[i.paramIndex];
+      inst.params.sharding = String(params[i.paramIndex]);
       v = { inst, layout: lay };
     } else if (i.opcode === 'constant') {
       const inst = emit('constant', i.shape, [], {});
@@ -118,6 +119,9 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
       const pp = i.params as Record<string, any>;
       const make = (ins: HloInstruction[], layout: Layout, params: Record<string, unknown> = pp): Value => ({ inst: emit(i.opcode, local(i.shape, layout[0]), ins, { ...params }, i.prim), layout });
       switch (rule) {
+        case 'constraint':
+          v = env.get(i.operands[0])!;
+          break;
         case 'elementwise':
           v = make(i.operands.map((_, k) => opnd(k, target!)), target!);
           break;
@@ -158,7 +162,7 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
           v = whole(i);
       }
     }
-    v.inst.params.sharding ??= i.isTuple ? undefined : shardOf(v.layout, i.shape.shape);
+    v.inst.params.sharding ??= i.isTuple ? undefined : String(shardOf(v.layout, i.shape.shape));
     if (v.inst.params.sharding === undefined) delete v.inst.params.sharding;
     env.set(i, target ? reshard(v, target, i.shape) : v);
   }

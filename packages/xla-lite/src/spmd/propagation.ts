@@ -3,6 +3,9 @@
  * entry computation an HloSharding, starting from the parameters' (fixed by in_shardings or
  * the arguments' shardings) and the requested output shardings.
  *
+ * Sharding constraints (a `sharding_constraint` primitive whose `sharding` parameter is a core
+ * Sharding, as mesh's `lax.withShardingConstraint` binds it) are fixed like parameters.
+ *
  * 1. Forward, operands -> result: elementwise ops take their most finely tiled operand's
  *    layout; broadcast, transpose and reshape move the boxes to the result's dimensions
  *    (reshape only where a split dimension stays the major one of its group); reductions drop
@@ -31,9 +34,10 @@ export const ELEMENTWISE = new Set(
 export const REDUCTIONS: Readonly<Record<string, string>> = { reduce_sum: 'add', reduce_max: 'max', reduce_min: 'min', reduce_prod: 'mul', reduce_and: 'and', reduce_or: 'or' };
 
 /** How an instruction is partitioned: its own rule, or run whole on every device. */
-export function ruleOf(i: HloInstruction): 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'gather' | 'whole' {
+export function ruleOf(i: HloInstruction): 'constraint' | 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'gather' | 'whole' {
   const name = i.prim?.name ?? '';
   if (i.isTuple) return 'whole';
+  if (name === 'sharding_constraint') return 'constraint';
   if (ELEMENTWISE.has(name) && i.operands.length > 0 && i.operands.every((o) => !o.isTuple && o.shape.shape.join() === i.shape.shape.join())) return 'elementwise';
   if (name === 'broadcast_in_dim') return 'broadcast';
   if (name === 'transpose') return 'transpose';
@@ -82,6 +86,7 @@ function operandWant(u: HloInstruction, k: number, l: Layout): Layout | null {
   if (o.isTuple) return null;
   switch (ruleOf(u)) {
     case 'elementwise':
+    case 'constraint':
       return l;
     case 'broadcast':
       return broadcastBackward(l, o.shape.shape, u.shape.shape, p(u).broadcastDimensions);
@@ -106,12 +111,23 @@ const isCheap = (i: HloInstruction): boolean => i.opcode === 'constant' || i.pri
  * Shardings for every single-output instruction of `c`. `params[k]` is parameter k's
  * sharding; `outputs[k]` the sharding requested for output k (null: let propagation choose).
  */
-export function propagateShardings(c: HloComputation, params: readonly HloSharding[], outputs: readonly (HloSharding | null)[], n: number): Map<HloInstruction, HloSharding> {
+export function propagateShardings(
+  c: HloComputation,
+  params: readonly HloSharding[],
+  outputs: readonly (HloSharding | null)[],
+  n: number,
+  /** Shardings fixed inside the program (sharding constraints). */
+  constraints: ReadonlyMap<HloInstruction, HloSharding> = new Map(),
+): Map<HloInstruction, HloSharding> {
   const layout = new Map<HloInstruction, Layout>();
   const fixed = new Set<HloInstruction>();
   const lay = (i: HloInstruction): Layout => layout.get(i) ?? fullLayout(i.shape.shape, n);
   for (const i of c.params) {
     layout.set(i, params[i.paramIndex].layout(i.shape.shape, `parameter ${i.paramIndex}`));
+    fixed.add(i);
+  }
+  for (const [i, s] of constraints) {
+    layout.set(i, s.layout(i.shape.shape, 'sharding constraint'));
     fixed.add(i);
   }
   const forward = (): void => {

@@ -19,6 +19,7 @@ import type { DonationPlan } from '../donation';
 import type { ExecutableStats } from '../executable';
 import type { HloInstruction, HloModule } from '../hlo';
 import { lowerJaxpr } from '../lower';
+import { cacheKey, getCacheDir, loadModule, storeModule } from '../diskCache';
 import { dce } from '../passes/dce';
 import { toStableHlo } from '../stablehlo';
 import { type CollectiveRuntime, InThreadCollectives, sliceBox } from './collectives';
@@ -38,7 +39,20 @@ export interface SpmdSpec {
   readonly outCore: readonly (Sharding | null)[];
 }
 
-const annotate = (mod: HloModule, spec: SpmdSpec): Map<HloInstruction, HloSharding> => propagateShardings(mod.entry, spec.inShardings, spec.outShardings, spec.devices.length);
+/** Sharding constraints in the entry computation, as HloShardings over the program's devices. */
+function constraintsOf(mod: HloModule, devices: readonly Device[]): Map<HloInstruction, HloSharding> {
+  const out = new Map<HloInstruction, HloSharding>();
+  for (const i of mod.entry.instructions) {
+    if (i.prim?.name !== 'sharding_constraint') continue;
+    const s = (i.params as { sharding?: Sharding }).sharding;
+    if (!s || typeof s.devicesIndicesMap !== 'function') throw new Error(`xla-lite spmd ${mod.name}: sharding_constraint ${i.id} has no core Sharding in its 'sharding' parameter`);
+    out.set(i, fromCoreSharding(s, i.shape.shape, devices, `sharding constraint on ${i.shape.dtype}[${i.shape.shape.join(',')}]`));
+  }
+  return out;
+}
+
+const annotate = (mod: HloModule, spec: SpmdSpec): Map<HloInstruction, HloSharding> =>
+  propagateShardings(mod.entry, spec.inShardings, spec.outShardings, spec.devices.length, constraintsOf(mod, spec.devices));
 
 export class SpmdLowered extends Lowered {
   constructor(
@@ -49,12 +63,12 @@ export class SpmdLowered extends Lowered {
     readonly spec: SpmdSpec,
   ) {
     super(jaxpr, name, donateArgnums, donateLabels);
-    for (const [i, s] of annotate(this.module, spec)) i.params.sharding = s;
+    for (const [i, s] of annotate(this.module, spec)) i.params.sharding = String(s);
   }
 
   /** StableHLO with `mhlo.sharding` on the arguments and results (GSPMD style, as JAX emits without Shardy). */
   override asStableHlo(): string {
-    const outs = this.module.entry.outputs.map((o, k) => String(this.spec.outShardings[k] ?? (o.params.sharding as HloSharding)));
+    const outs = this.module.entry.outputs.map((o, k) => String(this.spec.outShardings[k] ?? o.params.sharding));
     return toStableHlo(this.module, { numPartitions: this.spec.devices.length, args: this.spec.inShardings.map(String), results: outs });
   }
 
@@ -73,12 +87,18 @@ export class SpmdCompiled extends Compiled {
   runtime: CollectiveRuntime = new InThreadCollectives();
   declare private readonly spmdRun: ReturnType<typeof buildSpmdExecutable>;
 
-  constructor(jaxpr: ClosedJaxpr, name: string, donateArgnums: readonly number[], donateLabels: readonly string[], spec: SpmdSpec) {
-    const mod = lowerJaxpr(jaxpr, `jit_${name}`);
+  /** `partitioned`: a module partitioned earlier for the same jaxpr and spec (from the persistent cache). */
+  constructor(jaxpr: ClosedJaxpr, name: string, donateArgnums: readonly number[], donateLabels: readonly string[], spec: SpmdSpec, partitioned: HloModule | null = null) {
     const n = spec.devices.length;
-    const shardings = annotate(mod, spec);
-    const part = partitionModule(mod, shardings, spec.inShardings, spec.outShardings, n);
-    dce(part.module.entry);
+    let part: { module: HloModule; outShardings: HloSharding[] };
+    if (partitioned) {
+      const outs = partitioned.entry.outputs.map((o) => HloSharding.parse(String(o.params.sharding), o.shape.shape.length, n));
+      part = { module: partitioned, outShardings: outs };
+    } else {
+      const mod = lowerJaxpr(jaxpr, `jit_${name}`);
+      part = partitionModule(mod, annotate(mod, spec), spec.inShardings, spec.outShardings, n);
+      dce(part.module.entry);
+    }
     const spmdRun = buildSpmdExecutable(part.module, n, name);
     const build = (_m: HloModule, nm: string, _d?: DonationPlan | null) => ({
       run: (): never => {
@@ -238,16 +258,27 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
 
   const flatArgs = (dyn: unknown[]): Array[] => tree.flatten(dyn.filter((_, i) => !staticNums.includes(i)), { isLeaf: (x) => x instanceof Array })[0] as Array[];
 
+  let traces = 0;
   return {
     active,
+    /** How many times the sharded path traced `f`. */
+    get traceCount(): number {
+      return traces;
+    },
     lower: (args: unknown[]): SpmdLowered => trace(args).lowered,
     /** Runs the call; `key` is the abstract signature; `onCompile` gets each compile's milliseconds. */
     call(args: unknown[], key: string, onCompile: (ms: number) => void): unknown {
       let hit = cache.get(key);
       if (!hit) {
         const t0 = performance.now();
+        traces++;
         const { lowered, outTree, consts } = trace(args);
-        hit = { compiled: lowered.compile() as SpmdCompiled, outTree, consts };
+        const { spec } = lowered;
+        const diskKey = getCacheDir() === null ? null : cacheKey(lowered.jaxpr, { spmd: { devices: spec.devices.map((d) => d.id), in: spec.inShardings.map(String), out: spec.outShardings.map((s) => (s ? String(s) : null)) }, donateArgnums: lowered.donateArgnums });
+        const stored = diskKey === null ? null : loadModule(diskKey);
+        const compiled = new SpmdCompiled(lowered.jaxpr, lowered.name, lowered.donateArgnums, lowered.donateLabels, spec, stored);
+        if (diskKey !== null && stored === null) storeModule(diskKey, compiled.module);
+        hit = { compiled, outTree, consts };
         cache.set(key, hit);
         onCompile(performance.now() - t0);
       }

@@ -12,6 +12,7 @@ const groups = (gs: readonly (readonly number[])[]): string => `{${gs.map(set).j
 
 /** Attributes of collectives and local slices (null for every other instruction). */
 export function spmdAttrs(i: HloInstruction): string[] | null {
+  if (i.prim?.name === 'sharding_constraint') return ['custom_call_target="Sharding"'];
   if (i.prim !== null) return null;
   const p = i.params as Record<string, any>;
   switch (i.opcode) {
