@@ -83,7 +83,7 @@ function attrs(i: HloInstruction): string[] {
     default:
       if (p.direction) out.push(`direction=${p.direction}`);
       for (const [k, v] of Object.entries(p)) {
-        if (k === 'direction' || k === 'sharding' || v === undefined || (typeof v === 'object' && v !== null && (v.constructor?.name === 'ClosedJaxpr' || (globalThis.Array.isArray(v) && v.some((x) => x?.constructor?.name === 'ClosedJaxpr'))))) continue;
+        if (k === 'direction' || k === 'sharding' || k === 'spmd' || v === undefined || (typeof v === 'object' && v !== null && (v.constructor?.name === 'ClosedJaxpr' || (globalThis.Array.isArray(v) && v.some((x) => x?.constructor?.name === 'ClosedJaxpr'))))) continue;
         if (typeof v === 'function') continue;
         out.push(`${k.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}=${JSON.stringify(v)}`);
       }

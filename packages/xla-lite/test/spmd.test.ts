@@ -166,7 +166,38 @@ describe('the standard sharded computations (JAX sharded-computation docs)', () 
     expect(lowered).toMatch(/exponential\(.*sharding=\{devices=\[2,1\]0,1\}/);
   });
 
-  it('ops without a partitioning rule run whole after an all-gather (cumsum, sort, control flow)', () => {
+  it('scan over stacked layers: bodies are partitioned, Megatron inside the loop is one all-reduce per layer', () => {
+    const w1 = rand([3, 16, 32], 12);
+    const w2 = rand([3, 32, 16], 13);
+    const xx = rand([8, 16], 14);
+    const net = (x: Array, w1: Array, w2: Array) => lax.scan((h: Array, w: [Array, Array]) => [np.tanh(np.matmul(np.maximum(np.matmul(h, w[0]), 0), w[1])), np.sum(h)], x, [w1, w2]);
+    const f = (x: Array, w1: Array, w2: Array) => {
+      const [h, sums] = net(x, w1, w2);
+      return np.add(np.sum(h), np.sum(sums));
+    };
+    const { text } = check(f, [xx, w1, w2], [S(M1, null, null), S(M1, null, null, 'x'), S(M1, null, 'x', null)], undefined, 1e-4);
+    // The body works on [16,16] shards of each layer's weights and ends the layer with one all-reduce.
+    const body = text.slice(text.indexOf('%scan_jaxpr'), text.indexOf('ENTRY'));
+    expect(body).toMatch(/parameter\(1\), sharding=\{devices=\[1,2\]0,1\}/);
+    expect(body).toMatch(/f32\[16,16\]\{1,0\} parameter\(2\)/);
+    expect(collectives(body)).toEqual({ 'all-reduce': 1 });
+    expect(text).toMatch(/scan\(%Arg_0\.\d+, %Arg_1\.\d+, %Arg_2\.\d+\), num_consts=0, num_carry=1, length=3, reverse=false, calls=\{%scan_jaxpr/);
+    expect(text).not.toMatch(/all-gather\(/);
+  });
+
+  it('while and cond run their partitioned bodies; the loop carry keeps its split', () => {
+    const xx = rand([8, 16], 15);
+    const f = (x: Array) => {
+      const [, y] = lax.whileLoop((c: [Array, Array]) => lax.lt(c[0], 3), (c: [Array, Array]) => [np.add(c[0], 1), np.multiply(np.cos(c[1]), 1.5)], [np.array(0, 'int32'), x]);
+      return lax.cond(np.greater(np.sum(y), 0), (a: Array) => np.multiply(a, 2), (a: Array) => np.negative(a), y);
+    };
+    const { text, out } = check(f, [xx], [S(M1, 'x', null)]);
+    expect(collectives(text)).toEqual({ 'all-reduce': 1 });
+    expect(text).toMatch(/f32\[4,16\]\{1,0\} cos\(/);
+    expect(String(out.sharding)).toContain('{devices=[2,1]0,1}');
+  });
+
+  it('ops without a partitioning rule run whole after an all-gather (cumsum, sort)', () => {
     const { text } = check((a) => np.cumsum(a, { axis: 0 }), [x], [S(M1, 'x', null)]);
     expect(collectives(text)).toEqual({ 'all-gather': 1 });
     check((a) => np.sort(a, { axis: 0 }), [x], [S(M1, 'x', null)]);

@@ -10,8 +10,9 @@
  *   - `all-gather` along each dimension that must grow, then a local slice.
  * Reductions over a split dimension and dots contracting a split dimension leave partial sums,
  * combined by `reduce-scatter` when the wanted layout splits the result across exactly the
- * devices holding the partials, else by `all-reduce`. Ops without a rule run whole: their
- * operands are all-gathered and every device computes the full result.
+ * devices holding the partials, else by `all-reduce`. while / scan / cond get partitioned
+ * bodies (see `control`). Ops without a rule run whole: their operands are all-gathered and
+ * every device computes the full result.
  *
  * Collectives are HloInstructions without a core primitive (`prim === null`) whose params
  * hold their replica groups; every instruction's `sharding` param is the XLA text of its
@@ -22,13 +23,15 @@ import type { ShapedArray } from '@tpukit/core';
 import { HloComputation, HloInstruction, HloModule } from '../hlo';
 import { type Box, boxKey, HloSharding, type Layout } from './hloSharding';
 import { broadcastBackward, type DimensionNumbers, fullLayout, gatherBackward, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward } from './layoutRules';
-import { gatherInfo, REDUCTIONS, ruleOf } from './propagation';
+import { calledFrom, gatherInfo, propagateShardings, REDUCTIONS, ruleOf } from './propagation';
 
 export const COLLECTIVES = new Set(['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute']);
 
 interface Value {
   inst: HloInstruction;
   layout: Layout;
+  /** Per output, for tuple-shaped control flow. */
+  tuple?: Layout[];
 }
 
 const local = (s: ShapedArray, box: Box): ShapedArray => ({ shape: box.map(([a, b]) => b - a), dtype: s.dtype, weakType: s.weakType });
@@ -44,7 +47,21 @@ export interface PartitionResult {
  * propagation; `outputs[k]` is the requested output sharding (null: keep the propagated one).
  */
 export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, HloSharding>, params: readonly HloSharding[], outputs: readonly (HloSharding | null)[], n: number): PartitionResult {
-  const src = mod.entry;
+  const subs: HloComputation[] = [];
+  const { comp, outShardings } = partitionComputation(mod.entry, shardings, params, outputs, n, subs);
+  const m = new HloModule(`${mod.name}.spmd`, comp);
+  m.computations = [...mod.computations.filter((x) => x !== mod.entry), ...subs, comp];
+  return { module: m, outShardings };
+}
+
+/** Propagates and partitions a called computation (a loop body, a branch). */
+function partitionCalled(src: HloComputation, params: readonly HloSharding[], outputs: readonly (HloSharding | null)[], n: number, subs: HloComputation[]): { comp: HloComputation; outShardings: HloSharding[] } {
+  const r = partitionComputation(src, propagateShardings(src, params, outputs, n), params, outputs, n, subs);
+  subs.push(r.comp);
+  return r;
+}
+
+function partitionComputation(src: HloComputation, shardings: Map<HloInstruction, HloSharding>, params: readonly HloSharding[], outputs: readonly (HloSharding | null)[], n: number, subs: HloComputation[]): { comp: HloComputation; outShardings: HloSharding[] } {
   const c = new HloComputation(`${src.name}.spmd`);
   const env = new Map<HloInstruction, Value>();
   const memo = new Map<string, Value>();
@@ -100,6 +117,10 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
 
   for (const i of src.instructions) {
     const target = i.isTuple ? null : shardings.get(i)!.layout(i.shape.shape);
+    if (i.isTuple && ruleOf(i) === 'control') {
+      env.set(i, control(i));
+      continue;
+    }
     const opnd = (k: number, l: Layout): HloInstruction => reshard(env.get(i.operands[k])!, l, i.operands[k].shape).inst;
     let v: Value;
     if (i.opcode === 'parameter') {
@@ -112,8 +133,10 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
       inst.literal = i.literal;
       v = { inst, layout: fullLayout(i.shape.shape, n) };
     } else if (i.opcode === 'get-tuple-element') {
-      const inst = emit('get-tuple-element', i.shape, [env.get(i.operands[0])!.inst], { ...i.params });
-      v = { inst, layout: fullLayout(i.shape.shape, n) };
+      const t = env.get(i.operands[0])!;
+      const layout = t.tuple?.[(i.params as { index: number }).index] ?? fullLayout(i.shape.shape, n);
+      const inst = emit('get-tuple-element', local(i.shape, layout[0]), [t.inst], { ...i.params });
+      v = { inst, layout };
     } else {
       const rule = ruleOf(i);
       const pp = i.params as Record<string, any>;
@@ -121,6 +144,9 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
       switch (rule) {
         case 'constraint':
           v = env.get(i.operands[0])!;
+          break;
+        case 'control':
+          v = control(i);
           break;
         case 'elementwise':
           v = make(i.operands.map((_, k) => opnd(k, target!)), target!);
@@ -174,6 +200,51 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
     return { inst, layout: i.isTuple ? [] : fullLayout(i.shape.shape, n) };
   }
 
+  /**
+   * while / scan / cond with partitioned bodies: loop carries keep their layouts (each body
+   * result is resharded to its carry's), a scan's stacked inputs are split below their leading
+   * (iteration) dimension only, a cond's branches all produce the first branch's layouts and
+   * its index is replicated.
+   */
+  function control(i: HloInstruction): Value {
+    const pp = i.params as Record<string, any>;
+    const name = i.prim!.name;
+    const sh = (l: Layout, shape: readonly number[]): HloSharding => shardOf(l, shape);
+    const lays = i.operands.map((o) => env.get(o)!.layout);
+    let called: HloComputation[];
+    let outs: Layout[];
+    if (name === 'while') {
+      const carry = lays.slice(pp.condNconsts + pp.bodyNconsts);
+      const carrySh = carry.map((l, k) => sh(l, i.operands[pp.condNconsts + pp.bodyNconsts + k].shape.shape));
+      const ins = (from: number, count: number) => lays.slice(from, from + count).map((l, k) => sh(l, i.operands[from + k].shape.shape));
+      const cond = partitionCalled(calledFrom(i, 'condJaxpr')[0], [...ins(0, pp.condNconsts), ...carrySh], [HloSharding.replicated(0, n)], n, subs);
+      const body = partitionCalled(calledFrom(i, 'bodyJaxpr')[0], [...ins(pp.condNconsts, pp.bodyNconsts), ...carrySh], carrySh, n, subs);
+      called = [cond.comp, body.comp];
+      outs = carry;
+    } else if (name === 'scan') {
+      const nc = pp.numConsts + pp.numCarry;
+      lays.forEach((l, k) => {
+        if (k >= nc) lays[k] = l.map((b): Box => [[0, pp.length], ...b.slice(1)]);
+      });
+      const bodyIn = lays.map((l, k) => (k < nc ? sh(l, i.operands[k].shape.shape) : sh(lays[k].map((b) => b.slice(1)), i.operands[k].shape.shape.slice(1))));
+      const body = partitionCalled(calledFrom(i, 'jaxpr')[0], bodyIn, [...bodyIn.slice(pp.numConsts, nc), ...i.shapes.slice(pp.numCarry).map(() => null)], n, subs);
+      called = [body.comp];
+      const ys = body.outShardings.slice(pp.numCarry).map((s, k) => s.layout(i.shapes[pp.numCarry + k].shape.slice(1)).map((b): Box => [[0, pp.length], ...b]));
+      outs = [...lays.slice(pp.numConsts, nc), ...ys];
+    } else {
+      lays[0] = fullLayout([], n);
+      const opsSh = lays.slice(1).map((l, k) => sh(l, i.operands[k + 1].shape.shape));
+      const branches = calledFrom(i, 'branches');
+      const first = partitionCalled(branches[0], opsSh, branches[0].outputs.map(() => null), n, subs);
+      called = [first.comp, ...branches.slice(1).map((b) => partitionCalled(b, opsSh, first.outShardings, n, subs).comp)];
+      outs = first.outShardings.map((s, k) => s.layout(i.shapes[k].shape));
+    }
+    const ins = i.operands.map((o, k) => reshard(env.get(o)!, lays[k], o.shape).inst);
+    const inst = c.add(new HloInstruction(i.opcode, i.shapes.map((s, k) => local(s, outs[k][0])), ins, { ...pp, spmd: true }, i.prim));
+    inst.called = called;
+    return i.isTuple ? { inst, layout: [], tuple: outs } : { inst, layout: outs[0] };
+  }
+
   const outShardings: HloSharding[] = [];
   c.outputs = src.outputs.map((o, k) => {
     const want = outputs[k] ?? shardings.get(o)!;
@@ -181,9 +252,7 @@ export function partitionModule(mod: HloModule, shardings: Map<HloInstruction, H
     return reshard(env.get(o)!, want.layout(o.shape.shape, `output ${k}`), o.shape).inst;
   });
   c.sort();
-  const m = new HloModule(`${mod.name}.spmd`, c);
-  m.computations = [...mod.computations.filter((x) => x !== src), c];
-  return { module: m, outShardings };
+  return { comp: c, outShardings };
 }
 
 /** Pairs (source, target) when every device's wanted box is held whole by some device. */

@@ -12,8 +12,9 @@
  *    the reduced dimensions (devices that summed different parts now replicate the result);
  *    dot_general takes the result of the cheapest dot plan (see `planDot`); gather passes
  *    its indices' batch split and the split of operand dimensions it takes whole (an
- *    embedding table split on its feature dimension) to the result. Every other op (scatter,
- *    sort, slicing, control flow: while / cond / scan, ...) yields a replicated result: the
+ *    embedding table split on its feature dimension) to the result; while / scan / cond pass
+ *    their operands' layouts through their bodies (`controlLayouts`). Every other op
+ *    (scatter, sort, slicing, cumulative ops, ...) yields a replicated result: the
  *    partitioner runs it whole on every device.
  * 2. Backward, users -> operand: a cheap op (elementwise, broadcast, transpose, reshape,
  *    constant, iota) whose every use wants a finer layout (an output with an out_sharding,
@@ -22,7 +23,7 @@
  * 3. Forward again for the values after those, keeping what step 2 decided.
  */
 import type { HloComputation, HloInstruction } from '../hlo';
-import { HloSharding, type Layout } from './hloSharding';
+import { type Box, HloSharding, type Layout } from './hloSharding';
 import { broadcastBackward, broadcastForward, type DimensionNumbers, fullLayout, gatherBackward, type GatherDims, gatherDims, gatherForward, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward, transposeForward } from './layoutRules';
 
 /** Core primitives that apply elementwise (their operands and result share one shape). */
@@ -31,11 +32,14 @@ export const ELEMENTWISE = new Set(
     'integer_pow is_finite le lgamma log log1p logistic lt max min mul ne neg nextafter not or pow rem round round_nearest_even rsqrt select_n shift_left ' +
     'shift_right_arithmetic shift_right_logical sign sin sinh sqrt square sub tan tanh xor stop_gradient').split(' '),
 );
+/** Control flow the partitioner runs with partitioned bodies. */
+export const CONTROL = new Set(['while', 'scan', 'cond']);
 export const REDUCTIONS: Readonly<Record<string, string>> = { reduce_sum: 'add', reduce_max: 'max', reduce_min: 'min', reduce_prod: 'mul', reduce_and: 'and', reduce_or: 'or' };
 
 /** How an instruction is partitioned: its own rule, or run whole on every device. */
-export function ruleOf(i: HloInstruction): 'constraint' | 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'gather' | 'whole' {
+export function ruleOf(i: HloInstruction): 'constraint' | 'control' | 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'gather' | 'whole' {
   const name = i.prim?.name ?? '';
+  if (CONTROL.has(name)) return 'control';
   if (i.isTuple) return 'whole';
   if (name === 'sharding_constraint') return 'constraint';
   if (ELEMENTWISE.has(name) && i.operands.length > 0 && i.operands.every((o) => !o.isTuple && o.shape.shape.join() === i.shape.shape.join())) return 'elementwise';
@@ -130,10 +134,22 @@ export function propagateShardings(
     layout.set(i, s.layout(i.shape.shape, 'sharding constraint'));
     fixed.add(i);
   }
+  const tuples = new Map<HloInstruction, Layout[]>();
   const forward = (): void => {
     for (const i of c.instructions) {
-      if (fixed.has(i) || i.isTuple) continue;
-      if (i.operands.some((o) => o.isTuple)) continue; // get-tuple-element of a whole op: replicated
+      if (fixed.has(i)) continue;
+      if (ruleOf(i) === 'control') {
+        const outs = controlLayouts(i, i.operands.map(lay), n);
+        if (i.isTuple) tuples.set(i, outs);
+        else layout.set(i, outs[0]);
+        continue;
+      }
+      if (i.isTuple) continue;
+      if (i.opcode === 'get-tuple-element') {
+        const t = tuples.get(i.operands[0]);
+        if (t) layout.set(i, t[(i.params as { index: number }).index]);
+        continue; // of a whole op: replicated
+      }
       const l = forwardLayout(i, i.operands.map(lay), n);
       if (l) layout.set(i, l);
     }
@@ -153,7 +169,7 @@ export function propagateShardings(
       if (u === null) continue;
       const ks = u.operands.map((o, k) => (o === i ? k : -1)).filter((k) => k >= 0);
       for (const k of ks) {
-        const w = operandWant(u, k, lay(u));
+        const w = u.isTuple ? null : operandWant(u, k, lay(u));
         if (w === null) ok = false;
         else wants.push(w);
       }
@@ -175,4 +191,37 @@ export function propagateShardings(
     out.set(i, HloSharding.fromBoxes(lay(i), i.shape.shape) ?? HloSharding.replicated(i.shape.shape.length, n));
   }
   return out;
+}
+
+const shardingOf = (l: Layout, shape: readonly number[], n: number): HloSharding => HloSharding.fromBoxes(l, shape) ?? HloSharding.replicated(shape.length, n);
+
+/** The called computation of a control-flow op that came from parameter `key` (lowering names it `<prim>_<key>...`). */
+export const calledFrom = (i: HloInstruction, key: string): HloComputation[] => i.called.filter((c) => c.name.startsWith(`${i.prim!.name}_${key}`));
+
+/**
+ * Output layouts of while / scan / cond from their operands' layouts: a loop's carries keep
+ * their initial layouts (the body's results are resharded to them); a scan's stacked outputs
+ * take the body's per-iteration layout below an unsplit leading dimension; a cond's outputs
+ * take its first branch's propagated output layouts.
+ */
+export function controlLayouts(i: HloInstruction, ins: Layout[], n: number): Layout[] {
+  const p = i.params as Record<string, number>;
+  const shapes = i.operands.map((o) => o.shape.shape);
+  switch (i.prim!.name) {
+    case 'while':
+      return ins.slice(p.condNconsts + p.bodyNconsts);
+    case 'scan': {
+      const nc = p.numConsts + p.numCarry;
+      const body = calledFrom(i, 'jaxpr')[0];
+      const bodyIn = ins.map((l, k) => (k < nc ? shardingOf(l, shapes[k], n) : shardingOf(l.map((b) => b.slice(1)), shapes[k].slice(1), n)));
+      const sh = propagateShardings(body, bodyIn, body.outputs.map((_, k) => (k < p.numCarry ? bodyIn[p.numConsts + k] : null)), n);
+      const ys = body.outputs.slice(p.numCarry).map((o) => sh.get(o)!.layout(o.shape.shape).map((b): Box => [[0, p.length], ...b]));
+      return [...ins.slice(p.numConsts, nc), ...ys];
+    }
+    default: {
+      const branch = calledFrom(i, 'branches')[0];
+      const sh = propagateShardings(branch, ins.slice(1).map((l, k) => shardingOf(l, shapes[k + 1], n)), branch.outputs.map(() => null), n);
+      return branch.outputs.map((o) => sh.get(o)!.layout(o.shape.shape));
+    }
+  }
 }
