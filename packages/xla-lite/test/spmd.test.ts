@@ -128,6 +128,19 @@ describe('the standard sharded computations (JAX sharded-computation docs)', () 
     expect(collectives(g.text)['reduce-scatter']).toBe(1);
   });
 
+  it('the partitioned program reports per-device cost: each device does half of the MLP dots', () => {
+    const w1 = rand([16, 32], 3);
+    const w2 = rand([32, 16], 4);
+    const xx = rand([8, 16], 5);
+    const mlp = (x: Array, w1: Array, w2: Array) => np.matmul(np.maximum(np.matmul(x, w1), 0), w2);
+    const whole = jit(mlp).lower(xx, w1, w2).compile().costAnalysis();
+    const part = jit(mlp, { inShardings: [S(M1, null, null), S(M1, null, 'x'), S(M1, 'x', null)] }).lower(xx, w1, w2).compile().costAnalysis();
+    const dotFlops = 2 * 8 * 16 * 32 * 2;
+    expect(whole.flops).toBeGreaterThanOrEqual(dotFlops);
+    expect(part.flops).toBeGreaterThanOrEqual(dotFlops / 2);
+    expect(part.flops).toBeLessThan(whole.flops * 0.6);
+  });
+
   it('Megatron MLP: column- then row-parallel, one all-reduce and nothing else', () => {
     const w1 = rand([16, 32], 3);
     const w2 = rand([32, 16], 4);
@@ -291,6 +304,12 @@ describe('sharded jit', () => {
     expect(() => g(rand([4, 4], 1), rand([4, 4], 2))).toThrow(/mismatched meshes: .*argument 0 \(a\) is sharded over devices \[0,1\] but .*argument 1 \(b\) over \[0,1,2,3\]/);
     const h = jit((a: Array) => np.negative(a), { inShardings: [S(M1, 'x', null)], outShardings: [S(M1, 'x', null), S(M1, 'x', null)] });
     expect(() => h(rand([4, 4], 1))).toThrow(/outShardings has 2 entries but the function returns 1 arrays/);
+    const k = jit((a: Array) => np.negative(a), { inShardings: [S(M1, 'x', null), S(M1, 'x', null)] });
+    expect(() => k(rand([4, 4], 1))).toThrow(/inShardings has 2 entries but the call passes 1 positional arguments/);
+    const grid = S(M1, 'x', null);
+    const rank3: Sharding = { deviceSet: grid.deviceSet, isFullyReplicated: false, shardShape: () => [2, 4, 1], devicesIndicesMap: () => new Map(grid.deviceSet.map((d, i) => [d, [[2 * i, 2 * i + 2], [0, 4], [0, 1]]])), toString: () => 'Rank3' };
+    const r = jit((a: Array) => np.negative(a), { inShardings: [rank3] });
+    expect(() => r(rand([4, 4], 1))).toThrow(/argument 0 \(a\): sharding Rank3 gives device 0 an index of rank 3 for shape \[4,4\] \(rank 2\)/);
   });
 
   it('bit-exact against the op-by-op program where no partial sums are combined (split dots keep whole contractions)', () => {
@@ -299,7 +318,7 @@ describe('sharded jit', () => {
     const f = (a: Array, b: Array) => np.tanh(np.add(np.matmul(a, b), 1));
     const single = f(x, w).dataSync();
     const sharded = jit(f, { inShardings: [S(M2, 'x', null), S(M2, null, 'y')] })(x, w).dataSync();
-    expect(Array.from(sharded)).toEqual(Array.from(single));
+    expect(globalThis.Array.from(sharded)).toEqual(globalThis.Array.from(single));
   });
 
   it('law: for random shapes and specs, sharded jit equals unsharded jit', () => {

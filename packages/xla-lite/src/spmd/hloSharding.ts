@@ -193,6 +193,7 @@ export function fromCoreSharding(sharding: Sharding, shape: readonly number[], d
   const map = sharding.devicesIndicesMap(shape);
   const boxes: Index[] = new globalThis.Array(devices.length);
   for (const [dev, index] of map) {
+    if (index.length !== shape.length) throw new Error(`${what}: sharding ${sharding} gives device ${dev.id} an index of rank ${index.length} for shape [${shape.join(',')}] (rank ${shape.length})`);
     const p = pos.get(dev) ?? byId.get(dev.id);
     if (p === undefined) {
       throw new Error(`${what}: sharding ${sharding} places data on device ${dev.id}, which is not among the program's devices [${devices.map((d) => d.id).join(',')}] (mismatched meshes?)`);

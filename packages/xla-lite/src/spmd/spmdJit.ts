@@ -200,6 +200,9 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
   };
 
   const trace = (args: unknown[]) => {
+    if (globalThis.Array.isArray(inOpt) && inOpt.length !== args.length) {
+      throw new Error(`jit(${fname}): inShardings has ${inOpt.length} entries but the call passes ${args.length} positional arguments (give one per argument, null to keep an argument's own)`);
+    }
     const dyn = args.map((a, i) => (staticNums.includes(i) ? null : a));
     const g = (...d: unknown[]) => f(...args.map((a, i) => (staticNums.includes(i) ? a : d[i])));
     Object.defineProperty(g, 'name', { value: fname });
