@@ -7,31 +7,20 @@
  * Sources for every number are in COST_MODEL.md. A generation record is a superset of core's
  * systolic `TpuPreset`, so a compiled program's cost analysis runs on it directly.
  */
+import type { systolic } from '@tpukit/core';
 
-export interface Generation {
-  readonly name: string;
-  readonly mxuRows: number;
-  readonly mxuCols: number;
-  readonly mxusPerCore: number;
-  readonly coresPerChip: number;
-  /** Derived from the published peak: peak = 2 * rows * cols * mxusPerCore * coresPerChip * clock. */
-  readonly clockHz: number;
-  /** Peak dense bf16 FLOP/s per chip. */
-  readonly peakBf16Flops: number;
-  readonly hbmBytes: number;
-  /** HBM bytes per second per chip. */
-  readonly hbmBandwidth: number;
-  /** ICI ports per chip. */
-  readonly iciLinks: number;
+/**
+ * A TPU generation: core's systolic `TpuPreset` (MXU geometry, derived clock, peak bf16
+ * FLOP/s, HBM capacity and bandwidth, ICI ports) plus the interconnect numbers the cost model
+ * needs.
+ */
+export interface Generation extends systolic.TpuPreset {
   /** ICI bytes per second per chip, both directions of every link together. */
   readonly iciBandwidth: number;
   /** ICI bytes per second of one link in one direction. */
   readonly linkBandwidth: number;
   /** Seconds per collective step (one hop and the synchronisation around it): an assumption, not published. */
   readonly linkLatency: number;
-  /** '3D torus' or '2D torus'. */
-  readonly topology: string;
-  readonly source: string;
 }
 
 const GB = 1e9;

@@ -32,7 +32,7 @@ export { tensorType, toStableHlo } from './stablehlo';
 export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads } from './wasm/pool';
 export { setWasmKernels, wasmKernelsEnabled } from './wasm/program';
 export { hloType, moduleText } from './text';
-export { type CollectiveRuntime, InThreadCollectives, type ReduceOp } from './spmd/collectives';
+export { type CollectiveRuntime, getCollectiveRuntime, InThreadCollectives, type ReduceOp, setCollectiveRuntime } from './spmd/collectives';
 export { type Box, fromCoreSharding, GSPMDSharding, HloSharding, type Layout } from './spmd/hloSharding';
 export { COLLECTIVES, partitionModule, type PartitionResult } from './spmd/partition';
 export { propagateShardings } from './spmd/propagation';

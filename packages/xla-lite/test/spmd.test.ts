@@ -6,7 +6,7 @@
 import { type Array, bind, grad, lax, makeArrayFromCallback, np, type Primitive, type Sharding } from '@tpukit/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fromCoreSharding, GSPMDSharding, HloSharding, jit } from '../src/index';
+import { type CollectiveRuntime, fromCoreSharding, GSPMDSharding, HloSharding, InThreadCollectives, jit, setCollectiveRuntime } from '../src/index';
 import { GridSharding, P, type Spec } from './gridSharding';
 
 const M1 = { x: 2 };
@@ -265,6 +265,27 @@ describe('sharded jit', () => {
     expect(String(y.sharding)).toContain('{devices=[2,1]0,1}');
     expect(y.addressableShards.map((s) => s.data.shape)).toEqual([[2, 4], [2, 4]]);
     close(y, np.sin(x));
+  });
+
+  it('runs collectives through the installed CollectiveRuntime (the seam for worker-thread devices)', () => {
+    const calls: string[] = [];
+    const inner = new InThreadCollectives();
+    const counting: CollectiveRuntime = {
+      allReduce: (v, g, op) => (calls.push(`all-reduce ${op} ${JSON.stringify(g)}`), inner.allReduce(v, g, op)),
+      allGather: (v, g, d) => (calls.push('all-gather'), inner.allGather(v, g, d)),
+      reduceScatter: (v, g, d, op) => (calls.push('reduce-scatter'), inner.reduceScatter(v, g, d, op)),
+      allToAll: (v, g, s, c) => (calls.push('all-to-all'), inner.allToAll(v, g, s, c)),
+      collectivePermute: (v, p) => (calls.push('collective-permute'), inner.collectivePermute(v, p)),
+    };
+    setCollectiveRuntime(counting);
+    try {
+      const x = rand([4, 8], 30);
+      const y = jit((a: Array) => np.sum(a), { inShardings: [S(M1, 'x', null)] })(x);
+      close(y, np.sum(x));
+      expect(calls).toEqual(['all-reduce add [[0,1]]']);
+    } finally {
+      setCollectiveRuntime(null);
+    }
   });
 
   it('keys the compile cache on shardings: same shapes, another sharding recompiles with the reason', () => {

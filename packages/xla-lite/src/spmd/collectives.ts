@@ -57,46 +57,42 @@ function checkGroups(what: string, n: number, groups: readonly (readonly number[
   }
 }
 
+/** Runs `f` once per replica group (after checking the groups); devices in no group keep their value. */
+function perGroup(what: string, values: readonly Array[], groups: readonly (readonly number[])[], f: (g: readonly number[], out: Array[]) => void): Array[] {
+  checkGroups(what, values.length, groups);
+  const out = [...values];
+  for (const g of groups) f(g, out);
+  return out;
+}
+
 export class InThreadCollectives implements CollectiveRuntime {
   allReduce(values: readonly Array[], groups: readonly (readonly number[])[], op: ReduceOp): Array[] {
-    checkGroups('all-reduce', values.length, groups);
-    const out = [...values];
-    for (const g of groups) {
+    return perGroup('all-reduce', values, groups, (g, out) => {
       const r = reduceAll(g.map((d) => values[d]), op);
       for (const d of g) out[d] = r;
-    }
-    return out;
+    });
   }
 
   allGather(values: readonly Array[], groups: readonly (readonly number[])[], dim: number): Array[] {
-    checkGroups('all-gather', values.length, groups);
-    const out = [...values];
-    for (const g of groups) {
+    return perGroup('all-gather', values, groups, (g, out) => {
       const r = concat(g.map((d) => values[d]), dim);
       for (const d of g) out[d] = r;
-    }
-    return out;
+    });
   }
 
   reduceScatter(values: readonly Array[], groups: readonly (readonly number[])[], dim: number, op: ReduceOp): Array[] {
-    checkGroups('reduce-scatter', values.length, groups);
-    const out = [...values];
-    for (const g of groups) {
+    return perGroup('reduce-scatter', values, groups, (g, out) => {
       const r = reduceAll(g.map((d) => values[d]), op);
       const w = r.shape[dim] / g.length;
       g.forEach((d, k) => (out[d] = sliceDim(r, dim, k * w, (k + 1) * w)));
-    }
-    return out;
+    });
   }
 
   allToAll(values: readonly Array[], groups: readonly (readonly number[])[], splitDim: number, concatDim: number): Array[] {
-    checkGroups('all-to-all', values.length, groups);
-    const out = [...values];
-    for (const g of groups) {
+    return perGroup('all-to-all', values, groups, (g, out) => {
       const w = values[g[0]].shape[splitDim] / g.length;
       g.forEach((d, k) => (out[d] = concat(g.map((s) => sliceDim(values[s], splitDim, k * w, (k + 1) * w)), concatDim)));
-    }
-    return out;
+    });
   }
 
   collectivePermute(values: readonly Array[], pairs: readonly (readonly [number, number])[]): Array[] {
@@ -107,4 +103,18 @@ export class InThreadCollectives implements CollectiveRuntime {
     }
     return out.map((o, d) => o ?? np.zerosLike(values[d]));
   }
+}
+
+let current: CollectiveRuntime = new InThreadCollectives();
+
+/**
+ * The runtime sharded programs compiled from now on use for their collectives (null: back to
+ * `InThreadCollectives`). @tpukit/mesh installs its worker-thread devices' runtime here.
+ */
+export function setCollectiveRuntime(rt: CollectiveRuntime | null): void {
+  current = rt ?? new InThreadCollectives();
+}
+
+export function getCollectiveRuntime(): CollectiveRuntime {
+  return current;
 }

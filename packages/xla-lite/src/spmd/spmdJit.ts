@@ -22,7 +22,7 @@ import { lowerJaxpr } from '../lower';
 import { cacheKey, getCacheDir, loadModule, storeModule } from '../diskCache';
 import { dce } from '../passes/dce';
 import { toStableHlo } from '../stablehlo';
-import { type CollectiveRuntime, InThreadCollectives, sliceBox } from './collectives';
+import { type CollectiveRuntime, getCollectiveRuntime, sliceBox } from './collectives';
 import { buildSpmdExecutable } from './executor';
 import { fromCoreSharding, GSPMDSharding, HloSharding } from './hloSharding';
 import { partitionModule } from './partition';
@@ -83,8 +83,8 @@ export class SpmdCompiled extends Compiled {
   declare readonly spec: SpmdSpec;
   /** The sharding of each output as produced. */
   declare readonly outShardings: readonly HloSharding[];
-  /** Runs the collectives (in this thread unless replaced, e.g. by @tpukit/mesh's worker devices). */
-  runtime: CollectiveRuntime = new InThreadCollectives();
+  /** Runs the collectives: the runtime installed when this was compiled (`setCollectiveRuntime`), replaceable per program. */
+  runtime: CollectiveRuntime = getCollectiveRuntime();
   declare private readonly spmdRun: ReturnType<typeof buildSpmdExecutable>;
 
   /** `partitioned`: a module partitioned earlier for the same jaxpr and spec (from the persistent cache). */
