@@ -11,7 +11,8 @@
  * Reductions over a split dimension and dots contracting a split dimension leave partial sums,
  * combined by `reduce-scatter` when the wanted layout splits the result across exactly the
  * devices holding the partials, else by `all-reduce`. while / scan / cond get partitioned
- * bodies (see `control`). Ops without a rule run whole: their operands are all-gathered and
+ * bodies (see `control`); a scatter-add with batch-split indices adds locally into zeros and
+ * combines the partial tables (see `scatterAdd`). Ops without a rule run whole: their operands are all-gathered and
  * every device computes the full result.
  *
  * Collectives are HloInstructions without a core primitive (`prim === null`) whose params
@@ -19,10 +20,10 @@
  * sharding (plain JSON, so partitioned modules go to the persistent cache); `dynamic-slice` holds each device's offsets (where XLA computes
  * them from `partition-id` and a table). The executor (executor.ts) runs them.
  */
-import type { ShapedArray } from '@tpukit/core';
+import { getPrimitive, np, type ShapedArray } from '@tpukit/core';
 import { HloComputation, HloInstruction, HloModule } from '../hlo';
 import { type Box, boxKey, HloSharding, type Layout } from './hloSharding';
-import { broadcastBackward, type DimensionNumbers, fullLayout, gatherBackward, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward } from './layoutRules';
+import { broadcastBackward, type DimensionNumbers, fullLayout, gatherBackward, partialGroups, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward } from './layoutRules';
 import { calledFrom, gatherInfo, propagateShardings, REDUCTIONS, ruleOf } from './propagation';
 
 export const COLLECTIVES = new Set(['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute']);
@@ -185,7 +186,7 @@ function partitionComputation(src: HloComputation, shardings: Map<HloInstruction
           break;
         }
         default:
-          v = whole(i);
+          v = (i.prim?.name === 'scatter-add' && scatterAdd(i, target!)) || whole(i);
       }
     }
     v.inst.params.sharding ??= i.isTuple ? undefined : String(shardOf(v.layout, i.shape.shape));
@@ -198,6 +199,39 @@ function partitionComputation(src: HloComputation, shardings: Map<HloInstruction
     const inst = c.add(new HloInstruction(i.opcode, i.shapes, ins, { ...i.params }, i.prim));
     inst.called = i.called;
     return { inst, layout: i.isTuple ? [] : fullLayout(i.shape.shape, n) };
+  }
+
+  /**
+   * scatter-add whose indices are split along their batch dims (an embedding gradient under
+   * data parallelism): each device adds its own updates into zeros, the partial tables are
+   * combined (all-reduce, or reduce-scatter into the wanted split), then the operand is added.
+   * Null when the indices are not split (nothing to gain) or batching dims are used.
+   */
+  function scatterAdd(i: HloInstruction, target: Layout): Value | null {
+    const pp = i.params as Record<string, any>;
+    const dn = pp.dimensionNumbers as { updateWindowDims: number[]; operandBatchingDims: number[] };
+    const [op, idx, upd] = i.operands;
+    const idxLay = env.get(idx)!.layout;
+    const nb = idx.shape.shape.length - 1;
+    if (dn.operandBatchingDims.length || !['float32', 'bfloat16', 'float16'].includes(i.shape.dtype)) return null;
+    if (idxLay.every((b) => b.every(([s, e], d) => s === 0 && e === idx.shape.shape[d]))) return null;
+    // Indices keep their batch split (index vector whole); updates follow on their scatter dims.
+    const idxNeed = idxLay.map((b) => b.map(([s, e], d): [number, number] => (d < nb ? [s, e] : [0, idx.shape.shape[d]])));
+    const scatterDims = upd.shape.shape.map((_, d) => d).filter((d) => !dn.updateWindowDims.includes(d));
+    const updNeed = idxNeed.map((b) => upd.shape.shape.map((n, d): [number, number] => {
+      const k = scatterDims.indexOf(d);
+      return k >= 0 ? [b[k][0], b[k][1]] : [0, n];
+    }));
+    const full = fullLayout(i.shape.shape, n);
+    const zero = emit('constant', { shape: [], dtype: i.shape.dtype, weakType: false }, [], {});
+    zero.literal = np.zeros([], i.shape.dtype);
+    const zeros = emit('broadcast', i.shape, [zero], { shape: i.shape.shape, broadcastDimensions: [] }, getPrimitive('broadcast_in_dim'));
+    const local = emit(i.opcode, i.shape, [zeros, reshard(env.get(idx)!, idxNeed, idx.shape).inst, reshard(env.get(upd)!, updNeed, upd.shape).inst], { ...pp }, i.prim);
+    const groups = partialGroups(full, idxNeed.map((b) => b.slice(0, nb)), idx.shape.shape.slice(0, nb).reduce((a, b) => a * b, 1));
+    if (groups === null) return null;
+    const summed = combine({ inst: local, layout: full }, groups, 'add', target, i.shape);
+    const inst = emit('add', { ...i.shape, shape: summed.layout[0].map(([s, e]) => e - s) }, [reshard(env.get(op)!, summed.layout, op.shape).inst, summed.inst], {}, getPrimitive('add'));
+    return { inst, layout: summed.layout };
   }
 
   /**
