@@ -334,6 +334,14 @@ describe('sharded jit', () => {
     }
   });
 
+  it('in/out shardings that are all null keep the ordinary single-device path', () => {
+    const f = jit((a: Array) => np.sin(a), { inShardings: [null], outShardings: null });
+    const x = rand([4, 4], 31);
+    const y = f(x);
+    expect(y.sharding.deviceSet).toHaveLength(1);
+    close(y, np.sin(x));
+  });
+
   it('keys the compile cache on shardings: same shapes, another sharding recompiles with the reason', () => {
     const x = rand([4, 4], 7);
     const f = jit((a: Array) => np.cos(a));

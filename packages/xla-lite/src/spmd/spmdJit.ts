@@ -171,9 +171,9 @@ function assemble(perDev: Array[], shape: readonly number[], dtype: Array['dtype
 
 export interface ShardingOptions {
   /** Per positional argument (or one for all): the sharding of every leaf of that argument; null keeps the argument's own. */
-  inShardings?: Sharding | readonly (Sharding | null)[];
+  inShardings?: Sharding | readonly (Sharding | null)[] | null;
   /** Per flat output leaf (or one for all): the sharding results get; null lets propagation choose. */
-  outShardings?: Sharding | readonly (Sharding | null)[];
+  outShardings?: Sharding | readonly (Sharding | null)[] | null;
 }
 
 const isTracerLike = (x: unknown): boolean => x instanceof Array && x.constructor !== Array;
@@ -195,7 +195,8 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
   const active = (args: unknown[]): boolean => {
     const leaves = tree.flatten(args, { isLeaf: (x) => x instanceof Array })[0];
     if (leaves.some(isTracerLike)) return false;
-    if (inOpt !== undefined || outOpt !== undefined) return true;
+    const given = [...list(inOpt as Sharding | (Sharding | null)[] | undefined), ...list(outOpt as Sharding | (Sharding | null)[] | undefined)];
+    if (given.some((s) => s !== null)) return true;
     return leaves.some((l) => l instanceof Array && nonDefault(l.sharding));
   };
 
