@@ -198,6 +198,15 @@ describe('the standard sharded computations (JAX sharded-computation docs)', () 
     expect(text).not.toMatch(/all-gather\(/);
   });
 
+  it('a scan of length 0 returns its carry and empty stacked outputs', () => {
+    const f = (x: Array, xs: Array) => lax.scan((c: Array, v: Array) => [np.add(c, v), np.multiply(v, 2)], x, xs);
+    const x = rand([4, 8], 16);
+    const xs = np.zeros([0, 4, 8]);
+    const [c, ys] = jit(f, { inShardings: [S(M1, 'x', null), S(M1, null, 'x', null)] })(x, xs) as unknown as [Array, Array];
+    close(c, x);
+    expect(ys.shape).toEqual([0, 4, 8]);
+  });
+
   it('while and cond run their partitioned bodies; the loop carry keeps its split', () => {
     const xx = rand([8, 16], 15);
     const f = (x: Array) => {

@@ -7,7 +7,7 @@
  * partitioned bodies (the loop predicate and branch index are replicated scalars: device 0's
  * value decides for all).
  */
-import { type Array, evalPrimitive, getPrimitive } from '@tpukit/core';
+import { type Array, evalPrimitive, getPrimitive, np, type ShapedArray } from '@tpukit/core';
 import type { HloComputation, HloInstruction, HloModule } from '../hlo';
 import type { CollectiveRuntime, ReduceOp } from './collectives';
 import { concat, sliceBox } from './collectives';
@@ -52,7 +52,7 @@ function buildRunner(c: HloComputation, n: number, name: string): Runner {
       const sub = subs.get(i);
       if (sub) {
         const ins = s.ins.map((k) => arr(k));
-        const outs = runControl(i.prim!.name, p, sub, ins, rt, n);
+        const outs = runControl(i.prim!.name, p, sub, ins, rt, n, i.shapes);
         vals[s.out] = i.isTuple ? tupled(outs) : outs[0];
         continue;
       }
@@ -96,7 +96,7 @@ function buildRunner(c: HloComputation, n: number, name: string): Runner {
 }
 
 /** while / scan / cond over partitioned bodies; operands and results per value, then per device. */
-function runControl(name: string, p: Record<string, any>, sub: Runner[], ins: Array[][], rt: CollectiveRuntime, n: number): Array[][] {
+function runControl(name: string, p: Record<string, any>, sub: Runner[], ins: Array[][], rt: CollectiveRuntime, n: number, shapes: readonly ShapedArray[]): Array[][] {
   if (name === 'while') {
     const condConsts = ins.slice(0, p.condNconsts);
     const bodyConsts = ins.slice(p.condNconsts, p.condNconsts + p.bodyNconsts);
@@ -124,9 +124,14 @@ function runControl(name: string, p: Record<string, any>, sub: Runner[], ins: Ar
     carry = outs.slice(0, p.numCarry);
     ys[t] = outs.slice(p.numCarry);
   }
-  const nys = ys.length ? ys[0].length : 0;
+  const nys = shapes.length - p.numCarry;
   const stacked: Array[][] = [];
   for (let k = 0; k < nys; k++) {
+    if (p.length === 0) {
+      const s = shapes[p.numCarry + k];
+      stacked.push(globalThis.Array.from({ length: n }, () => np.zeros(s.shape, s.dtype)));
+      continue;
+    }
     stacked.push(globalThis.Array.from({ length: n }, (_, d) => {
       const parts = ys.map((y) => {
         const v = y[k][d];

@@ -139,12 +139,13 @@ export class HloSharding {
     for (let d = 0; d < rank; d++) {
       const w = shape[d] / tileDims[d];
       if (!Number.isInteger(w)) return null;
+      if (w === 0) continue; // an empty dimension: every box is [0, 0)
       for (const b of boxes) if (b[d][0] % w !== 0 || b[d][1] - b[d][0] !== w) return null;
     }
     const groups = new Map<number, number[]>();
     boxes.forEach((b, dev) => {
       let k = 0;
-      for (let d = 0; d < rank; d++) k = k * tileDims[d] + b[d][0] / (shape[d] / tileDims[d]);
+      for (let d = 0; d < rank; d++) k = k * tileDims[d] + (shape[d] === 0 ? 0 : b[d][0] / (shape[d] / tileDims[d]));
       const g = groups.get(k);
       if (g) g.push(dev);
       else groups.set(k, [dev]);
