@@ -343,6 +343,16 @@ describe('sharded jit', () => {
     }
   });
 
+  it('results feed the next sharded jit as they are: its input is already split, no collective', () => {
+    const x = rand([8, 4], 32);
+    const y = jit((a: Array) => np.exp(a), { inShardings: [S(M1, 'x', null)] })(x);
+    const g = jit((a: Array) => np.multiply(a, 3));
+    expect(collectives(g.lower(y).compile().asText())).toEqual({});
+    const z = g(y);
+    expect(String(z.sharding)).toContain('{devices=[2,1]0,1}');
+    close(z, np.multiply(np.exp(x), 3));
+  });
+
   it('in/out shardings that are all null keep the ordinary single-device path', () => {
     const f = jit((a: Array) => np.sin(a), { inShardings: [null], outShardings: null });
     const x = rand([4, 4], 31);
