@@ -86,7 +86,9 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
     c.seconds = c.bytesAccessed / preset.hbmBandwidth;
     return c;
   }
-  const name = i.prim!.name;
+  // Collectives and the partitioner's local slices: communication is modelled by @tpukit/mesh's cost model.
+  if (i.prim === null) return c;
+  const name = i.prim.name;
   if (i.called.length) {
     const p = i.params as Record<string, any>;
     if (name === 'scan') addInto(c, computationCost(i.called[0], preset), p.length);

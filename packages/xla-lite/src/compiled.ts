@@ -66,12 +66,14 @@ export class Compiled extends Stage {
     /** True when `module` is already optimised (loaded from the persistent cache). */
     preoptimized = false,
     readonly donateLabels: readonly string[] = [],
+    /** Builds the executable (the SPMD partitioner's `SpmdCompiled` brings its own). */
+    build: typeof buildExecutable = buildExecutable,
   ) {
     super();
     const t0 = performance.now();
     this.passStats = preoptimized ? emptyPassStats() : optimize(module, opts);
     this.donation = planDonation(module.entry, donateArgnums, name, donateLabels);
-    const exe = buildExecutable(module, name, this.donation);
+    const exe = build(module, name, this.donation);
     this.exec = exe.run;
     this.donor = exe.donor;
     this.stats = exe.stats;

@@ -11,6 +11,7 @@ import { type Compiler, type Executable, getCompiler, registerCompiler } from '@
 import { Compiled, Lowered } from './compiled';
 import { cacheKey, getCacheDir, loadModule, storeModule } from './diskCache';
 import type { PipelineOptions } from './pipeline';
+import { shardedJit } from './spmd/spmdJit';
 
 export interface CompileRecord {
   readonly name: string;
@@ -58,6 +59,8 @@ export const xlaCompiler: Compiler = {
     // Core's pjit deletes the donated inputs after each call, except the unusable ones.
     return Object.assign((args: Parameters<Executable>[0]) => c.run(args), { unusableDonations: c.donation.unusable });
   },
+  // GSPMD: calls with shardings over several devices are partitioned per device (spmd/).
+  partitioned: (f, opts, name, names) => shardedJit(f, opts as Parameters<typeof shardedJit>[1], name, names),
 };
 
 /** Installs (default) or removes xla-lite as the compiler behind core's `jit`. */

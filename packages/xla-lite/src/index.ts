@@ -18,3 +18,5 @@ export { jit, lower, type XlaJitOptions, type XlaJitted } from './jit';
 export type { PassStats, PipelineOptions } from './pipeline';
 export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads } from './wasm/pool';
 export { setWasmKernels, wasmKernelsEnabled } from './wasm/program';
+export { GSPMDSharding, HloSharding } from './spmd/hloSharding';
+export { type ShardingOptions, SpmdCompiled, SpmdLowered, type SpmdSpec } from './spmd/spmdJit';

@@ -25,3 +25,7 @@ export { fuseDotEpilogues, splitOutputFusion } from './passes/outputFusion';
 export { fuseRows } from './passes/rowFusion';
 export { hasStableHlo, tensorType, toStableHlo } from './stablehlo';
 export { hloType, moduleText } from './text';
+export { type CollectiveRuntime, getCollectiveRuntime, InThreadCollectives, type ReduceOp, setCollectiveRuntime } from './spmd/collectives';
+export { type Box, fromCoreSharding, type Layout } from './spmd/hloSharding';
+export { COLLECTIVES, partitionModule, type PartitionResult } from './spmd/partition';
+export { propagateShardings } from './spmd/propagation';

@@ -6,9 +6,10 @@
  */
 import { type JitOptions, type Jitted, jit as coreJit } from '@tpukit/core';
 import { Lowered } from './compiled';
+import type { ShardingOptions, SpmdLowered } from './spmd/spmdJit';
 
-/** Kept as a name for core's `JitOptions` (warnAfterRecompiles and onWarning are core options now). */
-export type XlaJitOptions = JitOptions;
+/** Core's `JitOptions` plus GSPMD's `inShardings` / `outShardings` (typed with core's `Sharding`). */
+export type XlaJitOptions = JitOptions & ShardingOptions;
 
 export interface XlaJitted<F extends (...args: any[]) => any> extends Omit<Jitted<F>, 'lower'> {
   (...args: Parameters<F>): ReturnType<F>;
@@ -18,8 +19,10 @@ export interface XlaJitted<F extends (...args: any[]) => any> extends Omit<Jitte
 
 /** `jax.jit` with xla-lite's ahead-of-time view: core's `jit(f, opts)` whose `lower()` gives a `Lowered`. */
 export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions = {}): XlaJitted<F> {
-  const jitted = coreJit(f, opts) as unknown as XlaJitted<F> & Jitted<F>;
+  const jitted = coreJit(f, opts as JitOptions) as unknown as XlaJitted<F> & Jitted<F>;
   (jitted as XlaJitted<F>).lower = (...args: Parameters<F>) => {
+    const sharded = jitted.lowerPartitioned(...args) as SpmdLowered | null;
+    if (sharded !== null) return sharded;
     const t = jitted.trace(...args);
     return new Lowered(t.jaxpr, t.name, t.donateArgnums, t.donateLabels);
   };

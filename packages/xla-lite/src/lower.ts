@@ -45,6 +45,7 @@ export const OPCODE: Readonly<Record<string, string>> = {
   while: 'while',
   pjit: 'call',
   debug_callback: 'custom-call',
+  sharding_constraint: 'custom-call',
   integer_pow: 'power',
   rev: 'reverse',
   dynamic_update_slice: 'dynamic-update-slice',

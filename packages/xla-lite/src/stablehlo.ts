@@ -12,7 +12,9 @@
  * `stablehlo.custom_call @xla_ffi_python_cpu_callback` (typed FFI, `api_version = 4`) with
  * `has_side_effect = true`, no results and a `{descriptor = N : ui64}` backend_config; the
  * callback lives only in this process (a `tpukit.callback` attribute names it), and ordered
- * callbacks are not threaded through a `!stablehlo.token` here. No real XLA was available to compile
+ * callbacks are not threaded through a `!stablehlo.token` here. A sharding constraint (a
+ * `sharding_constraint` primitive) becomes `stablehlo.custom_call @Sharding` with its
+ * `mhlo.sharding`. No real XLA was available to compile
  * the output; tests check its structure.
  */
 import type { ShapedArray } from '@tpukit/core';
@@ -145,6 +147,8 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   }
   const name = i.prim!.name;
   const p = i.params as Record<string, any>;
+  // with_sharding_constraint, as JAX lowers it under GSPMD.
+  if (name === 'sharding_constraint') return e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "Sharding", mhlo.sharding = ${JSON.stringify(String(p.sharding))}`, inTypes, outTypes);
   if (ELEMENTWISE[name]) return e.op(r, `stablehlo.${ELEMENTWISE[name]}`, ins, '', inTypes, outTypes);
   switch (name) {
     case 'integer_pow': {
@@ -209,20 +213,34 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "tpukit.${name}", backend_config = ${JSON.stringify(cfg)}`, inTypes, outTypes);
 }
 
-function funcText(c: HloComputation, name: string): string {
+/** GSPMD shardings to attach (XLA's text form per argument and result), as JAX's lowering does. */
+export interface StableHloShardings {
+  readonly numPartitions: number;
+  readonly args: readonly string[];
+  readonly results: readonly string[];
+}
+
+const shardingAttr = (s: string | undefined): string => (s === undefined ? '' : ` {mhlo.sharding = ${JSON.stringify(s)}}`);
+
+function funcText(c: HloComputation, name: string, sh: StableHloShardings | null): string {
   const e = new Emitter('    ');
   const args = c.params.map((p, k) => {
     e.bind(p, `%arg${k}`);
-    return `%arg${k}: ${tensorType(p.shape)}`;
+    return `%arg${k}: ${tensorType(p.shape)}${shardingAttr(sh?.args[k])}`;
   });
   for (const i of c.instructions) emitInstruction(e, i);
   const outs = c.outputs.map((o) => tensorType(o.shape));
   e.lines.push(`    "func.return"(${c.outputs.map((o) => e.name(o)).join(', ')}) : (${outs.join(', ')}) -> ()`);
-  return [`  func.func public @${name}(${args.join(', ')}) -> (${outs.join(', ')}) {`, ...e.lines, '  }'].join('\n');
+  return [`  func.func public @${name}(${args.join(', ')}) -> (${outs.map((t, k) => t + shardingAttr(sh?.results[k])).join(', ')}) {`, ...e.lines, '  }'].join('\n');
 }
 
-/** The module as StableHLO MLIR text (entry computation as `@main`). */
-export function toStableHlo(m: HloModule): string {
+/**
+ * The module as StableHLO MLIR text (entry computation as `@main`). With `shardings`, the
+ * arguments and results carry `mhlo.sharding` and the module `mhlo.num_partitions`, so a real
+ * XLA partitions the program the same way.
+ */
+export function toStableHlo(m: HloModule, shardings: StableHloShardings | null = null): string {
   const modName = m.name.replace(/[^A-Za-z0-9_]/g, '_');
-  return `module @${modName} {\n${funcText(m.entry, 'main')}\n}\n`;
+  const attrs = shardings ? ` attributes {mhlo.num_partitions = ${shardings.numPartitions} : i32, mhlo.num_replicas = 1 : i32}` : '';
+  return `module @${modName}${attrs} {\n${funcText(m.entry, 'main', shardings)}\n}\n`;
 }

@@ -8,6 +8,7 @@
 import type { ShapedArray } from '@tpukit/core';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
 import { operandPrecisions } from '@tpukit/core';
+import { shardingAttrs, spmdAttrs } from './spmd/text';
 
 const SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 's32', uint32: 'u32', int8: 's8', uint8: 'u8', bool: 'pred' };
 
@@ -27,6 +28,8 @@ function attrs(i: HloInstruction): string[] {
   const p = i.params as Record<string, any>;
   const out: string[] = [];
   const name = i.opcode === 'copy' ? 'copy' : (i.prim?.name ?? i.opcode);
+  const spmd = spmdAttrs(i);
+  if (spmd) return spmd;
   switch (name) {
     case 'copy':
       return out; // a layout change: the layouts in the types say it all
@@ -83,7 +86,7 @@ function attrs(i: HloInstruction): string[] {
     default:
       if (p.direction) out.push(`direction=${p.direction}`);
       for (const [k, v] of Object.entries(p)) {
-        if (k === 'direction' || v === undefined || (typeof v === 'object' && v !== null && (v.constructor?.name === 'ClosedJaxpr' || (globalThis.Array.isArray(v) && v.some((x) => x?.constructor?.name === 'ClosedJaxpr'))))) continue;
+        if (k === 'direction' || k === 'sharding' || k === 'spmd' || v === undefined || (typeof v === 'object' && v !== null && (v.constructor?.name === 'ClosedJaxpr' || (globalThis.Array.isArray(v) && v.some((x) => x?.constructor?.name === 'ClosedJaxpr'))))) continue;
         if (typeof v === 'function') continue;
         out.push(`${k.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())}=${JSON.stringify(v)}`);
       }
@@ -108,7 +111,7 @@ function instructionText(i: HloInstruction, root: boolean): string {
   if (i.opcode === 'parameter') body = `parameter(${i.paramIndex})`;
   else if (i.opcode === 'constant') body = `constant(${constantText(i)})`;
   else body = `${i.opcode}(${i.operands.map((o) => `%${instName(o)}`).join(', ')})`;
-  const a = attrs(i);
+  const a = [...attrs(i), ...shardingAttrs(i)];
   return `  ${root ? 'ROOT ' : ''}%${instName(i)} = ${ty} ${body}${a.length ? ', ' + a.join(', ') : ''}`;
 }
 

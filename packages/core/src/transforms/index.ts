@@ -10,7 +10,7 @@ export { NOT_DIFFERENTIABLE } from './jvp';
 export { NON_LINEAR } from './transpose';
 export { grad, jvp, linearize, valueAndGrad, vjp, type GradOptions } from './grad';
 export { vmap, type VmapOptions } from './batching';
-export { type CompileRequest, type Compiler, type CompileStats, type Executable, getCompiler, jit, type JitOptions, type Jitted, registerCompiler, type Traced } from './jit';
+export { type CompileRequest, type Compiler, type CompileStats, type Executable, getCompiler, jit, type JitOptions, type Jitted, type PartitionedPath, registerCompiler, type Traced } from './jit';
 export { fnId } from './jitSignature';
 export { disableJit, isJitDisabled } from './disableJit';
 export { hessian, jacfwd, jacrev } from './grad';

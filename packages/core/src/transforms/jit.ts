@@ -43,6 +43,24 @@ export interface Compiler {
    * sharding (`Sharding.toString()`) for compilers whose caches key on it.
    */
   compile(jaxpr: ClosedJaxpr, opts: CompileRequest): Executable;
+  /**
+   * Optional: a partitioned (multi-device) path for one jitted function, made on its first call.
+   * `jit` keeps the one signature, cache statistics and donation checks, and hands calls whose
+   * arguments or options ask for shardings over several devices to it (xla-lite's GSPMD).
+   */
+  partitioned?(f: (...a: any[]) => unknown, opts: JitOptions, name: string, names: readonly string[]): PartitionedPath;
+}
+
+/** A compiler's multi-device path for one jitted function (see `Compiler.partitioned`). */
+export interface PartitionedPath {
+  /** True when these arguments (or the function's sharding options) need the partitioned program. */
+  active(args: unknown[]): boolean;
+  /** Runs the call; `key` is the abstract signature; `onCompile` gets each compile's milliseconds. */
+  call(args: unknown[], key: string, onCompile: (ms: number) => void): unknown;
+  /** The lowered partitioned program for these arguments. */
+  lower(args: unknown[]): unknown;
+  readonly traceCount: number;
+  clear(): void;
 }
 
 /** What `jit` passes to `Compiler.compile`. */
@@ -195,6 +213,10 @@ export interface JitOptions {
   warnAfterRecompiles?: number;
   /** Called instead of console.warn for the recompile warning and compile-time warnings. */
   onWarning?: (message: string) => void;
+  /** Shardings of the arguments (one per argument, or one for all; null keeps an argument's own). Needs a compiler with a partitioned path. */
+  inShardings?: unknown;
+  /** Shardings of the outputs (one per output leaf, or one for all). */
+  outShardings?: unknown;
 }
 
 export interface CompileStats {
@@ -229,6 +251,8 @@ export interface Jitted<F extends (...args: any[]) => any> {
   /** Cache hits and misses of the calls so far, recompile explanations, compile times. */
   compileStats(): CompileStats;
   clearCache(): void;
+  /** The compiler's lowered multi-device program when these arguments need one, else null. */
+  lowerPartitioned(...args: Parameters<F>): unknown;
 }
 
 const asList = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
@@ -311,6 +335,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   const warnAfter = opts.warnAfterRecompiles ?? 10;
   const sink: CallSink = { compileMs: [], warn: opts.onWarning ?? ((m: string) => console.warn(m)) };
   const cache = new Map<string, CacheEntry>();
+  const partitionedSeen = new Set<string>();
   const stats = { hits: 0, misses: 0, recompiles: 0, explanations: [] as string[] };
   let last: ArgSig[] | null = null;
   let warned = false;
@@ -396,8 +421,35 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
     last = call.sigs;
   };
 
+  // The registered compiler's partitioned path, made on first use (and again if the compiler changes).
+  let route: { compiler: Compiler; path: PartitionedPath } | null = null;
+  const partitioned = (): PartitionedPath | null => {
+    if (compiler === null || !compiler.partitioned) return null;
+    if (route === null || route.compiler !== compiler) route = { compiler, path: compiler.partitioned(f, opts, name, names) };
+    return route.path;
+  };
+  const routed = (args: unknown[]): PartitionedPath | null => {
+    const path = partitioned();
+    return path !== null && path.active(args) ? path : null;
+  };
+
   const jitted = ((...args: unknown[]) => {
     if (isJitDisabled()) return f(...args);
+    const path = routed(args);
+    if (path !== null) {
+      checkArgnums(args.length);
+      const call = flattenCall(args, spec);
+      if (donate.length) checkLive(call, args, name, names);
+      record(call, partitionedSeen.has(call.key));
+      partitionedSeen.add(call.key);
+      const prev = activeSink;
+      activeSink = sink;
+      try {
+        return path.call(args, call.key, (ms) => sink.compileMs.push(ms));
+      } finally {
+        activeSink = prev;
+      }
+    }
     const { entry, call } = prepare(args, true);
     const leaves = call.leaves.map((l) => (l instanceof Array ? l : asArray(l as number | boolean)));
     if (entry.donated.length) checkDonations(name, entry.donated, entry.traced.donateLabels, leaves, entry.consts);
@@ -411,10 +463,18 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       activeSink = prev;
     }
   }) as unknown as Jitted<F>;
-  Object.defineProperty(jitted, 'traceCount', { get: () => traceCount });
+  Object.defineProperty(jitted, 'traceCount', { get: () => traceCount + (route?.path.traceCount ?? 0) });
   jitted.trace = ((...args: unknown[]) => prepare(args, false).entry.traced) as Jitted<F>['trace'];
   jitted.lower = ((...args: unknown[]) => prepare(args, false).entry.traced.jaxpr) as Jitted<F>['lower'];
   jitted.compileStats = () => ({ ...stats, explanations: [...stats.explanations], compileMs: [...sink.compileMs] });
-  jitted.clearCache = () => cache.clear();
+  jitted.clearCache = () => {
+    cache.clear();
+    partitionedSeen.clear();
+    route?.path.clear();
+  };
+  jitted.lowerPartitioned = (...args: unknown[]) => {
+    const path = routed(args);
+    return path === null ? null : path.lower(args);
+  };
   return jitted;
 }

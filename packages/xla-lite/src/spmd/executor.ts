@@ -1,0 +1,144 @@
+/**
+ * Runs a partitioned module on N devices: every device executes the same program on its own
+ * shards, one device after another per instruction (in this thread), and the collectives
+ * exchange the devices' buffers through a `CollectiveRuntime`. Non-collective instructions run
+ * as their core primitive on the current backend, as the single-device executable's primitive
+ * steps do; `dynamic-slice` takes each device's planned offsets. while / scan / cond run their
+ * partitioned bodies (the loop predicate and branch index are replicated scalars: device 0's
+ * value decides for all).
+ */
+import { type Array, evalPrimitive, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import type { HloComputation, HloInstruction, HloModule } from '../hlo';
+import type { CollectiveRuntime, ReduceOp } from './collectives';
+import { concat, sliceBox } from './collectives';
+
+type Step = { out: number; ins: number[]; inst: HloInstruction; params: Record<string, unknown> };
+
+type Runner = (args: readonly (readonly Array[])[], rt: CollectiveRuntime) => Array[][];
+const COLL = new Set(['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute']);
+
+/** Builds the run function of a partitioned module for `n` devices: per parameter and device in, per output and device out. */
+export function buildSpmdExecutable(mod: HloModule, n: number, name: string): Runner {
+  return buildRunner(mod.entry, n, name);
+}
+
+const prim = (p: string) => getPrimitive(p);
+/** Device 0's value of a replicated scalar (a loop predicate or a branch index). */
+const scalar = (x: Array): number => Number((x.dataSync() as ArrayLike<number>)[0]);
+
+function buildRunner(c: HloComputation, n: number, name: string): Runner {
+  const slot = new Map<HloInstruction, number>();
+  c.instructions.forEach((i, k) => slot.set(i, k));
+  const subs = new Map<HloInstruction, Runner[]>();
+  const steps: Step[] = c.instructions.map((inst, out) => {
+    const { sharding: _s, spmd, ...params } = inst.params as Record<string, unknown>;
+    if (spmd) subs.set(inst, inst.called.map((sc) => buildRunner(sc, n, name)));
+    if (inst.opcode !== 'parameter' && inst.opcode !== 'constant' && inst.opcode !== 'get-tuple-element' && inst.opcode !== 'dynamic-slice' && !inst.prim && !COLL.has(inst.opcode)) {
+      throw new Error(`xla-lite spmd ${name}: instruction ${inst.opcode} has no executable form`);
+    }
+    return { out, ins: inst.operands.map((o) => slot.get(o)!), inst, params };
+  });
+  const outSlots = c.outputs.map((o) => slot.get(o)!);
+  return (args, rt) => {
+    if (args.length !== c.params.length) throw new TypeError(`xla-lite spmd ${name}: expected ${c.params.length} arguments, got ${args.length}`);
+    const vals: (Array | Array[])[][] = new globalThis.Array(steps.length);
+    const arr = (k: number): Array[] => vals[k] as Array[];
+    const per = (f: (d: number) => Array | Array[]): (Array | Array[])[] => globalThis.Array.from({ length: n }, (_, d) => f(d));
+    /** Per-device tuples from per-output lists. */
+    const tupled = (outs: Array[][]): Array[][] => per((d) => outs.map((o) => o[d])) as Array[][];
+    for (const s of steps) {
+      const i = s.inst;
+      const p = s.params as Record<string, any>;
+      const sub = subs.get(i);
+      if (sub) {
+        const ins = s.ins.map((k) => arr(k));
+        const outs = runControl(i.prim!.name, p, sub, ins, rt, n, i.shapes);
+        vals[s.out] = i.isTuple ? tupled(outs) : outs[0];
+        continue;
+      }
+      switch (i.opcode) {
+        case 'parameter':
+          vals[s.out] = [...args[i.paramIndex]];
+          break;
+        case 'constant':
+          vals[s.out] = per(() => i.literal!);
+          break;
+        case 'get-tuple-element':
+          vals[s.out] = per((d) => (vals[s.ins[0]][d] as Array[])[p.index]);
+          break;
+        case 'dynamic-slice':
+          vals[s.out] = per((d) => sliceBox(arr(s.ins[0])[d], (p.offsets[d] as number[]).map((o, j) => [o, o + p.sizes[j]] as const)));
+          break;
+        case 'all-reduce':
+          vals[s.out] = rt.allReduce(arr(s.ins[0]), p.replicaGroups, p.toApply as ReduceOp);
+          break;
+        case 'all-gather':
+          vals[s.out] = rt.allGather(arr(s.ins[0]), p.replicaGroups, p.dimensions[0]);
+          break;
+        case 'reduce-scatter':
+          vals[s.out] = rt.reduceScatter(arr(s.ins[0]), p.replicaGroups, p.dimensions[0], p.toApply as ReduceOp);
+          break;
+        case 'all-to-all':
+          vals[s.out] = rt.allToAll(arr(s.ins[0]), p.replicaGroups, p.splitDimension, p.concatDimension);
+          break;
+        case 'collective-permute':
+          vals[s.out] = rt.collectivePermute(arr(s.ins[0]), p.sourceTargetPairs);
+          break;
+        default:
+          vals[s.out] = per((d) => {
+            const outs = evalPrimitive(i.prim!, s.ins.map((k) => vals[k][d] as Array), s.params);
+            return i.isTuple ? outs : outs[0];
+          });
+      }
+    }
+    return outSlots.map((k) => arr(k));
+  };
+}
+
+/** while / scan / cond over partitioned bodies; operands and results per value, then per device. */
+function runControl(name: string, p: Record<string, any>, sub: Runner[], ins: Array[][], rt: CollectiveRuntime, n: number, shapes: readonly ShapedArray[]): Array[][] {
+  if (name === 'while') {
+    const condConsts = ins.slice(0, p.condNconsts);
+    const bodyConsts = ins.slice(p.condNconsts, p.condNconsts + p.bodyNconsts);
+    let carry = ins.slice(p.condNconsts + p.bodyNconsts);
+    while (scalar(sub[0]([...condConsts, ...carry], rt)[0][0])) carry = sub[1]([...bodyConsts, ...carry], rt);
+    return carry;
+  }
+  if (name === 'cond') {
+    const k = Math.min(Math.max(Math.trunc(scalar(ins[0][0])), 0), sub.length - 1);
+    return sub[k](ins.slice(1), rt);
+  }
+  // scan: (consts, carry, xs) -> (carry, ys), one iteration per leading index of xs.
+  const nc = p.numConsts + p.numCarry;
+  const consts = ins.slice(0, p.numConsts);
+  let carry = ins.slice(p.numConsts, nc);
+  const xs = ins.slice(nc);
+  const ys: Array[][][] = [];
+  const one = (x: Array, t: number): Array => {
+    const sl = sliceBox(x, x.shape.map((m, j): [number, number] => (j === 0 ? [t, t + 1] : [0, m])));
+    return evalPrimitive(prim('reshape'), [sl], { newSizes: x.shape.slice(1) })[0];
+  };
+  for (let it = 0; it < p.length; it++) {
+    const t = p.reverse ? p.length - 1 - it : it;
+    const outs = sub[0]([...consts, ...carry, ...xs.map((x) => x.map((xd) => one(xd, t)))], rt);
+    carry = outs.slice(0, p.numCarry);
+    ys[t] = outs.slice(p.numCarry);
+  }
+  const nys = shapes.length - p.numCarry;
+  const stacked: Array[][] = [];
+  for (let k = 0; k < nys; k++) {
+    if (p.length === 0) {
+      const s = shapes[p.numCarry + k];
+      stacked.push(globalThis.Array.from({ length: n }, () => np.zeros(s.shape, s.dtype)));
+      continue;
+    }
+    stacked.push(globalThis.Array.from({ length: n }, (_, d) => {
+      const parts = ys.map((y) => {
+        const v = y[k][d];
+        return evalPrimitive(prim('reshape'), [v], { newSizes: [1, ...v.shape] })[0];
+      });
+      return concat(parts, 0);
+    }));
+  }
+  return [...carry, ...stacked];
+}

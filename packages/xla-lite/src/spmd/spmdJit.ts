@@ -1,0 +1,301 @@
+/**
+ * jit with shardings (GSPMD): `jit(f, { inShardings, outShardings })`, or arguments that are
+ * already sharded, compile `f` once per abstract signature into one program per device.
+ * `SpmdLowered` is the traced module with every value's propagated sharding
+ * (`asText()` prints `sharding={...}`; `asStableHlo()` carries `mhlo.sharding`);
+ * `SpmdCompiled` is the partitioned module (shard shapes and collectives, `asText()`) and runs
+ * it over the devices with a `CollectiveRuntime` (in this thread by default). Results are
+ * sharded Arrays whose sharding is the requested out sharding, or a `GSPMDSharding` of the
+ * propagated one.
+ *
+ * Shardings are read through core's abstract `Sharding` interface only, so any implementation
+ * (mesh's NamedSharding, a test grid) plugs in. All shardings of one call must span the same
+ * devices (else an error naming both). Arguments under an outer transformation (tracers) run
+ * unsharded, as the traced program of the outer transformation.
+ */
+import { Array, ClosedJaxpr, type Device, Jaxpr, makeArrayFromCallback, makeJaxpr, type Sharding, tree } from '@tpukit/core';
+import { Compiled, Lowered } from '../compiled';
+import type { DonationPlan } from '../donation';
+import type { ExecutableStats } from '../executable';
+import type { HloInstruction, HloModule } from '../hlo';
+import { lowerJaxpr } from '../lower';
+import { cacheKey, getCacheDir, loadModule, storeModule } from '../diskCache';
+import { dce } from '../passes/dce';
+import { toStableHlo } from '../stablehlo';
+import { type CollectiveRuntime, getCollectiveRuntime, sliceBox } from './collectives';
+import { buildSpmdExecutable } from './executor';
+import { fromCoreSharding, GSPMDSharding, HloSharding } from './hloSharding';
+import { partitionModule } from './partition';
+import { propagateShardings } from './propagation';
+
+/** What the partitioner needs to know about one program's devices and boundary shardings. */
+export interface SpmdSpec {
+  readonly devices: readonly Device[];
+  /** Per flat input (closed-over constants first). */
+  readonly inShardings: readonly HloSharding[];
+  /** Per flat output: the requested sharding (null: propagation chooses). */
+  readonly outShardings: readonly (HloSharding | null)[];
+  /** Per flat output: the core Sharding results carry (null: a GSPMDSharding). */
+  readonly outCore: readonly (Sharding | null)[];
+}
+
+/** Sharding constraints in the entry computation, as HloShardings over the program's devices. */
+function constraintsOf(mod: HloModule, devices: readonly Device[]): Map<HloInstruction, HloSharding> {
+  const out = new Map<HloInstruction, HloSharding>();
+  for (const i of mod.entry.instructions) {
+    if (i.prim?.name !== 'sharding_constraint') continue;
+    const s = (i.params as { sharding?: Sharding }).sharding;
+    if (!s || typeof s.devicesIndicesMap !== 'function') throw new Error(`xla-lite spmd ${mod.name}: sharding_constraint ${i.id} has no core Sharding in its 'sharding' parameter`);
+    out.set(i, fromCoreSharding(s, i.shape.shape, devices, `sharding constraint on ${i.shape.dtype}[${i.shape.shape.join(',')}]`));
+  }
+  return out;
+}
+
+const annotate = (mod: HloModule, spec: SpmdSpec): Map<HloInstruction, HloSharding> =>
+  propagateShardings(mod.entry, spec.inShardings, spec.outShardings, spec.devices.length, constraintsOf(mod, spec.devices));
+
+export class SpmdLowered extends Lowered {
+  constructor(
+    jaxpr: ClosedJaxpr,
+    name: string,
+    donateArgnums: readonly number[],
+    donateLabels: readonly string[],
+    readonly spec: SpmdSpec,
+  ) {
+    super(jaxpr, name, donateArgnums, donateLabels);
+    for (const [i, s] of annotate(this.module, spec)) i.params.sharding = String(s);
+  }
+
+  /** StableHLO with `mhlo.sharding` on the arguments and results (GSPMD style, as JAX emits without Shardy). */
+  override asStableHlo(): string {
+    const outs = this.module.entry.outputs.map((o, k) => String(this.spec.outShardings[k] ?? o.params.sharding));
+    return toStableHlo(this.module, { numPartitions: this.spec.devices.length, args: this.spec.inShardings.map(String), results: outs });
+  }
+
+  override compile(): Compiled {
+    return new SpmdCompiled(this.jaxpr, this.name, this.donateArgnums, this.donateLabels, this.spec);
+  }
+}
+
+const NO_STATS: ExecutableStats = { fusedKernels: 0, multiOpFusions: 0, fusedOps: 0, primitiveOps: 0, outputFusions: 0, rowFusions: 0, wasmKernels: 0, arenaBytes: 0 };
+
+export class SpmdCompiled extends Compiled {
+  declare readonly spec: SpmdSpec;
+  /** The sharding of each output as produced. */
+  declare readonly outShardings: readonly HloSharding[];
+  /** Runs the collectives: the runtime installed when this was compiled (`setCollectiveRuntime`), replaceable per program. */
+  runtime: CollectiveRuntime = getCollectiveRuntime();
+  declare private readonly spmdRun: ReturnType<typeof buildSpmdExecutable>;
+
+  /** `partitioned`: a module partitioned earlier for the same jaxpr and spec (from the persistent cache). */
+  constructor(jaxpr: ClosedJaxpr, name: string, donateArgnums: readonly number[], donateLabels: readonly string[], spec: SpmdSpec, partitioned: HloModule | null = null) {
+    const n = spec.devices.length;
+    let part: { module: HloModule; outShardings: HloSharding[] };
+    if (partitioned) {
+      const outs = partitioned.entry.outputs.map((o) => HloSharding.parse(String(o.params.sharding), o.shape.shape.length, n));
+      part = { module: partitioned, outShardings: outs };
+    } else {
+      const mod = lowerJaxpr(jaxpr, `jit_${name}`);
+      part = partitionModule(mod, annotate(mod, spec), spec.inShardings, spec.outShardings, n);
+      dce(part.module.entry);
+    }
+    const spmdRun = buildSpmdExecutable(part.module, n, name);
+    const build = (_m: HloModule, nm: string, _d?: DonationPlan | null) => ({
+      run: (): never => {
+        throw new Error(`xla-lite spmd ${nm}: run through SpmdCompiled.run`);
+      },
+      stats: NO_STATS,
+      donor: null,
+    });
+    super(part.module, name, donateArgnums, {}, true, donateLabels, build);
+    Object.defineProperty(this, 'spec', { value: spec });
+    Object.defineProperty(this, 'jaxpr', { value: jaxpr });
+    Object.defineProperty(this, 'outShardings', { value: part.outShardings });
+    Object.defineProperty(this, 'spmdRun', { value: spmdRun });
+  }
+
+  /** The output shardings as core Shardings. */
+  outputShardings(): Sharding[] {
+    return this.outShardings.map((s, k) => this.spec.outCore[k] ?? new GSPMDSharding(this.spec.devices, s));
+  }
+
+  /** Runs on global Arrays (sharded or not); returns sharded Arrays. */
+  override run(args: Array[]): Array[] {
+    const { devices, inShardings } = this.spec;
+    const locals = args.map((a, k) => localShards(a, inShardings[k], devices, `compiled ${this.name} input ${k}`));
+    const outs = this.spmdRun(locals, this.runtime);
+    const shardings = this.outputShardings();
+    const avals = this.jaxpr.outAvals;
+    return outs.map((perDev, k) => assemble(perDev, avals[k].shape, avals[k].dtype, shardings[k], devices));
+  }
+
+  /** As `run`, then deletes the donated inputs (JAX semantics; the shards are not reused in place). */
+  override call(args: Array[]): Array[] {
+    const outs = this.run(args);
+    this.donateArgnums.forEach((j, k) => {
+      if (!outs.includes(args[j])) args[j]._markDeleted(`it was donated to compiled ${this.name} as ${this.donateLabels[k] ?? `input ${j}`}`, false);
+    });
+    return outs;
+  }
+
+  declare readonly jaxpr: ClosedJaxpr;
+}
+
+const devPos = (devices: readonly Device[], d: Device): number => {
+  const i = devices.indexOf(d);
+  return i >= 0 ? i : devices.findIndex((x) => x.id === d.id);
+};
+
+/** Each device's shard of `a` under `hs`: the Array's own shards when they match, else slices of its value. */
+function localShards(a: Array, hs: HloSharding, devices: readonly Device[], what: string): Array[] {
+  const lay = hs.layout(a.shape, what);
+  const out: (Array | undefined)[] = new globalThis.Array(devices.length);
+  if (a._shards) {
+    for (const s of a._shards) {
+      const p = devPos(devices, s.device);
+      if (p >= 0 && lay[p].every(([b, e], j) => s.index[j][0] === b && s.index[j][1] === e)) out[p] = s.data;
+    }
+  }
+  return lay.map((box, d) => out[d] ?? sliceBox(a, box));
+}
+
+function assemble(perDev: Array[], shape: readonly number[], dtype: Array['dtype'], sharding: Sharding, devices: readonly Device[]): Array {
+  const order = [...sharding.devicesIndicesMap(shape).keys()];
+  let j = 0;
+  return makeArrayFromCallback(shape, dtype, sharding, () => {
+    return perDev[devPos(devices, order[j++])];
+  });
+}
+
+// ---- the jit side ----
+
+export interface ShardingOptions {
+  /** Per positional argument (or one for all): the sharding of every leaf of that argument; null keeps the argument's own. */
+  inShardings?: Sharding | readonly (Sharding | null)[] | null;
+  /** Per flat output leaf (or one for all): the sharding results get; null lets propagation choose. */
+  outShardings?: Sharding | readonly (Sharding | null)[] | null;
+}
+
+const isTracerLike = (x: unknown): boolean => x instanceof Array && x.constructor !== Array;
+const nonDefault = (s: Sharding): boolean => s.deviceSet.length > 1;
+
+/**
+ * The sharded path of xla-lite's jit: `active(args)` says whether this call takes it;
+ * `lower(args)` traces and annotates; compiled programs are cached by the caller's signature key.
+ */
+export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & { staticArgnums?: number | readonly number[]; donateArgnums?: number | readonly number[] }, fname: string, names: readonly string[]) {
+  const list = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
+  const staticNums = list(opts.staticArgnums);
+  const donate = list(opts.donateArgnums);
+  const inOpt = opts.inShardings;
+  const outOpt = opts.outShardings;
+  const cache = new Map<string, { compiled: SpmdCompiled; outTree: tree.TreeDef; consts: Array[] }>();
+  const argName = (i: number) => `argument ${i}${names[i] ? ` (${names[i]})` : ''}`;
+
+  const active = (args: unknown[]): boolean => {
+    // Static arguments are not leaves (core's jit checks they are hashable, cyclic ones included).
+    const leaves = tree.flatten(args.filter((_, i) => !staticNums.includes(i)), { isLeaf: (x) => x instanceof Array })[0];
+    if (leaves.some(isTracerLike)) return false;
+    const given = [...list(inOpt as Sharding | (Sharding | null)[] | undefined), ...list(outOpt as Sharding | (Sharding | null)[] | undefined)];
+    if (given.some((s) => s !== null)) return true;
+    return leaves.some((l) => l instanceof Array && nonDefault(l.sharding));
+  };
+
+  const trace = (args: unknown[]) => {
+    if (globalThis.Array.isArray(inOpt) && inOpt.length !== args.length) {
+      throw new Error(`jit(${fname}): inShardings has ${inOpt.length} entries but the call passes ${args.length} positional arguments (give one per argument, null to keep an argument's own)`);
+    }
+    const dyn = args.map((a, i) => (staticNums.includes(i) ? null : a));
+    const g = (...d: unknown[]) => f(...args.map((a, i) => (staticNums.includes(i) ? a : d[i])));
+    Object.defineProperty(g, 'name', { value: fname });
+    const traced = makeJaxpr(g)(...dyn);
+    // Per flat input: the requested sharding, or the leaf's own.
+    const inCore: { s: Sharding | null; what: string; leaf: Array }[] = [];
+    dyn.forEach((a, i) => {
+      if (staticNums.includes(i)) return;
+      const want = inOpt === undefined ? null : globalThis.Array.isArray(inOpt) ? ((inOpt as (Sharding | null)[])[i] ?? null) : (inOpt as Sharding);
+      const leaves = tree.flatten(a, { isLeaf: (x) => x instanceof Array })[0] as Array[];
+      leaves.forEach((l, k) => inCore.push({ s: want ?? (nonDefault(l.sharding) ? l.sharding : null), what: `jit(${fname}): ${argName(i)}${leaves.length > 1 ? ` leaf ${k}` : ''}`, leaf: l }));
+    });
+    const nOut = traced.outAvals.length;
+    const outCore: (Sharding | null)[] = globalThis.Array.isArray(outOpt) ? [...(outOpt as (Sharding | null)[])] : new globalThis.Array(nOut).fill(outOpt ?? null);
+    if (outCore.length !== nOut) throw new Error(`jit(${fname}): outShardings has ${outCore.length} entries but the function returns ${nOut} arrays`);
+    // One device set for the whole program.
+    let devices: Device[] | null = null;
+    let from = '';
+    const check = (s: Sharding | null, what: string): void => {
+      if (!s) return;
+      const ds = [...s.deviceSet].sort((a, b) => a.id - b.id);
+      if (devices === null) {
+        devices = ds;
+        from = what;
+      } else if (ds.map((d) => d.id).join() !== devices.map((d) => d.id).join()) {
+        throw new Error(`jit(${fname}): mismatched meshes: ${from} is sharded over devices [${devices.map((d) => d.id).join(',')}] but ${what} over [${ds.map((d) => d.id).join(',')}]`);
+      }
+    };
+    inCore.forEach((x) => check(x.s, x.what));
+    outCore.forEach((s, k) => check(s, `outShardings[${k}]`));
+    if (devices === null) throw new Error(`jit(${fname}): no sharding spans more than one device; nothing to partition`);
+    const devs: Device[] = devices;
+    const nConst = traced.jaxpr.constvars.length;
+    const hsIn = [
+      ...new globalThis.Array(nConst).fill(null).map((_, k) => HloSharding.replicated(traced.jaxpr.constvars[k].aval.shape.length, devs.length)),
+      ...inCore.map((x) => (x.s ? fromCoreSharding(x.s, x.leaf.shape, devs, x.what) : HloSharding.replicated(x.leaf.ndim, devs.length))),
+    ];
+    const outs = traced.outAvals.map((a, k) => (outCore[k] ? fromCoreSharding(outCore[k]!, a.shape, devs, `jit(${fname}): outShardings[${k}]`) : null));
+    // Constants become leading parameters so they travel like arguments.
+    const hoisted = hoist(traced);
+    const donated: number[] = [];
+    const labels: string[] = [];
+    let pos = nConst;
+    dyn.forEach((a, i) => {
+      if (staticNums.includes(i)) return;
+      const nl = tree.flatten(a, { isLeaf: (x) => x instanceof Array })[0].length;
+      if (donate.includes(i)) for (let k = 0; k < nl; k++) {
+        donated.push(pos + k);
+        labels.push(`${argName(i)}${nl > 1 ? ` leaf ${k}` : ''}`);
+      }
+      pos += nl;
+    });
+    const spec: SpmdSpec = { devices: devs, inShardings: hsIn, outShardings: outs, outCore };
+    return { lowered: new SpmdLowered(hoisted.jaxpr, fname, donated, labels, spec), outTree: traced.outTree, consts: hoisted.consts, dyn };
+  };
+
+  const flatArgs = (dyn: unknown[]): Array[] => tree.flatten(dyn.filter((_, i) => !staticNums.includes(i)), { isLeaf: (x) => x instanceof Array })[0] as Array[];
+
+  let traces = 0;
+  return {
+    active,
+    /** How many times the sharded path traced `f`. */
+    get traceCount(): number {
+      return traces;
+    },
+    lower: (args: unknown[]): SpmdLowered => trace(args).lowered,
+    /** Runs the call; `key` is the abstract signature; `onCompile` gets each compile's milliseconds. */
+    call(args: unknown[], key: string, onCompile: (ms: number) => void): unknown {
+      let hit = cache.get(key);
+      if (!hit) {
+        const t0 = performance.now();
+        traces++;
+        const { lowered, outTree, consts } = trace(args);
+        const { spec } = lowered;
+        const diskKey = getCacheDir() === null ? null : cacheKey(lowered.jaxpr, { spmd: { devices: spec.devices.map((d) => d.id), in: spec.inShardings.map(String), out: spec.outShardings.map((s) => (s ? String(s) : null)) }, donateArgnums: lowered.donateArgnums });
+        const stored = diskKey === null ? null : loadModule(diskKey);
+        const compiled = new SpmdCompiled(lowered.jaxpr, lowered.name, lowered.donateArgnums, lowered.donateLabels, spec, stored);
+        if (diskKey !== null && stored === null) storeModule(diskKey, compiled.module);
+        hit = { compiled, outTree, consts };
+        cache.set(key, hit);
+        onCompile(performance.now() - t0);
+      }
+      const outs = hit.compiled.call([...hit.consts, ...flatArgs(args.map((a, i) => (staticNums.includes(i) ? null : a)))]);
+      return tree.unflatten(hit.outTree, outs);
+    },
+    clear: () => cache.clear(),
+  };
+}
+
+/** The closed jaxpr with its constants as leading inputs (and those constants). */
+function hoist(c: ClosedJaxpr): { jaxpr: ClosedJaxpr; consts: Array[] } {
+  const j = c.jaxpr;
+  return { jaxpr: new ClosedJaxpr(new Jaxpr([], [...j.constvars, ...j.invars], j.eqns, j.outs), []), consts: [...c.consts] };
+}
