@@ -1,0 +1,132 @@
+/**
+ * The device runtime: every CPU device owns one worker thread, and a device runs a *program*
+ * there on arguments that live in that thread. A program is a serialisable description of a
+ * function (a module and an export name; functions themselves cannot cross threads): the
+ * worker imports the module once, then calls the export on each request with the shard
+ * arguments (pytrees of Arrays) and sends the result back. `runOnDevices` starts one request
+ * per device and waits for all, so the devices compute in parallel, one core each.
+ */
+import { Worker } from 'node:worker_threads';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Array } from '@tpukit/core';
+import { type Packed, type WireArray, arraysIn, pack, transferList, unpack, wireCopy, wireShared } from './transfer';
+
+/** A function a device can run: `module`'s export `exportName` (default 'default'). */
+export interface DeviceProgram {
+  /** A file path, file: URL or package specifier of an ES module (or CJS file). */
+  readonly module: string;
+  readonly exportName?: string;
+  /** Node flags for the worker, e.g. `['--import', 'tsx']` to load a TypeScript module. */
+  readonly execArgv?: readonly string[];
+}
+
+export interface RunRequest {
+  readonly id: number;
+  readonly module: string;
+  readonly exportName: string;
+  readonly args: Packed;
+}
+
+export type RunReply = { readonly id: number; readonly result: Packed } | { readonly id: number; readonly error: string };
+
+function workerFile(): string {
+  const here = import.meta.url;
+  const rel = /\.[cm]?ts$/.test(here) ? '../dist/worker.js' : here.endsWith('.cjs') ? './worker.cjs' : './worker.js';
+  return fileURLToPath(new URL(rel, here));
+}
+
+function moduleUrl(module: string): string {
+  if (/^[a-z][a-z0-9+.-]*:/i.test(module) && !/^[a-z]:[\\/]/i.test(module)) return module;
+  if (module.startsWith('.') || module.startsWith('/')) return pathToFileURL(module).href;
+  return module;
+}
+
+interface Pending {
+  resolve(v: unknown): void;
+  reject(e: Error): void;
+}
+
+/** One device's worker thread; requests are answered in order. */
+export class DeviceWorker {
+  #worker: Worker | null = null;
+  #execArgv = '';
+  #next = 0;
+  readonly #pending = new Map<number, Pending>();
+
+  constructor(readonly deviceId: number) {}
+
+  #start(execArgv: readonly string[]): Worker {
+    const key = execArgv.join('\u0000');
+    if (this.#worker && key !== this.#execArgv) {
+      throw new Error(`device ${this.deviceId}: its worker was started with execArgv [${this.#execArgv.split('\u0000').join(', ')}]; a program asks for [${execArgv.join(', ')}] (close the device first)`);
+    }
+    if (this.#worker) return this.#worker;
+    const w = new Worker(workerFile(), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId } });
+    w.unref();
+    w.on('message', (m: RunReply) => {
+      const p = this.#pending.get(m.id);
+      if (!p) return;
+      this.#pending.delete(m.id);
+      if (this.#pending.size === 0) w.unref();
+      if ('error' in m) p.reject(new Error(`device ${this.deviceId}: ${m.error}`));
+      else p.resolve(unpack(m.result));
+    });
+    const fail = (e: Error) => {
+      for (const p of this.#pending.values()) p.reject(new Error(`device ${this.deviceId}: worker thread failed: ${e.message}`));
+      this.#pending.clear();
+      this.#worker = null;
+    };
+    w.on('error', fail);
+    w.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
+    this.#worker = w;
+    this.#execArgv = key;
+    return w;
+  }
+
+  /** Runs `program` on `args` (an argument list: a pytree of Arrays and plain values) in this worker. */
+  run(program: DeviceProgram, args: readonly unknown[], wire: (a: Array) => WireArray = wireCopy): Promise<unknown> {
+    if (!program || typeof program.module !== 'string') throw new TypeError(`device ${this.deviceId}: a program is { module, exportName?, execArgv? }; got ${JSON.stringify(program)}`);
+    const w = this.#start(program.execArgv ?? []);
+    const packed = pack(globalThis.Array.from(args), wire, `device ${this.deviceId} program ${program.module}#${program.exportName ?? 'default'}`);
+    const id = this.#next++;
+    const req: RunRequest = { id, module: moduleUrl(program.module), exportName: program.exportName ?? 'default', args: packed };
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      w.ref();
+      w.postMessage(req, transferList(packed));
+    });
+  }
+
+  async close(): Promise<void> {
+    const w = this.#worker;
+    this.#worker = null;
+    if (w) await w.terminate();
+  }
+}
+
+/** Anything with a worker: the devices of `devices()`. */
+export interface RunnableDevice {
+  readonly id: number;
+  readonly worker: DeviceWorker;
+}
+
+/**
+ * Runs `program` on every device at once, device k on `argsPerDevice[k]`; resolves to the
+ * results in device order. Arrays that are the same object on several devices are sent once
+ * through a SharedArrayBuffer; the others are copied into (transferred) buffers.
+ */
+export async function runOnDevices(program: DeviceProgram, devs: readonly RunnableDevice[], argsPerDevice: readonly (readonly unknown[])[]): Promise<unknown[]> {
+  if (argsPerDevice.length !== devs.length) {
+    throw new Error(`runOnDevices: ${devs.length} devices but ${argsPerDevice.length} argument lists`);
+  }
+  const uses = new Map<Array, number>();
+  for (const args of argsPerDevice) for (const a of new Set(arraysIn(args))) uses.set(a, (uses.get(a) ?? 0) + 1);
+  const shared = new Map<Array, WireArray>();
+  const wire = (a: Array): WireArray => {
+    if ((uses.get(a) ?? 0) < 2) return wireCopy(a);
+    let w = shared.get(a);
+    if (!w) shared.set(a, (w = wireShared(a)));
+    return w;
+  };
+  return Promise.all(devs.map((d, k) => d.worker.run(program, argsPerDevice[k], wire)));
+}

@@ -1,0 +1,37 @@
+/**
+ * A device's worker-thread entry (built to dist/worker.js and dist/worker.cjs). It answers run
+ * requests in order: import the program's module (once), call its export on the unpacked
+ * arguments, await the result, and send it back (every Array copied into a transferred buffer,
+ * since an Array's storage may live in backend memory such as a WebAssembly heap).
+ */
+import { parentPort } from 'node:worker_threads';
+import type { RunReply, RunRequest } from './deviceRuntime';
+import { pack, transferList, unpack, wireCopy } from './transfer';
+
+// Built through the Function constructor so the CJS build keeps a real `import()` (bundlers turn
+// a literal dynamic import into `require`, which cannot load ES modules or file URLs).
+const importModule = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<Record<string, unknown>>;
+const modules = new Map<string, Promise<Record<string, unknown>>>();
+
+async function handle(req: RunRequest): Promise<RunReply> {
+  try {
+    let mod = modules.get(req.module);
+    if (!mod) modules.set(req.module, (mod = importModule(req.module)));
+    const m = await mod;
+    const fn = m[req.exportName];
+    if (typeof fn !== 'function') throw new TypeError(`${req.module} has no function export "${req.exportName}"`);
+    const args = unpack(req.args) as unknown[];
+    const result = await (fn as (...a: unknown[]) => unknown)(...args);
+    return { id: req.id, result: pack(result, wireCopy, `result of ${req.module}#${req.exportName}`) };
+  } catch (e) {
+    return { id: req.id, error: e instanceof Error ? (e.stack ?? e.message) : String(e) };
+  }
+}
+
+let chain: Promise<void> = Promise.resolve();
+parentPort!.on('message', (req: RunRequest) => {
+  chain = chain.then(async () => {
+    const reply = await handle(req);
+    parentPort!.postMessage(reply, 'result' in reply ? transferList(reply.result) : []);
+  });
+});
