@@ -5,15 +5,18 @@
  * the same on all of them is not (JAX's "varying manual axes", checked for the outputs by
  * `checkVma`). A collective's batching rule, run by the trace of its own axis, does the
  * communication as array ops over the batch dimension; the trace of any other axis (or of a
- * user's vmap) maps it through. Each user-facing function first makes its operand vary along
- * the axis (`pvary`), so every collective meets its own axis' trace.
+ * user's vmap) maps it through. Every collective also takes the device's index along its axis
+ * as a second operand: that index is batched along the axis, so the axis' own trace always runs
+ * the rule, also for an operand that does not vary (it is then broadcast first: pvary). The
+ * user-facing functions insert an explicit `pvary` for such an operand, as JAX does, so that
+ * transposition sees it.
  *
  * Transposes: psum <-> pvary, allGather <-> psumScatter, ppermute <-> ppermute with the inverse
  * permutation, allToAll <-> allToAll with split and concat axes swapped; pmean transposes to
  * pvary / size; pmax and pmin are not linear.
  */
-import { type Array, type BatchRule, type BDim, type JvpRule, NON_LINEAR, type Primitive, type ShapedArray, type TransposeRule, asArray, bind, definePrimitive, lax, moveBdim, np } from '@tpukit/core';
-import { boundAxis } from './axisContext';
+import { type Array, type BatchRule, type BDim, type JvpRule, NON_LINEAR, NOT_DIFFERENTIABLE, type Primitive, type ShapedArray, type TransposeRule, asArray, bind, definePrimitive, lax, moveBdim, np } from '@tpukit/core';
+import { type BoundAxis, boundAxis } from './axisContext';
 
 interface AxisParams {
   readonly axis: string;
@@ -64,14 +67,16 @@ function primitive<P extends AxisParams>(name: string, abstractEval: (a: ShapedA
 type AnyPrim = Primitive<any>;
 const prims: Record<string, AnyPrim> = {};
 const bind1 = (p: AnyPrim, xs: Array[], params: unknown): Array => bind(p, xs, params)[0];
+/** The operand with its batch dim first (broadcast along the axis when it does not vary). */
+const b0 = (x: Array, d: BDim, n: number): Array => moveBdim(x, d, 0, n);
 
 // ---------------------------------------------------------------------------------------------
 // pvary: the value is now seen as (possibly) different on every device along the axis.
 
 const pvaryP = primitive<AxisParams>('pvary', ([x]) => [x]);
 pvaryP.rules.batch = collectiveBatch<AxisParams>('pvary', ([x], [d], p) => [[moveBdim(x, d, 0, p.size)], [0]]);
-pvaryP.rules.jvp = (([x, idx], [t], p: AxisParams) => [[bind1(pvaryP, [x, idx], p)], [t === null ? null : bind1(pvaryP, [t, idx], p)]]) satisfies JvpRule;
-pvaryP.rules.transpose = (([ct], _args, p: AxisParams) => [ct === null ? null : psum(ct, p.axis), null]) satisfies TransposeRule;
+pvaryP.rules.jvp = linearJvp(pvaryP);
+pvaryP.rules.transpose = (([ct], [, idx], p: AxisParams) => [ct === null ? null : bind1(psumP, [ct, idx as Array], p), null]) satisfies TransposeRule;
 
 /** Marks `x` as varying along `axisName` (JAX's `pvary`); the identity on each device's value. */
 export function pvary(x: Array, axisName: string | readonly string[]): Array {
@@ -92,34 +97,62 @@ function names(axisName: string | readonly string[], op: string): readonly strin
   return list;
 }
 
-/** The operand, varying along `axis`, and the params for a single-axis collective. */
-function prep(x: Array | number, axis: string, op: string): [Array, AxisParams] {
+// ---------------------------------------------------------------------------------------------
+// Whether a value varies along an axis: a probe whose batching rule, run by the axis' own trace
+// (always, since the axis index it also takes is batched there), reports the value's batch dim.
+// Under a jit trace inside the body the probe is staged instead of run, and the answer is unknown.
+
+interface ProbeParams extends AxisParams {
+  readonly report: { varying?: boolean };
+}
+const probeP = primitive<ProbeParams>('vma_probe', ([x]) => [x]);
+probeP.rules.batch = collectiveBatch<ProbeParams>('vma_probe', ([x], [d], p) => {
+  p.report.varying = d !== null;
+  return [[x], [d]];
+});
+probeP.rules.jvp = NOT_DIFFERENTIABLE;
+
+function varyingAlong(x: Array, ax: BoundAxis): boolean | undefined {
+  const report: { varying?: boolean } = {};
+  bind(probeP, [x, ax.index], { axis: ax.name, size: ax.size, report });
+  return report.varying;
+}
+
+/**
+ * The operand, made to vary along `axis` when it does not (JAX inserts the same `pvary`), and the
+ * params for a single-axis collective. The pvary is left out for an operand that already varies,
+ * so that transposing never turns it into a spurious psum.
+ */
+function prep(x: Array | number, axis: string, op: string): [Array[], AxisParams] {
   const ax = boundAxis(axis, op);
-  const a = asArray(x, { op });
-  return [bind1(pvaryP, [a, ax.index], { axis, size: ax.size }), { axis, size: ax.size }];
+  let a = asArray(x, { op });
+  const params = { axis, size: ax.size };
+  if (varyingAlong(a, ax) !== true) a = bind1(pvaryP, [a, ax.index], params);
+  return [[a, ax.index], params];
 }
 
 // ---------------------------------------------------------------------------------------------
 // psum / pmax / pmin: reduce over the axis; the result is the same on every device.
 
-function reduction(name: string, reduce: (x: Array, d: number) => Array) {
+/** A reduction over the axis; `same` is its value for an operand that does not vary (x for max, n*x for sum). */
+function reduction(name: string, reduce: (x: Array, d: number) => Array, same: (x: Array, n: number) => Array) {
   const p = primitive<AxisParams>(name, ([x]) => [x]);
-  p.rules.batch = collectiveBatch<AxisParams>(name, ([x], [d]) => [[reduce(x, d!)], [null]]);
+  p.rules.batch = collectiveBatch<AxisParams>(name, ([x], [d], pp) => [[d === null ? same(x, pp.size) : reduce(x, d)], [null]]);
   return p;
 }
-const psumP = reduction('psum', (x, d) => lax.reduceSum(x, [d]));
-const pmaxP = reduction('pmax', (x, d) => lax.reduceMax(x, [d]));
-const pminP = reduction('pmin', (x, d) => lax.reduceMin(x, [d]));
+const psumP = reduction('psum', (x, d) => lax.reduceSum(x, [d]), (x, n) => lax.mul(x, lax.convertElementType(n, x.dtype)));
+const pmaxP = reduction('pmax', (x, d) => lax.reduceMax(x, [d]), (x) => x);
+const pminP = reduction('pmin', (x, d) => lax.reduceMin(x, [d]), (x) => x);
 
-psumP.rules.jvp = (([x], [t], p: AxisParams) => [[bind1(psumP, [x], p)], [t === null ? null : psum(t, p.axis)]]) satisfies JvpRule;
-psumP.rules.transpose = (([ct], _args, p: AxisParams) => [ct === null ? null : pvary(ct, p.axis)]) satisfies TransposeRule;
-for (const [prim, fn] of [[pmaxP, () => pmax], [pminP, () => pmin]] as const) {
+psumP.rules.jvp = linearJvp(psumP);
+psumP.rules.transpose = (([ct], [, idx], p: AxisParams) => [ct === null ? null : bind1(pvaryP, [ct, idx as Array], p), null]) satisfies TransposeRule;
+for (const prim of [pmaxP, pminP]) {
   // The tangent of the extremum: the mean of the tangents of the devices that attain it.
-  prim.rules.jvp = (([x], [t], p: AxisParams) => {
-    const y = bind1(prim, [x], p);
+  prim.rules.jvp = (([x, idx], [t], p: AxisParams) => {
+    const y = bind1(prim, [x, idx], p);
     if (t === null) return [[y], [null]];
-    const hit = lax.convertElementType(lax.eq(x, fn()(x, p.axis)), t.dtype);
-    return [[y], [lax.div(psum(lax.mul(t, hit), p.axis), psum(hit, p.axis))]];
+    const hit = lax.convertElementType(lax.eq(x, y), t.dtype);
+    return [[y], [lax.div(bind1(psumP, [lax.mul(t, hit), idx], p), bind1(psumP, [hit, idx], p))]];
   }) satisfies JvpRule;
   prim.rules.transpose = NON_LINEAR;
 }
@@ -129,7 +162,7 @@ function reduceOver(prim: AnyPrim, op: string) {
     let y = asArray(x, { op });
     for (const a of names(axisName, op)) {
       const [v, p] = prep(y, a, op);
-      y = bind1(prim, [v], p);
+      y = bind1(prim, v, p);
     }
     return y;
   };
@@ -146,7 +179,7 @@ export const pmin = reduceOver(pminP, 'pmin');
 export function pmean(x: Array | number, axisName: string | readonly string[]): Array {
   const n = names(axisName, 'pmean').reduce((s, a) => s * boundAxis(a, 'pmean').size, 1);
   const s = psum(x, axisName);
-  return lax.div(s, lax.convertElementType(n, s.dtype));
+  return np.divide(s, n);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,7 +199,7 @@ const allGatherP = primitive<GatherParams>('all_gather', ([x], p) => {
   return [{ ...x, shape }];
 });
 allGatherP.rules.batch = collectiveBatch<GatherParams>('all_gather', ([x], [d], p) => {
-  let g = np.moveaxis(x, d!, p.dim);
+  let g = np.moveaxis(b0(x, d, p.size), 0, p.dim);
   if (p.tiled) {
     const s = g.shape.slice();
     s.splice(p.dim, 2, s[p.dim] * s[p.dim + 1]);
@@ -175,8 +208,8 @@ allGatherP.rules.batch = collectiveBatch<GatherParams>('all_gather', ([x], [d], 
   // Every device holds the gathered value: it stays batched (varying) so that its transpose is psumScatter.
   return [[moveBdim(g, null, 0, p.size)], [0]];
 }, bumpDim);
-allGatherP.rules.jvp = linearJvp(allGatherP, (t, p: GatherParams) => allGather(t, p.axis, { axis: p.dim, tiled: p.tiled }));
-allGatherP.rules.transpose = (([ct], _a, p: GatherParams) => [ct === null ? null : psumScatter(ct, p.axis, { scatterDimension: p.dim, tiled: p.tiled })]) satisfies TransposeRule;
+allGatherP.rules.jvp = linearJvp(allGatherP);
+allGatherP.rules.transpose = transposeTo(() => psumScatterP);
 
 const psumScatterP = primitive<GatherParams>('psum_scatter', ([x], p) => {
   checkDim('psumScatter', x, p.dim);
@@ -191,7 +224,7 @@ const psumScatterP = primitive<GatherParams>('psum_scatter', ([x], p) => {
   return [{ ...x, shape }];
 });
 psumScatterP.rules.batch = collectiveBatch<GatherParams>('psum_scatter', ([x], [d], p) => {
-  let s = lax.reduceSum(x, [d!]);
+  let s = d === null ? lax.mul(x, lax.convertElementType(p.size, x.dtype)) : lax.reduceSum(x, [d]);
   if (p.tiled) {
     const shape = s.shape.slice();
     shape.splice(p.dim, 1, p.size, shape[p.dim] / p.size);
@@ -200,11 +233,17 @@ psumScatterP.rules.batch = collectiveBatch<GatherParams>('psum_scatter', ([x], [
   // Device i keeps block i: the block index becomes the batch dimension.
   return [[np.moveaxis(s, p.dim, 0)], [0]];
 }, bumpDim);
-psumScatterP.rules.jvp = linearJvp(psumScatterP, (t, p: GatherParams) => psumScatter(t, p.axis, { scatterDimension: p.dim, tiled: p.tiled }));
-psumScatterP.rules.transpose = (([ct], _a, p: GatherParams) => [ct === null ? null : allGather(ct, p.axis, { axis: p.dim, tiled: p.tiled })]) satisfies TransposeRule;
+psumScatterP.rules.jvp = linearJvp(psumScatterP);
+psumScatterP.rules.transpose = transposeTo(() => allGatherP);
 
-function linearJvp<P>(prim: AnyPrim, onTangent: (t: Array, p: P) => Array): JvpRule {
-  return ([x], [t], p: P) => [[bind1(prim, [x], p)], [t === null ? null : onTangent(t, p)]];
+/** The jvp of a collective linear in its operand: the same collective on the tangent. */
+function linearJvp(prim: AnyPrim): JvpRule {
+  return ([x, idx], [t], p) => [[bind1(prim, [x, idx], p)], [t === null ? null : bind1(prim, [t, idx], p)]];
+}
+
+/** The transpose of a linear collective: collective `to()` with `params(p)` on the cotangent. */
+function transposeTo<P>(to: () => AnyPrim, params: (p: P) => P = (p) => p): TransposeRule {
+  return ([ct], [, idx], p: P) => [ct === null ? null : bind1(to(), [ct, idx as Array], params(p)), null];
 }
 
 /** Concatenation (`tiled`) or stack (default) of every device's `x` along `axis` (default 0), in device order along `axisName`. */
@@ -217,7 +256,7 @@ export function allGather(x: Array | number, axisName: string | readonly string[
   for (let k = list.length - 1; k >= 0; k--) {
     const [v, p] = prep(y, list[k], 'allGather');
     const firstUntiled = !tiled && k === list.length - 1;
-    y = bind1(allGatherP, [v], { ...p, dim, tiled: !firstUntiled });
+    y = bind1(allGatherP, v, { ...p, dim, tiled: !firstUntiled });
   }
   return y;
 }
@@ -236,13 +275,13 @@ export function psumScatter(x: Array | number, axisName: string | readonly strin
     y = lax.reshape(y, shape);
     for (const a of list) {
       const [v, p] = prep(y, a, 'psumScatter');
-      y = bind1(psumScatterP, [v], { ...p, dim, tiled: false });
+      y = bind1(psumScatterP, v, { ...p, dim, tiled: false });
     }
     return y;
   }
   for (const a of list) {
     const [v, p] = prep(y, a, 'psumScatter');
-    y = bind1(psumScatterP, [v], { ...p, dim, tiled });
+    y = bind1(psumScatterP, v, { ...p, dim, tiled });
   }
   return y;
 }
@@ -261,8 +300,8 @@ ppermuteP.rules.batch = collectiveBatch<PermuteParams>('ppermute', ([x], [d], p)
   const mask = np.array(globalThis.Array.from(src, (s) => s >= 0)).reshape([p.size, ...xb.shape.slice(1).map(() => 1)]);
   return [[np.where(mask, taken, np.zerosLike(taken))], [0]];
 });
-ppermuteP.rules.jvp = linearJvp(ppermuteP, (t, p: PermuteParams) => ppermute(t, p.axis, p.perm));
-ppermuteP.rules.transpose = (([ct], _a, p: PermuteParams) => [ct === null ? null : ppermute(ct, p.axis, p.perm.map(([s, t]) => [t, s] as const))]) satisfies TransposeRule;
+ppermuteP.rules.jvp = linearJvp(ppermuteP);
+ppermuteP.rules.transpose = transposeTo<PermuteParams>(() => ppermuteP, (p) => ({ ...p, perm: p.perm.map(([s, t]) => [t, s] as const) }));
 
 /** Sends device s's `x` to device t for each pair [s, t] of `perm` (indices along `axisName`); devices that receive nothing get zeros. */
 export function ppermute(x: Array | number, axisName: string, perm: readonly (readonly [number, number])[]): Array {
@@ -277,7 +316,7 @@ export function ppermute(x: Array | number, axisName: string, perm: readonly (re
     dsts.add(pair[1]);
   }
   const [v, p] = prep(x, axisName, 'ppermute');
-  return bind1(ppermuteP, [v], { ...p, perm: perm.map(([s, t]) => [s, t] as const) });
+  return bind1(ppermuteP, v, { ...p, perm: perm.map(([s, t]) => [s, t] as const) });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -323,8 +362,8 @@ allToAllP.rules.batch = collectiveBatch<AllToAllParams>('all_to_all', ([x], [d],
   const order: (number | 'i' | 'j')[] = ['j', ...rest];
   return [[lax.transpose(xb, order.map((l) => labels.indexOf(l)))], [0]];
 }, (p) => ({ ...p, splitAxis: p.splitAxis + 1, concatAxis: p.concatAxis + 1 }));
-allToAllP.rules.jvp = linearJvp(allToAllP, (t, p: AllToAllParams) => allToAll(t, p.axis, p.splitAxis, p.concatAxis, { tiled: p.tiled }));
-allToAllP.rules.transpose = (([ct], _a, p: AllToAllParams) => [ct === null ? null : allToAll(ct, p.axis, p.concatAxis, p.splitAxis, { tiled: p.tiled })]) satisfies TransposeRule;
+allToAllP.rules.jvp = linearJvp(allToAllP);
+allToAllP.rules.transpose = transposeTo<AllToAllParams>(() => allToAllP, (p) => ({ ...p, splitAxis: p.concatAxis, concatAxis: p.splitAxis }));
 
 /**
  * Splits `x` along `splitAxis` into one chunk per device along `axisName`, sends chunk j to
@@ -334,7 +373,7 @@ allToAllP.rules.transpose = (([ct], _a, p: AllToAllParams) => [ct === null ? nul
  */
 export function allToAll(x: Array | number, axisName: string, splitAxis: number, concatAxis: number, opts: { tiled?: boolean } = {}): Array {
   const [v, p] = prep(x, axisName, 'allToAll');
-  return bind1(allToAllP, [v], { ...p, splitAxis, concatAxis, tiled: opts.tiled ?? false });
+  return bind1(allToAllP, v, { ...p, splitAxis, concatAxis, tiled: opts.tiled ?? false });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -75,9 +75,9 @@ describe('devicePut', () => {
     const shards = y.addressableShards;
     expect(shards).toHaveLength(8);
     expect(shards[3].index).toEqual([[2, 4], [2, 4]]);
-    expect(Array.from(shards[3].data.dataSync())).toEqual([10, 11, 14, 15]);
+    expect(globalThis.Array.from(shards[3].data.dataSync())).toEqual([10, 11, 14, 15]);
     expect(new Set(shards.map((s) => s.data)).size).toBe(8);
-    expect(Array.from(y.dataSync())).toEqual(Array.from(x.dataSync()));
+    expect(globalThis.Array.from(y.dataSync())).toEqual(globalThis.Array.from(x.dataSync()));
     expectClose(np.sum(y.mul(2)), np.sum(x.mul(2)));
   });
   it('numbers replicas and places a pytree', () => {
@@ -92,7 +92,7 @@ describe('devicePut', () => {
     const x = devicePut(ramp([8, 4]), new NamedSharding(mesh, P('x')));
     const y = reshard(x, new NamedSharding(mesh, P(null, 'y')));
     expect(y.addressableShards[1].index).toEqual([[0, 8], [2, 4]]);
-    expect(Array.from(y.dataSync())).toEqual(Array.from(ramp([8, 4]).dataSync()));
+    expect(globalThis.Array.from(y.dataSync())).toEqual(globalThis.Array.from(ramp([8, 4]).dataSync()));
     expect(() => devicePut(ramp([6]), new NamedSharding(mesh, P('x')))).toThrow(/devicePut: dimension 0 of \[6\] \(size 6\) is not divisible by 'x' = 4/);
     expect(() => devicePut(ramp([4]), P('x') as never)).toThrow(/devicePut: expected a Sharding .* got the bare spec P\('x'\) \(wrap it: new NamedSharding\(mesh, spec\)\)/);
   });
