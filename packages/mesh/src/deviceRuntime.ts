@@ -13,7 +13,7 @@ import { type Packed, type WireArray, arraysIn, pack, transferList, unpack, wire
 
 /** A function a device can run: `module`'s export `exportName` (default 'default'). */
 export interface DeviceProgram {
-  /** A file path, file: URL or package specifier of an ES module (or CJS file). */
+  /** A file path, file: URL or package specifier of an ES module, or of a `.cjs` CommonJS module (run by the worker's CommonJS build). */
   readonly module: string;
   readonly exportName?: string;
   /** Node flags for the worker, e.g. `['--import', 'tsx']` to load a TypeScript module. */
@@ -29,10 +29,14 @@ export interface RunRequest {
 
 export type RunReply = { readonly id: number; readonly result: Packed } | { readonly id: number; readonly error: string };
 
-function workerFile(): string {
+/**
+ * The worker entry: the ES module build, or the CommonJS build for a `.cjs` program, so that the
+ * program and the worker share one copy of @tpukit/core (its Arrays are that copy's class).
+ */
+function workerFile(cjs: boolean): string {
   const here = import.meta.url;
-  const rel = /\.[cm]?ts$/.test(here) ? '../dist/worker.js' : here.endsWith('.cjs') ? './worker.cjs' : './worker.js';
-  return fileURLToPath(new URL(rel, here));
+  const name = cjs ? 'worker.cjs' : 'worker.js';
+  return fileURLToPath(new URL(/\.[cm]?ts$/.test(here) ? `../dist/${name}` : `./${name}`, here));
 }
 
 function moduleUrl(module: string): string {
@@ -55,13 +59,13 @@ export class DeviceWorker {
 
   constructor(readonly deviceId: number) {}
 
-  #start(execArgv: readonly string[]): Worker {
-    const key = execArgv.join('\u0000');
+  #start(execArgv: readonly string[], cjs: boolean): Worker {
+    const key = [cjs ? 'cjs' : 'esm', ...execArgv].join(' ');
     if (this.#worker && key !== this.#execArgv) {
-      throw new Error(`device ${this.deviceId}: its worker was started with execArgv [${this.#execArgv.split('\u0000').join(', ')}]; a program asks for [${execArgv.join(', ')}] (close the device first)`);
+      throw new Error(`device ${this.deviceId}: its worker was started for [${this.#execArgv}] programs; this one needs [${key}] (close the device first)`);
     }
     if (this.#worker) return this.#worker;
-    const w = new Worker(workerFile(), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId } });
+    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId } });
     w.unref();
     w.on('message', (m: RunReply) => {
       const p = this.#pending.get(m.id);
@@ -86,7 +90,7 @@ export class DeviceWorker {
   /** Runs `program` on `args` (an argument list: a pytree of Arrays and plain values) in this worker. */
   run(program: DeviceProgram, args: readonly unknown[], wire: (a: Array) => WireArray = wireCopy): Promise<unknown> {
     if (!program || typeof program.module !== 'string') throw new TypeError(`device ${this.deviceId}: a program is { module, exportName?, execArgv? }; got ${JSON.stringify(program)}`);
-    const w = this.#start(program.execArgv ?? []);
+    const w = this.#start(program.execArgv ?? [], program.module.endsWith('.cjs'));
     const packed = pack(globalThis.Array.from(args), wire, `device ${this.deviceId} program ${program.module}#${program.exportName ?? 'default'}`);
     const id = this.#next++;
     const req: RunRequest = { id, module: moduleUrl(program.module), exportName: program.exportName ?? 'default', args: packed };

@@ -18,7 +18,8 @@ async function handle(req: RunRequest): Promise<RunReply> {
     let mod = modules.get(req.module);
     if (!mod) modules.set(req.module, (mod = importModule(req.module)));
     const m = await mod;
-    const fn = m[req.exportName];
+    // A CommonJS module's exports may only be visible as `default`.
+    const fn = m[req.exportName] ?? (m.default as Record<string, unknown> | undefined)?.[req.exportName];
     if (typeof fn !== 'function') throw new TypeError(`${req.module} has no function export "${req.exportName}"`);
     const args = unpack(req.args) as unknown[];
     const result = await (fn as (...a: unknown[]) => unknown)(...args);

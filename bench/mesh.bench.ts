@@ -1,0 +1,83 @@
+/**
+ * `pnpm bench:mesh`: a data-parallel training step of the example transformer
+ * (examples/train-transformer) on 1 vs 2 CPU devices of @tpukit/mesh. Each device runs the jitted
+ * loss + gradient on its rows of the global batch on its own worker thread; the host averages the
+ * gradients (the all-reduce) and applies AdamW. Both configurations run in the same process,
+ * interleaved round by round; the speed-up is the median of per-round ratios. Tokens/s counts the
+ * global batch (batch x context) per step.
+ */
+import { availableParallelism, loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { type Array, np, random, setBackend, tree } from '@tpukit/core';
+import { type CpuDevice, devices, runOnDevices, setCpuDeviceCount } from '@tpukit/mesh';
+import { type ModelConfig, type Params, initParams } from '../examples/train-transformer/model';
+import { type AdamState, type AdamWConfig, adamInit, adamUpdate } from '../examples/train-transformer/optimizer';
+
+const cfg: ModelConfig = { vocab: 256, dModel: 128, heads: 4, layers: 2, mlp: 384, context: 64 };
+const BATCH = 16;
+const ROUNDS = Number(process.env.ROUNDS ?? 7);
+const STEPS_PER_ROUND = 3;
+const program = { module: fileURLToPath(new URL('./meshStep.cjs', import.meta.url)), exportName: 'gradStep' };
+const opt: AdamWConfig = { peakLr: 1e-3, warmupSteps: 10, totalSteps: 1000, b1: 0.9, b2: 0.99, eps: 1e-8, weightDecay: 1e-4 };
+
+type State = { params: Params; opt: AdamState<Params>; step: number };
+
+/** Rows [k*n/d, (k+1)*n/d) of a [n, ...] array. */
+const rowsOf = (x: Array, k: number, d: number): Array => {
+  const per = x.shape[0] / d;
+  return x.get(`${k * per}:${(k + 1) * per}`);
+};
+
+async function step(devs: CpuDevice[], s: State, tokens: Array, seg: Array): Promise<[State, number]> {
+  const d = devs.length;
+  const outs = (await runOnDevices(program, devs, devs.map((_, k) => [s.params, rowsOf(tokens, k, d), rowsOf(seg, k, d), cfg]))) as { loss: Array; grads: Params }[];
+  // The all-reduce: every shard holds the same number of rows, so the global gradient is the mean.
+  const grads = tree.map((...gs: Array[]) => np.divide(gs.reduce((a, b) => np.add(a, b)), d), ...outs.map((o) => o.grads)) as Params;
+  const lossValue = outs.reduce((a, o) => a + (o.loss.item() as number), 0) / d;
+  const [params, optState] = adamUpdate(s.params, grads, s.opt, s.step, opt);
+  return [{ params, opt: optState, step: s.step + 1 }, lossValue];
+}
+
+async function main(): Promise<void> {
+  setBackend('systolic');
+  setCpuDeviceCount(2);
+  const all = devices();
+  const key = random.key(0);
+  const params = initParams(cfg, key);
+  const tokens = random.randint(random.foldIn(key, 1), [BATCH, cfg.context + 1], 0, cfg.vocab);
+  const seg = np.ones([BATCH, cfg.context + 1], 'int32');
+  const configs = [all.slice(0, 1), all.slice(0, 2)];
+  const states: State[] = configs.map(() => ({ params, opt: adamInit(params), step: 0 }));
+  console.log(`bench:mesh  ${cfg.layers}-layer transformer (d_model ${cfg.dModel}, mlp ${cfg.mlp}, context ${cfg.context}), global batch ${BATCH}; ${availableParallelism()} cores, load average ${loadavg()[0].toFixed(1)}`);
+  // Warm-up: compile the jitted step in every worker, and check that 1 and 2 devices agree.
+  const first: number[] = [];
+  for (let c = 0; c < configs.length; c++) {
+    let loss = 0;
+    for (let i = 0; i < 2; i++) [states[c], loss] = await step(configs[c], states[c], tokens, seg);
+    first.push(loss);
+  }
+  console.log(`loss after 2 steps: 1 device ${first[0].toFixed(5)}, 2 devices ${first[1].toFixed(5)}`);
+  const times: number[][] = configs.map(() => []);
+  const ratios: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const round: number[] = [];
+    for (let c = 0; c < configs.length; c++) {
+      const t0 = performance.now();
+      for (let i = 0; i < STEPS_PER_ROUND; i++) [states[c]] = await step(configs[c], states[c], tokens, seg);
+      const ms = (performance.now() - t0) / STEPS_PER_ROUND;
+      times[c].push(ms);
+      round.push(ms);
+    }
+    ratios.push(round[0] / round[1]);
+  }
+  const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const tokensPerStep = BATCH * cfg.context;
+  for (let c = 0; c < configs.length; c++) {
+    const ms = median(times[c]);
+    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s`);
+  }
+  console.log(`speed-up 2 vs 1 device: ${median(ratios).toFixed(2)}x (median of ${ROUNDS} per-round ratios; load average now ${loadavg()[0].toFixed(1)})`);
+  for (const d of all) await d.close();
+}
+
+await main();
