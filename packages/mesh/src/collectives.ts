@@ -111,6 +111,7 @@ probeP.rules.batch = collectiveBatch<ProbeParams>('vma_probe', ([x], [d], p) => 
   return [[x], [d]];
 });
 probeP.rules.jvp = NOT_DIFFERENTIABLE;
+probeP.rules.transpose = NON_LINEAR;
 
 function varyingAlong(x: Array, ax: BoundAxis): boolean | undefined {
   const report: { varying?: boolean } = {};
