@@ -6,7 +6,7 @@
  * arguments (pytrees of Arrays) and sends the result back. `runOnDevices` starts one request
  * per device and waits for all, so the devices compute in parallel, one core each.
  */
-import { Worker } from 'node:worker_threads';
+import { type MessagePort, Worker } from 'node:worker_threads';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Array } from '@tpukit/core';
 import { type Packed, type WireArray, arraysIn, pack, transferList, unpack, wireCopy, wireShared } from './transfer';
@@ -25,6 +25,16 @@ export interface RunRequest {
   readonly module: string;
   readonly exportName: string;
   readonly args: Packed;
+}
+
+/** A traced program (jaxprWire) for one device, with its channel to the host for collectives. */
+export interface SpmdRequest {
+  readonly id: number;
+  readonly kind: 'spmd';
+  readonly program: Packed;
+  readonly port: MessagePort;
+  readonly signal: Int32Array;
+  readonly slot: number;
 }
 
 export type RunReply = { readonly id: number; readonly result: Packed } | { readonly id: number; readonly error: string };
@@ -98,6 +108,19 @@ export class DeviceWorker {
       this.#pending.set(id, { resolve, reject });
       w.ref();
       w.postMessage(req, transferList(packed));
+    });
+  }
+
+  /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives relayed on `port` (spmd.ts). */
+  runJaxpr(program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number): Promise<unknown> {
+    const w = this.#start([], false);
+    const packed = pack({ program, args: [...args] }, wireCopy, `device ${this.deviceId}: shardMap program`);
+    const id = this.#next++;
+    const req: SpmdRequest = { id, kind: 'spmd', program: packed, port, signal, slot };
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      w.ref();
+      w.postMessage(req, [...transferList(packed), port]);
     });
   }
 

@@ -10,9 +10,10 @@
  * the batch dimensions (collectives.ts). Because it is built from core transformations, shardMap
  * composes with grad, jvp, vmap and jit, inside and outside its body.
  */
-import { Array, type PyTree, asArray, lax, tree, vmap } from '@tpukit/core';
+import { type Array, asArray, lax, makeArrayFromCallback, makeJaxpr, np, toStorage, tree, vmap } from '@tpukit/core';
 import { type BoundAxis, withAxes } from './axisContext';
 import type { Mesh } from './mesh';
+import { runSpmd } from './spmd';
 import { NamedSharding } from './namedSharding';
 import { PartitionSpec } from './partitionSpec';
 
@@ -98,26 +99,42 @@ function prefixSpecs(spec: unknown, value: unknown, what: string): PartitionSpec
   return flat as PartitionSpec[];
 }
 
+/** The function `shardMap` returns: call it (one vectorised program here), or `await onDevices(...)`. */
+export type ShardMapped<F extends (...args: any[]) => any> = ((...args: Parameters<F>) => ReturnType<F>) & {
+  /**
+   * Runs the body on every device of the mesh at once, each on its own worker thread, with
+   * collectives meeting through the host; the outputs are sharded Arrays whose shards are what
+   * each device computed. Arguments must be concrete (not traced).
+   */
+  onDevices(...args: Parameters<F>): Promise<ReturnType<F>>;
+};
+
+/** Arguments flattened, with a checked NamedSharding per leaf. */
+function prepareArgs(mesh: Mesh, inSpecs: ShardMapOptions['inSpecs'], args: unknown[]) {
+  const [leaves, inTree] = tree.flatten(args);
+  const specs = specsFor(inSpecs, args, 'inSpecs');
+  const arrays = leaves.map((l) => asArray(l as Array, { op: 'shardMap' }));
+  const shardings = arrays.map((x, i) => {
+    const s = new NamedSharding(mesh, specs[i]);
+    s.check(x.shape, `shardMap: argument leaf ${i} (inSpecs ${specs[i]})`);
+    const own = x.sharding;
+    if (own instanceof NamedSharding && !own.mesh.equals(mesh)) {
+      throw new Error(`shardMap: argument leaf ${i} is sharded over ${own.mesh} but shardMap's mesh is ${mesh}; reshard it first`);
+    }
+    return s;
+  });
+  return { arrays, inTree, specs, shardings };
+}
+
 /** `jax.shard_map`. */
-export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMapOptions): (...args: Parameters<F>) => ReturnType<F> {
+export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMapOptions): ShardMapped<F> {
   const { mesh, inSpecs, outSpecs } = opts;
   const checkVma = opts.checkVma ?? true;
   if (!mesh || !globalThis.Array.isArray(mesh.axisNames)) throw new TypeError('shardMap: opts.mesh must be a Mesh');
   const nAxes = mesh.axisNames.length;
-  return ((...args: unknown[]) => {
-    const [leaves, inTree] = tree.flatten(args);
-    const specs = specsFor(inSpecs, args, 'inSpecs');
-    const shardings = leaves.map((l, i) => {
-      const x = asArray(l as Array, { op: 'shardMap' });
-      const s = new NamedSharding(mesh, specs[i]);
-      s.check(x.shape, `shardMap: argument leaf ${i} (inSpecs ${specs[i]})`);
-      const own = (l as Array).sharding;
-      if (l instanceof Array && own instanceof NamedSharding && !own.mesh.equals(mesh)) {
-        throw new Error(`shardMap: argument leaf ${i} is sharded over ${own.mesh} but shardMap's mesh is ${mesh}; reshard it first`);
-      }
-      return s;
-    });
-    const blocks = leaves.map((l, i) => toBlocks(asArray(l as Array, { op: 'shardMap' }), shardings[i]));
+  const mapped = ((...args: unknown[]) => {
+    const { arrays, inTree, specs, shardings } = prepareArgs(mesh, inSpecs, args);
+    const blocks = arrays.map((x, i) => toBlocks(x, shardings[i]));
     let outTree: tree.TreeDef | null = null;
     let outSpecsFlat: PartitionSpec[] = [];
     const indices = mesh.axisSizes.map((n) => lax.iota('int32', n));
@@ -152,5 +169,60 @@ export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMap
     const outBlocks = level(0, blocks, indices);
     const outs = outBlocks.map((y, i) => fromBlocks(y, new NamedSharding(mesh, outSpecsFlat[i])));
     return tree.unflatten(outTree!, outs);
-  }) as unknown as (...args: Parameters<F>) => ReturnType<F>;
+  }) as unknown as ShardMapped<F>;
+  mapped.onDevices = (async (...args: unknown[]) => {
+    const { arrays, inTree, shardings } = prepareArgs(mesh, inSpecs, args);
+    let outTree: tree.TreeDef | null = null;
+    let outSpecsFlat: PartitionSpec[] = [];
+    // The per-device program: one device's blocks and its coordinates in, its output blocks out.
+    const closed = makeJaxpr((...ins: Array[]) => {
+      const bound: BoundAxis[] = mesh.axisNames.map((name, i) => ({ name, size: mesh.axisSizes[i], index: ins[arrays.length + i] }));
+      return withAxes(bound, () => {
+        const out = f(...(tree.unflatten(inTree, ins.slice(0, arrays.length)) as unknown[]));
+        const [outs, def] = tree.flatten(out);
+        outTree = def;
+        outSpecsFlat = prefixSpecs(outSpecs, out, 'outSpecs');
+        return outs.map((o) => asArray(o as Array, { op: 'shardMap' }));
+      });
+    })(...arrays.map((x, i) => ({ shape: shardings[i].shardShape(x.shape), dtype: x.dtype })), ...mesh.axisNames.map(() => ({ shape: [], dtype: 'int32' })));
+    const maps = arrays.map((x, i) => shardings[i].devicesIndicesMap(x.shape));
+    const perDevice = mesh.devices.map((dev, k) => [
+      ...arrays.map((x, i) => {
+        const held = x.sharding instanceof NamedSharding && x.sharding.equals(shardings[i]) ? x.addressableShards.find((sh) => sh.device === dev) : undefined;
+        if (held) return held.data;
+        const index = maps[i].get(dev)!;
+        return lax.slice(x, index.map(([a]) => a), index.map(([, b]) => b));
+      }),
+      ...mesh.coords(k).map((c) => np.array(c, 'int32')),
+    ]);
+    const results = await runSpmd(mesh, closed, perDevice, shardMap);
+    const outs = outSpecsFlat.map((spec, i) => {
+      const s = new NamedSharding(mesh, spec);
+      const block = results[0][i].shape;
+      const shape = block.map((b, k) => b * s.partsOf(k));
+      const map = s.devicesIndicesMap(shape);
+      // Devices holding the same block (the axes the spec does not name) must agree.
+      const first = new Map<string, number>();
+      mesh.devices.forEach((dev, k) => {
+        const key = JSON.stringify(map.get(dev));
+        const j = first.get(key);
+        if (j === undefined) first.set(key, k);
+        else if (checkVma && !sameValues(results[j][i], results[k][i])) {
+          throw new Error(`shardMap: output leaf ${i} differs between devices ${mesh.devices[j].id} and ${dev.id}, which its outSpecs entry ${spec} says hold the same block (reduce it, name the axis, or pass checkVma: false to keep each device's value)`);
+        }
+      });
+      let k = 0;
+      return makeArrayFromCallback(shape, results[0][i].dtype, s, () => results[k++][i]);
+    });
+    return tree.unflatten(outTree!, outs);
+  }) as unknown as ShardMapped<F>['onDevices'];
+  return mapped;
+}
+
+function sameValues(a: Array, b: Array): boolean {
+  const x = toStorage(a);
+  const y = toStorage(b);
+  if (x.length !== y.length) return false;
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i] && !(Number.isNaN(x[i]) && Number.isNaN(y[i]))) return false;
+  return true;
 }

@@ -5,7 +5,12 @@
  * since an Array's storage may live in backend memory such as a WebAssembly heap).
  */
 import { parentPort } from 'node:worker_threads';
-import type { RunReply, RunRequest } from './deviceRuntime';
+import { type Array, evalJaxpr } from '@tpukit/core';
+import type { RunReply, RunRequest, SpmdRequest } from './deviceRuntime';
+import { decodeClosed } from './jaxprWire';
+// Registers the collectives (and pvary, the vma probe) in this thread's @tpukit/core.
+import './collectives';
+import { installDeviceCollectives, withRelay } from './spmd';
 import { pack, transferList, unpack, wireCopy } from './transfer';
 
 // Built through the Function constructor so the CJS build keeps a real `import()` (bundlers turn
@@ -29,10 +34,25 @@ async function handle(req: RunRequest): Promise<RunReply> {
   }
 }
 
+/** Runs a shardMap body traced to a jaxpr on this device's blocks; collectives go through the host. */
+function handleSpmd(req: SpmdRequest): RunReply {
+  try {
+    const { program, args } = unpack(req.program) as { program: unknown; args: Array[] };
+    const closed = decodeClosed(program);
+    const outs = withRelay(req.port, req.signal, req.slot, () => evalJaxpr(closed.jaxpr, closed.consts, args));
+    return { id: req.id, result: pack(outs, wireCopy, 'shardMap program result') };
+  } catch (e) {
+    return { id: req.id, error: e instanceof Error ? (e.stack ?? e.message) : String(e) };
+  } finally {
+    req.port.close();
+  }
+}
+
+installDeviceCollectives();
 let chain: Promise<void> = Promise.resolve();
-parentPort!.on('message', (req: RunRequest) => {
+parentPort!.on('message', (req: RunRequest | SpmdRequest) => {
   chain = chain.then(async () => {
-    const reply = await handle(req);
+    const reply = 'kind' in req ? handleSpmd(req) : await handle(req);
     parentPort!.postMessage(reply, 'result' in reply ? transferList(reply.result) : []);
   });
 });
