@@ -28,9 +28,15 @@ const rowsOf = (x: Array, k: number, d: number): Array => {
   return x.get(`${k * per}:${(k + 1) * per}`);
 };
 
+/** Milliseconds spent waiting for the devices (send, compute, receive), per configuration. */
+const deviceMs = new Map<number, number[]>();
+
 async function step(devs: CpuDevice[], s: State, tokens: Array, seg: Array): Promise<[State, number]> {
   const d = devs.length;
+  const t0 = performance.now();
   const outs = (await runOnDevices(program, devs, devs.map((_, k) => [s.params, rowsOf(tokens, k, d), rowsOf(seg, k, d), cfg]))) as { loss: Array; grads: Params }[];
+  if (!deviceMs.has(d)) deviceMs.set(d, []);
+  deviceMs.get(d)!.push(performance.now() - t0);
   // The all-reduce: every shard holds the same number of rows, so the global gradient is the mean.
   const grads = tree.map((...gs: Array[]) => np.divide(gs.reduce((a, b) => np.add(a, b)), d), ...outs.map((o) => o.grads)) as Params;
   const lossValue = outs.reduce((a, o) => a + (o.loss.item() as number), 0) / d;
@@ -74,7 +80,8 @@ async function main(): Promise<void> {
   const tokensPerStep = BATCH * cfg.context;
   for (let c = 0; c < configs.length; c++) {
     const ms = median(times[c]);
-    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s`);
+    const dev = median(deviceMs.get(c + 1)!.slice(2));
+    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s  (devices ${dev.toFixed(1)} ms, host all-reduce + AdamW ${(ms - dev).toFixed(1)} ms)`);
   }
   console.log(`speed-up 2 vs 1 device: ${median(ratios).toFixed(2)}x (median of ${ROUNDS} per-round ratios; load average now ${loadavg()[0].toFixed(1)})`);
   for (const d of all) await d.close();
