@@ -38,7 +38,8 @@ async function step(devs: CpuDevice[], s: State, tokens: Array, seg: Array): Pro
   if (!deviceMs.has(d)) deviceMs.set(d, []);
   deviceMs.get(d)!.push(performance.now() - t0);
   // The all-reduce: every shard holds the same number of rows, so the global gradient is the mean.
-  const grads = tree.map((...gs: Array[]) => np.divide(gs.reduce((a, b) => np.add(a, b)), d), ...outs.map((o) => o.grads)) as Params;
+  const [first, ...rest] = outs.map((o) => o.grads);
+  const grads = tree.map((...gs: Array[]) => np.divide(gs.reduce((a, b) => np.add(a, b)), d), first, ...rest) as unknown as Params;
   const lossValue = outs.reduce((a, o) => a + (o.loss.item() as number), 0) / d;
   const [params, optState] = adamUpdate(s.params, grads, s.opt, s.step, opt);
   return [{ params, opt: optState, step: s.step + 1 }, lossValue];
