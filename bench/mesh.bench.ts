@@ -17,7 +17,9 @@ const cfg: ModelConfig = { vocab: 256, dModel: 128, heads: 4, layers: 2, mlp: 38
 const BATCH = 16;
 const ROUNDS = Number(process.env.ROUNDS ?? 7);
 const STEPS_PER_ROUND = 3;
-const program = { module: fileURLToPath(new URL('./meshStep.cjs', import.meta.url)), exportName: 'gradStep' };
+const module = fileURLToPath(new URL('./meshStep.cjs', import.meta.url));
+const program = { module, exportName: 'gradStep' };
+const chain = { module, exportName: 'matmulChain' };
 const opt: AdamWConfig = { peakLr: 1e-3, warmupSteps: 10, totalSteps: 1000, b1: 0.9, b2: 0.99, eps: 1e-8, weightDecay: 1e-4 };
 
 type State = { params: Params; opt: AdamState<Params>; step: number };
@@ -85,6 +87,24 @@ async function main(): Promise<void> {
     console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s  (devices ${dev.toFixed(1)} ms, host all-reduce + AdamW ${(ms - dev).toFixed(1)} ms)`);
   }
   console.log(`speed-up 2 vs 1 device: ${median(ratios).toFixed(2)}x (median of ${ROUNDS} per-round ratios; load average now ${loadavg()[0].toFixed(1)})`);
+
+  // Pure compute, no communication: the same two work items on one device (one after the other)
+  // and on two devices (at once).
+  const x = np.multiply(random.normal(random.foldIn(key, 2), [256, 256]), 1 / 16);
+  const work = [[x, 24], [x, 24]];
+  await runOnDevices(chain, configs[1], work);
+  const chainRatios: number[] = [];
+  const chainMs: number[][] = [[], []];
+  for (let r = 0; r < ROUNDS; r++) {
+    let t0 = performance.now();
+    for (const w of work) await runOnDevices(chain, configs[0], [w]);
+    chainMs[0].push(performance.now() - t0);
+    t0 = performance.now();
+    await runOnDevices(chain, configs[1], work);
+    chainMs[1].push(performance.now() - t0);
+    chainRatios.push(chainMs[0][r] / chainMs[1][r]);
+  }
+  console.log(`matmul chain (2 x 24 matmuls of [256,256]): 1 device ${median(chainMs[0]).toFixed(1)} ms, 2 devices ${median(chainMs[1]).toFixed(1)} ms, speed-up ${median(chainRatios).toFixed(2)}x`);
   for (const d of all) await d.close();
 }
 

@@ -3,7 +3,7 @@
  * example transformer. A device worker imports this module (through tsx) and calls `gradStep`
  * on its share of the batch; the loss and gradient are jitted once per worker (xla-lite).
  */
-import { type Array, setBackend, valueAndGrad } from '@tpukit/core';
+import { type Array, np, setBackend, valueAndGrad } from '@tpukit/core';
 import { jit } from '@tpukit/xla-lite';
 import { type ModelConfig, type Params, loss } from '../examples/train-transformer/model';
 
@@ -19,4 +19,12 @@ export function gradStep(params: Params, tokens: Array, segmentIds: Array, cfg: 
   }
   const [value, grads] = compiled.fn(params, { tokens, segmentIds });
   return { loss: value, grads };
+}
+
+/** Compute-bound work with no communication: `reps` chained [n,n] matmuls (systolic backend). */
+export function matmulChain(x: Array, reps: number): Array {
+  setBackend('systolic');
+  let y = x;
+  for (let i = 0; i < reps; i++) y = np.tanh(np.matmul(y, x));
+  return np.sum(y);
 }
