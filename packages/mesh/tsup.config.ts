@@ -3,4 +3,4 @@
 import { defineConfig } from 'tsup';
 import { packageConfig } from '../../tsup.base';
 
-export default defineConfig(packageConfig({ index: 'src/index.ts', worker: 'src/worker.ts' }, { external: ['@tpukit/core'] }));
+export default defineConfig(packageConfig({ index: 'src/index.ts', worker: 'src/worker.ts' }, { external: ['@tpukit/core', '@tpukit/xla-lite'] }));

@@ -31,6 +31,8 @@ export interface RunRequest {
 export interface SpmdRequest {
   readonly id: number;
   readonly kind: 'spmd';
+  /** Identifies the program: a worker decodes (and compiles) each program once. */
+  readonly programId: number;
   readonly program: Packed;
   readonly port: MessagePort;
   readonly signal: Int32Array;
@@ -112,11 +114,11 @@ export class DeviceWorker {
   }
 
   /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives relayed on `port` (spmd.ts). */
-  runJaxpr(program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number): Promise<unknown> {
+  runJaxpr(programId: number, program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number): Promise<unknown> {
     const w = this.#start([], false);
     const packed = pack({ program, args: [...args] }, wireCopy, `device ${this.deviceId}: shardMap program`);
     const id = this.#next++;
-    const req: SpmdRequest = { id, kind: 'spmd', program: packed, port, signal, slot };
+    const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, port, signal, slot };
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       w.ref();

@@ -10,7 +10,7 @@
  * the batch dimensions (collectives.ts). Because it is built from core transformations, shardMap
  * composes with grad, jvp, vmap and jit, inside and outside its body.
  */
-import { type Array, asArray, lax, makeArrayFromCallback, makeJaxpr, np, toStorage, tree, vmap } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, asArray, lax, makeArrayFromCallback, makeJaxpr, np, toStorage, tree, vmap } from '@tpukit/core';
 import { type BoundAxis, withAxes } from './axisContext';
 import type { Mesh } from './mesh';
 import { runSpmd } from './spmd';
@@ -170,11 +170,10 @@ export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMap
     const outs = outBlocks.map((y, i) => fromBlocks(y, new NamedSharding(mesh, outSpecsFlat[i])));
     return tree.unflatten(outTree!, outs);
   }) as unknown as ShardMapped<F>;
-  mapped.onDevices = (async (...args: unknown[]) => {
-    const { arrays, inTree, shardings } = prepareArgs(mesh, inSpecs, args);
+  const tracedPrograms = new Map<string, { closed: ClosedJaxpr; outTree: tree.TreeDef; outSpecsFlat: PartitionSpec[] }>();
+  const trace = (arrays: Array[], inTree: tree.TreeDef, shardings: NamedSharding[]) => {
     let outTree: tree.TreeDef | null = null;
     let outSpecsFlat: PartitionSpec[] = [];
-    // The per-device program: one device's blocks and its coordinates in, its output blocks out.
     const closed = makeJaxpr((...ins: Array[]) => {
       const bound: BoundAxis[] = mesh.axisNames.map((name, i) => ({ name, size: mesh.axisSizes[i], index: ins[arrays.length + i] }));
       return withAxes(bound, () => {
@@ -184,7 +183,17 @@ export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMap
         outSpecsFlat = prefixSpecs(outSpecs, out, 'outSpecs');
         return outs.map((o) => asArray(o as Array, { op: 'shardMap' }));
       });
-    })(...arrays.map((x, i) => ({ shape: shardings[i].shardShape(x.shape), dtype: x.dtype })), ...mesh.axisNames.map(() => ({ shape: [], dtype: 'int32' })));
+    })(...arrays.map((x, i) => ({ shape: shardings[i].shardShape(x.shape), dtype: x.dtype, weakType: x.weakType })), ...mesh.axisNames.map(() => ({ shape: [], dtype: 'int32' })));
+    return { closed, outTree: outTree!, outSpecsFlat };
+  };
+  mapped.onDevices = (async (...args: unknown[]) => {
+    const { arrays, inTree, shardings } = prepareArgs(mesh, inSpecs, args);
+    // The per-device program, traced once per signature (like jit): one device's blocks and its
+    // coordinates in, its output blocks out.
+    const key = `${String(inTree)}|${arrays.map((x) => `${x.dtype}[${x.shape.join(',')}]${x.weakType ? 'w' : ''}`).join(';')}`;
+    let traced = tracedPrograms.get(key);
+    if (!traced) tracedPrograms.set(key, (traced = trace(arrays, inTree, shardings)));
+    const { closed, outTree, outSpecsFlat } = traced;
     const maps = arrays.map((x, i) => shardings[i].devicesIndicesMap(x.shape));
     const perDevice = mesh.devices.map((dev, k) => [
       ...arrays.map((x, i) => {
@@ -214,7 +223,7 @@ export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMap
       let k = 0;
       return makeArrayFromCallback(shape, results[0][i].dtype, s, () => results[k++][i]);
     });
-    return tree.unflatten(outTree!, outs);
+    return tree.unflatten(outTree, outs);
   }) as unknown as ShardMapped<F>['onDevices'];
   return mapped;
 }

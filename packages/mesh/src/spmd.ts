@@ -82,6 +82,9 @@ function collectiveOnHost(mesh: Mesh, msg: CollectiveMsg, operands: Array[], sha
   return operands.map((_, k) => lax.reshape(lax.slice(flat, [k, ...per.map(() => 0)], [k + 1, ...per]), per));
 }
 
+const encoded = new WeakMap<ClosedJaxpr, { id: number; wire: unknown }>();
+let nextProgramId = 0;
+
 /**
  * Runs `closed` on every device of `mesh` (device k on `argsPerDevice[k]`), in parallel on their
  * workers, with collectives through the host; resolves to every device's outputs.
@@ -122,13 +125,15 @@ export async function runSpmd(mesh: Mesh, closed: ClosedJaxpr, argsPerDevice: Ar
       }
     });
   });
-  const program = encodeClosed(closed);
+  let prog = encoded.get(closed);
+  if (!prog) encoded.set(closed, (prog = { id: nextProgramId++, wire: encodeClosed(closed) }));
+  const { id, wire } = prog;
   // A device that fails (or a collective that cannot be computed) would leave the others blocked
   // at their next rendezvous: then every worker of the run is stopped (and restarts on next use).
   try {
     const outs = await Promise.all(
       devs.map((d, k) =>
-        d.worker.runJaxpr(program, argsPerDevice[k], channels[k].port2, signal, k).catch(async (e: Error) => {
+        d.worker.runJaxpr(id, wire, argsPerDevice[k], channels[k].port2, signal, k).catch(async (e: Error) => {
           failed ??= e;
           await stopAll();
           throw failed;

@@ -5,10 +5,12 @@
  * since an Array's storage may live in backend memory such as a WebAssembly heap).
  */
 import { parentPort } from 'node:worker_threads';
-import { type Array, evalJaxpr } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, evalJaxpr } from '@tpukit/core';
 import type { RunReply, RunRequest, SpmdRequest } from './deviceRuntime';
 import { decodeClosed } from './jaxprWire';
-// Registers the collectives (and pvary, the vma probe) in this thread's @tpukit/core.
+// Registers the collectives (and pvary, the vma probe) in this thread's @tpukit/core, and
+// xla-lite's compiler behind its jit, so jitted parts of a shardMap body run compiled here.
+import '@tpukit/xla-lite';
 import './collectives';
 import { installDeviceCollectives, withRelay } from './spmd';
 import { pack, transferList, unpack, wireCopy } from './transfer';
@@ -34,11 +36,19 @@ async function handle(req: RunRequest): Promise<RunReply> {
   }
 }
 
+const programs = new Map<number, ClosedJaxpr>();
+
 /** Runs a shardMap body traced to a jaxpr on this device's blocks; collectives go through the host. */
 function handleSpmd(req: SpmdRequest): RunReply {
   try {
     const { program, args } = unpack(req.program) as { program: unknown; args: Array[] };
-    const closed = decodeClosed(program);
+    // Decoded once per program, so that its jitted parts hit xla-lite's compile cache.
+    let closed = programs.get(req.programId);
+    if (!closed) {
+      closed = decodeClosed(program);
+      programs.set(req.programId, closed);
+      if (programs.size > 32) programs.delete(programs.keys().next().value!);
+    }
     const outs = withRelay(req.port, req.signal, req.slot, () => evalJaxpr(closed.jaxpr, closed.consts, args));
     return { id: req.id, result: pack(outs, wireCopy, 'shardMap program result') };
   } catch (e) {

@@ -1,9 +1,9 @@
 // shardMap(...).onDevices: the body runs on every device's worker thread (the built dist; pnpm
 // build first) with collectives meeting through the host. Results equal the vectorised shardMap,
 // output shards are what each device computed, and failures are clear errors, not hangs.
-import { type Array, np, random } from '@tpukit/core';
+import { type Array, grad, jit, np, random } from '@tpukit/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Mesh, NamedSharding, P, allGather, allToAll, axisIndex, devicePut, devices, makeMesh, pmax, ppermute, psum, psumScatter, setCpuDeviceCount, shardMap, withShardingConstraint } from '../src/index';
+import { type Mesh, NamedSharding, P, allGather, allToAll, axisIndex, devicePut, devices, makeMesh, pmax, pmean, ppermute, psum, psumScatter, setCpuDeviceCount, shardMap, withShardingConstraint } from '../src/index';
 import { expectClose } from './helpers';
 
 let mesh: Mesh;
@@ -45,6 +45,22 @@ describe('shardMap on the device workers', () => {
     expect(y.addressableShards.map((s) => s.device.id)).toEqual([0, 1, 2, 3]);
     expect(globalThis.Array.from(y.addressableShards[3].data.dataSync())).toEqual([110 + 10, 110 + 11, 110 + 14, 110 + 15]);
     expectClose(y, f(x));
+  });
+  it('traces once per signature and runs jitted parts of the body (data-parallel grad with pmean)', async () => {
+    let traces = 0;
+    const loss = (w: Array, xb: Array) => np.mean(np.square(np.tanh(np.matmul(xb, w))));
+    const step = shardMap((w: Array, xb: Array) => {
+      traces++;
+      return pmean(jit(grad(loss))(w, xb), ['x', 'y']);
+    }, { mesh, inSpecs: [P(), P(['x', 'y'])], outSpecs: P() });
+    const w = random.normal(random.key(5), [3, 2]);
+    const xs = random.normal(random.key(6), [8, 3]);
+    const want = grad(loss)(w, xs);
+    expectClose(await step.onDevices(w, xs), want, { rtol: 1e-2, atol: 1e-4 });
+    expectClose(await step.onDevices(w, xs.mul(2)), grad(loss)(w, xs.mul(2)), { rtol: 1e-2, atol: 1e-4 });
+    expect(traces).toBe(1);
+    await step.onDevices(w, np.ones([4, 3]));
+    expect(traces).toBe(2);
   });
   it('checks that devices holding the same output block agree, and names what cannot be sent', async () => {
     const f = shardMap((b: Array) => b, { mesh, inSpecs: P('x'), outSpecs: P() });
