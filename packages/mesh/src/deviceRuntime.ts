@@ -115,7 +115,8 @@ export class DeviceWorker {
 
   /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives relayed on `port` (spmd.ts). */
   runJaxpr(programId: number, program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number): Promise<unknown> {
-    const w = this.#start([], false);
+    // Either build of the worker runs traced programs: keep whichever is running.
+    const w = this.#worker ?? this.#start([], false);
     const packed = pack({ program, args: [...args] }, wireCopy, `device ${this.deviceId}: shardMap program`);
     const id = this.#next++;
     const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, port, signal, slot };
