@@ -8,7 +8,7 @@
  */
 import { type MessagePort, Worker } from 'node:worker_threads';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { Array } from '@tpukit/core';
+import { type Array, getBackend } from '@tpukit/core';
 import { type Packed, type WireArray, arraysIn, pack, transferList, unpack, wireCopy, wireShared } from './transfer';
 
 /** A function a device can run: `module`'s export `exportName` (default 'default'). */
@@ -34,6 +34,8 @@ export interface SpmdRequest {
   /** Identifies the program: a worker decodes (and compiles) each program once. */
   readonly programId: number;
   readonly program: Packed;
+  /** The caller's backend, which the device computes on. */
+  readonly backend: string;
   readonly port: MessagePort;
   readonly signal: Int32Array;
   readonly slot: number;
@@ -119,7 +121,7 @@ export class DeviceWorker {
     const w = this.#worker ?? this.#start([], false);
     const packed = pack({ program, args: [...args] }, wireCopy, `device ${this.deviceId}: shardMap program`);
     const id = this.#next++;
-    const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, port, signal, slot };
+    const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, backend: getBackend().name, port, signal, slot };
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       w.ref();

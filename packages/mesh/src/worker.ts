@@ -5,7 +5,7 @@
  * since an Array's storage may live in backend memory such as a WebAssembly heap).
  */
 import { parentPort } from 'node:worker_threads';
-import { type Array, type ClosedJaxpr, evalJaxpr } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, evalJaxpr, withBackend } from '@tpukit/core';
 import type { RunReply, RunRequest, SpmdRequest } from './deviceRuntime';
 import { decodeClosed } from './jaxprWire';
 // Registers the collectives (and pvary, the vma probe) in this thread's @tpukit/core, and
@@ -49,7 +49,7 @@ function handleSpmd(req: SpmdRequest): RunReply {
       programs.set(req.programId, closed);
       if (programs.size > 32) programs.delete(programs.keys().next().value!);
     }
-    const outs = withRelay(req.port, req.signal, req.slot, () => evalJaxpr(closed.jaxpr, closed.consts, args));
+    const outs = withRelay(req.port, req.signal, req.slot, () => withBackend(req.backend, () => evalJaxpr(closed.jaxpr, closed.consts, args)));
     return { id: req.id, result: pack(outs, wireCopy, 'shardMap program result') };
   } catch (e) {
     return { id: req.id, error: e instanceof Error ? (e.stack ?? e.message) : String(e) };

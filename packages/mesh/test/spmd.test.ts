@@ -1,7 +1,7 @@
 // shardMap(...).onDevices: the body runs on every device's worker thread (the built dist; pnpm
 // build first) with collectives meeting through the host. Results equal the vectorised shardMap,
 // output shards are what each device computed, and failures are clear errors, not hangs.
-import { type Array, grad, jit, np, random } from '@tpukit/core';
+import { type Array, grad, jit, np, random, withBackend } from '@tpukit/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Mesh, NamedSharding, P, allGather, allToAll, axisIndex, devicePut, devices, makeMesh, pmax, pmean, ppermute, psum, psumScatter, setCpuDeviceCount, shardMap, withShardingConstraint } from '../src/index';
 import { expectClose } from './helpers';
@@ -45,6 +45,16 @@ describe('shardMap on the device workers', () => {
     expect(y.addressableShards.map((s) => s.device.id)).toEqual([0, 1, 2, 3]);
     expect(globalThis.Array.from(y.addressableShards[3].data.dataSync())).toEqual([110 + 10, 110 + 11, 110 + 14, 110 + 15]);
     expectClose(y, f(x));
+  });
+  it("computes on the caller's backend", async () => {
+    const a = random.normal(random.key(7), [8, 16]);
+    const b = random.normal(random.key(8), [16, 16]);
+    const f = shardMap((ab: Array, bb: Array) => np.matmul(ab, bb), { mesh, inSpecs: [P(['x', 'y']), P()], outSpecs: P(['x', 'y']) });
+    for (const backend of ['systolic', 'reference']) {
+      const got = await withBackend(backend, () => f.onDevices(a, b));
+      // The two backends differ by ~1e-2 here (bf16 MXU passes vs f32), far above this tolerance.
+      withBackend(backend, () => expectClose(got, np.matmul(a, b), { rtol: 1e-6, atol: 1e-6 }));
+    }
   });
   it('traces once per signature and runs jitted parts of the body (data-parallel grad with pmean)', async () => {
     let traces = 0;
