@@ -61,6 +61,8 @@ export function withRelay<T>(port: MessagePort, signal: Int32Array, slot: number
   }
 }
 
+const REDUCERS: Record<string, (x: Array, axes: number[]) => Array> = { psum: lax.reduceSum, pmax: lax.reduceMax, pmin: lax.reduceMin };
+
 /**
  * Host side: every device's result of one collective, from every device's operand: the operands
  * are stacked over the mesh axes and the collective runs vectorised (a shardMap with one entry
@@ -72,14 +74,32 @@ function collectiveOnHost(mesh: Mesh, msg: CollectiveMsg, operands: Array[], sha
   const shape = operands[0].shape;
   const ones = mesh.axisSizes.map(() => 1);
   const stacked = np.stack(operands).reshape([...mesh.axisSizes, ...shape]);
+  /** The m rows of `x` after its `lead` leading (mesh) dims are flattened into one. */
+  const rows = (x: Array, lead: number, m: number): Array[] => {
+    const per = x.shape.slice(lead);
+    const flat = lax.reshape(x, [m, ...per]);
+    return globalThis.Array.from({ length: m }, (_, k) => lax.reshape(lax.slice(flat, [k, ...per.map(() => 0)], [k + 1, ...per]), per));
+  };
+  const reduce = REDUCERS[msg.prim];
+  if (reduce) {
+    // A reduction: one reduce over the axis, then each device takes its group's row.
+    const a = mesh.axisNames.indexOf(params.axis);
+    const groups = rows(reduce(stacked, [a]), mesh.axisSizes.length - 1, mesh.size / mesh.axisSizes[a]);
+    return operands.map((_, k) => {
+      const c = mesh.coords(k);
+      let g = 0;
+      mesh.axisSizes.forEach((n, i) => {
+        if (i !== a) g = g * n + c[i];
+      });
+      return groups[g];
+    });
+  }
   const spec = P(...mesh.axisNames);
   const out = shardMapFn((b: Array) => {
     const y = bind(prim, [lax.reshape(b, shape), boundAxis(params.axis, msg.prim).index], params)[0];
     return lax.reshape(y, [...ones, ...y.shape]);
   }, { mesh, inSpecs: spec, outSpecs: spec, checkVma: false })(stacked) as Array;
-  const per = out.shape.slice(mesh.axisSizes.length);
-  const flat = lax.reshape(out, [mesh.size, ...per]);
-  return operands.map((_, k) => lax.reshape(lax.slice(flat, [k, ...per.map(() => 0)], [k + 1, ...per]), per));
+  return rows(out, mesh.axisSizes.length, mesh.size);
 }
 
 const encoded = new WeakMap<ClosedJaxpr, { id: number; wire: unknown }>();
