@@ -68,6 +68,8 @@ interface Pending {
 export class DeviceWorker {
   #worker: Worker | null = null;
   #execArgv = '';
+  /** The traced programs this worker thread holds (spmd.ts sends each one once). */
+  readonly #programs = new Set<number>();
   #next = 0;
   readonly #pending = new Map<number, Pending>();
 
@@ -79,6 +81,7 @@ export class DeviceWorker {
       throw new Error(`device ${this.deviceId}: its worker was started for [${this.#execArgv}] programs; this one needs [${key}] (close the device first)`);
     }
     if (this.#worker) return this.#worker;
+    this.#programs.clear();
     const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId } });
     w.unref();
     w.on('message', (m: RunReply) => {
@@ -116,10 +119,12 @@ export class DeviceWorker {
   }
 
   /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives relayed on `port` (spmd.ts). */
-  runJaxpr(programId: number, program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number): Promise<unknown> {
+  runJaxpr(programId: number, program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number, wire: (a: Array) => WireArray = wireCopy): Promise<unknown> {
     // Either build of the worker runs traced programs: keep whichever is running.
     const w = this.#worker ?? this.#start([], false);
-    const packed = pack({ program, args: [...args] }, wireCopy, `device ${this.deviceId}: shardMap program`);
+    const first = !this.#programs.has(programId);
+    this.#programs.add(programId);
+    const packed = pack({ program: first ? program : null, args: [...args] }, wire, `device ${this.deviceId}: shardMap program`);
     const id = this.#next++;
     const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, backend: getBackend().name, port, signal, slot };
     return new Promise((resolve, reject) => {
@@ -134,6 +139,22 @@ export class DeviceWorker {
     this.#worker = null;
     if (w) await w.terminate();
   }
+}
+
+/**
+ * How Arrays of several devices' arguments travel: one that several devices receive goes once,
+ * through a SharedArrayBuffer; the others are copied into transferred buffers.
+ */
+export function sharingWire(argsPerDevice: readonly unknown[]): (a: Array) => WireArray {
+  const uses = new Map<Array, number>();
+  for (const args of argsPerDevice) for (const a of new Set(arraysIn(args))) uses.set(a, (uses.get(a) ?? 0) + 1);
+  const shared = new Map<Array, WireArray>();
+  return (a: Array): WireArray => {
+    if ((uses.get(a) ?? 0) < 2) return wireCopy(a);
+    let w = shared.get(a);
+    if (!w) shared.set(a, (w = wireShared(a)));
+    return w;
+  };
 }
 
 /** Anything with a worker: the devices of `devices()`. */
@@ -151,14 +172,6 @@ export async function runOnDevices(program: DeviceProgram, devs: readonly Runnab
   if (argsPerDevice.length !== devs.length) {
     throw new Error(`runOnDevices: ${devs.length} devices but ${argsPerDevice.length} argument lists`);
   }
-  const uses = new Map<Array, number>();
-  for (const args of argsPerDevice) for (const a of new Set(arraysIn(args))) uses.set(a, (uses.get(a) ?? 0) + 1);
-  const shared = new Map<Array, WireArray>();
-  const wire = (a: Array): WireArray => {
-    if ((uses.get(a) ?? 0) < 2) return wireCopy(a);
-    let w = shared.get(a);
-    if (!w) shared.set(a, (w = wireShared(a)));
-    return w;
-  };
+  const wire = sharingWire(argsPerDevice);
   return Promise.all(devs.map((d, k) => d.worker.run(program, argsPerDevice[k], wire)));
 }

@@ -200,6 +200,8 @@ export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMap
         const held = x.sharding instanceof NamedSharding && x.sharding.equals(shardings[i]) ? x.addressableShards.find((sh) => sh.device === dev) : undefined;
         if (held) return held.data;
         const index = maps[i].get(dev)!;
+        // A replicated argument goes as is (several devices reading one Array share its buffer).
+        if (index.every(([a, b], d) => a === 0 && b === x.shape[d])) return x;
         return lax.slice(x, index.map(([a]) => a), index.map(([, b]) => b));
       }),
       ...mesh.coords(k).map((c) => np.array(c, 'int32')),

@@ -11,7 +11,7 @@
 import { type MessagePort, MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
 import { type Array, type ClosedJaxpr, bind, getPrimitive, lax, np } from '@tpukit/core';
 import { boundAxis } from './axisContext';
-import type { RunnableDevice } from './deviceRuntime';
+import { type RunnableDevice, sharingWire } from './deviceRuntime';
 import { encodeClosed } from './jaxprWire';
 import type { Mesh } from './mesh';
 import { P } from './partitionSpec';
@@ -148,12 +148,13 @@ export async function runSpmd(mesh: Mesh, closed: ClosedJaxpr, argsPerDevice: Ar
   let prog = encoded.get(closed);
   if (!prog) encoded.set(closed, (prog = { id: nextProgramId++, wire: encodeClosed(closed) }));
   const { id, wire } = prog;
+  const argWire = sharingWire(argsPerDevice);
   // A device that fails (or a collective that cannot be computed) would leave the others blocked
   // at their next rendezvous: then every worker of the run is stopped (and restarts on next use).
   try {
     const outs = await Promise.all(
       devs.map((d, k) =>
-        d.worker.runJaxpr(id, wire, argsPerDevice[k], channels[k].port2, signal, k).catch(async (e: Error) => {
+        d.worker.runJaxpr(id, wire, argsPerDevice[k], channels[k].port2, signal, k, argWire).catch(async (e: Error) => {
           failed ??= e;
           await stopAll();
           throw failed;

@@ -45,9 +45,9 @@ function handleSpmd(req: SpmdRequest): RunReply {
     // Decoded once per program, so that its jitted parts hit xla-lite's compile cache.
     let closed = programs.get(req.programId);
     if (!closed) {
+      if (program === null) throw new Error(`shardMap program ${req.programId} was not sent to this worker`);
       closed = decodeClosed(program);
       programs.set(req.programId, closed);
-      if (programs.size > 32) programs.delete(programs.keys().next().value!);
     }
     const outs = withRelay(req.port, req.signal, req.slot, () => withBackend(req.backend, () => evalJaxpr(closed.jaxpr, closed.consts, args)));
     return { id: req.id, result: pack(outs, wireCopy, 'shardMap program result') };
