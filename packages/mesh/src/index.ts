@@ -5,6 +5,7 @@
 export { CpuDevice, deviceCount, devices, setCpuDeviceCount } from './devices';
 export { type DeviceProgram, runOnDevices } from './deviceRuntime';
 export { Mesh, makeMesh } from './mesh';
+export { createDeviceMesh, type TopologyLike } from './deviceMesh';
 export { P, PartitionSpec, type SpecEntry } from './partitionSpec';
 export { NamedSharding } from './namedSharding';
 export { SingleDeviceSharding } from '@tpukit/core';

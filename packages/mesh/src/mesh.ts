@@ -5,7 +5,16 @@
 import type { Device } from '@tpukit/core';
 import { devices as allDevices } from './devices';
 
-type Nested = Device | readonly Nested[];
+export type Nested = Device | readonly Nested[];
+
+/** `flat` (row-major) as a nested array of `shape`. */
+export function nestDevices(flat: readonly Device[], shape: readonly number[]): Nested[] {
+  const build = (axis: number, offset: number): Nested[] => {
+    const stride = shape.slice(axis + 1).reduce((a, b) => a * b, 1);
+    return globalThis.Array.from({ length: shape[axis] }, (_, i) => (axis === shape.length - 1 ? flat[offset + i] : build(axis + 1, offset + i * stride)));
+  };
+  return build(0, 0);
+}
 
 function flatDevices(x: readonly Nested[]): Device[] {
   const out: Device[] = [];
@@ -108,9 +117,5 @@ export function makeMesh(shape: readonly number[], axisNames: readonly string[],
   if (n > pool.length) {
     throw new Error(`makeMesh: shape [${shape.join(',')}] needs ${n} devices but ${pool.length} are available${opts.devices ? '' : ' (raise it with setCpuDeviceCount(n) or TPUKIT_CPU_DEVICES=n)'}`);
   }
-  const build = (axis: number, offset: number): Nested[] => {
-    const stride = shape.slice(axis + 1).reduce((a, b) => a * b, 1);
-    return globalThis.Array.from({ length: shape[axis] }, (_, i) => (axis === shape.length - 1 ? pool[offset + i] : build(axis + 1, offset + i * stride)) as Nested);
-  };
-  return new Mesh(build(0, 0), axisNames);
+  return new Mesh(nestDevices(pool.slice(0, n), shape), axisNames);
 }
