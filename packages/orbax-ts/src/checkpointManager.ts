@@ -381,7 +381,8 @@ export class CheckpointManager {
     const op = 'restore';
     this.#check(op);
     if (step != null && step === this.#inflightStep) await this.#wait(); // our own save of it: wait for the commit
-    if (step != null && !this.#steps.has(step)) this.reload(); // committed since (by another process)?
+    // Committed since (by another process)? A reader asked for the latest step looks again too.
+    if (step != null ? !this.#steps.has(step) : this.options.readOnly) this.reload();
     const s = step ?? this.latestStep();
     if (s === null) throw new Error(`${op}: no complete checkpoint in ${this.directory}`);
     if (!this.#steps.has(s)) this.#notComplete(op, s);

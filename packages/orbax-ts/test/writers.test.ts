@@ -195,9 +195,10 @@ describe('restore of a step that is being saved', () => {
     await expect(reader.restore(2)).rejects.toThrow(new RegExp(`^restore: step 2 in .* is still being written by pid ${process.pid} on host .*; wait until it commits .*; available: \\[1\\]`));
     await writer.close();
     await expect(reader.restore(2)).rejects.toThrow(/^restore: step 2 in .* was never committed: only the temporary 2\.orbax-checkpoint-tmp of an interrupted save is there \(no live writer\); available: \[1\]/);
-    // A step committed by the writer after the reader opened is found without an explicit reload.
+    // Steps committed by a writer after the reader opened are found without an explicit reload.
     fs.rmdirSync(path.join(dir, '2.orbax-checkpoint-tmp'));
     await withSteps(dir, [3]);
+    expect(await restoredStep(reader)).toBe(3); // the latest step, looked up again by a reader
     expect(await restoredStep(reader, 3)).toBe(3);
     await reader.close();
   });
