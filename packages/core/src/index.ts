@@ -11,7 +11,7 @@ registerBackend(referenceBackend);
 registerBackend(systolicBackend);
 
 export { Array, type NestedArray, type Shard } from './array';
-export { type Backend, getBackend, listBackends, registerBackend, setBackend, withBackend } from './backend';
+export { type Backend, getBackend, type HostKernelCapability, listBackends, registerBackend, setBackend, withBackend } from './backend';
 export { referenceBackend } from './backends/reference';
 export * as bf16 from './bf16';
 export * as f16 from './f16';
@@ -39,6 +39,7 @@ export * as np from './numpy/index';
 export * as random from './random/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, definePrimitive, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
+export { getNumThreads, setNumThreads } from './threads';
 export { describeValue, showValue } from './describe';
 export { defaultMatmulPrecision, getDefaultMatmulPrecision, operandPrecisions, setDefaultMatmulPrecision } from './lax/precision';
 export { DEFAULT_MAX_ARRAY_BYTES, checkArrayBytes, getMaxArrayBytes, setMaxArrayBytes } from './sizeGuard';
