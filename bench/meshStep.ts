@@ -1,23 +1,23 @@
 /**
- * The device program of `pnpm bench:mesh`: one data-parallel shard of a training step of the
- * example transformer. A device worker imports this module (through tsx) and calls `gradStep`
- * on its share of the batch; the loss and gradient are jitted once per worker (xla-lite).
+ * The device program of `pnpm bench:mesh`: one data-parallel shard of a training step of
+ * MaxText's decoder (@tpukit/maxtext-ts). A device worker loads this module (through
+ * meshStep.cjs) and calls `gradStep` on its share of the batch; the loss and gradient are jitted
+ * once per worker (xla-lite).
  */
 import { type Array, np, setBackend, valueAndGrad } from '@tpukit/core';
 import { jit } from '@tpukit/xla-lite';
-import { type ModelConfig, type Params, loss } from '../examples/train-transformer/model';
+import { type Batch, type ModelConfig, type Params, loss } from '@tpukit/maxtext-ts';
 
-type Batch = { tokens: Array; segmentIds: Array };
 let compiled: { key: string; fn: (p: Params, b: Batch) => [Array, Params] } | null = null;
 
 /** Loss and gradient of the mean loss on this device's rows of the batch. */
-export function gradStep(params: Params, tokens: Array, segmentIds: Array, cfg: ModelConfig): { loss: Array; grads: Params } {
+export function gradStep(params: Params, tokens: Array, segmentIds: Array, positions: Array, cfg: ModelConfig): { loss: Array; grads: Params } {
   const key = JSON.stringify(cfg);
   if (compiled?.key !== key) {
     setBackend('systolic');
     compiled = { key, fn: jit(valueAndGrad((p: Params, b: Batch) => loss(p, b, cfg))) as never };
   }
-  const [value, grads] = compiled.fn(params, { tokens, segmentIds });
+  const [value, grads] = compiled.fn(params, { tokens, segmentIds, positions });
   return { loss: value, grads };
 }
 

@@ -2,17 +2,21 @@
  * @tpukit/core: jax, jax.numpy, jax.lax, jax.random and jax.tree_util for TypeScript.
  * This file only re-exports the public surface.
  */
-import { registerBackend } from './backend';
+import { registerBackend, setBackend } from './backend';
 import { referenceBackend } from './backends/reference';
 import './methods';
 import { backend as systolicBackend } from './backends/systolic/index';
+import { defaultBackendName } from './defaultBackend';
 
 registerBackend(referenceBackend);
 registerBackend(systolicBackend);
+// The fast backend by default where it runs; `reference` stays the oracle (see defaultBackend.ts).
+setBackend(defaultBackendName());
 
 export { Array, type NestedArray, type Shard } from './array';
 export { type Backend, getBackend, type HostKernelCapability, listBackends, registerBackend, setBackend, withBackend } from './backend';
 export { referenceBackend } from './backends/reference';
+export { defaultBackendName } from './defaultBackend';
 export * as bf16 from './bf16';
 export * as f16 from './f16';
 export { type ArrayLike, asArray, isArray } from './convert';
