@@ -41,7 +41,7 @@ export * as lax from './lax/index';
 export * as nn from './nn';
 export * as np from './numpy/index';
 export * as random from './random/index';
-export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
+export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, definePrimitive, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
 export { getNumThreads, setNumThreads } from './threads';
 export { describeValue, showValue } from './describe';

@@ -31,8 +31,16 @@ import { showValue } from '../describe';
 
 export type BDim = number | null;
 
-/** A batching rule: batched outputs and their batch dims from operands and theirs. */
-export type BatchRule = (vals: Array[], dims: BDim[], params: any, axisSize: number) => [Array[], BDim[]];
+/**
+ * A batching rule: batched outputs and their batch dims from operands and theirs. `axisName` is
+ * the mapped axis' name (`vmap(f, { axisName })`, or a mesh axis under @tpukit/mesh's shardMap),
+ * null for an unnamed vmap; collectives over a named axis use it to tell their own axis from an
+ * unrelated vmap's.
+ */
+export type BatchRule = (vals: Array[], dims: BDim[], params: any, axisSize: number, axisName?: string | null) => [Array[], BDim[]];
+
+/** The name of the axis whose batching rule is running (inherited by sub-jaxprs a rule batches). */
+let ruleAxisName: string | null = null;
 
 export class BatchTracer extends Tracer {
   constructor(
@@ -48,6 +56,7 @@ export class BatchTrace extends Trace {
   constructor(
     main: MainTrace,
     readonly axisSize: number,
+    readonly axisName: string | null = null,
   ) {
     super(main);
   }
@@ -63,7 +72,15 @@ export class BatchTrace extends Trace {
     if (dims.every((d) => d === null)) return bind(prim, vals, params);
     const rule = prim.rules.batch as BatchRule | undefined;
     if (!rule) throw new Error(`vmap: primitive ${prim.name} has no batching rule`);
-    const [outs, outDims] = rule(vals, dims, params, this.axisSize);
+    const prev = ruleAxisName;
+    ruleAxisName = this.axisName;
+    let outs: Array[];
+    let outDims: BDim[];
+    try {
+      [outs, outDims] = rule(vals, dims, params, this.axisSize, this.axisName);
+    } finally {
+      ruleAxisName = prev;
+    }
     return outs.map((o, i) => (outDims[i] === null ? o : new BatchTracer(this, o, outDims[i])));
   }
 }
@@ -82,10 +99,10 @@ export function moveBdim(x: Array, from: BDim, to: number, size: number): Array 
 }
 
 /** vmap of a flat function with per-input batch dims; outputs moved to `outDims` (null: must be unbatched). */
-export function vmapFlat(f: (...xs: Array[]) => Array[], args: readonly Array[], inDims: readonly BDim[], axisSize: number, outDims: (i: number) => BDim): Array[] {
+export function vmapFlat(f: (...xs: Array[]) => Array[], args: readonly Array[], inDims: readonly BDim[], axisSize: number, outDims: (i: number) => BDim, axisName: string | null = ruleAxisName): Array[] {
   return withMain(
     'vmap',
-    (m) => new BatchTrace(m, axisSize),
+    (m) => new BatchTrace(m, axisSize, axisName),
     (trace) => {
       const ins = args.map((a, i) => (inDims[i] === null ? a : new BatchTracer(trace, a, inDims[i])));
       const outs = f(...ins);
@@ -112,7 +129,8 @@ const vmapCache = new WeakMap<ClosedJaxpr, Map<string, { jaxpr: ClosedJaxpr; out
  * where `outBatched` says (all of them when `instantiate` is true, or where marked).
  */
 export function vmapJaxpr(closed: ClosedJaxpr, batched: readonly boolean[], axisSize: number, instantiateOut: boolean | readonly boolean[]): { jaxpr: ClosedJaxpr; outBatched: boolean[] } {
-  const key = `${axisSize}|${batched.map(Number).join('')}|${typeof instantiateOut === 'boolean' ? instantiateOut : instantiateOut.map(Number).join('')}`;
+  const axisName = ruleAxisName;
+  const key = `${axisSize}|${axisName ?? ''}|${batched.map(Number).join('')}|${typeof instantiateOut === 'boolean' ? instantiateOut : instantiateOut.map(Number).join('')}`;
   let m = vmapCache.get(closed);
   if (!m) vmapCache.set(closed, (m = new Map()));
   const hit = m.get(key);
@@ -122,7 +140,7 @@ export function vmapJaxpr(closed: ClosedJaxpr, batched: readonly boolean[], axis
   const jaxpr = traceFlat((...xs) => {
     return withMain(
       'vmap',
-      (mm) => new BatchTrace(mm, axisSize),
+      (mm) => new BatchTrace(mm, axisSize, axisName),
       (trace) => {
         const ins = xs.map((x, i) => (batched[i] ? new BatchTracer(trace, x, 0) : x));
         const outs = evalJaxpr(closed.jaxpr, closed.consts, ins).map((o) => trace.fullRaise(o) as BatchTracer);
@@ -146,6 +164,8 @@ export interface VmapOptions {
   outAxes?: unknown;
   /** The mapped size, needed when no argument is mapped. */
   axisSize?: number;
+  /** A name for the mapped axis, seen by batching rules (collectives over named axes). */
+  axisName?: string;
 }
 
 const axisLeaf = (x: unknown): boolean => x === null || typeof x === 'number';
@@ -194,7 +214,7 @@ export function vmap(f: (...args: any[]) => unknown, opts: VmapOptions = {}): (.
       outDims = axisLeaf(outAxes) ? outs.map(() => outAxes as BDim) : axesFor(outAxes, tree.unflatten(def, outs), 'vmap outAxes');
       return outs;
     };
-    const res = vmapFlat(flat, leaves, norm, size, (i) => outDims[i]);
+    const res = vmapFlat(flat, leaves, norm, size, (i) => outDims[i], opts.axisName ?? null);
     return tree.unflatten(outTree!, res);
   };
 }

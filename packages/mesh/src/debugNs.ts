@@ -1,0 +1,2 @@
+/** The `debug` namespace (jax.debug's sharding helpers). */
+export { visualizeArraySharding } from './visualize';
