@@ -15,7 +15,7 @@ import { bind } from '../trace';
 import * as tree from '../tree';
 import { Tracer } from './core';
 import { evalJaxpr } from './eval';
-import { ClosedJaxpr, Jaxpr } from './jaxpr';
+import type { ClosedJaxpr } from './jaxpr';
 import { jvpJaxpr, type JvpRule } from './jvp';
 import { avalStr } from './jaxpr';
 import { partialEvalCall, type PartialEvalRule } from './partialEval';
@@ -23,6 +23,7 @@ import { isUndef, transposeJaxpr, type TransposeRule, UndefPrimal } from './tran
 import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
 import { type ArgSig, explainMiss, type FlatCall, flattenCall, isPlain, leafAval, paramNamesOf } from './jitSignature';
 import { isJitDisabled } from './disableJit';
+import { hoist } from './controlFlow';
 import { traceFlat } from './tracing';
 import { instantiate } from './zeros';
 
@@ -195,13 +196,6 @@ pjit.rules.transpose = ((cts, args, params: PjitParams) => {
 pjit.rules.partialEval = ((trace, tracers, params: PjitParams) =>
   partialEvalCall(pjit, trace, tracers, params.jaxpr, (j) => withJaxpr(params, j, 'pe'))) satisfies PartialEvalRule;
 
-/** Constants hoisted to leading inputs, so outer transformations see closed-over tracers. */
-function hoistConsts(c: ClosedJaxpr): [ClosedJaxpr, Array[]] {
-  if (c.consts.length === 0) return [c, []];
-  const j = c.jaxpr;
-  return [new ClosedJaxpr(new Jaxpr([], [...j.constvars, ...j.invars], j.eqns, j.outs), []), c.consts];
-}
-
 export interface JitOptions {
   /** Positional arguments treated as compile-time constants (part of the cache key; hashable values). */
   staticArgnums?: number | readonly number[];
@@ -373,7 +367,8 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       outTree = ot;
       return outs;
     }, call.leaves.map(leafAval), `jit(${name})`);
-    const [jaxpr, consts] = hoistConsts(closed);
+    // Constants hoisted to leading inputs, so outer transformations see closed-over tracers.
+    const [jaxpr, consts] = hoist(closed);
     // Which flat leaves belong to donated arguments.
     const donated: number[] = [];
     const labels: string[] = [];

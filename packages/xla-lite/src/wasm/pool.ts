@@ -1,7 +1,9 @@
 /**
- * The worker pool that runs xla-lite's WebAssembly kernels on several threads. Same scheme as
- * core's systolic GEMM pool (`core/src/backends/systolic/threads.ts`), kept separate because that pool
- * is built around one GEMM module while xla-lite has one module per compiled executable:
+ * The worker pool that runs xla-lite's WebAssembly kernels on several threads. It is core's
+ * `wasm.WorkerPool` (the one implementation the systolic GEMM pool,
+ * `core/src/backends/systolic/threads.ts`, uses too: starting the workers, waking them, waiting
+ * on control slots) with a job protocol of its own, because the GEMM pool is built around one
+ * GEMM module while xla-lite has one module per compiled executable:
  *
  * - Workers are plain JavaScript started from a string (`eval: true`, no imports, no worker
  *   file), so the same code runs from the TypeScript sources under vitest and from `dist/`.
@@ -87,19 +89,6 @@ for (;;) {
 }
 `;
 
-interface NodeWorker {
-  unref(): void;
-  postMessage(msg: unknown): void;
-}
-
-type ProcessLike = { getBuiltinModule?: (id: string) => unknown; versions?: { node?: string } };
-
-function workerThreads(): { Worker: new (src: string, opts: object) => NodeWorker } | null {
-  const proc = (globalThis as { process?: ProcessLike }).process;
-  if (!proc?.versions?.node || typeof proc.getBuiltinModule !== 'function') return null;
-  return (proc.getBuiltinModule('node:worker_threads') as { Worker: new (src: string, opts: object) => NodeWorker }) ?? null;
-}
-
 /** What the pool needs of a program: an id, the compiled module and its shared memory. */
 export interface PoolProgram {
   readonly id: number;
@@ -124,12 +113,13 @@ export function setKernelThreads(n: number | null): void {
 
 /** Whether kernels can run on worker threads here (Node worker_threads and shared memory). */
 export function kernelThreadsAvailable(): boolean {
-  return typeof SharedArrayBuffer !== 'undefined' && wasm.wasmFeatures().threads && workerThreads() !== null;
+  return wasm.WorkerPool.available() && wasm.wasmFeatures().threads;
 }
 
 const control = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
-const workers: NodeWorker[] = [];
-let broken = false;
+/** The workers (core's shared worker-thread machinery, as the systolic GEMM uses). */
+const pool = new wasm.WorkerPool(WORKER_SOURCE, control, GEN, SPIN);
+const workers = pool.workers;
 let jobs = 0;
 
 /** Kernel runs split across worker threads so far (for tests and benchmarks). */
@@ -146,43 +136,13 @@ export function trackProgram(owner: object, id: number): void {
   dropped.register(owner, id);
 }
 
-function ensureWorkers(n: number): boolean {
-  if (broken) return false;
-  const wt = workerThreads();
-  if (!wt) return false;
-  try {
-    while (workers.length < n) {
-      const w = new wt.Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { control: control.buffer, id: workers.length, start: Atomics.load(control, GEN) } });
-      w.unref();
-      workers.push(w);
-    }
-  } catch {
-    // Workers cannot start here (sandbox, resource limits): run on the calling thread from now on.
-    broken = true;
-    return false;
-  }
-  return true;
-}
-
-function poll(i: number, target: number): number {
-  let v = Atomics.load(control, i);
-  for (let s = 0; s < SPIN && v < target; s++) v = Atomics.load(control, i);
-  return v;
-}
-
-function pollDown(i: number): number {
-  let v = Atomics.load(control, i);
-  for (let s = 0; s < SPIN && v > 0; s++) v = Atomics.load(control, i);
-  return v;
-}
-
 /**
  * Runs kernel `k` (export `k<fn>` of `prog`, already instantiated on this thread) over items
  * [0, items) on `threads` threads, `chunk` items at a time. Returns false (having done nothing)
  * when workers are unavailable, so the caller runs the kernel itself.
  */
 export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: number, thread: number) => void, items: number, chunk: number, threads: number, name: string): boolean {
-  if (!ensureWorkers(threads - 1)) return false;
+  if (!pool.ensure(threads - 1)) return false;
   for (let w = prog.sentTo; w < threads - 1; w++) workers[w].postMessage({ id: prog.id, module: prog.module, memory: prog.memory });
   prog.sentTo = Math.max(prog.sentTo, threads - 1);
   const c = control;
@@ -195,8 +155,7 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   Atomics.store(c, DONE_ITEMS, 0);
   Atomics.store(c, ERR, 0);
   Atomics.store(c, OPEN, Atomics.load(c, GEN) + 1);
-  Atomics.add(c, GEN, 1);
-  Atomics.notify(c, GEN);
+  pool.wake();
   jobs++;
   let failed: unknown = null;
   for (let i = Atomics.add(c, NEXT, chunk); i < items; i = Atomics.add(c, NEXT, chunk)) {
@@ -211,17 +170,9 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   // Every item is taken; wait for those still being computed, then close the job so that a
   // worker waking only now (its core busy elsewhere) leaves at once instead of being waited
   // for, and wait for the workers inside to leave before the control block is reused.
-  for (;;) {
-    const done = poll(DONE_ITEMS, items);
-    if (done >= items) break;
-    Atomics.wait(c, DONE_ITEMS, done);
-  }
+  pool.waitFor(DONE_ITEMS, items);
   Atomics.store(c, OPEN, 0);
-  for (;;) {
-    const inside = pollDown(INSIDE);
-    if (inside <= 0) break;
-    Atomics.wait(c, INSIDE, inside);
-  }
+  pool.waitForZero(INSIDE);
   if (failed) throw failed;
   if (Atomics.load(c, ERR) !== 0) throw new Error(`xla-lite ${name}: a kernel worker thread failed (setKernelThreads(1) runs kernels on the calling thread only)`);
   return true;

@@ -1,5 +1,7 @@
 /**
- * The worker pool behind the systolic GEMM: `setNumThreads(n)` (default: the core count). Every
+ * The worker pool behind the systolic GEMM (core's `wasm/workerPool.ts` starts, wakes and waits
+ * for the workers; this file is the GEMM job protocol): `setNumThreads(n)` (default: the core
+ * count). Every
  * worker instantiates the same compiled GEMM module over the same shared WebAssembly.Memory, so
  * the operands staged by the calling thread are visible to all. One product is one job, started
  * with a single wake-up: the calling thread first copies the host operands into wasm memory (only
@@ -19,6 +21,7 @@
  */
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
+import { WorkerPool } from '../../wasm/workerPool';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';
@@ -106,11 +109,6 @@ for (;;) {
 }
 `;
 
-interface NodeWorker {
-  unref(): void;
-  terminate(): Promise<number>;
-}
-
 /** Whether worker threads can run here (Node worker_threads and a shared memory). */
 export function threadsAvailable(engine: GemmEngine): boolean {
   return engine.shared && nodeModule('node:worker_threads') !== null;
@@ -122,27 +120,21 @@ const TILE_COLS = 128;
 const MIN_TILES_PER_THREAD = 4;
 
 class Pool {
-  readonly workers: NodeWorker[] = [];
   readonly control = new Int32Array(new SharedArrayBuffer(4 * (CUR + MAX_WORKERS)));
+  /** The workers (core's shared worker-thread machinery). */
+  readonly pool: WorkerPool;
   private module: WasmModule;
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
 
   constructor(private readonly engine: GemmEngine) {
     this.module = new WA.Module(engine.bytes);
+    this.pool = new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ module: this.module, memory: this.engine.memory, packNames: PACK_NAMES }));
   }
 
+  /** Starts workers until there are `n`; throws when they cannot start. */
   resize(n: number): void {
-    const wt = nodeModule<{ Worker: new (src: string, opts: object) => NodeWorker }>('node:worker_threads')!;
-    while (this.workers.length < n) {
-      const w = new wt.Worker(WORKER_SOURCE, {
-        eval: true,
-        execArgv: [],
-        workerData: { module: this.module, memory: this.engine.memory, control: this.control.buffer, id: this.workers.length, start: Atomics.load(this.control, GEN), packNames: PACK_NAMES },
-      });
-      w.unref();
-      this.workers.push(w);
-    }
+    if (!this.pool.ensure(n)) throw new Error('systolic threads: worker threads cannot start here');
   }
 
   /**
@@ -193,9 +185,8 @@ class Pool {
     Atomics.store(c, TILE_NEXT, 0);
     Atomics.store(c, GATE, 0);
     Atomics.store(c, STAGED, stager.staged);
-    for (let w = 0; w < this.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
-    Atomics.add(c, GEN, 1);
-    Atomics.notify(c, GEN);
+    for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
+    this.pool.wake();
 
     const e = this.engine;
     const call = this.call;
@@ -216,7 +207,7 @@ class Pool {
         Atomics.add(c, PACK_DONE, 1);
       }
       for (;;) {
-        const done = this.poll(PACK_DONE, chunks);
+        const done = this.pool.poll(PACK_DONE, chunks);
         if (done >= chunks || Atomics.load(c, ERR) !== 0) break;
         Atomics.wait(c, PACK_DONE, done);
       }
@@ -230,7 +221,7 @@ class Pool {
     // Open the gate whatever happened, so that no worker is left waiting.
     Atomics.store(c, GATE, 1);
     Atomics.notify(c, GATE);
-    const all = this.workers.length;
+    const all = this.pool.workers.length;
     const tiles = c[JOB + 9];
     // Output rows handed to job.rows so far (in whole tile rows).
     let bands = 0;
@@ -267,11 +258,7 @@ class Pool {
         failed = err;
       }
     }
-    for (;;) {
-      const done = this.poll(DONE, all);
-      if (done >= all) break;
-      Atomics.wait(c, DONE, done);
-    }
+    this.pool.waitFor(DONE, all);
     if (job.rows && !failed && Atomics.load(c, ERR) === 0 && bands < rowTiles) {
       try {
         job.rows(bands * tileRows, rowTiles * tileRows);
@@ -281,14 +268,6 @@ class Pool {
     }
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
-  }
-
-  /** Polls slot `i` until it reaches `target` (or SPIN polls pass); returns its last value. */
-  private poll(i: number, target: number): number {
-    const c = this.control;
-    let v = Atomics.load(c, i);
-    for (let s = 0; s < SPIN && v < target; s++) v = Atomics.load(c, i);
-    return v;
   }
 }
 

@@ -1,0 +1,100 @@
+/**
+ * The worker-thread machinery both parallel kernel runners share: the systolic GEMM pool
+ * (`backends/systolic/threads.ts`) and @tpukit/xla-lite's generated-kernel pool. Workers are
+ * plain JavaScript started from a source string (`eval: true`, `execArgv: []`, unref'ed so
+ * they never keep the process alive); each gets the shared control block, its id and the job
+ * generation it starts at in `workerData` (plus what the runner adds). A job is announced by
+ * bumping the generation slot and notifying it; the calling thread waits on control slots by
+ * polling a while, then sleeping with `Atomics.wait`. The runners keep their own protocols
+ * (slot layout, worker loop); this class owns starting the workers, waking them and waiting.
+ * Node only: elsewhere, or when workers cannot start, `ensure` answers false from then on and
+ * the runner computes on the calling thread.
+ */
+import { nodeModule } from '../threads';
+
+/** What the pool needs of a Node worker. */
+export interface PoolWorker {
+  unref(): void;
+  postMessage(msg: unknown): void;
+}
+
+type WorkerCtor = new (src: string, opts: object) => PoolWorker;
+
+export class WorkerPool {
+  readonly workers: PoolWorker[] = [];
+  #broken = false;
+
+  /**
+   * @param source the workers' program (CommonJS, run with `eval: true`)
+   * @param control the shared control block
+   * @param gen the control slot holding the job generation
+   * @param spin polls of a slot before sleeping on it
+   * @param data extra `workerData` for worker `id`
+   */
+  constructor(
+    private readonly source: string,
+    readonly control: Int32Array,
+    private readonly gen: number,
+    private readonly spin: number,
+    private readonly data: (id: number) => object = () => ({}),
+  ) {}
+
+  /** Whether worker threads can run here (Node's worker_threads and a shared memory). */
+  static available(): boolean {
+    return typeof SharedArrayBuffer !== 'undefined' && nodeModule('node:worker_threads') !== null;
+  }
+
+  /** Starts workers until there are `n`; false (now and from then on) when they cannot start. */
+  ensure(n: number): boolean {
+    if (this.#broken) return false;
+    const wt = nodeModule<{ Worker: WorkerCtor }>('node:worker_threads');
+    if (!wt) return false;
+    try {
+      while (this.workers.length < n) {
+        const id = this.workers.length;
+        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), ...this.data(id) } });
+        w.unref();
+        this.workers.push(w);
+      }
+    } catch {
+      // Workers cannot start here (sandbox, resource limits): the runner computes alone from now on.
+      this.#broken = true;
+      return false;
+    }
+    return true;
+  }
+
+  /** Announces a job: bumps the generation and wakes every worker. */
+  wake(): void {
+    Atomics.add(this.control, this.gen, 1);
+    Atomics.notify(this.control, this.gen);
+  }
+
+  /** Polls slot `i` until it reaches `target` (or the spin budget passes); returns its last value. */
+  poll(i: number, target: number): number {
+    const c = this.control;
+    let v = Atomics.load(c, i);
+    for (let s = 0; s < this.spin && v < target; s++) v = Atomics.load(c, i);
+    return v;
+  }
+
+  /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. */
+  waitFor(i: number, target: number): void {
+    for (;;) {
+      const v = this.poll(i, target);
+      if (v >= target) return;
+      Atomics.wait(this.control, i, v);
+    }
+  }
+
+  /** Waits until slot `i` is zero or less (a count of workers inside a job). */
+  waitForZero(i: number): void {
+    const c = this.control;
+    for (;;) {
+      let v = Atomics.load(c, i);
+      for (let s = 0; s < this.spin && v > 0; s++) v = Atomics.load(c, i);
+      if (v <= 0) return;
+      Atomics.wait(c, i, v);
+    }
+  }
+}
