@@ -24,6 +24,7 @@ import { compileFusionKernel } from './fusionKernels';
 import type { FusedKernel } from './kernel';
 import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
+import { profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
 import { WasmProgram, type WasmStep } from './wasm/program';
 
@@ -89,83 +90,102 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const outSlots = c.outputs.map((o) => slot.get(o)!);
   const nargs = c.params.length;
   const vals: (Array | Array[] | null)[] = new globalThis.Array(steps.length).fill(null);
+  const exec = (s: Step, args: Array[]): void => {
+    switch (s.kind) {
+      case 'param':
+        vals[s.out] = args[s.index];
+        break;
+      case 'const':
+        vals[s.out] = s.value;
+        break;
+      case 'gte':
+        vals[s.out] = (vals[s.src] as Array[])[s.index];
+        break;
+      case 'fusion': {
+        if (s.inst.isTuple) {
+          // A multi-output (row) fusion: every output freshly allocated, read through get-tuple-element.
+          const shs = s.inst.shapes;
+          const outs = shs.map((sh) => (sh.dtype === 'bool' ? new Uint8Array(numel(sh)) : new Float32Array(numel(sh))));
+          for (let j = 1; j < outs.length; j++) s.more[j - 1] = outs[j];
+          for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
+          s.kernel(s.buf, outs[0], outs[0].length, s.more);
+          s.buf.fill(null as never);
+          s.more.fill(null as never);
+          vals[s.out] = outs.map((o, j) => {
+            const r = fromStorage(o, shs[j].shape, shs[j].dtype);
+            return shs[j].weakType ? lax.convertElementType(r, shs[j].dtype, true) : r;
+          });
+          break;
+        }
+        const sh = s.inst.shape;
+        const n = numel(sh);
+        const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
+        for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
+        s.kernel(s.buf, out, n);
+        s.buf.fill(null as never);
+        let r = fromStorage(out, sh.shape, sh.dtype);
+        if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
+        vals[s.out] = r;
+        break;
+      }
+      case 'wasm':
+        vals[s.out] = wasmProgram!.run(s.step, vals, donating && !s.step.out.inst.isTuple ? donor.target(s.out, args) : null);
+        break;
+      case 'output': {
+        // The dot on the current backend, then its epilogue in place over the dot's buffer.
+        s.dotBuf[0] = vals[s.dotIns[0]] as Array;
+        s.dotBuf[1] = vals[s.dotIns[1]] as Array;
+        const d = evalPrimitive(s.dot.prim!, s.dotBuf, s.params)[0];
+        s.dotBuf.fill(null as never);
+        const sh = s.inst.shape;
+        const acc = toStorage(d) as Float32Array;
+        if (s.wasm) {
+          vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
+          break;
+        }
+        s.buf[0] = acc;
+        for (let j = 0; j < s.epiIns.length; j++) s.buf[j + 1] = toStorage(vals[s.epiIns[j]] as Array) as ArrayLike<number>;
+        s.kernel(s.buf, acc, acc.length);
+        s.buf.fill(null as never);
+        let r = fromStorage(acc, sh.shape, sh.dtype);
+        if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
+        vals[s.out] = r;
+        break;
+      }
+      case 'prim': {
+        for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
+        const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
+        s.buf.fill(null as never);
+        vals[s.out] = s.inst.isTuple ? outs : outs[0];
+        break;
+      }
+    }
+  };
+  // Profiler records (see profile.ts): made on the first profiled call, one per step plus the call.
+  let prof: ProfileRecord[] | null = null;
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
+    const t0 = profiling() ? performance.now() : 0;
     wasmProgram?.begin();
-    for (const s of steps) {
-      switch (s.kind) {
-        case 'param':
-          vals[s.out] = args[s.index];
-          break;
-        case 'const':
-          vals[s.out] = s.value;
-          break;
-        case 'gte':
-          vals[s.out] = (vals[s.src] as Array[])[s.index];
-          break;
-        case 'fusion': {
-          if (s.inst.isTuple) {
-            // A multi-output (row) fusion: every output freshly allocated, read through get-tuple-element.
-            const shs = s.inst.shapes;
-            const outs = shs.map((sh) => (sh.dtype === 'bool' ? new Uint8Array(numel(sh)) : new Float32Array(numel(sh))));
-            for (let j = 1; j < outs.length; j++) s.more[j - 1] = outs[j];
-            for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
-            s.kernel(s.buf, outs[0], outs[0].length, s.more);
-            s.buf.fill(null as never);
-            s.more.fill(null as never);
-            vals[s.out] = outs.map((o, j) => {
-              const r = fromStorage(o, shs[j].shape, shs[j].dtype);
-              return shs[j].weakType ? lax.convertElementType(r, shs[j].dtype, true) : r;
-            });
-            break;
-          }
-          const sh = s.inst.shape;
-          const n = numel(sh);
-          const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
-          for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
-          s.kernel(s.buf, out, n);
-          s.buf.fill(null as never);
-          let r = fromStorage(out, sh.shape, sh.dtype);
-          if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
-          vals[s.out] = r;
-          break;
-        }
-        case 'wasm':
-          vals[s.out] = wasmProgram!.run(s.step, vals, donating && !s.step.out.inst.isTuple ? donor.target(s.out, args) : null);
-          break;
-        case 'output': {
-          // The dot on the current backend, then its epilogue in place over the dot's buffer.
-          s.dotBuf[0] = vals[s.dotIns[0]] as Array;
-          s.dotBuf[1] = vals[s.dotIns[1]] as Array;
-          const d = evalPrimitive(s.dot.prim!, s.dotBuf, s.params)[0];
-          s.dotBuf.fill(null as never);
-          const sh = s.inst.shape;
-          const acc = toStorage(d) as Float32Array;
-          if (s.wasm) {
-            vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
-            break;
-          }
-          s.buf[0] = acc;
-          for (let j = 0; j < s.epiIns.length; j++) s.buf[j + 1] = toStorage(vals[s.epiIns[j]] as Array) as ArrayLike<number>;
-          s.kernel(s.buf, acc, acc.length);
-          s.buf.fill(null as never);
-          let r = fromStorage(acc, sh.shape, sh.dtype);
-          if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
-          vals[s.out] = r;
-          break;
-        }
-        case 'prim': {
-          for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
-          const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
-          s.buf.fill(null as never);
-          vals[s.out] = s.inst.isTuple ? outs : outs[0];
-          break;
-        }
+    if (t0 === 0) {
+      for (const s of steps) exec(s, args);
+    } else {
+      prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];
+      for (let k = 0; k < steps.length; k++) {
+        const t = performance.now();
+        exec(steps[k], args);
+        prof[k].ms += performance.now() - t;
+        prof[k].calls++;
       }
     }
     const res = outSlots.map((k) => vals[k] as Array);
     vals.fill(null);
     if (donating) donor.land(res, args);
+    if (t0 !== 0) {
+      const whole = prof![steps.length];
+      whole.ms += performance.now() - t0;
+      whole.calls++;
+    }
     return res;
   };
   const wasmSteps = steps.filter((s) => s.kind === 'wasm').length;

@@ -31,4 +31,5 @@ export { compileRowKernel, rowKernelSource } from './rowKernel';
 export { tensorType, toStableHlo } from './stablehlo';
 export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads } from './wasm/pool';
 export { setWasmKernels, wasmKernelsEnabled } from './wasm/program';
+export { profile, type ProfileRecord } from './profile';
 export { hloType, moduleText } from './text';
