@@ -23,11 +23,12 @@
  * (BENCHMARKS.md explains the difference). Effective GFLOP/s use the counted matmul FLOPs.
  *
  * Env: GPT_BENCH_ROUNDS (default 5) interleaved rounds of GPT_BENCH_STEPS (default 3) steps per
- * framework and thread count; GPT_BENCH_TORCH=0 skips PyTorch; TPUKIT_PROFILE=1 prints xla-lite's
+ * framework and thread count (0: only the checks); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
+ * writes tpukit's optimised loss-and-gradient HLO there; TPUKIT_PROFILE=1 prints xla-lite's
  * per-instruction profile of one tpukit step per thread count after the timed rounds.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -203,6 +204,7 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v).reshape(host.shapes[k]);
     const x = np.array(data[0].x).reshape([B, T]);
     const compiled = jit(valueAndGrad(tLoss)).lower(p, x, x).compile();
+    if (process.env.GPT_BENCH_HLO) writeFileSync(process.env.GPT_BENCH_HLO, compiled.asText());
     const counted = dotFlops(compiled.module.entry) / TOKENS;
     if (counted !== FLOPS_PER_TOKEN) throw new Error(`bench:gpt: the compiled step does ${counted} matmul FLOP per token; the hand count is ${FLOPS_PER_TOKEN}`);
   });
@@ -330,8 +332,8 @@ async function jaxjsTrainer(host: ReturnType<typeof initHost>, data: ReturnType<
 
 // ---------------------------------------------------------------- PyTorch
 
-/** The PyTorch peer's tokens/s at `threads`, or the reason it was skipped. */
-function torchPeer(threads: number, steps: number): number | string {
+/** The PyTorch peer's tokens per second and per CPU-second at `threads`, or the reason it was skipped. */
+function torchPeer(threads: number, steps: number): { tps: number; cpu: number } | string {
   if (process.env.GPT_BENCH_TORCH === '0') return 'skipped (GPT_BENCH_TORCH=0)';
   const script = join(dirname(fileURLToPath(import.meta.url)), 'gpt_torch.py');
   for (const py of ['/usr/bin/python3', 'python3']) {
@@ -340,7 +342,8 @@ function torchPeer(threads: number, steps: number): number | string {
     const env = { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: String(threads), MKL_NUM_THREADS: String(threads) };
     const r = spawnSync(py, [script, String(threads), String(steps)], { encoding: 'utf8', env });
     if (r.status !== 0) return `failed: ${r.stderr.trim().split('\n').pop()}`;
-    return JSON.parse(r.stdout.trim().split('\n').pop()!).tokensPerSecond as number;
+    const j = JSON.parse(r.stdout.trim().split('\n').pop()!) as { tokensPerSecond: number; tokensPerCpuSecond: number };
+    return { tps: j.tokensPerSecond, cpu: j.tokensPerCpuSecond };
   }
   return 'skipped (no python3 with torch: apt-get install python3-torch libopenblas0-pthread; without OpenBLAS Debian torch runs the reference BLAS at ~2.6 GFLOP/s)';
 }
@@ -353,6 +356,7 @@ async function main(): Promise<void> {
   const host = initHost();
   const data = batches(64);
   checkModel(host, data);
+  if (ROUNDS === 0) return;
   const cores = systolic.getNumThreads();
   console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
   const trainers: Trainer[] = [tpukitTrainer(host, data, 1), ...(cores >= 2 ? [tpukitTrainer(host, data, 2)] : [])];
@@ -367,21 +371,31 @@ async function main(): Promise<void> {
   }
   console.log(`  after 2 steps: ${first.join('; ')}`);
   const tps = trainers.map((): number[] => []);
+  // Tokens per second of this process's CPU time (user + system, all threads): on a shared
+  // machine a one-thread run's CPU time does not count the time other processes held the core.
+  const cpuTps = trainers.map((): number[] => []);
   const ratio1: number[] = [];
+  const ratio1Cpu: number[] = [];
   const ratio2: number[] = [];
   let at = 2;
   const losses = trainers.map(() => NaN);
   for (let r = 0; r < ROUNDS; r++) {
     const round: number[] = [];
+    const roundCpu: number[] = [];
     for (let k = 0; k < trainers.length; k++) {
+      const c0 = process.cpuUsage();
       const t0 = performance.now();
       losses[k] = await trainers[k].steps(at, STEPS);
       const ms = performance.now() - t0;
+      const cpu = process.cpuUsage(c0);
       round.push((STEPS * TOKENS) / (ms / 1000));
+      roundCpu.push((STEPS * TOKENS) / ((cpu.user + cpu.system) / 1e6));
       tps[k].push(round[k]);
+      cpuTps[k].push(roundCpu[k]);
     }
     at += STEPS;
     if (jx) ratio1.push(round[0] / round[trainers.length - 1]);
+    if (jx) ratio1Cpu.push(roundCpu[0] / roundCpu[trainers.length - 1]);
     if (cores >= 2) ratio2.push(round[1] / round[0]);
   }
   systolic.setNumThreads(cores);
@@ -389,14 +403,16 @@ async function main(): Promise<void> {
   console.log(`  tokens/s (median of ${ROUNDS} rounds; effective GFLOP/s = tokens/s x ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP):`);
   trainers.forEach((tr, k) => {
     const x = med(tps[k]);
-    console.log(`    ${tr.name.padEnd(11)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  loss after ${at} steps ${losses[k].toFixed(4)}`);
+    const cpu = med(cpuTps[k]);
+    console.log(`    ${tr.name.padEnd(11)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  loss after ${at} steps ${losses[k].toFixed(4)}`);
   });
-  torch.forEach((x, k) => console.log(`    torch ${k + 1}t    ${typeof x === 'number' ? `${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s` : x}`));
-  if (jx) console.log(`  tpukit 1t / jax-js 1t       ${med(ratio1).toFixed(2)}x (median per-round ratio; target >= 3)`);
+  torch.forEach((x, k) => console.log(`    torch ${k + 1}t    ${typeof x === 'string' ? x : `${x.tps.toFixed(0).padStart(6)} tok/s  ${((x.tps * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x.tps) * 1000).toFixed(0)} ms/step  per CPU-second ${x.cpu.toFixed(0).padStart(6)} tok (one run of ${Math.max(10, ROUNDS * STEPS)} steps)`}`));
+  if (jx) console.log(`  tpukit 1t / jax-js 1t       ${med(ratio1).toFixed(2)}x (median per-round ratio; target >= 3); by CPU time ${med(ratio1Cpu).toFixed(2)}x`);
   if (cores >= 2) console.log(`  tpukit 2t / tpukit 1t       ${med(ratio2).toFixed(2)}x (target >= 1.8; kernel threads ${getKernelThreads()})`);
   if (jx && cores >= 2) console.log(`  tpukit 2t / jax-js          ${(med(tps[1]) / med(tps[trainers.length - 1])).toFixed(2)}x (jax-js has no threads in Node)`);
-  if (typeof torch[0] === 'number') console.log(`  tpukit 1t / torch 1t        ${(med(tps[0]) / torch[0]).toFixed(2)}x`);
-  if (typeof torch[1] === 'number' && cores >= 2) console.log(`  tpukit 2t / torch 2t        ${(med(tps[1]) / torch[1]).toFixed(2)}x (target >= 1)`);
+  const [t1, t2] = torch;
+  if (typeof t1 !== 'string') console.log(`  tpukit 1t / torch 1t        ${(med(tps[0]) / t1.tps).toFixed(2)}x; by CPU time ${(med(cpuTps[0]) / t1.cpu).toFixed(2)}x (torch not interleaved: it runs after the rounds)`);
+  if (typeof t2 !== 'string' && cores >= 2) console.log(`  tpukit 2t / torch 2t        ${(med(tps[1]) / t2.tps).toFixed(2)}x (target >= 1)`);
   if (process.env.TPUKIT_PROFILE === '1') {
     for (let k = 0; k < Math.min(2, trainers.length); k++) {
       profile.reset();
