@@ -24,7 +24,7 @@ import { compileFusionKernel } from './fusionKernels';
 import type { FusedKernel } from './kernel';
 import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
-import { profileRecord, type ProfileRecord, profiling } from './profile';
+import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
 import { WasmProgram, type WasmStep } from './wasm/program';
 
@@ -171,12 +171,18 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       for (const s of steps) exec(s, args);
     } else {
       prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];
+      const cpu0 = cpuNow();
+      let cpu = cpu0;
       for (let k = 0; k < steps.length; k++) {
         const t = performance.now();
         exec(steps[k], args);
         prof[k].ms += performance.now() - t;
+        const cpu1 = cpuNow();
+        prof[k].cpuMs += cpu1 - cpu;
+        cpu = cpu1;
         prof[k].calls++;
       }
+      prof[steps.length].cpuMs += cpu - cpu0;
     }
     const res = outSlots.map((k) => vals[k] as Array);
     vals.fill(null);

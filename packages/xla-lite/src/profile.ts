@@ -21,7 +21,23 @@ export interface ProfileRecord {
   /** Shapes and, for fusions, the ops inside: `f32[2048,128] x f32[128,512] -> f32[2048,512]`. */
   detail: string;
   calls: number;
+  /** Wall-clock milliseconds. */
   ms: number;
+  /**
+   * Milliseconds of this process's CPU time (user + system, every thread: with kernel threads it
+   * counts the workers' time too). On a shared machine a one-thread run's CPU time leaves out the
+   * time other processes held the core, which wall time includes.
+   */
+  cpuMs: number;
+}
+
+const proc = typeof process !== 'undefined' && typeof process.cpuUsage === 'function' ? process : null;
+
+/** This process's CPU time in milliseconds (0 where the host cannot tell). */
+export function cpuNow(): number {
+  if (!proc) return 0;
+  const u = proc.cpuUsage();
+  return (u.user + u.system) / 1000;
 }
 
 const envOn = typeof process !== 'undefined' && process.env?.TPUKIT_PROFILE === '1';
@@ -49,7 +65,7 @@ function describe(i: HloInstruction): { category: string; detail: string } {
 /** A record for `inst` of `executable` (or the executable's whole call when `inst` is null). */
 export function profileRecord(executable: string, inst: HloInstruction | null): ProfileRecord {
   const d = inst ? describe(inst) : { category: '(call)', detail: '' };
-  const r: ProfileRecord = { executable, instruction: inst ? `${inst.opcode}.${inst.id}` : '(call)', ...d, calls: 0, ms: 0 };
+  const r: ProfileRecord = { executable, instruction: inst ? `${inst.opcode}.${inst.id}` : '(call)', ...d, calls: 0, ms: 0, cpuMs: 0 };
   records.push(r);
   return r;
 }
@@ -73,39 +89,44 @@ export const profile = {
     for (const r of records) {
       r.calls = 0;
       r.ms = 0;
+      r.cpuMs = 0;
     }
   },
-  /** The records that ran since the last reset, most expensive first. */
-  records(): ProfileRecord[] {
-    return records.filter((r) => r.calls > 0).sort((a, b) => b.ms - a.ms);
+  /** The records that ran since the last reset, most expensive (wall or CPU time) first. */
+  records(by: 'wall' | 'cpu' = 'wall'): ProfileRecord[] {
+    const key = by === 'cpu' ? 'cpuMs' : 'ms';
+    return records.filter((r) => r.calls > 0).sort((a, b) => b[key] - a[key]);
   },
-  /** Milliseconds per category (summed over executables; `(call)` rows excluded), most expensive first. */
-  byCategory(): { category: string; calls: number; ms: number }[] {
-    const m = new Map<string, { category: string; calls: number; ms: number }>();
+  /** Milliseconds (wall and CPU) per category (summed over executables; `(call)` rows excluded), most expensive first. */
+  byCategory(by: 'wall' | 'cpu' = 'wall'): { category: string; calls: number; ms: number; cpuMs: number }[] {
+    const m = new Map<string, { category: string; calls: number; ms: number; cpuMs: number }>();
     for (const r of records) {
       if (r.calls === 0 || r.category === '(call)') continue;
-      const e = m.get(r.category) ?? { category: r.category, calls: 0, ms: 0 };
+      const e = m.get(r.category) ?? { category: r.category, calls: 0, ms: 0, cpuMs: 0 };
       e.calls += r.calls;
       e.ms += r.ms;
+      e.cpuMs += r.cpuMs;
       m.set(r.category, e);
     }
-    return [...m.values()].sort((a, b) => b.ms - a.ms);
+    const key = by === 'cpu' ? 'cpuMs' : 'ms';
+    return [...m.values()].sort((a, b) => b[key] - a[key]);
   },
-  /** A text table: each executable's calls, the time per category, and the `top` most expensive instructions. */
-  report({ top = 20 }: { top?: number } = {}): string {
-    const rs = profile.records();
+  /** A text table: each executable's calls, the time per category, and the `top` most expensive instructions (`by` wall or CPU time). */
+  report({ top = 20, by = 'wall' }: { top?: number; by?: 'wall' | 'cpu' } = {}): string {
+    const rs = profile.records(by);
     const calls = rs.filter((r) => r.category === '(call)');
     const inst = rs.filter((r) => r.category !== '(call)');
     const total = inst.reduce((s, r) => s + r.ms, 0);
     const lines: string[] = [];
     for (const c of calls) {
       const inside = inst.filter((r) => r.executable === c.executable).reduce((s, r) => s + r.ms, 0);
-      lines.push(`  ${pad(c.executable, 28)} ${c.calls} call(s) ${fmt(c.ms)} ms (instructions ${inside.toFixed(2)} ms, the rest is argument/result handling)`);
+      lines.push(`  ${pad(c.executable, 28)} ${c.calls} call(s) ${fmt(c.ms)} ms wall, ${c.cpuMs.toFixed(2)} ms CPU (instructions ${inside.toFixed(2)} ms wall; the rest is argument/result handling)`);
     }
-    lines.push(`  ${pad('category', 28)} ${'ms'.padStart(9)}   share  count`);
-    for (const c of profile.byCategory()) lines.push(`  ${pad(c.category, 28)} ${fmt(c.ms)} ${((100 * c.ms) / total).toFixed(1).padStart(6)}%  ${c.calls}`);
-    lines.push(`  top instructions:`);
-    for (const r of inst.slice(0, top)) lines.push(`  ${fmt(r.ms)} ms ${pad(r.category, 14)} ${pad(r.instruction, 18)} ${r.detail}  [${r.executable}]`);
+    const cpuTotal = inst.reduce((s, r) => s + r.cpuMs, 0);
+    lines.push(`  ${pad('category', 28)} ${'wall ms'.padStart(9)}   share ${'CPU ms'.padStart(9)}   share  count`);
+    for (const c of profile.byCategory(by)) lines.push(`  ${pad(c.category, 28)} ${fmt(c.ms)} ${((100 * c.ms) / total).toFixed(1).padStart(6)}% ${fmt(c.cpuMs)} ${((100 * c.cpuMs) / (cpuTotal || 1)).toFixed(1).padStart(6)}%  ${c.calls}`);
+    lines.push(`  top instructions (by ${by} time):`);
+    for (const r of inst.slice(0, top)) lines.push(`  ${fmt(r.ms)} ms ${fmt(r.cpuMs)} CPU ${pad(r.category, 14)} ${pad(r.instruction, 18)} ${r.detail}  [${r.executable}]`);
     return lines.join('\n');
   },
 };

@@ -46,6 +46,9 @@ describe('profile', () => {
       expect(dot.detail).toContain('f32[64,32] x f32[32,16]');
       const sum = inst.reduce((s, r) => s + r.ms, 0);
       expect(sum).toBeLessThanOrEqual(call.ms + 1e-6);
+      for (const r of inst) expect(r.cpuMs).toBeGreaterThanOrEqual(0);
+      expect(inst.reduce((s, r) => s + r.cpuMs, 0)).toBeCloseTo(call.cpuMs, 6);
+      expect(profile.records('cpu').map((r) => r.cpuMs)).toEqual(profile.records('cpu').map((r) => r.cpuMs).sort((a, b) => b - a));
       const cats = profile.byCategory();
       expect(cats.reduce((s, c) => s + c.ms, 0)).toBeCloseTo(profile.records().filter((r) => r.category !== '(call)').reduce((s, r) => s + r.ms, 0), 6);
       expect(profile.report()).toContain('profOn');
