@@ -417,7 +417,7 @@ async function main(): Promise<void> {
     for (let k = 0; k < Math.min(2, trainers.length); k++) {
       profile.reset();
       await trainers[k].steps(at, 1);
-      console.log(`\n  profile of one ${trainers[k].name} step:\n${profile.report({ top: 25 })}`);
+      console.log(`\n  profile of one ${trainers[k].name} step:\n${profile.report({ top: 25, by: trainers[k].name.endsWith(' 1t') ? 'cpu' : 'wall' })}`);
     }
   }
 }
