@@ -5,7 +5,7 @@
 import { registerBackend } from './backend';
 import { referenceBackend } from './backends/reference';
 import './methods';
-import { backend as systolicBackend } from './systolic/index';
+import { backend as systolicBackend } from './backends/systolic/index';
 
 registerBackend(referenceBackend);
 registerBackend(systolicBackend);
@@ -40,7 +40,7 @@ export * as random from './random/index';
 export { type HostArray, type Kernel, type Primitive, type ShapedArray, allPrimitives, getPrimitive } from './primitive';
 export { type Shape, broadcastShapes } from './shape';
 export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
-export * as systolic from './systolic/index';
+export * as systolic from './backends/systolic/index';
 export * as tree from './tree';
 export * as wasm from './wasm/index';
 export type { KeyEntry, KeyPath, PyTree, TreeDef } from './tree';

@@ -3,7 +3,7 @@ import { stopGradient } from './transforms/custom';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
 import { isFloat } from './dtype';
-import * as lax from './lax/index';
+import * as lax from './lax/ops';
 import * as np from './numpy/index';
 import { normalizeAxes } from './shape';
 import { promoteInexact } from './numpy/promote';

@@ -20,8 +20,8 @@ import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
-import { compileFusionKernel } from './fusionKernels';
-import type { FusedKernel } from './kernel';
+import { compileFusionKernel } from './js/fusionKernels';
+import type { FusedKernel } from './js/kernel';
 import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';

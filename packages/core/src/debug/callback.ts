@@ -17,7 +17,7 @@
  * the StableHLO export and for parity with JAX, where unordered callbacks may be reordered.
  */
 import type { Array } from '../array';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { definePrimitive, type Primitive } from '../primitive';
 import { bind } from '../trace';
 import type { BatchRule } from '../transforms/batching';

@@ -2,7 +2,7 @@
 import { Array } from '../array';
 import { type ArrayLike, asArray as convert } from '../convert';
 import { type DType, checkDType, isFloat } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { checkShape } from '../shape';
 
 /** `jnp.array`: always a new array (a copy when given an Array). */

@@ -9,8 +9,8 @@
 import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
 import { type DType, resultType } from '../dtype';
-import * as lax from '../lax/index';
-import type { Precision } from '../lax/index';
+import * as lax from '../lax/ops';
+import type { Precision } from '../lax/ops';
 import { fmt, normalizeAxis } from '../shape';
 import { diagonal } from './diagonal';
 import { multiply } from './math';

@@ -5,7 +5,7 @@
 import type { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
 import { type DType, isInteger } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { checkShape, fmt } from '../shape';
 import { broadcastArrays } from './shape';
 

@@ -19,7 +19,7 @@
 import { Array } from '../array';
 import { asArray, type NestedInput } from '../convert';
 import { type DType, isInteger } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { broadcastShapes, fmt, shapesEqual, sizeOf } from '../shape';
 import { nonzero, requireConcrete } from './nonzero';
 import { divide as divideOp, power as powerOp } from './math';

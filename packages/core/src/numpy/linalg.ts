@@ -2,8 +2,8 @@
 import type { Array } from '../array';
 import { type ArrayLike, typeOf } from '../convert';
 import { type DType, resultType } from '../dtype';
-import * as lax from '../lax/index';
-import type { Precision } from '../lax/index';
+import * as lax from '../lax/ops';
+import type { Precision } from '../lax/ops';
 import { broadcastShapes, fmt } from '../shape';
 import { broadcastTo, castTo, promoteArgs } from './promote';
 

@@ -6,7 +6,7 @@
 import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
 import { isFloat, isInteger, isUnsigned, resultType } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { broadcastShapes } from '../shape';
 import { fullLike } from './creation';
 import { broadcastTo, promoteArgs, promoteInexact } from './promote';

@@ -7,7 +7,7 @@
  */
 import { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { fmt, stridesOf } from '../shape';
 
 /** Throws unless `a` has a concrete value (is not a tracer). */

@@ -7,7 +7,7 @@
  */
 import type { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { fmt } from '../shape';
 import { castTo } from './promote';
 import { take } from './rearranging';

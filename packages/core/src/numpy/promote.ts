@@ -5,7 +5,7 @@
 import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
 import { type DType, intRange, isInteger, resultType } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { broadcastShapes, shapesEqual } from '../shape';
 
 /** Converts an input to `dtype` keeping the weak bit it should have. */

@@ -2,7 +2,7 @@
 import type { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
 import { type DType, checkDType, is16BitFloat, isFloat, isInteger } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { normalizeAxes, normalizeAxis } from '../shape';
 
 export type Axis = number | readonly number[] | null;

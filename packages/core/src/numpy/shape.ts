@@ -1,7 +1,7 @@
 /** jax.numpy shape manipulation: reshape, transpose, swapaxes, moveaxis, expandDims, squeeze, ravel, broadcastTo, broadcastArrays, atleast*. */
 import type { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { broadcastShapes, fmt, normalizeAxes, normalizeAxis, sizeOf } from '../shape';
 import { broadcastTo as broadcastToShape } from './promote';
 

@@ -6,7 +6,7 @@
 import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
 import { resultType } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { normalizeAxis } from '../shape';
 import { castTo } from './promote';
 

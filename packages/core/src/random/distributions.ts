@@ -11,7 +11,7 @@ import * as bf16 from '../bf16';
 import { asArray, type ArrayLike } from '../convert';
 import { type DType, allocStorage, checkDType, finfo, intRange, isFloat, isInteger } from '../dtype';
 import * as f16 from '../f16';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { LineSorter } from '../lax/radixSort';
 import { broadcastTo } from '../numpy/promote';
 import { broadcastShapes, checkShape, fmt, normalizeAxis, shapesEqual, sizeOf } from '../shape';

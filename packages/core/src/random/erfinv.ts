@@ -8,12 +8,9 @@
  */
 import type { Array } from '../array';
 import { asArray } from '../convert';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
+import { GE5, LT5 } from './erfinvCoefficients';
 import { full } from './prng';
-
-/** Giles' coefficients, highest power first: for w < 5 (LT5) and w >= 5 (GE5). fused.ts uses them too. */
-export const LT5 = [2.81022636e-8, 3.43273939e-7, -3.5233877e-6, -4.39150654e-6, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941];
-export const GE5 = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682];
 
 /** erfinv of a float32 array, step for step as XLA's ErfInv32. */
 export function erfInvF32(x: Array): Array {

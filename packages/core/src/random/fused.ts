@@ -19,8 +19,8 @@ import * as bf16 from '../bf16';
 import * as f16 from '../f16';
 import { finfo } from '../dtype';
 import { referenceBackend } from '../backends/reference';
-import { SystolicBackend } from '../systolic/backend';
-import { GE5, LT5 } from './erfinv';
+import { SystolicBackend } from '../backends/systolic/backend';
+import { GE5, LT5 } from './erfinvCoefficients';
 import { threefry2x32Block } from './threefry';
 
 let enabled = true;
@@ -123,7 +123,7 @@ export function uniformFloat32(bits: Uint32Array, lo: number, hi: number): Float
   return out;
 }
 
-/** Giles' erfinv coefficients (erfinv.ts), rounded to float32 as the broadcast constants are. */
+/** Giles' erfinv coefficients (erfinvCoefficients.ts), rounded to float32 as the broadcast constants are. */
 const A = Float64Array.from(LT5, f);
 const B = Float64Array.from(GE5, f);
 

@@ -7,7 +7,7 @@
 import { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
 import { type DType, finfo } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { broadcastTo } from '../numpy/promote';
 import { floatDType, shapeArg, uniformCore } from './distributions';
 import { checkKey, full, type PRNGKeyArray } from './prng';

@@ -20,7 +20,7 @@
 import { Array } from '../array';
 import { asArray, type ArrayLike } from '../convert';
 import { type DType, isInteger } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { checkShape, fmt, sizeOf } from '../shape';
 import { canFuse, iotaBits, iotaKeys } from './fused';
 import { threefry2x32 } from './threefry';

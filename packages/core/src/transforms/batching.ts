@@ -16,7 +16,7 @@ import '../lax/scatter';
 import '../lax/sort';
 import '../random/threefry';
 import type { Array } from '../array';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { freeDims } from '../lax/dot';
 import { getPrimitive, type Primitive } from '../primitive';
 import { fmt } from '../shape';
@@ -25,7 +25,7 @@ import * as tree from '../tree';
 import { type MainTrace, Trace, Tracer, withMain } from './core';
 import { evalJaxpr } from './eval';
 import type { ClosedJaxpr } from './jaxpr';
-import { arrayLeaves } from './grad';
+import { arrayLeaves } from './leaves';
 import { traceFlat } from './tracing';
 
 export type BDim = number | null;

@@ -16,7 +16,7 @@ import { bind } from '../trace';
 import * as tree from '../tree';
 import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
 import { evalClosed } from './eval';
-import { arrayLeaves } from './grad';
+import { arrayLeaves } from './leaves';
 import { type Atom, ClosedJaxpr, Jaxpr, type JaxprEqn, Lit, type Var } from './jaxpr';
 import { jvpJaxpr, type JvpRule } from './jvp';
 import { partialEvalCall, partialEvalJaxpr, type PartialEvalRule, type PETracer } from './partialEval';

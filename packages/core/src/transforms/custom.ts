@@ -14,7 +14,7 @@ import { bind } from '../trace';
 import * as tree from '../tree';
 import { type BatchRule, moveBdim, vmapFlat } from './batching';
 import { evalClosed } from './eval';
-import { arrayLeaves } from './grad';
+import { arrayLeaves } from './leaves';
 import { avalStr, ClosedJaxpr, Jaxpr } from './jaxpr';
 import { NOT_DIFFERENTIABLE, type JvpRule } from './jvp';
 import { NON_LINEAR, type TransposeRule } from './transpose';

@@ -6,7 +6,7 @@
  * Arrays; gradients come back with the structure of the arguments.
  */
 import { Array } from '../array';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { vmap } from './batching';
 import { asArray } from '../convert';
 import { isFloat } from '../dtype';
@@ -15,21 +15,9 @@ import * as tree from '../tree';
 import { evalClosed } from './eval';
 import { jvpFlat } from './jvp';
 import { linearizeFlat } from './partialEval';
+import { arrayLeaves } from './leaves';
 import { backwardPass } from './transpose';
 import { filled, instantiate, zerosOf } from './zeros';
-
-/** Flattens a pytree whose leaves must be Arrays (JS numbers become weakly typed scalars). */
-export function arrayLeaves(x: unknown, what: string): [Array[], tree.TreeDef] {
-  const [leaves, def] = tree.flatten(x, { isLeaf: (v) => v instanceof Array });
-  return [
-    leaves.map((l, i) => {
-      if (l instanceof Array) return l;
-      if (typeof l === 'number' || typeof l === 'boolean') return asArray(l);
-      throw new TypeError(`${what}: leaf ${i} of the pytree is ${l === null ? 'null' : typeof l} ${String(l)}; expected an Array`);
-    }),
-    def,
-  ];
-}
 
 /** A flat function over leaves built from a pytree function; records the output structure. */
 export function flatten1<A extends unknown[]>(f: (...args: any[]) => unknown, inTree: tree.TreeDef, what: string): { fn: (...leaves: Array[]) => Array[]; outTree: () => tree.TreeDef } {

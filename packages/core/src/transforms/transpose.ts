@@ -19,7 +19,7 @@ import '../lax/scatter';
 import '../lax/sort';
 import '../random/threefry';
 import type { Array } from '../array';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import { freeDims } from '../lax/dot';
 import { getPrimitive, type Primitive, type ShapedArray } from '../primitive';
 import { bind } from '../trace';

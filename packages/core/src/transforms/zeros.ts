@@ -7,7 +7,7 @@
 import type { Array } from '../array';
 import { asArray } from '../convert';
 import { isFloat } from '../dtype';
-import * as lax from '../lax/index';
+import * as lax from '../lax/ops';
 import type { ShapedArray } from '../primitive';
 
 /** Only floating values carry tangents; integer and bool values have zero tangent (JAX's float0). */

@@ -1,6 +1,6 @@
 /**
  * The worker pool that runs xla-lite's WebAssembly kernels on several threads. Same scheme as
- * core's systolic GEMM pool (`core/src/systolic/threads.ts`), kept separate because that pool
+ * core's systolic GEMM pool (`core/src/backends/systolic/threads.ts`), kept separate because that pool
  * is built around one GEMM module while xla-lite has one module per compiled executable:
  *
  * - Workers are plain JavaScript started from a string (`eval: true`, no imports, no worker

@@ -1,6 +1,6 @@
 /**
  * The stage structure of a row fusion (`kRow`, see passes/rowFusion.ts) for the WebAssembly
- * row kernel (`emitKernel.ts`, kind 'rows'), on the levels the JavaScript row kernel
+ * row kernel (`rowsKernel.ts`), on the levels the JavaScript row kernel
  * (`rowKernel.ts`) uses too (`rowLevels.ts`): a parameter has level 0, a row reduction one more
  * than its operand, anything else the largest level of its operands. Per row, stage L computes the row values of
  * level L (one per row, held splatted in a vector), then walks the row computing the full
@@ -10,7 +10,7 @@
  * broadcast that is neither along the row nor constant along it): the JS row kernel runs then.
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
-import { type RowLevels, isRowReduce, rowLevels } from '../rowLevels';
+import { type RowLevels, isRowReduce, rowLevels } from '../js/rowLevels';
 import { WASM_ELEMENTWISE } from './emitExpr';
 
 export interface RowStage {

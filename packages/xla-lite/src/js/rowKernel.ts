@@ -12,7 +12,7 @@
  * and the per-element code is kernel.ts's (`elementStatement`, `expr`, `reduceStep`); this file
  * only emits the JavaScript of each stage.
  */
-import { type HloComputation, type HloInstruction, numel } from './hlo';
+import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { coordsCode, elementStatement, expr, type FusedKernel, reduceInit, reduceStep } from './kernel';
 import { isRowReduce, rowLevels } from './rowLevels';
 

@@ -3,7 +3,7 @@
  * gemmCycles, ledger, roofline) and the PE-grid simulator. Re-exports only, plus the two
  * conveniences that bind the default backend instance.
  */
-import { withBackend } from '../backend';
+import { withBackend } from '../../backend';
 import type { Ledger } from './ledger';
 import { SystolicBackend, type SystolicOptions } from './backend';
 import type { TpuPreset } from './presets';

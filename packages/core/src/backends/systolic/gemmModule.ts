@@ -15,7 +15,7 @@
  * columns [j0, j1) (multiples of NR) of C, so threads can split the work by row or column panels
  * without sharing an output element; each element sees the same K order either way.
  */
-import { ModuleBuilder, OP, SIMD } from '../wasm/assembler';
+import { ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { addOutputFunctions, addPackFunctions } from './packKernels';
 
 export interface GemmShape {

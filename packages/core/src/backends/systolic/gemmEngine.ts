@@ -5,9 +5,9 @@
  * accumulator. The memory is shared when the runtime supports threads, so the worker pool
  * (`threads.ts`) can pack and multiply parts of the same product on the same buffers.
  */
-import * as bf16 from '../bf16';
-import { wasmFeatures } from '../wasm/features';
-import { WA, type WasmMemory } from '../wasm/webassemblyTypes';
+import * as bf16 from '../../bf16';
+import { wasmFeatures } from '../../wasm/features';
+import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';

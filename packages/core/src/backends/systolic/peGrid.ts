@@ -12,7 +12,7 @@
  * output leaves after T + rows + cols - 2 stream cycles, so a fold takes 2*rows + cols + T - 2.
  * Folds run one after another; partial outputs of successive K folds are summed in f32.
  */
-import * as bf16 from '../bf16';
+import * as bf16 from '../../bf16';
 
 export interface PeGridResult {
   /** C[M,N] row-major (f32). */

@@ -6,7 +6,7 @@
  * anything else the largest level of its operands), the last stage, and the full values a later
  * stage reads, each given a scratch row. The generators differ only in what they emit per stage.
  */
-import { type HloComputation, type HloInstruction, numel } from './hlo';
+import { type HloComputation, type HloInstruction, numel } from '../hlo';
 
 /** A row reduction of a row fusion body. */
 export const isRowReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';

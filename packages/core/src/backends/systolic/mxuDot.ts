@@ -9,13 +9,13 @@
  * one pass whatever the precision. float16 inputs are widened to float32 first (the MXU has no
  * f16 path). The f32 accumulator is rounded once to the output dtype.
  */
-import * as bf16 from '../bf16';
-import * as f16 from '../f16';
-import type { StorageArray } from '../dtype';
-import { freeDims, type DotGeneralParams } from '../lax/dot';
-import { stridedCopy } from '../lax/strided';
-import type { HostArray, ShapedArray } from '../primitive';
-import { sizeOf, stridesOf } from '../shape';
+import * as bf16 from '../../bf16';
+import * as f16 from '../../f16';
+import type { StorageArray } from '../../dtype';
+import { freeDims, type DotGeneralParams } from '../../lax/dot';
+import { stridedCopy } from '../../lax/strided';
+import type { HostArray, ShapedArray } from '../../primitive';
+import { sizeOf, stridesOf } from '../../shape';
 import type { GemmEngine } from './gemmEngine';
 import { HI, LO, MID, type OperandView } from './pack';
 

@@ -18,9 +18,9 @@
 import * as tf from '@tensorflow/tfjs-core';
 // Through the package entry, so that importing only this subpath still registers the
 // reference backend and the Array methods.
-import { Array, type DType, type StorageArray, np } from './index';
-import { checkDType } from './dtype';
-import { fmt } from './shape';
+import { Array, type DType, type StorageArray, np } from '../index';
+import { checkDType } from '../dtype';
+import { fmt } from '../shape';
 
 /** The tpukit dtype a tfjs dtype arrives as. */
 function fromTfjsDType(d: string): DType {

@@ -6,10 +6,10 @@
  * the roofline max(compute time, bytes / HBM bandwidth). `withLedger(fn)` collects the entries of
  * everything `fn` runs; MFU on the simulated chip is model FLOPs / (modelled seconds * peak).
  */
-import { itemsize } from '../dtype';
-import { freeDims, type DotGeneralParams } from '../lax/dot';
-import type { Primitive, ShapedArray } from '../primitive';
-import { sizeOf } from '../shape';
+import { itemsize } from '../../dtype';
+import { freeDims, type DotGeneralParams } from '../../lax/dot';
+import type { Primitive, ShapedArray } from '../../primitive';
+import { sizeOf } from '../../shape';
 import { gemmCycles } from './gemmCycles';
 import { passCount } from './mxuDot';
 import type { TpuPreset } from './presets';

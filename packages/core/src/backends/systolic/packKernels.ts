@@ -12,7 +12,7 @@
  * TypeScript. Signature: (src, rs, ks, panels, k, kp, dst), addresses in bytes, strides in
  * elements; `k` is the number of k values to pack (a multiple of 4 for 'kc').
  */
-import { type FunctionBuilder, type ModuleBuilder, OP, SIMD } from '../wasm/assembler';
+import { type FunctionBuilder, type ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 
 export type PackLayout = 'rc' | 'kc';
 

@@ -7,18 +7,18 @@
  * kernel). With `flushSubnormals`, conversions to bf16 flush subnormals to zero as the TPU does.
  * Every executed op is costed on the selected preset and added to the active ledgers.
  */
-import * as bf16 from '../bf16';
-import type { Backend } from '../backend';
-import type { StorageArray } from '../dtype';
-import type { DotGeneralParams } from '../lax/dot';
-import type { Primitive, ShapedArray } from '../primitive';
-import { wasmFeatures } from '../wasm/features';
+import * as bf16 from '../../bf16';
+import type { Backend } from '../../backend';
+import type { StorageArray } from '../../dtype';
+import type { DotGeneralParams } from '../../lax/dot';
+import type { Primitive, ShapedArray } from '../../primitive';
+import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
 import { type Ledger, addToLedger, newLedger, opCost } from './ledger';
 import { mxuDotGeneral } from './mxuDot';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
-import { hostArrays, hostMemory } from '../backends/reference';
+import { hostArrays, hostMemory } from '../reference';
 
 export interface SystolicOptions {
   /** Flush subnormal inputs of bf16 conversions to zero (the TPU's conversion). Default false. */

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bf16, np, systolic, withBackend } from '../index';
+import { bf16, np, systolic, withBackend } from '../../index';
 
 const { gemmCycles, simulatePeGrid, presets, withLedger, mfu } = systolic;
 

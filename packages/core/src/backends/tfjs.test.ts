@@ -4,7 +4,7 @@ import '@tensorflow/tfjs-backend-cpu';
 import '@tensorflow/tfjs-backend-wasm';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type DType, np } from './index';
+import { type DType, np } from '../index';
 import { fromTfjs, tfjsDTypeOf, toTfjs } from './tfjs';
 
 beforeAll(() => {

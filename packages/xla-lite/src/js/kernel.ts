@@ -6,7 +6,7 @@
  * inputs are read once before the loop. Inputs and outputs are storage arrays (Float32Array for
  * float32, Uint8Array for bool); the generated loop allocates nothing.
  */
-import { type HloComputation, type HloInstruction, numel } from './hlo';
+import { type HloComputation, type HloInstruction, numel } from '../hlo';
 
 /** A generated kernel: reads `ins`, writes `out` (n elements) and, for a multi-output fusion, the extra outputs `more`. */
 export type FusedKernel = (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, more?: (Float32Array | Uint8Array)[]) => void;

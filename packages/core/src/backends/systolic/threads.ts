@@ -17,7 +17,7 @@
  * from the TypeScript sources under vitest and from the built package, and needs no separate
  * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
  */
-import { WA, type WasmModule } from '../wasm/webassemblyTypes';
+import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';

@@ -4,7 +4,7 @@
  * single-pass loop kernel (kernel.ts) for kLoop and kInput fusions and for the epilogue of a
  * kOutput fusion (passed as `body`, the dot itself runs as its core primitive).
  */
-import type { HloComputation, HloInstruction } from './hlo';
+import type { HloComputation, HloInstruction } from '../hlo';
 import { compileKernel, type FusedKernel } from './kernel';
 import { compileRowKernel } from './rowKernel';
 

@@ -1,6 +1,6 @@
 /** The worker pool: products split over threads equal the single-thread products bit for bit. */
 import { afterAll, describe, expect, it } from 'vitest';
-import { lax, np, systolic, withBackend } from '../index';
+import { lax, np, systolic, withBackend } from '../../index';
 
 function data(n: number, seed: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * 3);

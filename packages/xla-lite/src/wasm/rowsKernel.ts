@@ -1,0 +1,119 @@
+/**
+ * Row fusions (kRow, `rowPlan.ts`): one row per work item. Per stage, the row values
+ * (splatted), then a walk of the row computing that stage's full values (those a later stage
+ * reads go to the thread's scratch rows), writing outputs and accumulating the next reductions.
+ */
+import { wasm } from '@tpukit/core';
+import type { HloInstruction } from '../hlo';
+import { type ElementReads, emitElements } from './emitExpr';
+import type { E } from './vecBuilder';
+import type { KernelScope } from './kernelScope';
+
+const { OP, SIMD } = wasm;
+
+export function rowsKernel(k: KernelScope): void {
+  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, accumulateInto, horizontal, initAcc } = k;
+  // Row fusion: per row (one work item), each stage computes its row values (splatted),
+  // then walks the row computing its full values, keeping those later stages read in this
+  // thread's scratch rows, writing outputs, and accumulating the next level's reductions.
+  const rs = plan.rowsOf!;
+  const root = body.outputs[0];
+  const rowBytes = Math.ceil(rs.C / 4) * 16;
+  const extra = new Map(body.outputs.slice(1).map((o, k) => [o, at.more![k]]));
+  const splat = new Map<HloInstruction, number>();
+  for (const st of rs.stages) for (const m of [...st.rowValues, ...st.reduces]) splat.set(m, f.local('v128'));
+  if (root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max') splat.set(root, f.local('v128'));
+  const done = new Set<HloInstruction>();
+  const tb = I();
+  const sj = I();
+  const r4 = I();
+  set(tb, () => f.get(2).i32Const(plan.scratchRowBytes).op(OP.i32_mul));
+  const knownRow = (m: HloInstruction): E | undefined => (done.has(m) ? b.get(splat.get(m)!) : undefined);
+  const rowReads: ElementReads = {
+    param: (p) => {
+      const sl = scalar.get(p);
+      if (sl !== undefined) return b.get(sl);
+      return b.let(() => void f.get(r4).simdMem(SIMD.v128_load32_splat, addrOf(p.paramIndex), 4));
+    },
+    broadcast: () => {
+      throw new Error(`xla-lite wasm row kernel: ${body.name} broadcasts a non-scalar to a row value`);
+    },
+    known: knownRow,
+  };
+  let stage = 0;
+  const fullReads: ElementReads = {
+    ...reads,
+    known: (m) => {
+      const v = knownRow(m);
+      if (v) return v;
+      const slot = rs.stored.get(m);
+      if (slot !== undefined && rs.level.get(m)! < stage) return b.let(() => void f.get(sj).simdMem(SIMD.v128_load, at.scratch + slot * rowBytes, 16));
+      if (m.prim?.name === 'broadcast_in_dim' && rs.full(m) && m.operands[0].opcode !== 'parameter' && !rs.full(m.operands[0])) return knownRow(m.operands[0]);
+      return undefined;
+    },
+  };
+  /** Stores a row value (splatted) into an R-element output. */
+  const storeRow = (m: HloInstruction, addr: number): void => {
+    f.get(r4).get(splat.get(m)!).simd(SIMD.f32x4_extract_lane).op(0);
+    f.mem(0x38 /* f32.store */, addr, 4);
+  };
+  const acc = new Map<HloInstruction, [number, number]>();
+  for (const st of rs.stages) for (const red of st.reduces) acc.set(red, [f.local('v128'), f.local('v128')]);
+  if (splat.has(root) && !acc.has(root)) acc.set(root, [f.local('v128'), f.local('v128')]);
+  const stages = rs.stages.map((st, L) => ({ ...st, reduces: L === rs.stages.length - 1 && acc.has(root) && !st.reduces.includes(root) ? [...st.reduces, root] : st.reduces }));
+  forItems(() => {
+    set(r, () => f.get(item));
+    set(r4, () => f.get(item).i32Const(2).op(OP.i32_shl));
+    rowSetup();
+    set(j0, () => i32(0));
+    set(j1, () => i32(L));
+    for (stage = 0; stage < stages.length; stage++) {
+      const st = stages[stage];
+      if (st.rowValues.length) {
+        const vs = emitElements(b, body, rowReads, opts, st.rowValues);
+        st.rowValues.forEach((m, q) => {
+          b.setTo(splat.get(m)!, vs[q]);
+          done.add(m);
+          if (extra.has(m)) storeRow(m, extra.get(m)!);
+        });
+      }
+      for (const red of st.reduces) initAcc(red.prim!.name === 'reduce_max', ...acc.get(red)!);
+      const operands = st.reduces.map((red) => red.operands[0]);
+      const targets = [...new Set([...st.targets, ...operands])];
+      walk(
+        (partial) => {
+          const vs = emitElements(b, body, fullReads, opts, targets);
+          const val = new Map(targets.map((m, q) => [m, vs[q]]));
+          for (const m of st.targets) {
+            const slot = rs.stored.get(m);
+            if (slot !== undefined) {
+              f.get(sj);
+              val.get(m)!();
+              f.simdMem(SIMD.v128_store, at.scratch + slot * rowBytes, 16);
+            }
+            if (extra.has(m)) storeOut(val.get(m)!, partial, extra.get(m)!);
+            if (m === root) storeOut(val.get(m)!, partial, at.out);
+          }
+          for (const red of st.reduces) {
+            const isMax = red.prim!.name === 'reduce_max';
+            const v = val.get(red.operands[0])!;
+            accumulateInto(isMax, ...acc.get(red)!, partial ? b.sel(laneMask(), v, isMax ? b.k(-Infinity) : b.k(0)) : v);
+          }
+        },
+        () => {
+          position();
+          set(sj, () => f.get(tb).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add));
+        },
+      );
+      for (const red of st.reduces) {
+        const isMax = red.prim!.name === 'reduce_max';
+        horizontal(isMax, ...acc.get(red)!);
+        f.simd(SIMD.f32x4_splat).set(splat.get(red)!);
+        done.add(red);
+        if (extra.has(red)) storeRow(red, extra.get(red)!);
+      }
+    }
+    if (splat.has(root)) storeRow(root, at.out);
+    done.clear();
+  });
+}
