@@ -32,6 +32,7 @@ type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
+  | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[] }
   | { kind: 'wasm'; out: number; step: WasmStep }
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown }
@@ -44,7 +45,7 @@ export interface ExecutableStats {
   multiOpFusions: number;
   /** Ops inside fusions (the dot of a kOutput fusion included). */
   fusedOps: number;
-  /** Instructions run as core primitives per call (the dots of output fusions not included). */
+  /** Instructions run outside generated kernels per call: core primitives, and reshapes that share their operand's storage (the dots of output fusions not included). */
   primitiveOps: number;
   /** Of the generated kernels, dot epilogues applied in place over a dot's output (kOutput fusions). */
   outputFusions: number;
@@ -54,6 +55,19 @@ export interface ExecutableStats {
   wasmKernels: number;
   /** Bytes of the WebAssembly arena (0 without wasm kernels). */
   arenaBytes: number;
+}
+
+/**
+ * Whether `i` is a reshape that can share its operand's storage instead of copying it (core's
+ * reshape copies, as an eager op must hand out a fresh array): arrays are immutable, and both
+ * stay inside this call: the operand is an intermediate (not an argument, which donation may
+ * overwrite, nor a constant), neither is an output (the caller may donate an output later), and
+ * the operand has the default row-major layout.
+ */
+function isStorageAlias(i: HloInstruction, outputs: readonly HloInstruction[]): boolean {
+  if (i.prim?.name !== 'reshape' || i.isTuple || i.shape.weakType) return false;
+  const x = i.operands[0];
+  return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
 
 export function buildExecutable(mod: HloModule, name: string, donation: DonationPlan | null = null): { run: (args: Array[]) => Array[]; stats: ExecutableStats; donor: DonationRuntime | null } {
@@ -84,6 +98,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
+        if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name) };
     }
   });
@@ -101,6 +116,12 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       case 'gte':
         vals[s.out] = (vals[s.src] as Array[])[s.index];
         break;
+      case 'alias': {
+        // A row-major reshape is the same elements: the result shares its operand's storage.
+        const sh = s.inst.shape;
+        vals[s.out] = fromStorage(toStorage(vals[s.src] as Array), sh.shape, sh.dtype);
+        break;
+      }
       case 'fusion': {
         if (s.inst.isTuple) {
           // A multi-output (row) fusion: every output freshly allocated, read through get-tuple-element.
@@ -197,7 +218,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const wasmSteps = steps.filter((s) => s.kind === 'wasm').length;
   const wasmKernels = wasmSteps + steps.filter((s) => s.kind === 'output' && s.wasm).length;
   const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmSteps;
-  const primitiveOps = steps.filter((s) => s.kind === 'prim').length;
+  const primitiveOps = steps.filter((s) => s.kind === 'prim' || s.kind === 'alias').length;
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);
