@@ -16,10 +16,11 @@
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
  * their donated storage.
  */
-import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
+import { type Array, ClosedJaxpr, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
+import { hasEffect } from './effects';
 import { compileFusionKernel } from './js/fusionKernels';
 import type { FusedKernel } from './js/kernel';
 import { physicalParams } from './passes/layoutAssignment';
@@ -64,6 +65,12 @@ export interface ExecutableStats {
  * overwrite, nor a constant), neither is an output (the caller may donate an output later), and
  * the operand has the default row-major layout.
  */
+/** Whether instruction params hold a function or a jaxpr (custom rules, nested programs). */
+function holdsProgram(params: Record<string, unknown>): boolean {
+  const isProgram = (v: unknown): boolean => typeof v === 'function' || v instanceof ClosedJaxpr;
+  return Object.values(params).some((v) => isProgram(v) || (globalThis.Array.isArray(v) && v.some(isProgram)));
+}
+
 function isStorageAlias(i: HloInstruction, outputs: readonly HloInstruction[]): boolean {
   if (i.prim?.name !== 'reshape' || i.isTuple || i.shape.weakType) return false;
   const x = i.operands[0];
@@ -102,6 +109,11 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name) };
     }
   });
+  // Results copied out of the wasm arena reuse last call's buffers when nothing but the outputs
+  // can outlive a call: no host callbacks, no sub-programs (outputs holding a reused buffer are
+  // copied at the end of each call).
+  const pooling = wasmProgram !== null && c.instructions.every((i) => !hasEffect(i) && (i.opcode === 'fusion' || (i.called.length === 0 && !holdsProgram(i.params))));
+  if (pooling) wasmProgram.poolResults();
   const outSlots = c.outputs.map((o) => slot.get(o)!);
   const nargs = c.params.length;
   const vals: (Array | Array[] | null)[] = new globalThis.Array(steps.length).fill(null);
@@ -207,6 +219,15 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     }
     const res = outSlots.map((k) => vals[k] as Array);
     vals.fill(null);
+    if (pooling) {
+      for (let k = 0; k < res.length; k++) {
+        const r = res[k];
+        const d = toStorage(r);
+        if (!wasmProgram.isPooled(d)) continue;
+        const copy = fromStorage(d.slice(), r.shape, r.dtype);
+        res[k] = r.weakType ? lax.convertElementType(copy, r.dtype, true) : copy;
+      }
+    }
     if (donating) donor.land(res, args);
     if (t0 !== 0) {
       const whole = prof![steps.length];
