@@ -1,6 +1,10 @@
 // One vitest run over every package: each package is an inline project so it inherits the
 // root settings (folder-glob projects would not; see shared/TOOLCHAIN.md).
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+
+// Absolute, because each project below has its own root.
+const setup = (file: string): string => fileURLToPath(new URL(`./test-setup/${file}`, import.meta.url));
 
 const pkgs = ['core', 'xla-lite', 'mesh', 'grain-ts', 'orbax-ts', 'maxtext-ts'];
 
@@ -8,6 +12,9 @@ export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // One fast-check seed per run: fixed under CI, random locally, FC_SEED=n replays (test-setup/).
+    globalSetup: [setup('globalSetup.ts')],
+    setupFiles: [setup('fastCheck.ts')],
     projects: [
       ...pkgs.map((name) => ({
         extends: true as const,

@@ -117,7 +117,7 @@ export async function train(options: Partial<TrainOptions> = {}): Promise<TrainR
     // compare the loss curve with the uninterrupted run.
     let resumeMaxDiff = 0;
     if (resumedFrom !== null) {
-      const fresh = new CheckpointManager(dir);
+      const fresh = new CheckpointManager(dir, { readOnly: true }); // `manager` still holds the writer lock
       const restored = (await fresh.restore(resumedFrom)) as { state: TrainState; data: unknown };
       const it2 = pipeline.iterator();
       it2.setState(restored.data as never);

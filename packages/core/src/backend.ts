@@ -6,6 +6,7 @@
  */
 import type { StorageArray } from './dtype';
 import type { Primitive, ShapedArray } from './primitive';
+import { showValue } from './describe';
 
 export interface Backend {
   readonly name: string;
@@ -34,7 +35,7 @@ export function registerBackend(backend: Backend, { makeDefault = false } = {}):
 export function setBackend(name: string): void {
   const b = BACKENDS.get(name);
   if (!b) {
-    throw new Error(`setBackend: no backend named ${JSON.stringify(name)}; registered: ${[...BACKENDS.keys()].join(', ')}`);
+    throw new Error(`setBackend: no backend named ${showValue(name)}; registered: ${[...BACKENDS.keys()].join(', ')}`);
   }
   current = b;
 }
@@ -42,7 +43,7 @@ export function setBackend(name: string): void {
 export function getBackend(name?: string): Backend {
   if (name !== undefined) {
     const b = BACKENDS.get(name);
-    if (!b) throw new Error(`getBackend: no backend named ${JSON.stringify(name)}; registered: ${[...BACKENDS.keys()].join(', ')}`);
+    if (!b) throw new Error(`getBackend: no backend named ${showValue(name)}; registered: ${[...BACKENDS.keys()].join(', ')}`);
     return b;
   }
   if (!current) throw new Error('getBackend: no backend is registered');

@@ -5,6 +5,8 @@
 import { Array, numbersToStorage } from './array';
 import { type DType, type TypeWithWeak, checkDType, intRange, isInteger, scalarType } from './dtype';
 import { fmt } from './shape';
+import { describeValue } from './describe';
+import { checkArrayBytes } from './sizeGuard';
 
 export type TypedArrayInput = Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array;
 export type NestedInput = number | boolean | NestedInput[] | readonly NestedInput[];
@@ -56,7 +58,7 @@ export function flattenNested(x: NestedInput, op: string): { flat: (number | boo
   const walk = (v: unknown, depth: number, path: number[]): void => {
     if (depth === shape.length) {
       if (typeof v !== 'number' && typeof v !== 'boolean') {
-        throw new TypeError(`${op}: element at [${path.join(',')}] is ${globalThis.Array.isArray(v) ? 'a list (ragged nesting)' : JSON.stringify(v)}; expected a number or boolean`);
+        throw new TypeError(`${op}: element at [${path.join(',')}] is ${globalThis.Array.isArray(v) ? 'a list (ragged nesting)' : describeValue(v)}; expected a number or boolean${v !== null && typeof v === 'object' && 'aval' in v ? ' (combine Arrays with np.stack or np.concatenate)' : ''}`);
       }
       flat.push(v);
       return;
@@ -75,6 +77,10 @@ function checkFits(values: NumList, dtype: DType, op: string): void {
   const [lo, hi] = intRange(dtype);
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
+    if (!Number.isFinite(v)) {
+      const at = values.length > 1 ? ` (element ${i})` : '';
+      throw new RangeError(`${op}: value ${v}${at} cannot be stored in ${dtype}: integer dtypes have no NaN or infinity; pass a float dtype or replace non-finite values first`);
+    }
     if (Number.isInteger(v) && (v < lo || v > hi)) {
       throw new RangeError(`${op}: value ${v} does not fit in ${dtype} (range ${lo}..${hi}); pass a wider dtype${dtype === 'int32' ? " (e.g. 'float32' or 'uint32')" : ''}`);
     }
@@ -111,7 +117,7 @@ export function asArray(x: ArrayLike, opts: { dtype?: DType; weak?: boolean; op?
     shape = f.shape;
     inferred = { dtype: inferDType(f.flat), weak: false };
   } else {
-    throw new TypeError(`${op}: cannot make an array from ${x === null ? 'null' : typeof x} ${String(x)}`);
+    throw new TypeError(`${op}: cannot make an array from ${describeValue(x)}`);
   }
   const target = dtype ?? inferred.dtype;
   const weak = opts.weak ?? (dtype === undefined ? inferred.weak : false);
@@ -119,6 +125,7 @@ export function asArray(x: ArrayLike, opts: { dtype?: DType; weak?: boolean; op?
   if (isInteger(target) && !isInteger(inferred.dtype) && inferred.dtype !== 'bool') {
     vals = globalThis.Array.from(values as NumList, (v: number) => Math.trunc(v));
   }
+  checkArrayBytes(op, shape, target);
   checkFits(vals, target, op);
   return Array._fromStorage(numbersToStorage(vals, target), shape, target, weak);
 }

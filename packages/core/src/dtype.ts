@@ -3,6 +3,7 @@
  * included). Every op that combines dtypes asks `resultType` here, so the rules live in one
  * place. See https://docs.jax.dev/en/latest/type_promotion.html for the lattice this encodes.
  */
+import { showValue } from './describe';
 
 export type DType = 'bool' | 'int8' | 'uint8' | 'int32' | 'uint32' | 'bfloat16' | 'float16' | 'float32';
 
@@ -39,7 +40,7 @@ export function isDType(x: unknown): x is DType {
 /** Validates a user-given dtype; `op` and `arg` name the caller in the error. */
 export function checkDType(x: unknown, op: string, arg = 'dtype'): DType {
   if (!isDType(x)) {
-    throw new TypeError(`${op}: ${arg} must be one of ${DTYPES.join(', ')}; got ${JSON.stringify(x)}`);
+    throw new TypeError(`${op}: ${arg} must be one of ${DTYPES.join(', ')}; got ${showValue(x)}`);
   }
   return x;
 }

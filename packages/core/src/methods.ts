@@ -7,8 +7,10 @@ import { Array } from './array';
 import type { ArrayLike } from './convert';
 import type { DType } from './dtype';
 import * as np from './numpy/index';
-import type { ReduceOptions } from './numpy/reductions';
 import { IndexUpdateRef, type IndexItem, getItem } from './numpy/indexing';
+
+/** The parameters of an np function after the array: what the method forwards. */
+export type Tail<F extends (...args: never[]) => unknown> = Parameters<F> extends [unknown, ...infer R] ? R : never;
 
 const methods: Partial<Record<keyof Array, unknown>> & ThisType<Array> = {
   reshape(this: Array, shape: number | readonly number[]) { return np.reshape(this, shape); },
@@ -18,13 +20,22 @@ const methods: Partial<Record<keyof Array, unknown>> & ThisType<Array> = {
   flatten(this: Array) { return np.ravel(this); },
   squeeze(this: Array, axis?: number | readonly number[]) { return np.squeeze(this, axis); },
   swapaxes(this: Array, a: number, b: number) { return np.swapaxes(this, a, b); },
-  sum(this: Array, opts?: ReduceOptions) { return np.sum(this, opts); },
-  mean(this: Array, opts?: ReduceOptions) { return np.mean(this, opts); },
-  prod(this: Array, opts?: ReduceOptions) { return np.prod(this, opts); },
-  max(this: Array, opts?: ReduceOptions) { return np.max(this, opts); },
-  min(this: Array, opts?: ReduceOptions) { return np.min(this, opts); },
-  argmax(this: Array, opts?: { axis?: number | null; keepdims?: boolean }) { return np.argmax(this, opts); },
-  argmin(this: Array, opts?: { axis?: number | null; keepdims?: boolean }) { return np.argmin(this, opts); },
+  // Reductions take what the np functions take: (axis?, options?) or (options?).
+  sum(this: Array, ...args: Tail<typeof np.sum>) { return np.sum(this, ...args); },
+  mean(this: Array, ...args: Tail<typeof np.sum>) { return np.mean(this, ...args); },
+  prod(this: Array, ...args: Tail<typeof np.sum>) { return np.prod(this, ...args); },
+  max(this: Array, ...args: Tail<typeof np.max>) { return np.max(this, ...args); },
+  min(this: Array, ...args: Tail<typeof np.max>) { return np.min(this, ...args); },
+  any(this: Array, ...args: Tail<typeof np.max>) { return np.any(this, ...args); },
+  all(this: Array, ...args: Tail<typeof np.max>) { return np.all(this, ...args); },
+  var(this: Array, ...args: Tail<typeof np.variance>) { return np.variance(this, ...args); },
+  std(this: Array, ...args: Tail<typeof np.std>) { return np.std(this, ...args); },
+  argmax(this: Array, ...args: Tail<typeof np.argmax>) { return np.argmax(this, ...args); },
+  argmin(this: Array, ...args: Tail<typeof np.argmax>) { return np.argmin(this, ...args); },
+  cumsum(this: Array, ...args: Tail<typeof np.cumsum>) { return np.cumsum(this, ...args); },
+  cumprod(this: Array, ...args: Tail<typeof np.cumprod>) { return np.cumprod(this, ...args); },
+  sort(this: Array, ...args: Tail<typeof np.sort>) { return np.sort(this, ...args); },
+  argsort(this: Array, ...args: Tail<typeof np.argsort>) { return np.argsort(this, ...args); },
   add(this: Array, y: ArrayLike) { return np.add(this, y); },
   sub(this: Array, y: ArrayLike) { return np.subtract(this, y); },
   mul(this: Array, y: ArrayLike) { return np.multiply(this, y); },

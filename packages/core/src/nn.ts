@@ -6,9 +6,14 @@ import { isFloat } from './dtype';
 import * as lax from './lax/ops';
 import * as np from './numpy/index';
 import { normalizeAxes } from './shape';
+import { type AxisArg, axisArgs, checkOptions } from './numpy/axisArgs';
 import { promoteInexact } from './numpy/promote';
 
-type AxisOpt = { axis?: number | readonly number[] };
+type AxisOpt = { axis?: AxisArg };
+type LseOptions = AxisOpt & { keepdims?: boolean };
+type StdOptions = AxisOpt & { epsilon?: number };
+/** What follows the array: `(x, axis?, options?)` or `(x, options?)`, as jax.nn takes them. */
+type Args<O extends AxisOpt> = [axisOrOptions?: AxisArg | O, options?: Omit<O, 'axis'>];
 
 function floatArg(x: ArrayLike, op: string): Array {
   return promoteInexact(op, [x])[0];
@@ -39,6 +44,7 @@ export function softplus(x: ArrayLike): Array {
 
 /** `jax.nn.gelu`; `approximate: true` (the default, as in JAX) uses the tanh form. */
 export function gelu(x: ArrayLike, opts: { approximate?: boolean } = {}): Array {
+  checkOptions('gelu', opts, ['approximate']);
   const a = floatArg(x, 'gelu');
   if (opts.approximate ?? true) {
     const c = Math.sqrt(2 / Math.PI);
@@ -53,7 +59,8 @@ export function logSigmoid(x: ArrayLike): Array {
 }
 
 /** `jax.nn.logsumexp` over `axis` (all axes by default), stable for large inputs. */
-export function logsumexp(x: ArrayLike, opts: AxisOpt & { keepdims?: boolean } = {}): Array {
+export function logsumexp(x: ArrayLike, ..._: Args<LseOptions>): Array {
+  const opts = axisArgs<LseOptions>('logsumexp', arguments, 1, ['axis', 'keepdims']);
   const a = floatArg(x, 'logsumexp');
   const axes = normalizeAxes(opts.axis ?? null, a.ndim, 'logsumexp');
   // The shift cancels mathematically; stopping its gradient (as JAX does) saves work in grad.
@@ -64,27 +71,31 @@ export function logsumexp(x: ArrayLike, opts: AxisOpt & { keepdims?: boolean } =
   return opts.keepdims ? out : np.squeeze(out, axes);
 }
 
-export function softmax(x: ArrayLike, opts: AxisOpt = {}): Array {
+/** `jax.nn.softmax(x, axis=-1)`; `axis` may be a list of axes. */
+export function softmax(x: ArrayLike, ..._: Args<AxisOpt>): Array {
+  const opts = axisArgs<AxisOpt>('softmax', arguments, 1, ['axis']);
   const a = floatArg(x, 'softmax');
-  const axis = opts.axis ?? -1;
+  const axis = opts.axis === undefined ? -1 : opts.axis;
   const m = stopGradient(np.max(a, { axis, keepdims: true }));
   const e = np.exp(np.subtract(a, m));
   return np.divide(e, np.sum(e, { axis, keepdims: true }));
 }
 
-export function logSoftmax(x: ArrayLike, opts: AxisOpt = {}): Array {
+export function logSoftmax(x: ArrayLike, ..._: Args<AxisOpt>): Array {
+  const opts = axisArgs<AxisOpt>('log_softmax', arguments, 1, ['axis']);
   const a = floatArg(x, 'log_softmax');
-  const axis = opts.axis ?? -1;
+  const axis = opts.axis === undefined ? -1 : opts.axis;
   const shifted = np.subtract(a, stopGradient(np.max(a, { axis, keepdims: true })));
   return np.subtract(shifted, np.log(np.sum(np.exp(shifted), { axis, keepdims: true })));
 }
 
 /** `jax.nn.one_hot(x, numClasses)`: float32 by default; out-of-range indices give all zeros. */
 export function oneHot(x: ArrayLike, numClasses: number, opts: { dtype?: import('./dtype').DType; axis?: number } = {}): Array {
+  checkOptions('one_hot', opts, ['dtype', 'axis']);
   if (!Number.isInteger(numClasses) || numClasses < 0) throw new RangeError(`one_hot: numClasses must be a non-negative integer; got ${numClasses}`);
   const a = asArray(x, { op: 'one_hot' });
   if (isFloat(a.dtype)) throw new TypeError(`one_hot: indices must be integers; got ${a.dtype}`);
-  const axis = opts.axis ?? -1;
+  const axis = opts.axis === undefined ? -1 : opts.axis;
   const expanded = np.expandDims(a, axis);
   const rank = a.ndim + 1;
   const ax = axis < 0 ? axis + rank : axis;
@@ -94,9 +105,10 @@ export function oneHot(x: ArrayLike, numClasses: number, opts: { dtype?: import(
   return np.astype(np.equal(np.broadcastTo(lax.convertElementType(expanded, 'int32'), shape), classes), opts.dtype ?? 'float32');
 }
 
-export function standardize(x: ArrayLike, opts: AxisOpt & { epsilon?: number } = {}): Array {
+export function standardize(x: ArrayLike, ..._: Args<StdOptions>): Array {
+  const opts = axisArgs<StdOptions>('standardize', arguments, 1, ['axis', 'epsilon']);
   const a = floatArg(x, 'standardize');
-  const axis = opts.axis ?? -1;
+  const axis = opts.axis === undefined ? -1 : opts.axis;
   const mu = np.mean(a, { axis, keepdims: true });
   const v = np.variance(a, { axis, keepdims: true });
   return np.multiply(np.subtract(a, mu), lax.rsqrt(np.add(v, opts.epsilon ?? 1e-5)));

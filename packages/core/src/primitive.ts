@@ -7,6 +7,7 @@
  */
 import type { DType, StorageArray } from './dtype';
 import type { Shape } from './shape';
+import { showValue } from './describe';
 
 /** The abstract value of an array: what tracing and shape rules see. */
 export interface ShapedArray {
@@ -54,7 +55,7 @@ export function definePrimitive<P>(def: {
 
 export function getPrimitive(name: string): Primitive {
   const p = REGISTRY.get(name);
-  if (!p) throw new Error(`unknown primitive ${JSON.stringify(name)}`);
+  if (!p) throw new Error(`unknown primitive ${showValue(name)}`);
   return p;
 }
 

@@ -3,6 +3,7 @@
  * Errors name the op and the argument so that a user sees `add: shapes [3,4] and [5] cannot
  * broadcast`, never an index error from deep inside a kernel.
  */
+import { showValue } from './describe';
 
 export type Shape = readonly number[];
 
@@ -40,7 +41,7 @@ export function checkShape(shape: unknown, op: string, arg = 'shape'): number[] 
       const av = ((s as unknown[])[k] as { aval: { dtype: string; shape: number[] } }).aval;
       throw new TypeError(`${op}: ${arg} dimension ${k} is an Array (${av.dtype}[${av.shape.join(',')}]), not a number; shapes must be known when tracing: pass the size as a static argument (jit staticArgnums) or use x.shape`);
     }
-    throw new TypeError(`${op}: ${arg} must be a list of non-negative integers; got ${JSON.stringify(shape)}`);
+    throw new TypeError(`${op}: ${arg} must be a list of non-negative integers; got ${showValue(shape)}`);
   }
   return s.slice();
 }
@@ -75,14 +76,14 @@ export function normalizeAxes(axis: number | readonly number[] | null | undefine
   if (axis === null || axis === undefined) return Array.from({ length: ndim }, (_, i) => i);
   const list = typeof axis === 'number' ? [axis] : axis;
   const out = list.map((a) => normalizeAxis(a, ndim, op));
-  if (new Set(out).size !== out.length) throw new Error(`${op}: repeated axis in ${JSON.stringify(axis)}`);
+  if (new Set(out).size !== out.length) throw new Error(`${op}: repeated axis in ${showValue(axis)}`);
   return out.sort((a, b) => a - b);
 }
 
 export function checkPermutation(perm: readonly number[], ndim: number, op: string): number[] {
   const p = perm.map((a) => normalizeAxis(a, ndim, op, 'axes'));
   if (p.length !== ndim || new Set(p).size !== ndim) {
-    throw new Error(`${op}: axes ${JSON.stringify(perm)} is not a permutation of ${ndim} axes`);
+    throw new Error(`${op}: axes ${showValue(perm)} is not a permutation of ${ndim} axes`);
   }
   return p;
 }

@@ -8,6 +8,7 @@
 import { Array, type TraceLike } from './array';
 import { getBackend } from './backend';
 import type { Primitive } from './primitive';
+import { checkArrayBytes } from './sizeGuard';
 
 export interface Trace extends TraceLike {
   processPrimitive(prim: Primitive, args: Array[], params: unknown): Array[];
@@ -47,6 +48,7 @@ export function evalPrimitive(prim: Primitive, args: Array[], params: unknown): 
   const backend = getBackend();
   const avals = args.map((a) => a.aval);
   const outAvals = prim.abstractEval(avals, params);
+  for (let i = 0; i < outAvals.length; i++) checkArrayBytes(prim.name, outAvals[i].shape, outAvals[i].dtype);
   const bufs = args.map((a) => a._bufferOn(backend));
   const outs = backend.execute(prim, bufs, avals, params, outAvals);
   return outs.map((b, i) => new Array(outAvals[i], backend, b));

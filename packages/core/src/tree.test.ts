@@ -70,3 +70,26 @@ describe('tree', () => {
     expect(tree.transpose(outer, inner, [{ x: 1, y: 2 }, { x: 3, y: 4 }])).toEqual({ x: [1, 3], y: [2, 4] });
   });
 });
+
+describe('cyclic pytrees', () => {
+  it('flatten, leaves, map and flattenWithPath name the path that closes the cycle', () => {
+    const params: Record<string, unknown> = { w: 1, layers: [{ b: 2 }] };
+    ((params.layers as unknown[])[0] as Record<string, unknown>).parent = params;
+    const msg = "tree: the pytree has a cycle: the dict node at ['layers'][0]['parent'] is the same object as its ancestor at the root";
+    expect(() => tree.flatten(params)).toThrow(msg);
+    expect(() => tree.leaves(params)).toThrow(msg);
+    expect(() => tree.map((x: number) => x + 1, params)).toThrow(msg);
+    expect(() => tree.flattenWithPath(params)).toThrow(msg);
+    const l: unknown[] = [1, [2]];
+    (l[1] as unknown[]).push(l[1]);
+    expect(() => tree.leaves(l)).toThrow("tree: the pytree has a cycle: the list node at [1][1] is the same object as its ancestor at [1]");
+    const m = new Map<string, unknown>([['a', 1]]);
+    m.set('self', m);
+    expect(() => tree.leaves(m)).toThrow("the Map node at ['self'] is the same object as its ancestor at the root");
+  });
+
+  it('a shared (non-cyclic) subtree is still fine', () => {
+    const shared = { a: 1 };
+    expect(tree.leaves({ x: shared, y: [shared, shared] })).toEqual([1, 1, 1]);
+  });
+});

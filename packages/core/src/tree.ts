@@ -5,6 +5,7 @@
  * `registerNode`. `null` and `undefined` are empty nodes with no leaves (like None). Flattening
  * is stable across runs and processes, so a flat list of leaves can be saved and matched later.
  */
+import { showValue } from './describe';
 
 export type PyTree<T = unknown> = T | null | undefined | PyTree<T>[] | { [k: string]: PyTree<T> } | Map<unknown, PyTree<T>>;
 
@@ -150,22 +151,47 @@ export interface FlattenOptions {
   isLeaf?: (x: unknown) => boolean;
 }
 
-function build(x: unknown, opts: FlattenOptions | undefined, leaves: unknown[], paths: KeyEntry[][] | null, path: KeyEntry[]): TreeDef {
-  const kind = opts?.isLeaf?.(x) ? null : kindOf(x);
+/** One flatten: where leaves (and optionally their paths) go, and the nodes on the current path. */
+interface Walk {
+  opts: FlattenOptions | undefined;
+  leaves: unknown[];
+  paths: KeyEntry[][] | null;
+  /** The container nodes from the root to the current node, for cycle detection. */
+  ancestors: object[];
+  /** The key of each step from the root to the current node (one per ancestor after the root). */
+  keys: KeyEntry[];
+}
+
+function build(x: unknown, w: Walk): TreeDef {
+  const kind = w.opts?.isLeaf?.(x) ? null : kindOf(x);
   if (kind === null) {
-    leaves.push(x);
-    paths?.push(path);
+    w.leaves.push(x);
+    w.paths?.push(w.keys.slice());
     return new TreeDef(null, undefined, [], 1);
   }
+  const node = x as object;
+  const seen = w.ancestors.indexOf(node);
+  if (seen >= 0) {
+    const at = keystr(w.keys) || 'the root';
+    const to = keystr(w.keys.slice(0, seen)) || 'the root';
+    throw new Error(`tree: the pytree has a cycle: the ${kind.name} node at ${at} is the same object as its ancestor at ${to}; a pytree must be a tree (no node may contain itself)`);
+  }
   const { children, keys, aux } = kind.flatten(x);
-  const defs = children.map((c, i) => build(c, opts, leaves, paths, paths ? [...path, keys[i]] : path));
+  w.ancestors.push(node);
+  const defs = children.map((c, i) => {
+    w.keys.push(keys[i]);
+    const d = build(c, w);
+    w.keys.pop();
+    return d;
+  });
+  w.ancestors.pop();
   return new TreeDef(kind, aux, defs, defs.reduce((n, d) => n + d.numLeaves, 0));
 }
 
 /** Leaves in a stable order and the structure to rebuild them (jax.tree_util.tree_flatten). */
 export function flatten<L = unknown>(x: unknown, opts?: FlattenOptions): [L[], TreeDef] {
   const leaves: unknown[] = [];
-  const def = build(x, opts, leaves, null, []);
+  const def = build(x, { opts, leaves, paths: null, ancestors: [], keys: [] });
   return [leaves as L[], def];
 }
 
@@ -185,7 +211,7 @@ export function structure(x: unknown, opts?: FlattenOptions): TreeDef {
 export function flattenWithPath<L = unknown>(x: unknown, opts?: FlattenOptions): [[KeyPath, L][], TreeDef] {
   const leavesOut: unknown[] = [];
   const paths: KeyEntry[][] = [];
-  const def = build(x, opts, leavesOut, paths, []);
+  const def = build(x, { opts, leaves: leavesOut, paths, ancestors: [], keys: [] });
   return [leavesOut.map((l, i) => [paths[i], l as L]), def];
 }
 
@@ -203,7 +229,7 @@ export function flattenUpTo(def: TreeDef, x: unknown, what = 'tree'): unknown[] 
     }
     const { children, keys, aux } = k.flatten(v);
     if (children.length !== d.children.length || !auxEqual(aux, d.aux)) {
-      throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} has a different ${k.name} structure: ${JSON.stringify(aux)} vs ${JSON.stringify(d.aux)}`);
+      throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} has a different ${k.name} structure: ${showValue(aux)} vs ${showValue(d.aux)}`);
     }
     children.forEach((c, i) => walk(d.children[i], c, [...path, keys[i]]));
   };

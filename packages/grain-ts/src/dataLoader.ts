@@ -2,17 +2,23 @@
  * `DataLoader` (Grain's `DataLoader`): a source, a sampler and a flat list of operations.
  * Records are read and transformed per step (in `workerCount` threads with a prefetch buffer,
  * or on the calling thread), then batched on the consuming thread, so the output is identical
- * for every worker count. The iterator's state is `{ version, nextIndex, sampler, source }`:
- * one step counter, plus descriptions that are checked on restore (as Grain checks reprs).
+ * for every worker count. The iterator's state is `{ pipeline, state: { nextIndex } }`: one step
+ * counter, fingerprinted with a description of the source, the sampler (its seed included) and
+ * the operations, checked on restore (as Grain checks reprs). The worker count is not part of
+ * it: a state saved with one count restores under another.
  */
 import { collate } from './collate';
 import { IndexSampler } from './indexSampler';
 import { fillBatch } from './iterDataset';
-import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
+import { DatasetIterator, END, type End, type JsonValue, checkState, describeCall } from './iterator';
 import { describeSourceOf, makeLoaderDataset } from './loaderDataset';
 import { MapDataset, type RandomAccessDataSource } from './mapDataset';
 import { Batch, type Operation, operationKind } from './operations';
-import type { WorkerSpec } from './workerPool';
+
+function describeOperation(op: Operation, i: number): string {
+  return op instanceof Batch ? describeCall('batch', { size: op.batchSize, dropRemainder: op.dropRemainder }) : operationKind(op, i);
+}
+import { type WorkerSpec, warnIfOversubscribed } from './workerPool';
 
 export interface DataLoaderOptions {
   source: RandomAccessDataSource<any>;
@@ -50,6 +56,7 @@ export class DataLoader<T = unknown> {
     if (w > 0 && !options.worker) {
       throw new TypeError('DataLoader: workerCount > 0 needs `worker: { module, exportName?, args? }` whose export returns { source, operations }: worker threads rebuild them from that module (functions cannot be sent to a thread)');
     }
+    warnIfOversubscribed('DataLoader', w);
     this.options = options;
     makeLoaderDataset({ source: options.source, operations: ops }, options.sampler, this.#perRecord); // validates
   }
@@ -65,7 +72,9 @@ export class DataLoader<T = unknown> {
       worker: o.worker,
       job: workerCount > 0 ? { kind: 'loader', spec: o.worker!, loader: { sampler: o.sampler.options as unknown as JsonValue, perRecord: this.#perRecord } } : undefined,
     } as never).iterator();
-    return new DataLoaderIterator<T>(it, (o.operations ?? []).slice(this.#perRecord), o.sampler.describe(), describeSourceOf(o.source));
+    const ops = o.operations ?? [];
+    const pipeline = `DataLoader(source=${describeSourceOf(o.source)}, sampler=${o.sampler.describe()}, operations=[${ops.map(describeOperation).join(', ')}])`;
+    return new DataLoaderIterator<T>(it, ops.slice(this.#perRecord), pipeline);
   }
 
   [Symbol.iterator](): DataLoaderIterator<T> {
@@ -77,7 +86,7 @@ export class DataLoaderIterator<T> extends DatasetIterator<T> {
   readonly #stages: { batch?: Batch; map?: (x: unknown) => unknown }[];
   readonly #buf: unknown[] = [];
 
-  constructor(readonly records: DatasetIterator<unknown>, post: readonly Operation[], readonly sampler: string, readonly source: string) {
+  constructor(readonly records: DatasetIterator<unknown>, post: readonly Operation[], readonly pipeline: string) {
     super();
     this.#stages = post.map((op) => (op instanceof Batch ? { batch: op } : { map: (x: unknown) => (op as { map(x: unknown): unknown }).map(x) }));
   }
@@ -105,17 +114,23 @@ export class DataLoaderIterator<T> extends DatasetIterator<T> {
     return x as T;
   }
 
-  getState(): JsonValue {
-    const inner = this.records.getState() as { nextIndex: number };
-    return { version: 1, nextIndex: inner.nextIndex, sampler: this.sampler, source: this.source };
+  override describe(): string {
+    return this.pipeline;
   }
 
-  setState(state: JsonValue): void {
-    const s = checkState('DataLoader', state, { version: 'number', nextIndex: 'number', sampler: 'string', source: 'string' });
-    if (s.version !== 1) badState('DataLoader', 'unknown state version (expected 1)', state);
-    if (s.sampler !== this.sampler) throw new Error(`DataLoader.setState: the state was saved with ${s.sampler} but this loader has ${this.sampler}`);
-    if (s.source !== this.source) throw new Error(`DataLoader.setState: the state was saved with source ${s.source} but this loader reads ${this.source}`);
-    this.records.setState({ nextIndex: s.nextIndex });
+  protected override get stateOp(): string {
+    return 'DataLoader';
+  }
+
+  innerState(): JsonValue {
+    return this.records.innerState();
+  }
+
+  setInnerState(state: JsonValue): void {
+    // `{ nextIndex }`; an old `{ version: 1, nextIndex, sampler, source }` wrapped by hand in
+    // `{ pipeline, state }` reads too (its extra fields are ignored).
+    const s = checkState('DataLoader', state, { nextIndex: 'number' });
+    this.records.setInnerState({ nextIndex: s.nextIndex });
   }
 
   override close(): void {

@@ -90,6 +90,11 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
     return this.#last;
   }
 
+  /** The global dataset, not the shard: states of any shard count restore each other. */
+  override describe(): string {
+    return `elastic(${this.ds.describe()})`;
+  }
+
   #setPrior(prior: Level[]): void {
     this.#prior = prior.map((p) => ({ base: p.base, shardCount: p.shardCount, next: [...p.next], done: [...(p.done ?? [])] }));
     this.#doneSets = this.#prior.map((p) => new Set(p.done));
@@ -122,7 +127,7 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
     return END;
   }
 
-  getState(): ElasticState {
+  innerState(): ElasticState {
     return { elastic: 1, shardIndex: this.shardIndex, shardCount: this.shardCount, base: this.#base, next: this.#next, prior: this.#prior.map((p) => ({ ...p, next: [...p.next], done: [...p.done] })) };
   }
 
@@ -131,7 +136,7 @@ export class ElasticIterator<T> extends DatasetIterator<T> {
    * of the run being resumed (any shard count). States of operations above the elastic
    * iterator (batch, pack, ...) are accepted and searched for the elastic part.
    */
-  setState(state: JsonValue | JsonValue[]): void {
+  setInnerState(state: JsonValue | JsonValue[]): void {
     this.shardIndex = this.ownShardIndex;
     this.shardCount = this.ownShardCount;
     let done: number[] = [];

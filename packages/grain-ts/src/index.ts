@@ -11,7 +11,7 @@ export { ElasticDataset, ElasticIterator, type ElasticState } from './elastic';
 export { IndexSampler, type IndexSamplerOptions, type RecordMetadata } from './indexSampler';
 export { IndexShuffle } from './indexShuffle';
 export { FnIterDataset, IterDataset } from './iterDataset';
-export { DatasetIterator, END, type JsonValue } from './iterator';
+export { DatasetIterator, END, type JsonValue, type PipelineState } from './iterator';
 export { MapDataset, type RandomAccessDataSource, type ToIterOptions } from './mapDataset';
 export { MixSchedule } from './mixSchedule';
 export { Batch, type FilterTransform, type MapTransform, type Operation, type RandomMapTransform } from './operations';

@@ -6,7 +6,7 @@
  * counters, so a whole chain saves as a small JSON tree.
  */
 import { collate } from './collate';
-import { DatasetIterator, END, type End, type JsonValue, checkState } from './iterator';
+import { DatasetIterator, END, type End, type JsonValue, checkState, describeCall } from './iterator';
 import { MixSchedule } from './mixSchedule';
 import type { PackOptions, PackedRow, PaddedDataset } from './packing';
 import type { BucketOptions, PadOptions } from './padding';
@@ -71,7 +71,7 @@ export abstract class IterDataset<T> {
     const w = weights ?? datasets.map(() => 1);
     if (w.length !== datasets.length) throw new RangeError(`IterDataset.mix: got ${datasets.length} datasets but ${w.length} weights`);
     const schedule = new MixSchedule(w, 'IterDataset.mix');
-    return new FnIterDataset(() => new MixIterator(datasets.map((d) => d.iterator()), schedule));
+    return new FnIterDataset(() => new MixIterator(datasets.map((d) => d.iterator()), schedule, w.slice()));
   }
 
   /** First-fit packing into rows of `length` tokens (installed by packing.ts). */
@@ -102,11 +102,16 @@ export abstract class ChildIterator<P, T> extends DatasetIterator<T> {
   constructor(readonly parent: DatasetIterator<P>) {
     super();
   }
-  getState(): JsonValue {
-    return this.parent.getState();
+  /** This operation's part of the description, e.g. `batch(size=4, dropRemainder=false)`. */
+  protected abstract step(): string;
+  override describe(): string {
+    return `${this.parent.describe()}.${this.step()}`;
   }
-  setState(state: JsonValue): void {
-    this.parent.setState(state);
+  innerState(): JsonValue {
+    return this.parent.innerState();
+  }
+  setInnerState(state: JsonValue): void {
+    this.parent.setInnerState(state);
   }
   override lastIndex(): number {
     return this.parent.lastIndex();
@@ -123,6 +128,9 @@ class MapIterator<P, T> extends ChildIterator<P, T> {
   constructor(parent: DatasetIterator<P>, readonly fn: (x: P) => T) {
     super(parent);
   }
+  protected step(): string {
+    return 'map';
+  }
   nextOrEnd(): T | End {
     const x = this.parent.nextOrEnd();
     return x === END ? END : this.fn(x);
@@ -132,6 +140,9 @@ class MapIterator<P, T> extends ChildIterator<P, T> {
 class FilterIterator<T> extends ChildIterator<T, T> {
   constructor(parent: DatasetIterator<T>, readonly pred: (x: T) => boolean) {
     super(parent);
+  }
+  protected step(): string {
+    return 'filter';
   }
   nextOrEnd(): T | End {
     for (;;) {
@@ -147,6 +158,9 @@ class RandomMapIterator<P, T> extends ChildIterator<P, T> {
   constructor(parent: DatasetIterator<P>, readonly fn: (x: P, rng: Rng, index: number) => T, readonly seed: number) {
     super(parent);
   }
+  protected step(): string {
+    return `randomMap(seed=${this.seed})`;
+  }
   nextOrEnd(): T | End {
     const x = this.parent.nextOrEnd();
     if (x === END) return END;
@@ -157,18 +171,18 @@ class RandomMapIterator<P, T> extends ChildIterator<P, T> {
     const key = Number.isNaN(g) ? i : g;
     return this.fn(x, this.#rng.reset(this.seed, key), key);
   }
-  override getState(): JsonValue {
-    return { parent: this.parent.getState(), count: this.#count };
+  override innerState(): JsonValue {
+    return { parent: this.parent.innerState(), count: this.#count };
   }
-  override setState(state: JsonValue): void {
+  override setInnerState(state: JsonValue): void {
     if (Array.isArray(state) || (state && typeof state === 'object' && 'reshard' in state)) {
       // Resuming under a new shard count (elastic parent): positions restart.
-      this.parent.setState(state);
+      this.parent.setInnerState(state);
       this.#count = 0;
       return;
     }
     const s = checkState('randomMap', state, { parent: 'any', count: 'number' });
-    this.parent.setState(s.parent);
+    this.parent.setInnerState(s.parent);
     this.#count = s.count;
   }
 }
@@ -193,6 +207,9 @@ class BatchIterator<P, T> extends ChildIterator<P, T> {
   constructor(parent: DatasetIterator<P>, readonly batchSize: number, readonly dropRemainder: boolean, readonly fn: (xs: P[]) => T) {
     super(parent);
   }
+  protected step(): string {
+    return describeCall('batch', { size: this.batchSize, dropRemainder: this.dropRemainder });
+  }
   nextOrEnd(): T | End {
     if (!fillBatch(this.parent, this.#buf, this.batchSize, this.dropRemainder)) return END;
     return this.fn(this.#buf.slice());
@@ -202,8 +219,11 @@ class BatchIterator<P, T> extends ChildIterator<P, T> {
 class MixIterator<T> extends DatasetIterator<T> {
   #pos = 0;
   #done = false;
-  constructor(readonly parents: DatasetIterator<T>[], readonly schedule: MixSchedule) {
+  constructor(readonly parents: DatasetIterator<T>[], readonly schedule: MixSchedule, readonly weights: readonly number[]) {
     super();
+  }
+  override describe(): string {
+    return `IterDataset.mix([${this.parents.map((p) => p.describe()).join(', ')}], [${this.weights.join(', ')}])`;
   }
   nextOrEnd(): T | End {
     if (this.#done) return END;
@@ -215,15 +235,15 @@ class MixIterator<T> extends DatasetIterator<T> {
     this.#pos++;
     return x;
   }
-  getState(): JsonValue {
-    return { pos: this.#pos, done: this.#done, parents: this.parents.map((p) => p.getState()) };
+  innerState(): JsonValue {
+    return { pos: this.#pos, done: this.#done, parents: this.parents.map((p) => p.innerState()) };
   }
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     const s = checkState('IterDataset.mix', state, { pos: 'number', done: 'boolean', parents: 'object' });
     if (!Array.isArray(s.parents) || s.parents.length !== this.parents.length) {
       throw new Error(`IterDataset.mix.setState: state has ${Array.isArray(s.parents) ? s.parents.length : 'no'} component states but the mixture has ${this.parents.length} datasets`);
     }
-    this.parents.forEach((p, i) => p.setState(s.parents[i]));
+    this.parents.forEach((p, i) => p.setInnerState(s.parents[i]));
     this.#pos = s.pos;
     this.#done = s.done;
   }
@@ -238,6 +258,9 @@ class FromIterableIterator<T> extends DatasetIterator<T> {
   constructor(readonly make: () => Iterable<T>) {
     super();
   }
+  override describe(): string {
+    return 'IterDataset.fromIterable';
+  }
   #open(): Iterator<T> {
     const src = this.make();
     if (!src || typeof (src as Iterable<T>)[Symbol.iterator] !== 'function') throw new TypeError('IterDataset.fromIterable: the function must return an iterable');
@@ -250,10 +273,10 @@ class FromIterableIterator<T> extends DatasetIterator<T> {
     this.#count++;
     return r.value;
   }
-  getState(): JsonValue {
+  innerState(): JsonValue {
     return { count: this.#count };
   }
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     const s = checkState('IterDataset.fromIterable', state, { count: 'number' });
     if (!Number.isSafeInteger(s.count) || s.count < 0) throw new RangeError(`IterDataset.fromIterable.setState: count must be an integer >= 0; got ${s.count}`);
     this.#it = this.#open();

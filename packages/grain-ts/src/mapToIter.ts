@@ -8,7 +8,7 @@
 import { IterDataset } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, checkState } from './iterator';
 import type { MapDataset, ToIterOptions } from './mapDataset';
-import { type Reply, type WorkerJob, WorkerPool } from './workerPool';
+import { type Reply, type WorkerJob, WorkerPool, warnIfOversubscribed } from './workerPool';
 
 export interface ParallelOptions extends ToIterOptions {
   /** @internal What workers build (default: the `worker` spec as a dataset). */
@@ -35,10 +35,13 @@ abstract class IndexOrderIterator<T> extends DatasetIterator<T> {
   constructor(readonly ds: MapDataset<T>) {
     super();
   }
-  getState(): JsonValue {
+  override describe(): string {
+    return this.ds.describe();
+  }
+  innerState(): JsonValue {
     return { nextIndex: this.nextIndex };
   }
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     this.nextIndex = checkNextIndex('MapDataset.iterator', state, this.ds.length);
   }
 }
@@ -140,8 +143,8 @@ class ParallelIterator<T> extends IndexOrderIterator<T> {
     return END;
   }
 
-  override setState(state: JsonValue): void {
-    super.setState(state);
+  override setInnerState(state: JsonValue): void {
+    super.setInnerState(state);
     if (this.#pool !== null) this.#restart();
   }
 
@@ -158,6 +161,8 @@ export class MapToIterDataset<T> extends IterDataset<T> {
     if (w > 0 && !options.worker && !options.job) {
       throw new TypeError('toIterDataset: workerCount > 0 needs `worker: { module, exportName?, args? }`: each worker thread rebuilds this dataset by calling that module export (functions cannot be sent to a thread)');
     }
+    // A DataLoader passes its own `job` and has warned under its own name already.
+    if (!options.job) warnIfOversubscribed('toIterDataset', w);
     const c = options.chunkSize ?? 16;
     if (!Number.isSafeInteger(c) || c < 1) throw new RangeError(`toIterDataset: chunkSize must be an integer >= 1; got ${c}`);
   }

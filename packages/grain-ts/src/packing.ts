@@ -16,7 +16,7 @@
  */
 import { IterDataset, FnIterDataset } from './iterDataset';
 import { ElasticIterator, findElastic } from './elastic';
-import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
+import { DatasetIterator, END, type End, type JsonValue, badState, checkState, describeCall } from './iterator';
 
 export type Sequence = Int32Array | readonly number[];
 
@@ -169,6 +169,11 @@ class PackIterator extends DatasetIterator<PackedRow> {
     this.#padId = o.padId ?? 0;
   }
 
+  override describe(): string {
+    const maxSeg = Number.isFinite(this.#maxSeg) ? this.#maxSeg : undefined;
+    return `${this.parent.describe()}.${describeCall('pack', { length: this.#L, numBins: this.#numBins, maxSequencesPerBin: maxSeg, overflow: this.#overflow, padId: this.#padId })}`;
+  }
+
   /** The pulled element's features (a reused wrapper for a bare sequence: bins copy at once). */
   #pf: Record<string, Sequence> = { tokens: [] };
   readonly #scratch: Record<string, Sequence> = { tokens: [] };
@@ -233,7 +238,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
       const e = findElastic(start);
       if (!e) return null;
       e.impersonate = true;
-      this.parent.setState(start);
+      this.parent.setInnerState(start);
       // The skipped elements went out in rows emitted before the save.
       for (let i = 0; i < skip; i++) {
         if (this.#pull() < 0) badState('pack', 'replaying an old shard ended early (the data or pipeline changed?)', old);
@@ -264,7 +269,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
   nextOrEnd(): PackedRow | End {
     if (!this.#started) {
       this.#started = true;
-      this.#start = this.#anchor = this.parent.getState();
+      this.#start = this.#anchor = this.parent.innerState();
       this.#skip = this.#sinceAnchor = 0;
     }
     for (;;) {
@@ -309,29 +314,29 @@ class PackIterator extends DatasetIterator<PackedRow> {
     this.#flushed = 0;
     this.#queue = [];
     this.#qPos = 0;
-    this.#anchor = this.parent.getState();
+    this.#anchor = this.parent.innerState();
     this.#sinceAnchor = 0;
   }
 
-  getState(): JsonValue {
-    if (!this.#started) return { start: this.parent.getState(), skip: 0, flushed: 0, emitted: 0, inGroup: 0, ended: false, stats: { ...this.stats } as unknown as JsonValue };
+  innerState(): JsonValue {
+    if (!this.#started) return { start: this.parent.innerState(), skip: 0, flushed: 0, emitted: 0, inGroup: 0, ended: false, stats: { ...this.stats } as unknown as JsonValue };
     return { start: this.#start, skip: this.#skip, flushed: this.#flushed, emitted: this.#qPos, inGroup: this.#inGroup, ended: this.#ended, stats: { ...this.stats } as unknown as JsonValue };
   }
 
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     if (Array.isArray(state)) {
       // Every old shard's state, for an elastic parent under a new shard count: each old shard
       // rewinds to where its unemitted rows began and the elements of rows it had already
       // emitted are marked consumed, so every sequence is read exactly once; packing restarts
       // with empty bins.
       const done = this.#emittedIndices(state);
-      this.parent.setState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
+      this.parent.setInnerState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
       this.#started = true;
       this.#bins = [];
       this.#queue = [];
       this.#qPos = 0;
       this.#ended = false;
-      this.#start = this.#anchor = this.parent.getState();
+      this.#start = this.#anchor = this.parent.innerState();
       this.#skip = this.#sinceAnchor = this.#flushed = this.#inGroup = 0;
       return;
     }
@@ -339,7 +344,7 @@ class PackIterator extends DatasetIterator<PackedRow> {
     // `skip` is absent from states saved before it existed (their start was the element itself).
     const skip = s.skip ?? 0;
     if (!Number.isSafeInteger(skip) || skip < 0) badState('pack', 'state field "skip" must be an integer >= 0', state);
-    this.parent.setState(s.start);
+    this.parent.setInnerState(s.start);
     this.#started = true;
     this.#bins = [];
     this.#queue = [];
@@ -394,10 +399,13 @@ class SplitIterator extends DatasetIterator<unknown> {
   constructor(readonly parent: DatasetIterator<unknown>, readonly length: number) {
     super();
   }
+  override describe(): string {
+    return `${this.parent.describe()}.split(length=${this.length})`;
+  }
   nextOrEnd(): unknown {
     if (!this.#started) {
       this.#started = true;
-      this.#anchor = this.parent.getState();
+      this.#anchor = this.parent.innerState();
     }
     if (this.#pending === null) {
       const x = this.parent.nextOrEnd();
@@ -417,9 +425,9 @@ class SplitIterator extends DatasetIterator<unknown> {
     if (end >= n) this.#pending = null;
     return piece;
   }
-  getState(): JsonValue {
+  innerState(): JsonValue {
     if (this.#pending === null) {
-      const here = this.parent.getState();
+      const here = this.parent.innerState();
       if (this.#started) {
         this.#anchor = here;
         this.#sinceAnchor = 0;
@@ -428,11 +436,11 @@ class SplitIterator extends DatasetIterator<unknown> {
     }
     return { parent: this.#anchor, elems: this.#sinceAnchor - 1, skip: this.#offset };
   }
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     const s = checkState('pack(split)', state, { parent: 'any', skip: 'number' });
     const elems = s.elems ?? 0;
     if (!Number.isSafeInteger(elems) || elems < 0) badState('pack(split)', 'state field "elems" must be an integer >= 0', state);
-    this.parent.setState(s.parent);
+    this.parent.setInnerState(s.parent);
     this.#started = true;
     this.#anchor = s.parent;
     this.#sinceAnchor = 0;

@@ -15,7 +15,7 @@
 import { collate } from './collate';
 import { FnIterDataset, IterDataset } from './iterDataset';
 import { ElasticIterator, findElastic } from './elastic';
-import { DatasetIterator, END, type End, type JsonValue, badState, checkState } from './iterator';
+import { DatasetIterator, END, type End, type JsonValue, badState, checkState, describeCall } from './iterator';
 import { type PackedRow, type PaddedDataset, type PaddingStats, type Sequence, addRow, emptyStats, featuresOf } from './packing';
 
 export interface PadOptions {
@@ -66,6 +66,9 @@ class PadIterator extends DatasetIterator<PackedRow> {
   constructor(readonly parent: DatasetIterator<unknown>, readonly length: number, readonly options: PadOptions) {
     super();
   }
+  override describe(): string {
+    return `${this.parent.describe()}.${describeCall('padToLength', { length: this.length, padId: this.options.padId ?? 0, overflow: this.options.overflow ?? 'error' })}`;
+  }
   nextOrEnd(): PackedRow | End {
     const x = this.parent.nextOrEnd();
     if (x === END) return END;
@@ -73,12 +76,12 @@ class PadIterator extends DatasetIterator<PackedRow> {
     addRow(this.stats, row.numTokens, this.length);
     return row;
   }
-  getState(): JsonValue {
-    return { parent: this.parent.getState(), stats: { ...this.stats } as unknown as JsonValue };
+  innerState(): JsonValue {
+    return { parent: this.parent.innerState(), stats: { ...this.stats } as unknown as JsonValue };
   }
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     const s = checkState('padToLength', state, { parent: 'any', stats: 'object' });
-    this.parent.setState(s.parent);
+    this.parent.setInnerState(s.parent);
     Object.assign(this.stats, s.stats);
   }
   override close(): void {
@@ -125,6 +128,11 @@ class BucketIterator extends DatasetIterator<unknown> {
     this.#serials = o.bucketBoundaries.map(() => []);
   }
 
+  override describe(): string {
+    const o = this.o;
+    return `${this.parent.describe()}.${describeCall('bucketBySequenceLength', { boundaries: o.bucketBoundaries, batchSizes: o.bucketBatchSizes, padId: o.padId ?? 0, dropRemainder: o.dropRemainder ?? false, overflow: o.overflow ?? 'error' })}`;
+  }
+
   #clearBuckets(): void {
     for (let j = 0; j < this.#buckets.length; j++) {
       this.#buckets[j] = [];
@@ -142,7 +150,7 @@ class BucketIterator extends DatasetIterator<unknown> {
   /** After a batch went out: anchor the parent's position now, drop anchors no longer needed. */
   #reanchor(): void {
     const a = this.#anchors;
-    a.push({ serial: this.#serial, state: this.parent.getState() });
+    a.push({ serial: this.#serial, state: this.parent.innerState() });
     const oldest = this.#oldestWaiting();
     let drop = 0;
     while (drop + 1 < a.length && a[drop + 1].serial <= oldest) drop++;
@@ -187,7 +195,7 @@ class BucketIterator extends DatasetIterator<unknown> {
   nextOrEnd(): unknown | End {
     if (!this.#started) {
       this.#started = true;
-      this.#anchors = [{ serial: 0, state: this.parent.getState() }];
+      this.#anchors = [{ serial: 0, state: this.parent.innerState() }];
     }
     for (;;) {
       if (this.#ended) {
@@ -209,8 +217,8 @@ class BucketIterator extends DatasetIterator<unknown> {
     }
   }
 
-  getState(): JsonValue {
-    if (!this.#started) return { start: this.parent.getState(), consumed: 0, counts: this.#buckets.map(() => 0), ended: false, flushed: 0, stats: { ...this.stats } as unknown as JsonValue };
+  innerState(): JsonValue {
+    if (!this.#started) return { start: this.parent.innerState(), consumed: 0, counts: this.#buckets.map(() => 0), ended: false, flushed: 0, stats: { ...this.stats } as unknown as JsonValue };
     // The last anchor at or before the oldest waiting element starts the replay.
     const oldest = this.#oldestWaiting();
     let anchor: Anchor | null = null;
@@ -219,22 +227,22 @@ class BucketIterator extends DatasetIterator<unknown> {
       anchor = this.#anchors[0];
       for (const a of this.#anchors) if (a.serial <= oldest) anchor = a;
     }
-    const start = anchor ? anchor.state : this.parent.getState();
+    const start = anchor ? anchor.state : this.parent.innerState();
     const consumed = anchor ? this.#serial - anchor.serial : 0;
     return { start, consumed, counts: this.#buckets.map((b) => b.length), ended: this.#ended, flushed: this.#flushed, stats: { ...this.stats } as unknown as JsonValue };
   }
 
-  setState(state: JsonValue): void {
+  setInnerState(state: JsonValue): void {
     if (Array.isArray(state)) {
       // Every old shard's state under a new shard count (elastic parent): each old shard rewinds
       // to its oldest waiting element; elements it consumed since then that were already
       // emitted (not among the waiting ones) are marked done, so each is read exactly once.
       const done = this.#emittedIndices(state);
-      this.parent.setState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
+      this.parent.setInnerState(done === null ? state : ({ reshard: state, done } as unknown as JsonValue));
       this.#started = true;
       this.#clearBuckets();
       this.#serial = 0;
-      this.#anchors = [{ serial: 0, state: this.parent.getState() }];
+      this.#anchors = [{ serial: 0, state: this.parent.innerState() }];
       this.#ended = false;
       this.#flushed = 0;
       return;
@@ -242,7 +250,7 @@ class BucketIterator extends DatasetIterator<unknown> {
     const s = checkState('bucketBySequenceLength', state, { start: 'any', consumed: 'number', counts: 'object', ended: 'boolean', flushed: 'number' });
     const counts = s.counts as number[];
     if (!Array.isArray(counts) || counts.length !== this.#buckets.length) badState('bucketBySequenceLength', `counts must list ${this.#buckets.length} buckets`, state);
-    this.parent.setState(s.start);
+    this.parent.setInnerState(s.start);
     this.#started = true;
     this.#anchors = [{ serial: 0, state: s.start }];
     this.#clearBuckets();
@@ -275,7 +283,7 @@ class BucketIterator extends DatasetIterator<unknown> {
       const e = findElastic(start);
       if (!e) return null;
       e.impersonate = true;
-      this.parent.setState(start);
+      this.parent.setInnerState(start);
       const routed: number[][] = this.#buckets.map(() => []);
       for (let i = 0; i < s.consumed!; i++) {
         const x = this.parent.nextOrEnd();

@@ -10,6 +10,7 @@
  * worker's dataset may hand out the same typed array again, so its own arrays are never
  * transferred).
  */
+import { availableParallelism } from 'node:os';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MessageChannel, type MessagePort, Worker, receiveMessageOnPort } from 'node:worker_threads';
 import type { JsonValue } from './iterator';
@@ -24,6 +25,21 @@ export interface WorkerSpec {
   args?: JsonValue;
   /** Node flags for the worker (default none; e.g. `['--import', 'tsx']` to load a .ts module). */
   execArgv?: string[];
+}
+
+let warnedOversubscribed = false;
+
+/**
+ * Warns once per process when `workerCount` is more than twice the cores Node may use: threads
+ * beyond the cores add memory and messaging, not speed (the output is the same either way).
+ */
+export function warnIfOversubscribed(op: string, workerCount: number, cores = availableParallelism()): void {
+  if (warnedOversubscribed || workerCount <= 2 * cores) return;
+  warnedOversubscribed = true;
+  process.emitWarning(
+    `${op}: workerCount ${workerCount} is more than twice the ${cores} cores this process can use (os.availableParallelism()); the extra threads cost memory and messaging without speeding anything up. Use about ${cores} (this warning is shown once per process).`,
+    { code: 'TPUKIT_GRAIN_WORKERS' },
+  );
 }
 
 /** What a worker is asked to build. */

@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { WriteJob } from './writer';
+import type { WriteJob, WriteResult } from './writer';
 
 function workerFile(): string {
   const here = fileURLToPath(import.meta.url);
@@ -25,7 +25,7 @@ function workerFile(): string {
 
 export class BackgroundWriter {
   #worker: Worker | null = null;
-  #pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
+  #pending = new Map<number, { resolve: (r: WriteResult) => void; reject: (e: Error) => void }>();
   #nextId = 0;
   #dead: Error | null = null;
 
@@ -33,12 +33,12 @@ export class BackgroundWriter {
     if (this.#worker) return this.#worker;
     // execArgv: [] keeps vitest's / tsx's loader flags out of the worker (see TOOLCHAIN.md).
     const w = new Worker(workerFile(), { execArgv: [] });
-    w.on('message', (m: { id: number; ok: boolean; message?: string; stack?: string }) => {
+    w.on('message', (m: { id: number; ok: boolean; result?: WriteResult; message?: string; stack?: string }) => {
       const p = this.#pending.get(m.id);
       if (!p) return;
       this.#pending.delete(m.id);
       if (this.#pending.size === 0) w.unref();
-      if (m.ok) p.resolve();
+      if (m.ok) p.resolve(m.result!);
       else {
         const e = new Error(m.message);
         if (m.stack) e.stack = m.stack;
@@ -74,12 +74,12 @@ export class BackgroundWriter {
    * afterwards); buffers in SharedArrayBuffers (the snapshot pool's) are shared, and the caller
    * must not write them until the returned promise settles.
    */
-  submit(job: WriteJob): Promise<void> {
+  submit(job: WriteJob): Promise<WriteResult> {
     const w = this.#start();
     this.#dead = null;
     const id = this.#nextId++;
     const transfer = [...new Set(job.files.map((f) => f.data.buffer).filter((b): b is ArrayBuffer => b instanceof ArrayBuffer))];
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<WriteResult>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       w.ref();
       w.postMessage({ id, job }, transfer);

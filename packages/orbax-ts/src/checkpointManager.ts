@@ -5,6 +5,12 @@
  * `save` copies the state (snapshot.ts) and hands the bytes to the background writer
  * (backgroundWriter.ts); the step becomes visible to `latestStep()` only once it is committed
  * on disk (writer.ts). Errors of a background save are kept and thrown by the next call.
+ *
+ * One writer per directory: a manager takes the directory's writer lock (lock.ts) before it
+ * cleans up anything, so a second writer is refused before it could delete the first one's save
+ * in progress; `readOnly` managers take no lock, never write or delete, and can restore while
+ * another process saves. Cleanup and retention deletions that fail are warnings: a step that
+ * cannot be deleted never blocks opening the directory or restoring the good steps.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -19,7 +25,8 @@ import { StepReader, restoreJson, restoreStandard } from './reader';
 import { type Metrics, stepsToKeep } from './retention';
 import { type Defer, jsonBytes, planItem } from './snapshot';
 import { SnapshotPool } from './snapshotPool';
-import { type FaultPoint, type FileToWrite, type WriteJob, deleteStepDir, writeCheckpoint } from './writer';
+import { type LockOptions, WriterLock, liveWriter } from './lock';
+import { type FaultPoint, type FileToWrite, type WriteJob, type WriteResult, removeTree, tryDeleteStepDir, writeCheckpoint } from './writer';
 
 export interface CheckpointManagerOptions {
   /** Save when `step % saveIntervalSteps === 0` (default 1). */
@@ -52,8 +59,22 @@ export interface CheckpointManagerOptions {
    * with the copy for memory bandwidth, but the step commits later (see the README's benchmarks).
    */
   writeWhileCopying?: boolean;
+  /**
+   * Open to restore only (default false): no writer lock, no cleanup, `save` and `delete`
+   * refused. Several read-only managers may share a directory with one writer.
+   */
+  readOnly?: boolean;
+  /** The writer lock: when a lock written on another host counts as stale (see lock.ts). */
+  lock?: LockOptions;
   /** @internal Crash tests: kill the process at this point of the `faultAtSave`-th save. */
   _fault?: { at: FaultPoint; save: number };
+  /** @internal Tests: removing a path whose base name matches this regex fails with EACCES. */
+  _failRemove?: string;
+}
+
+/** Reports a cleanup or retention problem that does not stop the manager. */
+function warn(message: string): void {
+  process.emitWarning(message, { code: 'TPUKIT_ORBAX_CLEANUP' });
 }
 
 export interface SaveOptions {
@@ -87,8 +108,10 @@ export class CheckpointManager {
   #pool: SnapshotPool | null = null;
   #inflight: Promise<void> | null = null;
   #error: Error | null = null;
+  #inflightStep: number | null = null;
   #saves = 0;
   #closed = false;
+  #lock: WriterLock | null = null;
 
   constructor(directory: string, options: CheckpointManagerOptions = {}) {
     const op = 'CheckpointManager';
@@ -100,11 +123,22 @@ export class CheckpointManager {
     this.directory = path.resolve(directory);
     this.options = { ...options };
     if (!fs.existsSync(this.directory)) {
-      if (options.createIfMissing === false) throw new Error(`${op}: directory ${this.directory} does not exist (createIfMissing is false)`);
+      if (options.createIfMissing === false || options.readOnly) throw new Error(`${op}: directory ${this.directory} does not exist (${options.readOnly ? 'a read-only manager does not create it' : 'createIfMissing is false'})`);
       fs.mkdirSync(this.directory, { recursive: true });
     } else if (!fs.statSync(this.directory).isDirectory()) throw new Error(`${op}: ${this.directory} is not a directory`);
-    this.#cleanup();
-    this.reload();
+    if (options.readOnly) {
+      this.reload();
+      return;
+    }
+    // The lock comes first: a refused second writer must not clean up the first one's save.
+    this.#lock = WriterLock.acquire(this.directory, op, options.lock);
+    try {
+      this.#cleanup();
+      this.reload();
+    } catch (e) {
+      this.#lock.release();
+      throw e;
+    }
     if (options.enableAsyncCheckpointing !== false) {
       // Start the writer thread off the first save's critical path (after the constructor returns).
       const writer = (this.#writer = new BackgroundWriter());
@@ -114,20 +148,37 @@ export class CheckpointManager {
     }
   }
 
-  /** Removes what interrupted saves and deletions left behind: tmp directories and unmarked steps. */
+  /**
+   * Removes what interrupted saves and deletions left behind: tmp directories and unmarked steps.
+   * What cannot be removed is reported with a warning and left alone: it is outside the step
+   * namespace (or not a complete step), so it never hides or breaks a good step.
+   */
   #cleanup(): void {
     for (const name of fs.readdirSync(this.directory)) {
       const full = path.join(this.directory, name);
-      if (name.endsWith(TMP_SUFFIX) || name.endsWith(DELETING_SUFFIX)) {
-        if (parseStepDirName(name.slice(0, name.indexOf('.'))) !== null) fs.rmSync(full, { recursive: true, force: true });
-        continue;
+      try {
+        if (name.endsWith(TMP_SUFFIX) || name.endsWith(DELETING_SUFFIX)) {
+          if (parseStepDirName(name.slice(0, name.indexOf('.'))) !== null) removeTree(full, this.options._failRemove);
+          continue;
+        }
+        const step = parseStepDirName(name);
+        if (step === null || fs.existsSync(path.join(full, COMMIT_MARKER))) continue;
+        if (!fs.lstatSync(full).isDirectory()) continue;
+        if (writtenByOrbax(full)) continue; // finalized by Python Orbax (atomic rename, no marker): not ours to delete
+        removeTree(full, this.options._failRemove);
+      } catch (e) {
+        warn(`CheckpointManager: could not remove the leftover ${full} (${(e as Error).message}); ignoring it, the complete steps in ${this.directory} are unaffected`);
       }
-      const step = parseStepDirName(name);
-      if (step === null || fs.existsSync(path.join(full, COMMIT_MARKER))) continue;
-      if (!fs.lstatSync(full).isDirectory()) continue;
-      if (writtenByOrbax(full)) continue; // finalized by Python Orbax (atomic rename, no marker): not ours to delete
-      fs.rmSync(full, { recursive: true, force: true });
     }
+  }
+
+  /** Whether this manager was opened with `readOnly` (no lock, no save or delete). */
+  get readOnly(): boolean {
+    return this.options.readOnly === true;
+  }
+
+  #checkWritable(op: string): void {
+    if (this.options.readOnly) throw new Error(`${op}: the CheckpointManager for ${this.directory} was opened with { readOnly: true }`);
   }
 
   /** Re-reads the step list from disk. */
@@ -213,6 +264,7 @@ export class CheckpointManager {
   async save(step: number, args: SaveArg | Composite<SaveArg> | Items<SaveArg>, opts: SaveOptions = {}): Promise<boolean> {
     const op = 'save';
     this.#check(op);
+    this.#checkWritable(op);
     if (!Number.isSafeInteger(step) || step < 0) throw new Error(`${op}: step must be a non-negative integer; got ${step}`);
     const { items } = itemsOf(args, isSaveArg, op, 'args.StandardSave(...) or args.JsonSave(...)');
     if (!opts.force && !this.shouldSave(step)) return false;
@@ -260,14 +312,15 @@ export class CheckpointManager {
       fsync: this.options.fsync ?? true,
       progress: pool ? new Int32Array(new SharedArrayBuffer(4)) : undefined,
       fault,
+      failRemove: this.options._failRemove,
     };
-    const commit = (): void => {
+    const commit = (r: WriteResult): void => {
       this.#steps.set(step, metrics);
-      for (const s of deleteSteps) this.#steps.delete(s);
+      for (const s of r.deleted) this.#steps.delete(s);
+      for (const w of r.warnings) warn(`save(${step}): the step is saved, but ${w}`);
     };
     if (!pool) {
-      await writeCheckpoint(job);
-      commit();
+      commit(await writeCheckpoint(job));
       return true;
     }
     // The blocking part: copy the state. The writer waits on `progress` for each file's copy.
@@ -296,11 +349,13 @@ export class CheckpointManager {
         throw e;
       }
     }
+    this.#inflightStep = step;
     this.#inflight = this.#writer.submit(job).then(commit, (e: Error) => {
       this.#error = e;
     }).finally(() => {
       pool.recycle(keepBuffers); // the writer is done with them (committed or failed)
       this.#inflight = null;
+      this.#inflightStep = null;
     });
     // Synchronous, so the `finally` above cannot recycle a buffer before its copy is done.
     if (overlap) copyAll();
@@ -325,9 +380,12 @@ export class CheckpointManager {
   async restore(step?: number | null, args?: RestoreArg | Composite<RestoreArg> | Items<RestoreArg>): Promise<any> {
     const op = 'restore';
     this.#check(op);
+    if (step != null && step === this.#inflightStep) await this.#wait(); // our own save of it: wait for the commit
+    // Committed since (by another process)? A reader asked for the latest step looks again too.
+    if (step != null ? !this.#steps.has(step) : this.options.readOnly) this.reload();
     const s = step ?? this.latestStep();
     if (s === null) throw new Error(`${op}: no complete checkpoint in ${this.directory}`);
-    if (!this.#steps.has(s)) throw new Error(`${op}: step ${s} is not a complete checkpoint in ${this.directory}; available: [${this.allSteps().join(', ')}]`);
+    if (!this.#steps.has(s)) this.#notComplete(op, s);
     const r = new StepReader(this.directory, s);
     const handlers = r.itemHandlers();
     let items: Items<RestoreArg | undefined>;
@@ -349,12 +407,29 @@ export class CheckpointManager {
     return single ? out[DEFAULT_ITEM] : out;
   }
 
+  /** Why step `s` cannot be restored: still being written (by whom), or not there. */
+  #notComplete(op: string, s: number): never {
+    const available = `available: [${this.allSteps().join(', ')}]`;
+    if (fs.existsSync(path.join(this.directory, stepDirName(s) + TMP_SUFFIX))) {
+      const w = liveWriter(this.directory, this.options.lock);
+      if (w) {
+        throw new Error(`${op}: step ${s} in ${this.directory} is still being written by pid ${w.pid} on host ${w.host}; wait until it commits (it then appears in reload() / allSteps()); ${available}`);
+      }
+      throw new Error(`${op}: step ${s} in ${this.directory} was never committed: only the temporary ${stepDirName(s)}${TMP_SUFFIX} of an interrupted save is there (no live writer); ${available}`);
+    }
+    throw new Error(`${op}: step ${s} is not a complete checkpoint in ${this.directory}; ${available}`);
+  }
+
   /** Deletes a step (waits for a save in flight first). */
   async delete(step: number): Promise<void> {
     this.#check('delete');
+    this.#checkWritable('delete');
     await this.#wait();
-    deleteStepDir(this.directory, step, this.options.fsync ?? true);
-    this.#steps.delete(step);
+    const r = tryDeleteStepDir(this.directory, step, this.options.fsync ?? true, { failRemove: this.options._failRemove });
+    if (r.gone) this.#steps.delete(step);
+    if (r.error === null) return;
+    if (!r.gone) throw new Error(`delete: ${r.error}`);
+    warn(`delete(${step}): ${r.error}; the next open retries`);
   }
 
   /** Waits for the last save, stops the background writer; throws a pending background error. */
@@ -364,6 +439,8 @@ export class CheckpointManager {
       await this.#wait();
     } finally {
       this.#closed = true;
+      this.#lock?.release();
+      this.#lock = null;
       await this.#writer?.close();
       this.#writer = null;
       this.#pool = null;

@@ -136,7 +136,7 @@ describe('path safety', () => {
     doc.item_handlers['../../etc'] = doc.item_handlers.iter;
     fs.writeFileSync(f, JSON.stringify(doc));
     // Refused by the checksum first; the name check stands behind it (see reader.itemHandlers).
-    await expect(new CheckpointManager(dir).restore(1)).rejects.toThrow(/_CHECKPOINT_METADATA/);
+    await expect(new CheckpointManager(dir, { readOnly: true }).restore(1)).rejects.toThrow(/_CHECKPOINT_METADATA/);
   });
 });
 
@@ -151,7 +151,7 @@ describe('atomicity', () => {
     fs.mkdirSync(path.join(dir, 'notes'));
     const m2 = new CheckpointManager(dir);
     expect(m2.allSteps()).toEqual([1]);
-    expect(fs.readdirSync(dir).sort()).toEqual(['1', 'notes']);
+    expect(fs.readdirSync(dir).sort()).toEqual(['.tpukit-writer.lock', '1', 'notes']); // the lock is m2's
   });
 
   it('leaves a step finalized by Python Orbax (commit timestamp, no marker) alone but unreported', async () => {

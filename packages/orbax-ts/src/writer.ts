@@ -43,6 +43,26 @@ export interface WriteJob {
   readonly progress?: Int32Array;
   /** @internal Crash-test hook: SIGKILL this process at that point. */
   readonly fault?: FaultPoint;
+  /** @internal Test hook: removing a path whose base name matches this regex fails with EACCES. */
+  readonly failRemove?: string;
+}
+
+/** What a committed save reports back: the old steps it removed, and the ones it could not. */
+export interface WriteResult {
+  deleted: number[];
+  /** One line per old step that could not be deleted (the save itself is committed). */
+  warnings: string[];
+}
+
+/**
+ * `rm -r path` (no error when missing). `failRemove` is the test hook that stands in for a
+ * directory we lack permission on (tests run as root, where chmod does not stop a delete).
+ */
+export function removeTree(p: string, failRemove?: string): void {
+  if (failRemove !== undefined && new RegExp(failRemove).test(path.basename(p)) && fs.existsSync(p)) {
+    throw Object.assign(new Error(`EACCES: permission denied, rmdir '${p}' (injected by the test hook)`), { code: 'EACCES' });
+  }
+  fs.rmSync(p, { recursive: true, force: true });
 }
 
 export interface ChecksumManifest {
@@ -80,11 +100,12 @@ async function copied(job: WriteJob, ready: number | undefined): Promise<void> {
   }
 }
 
-function crash(job: WriteJob, at: FaultPoint): void {
+function crash(job: Pick<WriteJob, 'fault'>, at: FaultPoint): void {
   if (job.fault === at) process.kill(process.pid, 'SIGKILL');
 }
 
-function writeFile(file: string, data: Uint8Array): void {
+/** Writes `data` to a new file (`wx`: fails if the file exists). */
+export function writeFile(file: string, data: Uint8Array): void {
   const fd = fs.openSync(file, 'wx');
   try {
     let off = 0;
@@ -119,7 +140,7 @@ async function fsyncAll(paths: readonly string[]): Promise<void> {
  * metadata files after them), then the directories, and only then is the tmp directory renamed:
  * the rename is the commit point.
  */
-export async function writeCheckpoint(job: WriteJob): Promise<void> {
+export async function writeCheckpoint(job: WriteJob): Promise<WriteResult> {
   const finalDir = path.join(job.root, stepDirName(job.step));
   const tmpDir = finalDir + TMP_SUFFIX;
   if (fs.existsSync(finalDir)) throw new Error(`save: step ${job.step} already exists at ${finalDir}`);
@@ -198,18 +219,39 @@ export async function writeCheckpoint(job: WriteJob): Promise<void> {
   fs.renameSync(tmpDir, finalDir);
   if (job.fsync) await fsyncAll([job.root]);
   crash(job, 'after-rename');
+  // Retention: the save is committed, so an old step that cannot be deleted is a warning.
+  const result: WriteResult = { deleted: [], warnings: [] };
   for (const s of job.deleteSteps) {
     if (s === job.step) continue;
-    deleteStepDir(job.root, s, job.fsync, job);
+    const r = tryDeleteStepDir(job.root, s, job.fsync, job);
+    if (r.gone) result.deleted.push(s);
+    if (r.error !== null) result.warnings.push(r.error);
+  }
+  return result;
+}
+
+/**
+ * `deleteStepDir` that reports a failure instead of throwing. `gone`: the step left the step
+ * namespace (even if its renamed `.orbax-checkpoint-tmp-deleting` copy could not be removed; the
+ * next open retries that); `error`: what went wrong, if anything.
+ */
+export function tryDeleteStepDir(root: string, step: number, fsync: boolean, job?: Pick<WriteJob, 'fault' | 'failRemove'>): { gone: boolean; error: string | null } {
+  try {
+    deleteStepDir(root, step, fsync, job);
+    return { gone: true, error: null };
+  } catch (e) {
+    const gone = !fs.existsSync(path.join(root, stepDirName(step)));
+    const what = gone ? `old step ${step} in ${root} was deleted, but its files (${stepDirName(step)}${DELETING_SUFFIX}) could not be removed` : `could not delete old step ${step} in ${root}`;
+    return { gone, error: `${what}: ${(e as Error).message}` };
   }
 }
 
 /** Removes `<root>/<step>`: rename out of the step namespace first, then delete recursively. */
-export function deleteStepDir(root: string, step: number, fsync: boolean, job?: WriteJob): void {
+export function deleteStepDir(root: string, step: number, fsync: boolean, job?: Pick<WriteJob, 'fault' | 'failRemove'>): void {
   const dir = path.join(root, stepDirName(step));
   if (!fs.existsSync(dir)) return;
   const doomed = path.join(root, stepDirName(step) + DELETING_SUFFIX);
-  fs.rmSync(doomed, { recursive: true, force: true });
+  removeTree(doomed, job?.failRemove);
   fs.renameSync(dir, doomed);
   if (fsync) {
     const fd = fs.openSync(root, 'r');
@@ -220,5 +262,5 @@ export function deleteStepDir(root: string, step: number, fsync: boolean, job?: 
     }
   }
   if (job) crash(job, 'mid-delete');
-  fs.rmSync(doomed, { recursive: true, force: true });
+  removeTree(doomed, job?.failRemove);
 }

@@ -2,7 +2,8 @@
  * Entry point of the background writer thread (built as its own tsup entry, see
  * backgroundWriter.ts). It receives one WriteJob at a time, whose buffers were transferred or shared
  * (not copied) from the main thread, commits it with `writeCheckpoint`, and answers with
- * `{ ok: true }` or the error's message and stack. It also pre-faults fresh snapshot buffers
+ * `{ ok: true, result }` (the old steps deleted, and warnings for those that could not be) or the
+ * error's message and stack. It also pre-faults fresh snapshot buffers
  * while the caller copies into them (prefault.ts).
  */
 import { parentPort } from 'node:worker_threads';
@@ -18,8 +19,8 @@ port.on('message', async (msg: { id: number; job: WriteJob } | { prefault: Share
     return;
   }
   try {
-    await writeCheckpoint(msg.job);
-    port.postMessage({ id: msg.id, ok: true });
+    const result = await writeCheckpoint(msg.job);
+    port.postMessage({ id: msg.id, ok: true, result });
   } catch (e) {
     const err = e as Error;
     port.postMessage({ id: msg.id, ok: false, message: err?.message ?? String(e), stack: err?.stack });

@@ -17,6 +17,18 @@ afterEach(() => {
   while (dirs.length) fs.rmSync(dirs.pop()!, { recursive: true, force: true });
 });
 
+/** A deterministic generator of numbers in [0, 1) (mulberry32): test schedules that repeat. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
 const devs = new Map<number, Device>();
 export const dev = (id: number): Device => {
   if (!devs.has(id)) devs.set(id, { id, deviceKind: 'virtual', platform: 'cpu', processIndex: 0 });

@@ -19,6 +19,7 @@ import { Array, fnId, type JitOptions, jit as coreJit, SingleDeviceSharding, tre
 import { Lowered } from './compiled';
 import { compileLog, withWarningHandler } from './compiler';
 import { isJitDisabled } from './disable';
+import { showValue } from '@tpukit/core';
 
 export interface XlaJitOptions extends JitOptions {
   /** Warn once after this many recompiles of this function (default 10; Infinity to never warn). */
@@ -71,7 +72,7 @@ function checkLeaf(l: unknown, where: string, i: number, fname: string): void {
     const k = l.shape.findIndex((d) => !(Number.isInteger(d) && (d as number) >= 0));
     if (k >= 0) {
       throw new TypeError(
-        `jit(${fname}): ${where} has shape [${l.shape.join(',')}] whose dimension ${k} is ${JSON.stringify(l.shape[k])}; xla-lite compiles static shapes only (no shape polymorphism or symbolic dimensions): pass concrete non-negative sizes (jit retraces once per distinct shape)`,
+        `jit(${fname}): ${where} has shape [${l.shape.join(',')}] whose dimension ${k} is ${showValue(l.shape[k])}; xla-lite compiles static shapes only (no shape polymorphism or symbolic dimensions): pass concrete non-negative sizes (jit retraces once per distinct shape)`,
       );
     }
     return;
@@ -147,7 +148,7 @@ function signature(args: unknown[], staticNums: number[], staticNames: string[],
         if (staticNames.includes(k)) parts.push(`${k}=static ${hashStatic(v, `argument ${i}.${k}`, fname)}`);
         else {
           const leaves = tree.flatten(v, { isLeaf: isArgLeaf })[0];
-          leaves.forEach((l, n) => checkLeaf(l, `${argName} key ${JSON.stringify(k)}${leaves.length > 1 ? ` leaf ${n}` : ''}`, i, fname));
+          leaves.forEach((l, n) => checkLeaf(l, `${argName} key ${showValue(k)}${leaves.length > 1 ? ` leaf ${n}` : ''}`, i, fname));
           all.push(...leaves);
           parts.push(`${k}=${leaves.map(describeLeaf).join(',')}`);
         }

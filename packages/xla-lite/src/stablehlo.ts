@@ -17,6 +17,7 @@
  */
 import type { ShapedArray } from '@tpukit/core';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
+import { operandPrecisions } from '@tpukit/core';
 
 const ELT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'ui32', int8: 'i8', uint8: 'ui8', bool: 'i1' };
 
@@ -175,7 +176,8 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
     case 'dot_general': {
       const [[lc, rc], [lb, rb]] = p.dimensionNumbers;
       const dn = `#stablehlo.dot<lhs_batching_dimensions = [${lb.join(', ')}], rhs_batching_dimensions = [${rb.join(', ')}], lhs_contracting_dimensions = [${lc.join(', ')}], rhs_contracting_dimensions = [${rc.join(', ')}]>`;
-      return e.op(r, 'stablehlo.dot_general', ins, `dot_dimension_numbers = ${dn}`, inTypes, outTypes);
+      const pc = p.precision ? `, precision_config = [${operandPrecisions(p.precision).map((q) => `#stablehlo<precision ${q.toUpperCase()}>`).join(', ')}]` : '';
+      return e.op(r, 'stablehlo.dot_general', ins, `dot_dimension_numbers = ${dn}${pc}`, inTypes, outTypes);
     }
     default:
       break;

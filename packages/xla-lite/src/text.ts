@@ -7,6 +7,7 @@
  */
 import type { ShapedArray } from '@tpukit/core';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
+import { operandPrecisions } from '@tpukit/core';
 
 const SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 's32', uint32: 'u32', int8: 's8', uint8: 'u8', bool: 'pred' };
 
@@ -41,6 +42,8 @@ function attrs(i: HloInstruction): string[] {
       out.push(`lhs_contracting_dims=${set(lc)}`);
       if (rb.length) out.push(`rhs_batch_dims=${set(rb)}`);
       out.push(`rhs_contracting_dims=${set(rc)}`);
+      // As XLA: printed only when set (null runs at the process default, read when the dot runs).
+      if (p.precision) out.push(`operand_precision={${operandPrecisions(p.precision).join(',')}}`);
       break;
     }
     case 'reduce_sum':

@@ -12,6 +12,7 @@ import { Array } from '../array';
 import * as bf16 from '../bf16';
 import type { DType } from '../dtype';
 import * as f16 from '../f16';
+import { showValue } from '../describe';
 
 export type Field = { kind: 'text'; text: string } | { kind: 'field'; key: number | string; conv: 's' | 'r' | null; spec: string };
 
@@ -25,7 +26,7 @@ export function parseFormat(fmt: string, what = 'debug.print'): Field[] {
   for (let i = 0; i < fmt.length; i++) {
     const c = fmt[i];
     if (c === '}') {
-      if (fmt[i + 1] !== '}') throw new Error(`${what}: single '}' encountered in format string ${JSON.stringify(fmt)} at position ${i}; write '}}' for a literal brace`);
+      if (fmt[i + 1] !== '}') throw new Error(`${what}: single '}' encountered in format string ${showValue(fmt)} at position ${i}; write '}}' for a literal brace`);
       text += '}';
       i++;
       continue;
@@ -40,10 +41,10 @@ export function parseFormat(fmt: string, what = 'debug.print'): Field[] {
       continue;
     }
     const end = fmt.indexOf('}', i);
-    if (end < 0) throw new Error(`${what}: unmatched '{' in format string ${JSON.stringify(fmt)} at position ${i}`);
+    if (end < 0) throw new Error(`${what}: unmatched '{' in format string ${showValue(fmt)} at position ${i}`);
     const body = fmt.slice(i + 1, end);
     const m = /^([A-Za-z_][A-Za-z0-9_]*|\d+)?(?:!([sr]))?(?::(.*))?$/.exec(body);
-    if (!m) throw new Error(`${what}: cannot parse replacement field {${body}} in ${JSON.stringify(fmt)}; use {}, {0}, {name}, optionally with !r or :spec`);
+    if (!m) throw new Error(`${what}: cannot parse replacement field {${body}} in ${showValue(fmt)}; use {}, {0}, {name}, optionally with !r or :spec`);
     let key: number | string;
     if (m[1] === undefined) {
       sawAuto = true;
@@ -52,7 +53,7 @@ export function parseFormat(fmt: string, what = 'debug.print'): Field[] {
       sawManual = true;
       key = Number(m[1]);
     } else key = m[1];
-    if (sawAuto && sawManual) throw new Error(`${what}: cannot switch between automatic field numbering ({}) and manual field specification ({0}) in ${JSON.stringify(fmt)}`);
+    if (sawAuto && sawManual) throw new Error(`${what}: cannot switch between automatic field numbering ({}) and manual field specification ({0}) in ${showValue(fmt)}`);
     if (text) out.push({ kind: 'text', text });
     text = '';
     out.push({ kind: 'field', key, conv: (m[2] as 's' | 'r' | undefined) ?? null, spec: m[3] ?? '' });
@@ -70,23 +71,23 @@ export function checkFields(fields: Field[], positional: readonly unknown[], nam
   for (const f of fields) {
     if (f.kind !== 'field') continue;
     if (typeof f.key === 'number' && f.key >= positional.length) {
-      throw new RangeError(`${what}: format ${JSON.stringify(fmt)} reads positional argument ${f.key} but ${positional.length} were given`);
+      throw new RangeError(`${what}: format ${showValue(fmt)} reads positional argument ${f.key} but ${positional.length} were given`);
     }
     if (typeof f.key === 'string' && !(f.key in named)) {
-      throw new Error(`${what}: format ${JSON.stringify(fmt)} reads keyword argument ${JSON.stringify(f.key)}; given: ${Object.keys(named).join(', ') || 'none'} (pass keyword values as a trailing object: debug.print('{x}', { x }))`);
+      throw new Error(`${what}: format ${showValue(fmt)} reads keyword argument ${showValue(f.key)}; given: ${Object.keys(named).join(', ') || 'none'} (pass keyword values as a trailing object: debug.print('{x}', { x }))`);
     }
     used.add(f.key);
     const v = typeof f.key === 'number' ? positional[f.key] : named[f.key];
     if (f.spec) {
-      if (!SPEC.test(f.spec)) throw new Error(`${what}: unsupported format spec ${JSON.stringify(f.spec)} in ${JSON.stringify(fmt)}; supported: [[fill]align][sign][0][width][.precision][f|e|g|d|%]`);
-      if (v instanceof Array && v.ndim !== 0) throw new TypeError(`${what}: format spec ${JSON.stringify(f.spec)} needs a scalar; argument ${typeof f.key === 'number' ? f.key : JSON.stringify(f.key)} is ${v.dtype}[${v.shape.join(',')}] (as NumPy, arrays take no format spec)`);
+      if (!SPEC.test(f.spec)) throw new Error(`${what}: unsupported format spec ${showValue(f.spec)} in ${showValue(fmt)}; supported: [[fill]align][sign][0][width][.precision][f|e|g|d|%]`);
+      if (v instanceof Array && v.ndim !== 0) throw new TypeError(`${what}: format spec ${showValue(f.spec)} needs a scalar; argument ${typeof f.key === 'number' ? f.key : showValue(f.key)} is ${v.dtype}[${v.shape.join(',')}] (as NumPy, arrays take no format spec)`);
     }
   }
   const unusedPos = positional.map((_, i) => i).filter((i) => !used.has(i));
-  if (unusedPos.length) throw new Error(`${what}: unused positional arguments ${unusedPos.join(', ')} for format ${JSON.stringify(fmt)}`);
+  if (unusedPos.length) throw new Error(`${what}: unused positional arguments ${unusedPos.join(', ')} for format ${showValue(fmt)}`);
   const unusedNamed = Object.keys(named).filter((k) => !used.has(k));
   if (unusedNamed.length) {
-    throw new Error(`${what}: unused keyword arguments ${unusedNamed.join(', ')} for format ${JSON.stringify(fmt)} (a template literal \`\${x}\` formats at trace time; write '{x}' and pass { x } instead)`);
+    throw new Error(`${what}: unused keyword arguments ${unusedNamed.join(', ')} for format ${showValue(fmt)} (a template literal \`\${x}\` formats at trace time; write '{x}' and pass { x } instead)`);
   }
 }
 

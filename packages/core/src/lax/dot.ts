@@ -10,17 +10,20 @@ import { type DType, allocStorage, isInteger } from '../dtype';
 import { definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
+import { showValue } from '../describe';
+import { type CanonicalPrecision, canonicalizePrecision, isCanonicalPrecision } from './precision';
 
 export type DotDimensionNumbers = readonly [
   readonly [readonly number[], readonly number[]],
   readonly [readonly number[], readonly number[]],
 ];
 
-export type Precision = 'default' | 'high' | 'highest';
+export type { Precision } from './precision';
 
 export interface DotGeneralParams {
   dimensionNumbers: DotDimensionNumbers;
-  precision: Precision | null;
+  /** Canonical (aliases resolved by `lax.dotGeneral`); null runs at the process default. */
+  precision: CanonicalPrecision;
   preferredElementType: DType | null;
 }
 
@@ -28,7 +31,7 @@ function checkDims(side: string, dims: readonly number[], rank: number): void {
   for (const d of dims) {
     if (!Number.isInteger(d) || d < 0 || d >= rank) throw new RangeError(`dot_general: ${side} dimension ${d} out of range for rank ${rank}`);
   }
-  if (new Set(dims).size !== dims.length) throw new Error(`dot_general: repeated ${side} dimensions ${JSON.stringify(dims)}`);
+  if (new Set(dims).size !== dims.length) throw new Error(`dot_general: repeated ${side} dimensions ${showValue(dims)}`);
 }
 
 /** Free (neither contracting nor batch) dimensions, in order. */
@@ -40,7 +43,12 @@ export function freeDims(rank: number, contract: readonly number[], batch: reado
 
 export const dotGeneral = definePrimitive<DotGeneralParams>({
   name: 'dot_general',
-  abstractEval([lhs, rhs], { dimensionNumbers, preferredElementType }) {
+  abstractEval([lhs, rhs], { dimensionNumbers, precision, preferredElementType }) {
+    // Bound directly (not through lax.dotGeneral), a typo or an alias would reach a backend.
+    if (!isCanonicalPrecision(precision)) {
+      canonicalizePrecision(precision, 'dot_general'); // throws for an unknown name
+      throw new TypeError(`dot_general: precision ${showValue(precision)} is an alias; bind dot_general through lax.dotGeneral, which canonicalises it`);
+    }
     const [[lc, rc], [lb, rb]] = dimensionNumbers;
     checkDims('lhs contracting', lc, lhs.shape.length);
     checkDims('rhs contracting', rc, rhs.shape.length);

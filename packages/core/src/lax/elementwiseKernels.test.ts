@@ -132,7 +132,8 @@ const BINARY: [string, DType[], Fn2][] = [
   ['sub', FI, (a, b) => a - b],
   ['mul', [...FI, 'bool'], (a, b, d) => (isInteger(d) ? Math.imul(a, b) : d === 'bool' ? a & b : a * b)],
   ['div', FI, (a, b, d) => (!isInteger(d) ? a / b : b === 0 ? -1 : Math.trunc(a / b))],
-  ['rem', FI, (a, b, d) => (isInteger(d) && b === 0 ? a : a % b)],
+  // Float rem's NaNs are canonical (0x7fc00000): V8's `%` NaN bits depend on the JIT tier.
+  ['rem', FI, (a, b, d) => (isInteger(d) ? (b === 0 ? a : a % b) : Number.isNaN(a % b) ? NaN : a % b)],
   ['pow', FI, (a, b, d) => (isInteger(d) ? (b < 0 ? (a === 1 ? 1 : a === -1 ? (b % 2 ? -1 : 1) : 0) : ipowInt(a, b)) : cpow(a, b))],
   ['max', ALL, (a, b) => Math.max(a, b)],
   ['min', ALL, (a, b) => Math.min(a, b)],
@@ -293,6 +294,22 @@ describe('elementwise kernels: same bits as the per-element formulas', () => {
       );
     });
   }
+
+  it('rem on float32: every NaN it produces has the canonical bits 0x7fc00000, cold and warm', () => {
+    // x % 0, inf % y, and NaN operands of either sign and any payload, repeated so that V8
+    // optimises the loop (its optimised `%` makes different NaNs than the interpreter's).
+    const bits = (xs: number[]): Float32Array => new Float32Array(Uint32Array.from(xs).buffer);
+    const one = 0x3f800000;
+    const inf = 0x7f800000;
+    const a = bits([one, inf, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f812345, 0xffd23456, one, 0]);
+    const b = bits([0, one, one, one, one, one, one, 0xffe00001, 0x80000000]);
+    for (let rep = 0; rep < 2000; rep++) {
+      const out = new Uint32Array(runPrim('rem', [host(a, 'float32'), host(b, 'float32')]).buffer);
+      for (let i = 0; i < out.length; i++) {
+        if (out[i] !== 0x7fc00000) expect.fail(`rem: element ${i} on repetition ${rep}: bits 0x${out[i].toString(16)}, want 0x7fc00000`);
+      }
+    }
+  });
 
   it('nextafter still rejects 16-bit floats', () => {
     const x = new Uint16Array([0x3f80]);

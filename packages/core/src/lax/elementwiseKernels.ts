@@ -187,6 +187,18 @@ function ipowSigned(a: number, b: number): number {
   return b < 0 ? (a === 1 ? 1 : a === -1 ? (b % 2 ? -1 : 1) : 0) : ipowInt(a, b);
 }
 
+/**
+ * Float remainder with one canonical NaN (float32 bits 0x7fc00000). V8 computes `%` on doubles
+ * with different code per JIT tier (a C fmod call in the interpreter and baseline tiers, an x87
+ * `fprem` loop in optimised code), and the NaNs they produce (`x % 0`, `inf % y`, a NaN operand)
+ * differ in sign and payload: the same program gave different bits before and after warm-up.
+ * XLA leaves a NaN's bits unspecified, so tpukit picks one.
+ */
+export function frem(a: number, b: number): number {
+  const r = a % b;
+  return r === r ? r : NaN;
+}
+
 function roundEven(x: number): number {
   const r = Math.round(x);
   return Math.abs(x % 1) === 0.5 ? 2 * Math.round(x / 2) : r;
@@ -283,7 +295,7 @@ export const FLOAT_BINARY: Record<string, FloatBinaryKernel> = {
   sub: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] - b[i]; },
   mul: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] * b[i]; },
   div: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] / b[i]; },
-  rem: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = a[i] % b[i]; },
+  rem: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = frem(a[i], b[i]); },
   pow: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = cpow(a[i], b[i]); },
   max: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = Math.max(a[i], b[i]); },
   min: (a, b, o, n) => { for (let i = 0; i < n; i++) o[i] = Math.min(a[i], b[i]); },

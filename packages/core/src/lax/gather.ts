@@ -15,6 +15,7 @@ import { type DType, allocStorage, intRange, isFloat, isInteger } from '../dtype
 import { type ShapedArray, definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { walkWindows } from './windowWalk';
+import { showValue } from '../describe';
 
 export type GatherScatterMode = 'clip' | 'fill' | 'promise_in_bounds';
 
@@ -40,7 +41,7 @@ export const MODES: readonly GatherScatterMode[] = ['clip', 'fill', 'promise_in_
 
 /** Checks a list of dimension numbers: integers in [0, bound), unique, optionally sorted. */
 export function checkDimList(op: string, arg: string, dims: readonly number[], bound: number, what: string, sorted: boolean): void {
-  if (!globalThis.Array.isArray(dims)) throw new TypeError(`${op}: ${arg} must be a list of integers; got ${JSON.stringify(dims)}`);
+  if (!globalThis.Array.isArray(dims)) throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(dims)}`);
   dims.forEach((d, i) => {
     if (!Number.isInteger(d) || d < 0 || d >= bound) {
       throw new RangeError(`${op}: ${arg} ${fmt(dims)} has ${d}, out of range for ${what} (valid 0..${bound - 1})`);
@@ -74,7 +75,7 @@ export function checkBatching(op: string, operand: ShapedArray, indices: ShapedA
 }
 
 export function checkMode(op: string, mode: unknown): GatherScatterMode {
-  if (!MODES.includes(mode as GatherScatterMode)) throw new Error(`${op}: mode must be one of ${MODES.join(', ')}; got ${JSON.stringify(mode)}`);
+  if (!MODES.includes(mode as GatherScatterMode)) throw new Error(`${op}: mode must be one of ${MODES.join(', ')}; got ${showValue(mode)}`);
   return mode as GatherScatterMode;
 }
 

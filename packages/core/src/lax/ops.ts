@@ -13,14 +13,24 @@ import type { Primitive } from '../primitive';
 import * as ew from './elementwise';
 import * as st from './structural';
 import * as rd from './reduce';
-import { type DotDimensionNumbers, type Precision, dotGeneral as dotGeneralP } from './dot';
+import { type DotDimensionNumbers, dotGeneral as dotGeneralP } from './dot';
+import { type PrecisionLike, canonicalizePrecision } from './precision';
 import * as sl from './slicing';
 import { type GatherDimensionNumbers, type GatherScatterMode, gather as gatherP } from './gather';
 import * as sc from './scatter';
 import type { ScatterDimensionNumbers } from './scatter';
 import { sort as sortP, topK as topKP } from './sort';
+import { showValue } from '../describe';
 
-export type { DotDimensionNumbers, Precision } from './dot';
+export type { DotDimensionNumbers } from './dot';
+export {
+  type CanonicalPrecision,
+  Precision,
+  type PrecisionLike,
+  defaultMatmulPrecision,
+  getDefaultMatmulPrecision,
+  setDefaultMatmulPrecision,
+} from './precision';
 export type { GatherDimensionNumbers, GatherScatterMode } from './gather';
 export type { ScatterDimensionNumbers } from './scatter';
 export type { PaddingConfig } from './slicing';
@@ -221,18 +231,18 @@ export function dotGeneral(
   lhs: ArrayLike,
   rhs: ArrayLike,
   dimensionNumbers: DotDimensionNumbers,
-  opts: { precision?: Precision | null; preferredElementType?: DType | null } = {},
+  opts: { precision?: PrecisionLike; preferredElementType?: DType | null } = {},
 ): Array {
   const [l, r] = operands('dot_general', [lhs, rhs]);
   return bind1(dotGeneralP, [l, r], {
     dimensionNumbers,
-    precision: opts.precision ?? null,
+    precision: canonicalizePrecision(opts.precision, 'dot_general'),
     preferredElementType: opts.preferredElementType ?? null,
   });
 }
 
 /** `lax.dot`: matrix/vector product contracting lhs's last and rhs's first dimension. */
-export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: Precision | null; preferredElementType?: DType | null } = {}): Array {
+export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: PrecisionLike; preferredElementType?: DType | null } = {}): Array {
   const [l, r] = operands('dot', [lhs, rhs]);
   return dotGeneral(l, r, [[[l.ndim - 1], [0]], [[], []]], opts);
 }
@@ -243,7 +253,7 @@ export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: Precisio
 
 const ints = (op: string, arg: string, xs: readonly number[]): number[] => {
   if (!globalThis.Array.isArray(xs) || !xs.every((v) => Number.isInteger(v))) {
-    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${JSON.stringify(xs)}`);
+    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(xs)}`);
   }
   return [...xs];
 };

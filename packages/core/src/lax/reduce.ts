@@ -9,6 +9,7 @@ import { type DType, allocStorage, is16BitFloat, isFloat, isInteger } from '../d
 import { type HostArray, type ShapedArray, definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
+import { showValue } from '../describe';
 
 function checkAxes(name: string, x: ShapedArray, axes: readonly number[]): void {
   for (const a of axes) {
@@ -16,7 +17,7 @@ function checkAxes(name: string, x: ShapedArray, axes: readonly number[]): void 
       throw new RangeError(`${name}: axis ${a} out of range for operand ${x.dtype}${fmt(x.shape)}`);
     }
   }
-  if (new Set(axes).size !== axes.length) throw new Error(`${name}: repeated axes ${JSON.stringify(axes)}`);
+  if (new Set(axes).size !== axes.length) throw new Error(`${name}: repeated axes ${showValue(axes)}`);
 }
 
 /** Values of `x` as numbers, permuted so the reduced axes are innermost: [outer, inner]. */

@@ -10,6 +10,7 @@ import { allocStorage, isInteger } from '../dtype';
 import { type HostArray, type ShapedArray, definePrimitive } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
+import { showValue } from '../describe';
 
 export interface SliceParams {
   startIndices: readonly number[];
@@ -168,16 +169,16 @@ export const pad = definePrimitive<{ paddingConfig: PaddingConfig }>({
     if (v.shape.length !== 0) throw new Error(`pad: padding_value must be a scalar; got shape ${fmt(v.shape)}`);
     if (v.dtype !== x.dtype) throw new TypeError(`pad: padding_value dtype ${v.dtype} must equal operand dtype ${x.dtype}`);
     if (paddingConfig.length !== x.shape.length) {
-      throw new Error(`pad: padding_config needs one [low, high, interior] per operand dimension (operand ${fmt(x.shape)}); got ${JSON.stringify(paddingConfig)}`);
+      throw new Error(`pad: padding_config needs one [low, high, interior] per operand dimension (operand ${fmt(x.shape)}); got ${showValue(paddingConfig)}`);
     }
     const shape = paddingConfig.map(([lo, hi, interior], d) => {
       if (![lo, hi, interior].every(Number.isInteger) || interior < 0) {
-        throw new RangeError(`pad: padding_config entry ${d} ${JSON.stringify([lo, hi, interior])} must be integers with interior >= 0`);
+        throw new RangeError(`pad: padding_config entry ${d} ${showValue([lo, hi, interior])} must be integers with interior >= 0`);
       }
       const n = x.shape[d];
       const size = lo + hi + n + Math.max(0, n - 1) * interior;
       if (size < 0) {
-        throw new RangeError(`pad: padding_config entry ${d} ${JSON.stringify([lo, hi, interior])} makes dimension ${d} (size ${n}) negative (${size})`);
+        throw new RangeError(`pad: padding_config entry ${d} ${showValue([lo, hi, interior])} makes dimension ${d} (size ${n}) negative (${size})`);
       }
       return size;
     });

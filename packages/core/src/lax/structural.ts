@@ -8,21 +8,22 @@ import { type DType, allocStorage, checkDType, isFloat } from '../dtype';
 import { definePrimitive } from '../primitive';
 import { checkPermutation, checkShape, fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
+import { showValue } from '../describe';
 
 export const broadcastInDim = definePrimitive<{ shape: readonly number[]; broadcastDimensions: readonly number[] }>({
   name: 'broadcast_in_dim',
   abstractEval([x], { shape, broadcastDimensions: bd }) {
     checkShape(shape, 'broadcast_in_dim');
     if (bd.length !== x.shape.length) {
-      throw new Error(`broadcast_in_dim: broadcast_dimensions ${JSON.stringify(bd)} must have one entry per operand dimension (operand ${fmt(x.shape)})`);
+      throw new Error(`broadcast_in_dim: broadcast_dimensions ${showValue(bd)} must have one entry per operand dimension (operand ${fmt(x.shape)})`);
     }
     for (let i = 0; i < bd.length; i++) {
       const d = bd[i];
       if (!Number.isInteger(d) || d < 0 || d >= shape.length || (i > 0 && d <= bd[i - 1])) {
-        throw new Error(`broadcast_in_dim: broadcast_dimensions ${JSON.stringify(bd)} must be strictly increasing and within rank ${shape.length}`);
+        throw new Error(`broadcast_in_dim: broadcast_dimensions ${showValue(bd)} must be strictly increasing and within rank ${shape.length}`);
       }
       if (x.shape[i] !== 1 && x.shape[i] !== shape[d]) {
-        throw new Error(`broadcast_in_dim: operand ${fmt(x.shape)} cannot broadcast to ${fmt(shape)} with broadcast_dimensions ${JSON.stringify(bd)}`);
+        throw new Error(`broadcast_in_dim: operand ${fmt(x.shape)} cannot broadcast to ${fmt(shape)} with broadcast_dimensions ${showValue(bd)}`);
       }
     }
     return [{ shape: shape.slice(), dtype: x.dtype, weakType: x.weakType }];

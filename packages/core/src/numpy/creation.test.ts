@@ -114,8 +114,8 @@ describe('nested and typed-array input', () => {
     expect(() => np.array([[1, 2], [3]])).toThrow('array: ragged nested input: element at [1] has length 1, expected length 2 (shape [2,2])');
     expect(() => np.array([[1, 2], 3] as never)).toThrow('array: ragged nested input: element at [1] has no length, expected length 2 (shape [2,2])');
     expect(() => np.array([1, [2]] as never)).toThrow('array: element at [1] is a list (ragged nesting); expected a number or boolean');
-    expect(() => np.array(['a'] as never)).toThrow('array: element at [0] is "a"; expected a number or boolean');
-    expect(() => np.array(null as never)).toThrow('array: cannot make an array from null null');
+    expect(() => np.array(['a'] as never)).toThrow('array: element at [0] is string "a"; expected a number or boolean');
+    expect(() => np.array(null as never)).toThrow('array: cannot make an array from null');
     expect(() => np.array([1.5, 2], 'int8')).not.toThrow();
     expect(np.array([1.7, -1.7], 'int8').toArray()).toEqual([1, -1]);
   });

@@ -4,6 +4,7 @@ import { type ArrayLike, asArray as convert } from '../convert';
 import { type DType, checkDType, isFloat } from '../dtype';
 import * as lax from '../lax/ops';
 import { checkShape } from '../shape';
+import { checkArrayBytes } from '../sizeGuard';
 
 /** `jnp.array`: always a new array (a copy when given an Array). */
 export function array(x: ArrayLike, dtype?: DType): Array {
@@ -34,6 +35,7 @@ export function full(shape: number | readonly number[], fillValue: number | bool
   const v = fillValue instanceof Array ? fillValue : convert(fillValue, { op, dtype });
   if (v.ndim !== 0) throw new Error(`${op}: fill_value must be a scalar; got shape [${v.shape.join(',')}]`);
   const d = dtype ?? v.dtype;
+  checkArrayBytes(op, s, d);
   const weak = opts.weak ?? (dtype === undefined && v.weakType);
   const c = lax.convertElementType(v, d, weak);
   return lax.broadcastInDim(c, s, []);

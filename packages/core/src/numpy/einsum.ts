@@ -10,14 +10,15 @@ import type { Array } from '../array';
 import { type ArrayLike, asArray, typeOf } from '../convert';
 import { type DType, resultType } from '../dtype';
 import * as lax from '../lax/ops';
-import type { Precision } from '../lax/ops';
+import type { PrecisionLike } from '../lax/precision';
 import { fmt, normalizeAxis } from '../shape';
 import { diagonal } from './diagonal';
 import { multiply } from './math';
 import { castTo } from './promote';
+import { showValue } from '../describe';
 
 export interface EinsumOptions {
-  precision?: Precision | null;
+  precision?: PrecisionLike;
   preferredElementType?: DType | null;
 }
 
@@ -31,12 +32,12 @@ function parseTerm(spec: string, text: string, where: string): Term {
   let ellipsisAt = -1;
   for (let i = 0; i < text.length; ) {
     if (text.startsWith('...', i)) {
-      if (ellipsisAt >= 0) throw new SyntaxError(`einsum: subscripts ${JSON.stringify(spec)}: ${where} has more than one '...'`);
+      if (ellipsisAt >= 0) throw new SyntaxError(`einsum: subscripts ${showValue(spec)}: ${where} has more than one '...'`);
       ellipsisAt = labels.length;
       i += 3;
     } else if (/[a-zA-Z]/.test(text[i])) labels.push(text[i++]);
     else {
-      throw new SyntaxError(`einsum: subscripts ${JSON.stringify(spec)}: ${where} has invalid character ${JSON.stringify(text[i])}; use letters a-z, A-Z and '...'`);
+      throw new SyntaxError(`einsum: subscripts ${showValue(spec)}: ${where} has invalid character ${showValue(text[i])}; use letters a-z, A-Z and '...'`);
     }
   }
   return { labels, ellipsisAt };
@@ -57,16 +58,16 @@ export function einsum(subscripts: string, ...args: unknown[]): Array {
   if (typeof subscripts !== 'string') throw new TypeError(`einsum: subscripts must be a string; got ${String(subscripts)}`);
   const spec = subscripts.replace(/\s+/g, '');
   const arrow = spec.split('->');
-  if (arrow.length > 2) throw new SyntaxError(`einsum: subscripts ${JSON.stringify(subscripts)} has more than one '->'`);
+  if (arrow.length > 2) throw new SyntaxError(`einsum: subscripts ${showValue(subscripts)} has more than one '->'`);
   const inTerms = arrow[0].split(',');
   if (operands.length === 0) throw new Error('einsum: needs at least one operand');
   if (inTerms.length !== operands.length) {
-    throw new Error(`einsum: subscripts ${JSON.stringify(subscripts)} name ${inTerms.length} operand(s) but ${operands.length} were given`);
+    throw new Error(`einsum: subscripts ${showValue(subscripts)} name ${inTerms.length} operand(s) but ${operands.length} were given`);
   }
   const rt = resultType(...operands.map(typeOf));
   let xs = operands.map((o) => castTo(asArray(o, { op: 'einsum' }), rt.dtype, rt.weak, 'einsum'));
   if (rt.dtype === 'bool') xs = xs.map((x) => lax.convertElementType(x, 'int32'));
-  const terms = inTerms.map((t, i) => parseTerm(subscripts, t, `operand ${i} term ${JSON.stringify(t)}`));
+  const terms = inTerms.map((t, i) => parseTerm(subscripts, t, `operand ${i} term ${showValue(t)}`));
 
   // Expand ellipses into internal labels ('#k'), right-aligned across operands.
   const ellRanks = terms.map((t, i) => {
@@ -74,7 +75,7 @@ export function einsum(subscripts: string, ...args: unknown[]): Array {
     const named = t.labels.length;
     if (t.ellipsisAt < 0 ? named !== r : named > r) {
       throw new Error(
-        `einsum: subscripts ${JSON.stringify(subscripts)}: operand ${i} term ${JSON.stringify(inTerms[i])} has ${named} labels${t.ellipsisAt < 0 ? '' : " plus '...'"} but the operand has shape ${fmt(xs[i].shape)} (rank ${r})`,
+        `einsum: subscripts ${showValue(subscripts)}: operand ${i} term ${showValue(inTerms[i])} has ${named} labels${t.ellipsisAt < 0 ? '' : " plus '...'"} but the operand has shape ${fmt(xs[i].shape)} (rank ${r})`,
       );
     }
     return t.ellipsisAt < 0 ? 0 : r - named;
@@ -91,20 +92,20 @@ export function einsum(subscripts: string, ...args: unknown[]): Array {
       const prev = size.get(l);
       if (prev === undefined || prev === 1) size.set(l, n);
       else if (n !== prev && !(l.startsWith('#') && n === 1)) {
-        throw new Error(`einsum: subscripts ${JSON.stringify(subscripts)}: label ${l.startsWith('#') ? "'...'" : `'${l}'`} has size ${n} in operand ${i} (shape ${fmt(xs[i].shape)}) but ${prev} elsewhere`);
+        throw new Error(`einsum: subscripts ${showValue(subscripts)}: label ${l.startsWith('#') ? "'...'" : `'${l}'`} has size ${n} in operand ${i} (shape ${fmt(xs[i].shape)}) but ${prev} elsewhere`);
       }
     }),
   );
 
   let outLabels: string[];
   if (arrow.length === 2) {
-    const t = parseTerm(subscripts, arrow[1], `output term ${JSON.stringify(arrow[1])}`);
+    const t = parseTerm(subscripts, arrow[1], `output term ${showValue(arrow[1])}`);
     outLabels = t.ellipsisAt < 0 ? t.labels : [...t.labels.slice(0, t.ellipsisAt), ...ellLabels(E), ...t.labels.slice(t.ellipsisAt)];
     const seen = new Set<string>();
     for (const l of t.labels) {
-      if (seen.has(l)) throw new Error(`einsum: subscripts ${JSON.stringify(subscripts)}: output label '${l}' appears more than once`);
+      if (seen.has(l)) throw new Error(`einsum: subscripts ${showValue(subscripts)}: output label '${l}' appears more than once`);
       seen.add(l);
-      if (!size.has(l)) throw new Error(`einsum: subscripts ${JSON.stringify(subscripts)}: output label '${l}' does not appear in any input`);
+      if (!size.has(l)) throw new Error(`einsum: subscripts ${showValue(subscripts)}: output label '${l}' does not appear in any input`);
     }
   } else {
     const counts = new Map<string, number>();
@@ -180,11 +181,11 @@ export function tensordot(a: ArrayLike, b: ArrayLike, axes: number | readonly [n
     ax = globalThis.Array.from({ length: axes }, (_, i) => x.ndim - axes + i);
     bx = globalThis.Array.from({ length: axes }, (_, i) => i);
   } else {
-    if (!globalThis.Array.isArray(axes) || axes.length !== 2) throw new Error(`tensordot: axes must be an integer or a pair [axesA, axesB]; got ${JSON.stringify(axes)}`);
+    if (!globalThis.Array.isArray(axes) || axes.length !== 2) throw new Error(`tensordot: axes must be an integer or a pair [axesA, axesB]; got ${showValue(axes)}`);
     ax = axisList('tensordot', axes[0], x.ndim, 'axes[0]');
     bx = axisList('tensordot', axes[1], y.ndim, 'axes[1]');
   }
-  if (ax.length !== bx.length) throw new Error(`tensordot: axes ${JSON.stringify(axes)} list ${ax.length} axes of a but ${bx.length} of b`);
+  if (ax.length !== bx.length) throw new Error(`tensordot: axes ${showValue(axes)} list ${ax.length} axes of a but ${bx.length} of b`);
   ax.forEach((d, i) => {
     if (x.shape[d] !== y.shape[bx[i]]) {
       throw new Error(`tensordot: shape mismatch: a ${fmt(x.shape)} axis ${d} (size ${x.shape[d]}) vs b ${fmt(y.shape)} axis ${bx[i]} (size ${y.shape[bx[i]]})`);

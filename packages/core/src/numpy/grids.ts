@@ -8,6 +8,7 @@ import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/ops';
 import { checkShape, fmt } from '../shape';
 import { broadcastArrays } from './shape';
+import { showValue } from '../describe';
 
 /** `jnp.meshgrid(...xs, {indexing='xy'})`: coordinate arrays from 1-D inputs (xy swaps the first two). */
 export function meshgrid(...args: (ArrayLike | { indexing?: 'xy' | 'ij' })[]): Array[] {
@@ -17,7 +18,7 @@ export function meshgrid(...args: (ArrayLike | { indexing?: 'xy' | 'ij' })[]): A
     opts = args.pop() as { indexing?: 'xy' | 'ij' };
   }
   const indexing = opts.indexing ?? 'xy';
-  if (indexing !== 'xy' && indexing !== 'ij') throw new Error(`meshgrid: indexing must be 'xy' or 'ij'; got ${JSON.stringify(indexing)}`);
+  if (indexing !== 'xy' && indexing !== 'ij') throw new Error(`meshgrid: indexing must be 'xy' or 'ij'; got ${showValue(indexing)}`);
   const xs = (args as ArrayLike[]).map((x) => {
     const a = asArray(x, { op: 'meshgrid' });
     return lax.reshape(a, [a.size]);
@@ -68,7 +69,7 @@ export function ravelMultiIndex(multiIndex: readonly ArrayLike[], dims: readonly
     throw new Error(`ravel_multi_index: got ${multiIndex.length} index arrays for dims ${fmt(shape)} (${shape.length} needed)`);
   }
   const mode = opts.mode ?? 'clip';
-  if (mode !== 'clip' && mode !== 'wrap') throw new Error(`ravel_multi_index: mode must be 'clip' or 'wrap'; got ${JSON.stringify(mode)}`);
+  if (mode !== 'clip' && mode !== 'wrap') throw new Error(`ravel_multi_index: mode must be 'clip' or 'wrap'; got ${showValue(mode)}`);
   const arrays = broadcastArrays(...multiIndex.map((m) => asArray(m, { op: 'ravel_multi_index' }))).map((a) => {
     if (!isInteger(a.dtype)) throw new TypeError(`ravel_multi_index: indices must be integers; got ${a.dtype}`);
     return lax.convertElementType(a, 'int32');

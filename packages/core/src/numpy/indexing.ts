@@ -24,6 +24,7 @@ import { broadcastShapes, fmt, shapesEqual, sizeOf } from '../shape';
 import { nonzero, requireConcrete } from './nonzero';
 import { divide as divideOp, power as powerOp } from './math';
 import { broadcastTo } from './promote';
+import { showValue } from '../describe';
 
 /** A Python-style slice object: `s(start, stop, step)`; null means the default. */
 export class Slice {
@@ -69,10 +70,10 @@ const SLICE_RE = /^\s*(-?\d+)?\s*:\s*(-?\d+)?\s*(?::\s*(-?\d+)?\s*)?$/;
 export function parseSlice(text: string, op = 'index'): Slice {
   const m = SLICE_RE.exec(text);
   if (!m) {
-    throw new SyntaxError(`${op}: bad index string ${JSON.stringify(text)}; expected a slice like ':', '1:3', '::2', '-1::-1' or the ellipsis '...'`);
+    throw new SyntaxError(`${op}: bad index string ${showValue(text)}; expected a slice like ':', '1:3', '::2', '-1::-1' or the ellipsis '...'`);
   }
   const num = (v: string | undefined): number | null => (v === undefined ? null : Number(v));
-  if (num(m[3]) === 0) throw new Error(`${op}: slice ${JSON.stringify(text)} has step 0; the step cannot be zero`);
+  if (num(m[3]) === 0) throw new Error(`${op}: slice ${showValue(text)} has step 0; the step cannot be zero`);
   return new Slice(num(m[1]), num(m[2]), num(m[3]));
 }
 
@@ -102,12 +103,7 @@ type Item =
 
 function describe(item: unknown): string {
   if (item instanceof Array) return `${item.dtype}${fmt(item.shape)} Array`;
-  if (item === undefined) return 'undefined';
-  try {
-    return JSON.stringify(item);
-  } catch {
-    return String(item);
-  }
+  return showValue(item);
 }
 
 function classify(item: IndexItem, op: string, pos: number): Item {
@@ -355,7 +351,7 @@ function lower(p: Plan): Lowered {
 
 function checkGetMode(op: string, mode: unknown): GetMode {
   if (mode !== 'clip' && mode !== 'fill' && mode !== 'drop' && mode !== 'promise_in_bounds') {
-    throw new Error(`${op}: mode must be 'clip', 'fill', 'drop' or 'promise_in_bounds'; got ${JSON.stringify(mode)}`);
+    throw new Error(`${op}: mode must be 'clip', 'fill', 'drop' or 'promise_in_bounds'; got ${showValue(mode)}`);
   }
   return mode;
 }

@@ -10,6 +10,7 @@ import * as lax from '../lax/ops';
 import { fmt, normalizeAxis } from '../shape';
 import { castTo } from './promote';
 import { atleast1d, atleast2d } from './shape';
+import { showValue } from '../describe';
 
 function promoteAll(op: string, xs: readonly ArrayLike[]): Array[] {
   if (!globalThis.Array.isArray(xs) || xs.length === 0) throw new Error(`${op}: needs a non-empty list of arrays`);
@@ -104,7 +105,7 @@ function splitImpl(op: string, x: ArrayLike, sections: number | readonly number[
     return splitAt(a, ax, bounds);
   }
   if (!globalThis.Array.isArray(sections) || !sections.every(Number.isInteger)) {
-    throw new TypeError(`${op}: indices_or_sections must be an integer or a list of integers; got ${JSON.stringify(sections)}`);
+    throw new TypeError(`${op}: indices_or_sections must be an integer or a list of integers; got ${showValue(sections)}`);
   }
   const idx = sections.map((i) => (i < 0 ? i + n : i));
   return splitAt(a, ax, [0, ...idx, n]);

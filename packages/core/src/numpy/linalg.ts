@@ -3,12 +3,12 @@ import type { Array } from '../array';
 import { type ArrayLike, typeOf } from '../convert';
 import { type DType, resultType } from '../dtype';
 import * as lax from '../lax/ops';
-import type { Precision } from '../lax/ops';
+import type { PrecisionLike } from '../lax/precision';
 import { broadcastShapes, fmt } from '../shape';
 import { broadcastTo, castTo, promoteArgs } from './promote';
 
 export interface DotOptions {
-  precision?: Precision | null;
+  precision?: PrecisionLike;
   preferredElementType?: DType | null;
 }
 

@@ -9,6 +9,7 @@ import { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
 import * as lax from '../lax/ops';
 import { fmt, stridesOf } from '../shape';
+import { showValue } from '../describe';
 
 /** Throws unless `a` has a concrete value (is not a tracer). */
 export function requireConcrete(a: Array, op: string, hint: string): void {
@@ -46,7 +47,7 @@ function fillFor(op: string, fillValue: number | readonly number[] | undefined, 
   const f = fillValue ?? 0;
   const list = typeof f === 'number' ? new globalThis.Array<number>(ndim).fill(f) : [...f];
   if (list.length !== ndim || !list.every(Number.isInteger)) {
-    throw new Error(`${op}: fillValue must be an integer or one integer per dimension (${ndim}); got ${JSON.stringify(fillValue)}`);
+    throw new Error(`${op}: fillValue must be an integer or one integer per dimension (${ndim}); got ${showValue(fillValue)}`);
   }
   return list;
 }

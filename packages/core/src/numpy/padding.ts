@@ -11,6 +11,7 @@ import * as lax from '../lax/ops';
 import { fmt } from '../shape';
 import { castTo } from './promote';
 import { take } from './rearranging';
+import { showValue } from '../describe';
 
 export type PadMode = 'constant' | 'edge' | 'reflect' | 'symmetric' | 'wrap';
 export type PadWidth = number | readonly number[] | readonly (readonly number[])[];
@@ -24,7 +25,7 @@ export interface PadOptions {
 /** NumPy's broadcasting of pad specs to one `[before, after]` per axis. */
 function pairs(op: string, arg: string, spec: PadWidth, ndim: number, integer: boolean): [number, number][] {
   const bad = (): never => {
-    throw new Error(`${op}: ${arg} ${JSON.stringify(spec)} must be a number, [before, after], or one [before, after] per axis (${ndim} axes)`);
+    throw new Error(`${op}: ${arg} ${showValue(spec)} must be a number, [before, after], or one [before, after] per axis (${ndim} axes)`);
   };
   let out: [number, number][];
   if (typeof spec === 'number') out = new globalThis.Array(ndim).fill([spec, spec]);
@@ -45,7 +46,7 @@ function pairs(op: string, arg: string, spec: PadWidth, ndim: number, integer: b
   for (const [b, a] of out) {
     if (typeof b !== 'number' || typeof a !== 'number' || Number.isNaN(b) || Number.isNaN(a)) bad();
     if (integer && (!Number.isInteger(b) || !Number.isInteger(a) || b < 0 || a < 0)) {
-      throw new RangeError(`${op}: ${arg} ${JSON.stringify(spec)} must be non-negative integers`);
+      throw new RangeError(`${op}: ${arg} ${showValue(spec)} must be non-negative integers`);
     }
   }
   return out;
@@ -69,7 +70,7 @@ function sourceIndex(mode: PadMode, i: number, n: number): number {
       return j < n ? j : p - 1 - j;
     }
     default:
-      throw new Error(`pad: unsupported mode ${JSON.stringify(mode)}`);
+      throw new Error(`pad: unsupported mode ${showValue(mode)}`);
   }
 }
 
@@ -78,7 +79,7 @@ export function pad(x: ArrayLike, padWidth: PadWidth, opts: PadOptions = {}): Ar
   const a = asArray(x, { op: 'pad' });
   const mode = opts.mode ?? 'constant';
   const modes: PadMode[] = ['constant', 'edge', 'reflect', 'symmetric', 'wrap'];
-  if (!modes.includes(mode)) throw new Error(`pad: mode must be one of ${modes.join(', ')}; got ${JSON.stringify(mode)}`);
+  if (!modes.includes(mode)) throw new Error(`pad: mode must be one of ${modes.join(', ')}; got ${showValue(mode)}`);
   const widths = pairs('pad', 'pad_width', padWidth, a.ndim, true);
   if (mode === 'constant') {
     const cv = opts.constantValues ?? 0;

@@ -14,6 +14,8 @@ import { requireConcrete } from './nonzero';
 import { concatenate } from './joining';
 import { searchsorted } from './sorting';
 import { broadcastTo } from './promote';
+import { showValue } from '../describe';
+import { axisArgs } from './axisArgs';
 
 /** `jnp.flip(x, axis?)`: reverses the given axes (all when omitted). */
 export function flip(x: ArrayLike, axis?: number | readonly number[] | null): Array {
@@ -29,13 +31,13 @@ export const flipud = (x: ArrayLike): Array => flip(x, 0);
 export function roll(x: ArrayLike, shift: number | readonly number[], axis?: number | readonly number[] | null): Array {
   const a = asArray(x, { op: 'roll' });
   if (axis === undefined || axis === null) {
-    if (typeof shift !== 'number') throw new Error(`roll: a list of shifts ${JSON.stringify(shift)} needs a matching list of axes`);
+    if (typeof shift !== 'number') throw new Error(`roll: a list of shifts ${showValue(shift)} needs a matching list of axes`);
     return lax.reshape(roll(lax.reshape(a, [a.size]), shift, 0), a.shape);
   }
   const axes = (typeof axis === 'number' ? [axis] : axis).map((d) => normalizeAxis(d, a.ndim, 'roll'));
   const shifts = typeof shift === 'number' ? axes.map(() => shift) : shift;
   if (shifts.length !== axes.length) {
-    throw new Error(`roll: shift ${JSON.stringify(shift)} and axis ${JSON.stringify(axis)} must have the same length`);
+    throw new Error(`roll: shift ${showValue(shift)} and axis ${showValue(axis)} must have the same length`);
   }
   let out = a;
   axes.forEach((ax, i) => {
@@ -53,7 +55,7 @@ export function roll(x: ArrayLike, shift: number | readonly number[], axis?: num
 export function tile(x: ArrayLike, reps: number | readonly number[]): Array {
   let a = asArray(x, { op: 'tile' });
   const r = typeof reps === 'number' ? [reps] : [...reps];
-  if (!r.every((v) => Number.isInteger(v) && v >= 0)) throw new TypeError(`tile: reps must be non-negative integers; got ${JSON.stringify(reps)}`);
+  if (!r.every((v) => Number.isInteger(v) && v >= 0)) throw new TypeError(`tile: reps must be non-negative integers; got ${showValue(reps)}`);
   const rank = Math.max(r.length, a.ndim);
   while (r.length < rank) r.unshift(1);
   if (a.ndim < rank) a = lax.reshape(a, [...new globalThis.Array<number>(rank - a.ndim).fill(1), ...a.shape]);
@@ -86,7 +88,7 @@ export function repeat(x: ArrayLike, repeats: number | readonly number[] | Array
     requireConcrete(r, 'repeat', 'pass the repeats as JS numbers');
     counts = globalThis.Array.from(r.dataSync());
   }
-  if (!counts.every((c) => Number.isInteger(c) && c >= 0)) throw new TypeError(`repeat: repeats must be non-negative integers; got ${JSON.stringify(counts)}`);
+  if (!counts.every((c) => Number.isInteger(c) && c >= 0)) throw new TypeError(`repeat: repeats must be non-negative integers; got ${showValue(counts)}`);
   if (counts.length === 1) {
     const c = counts[0];
     const shape = a.shape.slice();
@@ -162,7 +164,7 @@ function prepare(op: string, i: Array, n: number, mode: TakeMode): [Array, Gathe
       return [lax.select(lax.lt(r, 0), lax.add(r, n), r), 'promise_in_bounds'];
     }
     default:
-      throw new Error(`${op}: mode must be 'fill', 'clip', 'wrap' or 'promise_in_bounds'; got ${JSON.stringify(mode)}`);
+      throw new Error(`${op}: mode must be 'fill', 'clip', 'wrap' or 'promise_in_bounds'; got ${showValue(mode)}`);
   }
 }
 
@@ -172,8 +174,9 @@ function filled(shape: readonly number[], dtype: DType, fillValue: number | null
   return lax.broadcastInDim(v, shape, []);
 }
 
-/** `jnp.take(a, indices, {axis, mode, fillValue})`. */
-export function take(a: ArrayLike, indices: ArrayLike, opts: TakeOptions = {}): Array {
+/** `jnp.take(a, indices, axis?, {mode, fillValue})`; the axis may also be an option. */
+export function take(a: ArrayLike, indices: ArrayLike, axisOrOptions?: number | null | TakeOptions, options?: Omit<TakeOptions, 'axis'>): Array {
+  const opts = axisArgs<TakeOptions>('take', arguments, 2, ['axis', 'mode', 'fillValue'], true);
   let x = asArray(a, { op: 'take' });
   let axis = opts.axis ?? null;
   if (axis === null) {
@@ -241,7 +244,7 @@ export function rot90(x: ArrayLike, k = 1, axes: readonly [number, number] = [0,
   if (!Number.isInteger(k)) throw new TypeError(`rot90: k must be an integer; got ${k}`);
   const a0 = normalizeAxis(axes[0], a.ndim, 'rot90', 'axes[0]');
   const a1 = normalizeAxis(axes[1], a.ndim, 'rot90', 'axes[1]');
-  if (a0 === a1) throw new Error(`rot90: axes must be different; got ${JSON.stringify(axes)}`);
+  if (a0 === a1) throw new Error(`rot90: axes must be different; got ${showValue(axes)}`);
   const kk = ((k % 4) + 4) % 4;
   const perm = a.shape.map((_, i) => (i === a0 ? a1 : i === a1 ? a0 : i));
   if (kk === 0) return a;

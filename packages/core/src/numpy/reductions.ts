@@ -4,13 +4,21 @@ import { type ArrayLike, asArray } from '../convert';
 import { type DType, checkDType, is16BitFloat, isFloat, isInteger } from '../dtype';
 import * as lax from '../lax/ops';
 import { normalizeAxes, normalizeAxis } from '../shape';
+import { type AxisArg, axisArgs } from './axisArgs';
 
-export type Axis = number | readonly number[] | null;
+export type Axis = AxisArg;
 export interface ReduceOptions {
   axis?: Axis;
   keepdims?: boolean;
   dtype?: DType;
 }
+/** What follows the array: `(x, axis?, options?)` or `(x, options?)`, as jnp takes them. */
+type Args<O extends { axis?: unknown }> = [axisOrOptions?: O['axis'] | O, options?: Omit<O, 'axis'>];
+type ExtremumOptions = Omit<ReduceOptions, 'dtype'>;
+type VarOptions = ReduceOptions & { ddof?: number };
+type ArgOptions = { axis?: number | null; keepdims?: boolean };
+type CumOptions = { axis?: number | null; dtype?: DType };
+const REDUCE_KEYS = ['axis', 'keepdims', 'dtype'] as const;
 
 function keep(x: Array, out: Array, axes: number[], keepdims: boolean | undefined): Array {
   if (!keepdims) return out;
@@ -29,7 +37,8 @@ function accumType(x: Array, dtype: DType | undefined, op: string): { acc: DType
 }
 
 function sumLike(name: string, prim: typeof lax.reduceSum) {
-  return (x: ArrayLike, opts: ReduceOptions = {}): Array => {
+  return function (x: ArrayLike, ..._: Args<ReduceOptions>): Array {
+    const opts = axisArgs<ReduceOptions>(name, arguments, 1, REDUCE_KEYS);
     const a = asArray(x, { op: name });
     const axes = normalizeAxes(opts.axis, a.ndim, name);
     const { acc, out } = accumType(a, opts.dtype, name);
@@ -42,7 +51,8 @@ export const sum = sumLike('sum', lax.reduceSum);
 export const prod = sumLike('prod', lax.reduceProd);
 
 function extremum(name: string, prim: typeof lax.reduceMax) {
-  return (x: ArrayLike, opts: Omit<ReduceOptions, 'dtype'> = {}): Array => {
+  return function (x: ArrayLike, ..._: Args<ExtremumOptions>): Array {
+    const opts = axisArgs<ExtremumOptions>(name, arguments, 1, ['axis', 'keepdims']);
     const a = asArray(x, { op: name });
     const axes = normalizeAxes(opts.axis, a.ndim, name);
     for (const ax of axes) {
@@ -56,14 +66,16 @@ export const min = extremum('min', lax.reduceMin);
 export const amax = max;
 export const amin = min;
 
-export function all(x: ArrayLike, opts: Omit<ReduceOptions, 'dtype'> = {}): Array {
+export function all(x: ArrayLike, ..._: Args<ExtremumOptions>): Array {
+  const opts = axisArgs<ExtremumOptions>('all', arguments, 1, ['axis', 'keepdims']);
   const a = asArray(x, { op: 'all' });
   const axes = normalizeAxes(opts.axis, a.ndim, 'all');
   const b = a.dtype === 'bool' ? a : lax.ne(a, 0);
   return keep(a, lax.reduceAnd(b, axes), axes, opts.keepdims);
 }
 
-export function any(x: ArrayLike, opts: Omit<ReduceOptions, 'dtype'> = {}): Array {
+export function any(x: ArrayLike, ..._: Args<ExtremumOptions>): Array {
+  const opts = axisArgs<ExtremumOptions>('any', arguments, 1, ['axis', 'keepdims']);
   const a = asArray(x, { op: 'any' });
   const axes = normalizeAxes(opts.axis, a.ndim, 'any');
   const b = a.dtype === 'bool' ? a : lax.ne(a, 0);
@@ -74,7 +86,8 @@ function countOf(a: Array, axes: number[]): number {
   return axes.reduce((n, ax) => n * a.shape[ax], 1);
 }
 
-export function mean(x: ArrayLike, opts: ReduceOptions = {}): Array {
+export function mean(x: ArrayLike, ..._: Args<ReduceOptions>): Array {
+  const opts = axisArgs<ReduceOptions>('mean', arguments, 1, REDUCE_KEYS);
   const a = asArray(x, { op: 'mean' });
   const axes = normalizeAxes(opts.axis, a.ndim, 'mean');
   const outDtype = opts.dtype ?? (isFloat(a.dtype) ? a.dtype : 'float32');
@@ -84,7 +97,8 @@ export function mean(x: ArrayLike, opts: ReduceOptions = {}): Array {
   return keep(a, lax.convertElementType(m, outDtype, a.weakType && !opts.dtype), axes, opts.keepdims);
 }
 
-export function variance(x: ArrayLike, opts: ReduceOptions & { ddof?: number } = {}): Array {
+export function variance(x: ArrayLike, ..._: Args<VarOptions>): Array {
+  const opts = axisArgs<VarOptions>('var', arguments, 1, [...REDUCE_KEYS, 'ddof']);
   const a = asArray(x, { op: 'var' });
   const axes = normalizeAxes(opts.axis, a.ndim, 'var');
   const outDtype = opts.dtype ?? (isFloat(a.dtype) ? a.dtype : 'float32');
@@ -99,14 +113,16 @@ export function variance(x: ArrayLike, opts: ReduceOptions & { ddof?: number } =
 }
 export { variance as var };
 
-export function std(x: ArrayLike, opts: ReduceOptions & { ddof?: number } = {}): Array {
+export function std(x: ArrayLike, ..._: Args<VarOptions>): Array {
+  const opts = axisArgs<VarOptions>('std', arguments, 1, [...REDUCE_KEYS, 'ddof']);
   const v = variance(x, { ...opts, dtype: undefined, keepdims: opts.keepdims });
   const outDtype = opts.dtype ?? v.dtype;
   return lax.convertElementType(lax.sqrt(lax.convertElementType(v, 'float32')), outDtype, false);
 }
 
 function argReduce(name: 'argmax' | 'argmin') {
-  return (x: ArrayLike, opts: { axis?: number | null; keepdims?: boolean } = {}): Array => {
+  return function (x: ArrayLike, ..._: Args<ArgOptions>): Array {
+    const opts = axisArgs<ArgOptions>(name, arguments, 1, ['axis', 'keepdims'], true);
     let a = asArray(x, { op: name });
     let axis: number;
     if (opts.axis === undefined || opts.axis === null) {
@@ -123,7 +139,8 @@ export const argmax = argReduce('argmax');
 export const argmin = argReduce('argmin');
 
 function cumulative(name: string, prim: typeof lax.cumsum) {
-  return (x: ArrayLike, opts: { axis?: number | null; dtype?: DType } = {}): Array => {
+  return function (x: ArrayLike, ..._: Args<CumOptions>): Array {
+    const opts = axisArgs<CumOptions>(name, arguments, 1, ['axis', 'dtype'], true);
     let a = asArray(x, { op: name });
     if (opts.axis === undefined || opts.axis === null) a = lax.reshape(a, [a.size]);
     const axis = normalizeAxis(opts.axis ?? 0, a.ndim, name);

@@ -4,6 +4,7 @@ import { type ArrayLike, asArray } from '../convert';
 import * as lax from '../lax/ops';
 import { broadcastShapes, fmt, normalizeAxes, normalizeAxis, sizeOf } from '../shape';
 import { broadcastTo as broadcastToShape } from './promote';
+import { showValue } from '../describe';
 
 /** `jnp.reshape(x, shape)`; one dimension may be -1. */
 export function reshape(x: ArrayLike, shape: number | readonly number[]): Array {
@@ -32,7 +33,7 @@ export function ravel(x: ArrayLike): Array {
 export function transpose(x: ArrayLike, axes?: readonly number[] | null): Array {
   const a = asArray(x, { op: 'transpose' });
   const perm = axes ?? a.shape.map((_, i) => a.ndim - 1 - i);
-  if (perm.length !== a.ndim) throw new Error(`transpose: axes ${JSON.stringify(axes)} do not match an array of rank ${a.ndim}`);
+  if (perm.length !== a.ndim) throw new Error(`transpose: axes ${showValue(axes)} do not match an array of rank ${a.ndim}`);
   return lax.transpose(a, perm);
 }
 
@@ -50,7 +51,7 @@ export function moveaxis(x: ArrayLike, source: number | readonly number[], desti
   const a = asArray(x, { op: 'moveaxis' });
   const src = (typeof source === 'number' ? [source] : source).map((s) => normalizeAxis(s, a.ndim, 'moveaxis', 'source'));
   const dst = (typeof destination === 'number' ? [destination] : destination).map((s) => normalizeAxis(s, a.ndim, 'moveaxis', 'destination'));
-  if (src.length !== dst.length) throw new Error(`moveaxis: source ${JSON.stringify(source)} and destination ${JSON.stringify(destination)} differ in length`);
+  if (src.length !== dst.length) throw new Error(`moveaxis: source ${showValue(source)} and destination ${showValue(destination)} differ in length`);
   const rest = a.shape.map((_, i) => i).filter((i) => !src.includes(i));
   const perm = new globalThis.Array<number>(a.ndim);
   const pairs = src.map((s, i) => [dst[i], s] as const).sort((p, q) => p[0] - q[0]);

@@ -8,7 +8,9 @@ import { type ArrayLike, asArray, typeOf } from '../convert';
 import { resultType } from '../dtype';
 import * as lax from '../lax/ops';
 import { normalizeAxis } from '../shape';
+import { axisArgs } from './axisArgs';
 import { castTo } from './promote';
+import { showValue } from '../describe';
 
 export interface SortOptions {
   /** Default -1; null sorts the flattened array. */
@@ -25,15 +27,19 @@ function prep(op: string, x: ArrayLike, axis: number | null | undefined): [Array
   return [a, normalizeAxis(axis ?? -1, a.ndim, op)];
 }
 
-/** `jnp.sort(x, {axis=-1, descending})`. */
-export function sort(x: ArrayLike, opts: SortOptions = {}): Array {
+const SORT_KEYS = ['axis', 'stable', 'descending'] as const;
+
+/** `jnp.sort(x, axis=-1, {stable, descending})`; the axis may also be an option. */
+export function sort(x: ArrayLike, axisOrOptions?: number | null | SortOptions, options?: Omit<SortOptions, 'axis'>): Array {
+  const opts = axisArgs<SortOptions>('sort', arguments, 1, SORT_KEYS, true);
   const [a, ax] = prep('sort', x, opts.axis);
   if (!opts.descending) return lax.sort(a, { dimension: ax, isStable: true });
   return lax.rev(lax.sort(lax.rev(a, [ax]), { dimension: ax, isStable: true }), [ax]);
 }
 
-/** `jnp.argsort(x, {axis=-1, descending})`: int32 indices that sort x, stably. */
-export function argsort(x: ArrayLike, opts: SortOptions = {}): Array {
+/** `jnp.argsort(x, axis=-1, {stable, descending})`: int32 indices that sort x, stably. */
+export function argsort(x: ArrayLike, axisOrOptions?: number | null | SortOptions, options?: Omit<SortOptions, 'axis'>): Array {
+  const opts = axisArgs<SortOptions>('argsort', arguments, 1, SORT_KEYS, true);
   const [a, ax] = prep('argsort', x, opts.axis);
   const iota = lax.broadcastedIota('int32', a.shape, ax);
   if (!opts.descending) return lax.sort([a, iota], { dimension: ax, isStable: true, numKeys: 1 })[1];
@@ -47,7 +53,7 @@ export function argsort(x: ArrayLike, opts: SortOptions = {}): Array {
  */
 export function searchsorted(a: ArrayLike, v: ArrayLike, opts: { side?: 'left' | 'right' } = {}): Array {
   const side = opts.side ?? 'left';
-  if (side !== 'left' && side !== 'right') throw new Error(`searchsorted: side must be 'left' or 'right'; got ${JSON.stringify(side)}`);
+  if (side !== 'left' && side !== 'right') throw new Error(`searchsorted: side must be 'left' or 'right'; got ${showValue(side)}`);
   const [sa, sv] = promotePair(a, v);
   if (sa.ndim !== 1) throw new Error(`searchsorted: a must be 1-D; got shape [${sa.shape.join(',')}]`);
   const n = sa.shape[0];

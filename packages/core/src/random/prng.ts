@@ -25,6 +25,8 @@ import { checkShape, fmt, sizeOf } from '../shape';
 import { canFuse, iotaBits, iotaKeys } from './fused';
 import { threefry2x32 } from './threefry';
 import { takeInBounds } from './takeInBounds';
+import { showValue } from '../describe';
+import { checkArrayBytes } from '../sizeGuard';
 
 /** A PRNG key: a uint32 Array of shape [2], as `jax.random.PRNGKey` makes. */
 export type PRNGKeyArray = Array;
@@ -140,7 +142,7 @@ function checkNum(op: string, num: number | readonly number[]): number[] {
   const shape = typeof num === 'number' ? [num] : [...num];
   for (const d of shape) {
     if (!Number.isInteger(d) || d < 0) {
-      throw new RangeError(`random.${op}: num must be a non-negative integer (or a shape of them); got ${JSON.stringify(num)}`);
+      throw new RangeError(`random.${op}: num must be a non-negative integer (or a shape of them); got ${showValue(num)}`);
     }
   }
   return checkShape(shape, `random.${op}`, 'num');
@@ -181,6 +183,7 @@ function iota2x32(shape: readonly number[]): [Array, Array] {
 export function split(k: PRNGKeyArray, num: number | readonly number[] = 2): Array {
   checkKey('split', k);
   const shape = checkNum('split', num);
+  checkArrayBytes('random.split', [...shape, 2], 'uint32');
   const [k1, k2] = keyWords(k);
   if (partitionable) {
     if (canFuse(k1, k2)) {
@@ -238,6 +241,7 @@ export function randomBits(k: PRNGKeyArray, bitWidth: 8 | 16 | 32, shape: readon
     throw new RangeError(`random.${op}: bit width must be 8, 16 or 32; got ${String(bitWidth)}`);
   }
   const s = checkShape(shape as number[], `random.${op}`);
+  checkArrayBytes(`random.${op}`, s, 'uint32');
   const [k1, k2] = keyWords(k);
   const n = sizeOf(s);
   if (partitionable) {

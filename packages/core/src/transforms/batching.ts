@@ -27,6 +27,7 @@ import { evalJaxpr } from './eval';
 import type { ClosedJaxpr } from './jaxpr';
 import { arrayLeaves } from './leaves';
 import { traceFlat } from './tracing';
+import { showValue } from '../describe';
 
 export type BDim = number | null;
 
@@ -153,7 +154,7 @@ function axesFor(spec: unknown, target: unknown, what: string): BDim[] {
   const [leaves] = arrayLeaves(target, what);
   if (axisLeaf(spec)) return leaves.map(() => spec as BDim);
   const [axes] = tree.flatten(spec, { isLeaf: axisLeaf });
-  if (axes.length !== leaves.length) throw new Error(`${what}: the axes spec ${JSON.stringify(spec)} does not match the structure of the value it maps (${leaves.length} leaves)`);
+  if (axes.length !== leaves.length) throw new Error(`${what}: the axes spec ${showValue(spec)} does not match the structure of the value it maps (${leaves.length} leaves)`);
   return axes as BDim[];
 }
 

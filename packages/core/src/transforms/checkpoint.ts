@@ -22,6 +22,7 @@ import { jvpJaxpr, type JvpRule } from './jvp';
 import { partialEvalCall, partialEvalJaxpr, type PartialEvalRule, type PETracer } from './partialEval';
 import { backwardPass, isUndef, type TransposeRule } from './transpose';
 import { traceFlat } from './tracing';
+import { showValue } from '../describe';
 
 export type SaveablePolicy = (prim: Primitive, params: any) => boolean;
 
@@ -168,7 +169,7 @@ export interface CheckpointOptions {
 export function checkpoint<F extends (...args: any[]) => any>(f: F, opts: CheckpointOptions = {}): F {
   const p = opts.policy ?? 'nothing_saveable';
   const policy = typeof p === 'string' ? byName[p] : p;
-  if (!policy) throw new Error(`checkpoint: unknown policy ${JSON.stringify(p)}; use one of ${Object.keys(byName).join(', ')} or a function`);
+  if (!policy) throw new Error(`checkpoint: unknown policy ${showValue(p)}; use one of ${Object.keys(byName).join(', ')} or a function`);
   const policyName = typeof p === 'string' ? p : p.name || 'custom';
   return ((...args: unknown[]) => {
     const [leaves, inTree] = arrayLeaves(args, 'checkpoint');

@@ -18,6 +18,7 @@ import { linearizeFlat } from './partialEval';
 import { arrayLeaves } from './leaves';
 import { backwardPass } from './transpose';
 import { filled, instantiate, zerosOf } from './zeros';
+import { describeValue, showValue } from '../describe';
 
 /** A flat function over leaves built from a pytree function; records the output structure. */
 export function flatten1<A extends unknown[]>(f: (...args: any[]) => unknown, inTree: tree.TreeDef, what: string): { fn: (...leaves: Array[]) => Array[]; outTree: () => tree.TreeDef } {
@@ -94,7 +95,7 @@ export function valueAndGrad(f: (...args: any[]) => unknown, opts: GradOptions =
   const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
   return (...args: any[]) => {
     for (const n of nums) {
-      if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`grad: argnums ${JSON.stringify(argnums)} out of range for ${args.length} positional arguments`);
+      if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`grad: argnums ${showValue(argnums)} out of range for ${args.length} positional arguments`);
     }
     const diff = nums.map((n) => args[n]);
     const [leaves, inTree] = arrayLeaves(diff, 'grad');
@@ -119,7 +120,11 @@ export function valueAndGrad(f: (...args: any[]) => unknown, opts: GradOptions =
         nAux = aux.length;
         out = (out as unknown[])[0];
       }
-      const y = out instanceof Array ? out : asArray(out as number);
+      if (!(out instanceof Array) && typeof out !== 'number') {
+        const pair = globalThis.Array.isArray(out) && out.length === 2 && !opts.hasAux;
+        throw new TypeError(`grad: the function must return a scalar Array; it returned ${describeValue(out)}${pair ? " (to return [value, aux], pass { hasAux: true })" : ''}`);
+      }
+      const y = out instanceof Array ? out : asArray(out);
       if (y.ndim !== 0) throw new TypeError(`grad: the function must return a scalar; it returned shape ${fmt(y.shape)} (use vjp or jacrev for non-scalar outputs)`);
       if (!isFloat(y.dtype)) throw new TypeError(`grad: the function must return a float scalar; it returned ${y.dtype}`);
       return [y, ...aux];
@@ -164,7 +169,7 @@ function rowsToBlock(rows: Array, inShape: readonly number[]): Array {
 
 function argsFor(argnums: number | readonly number[], args: unknown[], what: string): number[] {
   const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
-  for (const n of nums) if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`${what}: argnums ${JSON.stringify(argnums)} out of range for ${args.length} arguments`);
+  for (const n of nums) if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`${what}: argnums ${showValue(argnums)} out of range for ${args.length} arguments`);
   return nums;
 }
 

@@ -6,6 +6,7 @@
 import { Array } from '../array';
 import { asArray } from '../convert';
 import * as tree from '../tree';
+import { describeValue } from '../describe';
 
 /** Flattens a pytree whose leaves must be Arrays (JS numbers become weakly typed scalars). */
 export function arrayLeaves(x: unknown, what: string): [Array[], tree.TreeDef] {
@@ -14,7 +15,7 @@ export function arrayLeaves(x: unknown, what: string): [Array[], tree.TreeDef] {
     leaves.map((l, i) => {
       if (l instanceof Array) return l;
       if (typeof l === 'number' || typeof l === 'boolean') return asArray(l);
-      throw new TypeError(`${what}: leaf ${i} of the pytree is ${l === null ? 'null' : typeof l} ${String(l)}; expected an Array`);
+      throw new TypeError(`${what}: leaf ${i} of the pytree is ${describeValue(l)}; expected an Array`);
     }),
     def,
   ];

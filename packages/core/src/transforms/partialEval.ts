@@ -17,6 +17,7 @@ import { evalJaxpr } from './eval';
 import { jvpFlat } from './jvp';
 import { traceFlat } from './tracing';
 import { instantiate } from './zeros';
+import { checkArrayBytes } from '../sizeGuard';
 
 export type Recipe =
   | { readonly kind: 'lambda' }
@@ -68,7 +69,9 @@ export class PartialEvalTrace extends Trace {
     if (ts.every((t) => t.known !== null)) return bind(prim, ts.map((t) => t.known!), params);
     const rule = prim.rules.partialEval as PartialEvalRule | undefined;
     if (rule) return rule(this, ts, params);
-    return this.stage(prim, ts, params, prim.abstractEval(ts.map((t) => t.aval), params));
+    const outAvals = prim.abstractEval(ts.map((t) => t.aval), params);
+    for (const a of outAvals) checkArrayBytes(prim.name, a.shape, a.dtype);
+    return this.stage(prim, ts, params, outAvals);
   }
 }
 

@@ -11,6 +11,8 @@ import type { Primitive, ShapedArray } from '../primitive';
 import * as tree from '../tree';
 import { type Atom, ClosedJaxpr, Jaxpr, type JaxprEqn, Lit, Var } from './jaxpr';
 import { type MainTrace, Trace, Tracer, withMain } from './core';
+import { describeValue } from '../describe';
+import { checkArrayBytes } from '../sizeGuard';
 
 export class JaxprTracer extends Tracer {
   constructor(
@@ -47,6 +49,7 @@ export class JaxprTrace extends Trace {
   protected process(prim: Primitive, tracers: Tracer[], params: any): Array[] {
     const inAvals = tracers.map((t) => t.aval);
     const outAvals = prim.abstractEval(inAvals, params);
+    for (const a of outAvals) checkArrayBytes(prim.name, a.shape, a.dtype);
     const outs = outAvals.map((a) => new JaxprTracer(this, a, new Var(a)));
     this.eqns.push({ prim, inputs: tracers.map((t) => (t as JaxprTracer).v), params, outBinders: outs.map((o) => o.v) });
     return outs;
@@ -136,5 +139,5 @@ export function makeJaxpr(f: (...args: any[]) => unknown): (...args: unknown[]) 
 /** Checks that a function output leaf is an Array (numbers are converted as weak scalars by callers). */
 export function asOutput(x: unknown, what: string): Array {
   if (x instanceof Array) return x;
-  throw new TypeError(`${what}: the function must return a pytree of Arrays; got a leaf ${x === null ? 'null' : typeof x} ${String(x)}`);
+  throw new TypeError(`${what}: the function must return a pytree of Arrays; got a leaf ${describeValue(x)}`);
 }

@@ -19,6 +19,7 @@ import { mxuDotGeneral } from './mxuDot';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
 import { hostArrays, hostMemory } from '../reference';
+import { showValue } from '../../describe';
 
 export interface SystolicOptions {
   /** Flush subnormal inputs of bf16 conversions to zero (the TPU's conversion). Default false. */
@@ -59,7 +60,7 @@ export class SystolicBackend implements Backend {
     if (opts.preset !== undefined) {
       if (typeof opts.preset === 'string') {
         const p = presets[opts.preset];
-        if (!p) throw new Error(`systolic.configure: unknown preset ${JSON.stringify(opts.preset)}; known: ${Object.keys(presets).join(', ')}`);
+        if (!p) throw new Error(`systolic.configure: unknown preset ${showValue(opts.preset)}; known: ${Object.keys(presets).join(', ')}`);
         this.preset = p;
       } else this.preset = checkPreset(opts.preset, 'systolic.configure');
     }

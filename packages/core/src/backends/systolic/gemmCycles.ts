@@ -33,6 +33,7 @@
  * cycles = rows (first load) + (f - 1) * max(T, rows) + T + rows + cols - 2.
  * For one fold this equals SCALE-Sim's fold (2*rows + cols + T - 2); it is never more.
  */
+import { showValue } from '../../describe';
 
 export type Dataflow = 'ws' | 'os' | 'is';
 export type CycleModel = 'scalesim' | 'overlapped';
@@ -95,7 +96,7 @@ export function operandMapping({ m, k, n }: GemmDims, dataflow: Dataflow): { sr:
     case 'is': return { sr: k, sc: m, t: n };
     default: {
       const never: never = dataflow;
-      throw new Error(`gemmCycles: dataflow must be 'ws', 'os' or 'is'; got ${JSON.stringify(never)}`);
+      throw new Error(`gemmCycles: dataflow must be 'ws', 'os' or 'is'; got ${showValue(never)}`);
     }
   }
 }
@@ -110,7 +111,7 @@ export function gemmCycles(dims: GemmDims, cfg: ArrayConfig): GemmCycles {
   const dataflow = cfg.dataflow ?? 'ws';
   const model = cfg.model ?? 'overlapped';
   const units = checkPositiveInt(op, 'units', cfg.units ?? 1);
-  if (model !== 'scalesim' && model !== 'overlapped') throw new Error(`${op}: model must be 'scalesim' or 'overlapped'; got ${JSON.stringify(model)}`);
+  if (model !== 'scalesim' && model !== 'overlapped') throw new Error(`${op}: model must be 'scalesim' or 'overlapped'; got ${showValue(model)}`);
   const { sr, sc, t } = operandMapping({ m, k, n }, dataflow);
   const rowFolds = Math.ceil(sr / R);
   const colFolds = Math.ceil(sc / C);

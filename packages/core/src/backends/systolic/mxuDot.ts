@@ -4,7 +4,7 @@
  * only a free or contracting group whose dims cannot be merged into one stride is copied first).
  *
  * Numerics (as the MXU): operands rounded to bf16 (RNE), exact products, float32 accumulation.
- * float32 inputs follow `precision`: 'default' = 1 bf16 pass, 'high' = 3 passes (bf16_3x:
+ * float32 inputs follow `precision` (lax.Precision; null = the process default): 'default' = 1 bf16 pass, 'high' = 3 passes (bf16_3x:
  * hi*mid + mid*hi + hi*hi), 'highest' = 6 passes (bf16_6x, float32-equivalent). bf16 inputs make
  * one pass whatever the precision. float16 inputs are widened to float32 first (the MXU has no
  * f16 path). The f32 accumulator is rounded once to the output dtype.
@@ -13,6 +13,7 @@ import * as bf16 from '../../bf16';
 import * as f16 from '../../f16';
 import type { StorageArray } from '../../dtype';
 import { freeDims, type DotGeneralParams } from '../../lax/dot';
+import { type CanonicalPrecision, effectivePrecision, higherPrecision } from '../../lax/precision';
 import { stridedCopy } from '../../lax/strided';
 import type { HostArray, ShapedArray } from '../../primitive';
 import { sizeOf, stridesOf } from '../../shape';
@@ -26,10 +27,17 @@ export const PASSES: Record<'default' | 'high' | 'highest', { a: number[]; b: nu
   highest: { a: [LO, HI, MID, MID, HI, HI], b: [HI, LO, MID, HI, MID, HI] },
 };
 
+/**
+ * The pass scheme of a dot: bf16 inputs make one pass; float32 inputs follow the dot's precision
+ * (null: the process default, `lax.setDefaultMatmulPrecision`), the higher one of a pair.
+ */
+export function passesFor(dtype: string, precision: CanonicalPrecision): { a: number[]; b: number[] } {
+  return dtype === 'bfloat16' ? PASSES.default : PASSES[higherPrecision(effectivePrecision(precision))];
+}
+
 /** Number of bf16 MXU passes a dot of this dtype and precision makes. */
-export function passCount(dtype: string, precision: string | null): number {
-  if (dtype === 'bfloat16') return 1;
-  return PASSES[(precision ?? 'default') as keyof typeof PASSES].a.length;
+export function passCount(dtype: string, precision: CanonicalPrecision): number {
+  return passesFor(dtype, precision).a.length;
 }
 
 interface Side {
@@ -108,7 +116,7 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   const N = R.view.rows;
   const K = L.view.k;
   const B = L.batchOffsets.length;
-  const passes = lhs.dtype === 'bfloat16' ? PASSES.default : PASSES[params.precision ?? 'default'];
+  const passes = passesFor(lhs.dtype, params.precision);
   // A single f32 result is sliced straight out of wasm memory (no zero-filled allocation).
   const sliceOut = out.dtype === 'float32' && B === 1 && K > 0;
   let acc = out.dtype === 'float32' ? new Float32Array(sliceOut ? 0 : B * M * N) : new Float32Array(out.dtype === 'float16' || K === 0 ? M * N : 0);

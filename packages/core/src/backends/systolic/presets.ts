@@ -6,6 +6,7 @@
  * generation, so `clockHz` is derived from the published peak:
  * peak = 2 * rows * cols * mxusPerCore * coresPerChip * clock. Users can define their own presets.
  */
+import { showValue } from '../../describe';
 
 export interface TpuPreset {
   readonly name: string;
@@ -49,7 +50,7 @@ export const presets: Readonly<Record<'v2' | 'v3' | 'v4' | 'v5e' | 'v5p' | 'v6e'
 export function checkPreset(p: TpuPreset, op = 'systolic'): TpuPreset {
   for (const k of ['mxuRows', 'mxuCols', 'mxusPerCore', 'coresPerChip', 'clockHz', 'peakBf16Flops', 'hbmBandwidth'] as const) {
     const v = p[k];
-    if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v)) throw new RangeError(`${op}: preset ${JSON.stringify(p.name)} needs a positive ${k}; got ${v}`);
+    if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v)) throw new RangeError(`${op}: preset ${showValue(p.name)} needs a positive ${k}; got ${v}`);
   }
   return p;
 }
