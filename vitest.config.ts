@@ -24,6 +24,7 @@ export default defineConfig({
           include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
         },
       })),
+      { extends: true as const, test: { name: 'test-setup', root: 'test-setup', include: ['*.test.ts'] } },
       {
         extends: true as const,
         test: { name: 'examples', root: 'examples', include: ['**/*.test.ts'], exclude: ['**/node_modules/**'] },

@@ -33,7 +33,8 @@ import { dirname, join } from 'node:path';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
-import { getKernelThreads, type HloComputation, jit, profile } from '@tpukit/xla-lite';
+import { getKernelThreads, jit, profile } from '@tpukit/xla-lite';
+import type { HloComputation } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 
 const V = 256;

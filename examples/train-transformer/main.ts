@@ -1,21 +1,11 @@
 /**
- * The main job (`pnpm start`): train the example transformer on embedded defaults (see
- * train.ts). `--steps N`, `--ckpt-dir DIR` and `--backend reference|systolic` override them.
+ * `pnpm start`: the main job (see mainJob.ts). Arguments are MaxText-style `key=value` overrides
+ * of the `tiny` config, e.g. `pnpm start steps=50 backend=reference`.
  */
-import { DEFAULTS, train } from './train';
+import { mainJob } from './mainJob';
 
-function flag(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
-
-const steps = flag('steps');
-const result = await train({
-  steps: steps === undefined ? DEFAULTS.steps : Number(steps),
-  checkpointDir: flag('ckpt-dir'),
-  backend: flag('backend') ?? DEFAULTS.backend,
-});
-if (result.resumeMaxDiff !== 0) {
-  console.error(`train: the resumed run diverged from the uninterrupted one (max loss difference ${result.resumeMaxDiff})`);
+const r = await mainJob(process.argv.slice(2));
+if (r.resumeMaxDiff !== 0 || r.recompiles !== 0) {
+  console.error(`main job: the resumed run diverged from the uninterrupted one (max loss difference ${r.resumeMaxDiff}) or a step recompiled (${r.recompiles})`);
   process.exit(1);
 }

@@ -1,31 +1,29 @@
 /**
- * The example end to end on a tiny model: the loss falls, and resuming from the checkpoint
- * replays the uninterrupted run's losses exactly (same data, same parameters, same numerics).
+ * The main job end to end on a smaller model: the loss falls, a run resumed from a checkpoint
+ * copy replays the uninterrupted run's losses exactly, nothing recompiles, and decode samples.
  */
 import { describe, expect, it } from 'vitest';
-import { train } from './train';
+import { mainJob } from './mainJob';
 
-describe('train-transformer example', () => {
-  it('trains, checkpoints, and resumes exactly', async () => {
+describe('train-transformer main job', () => {
+  it('trains tiny through maxtext-ts, resumes exactly, and samples', async () => {
     const lines: string[] = [];
-    const r = await train({
-      steps: 8,
-      checkpointEvery: 4,
-      batchSize: 2,
-      model: { vocab: 256, dModel: 16, heads: 2, layers: 1, mlp: 32, context: 16 },
-      peakLr: 1e-2,
-      log: (l) => lines.push(l),
-    });
-    expect(r.losses).toHaveLength(8);
-    expect(r.losses.every(Number.isFinite)).toBe(true);
+    const r = await mainJob(
+      ['steps=12', 'checkpoint_period=4', 'log_period=4', 'base_emb_dim=16', 'base_num_query_heads=2', 'base_num_kv_heads=1', 'head_dim=8', 'base_mlp_dim=32', 'base_num_decoder_layers=1', 'max_target_length=16', 'per_device_batch_size=2', 'learning_rate=1e-2', 'measure_mfu=false'],
+      (l) => lines.push(l),
+    );
+    expect(r.losses).toHaveLength(12);
     expect(r.losses[0]).toBeGreaterThan(5); // about ln(256) at initialisation
     expect(Math.min(...r.losses.slice(-3))).toBeLessThan(r.losses[0] - 0.3);
-    expect(r.resumedFrom).toBe(4);
+    expect(r.resumedFrom).toBe(8);
     expect(r.resumeMaxDiff).toBe(0);
-    expect(lines.some((l) => l.startsWith('sample: '))).toBe(true);
+    expect(r.recompiles).toBe(0);
+    expect(lines.filter((l) => /^completed step: \d+, seconds: [\d.]+, TFLOP\/s\/device: [\d.]+, Tokens\/s\/device: [\d.]+, total_weights: \d+, loss: [\d.]+, MFU\(cpu\): n\/a, MFU\(v5e simulated\): n\/a/.test(l))).toHaveLength(4);
+    expect(r.sample.startsWith('A checkpoint ')).toBe(true);
+    expect(r.sample.length).toBeGreaterThan('A checkpoint '.length);
   });
 
-  it('rejects bad options with a clear error', async () => {
-    await expect(train({ steps: 1, log: () => {} })).rejects.toThrow('train: steps must be an integer >= 2; got 1');
+  it('rejects a bad override with the key, the value and what is allowed', async () => {
+    await expect(mainJob(['steps=0'])).rejects.toThrow('config overrides: steps = 0 is not allowed: expected an integer >= 1');
   });
 });

@@ -21,6 +21,20 @@ export interface Backend {
   dispose(buffer: unknown): void;
   /** Runs one primitive; returns one new buffer per output aval. */
   execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[];
+  /**
+   * Capability: whether host kernels that compute exactly what the primitives' reference
+   * kernels compute may stand in, right now, for a chain of primitives run one by one (the fused
+   * random samplers use it). Returns null when not (a backend that computes differently, or
+   * must see every op, e.g. to cost it); else how its float32 -> bfloat16 conversion treats
+   * subnormals. Absent: never.
+   */
+  hostKernels?(): HostKernelCapability | null;
+}
+
+/** What a backend vouches for when host kernels may replace its op-by-op execution. */
+export interface HostKernelCapability {
+  /** float32 -> bfloat16 conversions flush subnormal inputs to zero (a TPU option). */
+  readonly flushSubnormals: boolean;
 }
 
 const BACKENDS = new Map<string, Backend>();

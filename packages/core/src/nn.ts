@@ -113,3 +113,58 @@ export function standardize(x: ArrayLike, ..._: Args<StdOptions>): Array {
   const v = np.variance(a, { axis, keepdims: true });
   return np.multiply(np.subtract(a, mu), lax.rsqrt(np.add(v, opts.epsilon ?? 1e-5)));
 }
+
+/**
+ * RMS normalisation over `axis` (default last): `x / sqrt(mean(x^2) + epsilon) * scale`, computed
+ * in float32 and returned in x's dtype (as Flax's RMSNorm and MaxText do; jax.nn has no rms_norm).
+ */
+export function rmsNorm(x: ArrayLike, opts: { scale?: ArrayLike; epsilon?: number; axis?: number | readonly number[] } = {}): Array {
+  checkOptions('rms_norm', opts, ['scale', 'epsilon', 'axis']);
+  const a = floatArg(x, 'rms_norm');
+  const f = np.astype(a, 'float32');
+  const ms = np.mean(np.square(f), { axis: opts.axis ?? -1, keepdims: true });
+  const y = np.astype(np.multiply(f, lax.rsqrt(np.add(ms, opts.epsilon ?? 1e-6))), a.dtype);
+  return opts.scale === undefined ? y : np.astype(np.multiply(y, opts.scale), a.dtype);
+}
+
+/**
+ * `jax.nn.dot_product_attention` (the XLA implementation): query [B, T, N, H], key and value
+ * [B, S, K, H] with N a multiple of K (grouped-query attention: query head n reads key/value head
+ * floor(n / (N / K))). `bias` is added to and `mask` (true = attend) selects the logits, both
+ * broadcastable to [B, N, T, S]; `isCausal` masks key positions after the query's. Logits and the
+ * softmax are float32; the probabilities are cast to value's dtype for the second matmul, as JAX
+ * does. Returns [B, T, N, H].
+ */
+export function dotProductAttention(
+  query: ArrayLike,
+  key: ArrayLike,
+  value: ArrayLike,
+  opts: { bias?: ArrayLike; mask?: ArrayLike; scale?: number; isCausal?: boolean } = {},
+): Array {
+  const op = 'dot_product_attention';
+  checkOptions(op, opts, ['bias', 'mask', 'scale', 'isCausal']);
+  const [q, k, v] = [asArray(query, { op }), asArray(key, { op }), asArray(value, { op })];
+  if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4) throw new TypeError(`${op}: query, key and value must be rank 4 [B, T|S, N|K, H]; got [${q.shape}], [${k.shape}], [${v.shape}]`);
+  const [b, t, n, h] = q.shape;
+  const [, s, kh] = k.shape;
+  if (k.shape.join() !== v.shape.join()) throw new TypeError(`${op}: key [${k.shape}] and value [${v.shape}] must have the same shape`);
+  if (k.shape[0] !== b || k.shape[3] !== h || n % kh !== 0) {
+    throw new TypeError(`${op}: key [${k.shape}] does not fit query [${q.shape}]: need the same batch and head dim, and query heads (${n}) a multiple of key heads (${kh})`);
+  }
+  const g = n / kh;
+  // [B, T, N, H] -> [B, K, G*T, H]: one batched matmul per key/value head serves its G query heads.
+  const qg = np.reshape(np.transpose(np.reshape(q, [b, t, kh, g, h]), [0, 2, 3, 1, 4]), [b, kh, g * t, h]);
+  const kt = np.transpose(k, [0, 2, 3, 1]); // [B, K, H, S]
+  const vt = np.transpose(v, [0, 2, 1, 3]); // [B, K, S, H]
+  let logits = np.multiply(np.astype(np.reshape(np.matmul(qg, kt), [b, n, t, s]), 'float32'), opts.scale ?? 1 / Math.sqrt(h));
+  if (opts.bias !== undefined) logits = np.add(logits, np.astype(opts.bias, 'float32'));
+  let mask: Array | null = opts.mask === undefined ? null : np.astype(opts.mask, 'bool');
+  if (opts.isCausal) {
+    const causal = np.tri(t, s, 0, 'bool');
+    mask = mask === null ? causal : np.logicalAnd(mask, causal);
+  }
+  if (mask !== null) logits = np.where(mask, logits, -0.7 * 3.4028234663852886e38);
+  const probs = np.astype(softmax(logits, { axis: -1 }), v.dtype);
+  const out = np.matmul(np.reshape(probs, [b, kh, g * t, s]), vt); // [B, K, G*T, H]
+  return np.reshape(np.transpose(np.reshape(out, [b, kh, g, t, h]), [0, 3, 1, 2, 4]), [b, t, n, h]);
+}

@@ -33,7 +33,7 @@ describe('array size guard', () => {
     // Traced programs are refused when traced, before any kernel runs.
     const f = (v: ReturnType<typeof np.ones>) => np.broadcastTo(v, [4, 200]);
     expect(() => makeJaxpr(f)(x)).toThrow(/^broadcast_in_dim: an array of shape \[4,200\] float32 needs 3200 bytes/);
-    expect(() => jit(f)(x)).toThrow(/^broadcast_in_dim: an array of shape \[4,200\] float32 needs 3200 bytes/);
+    expect(() => jit(f)(x)).toThrow(/^jit\(f\): while tracing: broadcast_in_dim: an array of shape \[4,200\] float32 needs 3200 bytes/);
     expect(() => vmap((v: ReturnType<typeof np.ones>) => np.outer(v, v))(np.ones([2, 16]))).toThrow(/an array of shape \[2,16,16\] float32 needs 2048 bytes/);
   });
 

@@ -8,6 +8,7 @@ import { describe, expect, test } from 'vitest';
 import { type Array, listBackends, nn, np, tree, valueAndGrad, withBackend, jit } from '../src/index';
 import type { Precision } from '../src/lax/index';
 import { expectAllclose } from './matchers';
+import { onBackend } from './backend';
 
 /** Deterministic pseudo-random float32 values in [-s, s]. */
 function rand(shape: number[], seed: number, s = 0.5): Array {
@@ -88,6 +89,7 @@ function checkFd(loss: (p: Params) => Array, p: Params, { h = 2e-3, rtol = 2e-2,
 }
 
 describe('MLP', () => {
+  onBackend('reference'); // finite differences need exact float32 matmuls
   test('valueAndGrad matches finite differences', () => {
     const p = { w1: rand([3, 5], 1), b1: rand([5], 2), w2: rand([5, 2], 3), b2: rand([2], 4) };
     const x = rand([6, 3], 5, 1);

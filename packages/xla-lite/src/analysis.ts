@@ -10,7 +10,7 @@
  * branch, a while one trip of its body (the trip count is not known at compile time).
  * Transcendentals count exp/log/tanh/logistic/sin/cos/sqrt/rsqrt/pow/erf elements as XLA does.
  */
-import { systolic } from '@tpukit/core';
+import { type Primitive, systolic } from '@tpukit/core';
 import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
 import { assignBuffers } from './passes/bufferAssignment';
 
@@ -38,7 +38,8 @@ export interface MemoryAnalysis {
   peakBytes: number;
 }
 
-const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'sin', 'cos', 'tan', 'sqrt', 'rsqrt', 'pow', 'erf', 'erfc', 'log1p', 'expm1', 'atan2', 'erf_inv', 'lgamma', 'digamma']);
+/** Whether cost analysis counts the primitive's elements as transcendentals (core's elementwise descriptor). */
+const isTranscendental = (p: Primitive | null): boolean => p?.elementwise?.transcendental === true;
 
 const zero = (preset: TpuPreset): CostAnalysis => ({ flops: 0, transcendentals: 0, bytesAccessed: 0, seconds: 0, mxuSeconds: 0, preset: preset.name });
 
@@ -70,7 +71,7 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
       const name = m.prim!.name;
       const n = name.startsWith('reduce_') ? numel(m.operands[0].shape) : numel(m.shape);
       if (name !== 'broadcast_in_dim' && name !== 'convert_element_type' && name !== 'stop_gradient') c.flops += n;
-      if (TRANSCENDENTAL.has(name)) c.transcendentals += n;
+      if (isTranscendental(m.prim)) c.transcendentals += n;
     }
     if (dotBytes) {
       // The epilogue is applied to the dot's result before it is stored (in place here): only
@@ -100,7 +101,7 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
   c.bytesAccessed = oc.bytes;
   c.seconds = oc.seconds;
   if (oc.unit === 'mxu') c.mxuSeconds = oc.seconds;
-  if (TRANSCENDENTAL.has(name)) c.transcendentals = i.shapes.reduce((s, sh) => s + numel(sh), 0);
+  if (isTranscendental(i.prim)) c.transcendentals = i.shapes.reduce((s, sh) => s + numel(sh), 0);
   return c;
 }
 

@@ -30,7 +30,7 @@ export interface CompileOptions extends PipelineOptions {
  * dropped in StableHLO).
  */
 abstract class Stage {
-  abstract readonly module: HloModule;
+  abstract get module(): HloModule;
 
   /** The module as HLO text. */
   asText(): string {
@@ -109,7 +109,8 @@ export class Compiled extends Stage {
 }
 
 export class Lowered extends Stage {
-  readonly module: HloModule;
+  private lowered: HloModule | null = null;
+  private shown = false;
 
   constructor(
     readonly jaxpr: ClosedJaxpr,
@@ -118,11 +119,22 @@ export class Lowered extends Stage {
     readonly donateLabels: readonly string[] = [],
   ) {
     super();
-    this.module = lowerJaxpr(jaxpr, `jit_${name}`);
   }
 
+  /** The unoptimised HLO module, lowered from the jaxpr on first use. */
+  get module(): HloModule {
+    this.shown = true;
+    return (this.lowered ??= lowerJaxpr(this.jaxpr, `jit_${this.name}`));
+  }
 
+  /**
+   * Optimises and generates code. The module is lowered once: `compile()` takes it over (the
+   * passes rewrite it in place), except when this `Lowered` was already looked at (`asText()`,
+   * `module`, ...), when it lowers a copy so that what was shown stays unoptimised.
+   */
   compile(opts: CompileOptions = {}): Compiled {
-    return new Compiled(lowerJaxpr(this.jaxpr, `jit_${this.name}`), this.name, opts.donateArgnums ?? this.donateArgnums, opts, false, opts.donateLabels ?? this.donateLabels);
+    const module = this.shown ? lowerJaxpr(this.jaxpr, `jit_${this.name}`) : (this.lowered ?? lowerJaxpr(this.jaxpr, `jit_${this.name}`));
+    this.lowered = null;
+    return new Compiled(module, this.name, opts.donateArgnums ?? this.donateArgnums, opts, false, opts.donateLabels ?? this.donateLabels);
   }
 }

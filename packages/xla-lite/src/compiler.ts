@@ -4,8 +4,8 @@
  * lowers, optimises and generates code for it and records compile statistics (count, time).
  * Importing @tpukit/xla-lite installs it; `useXla(false)` goes back to op-by-op execution.
  * The persistent cache key covers the jaxpr, the pipeline options, the donated inputs and the
- * inputs' shardings. Compile-time warnings (unusable donations) go to the handler installed
- * by `withWarningHandler` (xla-lite's `jit` routes them to its `onWarning`), else console.warn.
+ * inputs' shardings. Compile-time warnings (unusable donations) go to the `warn` core's `jit`
+ * passes (the jitted function's `onWarning`), else console.warn.
  */
 import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core';
 import { Compiled, Lowered } from './compiled';
@@ -25,19 +25,6 @@ export interface CompileRecord {
 
 const records: CompileRecord[] = [];
 let pipeline: PipelineOptions = {};
-let warningHandler: ((message: string) => void) | null = null;
-
-/** Runs `fn` with compile-time warnings sent to `handler` (instead of console.warn). */
-export function withWarningHandler<T>(handler: ((message: string) => void) | undefined, fn: () => T): T {
-  if (handler === undefined) return fn();
-  const prev = warningHandler;
-  warningHandler = handler;
-  try {
-    return fn();
-  } finally {
-    warningHandler = prev;
-  }
-}
 
 /** Every compilation made by the registered compiler, in order. */
 export function compileLog(): readonly CompileRecord[] {
@@ -55,7 +42,7 @@ export function setPipelineOptions(opts: PipelineOptions): void {
 
 export const xlaCompiler: Compiler = {
   name: 'xla-lite',
-  compile(jaxpr, { name, donateArgnums, donateLabels = [], inShardings = [] }): Executable {
+  compile(jaxpr, { name, donateArgnums, donateLabels = [], inShardings = [], warn }): Executable {
     const t0 = performance.now();
     const key = getCacheDir() === null ? null : cacheKey(jaxpr, { pipeline, donateArgnums, inShardings });
     const cached = key === null ? null : loadModule(key);
@@ -67,7 +54,7 @@ export const xlaCompiler: Compiler = {
     }
     const warnings = c.donation.warning === null ? [] : [c.donation.warning];
     records.push({ name, ms: performance.now() - t0, instructions: c.module.entry.instructions.length, fusedKernels: c.stats.fusedKernels, fromDisk: cached !== null, warnings });
-    for (const w of warnings) (warningHandler ?? console.warn)(w);
+    for (const w of warnings) (warn ?? console.warn)(w);
     // Core's pjit deletes the donated inputs after each call, except the unusable ones.
     return Object.assign((args: Parameters<Executable>[0]) => c.run(args), { unusableDonations: c.donation.unusable });
   },

@@ -35,6 +35,13 @@ const ELEMENTWISE: Record<string, string> = {
 };
 const REDUCER: Record<string, string> = { reduce_sum: 'add', reduce_max: 'maximum', reduce_min: 'minimum', reduce_prod: 'multiply', reduce_and: 'and', reduce_or: 'or' };
 const COMPARE: Record<string, string> = { eq: 'EQ', ne: 'NE', lt: 'LT', le: 'LE', gt: 'GT', ge: 'GE' };
+/** Primitives with their own case in `emitInstruction` below. */
+const STRUCTURED = new Set(['integer_pow', 'square', 'broadcast_in_dim', 'transpose', 'squeeze', 'rev', 'iota', 'concatenate', 'select_n', 'slice', 'pad', 'dot_general', 'debug_callback']);
+
+/** Whether a primitive exports as StableHLO ops (else as a `tpukit.<name>` custom call). */
+export function hasStableHlo(name: string): boolean {
+  return name in ELEMENTWISE || name in COMPARE || name in REDUCER || STRUCTURED.has(name);
+}
 
 const i64s = (xs: readonly number[]): string => (xs.length ? `array<i64: ${xs.join(', ')}>` : 'array<i64>');
 

@@ -6,7 +6,7 @@
 import { type Array, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { dce, fuseElementwise, type HloComputation, type HloInstruction, jit } from '../src/index';
+import { dce, fuseElementwise, type HloComputation, type HloInstruction, jit } from '../src/internal';
 import { B, expectAllclose, f32 } from './build';
 
 const isBroadcast = (i: HloInstruction): boolean => i.prim?.name === 'broadcast_in_dim';

@@ -4,7 +4,7 @@
  */
 import { type Array, type DType, getPrimitive, np, type ShapedArray } from '@tpukit/core';
 import { expect } from 'vitest';
-import { HloComputation, HloInstruction } from '../src/index';
+import { HloComputation, HloInstruction } from '../src/internal';
 
 export const f32 = (...shape: number[]): ShapedArray => ({ shape, dtype: 'float32', weakType: false });
 export const ty = (dtype: DType, ...shape: number[]): ShapedArray => ({ shape, dtype, weakType: false });

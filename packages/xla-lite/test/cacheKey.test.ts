@@ -108,13 +108,14 @@ describe('jit bad inputs name the function and the argument', () => {
     expect(() => f(x, { nested: [np.ones([1])] })).toThrow(/static argument 1 is not hashable: an Array f32\[1\]/);
   });
 
-  it('non-Array traced arguments', () => {
+  it('non-Array traced arguments (JS numbers and booleans are traced as weak scalars)', () => {
     const f = jit(function mul(a: Array, k: unknown) {
       return np.multiply(a, k as number);
     });
-    expect(() => f(x, 3)).toThrow(/jit\(mul\): argument 1 \(k\) is a JS number \(3\), not an Array; pass np.array\(3\) to trace it, or mark it static \(staticArgnums: \[1\]\)/);
     expect(() => f(x, 'three')).toThrow(/jit\(mul\): argument 1 \(k\) is a string, not an Array/);
-    expect(() => f(x, [x, 2])).toThrow(/jit\(mul\): argument 1 \(k\) leaf 1 is a JS number \(2\)/);
+    expect(() => f(x, [x, 2n])).toThrow(/jit\(mul\): argument 1 \(k\) leaf 1 is a JS bigint \(2\), not an Array/);
+    expect(() => f(x, 2 ** 40)).toThrow(/jit\(mul\): argument 1 \(k\) is the JS integer 1099511627776, outside int32/);
+    expect([...f(x, 3).dataSync()]).toEqual([3, 3]);
   });
 
   it('shape-polymorphic misuse: symbolic or negative dimensions, and traced values used as sizes', () => {

@@ -1,7 +1,7 @@
 // Layout assignment for dots on hand-written HLO, and end to end on a dense layer's backward pass.
 import { evalPrimitive, grad, lax, nn, np } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
-import { assignLayouts, buildExecutable, dce, foldDotTransposes, gemmReadable, HloModule, insertLayoutCopies, jit, moduleText } from '../src/index';
+import { assignLayouts, buildExecutable, dce, foldDotTransposes, gemmReadable, HloModule, insertLayoutCopies, jit, moduleText } from '../src/internal';
 import { B, expectAllclose, f32, prims } from './build';
 
 const dn = (lc: number[], rc: number[], lb: number[] = [], rb: number[] = []) => ({ dimensionNumbers: [[lc, rc], [lb, rb]], precision: null, preferredElementType: null });

@@ -1,7 +1,7 @@
 // Dot epilogue (kOutput) fusion on hand-written HLO and end to end through jit.
 import { listBackends, nn, np, withBackend } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
-import { buildExecutable, dce, fuseDotEpilogues, fuseElementwise, HloModule, jit, moduleText } from '../src/index';
+import { buildExecutable, dce, fuseDotEpilogues, fuseElementwise, HloModule, jit, moduleText } from '../src/internal';
 import { B, expectAllclose, f32, prims } from './build';
 
 const dn = { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, preferredElementType: null };

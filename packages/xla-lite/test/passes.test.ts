@@ -1,6 +1,6 @@
 // Each pass on hand-written HLO: what it rewrites, and what it must leave alone.
 import { describe, expect, it } from 'vitest';
-import { algebraicSimplify, assignBuffers, compileKernel, constantFold, cse, dce, fuseElementwise, HloModule, kernelSource } from '../src/index';
+import { algebraicSimplify, assignBuffers, compileKernel, constantFold, cse, dce, fuseElementwise, HloModule, kernelSource } from '../src/internal';
 import { B, f32, prims, ty } from './build';
 
 describe('dce', () => {

@@ -2,7 +2,7 @@
 // hand-written HLO and through jit.
 import { grad, nn, np } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
-import { buildExecutable, compileRowKernel, dce, fuseRows, HloModule, jit, rowKernelSource } from '../src/index';
+import { buildExecutable, compileRowKernel, dce, fuseRows, HloModule, jit, rowKernelSource } from '../src/internal';
 import { B, expectAllclose, f32, prims } from './build';
 
 const seq = (n: number, s = 1) => np.array(Array.from({ length: n }, (_, i) => 2 * Math.sin(i * s)), 'float32');

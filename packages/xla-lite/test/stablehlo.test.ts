@@ -1,7 +1,7 @@
 // StableHLO export: structure of the MLIR text (no real XLA here to compile it, see README).
 import { lax, nn, np } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
-import { jit, tensorType } from '../src/index';
+import { jit, tensorType } from '../src/internal';
 
 /** Checks SSA well-formedness of the top-level ops: each %value is defined once, before use. */
 function checkSsa(text: string): void {

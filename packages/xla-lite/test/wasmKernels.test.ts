@@ -6,7 +6,7 @@
 import { type Array, nn, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
 import { compileBoth, type Fn } from './wasmCompare';
 

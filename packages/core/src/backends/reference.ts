@@ -31,10 +31,13 @@ export const hostMemory: Pick<Backend, 'manualMemory' | 'fromHost' | 'toHost' | 
   },
 };
 
+const REFERENCE_NUMERICS = Object.freeze({ flushSubnormals: false });
+
 export const referenceBackend: Backend = {
   name: 'reference',
   ...hostMemory,
   execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[] {
     return prim.impl(hostArrays(inputs, inAvals), params, outAvals);
   },
+  hostKernels: () => REFERENCE_NUMERICS,
 };

@@ -69,6 +69,7 @@ function unary(name: string, kinds: readonly Kind[], outDtype?: DType): Primitiv
   };
   return definePrimitive<Record<string, never>>({
     name,
+    elementwise: { arity: 1, transcendental: TRANSCENDENTAL.has(name) },
     abstractEval([x]) {
       checkKinds(name, [x], kinds);
       return [{ shape: x.shape, dtype: outDtype ?? x.dtype, weakType: outDtype ? false : x.weakType }];
@@ -78,6 +79,13 @@ function unary(name: string, kinds: readonly Kind[], outDtype?: DType): Primitiv
     },
   });
 }
+
+/**
+ * Elementwise primitives cost analysis counts as transcendentals (XLA's HloCostAnalysis counts
+ * its transcendental opcodes; erfc, erf_inv, lgamma and digamma, which XLA expands into
+ * polynomials, are counted too).
+ */
+const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'sin', 'cos', 'tan', 'sqrt', 'rsqrt', 'pow', 'erf', 'erfc', 'log1p', 'expm1', 'atan2', 'erf_inv', 'lgamma', 'digamma']);
 
 const F: readonly Kind[] = ['float'];
 const FI: readonly Kind[] = ['float', 'int'];
@@ -124,6 +132,7 @@ const POW_LOOPS: UnaryLoops = { float: K.floatIntegerPow, int: K.intIntegerPow }
 
 export const integerPow = definePrimitive<{ y: number }>({
   name: 'integer_pow',
+  elementwise: { arity: 1, transcendental: false },
   abstractEval([x], { y }) {
     checkKinds('integer_pow', [x], FI);
     if (!Number.isInteger(y)) throw new TypeError(`integer_pow: exponent y must be an integer; got ${y}`);
@@ -147,6 +156,7 @@ function binary(name: string, kinds: readonly Kind[], outDtype?: DType): Primiti
   const int32Compare = K.INT32_COMPARE[name];
   return definePrimitive<Record<string, never>>({
     name,
+    elementwise: { arity: 2, transcendental: TRANSCENDENTAL.has(name) },
     abstractEval(avals) {
       if (avals.length !== 2) throw new Error(`${name}: takes 2 operands; got ${avals.length}`);
       sameShapeDtype(name, avals);
@@ -210,6 +220,7 @@ export const ge = binary('ge', ALL, 'bool');
 /** `lax.select_n(which, *cases)`: cases[which[i]][i]. `which` is bool (2 cases) or int32. */
 export const selectN = definePrimitive<Record<string, never>>({
   name: 'select_n',
+  elementwise: { arity: 3, transcendental: false },
   abstractEval([which, ...cases]) {
     if (cases.length === 0) throw new Error('select_n: needs at least one case');
     sameShapeDtype('select_n', cases);
@@ -229,6 +240,7 @@ export const selectN = definePrimitive<Record<string, never>>({
 
 export const convertElementType = definePrimitive<{ newDtype: DType; weakType: boolean }>({
   name: 'convert_element_type',
+  elementwise: { arity: 1, transcendental: false },
   abstractEval([x], { newDtype, weakType }) {
     return [{ shape: x.shape, dtype: newDtype, weakType }];
   },

@@ -18,8 +18,6 @@ import { getBackend } from '../backend';
 import * as bf16 from '../bf16';
 import * as f16 from '../f16';
 import { finfo } from '../dtype';
-import { referenceBackend } from '../backends/reference';
-import { SystolicBackend } from '../backends/systolic/backend';
 import { GE5, LT5 } from './erfinvCoefficients';
 import { threefry2x32Block } from './threefry';
 
@@ -42,24 +40,22 @@ export function withFusedRandom<T>(on: boolean, fn: () => T): T {
 /**
  * Whether the fused kernels may stand in for the lax chain on these operands: all concrete
  * (a dynamic trace turns every bound value into a tracer, so this also answers "is anything
- * tracing"), and the current backend computes these primitives with their reference `impl`.
+ * tracing"), and the current backend lets host kernels stand in for its op-by-op execution
+ * (its `hostKernels` capability).
  */
 export function canFuse(...xs: Array[]): boolean {
   if (!enabled) return false;
   for (const x of xs) if (x._trace !== null) return false;
-  const b = getBackend();
-  if (b === referenceBackend) return true;
-  return b instanceof SystolicBackend && b.activeLedgers.length === 0;
+  return getBackend().hostKernels?.() != null;
 }
 
 /**
  * Whether the current backend flushes subnormals when it converts float32 to bfloat16 (the
- * systolic backend's TPU option): then the 16-bit fused kernels, which round as the reference
- * kernels do, are not used.
+ * systolic backend's TPU option, from its `hostKernels` capability): then the 16-bit fused
+ * kernels, which round as the reference kernels do, are not used.
  */
 export function flushesSubnormals(): boolean {
-  const b = getBackend();
-  return b instanceof SystolicBackend && b.flushSubnormals;
+  return getBackend().hostKernels?.()?.flushSubnormals === true;
 }
 
 /**

@@ -26,6 +26,7 @@ import { instantiate, zerosOf } from './zeros';
 
 export const stopGradientP = definePrimitive<Record<string, never>>({
   name: 'stop_gradient',
+  elementwise: { arity: 1, transcendental: false },
   abstractEval: ([x]) => [x],
   impl: ([x]) => [x.data.slice()],
 });

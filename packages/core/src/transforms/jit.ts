@@ -9,7 +9,7 @@
  * every transformation in both directions: `jit(vmap(grad(f)))` and `grad(jit(f))`.
  */
 import { Array } from '../array';
-import { defaultSharding } from '../device';
+import { asArray } from '../convert';
 import { definePrimitive } from '../primitive';
 import { bind } from '../trace';
 import * as tree from '../tree';
@@ -21,7 +21,9 @@ import { avalStr } from './jaxpr';
 import { partialEvalCall, type PartialEvalRule } from './partialEval';
 import { isUndef, transposeJaxpr, type TransposeRule, UndefPrimal } from './transpose';
 import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
-import { avalOf, flattenArgs, traceFlat } from './tracing';
+import { type ArgSig, explainMiss, type FlatCall, flattenCall, isPlain, leafAval, paramNamesOf } from './jitSignature';
+import { isJitDisabled } from './disableJit';
+import { traceFlat } from './tracing';
 import { instantiate } from './zeros';
 
 /**
@@ -40,8 +42,26 @@ export interface Compiler {
    * `donateLabels` names each donated input for messages; `inShardings` describes each input's
    * sharding (`Sharding.toString()`) for compilers whose caches key on it.
    */
-  compile(jaxpr: ClosedJaxpr, opts: { name: string; donateArgnums: readonly number[]; donateLabels?: readonly string[]; inShardings?: readonly string[] }): Executable;
+  compile(jaxpr: ClosedJaxpr, opts: CompileRequest): Executable;
 }
+
+/** What `jit` passes to `Compiler.compile`. */
+export interface CompileRequest {
+  name: string;
+  donateArgnums: readonly number[];
+  donateLabels?: readonly string[];
+  inShardings?: readonly string[];
+  /** Where compile-time warnings go: the jitted function's `onWarning`, else console.warn. */
+  warn?: (message: string) => void;
+}
+
+/** Where the jitted call in progress collects compile times and sends warnings. */
+interface CallSink {
+  readonly compileMs: number[];
+  readonly warn: (message: string) => void;
+}
+let activeSink: CallSink | null = null;
+const warn = (message: string): void => (activeSink ? activeSink.warn(message) : console.warn(message));
 
 let compiler: Compiler | null = null;
 
@@ -89,7 +109,9 @@ pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums, donateLabels }: 
   } else {
     let hit = compiled.get(jaxpr);
     if (!hit || hit.compiler !== compiler) {
-      hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums, donateLabels, inShardings: args.map((a) => String(a.sharding)) }) };
+      const t0 = performance.now();
+      hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums, donateLabels, inShardings: args.map((a) => String(a.sharding)), warn }) };
+      activeSink?.compileMs.push(performance.now() - t0);
       compiled.set(jaxpr, hit);
     }
     outs = hit.exe(args);
@@ -120,7 +142,7 @@ function unusableOpByOp(jaxpr: ClosedJaxpr, donated: readonly number[], labels: 
   });
   if (bad.length && !warnedOpByOp.has(jaxpr)) {
     warnedOpByOp.add(jaxpr);
-    console.warn(`jit(${name}): Some donated buffers were not usable: ${bad.map((d) => `${labels?.[donated.indexOf(d)] ?? `input ${d}`} ${avalStr(jaxpr.inAvals[d])}`).join(', ')} (no output of the same shape and dtype; they are not deleted)`);
+    warn(`jit(${name}): Some donated buffers were not usable: ${bad.map((d) => `${labels?.[donated.indexOf(d)] ?? `input ${d}`} ${avalStr(jaxpr.inAvals[d])}`).join(', ')} (no output of the same shape and dtype; they are not deleted)`);
   }
   return bad;
 }
@@ -163,12 +185,37 @@ function hoistConsts(c: ClosedJaxpr): [ClosedJaxpr, Array[]] {
 }
 
 export interface JitOptions {
-  /** Positional arguments treated as compile-time constants (part of the cache key; any JS value). */
+  /** Positional arguments treated as compile-time constants (part of the cache key; hashable values). */
   staticArgnums?: number | readonly number[];
   /** Keys of plain-object arguments treated as static (the options-object analogue of keyword arguments). */
   staticArgnames?: string | readonly string[];
   /** Positional arguments whose buffers the call may reuse: they are deleted after the call. */
   donateArgnums?: number | readonly number[];
+  /** Warn once after this many recompiles of this function (default 10; Infinity to never warn). */
+  warnAfterRecompiles?: number;
+  /** Called instead of console.warn for the recompile warning and compile-time warnings. */
+  onWarning?: (message: string) => void;
+}
+
+export interface CompileStats {
+  hits: number;
+  misses: number;
+  /** Misses after the first (each one a recompilation). */
+  recompiles: number;
+  /** One line per recompile: which argument changed. */
+  explanations: string[];
+  /** Milliseconds of each compilation made for this function by the registered compiler. */
+  compileMs: number[];
+}
+
+/** The program `jit` runs for one signature (JAX's `Traced`): what a compiler's `lower` starts from. */
+export interface Traced {
+  /** Closed-over constants are its leading inputs (its `consts` are empty). */
+  readonly jaxpr: ClosedJaxpr;
+  readonly name: string;
+  /** Flat input positions of donated arguments, and what each is to the user. */
+  readonly donateArgnums: readonly number[];
+  readonly donateLabels: readonly string[];
 }
 
 export interface Jitted<F extends (...args: any[]) => any> {
@@ -177,38 +224,14 @@ export interface Jitted<F extends (...args: any[]) => any> {
   readonly traceCount: number;
   /** The jaxpr for these arguments (traces if needed). */
   lower(...args: Parameters<F>): ClosedJaxpr;
+  /** The program and its donations for these arguments (traces if needed). */
+  trace(...args: Parameters<F>): Traced;
+  /** Cache hits and misses of the calls so far, recompile explanations, compile times. */
+  compileStats(): CompileStats;
   clearCache(): void;
 }
 
 const asList = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
-
-function staticKey(v: unknown): string {
-  if (v instanceof Array) throw new TypeError('jit: a static argument must be hashable (not an Array); pass the array as a traced argument');
-  if (typeof v === 'function') return `fn:${v.name}:${fnId(v)}`;
-  try {
-    return JSON.stringify(v) ?? String(v);
-  } catch {
-    return String(v);
-  }
-}
-const fnIds = new WeakMap<object, number>();
-let nextFnId = 0;
-/**
- * A function's identity for jit caches: a number given to `f` on first sight, the same for
- * that function object for as long as it lives, different for every other function (two
- * closures with the same source are two functions, as JAX hashes functions by identity).
- * Core's `jit` keys static function arguments by it; exported so that a compiler's own cache
- * (xla-lite's `jit`) uses the same ids rather than a second counter.
- */
-export function fnId(f: object): number {
-  let id = fnIds.get(f);
-  if (id === undefined) fnIds.set(f, (id = nextFnId++));
-  return id;
-}
-
-const DEFAULT_SHARDING = String(defaultSharding);
-
-const isPlain = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && Object.getPrototypeOf(x) === Object.prototype;
 
 /**
  * A donated buffer may be handed over once: the same Array donated twice, or donated and also
@@ -235,101 +258,163 @@ function checkDonations(name: string, donated: readonly number[], labels: readon
   }
 }
 
-/** `jax.jit`: trace once per abstract signature, cache, run as one program. */
+/** An argument deleted by an earlier donation (or disposed) is an error naming the function and the argument. */
+function checkLive(call: FlatCall, args: readonly unknown[], fname: string, names: readonly string[]): void {
+  let pos = 0;
+  args.forEach((_, i) => {
+    const n = call.inTree.children[i].numLeaves;
+    for (let k = 0; k < n; k++) {
+      const l = call.leaves[pos + k];
+      if (!(l instanceof Array) || !l.isDeleted()) continue;
+      try {
+        l._assertLive('use');
+      } catch (e) {
+        throw new Error(`jit(${fname}): argument ${i}${names[i] ? ` (${names[i]})` : ''}${n > 1 ? ` leaf ${k}` : ''} is deleted. ${(e as Error).message}`);
+      }
+    }
+    pos += n;
+  });
+}
+
+/** The outputs of a jitted function as flat Arrays, or an error naming the leaf that is not one. */
+function outputLeaves(out: unknown, fname: string): [Array[], tree.TreeDef] {
+  const [leaves, td] = tree.flatten(out, { isLeaf: (x) => x instanceof Array });
+  leaves.forEach((l, k) => {
+    if (!(l instanceof Array)) {
+      const shown = typeof l === 'number' || typeof l === 'boolean' ? ` (${String(l)})` : '';
+      throw new TypeError(`jit(${fname}): output leaf ${k} of ${String(td)} is a ${l === null ? 'null' : typeof l}${shown}, not an Array; a jitted function must return a pytree of Arrays (wrap scalars with np.array)`);
+    }
+  });
+  return [leaves as Array[], td];
+}
+
+interface CacheEntry {
+  readonly traced: Traced;
+  readonly consts: Array[];
+  readonly outTree: tree.TreeDef;
+  /** Donated flat leaf positions (before the constants) and their labels. */
+  readonly donated: number[];
+}
+
+/**
+ * `jax.jit`: trace once per abstract signature, cache, run as one program through the
+ * registered compiler (op by op without one). The one `jit`: `@tpukit/xla-lite`'s `jit` is
+ * this function with a `lower()` that returns its `Lowered`.
+ */
 export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = {}): Jitted<F> {
   const staticNums = asList(opts.staticArgnums);
   const staticNames = asList(opts.staticArgnames);
   const donate = asList(opts.donateArgnums);
   const name = f.name || 'fn';
-  const cache = new Map<string, { jaxpr: ClosedJaxpr; consts: Array[]; outTree: tree.TreeDef; donated: number[]; labels: string[] }>();
+  const names = paramNamesOf(f);
+  const spec = { fname: name, staticNums, staticNames, names };
+  const warnAfter = opts.warnAfterRecompiles ?? 10;
+  const sink: CallSink = { compileMs: [], warn: opts.onWarning ?? ((m: string) => console.warn(m)) };
+  const cache = new Map<string, CacheEntry>();
+  const stats = { hits: 0, misses: 0, recompiles: 0, explanations: [] as string[] };
+  let last: ArgSig[] | null = null;
+  let warned = false;
   let traceCount = 0;
 
-  const prepare = (args: unknown[]) => {
-    for (const n of [...staticNums, ...donate]) {
-      if (!Number.isInteger(n) || n < 0 || n >= args.length) throw new RangeError(`jit ${name}: argnum ${n} out of range for ${args.length} arguments`);
+  const checkArgnums = (n: number): void => {
+    for (const k of [...staticNums, ...donate]) {
+      if (!Number.isInteger(k) || k < 0 || k >= n) throw new RangeError(`jit ${name}: argnum ${k} out of range for ${n} arguments`);
     }
-    const statics: string[] = [];
-    const dyn: unknown[] = args.map((a, i) => {
-      if (staticNums.includes(i)) {
-        statics.push(`${i}=${staticKey(a)}`);
-        return null;
-      }
-      if (staticNames.length && isPlain(a)) {
-        const rest: Record<string, unknown> = {};
-        for (const [k, v] of Object.entries(a)) {
-          if (staticNames.includes(k)) statics.push(`${i}.${k}=${staticKey(v)}`);
-          else rest[k] = v;
-        }
-        return rest;
-      }
-      return a;
-    });
-    const [leaves, inTree] = flattenArgs(dyn);
-    const avals = leaves.map((l, i) => {
-      if (typeof l === 'number' || typeof l === 'boolean') throw new TypeError(`jit ${name}: leaf ${i} is a JS ${typeof l}; pass an Array or mark the argument static`);
-      return avalOf(l, `jit ${name}`);
-    });
-    // Shardings other than the default single-device one are part of the signature (as in JAX).
-    const shardings = leaves.map((l) => (l instanceof Array && l._sharding !== defaultSharding && String(l._sharding) !== DEFAULT_SHARDING ? `@${String(l._sharding)}` : '')).join(',');
-    const key = `${statics.join(';')}|${inTree}|${avals.map((a) => `${avalStr(a)}${a.weakType ? 'w' : ''}`).join(',')}|${shardings}`;
-    let entry = cache.get(key);
-    if (!entry) {
-      traceCount++;
-      let outTree: tree.TreeDef | null = null;
-      const closed = traceFlat((...ins) => {
-        const rebuilt = tree.unflatten(inTree, ins) as unknown[];
-        const call = args.map((a, i) => {
-          if (staticNums.includes(i)) return a;
-          if (staticNames.length && isPlain(a)) {
-            const o: Record<string, unknown> = { ...(rebuilt[i] as Record<string, unknown>) };
-            for (const k of Object.keys(a)) if (staticNames.includes(k)) o[k] = a[k];
-            return o;
-          }
-          return rebuilt[i];
-        });
-        const [outs, ot] = tree.flatten(f(...call), { isLeaf: (x) => x instanceof Array });
-        outTree = ot;
-        return outs.map((o) => {
-          if (!(o instanceof Array)) throw new TypeError(`jit ${name}: the function must return a pytree of Arrays; got a ${typeof o} leaf`);
+  };
+
+  const traceEntry = (args: unknown[], call: FlatCall): CacheEntry => {
+    traceCount++;
+    let outTree: tree.TreeDef | null = null;
+    const closed = traceFlat((...ins) => {
+      const rebuilt = tree.unflatten(call.inTree, ins) as unknown[];
+      const callArgs = args.map((a, i) => {
+        if (staticNums.includes(i)) return a;
+        if (staticNames.length && isPlain(a)) {
+          const o: Record<string, unknown> = { ...(rebuilt[i] as Record<string, unknown>) };
+          for (const k of Object.keys(a)) if (staticNames.includes(k)) o[k] = a[k];
           return o;
-        });
-      }, avals, `jit(${name})`);
-      const [jaxpr, consts] = hoistConsts(closed);
-      // Which flat leaves belong to donated arguments.
-      const donated: number[] = [];
-      const labels: string[] = [];
-      let pos = 0;
-      dyn.forEach((d, i) => {
-        const n = flattenArgs(d)[0].length;
-        if (donate.includes(i)) for (let k = 0; k < n; k++) {
-          donated.push(pos + k);
-          labels.push(n === 1 ? `argument ${i}` : `argument ${i} leaf ${k}`);
         }
-        pos += n;
+        return rebuilt[i];
       });
-      entry = { jaxpr, consts, outTree: outTree!, donated, labels };
-      if (!consts.some((c) => c instanceof Tracer)) cache.set(key, entry);
+      let out: unknown;
+      try {
+        out = f(...callArgs);
+      } catch (e) {
+        // Name the function in errors raised by the ops inside it.
+        if (e instanceof Error && !e.message.startsWith(`jit(${name})`)) e.message = `jit(${name}): while tracing: ${e.message}`;
+        throw e;
+      }
+      const [outs, ot] = outputLeaves(out, name);
+      outTree = ot;
+      return outs;
+    }, call.leaves.map(leafAval), `jit(${name})`);
+    const [jaxpr, consts] = hoistConsts(closed);
+    // Which flat leaves belong to donated arguments.
+    const donated: number[] = [];
+    const labels: string[] = [];
+    let pos = 0;
+    args.forEach((_, i) => {
+      const n = call.inTree.children[i].numLeaves;
+      if (donate.includes(i)) for (let k = 0; k < n; k++) {
+        donated.push(pos + k);
+        labels.push(n === 1 ? `argument ${i}` : `argument ${i} leaf ${k}`);
+      }
+      pos += n;
+    });
+    const traced: Traced = { jaxpr, name, donateArgnums: donated.map((d) => d + consts.length), donateLabels: labels };
+    return { traced, consts, outTree: outTree!, donated };
+  };
+
+  /** The cache entry for these arguments (traced on a miss); `count` records hits and misses. */
+  const prepare = (args: unknown[], count: boolean): { entry: CacheEntry; call: FlatCall } => {
+    checkArgnums(args.length);
+    const call = flattenCall(args, spec);
+    if (donate.length && count) checkLive(call, args, name, names);
+    let entry = cache.get(call.key);
+    if (count) record(call, entry !== undefined);
+    if (!entry) {
+      entry = traceEntry(args, call);
+      if (!entry.consts.some((c) => c instanceof Tracer)) cache.set(call.key, entry);
     }
-    return { entry, leaves: leaves as Array[] };
+    return { entry, call };
+  };
+
+  const record = (call: FlatCall, hit: boolean): void => {
+    if (hit) stats.hits++;
+    else {
+      stats.misses++;
+      if (last !== null) {
+        stats.recompiles++;
+        const why = explainMiss(last, call.sigs, names);
+        stats.explanations.push(why);
+        if (stats.recompiles >= warnAfter && !warned) {
+          warned = true;
+          sink.warn(`jit(${name}): recompiled ${stats.recompiles} times; last because ${why}. Fix shapes or mark values static to stop recompiling.`);
+        }
+      }
+    }
+    last = call.sigs;
   };
 
   const jitted = ((...args: unknown[]) => {
-    const { entry, leaves } = prepare(args);
-    const nc = entry.consts.length;
-    leaves.forEach((l, i) => {
-      if (!l.isDeleted()) return;
-      try {
-        l._assertLive('use');
-      } catch (e) {
-        throw new Error(`jit(${name}): flat argument ${i}: ${(e as Error).message}`);
-      }
-    });
-    if (entry.donated.length) checkDonations(name, entry.donated, entry.labels, leaves, entry.consts);
-    const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: entry.jaxpr, name, donateArgnums: entry.donated.map((d) => d + nc), donateLabels: entry.labels } satisfies PjitParams);
-    return tree.unflatten(entry.outTree, outs);
+    if (isJitDisabled()) return f(...args);
+    const { entry, call } = prepare(args, true);
+    const leaves = call.leaves.map((l) => (l instanceof Array ? l : asArray(l as number | boolean)));
+    if (entry.donated.length) checkDonations(name, entry.donated, entry.traced.donateLabels, leaves, entry.consts);
+    const { traced } = entry;
+    const prev = activeSink;
+    activeSink = sink;
+    try {
+      const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: traced.jaxpr, name, donateArgnums: traced.donateArgnums, donateLabels: traced.donateLabels } satisfies PjitParams);
+      return tree.unflatten(entry.outTree, outs);
+    } finally {
+      activeSink = prev;
+    }
   }) as unknown as Jitted<F>;
   Object.defineProperty(jitted, 'traceCount', { get: () => traceCount });
-  (jitted as { lower: unknown }).lower = (...args: unknown[]) => prepare(args).entry.jaxpr;
-  (jitted as { clearCache: unknown }).clearCache = () => cache.clear();
+  jitted.trace = ((...args: unknown[]) => prepare(args, false).entry.traced) as Jitted<F>['trace'];
+  jitted.lower = ((...args: unknown[]) => prepare(args, false).entry.traced.jaxpr) as Jitted<F>['lower'];
+  jitted.compileStats = () => ({ ...stats, explanations: [...stats.explanations], compileMs: [...sink.compileMs] });
+  jitted.clearCache = () => cache.clear();
   return jitted;
 }

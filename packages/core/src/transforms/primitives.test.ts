@@ -10,6 +10,11 @@ import { type Array, lax, np } from '../index';
 import { expectAllclose } from '../../test/matchers';
 import { grad, jvp, vjp, vmap } from './index';
 import { threefry2x32 } from '../random/threefry';
+import { onBackend } from '../../test/backend';
+
+// Laws checked against finite differences in exact arithmetic: the reference backend (the
+// default systolic backend rounds matmul operands to bf16).
+onBackend('reference');
 
 type F = (...xs: Array[]) => Array;
 

@@ -15,16 +15,24 @@
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
 
-/** Elementwise primitives the fused-kernel generator implements (float32 arithmetic, bool predicates). */
-export const FUSIBLE_UNARY = new Set(['neg', 'exp', 'log', 'tanh', 'logistic', 'sqrt', 'rsqrt', 'abs', 'sin', 'cos', 'square', 'sign', 'floor', 'ceil', 'log1p', 'expm1', 'integer_pow', 'convert_element_type', 'broadcast_in_dim', 'stop_gradient']);
-export const FUSIBLE_BINARY = new Set(['add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n']);
+/**
+ * The primitives both fused-kernel generators implement (`js/kernel.ts` and
+ * `wasm/emitExpr.ts`; float32 arithmetic, bool predicates): core primitives with an
+ * `elementwise` descriptor (a test checks each has one), plus `broadcast_in_dim`, read through
+ * its index map. One list for fusion and both code generators.
+ */
+export const FUSED_OPS: ReadonlySet<string> = new Set([
+  'neg', 'exp', 'log', 'tanh', 'logistic', 'sqrt', 'rsqrt', 'abs', 'sin', 'cos', 'square', 'sign', 'floor', 'ceil', 'log1p', 'expm1', 'integer_pow', 'convert_element_type', 'stop_gradient',
+  'add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n',
+  'broadcast_in_dim',
+]);
 const COMPARE = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
 
 /** Whether an instruction can be a member of an elementwise (loop) fusion. */
 export function isFusible(i: HloInstruction): boolean {
   const name = i.prim?.name;
   if (!name || i.isTuple || i.called.length) return false;
-  if (!FUSIBLE_UNARY.has(name) && !FUSIBLE_BINARY.has(name)) return false;
+  if (!FUSED_OPS.has(name)) return false;
   const out = i.shape;
   if (name === 'select_n') {
     if (i.operands.length !== 3 || i.operands[0].shape.dtype !== 'bool') return false;

@@ -17,6 +17,7 @@
  */
 import { wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
+import { FUSED_OPS } from '../passes/fusion';
 import type { E, VecBuilder } from './vecBuilder';
 import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
 
@@ -41,15 +42,18 @@ export interface ExprOptions {
   host: HostMath;
 }
 
-/** Primitives with a WebAssembly element emitter; a fusion using any other keeps the JS kernel. */
-export const WASM_ELEMENTWISE = new Set(['neg', 'exp', 'log', 'tanh', 'logistic', 'sqrt', 'rsqrt', 'abs', 'sin', 'cos', 'square', 'sign', 'floor', 'ceil', 'log1p', 'expm1', 'integer_pow', 'convert_element_type', 'broadcast_in_dim', 'stop_gradient', 'add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n']);
+/**
+ * Primitives this emitter expands into a polynomial or range-reduction sequence rather than a
+ * few SIMD instructions: a kernel's work is weighted by them when deciding on threads.
+ */
+export const POLYNOMIAL: ReadonlySet<string> = new Set(['exp', 'log', 'tanh', 'logistic', 'log1p', 'expm1', 'sin', 'cos']);
 
 const COMPARE: Record<string, number> = { eq: SIMD.f32x4_eq, ne: SIMD.f32x4_ne, lt: SIMD.f32x4_lt, le: SIMD.f32x4_le, gt: SIMD.f32x4_gt, ge: SIMD.f32x4_ge };
 const ARITH: Record<string, number> = { add: SIMD.f32x4_add, sub: SIMD.f32x4_sub, mul: SIMD.f32x4_mul, div: SIMD.f32x4_div, max: SIMD.f32x4_max, min: SIMD.f32x4_min };
 
 /** Whether every instruction of `body` (the reduction root aside) has an element emitter. */
 export function wasmCovers(body: HloComputation, skip?: HloInstruction): boolean {
-  return body.instructions.every((m) => m.opcode === 'parameter' || m === skip || (m.prim !== null && WASM_ELEMENTWISE.has(m.prim.name)));
+  return body.instructions.every((m) => m.opcode === 'parameter' || m === skip || (m.prim !== null && FUSED_OPS.has(m.prim.name)));
 }
 
 const numelOf = (i: HloInstruction): number => numel(i.shape);

@@ -32,7 +32,7 @@ import { wasm } from '@tpukit/core';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
-import { type ExprOptions, wasmCovers } from './emitExpr';
+import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
 import { kernelScope } from './kernelScope';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
@@ -89,7 +89,6 @@ export const ROW_SCRATCH_THREADS = 16;
 /** ...and fewer when their scratch would pass this many bytes (very long rows), at least one. */
 export const ROW_SCRATCH_BYTES = 8 << 20;
 
-const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'log1p', 'expm1', 'sin', 'cos']);
 
 /**
  * Broadcasts of non-scalar parameters that need index arithmetic: the element stride of each
@@ -156,7 +155,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const rows = shape.slice(0, d).reduce((a, b) => a * b, 1);
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
-  const weight = 1 + 8 * body.instructions.filter((m) => m.prim && TRANSCENDENTAL.has(m.prim.name)).length;
+  const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
   const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
@@ -196,7 +195,7 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   for (let t = d; t < shape.length; t++) if (shape[t] > 1) live.push(t);
   if (!bst.every(({ st }) => live.every((t) => st[t] === 0) || live.every((t) => st[t] === loopSt[t]))) return null;
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
-  const weight = 1 + 8 * body.instructions.filter((m) => m.prim && TRANSCENDENTAL.has(m.prim.name)).length;
+  const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
   const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;
   const scratchThreads = scratchRowBytes === 0 ? 0 : Math.max(1, Math.min(ROW_SCRATCH_THREADS, Math.floor(ROW_SCRATCH_BYTES / scratchRowBytes)));
   return {

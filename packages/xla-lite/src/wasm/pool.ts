@@ -20,11 +20,12 @@
  *   thread computes an item never changes what it computes (see
  *   `emitKernel.ts`), so results do not depend on the thread count.
  *
- * Threads: `setKernelThreads(n)`, or by default core's `systolic.getNumThreads()` (the core
- * count unless set). Node only: elsewhere (or when workers cannot start) kernels run on the
+ * Threads: core's process-wide `setNumThreads(n)` / `getNumThreads()` (the core count unless
+ * set), the same knob the systolic GEMM uses; `setKernelThreads(n)` overrides it for generated
+ * kernels only (benchmarks comparing thread counts). Node only: elsewhere (or when workers cannot start) kernels run on the
  * calling thread.
  */
-import { systolic, wasm } from '@tpukit/core';
+import { getNumThreads, wasm } from '@tpukit/core';
 
 const GEN = 0; // job generation: bumped to wake the workers
 const DONE_ITEMS = 1; // items computed in the current job
@@ -110,12 +111,12 @@ export interface PoolProgram {
 
 let requested: number | null = null;
 
-/** Threads the generated kernels use (the calling thread included): `setKernelThreads`, else core's systolic setting. */
+/** Threads the generated kernels use (the calling thread included): `setKernelThreads`, else core's `getNumThreads()`. */
 export function getKernelThreads(): number {
-  return requested ?? systolic.getNumThreads();
+  return requested ?? getNumThreads();
 }
 
-/** Sets the threads for generated kernels (1 = no workers); `null` follows `systolic.setNumThreads` again. */
+/** Overrides the threads of generated kernels only (1 = no workers); `null` follows core's `setNumThreads` again. */
 export function setKernelThreads(n: number | null): void {
   if (n !== null && (!Number.isInteger(n) || n < 1 || n > 256)) throw new RangeError(`setKernelThreads: n must be an integer in 1..256 or null; got ${n}`);
   requested = n;

@@ -11,7 +11,7 @@
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { type RowLevels, isRowReduce, rowLevels } from '../js/rowLevels';
-import { WASM_ELEMENTWISE } from './emitExpr';
+import { FUSED_OPS } from '../passes/fusion';
 
 export interface RowStage {
   /** Row values of this level (computed once per row, before the walk). */
@@ -34,7 +34,7 @@ export function rowStructure(body: HloComputation): RowStructure | null {
   const { R, C, reduces, full, level, last, stored } = levels;
   for (const m of body.instructions) {
     if (m.opcode === 'parameter' || isRowReduce(m)) continue;
-    if (!m.prim || (!WASM_ELEMENTWISE.has(m.prim.name) && m.prim.name !== 'reshape')) return null;
+    if (!m.prim || (!FUSED_OPS.has(m.prim.name) && m.prim.name !== 'reshape')) return null;
     if (m.shape.dtype !== 'float32' && m.shape.dtype !== 'bool') return null;
     // Bool row values would need a per-row mask; leave them to the JS kernel.
     if (!full(m) && m.shape.dtype !== 'float32') return null;

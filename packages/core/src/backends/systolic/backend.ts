@@ -8,7 +8,7 @@
  * Every executed op is costed on the selected preset and added to the active ledgers.
  */
 import * as bf16 from '../../bf16';
-import type { Backend } from '../../backend';
+import type { Backend, HostKernelCapability } from '../../backend';
 import type { StorageArray } from '../../dtype';
 import type { DotGeneralParams } from '../../lax/dot';
 import type { Primitive, ShapedArray } from '../../primitive';
@@ -45,6 +45,11 @@ export class SystolicBackend implements Backend {
   private engineCache: GemmEngine | null = null;
   /** Ledgers currently collecting (nested `withLedger` calls each get every op). */
   readonly activeLedgers: Ledger[] = [];
+
+  /** Host kernels may stand in for op-by-op execution unless ops are being costed into a ledger. */
+  hostKernels(): HostKernelCapability | null {
+    return this.activeLedgers.length === 0 ? { flushSubnormals: this.flushSubnormals } : null;
+  }
 
   constructor(name = 'systolic', opts: SystolicOptions = {}) {
     this.name = name;

@@ -14,7 +14,7 @@ export { type Ledger, type OpCost, type OpTotals, mfu, opCost, roofline } from '
 export { PASSES, passCount } from './mxuDot';
 export { type TpuPreset, presets } from './presets';
 export { type PeGridResult, simulatePeGrid } from './peGrid';
-export { getNumThreads, setNumThreads } from './threads';
+export { getNumThreads, setNumThreads } from '../../threads';
 
 /** The registered 'systolic' backend. */
 export const backend = new SystolicBackend('systolic');

@@ -17,6 +17,7 @@
  * from the TypeScript sources under vitest and from the built package, and needs no separate
  * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
  */
+import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
@@ -108,33 +109,6 @@ for (;;) {
 interface NodeWorker {
   unref(): void;
   terminate(): Promise<number>;
-}
-
-type ProcessLike = { getBuiltinModule?: (id: string) => unknown; versions?: { node?: string } };
-
-function nodeModule<T>(id: string): T | null {
-  const proc = (globalThis as { process?: ProcessLike }).process;
-  if (!proc?.versions?.node || typeof proc.getBuiltinModule !== 'function') return null;
-  return (proc.getBuiltinModule(id) as T) ?? null;
-}
-
-function defaultThreads(): number {
-  const os = nodeModule<{ availableParallelism?: () => number; cpus(): unknown[] }>('node:os');
-  if (os) return Math.max(1, os.availableParallelism ? os.availableParallelism() : os.cpus().length);
-  return 1;
-}
-
-let requested: number | null = null;
-
-/** Threads the systolic GEMM uses (the calling thread included). */
-export function getNumThreads(): number {
-  return requested ?? defaultThreads();
-}
-
-/** Sets the number of threads for systolic matmuls (1 = no workers). Takes effect on the next product. */
-export function setNumThreads(n: number): void {
-  if (!Number.isInteger(n) || n < 1 || n > 256) throw new RangeError(`setNumThreads: n must be an integer in 1..256; got ${n}`);
-  requested = n;
 }
 
 /** Whether worker threads can run here (Node worker_threads and a shared memory). */

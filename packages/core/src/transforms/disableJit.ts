@@ -1,7 +1,7 @@
 /**
- * `disableJit()`, as `jax.disable_jit`: while disabled, xla-lite's `jit` calls the function
- * eagerly (same results, op by op, Python-style debugging). Also set by the environment
- * variable `TPUKIT_DISABLE_JIT=1` at load time.
+ * `disableJit()`, as `jax.disable_jit`: while disabled, `jit`-wrapped functions run eagerly
+ * (same results, op by op, plain debugging; nothing is traced, cached or counted). Also set by
+ * the environment variable `TPUKIT_DISABLE_JIT=1` at load time.
  */
 let disabled = typeof process !== 'undefined' && process.env?.TPUKIT_DISABLE_JIT === '1';
 
@@ -23,5 +23,6 @@ export function disableJit<T>(arg: boolean | (() => T) = true): T | void {
       disabled = prev;
     }
   }
+  if (typeof arg !== 'boolean') throw new TypeError(`disableJit: expected a boolean or a function; got ${arg === null ? 'null' : typeof arg}`);
   disabled = arg;
 }

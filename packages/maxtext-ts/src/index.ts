@@ -1,0 +1,15 @@
+/**
+ * @tpukit/maxtext-ts: MaxText for TypeScript. This file only re-exports the public surface; the
+ * optimizer library is its own entry point, `@tpukit/maxtext-ts/optim`.
+ */
+export { type Config, ConfigError, CONFIG_KEYS, configsDir, loadConfig, parseConfig, parseOverrides, type RawConfig, SHIPPED_CONFIGS } from './config';
+export { calculateTflopsTrainingPerDevice, type StepTflops, tokensPerDevicePerStep } from './flops';
+export { type Batch, forward, initParams, loss, lossSum, type ModelConfig, modelConfig, type Params, applyRope, countParams, segmentMask } from './model';
+export { makeOptimizer, makeSchedule, makeTrainStep, type StepMetrics, type TrainState, type TrainStep } from './trainStep';
+export { type DataIterator, grainDataset, makeDataIterator } from './data';
+export { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, type StepReport } from './metrics';
+export { EventFileWriter, encodeEvent, tfrecordFrame } from './tensorboard';
+export { StepProfiler, type TraceEvent } from './profiler';
+export { train, type TrainOptions, type TrainResult } from './train';
+export { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
+export { decode } from './decode';

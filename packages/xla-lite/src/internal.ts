@@ -1,0 +1,27 @@
+/**
+ * @tpukit/xla-lite/internal: the compiler's own surface, for tools and tests that build or
+ * inspect HLO by hand (IR classes, lowering, the passes, kernel generators, analyses, text and
+ * StableHLO printers), plus everything the main entry exports. Not covered by semver promises
+ * the way the main entry is. Re-exports only.
+ */
+export * from './index';
+export { computationCost, memoryAnalysis } from './analysis';
+export { cacheKey } from './diskCache';
+export { buildExecutable } from './executable';
+export { bytesOf, HloComputation, HloInstruction, HloModule, numel } from './hlo';
+export { compileFusionKernel } from './js/fusionKernels';
+export { compileKernel, type FusedKernel, kernelSource } from './js/kernel';
+export { compileRowKernel, rowKernelSource } from './js/rowKernel';
+export { lowerJaxpr, OPCODE } from './lower';
+export { emptyPassStats, optimize } from './pipeline';
+export { algebraicSimplify } from './passes/algebraic';
+export { assignBuffers, type BufferAssignment } from './passes/bufferAssignment';
+export { constantFold } from './passes/constantFolding';
+export { cse } from './passes/cse';
+export { dce } from './passes/dce';
+export { FUSED_OPS, fuseElementwise, isFusible, outlineFusion } from './passes/fusion';
+export { assignLayouts, foldDotTransposes, gemmReadable, insertLayoutCopies, physicalParams } from './passes/layoutAssignment';
+export { fuseDotEpilogues, splitOutputFusion } from './passes/outputFusion';
+export { fuseRows } from './passes/rowFusion';
+export { hasStableHlo, tensorType, toStableHlo } from './stablehlo';
+export { hloType, moduleText } from './text';
