@@ -3,6 +3,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { grad, nn, np, random } from './index';
 import type { Array } from './array';
+import { onBackend } from '../test/backend';
+
+// Plain-loop float64 references and finite differences: exact reference numerics, not the MXU's bf16.
+onBackend('reference');
 
 const f32 = (a: Array): number[] => globalThis.Array.from(a.dataSync() as Float32Array);
 
