@@ -16,14 +16,16 @@
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
  * their donated storage.
  */
-import { type Array, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
+import { type Array, ClosedJaxpr, evalPrimitive, fromStorage, lax, toStorage } from '@tpukit/core';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
+import { hasEffect } from './effects';
 import { compileFusionKernel } from './js/fusionKernels';
 import type { FusedKernel } from './js/kernel';
 import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
+import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
 import { WasmProgram, type WasmStep } from './wasm/program';
 
@@ -31,6 +33,7 @@ type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
+  | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[] }
   | { kind: 'wasm'; out: number; step: WasmStep }
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown }
@@ -43,7 +46,7 @@ export interface ExecutableStats {
   multiOpFusions: number;
   /** Ops inside fusions (the dot of a kOutput fusion included). */
   fusedOps: number;
-  /** Instructions run as core primitives per call (the dots of output fusions not included). */
+  /** Instructions run outside generated kernels per call: core primitives, and reshapes that share their operand's storage (the dots of output fusions not included). */
   primitiveOps: number;
   /** Of the generated kernels, dot epilogues applied in place over a dot's output (kOutput fusions). */
   outputFusions: number;
@@ -53,6 +56,25 @@ export interface ExecutableStats {
   wasmKernels: number;
   /** Bytes of the WebAssembly arena (0 without wasm kernels). */
   arenaBytes: number;
+}
+
+/**
+ * Whether `i` is a reshape that can share its operand's storage instead of copying it (core's
+ * reshape copies, as an eager op must hand out a fresh array): arrays are immutable, and both
+ * stay inside this call: the operand is an intermediate (not an argument, which donation may
+ * overwrite, nor a constant), neither is an output (the caller may donate an output later), and
+ * the operand has the default row-major layout.
+ */
+/** Whether instruction params hold a function or a jaxpr (custom rules, nested programs). */
+function holdsProgram(params: Record<string, unknown>): boolean {
+  const isProgram = (v: unknown): boolean => typeof v === 'function' || v instanceof ClosedJaxpr;
+  return Object.values(params).some((v) => isProgram(v) || (globalThis.Array.isArray(v) && v.some(isProgram)));
+}
+
+function isStorageAlias(i: HloInstruction, outputs: readonly HloInstruction[]): boolean {
+  if (i.prim?.name !== 'reshape' || i.isTuple || i.shape.weakType) return false;
+  const x = i.operands[0];
+  return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
 
 export function buildExecutable(mod: HloModule, name: string, donation: DonationPlan | null = null): { run: (args: Array[]) => Array[]; stats: ExecutableStats; donor: DonationRuntime | null } {
@@ -83,95 +105,141 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
+        if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name) };
     }
   });
+  // Results copied out of the wasm arena reuse last call's buffers when nothing but the outputs
+  // can outlive a call: no host callbacks, no sub-programs (outputs holding a reused buffer are
+  // copied at the end of each call).
+  const pooling = wasmProgram !== null && c.instructions.every((i) => !hasEffect(i) && (i.opcode === 'fusion' || (i.called.length === 0 && !holdsProgram(i.params))));
+  if (pooling) wasmProgram.poolResults();
   const outSlots = c.outputs.map((o) => slot.get(o)!);
   const nargs = c.params.length;
   const vals: (Array | Array[] | null)[] = new globalThis.Array(steps.length).fill(null);
+  const exec = (s: Step, args: Array[]): void => {
+    switch (s.kind) {
+      case 'param':
+        vals[s.out] = args[s.index];
+        break;
+      case 'const':
+        vals[s.out] = s.value;
+        break;
+      case 'gte':
+        vals[s.out] = (vals[s.src] as Array[])[s.index];
+        break;
+      case 'alias': {
+        // A row-major reshape is the same elements: the result shares its operand's storage.
+        const sh = s.inst.shape;
+        vals[s.out] = fromStorage(toStorage(vals[s.src] as Array), sh.shape, sh.dtype);
+        break;
+      }
+      case 'fusion': {
+        if (s.inst.isTuple) {
+          // A multi-output (row) fusion: every output freshly allocated, read through get-tuple-element.
+          const shs = s.inst.shapes;
+          const outs = shs.map((sh) => (sh.dtype === 'bool' ? new Uint8Array(numel(sh)) : new Float32Array(numel(sh))));
+          for (let j = 1; j < outs.length; j++) s.more[j - 1] = outs[j];
+          for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
+          s.kernel(s.buf, outs[0], outs[0].length, s.more);
+          s.buf.fill(null as never);
+          s.more.fill(null as never);
+          vals[s.out] = outs.map((o, j) => {
+            const r = fromStorage(o, shs[j].shape, shs[j].dtype);
+            return shs[j].weakType ? lax.convertElementType(r, shs[j].dtype, true) : r;
+          });
+          break;
+        }
+        const sh = s.inst.shape;
+        const n = numel(sh);
+        const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
+        for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
+        s.kernel(s.buf, out, n);
+        s.buf.fill(null as never);
+        let r = fromStorage(out, sh.shape, sh.dtype);
+        if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
+        vals[s.out] = r;
+        break;
+      }
+      case 'wasm':
+        vals[s.out] = wasmProgram!.run(s.step, vals, donating && !s.step.out.inst.isTuple ? donor.target(s.out, args) : null);
+        break;
+      case 'output': {
+        // The dot on the current backend, then its epilogue in place over the dot's buffer.
+        s.dotBuf[0] = vals[s.dotIns[0]] as Array;
+        s.dotBuf[1] = vals[s.dotIns[1]] as Array;
+        const d = evalPrimitive(s.dot.prim!, s.dotBuf, s.params)[0];
+        s.dotBuf.fill(null as never);
+        const sh = s.inst.shape;
+        const acc = toStorage(d) as Float32Array;
+        if (s.wasm) {
+          vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
+          break;
+        }
+        s.buf[0] = acc;
+        for (let j = 0; j < s.epiIns.length; j++) s.buf[j + 1] = toStorage(vals[s.epiIns[j]] as Array) as ArrayLike<number>;
+        s.kernel(s.buf, acc, acc.length);
+        s.buf.fill(null as never);
+        let r = fromStorage(acc, sh.shape, sh.dtype);
+        if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
+        vals[s.out] = r;
+        break;
+      }
+      case 'prim': {
+        for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
+        const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
+        s.buf.fill(null as never);
+        vals[s.out] = s.inst.isTuple ? outs : outs[0];
+        break;
+      }
+    }
+  };
+  // Profiler records (see profile.ts): made on the first profiled call, one per step plus the call.
+  let prof: ProfileRecord[] | null = null;
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
+    const t0 = profiling() ? performance.now() : 0;
     wasmProgram?.begin();
-    for (const s of steps) {
-      switch (s.kind) {
-        case 'param':
-          vals[s.out] = args[s.index];
-          break;
-        case 'const':
-          vals[s.out] = s.value;
-          break;
-        case 'gte':
-          vals[s.out] = (vals[s.src] as Array[])[s.index];
-          break;
-        case 'fusion': {
-          if (s.inst.isTuple) {
-            // A multi-output (row) fusion: every output freshly allocated, read through get-tuple-element.
-            const shs = s.inst.shapes;
-            const outs = shs.map((sh) => (sh.dtype === 'bool' ? new Uint8Array(numel(sh)) : new Float32Array(numel(sh))));
-            for (let j = 1; j < outs.length; j++) s.more[j - 1] = outs[j];
-            for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
-            s.kernel(s.buf, outs[0], outs[0].length, s.more);
-            s.buf.fill(null as never);
-            s.more.fill(null as never);
-            vals[s.out] = outs.map((o, j) => {
-              const r = fromStorage(o, shs[j].shape, shs[j].dtype);
-              return shs[j].weakType ? lax.convertElementType(r, shs[j].dtype, true) : r;
-            });
-            break;
-          }
-          const sh = s.inst.shape;
-          const n = numel(sh);
-          const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
-          for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
-          s.kernel(s.buf, out, n);
-          s.buf.fill(null as never);
-          let r = fromStorage(out, sh.shape, sh.dtype);
-          if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
-          vals[s.out] = r;
-          break;
-        }
-        case 'wasm':
-          vals[s.out] = wasmProgram!.run(s.step, vals, donating && !s.step.out.inst.isTuple ? donor.target(s.out, args) : null);
-          break;
-        case 'output': {
-          // The dot on the current backend, then its epilogue in place over the dot's buffer.
-          s.dotBuf[0] = vals[s.dotIns[0]] as Array;
-          s.dotBuf[1] = vals[s.dotIns[1]] as Array;
-          const d = evalPrimitive(s.dot.prim!, s.dotBuf, s.params)[0];
-          s.dotBuf.fill(null as never);
-          const sh = s.inst.shape;
-          const acc = toStorage(d) as Float32Array;
-          if (s.wasm) {
-            vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
-            break;
-          }
-          s.buf[0] = acc;
-          for (let j = 0; j < s.epiIns.length; j++) s.buf[j + 1] = toStorage(vals[s.epiIns[j]] as Array) as ArrayLike<number>;
-          s.kernel(s.buf, acc, acc.length);
-          s.buf.fill(null as never);
-          let r = fromStorage(acc, sh.shape, sh.dtype);
-          if (sh.weakType) r = lax.convertElementType(r, sh.dtype, true);
-          vals[s.out] = r;
-          break;
-        }
-        case 'prim': {
-          for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
-          const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
-          s.buf.fill(null as never);
-          vals[s.out] = s.inst.isTuple ? outs : outs[0];
-          break;
-        }
+    if (t0 === 0) {
+      for (const s of steps) exec(s, args);
+    } else {
+      prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];
+      const cpu0 = cpuNow();
+      let cpu = cpu0;
+      for (let k = 0; k < steps.length; k++) {
+        const t = performance.now();
+        exec(steps[k], args);
+        prof[k].ms += performance.now() - t;
+        const cpu1 = cpuNow();
+        prof[k].cpuMs += cpu1 - cpu;
+        cpu = cpu1;
+        prof[k].calls++;
       }
+      prof[steps.length].cpuMs += cpu - cpu0;
     }
     const res = outSlots.map((k) => vals[k] as Array);
     vals.fill(null);
+    if (pooling) {
+      for (let k = 0; k < res.length; k++) {
+        const r = res[k];
+        const d = toStorage(r);
+        if (!wasmProgram.isPooled(d)) continue;
+        const copy = fromStorage(d.slice(), r.shape, r.dtype);
+        res[k] = r.weakType ? lax.convertElementType(copy, r.dtype, true) : copy;
+      }
+    }
     if (donating) donor.land(res, args);
+    if (t0 !== 0) {
+      const whole = prof![steps.length];
+      whole.ms += performance.now() - t0;
+      whole.calls++;
+    }
     return res;
   };
   const wasmSteps = steps.filter((s) => s.kind === 'wasm').length;
   const wasmKernels = wasmSteps + steps.filter((s) => s.kind === 'output' && s.wasm).length;
   const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmSteps;
-  const primitiveOps = steps.filter((s) => s.kind === 'prim').length;
+  const primitiveOps = steps.filter((s) => s.kind === 'prim' || s.kind === 'alias').length;
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);

@@ -20,3 +20,4 @@ export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads }
 export { setWasmKernels, wasmKernelsEnabled } from './wasm/program';
 export { GSPMDSharding, HloSharding } from './spmd/hloSharding';
 export { type ShardingOptions, SpmdCompiled, SpmdLowered, type SpmdSpec } from './spmd/spmdJit';
+export { profile, type ProfileRecord } from './profile';

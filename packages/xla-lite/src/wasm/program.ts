@@ -65,6 +65,8 @@ export interface WasmStep {
   readonly maxThreads: number;
   /** A multi-output fusion's outputs (float32), each copied out when read outside wasm kernels; the step's value is then the list (null where not copied). */
   readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean }[] | null;
+  /** Result buffers reused call after call when the program pools its copies (one per output; see `poolResults`). */
+  readonly pool: (Float32Array | Uint8Array | null)[];
 }
 
 let nextId = 1;
@@ -79,6 +81,14 @@ export class WasmProgram implements PoolProgram {
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
+  /**
+   * Whether results copied out of the arena go into buffers kept from the previous call (set by
+   * the executable when no value can outlive a call except its outputs, which it checks with
+   * `isPooled` and copies). Fresh multi-megabyte arrays each call cost page faults and, above
+   * all, V8's "external memory pressure" garbage collections.
+   */
+  private pooling = false;
+  private readonly pooled = new Set<ArrayBufferLike>();
   private readonly stamps: Int32Array;
   private readonly f32: Float32Array;
   private readonly u8: Uint8Array;
@@ -239,6 +249,7 @@ export class WasmProgram implements PoolProgram {
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: l.acc >= 0 || users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
         acc: l.acc,
+        pool: new globalThis.Array(l.inst.shapes.length).fill(null),
       });
     });
     return prog;
@@ -250,9 +261,33 @@ export class WasmProgram implements PoolProgram {
     return this.run(s, vals, acc) as Array;
   }
 
-  /** A float32 output copied out of the arena. */
-  private out(addr: number, n: number, sh: HloInstruction['shape']): Array {
-    const r = fromStorage(this.f32.slice(addr / 4, addr / 4 + n), sh.shape, sh.dtype);
+  /** Copies results into buffers reused call after call (see `pooling`). */
+  poolResults(): void {
+    this.pooling = true;
+  }
+
+  /** Whether `data` is one of the reused result buffers (an output holding it must be copied). */
+  isPooled(data: ArrayBufferView): boolean {
+    return this.pooled.has(data.buffer);
+  }
+
+  /** `n` elements from byte address `addr` of the arena: a fresh array, or the step's reused buffer. */
+  private copyOut(s: WasmStep, q: number, addr: number, n: number, bool: boolean): Float32Array | Uint8Array {
+    if (!this.pooling) return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
+    let buf = s.pool[q];
+    if (buf === null) {
+      buf = bool ? new Uint8Array(n) : new Float32Array(n);
+      s.pool[q] = buf;
+      this.pooled.add(buf.buffer);
+    }
+    if (bool) buf.set(this.u8.subarray(addr, addr + n));
+    else buf.set(this.f32.subarray(addr / 4, addr / 4 + n));
+    return buf;
+  }
+
+  /** A float32 output `q` of step `s` copied out of the arena. */
+  private out(s: WasmStep, q: number, addr: number, n: number, sh: HloInstruction['shape']): Array {
+    const r = fromStorage(this.copyOut(s, q, addr, n, false), sh.shape, sh.dtype);
     return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
   }
 
@@ -286,7 +321,7 @@ export class WasmProgram implements PoolProgram {
       const outs = new globalThis.Array<Array>(s.outputs.length);
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
-        outs[q] = x.copyOut ? this.out(x.addr, x.n, x.shape) : (null as unknown as Array);
+        outs[q] = x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
@@ -297,7 +332,7 @@ export class WasmProgram implements PoolProgram {
       data = dest;
       if (o.bool) data.set(this.u8.subarray(o.addr, o.addr + o.n));
       else data.set(this.f32.subarray(o.addr / 4, o.addr / 4 + o.n));
-    } else data = o.bool ? this.u8.slice(o.addr, o.addr + o.n) : this.f32.slice(o.addr / 4, o.addr / 4 + o.n);
+    } else data = this.copyOut(s, 0, o.addr, o.n, o.bool);
     const r = fromStorage(data, sh.shape, sh.dtype);
     return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
   }

@@ -188,10 +188,13 @@ export class GemmEngine {
     const u32 = this.u32View;
     const args = { ap, bp, cp, mp, np, kp };
     const big = mp * np * kp >= PARALLEL_MIN_WORK;
+    // Packing is split into chunks for the pool's threads; a product the calling thread runs
+    // alone packs each operand in as few kernel calls as its cache blocking allows.
+    const minChunks = big && this.parallel ? MIN_PACK_CHUNKS : 1;
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
-      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap) : null;
-      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp) : null;
+      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks) : null;
+      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks) : null;
       const hostPack = (): void => {
         if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
         if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
@@ -249,12 +252,12 @@ export class GemmEngine {
   }
 
   /** The SIMD kernel call (in chunks) that packs a staged one-pass operand's whole panels / k quads. */
-  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): PackJob {
+  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, minChunks: number): PackJob {
     const layout = v.rs === 1 ? 'rc' : 'kc';
     const full = Math.floor(v.rows / R);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
-    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, MIN_PACK_CHUNKS);
+    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, minChunks);
   }
 
   /**

@@ -1,0 +1,426 @@
+/**
+ * `pnpm bench:gpt`: training throughput of the reference GPT from issue 14, tpukit against
+ * jax-js (and PyTorch when it is installed) in the same run.
+ *
+ * The model: GPT decoder, byte vocabulary V=256, d=128, L=4 layers, H=4 heads of 32, MLP 512 with
+ * tanh-GELU, context T=128, batch B=16, pre-LayerNorm with bias, learned positional embedding, LM
+ * head tied to the token embedding, causal softmax attention, every linear layer with a bias, f32
+ * parameters, Adam (lr 3e-4, b1 .9, b2 .999, eps 1e-8). The embedding and the loss are one-hot
+ * matmuls so every framework does the same FLOPs. Batches are random 129-byte windows of a text
+ * corpus (this repository's markdown files), the same batches and the same initial parameters for
+ * every framework.
+ *
+ * tpukit is written as a new user would: `jit(valueAndGrad(loss))` plus a jitted Adam update on
+ * the systolic backend (TPU numerics: bf16 operands, f32 accumulation) through xla-lite. jax-js
+ * 0.1.25 (wasm backend, `jit(valueAndGrad(loss))` plus a jitted Adam) trains the same model in
+ * f32. jax-js has no threads in Node (its wasm backend spawns Web Workers, which Node lacks), so
+ * its one-thread number is its number for both columns. PyTorch (`/usr/bin/python3` or `python3`
+ * with torch) runs `gpt_torch.py`, the same model in eager f32, at 1 and 2 threads.
+ *
+ * Checked in code before timing: the parameter count (842,496), the matmul FLOPs per token
+ * counted from tpukit's compiled program (every dot_general, 2·M·N·K, one-hot matmuls included)
+ * against the hand count 5,832,704 = 3·F(fwd) − 2·V·d, and the issue's 6N+12LTd = 5,743,104
+ * (BENCHMARKS.md explains the difference). Effective GFLOP/s use the counted matmul FLOPs.
+ *
+ * Env: GPT_BENCH_ROUNDS (default 5) interleaved rounds of GPT_BENCH_STEPS (default 3) steps per
+ * framework and thread count (0: only the checks); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
+ * writes tpukit's optimised loss-and-gradient HLO there; TPUKIT_PROFILE=1 prints xla-lite's
+ * per-instruction profile of one tpukit step per thread count after the timed rounds.
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
+import { getKernelThreads, jit, profile } from '@tpukit/xla-lite';
+import type { HloComputation } from '@tpukit/xla-lite/internal';
+import { rand } from './fixtures';
+
+const V = 256;
+const D = 128;
+const L = 4;
+const H = 4;
+const DH = D / H;
+const F = 4 * D;
+const T = 128;
+const B = 16;
+const LR = 3e-4;
+const B1 = 0.9;
+const B2 = 0.999;
+const EPS = 1e-8;
+const ROUNDS = Number(process.env.GPT_BENCH_ROUNDS ?? 5);
+const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
+const TOKENS = B * T;
+
+/** Parameter count and FLOPs per token, from the configuration. */
+export const PARAMS = V * D + T * D + L * (4 * D + 4 * (D * D + D) + D * F + F + F * D + D) + 2 * D;
+/** Forward matmul FLOPs per token: embedding one-hot, q/k/v/o, MLP, scores and weighted sum over all T keys, LM head. */
+const FWD = 2 * V * D + L * (2 * 4 * D * D + 2 * 2 * D * F + 2 * 2 * T * D) + 2 * D * V;
+/** fwd + 2·fwd backward, less the input gradient of the one-hot embedding matmul (no one needs it). */
+export const FLOPS_PER_TOKEN = 3 * FWD - 2 * V * D;
+/** The issue's count: 6·(parameters without the positional embedding) + 12·L·T·d. */
+export const FORMULA_FLOPS_PER_TOKEN = 6 * (PARAMS - T * D) + 12 * L * T * D;
+
+const LAYER_KEYS = ['ln1g', 'ln1b', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo', 'ln2g', 'ln2b', 'w1', 'b1', 'w2', 'b2'] as const;
+type LayerKey = (typeof LAYER_KEYS)[number];
+
+/** Initial parameters as plain Float32Arrays, so every framework starts from the same numbers. */
+function initHost(): { shapes: Record<string, number[]>; values: Record<string, Float32Array> } {
+  const shapes: Record<string, number[]> = { wte: [V, D], wpe: [T, D], lnfg: [D], lnfb: [D] };
+  const per: Record<LayerKey, number[]> = { ln1g: [D], ln1b: [D], wq: [D, D], bq: [D], wk: [D, D], bk: [D], wv: [D, D], bv: [D], wo: [D, D], bo: [D], ln2g: [D], ln2b: [D], w1: [D, F], b1: [F], w2: [F, D], b2: [D] };
+  for (let l = 0; l < L; l++) for (const k of LAYER_KEYS) shapes[`h${l}.${k}`] = per[k];
+  const values: Record<string, Float32Array> = {};
+  let seed = 1;
+  for (const [name, shape] of Object.entries(shapes)) {
+    const key = name.split('.').pop()!;
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (/^ln.g$|^lnfg$/.test(key)) values[name] = new Float32Array(n).fill(1);
+    else if (shape.length === 1) values[name] = new Float32Array(n);
+    else values[name] = rand(shape, seed++, key === 'w2' || key === 'wo' ? 0.02 / Math.sqrt(2 * L) : 0.02).dataSync() as Float32Array;
+  }
+  return { shapes, values };
+}
+
+/** Random (T+1)-byte windows of this repository's markdown files, as [B, T] inputs and targets. */
+function batches(count: number): { x: Int32Array; y: Int32Array }[] {
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+  const files = [join(root, 'README.md'), join(root, 'BENCHMARKS.md'), ...readdirSync(join(root, 'packages')).map((p) => join(root, 'packages', p, 'README.md'))];
+  const text = Buffer.concat(files.map((f) => readFileSync(f)));
+  let s = 12345;
+  const next = () => (s = (s * 1103515245 + 12345) % 2147483648);
+  return globalThis.Array.from({ length: count }, () => {
+    const x = new Int32Array(TOKENS);
+    const y = new Int32Array(TOKENS);
+    for (let b = 0; b < B; b++) {
+      const at = next() % (text.length - T - 1);
+      for (let t = 0; t < T; t++) {
+        x[b * T + t] = text[at + t];
+        y[b * T + t] = text[at + t + 1];
+      }
+    }
+    return { x, y };
+  });
+}
+
+// ---------------------------------------------------------------- tpukit
+
+type TParams = Record<string, Array>;
+
+function layerNorm(x: Array, g: Array, b: Array): Array {
+  const mu = np.mean(x, { axis: -1, keepdims: true });
+  const xc = np.subtract(x, mu);
+  const v = np.mean(np.square(xc), { axis: -1, keepdims: true });
+  return np.add(np.multiply(np.multiply(xc, np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
+}
+
+function tLoss(p: TParams, x: Array, y: Array): Array {
+  const dense = (a: Array, w: string, bias: string) => np.add(np.matmul(a, p[w]), p[bias]);
+  const heads = (a: Array) => np.transpose(a.reshape([B, T, H, DH]), [0, 2, 1, 3]);
+  const mask = np.tri(T, T, 0, 'bool');
+  let h = np.add(np.matmul(nn.oneHot(x, V), p.wte), p.wpe);
+  for (let l = 0; l < L; l++) {
+    const k = (s: LayerKey) => `h${l}.${s}`;
+    const a = layerNorm(h, p[k('ln1g')], p[k('ln1b')]);
+    const q = heads(dense(a, k('wq'), k('bq')));
+    const kk = heads(dense(a, k('wk'), k('bk')));
+    const v = heads(dense(a, k('wv'), k('bv')));
+    const s = np.multiply(np.matmul(q, np.swapaxes(kk, -1, -2)), 1 / Math.sqrt(DH));
+    const att = np.matmul(nn.softmax(np.where(mask, s, -1e9), { axis: -1 }), v);
+    h = np.add(h, dense(np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]), k('wo'), k('bo')));
+    const m = layerNorm(h, p[k('ln2g')], p[k('ln2b')]);
+    h = np.add(h, dense(nn.gelu(dense(m, k('w1'), k('b1')), { approximate: true }), k('w2'), k('b2')));
+  }
+  const logits = np.matmul(layerNorm(h, p.lnfg, p.lnfb), np.transpose(p.wte));
+  const logp = nn.logSoftmax(logits, { axis: -1 });
+  return np.negative(np.mean(np.sum(np.multiply(logp, nn.oneHot(y, V)), { axis: -1 })));
+}
+
+/** Adam with the bias corrections folded into the step size (`lrt`, a traced scalar: no recompiles). */
+function tAdam(p: TParams, m: TParams, v: TParams, g: TParams, lrt: Array): [TParams, TParams, TParams] {
+  const m2 = tree.map((a: Array, b: Array) => np.add(np.multiply(a, B1), np.multiply(b, 1 - B1)), m, g) as TParams;
+  const v2 = tree.map((a: Array, b: Array) => np.add(np.multiply(a, B2), np.multiply(np.square(b), 1 - B2)), v, g) as TParams;
+  const p2 = tree.map((w: Array, a: Array, b: Array) => np.subtract(w, np.multiply(lrt, np.divide(a, np.add(np.sqrt(b), EPS)))), p, m2, v2) as TParams;
+  return [p2, m2, v2];
+}
+
+/** Step size of Adam step `t` (from 1) with both bias corrections folded in. */
+const stepSize = (t: number) => (LR * Math.sqrt(1 - B2 ** t)) / (1 - B1 ** t);
+
+/** Sum of 2·|out|·K over every dot_general in a compiled computation (fusion bodies included). */
+function dotFlops(c: HloComputation): number {
+  let f = 0;
+  for (const i of c.instructions) {
+    for (const sub of i.called) f += dotFlops(sub);
+    if (i.prim?.name !== 'dot_general') continue;
+    const [[lc]] = (i.params as { dimensionNumbers: [[number[], number[]], [number[], number[]]] }).dimensionNumbers;
+    const k = lc.reduce((a, d) => a * i.operands[0].shape.shape[d], 1);
+    f += 2 * i.shape.shape.reduce((a, b) => a * b, 1) * k;
+  }
+  return f;
+}
+
+interface Trainer {
+  name: string;
+  /** Runs `n` steps over `data` from `from`; returns the last loss. */
+  steps(from: number, n: number): Promise<number>;
+}
+
+function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number): Trainer {
+  return withBackend('systolic', () => {
+    let p: TParams = {};
+    for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
+    let m = tree.map((a: Array) => np.zerosLike(a), p) as TParams;
+    let v = tree.map((a: Array) => np.zerosLike(a), p) as TParams;
+    const vg = jit(valueAndGrad(tLoss));
+    const adam = jit(tAdam);
+    const xs = data.map((d) => np.array(d.x).reshape([B, T]));
+    const ys = data.map((d) => np.array(d.y).reshape([B, T]));
+    let t = 0;
+    const trainer: Trainer = {
+      name: `tpukit ${threads}t`,
+      async steps(from, n) {
+        systolic.setNumThreads(threads);
+        let loss = NaN;
+        withBackend('systolic', () => {
+          for (let s = 0; s < n; s++) {
+            const [l, g] = vg(p, xs[(from + s) % xs.length], ys[(from + s) % ys.length]) as [Array, TParams];
+            [p, m, v] = adam(p, m, v, g, np.array(stepSize(++t)));
+            loss = l.item() as number;
+          }
+        });
+        return loss;
+      },
+    };
+    return trainer;
+  });
+}
+
+/** Checks the model size and counts the matmul FLOPs of tpukit's compiled step; throws on a mismatch. */
+function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>): void {
+  const n = Object.values(host.values).reduce((a, v) => a + v.length, 0);
+  if (n !== PARAMS || PARAMS !== 842_496) throw new Error(`bench:gpt: the model has ${n} parameters (configured ${PARAMS}); the issue's model has 842,496`);
+  withBackend('systolic', () => {
+    const p: TParams = {};
+    for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v).reshape(host.shapes[k]);
+    const x = np.array(data[0].x).reshape([B, T]);
+    const compiled = jit(valueAndGrad(tLoss)).lower(p, x, x).compile();
+    if (process.env.GPT_BENCH_HLO) writeFileSync(process.env.GPT_BENCH_HLO, compiled.asText());
+    const counted = dotFlops(compiled.module.entry) / TOKENS;
+    if (counted !== FLOPS_PER_TOKEN) throw new Error(`bench:gpt: the compiled step does ${counted} matmul FLOP per token; the hand count is ${FLOPS_PER_TOKEN}`);
+  });
+}
+
+// ---------------------------------------------------------------- jax-js
+
+// jax-js's arrays are reference counted: every function consumes its array arguments, and
+// `.ref` adds a reference for a value used again. The functions below follow that rule.
+type JArr = {
+  ref: JArr;
+  shape: number[];
+  add(o: JArr | number): JArr;
+  sub(o: JArr | number): JArr;
+  mul(o: JArr | number): JArr;
+  div(o: JArr | number): JArr;
+  reshape(s: number[]): JArr;
+  transpose(p: number[]): JArr;
+  mean(axis: number, o?: { keepdims?: boolean }): JArr;
+  sum(axis?: number): JArr;
+  data(): Promise<Float32Array>;
+  dispose(): void;
+};
+interface JaxJs {
+  init(...d: string[]): Promise<string[]>;
+  defaultDevice(d: string): void;
+  jit<F>(f: F): F;
+  valueAndGrad<F>(f: F): (...a: unknown[]) => [JArr, Record<string, JArr>];
+  blockUntilReady(x: unknown): Promise<unknown>;
+  tree: { map(f: (...a: JArr[]) => JArr, t: object, ...r: object[]): Record<string, JArr> };
+  numpy: {
+    array(x: Float32Array | Int32Array, o?: { dtype?: unknown }): JArr;
+    int32: unknown;
+    bool: unknown;
+    matmul(a: JArr, b: JArr): JArr;
+    sqrt(a: JArr): JArr;
+    square(a: JArr): JArr;
+    reciprocal(a: JArr): JArr;
+    where(c: JArr, a: JArr, b: JArr | number): JArr;
+    tri(n: number, m: number, k: number, o: { dtype: unknown }): JArr;
+    swapaxes(a: JArr, i: number, j: number): JArr;
+    transpose(a: JArr, p?: number[]): JArr;
+  };
+  nn: { gelu(a: JArr, o: { approximate: boolean }): JArr; softmax(a: JArr, axis: number): JArr; logSoftmax(a: JArr, axis: number): JArr; oneHot(a: JArr, n: number): JArr };
+}
+
+async function jaxjsTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>): Promise<Trainer | null> {
+  let jax: JaxJs;
+  try {
+    const g = globalThis as { navigator?: object };
+    g.navigator ??= { hardwareConcurrency: 1, userAgent: 'node' };
+    jax = (await import('@jax-js/jax')) as unknown as JaxJs;
+    if (!(await jax.init('wasm')).includes('wasm')) return null;
+    jax.defaultDevice('wasm');
+  } catch (e) {
+    console.log(`jax-js could not run: ${(e as Error).message}`);
+    return null;
+  }
+  const jnp = jax.numpy;
+  const ln = (x: JArr, g: JArr, b: JArr): JArr => {
+    const xc = x.ref.sub(x.mean(-1, { keepdims: true }));
+    const v = jnp.square(xc.ref).mean(-1, { keepdims: true });
+    return xc.mul(jnp.reciprocal(jnp.sqrt(v.add(1e-5)))).mul(g).add(b);
+  };
+  const heads = (a: JArr) => a.reshape([B, T, H, DH]).transpose([0, 2, 1, 3]);
+  const loss = (p: Record<string, JArr>, x: JArr, y: JArr): JArr => {
+    const dense = (a: JArr, w: string, bias: string) => jnp.matmul(a, p[w]).add(p[bias]);
+    const mask = jnp.tri(T, T, 0, { dtype: jnp.bool });
+    let h = jnp.matmul(jax.nn.oneHot(x, V), p.wte.ref).add(p.wpe);
+    for (let l = 0; l < L; l++) {
+      const k = (s: LayerKey) => `h${l}.${s}`;
+      const a = ln(h.ref, p[k('ln1g')], p[k('ln1b')]);
+      const q = heads(dense(a.ref, k('wq'), k('bq')));
+      const kk = heads(dense(a.ref, k('wk'), k('bk')));
+      const v = heads(dense(a, k('wv'), k('bv')));
+      const s = jnp.matmul(q, jnp.swapaxes(kk, -1, -2)).mul(1 / Math.sqrt(DH));
+      const att = jnp.matmul(jax.nn.softmax(jnp.where(mask.ref, s, -1e9), -1), v);
+      h = h.add(dense(att.transpose([0, 2, 1, 3]).reshape([B, T, D]), k('wo'), k('bo')));
+      const m = ln(h.ref, p[k('ln2g')], p[k('ln2b')]);
+      h = h.add(dense(jax.nn.gelu(dense(m, k('w1'), k('b1')), { approximate: true }), k('w2'), k('b2')));
+    }
+    mask.dispose();
+    const logits = jnp.matmul(ln(h, p.lnfg, p.lnfb), jnp.transpose(p.wte));
+    return jax.nn.logSoftmax(logits, -1).mul(jax.nn.oneHot(y, V)).sum(-1).mean(0).mean(0).mul(-1);
+  };
+  const adam = (p: Record<string, JArr>, m: Record<string, JArr>, v: Record<string, JArr>, g: Record<string, JArr>, lrt: JArr) => {
+    const m2 = jax.tree.map((a, b) => a.mul(B1).add(b.ref.mul(1 - B1)), m, g);
+    const v2 = jax.tree.map((a, b) => a.mul(B2).add(jnp.square(b).mul(1 - B2)), v, g);
+    const keys = Object.keys(p);
+    const p2: Record<string, JArr> = {};
+    for (const k of keys) p2[k] = p[k].sub(lrt.ref.mul(m2[k].ref.div(jnp.sqrt(v2[k].ref).add(EPS))));
+    lrt.dispose();
+    return [p2, m2, v2];
+  };
+  const vg = jax.jit(jax.valueAndGrad(loss));
+  const jadam = jax.jit(adam) as unknown as (...a: unknown[]) => [Record<string, JArr>, Record<string, JArr>, Record<string, JArr>];
+  let p: Record<string, JArr> = {};
+  let m: Record<string, JArr> = {};
+  let v: Record<string, JArr> = {};
+  for (const [k, a] of Object.entries(host.values)) {
+    p[k] = jnp.array(a.slice()).reshape(host.shapes[k]);
+    m[k] = jnp.array(new Float32Array(a.length)).reshape(host.shapes[k]);
+    v[k] = jnp.array(new Float32Array(a.length)).reshape(host.shapes[k]);
+  }
+  let t = 0;
+  return {
+    name: 'jax-js 1t',
+    async steps(from, n) {
+      let loss = NaN;
+      for (let s = 0; s < n; s++) {
+        const d = data[(from + s) % data.length];
+        const x = jnp.array(d.x, { dtype: jnp.int32 }).reshape([B, T]);
+        const y = jnp.array(d.y, { dtype: jnp.int32 }).reshape([B, T]);
+        const pr: Record<string, JArr> = {};
+        for (const k of Object.keys(p)) pr[k] = p[k].ref;
+        const [l, g] = vg(pr, x, y);
+        [p, m, v] = jadam(p, m, v, g, jnp.array(new Float32Array([stepSize(++t)])).reshape([]));
+        loss = (await l.data())[0];
+        await jax.blockUntilReady(p);
+      }
+      return loss;
+    },
+  };
+}
+
+// ---------------------------------------------------------------- PyTorch
+
+/** The PyTorch peer's tokens per second and per CPU-second at `threads`, or the reason it was skipped. */
+function torchPeer(threads: number, steps: number): { tps: number; cpu: number } | string {
+  if (process.env.GPT_BENCH_TORCH === '0') return 'skipped (GPT_BENCH_TORCH=0)';
+  const script = join(dirname(fileURLToPath(import.meta.url)), 'gpt_torch.py');
+  for (const py of ['/usr/bin/python3', 'python3']) {
+    const probe = spawnSync(py, ['-c', 'import torch'], { encoding: 'utf8' });
+    if (probe.status !== 0) continue;
+    const env = { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: String(threads), MKL_NUM_THREADS: String(threads) };
+    const r = spawnSync(py, [script, String(threads), String(steps)], { encoding: 'utf8', env });
+    if (r.status !== 0) return `failed: ${r.stderr.trim().split('\n').pop()}`;
+    const j = JSON.parse(r.stdout.trim().split('\n').pop()!) as { tokensPerSecond: number; tokensPerCpuSecond: number };
+    return { tps: j.tokensPerSecond, cpu: j.tokensPerCpuSecond };
+  }
+  return 'skipped (no python3 with torch: apt-get install python3-torch libopenblas0-pthread; without OpenBLAS Debian torch runs the reference BLAS at ~2.6 GFLOP/s)';
+}
+
+// ---------------------------------------------------------------- main
+
+const med = (v: number[]) => v.slice().sort((a, b) => a - b)[Math.floor(v.length / 2)];
+
+async function main(): Promise<void> {
+  const host = initHost();
+  const data = batches(64);
+  checkModel(host, data);
+  if (ROUNDS === 0) return;
+  const cores = systolic.getNumThreads();
+  console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+  const trainers: Trainer[] = [tpukitTrainer(host, data, 1), ...(cores >= 2 ? [tpukitTrainer(host, data, 2)] : [])];
+  const jx = await jaxjsTrainer(host, data);
+  if (jx) trainers.push(jx);
+  // Warm-up: compile and run two steps each (same data), and show that the losses agree.
+  const first: string[] = [];
+  for (const tr of trainers) {
+    const t0 = performance.now();
+    const l = await tr.steps(0, 2);
+    first.push(`${tr.name} loss ${l.toFixed(4)} (compile + 2 steps ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  }
+  console.log(`  after 2 steps: ${first.join('; ')}`);
+  const tps = trainers.map((): number[] => []);
+  // Tokens per second of this process's CPU time (user + system, all threads): on a shared
+  // machine a one-thread run's CPU time does not count the time other processes held the core.
+  const cpuTps = trainers.map((): number[] => []);
+  const ratio1: number[] = [];
+  const ratio1Cpu: number[] = [];
+  const ratio2: number[] = [];
+  let at = 2;
+  const losses = trainers.map(() => NaN);
+  for (let r = 0; r < ROUNDS; r++) {
+    const round: number[] = [];
+    const roundCpu: number[] = [];
+    for (let k = 0; k < trainers.length; k++) {
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      losses[k] = await trainers[k].steps(at, STEPS);
+      const ms = performance.now() - t0;
+      const cpu = process.cpuUsage(c0);
+      round.push((STEPS * TOKENS) / (ms / 1000));
+      roundCpu.push((STEPS * TOKENS) / ((cpu.user + cpu.system) / 1e6));
+      tps[k].push(round[k]);
+      cpuTps[k].push(roundCpu[k]);
+    }
+    at += STEPS;
+    if (jx) ratio1.push(round[0] / round[trainers.length - 1]);
+    if (jx) ratio1Cpu.push(roundCpu[0] / roundCpu[trainers.length - 1]);
+    if (cores >= 2) ratio2.push(round[1] / round[0]);
+  }
+  systolic.setNumThreads(cores);
+  const torch = [1, 2].map((n) => torchPeer(n, Math.max(10, ROUNDS * STEPS)));
+  console.log(`  tokens/s (median of ${ROUNDS} rounds; effective GFLOP/s = tokens/s x ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP):`);
+  trainers.forEach((tr, k) => {
+    const x = med(tps[k]);
+    const cpu = med(cpuTps[k]);
+    console.log(`    ${tr.name.padEnd(11)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  loss after ${at} steps ${losses[k].toFixed(4)}`);
+  });
+  torch.forEach((x, k) => console.log(`    torch ${k + 1}t    ${typeof x === 'string' ? x : `${x.tps.toFixed(0).padStart(6)} tok/s  ${((x.tps * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x.tps) * 1000).toFixed(0)} ms/step  per CPU-second ${x.cpu.toFixed(0).padStart(6)} tok (one run of ${Math.max(10, ROUNDS * STEPS)} steps)`}`));
+  if (jx) console.log(`  tpukit 1t / jax-js 1t       ${med(ratio1).toFixed(2)}x (median per-round ratio; target >= 3); by CPU time ${med(ratio1Cpu).toFixed(2)}x`);
+  if (cores >= 2) console.log(`  tpukit 2t / tpukit 1t       ${med(ratio2).toFixed(2)}x (target >= 1.8; kernel threads ${getKernelThreads()})`);
+  if (jx && cores >= 2) console.log(`  tpukit 2t / jax-js          ${(med(tps[1]) / med(tps[trainers.length - 1])).toFixed(2)}x (jax-js has no threads in Node)`);
+  const [t1, t2] = torch;
+  if (typeof t1 !== 'string') console.log(`  tpukit 1t / torch 1t        ${(med(tps[0]) / t1.tps).toFixed(2)}x; by CPU time ${(med(cpuTps[0]) / t1.cpu).toFixed(2)}x (torch not interleaved: it runs after the rounds)`);
+  if (typeof t2 !== 'string' && cores >= 2) console.log(`  tpukit 2t / torch 2t        ${(med(tps[1]) / t2.tps).toFixed(2)}x (target >= 1)`);
+  if (process.env.TPUKIT_PROFILE === '1') {
+    for (let k = 0; k < Math.min(2, trainers.length); k++) {
+      profile.reset();
+      await trainers[k].steps(at, 1);
+      console.log(`\n  profile of one ${trainers[k].name} step:\n${profile.report({ top: 25, by: trainers[k].name.endsWith(' 1t') ? 'cpu' : 'wall' })}`);
+    }
+  }
+}
+
+await main();

@@ -1,0 +1,50 @@
+// Results copied out of the wasm arena reuse buffers call after call; an output never shares
+// one, so arrays returned by an earlier call keep their values.
+import { type Array, debug, np, withBackend } from '@tpukit/core';
+import { describe, expect, it } from 'vitest';
+import { jit } from '../src/index';
+import { expectAllclose } from './build';
+
+const seq = (n: number, s: number) => np.array(globalThis.Array.from({ length: n }, (_, i) => Math.sin(i * s)), 'float32');
+const x1 = seq(64 * 32, 0.3).reshape([64, 32]);
+const x2 = seq(64 * 32, 0.7).reshape([64, 32]);
+const w = seq(32 * 16, 0.11).reshape([32, 16]);
+
+function f(a: Array, b: Array): Array[] {
+  const h = np.tanh(np.multiply(a, 2));
+  const y = np.matmul(h, b);
+  return [h, y, np.sum(np.exp(np.multiply(y, 0.1))), h.reshape([2048])];
+}
+
+describe('reused result buffers', () => {
+  it('outputs of one call keep their values after the next call, and every call matches eager', () => {
+    withBackend('systolic', () => {
+      const jf = jit(f);
+      const r1 = jf(x1, w);
+      const v1 = r1.map((r) => r.toArray());
+      const r2 = jf(x2, w);
+      expect(r1.map((r) => r.toArray())).toEqual(v1);
+      const e2 = f(x2, w);
+      r2.forEach((r, k) => expectAllclose(r, e2[k], { rtol: 1e-4, atol: 1e-5 }));
+      const r3 = jf(x1, w);
+      r3.forEach((r, k) => expect(r.toArray()).toEqual(v1[k]));
+    });
+  });
+
+  it('a program with a host callback still hands the callback values that stay valid', () => {
+    const seen: Array[] = [];
+    const printed = debug.capturePrints();
+    try {
+      const jf = jit((a: Array) => {
+        const h = np.tanh(np.multiply(a, 2));
+        debug.print('{}', np.sum(h));
+        return np.sum(np.multiply(h, h));
+      });
+      seen.push(jf(x1), jf(x2));
+      expectAllclose(seen[0], np.sum(np.square(np.tanh(np.multiply(x1, 2)))), { rtol: 1e-4 });
+      expect(printed.lines.length).toBe(2);
+    } finally {
+      printed.restore();
+    }
+  });
+});
