@@ -7,20 +7,16 @@
  * physical grid transposed into that order. Device k of `devices()` is chip k, numbered
  * row-major over the topology's dimensions (the last fastest).
  *
- * The topology is structural (`{ dims, wraparound?, name? }`), so the TPU topology records of
- * `topology.ts` (v4 / v5p 3D tori, v5e / v6e 2D, user-defined) are accepted as they are.
+ * The topology is one of `topology.ts`'s records (v4 / v5p 3D tori, v5e / v6e 2D, user-defined)
+ * or any `{ dims, wraparound?, name? }`: only the chip grid matters here.
  */
 import type { Device } from '@tpukit/core';
 import { devices as allDevices } from './devices';
 import { type Nested, nestDevices } from './mesh';
+import type { Topology } from './topology';
 
-/** What createDeviceMesh needs of a topology: the chip grid. */
-export interface TopologyLike {
-  readonly name?: string;
-  /** Chips along each physical dimension. */
-  readonly dims: readonly number[];
-  readonly wraparound?: readonly boolean[];
-}
+/** What createDeviceMesh needs of a topology (a `Topology` record has it): the chip grid. */
+export type TopologyLike = Pick<Topology, 'dims'> & Partial<Pick<Topology, 'name' | 'wraparound'>>;
 
 
 /** For each logical axis, the physical dimensions it is laid on (JAX's assignment). */

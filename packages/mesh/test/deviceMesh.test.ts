@@ -3,7 +3,7 @@
 // dimensions as multiply to its size), checked against hand-worked layouts.
 import type { Device } from '@tpukit/core';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { Mesh, createDeviceMesh, setCpuDeviceCount } from '../src/index';
+import { Mesh, createDeviceMesh, generations, setCpuDeviceCount, torus2d, torus3d } from '../src/index';
 import { assignAxes } from '../src/deviceMesh';
 
 const ids = (x: unknown): unknown => (globalThis.Array.isArray(x) ? x.map(ids) : (x as Device).id);
@@ -27,6 +27,14 @@ describe('createDeviceMesh', () => {
     expect(m[3][6].id).toEqual(1 * 32 + 2 * 8 + 3);
     expect(new Set(m.flat().map((d) => d.id)).size).toBe(128);
     expect(new Mesh(m, ['data', 'model']).shape).toEqual({ data: 8, model: 16 });
+  });
+  it('takes the TPU topology records: a v4 4x4x8 torus and a v5e 4x4 slice', () => {
+    const v4 = createDeviceMesh([8, 16], { topology: torus3d(generations.v4, [4, 4, 8]) }) as Device[][];
+    expect(v4[3][6].id).toBe(1 * 32 + 2 * 8 + 3);
+    // 16 on a 4x4 grid: the single logical axis takes both dimensions, row-major.
+    expect(ids(createDeviceMesh([16], { topology: torus2d(generations.v5e, [4, 4]) }))).toEqual(globalThis.Array.from({ length: 16 }, (_, i) => i));
+    // [4, 4] on 4x4: the inner axis goes to the first free dimension (x), as in JAX.
+    expect((createDeviceMesh([4, 4], { topology: torus2d(generations.v5e, [4, 4]) }) as Device[][])[0].map((d) => d.id)).toEqual([0, 4, 8, 12]);
   });
   it('keeps row-major order without a topology, transposes a square grid like JAX, and rejects impossible layouts', () => {
     expect(ids(createDeviceMesh([2, 4]))).toEqual([[0, 1, 2, 3], [4, 5, 6, 7]]);
