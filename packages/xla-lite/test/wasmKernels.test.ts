@@ -162,7 +162,11 @@ describe('WebAssembly kernels agree with the JavaScript kernels and eager execut
         expectWithin(a, b, budget(v, reduce, shape.length, { rtol: 1e-4, atol: 2e-5 }), 'wasm vs js');
         expectWithin(a, f(...args), budget(v, reduce, shape.length, { rtol: 1e-4, atol: 1e-4 }), 'wasm vs eager');
       }),
-      { numRuns: 120 },
+      {
+        numRuns: 120,
+        // FC_SEED=2052691033: 10 terms from −70.8 to 146.6 cancelling to −0.35 (see `budget`).
+        examples: [[{ shape: [10, 17, 22], picks: [0], ops: [[true, 7, 0], [true, 10, 0], [false, 0, 1]], reduce: 'sum-first', seed: 138 }]],
+      },
     );
     expect(wasmKernels).toBeGreaterThan(100);
   });
