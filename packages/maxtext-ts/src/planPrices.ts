@@ -25,7 +25,7 @@ export const PRICE_TIERS: readonly PriceTier[] = ['onDemand', 'spot', 'committed
 export const DEFAULT_PRICES: PriceTable = Object.freeze({
   source: 'https://cloud.google.com/tpu/pricing (list prices per chip-hour, us-central; the articles quoted in tpukit issue 17 give v5e about $1.20-2.20 and v5p about $4.20-8)',
   date: '2026-11-25',
-  note: 'on-demand and 1-/3-year committed-use prices as listed on the Cloud TPU pricing page; spot prices float and are the typical listed spot rate, so treat them as estimates',
+  note: 'on-demand and 1-/3-year committed-use prices as listed on the Cloud TPU pricing page; spot prices float by region and day: the spot column is an estimate (half of on-demand), not a quote; v4 has no spot column',
   generations: Object.freeze({
     v4: { perChipHour: { onDemand: 3.22, committed1y: 2.03, committed3y: 1.45 } },
     v5e: { perChipHour: { onDemand: 1.2, spot: 0.6, committed1y: 0.84, committed3y: 0.54 } },
