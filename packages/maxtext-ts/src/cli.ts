@@ -12,6 +12,7 @@ import { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
 import { decode } from './decode';
 import { initParams, modelConfig } from './model';
 import { train } from './train';
+import { formatPlan, plan, PlanError } from './plan';
 
 const program = new Command('maxtext').description('MaxText for TypeScript: config-driven decoder-only transformer training').showHelpAfterError();
 
@@ -50,7 +51,22 @@ program
     console.log(decode(params, c));
   });
 
+program
+  .command('plan')
+  .description('plan a training run on a TPU slice: memory per chip, step time, MFU, tokens/s, time and cost to a token budget, recommended mesh')
+  .argument('<config>', 'a YAML file or a shipped config name')
+  .argument('[overrides...]', 'key=value pairs')
+  .requiredOption('--tpu <type>', 'accelerator type: v5e-256, v5p-128, v4-64, v6e-8, ... (the number counts TensorCores)')
+  .option('--tokens <n>', 'token budget of the run (default: 20 tokens per parameter)')
+  .action((config: string, overrides: string[], opts: { tpu: string; tokens?: string }) => {
+    const c = loadConfig(config, overrides);
+    const tokens = opts.tokens === undefined ? undefined : Number(opts.tokens);
+    const p = plan(c, { tpu: opts.tpu, tokens });
+    console.log(formatPlan(p));
+    if (!p.best) process.exitCode = 4;
+  });
+
 program.parseAsync(process.argv).catch((e: unknown) => {
-  console.error(e instanceof ConfigError ? e.message : e instanceof Error ? (e.stack ?? e.message) : String(e));
-  process.exit(e instanceof ConfigError ? 2 : 1);
+  console.error(e instanceof ConfigError || e instanceof PlanError ? e.message : e instanceof Error ? (e.stack ?? e.message) : String(e));
+  process.exit(e instanceof ConfigError || e instanceof PlanError ? 2 : 1);
 });

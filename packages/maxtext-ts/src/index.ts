@@ -11,5 +11,7 @@ export { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, typ
 export { EventFileWriter, encodeEvent, tfrecordFrame } from './tensorboard';
 export { StepProfiler, type TraceEvent } from './profiler';
 export { train, type TrainOptions, type TrainResult } from './train';
+export { estimateMesh, formatPlan, memoryPerChip, meshCandidates, type MeshEstimate, type MeshShape, parameterCounts, parseTpu, plan, type Plan, PlanError, type PlanOptions } from './plan';
+export { DEFAULT_PRICES, PRICE_TIERS, type PriceTable, type PriceTier } from './planPrices';
 export { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
 export { decode } from './decode';
