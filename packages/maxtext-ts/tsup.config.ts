@@ -4,5 +4,5 @@ import { defineConfig } from 'tsup';
 import { packageConfig } from '../../tsup.base';
 
 export default defineConfig(
-  packageConfig({ index: 'src/index.ts', optim: 'src/optim/index.ts', cli: 'src/cli.ts' }, { external: ['@tpukit/core', '@tpukit/grain-ts', '@tpukit/orbax-ts', '@tpukit/xla-lite'] }),
+  packageConfig({ index: 'src/index.ts', optim: 'src/optim/index.ts', cli: 'src/cli.ts' }, { external: ['@tpukit/core', '@tpukit/grain-ts', '@tpukit/mesh', '@tpukit/orbax-ts', '@tpukit/xla-lite'] }),
 );
