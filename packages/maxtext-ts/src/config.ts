@@ -200,7 +200,9 @@ export function parseOverrides(overrides: readonly string[]): Record<string, unk
 /** What a config is built for beyond its keys. */
 export interface ConfigOptions {
   /**
-   * The devices the run trains on (MaxText: jax.device_count()); default 1. Above 1 the trainer
+   * The devices the run trains on (MaxText: jax.device_count()); default: the
+   * `TPUKIT_CPU_DEVICES` environment variable (as @tpukit/mesh reads it) when set, else 1 (not the
+   * core count mesh defaults to, so a run does not change with the machine). Above 1 the trainer
    * shards over a mesh of @tpukit/mesh's devices, whose count must be this number.
    */
   numDevices?: number;
@@ -227,8 +229,11 @@ export function buildConfig(layers: readonly { source: string; values: Record<st
   const auto = ici.filter((v) => v === -1).length;
   if (auto > 1) fail(`at most one ici_*_parallelism may be -1; got ici_data_parallelism=${ici[0]}, ici_fsdp_parallelism=${ici[1]}, ici_tensor_parallelism=${ici[2]}`);
   const fixed = ici.filter((v) => v !== -1).reduce((a, b) => a * b, 1);
-  const devices = opts.numDevices ?? 1;
-  if (!Number.isInteger(devices) || devices < 1) throw new ConfigError(`config: numDevices must be an integer >= 1; got ${devices}`);
+  const env = process.env.TPUKIT_CPU_DEVICES;
+  const devices = opts.numDevices ?? (env === undefined || env === '' ? 1 : Number(env));
+  if (!Number.isInteger(devices) || devices < 1) {
+    throw new ConfigError(`config: ${opts.numDevices === undefined ? `TPUKIT_CPU_DEVICES=${env}` : `numDevices = ${opts.numDevices}`} must be an integer >= 1`);
+  }
   if (auto === 0 ? fixed !== devices : devices % fixed !== 0) {
     fail(`the product of ici_data_parallelism=${ici[0]}, ici_fsdp_parallelism=${ici[1]}, ici_tensor_parallelism=${ici[2]} must equal the device count (${devices})`);
   }

@@ -113,6 +113,7 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
     log(
       `maxtext: ${c.source} -> ${runDir}: ${c.num_decoder_layers} layers, emb ${c.emb_dim}, ${c.num_query_heads}/${c.num_kv_heads} heads, mlp ${c.mlp_dim}, vocab ${c.vocab_size}, ` +
         `${countParams(state.params).toLocaleString('en-US')} params; batch ${c.global_batch_size_to_load} x ${c.max_target_length}; ${c.steps} steps on the ${c.backend} backend; ` +
+        (ts.mesh === null ? '' : `${c.num_devices} devices, mesh ${Object.entries(ts.mesh.shape).map(([k, v]) => `${k}=${v}`).join(' ')}; `) +
         `${restoredFrom === 'fresh' ? 'fresh init' : `restored from ${restoredFrom} at step ${startStep}`}; ${(tflops * 1e3).toFixed(3)} GFLOP/step/device` +
         (cpuPeakFlops === null ? '' : `; CPU matmul peak ${(cpuPeakFlops / 1e9).toFixed(1)} GFLOP/s`) +
         (simulatedStepSeconds === null ? '' : `; simulated ${c.tpu_generation} step ${(simulatedStepSeconds * 1e6).toFixed(1)} us`),

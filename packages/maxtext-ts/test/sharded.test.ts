@@ -85,6 +85,22 @@ describe('mesh and shardings from the config', () => {
     expect(makeTrainMesh(c, devices()).shape).toEqual({ data: 2, fsdp: 1, tensor: 1 });
     expect(() => makeTrainMesh(c, devices().slice(0, 1))).toThrow(/ici_data_parallelism=2, ici_fsdp_parallelism=1, ici_tensor_parallelism=1 must equal the device count 1/);
     expect(() => loadConfig('tiny', ['ici_data_parallelism=3'], { numDevices: 2 })).toThrow(/must equal the device count \(2\)/);
+    expect(() => loadConfig('tiny', [], { numDevices: 0 })).toThrow('config: numDevices = 0 must be an integer >= 1');
+  });
+
+  it('takes the device count from TPUKIT_CPU_DEVICES when not given', () => {
+    const saved = process.env.TPUKIT_CPU_DEVICES;
+    try {
+      process.env.TPUKIT_CPU_DEVICES = '2';
+      expect(loadConfig('tiny').num_devices).toBe(2);
+      expect(loadConfig('tiny').global_batch_size_to_train_on).toBe(16);
+      process.env.TPUKIT_CPU_DEVICES = 'two';
+      expect(() => loadConfig('tiny')).toThrow('config: TPUKIT_CPU_DEVICES=two must be an integer >= 1');
+    } finally {
+      if (saved === undefined) delete process.env.TPUKIT_CPU_DEVICES;
+      else process.env.TPUKIT_CPU_DEVICES = saved;
+    }
+    expect(loadConfig('tiny').num_devices).toBe(1);
   });
 
   it('maps logical axes to mesh axes as flax does (first unused rule wins)', () => {
