@@ -5,9 +5,8 @@
  * `logical_axis_rules` maps them to mesh axes, giving each parameter's `NamedSharding`; the batch
  * is split along its first dimension by the rule for `activation_batch`.
  */
-import { type Array, tree } from '@tpukit/core';
+import { type Array, type Device, tree } from '@tpukit/core';
 import { type Mesh, makeMesh, NamedSharding, P, type SpecEntry } from '@tpukit/mesh';
-import type { Device } from '@tpukit/core';
 import type { Config } from './config';
 import type { Params } from './model';
 
