@@ -197,11 +197,22 @@ export function parseOverrides(overrides: readonly string[]): Record<string, unk
   return out;
 }
 
+/** What a config is built for beyond its keys. */
+export interface ConfigOptions {
+  /**
+   * The devices the run trains on (MaxText: jax.device_count()); default: the
+   * `TPUKIT_CPU_DEVICES` environment variable (as @tpukit/mesh reads it) when set, else 1 (not the
+   * core count mesh defaults to, so a run does not change with the machine). Above 1 the trainer
+   * shards over a mesh of @tpukit/mesh's devices, whose count must be this number.
+   */
+  numDevices?: number;
+}
+
 /**
  * Validates layered raw values into a Config. `layers` are applied in order (base first); each
  * is checked against the schema with its own source named in errors.
  */
-export function buildConfig(layers: readonly { source: string; values: Record<string, unknown> }[], configDir: string): Config {
+export function buildConfig(layers: readonly { source: string; values: Record<string, unknown> }[], configDir: string, opts: ConfigOptions = {}): Config {
   const raw: Record<string, unknown> = {};
   for (const { source, values } of layers) for (const [k, v] of Object.entries(values)) raw[k] = checkKey(k, v, source);
   for (const k of CONFIG_KEYS) if (!(k in raw)) throw new ConfigError(`config: key ${k} has no value (base.yml is incomplete)`);
@@ -218,9 +229,13 @@ export function buildConfig(layers: readonly { source: string; values: Record<st
   const auto = ici.filter((v) => v === -1).length;
   if (auto > 1) fail(`at most one ici_*_parallelism may be -1; got ici_data_parallelism=${ici[0]}, ici_fsdp_parallelism=${ici[1]}, ici_tensor_parallelism=${ici[2]}`);
   const fixed = ici.filter((v) => v !== -1).reduce((a, b) => a * b, 1);
-  const devices = 1; // one device here until @tpukit/mesh lands
+  const env = process.env.TPUKIT_CPU_DEVICES;
+  const devices = opts.numDevices ?? (env === undefined || env === '' ? 1 : Number(env));
+  if (!Number.isInteger(devices) || devices < 1) {
+    throw new ConfigError(`config: ${opts.numDevices === undefined ? `TPUKIT_CPU_DEVICES=${env}` : `numDevices = ${opts.numDevices}`} must be an integer >= 1`);
+  }
   if (auto === 0 ? fixed !== devices : devices % fixed !== 0) {
-    fail(`the product of ici_data_parallelism=${ici[0]}, ici_fsdp_parallelism=${ici[1]}, ici_tensor_parallelism=${ici[2]} must equal the device count (${devices}; sharded training needs @tpukit/mesh)`);
+    fail(`the product of ici_data_parallelism=${ici[0]}, ici_fsdp_parallelism=${ici[1]}, ici_tensor_parallelism=${ici[2]} must equal the device count (${devices})`);
   }
   const batch = r.per_device_batch_size * devices;
   return Object.freeze({
@@ -239,7 +254,7 @@ export function buildConfig(layers: readonly { source: string; values: Record<st
 }
 
 /** Parses YAML text (not a file) over base.yml, then the overrides. */
-export function parseConfig(yamlText: string, overrides: readonly string[] = [], source = '<text>', configDir = process.cwd()): Config {
+export function parseConfig(yamlText: string, overrides: readonly string[] = [], source = '<text>', configDir = process.cwd(), opts: ConfigOptions = {}): Config {
   const base = join(configsDir(), 'base.yml');
   return buildConfig(
     [
@@ -248,17 +263,18 @@ export function parseConfig(yamlText: string, overrides: readonly string[] = [],
       { source: 'overrides', values: parseOverrides(overrides) },
     ],
     configDir,
+    opts,
   );
 }
 
 /** A shipped config name (`tiny`, `small`, `llama2-7b`, `gpt3-6b`, `base`) or a YAML file path. */
-export function loadConfig(nameOrPath: string, overrides: readonly string[] = []): Config {
+export function loadConfig(nameOrPath: string, overrides: readonly string[] = [], opts: ConfigOptions = {}): Config {
   const shipped = (SHIPPED_CONFIGS as readonly string[]).includes(nameOrPath);
   const path = shipped ? join(configsDir(), `${nameOrPath}.yml`) : resolve(nameOrPath);
   if (!shipped && !existsSync(path)) {
     throw new ConfigError(`config: ${JSON.stringify(nameOrPath)} is neither a shipped config (${SHIPPED_CONFIGS.join(', ')}) nor an existing file`);
   }
-  return parseConfig(readFileSync(path, 'utf8'), overrides, path, dirname(path));
+  return parseConfig(readFileSync(path, 'utf8'), overrides, path, dirname(path), opts);
 }
 
 /** A path from the config, resolved against the config file's folder. */

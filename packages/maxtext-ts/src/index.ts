@@ -5,6 +5,8 @@
 export { type Config, ConfigError, CONFIG_KEYS, configsDir, loadConfig, parseConfig, parseOverrides, type RawConfig, SHIPPED_CONFIGS } from './config';
 export { calculateTflopsTrainingPerDevice, type StepTflops, tokensPerDevicePerStep } from './flops';
 export { type Batch, forward, initParams, loss, lossSum, type ModelConfig, modelConfig, type Params, applyRope, countParams, segmentMask } from './model';
+export { batchSharding, type LogicalAxes, logicalAxesOf, logicalToSpec, makeTrainMesh, MESH_AXES, optStateShardings, paramShardings } from './sharding';
+export { type ConfigOptions } from './config';
 export { makeOptimizer, makeSchedule, makeTrainStep, type StepMetrics, type TrainState, type TrainStep } from './trainStep';
 export { type DataIterator, grainDataset, makeDataIterator } from './data';
 export { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, type StepReport } from './metrics';

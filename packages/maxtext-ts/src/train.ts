@@ -14,6 +14,7 @@
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setBackend, systolic } from '@tpukit/core';
+import { devices } from '@tpukit/mesh';
 import { args, CheckpointManager, installPreemptionHandler, type PreemptionHandle, preemptionSignal, resetPreemption } from '@tpukit/orbax-ts';
 import type { CompileStats } from '@tpukit/xla-lite';
 import { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
@@ -23,6 +24,7 @@ import { calculateTflopsTrainingPerDevice, tokensPerDevicePerStep } from './flop
 import { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, type StepReport } from './metrics';
 import { countParams } from './model';
 import { StepProfiler } from './profiler';
+import { makeTrainMesh } from './sharding';
 import { EventFileWriter } from './tensorboard';
 import { makeTrainStep, type TrainState } from './trainStep';
 
@@ -68,7 +70,8 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
   setBackend(c.backend);
   const runDir = runDirOf(c);
   mkdirSync(runDir, { recursive: true });
-  const ts = makeTrainStep(c);
+  // More than one device: one GSPMD program over the ici_* mesh of @tpukit/mesh's devices.
+  const ts = makeTrainStep(c, { mesh: c.num_devices > 1 ? makeTrainMesh(c, devices()) : null });
   const data = makeDataIterator(c);
   const tflops = calculateTflopsTrainingPerDevice(c).total;
   const tokens = tokensPerDevicePerStep(c);
@@ -88,11 +91,11 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
     const latest = manager?.latestStep() ?? null;
     if (manager && latest !== null) {
       const r = (await manager.restore(latest, args.Composite({ items: args.StandardRestore(state), iter: args.JsonRestore(data) }))) as { items: TrainState };
-      state = r.items;
+      state = ts.place(r.items);
       restoredFrom = 'checkpoint';
     } else if (c.load_parameters_path !== '') {
       const params = await restoreParams(c, c.load_parameters_path, state.params);
-      state = { ...state, params, optState: ts.optimizer.init(params) };
+      state = ts.place({ ...state, params, optState: ts.optimizer.init(params) });
       restoredFrom = 'load_parameters_path';
     }
     const startStep = state.step.item() as number;
@@ -110,6 +113,7 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
     log(
       `maxtext: ${c.source} -> ${runDir}: ${c.num_decoder_layers} layers, emb ${c.emb_dim}, ${c.num_query_heads}/${c.num_kv_heads} heads, mlp ${c.mlp_dim}, vocab ${c.vocab_size}, ` +
         `${countParams(state.params).toLocaleString('en-US')} params; batch ${c.global_batch_size_to_load} x ${c.max_target_length}; ${c.steps} steps on the ${c.backend} backend; ` +
+        (ts.mesh === null ? '' : `${c.num_devices} devices, mesh ${Object.entries(ts.mesh.shape).map(([k, v]) => `${k}=${v}`).join(' ')}; `) +
         `${restoredFrom === 'fresh' ? 'fresh init' : `restored from ${restoredFrom} at step ${startStep}`}; ${(tflops * 1e3).toFixed(3)} GFLOP/step/device` +
         (cpuPeakFlops === null ? '' : `; CPU matmul peak ${(cpuPeakFlops / 1e9).toFixed(1)} GFLOP/s`) +
         (simulatedStepSeconds === null ? '' : `; simulated ${c.tpu_generation} step ${(simulatedStepSeconds * 1e6).toFixed(1)} us`),
@@ -134,7 +138,7 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
 
     for (let step = startStep; step < c.steps; step++) {
       let t = performance.now();
-      const batch = data.next();
+      const batch = ts.placeBatch(data.next());
       profiler.span(step, 'data', t);
       t = performance.now();
       const tracesBefore = ts.jitted.traceCount;

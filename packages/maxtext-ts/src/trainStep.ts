@@ -5,8 +5,10 @@
  * and the step count is an int32 Array, so one program serves the whole run (0 recompiles).
  */
 import { type Array, lax, np, random, tree, valueAndGrad } from '@tpukit/core';
+import { devicePut, type Mesh, NamedSharding, P } from '@tpukit/mesh';
 import { jit, type XlaJitted } from '@tpukit/xla-lite';
 import type { Config } from './config';
+import { batchSharding, optStateShardings, paramShardings } from './sharding';
 import { type Batch, initParams, lossSum, type ModelConfig, modelConfig, type Params } from './model';
 import {
   adam, adamw, applyUpdates, chain, clipByGlobalNorm, constantSchedule, globalNorm, type GradientTransformation, type Schedule, sgd, warmupCosineDecaySchedule, wsdSchedule,
@@ -76,11 +78,24 @@ export interface TrainStep {
   fn: (state: TrainState, batch: Batch) => [TrainState, StepMetrics];
   /** The step under jit, the state donated. */
   jitted: XlaJitted<(state: TrainState, batch: Batch) => [TrainState, StepMetrics]>;
-  /** A fresh state from `init_weights_seed`. */
+  /** A fresh state from `init_weights_seed` (placed on the mesh when there is one). */
   init(): TrainState;
+  /** The mesh the step is partitioned over (null: one device, unsharded). */
+  mesh: Mesh | null;
+  /** `state` laid out as the step expects it (identity without a mesh); restored states go through this. */
+  place(state: TrainState): TrainState;
+  /** A host batch laid out as the step expects it: rows split over data x fsdp (identity without a mesh). */
+  placeBatch(batch: Batch): Batch;
 }
 
-export function makeTrainStep(c: Config): TrainStep {
+/**
+ * The train step; with `mesh` (see sharding.ts' makeTrainMesh) it is one GSPMD program over the
+ * mesh's devices: parameters and optimizer state sharded by `logical_axis_rules`, the batch split
+ * over data x fsdp, and the step's outputs given the inputs' shardings (so every step reuses one
+ * compiled program).
+ */
+export function makeTrainStep(c: Config, opts: { mesh?: Mesh | null } = {}): TrainStep {
+  const mesh = opts.mesh ?? null;
   const m = modelConfig(c);
   const schedule = makeSchedule(c);
   const optimizer = makeOptimizer(c, schedule);
@@ -113,15 +128,28 @@ export function makeTrainStep(c: Config): TrainStep {
     return [{ params, optState, step: np.add(state.step, np.array(1, 'int32')) }, metrics];
   };
 
+  const initHost = (): TrainState => {
+    const params = initParams(m, random.key(c.init_weights_seed));
+    return { params, optState: optimizer.init(params), step: np.array(0, 'int32') };
+  };
+  const common = { model: m, optimizer, schedule, fn, mesh };
+  if (mesh === null) {
+    return { ...common, jitted: jit(fn, { donateArgnums: [0], warnAfterRecompiles: 1 }), init: initHost, place: (s) => s, placeBatch: (b) => b };
+  }
+  // Shardings follow the parameter tree, so they are derived from one host init.
+  const host = initHost();
+  const replicated = new NamedSharding(mesh, P());
+  const pS = paramShardings(host.params, c, mesh);
+  const stateS = { params: pS, optState: optStateShardings(host.optState, host.params, pS, mesh), step: replicated };
+  const metricsS = { loss: replicated, totalWeights: replicated, rawGradNorm: replicated, learningRate: replicated };
+  const outShardings = tree.leaves<NamedSharding>([stateS, metricsS], { isLeaf: (x) => x instanceof NamedSharding });
+  const bS = batchSharding(c, mesh);
+  const place = (s: TrainState): TrainState => devicePut(s, stateS);
   return {
-    model: m,
-    optimizer,
-    schedule,
-    fn,
-    jitted: jit(fn, { donateArgnums: [0], warnAfterRecompiles: 1 }),
-    init() {
-      const params = initParams(m, random.key(c.init_weights_seed));
-      return { params, optState: optimizer.init(params), step: np.array(0, 'int32') };
-    },
+    ...common,
+    jitted: jit(fn, { donateArgnums: [0], warnAfterRecompiles: 1, outShardings }),
+    init: () => place(initHost()),
+    place,
+    placeBatch: (b) => devicePut(b, bS),
   };
 }
