@@ -9,7 +9,7 @@ import { ConfigError, loadConfig, SHIPPED_CONFIGS } from './config';
 import { calculateTflopsTrainingPerDevice, tokensPerDevicePerStep } from './flops';
 import { random, setBackend } from '@tpukit/core';
 import { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
-import { decode } from './decode';
+import { decodeBatch } from './decode';
 import { initParams, modelConfig } from './model';
 import { train } from './train';
 
@@ -38,7 +38,7 @@ program
 
 program
   .command('decode')
-  .description("sample from a run's latest checkpoint (or load_parameters_path): prompt, max_prefill_predict_length new tokens")
+  .description("sample from a run's latest checkpoint (or load_parameters_path) with a KV cache: prompt (up to max_prefill_predict_length bytes), max_target_length - max_prefill_predict_length new tokens")
   .argument('<config>', 'a YAML file or a shipped config name')
   .argument('[overrides...]', 'key=value pairs')
   .action(async (config: string, overrides: string[]) => {
@@ -47,7 +47,9 @@ program
     const template = initParams(modelConfig(c), random.key(c.init_weights_seed));
     const dir = c.load_parameters_path !== '' ? c.load_parameters_path : checkpointDirOf(runDirOf(c));
     const params = await restoreParams(c, dir, template, c.load_parameters_path !== '' ? 'load_parameters_path' : 'the run\'s checkpoint directory');
-    console.log(decode(params, c));
+    const r = decodeBatch(params, c, [c.prompt]);
+    console.log(r.texts[0]);
+    console.error(`prefill ${r.prefillTokensPerSecond.toFixed(1)} tokens/s, generate ${r.tokensPerSecond.toFixed(1)} tokens/s (${r.tokens[0].length} new tokens, ${c.decode_sampling_strategy})`);
   });
 
 program.parseAsync(process.argv).catch((e: unknown) => {

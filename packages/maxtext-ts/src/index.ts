@@ -4,7 +4,7 @@
  */
 export { type Config, ConfigError, CONFIG_KEYS, configsDir, loadConfig, parseConfig, parseOverrides, type RawConfig, SHIPPED_CONFIGS } from './config';
 export { calculateTflopsTrainingPerDevice, type StepTflops, tokensPerDevicePerStep } from './flops';
-export { type Batch, forward, initParams, loss, lossSum, type ModelConfig, modelConfig, type Params, applyRope, countParams, segmentMask } from './model';
+export { type Attend, type Batch, block, embed, forward, initParams, layerParams, logitsOf, loss, lossSum, type ModelConfig, modelConfig, type Params, applyRope, countParams, segmentMask } from './model';
 export { makeOptimizer, makeSchedule, makeTrainStep, type StepMetrics, type TrainState, type TrainStep } from './trainStep';
 export { type DataIterator, grainDataset, makeDataIterator } from './data';
 export { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, type StepReport } from './metrics';
@@ -12,4 +12,4 @@ export { EventFileWriter, encodeEvent, tfrecordFrame } from './tensorboard';
 export { StepProfiler, type TraceEvent } from './profiler';
 export { train, type TrainOptions, type TrainResult } from './train';
 export { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
-export { decode } from './decode';
+export { checkSampling, decode, decodeBatch, type DecodeResult, type Decoder, type GenerateOptions, type GenerateResult, type KVCache, makeDecoder, sampleLogits, type Sampling, type SamplingStrategy, samplingOf } from './decode';
