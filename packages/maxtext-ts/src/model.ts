@@ -108,7 +108,8 @@ export function initParams(m: ModelConfig, key: Array): Params {
   return params;
 }
 
-function stackTrees(trees: Tree[]): Tree {
+/** Stacks same-structured trees leaf by leaf on a new leading axis (scan_layers' layout). */
+export function stackTrees(trees: Tree[]): Tree {
   const out: Tree = {};
   for (const k of Object.keys(trees[0])) {
     const first = trees[0][k];
