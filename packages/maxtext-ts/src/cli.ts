@@ -3,7 +3,7 @@
  * The `maxtext` command: `maxtext train <config.yml|name> key=value ...` (MaxText's
  * `python -m maxtext.train config key=value`), and `maxtext flops <config> key=value ...`
  * (calculate_tflops_training_per_device of a config without training it), `maxtext decode` (KV-cache
- * sampling) and `maxtext export <config> <out.safetensors>`.
+ * sampling) and `maxtext export <config> <out.safetensors|out.onnx>`.
  */
 import { Command } from 'commander';
 import { type Config, ConfigError, loadConfig, SHIPPED_CONFIGS } from './config';
@@ -12,6 +12,7 @@ import { random, setBackend } from '@tpukit/core';
 import { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
 import { decodeBatch } from './decode';
 import { countParams, initParams, modelConfig, type Params } from './model';
+import { exportOnnx } from './onnx';
 import { saveParams, type SaveParamsOptions } from './safetensors';
 import { train } from './train';
 
@@ -60,17 +61,20 @@ program
 
 program
   .command('export')
-  .description("write a run's parameters (latest checkpoint or load_parameters_path) as <out>.safetensors")
+  .description("write a run's parameters (latest checkpoint or load_parameters_path) as <out>.safetensors, or its inference graph as <out>.onnx")
   .argument('<config>', 'a YAML file or a shipped config name')
-  .argument('<out>', 'the file to write: *.safetensors')
+  .argument('<out>', 'the file to write: *.safetensors or *.onnx')
   .argument('[overrides...]', 'key=value pairs')
-  .option('--dtype <dtype>', 'store float tensors as float32, bfloat16 or float16 (default: weight_dtype)')
-  .action(async (config: string, out: string, overrides: string[], opts: { dtype?: SaveParamsOptions['dtype'] }) => {
+  .option('--dtype <dtype>', 'safetensors: store float tensors as float32, bfloat16 or float16 (default: weight_dtype)')
+  .option('--batch <n>', 'onnx: batch size of the graph', '1')
+  .option('--length <n>', 'onnx: sequence length of the graph (default: max_target_length)')
+  .action(async (config: string, out: string, overrides: string[], opts: { dtype?: SaveParamsOptions['dtype']; batch: string; length?: string }) => {
     const c = loadConfig(config, overrides);
     const m = modelConfig(c);
-    if (!out.endsWith('.safetensors')) throw new ConfigError(`maxtext export: <out> must end in .safetensors; got ${out}`);
+    if (!out.endsWith('.safetensors') && !out.endsWith('.onnx')) throw new ConfigError(`maxtext export: <out> must end in .safetensors or .onnx; got ${out}`);
     const params = await paramsOf(c);
-    saveParams(out, params, m, { dtype: opts.dtype });
+    if (out.endsWith('.onnx')) exportOnnx(out, m, params, { batch: Number(opts.batch), length: opts.length === undefined ? c.max_target_length : Number(opts.length) });
+    else saveParams(out, params, m, { dtype: opts.dtype });
     console.log(`wrote ${out} (${countParams(params)} parameters)`);
   });
 

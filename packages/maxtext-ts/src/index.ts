@@ -5,6 +5,7 @@
 export { type Config, ConfigError, CONFIG_KEYS, configsDir, loadConfig, parseConfig, parseOverrides, type RawConfig, SHIPPED_CONFIGS } from './config';
 export { calculateTflopsTrainingPerDevice, type StepTflops, tokensPerDevicePerStep } from './flops';
 export { type Attend, type Batch, block, embed, forward, initParams, layerParams, logitsOf, loss, lossSum, type ModelConfig, modelConfig, type Params, applyRope, countParams, segmentMask, stackTrees } from './model';
+export { exportOnnx, exportOnnxBytes, type OnnxExportOptions } from './onnx';
 export { loadParams, saveParams, type SaveParamsOptions, unstackLayers } from './safetensors';
 export { makeOptimizer, makeSchedule, makeTrainStep, type StepMetrics, type TrainState, type TrainStep } from './trainStep';
 export { type DataIterator, grainDataset, makeDataIterator } from './data';
