@@ -38,7 +38,10 @@ export async function mainJob(overrides: readonly string[] = [], log?: (line: st
       recompiles += again.compileStats.recompiles;
       say(`resumed from checkpoint ${resumedFrom}: ${again.losses.length} steps replayed; max |loss difference| vs the uninterrupted run = ${resumeMaxDiff}`);
     }
-    const sample = decode(first.state.params, config, { maxNewTokens: 32 });
+    // The KV cache holds max_target_length positions: pad the prompt to its own length, generate up to 32.
+    const promptBytes = new TextEncoder().encode(config.prompt).length;
+    const decodeConfig = loadConfig('tiny', [`max_prefill_predict_length=${promptBytes}`, ...overrides]);
+    const sample = decode(first.state.params, decodeConfig, { maxNewTokens: Math.min(32, config.max_target_length - promptBytes) });
     say(`sample: ${JSON.stringify(sample)}`);
     return { losses: first.losses, resumedFrom, resumeMaxDiff, recompiles, sample };
   } finally {

@@ -1,16 +1,19 @@
 /**
  * Reading parameters out of a trainer checkpoint directory (item `items`, leaf `params`), for
- * `load_parameters_path` and for decode: the latest step, restored partially into `template`.
+ * `load_parameters_path` and for decode: the latest step, restored partially into `template`; a
+ * path ending in `.safetensors` is one file written by saveParams (or any file with its names).
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { args, CheckpointManager } from '@tpukit/orbax-ts';
 import { type Config, ConfigError } from './config';
-import type { Params } from './model';
+import { modelConfig, type Params } from './model';
+import { loadParams } from './safetensors';
 
 export async function restoreParams(c: Config, dir: string, template: Params, key = 'load_parameters_path'): Promise<Params> {
   const path = resolve(dir);
   if (!existsSync(path)) throw new ConfigError(`config ${c.source}: ${key} ${dir} does not exist`);
+  if (path.endsWith('.safetensors')) return loadParams(path, modelConfig(c), template);
   const src = new CheckpointManager(path, { readOnly: true }); // another run's directory: never take its writer lock
   try {
     const step = src.latestStep();

@@ -91,9 +91,10 @@ const KEYS = {
   load_parameters_path: [str, 'a checkpoint directory path (string)'],
   prompt: [str, 'a string'],
   max_prefill_predict_length: [int(1), 'an integer >= 1'],
-  decode_sampling_strategy: [oneOf('greedy', 'weighted', 'topk'), 'one of greedy, weighted, topk'],
+  decode_sampling_strategy: [oneOf('greedy', 'weighted', 'topk', 'nucleus'), 'one of greedy, weighted, topk, nucleus'],
   decode_sampling_temperature: [pos, 'a number > 0'],
   decode_sampling_top_k: [int(0), 'an integer >= 0'],
+  decode_sampling_nucleus_p: [z.number().gt(0).max(1), 'a number in (0, 1]'],
 } as const satisfies Record<string, readonly [z.ZodType, string]>;
 
 type Keys = typeof KEYS;

@@ -108,7 +108,8 @@ export function initParams(m: ModelConfig, key: Array): Params {
   return params;
 }
 
-function stackTrees(trees: Tree[]): Tree {
+/** Stacks same-structured trees leaf by leaf on a new leading axis (scan_layers' layout). */
+export function stackTrees(trees: Tree[]): Tree {
   const out: Tree = {};
   for (const k of Object.keys(trees[0])) {
     const first = trees[0][k];
@@ -155,7 +156,14 @@ function mlp(x: Array, p: Tree, m: ModelConfig): Array {
   return dense(h, leaf(p, 'wo', 'kernel'), m);
 }
 
-function block(x: Array, p: Tree, mask: Array, positions: Array, m: ModelConfig): Array {
+/**
+ * Self-attention for one block: query [B, T, N, H], key and value [B, T, K, H] (after RoPE) to
+ * [B, T, N, H]. The training forward attends within the sequence; decode attends to a KV cache.
+ */
+export type Attend = (q: Array, k: Array, v: Array) => Array;
+
+/** One decoder block on [B, L, D] with positions [B, L]; `attend` does the attention itself. */
+export function block(x: Array, p: Tree, positions: Array, m: ModelConfig, attend: Attend): Array {
   const [b, l] = x.shape;
   const a = p.self_attention as Tree;
   const h = norm(x, p.pre_self_attention_layer_norm as Tree, m);
@@ -166,9 +174,34 @@ function block(x: Array, p: Tree, mask: Array, positions: Array, m: ModelConfig)
     q = applyRope(q, positions, m.ropeMaxTimescale);
     k = applyRope(k, positions, m.ropeMaxTimescale);
   }
-  const att = nn.dotProductAttention(q, k, v, { mask, isCausal: true });
+  const att = attend(q, k, v);
   const y = np.add(x, dense(np.reshape(att, [b, l, m.numQueryHeads * m.headDim]), leaf(a, 'out', 'kernel'), m));
   return np.add(y, mlp(norm(y, p.post_self_attention_layer_norm as Tree, m), p.mlp as Tree, m));
+}
+
+/** Token (and, for gpt3, position) embeddings of tokens [B, L] in the activation dtype. */
+export function embed(params: Params, tokens: Array, positions: Array, m: ModelConfig): Array {
+  const x = np.astype(np.take(leaf(params, 'token_embedder', 'embedding'), tokens, { axis: 0 }), m.dtype);
+  return m.decoderBlock === 'gpt3' ? np.add(x, np.astype(np.take(leaf(params, 'position_embedder', 'embedding'), positions, { axis: 0 }), m.dtype)) : x;
+}
+
+/** The final norm and the logits (float32) of activations [B, L, D]. */
+export function logitsOf(params: Params, x: Array, m: ModelConfig): Array {
+  const dec = params.decoder as Tree;
+  const y = norm(x, dec.decoder_norm as Tree, m);
+  // Tied logits are scaled by 1/sqrt(emb_dim), as MaxText's normalize_embedding_logits does.
+  const out = m.tiedEmbedding
+    ? np.multiply(dense(y, np.transpose(leaf(params, 'token_embedder', 'embedding')), m), 1 / Math.sqrt(m.embDim))
+    : dense(y, leaf(dec, 'logits_dense', 'kernel'), m);
+  return np.astype(out, 'float32');
+}
+
+/** The parameters of block `l` (a slice of the stacked tree under scan_layers). */
+export function layerParams(params: Params, m: ModelConfig, l: number): Tree {
+  const dec = params.decoder as Tree;
+  if (!m.scanLayers) return dec[`layers_${l}`] as Tree;
+  const slice = (t: Tree): Tree => Object.fromEntries(Object.entries(t).map(([k, v]) => [k, 'shape' in v ? (v as Array).get(l) : slice(v as Tree)]));
+  return slice(dec.layers as Tree);
 }
 
 /** Attention stays within a packed segment: [B, 1, L, L] bool (padding, segment 0, sees nothing but itself). */
@@ -179,11 +212,10 @@ export function segmentMask(segmentIds: Array): Array {
 
 /** Logits [B, L, vocab] in float32 for tokens, segment ids and positions [B, L]. */
 export function forward(params: Params, tokens: Array, segmentIds: Array, positions: Array, m: ModelConfig): Array {
-  const embedding = leaf(params, 'token_embedder', 'embedding');
-  let x = np.astype(np.take(embedding, tokens, { axis: 0 }), m.dtype);
-  if (m.decoderBlock === 'gpt3') x = np.add(x, np.astype(np.take(leaf(params, 'position_embedder', 'embedding'), positions, { axis: 0 }), m.dtype));
+  let x = embed(params, tokens, positions, m);
   const mask = segmentMask(segmentIds);
-  const run = (h: Array, p: Tree): Array => block(h, p, mask, positions, m);
+  const attend: Attend = (q, k, v) => nn.dotProductAttention(q, k, v, { mask, isCausal: true });
+  const run = (h: Array, p: Tree): Array => block(h, p, positions, m, attend);
   const step = m.remat === 'none' ? run : checkpoint(run, { policy: m.remat === 'full' ? 'nothing_saveable' : 'dots_saveable' });
   const dec = params.decoder as Tree;
   if (m.scanLayers) {
@@ -191,10 +223,7 @@ export function forward(params: Params, tokens: Array, segmentIds: Array, positi
   } else {
     for (let l = 0; l < m.numLayers; l++) x = step(x, dec[`layers_${l}`] as Tree);
   }
-  x = norm(x, dec.decoder_norm as Tree, m);
-  // Tied logits are scaled by 1/sqrt(emb_dim), as MaxText's normalize_embedding_logits does.
-  const out = m.tiedEmbedding ? np.multiply(dense(x, np.transpose(embedding), m), 1 / Math.sqrt(m.embDim)) : dense(x, leaf(dec, 'logits_dense', 'kernel'), m);
-  return np.astype(out, 'float32');
+  return logitsOf(params, x, m);
 }
 
 /** A packed batch of `max_target_length + 1` tokens: inputs are [:, :-1], targets [:, 1:]. */

@@ -1,7 +1,8 @@
 /**
  * The built `maxtext` bin in a child process: config errors exit 2 with the message, `flops`
  * prints MaxText's formula, and a real SIGTERM during `train` saves a checkpoint and exits 0, after
- * which the same command resumes from that step.
+ * which the same command resumes from that step; `export` writes safetensors / ONNX and `decode`
+ * reads the safetensors.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -52,5 +53,23 @@ describe('maxtext CLI', () => {
     expect(again.stdout).toContain(`restored from checkpoint at step ${saved}`);
     expect(again.stdout).toContain(`completed step: ${saved + 1},`);
     expect(again.stdout).not.toContain(`completed step: ${saved - 1},`);
+  });
+
+  it('export writes the run as safetensors and ONNX; decode reads the safetensors with a KV cache', () => {
+    const dec = [...small, 'max_prefill_predict_length=8'];
+    const st = join(out, 'cli.safetensors');
+    const e = spawnSync(process.execPath, [bin, 'export', 'tiny', st, ...dec, '--dtype', 'bfloat16'], { encoding: 'utf8' });
+    expect(e.stderr).toBe('');
+    expect(e.stdout).toContain(`wrote ${st} (`);
+    const o = spawnSync(process.execPath, [bin, 'export', 'tiny', join(out, 'cli.onnx'), ...dec, '--length', '8'], { encoding: 'utf8' });
+    expect(o.status).toBe(0);
+    expect(readdirSync(out)).toContain('cli.onnx');
+    const d = spawnSync(process.execPath, [bin, 'decode', 'tiny', ...dec, `load_parameters_path=${st}`, 'prompt=abc'], { encoding: 'utf8' });
+    expect(d.status).toBe(0);
+    expect(d.stdout.startsWith('abc')).toBe(true);
+    expect(d.stderr).toMatch(/^prefill [\d.]+ tokens\/s, generate [\d.]+ tokens\/s \(8 new tokens, greedy\)/);
+    const bad = spawnSync(process.execPath, [bin, 'export', 'tiny', join(out, 'x.bin'), ...dec], { encoding: 'utf8' });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('maxtext export: <out> must end in .safetensors or .onnx; got');
   });
 });
