@@ -106,7 +106,9 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
     if (c.measure_mfu && startStep < c.steps) {
       // One eager step under the cost ledger (its result is dropped; state is not donated eagerly).
       const probe = makeDataIterator(c).next();
-      simulatedStepSeconds = simulatedSeconds(() => ts.fn(state, probe), c.tpu_generation);
+      // The probe costs the whole global step; each of the num_devices chips does 1/num_devices of
+      // it (communication is not in the ledger), matching the per-device TFLOPs it is divided into.
+      simulatedStepSeconds = simulatedSeconds(() => ts.fn(state, probe), c.tpu_generation) / c.num_devices;
     }
     const mfuTpu = simulatedStepSeconds === null ? null : (tflops * 1e12) / (simulatedStepSeconds * peakOf(c));
 
