@@ -386,10 +386,16 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   };
 
   /** The cache entry for these arguments (traced on a miss); `count` records hits and misses. */
-  const prepare = (args: unknown[], count: boolean): { entry: CacheEntry; call: FlatCall } => {
+  /** Checks and flattens a call's arguments (deleted donated inputs are an error when `count`). */
+  const admit = (args: unknown[], count: boolean): FlatCall => {
     checkArgnums(args.length);
     const call = flattenCall(args, spec);
     if (donate.length && count) checkLive(call, args, name, names);
+    return call;
+  };
+
+  const prepare = (args: unknown[], count: boolean): { entry: CacheEntry; call: FlatCall } => {
+    const call = admit(args, count);
     let entry = cache.get(call.key);
     if (count) record(call, entry !== undefined);
     if (!entry) {
@@ -428,35 +434,34 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
     return path !== null && path.active(args) ? path : null;
   };
 
+  /** Runs `fn` with this function's sink collecting compile times and warnings. */
+  const withSink = <T>(fn: () => T): T => {
+    const prev = activeSink;
+    activeSink = sink;
+    try {
+      return fn();
+    } finally {
+      activeSink = prev;
+    }
+  };
+
   const jitted = ((...args: unknown[]) => {
     if (isJitDisabled()) return f(...args);
     const path = routed(args);
     if (path !== null) {
-      checkArgnums(args.length);
-      const call = flattenCall(args, spec);
-      if (donate.length) checkLive(call, args, name, names);
+      const call = admit(args, true);
       record(call, partitionedSeen.has(call.key));
       partitionedSeen.add(call.key);
-      const prev = activeSink;
-      activeSink = sink;
-      try {
-        return path.call(args, call.key, (ms) => sink.compileMs.push(ms));
-      } finally {
-        activeSink = prev;
-      }
+      return withSink(() => path.call(args, call.key, (ms) => sink.compileMs.push(ms)));
     }
     const { entry, call } = prepare(args, true);
     const leaves = call.leaves.map((l) => (l instanceof Array ? l : asArray(l as number | boolean)));
     if (entry.donated.length) checkDonations(name, entry.donated, entry.traced.donateLabels, leaves, entry.consts);
     const { traced } = entry;
-    const prev = activeSink;
-    activeSink = sink;
-    try {
+    return withSink(() => {
       const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: traced.jaxpr, name, donateArgnums: traced.donateArgnums, donateLabels: traced.donateLabels } satisfies PjitParams);
       return tree.unflatten(entry.outTree, outs);
-    } finally {
-      activeSink = prev;
-    }
+    });
   }) as unknown as Jitted<F>;
   Object.defineProperty(jitted, 'traceCount', { get: () => traceCount + (route?.path.traceCount ?? 0) });
   jitted.trace = ((...args: unknown[]) => prepare(args, false).entry.traced) as Jitted<F>['trace'];
