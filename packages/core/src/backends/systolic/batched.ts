@@ -52,8 +52,8 @@ export interface BatchJob {
   /** Byte address of the item table: Int32 pairs (A source, B source), then `items` done flags. */
   table: number;
   stager: Stager;
-  /** Takes item i's accumulator (calling thread, items in increasing order). */
-  sink: (item: number) => void;
+  /** Takes item i's accumulator at byte address `c` (calling thread, items in increasing order). */
+  sink: (item: number, c: number) => void;
 }
 
 /** Runs a batch job over several threads; false when it could not (the caller runs it alone). */
@@ -144,7 +144,7 @@ export function runBatchedItems(
       tab[2 * i + 1] = srcB + bOffs[g0 + i] * esB;
       tab[2 * n + i] = 0;
     }
-    const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stager, sink: (i) => sink(g0 + i, (cp + i * cStride) / 4, np) };
+    const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stager, sink: (i, c) => sink(g0 + i, c / 4, np) };
     batchedStats.jobs++;
     batchedStats.items += n;
     if (pool && parallel(job)) batchedStats.pooled++;
@@ -153,22 +153,25 @@ export function runBatchedItems(
   return true;
 }
 
-/** Packs and multiplies item `i` of `job` in pack area `area` (the calling thread's share, or all of it). */
-export function runItem(engine: GemmEngine, job: BatchJob, i: number, area: number, tab: Int32Array): void {
+/** Packs and multiplies item `i` of `job` in pack area `area` into the accumulator at byte address `c`. */
+export function runItem(engine: GemmEngine, job: BatchJob, i: number, area: number, tab: Int32Array, c: number): void {
   const [pa, pb] = job.packs;
   const ap = job.pk + area * job.pkStride;
   const bp = ap + job.bOff;
   engine.runPackKernel(pa.fn, tab[2 * i], pa.rs, pa.ks, pa.panels, pa.k, job.kp, ap);
   engine.runPackKernel(pb.fn, tab[2 * i + 1], pb.rs, pb.ks, pb.panels, pb.k, job.kp, bp);
-  engine.exports.gemm(ap, bp, job.cp + i * job.cStride, job.mp, job.np, job.kp, 0, job.mp, 0, job.np);
+  engine.exports.gemm(ap, bp, c, job.mp, job.np, job.kp, 0, job.mp, 0, job.np);
 }
 
-/** Runs every item of `job` on the calling thread, each handed to the sink while its accumulator is still in cache. */
+/**
+ * Runs every item of `job` on the calling thread, all in the first accumulator, each handed to
+ * the sink right after it is computed (one accumulator stays in cache; one per item would not).
+ */
 function runItemsAlone(engine: GemmEngine, job: BatchJob): void {
   job.stager.to(job.stager.end);
   const tab = new Int32Array(engine.memory.buffer, job.table, 2 * job.items);
   for (let i = 0; i < job.items; i++) {
-    runItem(engine, job, i, 0, tab);
-    job.sink(i);
+    runItem(engine, job, i, 0, tab, job.cp);
+    job.sink(i, job.cp);
   }
 }

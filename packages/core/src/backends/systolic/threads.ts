@@ -344,15 +344,16 @@ class Pool {
       try {
         for (let i = Atomics.add(c, TILE_NEXT, 1); i < items; i = Atomics.add(c, TILE_NEXT, 1)) {
           mine++;
-          runItem(e, job, i, 0, tab);
+          runItem(e, job, i, 0, tab, job.cp + i * job.cStride);
           Atomics.store(tab, flags + i, 1);
-          while (s < items && Atomics.load(tab, flags + s) === 1) job.sink(s++);
+          for (; s < items && Atomics.load(tab, flags + s) === 1; s++) job.sink(s, job.cp + s * job.cStride);
         }
         // No item left to take: hand out the workers' items as they finish (polling; after SPIN
         // polls without progress, sleep until every worker is done).
         for (let idle = 0; s < items && Atomics.load(c, ERR) === 0; ) {
           if (Atomics.load(tab, flags + s) === 1) {
-            job.sink(s++);
+            job.sink(s, job.cp + s * job.cStride);
+            s++;
             idle = 0;
           } else if (++idle > SPIN) {
             this.pool.waitFor(DONE, all);
