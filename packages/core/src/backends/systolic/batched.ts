@@ -60,10 +60,11 @@ export interface BatchJob {
 export type BatchRunner = (job: BatchJob) => boolean;
 
 /**
- * Groups of items run item by item so far, of those on the thread pool, and the items of pool
- * jobs that workers computed (for tests and benchmarks).
+ * Groups of items run item by item so far (`jobs`, `items`), of those on the thread pool
+ * (`pooled`, `pooledItems`), and the pooled items that worker threads computed (`workerItems`;
+ * the calling thread computed the rest), for tests and benchmarks.
  */
-export const batchedStats = { jobs: 0, pooled: 0, items: 0, workerItems: 0 };
+export const batchedStats = { jobs: 0, items: 0, pooled: 0, pooledItems: 0, workerItems: 0 };
 
 /** Bytes of accumulators one job may hold (more items run as several jobs). */
 const ACC_BUDGET = 32 << 20;
@@ -147,7 +148,10 @@ export function runBatchedItems(
     const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stager, sink: (i, c) => sink(g0 + i, c / 4, np) };
     batchedStats.jobs++;
     batchedStats.items += n;
-    if (pool && parallel(job)) batchedStats.pooled++;
+    if (pool && parallel(job)) {
+      batchedStats.pooled++;
+      batchedStats.pooledItems += n;
+    }
     else runItemsAlone(engine, job);
   }
   return true;
