@@ -29,6 +29,9 @@ import { Stager } from './packPlan';
 export interface BatchPack {
   /** The packing kernel's export name (`packFunctionName`). */
   fn: string;
+  /** Rows per panel, source element size in bytes. */
+  R: number;
+  esz: number;
   rs: number;
   ks: number;
   panels: number;
@@ -51,7 +54,8 @@ export interface BatchJob {
   items: number;
   /** Byte address of the item table: Int32 pairs (A source, B source), then `items` done flags. */
   table: number;
-  stager: Stager;
+  /** Staging of the two operands (calling thread only); item i's sources end at `sourceEnd(job, o, i)`. */
+  stagers: readonly [Stager, Stager];
   /** Takes item i's accumulator at byte address `c` (calling thread, items in increasing order). */
   sink: (item: number, c: number) => void;
 }
@@ -71,8 +75,8 @@ const ACC_BUDGET = 32 << 20;
 /** Threads whose pack areas are laid out (the most a runner may use). */
 const MAX_AREAS = 256;
 
-/** The staging plan of the current batch (reused). */
-const stager = new Stager();
+/** The staging plans of the current batch's two operands (reused). */
+const stagers: [Stager, Stager] = [new Stager(), new Stager()];
 
 /** Whether a staged one-pass operand packs with the SIMD kernel alone (no TypeScript edges). */
 function edgeFree(v: OperandView, R: number, kp: number): boolean {
@@ -129,12 +133,13 @@ export function runBatchedItems(
   engine.ensure(out + M * N * 2, op);
   engine.outScratch = out;
   const buf = engine.memory.buffer;
-  stager.reset(buf);
-  stager.add(a.bits, srcA);
-  stager.add(b.bits, srcB);
+  stagers[0].reset(buf);
+  stagers[0].add(a.bits, srcA);
+  stagers[1].reset(buf);
+  stagers[1].add(b.bits, srcB);
   const packs: [BatchPack, BatchPack] = [
-    { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), rs: a.rs, ks: a.ks, panels: M / mr, k: K },
-    { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), rs: b.rs, ks: b.ks, panels: N / nr, k: K },
+    { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), R: mr, esz: esA, rs: a.rs, ks: a.ks, panels: M / mr, k: K },
+    { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), R: nr, esz: esB, rs: b.rs, ks: b.ks, panels: N / nr, k: K },
   ];
   const tab = new Int32Array(buf, table, 3 * group);
   const pool = parallel !== null && items * mp * np * kp >= minWork;
@@ -145,7 +150,7 @@ export function runBatchedItems(
       tab[2 * i + 1] = srcB + bOffs[g0 + i] * esB;
       tab[2 * n + i] = 0;
     }
-    const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stager, sink: (i, c) => sink(g0 + i, c / 4, np) };
+    const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stagers, sink: (i, c) => sink(g0 + i, c / 4, np) };
     batchedStats.jobs++;
     batchedStats.items += n;
     if (pool && parallel(job)) {
@@ -167,14 +172,23 @@ export function runItem(engine: GemmEngine, job: BatchJob, i: number, area: numb
   engine.exports.gemm(ap, bp, c, job.mp, job.np, job.kp, 0, job.mp, 0, job.np);
 }
 
+/** Byte address just past the last source element operand `o` of an item starting at `src` reads. */
+function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
+  const p = job.packs[o];
+  return src + ((p.panels * p.R - 1) * p.rs + (p.k - 1) * p.ks + 1) * p.esz;
+}
+
 /**
  * Runs every item of `job` on the calling thread, all in the first accumulator, each handed to
  * the sink right after it is computed (one accumulator stays in cache; one per item would not).
  */
 function runItemsAlone(engine: GemmEngine, job: BatchJob): void {
-  job.stager.to(job.stager.end);
   const tab = new Int32Array(engine.memory.buffer, job.table, 2 * job.items);
+  const [sa, sb] = job.stagers;
   for (let i = 0; i < job.items; i++) {
+    // Stage each operand only as far as this item reads (its source then is still in cache).
+    sa.to(sourceEnd(job, 0, tab[2 * i]));
+    sb.to(sourceEnd(job, 1, tab[2 * i + 1]));
     runItem(engine, job, i, 0, tab, job.cp);
     job.sink(i, job.cp);
   }

@@ -308,13 +308,13 @@ class Pool {
   runBatch(job: BatchJob, threads: number): void {
     const c = this.control;
     const e = this.engine;
-    const { stager, items } = job;
+    const { stagers, items } = job;
     const [pa, pb] = job.packs;
     c[JOB] = job.pk; c[JOB + 1] = job.pkStride; c[JOB + 2] = job.bOff; c[JOB + 3] = job.cp; c[JOB + 4] = job.cStride;
     c[JOB + 5] = job.mp; c[JOB + 6] = job.np; c[JOB + 7] = job.kp; c[JOB + 8] = items; c[JOB + 9] = job.table;
     c[JOB + 10] = threads - 1;
     c[MODE] = 1;
-    c[JOB + 12] = stager.end;
+    c[JOB + 12] = 1; // STAGED: 0 until both operands are staged, then 1
     for (const [o, p] of [[PACKS, pa], [PACKS + PACK_SLOTS, pb]] as const) {
       const index = PACK_NAMES.indexOf(p.fn);
       if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
@@ -323,18 +323,18 @@ class Pool {
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, TILE_NEXT, 0);
-    Atomics.store(c, STAGED, stager.staged);
+    Atomics.store(c, STAGED, 0);
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
     this.pool.wake();
     const all = this.pool.workers.length;
     let failed: unknown = null;
     try {
-      stager.to(stager.end);
+      for (const st of stagers) st.to(st.end);
     } catch (err) {
       failed = err;
       Atomics.store(c, ERR, 1);
     }
-    Atomics.store(c, STAGED, stager.end);
+    Atomics.store(c, STAGED, 1);
     Atomics.notify(c, STAGED);
     const tab = new Int32Array(e.memory.buffer, job.table, 3 * items);
     const flags = 2 * items;
