@@ -173,7 +173,7 @@ export function runItem(engine: GemmEngine, job: BatchJob, i: number, area: numb
 }
 
 /** Byte address just past the last source element operand `o` of an item starting at `src` reads. */
-function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
+export function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
   const p = job.packs[o];
   return src + ((p.panels * p.R - 1) * p.rs + (p.k - 1) * p.ks + 1) * p.esz;
 }
