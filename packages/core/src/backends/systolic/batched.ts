@@ -22,6 +22,7 @@
  *
  * Items whose accumulators would exceed `ACC_BUDGET` bytes run as several jobs.
  */
+import { getNumThreads } from '../../threads';
 import type { GemmEngine } from './gemmEngine';
 import type { OperandView } from './pack';
 import { packFunctionName } from './packKernels';
@@ -74,7 +75,7 @@ export const batchedStats = { jobs: 0, items: 0, pooled: 0, pooledItems: 0, work
 
 /** Bytes of accumulators one job may hold (more items run as several jobs). */
 const ACC_BUDGET = 16 << 20;
-/** Threads whose pack areas are laid out (the most a runner may use). */
+/** The most threads a runner may use (`applyThreads` caps the pool there too). */
 const MAX_AREAS = 256;
 
 /** The staging plans of the current batch's two operands (reused). */
@@ -120,7 +121,8 @@ export function runBatchedItems(
   const np = Math.ceil(N / nr) * nr;
   const kp = Math.max(unroll, Math.ceil(K / unroll) * unroll);
   if (mp * np * kp >= minWork || !edgeFree(a, mr, kp) || !edgeFree(b, nr, kp)) return false;
-  const areas = parallel ? MAX_AREAS : 1;
+  // A pack area per thread that may take items (the pool runs getNumThreads() threads).
+  const areas = parallel ? Math.min(MAX_AREAS, getNumThreads()) : 1;
   const esA = a.bf16 ? 2 : 4;
   const esB = b.bf16 ? 2 : 4;
   const cStride = align(mp * np * 4);
