@@ -11,6 +11,7 @@ import type { TpuPreset } from './presets';
 export { SystolicBackend, type SystolicOptions } from './backend';
 export { type ArrayConfig, type CycleModel, type Dataflow, type GemmCycles, type GemmDims, type ScalesimReport, gemmCycles, operandMapping } from './gemmCycles';
 export { type Ledger, type OpCost, type OpTotals, mfu, opCost, roofline } from './ledger';
+export { batchedStats } from './batched';
 export { PASSES, passCount } from './mxuDot';
 export { type TpuPreset, presets } from './presets';
 export { type PeGridResult, simulatePeGrid } from './peGrid';
