@@ -15,16 +15,16 @@
  * partial-eval / transpose rules derive the shardings of the programs `grad(jit(f))` runs, and
  * xla-lite's compiler partitions each of them here (`compileSpmd` from `spmdSpecFor`).
  */
-import { Array, ClosedJaxpr, type Device, Jaxpr, makeArrayFromCallback, makeJaxpr, type Sharding, tree } from '@tpukit/core';
+import { Array, ClosedJaxpr, type Device, Jaxpr, makeArrayFromCallback, makeJaxpr, type Sharding, systolic, tree } from '@tpukit/core';
 import { Compiled, Lowered } from '../compiled';
 import type { DonationPlan } from '../donation';
 import type { ExecutableStats } from '../executable';
-import type { HloInstruction, HloModule } from '../hlo';
+import { bytesOf as avalBytes, type HloInstruction, type HloModule } from '../hlo';
 import { lowerJaxpr } from '../lower';
 import { cacheKey, getCacheDir, loadModule, storeModule } from '../diskCache';
 import { dce } from '../passes/dce';
 import { toStableHlo } from '../stablehlo';
-import { type CollectiveRuntime, getCollectiveRuntime, sliceBox } from './collectives';
+import { type CollectiveRuntime, getCollectiveRuntime, type ReduceOp, sliceBox } from './collectives';
 import { buildSpmdExecutable } from './executor';
 import { fromCoreSharding, GSPMDSharding, HloSharding } from './hloSharding';
 import { partitionModule } from './partition';
@@ -121,14 +121,21 @@ export class SpmdCompiled extends Compiled {
     return this.outShardings.map((s, k) => this.spec.outCore[k] ?? new GSPMDSharding(this.spec.devices, s));
   }
 
-  /** Runs on global Arrays (sharded or not); returns sharded Arrays. */
+  /**
+   * Runs on global Arrays (sharded or not); returns sharded Arrays. Under a systolic cost
+   * ledger the devices' compute is costed per chip, every collective by the ledger's
+   * interconnect model, and placing / assembling shards not at all (host-side movement).
+   */
   override run(args: Array[]): Array[] {
     const { devices, inShardings } = this.spec;
-    const locals = args.map((a, k) => localShards(a, inShardings[k], devices, `compiled ${this.name} input ${k}`));
-    const outs = this.spmdRun(locals, this.runtime);
+    const place = () => args.map((a, k) => localShards(a, inShardings[k], devices, `compiled ${this.name} input ${k}`));
     const shardings = this.outputShardings();
     const avals = this.jaxpr.outAvals;
-    return outs.map((perDev, k) => assemble(perDev, avals[k].shape, avals[k].dtype, shardings[k], devices));
+    const gather = (outs: Array[][]) => outs.map((perDev, k) => assemble(perDev, avals[k].shape, avals[k].dtype, shardings[k], devices));
+    if (!systolic.costing()) return gather(this.spmdRun(place(), this.runtime));
+    const locals = systolic.uncosted(place);
+    const outs = systolic.perChip(devices.length, () => this.spmdRun(locals, new CostedCollectives(this.runtime)));
+    return systolic.uncosted(() => gather(outs));
   }
 
   /** As `run`, then deletes the donated inputs (JAX semantics; the shards are not reused in place). */
@@ -141,6 +148,40 @@ export class SpmdCompiled extends Compiled {
   }
 
   declare readonly jaxpr: ClosedJaxpr;
+}
+
+const bytesOf = (a: Array): number => avalBytes(a.aval);
+
+/**
+ * A `CollectiveRuntime` that reports each collective to the systolic cost ledgers (kind, full
+ * buffer bytes per device, replica groups) and runs it on `inner` uncosted.
+ */
+class CostedCollectives implements CollectiveRuntime {
+  constructor(private readonly inner: CollectiveRuntime) {}
+  private static first(values: readonly Array[], groups: readonly (readonly number[])[]): Array {
+    return values[groups[0]?.[0] ?? 0];
+  }
+  allReduce(values: readonly Array[], groups: readonly (readonly number[])[], op: ReduceOp): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups));
+    return systolic.collective({ kind: 'all-reduce', bytes, groups }, () => this.inner.allReduce(values, groups, op));
+  }
+  allGather(values: readonly Array[], groups: readonly (readonly number[])[], dim: number): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups)) * (groups[0]?.length ?? 1);
+    return systolic.collective({ kind: 'all-gather', bytes, groups }, () => this.inner.allGather(values, groups, dim));
+  }
+  reduceScatter(values: readonly Array[], groups: readonly (readonly number[])[], dim: number, op: ReduceOp): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups));
+    return systolic.collective({ kind: 'reduce-scatter', bytes, groups }, () => this.inner.reduceScatter(values, groups, dim, op));
+  }
+  allToAll(values: readonly Array[], groups: readonly (readonly number[])[], splitDim: number, concatDim: number): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups));
+    return systolic.collective({ kind: 'all-to-all', bytes, groups }, () => this.inner.allToAll(values, groups, splitDim, concatDim));
+  }
+  collectivePermute(values: readonly Array[], pairs: readonly (readonly [number, number])[]): Array[] {
+    const moving = pairs.filter(([s, t]) => s !== t);
+    const bytes = bytesOf(values[moving[0]?.[0] ?? 0]);
+    return systolic.collective({ kind: 'collective-permute', bytes, groups: [], pairs: moving }, () => this.inner.collectivePermute(values, pairs));
+  }
 }
 
 const devPos = (devices: readonly Device[], d: Device): number => {
