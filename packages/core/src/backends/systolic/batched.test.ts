@@ -2,6 +2,7 @@
  * Batched products run item by item (batched.ts): equal, bit for bit, to the same products run
  * one at a time through the product-by-product path, on one thread and on the pool.
  */
+import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Array, lax, np, systolic, withBackend } from '../../index';
 import { batchedStats } from './batched';
@@ -69,6 +70,37 @@ describe('systolic batched products, item by item', () => {
         expect(firstDifference(batched, one), `${name} with ${threads} threads`).toBe(-1);
       }
     }
+  });
+
+  it('batched equals one by one (a vmap-vs-loop law) over shapes, layouts, dtypes and thread counts', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          batch: fc.integer({ min: 2, max: 8 }),
+          m: fc.integer({ min: 1, max: 32 }).map((x) => 4 * x),
+          n: fc.integer({ min: 1, max: 16 }).map((x) => 8 * x),
+          k: fc.integer({ min: 1, max: 24 }).map((x) => 4 * x),
+          lhsKc: fc.boolean(),
+          rhsKc: fc.boolean(),
+          bf16: fc.boolean(),
+          threads: fc.constantFrom(1, 2, 3),
+          seed: fc.integer({ min: 0, max: 1000 }),
+        }),
+        ({ batch, m, n, k, lhsKc, rhsKc, bf16, threads, seed }) => {
+          const dtype = bf16 ? 'bfloat16' : 'float32';
+          // [batch, m, k] (k-contiguous) or [batch, k, m]; [batch, n, k] or [batch, k, n].
+          const a = np.array(data(batch * m * k, seed), dtype).reshape(lhsKc ? [batch, m, k] : [batch, k, m]);
+          const b = np.array(data(batch * k * n, seed + 1), dtype).reshape(rhsKc ? [batch, n, k] : [batch, k, n]);
+          const dims: Dims = [[[lhsKc ? 2 : 1], [rhsKc ? 2 : 1]], [[0], [0]]];
+          systolic.setNumThreads(threads);
+          const jobs = batchedStats.jobs;
+          const [x, y] = both(a.reshape([batch, 1, ...a.shape.slice(1)]), b.reshape([batch, 1, ...b.shape.slice(1)]), [[[dims[0][0][0] + 1], [dims[0][1][0] + 1]], [[0, 1], [0, 1]]]);
+          expect(batchedStats.jobs).toBeGreaterThan(jobs);
+          expect(firstDifference(x, y), `${batch}x${m}x${k}x${n} ${dtype} ${threads} threads`).toBe(-1);
+        },
+      ),
+      { numRuns: 25 },
+    );
   });
 
   it('splits a batch whose accumulators exceed the budget into several jobs', () => {
