@@ -62,6 +62,7 @@ interface ConstraintParams {
 
 export const shardingConstraintP = definePrimitive<ConstraintParams>({
   name: 'sharding_constraint',
+  hlo: 'custom-call',
   abstractEval: ([a], { sharding }) => {
     if (sharding instanceof NamedSharding) sharding.check(a.shape, 'withShardingConstraint');
     return [a];

@@ -12,7 +12,7 @@ export { bytesOf, HloComputation, HloInstruction, HloModule, numel } from './hlo
 export { compileFusionKernel } from './js/fusionKernels';
 export { compileKernel, type FusedKernel, kernelSource } from './js/kernel';
 export { compileRowKernel, rowKernelSource } from './js/rowKernel';
-export { lowerJaxpr, OPCODE } from './lower';
+export { lowerJaxpr, opcodeOf } from './lower';
 export { emptyPassStats, optimize } from './pipeline';
 export { algebraicSimplify } from './passes/algebraic';
 export { assignBuffers, type BufferAssignment } from './passes/bufferAssignment';

@@ -246,7 +246,7 @@ describe('the standard sharded computations (JAX sharded-computation docs)', () 
 });
 
 /** A stand-in for mesh's lax.withShardingConstraint: the `sharding_constraint` primitive contract xla-lite reads. */
-const constraintP: Primitive = { name: 'sharding_constraint', abstractEval: ([x]) => [x], impl: ([x]) => [x.data], rules: { eval: ([x]: Array[]) => [x] } };
+const constraintP: Primitive = { name: 'sharding_constraint', hlo: 'custom-call', abstractEval: ([x]) => [x], impl: ([x]) => [x.data], rules: { eval: ([x]: Array[]) => [x] } };
 const withShardingConstraint = (x: Array, sharding: Sharding): Array => bind(constraintP, [x], { sharding })[0];
 
 /** A one-layer decoder (embedding gather, RMSNorm, causal attention with softmax, MLP, cross-entropy): a realistic graph. */

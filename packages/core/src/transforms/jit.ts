@@ -107,6 +107,7 @@ const compiled = new WeakMap<ClosedJaxpr, { compiler: Compiler; exe: Executable 
 
 export const pjit = definePrimitive<PjitParams>({
   name: 'pjit',
+  hlo: 'call',
   abstractEval(avals, { jaxpr, name }) {
     const want = jaxpr.inAvals;
     if (avals.length !== want.length || avals.some((a, i) => a.dtype !== want[i].dtype || a.shape.join() !== want[i].shape.join())) {
