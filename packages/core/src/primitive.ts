@@ -9,21 +9,13 @@
  * the kernel on the current backend.
  */
 import type { Array } from './array';
+import type { ShapedArray } from './aval';
 import type { DType, StorageArray } from './dtype';
 import type { Shape } from './shape';
 import type { PartialEvalRule } from './transforms/partialEval';
 import { showValue } from './describe';
 
-/** The abstract value of an array: what tracing and shape rules see. */
-export interface ShapedArray {
-  readonly shape: Shape;
-  readonly dtype: DType;
-  readonly weakType: boolean;
-}
-
-export function aval(shape: Shape, dtype: DType, weakType = false): ShapedArray {
-  return { shape, dtype, weakType };
-}
+export { type ShapedArray, aval } from './aval';
 
 /** A host-side array as the reference kernels see it: storage-format data plus its type. */
 export interface HostArray {
