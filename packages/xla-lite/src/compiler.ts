@@ -7,7 +7,7 @@
  * inputs' shardings. Compile-time warnings (unusable donations) go to the `warn` core's `jit`
  * passes (the jitted function's `onWarning`), else console.warn.
  */
-import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core';
+import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core/internal';
 import { Compiled, Lowered } from './compiled';
 import { cacheKey, getCacheDir, loadModule, storeModule } from './diskCache';
 import type { PipelineOptions } from './pipeline';

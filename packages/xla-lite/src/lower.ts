@@ -6,7 +6,8 @@
  * equation's parameters (cond branches, scan/while bodies, nested jit, custom-rule and remat
  * bodies) is lowered recursively into a called computation.
  */
-import { ClosedJaxpr, Lit, type Primitive, type Var } from '@tpukit/core';
+import { ClosedJaxpr } from '@tpukit/core';
+import { Lit, type Primitive, type Var } from '@tpukit/core/internal';
 import { HloComputation, HloInstruction, HloModule } from './hlo';
 
 /** Core primitive name -> XLA opcode (names not listed keep the primitive's name). */

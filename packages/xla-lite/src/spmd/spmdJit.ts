@@ -13,7 +13,8 @@
  * devices (else an error naming both). Arguments under an outer transformation (tracers) run
  * unsharded, as the traced program of the outer transformation.
  */
-import { Array, ClosedJaxpr, type Device, Jaxpr, makeArrayFromCallback, makeJaxpr, type Sharding, tree } from '@tpukit/core';
+import { Array, ClosedJaxpr, type Device, makeArrayFromCallback, makeJaxpr, type Sharding, tree } from '@tpukit/core';
+import { Jaxpr } from '@tpukit/core/internal';
 import { Compiled, Lowered } from '../compiled';
 import type { DonationPlan } from '../donation';
 import type { ExecutableStats } from '../executable';
