@@ -7,7 +7,8 @@
  * evaluation reshards, whose jvp / transpose constrain the tangent / cotangent the same way,
  * and whose batching rule leaves the batch dimension unsplit.
  */
-import { type Array, type BatchRule, type Device, type JvpRule, type Sharding, SingleDeviceSharding, type TransposeRule, asArray, bind, definePrimitive, fromStorage, lax, makeArrayFromCallback, moveBdim, toStorage, tree } from '@tpukit/core';
+import { type Array, type Device, type Sharding, SingleDeviceSharding, fromStorage, lax, makeArrayFromCallback, toStorage, tree } from '@tpukit/core';
+import { type BatchRule, type JvpRule, type TransposeRule, asArray, bind, definePrimitive, moveBdim } from '@tpukit/core/internal';
 import { NamedSharding } from './namedSharding';
 import { PartitionSpec } from './partitionSpec';
 

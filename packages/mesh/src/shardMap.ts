@@ -10,7 +10,8 @@
  * the batch dimensions (collectives.ts). Because it is built from core transformations, shardMap
  * composes with grad, jvp, vmap and jit, inside and outside its body.
  */
-import { type Array, type ClosedJaxpr, asArray, lax, makeArrayFromCallback, makeJaxpr, np, toStorage, tree, vmap } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, lax, makeArrayFromCallback, makeJaxpr, np, toStorage, tree, vmap } from '@tpukit/core';
+import { asArray } from '@tpukit/core/internal';
 import { type BoundAxis, withAxes } from './axisContext';
 import type { Mesh } from './mesh';
 import { runSpmd } from './spmd';

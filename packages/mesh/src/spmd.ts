@@ -9,7 +9,8 @@
  * runs in parallel.
  */
 import { type MessagePort, MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
-import { type Array, type ClosedJaxpr, bind, getPrimitive, lax, np } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, lax, np } from '@tpukit/core';
+import { bind, getPrimitive } from '@tpukit/core/internal';
 import { boundAxis } from './axisContext';
 import { type RunnableDevice, sharingWire } from './deviceRuntime';
 import { encodeClosed } from './jaxprWire';

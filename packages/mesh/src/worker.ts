@@ -5,7 +5,8 @@
  * since an Array's storage may live in backend memory such as a WebAssembly heap).
  */
 import { parentPort } from 'node:worker_threads';
-import { type Array, type ClosedJaxpr, evalJaxpr, withBackend } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, withBackend } from '@tpukit/core';
+import { evalJaxpr } from '@tpukit/core/internal';
 import type { RunReply, RunRequest, SpmdRequest } from './deviceRuntime';
 import { decodeClosed } from './jaxprWire';
 // Registers the collectives (and pvary, the vma probe) in this thread's @tpukit/core, and

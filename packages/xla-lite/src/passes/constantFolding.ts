@@ -5,7 +5,7 @@
  * nor are results above `maxElements`, nor instructions that call computations, nor effects
  * (a debug callback on constants must still run at run time, every call).
  */
-import { evalPrimitive } from '@tpukit/core';
+import { evalPrimitive } from '@tpukit/core/internal';
 import { hasEffect } from '../effects';
 import { type HloComputation, HloInstruction, numel } from '../hlo';
 

@@ -7,7 +7,8 @@
  * Reductions combine the group's buffers in group order (member 0 first), so the result is
  * identical on every member and deterministic.
  */
-import { type Array, evalPrimitive, getPrimitive, np } from '@tpukit/core';
+import { type Array, np } from '@tpukit/core';
+import { evalPrimitive, getPrimitive } from '@tpukit/core/internal';
 
 export type ReduceOp = 'add' | 'max' | 'min' | 'mul' | 'and' | 'or';
 

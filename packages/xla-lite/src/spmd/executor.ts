@@ -7,7 +7,8 @@
  * partitioned bodies (the loop predicate and branch index are replicated scalars: device 0's
  * value decides for all).
  */
-import { type Array, evalPrimitive, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { type Array, np } from '@tpukit/core';
+import { evalPrimitive, getPrimitive, type ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from '../hlo';
 import type { CollectiveRuntime, ReduceOp } from './collectives';
 import { concat, sliceBox } from './collectives';

@@ -20,7 +20,8 @@
  * sharding (plain JSON, so partitioned modules go to the persistent cache); `dynamic-slice` holds each device's offsets (where XLA computes
  * them from `partition-id` and a table). The executor (executor.ts) runs them.
  */
-import { getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { np } from '@tpukit/core';
+import { getPrimitive, type ShapedArray } from '@tpukit/core/internal';
 import { HloComputation, HloInstruction, HloModule } from '../hlo';
 import { type Box, boxKey, HloSharding, type Layout } from './hloSharding';
 import { broadcastBackward, type DimensionNumbers, fullLayout, gatherBackward, partialGroups, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward } from './layoutRules';

@@ -15,7 +15,8 @@
  * partial-eval / transpose rules derive the shardings of the programs `grad(jit(f))` runs, and
  * xla-lite's compiler partitions each of them here (`compileSpmd` from `spmdSpecFor`).
  */
-import { Array, ClosedJaxpr, type Device, Jaxpr, makeArrayFromCallback, makeJaxpr, type Sharding, systolic, tree } from '@tpukit/core';
+import { Array, ClosedJaxpr, type Device, makeArrayFromCallback, makeJaxpr, type Sharding, systolic, tree } from '@tpukit/core';
+import { Jaxpr } from '@tpukit/core/internal';
 import { Compiled, Lowered } from '../compiled';
 import type { DonationPlan } from '../donation';
 import type { ExecutableStats } from '../executable';
