@@ -95,6 +95,13 @@ describe('grad of a sharded jit', () => {
     close(out, np.stack([loss(w, x), loss(np.multiply(w, 2), x)]), 1e-5, 1e-5);
   });
 
+  it('a sharded jit inside jit(grad(...)) is an equation whose shardings print in the jaxpr; the outer program is partitioned', () => {
+    const inner = jit(loss, { inShardings: [null, S(M1, 'x', null)] });
+    const outer = jit(grad(inner), { inShardings: [null, S(M1, 'x', null)] });
+    close(outer(w, x), grad(loss)(w, x), 1e-5, 1e-5);
+    expect(String(jit(grad(inner)).lower(w, x).jaxpr)).toMatch(/in_shardings=\(None, GridSharding\(\{"x":2\}, P\("x", null\)\)\)/);
+  });
+
   it('law: for random shapes and specs, grad of a sharded jit equals the unsharded grad', () => {
     const axes: (string | readonly string[] | null)[] = [null, 'x', 'y', ['x', 'y']];
     const used = (a: string | readonly string[] | null): string[] => (a === null ? [] : typeof a === 'string' ? [a] : [...a]);
