@@ -13,6 +13,7 @@ export { SystolicBackend, type SystolicOptions } from './backend';
 export { type ArrayConfig, type CycleModel, type Dataflow, type GemmCycles, type GemmDims, type ScalesimReport, gemmCycles, operandMapping } from './gemmCycles';
 export { type Ledger, type OpCost, type OpTotals, mfu, opCost, roofline, stepSeconds } from './ledger';
 export { checkInterconnect, type CollectiveCall, type CollectiveCost, type CollectiveKind, getInterconnect, type InterconnectModel, setInterconnect } from './interconnect';
+export { batchedStats } from './batched';
 export { PASSES, passCount } from './mxuDot';
 export { type TpuPreset, presets } from './presets';
 export { type PeGridResult, simulatePeGrid } from './peGrid';
