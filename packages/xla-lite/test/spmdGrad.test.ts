@@ -146,6 +146,7 @@ describe('grad of a sharded jit', () => {
       /jit\(loss\): mismatched meshes: argument 0 \(w\) is sharded over devices \[0,1,2,3\] but argument 1 \(x\) over \[0,1\]/,
     );
     expect(() => grad(jit(loss, { inShardings: [null, 'x' as never] }))(w, x)).toThrow(/jit\(loss\): inShardings\[1\] is string, not a Sharding/);
+    expect(() => jit(loss, { inShardings: [{ w: S(M1) } as never, S(M1, 'x', null)] })(w, x)).toThrow(/jit\(loss\): inShardings\[0\] is a Object \{w\}, not a Sharding or null/);
     expect(() => grad(jit(loss, { inShardings: [S(M1, 'x', null)] }))(w, x)).toThrow(/inShardings has 1 entries but the call passes 2 positional arguments/);
     expect(() => grad(jit(loss, { outShardings: [S(M1), S(M1)] }))(w, put(x, S(M1, 'x', null)))).toThrow(/jit\(loss\): outShardings has 2 entries but the function returns 1 arrays/);
     expect(() => grad(jit(loss, { inShardings: [null, S(M1, 'x', null)] }))(w, rand([3, 16], 5))).toThrow(/input 1.*\[3,16\]|not divisible|even tiles/);
