@@ -258,6 +258,9 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
     dyn.forEach((a, i) => {
       if (staticNums.includes(i)) return;
       const want = inOpt === undefined ? null : globalThis.Array.isArray(inOpt) ? ((inOpt as (Sharding | null)[])[i] ?? null) : (inOpt as Sharding);
+      if (want !== null && typeof (want as Partial<Sharding>).devicesIndicesMap !== 'function') {
+        throw new TypeError(`jit(${fname}): inShardings[${i}] is ${describe(want)}, not a Sharding or null (one Sharding per positional argument applies to all its leaves; pytrees of shardings are not supported)`);
+      }
       const leaves = tree.flatten(a, { isLeaf: (x) => x instanceof Array })[0] as Array[];
       leaves.forEach((l, k) => inCore.push({ s: want ?? (nonDefault(l.sharding) ? l.sharding : null), what: `jit(${fname}): ${argName(i)}${leaves.length > 1 ? ` leaf ${k}` : ''}`, leaf: l }));
     });
@@ -315,6 +318,8 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
     clear: () => cache.clear(),
   };
 }
+
+const describe = (x: unknown): string => (typeof x === 'object' && x !== null ? `a ${x.constructor?.name ?? 'object'} {${Object.keys(x).join(', ')}}` : String(x));
 
 const multi = (s: Sharding | null): s is Sharding => s !== null && s.deviceSet.length > 1;
 
