@@ -47,7 +47,7 @@ export { getNumThreads, setNumThreads } from './threads';
 export { describeValue, showValue } from './describe';
 export { defaultMatmulPrecision, getDefaultMatmulPrecision, operandPrecisions, setDefaultMatmulPrecision } from './lax/precision';
 export { DEFAULT_MAX_ARRAY_BYTES, checkArrayBytes, getMaxArrayBytes, setMaxArrayBytes } from './sizeGuard';
-export { type Trace, bind, evalPrimitive, setDynamicTrace } from './trace';
+export { type Trace, bind, evalPrimitive, evalPrimitiveInto, setDynamicTrace } from './trace';
 export * as systolic from './backends/systolic/index';
 export * as tree from './tree';
 export * as wasm from './wasm/index';

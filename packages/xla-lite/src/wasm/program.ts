@@ -17,8 +17,11 @@
  * results, aliases of those) are copied in once per call, just before the first fusion that
  * reads them; non-scalar constants are copied in at compile time; scalar constants become
  * immediates in the code. A fusion result that anything else needs (a core primitive, a JS
- * kernel, the caller) is copied out into a fresh array (or a donated argument's storage):
- * arrays handed out never alias the arena, which the next call overwrites. Every buffer is 16-byte aligned and padded to a whole
+ * kernel, the caller) is copied out into a fresh array, a buffer reused call after call (see
+ * `poolResults`) or a donated argument's storage. A dot under a wasm epilogue (kOutput) writes
+ * its float32 result straight into the epilogue's buffer (`view`; core's `evalPrimitiveInto`).
+ * Arrays handed out never alias the arena, which the next call overwrites. Every buffer is
+ * 16-byte aligned and padded to a whole
  * vector, and the arena ends with padding, so the kernels' partial-vector reads stay in memory.
  */
 import { type Array, fromStorage, lax, toStorage, wasm } from '@tpukit/core';
@@ -247,12 +250,17 @@ export class WasmProgram implements PoolProgram {
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q) })) : null,
         inputs: l.inputs,
-        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: l.acc >= 0 || users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
       });
     });
     return prog;
+  }
+
+  /** A float32 view of `n` elements of the arena from byte address `addr` (the arena never grows, so a view stays valid). */
+  view(addr: number, n: number): Float32Array {
+    return this.f32.subarray(addr / 4, addr / 4 + n);
   }
 
   /** Runs a dot epilogue over the dot's result `acc` (float32 storage), in place; returns the result Array (sharing `acc`). */
