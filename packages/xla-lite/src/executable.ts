@@ -40,7 +40,7 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; dot: boolean; pool: Float32Array | Uint8Array | null }
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; dot: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
 
 export interface ExecutableStats {
@@ -113,7 +113,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), dot: i.prim.name === 'dot_general' && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), dot: i.prim.name === 'dot_general' && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null };
     }
   });
   // Results of dots, of JavaScript fusion kernels and those copied out of the wasm arena reuse
@@ -216,6 +216,16 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       }
       case 'prim': {
         for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
+        if (s.direct !== null) {
+          // Only wasm kernels read this dot: its result goes straight into its arena buffer.
+          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, s.direct.view);
+          if (r !== null) {
+            s.buf.fill(null as never);
+            wasmProgram!.markStaged(s.direct.key);
+            vals[s.out] = r;
+            break;
+          }
+        }
         if (s.dot && pooling) {
           const sh = s.inst.shape;
           vals[s.out] = fromStorage(dotInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(sh)) as Float32Array), sh.shape, sh.dtype);

@@ -1,6 +1,6 @@
 // Results copied out of the wasm arena reuse buffers call after call; an output never shares
 // one, so arrays returned by an earlier call keep their values.
-import { type Array, debug, np, withBackend } from '@tpukit/core';
+import { type Array, debug, nn, np, withBackend } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../src/index';
 import { expectAllclose } from './build';
@@ -53,6 +53,21 @@ describe('reused result buffers', () => {
       const e2 = g(x2, w);
       r2.forEach((r, k) => expectAllclose(r, e2[k], { rtol: 1e-4, atol: 1e-5 }));
       expect(jg(x1, w).map((r) => r.toArray())).toEqual(v1);
+    });
+  });
+
+  it('a dot read only by wasm kernels (scores -> softmax) written straight into the arena matches eager, call after call', () => {
+    withBackend('systolic', () => {
+      const g = (a: Array, b: Array): Array[] => {
+        const p = nn.softmax(np.matmul(a, a.T), { axis: -1 });
+        return [np.matmul(p, a), np.sum(np.exp(np.multiply(np.matmul(b.T, b), 0.01)))];
+      };
+      const jg = jit(g);
+      for (const a of [x1, x2, x1]) {
+        const r = jg(a, w);
+        const e = g(a, w);
+        r.forEach((v, k) => expectAllclose(v, e[k], { rtol: 1e-4, atol: 1e-5 }));
+      }
     });
   });
 

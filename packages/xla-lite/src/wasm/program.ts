@@ -81,6 +81,8 @@ export class WasmProgram implements PoolProgram {
   readonly id = nextId++;
   sentTo = 0;
   readonly steps = new Map<HloInstruction, WasmStep>();
+  /** Dots whose result the executable writes straight into the arena (`view`), then marks staged (`markStaged(key)`). */
+  readonly directDots = new Map<HloInstruction, { key: number; view: Float32Array }>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
@@ -255,6 +257,14 @@ export class WasmProgram implements PoolProgram {
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
       });
     });
+    // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
+    // reshape) writes its result straight into its arena buffer instead of being staged there.
+    for (const r of staged) {
+      const key = keys.get(r);
+      const slot = ba.slots.get(r);
+      if (key === undefined || slot === undefined || r.prim?.name !== 'dot_general' || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
+      if (users.get(r)!.every((u) => u !== null && plans.has(u))) prog.directDots.set(r, { key, view: prog.view(slot.offset, numel(r.shape)) });
+    }
     return prog;
   }
 
@@ -297,6 +307,11 @@ export class WasmProgram implements PoolProgram {
   private out(s: WasmStep, q: number, addr: number, n: number, sh: HloInstruction['shape']): Array {
     const r = fromStorage(this.copyOut(s, q, addr, n, false), sh.shape, sh.dtype);
     return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
+  }
+
+  /** Records that the value with stamp `key` is in the arena for this call (written there directly). */
+  markStaged(key: number): void {
+    this.stamps[key] = this.gen;
   }
 
   /** Starts a call: values staged in earlier calls are stale. */
