@@ -10,7 +10,7 @@ export * from './index';
 export { asArray, type NestedInput, type TypedArrayInput } from './convert';
 export { aval, type ShapedArray } from './aval';
 export { allPrimitives, definePrimitive, type ElementwiseDescriptor, getPrimitive, type HostArray, type Kernel, type Primitive, type PrimitiveRules } from './primitive';
-export { bind, evalPrimitive, setDynamicTrace, type Trace } from './trace';
+export { bind, evalPrimitive, evalPrimitiveInto, setDynamicTrace, type Trace } from './trace';
 export { Jaxpr, type JaxprEqn, Lit, Var } from './transforms/jaxpr';
 export { evalJaxpr } from './transforms/eval';
 export { type JvpRule, NOT_DIFFERENTIABLE } from './transforms/jvp';
