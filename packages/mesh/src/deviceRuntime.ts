@@ -6,9 +6,10 @@
  * arguments (pytrees of Arrays) and sends the result back. `runOnDevices` starts one request
  * per device and waits for all, so the devices compute in parallel, one core each.
  */
-import { type MessagePort, Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { type Array, getBackend } from '@tpukit/core';
+import { type Array, type DType, getBackend, type StorageArray } from '@tpukit/core';
+import type { ModuleImage } from '@tpukit/xla-lite/internal';
 import { type Packed, type WireArray, arraysIn, pack, transferList, unpack, wireCopy, wireShared } from './transfer';
 
 /** A function a device can run: `module`'s export `exportName` (default 'default'). */
@@ -41,6 +42,29 @@ export interface SpmdRequest {
   readonly slot: number;
 }
 
+/** One device's share of a partitioned call: the program (sent once per worker), its position, the collective board and its argument buffers. */
+export interface SpmdCallRequest {
+  readonly id: number;
+  readonly kind: 'spmdCall';
+  readonly programId: number;
+  readonly image: ModuleImage | null;
+  readonly name: string;
+  readonly position: number;
+  readonly board: SharedArrayBuffer;
+  readonly devices: number;
+  readonly slotBytes: number;
+  /** Device-owned buffers (SharedArrayBuffer views): shared with the worker, never copied. */
+  readonly args: { readonly data: StorageArray; readonly shape: readonly number[]; readonly dtype: DType }[];
+  readonly backend: string;
+}
+
+/** A device's outputs (SharedArrayBuffer views it allocated), or its error; when it ran (ms since the epoch). */
+export type SpmdCallReply = ({ readonly outs: StorageArray[] } | { readonly error: string }) & { readonly start: number; readonly end: number };
+
+/** Words of a worker's status block: [REPLY] 1 when a partitioned call's reply was posted, [EXITED] 1 once the thread is exiting. */
+const REPLY = 0;
+const EXITED = 1;
+
 export type RunReply = { readonly id: number; readonly result: Packed } | { readonly id: number; readonly error: string };
 
 /**
@@ -72,6 +96,15 @@ export class DeviceWorker {
   readonly #programs = new Set<number>();
   #next = 0;
   readonly #pending = new Map<number, Pending>();
+  /** The partitioned programs this worker thread has compiled. */
+  readonly #compiled = new Set<number>();
+  /** Where partitioned calls are answered (read synchronously with receiveMessageOnPort). */
+  #replies: MessagePort | null = null;
+  #status: Int32Array | null = null;
+  /** Why the worker thread died, when it did without being closed. */
+  #died: string | null = null;
+  /** Partitioned calls this device ran, and (when `recordTimeline`) when each ran on its thread, in ms since the epoch. */
+  readonly spmd = { calls: 0, recordTimeline: false, timeline: [] as { program: string; start: number; end: number }[] };
 
   constructor(readonly deviceId: number) {}
 
@@ -81,9 +114,15 @@ export class DeviceWorker {
       throw new Error(`device ${this.deviceId}: its worker was started for [${this.#execArgv}] programs; this one needs [${key}] (close the device first)`);
     }
     if (this.#worker) return this.#worker;
+    if (this.#died !== null) throw new Error(`device ${this.deviceId}: its worker thread died (${this.#died}); await device.close() to start a fresh one`);
     this.#programs.clear();
-    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId } });
+    this.#compiled.clear();
+    const { port1, port2 } = new MessageChannel();
+    const status = new Int32Array(new SharedArrayBuffer(8));
+    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId, replies: port2, status }, transferList: [port2] });
     w.unref();
+    this.#replies = port1;
+    this.#status = status;
     w.on('message', (m: RunReply) => {
       const p = this.#pending.get(m.id);
       if (!p) return;
@@ -95,7 +134,12 @@ export class DeviceWorker {
     const fail = (e: Error) => {
       for (const p of this.#pending.values()) p.reject(new Error(`device ${this.deviceId}: worker thread failed: ${e.message}`));
       this.#pending.clear();
-      this.#worker = null;
+      // Not closed by us (close() lets go of the worker first): the device is dead until closed.
+      if (this.#worker === w) {
+        this.#worker = null;
+        this.#died ??= e.message;
+        port1.close();
+      }
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
@@ -134,9 +178,46 @@ export class DeviceWorker {
     });
   }
 
+  /**
+   * Sends this device's share of a partitioned call (the program itself only the first time);
+   * `collectSpmd` then waits for the reply. Throws if the worker thread died.
+   */
+  postSpmdCall(req: Omit<SpmdCallRequest, 'id' | 'kind' | 'image' | 'backend'>, image: ModuleImage, what: string): void {
+    if (this.#died !== null) throw new Error(`${what}: device ${this.deviceId}'s worker thread died (${this.#died}); await device.close() to start a fresh one`);
+    const w = this.#worker ?? this.#start([], false);
+    const first = !this.#compiled.has(req.programId);
+    this.#compiled.add(req.programId);
+    Atomics.store(this.#status!, REPLY, 0);
+    const msg: SpmdCallRequest = { ...req, id: this.#next++, kind: 'spmdCall', image: first ? image : null, backend: getBackend().name };
+    w.postMessage(msg);
+  }
+
+  /** Blocks this thread until the worker answers the call posted last (the devices compute meanwhile). */
+  collectSpmd(what: string): SpmdCallReply {
+    const port = this.#replies!;
+    const status = this.#status!;
+    for (;;) {
+      const got = receiveMessageOnPort(port);
+      if (got) {
+        const r = got.message as SpmdCallReply;
+        this.spmd.calls++;
+        if (this.spmd.recordTimeline) this.spmd.timeline.push({ program: what, start: r.start, end: r.end });
+        return r;
+      }
+      if (Atomics.load(status, EXITED) === 1) {
+        this.#died ??= 'the thread exited during a call';
+        throw new Error(`${what}: device ${this.deviceId}'s worker thread died while running the program`);
+      }
+      Atomics.wait(status, REPLY, 0, 250);
+    }
+  }
+
   async close(): Promise<void> {
     const w = this.#worker;
     this.#worker = null;
+    this.#died = null;
+    this.#replies?.close();
+    this.#replies = null;
     if (w) await w.terminate();
   }
 }
