@@ -17,5 +17,3 @@ export { chipCount, customTopology, DEFAULT_LINK_LATENCY, type Generation, gener
 export { type Algorithm, type CollectiveKind, type CollectiveOp, collectiveTime } from './cost/collectiveTime';
 export { collectivesOf, type ProgramLike, type ProgramSummary, simulate, simulateStep, type SimulateOptions, type StepEstimate } from './cost/simulate';
 export { flopsPerToken, LLAMA_7B, paramCount, scalingTable, type Strategy, stateBytesPerChip, type TransformerConfig, transformerStep } from './cost/transformer';
-// Partitioned programs (jit with shardings over these devices) run on the device threads.
-import './spmdRunner';

@@ -10,8 +10,11 @@
 import type { Array, Device } from '@tpukit/core';
 import { CollectiveBoard, setSpmdDeviceRunner, type SpmdDeviceRunner, type SpmdProgram } from '@tpukit/xla-lite/internal';
 import { checkNotHeld, deviceArray, deviceStorage } from './deviceBuffers';
-import type { SpmdCallReply } from './deviceRuntime';
-import { CpuDevice } from './devices';
+import type { DeviceWorker, SpmdCallReply } from './deviceRuntime';
+
+/** A CPU device of `devices()` (duck-typed: devices.ts installs this runner). */
+type WorkerDevice = Device & { readonly worker: DeviceWorker };
+const hasWorker = (d: Device): d is WorkerDevice => typeof (d as Partial<WorkerDevice>).worker?.postSpmdCall === 'function';
 
 /** One collective board per program and device set (calls are synchronous, so one call uses it at a time). */
 const boards = new WeakMap<SpmdProgram, CollectiveBoard>();
@@ -25,13 +28,13 @@ function boardFor(program: SpmdProgram, n: number): CollectiveBoard {
 /** Runs `program` on the CPU devices' threads (see the file comment); null for other devices. */
 export const cpuDeviceRunner: SpmdDeviceRunner = {
   run(program: SpmdProgram, devices: readonly Device[], args: readonly (readonly Array[])[], own: readonly (readonly boolean[])[], what: string): Array[][] | null {
-    if (!devices.every((d) => d instanceof CpuDevice)) return null;
-    const devs = devices as readonly CpuDevice[];
+    if (!devices.every(hasWorker)) return null;
+    const devs = devices as readonly WorkerDevice[];
     for (const j of program.donated) for (const a of args.map((l) => l[j])) checkNotHeld(a, `${what}: donated input ${j}`);
     const buffers = devs.map((d, k) => args[k].map((a, j) => ({ data: deviceStorage(a, d.id, own[k][j], `${what} input ${j}`), shape: a.shape, dtype: a.dtype })));
     const board = boardFor(program, devs.length);
     board.reset();
-    const posted: CpuDevice[] = [];
+    const posted: WorkerDevice[] = [];
     try {
       devs.forEach((d, k) => {
         d.worker.postSpmdCall({ programId: program.id, name: program.name, position: k, board: board.buffer, devices: devs.length, slotBytes: board.slotBytes, args: buffers[k] }, program.image, what);
@@ -58,7 +61,7 @@ export const cpuDeviceRunner: SpmdDeviceRunner = {
   },
 };
 
-function collect(d: CpuDevice, what: string): SpmdCallReply {
+function collect(d: WorkerDevice, what: string): SpmdCallReply {
   try {
     return d.worker.collectSpmd(what);
   } catch (e) {
@@ -66,4 +69,11 @@ function collect(d: CpuDevice, what: string): SpmdCallReply {
   }
 }
 
-setSpmdDeviceRunner(cpuDeviceRunner);
+let installed = false;
+
+/** Makes partitioned programs over CPU devices run on their threads (devices() calls it). */
+export function installCpuDeviceRunner(): void {
+  if (installed) return;
+  installed = true;
+  setSpmdDeviceRunner(cpuDeviceRunner);
+}

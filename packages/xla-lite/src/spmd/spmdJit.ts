@@ -178,6 +178,8 @@ export class SpmdCompiled extends Compiled {
         this.#program = { id: nextProgramId++, name: this.name, image, maxCollectiveBytes, outShapes, donated: this.donateArgnums };
       } catch (e) {
         this.deviceFallback = e instanceof Error ? e.message : String(e);
+        // Once per program: it runs, but on one thread.
+        console.warn(`xla-lite spmd ${this.name}: runs in this thread instead of on its devices' threads: ${this.deviceFallback}`);
         return null;
       }
     }
