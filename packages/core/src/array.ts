@@ -5,8 +5,9 @@
  * `using` release a buffer early in tight loops. Tracers (see the transformations) are
  * subclasses that carry a trace instead of a buffer.
  *
- * The jax.numpy-style methods (`x.reshape`, `x.sum`, `x.at(...)`) are thin forwards to the `np`
- * functions, installed by `methods.ts` so that this file does not import the whole numpy layer.
+ * The jax.numpy-style methods (`x.reshape`, `x.sum`, `x.at(...)`) are declared here with types
+ * from this layer (`methodArgs.ts`, `slice.ts`, and the input types below) and installed by
+ * `methods.ts` as forwards to the `np` functions, so this file never imports the numpy layer.
  */
 import * as bf16 from './bf16';
 import * as f16 from './f16';
@@ -14,12 +15,9 @@ import { type Backend, getBackend } from './backend';
 import { defaultSharding } from './device';
 import { type DType, type DataArray, type StorageArray, allocStorage, is16BitFloat } from './dtype';
 import type { Device, Index, Sharding } from './interfaces';
-import type { ArrayLike as ArrayInput } from './convert';
-import type { Tail } from './methods';
-import type * as R from './numpy/reductions';
-import type * as S from './numpy/sorting';
-import type { IndexItem, IndexUpdateRef } from './numpy/indexing';
-import type { ShapedArray } from './primitive';
+import type { ArgOptions, AxisArgs, CumOptions, ExtremumOptions, GetOptions, ReduceOptions, SortOptions, UpdateOptions, VarOptions } from './methodArgs';
+import type { ShapedArray } from './aval';
+import type { Slice } from './slice';
 import { type Shape, fmt, sizeOf } from './shape';
 
 /** Something that can trace: implemented by the transformations' traces. */
@@ -37,6 +35,40 @@ export interface Shard {
 }
 
 export type NestedArray = number | boolean | NestedArray[];
+
+/** Typed arrays accepted as input (their dtype is inferred; see convert.ts). */
+export type TypedArrayInput = Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array;
+/** JS numbers and booleans, nested to any depth (checked for raggedness on conversion). */
+export type NestedInput = number | boolean | NestedInput[] | readonly NestedInput[];
+/** Anything an operation accepts where it takes an array (converted by `asArray`). */
+export type ArrayLike = Array | number | boolean | NestedInput | TypedArrayInput;
+
+/** One item of an index expression for `x.get(...)` / `x.at(...)` (see numpy/indexing.ts). */
+export type IndexItem = number | string | Slice | null | Array | NestedInput;
+
+/** What `x.at(...idx)` returns: JAX's `x.at[idx]`. Every method returns a new array. */
+export interface IndexUpdate {
+  /** `x[idx]`; out-of-bounds array indices clamp unless `mode` says otherwise. */
+  get(opts?: GetOptions): Array;
+  /** `x[idx] = v` (functional). */
+  set(v: unknown, opts?: UpdateOptions): Array;
+  /** `x[idx] += v`; repeated indices accumulate. */
+  add(v: unknown, opts?: UpdateOptions): Array;
+  /** `x[idx] *= v`; repeated indices accumulate. */
+  multiply(v: unknown, opts?: UpdateOptions): Array;
+  /** `x[idx] -= v`; repeated indices accumulate. */
+  subtract(v: unknown, opts?: UpdateOptions): Array;
+  /** `x[idx] /= v`. */
+  divide(v: unknown, opts?: UpdateOptions): Array;
+  /** `x[idx] **= v`. */
+  power(v: unknown, opts?: UpdateOptions): Array;
+  /** `x[idx] = fn(x[idx])` for an elementwise `fn`, once per indexed element. */
+  apply(fn: (v: Array) => Array, opts?: UpdateOptions): Array;
+  /** `x[idx] = minimum(x[idx], v)`. */
+  min(v: unknown, opts?: UpdateOptions): Array;
+  /** `x[idx] = maximum(x[idx], v)`. */
+  max(v: unknown, opts?: UpdateOptions): Array;
+}
 
 const finalizer = new FinalizationRegistry<{ backend: Backend; buf: unknown }>(({ backend, buf }) => backend.dispose(buf));
 
@@ -60,32 +92,32 @@ export class Array {
   declare squeeze: (axis?: number | readonly number[]) => Array;
   declare swapaxes: (a: number, b: number) => Array;
   // Reductions, sorts and scans take what their np functions take: (axis?, options?) or (options?).
-  declare sum: (...args: Tail<typeof R.sum>) => Array;
-  declare mean: (...args: Tail<typeof R.mean>) => Array;
-  declare prod: (...args: Tail<typeof R.prod>) => Array;
-  declare max: (...args: Tail<typeof R.max>) => Array;
-  declare min: (...args: Tail<typeof R.min>) => Array;
-  declare any: (...args: Tail<typeof R.any>) => Array;
-  declare all: (...args: Tail<typeof R.all>) => Array;
-  declare var: (...args: Tail<typeof R.variance>) => Array;
-  declare std: (...args: Tail<typeof R.std>) => Array;
-  declare argmax: (...args: Tail<typeof R.argmax>) => Array;
-  declare argmin: (...args: Tail<typeof R.argmin>) => Array;
-  declare cumsum: (...args: Tail<typeof R.cumsum>) => Array;
-  declare cumprod: (...args: Tail<typeof R.cumprod>) => Array;
-  declare sort: (...args: Tail<typeof S.sort>) => Array;
-  declare argsort: (...args: Tail<typeof S.argsort>) => Array;
-  declare add: (y: ArrayInput) => Array;
-  declare sub: (y: ArrayInput) => Array;
-  declare mul: (y: ArrayInput) => Array;
-  declare div: (y: ArrayInput) => Array;
-  declare pow: (y: ArrayInput) => Array;
+  declare sum: (...args: AxisArgs<ReduceOptions>) => Array;
+  declare mean: (...args: AxisArgs<ReduceOptions>) => Array;
+  declare prod: (...args: AxisArgs<ReduceOptions>) => Array;
+  declare max: (...args: AxisArgs<ExtremumOptions>) => Array;
+  declare min: (...args: AxisArgs<ExtremumOptions>) => Array;
+  declare any: (...args: AxisArgs<ExtremumOptions>) => Array;
+  declare all: (...args: AxisArgs<ExtremumOptions>) => Array;
+  declare var: (...args: AxisArgs<VarOptions>) => Array;
+  declare std: (...args: AxisArgs<VarOptions>) => Array;
+  declare argmax: (...args: AxisArgs<ArgOptions>) => Array;
+  declare argmin: (...args: AxisArgs<ArgOptions>) => Array;
+  declare cumsum: (...args: AxisArgs<CumOptions>) => Array;
+  declare cumprod: (...args: AxisArgs<CumOptions>) => Array;
+  declare sort: (...args: AxisArgs<SortOptions>) => Array;
+  declare argsort: (...args: AxisArgs<SortOptions>) => Array;
+  declare add: (y: ArrayLike) => Array;
+  declare sub: (y: ArrayLike) => Array;
+  declare mul: (y: ArrayLike) => Array;
+  declare div: (y: ArrayLike) => Array;
+  declare pow: (y: ArrayLike) => Array;
   declare neg: () => Array;
-  declare matmul: (y: ArrayInput) => Array;
+  declare matmul: (y: ArrayLike) => Array;
   /** `x.get(...idx)` is tpukit's spelling of `x[idx]` (NumPy basic and advanced indexing). */
   declare get: (...indices: IndexItem[]) => Array;
   /** `x.at(...idx)` is JAX's `x.at[idx]`: `.get(opts)`, `.set(v)`, `.add(v)`, `.subtract(v)`, `.multiply(v)`, `.divide(v)`, `.power(v)`, `.min(v)`, `.max(v)`, `.apply(fn)`. */
-  declare at: (...indices: IndexItem[]) => IndexUpdateRef;
+  declare at: (...indices: IndexItem[]) => IndexUpdate;
 
   /** @internal Use `np.array` / `np.asarray` to make arrays. */
   constructor(aval: ShapedArray, backend: Backend | null, buf: unknown, sharding: Sharding = defaultSharding) {
@@ -256,14 +288,14 @@ export class Array {
 }
 
 /** Decoded float view of storage data (bf16/f16 widened to f32; others returned as is). */
-export function storageToNumbers(data: StorageArray, dtype: DType): ArrayLike<number> {
+export function storageToNumbers(data: StorageArray, dtype: DType): globalThis.ArrayLike<number> {
   if (dtype === 'bfloat16') return bf16.decode(data as Uint16Array);
   if (dtype === 'float16') return f16.decode(data as Uint16Array);
   return data;
 }
 
 /** Converts computed values to a dtype's storage (rounding floats, wrapping integers). */
-export function numbersToStorage(values: ArrayLike<number>, dtype: DType): StorageArray {
+export function numbersToStorage(values: globalThis.ArrayLike<number>, dtype: DType): StorageArray {
   if (is16BitFloat(dtype)) {
     const f = values instanceof Float32Array ? values : Float32Array.from(values);
     return dtype === 'bfloat16' ? bf16.encode(f) : f16.encode(f);

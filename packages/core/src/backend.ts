@@ -5,7 +5,8 @@
  * names. Arrays remember the backend that holds their data and move when an op runs elsewhere.
  */
 import type { StorageArray } from './dtype';
-import type { Primitive, ShapedArray } from './primitive';
+import type { ShapedArray } from './aval';
+import type { Primitive } from './primitive';
 import { showValue } from './describe';
 
 export interface Backend {

@@ -2,15 +2,13 @@
  * Turning user input into Arrays: JS numbers and booleans (weakly typed scalars, as Python
  * scalars are in JAX), nested JS arrays (checked for raggedness), typed arrays, and Arrays.
  */
-import { Array, numbersToStorage } from './array';
+import { Array, type ArrayLike, type NestedInput, type TypedArrayInput, numbersToStorage } from './array';
 import { type DType, type TypeWithWeak, checkDType, intRange, isInteger, scalarType } from './dtype';
 import { fmt } from './shape';
 import { describeValue } from './describe';
 import { checkArrayBytes } from './sizeGuard';
 
-export type TypedArrayInput = Float32Array | Float64Array | Int32Array | Uint32Array | Int8Array | Uint8Array | Uint8ClampedArray | Int16Array;
-export type NestedInput = number | boolean | NestedInput[] | readonly NestedInput[];
-export type ArrayLike = Array | number | boolean | NestedInput | TypedArrayInput;
+export type { ArrayLike, NestedInput, TypedArrayInput };
 
 interface NumList {
   readonly length: number;

@@ -47,9 +47,9 @@ describe('slice / concatenate / pad keep the split of the dims they leave alone'
     const ids = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9], [0, 1, 2]], 'int32');
     const f = (t: Array, i: Array) => np.take(t, i, { axis: 0 });
     const j = jit(f);
-    const args = [put(table, S(null, 'x')), put(ids, S('x', null))];
-    const text = j.lower(...args).compile().asText();
-    const out = j(...args) as Array;
+    const [t, i] = [put(table, S(null, 'x')), put(ids, S('x', null))];
+    const text = j.lower(t, i).compile().asText();
+    const out = j(t, i) as Array;
     expect(globalThis.Array.from(out.dataSync())).toEqual(globalThis.Array.from(f(table, ids).dataSync()));
     expect(text.match(COLLS)).toEqual(['all-gather(']);
     expect(out.addressableShards.map((s) => s.index[0])).toEqual([[0, 2], [2, 4]]);

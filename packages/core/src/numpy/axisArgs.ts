@@ -10,9 +10,9 @@
  * surplus argument. (Before, `np.sum(x, 0)` silently reduced every axis.)
  */
 import { showValue } from '../describe';
+import type { AxisArg } from '../methodArgs';
 
-/** One axis, several axes, or null (all axes / the flattened array). */
-export type AxisArg = number | readonly number[] | null;
+export type { AxisArg };
 
 function isAxisLike(v: unknown): v is AxisArg {
   return v === null || typeof v === 'number' || (globalThis.Array.isArray(v) && v.every((a) => typeof a === 'number'));

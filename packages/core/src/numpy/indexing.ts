@@ -16,8 +16,10 @@
  * become iota index components, advanced indices are broadcast together into one block.
  * Out-of-bounds array indices: reads clamp by default, updates drop by default (JAX's defaults).
  */
-import { Array } from '../array';
-import { asArray, type NestedInput } from '../convert';
+import { Array, type IndexItem, type IndexUpdate, type NestedInput } from '../array';
+import { asArray } from '../convert';
+import type { GetMode, GetOptions, UpdateOptions } from '../methodArgs';
+import { Slice } from '../slice';
 import { type DType, isInteger } from '../dtype';
 import * as lax from '../lax/ops';
 import { broadcastShapes, fmt, shapesEqual, sizeOf } from '../shape';
@@ -26,23 +28,7 @@ import { divide as divideOp, power as powerOp } from './math';
 import { broadcastTo } from './promote';
 import { showValue } from '../describe';
 
-/** A Python-style slice object: `s(start, stop, step)`; null means the default. */
-export class Slice {
-  constructor(
-    readonly start: number | null = null,
-    readonly stop: number | null = null,
-    readonly step: number | null = null,
-  ) {
-    for (const [name, v] of [['start', start], ['stop', stop], ['step', step]] as const) {
-      if (v !== null && !Number.isInteger(v)) throw new TypeError(`slice: ${name} must be an integer or null; got ${String(v)}`);
-    }
-    if (step === 0) throw new Error('slice: step cannot be zero');
-  }
-  toString(): string {
-    const f = (v: number | null): string => (v === null ? '' : String(v));
-    return `${f(this.start)}:${f(this.stop)}${this.step === null ? '' : `:${this.step}`}`;
-  }
-}
+export { Slice };
 
 /** `np.s(stop)` or `np.s(start, stop, step?)`, like Python's `slice(...)`. */
 export function s(startOrStop?: number | null, stop?: number | null, step?: number | null): Slice {
@@ -50,19 +36,9 @@ export function s(startOrStop?: number | null, stop?: number | null, step?: numb
   return new Slice(startOrStop ?? null, stop ?? null, step ?? null);
 }
 
-/** One item of an index expression (see the file header). */
-export type IndexItem = number | string | Slice | null | Array | NestedInput;
+export type { IndexItem };
 
-export type GetMode = 'clip' | 'fill' | 'drop' | 'promise_in_bounds';
-export interface GetOptions {
-  /** Out-of-bounds array indices: 'clip' (default) clamps; 'fill'/'drop' return `fillValue`. */
-  mode?: GetMode;
-  fillValue?: number | null;
-}
-export interface UpdateOptions {
-  /** Out-of-bounds array indices: 'drop' (default, also 'fill') skips them; 'clip' clamps. */
-  mode?: GetMode;
-}
+export type { GetMode, GetOptions, UpdateOptions };
 
 const SLICE_RE = /^\s*(-?\d+)?\s*:\s*(-?\d+)?\s*(?::\s*(-?\d+)?\s*)?$/;
 
@@ -419,7 +395,7 @@ function update(name: string, scatterFn: Scatter, x: Array, items: readonly Inde
 }
 
 /** What `x.at(...idx)` returns: JAX's `x.at[idx]`. Every method returns a new array. */
-export class IndexUpdateRef {
+export class IndexUpdateRef implements IndexUpdate {
   constructor(
     readonly array: Array,
     readonly indices: readonly IndexItem[],

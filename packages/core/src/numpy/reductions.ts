@@ -4,20 +4,11 @@ import { type ArrayLike, asArray } from '../convert';
 import { type DType, checkDType, is16BitFloat, isFloat, isInteger } from '../dtype';
 import * as lax from '../lax/ops';
 import { normalizeAxes, normalizeAxis } from '../shape';
-import { type AxisArg, axisArgs } from './axisArgs';
+import type { ArgOptions, AxisArg, AxisArgs as Args, CumOptions, ExtremumOptions, ReduceOptions, VarOptions } from '../methodArgs';
+import { axisArgs } from './axisArgs';
 
 export type Axis = AxisArg;
-export interface ReduceOptions {
-  axis?: Axis;
-  keepdims?: boolean;
-  dtype?: DType;
-}
-/** What follows the array: `(x, axis?, options?)` or `(x, options?)`, as jnp takes them. */
-type Args<O extends { axis?: unknown }> = [axisOrOptions?: O['axis'] | O, options?: Omit<O, 'axis'>];
-type ExtremumOptions = Omit<ReduceOptions, 'dtype'>;
-type VarOptions = ReduceOptions & { ddof?: number };
-type ArgOptions = { axis?: number | null; keepdims?: boolean };
-type CumOptions = { axis?: number | null; dtype?: DType };
+export type { ReduceOptions };
 const REDUCE_KEYS = ['axis', 'keepdims', 'dtype'] as const;
 
 function keep(x: Array, out: Array, axes: number[], keepdims: boolean | undefined): Array {

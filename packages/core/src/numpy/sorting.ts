@@ -9,16 +9,11 @@ import { resultType } from '../dtype';
 import * as lax from '../lax/ops';
 import { normalizeAxis } from '../shape';
 import { axisArgs } from './axisArgs';
+import type { SortOptions } from '../methodArgs';
 import { castTo } from './promote';
 import { showValue } from '../describe';
 
-export interface SortOptions {
-  /** Default -1; null sorts the flattened array. */
-  axis?: number | null;
-  /** Default true (sorting is always stable here). */
-  stable?: boolean;
-  descending?: boolean;
-}
+export type { SortOptions };
 
 function prep(op: string, x: ArrayLike, axis: number | null | undefined): [Array, number] {
   let a = asArray(x, { op });
