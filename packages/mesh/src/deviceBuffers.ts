@@ -24,6 +24,12 @@ export function deviceArray(data: StorageArray, shape: readonly number[], dtype:
   return fromStorage(data, shape, dtype);
 }
 
+/** Records that `a`'s storage (a SharedArrayBuffer a device's thread filled) is owned by `deviceId`. */
+export function adopt(a: Array, deviceId: number): void {
+  const b = toStorage(a).buffer;
+  if (b instanceof SharedArrayBuffer) owner.set(b, deviceId);
+}
+
 /** A copy of `a` in a new buffer owned by `deviceId`. */
 export function copyToDevice(a: Array, deviceId: number): Array {
   const s = toStorage(a);

@@ -28,7 +28,17 @@ export interface RunRequest {
   readonly args: Packed;
 }
 
-/** A traced program (jaxprWire) for one device, with its channel to the host for collectives. */
+/** What a worker knows of a shardMap run: the collective board, its position, the mesh's shape. */
+export interface BoardContext {
+  readonly board: SharedArrayBuffer;
+  readonly devices: number;
+  readonly slotBytes: number;
+  readonly position: number;
+  readonly axisNames: readonly string[];
+  readonly axisSizes: readonly number[];
+}
+
+/** A traced program (jaxprWire) for one device, with the board its collectives meet the other devices on. */
 export interface SpmdRequest {
   readonly id: number;
   readonly kind: 'spmd';
@@ -37,9 +47,7 @@ export interface SpmdRequest {
   readonly program: Packed;
   /** The caller's backend, which the device computes on. */
   readonly backend: string;
-  readonly port: MessagePort;
-  readonly signal: Int32Array;
-  readonly slot: number;
+  readonly ctx: BoardContext;
 }
 
 /** One device's share of a partitioned call: the program (sent once per worker), its position, the collective board and its argument buffers. */
@@ -162,19 +170,19 @@ export class DeviceWorker {
     });
   }
 
-  /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives relayed on `port` (spmd.ts). */
-  runJaxpr(programId: number, program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number, wire: (a: Array) => WireArray = wireCopy): Promise<unknown> {
+  /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives on the board of `ctx` (spmd.ts). */
+  runJaxpr(programId: number, program: unknown, args: readonly Array[], ctx: BoardContext, wire: (a: Array) => WireArray = wireCopy): Promise<unknown> {
     // Either build of the worker runs traced programs: keep whichever is running.
     const w = this.#worker ?? this.#start([], false);
     const first = !this.#programs.has(programId);
     this.#programs.add(programId);
     const packed = pack({ program: first ? program : null, args: [...args] }, wire, `device ${this.deviceId}: shardMap program`);
     const id = this.#next++;
-    const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, backend: getBackend().name, port, signal, slot };
+    const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, backend: getBackend().name, ctx };
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       w.ref();
-      w.postMessage(req, [...transferList(packed), port]);
+      w.postMessage(req, transferList(packed));
     });
   }
 

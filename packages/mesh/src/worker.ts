@@ -13,8 +13,9 @@ import { decodeClosed } from './jaxprWire';
 // xla-lite's compiler behind its jit, so jitted parts of a shardMap body run compiled here.
 import '@tpukit/xla-lite';
 import './collectives';
-import { installDeviceCollectives, withRelay } from './spmd';
-import { pack, transferList, unpack, wireCopy } from './transfer';
+import { shardMap } from './shardMap';
+import { installDeviceCollectives, withBoard } from './spmd';
+import { pack, transferList, unpack, wireCopy, wireShared } from './transfer';
 
 // Built through the Function constructor so the CJS build keeps a real `import()` (bundlers turn
 // a literal dynamic import into `require`, which cannot load ES modules or file URLs).
@@ -39,7 +40,7 @@ async function handle(req: RunRequest): Promise<RunReply> {
 
 const programs = new Map<number, ClosedJaxpr>();
 
-/** Runs a shardMap body traced to a jaxpr on this device's blocks; collectives go through the host. */
+/** Runs a shardMap body traced to a jaxpr on this device's blocks; collectives meet the other devices on the board. */
 function handleSpmd(req: SpmdRequest): RunReply {
   try {
     const { program, args } = unpack(req.program) as { program: unknown; args: Array[] };
@@ -50,12 +51,11 @@ function handleSpmd(req: SpmdRequest): RunReply {
       closed = decodeClosed(program);
       programs.set(req.programId, closed);
     }
-    const outs = withRelay(req.port, req.signal, req.slot, () => withBackend(req.backend, () => evalJaxpr(closed.jaxpr, closed.consts, args)));
-    return { id: req.id, result: pack(outs, wireCopy, 'shardMap program result') };
+    const outs = withBoard(req.ctx, () => withBackend(req.backend, () => evalJaxpr(closed.jaxpr, closed.consts, args)));
+    // The outputs in shared memory this device owns (the host reads them in place).
+    return { id: req.id, result: pack(outs, wireShared, 'shardMap program result') };
   } catch (e) {
     return { id: req.id, error: e instanceof Error ? (e.stack ?? e.message) : String(e) };
-  } finally {
-    req.port.close();
   }
 }
 
@@ -105,7 +105,7 @@ process.on('exit', () => {
   Atomics.notify(status, 0);
 });
 
-installDeviceCollectives();
+installDeviceCollectives(shardMap);
 let chain: Promise<void> = Promise.resolve();
 parentPort!.on('message', (req: RunRequest | SpmdRequest | SpmdCallRequest) => {
   if ('kind' in req && req.kind === 'spmdCall') {

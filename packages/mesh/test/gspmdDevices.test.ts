@@ -8,7 +8,7 @@ import { setSpmdDeviceRunner } from '@tpukit/xla-lite/internal';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hold, ownerOf } from '../src/deviceBuffers';
-import { type CpuDevice, type Mesh, NamedSharding, P, devicePut, devices, makeMesh, runOnDevices, setCpuDeviceCount, withShardingConstraint } from '../src/index';
+import { type CpuDevice, type Mesh, NamedSharding, P, axisIndex, devicePut, devices, makeMesh, pmax, psum, runOnDevices, setCpuDeviceCount, shardMap } from '../src/index';
 import { cpuDeviceRunner } from '../src/spmdRunner';
 import { expectClose } from './helpers';
 
@@ -137,5 +137,21 @@ describe('bad inputs on the device threads', () => {
     }
     expectClose(f(x) as Array, np.full([4, 2], 3));
     expect(() => x.dataSync()).toThrow(/deleted/);
+  });
+
+  it('a shardMap(...).onDevices run in flight holds its device buffers: donating them meanwhile is an error', async () => {
+    const x = devicePut(np.ones([4, 2]), sh('x', null));
+    const f = shardMap((b: Array) => psum(np.sum(b), 'x'), { mesh, inSpecs: P('x', null), outSpecs: P() });
+    const running = f.onDevices(x);
+    expect(() => jit((v: Array) => v.mul(3), { donateArgnums: 0 })(x)).toThrow(/cannot donate this float32\[2,2\] shard of device 0: a shardMap\(\.\.\.\)\.onDevices call still running holds its buffer/);
+    expectClose(await running, np.array(8));
+    expectClose(jit((v: Array) => v.mul(3), { donateArgnums: 0 })(x) as Array, np.full([4, 2], 3));
+  });
+
+  it('devices that reach different collectives fail with a clear error instead of hanging, and work afterwards', async () => {
+    const f = shardMap((b: Array) => lax.cond(np.equal(axisIndex('x'), 0), (v: Array) => psum(v, 'x'), (v: Array) => pmax(v, 'x'), b), { mesh, inSpecs: P('x'), outSpecs: P('x') });
+    await expect(f.onDevices(np.array([1, 2], 'float32'))).rejects.toThrow(/the devices reached different collectives/);
+    const g = shardMap((b: Array) => psum(b, 'x'), { mesh, inSpecs: P('x'), outSpecs: P() });
+    expectClose(await g.onDevices(np.array([1, 2], 'float32')), np.array([3], 'float32'));
   });
 });

@@ -157,7 +157,8 @@ export class InThreadCollectives implements CollectiveRuntime {
 const COUNT = 0;
 const GEN = 1;
 const ABORT = 2;
-const HEADER_BYTES = 16;
+/** Then one Int32 tag per device (what collective it is at), then the slots. */
+const headerBytes = (devices: number): number => 16 + Math.ceil(devices / 2) * 8;
 
 /**
  * The shared memory through which the devices of one program meet: a barrier and one slot per
@@ -166,20 +167,23 @@ const HEADER_BYTES = 16;
  */
 export class CollectiveBoard {
   readonly ctrl: Int32Array;
+  /** Per device: a hash of the collective it waits at (devices at different collectives are an error). */
+  readonly tags: Int32Array;
 
   constructor(
     readonly buffer: SharedArrayBuffer,
     readonly devices: number,
     readonly slotBytes: number,
   ) {
-    if (buffer.byteLength < HEADER_BYTES + devices * slotBytes) throw new RangeError(`CollectiveBoard: ${buffer.byteLength} bytes cannot hold ${devices} slots of ${slotBytes} bytes`);
+    if (buffer.byteLength < headerBytes(devices) + devices * slotBytes) throw new RangeError(`CollectiveBoard: ${buffer.byteLength} bytes cannot hold ${devices} slots of ${slotBytes} bytes`);
     this.ctrl = new Int32Array(buffer, 0, 4);
+    this.tags = new Int32Array(buffer, 16, devices);
   }
 
   /** A board for `devices` devices whose collective operands take at most `maxBytes` bytes. */
   static create(devices: number, maxBytes: number): CollectiveBoard {
     const slot = Math.ceil(maxBytes / 8) * 8;
-    return new CollectiveBoard(new SharedArrayBuffer(HEADER_BYTES + devices * slot), devices, slot);
+    return new CollectiveBoard(new SharedArrayBuffer(headerBytes(devices) + devices * slot), devices, slot);
   }
 
   /** Clears the barrier and the abort flag (the host, before a call, while no device runs). */
@@ -217,8 +221,15 @@ export class CollectiveBoard {
   /** Device `position`'s slot, as `bytes` bytes. */
   slot(position: number, bytes: number): Uint8Array {
     if (bytes > this.slotBytes) throw new RangeError(`CollectiveBoard: an operand of ${bytes} bytes exceeds the slot of ${this.slotBytes} bytes`);
-    return new Uint8Array(this.buffer, HEADER_BYTES + position * this.slotBytes, bytes);
+    return new Uint8Array(this.buffer, headerBytes(this.devices) + position * this.slotBytes, bytes);
   }
+}
+
+/** A 32-bit FNV-1a hash of `s`. */
+function hash(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h | 0;
 }
 
 type StorageCtor = new (b: ArrayBufferLike, off: number, len: number) => StorageArray;
@@ -236,17 +247,39 @@ export class BoardCollectives {
   ) {}
 
   run(opcode: CollectiveOpcode, x: Array, params: CollectiveParams): Array {
+    return this.exchange(x, `${opcode} on device position ${this.position}`, (values) => collectiveFor(opcode, values, this.position, params));
+  }
+
+  /**
+   * The rendezvous itself: every device's `x` (same shape and dtype on all devices) is visible to
+   * all, and `compute` makes this device's result from them (by device position).
+   */
+  exchange(x: Array, what: string, compute: (values: Array[]) => Array): Array {
     const data = toStorage(x);
     const bytes = data.byteLength;
+    const { tags } = this.board;
+    const tag = hash(`${what.replace(/ on device position \d+$/, '')} ${x.dtype}[${x.shape.join(',')}]`);
     this.board.slot(this.position, bytes).set(new Uint8Array(data.buffer, data.byteOffset, bytes));
-    const what = `${opcode} on device position ${this.position}`;
+    Atomics.store(tags, this.position, tag);
     this.board.barrier(what);
+    for (let d = 0; d < tags.length; d++) {
+      if (Atomics.load(tags, d) !== tag) {
+        this.board.abort(this.position);
+        throw new Error(`${what}: the devices reached different collectives (device position ${d} is at another one than this ${x.dtype}[${x.shape.join(',')}] exchange)`);
+      }
+    }
     const ctor = data.constructor as StorageCtor;
     const values = globalThis.Array.from({ length: this.board.devices }, (_, d) => {
       const s = this.board.slot(d, bytes);
       return fromStorage(new ctor(s.buffer, s.byteOffset, data.length), x.shape, x.dtype);
     });
-    let r = collectiveFor(opcode, values, this.position, params);
+    let r: Array;
+    try {
+      r = compute(values);
+    } catch (e) {
+      this.board.abort(this.position);
+      throw e;
+    }
     const out = toStorage(r);
     // A result that is a slot itself (a permute, a one-member group) is copied out before the slots are reused.
     if (out.buffer === this.board.buffer) r = fromStorage(out.slice(), r.shape, r.dtype);
