@@ -6,7 +6,8 @@
  * equation's parameters (cond branches, scan/while bodies, nested jit, custom-rule and remat
  * bodies) is lowered recursively into a called computation.
  */
-import { ClosedJaxpr, Lit, type Primitive, type Var } from '@tpukit/core';
+import { ClosedJaxpr } from '@tpukit/core';
+import { Lit, type Primitive, type Var } from '@tpukit/core/internal';
 import { HloComputation, HloInstruction, HloModule } from './hlo';
 
 /** The HLO opcode a primitive lowers to: the `hlo` field of its record (as XLA prints it), else its name. */

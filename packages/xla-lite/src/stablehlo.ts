@@ -17,9 +17,9 @@
  * `mhlo.sharding`. No real XLA was available to compile
  * the output; tests check its structure.
  */
-import type { ShapedArray } from '@tpukit/core';
+import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
-import { getPrimitive, operandPrecisions } from '@tpukit/core';
+import { getPrimitive, operandPrecisions } from '@tpukit/core/internal';
 
 const ELT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'ui32', int8: 'i8', uint8: 'ui8', bool: 'i1' };
 

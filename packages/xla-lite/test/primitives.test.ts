@@ -2,7 +2,8 @@
 // carrying the primitive), it runs (its reference kernel, or its eval rule for higher-order
 // primitives), the fused ops carry core's elementwise descriptor, and it exports to StableHLO
 // as real ops or as one of the documented custom calls below.
-import { allPrimitives, getPrimitive, makeJaxpr, np } from '@tpukit/core';
+import { makeJaxpr, np } from '@tpukit/core';
+import { allPrimitives, getPrimitive } from '@tpukit/core/internal';
 import { describe, expect, test } from 'vitest';
 import { FUSED_OPS, hasStableHlo, lowerJaxpr, opcodeOf } from '../src/internal';
 

@@ -3,7 +3,8 @@
  * from JAX's docs with the collectives the partitioner chose, sharded jit = unsharded jit
  * (fast-check), gradients, donation, the compile cache keyed on shardings, and bad inputs.
  */
-import { type Array, bind, grad, lax, nn, np, type Primitive, type Sharding, valueAndGrad } from '@tpukit/core';
+import { type Array, grad, lax, makeArrayFromCallback, nn, np, type Sharding, valueAndGrad } from '@tpukit/core';
+import { bind, type Primitive } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type CollectiveRuntime, fromCoreSharding, GSPMDSharding, HloSharding, InThreadCollectives, jit, setCollectiveRuntime } from '../src/internal';

@@ -5,8 +5,8 @@
  * an error naming the primitive.
  */
 import { expect, test } from 'vitest';
-import { allPrimitives, getPrimitive, grad, lax, np } from '../index';
-import type { PrimitiveRules } from '../primitive';
+import { grad, lax, np } from '../index';
+import { allPrimitives, getPrimitive, type PrimitiveRules } from '../internal';
 
 /** Primitives without a jvp rule: differentiating them raises `jvp: primitive X has no jvp rule`. */
 export const MISSING_JVP = ['digamma', 'scatter-mul', 'scatter-min', 'scatter-max'];
