@@ -375,6 +375,8 @@ async function main(): Promise<void> {
   // Tokens per second of this process's CPU time (user + system, all threads): on a shared
   // machine a one-thread run's CPU time does not count the time other processes held the core.
   const cpuTps = trainers.map((): number[] => []);
+  // CPU-seconds per wall-second (all threads): how busy the threads kept the cores.
+  const cpuPerWall = trainers.map((): number[] => []);
   const ratio1: number[] = [];
   const ratio1Cpu: number[] = [];
   const ratio2: number[] = [];
@@ -393,6 +395,7 @@ async function main(): Promise<void> {
       roundCpu.push((STEPS * TOKENS) / ((cpu.user + cpu.system) / 1e6));
       tps[k].push(round[k]);
       cpuTps[k].push(roundCpu[k]);
+      cpuPerWall[k].push((cpu.user + cpu.system) / 1000 / ms);
     }
     at += STEPS;
     if (jx) ratio1.push(round[0] / round[trainers.length - 1]);
@@ -405,9 +408,11 @@ async function main(): Promise<void> {
   trainers.forEach((tr, k) => {
     const x = med(tps[k]);
     const cpu = med(cpuTps[k]);
-    console.log(`    ${tr.name.padEnd(11)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  loss after ${at} steps ${losses[k].toFixed(4)}`);
+    console.log(`    ${tr.name.padEnd(11)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  CPU-s per wall-s ${med(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
   });
   torch.forEach((x, k) => console.log(`    torch ${k + 1}t    ${typeof x === 'string' ? x : `${x.tps.toFixed(0).padStart(6)} tok/s  ${((x.tps * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x.tps) * 1000).toFixed(0)} ms/step  per CPU-second ${x.cpu.toFixed(0).padStart(6)} tok (one run of ${Math.max(10, ROUNDS * STEPS)} steps)`}`));
+  const bs = systolic.batchedStats;
+  console.log(`  batched dots (attention's per-head products) item by item: ${bs.jobs} dots, ${bs.pooled} on the thread pool; worker threads computed ${((100 * bs.workerItems) / Math.max(1, bs.pooledItems)).toFixed(0)}% of the pooled items`);
   if (jx) console.log(`  tpukit 1t / jax-js 1t       ${med(ratio1).toFixed(2)}x (median per-round ratio; target >= 3); by CPU time ${med(ratio1Cpu).toFixed(2)}x`);
   if (cores >= 2) console.log(`  tpukit 2t / tpukit 1t       ${med(ratio2).toFixed(2)}x (target >= 1.8; kernel threads ${getKernelThreads()})`);
   if (jx && cores >= 2) console.log(`  tpukit 2t / jax-js          ${(med(tps[1]) / med(tps[trainers.length - 1])).toFixed(2)}x (jax-js has no threads in Node)`);

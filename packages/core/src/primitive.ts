@@ -1,7 +1,10 @@
 /**
  * Primitives and `bind`. Every operation in tpukit ends as `bind(primitive, args, params)`. A
- * primitive is one record: its shape rule (`abstractEval`), its reference kernel (`impl`), and,
- * as the transformations arrive, its jvp / transpose / batching rules and its lowering. `bind`
+ * primitive is one record: its shape rule (`abstractEval`), its reference kernel (`impl`), its
+ * jvp / transpose / batching rules (`rules`, given where the primitive is defined) and, for
+ * elementwise primitives, the descriptor compilers read. The rule types live here, below every
+ * primitive definition, so a definition and its rules sit in one place; the machinery that
+ * applies them is in transforms/ (jvp.ts, transpose.ts, batching.ts). `bind`
  * hands the call to the innermost active trace (see `trace.ts`); with no trace active it runs
  * the kernel on the current backend.
  */
@@ -9,10 +12,7 @@ import type { Array } from './array';
 import type { ShapedArray } from './aval';
 import type { DType, StorageArray } from './dtype';
 import type { Shape } from './shape';
-import type { BatchRule } from './transforms/batching';
-import type { JvpRule, NOT_DIFFERENTIABLE } from './transforms/jvp';
 import type { PartialEvalRule } from './transforms/partialEval';
-import type { NON_LINEAR, TransposeRule } from './transforms/transpose';
 import { showValue } from './describe';
 
 export { type ShapedArray, aval } from './aval';
@@ -39,9 +39,39 @@ export interface Primitive<P = any> {
   readonly elementwise?: ElementwiseDescriptor;
 }
 
+/** A jvp rule: primal outputs and tangent outputs (null = zero) from primals and tangents. */
+export type JvpRule = (primals: Array[], tangents: (Array | null)[], params: any) => [Array[], (Array | null)[]];
+
+/** Marker jvp rule: every output has a zero tangent (comparisons, rounding, integer ops, random bits). */
+export const NOT_DIFFERENTIABLE = Object.freeze({ notDifferentiable: true as const });
+
+/** A linear input of an equation being transposed: only its type is known. */
+export class UndefPrimal {
+  constructor(readonly aval: ShapedArray) {}
+}
+
+export const isUndef = (x: unknown): x is UndefPrimal => x instanceof UndefPrimal;
+
+/** A transpose rule: cotangents of the inputs (null = zero) from those of the outputs; linear inputs are `UndefPrimal`s. */
+export type TransposeRule = (cts: (Array | null)[], args: (Array | UndefPrimal)[], params: any) => (Array | null)[];
+
+/** Marker transpose rule: the primitive is never applied to a linear (tangent) value. */
+export const NON_LINEAR = Object.freeze({ nonLinear: true as const });
+
+/** Where a batched value's batch dimension is (null: the same for every batch member). */
+export type BDim = number | null;
+
+/**
+ * A batching rule: batched outputs and their batch dims from operands and theirs. `axisName` is
+ * the mapped axis' name (`vmap(f, { axisName })`, or a mesh axis under @tpukit/mesh's shardMap),
+ * null for an unnamed vmap; collectives over a named axis use it to tell their own axis from an
+ * unrelated vmap's.
+ */
+export type BatchRule = (vals: Array[], dims: BDim[], params: any, axisSize: number, axisName?: string | null) => [Array[], BDim[]];
+
 /**
  * A primitive's rules, one typed field each (all optional; a test checks which each primitive
- * has, with the documented gaps). Only the type lives here: the rules are set by transforms/.
+ * has, with the documented gaps). They are given to `definePrimitive` with the primitive.
  */
 export interface PrimitiveRules {
   /** Forward mode; `NOT_DIFFERENTIABLE`: every output has a zero tangent. */
@@ -68,14 +98,21 @@ export interface ElementwiseDescriptor {
 
 const REGISTRY = new Map<string, Primitive>();
 
-export function definePrimitive<P>(def: {
+/** What `definePrimitive` takes: the record's fields, with the rules given directly or built from the new primitive. */
+export interface PrimitiveDef<P> {
   name: string;
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   impl: Kernel<P>;
   elementwise?: ElementwiseDescriptor;
-}): Primitive<P> {
+  /** The rules, or a function of the primitive itself (most rules bind the primitive they belong to). */
+  rules?: PrimitiveRules | ((self: Primitive<P>) => PrimitiveRules);
+}
+
+export function definePrimitive<P>(def: PrimitiveDef<P>): Primitive<P> {
   if (REGISTRY.has(def.name)) throw new Error(`definePrimitive: ${def.name} is defined twice`);
-  const p: Primitive<P> = { ...def, rules: {} };
+  const { rules, ...fields } = def;
+  const p: Primitive<P> = { ...fields, rules: {} };
+  Object.assign(p.rules, typeof rules === 'function' ? rules(p) : rules);
   REGISTRY.set(def.name, p);
   return p;
 }

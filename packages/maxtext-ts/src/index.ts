@@ -11,7 +11,7 @@ export { batchSharding, type LogicalAxes, logicalAxesOf, logicalToSpec, makeTrai
 export { type ConfigOptions } from './config';
 export { makeOptimizer, makeSchedule, makeTrainStep, type StepMetrics, type TrainState, type TrainStep } from './trainStep';
 export { type DataIterator, grainDataset, makeDataIterator } from './data';
-export { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, type StepReport } from './metrics';
+export { formatStepLine, measureCpuPeakFlops, progressBar, simulatedCommunicationSeconds, simulatedSeconds, type StepReport } from './metrics';
 export { EventFileWriter, encodeEvent, tfrecordFrame } from './tensorboard';
 export { StepProfiler, type TraceEvent } from './profiler';
 export { train, type TrainOptions, type TrainResult } from './train';

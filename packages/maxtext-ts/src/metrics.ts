@@ -1,9 +1,11 @@
 /**
  * What a run reports, as MaxText's metric_logger does: the per-step line, the scalars (JSONL and
  * TensorBoard), and the two MFU denominators: this CPU's measured peak for the matmul kernel the
- * model uses, and the simulated TPU chip's, from core's systolic cost ledger.
+ * model uses, and the simulated TPU chip's, from core's systolic cost ledger (plus, for a sharded
+ * run, the interconnect time of the compiled partitioned step's collectives).
  */
 import { type Array, type DType, np, systolic } from '@tpukit/core';
+import { customTopology, generations, type ProgramLike, simulateStep, slice, type Topology } from '@tpukit/mesh';
 import { jit } from '@tpukit/xla-lite';
 
 export interface StepReport {
@@ -55,6 +57,26 @@ export function measureCpuPeakFlops(dtype: DType, opts: { m?: number; k?: number
 export function simulatedSeconds(fn: () => unknown, generation: keyof typeof systolic.presets): number {
   const { ledger } = systolic.withLedger(fn, { preset: systolic.presets[generation], keepEntries: false });
   return ledger.seconds;
+}
+
+/** A slice of `chips` chips of a generation: Google's standard shape when there is one, else a line of chips. */
+function sliceOf(generation: keyof typeof generations, chips: number): Topology {
+  try {
+    return slice(generations[generation], chips);
+  } catch {
+    return customTopology({ generation: generations[generation], dims: [chips] });
+  }
+}
+
+/**
+ * Modelled interconnect seconds of one step of a compiled partitioned program (its own
+ * collectives, through @tpukit/mesh's cost model) on a slice of `chips` chips of `generation`;
+ * null for generations without an interconnect record (v2, v3).
+ */
+export function simulatedCommunicationSeconds(program: ProgramLike, generation: keyof typeof systolic.presets, chips: number): number | null {
+  if (!(generation in generations)) return null;
+  const g = generation as keyof typeof generations;
+  return simulateStep(program, { topology: sliceOf(g, chips) }).communicationSeconds;
 }
 
 /** Progress bar for a TTY: `[#####.....] 37/200 loss 3.210`. */

@@ -21,7 +21,7 @@ import { checkpointDirOf, restoreParams, runDirOf } from './checkpoints';
 import type { Config } from './config';
 import { makeDataIterator } from './data';
 import { calculateTflopsTrainingPerDevice, tokensPerDevicePerStep } from './flops';
-import { formatStepLine, measureCpuPeakFlops, progressBar, simulatedSeconds, type StepReport } from './metrics';
+import { formatStepLine, measureCpuPeakFlops, progressBar, simulatedCommunicationSeconds, simulatedSeconds, type StepReport } from './metrics';
 import { countParams } from './model';
 import { StepProfiler } from './profiler';
 import { makeTrainMesh } from './sharding';
@@ -103,12 +103,18 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
     // ---- the two MFU denominators, measured once
     const cpuPeakFlops = c.measure_mfu ? measureCpuPeakFlops(c.dtype) : null;
     let simulatedStepSeconds: number | null = null;
+    let simulatedCommSeconds: number | null = null;
     if (c.measure_mfu && startStep < c.steps) {
       // One eager step under the cost ledger (its result is dropped; state is not donated eagerly).
       const probe = makeDataIterator(c).next();
       // The probe costs the whole global step; each of the num_devices chips does 1/num_devices of
-      // it (communication is not in the ledger), matching the per-device TFLOPs it is divided into.
+      // it, matching the per-device TFLOPs it is divided into. A sharded step adds the interconnect
+      // time of the collectives its compiled partitioned program runs (no overlap with compute).
       simulatedStepSeconds = simulatedSeconds(() => ts.fn(state, probe), c.tpu_generation) / c.num_devices;
+      if (ts.mesh !== null) {
+        simulatedCommSeconds = simulatedCommunicationSeconds(ts.jitted.lower(state, ts.placeBatch(probe)).compile(), c.tpu_generation, c.num_devices);
+        simulatedStepSeconds += simulatedCommSeconds ?? 0;
+      }
     }
     const mfuTpu = simulatedStepSeconds === null ? null : (tflops * 1e12) / (simulatedStepSeconds * peakOf(c));
 
@@ -118,7 +124,8 @@ export async function train(c: Config, opts: TrainOptions = {}): Promise<TrainRe
         (ts.mesh === null ? '' : `${c.num_devices} devices, mesh ${Object.entries(ts.mesh.shape).map(([k, v]) => `${k}=${v}`).join(' ')}; `) +
         `${restoredFrom === 'fresh' ? 'fresh init' : `restored from ${restoredFrom} at step ${startStep}`}; ${(tflops * 1e3).toFixed(3)} GFLOP/step/device` +
         (cpuPeakFlops === null ? '' : `; CPU matmul peak ${(cpuPeakFlops / 1e9).toFixed(1)} GFLOP/s`) +
-        (simulatedStepSeconds === null ? '' : `; simulated ${c.tpu_generation} step ${(simulatedStepSeconds * 1e6).toFixed(1)} us`),
+        (simulatedStepSeconds === null ? '' : `; simulated ${c.tpu_generation} step ${(simulatedStepSeconds * 1e6).toFixed(1)} us`) +
+        (ts.mesh === null || simulatedStepSeconds === null ? '' : simulatedCommSeconds === null ? ` (communication not modelled: no ${c.tpu_generation} interconnect record)` : ` (${(simulatedCommSeconds * 1e6).toFixed(1)} us communication)`),
     );
 
     const tb = c.enable_tensorboard ? new EventFileWriter(join(runDir, 'tensorboard')) : null;

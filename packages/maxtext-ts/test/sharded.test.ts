@@ -52,6 +52,17 @@ describe('sharded training', () => {
     expect(emb.addressableShards.length).toBe(2);
   }, 240_000);
 
+  it('the simulated-TPU step of a sharded run adds the interconnect time of its compiled program\'s collectives', async () => {
+    const lines: string[] = [];
+    const r = await train(config('mfu', 2, 'measure_mfu=true', 'steps=1', 'tpu_generation=v5e'), { ...quiet, log: (l: string) => lines.push(l) });
+    const m = /simulated v5e step ([\d.]+) us \(([\d.]+) us communication\)/.exec(lines.join('\n'));
+    expect(m, lines.join('\n')).not.toBeNull();
+    // FSDP over 2 chips: parameter all-gathers and gradient reduce-scatters cost interconnect time.
+    expect(Number(m![2])).toBeGreaterThan(0);
+    expect(r.simulatedStepSeconds! * 1e6).toBeCloseTo(Number(m![1]), 0);
+    expect(Number(m![1])).toBeGreaterThan(Number(m![2]));
+  }, 240_000);
+
   it('trains FSDP on 2 devices (parameters split on embed) with the 1-device loss curve', async () => {
     const fsdp = await run('fsdp', 2); // base.yml: ici_fsdp_parallelism=-1 fills in 2
     expectCurve(fsdp.losses, single.losses, RTOL);

@@ -15,5 +15,6 @@ export { shardMap, type ShardMapOptions } from './shardMap';
 export * as debug from './debugNs';
 export { chipCount, customTopology, DEFAULT_LINK_LATENCY, type Generation, generations, hops, slice, type Topology, torus2d, torus3d } from './topology';
 export { type Algorithm, type CollectiveKind, type CollectiveOp, collectiveTime } from './cost/collectiveTime';
-export { collectivesOf, type ProgramLike, type ProgramSummary, simulate, simulateStep, type SimulateOptions, type StepEstimate } from './cost/simulate';
+export { interconnect, type InterconnectOptions, useInterconnect } from './cost/interconnect';
+export { collectivesOf, type ProgramLike, type ProgramSummary, simulate, simulateStep, type SimulateOptions, type StepEstimate, summarize } from './cost/simulate';
 export { flopsPerToken, LLAMA_7B, paramCount, scalingTable, type Strategy, stateBytesPerChip, type TransformerConfig, transformerStep } from './cost/transformer';

@@ -5,13 +5,15 @@
  * Importing @tpukit/xla-lite installs it; `useXla(false)` goes back to op-by-op execution.
  * The persistent cache key covers the jaxpr, the pipeline options, the donated inputs and the
  * inputs' shardings. Compile-time warnings (unusable donations) go to the `warn` core's `jit`
- * passes (the jitted function's `onWarning`), else console.warn.
+ * passes (the jitted function's `onWarning`), else console.warn. A program that comes with
+ * shardings over several devices (`CompileRequest.shardings`: the jvp, partial-eval and
+ * transpose programs of a sharded `grad(jit(f))`) is partitioned (GSPMD) instead.
  */
 import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core/internal';
 import { Compiled, Lowered } from './compiled';
 import { cacheKey, getCacheDir, loadModule, storeModule } from './diskCache';
 import type { PipelineOptions } from './pipeline';
-import { shardedJit } from './spmd/spmdJit';
+import { compileSpmd, shardedJit, type SpmdCompiled, spmdSpecFor } from './spmd/spmdJit';
 
 export interface CompileRecord {
   readonly name: string;
@@ -22,6 +24,8 @@ export interface CompileRecord {
   readonly fromDisk: boolean;
   /** Warnings raised while compiling (e.g. "Some donated buffers were not usable"). */
   readonly warnings: readonly string[];
+  /** For a partitioned program: its device count, the shardings it was compiled for and the program itself (`asText()`, `costAnalysis()`). */
+  readonly partitioned?: { readonly devices: number; readonly inShardings: readonly string[]; readonly program: SpmdCompiled };
 }
 
 const records: CompileRecord[] = [];
@@ -43,8 +47,18 @@ export function setPipelineOptions(opts: PipelineOptions): void {
 
 export const xlaCompiler: Compiler = {
   name: 'xla-lite',
-  compile(jaxpr, { name, donateArgnums, donateLabels = [], inShardings = [], warn }): Executable {
+  compile(jaxpr, { name, donateArgnums, donateLabels = [], inShardings = [], shardings, warn }): Executable {
     const t0 = performance.now();
+    if (shardings) {
+      const inputs = jaxpr.inAvals.map((a, k) => ({ sharding: shardings.in[k] ?? null, shape: a.shape, what: `jit(${name}) input ${k}` }));
+      const spec = spmdSpecFor(`jit(${name})`, inputs, shardings.out, jaxpr.outAvals);
+      if (spec !== null) {
+        const c = compileSpmd(jaxpr, name, donateArgnums, donateLabels, spec);
+        records.push({ name, ms: performance.now() - t0, instructions: c.module.entry.instructions.length, fusedKernels: 0, fromDisk: false, warnings: [], partitioned: { devices: spec.devices.length, inShardings: spec.inShardings.map(String), program: c } });
+        // Core's pjit deletes the donated inputs after the call (shards are not reused in place).
+        return Object.assign((args: Parameters<Executable>[0]) => c.run(args), { unusableDonations: [] as number[] });
+      }
+    }
     const key = getCacheDir() === null ? null : cacheKey(jaxpr, { pipeline, donateArgnums, inShardings });
     const cached = key === null ? null : loadModule(key);
     let c: Compiled;

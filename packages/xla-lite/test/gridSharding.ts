@@ -3,7 +3,8 @@
  * array dimension split over zero or more grid axes (as a PartitionSpec). Only core's
  * abstract `Sharding` interface is implemented: what @tpukit/mesh's NamedSharding provides.
  */
-import type { Device, Index, Sharding } from '@tpukit/core';
+import { type Array as CoreArray, type Device, type Index, lax, makeArrayFromCallback, np, type Sharding } from '@tpukit/core';
+import { expect } from 'vitest';
 
 const DEVICES: Device[] = Array.from({ length: 64 }, (_, id) => Object.freeze({ id, deviceKind: 'test', platform: 'test', processIndex: 0 }));
 
@@ -66,3 +67,38 @@ export class GridSharding implements Sharding {
 }
 
 export const P = (...spec: Spec): Spec => spec;
+
+// ---- helpers the GSPMD tests share ----
+
+export const M1 = { x: 2 };
+export const M2 = { x: 2, y: 2 };
+export const S = (mesh: Record<string, number>, ...spec: Spec) => new GridSharding(mesh, spec);
+
+/** devicePut: a sharded CoreArray holding `x`'s value. */
+export function put(x: CoreArray, s: Sharding): CoreArray {
+  return makeArrayFromCallback(x.shape, x.dtype, s, (idx) => lax.slice(x, idx.map(([a]) => a), idx.map(([, b]) => b)));
+}
+
+export function close(a: CoreArray, e: CoreArray, rtol = 1e-5, atol = 1e-5): void {
+  expect(a.shape).toEqual(e.shape);
+  const x = a.dataSync();
+  const y = e.dataSync();
+  for (let i = 0; i < y.length; i++) {
+    if (Math.abs(x[i] - y[i]) > atol + rtol * Math.abs(y[i])) expect.fail(`element ${i}: ${x[i]} vs ${y[i]}`);
+  }
+}
+
+const count = (text: string, op: string): number => (text.match(new RegExp(` ${op}\\(`, 'g')) ?? []).length;
+const COLLS = ['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute'];
+export const collectives = (text: string): Record<string, number> => Object.fromEntries(COLLS.map((c) => [c, count(text, c)]).filter(([, n]) => (n as number) > 0));
+
+export const rand = (shape: number[], seed: number): CoreArray => {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const v = new Float32Array(n);
+  let s = seed * 7919 + 1;
+  for (let i = 0; i < n; i++) {
+    s = (s * 16807) % 2147483647;
+    v[i] = (s / 2147483647) * 2 - 1;
+  }
+  return np.array(v).reshape(shape);
+};

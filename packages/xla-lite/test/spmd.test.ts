@@ -3,45 +3,12 @@
  * from JAX's docs with the collectives the partitioner chose, sharded jit = unsharded jit
  * (fast-check), gradients, donation, the compile cache keyed on shardings, and bad inputs.
  */
-import { type Array, grad, lax, makeArrayFromCallback, nn, np, type Sharding, valueAndGrad } from '@tpukit/core';
+import { type Array, grad, lax, nn, np, type Sharding, valueAndGrad } from '@tpukit/core';
 import { bind, type Primitive } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type CollectiveRuntime, fromCoreSharding, GSPMDSharding, HloSharding, InThreadCollectives, jit, setCollectiveRuntime } from '../src/internal';
-import { GridSharding, P, type Spec } from './gridSharding';
-
-const M1 = { x: 2 };
-const M2 = { x: 2, y: 2 };
-const S = (mesh: Record<string, number>, ...spec: Spec) => new GridSharding(mesh, spec);
-
-/** devicePut: a sharded Array holding `x`'s value. */
-function put(x: Array, s: Sharding): Array {
-  return makeArrayFromCallback(x.shape, x.dtype, s, (idx) => lax.slice(x, idx.map(([a]) => a), idx.map(([, b]) => b)));
-}
-
-function close(a: Array, e: Array, rtol = 1e-5, atol = 1e-5): void {
-  expect(a.shape).toEqual(e.shape);
-  const x = a.dataSync();
-  const y = e.dataSync();
-  for (let i = 0; i < y.length; i++) {
-    if (Math.abs(x[i] - y[i]) > atol + rtol * Math.abs(y[i])) expect.fail(`element ${i}: ${x[i]} vs ${y[i]}`);
-  }
-}
-
-const count = (text: string, op: string): number => (text.match(new RegExp(` ${op}\\(`, 'g')) ?? []).length;
-const COLLS = ['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute'];
-const collectives = (text: string): Record<string, number> => Object.fromEntries(COLLS.map((c) => [c, count(text, c)]).filter(([, n]) => (n as number) > 0));
-
-const rand = (shape: number[], seed: number): Array => {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const v = new Float32Array(n);
-  let s = seed * 7919 + 1;
-  for (let i = 0; i < n; i++) {
-    s = (s * 16807) % 2147483647;
-    v[i] = (s / 2147483647) * 2 - 1;
-  }
-  return np.array(v).reshape(shape);
-};
+import { close, collectives, GridSharding, M1, M2, P, put, rand, S } from './gridSharding';
 
 describe('HloSharding', () => {
   it('derives XLA tile assignments from a mesh-like Sharding', () => {

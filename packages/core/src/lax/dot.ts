@@ -3,11 +3,15 @@
  * dimension numbers `[[lhsContracting, rhsContracting], [lhsBatch, rhsBatch]]`. The output is
  * batch dims, then lhs free dims, then rhs free dims. The reference kernel multiplies exactly
  * and accumulates in float64 (integers wrap at 32 bits); the systolic backend reproduces the
- * MXU's bf16-operand / f32-accumulator arithmetic instead.
+ * MXU's bf16-operand / f32-accumulator arithmetic instead. Defined with its rules (jvp,
+ * transpose, batching); its lax ops are in ops.ts.
  */
-import { numbersToStorage, storageToNumbers } from '../array';
+import { type Array, numbersToStorage, storageToNumbers } from '../array';
 import { type DType, allocStorage, isInteger } from '../dtype';
-import { definePrimitive } from '../primitive';
+import { type BatchRule, definePrimitive, isUndef, type Primitive, type ShapedArray, type TransposeRule, type UndefPrimal } from '../primitive';
+import { addAny, convertElementType } from './elementwise';
+import { p1, shift } from './ruleKit';
+import { moveBdim, transpose } from './structural';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
 import { showValue } from '../describe';
@@ -43,6 +47,16 @@ export function freeDims(rank: number, contract: readonly number[], batch: reado
 
 export const dotGeneral = definePrimitive<DotGeneralParams>({
   name: 'dot_general',
+  rules: (self) => ({
+    jvp: (xs, ts, params) => {
+      const [a, b] = xs;
+      const [ta, tb] = ts;
+      const y = p1(self, [a, b], params);
+      return [[y], [addAny(ta && p1(self, [ta, b], params), tb && p1(self, [a, tb], params))]];
+    },
+    transpose: dotTranspose(self),
+    batch: dotBatch(self),
+  }),
   abstractEval([lhs, rhs], { dimensionNumbers, precision, preferredElementType }) {
     // Bound directly (not through lax.dotGeneral), a typo or an alias would reach a backend.
     if (!isCanonicalPrecision(precision)) {
@@ -116,4 +130,57 @@ function permuteToF64(vals: ArrayLike<number>, shape: readonly number[], perm: n
   const out = new Float64Array(src.length);
   stridedCopy(src, out, perm.map((p) => shape[p]), perm.map((p) => st[p]));
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules
+
+function dotTransposeLhs(prim: Primitive, g: Array, y: Array, xAval: ShapedArray, dn: DotDimensionNumbers, params: any, swapAns: boolean): Array {
+  const [[xc, yc], [xb, yb]] = dn;
+  const xNd = xAval.shape.length;
+  const xKept = freeDims(xNd, xc, xb);
+  const yKept = freeDims(y.ndim, yc, yb);
+  const nb = xb.length;
+  const range = (s: number, n: number) => globalThis.Array.from({ length: n }, (_, i) => s + i);
+  const ansBatch = range(0, nb);
+  const ansY = swapAns ? range(nb, yKept.length) : range(nb + xKept.length, yKept.length);
+  const order = yc.map((_, i) => i).sort((a, b) => yc[a] - yc[b]);
+  const xcSortedByY = order.map((i) => xc[i]);
+  const pre = [...xb, ...xKept, ...xcSortedByY];
+  const outAxes = pre.map((_, i) => i).sort((a, b) => pre[a] - pre[b]);
+  const r = p1(prim, [g, y], { ...params, dimensionNumbers: [[ansY, yKept], [ansBatch, yb]], preferredElementType: null });
+  const t = outAxes.every((a, i) => a === i) ? r : transpose(r, outAxes);
+  return t.dtype === xAval.dtype ? t : convertElementType(t, xAval.dtype);
+}
+
+function dotTranspose(prim: Primitive): TransposeRule {
+  return ([ct], [x, y], params) => {
+    const dn = params.dimensionNumbers;
+    if (isUndef(x) && isUndef(y)) throw new Error('transpose: dot_general of two linear values is not linear');
+    if (isUndef(x)) return [dotTransposeLhs(prim, ct!, y as Array, x.aval, dn, params, false), null];
+    const [[xc, yc], [xb, yb]] = dn;
+    return [null, dotTransposeLhs(prim, ct!, x as Array, (y as UndefPrimal).aval, [[yc, xc], [yb, xb]], params, true)];
+  };
+}
+
+function dotBatch(prim: Primitive): BatchRule {
+  return ([a, b], [da, db], params) => {
+    const [[lc, rc], [lb, rb]] = params.dimensionNumbers as [[number[], number[]], [number[], number[]]];
+    if (da !== null && db !== null) {
+      const x = moveBdim(a, da, 0, 0);
+      const y = moveBdim(b, db, 0, 0);
+      const dn = [[shift(lc), shift(rc)], [[0, ...shift(lb)], [0, ...shift(rb)]]];
+      return [[p1(prim, [x, y], { ...params, dimensionNumbers: dn })], [0]];
+    }
+    if (da !== null) {
+      const x = moveBdim(a, da, 0, 0);
+      const dn = [[shift(lc), rc], [shift(lb), rb]];
+      // The batch dim is lhs's first free dim: it lands right after the batch dims.
+      return [[p1(prim, [x, b], { ...params, dimensionNumbers: dn })], [lb.length]];
+    }
+    const y = moveBdim(b, db, 0, 0);
+    const dn = [[lc, shift(rc)], [lb, shift(rb)]];
+    const lhsFree = freeDims(a.ndim, lc, lb).length;
+    return [[p1(prim, [a, y], { ...params, dimensionNumbers: dn })], [lb.length + lhsFree]];
+  };
 }

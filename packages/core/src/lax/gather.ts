@@ -8,11 +8,12 @@
  * the slice fits (XLA's native behaviour); 'fill' returns `fillValue` for every element of a
  * slice whose start is out of bounds (default NaN for floats, the most negative value for signed
  * integers, the largest value for unsigned integers, true for bool, as JAX does).
- * The dimension-number helpers here are shared with scatter.ts.
+ * The dimension-number helpers here are shared with scatter.ts; the primitive itself is defined
+ * with its rules in gatherScatter.ts (gather and scatter-add are each other's transpose).
  */
 import { numbersToStorage } from '../array';
 import { type DType, allocStorage, intRange, isFloat, isInteger } from '../dtype';
-import { type ShapedArray, definePrimitive } from '../primitive';
+import type { PrimitiveDef, ShapedArray } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { walkWindows } from './windowWalk';
 import { showValue } from '../describe';
@@ -128,7 +129,8 @@ export function gatherShape(operand: ShapedArray, indices: ShapedArray, p: Gathe
   return out;
 }
 
-export const gather = definePrimitive<GatherParams>({
+/** gather's shape rule and reference kernel (the primitive: gatherScatter.ts). */
+export const gatherDef: Omit<PrimitiveDef<GatherParams>, 'rules'> = {
   name: 'gather',
   abstractEval([operand, indices], p) {
     return [{ shape: gatherShape(operand, indices, p), dtype: operand.dtype, weakType: operand.weakType }];
@@ -164,4 +166,4 @@ export const gather = definePrimitive<GatherParams>({
     );
     return [out];
   },
-});
+};

@@ -6,21 +6,20 @@
  */
 import { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
-import { type DType, checkDType, isFloat } from '../dtype';
+import type { DType } from '../dtype';
 import { normalizeAxis } from '../shape';
 import { bind, bind1 } from '../trace';
 import type { Primitive } from '../primitive';
-import * as ew from './elementwise';
-import * as st from './structural';
-import * as rd from './reduce';
+import { convertElementType } from './elementwise';
+import { expandDims, operands, squeeze } from './structural';
 import { type DotDimensionNumbers, dotGeneral as dotGeneralP } from './dot';
 import { type PrecisionLike, canonicalizePrecision } from './precision';
-import * as sl from './slicing';
-import { type GatherDimensionNumbers, type GatherScatterMode, gather as gatherP } from './gather';
-import * as sc from './scatter';
+import { dynamicSliceP, dynamicUpdateSliceP, ints, padP, sliceInDim } from './slicing';
+export { concatenate, slice, sliceInDim } from './slicing';
+import type { GatherDimensionNumbers, GatherScatterMode } from './gather';
+import * as gs from './gatherScatter';
 import type { ScatterDimensionNumbers } from './scatter';
 import { sort as sortP, topK as topKP } from './sort';
-import { showValue } from '../describe';
 
 export type { DotDimensionNumbers } from './dot';
 export {
@@ -35,197 +34,15 @@ export type { GatherDimensionNumbers, GatherScatterMode } from './gather';
 export type { ScatterDimensionNumbers } from './scatter';
 export type { PaddingConfig } from './slicing';
 
-const NO_PARAMS = {};
+export {
+  neg, sign, abs, floor, ceil, round, isFinite, exp, exp2, log, log1p, expm1, tanh, logistic, sin, cos, tan, asin, acos, atan,
+  sinh, cosh, asinh, acosh, atanh, sqrt, rsqrt, cbrt, erf, erfc, erfInv, lgamma, digamma, square, bitwiseNot, integerPow,
+  add, sub, mul, div, rem, pow, max, min, atan2, nextafter, bitwiseAnd, bitwiseOr, bitwiseXor, shiftLeft, shiftRightArithmetic,
+  shiftRightLogical, eq, ne, lt, le, gt, ge, select, selectN, clamp, convertElementType, bitcastConvertType,
+} from './elementwise';
+export { broadcastInDim, broadcast, reshape, transpose, rev, squeeze, expandDims, iota, broadcastedIota, reduceSum } from './structural';
 
-/** Operands of a lax op: Arrays stay as they are; JS scalars take the dtype of the first Array. */
-function operands(op: string, xs: ArrayLike[]): Array[] {
-  const first = xs.find((x): x is Array => x instanceof Array);
-  return xs.map((x) => (x instanceof Array ? x : first && (typeof x === 'number' || typeof x === 'boolean') ? fullLike(x, first, op) : asArray(x, { op })));
-}
-
-/** A JS scalar as an operand like `like`. lax does not promote, so a value the dtype cannot hold
- * exactly (1.5 as int32, 2 as bool, NaN as uint8) is an error instead of a silent conversion. */
-function fullLike(v: number | boolean, like: Array, op: string): Array {
-  const n = Number(v);
-  const exact = isFloat(like.dtype) || (like.dtype === 'bool' ? n === 0 || n === 1 : Number.isInteger(n));
-  if (!exact) {
-    throw new TypeError(`${op}: JS value ${v} cannot be a ${like.dtype} operand (lax does not promote); use the np function or convert the array first`);
-  }
-  const s = asArray(v, { dtype: like.dtype, op });
-  if (like.ndim === 0) return s;
-  return bind1(st.broadcastInDim, [s], { shape: like.shape, broadcastDimensions: [] });
-}
-
-const u = (p: Primitive) => (x: ArrayLike): Array => bind1(p, operands(p.name, [x]), NO_PARAMS);
-const b = (p: Primitive) => (x: ArrayLike, y: ArrayLike): Array => bind1(p, operands(p.name, [x, y]), NO_PARAMS);
-
-export const neg = u(ew.neg);
-export const sign = u(ew.sign);
-export const abs = u(ew.abs);
-export const floor = u(ew.floor);
-export const ceil = u(ew.ceil);
-/** `lax.round`; `roundingMethod` 0 = away from zero (default), 1 = to nearest even. */
-export const round = (x: ArrayLike, roundingMethod: 0 | 1 = 0): Array => (roundingMethod === 1 ? u(ew.roundEven)(x) : u(ew.roundAway)(x));
-export const isFinite = u(ew.isFinite);
-export const exp = u(ew.exp);
-export const exp2 = u(ew.exp2);
-export const log = u(ew.log);
-export const log1p = u(ew.log1p);
-export const expm1 = u(ew.expm1);
-export const tanh = u(ew.tanh);
-export const logistic = u(ew.logistic);
-export const sin = u(ew.sin);
-export const cos = u(ew.cos);
-export const tan = u(ew.tan);
-export const asin = u(ew.asin);
-export const acos = u(ew.acos);
-export const atan = u(ew.atan);
-export const sinh = u(ew.sinh);
-export const cosh = u(ew.cosh);
-export const asinh = u(ew.asinh);
-export const acosh = u(ew.acosh);
-export const atanh = u(ew.atanh);
-export const sqrt = u(ew.sqrt);
-export const rsqrt = u(ew.rsqrt);
-export const cbrt = u(ew.cbrt);
-export const erf = u(ew.erf);
-export const erfc = u(ew.erfc);
-export const erfInv = u(ew.erfInv);
-export const lgamma = u(ew.lgamma);
-export const digamma = u(ew.digamma);
-export const square = u(ew.square);
-export const bitwiseNot = u(ew.not);
-export const integerPow = (x: ArrayLike, y: number): Array => bind1(ew.integerPow, operands('integer_pow', [x]), { y });
-
-export const add = b(ew.add);
-export const sub = b(ew.sub);
-export const mul = b(ew.mul);
-export const div = b(ew.div);
-export const rem = b(ew.rem);
-export const pow = b(ew.pow);
-export const max = b(ew.max);
-export const min = b(ew.min);
-export const atan2 = b(ew.atan2);
-export const nextafter = b(ew.nextafter);
-export const bitwiseAnd = b(ew.and);
-export const bitwiseOr = b(ew.or);
-export const bitwiseXor = b(ew.xor);
-export const shiftLeft = b(ew.shiftLeft);
-export const shiftRightArithmetic = b(ew.shiftRightArithmetic);
-export const shiftRightLogical = b(ew.shiftRightLogical);
-export const eq = b(ew.eq);
-export const ne = b(ew.ne);
-export const lt = b(ew.lt);
-export const le = b(ew.le);
-export const gt = b(ew.gt);
-export const ge = b(ew.ge);
-
-/** `lax.select(pred, onTrue, onFalse)`. */
-export function select(pred: ArrayLike, onTrue: ArrayLike, onFalse: ArrayLike): Array {
-  const [f, t] = operands('select', [onFalse, onTrue]);
-  return bind1(ew.selectN, [asArray(pred, { op: 'select' }), f, t], NO_PARAMS);
-}
-
-/** `lax.select_n(which, ...cases)`. */
-export function selectN(which: ArrayLike, ...cases: ArrayLike[]): Array {
-  return bind1(ew.selectN, [asArray(which, { op: 'select_n' }), ...operands('select_n', cases)], NO_PARAMS);
-}
-
-export function clamp(lo: ArrayLike, x: ArrayLike, hi: ArrayLike): Array {
-  const [xx, l, h] = operands('clamp', [x, lo, hi]);
-  return min(max(xx, l), h);
-}
-
-export function convertElementType(x: ArrayLike, newDtype: DType, weakType = false): Array {
-  checkDType(newDtype, 'convert_element_type', 'new_dtype');
-  const a = asArray(x, { op: 'convert_element_type' });
-  if (a.dtype === newDtype && a.weakType === weakType) return a;
-  return bind1(ew.convertElementType, [a], { newDtype, weakType });
-}
-
-export function bitcastConvertType(x: ArrayLike, newDtype: DType): Array {
-  checkDType(newDtype, 'bitcast_convert_type', 'new_dtype');
-  return bind1(ew.bitcastConvertType, [asArray(x, { op: 'bitcast_convert_type' })], { newDtype });
-}
-
-export function broadcastInDim(x: ArrayLike, shape: readonly number[], broadcastDimensions: readonly number[]): Array {
-  return bind1(st.broadcastInDim, [asArray(x, { op: 'broadcast_in_dim' })], { shape: [...shape], broadcastDimensions: [...broadcastDimensions] });
-}
-
-/** `lax.broadcast(x, sizes)`: prepends dimensions. */
-export function broadcast(x: ArrayLike, sizes: readonly number[]): Array {
-  const a = asArray(x, { op: 'broadcast' });
-  return broadcastInDim(a, [...sizes, ...a.shape], a.shape.map((_, i) => i + sizes.length));
-}
-
-export function reshape(x: ArrayLike, newSizes: readonly number[], dimensions?: readonly number[]): Array {
-  let a = asArray(x, { op: 'reshape' });
-  if (dimensions) a = transpose(a, dimensions);
-  return bind1(st.reshape, [a], { newSizes: [...newSizes] });
-}
-
-export function transpose(x: ArrayLike, permutation: readonly number[]): Array {
-  const a = asArray(x, { op: 'transpose' });
-  const perm = permutation.map((p) => normalizeAxis(p, a.ndim, 'transpose', 'permutation'));
-  if (perm.every((p, i) => p === i) && perm.length === a.ndim) return a;
-  return bind1(st.transpose, [a], { permutation: perm });
-}
-
-export function rev(x: ArrayLike, dimensions: readonly number[]): Array {
-  const a = asArray(x, { op: 'rev' });
-  return bind1(st.rev, [a], { dimensions: dimensions.map((d) => normalizeAxis(d, a.ndim, 'rev', 'dimensions')) });
-}
-
-export function squeeze(x: ArrayLike, dimensions: readonly number[]): Array {
-  const a = asArray(x, { op: 'squeeze' });
-  return bind1(st.squeeze, [a], { dimensions: dimensions.map((d) => normalizeAxis(d, a.ndim, 'squeeze', 'dimensions')) });
-}
-
-export function expandDims(x: ArrayLike, dimensions: readonly number[]): Array {
-  const a = asArray(x, { op: 'expand_dims' });
-  const rank = a.ndim + dimensions.length;
-  const dims = dimensions.map((d) => normalizeAxis(d, rank, 'expand_dims', 'dimensions')).sort((p, q) => p - q);
-  const shape = a.shape.slice();
-  for (const d of dims) shape.splice(d, 0, 1);
-  return reshape(a, shape);
-}
-
-export function iota(dtype: DType, size: number): Array {
-  return bind1(st.iota, [], { dtype, shape: [size], dimension: 0 });
-}
-
-export function broadcastedIota(dtype: DType, shape: readonly number[], dimension: number): Array {
-  return bind1(st.iota, [], { dtype, shape: [...shape], dimension });
-}
-
-const red = (p: Primitive) => (x: ArrayLike, axes: readonly number[]): Array => {
-  const a = asArray(x, { op: p.name });
-  return bind1(p, [a], { axes: axes.map((d) => normalizeAxis(d, a.ndim, p.name, 'axes')) });
-};
-export const reduceSum = red(rd.reduceSum);
-export const reduceProd = red(rd.reduceProd);
-export const reduceMax = red(rd.reduceMax);
-export const reduceMin = red(rd.reduceMin);
-export const reduceAnd = red(rd.reduceAnd);
-export const reduceOr = red(rd.reduceOr);
-
-export function argmax(x: ArrayLike, axis: number, indexDtype: DType = 'int32'): Array {
-  const a = asArray(x, { op: 'argmax' });
-  return bind1(rd.argmax, [a], { axis: normalizeAxis(axis, a.ndim, 'argmax'), indexDtype });
-}
-export function argmin(x: ArrayLike, axis: number, indexDtype: DType = 'int32'): Array {
-  const a = asArray(x, { op: 'argmin' });
-  return bind1(rd.argmin, [a], { axis: normalizeAxis(axis, a.ndim, 'argmin'), indexDtype });
-}
-
-const cum = (p: Primitive) => (x: ArrayLike, axis = 0, reverse = false): Array => {
-  const a = asArray(x, { op: p.name });
-  return bind1(p, [a], { axis: normalizeAxis(axis, a.ndim, p.name), reverse });
-};
-export const cumsum = cum(rd.cumsum);
-export const cumprod = cum(rd.cumprod);
-export const cummax = cum(rd.cummax);
-export const cummin = cum(rd.cummin);
+export { reduceProd, reduceMax, reduceMin, reduceAnd, reduceOr, argmax, argmin, cumsum, cumprod, cummax, cummin } from './reduce';
 
 export function dotGeneral(
   lhs: ArrayLike,
@@ -251,36 +68,6 @@ export function dot(lhs: ArrayLike, rhs: ArrayLike, opts: { precision?: Precisio
 // ---------------------------------------------------------------------------------------------
 // Slicing, gather/scatter and sorting (slicing.ts, gather.ts, scatter.ts, sort.ts).
 
-const ints = (op: string, arg: string, xs: readonly number[]): number[] => {
-  if (!globalThis.Array.isArray(xs) || !xs.every((v) => Number.isInteger(v))) {
-    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(xs)}`);
-  }
-  return [...xs];
-};
-
-/** `lax.slice(x, startIndices, limitIndices, strides?)`: a static strided window. */
-export function slice(x: ArrayLike, startIndices: readonly number[], limitIndices: readonly number[], strides?: readonly number[] | null): Array {
-  const a = asArray(x, { op: 'slice' });
-  return bind1(sl.slice, [a], {
-    startIndices: ints('slice', 'start_indices', startIndices),
-    limitIndices: ints('slice', 'limit_indices', limitIndices),
-    strides: strides ? ints('slice', 'strides', strides) : null,
-  });
-}
-
-/** `lax.slice_in_dim`: slice one axis, keeping the others whole. Negative bounds count from the end. */
-export function sliceInDim(x: ArrayLike, startIndex: number | null, limitIndex: number | null, stride = 1, axis = 0): Array {
-  const a = asArray(x, { op: 'slice_in_dim' });
-  const ax = normalizeAxis(axis, a.ndim, 'slice_in_dim');
-  const n = a.shape[ax];
-  const s = startIndex === null ? 0 : startIndex < 0 ? startIndex + n : startIndex;
-  const l = limitIndex === null ? n : limitIndex < 0 ? limitIndex + n : limitIndex;
-  const start = a.shape.map((_, d) => (d === ax ? s : 0));
-  const limit = a.shape.map((m, d) => (d === ax ? l : m));
-  const str = a.shape.map((_, d) => (d === ax ? stride : 1));
-  return slice(a, start, limit, str);
-}
-
 /** Start indices as int32 scalars (JS integers or integer scalar Arrays). */
 function startScalars(op: string, startIndices: readonly (number | Array)[]): Array[] {
   return startIndices.map((s, i) => {
@@ -296,7 +83,7 @@ function startScalars(op: string, startIndices: readonly (number | Array)[]): Ar
 /** `lax.dynamic_slice`: starts may be traced scalars; they are clamped so the slice fits. */
 export function dynamicSlice(x: ArrayLike, startIndices: readonly (number | Array)[], sliceSizes: readonly number[]): Array {
   const a = asArray(x, { op: 'dynamic_slice' });
-  return bind1(sl.dynamicSlice, [a, ...startScalars('dynamic_slice', startIndices)], { sliceSizes: ints('dynamic_slice', 'slice_sizes', sliceSizes) });
+  return bind1(dynamicSliceP, [a, ...startScalars('dynamic_slice', startIndices)], { sliceSizes: ints('dynamic_slice', 'slice_sizes', sliceSizes) });
 }
 
 /** `lax.dynamic_slice_in_dim`. */
@@ -346,23 +133,14 @@ export function dynamicUpdateIndexInDim(x: ArrayLike, update: ArrayLike, index: 
 export function dynamicUpdateSlice(x: ArrayLike, update: ArrayLike, startIndices: readonly (number | Array)[]): Array {
   const a = asArray(x, { op: 'dynamic_update_slice' });
   const u = update instanceof Array ? update : asArray(update, { dtype: a.dtype, op: 'dynamic_update_slice' });
-  return bind1(sl.dynamicUpdateSlice, [a, u, ...startScalars('dynamic_update_slice', startIndices)], {});
-}
-
-/** `lax.concatenate(operands, dimension)`; operands must share dtype and all other dimensions. */
-export function concatenate(xs: readonly ArrayLike[], dimension: number): Array {
-  if (xs.length === 0) throw new Error('concatenate: needs at least one operand');
-  const arrays = operands('concatenate', [...xs]);
-  const dim = normalizeAxis(dimension, arrays[0].ndim, 'concatenate', 'dimension');
-  if (arrays.length === 1) return arrays[0];
-  return bind1(sl.concatenate, arrays, { dimension: dim });
+  return bind1(dynamicUpdateSliceP, [a, u, ...startScalars('dynamic_update_slice', startIndices)], {});
 }
 
 /** `lax.pad(x, paddingValue, [[lo, hi, interior], ...])`; negative lo/hi crop. */
 export function pad(x: ArrayLike, paddingValue: ArrayLike, paddingConfig: readonly (readonly [number, number, number])[]): Array {
   const a = asArray(x, { op: 'pad' });
   const v = paddingValue instanceof Array ? paddingValue : asArray(paddingValue, { dtype: a.dtype, op: 'pad' });
-  return bind1(sl.pad, [a, v], { paddingConfig: paddingConfig.map((c) => [c[0], c[1], c[2]] as [number, number, number]) });
+  return bind1(padP, [a, v], { paddingConfig: paddingConfig.map((c) => [c[0], c[1], c[2]] as [number, number, number]) });
 }
 
 export interface GatherOptions {
@@ -387,7 +165,7 @@ export function gather(operand: ArrayLike, indices: ArrayLike, dimensionNumbers:
     operandBatchingDims: ints('gather', 'operand_batching_dims', dimensionNumbers.operandBatchingDims ?? []),
     startIndicesBatchingDims: ints('gather', 'start_indices_batching_dims', dimensionNumbers.startIndicesBatchingDims ?? []),
   };
-  return bind1(gatherP, [a, i], {
+  return bind1(gs.gather, [a, i], {
     dimensionNumbers: dn,
     sliceSizes: ints('gather', 'slice_sizes', sliceSizes),
     mode: opts.mode === undefined || opts.mode === 'drop' ? 'fill' : opts.mode,
@@ -423,11 +201,11 @@ const scatterOp = (p: Primitive) => (operand: ArrayLike, indices: ArrayLike, upd
 };
 
 /** `lax.scatter`: replaces operand windows with updates (out-of-bounds windows dropped by default). */
-export const scatter = scatterOp(sc.scatter);
-export const scatterAdd = scatterOp(sc.scatterAdd);
-export const scatterMul = scatterOp(sc.scatterMul);
-export const scatterMin = scatterOp(sc.scatterMin);
-export const scatterMax = scatterOp(sc.scatterMax);
+export const scatter = scatterOp(gs.scatter);
+export const scatterAdd = scatterOp(gs.scatterAdd);
+export const scatterMul = scatterOp(gs.scatterMul);
+export const scatterMin = scatterOp(gs.scatterMin);
+export const scatterMax = scatterOp(gs.scatterMax);
 
 export interface SortOptions {
   /** Default -1 (the last dimension). */

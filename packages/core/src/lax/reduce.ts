@@ -1,166 +1,169 @@
 /**
- * Reductions: reduce_sum / max / min / prod / and / or over a set of axes, argmax / argmin along
- * one axis, and cumulative sum / max / min / prod along one axis. Float reductions accumulate in
- * float64 and round once to the output dtype (what XLA does for bf16 is accumulate in f32; the
- * oracle is at least that accurate).
+ * Reductions other than reduce_sum (which is in structural.ts): reduce_max / min / prod / and /
+ * or over a set of axes, argmax / argmin along one axis, and cumulative sum / max / min / prod
+ * along one axis, each with its rules and its lax op. The shape rules and kernels are the
+ * factories of reduceKernels.ts.
  */
-import { numbersToStorage, storageToNumbers } from '../array';
-import { type DType, allocStorage, is16BitFloat, isFloat, isInteger } from '../dtype';
-import { type HostArray, type ShapedArray, definePrimitive } from '../primitive';
-import { fmt, sizeOf, stridesOf } from '../shape';
-import { stridedCopy } from './strided';
-import { showValue } from '../describe';
+import type { Array } from '../array';
+import { type ArrayLike, asArray } from '../convert';
+import { type DType, isInteger } from '../dtype';
+import { type BatchRule, NON_LINEAR, NOT_DIFFERENTIABLE, type Primitive } from '../primitive';
+import { normalizeAxis } from '../shape';
+import { bind1 } from '../trace';
+import { bitwiseAnd, convertElementType, div, eq, ge, le, mul, select } from './elementwise';
+import { argReduction, cumulative, maxInit, minInit, nanMax, nanMin, reduction } from './reduceKernels';
+import { jvpFrom, lin1, linearJvp, p1, shift } from './ruleKit';
+import { broadcastInDim, broadcastedIota, front, fullLike, reduceSum, reductionOp, reshape, transpose } from './structural';
 
-function checkAxes(name: string, x: ShapedArray, axes: readonly number[]): void {
-  for (const a of axes) {
-    if (!Number.isInteger(a) || a < 0 || a >= x.shape.length) {
-      throw new RangeError(`${name}: axis ${a} out of range for operand ${x.dtype}${fmt(x.shape)}`);
-    }
-  }
-  if (new Set(axes).size !== axes.length) throw new Error(`${name}: repeated axes ${showValue(axes)}`);
-}
+/** Batching of a reduction over `axes`: the batch dim goes first, the axes shift past it. */
+const axesBatch = (self: Primitive): BatchRule => front((x, p) => p1(self, [x], { ...p, axes: shift(p.axes) }));
+/** Batching of an op along one `axis`. */
+const axisBatch = (self: Primitive): BatchRule => front((x, p) => p1(self, [x], { ...p, axis: p.axis + 1 }));
 
-/** Values of `x` as numbers, permuted so the reduced axes are innermost: [outer, inner]. */
-function moveAxesLast(x: HostArray, axes: readonly number[]): { vals: ArrayLike<number>; outer: number; inner: number } {
+export const reduceProdP = reduction('reduce_prod', () => 1, (a, v, d) => (isInteger(d) ? (d === 'uint32' ? Math.imul(a, v) >>> 0 : Math.imul(a, v)) : a * v), 'num', (self) => ({
+  jvp: jvpFrom(self, ([x], [t], _y, { axes }) => prodTangent(x, t!, axes)),
+  transpose: NON_LINEAR,
+  batch: axesBatch(self),
+}));
+const extremum = (self: Primitive) => ({
+  jvp: jvpFrom(self, ([x], [t], y, { axes }) => extremumTangent(x, t!, y, axes)),
+  transpose: NON_LINEAR,
+  batch: axesBatch(self),
+});
+export const reduceMaxP = reduction('reduce_max', maxInit, nanMax, 'num', extremum);
+export const reduceMinP = reduction('reduce_min', minInit, nanMin, 'num', extremum);
+const logical = (self: Primitive) => ({ jvp: NOT_DIFFERENTIABLE, transpose: NON_LINEAR, batch: axesBatch(self) });
+export const reduceAndP = reduction('reduce_and', (d) => (d === 'bool' ? 1 : -1), (a, v) => a & v, 'bool', logical);
+export const reduceOrP = reduction('reduce_or', () => 0, (a, v) => a | v, 'bool', logical);
+
+const argRules = (self: Primitive) => ({ jvp: NOT_DIFFERENTIABLE, transpose: NON_LINEAR, batch: axisBatch(self) });
+export const argmaxP = argReduction('argmax', (v, b) => v > b, argRules);
+export const argminP = argReduction('argmin', (v, b) => v < b, argRules);
+
+export const cumsumP = cumulative('cumsum', (a, v, d) => (isInteger(d) ? (d === 'uint32' ? (a + v) >>> 0 : (a + v) | 0) : a + v), (self) => ({
+  jvp: linearJvp(self),
+  transpose: lin1((ct, _x, { axis, reverse }) => cumsum(ct, axis, !reverse)),
+  batch: axisBatch(self),
+}));
+export const cumprodP = cumulative('cumprod', (a, v, d) => (isInteger(d) ? Math.imul(a, v) : a * v), (self) => ({
+  jvp: jvpFrom(self, ([x], [t], _y, { axis, reverse }) => cumprodTangent(x, t!, axis, reverse)),
+  transpose: NON_LINEAR,
+  batch: axisBatch(self),
+}));
+const cumExtremum = (self: Primitive) => ({
+  jvp: jvpFrom(self, ([x], [t], y, { axis, reverse }) => cumExtremumTangent(x, t!, y, axis, reverse)),
+  transpose: NON_LINEAR,
+  batch: axisBatch(self),
+});
+export const cummaxP = cumulative('cummax', nanMax, cumExtremum);
+export const cumminP = cumulative('cummin', nanMin, cumExtremum);
+
+// ---------------------------------------------------------------------------------------------
+// Tangents
+
+/** Tangent of reduce_max/min: the tangents at the extremal positions, averaged over ties. */
+function extremumTangent(x: Array, t: Array, y: Array, axes: readonly number[]): Array {
   const keep = x.shape.map((_, i) => i).filter((i) => !axes.includes(i));
-  const perm = [...keep, ...[...axes].sort((a, b) => a - b)];
-  const inner = sizeOf(axes.map((a) => x.shape[a]));
-  const outer = sizeOf(keep.map((a) => x.shape[a]));
-  const nums = storageToNumbers(x.data, x.dtype);
-  const identity = perm.every((p, i) => p === i);
-  if (identity) return { vals: nums, outer, inner };
-  const st = stridesOf(x.shape);
-  const out = stridedCopy(nums, new Float64Array(nums.length), perm.map((p) => x.shape[p]), perm.map((p) => st[p]));
-  return { vals: out, outer, inner };
+  const yb = broadcastInDim(y, x.shape, keep);
+  const mask = convertElementType(eq(x, yb), x.dtype);
+  const count = reduceSum(mask, axes);
+  return div(reduceSum(mul(t, mask), axes), count);
 }
 
-type ReduceParams = { axes: readonly number[] };
-
-function storeReduced(acc: Float64Array, dtype: DType): ReturnType<typeof allocStorage> {
-  if (isFloat(dtype)) return dtype === 'float32' ? Float32Array.from(acc) : numbersToStorage(Float32Array.from(acc), dtype);
-  return numbersToStorage(acc, dtype);
+/**
+ * Tangent of reduce_prod that is right when some factors are zero: sum_i t_i * prod_{j != i} x_j,
+ * with the products of the others formed by reducing an [n, n] table with ones on the diagonal.
+ */
+function prodTangent(x: Array, t: Array, axes: readonly number[]): Array {
+  const keep = x.shape.map((_, i) => i).filter((i) => !axes.includes(i));
+  const perm = [...keep, ...axes];
+  const outShape = keep.map((i) => x.shape[i]);
+  const n = axes.reduce((acc, a) => acc * x.shape[a], 1);
+  const xs = reshape(transpose(x, perm), [...outShape, n]);
+  const ts = reshape(transpose(t, perm), [...outShape, n]);
+  const r = outShape.length;
+  const table = broadcastInDim(xs, [...outShape, n, n], [...outShape.map((_, i) => i), r + 1]);
+  const diag = eq(broadcastedIota('int32', [n, n], 0), broadcastedIota('int32', [n, n], 1));
+  const diagB = broadcastInDim(diag, [...outShape, n, n], [r, r + 1]);
+  const others = reduceProd(select(diagB, fullLike(1, table), table), [r + 1]);
+  return reduceSum(mul(ts, others), [r]);
 }
 
-function reduction(name: string, init: (d: DType) => number, step: (acc: number, v: number, d: DType) => number, kinds: 'num' | 'bool') {
-  return definePrimitive<ReduceParams>({
-    name,
-    abstractEval([x], { axes }) {
-      checkAxes(name, x, axes);
-      if (kinds === 'bool' && x.dtype !== 'bool' && !isInteger(x.dtype)) throw new TypeError(`${name}: needs bool or integer operand; got ${x.dtype}`);
-      if (kinds === 'num' && x.dtype === 'bool' && name !== 'reduce_max' && name !== 'reduce_min') throw new TypeError(`${name}: does not accept bool; convert first`);
-      return [{ shape: x.shape.filter((_, i) => !axes.includes(i)), dtype: x.dtype, weakType: x.weakType }];
-    },
-    impl([x], { axes }, [o]) {
-      const { vals, outer, inner } = moveAxesLast(x, axes);
-      const acc = new Float64Array(outer);
-      const d = x.dtype;
-      for (let i = 0; i < outer; i++) {
-        let a = init(d);
-        const base = i * inner;
-        for (let j = 0; j < inner; j++) a = step(a, vals[base + j], d);
-        acc[i] = a;
-      }
-      return [storeReduced(acc, o.dtype)];
-    },
-  });
+/**
+ * The cumulative ops' tangents through an [n, n] table over the scanned axis (moved last):
+ * entry (j, i) relates input position j to output position i, masked to j <= i (j >= i when
+ * reversed). O(n^2) in the axis length; right at zeros and ties, unlike division tricks.
+ */
+function toLast(x: Array, axis: number): Array {
+  const perm = x.shape.map((_, i) => i).filter((i) => i !== axis);
+  return transpose(x, [...perm, axis]);
+}
+function fromLast(x: Array, axis: number): Array {
+  const r = x.ndim;
+  const perm: number[] = [];
+  for (let i = 0, k = 0; i < r; i++) perm.push(i === axis ? r - 1 : k++);
+  return transpose(x, perm);
+}
+function prefixMask(lead: readonly number[], n: number, reverse: boolean): Array {
+  const j = broadcastedIota('int32', [n, n], 0);
+  const i = broadcastedIota('int32', [n, n], 1);
+  const m = reverse ? ge(j, i) : le(j, i);
+  return broadcastInDim(m, [...lead, n, n], [lead.length, lead.length + 1]);
+}
+/** cummax/cummin: the tangent at the running extremum's position (averaged over ties). */
+function cumExtremumTangent(x: Array, t: Array, y: Array, axis: number, reverse: boolean): Array {
+  const xl = toLast(x, axis);
+  const tl = toLast(t, axis);
+  const yl = toLast(y, axis);
+  const lead = xl.shape.slice(0, -1);
+  const n = xl.shape[xl.ndim - 1];
+  const r = lead.length;
+  const leadDims = lead.map((_, i) => i);
+  const xj = broadcastInDim(xl, [...lead, n, n], [...leadDims, r]);
+  const yi = broadcastInDim(yl, [...lead, n, n], [...leadDims, r + 1]);
+  const hit = convertElementType(bitwiseAnd(prefixMask(lead, n, reverse), eq(xj, yi)), x.dtype);
+  const tj = broadcastInDim(tl, [...lead, n, n], [...leadDims, r]);
+  const out = div(reduceSum(mul(hit, tj), [r]), reduceSum(hit, [r]));
+  return fromLast(out, axis);
+}
+/** cumprod: tangent_i = sum over j in the prefix of t_j * prod over the prefix without j. */
+function cumprodTangent(x: Array, t: Array, axis: number, reverse: boolean): Array {
+  const xl = toLast(x, axis);
+  const tl = toLast(t, axis);
+  const lead = xl.shape.slice(0, -1);
+  const n = xl.shape[xl.ndim - 1];
+  const r = lead.length;
+  const leadDims = lead.map((_, i) => i);
+  // table[j, k] = x_k with x_j replaced by 1; its cumprod along k at i is prod_{k<=i, k!=j} x_k.
+  const xk = broadcastInDim(xl, [...lead, n, n], [...leadDims, r + 1]);
+  const diag = broadcastInDim(eq(broadcastedIota('int32', [n, n], 0), broadcastedIota('int32', [n, n], 1)), [...lead, n, n], [r, r + 1]);
+  const others = cumprod(select(diag, fullLike(1, xk), xk), r + 1, reverse);
+  const tj = broadcastInDim(tl, [...lead, n, n], [...leadDims, r]);
+  const masked = select(prefixMask(lead, n, reverse), mul(tj, others), fullLike(0, others));
+  return fromLast(reduceSum(masked, [r]), axis);
 }
 
-function maxInit(d: DType): number {
-  return isFloat(d) ? -Infinity : d === 'int8' ? -128 : d === 'int32' ? -2147483648 : 0;
-}
-function minInit(d: DType): number {
-  return isFloat(d) ? Infinity : d === 'int8' ? 127 : d === 'uint8' ? 255 : d === 'int32' ? 2147483647 : d === 'bool' ? 1 : 4294967295;
-}
-const nanMax = (a: number, v: number): number => (v > a || Number.isNaN(v) || Number.isNaN(a) ? (Number.isNaN(a) ? a : v) : a);
-const nanMin = (a: number, v: number): number => (v < a || Number.isNaN(v) || Number.isNaN(a) ? (Number.isNaN(a) ? a : v) : a);
+// ---------------------------------------------------------------------------------------------
+// The lax ops (re-exported by ops.ts)
 
-export const reduceSum = reduction('reduce_sum', () => 0, (a, v, d) => (isInteger(d) ? (d === 'uint32' ? (a + v) >>> 0 : (a + v) | 0) : a + v), 'num');
-export const reduceProd = reduction('reduce_prod', () => 1, (a, v, d) => (isInteger(d) ? (d === 'uint32' ? Math.imul(a, v) >>> 0 : Math.imul(a, v)) : a * v), 'num');
-export const reduceMax = reduction('reduce_max', maxInit, nanMax, 'num');
-export const reduceMin = reduction('reduce_min', minInit, nanMin, 'num');
-export const reduceAnd = reduction('reduce_and', (d) => (d === 'bool' ? 1 : -1), (a, v) => a & v, 'bool');
-export const reduceOr = reduction('reduce_or', () => 0, (a, v) => a | v, 'bool');
+export const reduceProd = reductionOp(reduceProdP);
+export const reduceMax = reductionOp(reduceMaxP);
+export const reduceMin = reductionOp(reduceMinP);
+export const reduceAnd = reductionOp(reduceAndP);
+export const reduceOr = reductionOp(reduceOrP);
 
-type ArgParams = { axis: number; indexDtype: DType };
+const argOp = (p: Primitive) => (x: ArrayLike, axis: number, indexDtype: DType = 'int32'): Array => {
+  const a = asArray(x, { op: p.name });
+  return bind1(p, [a], { axis: normalizeAxis(axis, a.ndim, p.name), indexDtype });
+};
+export const argmax = argOp(argmaxP);
+export const argmin = argOp(argminP);
 
-function argReduction(name: string, better: (v: number, best: number) => boolean) {
-  return definePrimitive<ArgParams>({
-    name,
-    abstractEval([x], { axis, indexDtype }) {
-      checkAxes(name, x, [axis]);
-      if (x.shape[axis] === 0) throw new Error(`${name}: cannot take ${name} of an empty axis ${axis} (shape ${fmt(x.shape)})`);
-      if (indexDtype !== 'int32' && indexDtype !== 'uint32') throw new TypeError(`${name}: index_dtype must be int32 or uint32; got ${indexDtype}`);
-      return [{ shape: x.shape.filter((_, i) => i !== axis), dtype: indexDtype, weakType: false }];
-    },
-    impl([x], { axis }, [o]) {
-      const { vals, outer, inner } = moveAxesLast(x, [axis]);
-      const out = allocStorage(o.dtype, outer);
-      for (let i = 0; i < outer; i++) {
-        const base = i * inner;
-        let bi = 0;
-        let best = vals[base];
-        if (!Number.isNaN(best)) {
-          for (let j = 1; j < inner; j++) {
-            const v = vals[base + j];
-            if (Number.isNaN(v)) {
-              bi = j;
-              break;
-            }
-            if (better(v, best)) {
-              best = v;
-              bi = j;
-            }
-          }
-        }
-        out[i] = bi;
-      }
-      return [out];
-    },
-  });
-}
-
-export const argmax = argReduction('argmax', (v, b) => v > b);
-export const argmin = argReduction('argmin', (v, b) => v < b);
-
-type CumParams = { axis: number; reverse: boolean };
-
-function cumulative(name: string, step: (acc: number, v: number, d: DType) => number) {
-  return definePrimitive<CumParams>({
-    name,
-    abstractEval([x], { axis }) {
-      checkAxes(name, x, [axis]);
-      if (x.dtype === 'bool') throw new TypeError(`${name}: does not accept bool; convert first`);
-      return [x];
-    },
-    impl([x], { axis, reverse }, [o]) {
-      const nums = storageToNumbers(x.data, x.dtype);
-      const st = stridesOf(x.shape);
-      const len = x.shape[axis];
-      const stride = st[axis];
-      const n = nums.length;
-      const acc = new Float64Array(n);
-      const d = x.dtype;
-      const blocks = len === 0 ? 0 : n / len;
-      for (let b = 0; b < blocks; b++) {
-        // Base offset of line b: outer index * (len * stride) + inner index.
-        const outerIdx = Math.floor(b / stride);
-        const innerIdx = b % stride;
-        const base = outerIdx * len * stride + innerIdx;
-        let a = NaN;
-        for (let k = 0; k < len; k++) {
-          const j = reverse ? len - 1 - k : k;
-          const p = base + j * stride;
-          a = k === 0 ? nums[p] : step(a, nums[p], d);
-          if (isFloat(d) && !is16BitFloat(d)) a = Math.fround(a);
-          acc[p] = a;
-        }
-      }
-      return [storeReduced(acc, o.dtype)];
-    },
-  });
-}
-
-export const cumsum = cumulative('cumsum', (a, v, d) => (isInteger(d) ? (d === 'uint32' ? (a + v) >>> 0 : (a + v) | 0) : a + v));
-export const cumprod = cumulative('cumprod', (a, v, d) => (isInteger(d) ? Math.imul(a, v) : a * v));
-export const cummax = cumulative('cummax', nanMax);
-export const cummin = cumulative('cummin', nanMin);
+const cum = (p: Primitive) => (x: ArrayLike, axis = 0, reverse = false): Array => {
+  const a = asArray(x, { op: p.name });
+  return bind1(p, [a], { axis: normalizeAxis(axis, a.ndim, p.name), reverse });
+};
+export const cumsum = cum(cumsumP);
+export const cumprod = cum(cumprodP);
+export const cummax = cum(cummaxP);
+export const cummin = cum(cumminP);

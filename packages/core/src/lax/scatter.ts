@@ -15,7 +15,7 @@
  */
 import { numbersToStorage, storageToNumbers } from '../array';
 import { type DType, is16BitFloat, isInteger } from '../dtype';
-import { type HostArray, type Primitive, type ShapedArray, definePrimitive } from '../primitive';
+import type { HostArray, PrimitiveDef, ShapedArray } from '../primitive';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { walkWindows } from './windowWalk';
 import { type GatherScatterMode, checkBatching, checkDimList, checkIndices, checkMode } from './gather';
@@ -105,8 +105,9 @@ function forEachUpdate(x: HostArray, idx: HostArray, upd: HostArray, p: ScatterP
   );
 }
 
-function defineScatter(name: string, combine: Combine | null): Primitive<ScatterParams> {
-  return definePrimitive<ScatterParams>({
+/** A scatter's shape rule and reference kernel (the primitives: gatherScatter.ts). */
+export function scatterDef(name: string, combine: Combine | null): Omit<PrimitiveDef<ScatterParams>, 'rules'> {
+  return {
     name,
     abstractEval([operand, indices, updates], p) {
       scatterShapeCheck(name, operand, indices, updates, p);
@@ -134,17 +135,17 @@ function defineScatter(name: string, combine: Combine | null): Primitive<Scatter
       if (dtype === 'bool') for (let i = 0; i < acc.length; i++) acc[i] = acc[i] ? 1 : 0;
       return [numbersToStorage(acc, dtype)];
     },
-  });
+  };
 }
 
-const nanMin = (a: number, b: number): number => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.min(a, b));
-const nanMax = (a: number, b: number): number => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b));
-
-export const scatter = defineScatter('scatter', null);
-export const scatterAdd = defineScatter('scatter-add', (a, b, d) => (d === 'bool' ? (a || b ? 1 : 0) : isInteger(d) ? wrap(a + b, d) : a + b));
-export const scatterMul = defineScatter('scatter-mul', (a, b, d) => (d === 'bool' ? (a && b ? 1 : 0) : isInteger(d) ? wrap(Math.imul(a, b), d) : a * b));
-export const scatterMin = defineScatter('scatter-min', nanMin);
-export const scatterMax = defineScatter('scatter-max', nanMax);
+/** The combiners of the scatter family (null: replace). */
+export const COMBINE = {
+  scatter: null,
+  add: (a: number, b: number, d: DType): number => (d === 'bool' ? (a || b ? 1 : 0) : isInteger(d) ? wrap(a + b, d) : a + b),
+  mul: (a: number, b: number, d: DType): number => (d === 'bool' ? (a && b ? 1 : 0) : isInteger(d) ? wrap(Math.imul(a, b), d) : a * b),
+  min: (a: number, b: number): number => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.min(a, b)),
+  max: (a: number, b: number): number => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b)),
+} as const;
 
 /** Integer wrap-around to the dtype's range (so long accumulations stay exact). */
 function wrap(v: number, d: DType): number {

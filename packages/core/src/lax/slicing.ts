@@ -5,12 +5,27 @@
  * values between elements). Basic NumPy indexing lowers to these; gather/scatter (gather.ts,
  * scatter.ts) handle the rest. Params are plain data so the transformations can write rules
  * against them. Kernels move storage words, so bfloat16/float16 data is copied bit-exactly.
+ * Each primitive is defined with its rules; the ops those rules use (slice, sliceInDim,
+ * concatenate) are here too, the other slicing ops in ops.ts.
  */
+import type { Array } from '../array';
+import { type ArrayLike, asArray } from '../convert';
 import { allocStorage, isInteger } from '../dtype';
-import { type HostArray, type ShapedArray, definePrimitive } from '../primitive';
-import { fmt, sizeOf, stridesOf } from '../shape';
+import { type BatchRule, type BDim, type HostArray, type Primitive, type ShapedArray, type UndefPrimal, definePrimitive, isUndef } from '../primitive';
+import { fmt, normalizeAxis, sizeOf, stridesOf } from '../shape';
+import { bind, bind1 } from '../trace';
+import { convertElementType, sub } from './elementwise';
+import { gather, scatter } from './gatherScatter';
+import { lin1, p1 } from './ruleKit';
+import { linearInJvp, moveBdim, operands, reduceSum, reshape, squeeze, zerosOf } from './structural';
 import { stridedCopy } from './strided';
 import { showValue } from '../describe';
+
+const to0 = (x: Array, d: BDim, n: number): Array => moveBdim(x, d, 0, n);
+const isB = (d: BDim): boolean => d !== null;
+const zeroIdx = (): Array => convertElementType(0, 'int32');
+const scalar0 = (d: ShapedArray['dtype']): Array => zerosOf({ shape: [], dtype: d, weakType: false });
+
 
 export interface SliceParams {
   startIndices: readonly number[];
@@ -19,8 +34,24 @@ export interface SliceParams {
   strides: readonly number[] | null;
 }
 
-export const slice = definePrimitive<SliceParams>({
+export const sliceP = definePrimitive<SliceParams>({
   name: 'slice',
+  rules: (self) => ({
+    jvp: linearInJvp(self, 1),
+    transpose: lin1((ct, x, { startIndices, strides }) => {
+      const cfg = x.aval.shape.map((n, d) => {
+        const st = strides ? strides[d] : 1;
+        const out = ct.shape[d];
+        const used = out === 0 ? 0 : (out - 1) * st + 1;
+        return [startIndices[d], n - startIndices[d] - used, out === 0 ? 0 : st - 1] as [number, number, number];
+      });
+      return p1(padP, [ct, scalar0(ct.dtype)], { paddingConfig: cfg });
+    }),
+    batch: ([x], [d], { startIndices, limitIndices, strides }, n) => [
+      [p1(self, [to0(x, d, n)], { startIndices: [0, ...startIndices], limitIndices: [n, ...limitIndices], strides: strides ? [1, ...strides] : null })],
+      [0],
+    ],
+  }),
   abstractEval([x], { startIndices, limitIndices, strides }) {
     const r = x.shape.length;
     const show = `operand ${fmt(x.shape)}, start_indices ${fmt(startIndices)}, limit_indices ${fmt(limitIndices)}${strides ? `, strides ${fmt(strides)}` : ''}`;
@@ -67,8 +98,16 @@ function clampedStarts(idx: HostArray[], shape: readonly number[], sizes: readon
   return idx.map((a, d) => Math.min(Math.max(Number(a.data[0]), 0), shape[d] - sizes[d]));
 }
 
-export const dynamicSlice = definePrimitive<{ sliceSizes: readonly number[] }>({
+export const dynamicSliceP: Primitive<{ sliceSizes: readonly number[] }> = definePrimitive<{ sliceSizes: readonly number[] }>({
   name: 'dynamic_slice',
+  rules: (self) => ({
+    jvp: linearInJvp(self, 1),
+    transpose: ([ct], [x, ...idx]) => [p1(dynamicUpdateSliceP, [zerosOf((x as UndefPrimal).aval), ct!, ...(idx as Array[])], {}), ...idx.map(() => null)],
+    batch: (vals, dims, params, n) => {
+      if (dims.slice(1).some(isB)) return [[dynamicSliceAsGather(vals, dims, params.sliceSizes, n)], [0]];
+      return [[p1(self, [to0(vals[0], dims[0], n), zeroIdx(), ...vals.slice(1)], { sliceSizes: [n, ...params.sliceSizes] })], [0]];
+    },
+  }),
   abstractEval([x, ...idx], { sliceSizes }) {
     checkIndexScalars('dynamic_slice', idx, x.shape.length, `${x.dtype}${fmt(x.shape)}`);
     if (sliceSizes.length !== x.shape.length) {
@@ -90,8 +129,36 @@ export const dynamicSlice = definePrimitive<{ sliceSizes: readonly number[] }>({
   },
 });
 
-export const dynamicUpdateSlice = definePrimitive<Record<string, never>>({
+export const dynamicUpdateSliceP: Primitive<Record<string, never>> = definePrimitive<Record<string, never>>({
   name: 'dynamic_update_slice',
+  rules: (self) => ({
+    jvp: linearInJvp(self, 2),
+    transpose: ([ct], [x, u, ...idx]) => {
+      const ix = idx as Array[];
+      const ua = isUndef(u) ? u.aval : (u as Array).aval;
+      return [
+        isUndef(x) ? p1(self, [ct!, zerosOf(ua), ...ix], {}) : null,
+        isUndef(u) ? p1(dynamicSliceP, [ct!, ...ix], { sliceSizes: ua.shape }) : null,
+        ...ix.map(() => null),
+      ];
+    },
+    batch: (vals, dims, params, n) => {
+      if (dims.slice(2).some(isB)) {
+        // Batched starts: one overwriting scatter with the batch as a batching dim ('clip' clamps
+        // each window into bounds as dynamic_update_slice does).
+        const [x, u, ...idx] = vals;
+        const ind = concatenate(idx.map((v, i) => reshape(to0(convertElementType(v, 'int32'), dims[i + 2], n), [n, 1])), 1);
+        const r = idx.length;
+        return [[p1(scatter, [to0(x, dims[0], n), ind, to0(u, dims[1], n)], {
+          dimensionNumbers: { updateWindowDims: range(r, 1), insertedWindowDims: [], scatterDimsToOperandDims: range(r, 1), operandBatchingDims: [0], scatterIndicesBatchingDims: [0] },
+          mode: 'clip',
+          indicesAreSorted: true,
+          uniqueIndices: true,
+        })], [0]];
+      }
+      return [[p1(self, [to0(vals[0], dims[0], n), to0(vals[1], dims[1], n), zeroIdx(), ...vals.slice(2)], params)], [0]];
+    },
+  }),
   abstractEval([x, update, ...idx]) {
     checkIndexScalars('dynamic_update_slice', idx, x.shape.length, `${x.dtype}${fmt(x.shape)}`);
     if (update.dtype !== x.dtype) throw new TypeError(`dynamic_update_slice: update dtype ${update.dtype} must equal operand dtype ${x.dtype}`);
@@ -121,8 +188,22 @@ export const dynamicUpdateSlice = definePrimitive<Record<string, never>>({
   },
 });
 
-export const concatenate = definePrimitive<{ dimension: number }>({
+export const concatenateP = definePrimitive<{ dimension: number }>({
   name: 'concatenate',
+  rules: (self) => ({
+    jvp: (xs, ts, params) => [[p1(self, xs, params)], [p1(self, ts.map((t, i) => t ?? zerosOf(xs[i].aval)), params)]],
+    transpose: ([ct], xs, { dimension }) => {
+      let off = 0;
+      return xs.map((x) => {
+        const a = isUndef(x) ? x.aval : (x as Array).aval;
+        const start = off;
+        off += a.shape[dimension];
+        if (!isUndef(x)) return null;
+        return sliceInDim(ct!, start, start + a.shape[dimension], 1, dimension);
+      });
+    },
+    batch: (vals, dims, { dimension }, n) => [[p1(self, vals.map((v, i) => to0(v, dims[i], n)), { dimension: dimension + 1 })], [0]],
+  }),
   abstractEval(xs, { dimension }) {
     if (xs.length === 0) throw new Error('concatenate: needs at least one operand');
     const [a] = xs;
@@ -163,8 +244,27 @@ export const concatenate = definePrimitive<{ dimension: number }>({
 /** `[low, high, interior]` per dimension. */
 export type PaddingConfig = readonly (readonly [number, number, number])[];
 
-export const pad = definePrimitive<{ paddingConfig: PaddingConfig }>({
+export const padP = definePrimitive<{ paddingConfig: PaddingConfig }>({
   name: 'pad',
+  rules: (self) => ({
+    jvp: linearInJvp(self, 2),
+    transpose: ([ct], [x, v], { paddingConfig }) => {
+      const c = ct!;
+      let tOp: Array | null = null;
+      if (isUndef(x)) {
+        const unpad = paddingConfig.map(([lo, hi]: [number, number, number]) => [-lo, -hi, 0]);
+        const unpadded = p1(self, [c, scalar0(c.dtype)], { paddingConfig: unpad });
+        tOp = slice(unpadded, unpadded.shape.map(() => 0), unpadded.shape, paddingConfig.map(([, , i]: [number, number, number]) => i + 1));
+      }
+      const all = (a: Array) => reduceSum(a, a.shape.map((_, i) => i));
+      const tV = isUndef(v) ? (tOp ? sub(all(c), all(tOp)) : all(c)) : null;
+      return [tOp, tV];
+    },
+    batch: (vals, dims, params, n) => {
+      if (isB(dims[1])) return loopBatch(self)(vals, dims, params, n);
+      return [[p1(self, [to0(vals[0], dims[0], n), vals[1]], { paddingConfig: [[0, 0, 0], ...params.paddingConfig] })], [0]];
+    },
+  }),
   abstractEval([x, v], { paddingConfig }) {
     if (v.shape.length !== 0) throw new Error(`pad: padding_value must be a scalar; got shape ${fmt(v.shape)}`);
     if (v.dtype !== x.dtype) throw new TypeError(`pad: padding_value dtype ${v.dtype} must equal operand dtype ${x.dtype}`);
@@ -212,3 +312,91 @@ export const pad = definePrimitive<{ paddingConfig: PaddingConfig }>({
     return [out];
   },
 });
+
+// ---------------------------------------------------------------------------------------------
+// Batching helpers
+
+const range = (k: number, st = 0): number[] => globalThis.Array.from({ length: k }, (_, i) => st + i);
+
+/**
+ * dynamic_slice with batched start indices: a gather whose index vectors are the per-member
+ * starts ([n, rank]), with the operand's batch dim (if any) as a batching dim. Gather's 'clip'
+ * mode clamps each window into bounds exactly as dynamic_slice does.
+ */
+function dynamicSliceAsGather(vals: Array[], dims: BDim[], sliceSizes: readonly number[], n: number): Array {
+  const [x, ...idx] = vals;
+  const starts = idx.map((v, i) => reshape(to0(convertElementType(v, 'int32'), dims[i + 1], n), [n, 1]));
+  const ind = concatenate(starts, 1);
+  const r = idx.length;
+  const common = { mode: 'clip', fillValue: null, indicesAreSorted: false, uniqueIndices: false };
+  if (dims[0] === null) {
+    return p1(gather, [x, ind], {
+      ...common,
+      dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r), operandBatchingDims: [], startIndicesBatchingDims: [] },
+      sliceSizes,
+    });
+  }
+  return p1(gather, [to0(x, dims[0], n), ind], {
+    ...common,
+    dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r, 1), operandBatchingDims: [0], startIndicesBatchingDims: [0] },
+    sliceSizes: [1, ...sliceSizes],
+  });
+}
+
+/**
+ * The fallback for batching cases without a vectorised rule (a batched padding value): one
+ * application per batch member, stacked. Correct for any primitive.
+ */
+function loopBatch(prim: Primitive): BatchRule {
+  return (vals, dims, params, n) => {
+    const per: Array[][] = [];
+    for (let b = 0; b < n; b++) {
+      per.push(bind(prim, vals.map((v, i) => (dims[i] === null ? v : squeeze(sliceInDim(v, b, b + 1, 1, dims[i]!), [dims[i]!]))), params));
+    }
+    return [per[0].map((_, k) => concatenate(per.map((p) => reshape(p[k], [1, ...p[k].shape])), 0)), per[0].map(() => 0)];
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lax ops the rules use (re-exported by ops.ts)
+
+/** A list of integers, or an error naming the op and the argument. */
+export const ints = (op: string, arg: string, xs: readonly number[]): number[] => {
+  if (!globalThis.Array.isArray(xs) || !xs.every((v) => Number.isInteger(v))) {
+    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(xs)}`);
+  }
+  return [...xs];
+};
+
+/** `lax.slice(x, startIndices, limitIndices, strides?)`: a static strided window. */
+export function slice(x: ArrayLike, startIndices: readonly number[], limitIndices: readonly number[], strides?: readonly number[] | null): Array {
+  const a = asArray(x, { op: 'slice' });
+  return bind1(sliceP, [a], {
+    startIndices: ints('slice', 'start_indices', startIndices),
+    limitIndices: ints('slice', 'limit_indices', limitIndices),
+    strides: strides ? ints('slice', 'strides', strides) : null,
+  });
+}
+
+/** `lax.slice_in_dim`: slice one axis, keeping the others whole. Negative bounds count from the end. */
+export function sliceInDim(x: ArrayLike, startIndex: number | null, limitIndex: number | null, stride = 1, axis = 0): Array {
+  const a = asArray(x, { op: 'slice_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'slice_in_dim');
+  const n = a.shape[ax];
+  const s = startIndex === null ? 0 : startIndex < 0 ? startIndex + n : startIndex;
+  const l = limitIndex === null ? n : limitIndex < 0 ? limitIndex + n : limitIndex;
+  const start = a.shape.map((_, d) => (d === ax ? s : 0));
+  const limit = a.shape.map((m, d) => (d === ax ? l : m));
+  const str = a.shape.map((_, d) => (d === ax ? stride : 1));
+  return slice(a, start, limit, str);
+}
+
+/** `lax.concatenate(operands, dimension)`; operands must share dtype and all other dimensions. */
+export function concatenate(xs: readonly ArrayLike[], dimension: number): Array {
+  if (xs.length === 0) throw new Error('concatenate: needs at least one operand');
+  const arrays = operands('concatenate', [...xs]);
+  const dim = normalizeAxis(dimension, arrays[0].ndim, 'concatenate', 'dimension');
+  if (arrays.length === 1) return arrays[0];
+  return bind1(concatenateP, arrays, { dimension: dim });
+}
+

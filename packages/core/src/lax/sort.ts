@@ -5,11 +5,15 @@
  * comparator, -0 compares equal to +0 and every NaN equal to every other. The kernel
  * (a radix sort of each line's permutation over order-preserving integer keys, radixSort.ts)
  * always sorts stably, which satisfies both `isStable` settings, and moves elements as bits.
- * argsort and sort_key_val lower to sort with an iota operand.
+ * argsort and sort_key_val lower to sort with an iota operand. Both are defined with their
+ * rules (a sort permutes, so tangents follow the permutation); their lax ops are in ops.ts.
  */
 import { storageToNumbers } from '../array';
 import { allocStorage, bitView } from '../dtype';
-import { definePrimitive } from '../primitive';
+import { NON_LINEAR, definePrimitive } from '../primitive';
+import { bind } from '../trace';
+import { takeAlong } from './gatherScatter';
+import { broadcastedIota, moveBdim } from './structural';
 import { fmt, shapesEqual, sizeOf, stridesOf } from '../shape';
 import { LineSorter, gatherLine, sortKeys } from './radixSort';
 
@@ -31,6 +35,21 @@ export function compareTotal(a: number, b: number): number {
 
 export const sort = definePrimitive<SortParams>({
   name: 'sort',
+  rules: (self) => ({
+    // Sort an iota along with the operands, then apply the permutation to the tangents.
+    jvp: (xs, ts, params) => {
+      const { dimension } = params;
+      const iota = broadcastedIota('int32', xs[0].shape, dimension);
+      const outs = bind(self, [...xs, iota], params);
+      const perm = outs[outs.length - 1];
+      return [outs.slice(0, xs.length), ts.map((t) => (t === null ? null : takeAlong(t, perm, dimension)))];
+    },
+    transpose: NON_LINEAR,
+    batch: (vals, dims, params, n) => {
+      const outs = bind(self, vals.map((v, i) => moveBdim(v, dims[i], 0, n)), { ...params, dimension: params.dimension + 1 });
+      return [outs, outs.map(() => 0)];
+    },
+  }),
   abstractEval(xs, { dimension, numKeys }) {
     if (xs.length === 0) throw new Error('sort: needs at least one operand');
     const [a] = xs;
@@ -71,6 +90,14 @@ export const sort = definePrimitive<SortParams>({
 
 export const topK = definePrimitive<{ k: number }>({
   name: 'top_k',
+  rules: (self) => ({
+    jvp: ([x], [t], params) => {
+      const [v, i] = bind(self, [x], params);
+      return [[v, i], [takeAlong(t!, i, x.ndim - 1), null]];
+    },
+    transpose: NON_LINEAR,
+    batch: ([x], [d], params, n) => [bind(self, [moveBdim(x, d, 0, n)], params), [0, 0]],
+  }),
   abstractEval([x], { k }) {
     if (x.shape.length === 0) throw new Error('top_k: operand must have rank >= 1; got a scalar');
     const n = x.shape[x.shape.length - 1];

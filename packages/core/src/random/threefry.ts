@@ -7,10 +7,11 @@
  * Reference: Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3" (SC'11);
  * rotation constants and key-schedule parity 0x1BD11BDA from the Random123 / Skein specification.
  */
-import { definePrimitive } from '../primitive';
+import { NON_LINEAR, NOT_DIFFERENTIABLE, definePrimitive } from '../primitive';
 import { broadcastShapes, fmt, sizeOf, stridesOf } from '../shape';
 import { bind } from '../trace';
 import type { Array } from '../array';
+import { moveBdim, reshape } from '../lax/structural';
 
 const PARITY = 0x1bd11bda;
 
@@ -73,6 +74,21 @@ function broadcastStrides(shape: readonly number[], outShape: readonly number[])
 
 export const threefry2x32P = definePrimitive<Record<string, never>>({
   name: 'threefry2x32',
+  rules: (self) => ({
+    jvp: NOT_DIFFERENTIABLE,
+    transpose: NON_LINEAR,
+    // threefry broadcasts its operands NumPy-style: give every operand the same rank with the batch dim first.
+    batch: (vals, dims, params, n) => {
+      const logical = vals.map((v, i) => (dims[i] === null ? v.shape : v.shape.filter((_, k) => k !== dims[i])));
+      const r = Math.max(...logical.map((l) => l.length));
+      const ops = vals.map((v, i) => {
+        const pad = new globalThis.Array<number>(r - logical[i].length).fill(1);
+        if (dims[i] === null) return reshape(v, [1, ...pad, ...logical[i]]);
+        return reshape(moveBdim(v, dims[i], 0, n), [n, ...pad, ...logical[i]]);
+      });
+      return [bind(self, ops, params), [0, 0]];
+    },
+  }),
   abstractEval(avals) {
     if (avals.length !== 4) throw new Error(`threefry2x32: takes 4 operands (k1, k2, x1, x2); got ${avals.length}`);
     avals.forEach((a, i) => {

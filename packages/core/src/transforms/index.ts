@@ -10,7 +10,7 @@ export { NOT_DIFFERENTIABLE, type JvpRule } from './jvp';
 export { NON_LINEAR, type TransposeRule, UndefPrimal } from './transpose';
 export { grad, jvp, linearize, valueAndGrad, vjp, type GradOptions } from './grad';
 export { type BatchRule, type BDim, moveBdim, vmap, type VmapOptions } from './batching';
-export { type CompileRequest, type Compiler, type CompileStats, type Executable, getCompiler, jit, type JitOptions, type Jitted, type PartitionedPath, registerCompiler, type Traced } from './jit';
+export { type CompileRequest, type Compiler, type CompileStats, type Executable, getCompiler, jit, type JitOptions, type Jitted, type PartitionedPath, type ProgramShardings, registerCompiler, type Traced } from './jit';
 export { fnId } from './jitSignature';
 export { disableJit, isJitDisabled } from './disableJit';
 export { hessian, jacfwd, jacrev } from './grad';

@@ -7,18 +7,29 @@
  * registers a real compiler behind the same call. Because `pjit` is a primitive with jvp,
  * transpose, batching and partial-eval rules (each transforming its jaxpr), jit composes with
  * every transformation in both directions: `jit(vmap(grad(f)))` and `grad(jit(f))`.
+ *
+ * Shardings travel with the program: a call under an outer transformation (whose arguments are
+ * tracers, so the compiler's partitioned path cannot take it) puts the flat inputs' and outputs'
+ * shardings into the `pjit` parameters (`inShardings` / `outShardings`: the jit's options, else
+ * the sharding of the concrete value a jvp / linearize tracer carries). The jvp, partial-eval
+ * and transpose rules derive the shardings of the programs they make (a tangent is sharded as
+ * its primal, a cotangent as its primal's output, residuals as they come out), so the
+ * programs `grad(jit(f))` runs reach the compiler with shardings and are partitioned there
+ * (`CompileRequest.shardings`), not gathered to one device. The compiled-program cache keys on
+ * the shardings of each call.
  */
 import { Array } from '../array';
 import { asArray } from '../convert';
 import { definePrimitive } from '../primitive';
 import { bind } from '../trace';
 import * as tree from '../tree';
+import type { Sharding } from '../interfaces';
 import { Tracer } from './core';
 import { evalJaxpr } from './eval';
 import type { ClosedJaxpr } from './jaxpr';
-import { jvpJaxpr, type JvpRule } from './jvp';
+import { jvpJaxpr, type JvpRule, JVPTracer } from './jvp';
 import { avalStr } from './jaxpr';
-import { partialEvalCall, type PartialEvalRule } from './partialEval';
+import { partialEvalCall, type PartialEvalRule, PETracer } from './partialEval';
 import { isUndef, transposeJaxpr, type TransposeRule, UndefPrimal } from './transpose';
 import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
 import { type ArgSig, explainMiss, type FlatCall, flattenCall, isPlain, leafAval, paramNamesOf } from './jitSignature';
@@ -70,8 +81,21 @@ export interface CompileRequest {
   donateArgnums: readonly number[];
   donateLabels?: readonly string[];
   inShardings?: readonly string[];
+  /**
+   * Per flat input and output, the sharding the program runs with (null: unconstrained; an
+   * input's own single-device placement, an output's chosen by the compiler), present when
+   * one spans several devices. A compiler that partitions (xla-lite) compiles one program per
+   * device from it; others may ignore it (the program then runs on one device).
+   */
+  shardings?: ProgramShardings;
   /** Where compile-time warnings go: the jitted function's `onWarning`, else console.warn. */
   warn?: (message: string) => void;
+}
+
+/** The shardings of one program's flat inputs and outputs (see `CompileRequest.shardings`). */
+export interface ProgramShardings {
+  readonly in: readonly (Sharding | null)[];
+  readonly out: readonly (Sharding | null)[];
 }
 
 /** Where the jitted call in progress collects compile times and sends warnings. */
@@ -101,9 +125,39 @@ export interface PjitParams {
   readonly donateArgnums: readonly number[];
   /** For messages: what each donated input is to the user (e.g. `argument 0 (params) leaf 2`). */
   readonly donateLabels?: readonly string[];
+  /** Per flat input / output: the sharding the program runs with (absent when nothing is sharded over several devices). */
+  readonly inShardings?: readonly (Sharding | null)[];
+  readonly outShardings?: readonly (Sharding | null)[];
 }
 
-const compiled = new WeakMap<ClosedJaxpr, { compiler: Compiler; exe: Executable }>();
+/** Compiled programs per jaxpr, per sharding key ('' when nothing is sharded). */
+const compiled = new WeakMap<ClosedJaxpr, Map<string, { compiler: Compiler; exe: Executable }>>();
+
+const multiDevice = (s: Sharding | null | undefined): s is Sharding => s != null && s.deviceSet.length > 1;
+
+/**
+ * The shardings one pjit call runs with: the parameters' where given, else each argument's own
+ * when it spans several devices; null when nothing does. All must span the same devices.
+ */
+function callShardings(args: readonly Array[], p: PjitParams): (ProgramShardings & { key: string }) | null {
+  const ins = args.map((a, k) => p.inShardings?.[k] ?? (multiDevice(a.sharding) ? a.sharding : null));
+  const outs = p.outShardings ?? p.jaxpr.outAvals.map(() => null);
+  if (!ins.some(multiDevice) && !outs.some(multiDevice)) return null;
+  sameDevices(`pjit ${p.name}`, [...ins.map((s, k) => ({ s, what: `input ${k}` })), ...outs.map((s, k) => ({ s, what: `output ${k}` }))]);
+  const show = (xs: readonly (Sharding | null)[]) => xs.map((s) => (s === null ? '' : String(s))).join(';');
+  return { in: ins, out: outs, key: `${show(ins)}->${show(outs)}` };
+}
+
+/** One device set for every multi-device sharding of a program, else an error naming two that differ. */
+function sameDevices(where: string, items: readonly { s: Sharding | null; what: string }[]): void {
+  let first: { ids: string; what: string } | null = null;
+  for (const { s, what } of items) {
+    if (!multiDevice(s)) continue;
+    const ids = s.deviceSet.map((d) => d.id).sort((a, b) => a - b).join(',');
+    if (first === null) first = { ids, what };
+    else if (ids !== first.ids) throw new Error(`${where}: mismatched meshes: ${first.what} is sharded over devices [${first.ids}] but ${what} over [${ids}]`);
+  }
+}
 
 export const pjit = definePrimitive<PjitParams>({
   name: 'pjit',
@@ -119,19 +173,24 @@ export const pjit = definePrimitive<PjitParams>({
   },
 });
 
-pjit.rules.eval = (args: Array[], { jaxpr, name, donateArgnums, donateLabels }: PjitParams): Array[] => {
+pjit.rules.eval = (args: Array[], params: PjitParams): Array[] => {
+  const { jaxpr, name, donateArgnums, donateLabels } = params;
   let outs: Array[];
   let unusable: readonly number[] = [];
   if (compiler === null) {
     outs = evalJaxpr(jaxpr.jaxpr, jaxpr.consts, args);
     if (donateArgnums.length) unusable = unusableOpByOp(jaxpr, donateArgnums, donateLabels, name);
   } else {
-    let hit = compiled.get(jaxpr);
+    const shardings = callShardings(args, params);
+    let byKey = compiled.get(jaxpr);
+    if (!byKey) compiled.set(jaxpr, (byKey = new Map()));
+    let hit = byKey.get(shardings?.key ?? '');
     if (!hit || hit.compiler !== compiler) {
       const t0 = performance.now();
-      hit = { compiler, exe: compiler.compile(jaxpr, { name, donateArgnums, donateLabels, inShardings: args.map((a) => String(a.sharding)), warn }) };
+      const req: CompileRequest = { name, donateArgnums, donateLabels, inShardings: args.map((a) => String(a.sharding)), warn };
+      hit = { compiler, exe: compiler.compile(jaxpr, shardings === null ? req : { ...req, shardings: { in: shardings.in, out: shardings.out } }) };
       activeSink?.compileMs.push(performance.now() - t0);
-      compiled.set(jaxpr, hit);
+      byKey.set(shardings?.key ?? '', hit);
     }
     outs = hit.exe(args);
     unusable = hit.exe.unusableDonations ?? [];
@@ -166,12 +225,22 @@ function unusableOpByOp(jaxpr: ClosedJaxpr, donated: readonly number[], labels: 
   return bad;
 }
 
-const withJaxpr = (params: PjitParams, jaxpr: ClosedJaxpr, suffix: string): PjitParams => ({ jaxpr, name: `${suffix}(${params.name})`, donateArgnums: [] });
+/** The params of a program derived from `params` (no donation); `sh` gives its shardings from the parent's. */
+const withJaxpr = (params: PjitParams, jaxpr: ClosedJaxpr, suffix: string, sh?: (ins: readonly (Sharding | null)[], outs: readonly (Sharding | null)[]) => [(Sharding | null)[], (Sharding | null)[]]): PjitParams => {
+  const p: PjitParams = { jaxpr, name: `${suffix}(${params.name})`, donateArgnums: [] };
+  if (!sh || (params.inShardings === undefined && params.outShardings === undefined)) return p;
+  const [inShardings, outShardings] = sh(params.inShardings ?? params.jaxpr.inAvals.map(() => null), params.outShardings ?? params.jaxpr.outAvals.map(() => null));
+  return { ...p, inShardings, outShardings };
+};
+const pick = <T>(xs: readonly T[], keep: readonly boolean[], want = true): T[] => xs.filter((_, i) => keep[i] === want);
+const nulls = (n: number): null[] => new globalThis.Array(n).fill(null);
 
 pjit.rules.jvp = ((primals, tangents, params: PjitParams) => {
   const nonzero = tangents.map((t) => t !== null);
   const { jaxpr, outNonzero } = jvpJaxpr(params.jaxpr, nonzero, false);
-  const outs = bind(pjit, [...primals, ...(tangents.filter((t) => t !== null) as Array[])], withJaxpr(params, jaxpr, 'jvp'));
+  // A tangent is sharded as its primal, an output tangent as its output.
+  const sh = withJaxpr(params, jaxpr, 'jvp', (ins, outs) => [[...ins, ...pick(ins, nonzero)], [...outs, ...pick(outs, outNonzero)]]);
+  const outs = bind(pjit, [...primals, ...(tangents.filter((t) => t !== null) as Array[])], sh);
   const n = params.jaxpr.outAvals.length;
   let k = n;
   return [outs.slice(0, n), outNonzero.map((nz) => (nz ? outs[k++] : null))];
@@ -188,13 +257,22 @@ pjit.rules.transpose = ((cts, args, params: PjitParams) => {
   const linear = args.map(isUndef);
   const tj = transposeJaxpr(params.jaxpr, linear);
   const outAvals = params.jaxpr.outAvals;
-  const res = bind(pjit, [...(args.filter((a) => !isUndef(a)) as Array[]), ...cts.map((c, i) => instantiate(c, outAvals[i]))], withJaxpr(params, tj, 'transpose'));
+  // Residuals keep theirs, a cotangent is sharded as its output, an input's cotangent as the input.
+  const sh = withJaxpr(params, tj, 'transpose', (ins, outs) => [[...pick(ins, linear, false), ...outs], pick(ins, linear)]);
+  const res = bind(pjit, [...(args.filter((a) => !isUndef(a)) as Array[]), ...cts.map((c, i) => instantiate(c, outAvals[i]))], sh);
   let k = 0;
   return args.map((a) => (a instanceof UndefPrimal ? res[k++] : null));
 }) satisfies TransposeRule;
 
 pjit.rules.partialEval = ((trace, tracers, params: PjitParams) =>
-  partialEvalCall(pjit, trace, tracers, params.jaxpr, (j) => withJaxpr(params, j, 'pe'))) satisfies PartialEvalRule;
+  partialEvalCall(pjit, trace, tracers, params.jaxpr, (j, part, split, unknowns) =>
+    // Known part: known inputs -> known outputs, then residuals (sharded as they come out);
+    // unknown part: residuals, then unknown inputs -> unknown outputs.
+    withJaxpr(params, j, 'pe', (ins, outs) =>
+      part === 'known'
+        ? [pick(ins, unknowns, false), [...pick(outs, split.outUnknowns, false), ...nulls(split.numRes)]]
+        : [[...nulls(split.numRes), ...pick(ins, unknowns)], pick(outs, split.outUnknowns)],
+    ))) satisfies PartialEvalRule;
 
 export interface JitOptions {
   /** Positional arguments treated as compile-time constants (part of the cache key; hashable values). */
@@ -248,6 +326,20 @@ export interface Jitted<F extends (...args: any[]) => any> {
   /** The compiler's lowered multi-device program when these arguments need one, else null. */
   lowerPartitioned(...args: Parameters<F>): unknown;
 }
+
+/** The sharding a traced leaf carries into a call: a concrete Array's own, or under jvp / linearize its primal's; null unless it spans several devices. */
+function carriedSharding(x: unknown): Sharding | null {
+  let v = x;
+  for (;;) {
+    if (v instanceof JVPTracer) v = v.primal;
+    else if (v instanceof PETracer && v.known !== null) v = v.known;
+    else break;
+  }
+  if (!(v instanceof Array) || v instanceof Tracer) return null;
+  return multiDevice(v.sharding) ? v.sharding : null;
+}
+
+const isSharding = (s: unknown): s is Sharding => typeof s === 'object' && s !== null && typeof (s as Sharding).devicesIndicesMap === 'function' && globalThis.Array.isArray((s as Sharding).deviceSet);
 
 const asList = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
 
@@ -334,6 +426,43 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   let last: ArgSig[] | null = null;
   let warned = false;
   let traceCount = 0;
+
+  /** `opts.inShardings` / `outShardings` as given per argument / output leaf (null: none asked for). */
+  const optSharding = (o: unknown, k: number, what: string): Sharding | null => {
+    const s = globalThis.Array.isArray(o) ? (o[k] ?? null) : (o ?? null);
+    if (s !== null && !isSharding(s)) throw new TypeError(`jit(${name}): ${what}[${k}] is ${typeof s === 'object' ? (s as object).constructor?.name ?? 'an object' : typeof s}, not a Sharding (NamedSharding, SingleDeviceSharding) or null`);
+    return s as Sharding | null;
+  };
+  /**
+   * For a call whose arguments are tracers (the partitioned path cannot take it): per flat input
+   * (constants first) and output, the sharding its program runs with, from the options or the
+   * concrete value each leaf carries; null when none spans several devices.
+   */
+  const tracedShardings = (args: unknown[], call: FlatCall, nConsts: number, nOuts: number): { inShardings: (Sharding | null)[]; outShardings: (Sharding | null)[] } | null => {
+    const inOpt = opts.inShardings ?? null;
+    const outOpt = opts.outShardings ?? null;
+    if (inOpt === null && outOpt === null && !call.leaves.some((l) => carriedSharding(l) !== null)) return null;
+    if (globalThis.Array.isArray(inOpt) && inOpt.length !== args.length) {
+      throw new Error(`jit(${name}): inShardings has ${inOpt.length} entries but the call passes ${args.length} positional arguments (give one per argument, null to keep an argument's own)`);
+    }
+    const ins: (Sharding | null)[] = new globalThis.Array(nConsts).fill(null);
+    const what: string[] = ins.map((_, k) => `constant ${k}`);
+    let pos = 0;
+    args.forEach((_, i) => {
+      const n = call.inTree.children[i].numLeaves;
+      const want = optSharding(inOpt, i, 'inShardings');
+      for (let k = 0; k < n; k++) {
+        ins.push(want ?? carriedSharding(call.leaves[pos + k]));
+        what.push(`argument ${i}${names[i] ? ` (${names[i]})` : ''}${n > 1 ? ` leaf ${k}` : ''}`);
+      }
+      pos += n;
+    });
+    const outs = globalThis.Array.isArray(outOpt) ? outOpt.map((_, k) => optSharding(outOpt, k, 'outShardings')) : new globalThis.Array(nOuts).fill(optSharding(outOpt, 0, 'outShardings'));
+    if (outs.length !== nOuts) throw new Error(`jit(${name}): outShardings has ${outs.length} entries but the function returns ${nOuts} arrays`);
+    if (!ins.some(multiDevice) && !outs.some(multiDevice)) return null;
+    sameDevices(`jit(${name})`, [...ins.map((s, k) => ({ s, what: what[k] })), ...outs.map((s, k) => ({ s, what: `outShardings[${k}]` }))]);
+    return { inShardings: ins, outShardings: outs };
+  };
 
   const checkArgnums = (n: number): void => {
     for (const k of [...staticNums, ...donate]) {
@@ -458,8 +587,10 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
     const leaves = call.leaves.map((l) => (l instanceof Array ? l : asArray(l as number | boolean)));
     if (entry.donated.length) checkDonations(name, entry.donated, entry.traced.donateLabels, leaves, entry.consts);
     const { traced } = entry;
+    const sharded = tracedShardings(args, call, entry.consts.length, traced.jaxpr.outAvals.length);
     return withSink(() => {
-      const outs = bind(pjit, [...entry.consts, ...leaves], { jaxpr: traced.jaxpr, name, donateArgnums: traced.donateArgnums, donateLabels: traced.donateLabels } satisfies PjitParams);
+      const params: PjitParams = { jaxpr: traced.jaxpr, name, donateArgnums: traced.donateArgnums, donateLabels: traced.donateLabels, ...sharded };
+      const outs = bind(pjit, [...entry.consts, ...leaves], params);
       return tree.unflatten(entry.outTree, outs);
     });
   }) as unknown as Jitted<F>;

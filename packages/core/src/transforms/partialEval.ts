@@ -232,15 +232,22 @@ export function partialEvalJaxpr(closed: ClosedJaxpr, unknowns: readonly boolean
 /**
  * Partial evaluation of a call-like primitive whose closed jaxpr runs on all its operands (jit's
  * pjit, remat): the known part runs now as one `prim` call, the unknown part is staged as
- * another taking the residuals first. `withJaxpr` rebuilds the params around a new jaxpr.
+ * another taking the residuals first. `withJaxpr` rebuilds the params around a new jaxpr (it
+ * is told which part, the split and the unknown inputs, for params that follow the operands).
  */
-export function partialEvalCall(prim: Primitive, trace: PartialEvalTrace, tracers: PETracer[], closed: ClosedJaxpr, withJaxpr: (j: ClosedJaxpr) => any): Array[] {
+export function partialEvalCall(
+  prim: Primitive,
+  trace: PartialEvalTrace,
+  tracers: PETracer[],
+  closed: ClosedJaxpr,
+  withJaxpr: (j: ClosedJaxpr, part: 'known' | 'unknown', split: SplitJaxpr, unknowns: readonly boolean[]) => any,
+): Array[] {
   const unknowns = tracers.map((t) => t.known === null);
   const split = partialEvalJaxpr(closed, unknowns, false);
-  const kOuts = bind(prim, tracers.filter((t) => t.known !== null).map((t) => t.known!), withJaxpr(split.known));
+  const kOuts = bind(prim, tracers.filter((t) => t.known !== null).map((t) => t.known!), withJaxpr(split.known, 'known', split, unknowns));
   const nKnown = kOuts.length - split.numRes;
   const res = kOuts.slice(nKnown).map((r) => trace.pure(r) as PETracer);
-  const uOuts = trace.stage(prim, [...res, ...tracers.filter((t) => t.known === null)], withJaxpr(split.unknown), split.unknown.outAvals);
+  const uOuts = trace.stage(prim, [...res, ...tracers.filter((t) => t.known === null)], withJaxpr(split.unknown, 'unknown', split, unknowns), split.unknown.outAvals);
   let ki = 0;
   let ui = 0;
   return split.outUnknowns.map((u) => (u ? uOuts[ui++] : kOuts[ki++]));

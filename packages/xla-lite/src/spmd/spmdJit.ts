@@ -10,20 +10,22 @@
  *
  * Shardings are read through core's abstract `Sharding` interface only, so any implementation
  * (mesh's NamedSharding, a test grid) plugs in. All shardings of one call must span the same
- * devices (else an error naming both). Arguments under an outer transformation (tracers) run
- * unsharded, as the traced program of the outer transformation.
+ * devices (else an error naming both). Arguments under an outer transformation (tracers) do
+ * not take this path: core's jit puts the shardings into its `pjit` parameters, its jvp /
+ * partial-eval / transpose rules derive the shardings of the programs `grad(jit(f))` runs, and
+ * xla-lite's compiler partitions each of them here (`compileSpmd` from `spmdSpecFor`).
  */
-import { Array, ClosedJaxpr, type Device, makeArrayFromCallback, makeJaxpr, type Sharding, tree } from '@tpukit/core';
+import { Array, ClosedJaxpr, type Device, makeArrayFromCallback, makeJaxpr, type Sharding, systolic, tree } from '@tpukit/core';
 import { Jaxpr } from '@tpukit/core/internal';
 import { Compiled, Lowered } from '../compiled';
 import type { DonationPlan } from '../donation';
 import type { ExecutableStats } from '../executable';
-import type { HloInstruction, HloModule } from '../hlo';
+import { bytesOf as avalBytes, type HloInstruction, type HloModule } from '../hlo';
 import { lowerJaxpr } from '../lower';
 import { cacheKey, getCacheDir, loadModule, storeModule } from '../diskCache';
 import { dce } from '../passes/dce';
 import { toStableHlo } from '../stablehlo';
-import { type CollectiveRuntime, getCollectiveRuntime, sliceBox } from './collectives';
+import { type CollectiveRuntime, getCollectiveRuntime, type ReduceOp, sliceBox } from './collectives';
 import { buildSpmdExecutable } from './executor';
 import { fromCoreSharding, GSPMDSharding, HloSharding } from './hloSharding';
 import { partitionModule } from './partition';
@@ -120,14 +122,21 @@ export class SpmdCompiled extends Compiled {
     return this.outShardings.map((s, k) => this.spec.outCore[k] ?? new GSPMDSharding(this.spec.devices, s));
   }
 
-  /** Runs on global Arrays (sharded or not); returns sharded Arrays. */
+  /**
+   * Runs on global Arrays (sharded or not); returns sharded Arrays. Under a systolic cost
+   * ledger the devices' compute is costed per chip, every collective by the ledger's
+   * interconnect model, and placing / assembling shards not at all (host-side movement).
+   */
   override run(args: Array[]): Array[] {
     const { devices, inShardings } = this.spec;
-    const locals = args.map((a, k) => localShards(a, inShardings[k], devices, `compiled ${this.name} input ${k}`));
-    const outs = this.spmdRun(locals, this.runtime);
+    const place = () => args.map((a, k) => localShards(a, inShardings[k], devices, `compiled ${this.name} input ${k}`));
     const shardings = this.outputShardings();
     const avals = this.jaxpr.outAvals;
-    return outs.map((perDev, k) => assemble(perDev, avals[k].shape, avals[k].dtype, shardings[k], devices));
+    const gather = (outs: Array[][]) => outs.map((perDev, k) => assemble(perDev, avals[k].shape, avals[k].dtype, shardings[k], devices));
+    if (!systolic.costing()) return gather(this.spmdRun(place(), this.runtime));
+    const locals = systolic.uncosted(place);
+    const outs = systolic.perChip(devices.length, () => this.spmdRun(locals, new CostedCollectives(this.runtime)));
+    return systolic.uncosted(() => gather(outs));
   }
 
   /** As `run`, then deletes the donated inputs (JAX semantics; the shards are not reused in place). */
@@ -140,6 +149,40 @@ export class SpmdCompiled extends Compiled {
   }
 
   declare readonly jaxpr: ClosedJaxpr;
+}
+
+const bytesOf = (a: Array): number => avalBytes(a.aval);
+
+/**
+ * A `CollectiveRuntime` that reports each collective to the systolic cost ledgers (kind, full
+ * buffer bytes per device, replica groups) and runs it on `inner` uncosted.
+ */
+class CostedCollectives implements CollectiveRuntime {
+  constructor(private readonly inner: CollectiveRuntime) {}
+  private static first(values: readonly Array[], groups: readonly (readonly number[])[]): Array {
+    return values[groups[0]?.[0] ?? 0];
+  }
+  allReduce(values: readonly Array[], groups: readonly (readonly number[])[], op: ReduceOp): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups));
+    return systolic.collective({ kind: 'all-reduce', bytes, groups }, () => this.inner.allReduce(values, groups, op));
+  }
+  allGather(values: readonly Array[], groups: readonly (readonly number[])[], dim: number): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups)) * (groups[0]?.length ?? 1);
+    return systolic.collective({ kind: 'all-gather', bytes, groups }, () => this.inner.allGather(values, groups, dim));
+  }
+  reduceScatter(values: readonly Array[], groups: readonly (readonly number[])[], dim: number, op: ReduceOp): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups));
+    return systolic.collective({ kind: 'reduce-scatter', bytes, groups }, () => this.inner.reduceScatter(values, groups, dim, op));
+  }
+  allToAll(values: readonly Array[], groups: readonly (readonly number[])[], splitDim: number, concatDim: number): Array[] {
+    const bytes = bytesOf(CostedCollectives.first(values, groups));
+    return systolic.collective({ kind: 'all-to-all', bytes, groups }, () => this.inner.allToAll(values, groups, splitDim, concatDim));
+  }
+  collectivePermute(values: readonly Array[], pairs: readonly (readonly [number, number])[]): Array[] {
+    const moving = pairs.filter(([s, t]) => s !== t);
+    const bytes = bytesOf(values[moving[0]?.[0] ?? 0]);
+    return systolic.collective({ kind: 'collective-permute', bytes, groups: [], pairs: moving }, () => this.inner.collectivePermute(values, pairs));
+  }
 }
 
 const devPos = (devices: readonly Device[], d: Device): number => {
@@ -221,29 +264,13 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
     const nOut = traced.outAvals.length;
     const outCore: (Sharding | null)[] = globalThis.Array.isArray(outOpt) ? [...(outOpt as (Sharding | null)[])] : new globalThis.Array(nOut).fill(outOpt ?? null);
     if (outCore.length !== nOut) throw new Error(`jit(${fname}): outShardings has ${outCore.length} entries but the function returns ${nOut} arrays`);
-    // One device set for the whole program.
-    let devices: Device[] | null = null;
-    let from = '';
-    const check = (s: Sharding | null, what: string): void => {
-      if (!s) return;
-      const ds = [...s.deviceSet].sort((a, b) => a.id - b.id);
-      if (devices === null) {
-        devices = ds;
-        from = what;
-      } else if (ds.map((d) => d.id).join() !== devices.map((d) => d.id).join()) {
-        throw new Error(`jit(${fname}): mismatched meshes: ${from} is sharded over devices [${devices.map((d) => d.id).join(',')}] but ${what} over [${ds.map((d) => d.id).join(',')}]`);
-      }
-    };
-    inCore.forEach((x) => check(x.s, x.what));
-    outCore.forEach((s, k) => check(s, `outShardings[${k}]`));
-    if (devices === null) throw new Error(`jit(${fname}): no sharding spans more than one device; nothing to partition`);
-    const devs: Device[] = devices;
     const nConst = traced.jaxpr.constvars.length;
-    const hsIn = [
-      ...new globalThis.Array(nConst).fill(null).map((_, k) => HloSharding.replicated(traced.jaxpr.constvars[k].aval.shape.length, devs.length)),
-      ...inCore.map((x) => (x.s ? fromCoreSharding(x.s, x.leaf.shape, devs, x.what) : HloSharding.replicated(x.leaf.ndim, devs.length))),
+    const inputs = [
+      ...traced.jaxpr.constvars.map((v, k) => ({ sharding: null, shape: v.aval.shape, what: `jit(${fname}): constant ${k}` })),
+      ...inCore.map((x) => ({ sharding: x.s, shape: x.leaf.shape, what: x.what })),
     ];
-    const outs = traced.outAvals.map((a, k) => (outCore[k] ? fromCoreSharding(outCore[k]!, a.shape, devs, `jit(${fname}): outShardings[${k}]`) : null));
+    const spec = spmdSpecFor(`jit(${fname})`, inputs, outCore, traced.outAvals);
+    if (spec === null) throw new Error(`jit(${fname}): no sharding spans more than one device; nothing to partition`);
     // Constants become leading parameters so they travel like arguments.
     const hoisted = hoist(traced);
     const donated: number[] = [];
@@ -258,7 +285,6 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
       }
       pos += nl;
     });
-    const spec: SpmdSpec = { devices: devs, inShardings: hsIn, outShardings: outs, outCore };
     return { lowered: new SpmdLowered(hoisted.jaxpr, fname, donated, labels, spec), outTree: traced.outTree, consts: hoisted.consts, dyn };
   };
 
@@ -279,12 +305,7 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
         const t0 = performance.now();
         traces++;
         const { lowered, outTree, consts } = trace(args);
-        const { spec } = lowered;
-        const diskKey = getCacheDir() === null ? null : cacheKey(lowered.jaxpr, { spmd: { devices: spec.devices.map((d) => d.id), in: spec.inShardings.map(String), out: spec.outShardings.map((s) => (s ? String(s) : null)) }, donateArgnums: lowered.donateArgnums });
-        const stored = diskKey === null ? null : loadModule(diskKey);
-        const compiled = new SpmdCompiled(lowered.jaxpr, lowered.name, lowered.donateArgnums, lowered.donateLabels, spec, stored);
-        if (diskKey !== null && stored === null) storeModule(diskKey, compiled.module);
-        hit = { compiled, outTree, consts };
+        hit = { compiled: compileSpmd(lowered.jaxpr, lowered.name, lowered.donateArgnums, lowered.donateLabels, lowered.spec), outTree, consts };
         cache.set(key, hit);
         onCompile(performance.now() - t0);
       }
@@ -293,6 +314,50 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
     },
     clear: () => cache.clear(),
   };
+}
+
+const multi = (s: Sharding | null): s is Sharding => s !== null && s.deviceSet.length > 1;
+
+/**
+ * The partitioning spec of a program from the shardings of its flat inputs (single-device and
+ * null ones are replicated) and its requested out shardings, or null when nothing spans more
+ * than one device. All multi-device shardings must span the same devices (else an error
+ * naming both, prefixed by `where`).
+ */
+export function spmdSpecFor(
+  where: string,
+  inputs: readonly { sharding: Sharding | null; shape: readonly number[]; what: string }[],
+  outCore: readonly (Sharding | null)[],
+  outAvals: readonly { shape: readonly number[] }[],
+): SpmdSpec | null {
+  let devices: Device[] | null = null;
+  let from = '';
+  const check = (s: Sharding | null, what: string): void => {
+    if (!multi(s)) return;
+    const ds = [...s.deviceSet].sort((a, b) => a.id - b.id);
+    if (devices === null) {
+      devices = ds;
+      from = what;
+    } else if (ds.map((d) => d.id).join() !== devices.map((d) => d.id).join()) {
+      throw new Error(`${where}: mismatched meshes: ${from} is sharded over devices [${devices.map((d) => d.id).join(',')}] but ${what} over [${ds.map((d) => d.id).join(',')}]`);
+    }
+  };
+  inputs.forEach((x) => check(x.sharding, x.what));
+  outCore.forEach((s, k) => check(s, `outShardings[${k}]`));
+  if (devices === null) return null;
+  const devs: Device[] = devices;
+  const inShardings = inputs.map((x) => (multi(x.sharding) ? fromCoreSharding(x.sharding, x.shape, devs, x.what) : HloSharding.replicated(x.shape.length, devs.length)));
+  const outShardings = outAvals.map((a, k) => (outCore[k] ? fromCoreSharding(outCore[k]!, a.shape, devs, `${where}: outShardings[${k}]`) : null));
+  return { devices: devs, inShardings, outShardings, outCore };
+}
+
+/** Partitions (or loads from the persistent cache, keyed on the shardings too) the program for `spec`. */
+export function compileSpmd(jaxpr: ClosedJaxpr, name: string, donateArgnums: readonly number[], donateLabels: readonly string[], spec: SpmdSpec): SpmdCompiled {
+  const diskKey = getCacheDir() === null ? null : cacheKey(jaxpr, { spmd: { devices: spec.devices.map((d) => d.id), in: spec.inShardings.map(String), out: spec.outShardings.map((s) => (s ? String(s) : null)) }, donateArgnums });
+  const stored = diskKey === null ? null : loadModule(diskKey);
+  const compiled = new SpmdCompiled(jaxpr, name, donateArgnums, donateLabels, spec, stored);
+  if (diskKey !== null && stored === null) storeModule(diskKey, compiled.module);
+  return compiled;
 }
 
 /** The closed jaxpr with its constants as leading inputs (and those constants). */

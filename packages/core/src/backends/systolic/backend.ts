@@ -5,7 +5,8 @@
  * kernel over host typed arrays (bf16 stays 2 bytes per element; bf16 elementwise math computes
  * in f32 and rounds once, as the TPU's vector unit does). Integer dots stay exact (reference
  * kernel). With `flushSubnormals`, conversions to bf16 flush subnormals to zero as the TPU does.
- * Every executed op is costed on the selected preset and added to the active ledgers.
+ * Every executed op is costed on the selected preset and added to the active ledgers, and the
+ * collectives of partitioned programs are costed by the ledgers' interconnect model.
  */
 import * as bf16 from '../../bf16';
 import type { Backend, HostKernelCapability } from '../../backend';
@@ -14,7 +15,8 @@ import type { DotGeneralParams } from '../../lax/dot';
 import type { Primitive, ShapedArray } from '../../primitive';
 import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
-import { type Ledger, addToLedger, newLedger, opCost } from './ledger';
+import { type Ledger, addCollective, addToLedger, newLedger, opCost } from './ledger';
+import { type CollectiveCall, collectiveCost, getInterconnect, type InterconnectModel } from './interconnect';
 import { mxuDotGeneral } from './mxuDot';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
@@ -45,6 +47,10 @@ export class SystolicBackend implements Backend {
   private engineCache: GemmEngine | null = null;
   /** Ledgers currently collecting (nested `withLedger` calls each get every op). */
   readonly activeLedgers: Ledger[] = [];
+  /** The share of its cost each executed op adds (1 / devices inside `perChip`). */
+  private share = 1;
+  /** > 0 while ops run that are not compute (`uncosted`, a collective's emulation). */
+  private suspended = 0;
 
   /** Host kernels may stand in for op-by-op execution unless ops are being costed into a ledger. */
   hostKernels(): HostKernelCapability | null {
@@ -93,15 +99,49 @@ export class SystolicBackend implements Backend {
     } else {
       outs = prim.impl(host, params, outAvals);
     }
-    if (this.activeLedgers.length > 0) {
-      for (const l of this.activeLedgers) addToLedger(l, opCost(prim, inAvals, params, outAvals, l.preset));
+    if (this.activeLedgers.length > 0 && this.suspended === 0) {
+      for (const l of this.activeLedgers) addToLedger(l, opCost(prim, inAvals, params, outAvals, l.preset), this.share);
     }
     return outs;
   }
 
-  /** Runs `fn`, collecting the cost of every op it executes on this backend. */
-  withLedger<T>(fn: () => T, preset?: TpuPreset, keepEntries = true): { result: T; ledger: Ledger } {
-    const ledger = newLedger(preset ?? this.preset, keepEntries);
+  /** Whether some ledger is collecting. */
+  get costing(): boolean {
+    return this.activeLedgers.length > 0;
+  }
+
+  /** Runs `fn`, the execution of a program partitioned over `devices` devices in this thread: each op counts 1/devices (a chip's share). */
+  perChip<T>(devices: number, fn: () => T): T {
+    if (!Number.isInteger(devices) || devices < 1) throw new RangeError(`systolic.perChip: devices must be a positive integer; got ${devices}`);
+    const prev = this.share;
+    this.share = prev / devices;
+    for (const l of this.activeLedgers) l.devices = Math.max(l.devices, devices);
+    try {
+      return fn();
+    } finally {
+      this.share = prev;
+    }
+  }
+
+  /** Runs `fn` without costing its ops (host-side data movement, not device compute). */
+  uncosted<T>(fn: () => T): T {
+    this.suspended++;
+    try {
+      return fn();
+    } finally {
+      this.suspended--;
+    }
+  }
+
+  /** Records `call` in every active ledger (timed by its interconnect model), then runs `move` (its emulation) uncosted. */
+  collective<T>(call: CollectiveCall, move: () => T): T {
+    for (const l of this.activeLedgers) addCollective(l, collectiveCost(call, l.interconnect));
+    return this.uncosted(move);
+  }
+
+  /** Runs `fn`, collecting the cost of every op it executes on this backend (collectives timed by `interconnect`, else the installed one). */
+  withLedger<T>(fn: () => T, preset?: TpuPreset, keepEntries = true, interconnect?: InterconnectModel | null): { result: T; ledger: Ledger } {
+    const ledger = newLedger(preset ?? this.preset, keepEntries, interconnect === undefined ? getInterconnect() : interconnect);
     this.activeLedgers.push(ledger);
     try {
       const result = fn();

@@ -9,6 +9,7 @@ import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
+import { type BatchRunner, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
 import { type PackJob, Stager, chunkCall, planPackJob } from './packPlan';
@@ -66,10 +67,12 @@ export class GemmEngine {
   private readonly packFns: Record<string, (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void>;
   private u32View: Uint32Array;
   private f32View: Float32Array;
-  /** Byte address of the bf16 output scratch of the current product. */
-  private outScratch = 0;
+  /** Byte address of the bf16 output scratch of the current product (`narrowToBf16`); set by whoever lays out the memory (here, `batched.ts`). */
+  outScratch = 0;
   /** Set by the thread pool: runs a product (packing included) over several threads. */
   parallel: ParallelRunner | null = null;
+  /** Set by the thread pool: runs a batch of small products over several threads, split by item (`batched.ts`). */
+  parallelBatch: BatchRunner | null = null;
   /** Staging plan of the current product (reused). */
   private readonly stager = new Stager();
   /** Kernel arguments of one packing chunk (reused). */
@@ -153,6 +156,8 @@ export class GemmEngine {
     prepare?: () => void,
     rowsReady?: (c: number, ldc: number, r0: number, r1: number) => void,
   ): void {
+    // A batch of products the SIMD kernels pack whole: item by item, over the pool's threads.
+    if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK)) return;
     const { mr, unroll } = this.shape;
     const nr = this.nr;
     const M = a.rows;

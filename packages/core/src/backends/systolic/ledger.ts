@@ -4,7 +4,10 @@
  * 'overlapped' model over all MXUs of the chip, one GEMM per batch element and bf16 pass); every
  * other op is vector-unit work, modelled as bound by its HBM traffic. An op's modelled time is
  * the roofline max(compute time, bytes / HBM bandwidth). `withLedger(fn)` collects the entries of
- * everything `fn` runs; MFU on the simulated chip is model FLOPs / (modelled seconds * peak).
+ * everything `fn` runs. Beside compute, the ledger records communication: every collective a
+ * partitioned program executes, timed by the ledger's interconnect model (interconnect.ts);
+ * a partitioned program's compute is recorded per chip. MFU on the simulated chip is model
+ * FLOPs / ((compute + communication seconds) * peak): no overlap of the two is assumed.
  */
 import { itemsize } from '../../dtype';
 import { freeDims, type DotGeneralParams } from '../../lax/dot';
@@ -13,6 +16,7 @@ import { sizeOf } from '../../shape';
 import { gemmCycles } from './gemmCycles';
 import { passCount } from './mxuDot';
 import type { TpuPreset } from './presets';
+import type { CollectiveCost, InterconnectModel } from './interconnect';
 
 export interface OpCost {
   op: string;
@@ -80,31 +84,66 @@ export interface Ledger {
   mxuFlops: number;
   bytes: number;
   cycles: number;
+  /** Modelled compute seconds (per chip for partitioned programs). */
   seconds: number;
+  /** The model that times collectives (null: a collective is an error naming the fix). */
+  readonly interconnect: InterconnectModel | null;
+  /** Every collective's cost in execution order (empty when the ledger keeps totals only). */
+  readonly collectives: CollectiveCost[];
+  /** Totals per collective kind (`flops` stays 0). */
+  readonly byCollective: Record<string, OpTotals>;
+  /** Interconnect bytes (each collective's full buffer per device) and modelled seconds. */
+  communicationBytes: number;
+  communicationSeconds: number;
+  /** The most devices a partitioned program recorded here ran on (1 when none did). */
+  devices: number;
 }
 
-export function newLedger(preset: TpuPreset, keepEntries = true): Ledger {
-  return { preset, entries: [], byOp: {}, keepEntries, ops: 0, flops: 0, mxuFlops: 0, bytes: 0, cycles: 0, seconds: 0 };
+export function newLedger(preset: TpuPreset, keepEntries = true, interconnect: InterconnectModel | null = null): Ledger {
+  return {
+    preset, entries: [], byOp: {}, keepEntries, ops: 0, flops: 0, mxuFlops: 0, bytes: 0, cycles: 0, seconds: 0,
+    interconnect, collectives: [], byCollective: {}, communicationBytes: 0, communicationSeconds: 0, devices: 1,
+  };
 }
 
-export function addToLedger(l: Ledger, c: OpCost): void {
-  if (l.keepEntries) l.entries.push(c);
-  const t = (l.byOp[c.op] ??= { count: 0, flops: 0, bytes: 0, seconds: 0 });
-  t.count++;
-  t.flops += c.flops;
-  t.bytes += c.bytes;
-  t.seconds += c.seconds;
-  l.ops++;
-  l.flops += c.flops;
-  if (c.unit === 'mxu') l.mxuFlops += c.flops;
-  l.bytes += c.bytes;
-  l.cycles += c.cycles;
-  l.seconds += c.seconds;
+const addTotals = (t: OpTotals, count: number, flops: number, bytes: number, seconds: number): void => {
+  t.count += count;
+  t.flops += flops;
+  t.bytes += bytes;
+  t.seconds += seconds;
+};
+
+/** Adds one op's cost; `share` < 1 when the op is one device's part of a per-chip cost (see interconnect.ts' `perChip`). */
+export function addToLedger(l: Ledger, c: OpCost, share = 1): void {
+  const x = share === 1 ? c : { ...c, flops: c.flops * share, bytes: c.bytes * share, cycles: c.cycles * share, computeCycles: c.computeCycles * share, seconds: c.seconds * share };
+  if (l.keepEntries) l.entries.push(x);
+  addTotals((l.byOp[c.op] ??= { count: 0, flops: 0, bytes: 0, seconds: 0 }), share, x.flops, x.bytes, x.seconds);
+  l.ops += share;
+  l.flops += x.flops;
+  if (c.unit === 'mxu') l.mxuFlops += x.flops;
+  l.bytes += x.bytes;
+  l.cycles += x.cycles;
+  l.seconds += x.seconds;
 }
 
-/** Model FLOP utilisation of the simulated chip: FLOPs / (modelled seconds * peak bf16 FLOP/s). */
-export function mfu(l: Ledger): number {
-  return l.seconds === 0 ? 0 : l.flops / (l.seconds * l.preset.peakBf16Flops);
+/** Adds one collective's cost (communication, beside compute). */
+export function addCollective(l: Ledger, c: CollectiveCost): void {
+  if (l.keepEntries) l.collectives.push(c);
+  addTotals((l.byCollective[c.kind] ??= { count: 0, flops: 0, bytes: 0, seconds: 0 }), 1, 0, c.bytes, c.seconds);
+  l.communicationBytes += c.bytes;
+  l.communicationSeconds += c.seconds;
+}
+
+/** Modelled step seconds: compute + communication - the hidden part (`overlap` of the shorter, 0..1; default 0). */
+export function stepSeconds(l: Ledger, overlap = 0): number {
+  if (!(overlap >= 0 && overlap <= 1)) throw new RangeError(`systolic.stepSeconds: overlap must be in [0, 1]; got ${overlap}`);
+  return l.seconds + l.communicationSeconds - overlap * Math.min(l.seconds, l.communicationSeconds);
+}
+
+/** Model FLOP utilisation of the simulated chip: FLOPs / (step seconds, compute + communication, * peak bf16 FLOP/s). */
+export function mfu(l: Ledger, overlap = 0): number {
+  const s = stepSeconds(l, overlap);
+  return s === 0 ? 0 : l.flops / (s * l.preset.peakBf16Flops);
 }
 
 /** Roofline of one op: arithmetic intensity and the attainable FLOP/s on the preset. */

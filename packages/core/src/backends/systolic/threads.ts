@@ -22,6 +22,7 @@
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { WorkerPool } from '../../wasm/workerPool';
+import { type BatchJob, batchedStats, runItem } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';
@@ -39,7 +40,8 @@ const PACK_DONE = 4; // packing chunks finished
 const TILE_NEXT = 5; // next C tile to take
 const GATE = 6; // 1 once the packed operands are complete (edges included)
 const STAGED = 7; // byte address below which the operands are staged (see packPlan.ts)
-const JOB = 8; // ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers
+const JOB = 8; // ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers (a batch job: see runBatch)
+const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts)
 const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis
 const PACK_SLOTS = 13;
 const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
@@ -72,12 +74,39 @@ function packChunk(i) {
   if (Atomics.load(c, ${ERR}) !== 0) return;
   packs[c[o]](src, rs, ks, panels, k, kp, dst);
 }
+// A batch job (batched.ts): items [0, items) taken from TILE_NEXT, each packed into this
+// worker's own pack area and multiplied into the item's accumulator, then flagged done.
+function batchItems() {
+  const items = c[${JOB} + 8], mp = c[${JOB} + 5], np = c[${JOB} + 6], kp = c[${JOB} + 7];
+  const t = new Int32Array(memory.buffer, c[${JOB} + 9], 3 * items);
+  const end = c[${JOB} + 12];
+  let v = Atomics.load(c, ${STAGED});
+  for (let s = 0; s < ${SPIN} && v < end; s++) v = Atomics.load(c, ${STAGED});
+  while (v < end && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
+  if (Atomics.load(c, ${ERR}) !== 0) return;
+  const a = ${PACKS}, b = ${PACKS + PACK_SLOTS};
+  const fa = packs[c[a]], fb = packs[c[b]];
+  const ap = c[${JOB}] + (id + 1) * c[${JOB} + 1], bp = ap + c[${JOB} + 2];
+  for (let i = Atomics.add(c, ${TILE_NEXT}, 1); i < items; i = Atomics.add(c, ${TILE_NEXT}, 1)) {
+    fa(t[2 * i], c[a + 1], c[a + 2], c[a + 3], c[a + 4], kp, ap);
+    fb(t[2 * i + 1], c[b + 1], c[b + 2], c[b + 3], c[b + 4], kp, bp);
+    gemm(ap, bp, c[${JOB} + 3] + i * c[${JOB} + 4], mp, np, kp, 0, mp, 0, np);
+    Atomics.store(t, 2 * items + i, 1);
+  }
+}
 let seen = start;
 for (;;) {
   Atomics.wait(c, ${GEN}, seen);
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  if (id < c[${JOB} + 10]) {
+  if (id < c[${JOB} + 10] && c[${MODE}] === 1) {
+    try {
+      batchItems();
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1);
+      Atomics.notify(c, ${DONE});
+    }
+  } else if (id < c[${JOB} + 10]) {
     try {
       const chunks = c[${PACKS} + 10] + c[${PACKS + PACK_SLOTS} + 10];
       for (let i = Atomics.add(c, ${PACK_NEXT}, 1); i < chunks; i = Atomics.add(c, ${PACK_NEXT}, 1)) {
@@ -160,6 +189,7 @@ class Pool {
     c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
     c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
     c[JOB + 10] = threads - 1;
+    c[MODE] = 0;
     let chunks = 0;
     const jobs: Array<PackJob | null> = [null, null];
     for (let o = 0; o < 2; o++) {
@@ -269,6 +299,76 @@ class Pool {
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
   }
+  /**
+   * Runs a batch job (batched.ts) on this thread and `threads - 1` workers: one wake-up, then
+   * every thread takes items from one counter; this thread stages the operands first (only it
+   * can read the host arrays), and hands each finished item to the sink in item order, between
+   * its own items and while it waits for the workers' last ones.
+   */
+  runBatch(job: BatchJob, threads: number): void {
+    const c = this.control;
+    const e = this.engine;
+    const { stagers, items } = job;
+    const [pa, pb] = job.packs;
+    c[JOB] = job.pk; c[JOB + 1] = job.pkStride; c[JOB + 2] = job.bOff; c[JOB + 3] = job.cp; c[JOB + 4] = job.cStride;
+    c[JOB + 5] = job.mp; c[JOB + 6] = job.np; c[JOB + 7] = job.kp; c[JOB + 8] = items; c[JOB + 9] = job.table;
+    c[JOB + 10] = threads - 1;
+    c[MODE] = 1;
+    c[JOB + 12] = 1; // STAGED: 0 until both operands are staged, then 1
+    for (const [o, p] of [[PACKS, pa], [PACKS + PACK_SLOTS, pb]] as const) {
+      const index = PACK_NAMES.indexOf(p.fn);
+      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
+      c[o] = index; c[o + 1] = p.rs; c[o + 2] = p.ks; c[o + 3] = p.panels; c[o + 4] = p.k;
+    }
+    Atomics.store(c, DONE, 0);
+    Atomics.store(c, ERR, 0);
+    Atomics.store(c, TILE_NEXT, 0);
+    Atomics.store(c, STAGED, 0);
+    for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
+    this.pool.wake();
+    const all = this.pool.workers.length;
+    let failed: unknown = null;
+    try {
+      for (const st of stagers) st.to(st.end);
+    } catch (err) {
+      failed = err;
+      Atomics.store(c, ERR, 1);
+    }
+    Atomics.store(c, STAGED, 1);
+    Atomics.notify(c, STAGED);
+    const tab = new Int32Array(e.memory.buffer, job.table, 3 * items);
+    const flags = 2 * items;
+    let s = 0; // items handed to the sink
+    let mine = 0; // items this thread computed
+    if (!failed) {
+      try {
+        for (let i = Atomics.add(c, TILE_NEXT, 1); i < items; i = Atomics.add(c, TILE_NEXT, 1)) {
+          mine++;
+          runItem(e, job, i, 0, tab, job.cp + i * job.cStride);
+          Atomics.store(tab, flags + i, 1);
+          for (; s < items && Atomics.load(tab, flags + s) === 1; s++) job.sink(s, job.cp + s * job.cStride);
+        }
+        // No item left to take: hand out the workers' items as they finish (polling; after SPIN
+        // polls without progress, sleep until every worker is done).
+        for (let idle = 0; s < items && Atomics.load(c, ERR) === 0; ) {
+          if (Atomics.load(tab, flags + s) === 1) {
+            job.sink(s, job.cp + s * job.cStride);
+            s++;
+            idle = 0;
+          } else if (++idle > SPIN) {
+            this.pool.waitFor(DONE, all);
+            if (Atomics.load(tab, flags + s) !== 1) break;
+          }
+        }
+      } catch (err) {
+        failed = err;
+      }
+    }
+    this.pool.waitFor(DONE, all);
+    batchedStats.workerItems += items - mine;
+    if (failed) throw failed;
+    if (Atomics.load(c, ERR) !== 0 || s < items) throw new Error('dot_general: a systolic worker thread failed while computing its part of a batched product (setNumThreads(1) runs without workers)');
+  }
 }
 
 const pools = new WeakMap<GemmEngine, Pool>();
@@ -278,6 +378,7 @@ export function applyThreads(engine: GemmEngine): void {
   const n = getNumThreads();
   if (n <= 1 || !threadsAvailable(engine)) {
     engine.parallel = null;
+    engine.parallelBatch = null;
     return;
   }
   let pool = pools.get(engine);
@@ -286,15 +387,25 @@ export function applyThreads(engine: GemmEngine): void {
     pools.set(engine, pool);
   }
   const p = pool;
-  engine.parallel = (job) => {
+  // Workers that cannot start here (sandbox, resource limits): run on the calling thread.
+  const started = (): boolean => {
     try {
       p.resize(Math.min(n, 256) - 1);
+      return true;
     } catch {
-      // Workers cannot start here (sandbox, resource limits): run on the calling thread.
       engine.parallel = null;
+      engine.parallelBatch = null;
       return false;
     }
+  };
+  engine.parallel = (job) => {
+    if (!started()) return false;
     p.run(job, n);
+    return true;
+  };
+  engine.parallelBatch = (job) => {
+    if (!started()) return false;
+    p.runBatch(job, n);
     return true;
   };
 }

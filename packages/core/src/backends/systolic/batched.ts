@@ -1,0 +1,195 @@
+/**
+ * A batch of small products (attention's per-head products: 64 of 128x128x32 per dot) run item
+ * by item: each item packs its two operands with the SIMD packing kernels into a pack area of
+ * its thread, multiplies them into an accumulator of its own, and is handed to the sink on the
+ * calling thread, in item order, once it is final. With the thread pool (`threads.ts`) the items
+ * are shared between the threads through one counter, so a whole batched dot costs one wake-up,
+ * not one per item; each item is computed whole by one thread with the same kernels as on one
+ * thread, so results do not depend on the thread count. On one thread the same loop runs without
+ * the per-product planning of `GemmEngine.batchedProduct` (packing plans, closures, chunking).
+ *
+ * Only one-pass products whose operands need no TypeScript packing edges take this path: a unit
+ * stride on one axis, rows a multiple of the panel height, k a multiple of 4 for k-contiguous
+ * operands and no k padding. Everything else keeps `batchedProduct`'s product-by-product loop.
+ *
+ * Memory layout (bytes, 64-aligned), after the staged operands:
+ *
+ *   [ item table: per item the two operands' source addresses, then a done flag per item |
+ *     pack areas, one per thread: A panels then B panels | accumulators, one per item |
+ *     bf16 output scratch of the sink ]
+ *
+ * Items whose accumulators would exceed `ACC_BUDGET` bytes run as several jobs.
+ */
+import type { GemmEngine } from './gemmEngine';
+import type { OperandView } from './pack';
+import { packFunctionName } from './packKernels';
+import { Stager } from './packPlan';
+
+/** One operand's packing-kernel call, the same for every item but for the source address. */
+export interface BatchPack {
+  /** The packing kernel's export name (`packFunctionName`). */
+  fn: string;
+  /** Rows per panel, source element size in bytes. */
+  R: number;
+  esz: number;
+  rs: number;
+  ks: number;
+  panels: number;
+  k: number;
+}
+
+/** A group of items for a runner: which items, where everything lives, and the sink. */
+export interface BatchJob {
+  packs: readonly [BatchPack, BatchPack];
+  /** Byte address of thread t's pack area: `pk + t * pkStride`; its B panels start `bOff` bytes in. */
+  pk: number;
+  pkStride: number;
+  bOff: number;
+  /** Byte address of item i's accumulator: `cp + i * cStride` (row stride `np` elements). */
+  cp: number;
+  cStride: number;
+  mp: number;
+  np: number;
+  kp: number;
+  items: number;
+  /** Byte address of the item table: Int32 pairs (A source, B source), then `items` done flags. */
+  table: number;
+  /** Staging of the two operands (calling thread only); item i's sources end at `sourceEnd(job, o, i)`. */
+  stagers: readonly [Stager, Stager];
+  /** Takes item i's accumulator at byte address `c` (calling thread, items in increasing order). */
+  sink: (item: number, c: number) => void;
+}
+
+/** Runs a batch job over several threads; false when it could not (the caller runs it alone). */
+export type BatchRunner = (job: BatchJob) => boolean;
+
+/**
+ * Groups of items run item by item so far (`jobs`, `items`), of those on the thread pool
+ * (`pooled`, `pooledItems`), and the pooled items that worker threads computed (`workerItems`;
+ * the calling thread computed the rest), for tests and benchmarks.
+ */
+export const batchedStats = { jobs: 0, items: 0, pooled: 0, pooledItems: 0, workerItems: 0 };
+
+/** Bytes of accumulators one job may hold (more items run as several jobs). */
+const ACC_BUDGET = 32 << 20;
+/** Threads whose pack areas are laid out (the most a runner may use). */
+const MAX_AREAS = 256;
+
+/** The staging plans of the current batch's two operands (reused). */
+const stagers: [Stager, Stager] = [new Stager(), new Stager()];
+
+/** Whether a staged one-pass operand packs with the SIMD kernel alone (no TypeScript edges). */
+function edgeFree(v: OperandView, R: number, kp: number): boolean {
+  return v.rows > 0 && v.rows % R === 0 && kp === v.k && (v.rs === 1 || (v.ks === 1 && v.k % 4 === 0));
+}
+
+const align = (x: number): number => Math.ceil(x / 64) * 64;
+
+/**
+ * Runs the batch `a[aOffs[i]] x b[bOffs[i]]` (one pass of bf16 `HI` terms) item by item when the
+ * operands qualify (see the file comment); returns false, having done nothing, when they do not.
+ * `sink(i, c, ldc)` receives item i's accumulator (element offset in `engine.f32`, row stride),
+ * valid until it returns; `engine.outScratch` is pointed past the accumulators for the sink's bf16
+ * narrowing. `parallel` (the pool's batch runner, or null) runs groups of items on the pool when
+ * the batch is worth a wake-up (`minWork` multiply-adds or more).
+ */
+export function runBatchedItems(
+  engine: GemmEngine,
+  a: OperandView,
+  aOffs: readonly number[],
+  b: OperandView,
+  bOffs: readonly number[],
+  flush: boolean,
+  op: string,
+  sink: (item: number, c: number, ldc: number) => void,
+  parallel: BatchRunner | null,
+  minWork: number,
+): boolean {
+  const items = aOffs.length;
+  if (items < 2 || bOffs.length !== items) return false;
+  const { mr, unroll } = engine.shape;
+  const nr = engine.nr;
+  const M = a.rows;
+  const N = b.rows;
+  const K = a.k;
+  if (K === 0 || b.k !== K) return false;
+  const mp = Math.ceil(M / mr) * mr;
+  const np = Math.ceil(N / nr) * nr;
+  const kp = Math.max(unroll, Math.ceil(K / unroll) * unroll);
+  if (!edgeFree(a, mr, kp) || !edgeFree(b, nr, kp)) return false;
+  const areas = parallel ? MAX_AREAS : 1;
+  const esA = a.bf16 ? 2 : 4;
+  const esB = b.bf16 ? 2 : 4;
+  const cStride = align(mp * np * 4);
+  const group = Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
+  const srcA = 64;
+  const srcB = align(srcA + a.bits.byteLength);
+  const table = align(srcB + b.bits.byteLength);
+  const bOff = align(mp * kp * 4);
+  const pkStride = align(bOff + np * kp * 4);
+  const pk = align(table + 12 * group);
+  const cp = pk + areas * pkStride;
+  const out = cp + group * cStride;
+  engine.ensure(out + M * N * 2, op);
+  engine.outScratch = out;
+  const buf = engine.memory.buffer;
+  stagers[0].reset(buf);
+  stagers[0].add(a.bits, srcA);
+  stagers[1].reset(buf);
+  stagers[1].add(b.bits, srcB);
+  const packs: [BatchPack, BatchPack] = [
+    { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), R: mr, esz: esA, rs: a.rs, ks: a.ks, panels: M / mr, k: K },
+    { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), R: nr, esz: esB, rs: b.rs, ks: b.ks, panels: N / nr, k: K },
+  ];
+  const tab = new Int32Array(buf, table, 3 * group);
+  const pool = parallel !== null && items * mp * np * kp >= minWork;
+  for (let g0 = 0; g0 < items; g0 += group) {
+    const n = Math.min(group, items - g0);
+    for (let i = 0; i < n; i++) {
+      tab[2 * i] = srcA + aOffs[g0 + i] * esA;
+      tab[2 * i + 1] = srcB + bOffs[g0 + i] * esB;
+      tab[2 * n + i] = 0;
+    }
+    const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stagers, sink: (i, c) => sink(g0 + i, c / 4, np) };
+    batchedStats.jobs++;
+    batchedStats.items += n;
+    if (pool && parallel(job)) {
+      batchedStats.pooled++;
+      batchedStats.pooledItems += n;
+    }
+    else runItemsAlone(engine, job);
+  }
+  return true;
+}
+
+/** Packs and multiplies item `i` of `job` in pack area `area` into the accumulator at byte address `c`. */
+export function runItem(engine: GemmEngine, job: BatchJob, i: number, area: number, tab: Int32Array, c: number): void {
+  const [pa, pb] = job.packs;
+  const ap = job.pk + area * job.pkStride;
+  const bp = ap + job.bOff;
+  engine.runPackKernel(pa.fn, tab[2 * i], pa.rs, pa.ks, pa.panels, pa.k, job.kp, ap);
+  engine.runPackKernel(pb.fn, tab[2 * i + 1], pb.rs, pb.ks, pb.panels, pb.k, job.kp, bp);
+  engine.exports.gemm(ap, bp, c, job.mp, job.np, job.kp, 0, job.mp, 0, job.np);
+}
+
+/** Byte address just past the last source element operand `o` of an item starting at `src` reads. */
+function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
+  const p = job.packs[o];
+  return src + ((p.panels * p.R - 1) * p.rs + (p.k - 1) * p.ks + 1) * p.esz;
+}
+
+/**
+ * Runs every item of `job` on the calling thread, all in the first accumulator, each handed to
+ * the sink right after it is computed (one accumulator stays in cache; one per item would not).
+ */
+function runItemsAlone(engine: GemmEngine, job: BatchJob): void {
+  const tab = new Int32Array(engine.memory.buffer, job.table, 2 * job.items);
+  const [sa, sb] = job.stagers;
+  for (let i = 0; i < job.items; i++) {
+    // Stage each operand only as far as this item reads (its source then is still in cache).
+    sa.to(sourceEnd(job, 0, tab[2 * i]));
+    sb.to(sourceEnd(job, 1, tab[2 * i + 1]));
+    runItem(engine, job, i, 0, tab, job.cp);
+    job.sink(i, job.cp);
+  }
+}
