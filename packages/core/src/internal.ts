@@ -9,6 +9,7 @@
 export * from './index';
 export { asArray, type NestedInput, type TypedArrayInput } from './convert';
 export { aval, type ShapedArray } from './aval';
+export type { KernelPrimitive } from './kernel';
 export {
   allPrimitives,
   type BatchRule,
