@@ -27,12 +27,17 @@ export interface HostArray {
 /** A reference kernel: plain TypeScript over host arrays; returns one storage array per output. */
 export type Kernel<P> = (inputs: HostArray[], params: P, outAvals: ShapedArray[]) => StorageArray[];
 
+/** A reference kernel of a single-output primitive that writes its result into `out` (host storage of the output's dtype and size, owned by the caller). */
+export type KernelInto<P> = (inputs: HostArray[], params: P, outAval: ShapedArray, out: StorageArray) => void;
+
 export interface Primitive<P = any> {
   readonly name: string;
   /** Shape/dtype rule; throws an error naming the primitive on bad input. */
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   /** The reference (oracle) kernel. */
   impl: Kernel<P>;
+  /** Optional: the reference kernel writing into caller storage (what host backends' `executeInto` runs). */
+  implInto?: KernelInto<P>;
   /** The transformation rules, attached by the layers that define them (see `PrimitiveRules`). */
   readonly rules: PrimitiveRules;
   /** Set for elementwise primitives: what compilers read for fusion, cost and code generation. */
@@ -103,6 +108,7 @@ export interface PrimitiveDef<P> {
   name: string;
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   impl: Kernel<P>;
+  implInto?: KernelInto<P>;
   elementwise?: ElementwiseDescriptor;
   /** The rules, or a function of the primitive itself (most rules bind the primitive they belong to). */
   rules?: PrimitiveRules | ((self: Primitive<P>) => PrimitiveRules);
