@@ -1,6 +1,7 @@
 /** Error messages describe values by kind, shape and dtype (describe.ts), and bad values into integer dtypes are errors. */
 import { describe, expect, it } from 'vitest';
-import { describeValue, np, showValue, valueAndGrad } from './index';
+import { np, valueAndGrad } from './index';
+import { describeValue, showValue } from './internal';
 
 describe('describeValue / showValue', () => {
   it('names arrays by dtype and shape, tracers as traced, and never serialises internals', () => {

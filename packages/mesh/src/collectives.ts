@@ -15,7 +15,8 @@
  * permutation, allToAll <-> allToAll with split and concat axes swapped; pmean transposes to
  * pvary / size; pmax and pmin are not linear.
  */
-import { type Array, type BatchRule, type BDim, type JvpRule, NON_LINEAR, NOT_DIFFERENTIABLE, type Primitive, type ShapedArray, type TransposeRule, asArray, bind, definePrimitive, lax, moveBdim, np } from '@tpukit/core';
+import { type Array, lax, np } from '@tpukit/core';
+import { type BatchRule, type BDim, type JvpRule, NON_LINEAR, NOT_DIFFERENTIABLE, type Primitive, type ShapedArray, type TransposeRule, asArray, bind, definePrimitive, moveBdim } from '@tpukit/core/internal';
 import { type BoundAxis, boundAxis } from './axisContext';
 
 interface AxisParams {

@@ -5,7 +5,8 @@
  * same way. Parameters must be plain data; a function or class instance (a custom_jvp rule, a
  * Sharding) cannot cross a thread and is an error naming the primitive.
  */
-import { type Array, ClosedJaxpr, Jaxpr, type JaxprEqn, Lit, type ShapedArray, Var, getPrimitive, isArray } from '@tpukit/core';
+import { type Array, ClosedJaxpr, isArray } from '@tpukit/core';
+import { Jaxpr, type JaxprEqn, Lit, type ShapedArray, Var, getPrimitive } from '@tpukit/core/internal';
 
 type Atom = Var | Lit;
 

@@ -10,7 +10,8 @@
  * branch, a while one trip of its body (the trip count is not known at compile time).
  * Transcendentals count exp/log/tanh/logistic/sin/cos/sqrt/rsqrt/pow/erf elements as XLA does.
  */
-import { type Primitive, systolic } from '@tpukit/core';
+import { systolic } from '@tpukit/core';
+import { type Primitive } from '@tpukit/core/internal';
 import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
 import { assignBuffers } from './passes/bufferAssignment';
 

@@ -9,7 +9,7 @@
  * shardings over several devices (`CompileRequest.shardings`: the jvp, partial-eval and
  * transpose programs of a sharded `grad(jit(f))`) is partitioned (GSPMD) instead.
  */
-import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core';
+import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core/internal';
 import { Compiled, Lowered } from './compiled';
 import { cacheKey, getCacheDir, loadModule, storeModule } from './diskCache';
 import type { PipelineOptions } from './pipeline';

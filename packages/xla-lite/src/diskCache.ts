@@ -11,7 +11,8 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type ClosedJaxpr, type DType, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { type ClosedJaxpr, type DType, np } from '@tpukit/core';
+import { getPrimitive, type ShapedArray } from '@tpukit/core/internal';
 import { HloComputation, HloInstruction, HloModule } from './hlo';
 
 const FORMAT = 'xla-lite-module-v1';

@@ -20,7 +20,8 @@
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
  * their donated storage.
  */
-import { type Array, ClosedJaxpr, evalPrimitive, evalPrimitiveInto, fromStorage, lax, toStorage } from '@tpukit/core';
+import { type Array, ClosedJaxpr, fromStorage, lax, toStorage } from '@tpukit/core';
+import { evalPrimitive, evalPrimitiveInto } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';

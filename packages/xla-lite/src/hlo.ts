@@ -7,7 +7,8 @@
  * the core primitive it came from, and a physical layout (minor-to-major, row-major unless layout
  * assignment chose another). Passes rewrite computations in place through `replaceUses`.
  */
-import type { Array, Primitive, ShapedArray } from '@tpukit/core';
+import type { Array } from '@tpukit/core';
+import type { Primitive, ShapedArray } from '@tpukit/core/internal';
 
 let nextId = 0;
 

@@ -5,7 +5,8 @@
  * body and loop condition goes through the registered compiler (lowered, optimised, fused,
  * compiled once and cached by core per jaxpr) while core keeps the loop semantics.
  */
-import { ClosedJaxpr, getPrimitive, Jaxpr, type JaxprEqn, Var } from '@tpukit/core';
+import { ClosedJaxpr } from '@tpukit/core';
+import { getPrimitive, Jaxpr, type JaxprEqn, Var } from '@tpukit/core/internal';
 
 const CONTROL: Record<string, readonly string[]> = { scan: ['jaxpr'], while: ['condJaxpr', 'bodyJaxpr'], cond: ['branches'] };
 

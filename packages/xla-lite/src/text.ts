@@ -5,9 +5,9 @@
  * (dimensions, lhs_contracting_dims, slice, direction, iota_dimension, calls, condition/body);
  * other core parameters are printed as `key=json`.
  */
-import type { ShapedArray } from '@tpukit/core';
+import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
-import { operandPrecisions } from '@tpukit/core';
+import { operandPrecisions } from '@tpukit/core/internal';
 import { shardingAttrs, spmdAttrs } from './spmd/text';
 
 const SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 's32', uint32: 'u32', int8: 's8', uint8: 'u8', bool: 'pred' };

@@ -2,7 +2,8 @@
  * Test helper: writes HLO by hand (instructions over core primitives) so each pass can be
  * tested in isolation, without tracing.
  */
-import { type Array, type DType, getPrimitive, np, type ShapedArray } from '@tpukit/core';
+import { type Array, type DType, np } from '@tpukit/core';
+import { getPrimitive, type ShapedArray } from '@tpukit/core/internal';
 import { expect } from 'vitest';
 import { HloComputation, HloInstruction } from '../src/internal';
 

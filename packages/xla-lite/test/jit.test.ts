@@ -1,6 +1,7 @@
 // End to end: jit through the xla-lite compiler equals eager; AOT objects; compile cache,
 // recompile explanations and warnings; disableJit; bad inputs named.
-import { asArray, fnId, getCompiler, grad, jit as coreJit, lax, nn, np, systolic, valueAndGrad, vmap } from '@tpukit/core';
+import { grad, jit as coreJit, lax, nn, np, systolic, valueAndGrad, vmap } from '@tpukit/core';
+import { asArray, fnId, getCompiler } from '@tpukit/core/internal';
 import { describe, expect, it } from 'vitest';
 import { expectAllclose } from './build';
 import { compileLog, disableJit, jit, lower, xlaCompiler } from '../src/index';

@@ -1,5 +1,6 @@
 // Layout assignment for dots on hand-written HLO, and end to end on a dense layer's backward pass.
-import { evalPrimitive, grad, lax, nn, np } from '@tpukit/core';
+import { grad, lax, nn, np } from '@tpukit/core';
+import { evalPrimitive } from '@tpukit/core/internal';
 import { describe, expect, it } from 'vitest';
 import { assignLayouts, buildExecutable, dce, foldDotTransposes, gemmReadable, HloModule, insertLayoutCopies, jit, moduleText } from '../src/internal';
 import { B, expectAllclose, f32, prims } from './build';

@@ -2,9 +2,10 @@
 // carrying the primitive), it runs (its reference kernel, or its eval rule for higher-order
 // primitives), the fused ops carry core's elementwise descriptor, and it exports to StableHLO
 // as real ops or as one of the documented custom calls below.
-import { allPrimitives, getPrimitive, makeJaxpr, np } from '@tpukit/core';
+import { makeJaxpr, np } from '@tpukit/core';
+import { allPrimitives, getPrimitive } from '@tpukit/core/internal';
 import { describe, expect, test } from 'vitest';
-import { FUSED_OPS, hasStableHlo, lowerJaxpr, OPCODE } from '../src/internal';
+import { FUSED_OPS, hasStableHlo, lowerJaxpr, opcodeOf } from '../src/internal';
 
 /** Primitives StableHLO export writes as `stablehlo.custom_call @tpukit.<name>`, and why. */
 const R0 = 'a CHLO op (chlo.*) in the JAX lowering, which this StableHLO export does not emit';
@@ -66,7 +67,7 @@ describe('every primitive', () => {
   test('lowers to an HLO instruction and runs (kernel or eval rule)', () => {
     const bad: string[] = [];
     for (const p of allPrimitives()) {
-      const opcode = OPCODE[p.name] ?? p.name;
+      const opcode = opcodeOf(p);
       if (typeof opcode !== 'string' || opcode === '') bad.push(`${p.name}: opcode`);
       if (typeof p.impl !== 'function' && typeof p.rules.eval !== 'function') bad.push(`${p.name}: no kernel or eval rule`);
     }

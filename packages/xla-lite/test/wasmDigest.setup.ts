@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { beforeEach, expect } from 'vitest';
 

@@ -2,7 +2,7 @@
 // Math.* rounded to float32, in float32 ulps: the stated bounds over dense sweeps, random
 // points (fast-check) and every special value (NaN, ±Inf, ±0, subnormals, overflow,
 // underflow). Each function is compiled into a tiny module that maps an array in place.
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from '../src/wasm/vmath';

@@ -5,7 +5,8 @@
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { checkpoint, type CheckpointOptions, debug, evalJaxpr, grad, jit, jvp, lax, linearize, makeJaxpr, np, vjp, vmap, type Array } from '../index';
+import { checkpoint, type CheckpointOptions, debug, grad, jit, jvp, lax, linearize, makeJaxpr, np, vjp, vmap, type Array } from '../index';
+import { evalJaxpr } from '../internal';
 import { partialEvalJaxpr } from '../transforms/partialEval';
 
 // What debug.print printed during the current test (core's capture, shared by both packages' tests).

@@ -3,7 +3,8 @@
 // recording trace sees every bind made by the lax and np entry points and checks the params
 // survive a JSON round trip unchanged.
 import { describe, expect, it } from 'vitest';
-import { type Array, type Primitive, type Trace, evalPrimitive, lax, np, setDynamicTrace } from '../index';
+import { type Array, lax, np } from '../index';
+import { type Primitive, type Trace, evalPrimitive, setDynamicTrace } from '../internal';
 
 const MINE = new Set(['slice', 'dynamic_slice', 'dynamic_update_slice', 'concatenate', 'pad', 'gather', 'scatter', 'scatter-add', 'scatter-mul', 'scatter-min', 'scatter-max', 'sort', 'top_k']);
 

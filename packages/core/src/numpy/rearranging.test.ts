@@ -2,7 +2,8 @@
 // naive loops, and the eager-only nonzero / argwhere / boolean masks.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Array as TArray, type Trace, np } from '../index';
+import { Array as TArray, np } from '../index';
+import { type Trace } from '../internal';
 import { prod, unravel, ravel } from '../../test/indexMath';
 
 const shapeArb = fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 4 });

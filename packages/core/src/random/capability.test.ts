@@ -2,7 +2,8 @@
 // testing concrete backends: reference and systolic offer it (systolic not while costing ops
 // into a ledger), a backend without it gets the op-by-op lax chain with the same values.
 import { describe, expect, test } from 'vitest';
-import { type Backend, np, random, referenceBackend, registerBackend, systolic, withBackend } from '../index';
+import { type Backend, np, random, registerBackend, systolic, withBackend } from '../index';
+import { referenceBackend } from '../internal';
 import { canFuse, flushesSubnormals } from './fused';
 
 const plain: Backend = { ...referenceBackend, name: 'plain-host', hostKernels: undefined };

@@ -8,7 +8,8 @@
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type Array, asArray, np, random, referenceBackend, systolic, withBackend } from '../index';
+import { type Array, np, random, systolic, withBackend } from '../index';
+import { asArray, referenceBackend } from '../internal';
 import { erfInvF32 } from './erfinv';
 import { MINUS_ONE_UP, normalFromBits } from './distributions';
 import { erfInvFloat32, normal16, randintInto, withFusedRandom } from './fused';

@@ -7,7 +7,8 @@
  * setThreefryPartitionable(false)).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { asArray, np, random } from '../index';
+import { np, random } from '../index';
+import { asArray } from '../internal';
 import { expectAllclose } from '../../test/matchers';
 
 const u32 = (xs: number[]) => asArray(Uint32Array.from(xs));

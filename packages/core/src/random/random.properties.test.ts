@@ -6,7 +6,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type Array, type DType, asArray, np, random } from '../index';
+import { type Array, type DType, np, random } from '../index';
+import { asArray } from '../internal';
 
 const seed = fc.integer({ min: -(2 ** 31), max: 2 ** 32 - 1 });
 const FLOATS: DType[] = ['float32', 'bfloat16', 'float16'];

@@ -5,7 +5,8 @@
  * host-side read of a traced value would throw here.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Array, type Primitive, type Trace, random, setDynamicTrace } from '../index';
+import { Array, random } from '../index';
+import { type Primitive, type Trace, setDynamicTrace } from '../internal';
 import type { ShapedArray } from '../primitive';
 
 class AbstractTracer extends Array {

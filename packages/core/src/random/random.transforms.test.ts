@@ -4,7 +4,8 @@
  * foldIn case is JAX's own test_threefry_split_vmapped_fold_in_symmetry (partitionable layout).
  */
 import { describe, expect, it } from 'vitest';
-import { type Array, asArray, jit, makeJaxpr, np, random, vmap } from '../index';
+import { type Array, jit, makeJaxpr, np, random, vmap } from '../index';
+import { asArray } from '../internal';
 
 const rows = (keys: Array): Array[] => (keys.toArray() as number[][]).map((r) => random.wrapKeyData(Uint32Array.from(r)));
 const stack = (xs: Array[]) => xs.map((x) => x.toArray());

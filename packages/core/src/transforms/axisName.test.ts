@@ -1,7 +1,8 @@
 // vmap's axisName reaches batching rules, also those of primitives inside sub-jaxprs (jit, cond)
 // that a higher-order primitive's rule batches, and an unnamed vmap passes null.
 import { expect, test } from 'vitest';
-import { type Array, type BatchRule, definePrimitive, jit, lax, moveBdim, np, vmap } from '../index';
+import { type Array, jit, lax, np, vmap } from '../index';
+import { type BatchRule, definePrimitive, moveBdim } from '../internal';
 
 const seen: (string | null | undefined)[] = [];
 const tagP = definePrimitive<Record<string, never>>({ name: 'test_axis_tag', abstractEval: ([a]) => [a], impl: ([a]) => [a.data.slice()] });

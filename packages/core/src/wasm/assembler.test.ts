@@ -1,6 +1,6 @@
 /** The run-time WebAssembly assembler: LEB128 encodings, control flow, memory and SIMD ops. */
 import { describe, expect, it } from 'vitest';
-import { wasm } from '../index';
+import { wasm } from '../internal';
 import { WA } from './webassemblyTypes';
 
 const { ModuleBuilder, OP, SIMD, sleb, uleb } = wasm;

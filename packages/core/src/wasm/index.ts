@@ -2,4 +2,13 @@
 export { ATOMIC, FunctionBuilder, type MemoryImport, ModuleBuilder, OP, SIMD, type ValType, sleb, uleb } from './assembler';
 export { enableRelaxedSimd, wasmFeatures } from './features';
 export { type PoolWorker, WorkerPool } from './workerPool';
-export { WA, type WasmApi, type WasmInstance, type WasmMemory, type WasmMemoryDescriptor, type WasmModule } from './webassemblyTypes';
+export { WA } from './webassemblyTypes';
+// The WebAssembly API's types as aliases, not re-exports: the bundled .d.ts of the internal
+// entry takes re-exported types from a shared chunk and then declares them as values inside
+// this namespace (`wasm.WasmModule` would not be a type); an alias is declared in place.
+import type * as T from './webassemblyTypes';
+export type WasmApi = T.WasmApi;
+export type WasmInstance = T.WasmInstance;
+export type WasmMemory = T.WasmMemory;
+export type WasmMemoryDescriptor = T.WasmMemoryDescriptor;
+export type WasmModule = T.WasmModule;

@@ -21,7 +21,7 @@
  * Every other value keeps the row-major layout: core Arrays are row-major, so outside dots a
  * layout change is always a materialised transpose, which this pass never adds.
  */
-import { getPrimitive } from '@tpukit/core';
+import { getPrimitive } from '@tpukit/core/internal';
 import { type HloComputation, HloInstruction } from '../hlo';
 
 type Dims = readonly number[];

@@ -3,7 +3,7 @@
  * of COL_CHUNK columns); each chunk accumulates in a float64 scratch row over the K reduced
  * rows in order, then rounds to float32 once.
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import type { E } from './vecBuilder';
 import type { KernelScope } from './kernelScope';
 

@@ -15,7 +15,7 @@
  * product has no other use is contracted to `f32x4.relaxed_madd` (one rounding instead of two,
  * a difference of at most half an ulp of the product).
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { FUSED_OPS } from '../passes/fusion';
 import type { E, VecBuilder } from './vecBuilder';

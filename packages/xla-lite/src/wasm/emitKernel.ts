@@ -28,7 +28,7 @@
  *   reductions the same way as the row reduction above.
  * Max is NaN-propagating (`f32x4.max`), like the reference; it returns +0 for max(−0, +0).
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';

@@ -3,7 +3,7 @@
  * broadcast bases, the column walk, output stores and the reduction accumulators. The locals
  * are declared here, before any kind's own, in a fixed order (the generated code depends on it).
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import { type HloInstruction, numel } from '../hlo';
 import type { FusionPlan, KernelAddresses } from './emitKernel';
 import { emitElement, type ExprOptions } from './emitExpr';

@@ -2,7 +2,7 @@
  * Loop fusions (planned by `emitKernel.ts`): work items are (row, chunk of CHUNK columns); each computes
  * the body's value over its columns and stores it.
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import type { KernelScope } from './kernelScope';
 
 const { OP } = wasm;

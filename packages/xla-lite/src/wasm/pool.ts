@@ -27,7 +27,8 @@
  * kernels only (benchmarks comparing thread counts). Node only: elsewhere (or when workers cannot start) kernels run on the
  * calling thread.
  */
-import { getNumThreads, wasm } from '@tpukit/core';
+import { getNumThreads } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 
 const GEN = 0; // job generation: bumped to wake the workers
 const DONE_ITEMS = 1; // items computed in the current job

@@ -24,7 +24,8 @@
  * 16-byte aligned and padded to a whole
  * vector, and the arena ends with padding, so the kernels' partial-vector reads stay in memory.
  */
-import { type Array, fromStorage, lax, toStorage, wasm } from '@tpukit/core';
+import { type Array, fromStorage, lax, toStorage } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';

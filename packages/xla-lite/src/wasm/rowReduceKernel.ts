@@ -2,7 +2,7 @@
  * Row reductions (reduced axes trailing): one output per work item; float32 max in f32x4
  * lanes, sum in float64 (two f64x2 accumulators), then the horizontal reduction.
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import type { E } from './vecBuilder';
 import type { KernelScope } from './kernelScope';
 

@@ -3,7 +3,7 @@
  * (splatted), then a walk of the row computing that stage's full values (those a later stage
  * reads go to the thread's scratch rows), writing outputs and accumulating the next reductions.
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import type { HloInstruction } from '../hlo';
 import { type ElementReads, emitElements } from './emitExpr';
 import type { E } from './vecBuilder';

@@ -5,7 +5,7 @@
  * fresh v128 local at that point (for values used more than once). The vector math
  * (`vmath.ts`) and the element-expression emitter (`emitExpr.ts`) are written with it.
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 
 const { SIMD } = wasm;
 

@@ -27,7 +27,7 @@
  * sin/cos ≤ 2 (the largest errors seen were 1, 1, 1, 2, 2, 2, 1, 1 ulp). Special values
  * (NaN, ±Inf, ±0, overflow to Inf, underflow through the subnormals to 0) match Math.*.
  */
-import { wasm } from '@tpukit/core';
+import { wasm } from '@tpukit/core/internal';
 import { type E, VecBuilder } from './vecBuilder';
 
 const { SIMD } = wasm;

@@ -9,7 +9,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type DType, evalPrimitiveInto, lax, np, registerBackend, systolic, withBackend, bf16, f16 } from '../../index';
+import { type DType, lax, np, registerBackend, systolic, withBackend, bf16, f16 } from '../../index';
+import { evalPrimitiveInto } from '../../internal';
 import { dotGeneral as dotGeneralP } from '../../lax/dot';
 import { transposeP } from '../../lax/structural';
 import { SystolicBackend } from './backend';

@@ -1,0 +1,26 @@
+/**
+ * @tpukit/core/internal: what compilers and packages building on core need beyond the user
+ * API: primitive records and `bind`, jaxpr internals and their interpreter, the rule types of
+ * the transformations and batching helpers, the compiler seam of `jit`, backend internals, the
+ * run-time WebAssembly assembler, and value formatting for error messages. Plus everything the
+ * main entry exports, so one import can take both. Not covered by semver promises the way the
+ * main entry is. Re-exports only.
+ */
+export * from './index';
+export { asArray, type NestedInput, type TypedArrayInput } from './convert';
+export { aval, type ShapedArray } from './aval';
+export { allPrimitives, definePrimitive, type ElementwiseDescriptor, getPrimitive, type HostArray, type Kernel, type Primitive, type PrimitiveRules } from './primitive';
+export { bind, evalPrimitive, evalPrimitiveInto, setDynamicTrace, type Trace } from './trace';
+export { Jaxpr, type JaxprEqn, Lit, Var } from './transforms/jaxpr';
+export { evalJaxpr } from './transforms/eval';
+export { type JvpRule, NOT_DIFFERENTIABLE } from './transforms/jvp';
+export { NON_LINEAR, type TransposeRule, UndefPrimal } from './transforms/transpose';
+export { type BatchRule, type BDim, moveBdim } from './transforms/batching';
+export { type CompileRequest, type Compiler, type Executable, getCompiler, type PartitionedPath, registerCompiler } from './transforms/jit';
+export { fnId } from './transforms/jitSignature';
+export { referenceBackend } from './backends/reference';
+export { operandPrecisions } from './lax/precision';
+export { checkArrayBytes } from './sizeGuard';
+export { describeValue, showValue } from './describe';
+export * as wasm from './wasm/index';
+
