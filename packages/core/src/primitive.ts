@@ -17,12 +17,17 @@ import { showValue } from './describe';
 export { type ShapedArray, aval } from './aval';
 export type { HostArray, Kernel } from './kernel';
 
+/** A reference kernel of a single-output primitive that writes its result into `out` (host storage of the output's dtype and size, owned by the caller). */
+export type KernelInto<P> = (inputs: HostArray[], params: P, outAval: ShapedArray, out: StorageArray) => void;
+
 export interface Primitive<P = any> {
   readonly name: string;
   /** Shape/dtype rule; throws an error naming the primitive on bad input. */
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   /** The reference (oracle) kernel. */
   impl: Kernel<P>;
+  /** Optional: the reference kernel writing into caller storage (what host backends' `executeInto` runs). */
+  implInto?: KernelInto<P>;
   /** The transformation rules, attached by the layers that define them (see `PrimitiveRules`). */
   readonly rules: PrimitiveRules;
   /** Set for elementwise primitives: what compilers read for fusion, cost and code generation. */
@@ -99,6 +104,7 @@ export interface PrimitiveDef<P> {
   name: string;
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   impl: Kernel<P>;
+  implInto?: KernelInto<P>;
   elementwise?: ElementwiseDescriptor;
   hlo?: string;
   stablehlo?: string;
