@@ -10,22 +10,15 @@
  */
 import type { Array } from './array';
 import type { ShapedArray } from './aval';
-import type { DType, StorageArray } from './dtype';
-import type { Shape } from './shape';
+import type { Kernel } from './kernel';
 import type { PartialEvalRule } from './transforms/partialEval';
 import { showValue } from './describe';
 
 export { type ShapedArray, aval } from './aval';
+export type { HostArray, Kernel } from './kernel';
 
-/** A host-side array as the reference kernels see it: storage-format data plus its type. */
-export interface HostArray {
-  readonly data: StorageArray;
-  readonly shape: Shape;
-  readonly dtype: DType;
-}
-
-/** A reference kernel: plain TypeScript over host arrays; returns one storage array per output. */
-export type Kernel<P> = (inputs: HostArray[], params: P, outAvals: ShapedArray[]) => StorageArray[];
+/** A reference kernel of a single-output primitive that writes its result into `out` (host storage of the output's dtype and size, owned by the caller). */
+export type KernelInto<P> = (inputs: HostArray[], params: P, outAval: ShapedArray, out: StorageArray) => void;
 
 export interface Primitive<P = any> {
   readonly name: string;
@@ -33,6 +26,8 @@ export interface Primitive<P = any> {
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   /** The reference (oracle) kernel. */
   impl: Kernel<P>;
+  /** Optional: the reference kernel writing into caller storage (what host backends' `executeInto` runs). */
+  implInto?: KernelInto<P>;
   /** The transformation rules, attached by the layers that define them (see `PrimitiveRules`). */
   readonly rules: PrimitiveRules;
   /** Set for elementwise primitives: what compilers read for fusion, cost and code generation. */
@@ -109,6 +104,7 @@ export interface PrimitiveDef<P> {
   name: string;
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   impl: Kernel<P>;
+  implInto?: KernelInto<P>;
   elementwise?: ElementwiseDescriptor;
   hlo?: string;
   stablehlo?: string;
