@@ -37,7 +37,7 @@ export interface Backend {
    * not do that for this primitive and these types (the caller then uses `execute`). Absent:
    * never.
    */
-  executeInto?(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
+  executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
 }
 
 /** What a backend vouches for when host kernels may replace its op-by-op execution. */

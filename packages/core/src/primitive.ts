@@ -10,15 +10,12 @@
  */
 import type { Array } from './array';
 import type { ShapedArray } from './aval';
-import type { Kernel } from './kernel';
+import type { Kernel, KernelInto } from './kernel';
 import type { PartialEvalRule } from './transforms/partialEval';
 import { showValue } from './describe';
 
 export { type ShapedArray, aval } from './aval';
-export type { HostArray, Kernel } from './kernel';
-
-/** A reference kernel of a single-output primitive that writes its result into `out` (host storage of the output's dtype and size, owned by the caller). */
-export type KernelInto<P> = (inputs: HostArray[], params: P, outAval: ShapedArray, out: StorageArray) => void;
+export type { HostArray, Kernel, KernelInto } from './kernel';
 
 export interface Primitive<P = any> {
   readonly name: string;
