@@ -166,26 +166,56 @@ interface Trainer {
   steps(from: number, n: number): Promise<number>;
 }
 
-function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number): Trainer {
+/** Adam's moments. */
+interface TOpt {
+  m: TParams;
+  v: TParams;
+}
+
+/**
+ * The whole training step as a JAX user writes it: loss, gradients and the Adam update in one
+ * function, jitted once with the parameters and the optimizer state donated (their storage is
+ * reused for the updated state).
+ */
+function tStep(p: TParams, opt: TOpt, batch: { x: Array; y: Array }, lrt: Array): [Array, TParams, TOpt] {
+  const [l, g] = valueAndGrad(tLoss)(p, batch.x, batch.y) as [Array, TParams];
+  const [p2, m2, v2] = tAdam(p, opt.m, opt.v, g, lrt);
+  return [l, p2, { m: m2, v: v2 }];
+}
+
+/**
+ * tpukit's trainer. `fused`: the step is one jitted function (`tStep`, donated state); otherwise
+ * `jit(valueAndGrad(loss))` plus a jitted Adam, two programs per step.
+ */
+function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean): Trainer {
   return withBackend('systolic', () => {
     let p: TParams = {};
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
-    let m = tree.map((a: Array) => np.zerosLike(a), p) as TParams;
-    let v = tree.map((a: Array) => np.zerosLike(a), p) as TParams;
+    let opt: TOpt = { m: tree.map((a: Array) => np.zerosLike(a), p) as TParams, v: tree.map((a: Array) => np.zerosLike(a), p) as TParams };
     const vg = jit(valueAndGrad(tLoss));
     const adam = jit(tAdam);
+    const step = jit(tStep, { donateArgnums: [0, 1] });
     const xs = data.map((d) => np.array(d.x).reshape([B, T]));
     const ys = data.map((d) => np.array(d.y).reshape([B, T]));
     let t = 0;
     const trainer: Trainer = {
-      name: `tpukit ${threads}t`,
+      name: `tpukit ${threads}t${fused ? ' step' : ''}`,
       async steps(from, n) {
         systolic.setNumThreads(threads);
         let loss = NaN;
         withBackend('systolic', () => {
           for (let s = 0; s < n; s++) {
-            const [l, g] = vg(p, xs[(from + s) % xs.length], ys[(from + s) % ys.length]) as [Array, TParams];
-            [p, m, v] = adam(p, m, v, g, np.array(stepSize(++t)));
+            const x = xs[(from + s) % xs.length];
+            const y = ys[(from + s) % ys.length];
+            let l: Array;
+            if (fused) [l, p, opt] = step(p, opt, { x, y }, np.array(stepSize(++t)));
+            else {
+              let g: TParams;
+              [l, g] = vg(p, x, y) as [Array, TParams];
+              const [p2, m2, v2] = adam(p, opt.m, opt.v, g, np.array(stepSize(++t)));
+              p = p2;
+              opt = { m: m2, v: v2 };
+            }
             loss = l.item() as number;
           }
         });
@@ -360,8 +390,13 @@ async function main(): Promise<void> {
   if (ROUNDS === 0) return;
   const cores = systolic.getNumThreads();
   console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
-  const trainers: Trainer[] = [tpukitTrainer(host, data, 1), ...(cores >= 2 ? [tpukitTrainer(host, data, 2)] : [])];
-  const jx = await jaxjsTrainer(host, data);
+  // GPT_BENCH_ONLY (comma-separated names, e.g. "tpukit 1t,tpukit 1t step") keeps only those
+  // trainers: quick interleaved A/B runs of one configuration.
+  const only = process.env.GPT_BENCH_ONLY?.split(',').map((x) => x.trim());
+  const keep = (name: string) => !only || only.includes(name);
+  const trainers: Trainer[] = [];
+  for (const th of cores >= 2 ? [1, 2] : [1]) for (const fused of [false, true]) if (keep(`tpukit ${th}t${fused ? ' step' : ''}`)) trainers.push(tpukitTrainer(host, data, th, fused));
+  const jx = keep('jax-js 1t') ? await jaxjsTrainer(host, data) : null;
   if (jx) trainers.push(jx);
   // Warm-up: compile and run two steps each (same data), and show that the losses agree.
   const first: string[] = [];
@@ -377,11 +412,12 @@ async function main(): Promise<void> {
   const cpuTps = trainers.map((): number[] => []);
   // CPU-seconds per wall-second (all threads): how busy the threads kept the cores.
   const cpuPerWall = trainers.map((): number[] => []);
-  const ratio1: number[] = [];
-  const ratio1Cpu: number[] = [];
-  const ratio2: number[] = [];
   let at = 2;
   const losses = trainers.map(() => NaN);
+  // Per-round ratios of named trainers (wall and CPU time), medians reported below.
+  const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t']];
+  const idx = (name: string) => trainers.findIndex((t) => t.name === name);
+  const ratios = new Map(pairs.filter(([x, y]) => idx(x) >= 0 && idx(y) >= 0).map(([x, y]) => [`${x} / ${y}`, { x: idx(x), y: idx(y), wall: [] as number[], cpu: [] as number[] }]));
   for (let r = 0; r < ROUNDS; r++) {
     const round: number[] = [];
     const roundCpu: number[] = [];
@@ -398,9 +434,10 @@ async function main(): Promise<void> {
       cpuPerWall[k].push((cpu.user + cpu.system) / 1000 / ms);
     }
     at += STEPS;
-    if (jx) ratio1.push(round[0] / round[trainers.length - 1]);
-    if (jx) ratio1Cpu.push(roundCpu[0] / roundCpu[trainers.length - 1]);
-    if (cores >= 2) ratio2.push(round[1] / round[0]);
+    for (const q of ratios.values()) {
+      q.wall.push(round[q.x] / round[q.y]);
+      q.cpu.push(roundCpu[q.x] / roundCpu[q.y]);
+    }
   }
   systolic.setNumThreads(cores);
   const torch = [1, 2].map((n) => torchPeer(n, Math.max(10, ROUNDS * STEPS)));
@@ -408,22 +445,27 @@ async function main(): Promise<void> {
   trainers.forEach((tr, k) => {
     const x = med(tps[k]);
     const cpu = med(cpuTps[k]);
-    console.log(`    ${tr.name.padEnd(11)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  CPU-s per wall-s ${med(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
+    console.log(`    ${tr.name.padEnd(14)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  CPU-s per wall-s ${med(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
   });
-  torch.forEach((x, k) => console.log(`    torch ${k + 1}t    ${typeof x === 'string' ? x : `${x.tps.toFixed(0).padStart(6)} tok/s  ${((x.tps * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x.tps) * 1000).toFixed(0)} ms/step  per CPU-second ${x.cpu.toFixed(0).padStart(6)} tok (one run of ${Math.max(10, ROUNDS * STEPS)} steps)`}`));
+  torch.forEach((x, k) => console.log(`    torch ${k + 1}t       ${typeof x === 'string' ? x : `${x.tps.toFixed(0).padStart(6)} tok/s  ${((x.tps * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x.tps) * 1000).toFixed(0)} ms/step  per CPU-second ${x.cpu.toFixed(0).padStart(6)} tok (one run of ${Math.max(10, ROUNDS * STEPS)} steps)`}`));
   const bs = systolic.batchedStats;
   console.log(`  batched dots (attention's per-head products) item by item: ${bs.jobs} dots, ${bs.pooled} on the thread pool; worker threads computed ${((100 * bs.workerItems) / Math.max(1, bs.pooledItems)).toFixed(0)}% of the pooled items`);
-  if (jx) console.log(`  tpukit 1t / jax-js 1t       ${med(ratio1).toFixed(2)}x (median per-round ratio; target >= 3); by CPU time ${med(ratio1Cpu).toFixed(2)}x`);
-  if (cores >= 2) console.log(`  tpukit 2t / tpukit 1t       ${med(ratio2).toFixed(2)}x (target >= 1.8; kernel threads ${getKernelThreads()})`);
-  if (jx && cores >= 2) console.log(`  tpukit 2t / jax-js          ${(med(tps[1]) / med(tps[trainers.length - 1])).toFixed(2)}x (jax-js has no threads in Node)`);
+  const note: Record<string, string> = { 'tpukit 1t / jax-js 1t': 'target >= 3', 'tpukit 1t step / jax-js 1t': 'target >= 3', 'tpukit 2t / tpukit 1t': `target >= 1.8; kernel threads ${getKernelThreads()}`, 'tpukit 2t step / tpukit 1t step': 'target >= 1.8', 'tpukit 2t / jax-js 1t': 'jax-js has no threads in Node' };
+  for (const [name, q] of ratios) {
+    const oneThread = !name.includes('2t');
+    console.log(`  ${name.padEnd(32)} ${med(q.wall).toFixed(2)}x (median per-round ratio${note[name] ? `; ${note[name]}` : ''})${oneThread ? `; by CPU time ${med(q.cpu).toFixed(2)}x` : ''}`);
+  }
   const [t1, t2] = torch;
-  if (typeof t1 !== 'string') console.log(`  tpukit 1t / torch 1t        ${(med(tps[0]) / t1.tps).toFixed(2)}x; by CPU time ${(med(cpuTps[0]) / t1.cpu).toFixed(2)}x (torch not interleaved: it runs after the rounds)`);
-  if (typeof t2 !== 'string' && cores >= 2) console.log(`  tpukit 2t / torch 2t        ${(med(tps[1]) / t2.tps).toFixed(2)}x (target >= 1)`);
+  const i1 = idx('tpukit 1t');
+  const i2 = idx('tpukit 2t');
+  if (typeof t1 !== 'string' && i1 >= 0) console.log(`  tpukit 1t / torch 1t             ${(med(tps[i1]) / t1.tps).toFixed(2)}x; by CPU time ${(med(cpuTps[i1]) / t1.cpu).toFixed(2)}x (torch not interleaved: it runs after the rounds)`);
+  if (typeof t2 !== 'string' && i2 >= 0) console.log(`  tpukit 2t / torch 2t             ${(med(tps[i2]) / t2.tps).toFixed(2)}x (target >= 1)`);
   if (process.env.TPUKIT_PROFILE === '1') {
-    for (let k = 0; k < Math.min(2, trainers.length); k++) {
+    for (const tr of trainers) {
+      if (!tr.name.startsWith('tpukit')) continue;
       profile.reset();
-      await trainers[k].steps(at, 1);
-      console.log(`\n  profile of one ${trainers[k].name} step:\n${profile.report({ top: 25, by: trainers[k].name.endsWith(' 1t') ? 'cpu' : 'wall' })}`);
+      await tr.steps(at, 1);
+      console.log(`\n  profile of one ${tr.name} step:\n${profile.report({ top: 25, by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
     }
   }
 }

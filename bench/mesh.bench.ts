@@ -1,15 +1,26 @@
 /**
  * `pnpm bench:mesh`: a data-parallel training step of MaxText's decoder (@tpukit/maxtext-ts, the
- * `tiny` config widened to d_model 128) on 1 vs 2 CPU devices of @tpukit/mesh. Each device runs the jitted
- * loss + gradient on its rows of the global batch on its own worker thread; the host averages the
- * gradients (the all-reduce) and applies AdamW. Both configurations run in the same process,
- * interleaved round by round; the speed-up is the median of per-round ratios. Tokens/s counts the
- * global batch (batch x context) per step.
+ * `tiny` config widened to d_model 128) on 1 vs 2 CPU devices of @tpukit/mesh.
+ *
+ * 1. The way a JAX user writes it: one `jit` of the whole step (loss, gradient, AdamW), the batch
+ *    placed with `P('data')`, parameters and optimizer state replicated, the state donated. On 2
+ *    devices xla-lite partitions the step (GSPMD) and each device runs its compiled program on its
+ *    own worker thread; the gradient all-reduce meets worker to worker in shared memory. On 1
+ *    device it is the same jit on the calling thread.
+ * 2. The shardMap variant: a jitted loss + grad per device, `pmean` of the gradients, AdamW on
+ *    the host (`shardMap(...).onDevices`).
+ * 3. Pure compute, no communication: the same two work items on one device and on two.
+ *
+ * Configurations run in the same process, interleaved round by round; a speed-up is the median
+ * of per-round ratios. Tokens/s counts the global batch (batch x context) per step. On a loaded
+ * machine the speed-up cannot show: CPU-seconds per wall-second (process CPU time over wall time,
+ * ~1 for one device and ~2 when two devices compute at once) and the per-device timeline of one
+ * step check the mechanism instead.
  */
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Array, jit, np, random, setBackend, tree, valueAndGrad } from '@tpukit/core';
-import { type CpuDevice, P, devices, makeMesh, pmean, runOnDevices, setCpuDeviceCount, shardMap } from '@tpukit/mesh';
+import { type CpuDevice, NamedSharding, P, devicePut, devices, makeMesh, pmean, runOnDevices, setCpuDeviceCount, shardMap } from '@tpukit/mesh';
 import { type Batch, type Params, initParams, loadConfig, loss, modelConfig } from '@tpukit/maxtext-ts';
 import { adamw, applyUpdates } from '@tpukit/maxtext-ts/optim';
 
@@ -19,39 +30,47 @@ const BATCH = 16;
 const ROUNDS = Number(process.env.ROUNDS ?? 7);
 const STEPS_PER_ROUND = 3;
 const module = fileURLToPath(new URL('./meshStep.cjs', import.meta.url));
-const program = { module, exportName: 'gradStep' };
 const chain = { module, exportName: 'matmulChain' };
 const optimizer = adamw({ learningRate: 1e-3, b2: 0.99, weightDecay: 1e-4 });
 type OptState = ReturnType<typeof optimizer.init>;
 
-type State = { params: Params; opt: OptState; step: number };
+type State = { params: Params; opt: OptState };
 
-/** AdamW on the host: the same update for both configurations. */
-function update(s: State, grads: Params): State {
-  const [updates, opt] = optimizer.update(grads, s.opt, s.params);
-  return { params: applyUpdates(s.params, updates), opt, step: s.step + 1 };
+const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const tokensPerStep = BATCH * CONTEXT;
+
+/** CPU seconds (all threads of the process) and wall seconds of `f`. */
+async function measured(f: () => Promise<void> | void): Promise<{ wall: number; cpu: number }> {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  await f();
+  const c = process.cpuUsage(c0);
+  return { wall: (performance.now() - t0) / 1000, cpu: (c.user + c.system) / 1e6 };
 }
 
-/** Rows [k*n/d, (k+1)*n/d) of a [n, ...] array. */
-const rowsOf = (x: Array, k: number, d: number): Array => {
-  const per = x.shape[0] / d;
-  return x.get(`${k * per}:${(k + 1) * per}`);
-};
+/** One line per device: '#' where its thread ran a partitioned call, over `width` columns spanning [t0, t1]. */
+function timeline(devs: CpuDevice[], t0: number, t1: number, width = 72): string[] {
+  const span = t1 - t0;
+  return devs.map((d) => {
+    const row = new globalThis.Array(width).fill('.');
+    for (const e of d.worker.spmd.timeline) {
+      const a = Math.max(0, Math.floor(((e.start - t0) / span) * width));
+      const b = Math.min(width, Math.ceil(((e.end - t0) / span) * width));
+      for (let k = a; k < b; k++) row[k] = '#';
+    }
+    return `  device ${d.id} |${row.join('')}|`;
+  });
+}
 
-/** Milliseconds spent waiting for the devices (send, compute, receive), per configuration. */
-const deviceMs = new Map<number, number[]>();
-
-async function step(devs: CpuDevice[], s: State, tokens: Array, seg: Array, pos: Array): Promise<[State, number]> {
-  const d = devs.length;
-  const t0 = performance.now();
-  const outs = (await runOnDevices(program, devs, devs.map((_, k) => [s.params, rowsOf(tokens, k, d), rowsOf(seg, k, d), rowsOf(pos, k, d), cfg]))) as { loss: Array; grads: Params }[];
-  if (!deviceMs.has(d)) deviceMs.set(d, []);
-  deviceMs.get(d)!.push(performance.now() - t0);
-  // The all-reduce: every shard holds the same number of rows, so the global gradient is the mean.
-  const [first, ...rest] = outs.map((o) => o.grads);
-  const grads = tree.map((...gs: Array[]) => np.divide(gs.reduce((a, b) => np.add(a, b)), d), first, ...rest) as unknown as Params;
-  const lossValue = outs.reduce((a, o) => a + (o.loss.item() as number), 0) / d;
-  return [update(s, grads), lossValue];
+/** Of [t0, t1], the fraction during which every device's thread was busy. */
+function overlap(devs: CpuDevice[], t0: number, t1: number): number {
+  const N = 2000;
+  let both = 0;
+  for (let k = 0; k < N; k++) {
+    const t = t0 + ((k + 0.5) / N) * (t1 - t0);
+    if (devs.every((d) => d.worker.spmd.timeline.some((e) => e.start <= t && t < e.end))) both++;
+  }
+  return both / N;
 }
 
 async function main(): Promise<void> {
@@ -64,40 +83,68 @@ async function main(): Promise<void> {
   const seg = np.ones([BATCH, CONTEXT + 1], 'int32');
   const pos = np.broadcastTo(np.arange(0, CONTEXT + 1, 1, 'int32'), [BATCH, CONTEXT + 1]);
   const configs = [all.slice(0, 1), all.slice(0, 2)];
-  const states: State[] = configs.map(() => ({ params, opt: optimizer.init(params), step: 0 }));
   console.log(`bench:mesh  ${cfg.numLayers}-layer MaxText decoder (d_model ${cfg.embDim}, mlp ${cfg.mlpDim}, context ${CONTEXT}), global batch ${BATCH}; ${availableParallelism()} cores, load average ${loadavg()[0].toFixed(1)}`);
-  // Warm-up: compile the jitted step in every worker, and check that 1 and 2 devices agree.
-  const first: number[] = [];
-  for (let c = 0; c < configs.length; c++) {
-    let loss = 0;
-    for (let i = 0; i < 2; i++) [states[c], loss] = await step(configs[c], states[c], tokens, seg, pos);
-    first.push(loss);
-  }
-  console.log(`loss after 2 steps: 1 device ${first[0].toFixed(5)}, 2 devices ${first[1].toFixed(5)}`);
-  const times: number[][] = configs.map(() => []);
+
+  // 1. One jit of the whole step; the batch split over 'data', the state replicated and donated.
+  const trainStep = jit(
+    (s: State, b: Batch): [State, Array] => {
+      const [l, g] = valueAndGrad((p: Params) => loss(p, b, cfg))(s.params) as [Array, Params];
+      const [updates, opt] = optimizer.update(g, s.opt, s.params);
+      return [{ params: applyUpdates(s.params, updates), opt }, l];
+    },
+    { donateArgnums: [0] },
+  );
+  const setups = configs.map((devs) => {
+    const batch: Batch = { tokens, segmentIds: seg, positions: pos };
+    const state: State = { params, opt: optimizer.init(params) };
+    if (devs.length === 1) return { devs, state: tree.map((x: Array) => np.array(x), state) as unknown as State, batch };
+    const mesh = makeMesh([devs.length], ['data'], { devices: devs });
+    return { devs, state: devicePut(state, new NamedSharding(mesh, P())), batch: devicePut(batch, new NamedSharding(mesh, P('data'))) };
+  });
+  const run = (c: number): number => {
+    const st = setups[c];
+    const [next, l] = trainStep(st.state, st.batch);
+    st.state = next;
+    return l.item() as number;
+  };
+  // Warm-up (compiles; on 2 devices each worker compiles its program), and 1 vs 2 devices agree.
+  const first = [0, 1].map((c) => {
+    run(c);
+    return run(c);
+  });
+  console.log(`sharded jit (the JAX way: P('data') batch, replicated state, one jit of the step); loss after 2 steps: 1 device ${first[0].toFixed(5)}, 2 devices ${first[1].toFixed(5)}`);
+  const times: number[][] = [[], []];
+  const cpuPerWall: number[][] = [[], []];
   const ratios: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    const round: number[] = [];
-    for (let c = 0; c < configs.length; c++) {
-      const t0 = performance.now();
-      for (let i = 0; i < STEPS_PER_ROUND; i++) [states[c]] = await step(configs[c], states[c], tokens, seg, pos);
-      const ms = (performance.now() - t0) / STEPS_PER_ROUND;
-      times[c].push(ms);
-      round.push(ms);
+    for (let c = 0; c < 2; c++) {
+      const m = await measured(() => {
+        for (let i = 0; i < STEPS_PER_ROUND; i++) run(c);
+      });
+      times[c].push((m.wall * 1000) / STEPS_PER_ROUND);
+      cpuPerWall[c].push(m.cpu / m.wall);
     }
-    ratios.push(round[0] / round[1]);
+    ratios.push(times[0][r] / times[1][r]);
   }
-  const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  const tokensPerStep = BATCH * CONTEXT;
-  for (let c = 0; c < configs.length; c++) {
+  for (let c = 0; c < 2; c++) {
     const ms = median(times[c]);
-    const dev = median(deviceMs.get(c + 1)!.slice(2));
-    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s  (devices ${dev.toFixed(1)} ms, host all-reduce + AdamW ${(ms - dev).toFixed(1)} ms)`);
+    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s  CPU-s per wall-s ${median(cpuPerWall[c]).toFixed(2)}`);
   }
   console.log(`speed-up 2 vs 1 device: ${median(ratios).toFixed(2)}x (median of ${ROUNDS} per-round ratios; load average now ${loadavg()[0].toFixed(1)})`);
+  // The per-device timeline of three steps on 2 devices.
+  const two = configs[1];
+  for (const d of two) {
+    d.worker.spmd.timeline.length = 0;
+    d.worker.spmd.recordTimeline = true;
+  }
+  const t0 = performance.timeOrigin + performance.now();
+  for (let i = 0; i < 3; i++) run(1);
+  const t1 = performance.timeOrigin + performance.now();
+  for (const d of two) d.worker.spmd.recordTimeline = false;
+  console.log(`timeline of 3 steps on 2 devices (${(t1 - t0).toFixed(0)} ms; '#' = the device's thread runs its program; both busy ${(overlap(two, t0, t1) * 100).toFixed(0)}% of the time):`);
+  for (const line of timeline(two, t0, t1)) console.log(line);
 
-  // The same step written the JAX way: a shardMap body (jitted loss + grad, pmean of every
-  // gradient leaf) run on the device workers; the pmean is a rendezvous through the host.
+  // 2. The shardMap variant: a jitted loss + grad per device, pmean of every gradient leaf, AdamW on the host.
   const lossAndGrad = jit(valueAndGrad((p: Params, b: Batch) => loss(p, b, cfg)));
   const dpSteps = configs.map((devs) =>
     shardMap(
@@ -108,11 +155,15 @@ async function main(): Promise<void> {
       { mesh: makeMesh([devs.length], ['d'], { devices: devs }), inSpecs: [P(), P('d'), P('d'), P('d')], outSpecs: P() },
     ),
   );
-  const smStates: State[] = configs.map(() => ({ params, opt: optimizer.init(params), step: 0 }));
+  const update = jit((s: State, grads: Params): State => {
+    const [updates, opt] = optimizer.update(grads, s.opt, s.params);
+    return { params: applyUpdates(s.params, updates), opt };
+  });
+  const smStates: State[] = configs.map(() => ({ params, opt: optimizer.init(params) }));
   const smStep = async (c: number) => {
     const s = smStates[c];
     const out = await dpSteps[c].onDevices(s.params, tokens, seg, pos);
-    smStates[c] = update(s, out.grads);
+    smStates[c] = update(s, out.grads) as State;
     return out.loss.item() as number;
   };
   const smFirst = [];
@@ -121,24 +172,29 @@ async function main(): Promise<void> {
     smFirst.push(await smStep(c));
   }
   const smTimes: number[][] = configs.map(() => []);
+  const smCpu: number[][] = configs.map(() => []);
   const smRatios: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     for (let c = 0; c < configs.length; c++) {
-      const t0 = performance.now();
-      for (let i = 0; i < STEPS_PER_ROUND; i++) await smStep(c);
-      smTimes[c].push((performance.now() - t0) / STEPS_PER_ROUND);
+      const m = await measured(async () => {
+        for (let i = 0; i < STEPS_PER_ROUND; i++) await smStep(c);
+      });
+      smTimes[c].push((m.wall * 1000) / STEPS_PER_ROUND);
+      smCpu[c].push(m.cpu / m.wall);
     }
     smRatios.push(smTimes[0][r] / smTimes[1][r]);
   }
   console.log(`shardMap(...).onDevices step (loss after 2 steps: ${smFirst.map((l) => l.toFixed(5)).join(' / ')}):`);
   for (let c = 0; c < configs.length; c++) {
     const ms = median(smTimes[c]);
-    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s`);
+    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s  CPU-s per wall-s ${median(smCpu[c]).toFixed(2)}`);
   }
   console.log(`speed-up 2 vs 1 device: ${median(smRatios).toFixed(2)}x`);
 
-  // Pure compute, no communication: the same two work items on one device (one after the other)
-  // and on two devices (at once).
+  // 3. Pure compute, no communication: the same two work items on one device (one after the
+  // other) and on two devices (at once).
+  // (Its program is a CommonJS module: the workers restart in their CommonJS build.)
+  for (const d of all) await d.close();
   const x = np.multiply(random.normal(random.foldIn(key, 2), [256, 256]), 1 / 16);
   const work = [[x, 24], [x, 24]];
   await runOnDevices(chain, configs[1], work);

@@ -30,6 +30,14 @@ export interface Backend {
    * subnormals. Absent: never.
    */
   hostKernels?(): HostKernelCapability | null;
+  /**
+   * Capability: runs single-output primitive `prim` writing its result into `out`, host storage
+   * of the output's dtype and element count that the caller owns (a compiler's reused buffer or
+   * a region of its arena), instead of allocating a buffer. Returns false when this backend does
+   * not do that for this primitive and these types (the caller then uses `execute`). Absent:
+   * never.
+   */
+  executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
 }
 
 /** What a backend vouches for when host kernels may replace its op-by-op execution. */

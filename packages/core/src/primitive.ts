@@ -27,6 +27,10 @@ export interface Primitive<P = any> {
   readonly rules: PrimitiveRules;
   /** Set for elementwise primitives: what compilers read for fusion, cost and code generation. */
   readonly elementwise?: ElementwiseDescriptor;
+  /** The HLO opcode it lowers to, as XLA prints it; absent: its own name. */
+  readonly hlo?: string;
+  /** The StableHLO op it exports as when that is one op over the same operands (`stablehlo.<name>`); absent: a case of its own or a custom call. */
+  readonly stablehlo?: string;
 }
 
 /** A jvp rule: primal outputs and tangent outputs (null = zero) from primals and tangents. */
@@ -84,6 +88,8 @@ export interface ElementwiseDescriptor {
   readonly arity: number;
   /** Counted as a transcendental by cost analysis (XLA's HloCostAnalysis definition). */
   readonly transcendental: boolean;
+  /** Comparisons: the direction of the `compare` they lower to. */
+  readonly compare?: 'EQ' | 'NE' | 'LT' | 'LE' | 'GT' | 'GE';
 }
 
 const REGISTRY = new Map<string, Primitive>();
@@ -94,6 +100,8 @@ export interface PrimitiveDef<P> {
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   impl: Kernel<P>;
   elementwise?: ElementwiseDescriptor;
+  hlo?: string;
+  stablehlo?: string;
   /** The rules, or a function of the primitive itself (most rules bind the primitive they belong to). */
   rules?: PrimitiveRules | ((self: Primitive<P>) => PrimitiveRules);
 }

@@ -7,6 +7,7 @@
  */
 import { Array, type TraceLike } from './array';
 import { getBackend } from './backend';
+import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
 import { checkArrayBytes } from './sizeGuard';
 
@@ -35,6 +36,26 @@ export function bind(prim: Primitive, args: Array[], params: unknown): Array[] {
 
 export function bind1(prim: Primitive, args: Array[], params: unknown): Array {
   return bind(prim, args, params)[0];
+}
+
+/**
+ * Runs single-output primitive `prim` on concrete arrays on the current backend with its result
+ * written into `out` (host storage of the result's dtype and element count, owned by the caller,
+ * e.g. a compiler's reused result buffer or a view of its arena); the returned Array shares
+ * `out`. Returns null when the backend cannot write this primitive into caller storage (see
+ * `Backend.executeInto`): run `evalPrimitive` instead.
+ */
+export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknown, out: StorageArray): Array | null {
+  const backend = getBackend();
+  if (backend.executeInto === undefined || prim.rules.eval !== undefined) return null;
+  const avals = args.map((a) => a.aval);
+  const outAvals = prim.abstractEval(avals, params);
+  if (outAvals.length !== 1) return null;
+  const n = outAvals[0].shape.reduce((a, b) => a * b, 1);
+  if (out.length !== n) throw new RangeError(`evalPrimitiveInto(${prim.name}): the result has ${n} elements (${outAvals[0].dtype}[${outAvals[0].shape.join(',')}]) but the destination holds ${out.length}`);
+  const bufs = args.map((a) => a._bufferOn(backend));
+  if (!backend.executeInto(prim, bufs, avals, params, outAvals[0], out)) return null;
+  return new Array(outAvals[0], backend, out);
 }
 
 /**

@@ -6,9 +6,10 @@
  * arguments (pytrees of Arrays) and sends the result back. `runOnDevices` starts one request
  * per device and waits for all, so the devices compute in parallel, one core each.
  */
-import { type MessagePort, Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { type Array, getBackend } from '@tpukit/core';
+import { type Array, type DType, getBackend, type StorageArray } from '@tpukit/core';
+import type { ModuleImage } from '@tpukit/xla-lite/internal';
 import { type Packed, type WireArray, arraysIn, pack, transferList, unpack, wireCopy, wireShared } from './transfer';
 
 /** A function a device can run: `module`'s export `exportName` (default 'default'). */
@@ -27,7 +28,17 @@ export interface RunRequest {
   readonly args: Packed;
 }
 
-/** A traced program (jaxprWire) for one device, with its channel to the host for collectives. */
+/** What a worker knows of a shardMap run: the collective board, its position, the mesh's shape. */
+export interface BoardContext {
+  readonly board: SharedArrayBuffer;
+  readonly devices: number;
+  readonly slotBytes: number;
+  readonly position: number;
+  readonly axisNames: readonly string[];
+  readonly axisSizes: readonly number[];
+}
+
+/** A traced program (jaxprWire) for one device, with the board its collectives meet the other devices on. */
 export interface SpmdRequest {
   readonly id: number;
   readonly kind: 'spmd';
@@ -36,10 +47,31 @@ export interface SpmdRequest {
   readonly program: Packed;
   /** The caller's backend, which the device computes on. */
   readonly backend: string;
-  readonly port: MessagePort;
-  readonly signal: Int32Array;
-  readonly slot: number;
+  readonly ctx: BoardContext;
 }
+
+/** One device's share of a partitioned call: the program (sent once per worker), its position, the collective board and its argument buffers. */
+export interface SpmdCallRequest {
+  readonly id: number;
+  readonly kind: 'spmdCall';
+  readonly programId: number;
+  readonly image: ModuleImage | null;
+  readonly name: string;
+  readonly position: number;
+  readonly board: SharedArrayBuffer;
+  readonly devices: number;
+  readonly slotBytes: number;
+  /** Device-owned buffers (SharedArrayBuffer views): shared with the worker, never copied. */
+  readonly args: { readonly data: StorageArray; readonly shape: readonly number[]; readonly dtype: DType }[];
+  readonly backend: string;
+}
+
+/** A device's outputs (SharedArrayBuffer views it allocated), or its error; when it ran (ms since the epoch). */
+export type SpmdCallReply = ({ readonly outs: StorageArray[] } | { readonly error: string }) & { readonly start: number; readonly end: number };
+
+/** Words of a worker's status block: [REPLY] 1 when a partitioned call's reply was posted, [EXITED] 1 once the thread is exiting. */
+const REPLY = 0;
+const EXITED = 1;
 
 export type RunReply = { readonly id: number; readonly result: Packed } | { readonly id: number; readonly error: string };
 
@@ -72,6 +104,15 @@ export class DeviceWorker {
   readonly #programs = new Set<number>();
   #next = 0;
   readonly #pending = new Map<number, Pending>();
+  /** The partitioned programs this worker thread has compiled. */
+  readonly #compiled = new Set<number>();
+  /** Where partitioned calls are answered (read synchronously with receiveMessageOnPort). */
+  #replies: MessagePort | null = null;
+  #status: Int32Array | null = null;
+  /** Why the worker thread died, when it did without being closed. */
+  #died: string | null = null;
+  /** Partitioned calls this device ran, and (when `recordTimeline`) when each ran on its thread, in ms since the epoch. */
+  readonly spmd = { calls: 0, recordTimeline: false, timeline: [] as { program: string; start: number; end: number }[] };
 
   constructor(readonly deviceId: number) {}
 
@@ -81,9 +122,15 @@ export class DeviceWorker {
       throw new Error(`device ${this.deviceId}: its worker was started for [${this.#execArgv}] programs; this one needs [${key}] (close the device first)`);
     }
     if (this.#worker) return this.#worker;
+    if (this.#died !== null) throw new Error(`device ${this.deviceId}: its worker thread died (${this.#died}); await device.close() to start a fresh one`);
     this.#programs.clear();
-    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId } });
+    this.#compiled.clear();
+    const { port1, port2 } = new MessageChannel();
+    const status = new Int32Array(new SharedArrayBuffer(8));
+    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId, replies: port2, status }, transferList: [port2] });
     w.unref();
+    this.#replies = port1;
+    this.#status = status;
     w.on('message', (m: RunReply) => {
       const p = this.#pending.get(m.id);
       if (!p) return;
@@ -95,7 +142,12 @@ export class DeviceWorker {
     const fail = (e: Error) => {
       for (const p of this.#pending.values()) p.reject(new Error(`device ${this.deviceId}: worker thread failed: ${e.message}`));
       this.#pending.clear();
-      this.#worker = null;
+      // Not closed by us (close() lets go of the worker first): the device is dead until closed.
+      if (this.#worker === w) {
+        this.#worker = null;
+        this.#died ??= e.message;
+        port1.close();
+      }
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
@@ -118,25 +170,62 @@ export class DeviceWorker {
     });
   }
 
-  /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives relayed on `port` (spmd.ts). */
-  runJaxpr(programId: number, program: unknown, args: readonly Array[], port: MessagePort, signal: Int32Array, slot: number, wire: (a: Array) => WireArray = wireCopy): Promise<unknown> {
+  /** Runs an encoded closed jaxpr (jaxprWire) on `args`, collectives on the board of `ctx` (spmd.ts). */
+  runJaxpr(programId: number, program: unknown, args: readonly Array[], ctx: BoardContext, wire: (a: Array) => WireArray = wireCopy): Promise<unknown> {
     // Either build of the worker runs traced programs: keep whichever is running.
     const w = this.#worker ?? this.#start([], false);
     const first = !this.#programs.has(programId);
     this.#programs.add(programId);
     const packed = pack({ program: first ? program : null, args: [...args] }, wire, `device ${this.deviceId}: shardMap program`);
     const id = this.#next++;
-    const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, backend: getBackend().name, port, signal, slot };
+    const req: SpmdRequest = { id, kind: 'spmd', programId, program: packed, backend: getBackend().name, ctx };
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       w.ref();
-      w.postMessage(req, [...transferList(packed), port]);
+      w.postMessage(req, transferList(packed));
     });
+  }
+
+  /**
+   * Sends this device's share of a partitioned call (the program itself only the first time);
+   * `collectSpmd` then waits for the reply. Throws if the worker thread died.
+   */
+  postSpmdCall(req: Omit<SpmdCallRequest, 'id' | 'kind' | 'image' | 'backend'>, image: ModuleImage, what: string): void {
+    if (this.#died !== null) throw new Error(`${what}: device ${this.deviceId}'s worker thread died (${this.#died}); await device.close() to start a fresh one`);
+    const w = this.#worker ?? this.#start([], false);
+    const first = !this.#compiled.has(req.programId);
+    this.#compiled.add(req.programId);
+    Atomics.store(this.#status!, REPLY, 0);
+    const msg: SpmdCallRequest = { ...req, id: this.#next++, kind: 'spmdCall', image: first ? image : null, backend: getBackend().name };
+    w.postMessage(msg);
+  }
+
+  /** Blocks this thread until the worker answers the call posted last (the devices compute meanwhile). */
+  collectSpmd(what: string): SpmdCallReply {
+    const port = this.#replies!;
+    const status = this.#status!;
+    for (;;) {
+      const got = receiveMessageOnPort(port);
+      if (got) {
+        const r = got.message as SpmdCallReply;
+        this.spmd.calls++;
+        if (this.spmd.recordTimeline) this.spmd.timeline.push({ program: what, start: r.start, end: r.end });
+        return r;
+      }
+      if (Atomics.load(status, EXITED) === 1) {
+        this.#died ??= 'the thread exited during a call';
+        throw new Error(`${what}: device ${this.deviceId}'s worker thread died while running the program`);
+      }
+      Atomics.wait(status, REPLY, 0, 250);
+    }
   }
 
   async close(): Promise<void> {
     const w = this.#worker;
     this.#worker = null;
+    this.#died = null;
+    this.#replies?.close();
+    this.#replies = null;
     if (w) await w.terminate();
   }
 }

@@ -7,6 +7,7 @@
 import { availableParallelism } from 'node:os';
 import type { Device } from '@tpukit/core';
 import { DeviceWorker } from './deviceRuntime';
+import { installCpuDeviceRunner } from './spmdRunner';
 
 export class CpuDevice implements Device {
   readonly deviceKind = 'cpu';
@@ -66,6 +67,7 @@ export function setCpuDeviceCount(n: number): void {
 
 /** The CPU devices of this process, ids 0..n-1 (`jax.devices()`). */
 export function devices(): CpuDevice[] {
+  installCpuDeviceRunner();
   const n = configuredCount();
   while (pool.length < n) pool.push(new CpuDevice(pool.length));
   return pool.slice(0, n);

@@ -7,8 +7,10 @@
  * evaluation reshards, whose jvp / transpose constrain the tangent / cotangent the same way,
  * and whose batching rule leaves the batch dimension unsplit.
  */
-import { type Array, type Device, type Sharding, SingleDeviceSharding, fromStorage, lax, makeArrayFromCallback, toStorage, tree } from '@tpukit/core';
-import { type BatchRule, type JvpRule, type TransposeRule, asArray, bind, definePrimitive, moveBdim } from '@tpukit/core/internal';
+import { type Array, type Device, fromStorage, lax, makeArrayFromCallback, type Sharding, SingleDeviceSharding, toStorage, tree } from '@tpukit/core';
+import { asArray, type BatchRule, bind, definePrimitive, type JvpRule, moveBdim, type TransposeRule } from '@tpukit/core/internal';
+import { copyToDevice } from './deviceBuffers';
+import { CpuDevice } from './devices';
 import { NamedSharding } from './namedSharding';
 import { PartitionSpec } from './partitionSpec';
 
@@ -22,14 +24,23 @@ function toSharding(s: unknown, what: string): Sharding {
   throw new TypeError(`${what}: expected a Sharding (NamedSharding, SingleDeviceSharding) or a Device; got ${s instanceof PartitionSpec ? `the bare spec ${s} (wrap it: new NamedSharding(mesh, spec))` : JSON.stringify(s)}`);
 }
 
-/** One array laid out by `sharding`: every device gets its own copy of its index range. */
+/**
+ * One array laid out by `sharding`: every device gets its own copy of its index range, in a
+ * buffer that device owns when it is a CPU device (shared memory its worker thread computes on).
+ */
 function place(x: Array, sharding: Sharding, what: string): Array {
   if (sharding instanceof NamedSharding) sharding.check(x.shape, what);
   else sharding.shardShape(x.shape);
+  // makeArrayFromCallback asks for the shards in the map's order.
+  const order = [...sharding.devicesIndicesMap(x.shape).keys()];
+  let k = 0;
   return makeArrayFromCallback(x.shape, x.dtype, sharding, (index) => {
+    const device = order[k++];
     const full = index.every(([s, e], d) => s === 0 && e === x.shape[d]);
-    // A slice (or, for a whole-array shard, a copy) so that no two devices share a buffer.
-    return full ? fromStorage(toStorage(x).slice(), x.shape, x.dtype) : lax.slice(x, index.map(([s]) => s), index.map(([, e]) => e));
+    const part = full ? x : lax.slice(x, index.map(([s]) => s), index.map(([, e]) => e));
+    // A copy (or a fresh slice) so that no two devices share a buffer.
+    if (device instanceof CpuDevice) return copyToDevice(part, device.id);
+    return full ? fromStorage(toStorage(x).slice(), x.shape, x.dtype) : part;
   });
 }
 
@@ -63,6 +74,7 @@ interface ConstraintParams {
 
 export const shardingConstraintP = definePrimitive<ConstraintParams>({
   name: 'sharding_constraint',
+  hlo: 'custom-call',
   abstractEval: ([a], { sharding }) => {
     if (sharding instanceof NamedSharding) sharding.check(a.shape, 'withShardingConstraint');
     return [a];

@@ -104,7 +104,7 @@ function prefixSpecs(spec: unknown, value: unknown, what: string): PartitionSpec
 export type ShardMapped<F extends (...args: any[]) => any> = ((...args: Parameters<F>) => ReturnType<F>) & {
   /**
    * Runs the body on every device of the mesh at once, each on its own worker thread, with
-   * collectives meeting through the host; the outputs are sharded Arrays whose shards are what
+   * collectives meeting worker to worker in shared memory; the outputs are sharded Arrays whose shards are what
    * each device computed. Arguments must be concrete (not traced).
    */
   onDevices(...args: Parameters<F>): Promise<ReturnType<F>>;
@@ -207,7 +207,7 @@ export function shardMap<F extends (...args: any[]) => any>(f: F, opts: ShardMap
       }),
       ...mesh.coords(k).map((c) => np.array(c, 'int32')),
     ]);
-    const results = await runSpmd(mesh, closed, perDevice, shardMap);
+    const results = await runSpmd(mesh, closed, perDevice);
     const outs = outSpecsFlat.map((spec, i) => {
       const s = new NamedSharding(mesh, spec);
       const block = results[0][i].shape;

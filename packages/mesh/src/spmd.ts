@@ -1,22 +1,24 @@
 /**
  * SPMD execution on the device workers: every device runs the same traced program (a shardMap
  * body as a jaxpr, see jaxprWire.ts) on its own blocks, on its own thread, in parallel. A
- * collective is a rendezvous: each worker posts its operand to the host on a per-run channel and
- * blocks (Atomics.wait); when every device's operand has arrived, the host computes all devices'
- * results at once with the vectorised collective (the same batching rules shardMap uses on one
- * thread) and wakes each worker with its result. pvary and the vma probe are identities on a
- * device. Collectives therefore cost a round trip through the host; the compute between them
- * runs in parallel.
+ * collective is a rendezvous worker to worker: each device writes its operand into its slot of a
+ * shared-memory board (xla-lite's `CollectiveBoard`), waits at the board's barrier (Atomics),
+ * and computes its own result from every device's operand with the vectorised collective (the
+ * same batching rules shardMap uses on one thread); the host only starts the run and collects
+ * the outputs. pvary and the vma probe are identities on a device. Arguments a device already
+ * owns (placed shards) are shared with its worker, not copied, and held until the run ends.
  */
+import { type Array, type ClosedJaxpr, type Device, isArray, lax, np, toStorage } from '@tpukit/core';
+import { bind, getPrimitive, Jaxpr } from '@tpukit/core/internal';
 import { type MessagePort, MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
-import { type Array, type ClosedJaxpr, lax, np } from '@tpukit/core';
-import { bind, getPrimitive } from '@tpukit/core/internal';
+import { BoardCollectives, bytesOf, CollectiveBoard } from '@tpukit/xla-lite/internal';
 import { boundAxis } from './axisContext';
-import { type RunnableDevice, sharingWire } from './deviceRuntime';
+import { adopt, hold, ownerOf } from './deviceBuffers';
+import { type BoardContext, type RunnableDevice, sharingWire } from './deviceRuntime';
 import { encodeClosed } from './jaxprWire';
-import type { Mesh } from './mesh';
+import { type Mesh, makeMesh } from './mesh';
 import { P } from './partitionSpec';
-import { type WireArray, pack, unpack, wireCopy } from './transfer';
+import type { WireArray } from './transfer';
 
 /** The collectives a device must meet the others for (pvary and the probe run locally). */
 export const RENDEZVOUS = ['psum', 'pmax', 'pmin', 'all_gather', 'psum_scatter', 'ppermute', 'all_to_all'];
@@ -24,39 +26,35 @@ export const RENDEZVOUS = ['psum', 'pmax', 'pmin', 'all_gather', 'psum_scatter',
 interface CollectiveMsg {
   readonly prim: string;
   readonly params: unknown;
-  readonly x: WireArray;
 }
 
-/** Worker side: the channel to the host for the run in progress. */
-let relay: { port: MessagePort; signal: Int32Array; slot: number } | null = null;
+/** Worker side: the run in progress. */
+let relay: { coll: BoardCollectives; mesh: Mesh } | null = null;
 
-/** Worker side: makes collectives (evaluated outside any trace) meet the other devices through the host. */
-export function installDeviceCollectives(): void {
+/** Worker side: makes collectives (evaluated outside any trace) meet the other devices' threads on the board. */
+export function installDeviceCollectives(shardMapFn: typeof import('./shardMap').shardMap): void {
   for (const name of RENDEZVOUS) {
     getPrimitive(name).rules.eval = ([x]: Array[], params: Record<string, unknown>) => {
       if (relay === null) throw new Error(`${name}: collectives run inside shardMap`);
-      const { port, signal, slot } = relay;
-      const w = wireCopy(x);
+      const { coll, mesh } = relay;
       const { report: _r, ...plain } = params;
-      port.postMessage({ prim: name, params: plain, x: w } satisfies CollectiveMsg, [w.data.buffer as ArrayBuffer]);
-      for (;;) {
-        Atomics.wait(signal, slot, 0);
-        const got = receiveMessageOnPort(port);
-        if (got) {
-          Atomics.store(signal, slot, 0);
-          return [unpack(got.message as never) as Array];
-        }
-      }
+      const msg: CollectiveMsg = { prim: name, params: plain };
+      return [coll.exchange(x, `${name} ${JSON.stringify(plain)} on device position ${coll.position}`, (values) => collectiveOnMesh(mesh, msg, values, shardMapFn)[coll.position])];
     };
   }
   for (const name of ['pvary', 'vma_probe']) getPrimitive(name).rules.eval = ([x]: Array[]) => [x];
 }
 
-/** Worker side: runs `body` with collectives relayed on `port`. */
-export function withRelay<T>(port: MessagePort, signal: Int32Array, slot: number, body: () => T): T {
-  relay = { port, signal, slot };
+/** Worker side: runs `body` with collectives on the board of `ctx`. */
+export function withBoard<T>(ctx: BoardContext, body: () => T): T {
+  // The mesh's shape over stand-in devices: collectives only need its axes.
+  const stand = globalThis.Array.from({ length: ctx.devices }, (_, id): Device => ({ id, platform: 'cpu', deviceKind: 'cpu', processIndex: 0 }));
+  relay = { coll: new BoardCollectives(new CollectiveBoard(ctx.board, ctx.devices, ctx.slotBytes), ctx.position), mesh: makeMesh(ctx.axisSizes, ctx.axisNames, { devices: stand }) };
   try {
     return body();
+  } catch (e) {
+    relay.coll.board.abort(ctx.position);
+    throw e;
   } finally {
     relay = null;
   }
@@ -65,11 +63,11 @@ export function withRelay<T>(port: MessagePort, signal: Int32Array, slot: number
 const REDUCERS: Record<string, (x: Array, axes: number[]) => Array> = { psum: lax.reduceSum, pmax: lax.reduceMax, pmin: lax.reduceMin };
 
 /**
- * Host side: every device's result of one collective, from every device's operand: the operands
- * are stacked over the mesh axes and the collective runs vectorised (a shardMap with one entry
- * per device along every axis).
+ * Every device's result of one collective, from every device's operand: the operands are
+ * stacked over the mesh axes and the collective runs vectorised (a shardMap with one entry per
+ * device along every axis).
  */
-function collectiveOnHost(mesh: Mesh, msg: CollectiveMsg, operands: Array[], shardMapFn: typeof import('./shardMap').shardMap): Array[] {
+function collectiveOnMesh(mesh: Mesh, msg: CollectiveMsg, operands: Array[], shardMapFn: typeof import('./shardMap').shardMap): Array[] {
   const prim = getPrimitive(msg.prim);
   const params = msg.params as { axis: string };
   const shape = operands[0].shape;
@@ -103,68 +101,67 @@ function collectiveOnHost(mesh: Mesh, msg: CollectiveMsg, operands: Array[], sha
   return rows(out, mesh.axisSizes.length, mesh.size);
 }
 
-const encoded = new WeakMap<ClosedJaxpr, { id: number; wire: unknown }>();
+const encoded = new WeakMap<ClosedJaxpr, { id: number; wire: unknown; maxBytes: number }>();
 let nextProgramId = 0;
+
+/** The largest operand of a collective in `j` or any program nested in its parameters (bytes). */
+function maxCollectiveBytes(j: Jaxpr): number {
+  let m = 0;
+  const visit = (v: unknown): void => {
+    if (v instanceof Jaxpr) m = Math.max(m, maxCollectiveBytes(v));
+    else if (v !== null && typeof v === 'object' && 'jaxpr' in v && (v as { jaxpr: unknown }).jaxpr instanceof Jaxpr) visit((v as { jaxpr: Jaxpr }).jaxpr);
+    else if (globalThis.Array.isArray(v)) v.forEach(visit);
+    else if (v !== null && typeof v === 'object' && !isArray(v) && Object.getPrototypeOf(v) === Object.prototype) Object.values(v).forEach(visit);
+  };
+  for (const e of j.eqns) {
+    if (RENDEZVOUS.includes(e.prim.name)) m = Math.max(m, bytesOf(e.inputs[0].aval));
+    Object.values(e.params ?? {}).forEach(visit);
+  }
+  return m;
+}
 
 /**
  * Runs `closed` on every device of `mesh` (device k on `argsPerDevice[k]`), in parallel on their
- * workers, with collectives through the host; resolves to every device's outputs.
+ * workers, collectives worker to worker on a shared board; resolves to every device's outputs
+ * (in buffers those devices own).
  */
-export async function runSpmd(mesh: Mesh, closed: ClosedJaxpr, argsPerDevice: Array[][], shardMapFn: typeof import('./shardMap').shardMap): Promise<Array[][]> {
+export async function runSpmd(mesh: Mesh, closed: ClosedJaxpr, argsPerDevice: Array[][]): Promise<Array[][]> {
   const devs = mesh.devices as unknown as RunnableDevice[];
   for (const d of devs) {
     if (!(d as { worker?: unknown }).worker) throw new Error(`shardMap on devices: device ${d.id} has no worker thread (use the devices of devices())`);
   }
-  const n = devs.length;
-  const signal = new Int32Array(new SharedArrayBuffer(4 * n));
-  const channels = devs.map(() => new MessageChannel());
-  const inbox: { msg: CollectiveMsg; x: Array }[][] = devs.map(() => []);
-  let failed: Error | null = null;
-  const stopAll = () => Promise.all(devs.map((d) => (d as unknown as { close(): Promise<void> }).close()));
-  const tryCollective = () => {
-    while (inbox.every((q) => q.length > 0)) {
-      const round = inbox.map((q) => q.shift()!);
-      const names = new Set(round.map((r) => `${r.msg.prim} ${JSON.stringify(r.msg.params)}`));
-      if (names.size !== 1) throw new Error(`shardMap on devices: the devices reached different collectives (${[...names].join(' | ')})`);
-      const results = collectiveOnHost(mesh, round[0].msg, round.map((r) => r.x), shardMapFn);
-      results.forEach((r, k) => {
-        const p = pack(r, wireCopy, 'collective');
-        channels[k].port1.postMessage(p, [p.arrays[0].data.buffer as ArrayBuffer]);
-        Atomics.store(signal, k, 1);
-        Atomics.notify(signal, k);
-      });
-    }
-  };
-  channels.forEach((c, k) => {
-    c.port1.on('message', (msg: CollectiveMsg) => {
-      try {
-        inbox[k].push({ msg, x: unpack({ tree: { $array: 0 }, arrays: [msg.x] }) as Array });
-        tryCollective();
-      } catch (e) {
-        failed = e instanceof Error ? e : new Error(String(e));
-        void stopAll();
-      }
-    });
-  });
   let prog = encoded.get(closed);
-  if (!prog) encoded.set(closed, (prog = { id: nextProgramId++, wire: encodeClosed(closed) }));
-  const { id, wire } = prog;
+  if (!prog) encoded.set(closed, (prog = { id: nextProgramId++, wire: encodeClosed(closed), maxBytes: maxCollectiveBytes(closed.jaxpr) }));
+  const { id, wire, maxBytes } = prog;
+  const board = CollectiveBoard.create(devs.length, Math.max(maxBytes, 8));
   const argWire = sharingWire(argsPerDevice);
-  // A device that fails (or a collective that cannot be computed) would leave the others blocked
-  // at their next rendezvous: then every worker of the run is stopped (and restarts on next use).
+  // A device's own buffers go as they are (shared, not copied), held until the run ends.
+  const own = argsPerDevice.map((args, k) => args.filter((a) => ownerOf(a) === devs[k].id));
+  const release = hold(own.flat());
+  const stopAll = () => Promise.all(devs.map((d) => (d as unknown as { close(): Promise<void> }).close()));
+  // A device that fails aborts the board, so the others stop at their next rendezvous (and report
+  // being abandoned); a worker thread that dies cannot, so then every worker of the run is
+  // stopped (they restart on next use).
   try {
-    const outs = await Promise.all(
-      devs.map((d, k) =>
-        d.worker.runJaxpr(id, wire, argsPerDevice[k], channels[k].port2, signal, k, argWire).catch(async (e: Error) => {
-          failed ??= e;
-          await stopAll();
-          throw failed;
-        }),
-      ),
+    const settled = await Promise.allSettled(
+      devs.map((d, k) => {
+        const ctx: BoardContext = { board: board.buffer, devices: devs.length, slotBytes: board.slotBytes, position: k, axisNames: mesh.axisNames, axisSizes: mesh.axisSizes };
+        const wireFor = (a: Array): WireArray => (own[k].includes(a) ? { data: toStorage(a), shape: a.shape.slice(), dtype: a.dtype } : argWire(a));
+        return d.worker.runJaxpr(id, wire, argsPerDevice[k], ctx, wireFor).catch((e: Error) => {
+          board.abort(k);
+          throw e;
+        });
+      }),
     );
-    if (failed) throw failed;
-    return outs as Array[][];
+    const errors = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as Error] : []));
+    if (errors.length) {
+      if (errors.some((e) => /worker thread failed/.test(e.message))) await stopAll();
+      throw errors.find((e) => !/abandoned because device position/.test(e.message)) ?? errors[0];
+    }
+    const outs = settled.map((r) => (r as PromiseFulfilledResult<unknown>).value as Array[]);
+    outs.forEach((o, k) => o.forEach((a) => adopt(a, devs[k].id)));
+    return outs;
   } finally {
-    for (const c of channels) c.port1.close();
+    release();
   }
 }

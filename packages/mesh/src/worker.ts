@@ -4,17 +4,19 @@
  * arguments, await the result, and send it back (every Array copied into a transferred buffer,
  * since an Array's storage may live in backend memory such as a WebAssembly heap).
  */
-import { parentPort } from 'node:worker_threads';
-import { type Array, type ClosedJaxpr, withBackend } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, fromStorage, type StorageArray, toStorage, withBackend } from '@tpukit/core';
 import { evalJaxpr } from '@tpukit/core/internal';
-import type { RunReply, RunRequest, SpmdRequest } from './deviceRuntime';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { BoardCollectives, buildDeviceProgram, CollectiveBoard, withSpmdDevice } from '@tpukit/xla-lite/internal';
+import type { RunReply, RunRequest, SpmdCallReply, SpmdCallRequest, SpmdRequest } from './deviceRuntime';
 import { decodeClosed } from './jaxprWire';
 // Registers the collectives (and pvary, the vma probe) in this thread's @tpukit/core, and
 // xla-lite's compiler behind its jit, so jitted parts of a shardMap body run compiled here.
 import '@tpukit/xla-lite';
 import './collectives';
-import { installDeviceCollectives, withRelay } from './spmd';
-import { pack, transferList, unpack, wireCopy } from './transfer';
+import { shardMap } from './shardMap';
+import { installDeviceCollectives, withBoard } from './spmd';
+import { pack, transferList, unpack, wireCopy, wireShared } from './transfer';
 
 // Built through the Function constructor so the CJS build keeps a real `import()` (bundlers turn
 // a literal dynamic import into `require`, which cannot load ES modules or file URLs).
@@ -39,7 +41,7 @@ async function handle(req: RunRequest): Promise<RunReply> {
 
 const programs = new Map<number, ClosedJaxpr>();
 
-/** Runs a shardMap body traced to a jaxpr on this device's blocks; collectives go through the host. */
+/** Runs a shardMap body traced to a jaxpr on this device's blocks; collectives meet the other devices on the board. */
 function handleSpmd(req: SpmdRequest): RunReply {
   try {
     const { program, args } = unpack(req.program) as { program: unknown; args: Array[] };
@@ -50,18 +52,73 @@ function handleSpmd(req: SpmdRequest): RunReply {
       closed = decodeClosed(program);
       programs.set(req.programId, closed);
     }
-    const outs = withRelay(req.port, req.signal, req.slot, () => withBackend(req.backend, () => evalJaxpr(closed.jaxpr, closed.consts, args)));
-    return { id: req.id, result: pack(outs, wireCopy, 'shardMap program result') };
+    const outs = withBoard(req.ctx, () => withBackend(req.backend, () => evalJaxpr(closed.jaxpr, closed.consts, args)));
+    // The outputs in shared memory this device owns (the host reads them in place).
+    return { id: req.id, result: pack(outs, wireShared, 'shardMap program result') };
   } catch (e) {
     return { id: req.id, error: e instanceof Error ? (e.stack ?? e.message) : String(e) };
-  } finally {
-    req.port.close();
   }
 }
 
-installDeviceCollectives();
+const { replies, status } = workerData as { replies: MessagePort; status: Int32Array };
+/** The partitioned programs compiled in this thread, by program id. */
+const compiled = new Map<number, (args: Array[]) => Array[]>();
+/** The board of the partitioned call in progress (aborted if this thread exits meanwhile). */
+let inCall: { board: CollectiveBoard; position: number } | null = null;
+
+/** `s` in a SharedArrayBuffer (as is when it already is one: an input passed through). */
+function shared(s: StorageArray): StorageArray {
+  if (s.buffer instanceof SharedArrayBuffer) return s;
+  const out = new (s.constructor as new (b: ArrayBufferLike) => StorageArray)(new SharedArrayBuffer(s.byteLength));
+  (out as Uint8Array).set(s as Uint8Array);
+  return out;
+}
+
+function compile(req: SpmdCallRequest): (args: Array[]) => Array[] {
+  if (req.image === null) throw new Error(`partitioned program ${req.programId} (${req.name}) was not sent to this worker`);
+  const run = buildDeviceProgram(req.image);
+  compiled.set(req.programId, run);
+  return run;
+}
+
+/** Runs this device's compiled program of a partitioned call; collectives meet the other devices' threads on the board. */
+function handleSpmdCall(req: SpmdCallRequest): { outs: StorageArray[] } | { error: string } {
+  const board = new CollectiveBoard(req.board, req.devices, req.slotBytes);
+  inCall = { board, position: req.position };
+  try {
+    return withBackend(req.backend, () => {
+      const run = compiled.get(req.programId) ?? compile(req);
+      const args = req.args.map((a) => fromStorage(a.data, a.shape, a.dtype));
+      const outs = withSpmdDevice({ position: req.position, collectives: new BoardCollectives(board, req.position) }, () => run(args));
+      return { outs: outs.map((o) => shared(toStorage(o))) };
+    });
+  } catch (e) {
+    board.abort(req.position);
+    return { error: e instanceof Error ? (e.stack ?? e.message) : String(e) };
+  } finally {
+    inCall = null;
+  }
+}
+
+process.on('exit', () => {
+  inCall?.board.abort(inCall.position);
+  Atomics.store(status, 1, 1);
+  Atomics.notify(status, 0);
+});
+
+installDeviceCollectives(shardMap);
 let chain: Promise<void> = Promise.resolve();
-parentPort!.on('message', (req: RunRequest | SpmdRequest) => {
+parentPort!.on('message', (req: RunRequest | SpmdRequest | SpmdCallRequest) => {
+  if ('kind' in req && req.kind === 'spmdCall') {
+    chain = chain.then(() => {
+      const start = performance.timeOrigin + performance.now();
+      const r = handleSpmdCall(req);
+      replies.postMessage({ ...r, start, end: performance.timeOrigin + performance.now() });
+      Atomics.store(status, 0, 1);
+      Atomics.notify(status, 0);
+    });
+    return;
+  }
   chain = chain.then(async () => {
     const reply = 'kind' in req ? handleSpmd(req) : await handle(req);
     parentPort!.postMessage(reply, 'result' in reply ? transferList(reply.result) : []);

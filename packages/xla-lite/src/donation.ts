@@ -157,6 +157,15 @@ export class DonationRuntime {
     return s;
   }
 
+  /** Whether `land` will copy output `k` (now `out`) into a donated argument's storage this call. */
+  landsInPlace(k: number, out: Array, args: readonly Array[]): boolean {
+    const j = this.plan.outputToParam.get(k);
+    if (j === undefined || out === args[j]) return false;
+    const dst = hostStorage(args[j]);
+    const src = toStorage(out);
+    return dst !== null && src.constructor === dst.constructor && src.length === dst.length;
+  }
+
   /** Makes every paired output live in its donated argument's storage (copying where it was not written in place). */
   land(res: Array[], args: readonly Array[]): void {
     for (const [k, j] of this.plan.outputToParam) {

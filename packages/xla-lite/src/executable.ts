@@ -10,14 +10,18 @@
  * bodies are routed through the compiler too (see `subprograms.ts`). Fusions the WebAssembly
  * emitter covers run as SIMD kernels of the executable's wasm program, over its arena (see
  * `wasm/program.ts`); the others keep their JavaScript kernel. Operand lists are preallocated
- * per step; the only allocations per call are the result buffers themselves.
+ * per step. Result buffers are reused call after call where no value but the outputs can
+ * outlive a call (see `pooling` below): float32 dots write into their step's buffer through
+ * core's `evalPrimitiveInto` (no fresh array from the GEMM), and a dot under a wasm epilogue
+ * writes straight into the epilogue's arena buffer, where the epilogue runs in place and wasm
+ * kernels read it; only results read outside wasm kernels are copied out of the arena.
  * Donation (see `donation.ts`) hooks in at two points: a fusion planned to land in a donated
  * argument writes into that argument's storage instead of allocating (a wasm kernel's result
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
  * their donated storage.
  */
 import { type Array, ClosedJaxpr, fromStorage, lax, toStorage } from '@tpukit/core';
-import { evalPrimitive } from '@tpukit/core/internal';
+import { evalPrimitive, evalPrimitiveInto } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
@@ -35,10 +39,10 @@ type Step =
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
-  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[] }
+  | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown }
-  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined };
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; dot: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null }
+  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
@@ -97,24 +101,44 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       case 'fusion': {
         const step = wasmProgram?.steps.get(i);
         if (step) return { kind: 'wasm', out: k, step };
-        if ((i.params as { kind: string }).kind !== 'kOutput') return { kind: 'fusion', out: k, ins, kernel: compileFusionKernel(i), inst: i, buf: new globalThis.Array(ins.length), more: new globalThis.Array(i.shapes.length - 1) };
+        if ((i.params as { kind: string }).kind !== 'kOutput') return { kind: 'fusion', out: k, ins, kernel: compileFusionKernel(i), inst: i, buf: new globalThis.Array(ins.length), more: new globalThis.Array(i.shapes.length - 1), pool: null };
         const parts = splitOutputFusion(i.called[0]);
         const dotIns = parts.dotOperands.map((p) => ins[p]);
         const epiIns = parts.epilogueOperands.map((p) => ins[p]);
         const kernel = compileFusionKernel(i, parts.epilogue);
-        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1), wasm: wasmProgram?.epilogues.get(i) };
+        const wasm = wasmProgram?.epilogues.get(i);
+        // A float32 dot under a wasm epilogue writes its result straight into the epilogue's arena buffer.
+        const arena = wasm && parts.dot.shape.dtype === 'float32' ? wasmProgram!.view(wasm.acc, numel(parts.dot.shape)) : null;
+        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1), wasm, arena, pool: null };
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name) };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), dot: i.prim.name === 'dot_general' && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null };
     }
   });
-  // Results copied out of the wasm arena reuse last call's buffers when nothing but the outputs
-  // can outlive a call: no host callbacks, no sub-programs (outputs holding a reused buffer are
-  // copied at the end of each call).
-  const pooling = wasmProgram !== null && c.instructions.every((i) => !hasEffect(i) && (i.opcode === 'fusion' || (i.called.length === 0 && !holdsProgram(i.params))));
-  if (pooling) wasmProgram.poolResults();
+  // Results of dots, of JavaScript fusion kernels and those copied out of the wasm arena reuse
+  // last call's buffers when nothing but the outputs can outlive a call: no host callbacks, no
+  // sub-programs (outputs holding a reused buffer are copied at the end of each call, except
+  // those landing in donated storage). Fresh multi-megabyte arrays per call cost page faults
+  // and V8's "external memory pressure" garbage collections.
+  const pooling = c.instructions.every((i) => !hasEffect(i) && (i.opcode === 'fusion' || (i.called.length === 0 && !holdsProgram(i.params))));
+  if (pooling) wasmProgram?.poolResults();
+  const pooled = new Set<ArrayBufferLike>();
+  /** The reused result buffer of a step (made on its first call). */
+  const poolBuf = (s: { pool: Float32Array | Uint8Array | null }, n: number, bool = false): Float32Array | Uint8Array => {
+    if (s.pool === null) {
+      s.pool = bool ? new Uint8Array(n) : new Float32Array(n);
+      pooled.add(s.pool.buffer);
+    }
+    return s.pool;
+  };
+  /** Runs the float32 dot of a step into `dest` when the backend can (else into a fresh array); returns its storage. */
+  const dotInto = (prim: HloInstruction['prim'], ins: Array[], params: unknown, dest: Float32Array | null): Float32Array => {
+    const d = (dest !== null ? evalPrimitiveInto(prim!, ins, params, dest) : null) ?? evalPrimitive(prim!, ins, params)[0];
+    ins.fill(null as never);
+    return toStorage(d) as Float32Array;
+  };
   const outSlots = c.outputs.map((o) => slot.get(o)!);
   const nargs = c.params.length;
   const vals: (Array | Array[] | null)[] = new globalThis.Array(steps.length).fill(null);
@@ -153,7 +177,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         }
         const sh = s.inst.shape;
         const n = numel(sh);
-        const out = (donating ? donor.target(s.out, args) : null) ?? (sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
+        const out = (donating ? donor.target(s.out, args) : null) ?? (pooling ? poolBuf(s, n, sh.dtype === 'bool') : sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
         for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
         s.kernel(s.buf, out, n);
         s.buf.fill(null as never);
@@ -169,10 +193,15 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         // The dot on the current backend, then its epilogue in place over the dot's buffer.
         s.dotBuf[0] = vals[s.dotIns[0]] as Array;
         s.dotBuf[1] = vals[s.dotIns[1]] as Array;
-        const d = evalPrimitive(s.dot.prim!, s.dotBuf, s.params)[0];
-        s.dotBuf.fill(null as never);
+        if (s.arena !== null && evalPrimitiveInto(s.dot.prim!, s.dotBuf, s.params, s.arena) !== null) {
+          // The dot's result is in the arena already: the epilogue runs there, and its result is
+          // copied out only where something other than a wasm kernel reads it.
+          s.dotBuf.fill(null as never);
+          vals[s.out] = wasmProgram!.run(s.wasm!, vals);
+          break;
+        }
         const sh = s.inst.shape;
-        const acc = toStorage(d) as Float32Array;
+        const acc = dotInto(s.dot.prim, s.dotBuf, s.params, pooling && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null);
         if (s.wasm) {
           vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
           break;
@@ -188,6 +217,21 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       }
       case 'prim': {
         for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
+        if (s.direct !== null) {
+          // Only wasm kernels read this dot: its result goes straight into its arena buffer.
+          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, s.direct.view);
+          if (r !== null) {
+            s.buf.fill(null as never);
+            wasmProgram!.markStaged(s.direct.key);
+            vals[s.out] = r;
+            break;
+          }
+        }
+        if (s.dot && pooling) {
+          const sh = s.inst.shape;
+          vals[s.out] = fromStorage(dotInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(sh)) as Float32Array), sh.shape, sh.dtype);
+          break;
+        }
         const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
         s.buf.fill(null as never);
         vals[s.out] = s.inst.isTuple ? outs : outs[0];
@@ -224,7 +268,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       for (let k = 0; k < res.length; k++) {
         const r = res[k];
         const d = toStorage(r);
-        if (!wasmProgram.isPooled(d)) continue;
+        if (!pooled.has(d.buffer) && !wasmProgram?.isPooled(d)) continue;
+        if (donating && donor.landsInPlace(k, r, args)) continue; // copied into the donated storage below
         const copy = fromStorage(d.slice(), r.shape, r.dtype);
         res[k] = r.weakType ? lax.convertElementType(copy, r.dtype, true) : copy;
       }

@@ -10,55 +10,8 @@ import { ClosedJaxpr } from '@tpukit/core';
 import { Lit, type Primitive, type Var } from '@tpukit/core/internal';
 import { HloComputation, HloInstruction, HloModule } from './hlo';
 
-/** Core primitive name -> XLA opcode (names not listed keep the primitive's name). */
-export const OPCODE: Readonly<Record<string, string>> = {
-  add: 'add',
-  sub: 'subtract',
-  mul: 'multiply',
-  div: 'divide',
-  rem: 'remainder',
-  pow: 'power',
-  max: 'maximum',
-  min: 'minimum',
-  neg: 'negate',
-  exp: 'exponential',
-  expm1: 'exponential-minus-one',
-  log1p: 'log-plus-one',
-  abs: 'abs',
-  sign: 'sign',
-  eq: 'compare',
-  ne: 'compare',
-  lt: 'compare',
-  le: 'compare',
-  gt: 'compare',
-  ge: 'compare',
-  select_n: 'select',
-  convert_element_type: 'convert',
-  broadcast_in_dim: 'broadcast',
-  dot_general: 'dot',
-  reduce_sum: 'reduce',
-  reduce_max: 'reduce',
-  reduce_min: 'reduce',
-  reduce_prod: 'reduce',
-  reduce_and: 'reduce',
-  reduce_or: 'reduce',
-  cond: 'conditional',
-  while: 'while',
-  pjit: 'call',
-  debug_callback: 'custom-call',
-  sharding_constraint: 'custom-call',
-  integer_pow: 'power',
-  rev: 'reverse',
-  dynamic_update_slice: 'dynamic-update-slice',
-  dynamic_slice: 'dynamic-slice',
-  not: 'not',
-  and: 'and',
-  or: 'or',
-  xor: 'xor',
-};
-
-/** Comparison direction of compare instructions, as XLA prints it. */
-export const DIRECTION: Readonly<Record<string, string>> = { eq: 'EQ', ne: 'NE', lt: 'LT', le: 'LE', gt: 'GT', ge: 'GE' };
+/** The HLO opcode a primitive lowers to: the `hlo` field of its record (as XLA prints it), else its name. */
+export const opcodeOf = (prim: Primitive): string => prim.hlo ?? prim.name;
 
 /** Lowers a closed jaxpr to a module whose entry computation takes the jaxpr's inputs. */
 export function lowerJaxpr(closed: ClosedJaxpr, name = 'main'): HloModule {
@@ -94,8 +47,9 @@ function lowerComputation(closed: ClosedJaxpr, name: string, subs: HloComputatio
   for (const e of jaxpr.eqns) {
     const prim = e.prim as Primitive;
     const operands = e.inputs.map(read);
-    const inst = new HloInstruction(OPCODE[prim.name] ?? prim.name, e.outBinders.map((v) => v.aval), operands, { ...(e.params ?? {}) }, prim);
-    if (DIRECTION[prim.name]) inst.params.direction = DIRECTION[prim.name];
+    const inst = new HloInstruction(opcodeOf(prim), e.outBinders.map((v) => v.aval), operands, { ...(e.params ?? {}) }, prim);
+    const direction = prim.elementwise?.compare;
+    if (direction) inst.params.direction = direction;
     for (const [k, v] of Object.entries(e.params ?? {})) {
       const jaxprs = v instanceof ClosedJaxpr ? [v] : globalThis.Array.isArray(v) && v.every((x) => x instanceof ClosedJaxpr) && v.length ? (v as ClosedJaxpr[]) : [];
       jaxprs.forEach((j, bi) => {

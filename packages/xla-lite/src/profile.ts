@@ -16,7 +16,7 @@ export interface ProfileRecord {
   executable: string;
   /** The instruction (`fusion.123`, `dot_general.45`) or `(call)` for the executable's whole call. */
   instruction: string;
-  /** What ran: `dot`, `dot+epilogue`, `fusion kLoop`, `fusion kInput`, `fusion kRow`, a primitive's name, `(call)`. */
+  /** What ran: `dot`, `dot (batched)` (a dot with batch dims, such as attention's per-head products), `dot+epilogue`, `fusion kLoop`, `fusion kInput`, `fusion kRow`, a primitive's name, `(call)`. */
   category: string;
   /** Shapes and, for fusions, the ops inside: `f32[2048,128] x f32[128,512] -> f32[2048,512]`. */
   detail: string;
@@ -58,7 +58,8 @@ function describe(i: HloInstruction): { category: string; detail: string } {
     const what = dot ? `${dot.operands.map(shapeText).join(' x ')} + ${ops.filter((o) => o !== dot.opcode).join(',')}` : `${body.length} ops (${ops.slice(0, 6).join(',')}${ops.length > 6 ? ',...' : ''})`;
     return { category, detail: `${what} -> ${shapeText(i)}` };
   }
-  const category = i.prim?.name === 'dot_general' ? 'dot' : (i.prim?.name ?? i.opcode);
+  const batched = (i.params as { dimensionNumbers?: readonly [unknown, readonly [readonly number[], unknown]] }).dimensionNumbers?.[1][0].length;
+  const category = i.prim?.name === 'dot_general' ? (batched ? 'dot (batched)' : 'dot') : (i.prim?.name ?? i.opcode);
   return { category, detail: `${ins} -> ${shapeText(i)}` };
 }
 

@@ -19,7 +19,7 @@
  */
 import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
-import { operandPrecisions } from '@tpukit/core/internal';
+import { getPrimitive, operandPrecisions } from '@tpukit/core/internal';
 
 const ELT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'ui32', int8: 'i8', uint8: 'ui8', bool: 'i1' };
 
@@ -28,21 +28,18 @@ export function tensorType(s: ShapedArray): string {
   return `tensor<${s.shape.map((d) => `${d}x`).join('')}${ELT[s.dtype] ?? s.dtype}>`;
 }
 
-const ELEMENTWISE: Record<string, string> = {
-  add: 'add', sub: 'subtract', mul: 'multiply', div: 'divide', max: 'maximum', min: 'minimum', pow: 'power', rem: 'remainder',
-  and: 'and', or: 'or', xor: 'xor', not: 'not', neg: 'negate', exp: 'exponential', log: 'log', tanh: 'tanh', logistic: 'logistic',
-  sqrt: 'sqrt', rsqrt: 'rsqrt', abs: 'abs', sin: 'sine', cos: 'cosine', floor: 'floor', ceil: 'ceil', sign: 'sign',
-  log1p: 'log_plus_one', expm1: 'exponential_minus_one', atan2: 'atan2', tan: 'tan', cbrt: 'cbrt',
-  convert_element_type: 'convert', reshape: 'reshape', stop_gradient: 'optimization_barrier',
-};
 const REDUCER: Record<string, string> = { reduce_sum: 'add', reduce_max: 'maximum', reduce_min: 'minimum', reduce_prod: 'multiply', reduce_and: 'and', reduce_or: 'or' };
-const COMPARE: Record<string, string> = { eq: 'EQ', ne: 'NE', lt: 'LT', le: 'LE', gt: 'GT', ge: 'GE' };
 /** Primitives with their own case in `emitInstruction` below. */
 const STRUCTURED = new Set(['integer_pow', 'square', 'broadcast_in_dim', 'transpose', 'squeeze', 'rev', 'iota', 'concatenate', 'select_n', 'slice', 'pad', 'dot_general', 'debug_callback']);
 
-/** Whether a primitive exports as StableHLO ops (else as a `tpukit.<name>` custom call). */
+/**
+ * Whether a primitive exports as StableHLO ops (else as a `tpukit.<name>` custom call): one op
+ * named by its record's `stablehlo` field, a comparison (its descriptor's `compare`), a reducer,
+ * or a case of its own below.
+ */
 export function hasStableHlo(name: string): boolean {
-  return name in ELEMENTWISE || name in COMPARE || name in REDUCER || STRUCTURED.has(name);
+  const p = getPrimitive(name);
+  return p.stablehlo !== undefined || p.elementwise?.compare !== undefined || name in REDUCER || STRUCTURED.has(name);
 }
 
 const i64s = (xs: readonly number[]): string => (xs.length ? `array<i64: ${xs.join(', ')}>` : 'array<i64>');
@@ -149,7 +146,8 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   const p = i.params as Record<string, any>;
   // with_sharding_constraint, as JAX lowers it under GSPMD.
   if (name === 'sharding_constraint') return e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "Sharding", mhlo.sharding = ${JSON.stringify(String(p.sharding))}`, inTypes, outTypes);
-  if (ELEMENTWISE[name]) return e.op(r, `stablehlo.${ELEMENTWISE[name]}`, ins, '', inTypes, outTypes);
+  const prim = i.prim!;
+  if (prim.stablehlo) return e.op(r, `stablehlo.${prim.stablehlo}`, ins, '', inTypes, outTypes);
   switch (name) {
     case 'integer_pow': {
       const c = e.fresh();
@@ -193,10 +191,11 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
     default:
       break;
   }
-  if (COMPARE[name]) {
+  const direction = prim.elementwise?.compare;
+  if (direction) {
     const dt = i.operands[0].shape.dtype;
     const ct = dt.startsWith('float') || dt === 'bfloat16' ? 'FLOAT' : dt.startsWith('uint') || dt === 'bool' ? 'UNSIGNED' : 'SIGNED';
-    return e.op(r, 'stablehlo.compare', ins, `comparison_direction = #stablehlo<comparison_direction ${COMPARE[name]}>, compare_type = #stablehlo<comparison_type ${ct}>`, inTypes, outTypes);
+    return e.op(r, 'stablehlo.compare', ins, `comparison_direction = #stablehlo<comparison_direction ${direction}>, compare_type = #stablehlo<comparison_type ${ct}>`, inTypes, outTypes);
   }
   if (REDUCER[name]) {
     const x = i.operands[0].shape;

@@ -5,7 +5,7 @@
 import { makeJaxpr, np } from '@tpukit/core';
 import { allPrimitives, getPrimitive } from '@tpukit/core/internal';
 import { describe, expect, test } from 'vitest';
-import { FUSED_OPS, hasStableHlo, lowerJaxpr, OPCODE } from '../src/internal';
+import { FUSED_OPS, hasStableHlo, lowerJaxpr, opcodeOf } from '../src/internal';
 
 /** Primitives StableHLO export writes as `stablehlo.custom_call @tpukit.<name>`, and why. */
 const R0 = 'a CHLO op (chlo.*) in the JAX lowering, which this StableHLO export does not emit';
@@ -67,7 +67,7 @@ describe('every primitive', () => {
   test('lowers to an HLO instruction and runs (kernel or eval rule)', () => {
     const bad: string[] = [];
     for (const p of allPrimitives()) {
-      const opcode = OPCODE[p.name] ?? p.name;
+      const opcode = opcodeOf(p);
       if (typeof opcode !== 'string' || opcode === '') bad.push(`${p.name}: opcode`);
       if (typeof p.impl !== 'function' && typeof p.rules.eval !== 'function') bad.push(`${p.name}: no kernel or eval rule`);
     }

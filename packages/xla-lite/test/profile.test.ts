@@ -24,6 +24,21 @@ describe('profile', () => {
     expect(profile.records().filter((r) => r.executable === 'profOff')).toEqual([]);
   });
 
+  it('puts dots with batch dims (attention per head) in a category of their own', () => {
+    const q = np.array(Array.from({ length: 2 * 8 * 4 }, (_, i) => Math.sin(i)), 'float32').reshape([2, 8, 4]);
+    withBackend('systolic', () => {
+      const f = jit(function profBatched(a: typeof q, b: typeof x) {
+        return [np.matmul(a, np.swapaxes(a, -1, -2)), np.matmul(b, np.transpose(b))];
+      });
+      profile.enable();
+      profile.reset();
+      f(q, x);
+      const cats = profile.records().filter((r) => r.executable === 'profBatched').map((r) => `${r.category}: ${r.detail}`);
+      expect(cats.filter((c) => c.startsWith('dot (batched): f32[2,8,4] x f32[2,8,4]'))).toHaveLength(1);
+      expect(cats.filter((c) => c.startsWith('dot: f32[64,32] x f32[64,32]'))).toHaveLength(1);
+    });
+  });
+
   it('times every instruction of each call, by category, without changing results', () => {
     withBackend('systolic', () => {
       const f = jit(function profOn(a: typeof x, b: typeof w) {

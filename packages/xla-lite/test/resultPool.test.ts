@@ -1,6 +1,6 @@
 // Results copied out of the wasm arena reuse buffers call after call; an output never shares
 // one, so arrays returned by an earlier call keep their values.
-import { type Array, debug, np, withBackend } from '@tpukit/core';
+import { type Array, debug, nn, np, withBackend } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../src/index';
 import { expectAllclose } from './build';
@@ -28,6 +28,69 @@ describe('reused result buffers', () => {
       r2.forEach((r, k) => expectAllclose(r, e2[k], { rtol: 1e-4, atol: 1e-5 }));
       const r3 = jf(x1, w);
       r3.forEach((r, k) => expect(r.toArray()).toEqual(v1[k]));
+    });
+  });
+
+  it('dot results (plain, under an epilogue, feeding other dots) reuse buffers without leaking into outputs or later calls', () => {
+    withBackend('systolic', () => {
+      const bias = seq(16, 0.5);
+      const w2 = seq(16 * 32, 0.23).reshape([16, 32]);
+      // y: dot + bias epilogue read by a wasm kernel and by a dot; z: a plain dot read by the
+      // second epilogue; u: dot + epilogue output; the sum reads y in the arena only.
+      const g = (a: Array, b: Array): Array[] => {
+        const y = np.add(np.matmul(a, b), bias);
+        const z = np.matmul(y, w2);
+        const u = np.tanh(np.add(np.matmul(a, np.matmul(b, w2)), z));
+        return [u, z, np.sum(np.exp(np.multiply(y, 0.01))), y];
+      };
+      const jg = jit(g);
+      const r1 = jg(x1, w);
+      const v1 = r1.map((r) => r.toArray());
+      const e1 = g(x1, w);
+      r1.forEach((r, k) => expectAllclose(r, e1[k], { rtol: 1e-4, atol: 1e-5 }));
+      const r2 = jg(x2, w);
+      expect(r1.map((r) => r.toArray())).toEqual(v1);
+      const e2 = g(x2, w);
+      r2.forEach((r, k) => expectAllclose(r, e2[k], { rtol: 1e-4, atol: 1e-5 }));
+      expect(jg(x1, w).map((r) => r.toArray())).toEqual(v1);
+    });
+  });
+
+  it('a dot read only by wasm kernels (scores -> softmax) written straight into the arena matches eager, call after call', () => {
+    withBackend('systolic', () => {
+      const g = (a: Array, b: Array): Array[] => {
+        const p = nn.softmax(np.matmul(a, a.T), { axis: -1 });
+        return [np.matmul(p, a), np.sum(np.exp(np.multiply(np.matmul(b.T, b), 0.01)))];
+      };
+      const jg = jit(g);
+      for (const a of [x1, x2, x1]) {
+        const r = jg(a, w);
+        const e = g(a, w);
+        r.forEach((v, k) => expectAllclose(v, e[k], { rtol: 1e-4, atol: 1e-5 }));
+      }
+    });
+  });
+
+  it('with donated state, outputs land in the donated storage and match the undonated program', () => {
+    withBackend('systolic', () => {
+      const step = (p: { w: Array }, a: Array): [Array, { w: Array }] => {
+        const y = np.matmul(a, p.w);
+        return [np.sum(np.square(y)), { w: np.subtract(p.w, np.multiply(np.matmul(a.T, y), 1e-3)) }];
+      };
+      const plain = jit(step);
+      const donated = jit(step, { donateArgnums: 0 });
+      let pd = { w: np.array(w.toArray() as number[][], 'float32') };
+      let pp = { w };
+      for (const a of [x1, x2, x1]) {
+        const [lp, np2] = plain(pp, a);
+        const before = pd.w;
+        const [ld, nd] = donated(pd, a);
+        expect(ld.toArray()).toEqual(lp.toArray());
+        expect(nd.w.toArray()).toEqual(np2.w.toArray());
+        expect(before.isDeleted()).toBe(true);
+        pd = nd;
+        pp = np2;
+      }
     });
   });
 

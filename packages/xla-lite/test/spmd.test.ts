@@ -3,7 +3,7 @@
  * from JAX's docs with the collectives the partitioner chose, sharded jit = unsharded jit
  * (fast-check), gradients, donation, the compile cache keyed on shardings, and bad inputs.
  */
-import { type Array, grad, lax, nn, np, type Sharding, valueAndGrad } from '@tpukit/core';
+import { type Array, grad, lax, makeArrayFromCallback, nn, np, type Sharding, valueAndGrad } from '@tpukit/core';
 import { bind, type Primitive } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -214,7 +214,7 @@ describe('the standard sharded computations (JAX sharded-computation docs)', () 
 });
 
 /** A stand-in for mesh's lax.withShardingConstraint: the `sharding_constraint` primitive contract xla-lite reads. */
-const constraintP: Primitive = { name: 'sharding_constraint', abstractEval: ([x]) => [x], impl: ([x]) => [x.data], rules: { eval: ([x]: Array[]) => [x] } };
+const constraintP: Primitive = { name: 'sharding_constraint', hlo: 'custom-call', abstractEval: ([x]) => [x], impl: ([x]) => [x.data], rules: { eval: ([x]: Array[]) => [x] } };
 const withShardingConstraint = (x: Array, sharding: Sharding): Array => bind(constraintP, [x], { sharding })[0];
 
 /** A one-layer decoder (embedding gather, RMSNorm, causal attention with softmax, MLP, cross-entropy): a realistic graph. */

@@ -95,6 +95,13 @@ describe('grad of a sharded jit', () => {
     close(out, np.stack([loss(w, x), loss(np.multiply(w, 2), x)]), 1e-5, 1e-5);
   });
 
+  it('a sharded jit inside jit(grad(...)) is an equation whose shardings print in the jaxpr; the outer program is partitioned', () => {
+    const inner = jit(loss, { inShardings: [null, S(M1, 'x', null)] });
+    const outer = jit(grad(inner), { inShardings: [null, S(M1, 'x', null)] });
+    close(outer(w, x), grad(loss)(w, x), 1e-5, 1e-5);
+    expect(String(jit(grad(inner)).lower(w, x).jaxpr)).toMatch(/in_shardings=\(None, GridSharding\(\{"x":2\}, P\("x", null\)\)\)/);
+  });
+
   it('law: for random shapes and specs, grad of a sharded jit equals the unsharded grad', () => {
     const axes: (string | readonly string[] | null)[] = [null, 'x', 'y', ['x', 'y']];
     const used = (a: string | readonly string[] | null): string[] => (a === null ? [] : typeof a === 'string' ? [a] : [...a]);
@@ -139,6 +146,7 @@ describe('grad of a sharded jit', () => {
       /jit\(loss\): mismatched meshes: argument 0 \(w\) is sharded over devices \[0,1,2,3\] but argument 1 \(x\) over \[0,1\]/,
     );
     expect(() => grad(jit(loss, { inShardings: [null, 'x' as never] }))(w, x)).toThrow(/jit\(loss\): inShardings\[1\] is string, not a Sharding/);
+    expect(() => jit(loss, { inShardings: [{ w: S(M1) } as never, S(M1, 'x', null)] })(w, x)).toThrow(/jit\(loss\): inShardings\[0\] is a Object \{w\}, not a Sharding or null/);
     expect(() => grad(jit(loss, { inShardings: [S(M1, 'x', null)] }))(w, x)).toThrow(/inShardings has 1 entries but the call passes 2 positional arguments/);
     expect(() => grad(jit(loss, { outShardings: [S(M1), S(M1)] }))(w, put(x, S(M1, 'x', null)))).toThrow(/jit\(loss\): outShardings has 2 entries but the function returns 1 arrays/);
     expect(() => grad(jit(loss, { inShardings: [null, S(M1, 'x', null)] }))(w, rand([3, 16], 5))).toThrow(/input 1.*\[3,16\]|not divisible|even tiles/);

@@ -36,6 +36,7 @@ export interface DebugCallbackParams {
 
 export const debugCallbackP = definePrimitive<DebugCallbackParams>({
   name: 'debug_callback',
+  hlo: 'custom-call',
   abstractEval: () => [],
   impl() {
     throw new Error('debug_callback: runs through its eval rule (a host callback), never as a backend kernel');

@@ -47,6 +47,7 @@ export function freeDims(rank: number, contract: readonly number[], batch: reado
 
 export const dotGeneral = definePrimitive<DotGeneralParams>({
   name: 'dot_general',
+  hlo: 'dot',
   rules: (self) => ({
     jvp: (xs, ts, params) => {
       const [a, b] = xs;

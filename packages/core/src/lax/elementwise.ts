@@ -11,7 +11,7 @@
 import type { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
 import { type DType, type StorageArray, allocStorage, checkDType, isFloat, isInteger, itemsize } from '../dtype';
-import { type BatchRule, type HostArray, NON_LINEAR, NOT_DIFFERENTIABLE, type Primitive, type PrimitiveRules, type ShapedArray, definePrimitive, isUndef, type UndefPrimal } from '../primitive';
+import { type BatchRule, type ElementwiseDescriptor, type HostArray, NON_LINEAR, NOT_DIFFERENTIABLE, type Primitive, type PrimitiveRules, type ShapedArray, definePrimitive, isUndef, type UndefPrimal } from '../primitive';
 import { fmt, shapesEqual } from '../shape';
 import { bind1 } from '../trace';
 import * as K from './elementwiseKernels';
@@ -77,7 +77,17 @@ function elementwiseBatch(prim: Primitive): BatchRule {
 
 const withDefaults = (own: OwnRules) => (self: Primitive): PrimitiveRules => ({ transpose: NON_LINEAR, batch: elementwiseBatch(self), ...own(self) });
 
-function unary(name: string, kinds: readonly Kind[], own: OwnRules, outDtype?: DType): Primitive<Record<string, never>> {
+/** How an elementwise op is typed and lowered: its output dtype when fixed, and what `ElementwiseDescriptor` / `Primitive` say for compilers. */
+interface OpInfo {
+  out?: DType;
+  transcendental?: boolean;
+  compare?: ElementwiseDescriptor['compare'];
+  hlo?: string;
+  stablehlo?: string;
+}
+
+function unary(name: string, kinds: readonly Kind[], info: OpInfo, own: OwnRules): Primitive<Record<string, never>> {
+  const outDtype = info.out;
   const loops: UnaryLoops = {
     float: K.FLOAT_UNARY[name],
     predicate: K.FLOAT_PREDICATE[name],
@@ -86,7 +96,9 @@ function unary(name: string, kinds: readonly Kind[], own: OwnRules, outDtype?: D
   };
   return definePrimitive<Record<string, never>>({
     name,
-    elementwise: { arity: 1, transcendental: TRANSCENDENTAL.has(name) },
+    elementwise: { arity: 1, transcendental: info.transcendental === true },
+    hlo: info.hlo,
+    stablehlo: info.stablehlo,
     rules: withDefaults(own),
     abstractEval([x]) {
       checkKinds(name, [x], kinds);
@@ -98,13 +110,9 @@ function unary(name: string, kinds: readonly Kind[], own: OwnRules, outDtype?: D
   });
 }
 
-/**
- * Elementwise primitives cost analysis counts as transcendentals (XLA's HloCostAnalysis counts
- * its transcendental opcodes; erfc, erf_inv, lgamma and digamma, which XLA expands into
- * polynomials, are counted too).
- */
-const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'sin', 'cos', 'tan', 'sqrt', 'rsqrt', 'pow', 'erf', 'erfc', 'log1p', 'expm1', 'atan2', 'erf_inv', 'lgamma', 'digamma']);
-
+// `transcendental: true`: counted as a transcendental by cost analysis (XLA's HloCostAnalysis
+// counts its transcendental opcodes; erfc, erf_inv, lgamma and digamma, which XLA expands into
+// polynomials, are counted too).
 const F: readonly Kind[] = ['float'];
 const FI: readonly Kind[] = ['float', 'int'];
 const IB: readonly Kind[] = ['int', 'bool'];
@@ -119,49 +127,50 @@ const deriv = (d: (x: Array, y: Array) => Array): OwnRules => tangent(([x], [t],
 const sq = (x: Array) => mul(x, x);
 const TWO_OVER_SQRT_PI = 2 / Math.sqrt(Math.PI);
 
-export const negP = unary('neg', FI, (self) => ({ jvp: jvpFrom(self, ([_x], [t]) => neg(t!)), transpose: lin1((ct) => neg(ct)) }));
-export const signP = unary('sign', FI, flat);
-export const absP = unary('abs', FI, deriv((x) => sign(x)));
-export const floorP = unary('floor', F, flat);
-export const ceilP = unary('ceil', F, flat);
-export const roundAwayP = unary('round', F, flat);
-export const roundEvenP = unary('round_nearest_even', F, flat);
-export const isFiniteP = unary('is_finite', F, flat, 'bool');
-export const expP = unary('exp', F, deriv((_x, y) => y));
-export const exp2P = unary('exp2', F, deriv((_x, y) => mul(y, Math.LN2)));
-export const logP = unary('log', F, tangent(([x], [t]) => div(t!, x)));
-export const log1pP = unary('log1p', F, tangent(([x], [t]) => div(t!, add(x, 1))));
-export const expm1P = unary('expm1', F, deriv((_x, y) => add(y, 1)));
-export const tanhP = unary('tanh', F, deriv((_x, y) => sub(1, sq(y))));
-export const logisticP = unary('logistic', F, deriv((_x, y) => mul(y, sub(1, y))));
-export const sinP = unary('sin', F, deriv((x) => cos(x)));
-export const cosP = unary('cos', F, deriv((x) => neg(sin(x))));
-export const tanP = unary('tan', F, deriv((_x, y) => add(1, sq(y))));
-export const asinP = unary('asin', F, deriv((x) => rsqrt(sub(1, sq(x)))));
-export const acosP = unary('acos', F, deriv((x) => neg(rsqrt(sub(1, sq(x))))));
-export const atanP = unary('atan', F, tangent(([x], [t]) => div(t!, add(1, sq(x)))));
-export const sinhP = unary('sinh', F, deriv((x) => cosh(x)));
-export const coshP = unary('cosh', F, deriv((x) => sinh(x)));
-export const asinhP = unary('asinh', F, deriv((x) => rsqrt(add(sq(x), 1))));
-export const acoshP = unary('acosh', F, deriv((x) => rsqrt(mul(sub(x, 1), add(x, 1)))));
-export const atanhP = unary('atanh', F, tangent(([x], [t]) => div(t!, sub(1, sq(x)))));
-export const sqrtP = unary('sqrt', F, tangent(([_x], [t], y) => div(t!, mul(y, 2))));
-export const rsqrtP = unary('rsqrt', F, deriv((x, y) => mul(div(y, x), -0.5)));
-export const cbrtP = unary('cbrt', F, deriv((x, y) => div(y, mul(x, 3))));
-export const erfP = unary('erf', F, deriv((x) => mul(exp(neg(sq(x))), TWO_OVER_SQRT_PI)));
-export const erfcP = unary('erfc', F, deriv((x) => mul(exp(neg(sq(x))), -TWO_OVER_SQRT_PI)));
-export const erfInvP = unary('erf_inv', F, deriv((_x, y) => mul(exp(sq(y)), 1 / TWO_OVER_SQRT_PI)));
-export const lgammaP = unary('lgamma', F, deriv((x) => digamma(x)));
+export const negP = unary('neg', FI, { hlo: 'negate', stablehlo: 'negate' }, (self) => ({ jvp: jvpFrom(self, ([_x], [t]) => neg(t!)), transpose: lin1((ct) => neg(ct)) }));
+export const signP = unary('sign', FI, { stablehlo: 'sign' }, flat);
+export const absP = unary('abs', FI, { stablehlo: 'abs' }, deriv((x) => sign(x)));
+export const floorP = unary('floor', F, { stablehlo: 'floor' }, flat);
+export const ceilP = unary('ceil', F, { stablehlo: 'ceil' }, flat);
+export const roundAwayP = unary('round', F, {}, flat);
+export const roundEvenP = unary('round_nearest_even', F, {}, flat);
+export const isFiniteP = unary('is_finite', F, { out: 'bool' }, flat);
+export const expP = unary('exp', F, { transcendental: true, hlo: 'exponential', stablehlo: 'exponential' }, deriv((_x, y) => y));
+export const exp2P = unary('exp2', F, {}, deriv((_x, y) => mul(y, Math.LN2)));
+export const logP = unary('log', F, { transcendental: true, stablehlo: 'log' }, tangent(([x], [t]) => div(t!, x)));
+export const log1pP = unary('log1p', F, { transcendental: true, hlo: 'log-plus-one', stablehlo: 'log_plus_one' }, tangent(([x], [t]) => div(t!, add(x, 1))));
+export const expm1P = unary('expm1', F, { transcendental: true, hlo: 'exponential-minus-one', stablehlo: 'exponential_minus_one' }, deriv((_x, y) => add(y, 1)));
+export const tanhP = unary('tanh', F, { transcendental: true, stablehlo: 'tanh' }, deriv((_x, y) => sub(1, sq(y))));
+export const logisticP = unary('logistic', F, { transcendental: true, stablehlo: 'logistic' }, deriv((_x, y) => mul(y, sub(1, y))));
+export const sinP = unary('sin', F, { transcendental: true, stablehlo: 'sine' }, deriv((x) => cos(x)));
+export const cosP = unary('cos', F, { transcendental: true, stablehlo: 'cosine' }, deriv((x) => neg(sin(x))));
+export const tanP = unary('tan', F, { transcendental: true, stablehlo: 'tan' }, deriv((_x, y) => add(1, sq(y))));
+export const asinP = unary('asin', F, {}, deriv((x) => rsqrt(sub(1, sq(x)))));
+export const acosP = unary('acos', F, {}, deriv((x) => neg(rsqrt(sub(1, sq(x))))));
+export const atanP = unary('atan', F, {}, tangent(([x], [t]) => div(t!, add(1, sq(x)))));
+export const sinhP = unary('sinh', F, {}, deriv((x) => cosh(x)));
+export const coshP = unary('cosh', F, {}, deriv((x) => sinh(x)));
+export const asinhP = unary('asinh', F, {}, deriv((x) => rsqrt(add(sq(x), 1))));
+export const acoshP = unary('acosh', F, {}, deriv((x) => rsqrt(mul(sub(x, 1), add(x, 1)))));
+export const atanhP = unary('atanh', F, {}, tangent(([x], [t]) => div(t!, sub(1, sq(x)))));
+export const sqrtP = unary('sqrt', F, { transcendental: true, stablehlo: 'sqrt' }, tangent(([_x], [t], y) => div(t!, mul(y, 2))));
+export const rsqrtP = unary('rsqrt', F, { transcendental: true, stablehlo: 'rsqrt' }, deriv((x, y) => mul(div(y, x), -0.5)));
+export const cbrtP = unary('cbrt', F, { stablehlo: 'cbrt' }, deriv((x, y) => div(y, mul(x, 3))));
+export const erfP = unary('erf', F, { transcendental: true }, deriv((x) => mul(exp(neg(sq(x))), TWO_OVER_SQRT_PI)));
+export const erfcP = unary('erfc', F, { transcendental: true }, deriv((x) => mul(exp(neg(sq(x))), -TWO_OVER_SQRT_PI)));
+export const erfInvP = unary('erf_inv', F, { transcendental: true }, deriv((_x, y) => mul(exp(sq(y)), 1 / TWO_OVER_SQRT_PI)));
+export const lgammaP = unary('lgamma', F, { transcendental: true }, deriv((x) => digamma(x)));
 /** No jvp rule (polygamma is not implemented): a documented gap, see transforms/rules.test.ts. */
-export const digammaP = unary('digamma', F, () => ({}));
-export const squareP = unary('square', FI, deriv((x) => mul(x, 2)));
-export const notP = unary('not', IB, flat);
+export const digammaP = unary('digamma', F, { transcendental: true }, () => ({}));
+export const squareP = unary('square', FI, {}, deriv((x) => mul(x, 2)));
+export const notP = unary('not', IB, { stablehlo: 'not' }, flat);
 
 const POW_LOOPS: UnaryLoops = { float: K.floatIntegerPow, int: K.intIntegerPow };
 
 export const integerPowP = definePrimitive<{ y: number }>({
   name: 'integer_pow',
   elementwise: { arity: 1, transcendental: false },
+  hlo: 'power',
   rules: withDefaults(tangent(([x], [t], _y, { y: n }) => (n === 0 ? null : mul(t!, n === 1 ? convertElementType(1, x.dtype) : mul(integerPow(x, n - 1), n))))),
   abstractEval([x], { y }) {
     checkKinds('integer_pow', [x], FI);
@@ -177,7 +186,8 @@ export const integerPowP = definePrimitive<{ y: number }>({
 // ---------------------------------------------------------------------------------------------
 // Binary
 
-function binary(name: string, kinds: readonly Kind[], own: OwnRules, outDtype?: DType): Primitive<Record<string, never>> {
+function binary(name: string, kinds: readonly Kind[], info: OpInfo, own: OwnRules): Primitive<Record<string, never>> {
+  const outDtype = info.out;
   const float = K.FLOAT_BINARY[name];
   const compare = K.FLOAT_COMPARE[name];
   const int = K.INT_BINARY[name];
@@ -186,7 +196,9 @@ function binary(name: string, kinds: readonly Kind[], own: OwnRules, outDtype?: 
   const int32Compare = K.INT32_COMPARE[name];
   return definePrimitive<Record<string, never>>({
     name,
-    elementwise: { arity: 2, transcendental: TRANSCENDENTAL.has(name) },
+    elementwise: { arity: 2, transcendental: info.transcendental === true, ...(info.compare ? { compare: info.compare } : {}) },
+    hlo: info.hlo,
+    stablehlo: info.stablehlo,
     rules: withDefaults(own),
     abstractEval(avals) {
       if (avals.length !== 2) throw new Error(`${name}: takes 2 operands; got ${avals.length}`);
@@ -221,22 +233,22 @@ function binary(name: string, kinds: readonly Kind[], own: OwnRules, outDtype?: 
 
 const ALL: readonly Kind[] = ['float', 'int', 'bool'];
 
-export const addP = binary('add', FI.concat(['bool']), (self) => ({
+export const addP = binary('add', FI.concat(['bool']), { stablehlo: 'add' }, (self) => ({
   jvp: jvpFrom(self, (_x, [ta, tb]) => addAny(ta, tb)),
   transpose: ([ct], [a, b]) => [isUndef(a) ? ct : null, isUndef(b) ? ct : null],
 }));
-export const subP = binary('sub', FI, (self) => ({
+export const subP = binary('sub', FI, { hlo: 'subtract', stablehlo: 'subtract' }, (self) => ({
   jvp: jvpFrom(self, (_x, [ta, tb]) => addAny(ta, tb === null ? null : neg(tb))),
   transpose: ([ct], [a, b]) => [isUndef(a) ? ct : null, isUndef(b) ? neg(ct!) : null],
 }));
-export const mulP = binary('mul', FI.concat(['bool']), (self) => ({
+export const mulP = binary('mul', FI.concat(['bool']), { hlo: 'multiply', stablehlo: 'multiply' }, (self) => ({
   jvp: jvpFrom(self, ([a, b], [ta, tb]) => addAny(ta && mul(ta, b), tb && mul(a, tb))),
   transpose: ([ct], [a, b]) => {
     if (isUndef(a) && isUndef(b)) throw new Error('transpose: mul of two linear values is not linear');
     return [isUndef(a) ? mul(ct!, b as Array) : null, isUndef(b) ? mul(a as Array, ct!) : null];
   },
 }));
-export const divP = binary('div', FI, (self) => ({
+export const divP = binary('div', FI, { hlo: 'divide', stablehlo: 'divide' }, (self) => ({
   jvp: jvpFrom(self, ([_a, b], [ta, tb], y) => {
     const num = addAny(ta, tb && neg(mul(tb, y)));
     return num && div(num, b);
@@ -246,39 +258,39 @@ export const divP = binary('div', FI, (self) => ({
     return [div(ct!, b), null];
   },
 }));
-export const remP = binary('rem', FI, tangent(([a, b], [ta, tb]) => {
+export const remP = binary('rem', FI, { hlo: 'remainder', stablehlo: 'remainder' }, tangent(([a, b], [ta, tb]) => {
   if (tb === null) return ta;
   const q = div(a, b);
   const trunc = select(lt(q, 0), ceil(q), floor(q));
   return addAny(ta, neg(mul(tb, trunc)));
 }));
-export const powP = binary('pow', FI, tangent(([a, b], [ta, tb], y) => {
+export const powP = binary('pow', FI, { transcendental: true, hlo: 'power', stablehlo: 'power' }, tangent(([a, b], [ta, tb], y) => {
   // d/da = b * a^(b-1) (0 where b == 0); d/db = log(a) * y (0 where a == 0).
   const da = ta && mul(ta, select(eq(b, 0), fullLike(0, b), mul(b, pow(a, sub(b, 1)))));
   const safeLog = select(eq(a, 0), fullLike(0, a), log(select(eq(a, 0), fullLike(1, a), a)));
   const db = tb && mul(tb, mul(safeLog, y));
   return addAny(da, db);
 }));
-export const maxP = binary('max', ALL, tangent(([a, b], [ta, tb]) => minMaxTangent(gt(a, b), eq(a, b), a, ta, tb)));
-export const minP = binary('min', ALL, tangent(([a, b], [ta, tb]) => minMaxTangent(lt(a, b), eq(a, b), a, ta, tb)));
-export const atan2P = binary('atan2', F, tangent(([a, b], [ta, tb]) => {
+export const maxP = binary('max', ALL, { hlo: 'maximum', stablehlo: 'maximum' }, tangent(([a, b], [ta, tb]) => minMaxTangent(gt(a, b), eq(a, b), a, ta, tb)));
+export const minP = binary('min', ALL, { hlo: 'minimum', stablehlo: 'minimum' }, tangent(([a, b], [ta, tb]) => minMaxTangent(lt(a, b), eq(a, b), a, ta, tb)));
+export const atan2P = binary('atan2', F, { transcendental: true, stablehlo: 'atan2' }, tangent(([a, b], [ta, tb]) => {
   const den = add(sq(a), sq(b));
   return addAny(ta && div(mul(ta, b), den), tb && neg(div(mul(tb, a), den)));
 }));
-export const nextafterP = binary('nextafter', F, flat);
-export const andP = binary('and', IB, flat);
-export const orP = binary('or', IB, flat);
-export const xorP = binary('xor', IB, flat);
-export const shiftLeftP = binary('shift_left', ['int'], flat);
-export const shiftRightArithmeticP = binary('shift_right_arithmetic', ['int'], flat);
-export const shiftRightLogicalP = binary('shift_right_logical', ['int'], flat);
+export const nextafterP = binary('nextafter', F, {}, flat);
+export const andP = binary('and', IB, { stablehlo: 'and' }, flat);
+export const orP = binary('or', IB, { stablehlo: 'or' }, flat);
+export const xorP = binary('xor', IB, { stablehlo: 'xor' }, flat);
+export const shiftLeftP = binary('shift_left', ['int'], {}, flat);
+export const shiftRightArithmeticP = binary('shift_right_arithmetic', ['int'], {}, flat);
+export const shiftRightLogicalP = binary('shift_right_logical', ['int'], {}, flat);
 
-export const eqP = binary('eq', ALL, flat, 'bool');
-export const neP = binary('ne', ALL, flat, 'bool');
-export const ltP = binary('lt', ALL, flat, 'bool');
-export const leP = binary('le', ALL, flat, 'bool');
-export const gtP = binary('gt', ALL, flat, 'bool');
-export const geP = binary('ge', ALL, flat, 'bool');
+export const eqP = binary('eq', ALL, { out: 'bool', hlo: 'compare', compare: 'EQ' }, flat);
+export const neP = binary('ne', ALL, { out: 'bool', hlo: 'compare', compare: 'NE' }, flat);
+export const ltP = binary('lt', ALL, { out: 'bool', hlo: 'compare', compare: 'LT' }, flat);
+export const leP = binary('le', ALL, { out: 'bool', hlo: 'compare', compare: 'LE' }, flat);
+export const gtP = binary('gt', ALL, { out: 'bool', hlo: 'compare', compare: 'GT' }, flat);
+export const geP = binary('ge', ALL, { out: 'bool', hlo: 'compare', compare: 'GE' }, flat);
 
 /** Tangent of max/min: the winning side's tangent, the average on ties (as JAX). */
 function minMaxTangent(aWins: Array, tie: Array, a: Array, ta: Array | null, tb: Array | null): Array | null {
@@ -297,6 +309,7 @@ function minMaxTangent(aWins: Array, tie: Array, a: Array, ta: Array | null, tb:
 export const selectNP = definePrimitive<Record<string, never>>({
   name: 'select_n',
   elementwise: { arity: 3, transcendental: false },
+  hlo: 'select',
   rules: (self) => ({
     jvp: jvpFrom(self, ([which, ...cases], [_tw, ...tcs]) => selectN(which, ...tcs.map((t, i) => instantiate(t, cases[i].aval)))),
     transpose: ([ct], [which, ...cases]) => {
@@ -326,6 +339,8 @@ export const selectNP = definePrimitive<Record<string, never>>({
 export const convertElementTypeP = definePrimitive<{ newDtype: DType; weakType: boolean }>({
   name: 'convert_element_type',
   elementwise: { arity: 1, transcendental: false },
+  hlo: 'convert',
+  stablehlo: 'convert',
   rules: (self) => ({
     jvp: jvpFrom(self, ([x], [t], y, params) => (isDifferentiable(x.aval) && isDifferentiable(y.aval) ? p1(self, [t!], params) : null)),
     transpose: ([ct], [x]) => [convertElementType(ct!, (x as UndefPrimal).aval.dtype, (x as UndefPrimal).aval.weakType)],

@@ -45,6 +45,7 @@ function storeReduced(acc: Float64Array, dtype: DType): ReturnType<typeof allocS
 export function reduction(name: string, init: (d: DType) => number, step: (acc: number, v: number, d: DType) => number, kinds: 'num' | 'bool', rules: PrimitiveDef<ReduceParams>['rules']) {
   return definePrimitive<ReduceParams>({
     name,
+    hlo: 'reduce',
     rules,
     abstractEval([x], { axes }) {
       checkAxes(name, x, axes);

@@ -100,6 +100,7 @@ function clampedStarts(idx: HostArray[], shape: readonly number[], sizes: readon
 
 export const dynamicSliceP: Primitive<{ sliceSizes: readonly number[] }> = definePrimitive<{ sliceSizes: readonly number[] }>({
   name: 'dynamic_slice',
+  hlo: 'dynamic-slice',
   rules: (self) => ({
     jvp: linearInJvp(self, 1),
     transpose: ([ct], [x, ...idx]) => [p1(dynamicUpdateSliceP, [zerosOf((x as UndefPrimal).aval), ct!, ...(idx as Array[])], {}), ...idx.map(() => null)],
@@ -131,6 +132,7 @@ export const dynamicSliceP: Primitive<{ sliceSizes: readonly number[] }> = defin
 
 export const dynamicUpdateSliceP: Primitive<Record<string, never>> = definePrimitive<Record<string, never>>({
   name: 'dynamic_update_slice',
+  hlo: 'dynamic-update-slice',
   rules: (self) => ({
     jvp: linearInJvp(self, 2),
     transpose: ([ct], [x, u, ...idx]) => {

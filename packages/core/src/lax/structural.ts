@@ -21,6 +21,7 @@ export const front = (f: (x: Array, params: any, n: number) => Array): BatchRule
 
 export const broadcastInDimP = definePrimitive<{ shape: readonly number[]; broadcastDimensions: readonly number[] }>({
   name: 'broadcast_in_dim',
+  hlo: 'broadcast',
   rules: (self) => ({
     jvp: linearJvp(self),
     transpose: lin1((ct, x, { broadcastDimensions }) => unbroadcastTo(ct, x.aval.shape, broadcastDimensions)),
@@ -54,6 +55,7 @@ export const broadcastInDimP = definePrimitive<{ shape: readonly number[]; broad
 
 export const reshapeP = definePrimitive<{ newSizes: readonly number[] }>({
   name: 'reshape',
+  stablehlo: 'reshape',
   rules: (self) => ({
     jvp: linearJvp(self),
     transpose: lin1((ct, x) => reshape(ct, x.aval.shape)),
@@ -95,6 +97,7 @@ export const transposeP = definePrimitive<{ permutation: readonly number[] }>({
 
 export const revP = definePrimitive<{ dimensions: readonly number[] }>({
   name: 'rev',
+  hlo: 'reverse',
   rules: (self) => ({
     jvp: linearJvp(self),
     transpose: lin1((ct, _x, { dimensions }) => rev(ct, dimensions)),

@@ -29,6 +29,7 @@ export interface CondParams {
 
 export const condP = definePrimitive<CondParams>({
   name: 'cond',
+  hlo: 'conditional',
   abstractEval([index, ...ops], { branches }) {
     if (index.dtype !== 'int32' || index.shape.length !== 0) throw new TypeError(`cond: the branch index must be an int32 scalar; got ${avalStr(index)}`);
     for (const b of branches) {

@@ -26,6 +26,7 @@ import { instantiate, zerosOf } from './zeros';
 
 export const stopGradientP = definePrimitive<Record<string, never>>({
   name: 'stop_gradient',
+  stablehlo: 'optimization_barrier',
   elementwise: { arity: 1, transcendental: false },
   abstractEval: ([x]) => [x],
   impl: ([x]) => [x.data.slice()],

@@ -140,6 +140,7 @@ const multiDevice = (s: Sharding | null | undefined): s is Sharding => s != null
  * when it spans several devices; null when nothing does. All must span the same devices.
  */
 function callShardings(args: readonly Array[], p: PjitParams): (ProgramShardings & { key: string }) | null {
+  if (p.inShardings === undefined && p.outShardings === undefined && !args.some((a) => multiDevice(a.sharding))) return null;
   const ins = args.map((a, k) => p.inShardings?.[k] ?? (multiDevice(a.sharding) ? a.sharding : null));
   const outs = p.outShardings ?? p.jaxpr.outAvals.map(() => null);
   if (!ins.some(multiDevice) && !outs.some(multiDevice)) return null;
@@ -161,6 +162,7 @@ function sameDevices(where: string, items: readonly { s: Sharding | null; what: 
 
 export const pjit = definePrimitive<PjitParams>({
   name: 'pjit',
+  hlo: 'call',
   abstractEval(avals, { jaxpr, name }) {
     const want = jaxpr.inAvals;
     if (avals.length !== want.length || avals.some((a, i) => a.dtype !== want[i].dtype || a.shape.join() !== want[i].shape.join())) {

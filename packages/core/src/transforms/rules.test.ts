@@ -1,28 +1,62 @@
 /**
  * Every registered primitive has a jvp rule (or the NOT_DIFFERENTIABLE marker), a transpose rule
- * (or NON_LINEAR: it is only ever applied to primals), and a batching rule. The few documented
- * gaps are listed here by name, and each must fail with an error naming the primitive.
+ * (or NON_LINEAR: it is only ever applied to primals), and a batching rule, all given where the
+ * primitive is defined. The few documented gaps are listed here by name, and each must fail with
+ * an error naming the primitive.
  */
 import { expect, test } from 'vitest';
 import { grad, lax, np } from '../index';
-import { allPrimitives } from '../internal';
+import { allPrimitives, getPrimitive, type PrimitiveRules } from '../internal';
 
 /** Primitives without a jvp rule: differentiating them raises `jvp: primitive X has no jvp rule`. */
 export const MISSING_JVP = ['digamma', 'scatter-mul', 'scatter-min', 'scatter-max'];
 
-test('every primitive has jvp, transpose and batching rules or a documented marker', () => {
+/** The linear first-order primitives: their transpose is a rule, every other one's is NON_LINEAR (or, higher-order, a rule of its own). */
+const LINEAR = [
+  'neg', 'add', 'sub', 'mul', 'div', 'convert_element_type', 'select_n', 'broadcast_in_dim', 'reshape', 'transpose', 'rev', 'squeeze', 'reduce_sum',
+  'cumsum', 'dot_general', 'slice', 'dynamic_slice', 'dynamic_update_slice', 'concatenate', 'pad', 'gather', 'scatter', 'scatter-add',
+];
+
+/** What the enumeration finds missing, less the documented gaps. */
+function ruleGaps(): string[] {
   const missing: string[] = [];
   for (const p of allPrimitives()) {
     if (p.rules.jvp === undefined && !MISSING_JVP.includes(p.name)) missing.push(`${p.name}: jvp`);
     if (p.rules.transpose === undefined) missing.push(`${p.name}: transpose`);
+    else if (LINEAR.includes(p.name) && typeof p.rules.transpose !== 'function') missing.push(`${p.name}: transpose (linear)`);
     if (p.rules.batch === undefined) missing.push(`${p.name}: batch`);
   }
-  expect(missing).toEqual([]);
+  return missing;
+}
+
+test('every primitive has jvp, transpose and batching rules or a documented marker', () => {
+  expect(ruleGaps()).toEqual([]);
   for (const name of MISSING_JVP) {
     const p = allPrimitives().find((q) => q.name === name);
     expect(p, name).toBeDefined();
     expect(p!.rules.jvp, name).toBeUndefined();
   }
+  for (const name of LINEAR) expect(getPrimitive(name).rules.transpose, name).toBeTypeOf('function');
+});
+
+test('the enumeration catches a deleted rule', () => {
+  const cases: [string, keyof PrimitiveRules, string][] = [
+    ['sin', 'jvp', 'sin: jvp'],
+    ['gather', 'batch', 'gather: batch'],
+    ['reduce_sum', 'transpose', 'reduce_sum: transpose'],
+    ['threefry2x32', 'transpose', 'threefry2x32: transpose'],
+  ];
+  for (const [name, field, gap] of cases) {
+    const rules = getPrimitive(name).rules as Record<string, unknown>;
+    const saved = rules[field];
+    delete rules[field];
+    try {
+      expect(ruleGaps()).toEqual([gap]);
+    } finally {
+      rules[field] = saved;
+    }
+  }
+  expect(ruleGaps()).toEqual([]);
 });
 
 test('a missing rule is an error naming the primitive and the rule', () => {

@@ -9,7 +9,8 @@ import { evalPrimitive } from '@tpukit/core/internal';
 import { hasEffect } from '../effects';
 import { type HloComputation, HloInstruction, numel } from '../hlo';
 
-const NEVER = new Set(['broadcast_in_dim', 'iota', 'random_bits', 'threefry2x32']);
+// The device-program primitives of a partitioned program (see spmd/deviceProgram.ts) differ per device and meet the other devices.
+const NEVER = new Set(['broadcast_in_dim', 'iota', 'random_bits', 'threefry2x32', 'spmd_collective', 'spmd_device_slice']);
 
 export function constantFold(c: HloComputation, maxElements = 1024): number {
   let n = 0;

@@ -24,8 +24,23 @@ export function buildSpmdExecutable(mod: HloModule, n: number, name: string): Ru
 }
 
 const prim = (p: string) => getPrimitive(p);
-/** Device 0's value of a replicated scalar (a loop predicate or a branch index). */
-const scalar = (x: Array): number => Number((x.dataSync() as ArrayLike<number>)[0]);
+const reshape = (x: Array, newSizes: readonly number[]): Array => evalPrimitive(prim('reshape'), [x], { newSizes })[0];
+
+/** Control-flow values of one device. */
+export const ONE_DEVICE: ControlValues<Array> = {
+  scalar: (x) => Number((x.dataSync() as ArrayLike<number>)[0]),
+  row: (x, t) => reshape(sliceBox(x, x.shape.map((m, j): [number, number] => (j === 0 ? [t, t + 1] : [0, m]))), x.shape.slice(1)),
+  stack: (rows) => concat(rows.map((r) => reshape(r, [1, ...r.shape])), 0),
+  zeros: (s) => np.zeros(s.shape, s.dtype),
+};
+
+/** Control-flow values of the in-thread executor: one Array per device (device 0's scalar decides for all). */
+const perDevice = (n: number): ControlValues<Array[]> => ({
+  scalar: (x) => ONE_DEVICE.scalar(x[0]),
+  row: (x, t) => x.map((xd) => ONE_DEVICE.row(xd, t)),
+  stack: (rows) => rows[0].map((_, d) => ONE_DEVICE.stack(rows.map((r) => r[d]))),
+  zeros: (s) => globalThis.Array.from({ length: n }, () => ONE_DEVICE.zeros(s)),
+});
 
 function buildRunner(c: HloComputation, n: number, name: string): Runner {
   const slot = new Map<HloInstruction, number>();
@@ -53,7 +68,7 @@ function buildRunner(c: HloComputation, n: number, name: string): Runner {
       const sub = subs.get(i);
       if (sub) {
         const ins = s.ins.map((k) => arr(k));
-        const outs = runControl(i.prim!.name, p, sub, ins, rt, n, i.shapes);
+        const outs = runControlFlow<Array[]>(i.prim!.name, p, sub.map((b) => (a: Array[][]) => b(a, rt)), ins, i.shapes, perDevice(n));
         vals[s.out] = i.isTuple ? tupled(outs) : outs[0];
         continue;
       }
@@ -96,50 +111,43 @@ function buildRunner(c: HloComputation, n: number, name: string): Runner {
   };
 }
 
-/** while / scan / cond over partitioned bodies; operands and results per value, then per device. */
-function runControl(name: string, p: Record<string, any>, sub: Runner[], ins: Array[][], rt: CollectiveRuntime, n: number, shapes: readonly ShapedArray[]): Array[][] {
+/** How control flow reads, slices and stacks its values (one device's Arrays, or every device's). */
+export interface ControlValues<V> {
+  /** A replicated scalar's value (a loop predicate, a branch index). */
+  scalar(v: V): number;
+  /** Row `t` of the leading axis. */
+  row(v: V, t: number): V;
+  /** Rows stacked on a new leading axis. */
+  stack(rows: V[]): V;
+  zeros(s: ShapedArray): V;
+}
+
+/** while / scan / cond over partitioned bodies, one value per operand and result. */
+export function runControlFlow<V>(name: string, p: Record<string, any>, bodies: readonly ((args: V[]) => V[])[], ins: V[], shapes: readonly ShapedArray[], ops: ControlValues<V>): V[] {
   if (name === 'while') {
     const condConsts = ins.slice(0, p.condNconsts);
     const bodyConsts = ins.slice(p.condNconsts, p.condNconsts + p.bodyNconsts);
     let carry = ins.slice(p.condNconsts + p.bodyNconsts);
-    while (scalar(sub[0]([...condConsts, ...carry], rt)[0][0])) carry = sub[1]([...bodyConsts, ...carry], rt);
+    while (ops.scalar(bodies[0]([...condConsts, ...carry])[0])) carry = bodies[1]([...bodyConsts, ...carry]);
     return carry;
   }
   if (name === 'cond') {
-    const k = Math.min(Math.max(Math.trunc(scalar(ins[0][0])), 0), sub.length - 1);
-    return sub[k](ins.slice(1), rt);
+    const k = Math.min(Math.max(Math.trunc(ops.scalar(ins[0])), 0), bodies.length - 1);
+    return bodies[k](ins.slice(1));
   }
+  if (name !== 'scan') throw new Error(`xla-lite spmd: control flow ${name} has no partitioned execution`);
   // scan: (consts, carry, xs) -> (carry, ys), one iteration per leading index of xs.
   const nc = p.numConsts + p.numCarry;
   const consts = ins.slice(0, p.numConsts);
   let carry = ins.slice(p.numConsts, nc);
   const xs = ins.slice(nc);
-  const ys: Array[][][] = [];
-  const one = (x: Array, t: number): Array => {
-    const sl = sliceBox(x, x.shape.map((m, j): [number, number] => (j === 0 ? [t, t + 1] : [0, m])));
-    return evalPrimitive(prim('reshape'), [sl], { newSizes: x.shape.slice(1) })[0];
-  };
+  const ys: V[][] = [];
   for (let it = 0; it < p.length; it++) {
     const t = p.reverse ? p.length - 1 - it : it;
-    const outs = sub[0]([...consts, ...carry, ...xs.map((x) => x.map((xd) => one(xd, t)))], rt);
+    const outs = bodies[0]([...consts, ...carry, ...xs.map((x) => ops.row(x, t))]);
     carry = outs.slice(0, p.numCarry);
     ys[t] = outs.slice(p.numCarry);
   }
-  const nys = shapes.length - p.numCarry;
-  const stacked: Array[][] = [];
-  for (let k = 0; k < nys; k++) {
-    if (p.length === 0) {
-      const s = shapes[p.numCarry + k];
-      stacked.push(globalThis.Array.from({ length: n }, () => np.zeros(s.shape, s.dtype)));
-      continue;
-    }
-    stacked.push(globalThis.Array.from({ length: n }, (_, d) => {
-      const parts = ys.map((y) => {
-        const v = y[k][d];
-        return evalPrimitive(prim('reshape'), [v], { newSizes: [1, ...v.shape] })[0];
-      });
-      return concat(parts, 0);
-    }));
-  }
+  const stacked = shapes.slice(p.numCarry).map((s, k) => (p.length === 0 ? ops.zeros(s) : ops.stack(ys.map((y) => y[k]))));
   return [...carry, ...stacked];
 }

@@ -148,7 +148,7 @@ export function reduceLayout(l: Layout, shape: readonly number[], axes: readonly
   const out = l.map((b) => b.filter((_, d) => !axes.includes(d)));
   const parts = l.map((b) => axes.map((a) => b[a]));
   const groups = partialGroups(out, parts, axes.reduce((p, a) => p * shape[a], 1));
-  if (groups === null) throw new Error(`spmd: reduction over axes ${JSON.stringify(axes)} of [${shape.join(',')}]: the operand's shards do not cover the reduced axes evenly`);
+  if (groups === null) throw new Error(`spmd: reduction over axes ${JSON.stringify(axes)} of [${shape.join(',')}]: the operand's shards do not cover the reduced axes evenly (shards ${JSON.stringify(l)})`);
   return { out, groups };
 }
 
@@ -250,6 +250,19 @@ export function planDot(lhs: Layout, rhs: Layout, ls: readonly number[], rs: rea
 
 const fullLayoutOf = (l: Layout, shape: readonly number[]): Layout => fullLayout(shape, l.length);
 
+// ---- slice ----
+
+/** Which dims a slice keeps whole (start 0, full limit, stride 1): only those may stay split. */
+export function sliceKeeps(opShape: readonly number[], start: readonly number[], limit: readonly number[], strides: readonly number[] | null): boolean[] {
+  return opShape.map((n, d) => start[d] === 0 && limit[d] === n && (strides === null || strides[d] === 1));
+}
+
+/** A slice's layout mapped from one side (`from`) to the other (`to`): null when a dim it cuts is split. */
+export function sliceLayout(l: Layout, from: readonly number[], to: readonly number[], keeps: readonly boolean[]): Layout | null {
+  if (l.some((b) => b.some(([s, e], d) => !keeps[d] && (s !== 0 || e !== from[d])))) return null;
+  return l.map((b): Box => b.map(([s, e], d) => (keeps[d] ? [s, e] : [0, to[d]])));
+}
+
 // ---- gather ----
 
 export interface GatherDims {
@@ -282,12 +295,17 @@ export function gatherDims(dn: GatherDims, sliceSizes: readonly number[], opShap
 
 /** Result boxes of a gather from its operand's and indices' boxes (split index-vector or addressed operand dims are not passed). */
 export function gatherForward(op: Layout, idx: Layout, outShape: readonly number[], g: NonNullable<ReturnType<typeof gatherDims>>): Layout {
-  return op.map((ob, d) => outShape.map((n, j): [number, number] => {
-    const k = g.fromIndex.get(j);
-    if (k !== undefined) return [idx[d][k][0], idx[d][k][1]];
-    const od = g.fromOperand.get(j);
-    return od !== undefined ? [ob[od][0], ob[od][1]] : [0, n];
-  }));
+  const out = (withOperand: boolean): Layout =>
+    op.map((ob, d) => outShape.map((n, j): [number, number] => {
+      const k = g.fromIndex.get(j);
+      if (k !== undefined) return [idx[d][k][0], idx[d][k][1]];
+      const od = withOperand ? g.fromOperand.get(j) : undefined;
+      return od !== undefined ? [ob[od][0], ob[od][1]] : [0, n];
+    }));
+  // Indices and operand split over the same devices (a batch-split lookup into an FSDP-split
+  // table) give no even tiling: the indices' split wins and the operand is gathered.
+  const both = out(true);
+  return HloSharding.fromBoxes(both, outShape) ? both : out(false);
 }
 
 /** Operand and indices boxes a gather needs for result boxes `out`. */

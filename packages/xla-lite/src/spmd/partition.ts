@@ -24,8 +24,8 @@ import { np } from '@tpukit/core';
 import { getPrimitive, type ShapedArray } from '@tpukit/core/internal';
 import { HloComputation, HloInstruction, HloModule } from '../hlo';
 import { type Box, boxKey, HloSharding, type Layout } from './hloSharding';
-import { broadcastBackward, type DimensionNumbers, fullLayout, gatherBackward, partialGroups, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward } from './layoutRules';
-import { calledFrom, gatherInfo, propagateShardings, REDUCTIONS, ruleOf } from './propagation';
+import { broadcastBackward, type DimensionNumbers, fullLayout, gatherBackward, partialGroups, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, sliceLayout, transposeBackward } from './layoutRules';
+import { calledFrom, gatherInfo, propagateShardings, REDUCTIONS, ruleOf, sliceKeepsOf } from './propagation';
 
 export const COLLECTIVES = new Set(['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute']);
 
@@ -184,6 +184,17 @@ function partitionComputation(src: HloComputation, shardings: Map<HloInstruction
           const need = gatherBackward(target!, i.operands[0].shape.shape, i.operands[1].shape.shape, g);
           const sliceSizes = (pp.sliceSizes as number[]).map((s, od) => need.op[0][od][1] - need.op[0][od][0] < i.operands[0].shape.shape[od] ? need.op[0][od][1] - need.op[0][od][0] : s);
           v = make([opnd(0, need.op), opnd(1, need.idx)], target!, { ...pp, sliceSizes });
+          break;
+        }
+        case 'slice': {
+          // slice / concatenate / pad on the dims they leave alone stay split: each device works on its
+          // block (a slice's limits shrunk to the block); the padding value is a replicated scalar.
+          const keeps = sliceKeepsOf(i);
+          const needs = i.operands.map((o) => (o.shape.shape.length === i.shape.shape.length ? sliceLayout(target!, i.shape.shape, o.shape.shape, keeps) : fullLayout(o.shape.shape, n)));
+          if (needs.every((l) => l !== null)) {
+            const params = i.prim!.name === 'slice' ? { ...pp, limitIndices: (pp.limitIndices as number[]).map((l, d) => (keeps[d] ? target![0][d][1] - target![0][d][0] : l)) } : pp;
+            v = make(needs.map((l, k) => opnd(k, l!)), target!, params);
+          } else v = whole(i);
           break;
         }
         default:

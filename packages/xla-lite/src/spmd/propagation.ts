@@ -24,7 +24,7 @@
  */
 import type { HloComputation, HloInstruction } from '../hlo';
 import { type Box, HloSharding, type Layout } from './hloSharding';
-import { broadcastBackward, broadcastForward, type DimensionNumbers, fullLayout, gatherBackward, type GatherDims, gatherDims, gatherForward, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, transposeBackward, transposeForward } from './layoutRules';
+import { broadcastBackward, broadcastForward, type DimensionNumbers, fullLayout, gatherBackward, type GatherDims, gatherDims, gatherForward, layoutKey, layoutWithin, planDot, reduceLayout, reshapeLayout, sliceKeeps, sliceLayout, transposeBackward, transposeForward } from './layoutRules';
 
 /** Core primitives that apply elementwise (their operands and result share one shape). */
 export const ELEMENTWISE = new Set(
@@ -37,7 +37,7 @@ export const CONTROL = new Set(['while', 'scan', 'cond']);
 export const REDUCTIONS: Readonly<Record<string, string>> = { reduce_sum: 'add', reduce_max: 'max', reduce_min: 'min', reduce_prod: 'mul', reduce_and: 'and', reduce_or: 'or' };
 
 /** How an instruction is partitioned: its own rule, or run whole on every device. */
-export function ruleOf(i: HloInstruction): 'constraint' | 'control' | 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'gather' | 'whole' {
+export function ruleOf(i: HloInstruction): 'constraint' | 'control' | 'elementwise' | 'broadcast' | 'transpose' | 'reshape' | 'reduce' | 'dot' | 'gather' | 'slice' | 'whole' {
   const name = i.prim?.name ?? '';
   if (CONTROL.has(name)) return 'control';
   if (i.isTuple) return 'whole';
@@ -49,10 +49,22 @@ export function ruleOf(i: HloInstruction): 'constraint' | 'control' | 'elementwi
   if (REDUCTIONS[name]) return 'reduce';
   if (name === 'dot_general') return 'dot';
   if (name === 'gather' && gatherInfo(i)) return 'gather';
+  if (name === 'slice' || name === 'concatenate' || name === 'pad') return 'slice';
   return 'whole';
 }
 
 const p = (i: HloInstruction) => i.params as Record<string, any>;
+
+/**
+ * Which dims a slice, concatenate or pad keeps as they are (the others it cuts, joins or pads:
+ * those must not be split, the kept ones carry their split through).
+ */
+export function sliceKeepsOf(i: HloInstruction): boolean[] {
+  const shape = i.operands[0].shape.shape;
+  if (i.prim?.name === 'concatenate') return shape.map((_, d) => d !== p(i).dimension);
+  if (i.prim?.name === 'pad') return (p(i).paddingConfig as number[][]).map((c) => c.every((v) => v === 0));
+  return sliceKeeps(shape, p(i).startIndices, p(i).limitIndices, p(i).strides ?? null);
+}
 
 /** A gather's dimension mapping (null when it has operand batching dims: run whole). */
 export const gatherInfo = (i: HloInstruction) => gatherDims(p(i).dimensionNumbers as GatherDims, p(i).sliceSizes, i.operands[0].shape.shape, i.shape.shape.length);
@@ -79,6 +91,8 @@ export function forwardLayout(i: HloInstruction, ins: Layout[], n: number): Layo
       return planDot(ins[0], ins[1], i.operands[0].shape.shape, i.operands[1].shape.shape, p(i).dimensionNumbers as DimensionNumbers).out;
     case 'gather':
       return gatherForward(ins[0], ins[1], shape, gatherInfo(i)!);
+    case 'slice':
+      return sliceLayout(ins[0], i.operands[0].shape.shape, shape, sliceKeepsOf(i));
     default:
       return null;
   }
@@ -102,12 +116,15 @@ function operandWant(u: HloInstruction, k: number, l: Layout): Layout | null {
       const need = gatherBackward(l, u.operands[0].shape.shape, u.operands[1].shape.shape, gatherInfo(u)!);
       return k === 0 ? need.op : need.idx;
     }
+    case 'slice':
+      // A pad's padding value is a scalar.
+      return o.shape.shape.length === u.shape.shape.length ? sliceLayout(l, u.shape.shape, o.shape.shape, sliceKeepsOf(u)) : null;
     default:
       return null;
   }
 }
 
-const CHEAP = new Set(['elementwise', 'broadcast', 'transpose', 'reshape']);
+const CHEAP = new Set(['elementwise', 'broadcast', 'transpose', 'reshape', 'slice']);
 /** Ops that may take a finer layout their users want: cheap local ops, and dots/reductions (whose partial sums then reduce-scatter). */
 const isCheap = (i: HloInstruction): boolean => i.opcode === 'constant' || i.prim?.name === 'iota' || CHEAP.has(ruleOf(i)) || ruleOf(i) === 'dot' || ruleOf(i) === 'reduce';
 

@@ -26,10 +26,45 @@ import { cacheKey, getCacheDir, loadModule, storeModule } from '../diskCache';
 import { dce } from '../passes/dce';
 import { toStableHlo } from '../stablehlo';
 import { type CollectiveRuntime, getCollectiveRuntime, type ReduceOp, sliceBox } from './collectives';
+import { deviceImage, type ModuleImage } from './deviceProgram';
 import { buildSpmdExecutable } from './executor';
 import { fromCoreSharding, GSPMDSharding, HloSharding } from './hloSharding';
 import { partitionModule } from './partition';
 import { propagateShardings } from './propagation';
+
+/** A partitioned program as its devices receive it (see `deviceProgram.ts`). */
+export interface SpmdProgram {
+  /** Unique in this process: a device thread compiles each program once. */
+  readonly id: number;
+  readonly name: string;
+  readonly image: ModuleImage;
+  /** The largest collective operand (bytes), for the collective board's slots. */
+  readonly maxCollectiveBytes: number;
+  /** Flat input positions the call donates. */
+  readonly donated: readonly number[];
+  /** Per output, every device's local (shard) shape. */
+  readonly outShapes: readonly { readonly shape: readonly number[]; readonly dtype: Array['dtype'] }[];
+}
+
+/**
+ * Runs partitioned programs on devices that have threads of their own (@tpukit/mesh's CPU
+ * devices install one): each device compiles the program and runs it on its shards, the
+ * collectives meeting through shared memory. `run` returns every device's outputs (by device
+ * position), or null when these devices cannot run programs (the in-thread executor runs it).
+ */
+export interface SpmdDeviceRunner {
+  /** `own[k][j]`: whether `args[k][j]` is the argument's own shard for device k (else a slice or a replicated value made for it). */
+  run(program: SpmdProgram, devices: readonly Device[], args: readonly (readonly Array[])[], own: readonly (readonly boolean[])[], what: string): Array[][] | null;
+}
+
+let deviceRunner: SpmdDeviceRunner | null = null;
+
+/** Installs (or, with null, removes) the runner of partitioned programs on device threads. */
+export function setSpmdDeviceRunner(r: SpmdDeviceRunner | null): void {
+  deviceRunner = r;
+}
+
+let nextProgramId = 0;
 
 /** What the partitioner needs to know about one program's devices and boundary shardings. */
 export interface SpmdSpec {
@@ -89,6 +124,9 @@ export class SpmdCompiled extends Compiled {
   /** Runs the collectives: the runtime installed when this was compiled (`setCollectiveRuntime`), replaceable per program. */
   runtime: CollectiveRuntime = getCollectiveRuntime();
   declare private readonly spmdRun: ReturnType<typeof buildSpmdExecutable>;
+  #program: SpmdProgram | null = null;
+  /** Why this program runs in this thread although its devices have threads (a parameter no thread can receive); null otherwise. */
+  deviceFallback: string | null = null;
 
   /** `partitioned`: a module partitioned earlier for the same jaxpr and spec (from the persistent cache). */
   constructor(jaxpr: ClosedJaxpr, name: string, donateArgnums: readonly number[], donateLabels: readonly string[], spec: SpmdSpec, partitioned: HloModule | null = null) {
@@ -133,10 +171,38 @@ export class SpmdCompiled extends Compiled {
     const shardings = this.outputShardings();
     const avals = this.jaxpr.outAvals;
     const gather = (outs: Array[][]) => outs.map((perDev, k) => assemble(perDev, avals[k].shape, avals[k].dtype, shardings[k], devices));
-    if (!systolic.costing()) return gather(this.spmdRun(place(), this.runtime));
-    const locals = systolic.uncosted(place);
+    if (!systolic.costing()) {
+      // On the devices' own threads when they have them, else in this thread.
+      const placed = place();
+      const arrays = placed.map((l) => l.arrays);
+      return gather(this.#onDevices(arrays, placed.map((l) => l.own)) ?? this.spmdRun(arrays, this.runtime));
+    }
+    // Costing runs in this thread, where the ledger is.
+    const locals = systolic.uncosted(place).map((l) => l.arrays);
     const outs = systolic.perChip(devices.length, () => this.spmdRun(locals, new CostedCollectives(this.runtime)));
     return systolic.uncosted(() => gather(outs));
+  }
+
+  /** Every output's per-device values from the device threads, or null (no runner, or the program cannot go there). */
+  #onDevices(locals: Array[][], own: boolean[][]): Array[][] | null {
+    if (deviceRunner === null || this.deviceFallback !== null) return null;
+    if (this.#program === null) {
+      try {
+        const { image, maxCollectiveBytes } = deviceImage(this.module, `xla-lite spmd ${this.name}`);
+        const outShapes = this.module.entry.outputs.map((o) => ({ shape: [...o.shape.shape], dtype: o.shape.dtype }));
+        this.#program = { id: nextProgramId++, name: this.name, image, maxCollectiveBytes, outShapes, donated: this.donateArgnums };
+      } catch (e) {
+        this.deviceFallback = e instanceof Error ? e.message : String(e);
+        // Once per program: it runs, but on one thread.
+        console.warn(`xla-lite spmd ${this.name}: runs in this thread instead of on its devices' threads: ${this.deviceFallback}`);
+        return null;
+      }
+    }
+    const { devices } = this.spec;
+    const perDevice = devices.map((_, d) => locals.map((l) => l[d]));
+    const ownPerDevice = devices.map((_, d) => own.map((o) => o[d]));
+    const outs = deviceRunner.run(this.#program, devices, perDevice, ownPerDevice, `jit(${this.name})`);
+    return outs && this.#program.outShapes.map((_, k) => outs.map((o) => o[k]));
   }
 
   /** As `run`, then deletes the donated inputs (JAX semantics; the shards are not reused in place). */
@@ -190,8 +256,8 @@ const devPos = (devices: readonly Device[], d: Device): number => {
   return i >= 0 ? i : devices.findIndex((x) => x.id === d.id);
 };
 
-/** Each device's shard of `a` under `hs`: the Array's own shards when they match, else slices of its value. */
-function localShards(a: Array, hs: HloSharding, devices: readonly Device[], what: string): Array[] {
+/** Each device's shard of `a` under `hs`: the Array's own shards when they match (`own`), else slices of its value. */
+function localShards(a: Array, hs: HloSharding, devices: readonly Device[], what: string): { arrays: Array[]; own: boolean[] } {
   const lay = hs.layout(a.shape, what);
   const out: (Array | undefined)[] = new globalThis.Array(devices.length);
   if (a._shards) {
@@ -200,7 +266,7 @@ function localShards(a: Array, hs: HloSharding, devices: readonly Device[], what
       if (p >= 0 && lay[p].every(([b, e], j) => s.index[j][0] === b && s.index[j][1] === e)) out[p] = s.data;
     }
   }
-  return lay.map((box, d) => out[d] ?? sliceBox(a, box));
+  return { arrays: lay.map((box, d) => out[d] ?? sliceBox(a, box)), own: lay.map((_, d) => out[d] !== undefined) };
 }
 
 function assemble(perDev: Array[], shape: readonly number[], dtype: Array['dtype'], sharding: Sharding, devices: readonly Device[]): Array {
@@ -258,6 +324,9 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
     dyn.forEach((a, i) => {
       if (staticNums.includes(i)) return;
       const want = inOpt === undefined ? null : globalThis.Array.isArray(inOpt) ? ((inOpt as (Sharding | null)[])[i] ?? null) : (inOpt as Sharding);
+      if (want !== null && typeof (want as Partial<Sharding>).devicesIndicesMap !== 'function') {
+        throw new TypeError(`jit(${fname}): inShardings[${i}] is ${describe(want)}, not a Sharding or null (one Sharding per positional argument applies to all its leaves; pytrees of shardings are not supported)`);
+      }
       const leaves = tree.flatten(a, { isLeaf: (x) => x instanceof Array })[0] as Array[];
       leaves.forEach((l, k) => inCore.push({ s: want ?? (nonDefault(l.sharding) ? l.sharding : null), what: `jit(${fname}): ${argName(i)}${leaves.length > 1 ? ` leaf ${k}` : ''}`, leaf: l }));
     });
@@ -315,6 +384,8 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
     clear: () => cache.clear(),
   };
 }
+
+const describe = (x: unknown): string => (typeof x === 'object' && x !== null ? `a ${x.constructor?.name ?? 'object'} {${Object.keys(x).join(', ')}}` : String(x));
 
 const multi = (s: Sharding | null): s is Sharding => s !== null && s.deviceSet.length > 1;
 

@@ -17,8 +17,11 @@
  * results, aliases of those) are copied in once per call, just before the first fusion that
  * reads them; non-scalar constants are copied in at compile time; scalar constants become
  * immediates in the code. A fusion result that anything else needs (a core primitive, a JS
- * kernel, the caller) is copied out into a fresh array (or a donated argument's storage):
- * arrays handed out never alias the arena, which the next call overwrites. Every buffer is 16-byte aligned and padded to a whole
+ * kernel, the caller) is copied out into a fresh array, a buffer reused call after call (see
+ * `poolResults`) or a donated argument's storage. A dot under a wasm epilogue (kOutput) writes
+ * its float32 result straight into the epilogue's buffer (`view`; core's `evalPrimitiveInto`).
+ * Arrays handed out never alias the arena, which the next call overwrites. Every buffer is
+ * 16-byte aligned and padded to a whole
  * vector, and the arena ends with padding, so the kernels' partial-vector reads stay in memory.
  */
 import { type Array, fromStorage, lax, toStorage } from '@tpukit/core';
@@ -79,6 +82,8 @@ export class WasmProgram implements PoolProgram {
   readonly id = nextId++;
   sentTo = 0;
   readonly steps = new Map<HloInstruction, WasmStep>();
+  /** Dots whose result the executable writes straight into the arena (`view`), then marks staged (`markStaged(key)`). */
+  readonly directDots = new Map<HloInstruction, { key: number; view: Float32Array }>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
@@ -248,12 +253,25 @@ export class WasmProgram implements PoolProgram {
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q) })) : null,
         inputs: l.inputs,
-        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: l.acc >= 0 || users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
       });
     });
+    // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
+    // reshape) writes its result straight into its arena buffer instead of being staged there.
+    for (const r of staged) {
+      const key = keys.get(r);
+      const slot = ba.slots.get(r);
+      if (key === undefined || slot === undefined || r.prim?.name !== 'dot_general' || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
+      if (users.get(r)!.every((u) => u !== null && plans.has(u))) prog.directDots.set(r, { key, view: prog.view(slot.offset, numel(r.shape)) });
+    }
     return prog;
+  }
+
+  /** A float32 view of `n` elements of the arena from byte address `addr` (the arena never grows, so a view stays valid). */
+  view(addr: number, n: number): Float32Array {
+    return this.f32.subarray(addr / 4, addr / 4 + n);
   }
 
   /** Runs a dot epilogue over the dot's result `acc` (float32 storage), in place; returns the result Array (sharing `acc`). */
@@ -290,6 +308,11 @@ export class WasmProgram implements PoolProgram {
   private out(s: WasmStep, q: number, addr: number, n: number, sh: HloInstruction['shape']): Array {
     const r = fromStorage(this.copyOut(s, q, addr, n, false), sh.shape, sh.dtype);
     return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
+  }
+
+  /** Records that the value with stamp `key` is in the arena for this call (written there directly). */
+  markStaged(key: number): void {
+    this.stamps[key] = this.gen;
   }
 
   /** Starts a call: values staged in earlier calls are stale. */

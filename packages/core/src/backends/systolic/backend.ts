@@ -99,10 +99,23 @@ export class SystolicBackend implements Backend {
     } else {
       outs = prim.impl(host, params, outAvals);
     }
-    if (this.activeLedgers.length > 0 && this.suspended === 0) {
-      for (const l of this.activeLedgers) addToLedger(l, opCost(prim, inAvals, params, outAvals, l.preset), this.share);
-    }
+    this.charge(prim, inAvals, params, outAvals);
     return outs;
+  }
+
+  /** dot_general on floating operands with a float32 result, written into the caller's `out` (see `Backend.executeInto`). */
+  executeInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean {
+    if (prim.name !== 'dot_general' || !FLOAT.has(inAvals[0].dtype) || outAval.dtype !== 'float32' || !(out instanceof Float32Array)) return false;
+    const host = hostArrays(inputs, inAvals);
+    mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAval, { flushSubnormals: this.flushSubnormals }, out);
+    this.charge(prim, inAvals, params, [outAval]);
+    return true;
+  }
+
+  /** Adds an executed op's cost (this thread's share of it) to every active ledger, unless costing is suspended. */
+  private charge(prim: Primitive, inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): void {
+    if (this.activeLedgers.length === 0 || this.suspended !== 0) return;
+    for (const l of this.activeLedgers) addToLedger(l, opCost(prim, inAvals, params, outAvals, l.preset), this.share);
   }
 
   /** Whether some ledger is collecting. */

@@ -2,6 +2,7 @@
  * Batched products run item by item (batched.ts): equal, bit for bit, to the same products run
  * one at a time through the product-by-product path, on one thread and on the pool.
  */
+import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Array, lax, np, systolic, withBackend } from '../../index';
 import { batchedStats } from './batched';
@@ -71,10 +72,41 @@ describe('systolic batched products, item by item', () => {
     }
   });
 
+  it('batched equals one by one (a vmap-vs-loop law) over shapes, layouts, dtypes and thread counts', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          batch: fc.integer({ min: 2, max: 8 }),
+          m: fc.integer({ min: 1, max: 32 }).map((x) => 4 * x),
+          n: fc.integer({ min: 1, max: 16 }).map((x) => 8 * x),
+          k: fc.integer({ min: 1, max: 24 }).map((x) => 4 * x),
+          lhsKc: fc.boolean(),
+          rhsKc: fc.boolean(),
+          bf16: fc.boolean(),
+          threads: fc.constantFrom(1, 2, 3),
+          seed: fc.integer({ min: 0, max: 1000 }),
+        }),
+        ({ batch, m, n, k, lhsKc, rhsKc, bf16, threads, seed }) => {
+          const dtype = bf16 ? 'bfloat16' : 'float32';
+          // [batch, m, k] (k-contiguous) or [batch, k, m]; [batch, n, k] or [batch, k, n].
+          const a = np.array(data(batch * m * k, seed), dtype).reshape(lhsKc ? [batch, m, k] : [batch, k, m]);
+          const b = np.array(data(batch * k * n, seed + 1), dtype).reshape(rhsKc ? [batch, n, k] : [batch, k, n]);
+          const dims: Dims = [[[lhsKc ? 2 : 1], [rhsKc ? 2 : 1]], [[0], [0]]];
+          systolic.setNumThreads(threads);
+          const jobs = batchedStats.jobs;
+          const [x, y] = both(a.reshape([batch, 1, ...a.shape.slice(1)]), b.reshape([batch, 1, ...b.shape.slice(1)]), [[[dims[0][0][0] + 1], [dims[0][1][0] + 1]], [[0, 1], [0, 1]]]);
+          expect(batchedStats.jobs).toBeGreaterThan(jobs);
+          expect(firstDifference(x, y), `${batch}x${m}x${k}x${n} ${dtype} ${threads} threads`).toBe(-1);
+        },
+      ),
+      { numRuns: 25 },
+    );
+  });
+
   it('splits a batch whose accumulators exceed the budget into several jobs', () => {
-    // 9 products of 1024 x 1024 (4 MiB of accumulator each): more than one 32 MiB job.
-    const a = np.array(data(9 * 1024 * 8, 4)).reshape([9, 1024, 8]);
-    const b = np.array(data(9 * 8 * 1024, 5)).reshape([9, 8, 1024]);
+    // 20 products of 512 x 512 x 4 (1 MiB of accumulator each): more than one 16 MiB job.
+    const a = np.array(data(20 * 512 * 4, 4)).reshape([20, 512, 4]);
+    const b = np.array(data(20 * 4 * 512, 5)).reshape([20, 4, 512]);
     const dims: Dims = [[[2], [1]], [[0], [0]]];
     systolic.setNumThreads(1);
     const jobs = batchedStats.jobs;
@@ -83,11 +115,19 @@ describe('systolic batched products, item by item', () => {
     systolic.setNumThreads(2);
     const two = withBackend('systolic', () => bits(lax.dotGeneral(a, b, dims)));
     expect(firstDifference(two, one)).toBe(-1);
-    const [x, y] = both(a.reshape([9, 1, 1024, 8]), b.reshape([9, 1, 8, 1024]), [[[3], [2]], [[0, 1], [0, 1]]]);
+    const [x, y] = both(a.reshape([20, 1, 512, 4]), b.reshape([20, 1, 4, 512]), [[[3], [2]], [[0, 1], [0, 1]]]);
     expect(firstDifference(x, y)).toBe(-1);
   });
 
-  it('leaves products with packing edges to the product-by-product path', () => {
+  it('leaves large products to the tile split, and products with packing edges to the product-by-product path', () => {
+    // 3 products of 256 x 256 x 64 (2^22 multiply-adds each): each one split over the pool by tiles.
+    const big = np.array(data(3 * 256 * 64, 8)).reshape([3, 256, 64]);
+    const before = batchedStats.jobs;
+    systolic.setNumThreads(2);
+    const two = withBackend('systolic', () => bits(lax.dotGeneral(big, big, [[[2], [2]], [[0], [0]]])));
+    expect(batchedStats.jobs).toBe(before);
+    systolic.setNumThreads(1);
+    expect(firstDifference(two, withBackend('systolic', () => bits(lax.dotGeneral(big, big, [[[2], [2]], [[0], [0]]]))))).toBe(-1);
     // 30 rows: not a whole number of 4-row panels.
     const a = np.array(data(4 * 30 * 16, 6)).reshape([4, 30, 16]);
     const b = np.array(data(4 * 16 * 24, 7)).reshape([4, 16, 24]);

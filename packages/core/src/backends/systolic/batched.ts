@@ -8,9 +8,11 @@
  * thread, so results do not depend on the thread count. On one thread the same loop runs without
  * the per-product planning of `GemmEngine.batchedProduct` (packing plans, closures, chunking).
  *
- * Only one-pass products whose operands need no TypeScript packing edges take this path: a unit
- * stride on one axis, rows a multiple of the panel height, k a multiple of 4 for k-contiguous
- * operands and no k padding. Everything else keeps `batchedProduct`'s product-by-product loop.
+ * Only small one-pass products take this path: fewer than `minWork` multiply-adds each (a larger
+ * product is split over the pool by itself, tile by tile, which balances a short batch better
+ * than whole items), with operands that need no TypeScript packing edges (a unit stride on one
+ * axis, rows a multiple of the panel height, k a multiple of 4 for k-contiguous operands, no k
+ * padding). Everything else keeps `batchedProduct`'s product-by-product loop.
  *
  * Memory layout (bytes, 64-aligned), after the staged operands:
  *
@@ -20,6 +22,7 @@
  *
  * Items whose accumulators would exceed `ACC_BUDGET` bytes run as several jobs.
  */
+import { getNumThreads } from '../../threads';
 import type { GemmEngine } from './gemmEngine';
 import type { OperandView } from './pack';
 import { packFunctionName } from './packKernels';
@@ -71,8 +74,8 @@ export type BatchRunner = (job: BatchJob) => boolean;
 export const batchedStats = { jobs: 0, items: 0, pooled: 0, pooledItems: 0, workerItems: 0 };
 
 /** Bytes of accumulators one job may hold (more items run as several jobs). */
-const ACC_BUDGET = 32 << 20;
-/** Threads whose pack areas are laid out (the most a runner may use). */
+const ACC_BUDGET = 16 << 20;
+/** The most threads a runner may use (`applyThreads` caps the pool there too). */
 const MAX_AREAS = 256;
 
 /** The staging plans of the current batch's two operands (reused). */
@@ -91,7 +94,8 @@ const align = (x: number): number => Math.ceil(x / 64) * 64;
  * `sink(i, c, ldc)` receives item i's accumulator (element offset in `engine.f32`, row stride),
  * valid until it returns; `engine.outScratch` is pointed past the accumulators for the sink's bf16
  * narrowing. `parallel` (the pool's batch runner, or null) runs groups of items on the pool when
- * the batch is worth a wake-up (`minWork` multiply-adds or more).
+ * the whole batch is worth a wake-up (`minWork` multiply-adds or more); each item must be below
+ * that (see the file comment).
  */
 export function runBatchedItems(
   engine: GemmEngine,
@@ -116,8 +120,9 @@ export function runBatchedItems(
   const mp = Math.ceil(M / mr) * mr;
   const np = Math.ceil(N / nr) * nr;
   const kp = Math.max(unroll, Math.ceil(K / unroll) * unroll);
-  if (!edgeFree(a, mr, kp) || !edgeFree(b, nr, kp)) return false;
-  const areas = parallel ? MAX_AREAS : 1;
+  if (mp * np * kp >= minWork || !edgeFree(a, mr, kp) || !edgeFree(b, nr, kp)) return false;
+  // A pack area per thread that may take items (the pool runs getNumThreads() threads).
+  const areas = parallel ? Math.min(MAX_AREAS, getNumThreads()) : 1;
   const esA = a.bf16 ? 2 : 4;
   const esB = b.bf16 ? 2 : 4;
   const cStride = align(mp * np * 4);
@@ -173,7 +178,7 @@ export function runItem(engine: GemmEngine, job: BatchJob, i: number, area: numb
 }
 
 /** Byte address just past the last source element operand `o` of an item starting at `src` reads. */
-function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
+export function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
   const p = job.packs[o];
   return src + ((p.panels * p.R - 1) * p.rs + (p.k - 1) * p.ks + 1) * p.esz;
 }

@@ -10,6 +10,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type DType, lax, np, registerBackend, systolic, withBackend, bf16, f16 } from '../../index';
+import { evalPrimitiveInto } from '../../internal';
+import { dotGeneral as dotGeneralP } from '../../lax/dot';
 import { SystolicBackend } from './backend';
 
 const plain = new SystolicBackend('systolic-plain-simd', { relaxedSimd: false });
@@ -254,6 +256,36 @@ describe('systolic dot_general: MXU numerics', () => {
     const b = np.array([[30000], [1]], 'int32');
     const s = withBackend('systolic', () => np.matmul(a, b).dataSync());
     expect(Array.from(s)).toEqual([(100000 * 30000 + 3) | 0, 7 * 30000 - 2]);
+  });
+
+  it('writes a float32 result into caller storage (evalPrimitiveInto) bit-identical to a fresh result', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 70 }), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 70 }), fc.integer({ min: 1, max: 1000 }), (B, M, K, N, seed) => {
+        const a = np.array(randomData(B * M * K, seed), 'float32').reshape([B, M, K]);
+        const b = np.array(randomData(B * K * N, seed + 1), 'float32').reshape([B, K, N]);
+        const params = { dimensionNumbers: [[[2], [1]], [[0], [0]]], precision: null, preferredElementType: null };
+        const fresh = withBackend('systolic', () => lax.dotGeneral(a, b, [[[2], [1]], [[0], [0]]])).dataSync();
+        // Stale values in the destination must not leak into the result.
+        const dest = new Float32Array(B * M * N).fill(Number.NaN);
+        const got = withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params, dest));
+        expect(got).not.toBeNull();
+        expect(got!.shape).toEqual([B, M, N]);
+        expect(got!._storage()).toBe(dest);
+        expect(dest).toEqual(fresh);
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it('evalPrimitiveInto: null where the backend cannot write into caller storage, a clear error on a wrong size', () => {
+    const a = np.ones([4, 8], 'float32');
+    const b = np.ones([8, 3], 'float32');
+    const params = { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, preferredElementType: null };
+    expect(withBackend('reference', () => evalPrimitiveInto(dotGeneralP, [a, b], params, new Float32Array(12)))).toBeNull();
+    const ai = np.ones([4, 8], 'int32');
+    const bi = np.ones([8, 3], 'int32');
+    expect(withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [ai, bi], params, new Int32Array(12)))).toBeNull();
+    expect(() => withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params, new Float32Array(11)))).toThrow(/evalPrimitiveInto\(dot_general\): the result has 12 elements \(float32\[4,3\]\) but the destination holds 11/);
   });
 
   it('names the operation and shapes on bad input', () => {

@@ -107,8 +107,12 @@ export interface MxuOptions {
   flushSubnormals: boolean;
 }
 
-/** Runs dot_general for floating operands on the engine; returns the output storage. */
-export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions): StorageArray {
+/**
+ * Runs dot_general for floating operands on the engine; returns the output storage: `into` when
+ * given (a float32 result's caller-owned destination, with exactly the result's element count),
+ * else a new array.
+ */
+export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null = null): StorageArray {
   const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
   const L = side(lhs, lb, freeDims(lhs.shape.length, lc, lb), lc);
   const R = side(rhs, rb, freeDims(rhs.shape.length, rc, rb), rc);
@@ -117,9 +121,12 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   const K = L.view.k;
   const B = L.batchOffsets.length;
   const passes = passesFor(lhs.dtype, params.precision);
-  // A single f32 result is sliced straight out of wasm memory (no zero-filled allocation).
-  const sliceOut = out.dtype === 'float32' && B === 1 && K > 0;
-  let acc = out.dtype === 'float32' ? new Float32Array(sliceOut ? 0 : B * M * N) : new Float32Array(out.dtype === 'float16' || K === 0 ? M * N : 0);
+  if (into !== null && (out.dtype !== 'float32' || into.length !== B * M * N)) throw new RangeError(`dot_general: the destination holds ${into.length} elements; the ${out.dtype} result has ${B * M * N}`);
+  // A single f32 product: result rows may be copied as soon as they are final (see rowsReady).
+  const single = out.dtype === 'float32' && B === 1 && K > 0;
+  // Without a destination, a single f32 result is sliced straight out of wasm memory (no zero-filled allocation).
+  const sliceOut = single && into === null;
+  let acc = into ?? (out.dtype === 'float32' ? new Float32Array(sliceOut ? 0 : B * M * N) : new Float32Array(out.dtype === 'float16' || K === 0 ? M * N : 0));
   const sliceBf16 = out.dtype === 'bfloat16' && B === 1 && K > 0;
   let result: StorageArray = out.dtype === 'float32' ? acc : new Uint16Array(sliceBf16 ? 0 : B * M * N);
   if (M * N === 0) return result;
@@ -137,7 +144,7 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   // With a thread pool, the output of a single product is allocated and its pages touched by
   // this thread while the workers multiply: a fresh multi-megabyte buffer costs a page fault
   // per 4 KiB on first write, serial work otherwise done after the product.
-  let pre: Float32Array<ArrayBuffer> | Uint16Array<ArrayBuffer> | null = null;
+  let pre: Float32Array | Uint16Array | null = single ? into : null;
   const prepare = sliceOut || sliceBf16 ? (): void => {
     const p = sliceOut ? new Float32Array(M * N) : new Uint16Array(M * N);
     for (let i = 0; i < p.length; i += 1024) p[i] = 0;
@@ -146,8 +153,8 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   // With a thread pool, rows of a single f32 result are copied into the pre-allocated output as
   // soon as they are final, while other threads still multiply; the sink copies the rest.
   let early = 0;
-  const rowsReady = sliceOut ? (c: number, ldc: number, r0: number, r1: number): void => {
-    const p = pre as Float32Array<ArrayBuffer> | null;
+  const rowsReady = single ? (c: number, ldc: number, r0: number, r1: number): void => {
+    const p = pre as Float32Array | null;
     if (!p || r0 !== early) return;
     const f32 = engine.f32;
     if (ldc === N) p.set(f32.subarray(c + r0 * N, c + r1 * N), r0 * N);
@@ -169,8 +176,8 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
       return;
     }
     let from = 0;
-    if (sliceOut) {
-      const p = pre as Float32Array<ArrayBuffer> | null;
+    if (single) {
+      const p = pre as Float32Array | null;
       acc = p ?? new Float32Array(M * N);
       result = acc;
       if (p) from = early;

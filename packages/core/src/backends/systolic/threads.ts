@@ -22,7 +22,7 @@
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { WorkerPool } from '../../wasm/workerPool';
-import { type BatchJob, batchedStats, runItem } from './batched';
+import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';
@@ -40,7 +40,10 @@ const PACK_DONE = 4; // packing chunks finished
 const TILE_NEXT = 5; // next C tile to take
 const GATE = 6; // 1 once the packed operands are complete (edges included)
 const STAGED = 7; // byte address below which the operands are staged (see packPlan.ts)
-const JOB = 8; // ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers (a batch job: see runBatch)
+// The job (from JOB): ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers; a batch
+// job (MODE 1): pk pkStride bOff cp cStride mp np kp items table activeWorkers, then at JOB+13/14
+// the staged addresses of its two operands, and per operand (PACKS): fn rs ks panels k sourceSpan.
+const JOB = 8;
 const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts)
 const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis
 const PACK_SLOTS = 13;
@@ -76,18 +79,22 @@ function packChunk(i) {
 }
 // A batch job (batched.ts): items [0, items) taken from TILE_NEXT, each packed into this
 // worker's own pack area and multiplied into the item's accumulator, then flagged done.
+// Item i may start once the calling thread has staged both its sources: STAGED is bumped (and
+// notified) whenever the staged addresses of the two operands (JOB+13, JOB+14) grow.
 function batchItems() {
   const items = c[${JOB} + 8], mp = c[${JOB} + 5], np = c[${JOB} + 6], kp = c[${JOB} + 7];
   const t = new Int32Array(memory.buffer, c[${JOB} + 9], 3 * items);
-  const end = c[${JOB} + 12];
-  let v = Atomics.load(c, ${STAGED});
-  for (let s = 0; s < ${SPIN} && v < end; s++) v = Atomics.load(c, ${STAGED});
-  while (v < end && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
-  if (Atomics.load(c, ${ERR}) !== 0) return;
   const a = ${PACKS}, b = ${PACKS + PACK_SLOTS};
   const fa = packs[c[a]], fb = packs[c[b]];
   const ap = c[${JOB}] + (id + 1) * c[${JOB} + 1], bp = ap + c[${JOB} + 2];
   for (let i = Atomics.add(c, ${TILE_NEXT}, 1); i < items; i = Atomics.add(c, ${TILE_NEXT}, 1)) {
+    const na = t[2 * i] + c[a + 5], nb = t[2 * i + 1] + c[b + 5];
+    for (let s = 0; ; s++) {
+      const seq = Atomics.load(c, ${STAGED});
+      if (Atomics.load(c, ${JOB} + 13) >= na && Atomics.load(c, ${JOB} + 14) >= nb) break;
+      if (Atomics.load(c, ${ERR}) !== 0) return;
+      if (s >= ${SPIN}) Atomics.wait(c, ${STAGED}, seq);
+    }
     fa(t[2 * i], c[a + 1], c[a + 2], c[a + 3], c[a + 4], kp, ap);
     fb(t[2 * i + 1], c[b + 1], c[b + 2], c[b + 3], c[b + 4], kp, bp);
     gemm(ap, bp, c[${JOB} + 3] + i * c[${JOB} + 4], mp, np, kp, 0, mp, 0, np);
@@ -314,29 +321,45 @@ class Pool {
     c[JOB + 5] = job.mp; c[JOB + 6] = job.np; c[JOB + 7] = job.kp; c[JOB + 8] = items; c[JOB + 9] = job.table;
     c[JOB + 10] = threads - 1;
     c[MODE] = 1;
-    c[JOB + 12] = 1; // STAGED: 0 until both operands are staged, then 1
     for (const [o, p] of [[PACKS, pa], [PACKS + PACK_SLOTS, pb]] as const) {
       const index = PACK_NAMES.indexOf(p.fn);
       if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
-      c[o] = index; c[o + 1] = p.rs; c[o + 2] = p.ks; c[o + 3] = p.panels; c[o + 4] = p.k;
+      c[o] = index; c[o + 1] = p.rs; c[o + 2] = p.ks; c[o + 3] = p.panels; c[o + 4] = p.k; c[o + 5] = sourceEnd(job, o === PACKS ? 0 : 1, 0);
     }
+    const [sa, sb] = stagers;
+    // Staging progress: the staged address of each operand, and a sequence bumped on each change.
+    const publish = (): void => {
+      Atomics.store(c, JOB + 13, sa.staged);
+      Atomics.store(c, JOB + 14, sb.staged);
+      Atomics.add(c, STAGED, 1);
+      Atomics.notify(c, STAGED);
+    };
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, TILE_NEXT, 0);
     Atomics.store(c, STAGED, 0);
+    Atomics.store(c, JOB + 13, sa.staged);
+    Atomics.store(c, JOB + 14, sb.staged);
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
     this.pool.wake();
     const all = this.pool.workers.length;
     let failed: unknown = null;
+    const tab = new Int32Array(e.memory.buffer, job.table, 3 * items);
     try {
-      for (const st of stagers) st.to(st.end);
+      // Stage in item order, each operand as far as the next item reads: the workers start on
+      // the first items while the later ones are still being copied.
+      for (let i = 0; i < items; i++) {
+        const ra = sa.staged;
+        const rb = sb.staged;
+        sa.to(tab[2 * i] + c[PACKS + 5]);
+        sb.to(tab[2 * i + 1] + c[PACKS + PACK_SLOTS + 5]);
+        if (sa.staged !== ra || sb.staged !== rb) publish();
+      }
     } catch (err) {
       failed = err;
       Atomics.store(c, ERR, 1);
+      publish();
     }
-    Atomics.store(c, STAGED, 1);
-    Atomics.notify(c, STAGED);
-    const tab = new Int32Array(e.memory.buffer, job.table, 3 * items);
     const flags = 2 * items;
     let s = 0; // items handed to the sink
     let mine = 0; // items this thread computed
