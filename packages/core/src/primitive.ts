@@ -10,12 +10,12 @@
  */
 import type { Array } from './array';
 import type { ShapedArray } from './aval';
-import type { Kernel } from './kernel';
+import type { Kernel, KernelInto } from './kernel';
 import type { PartialEvalRule } from './transforms/partialEval';
 import { showValue } from './describe';
 
 export { type ShapedArray, aval } from './aval';
-export type { HostArray, Kernel } from './kernel';
+export type { HostArray, Kernel, KernelInto } from './kernel';
 
 export interface Primitive<P = any> {
   readonly name: string;
@@ -23,6 +23,8 @@ export interface Primitive<P = any> {
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   /** The reference (oracle) kernel. */
   impl: Kernel<P>;
+  /** Optional: the reference kernel writing into caller storage (what host backends' `executeInto` runs). */
+  implInto?: KernelInto<P>;
   /** The transformation rules, attached by the layers that define them (see `PrimitiveRules`). */
   readonly rules: PrimitiveRules;
   /** Set for elementwise primitives: what compilers read for fusion, cost and code generation. */
@@ -99,6 +101,7 @@ export interface PrimitiveDef<P> {
   name: string;
   abstractEval(avals: ShapedArray[], params: P): ShapedArray[];
   impl: Kernel<P>;
+  implInto?: KernelInto<P>;
   elementwise?: ElementwiseDescriptor;
   hlo?: string;
   stablehlo?: string;

@@ -41,7 +41,7 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; dot: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null }
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
 
 export interface ExecutableStats {
@@ -114,11 +114,12 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), dot: i.prim.name === 'dot_general' && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null };
     }
   });
-  // Results of dots, of JavaScript fusion kernels and those copied out of the wasm arena reuse
-  // last call's buffers when nothing but the outputs can outlive a call: no host callbacks, no
+  // Results of dots and transposes (primitives the backend can run into caller storage), of
+  // JavaScript fusion kernels and those copied out of the wasm arena reuse last call's buffers
+  // when nothing but the outputs can outlive a call: no host callbacks, no
   // sub-programs (outputs holding a reused buffer are copied at the end of each call, except
   // those landing in donated storage). Fresh multi-megabyte arrays per call cost page faults
   // and V8's "external memory pressure" garbage collections.
@@ -133,11 +134,11 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     }
     return s.pool;
   };
-  /** Runs the float32 dot of a step into `dest` when the backend can (else into a fresh array); returns its storage. */
-  const dotInto = (prim: HloInstruction['prim'], ins: Array[], params: unknown, dest: Float32Array | null): Float32Array => {
+  /** Runs a float32 dot (or another primitive with a kernel into caller storage) into `dest` when the backend can (else into a fresh array). */
+  const runInto = (prim: HloInstruction['prim'], ins: Array[], params: unknown, dest: Float32Array | null): Array => {
     const d = (dest !== null ? evalPrimitiveInto(prim!, ins, params, dest) : null) ?? evalPrimitive(prim!, ins, params)[0];
     ins.fill(null as never);
-    return toStorage(d) as Float32Array;
+    return d;
   };
   const outSlots = c.outputs.map((o) => slot.get(o)!);
   const nargs = c.params.length;
@@ -201,7 +202,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           break;
         }
         const sh = s.inst.shape;
-        const acc = dotInto(s.dot.prim, s.dotBuf, s.params, pooling && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null);
+        const acc = toStorage(runInto(s.dot.prim, s.dotBuf, s.params, pooling && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null)) as Float32Array;
         if (s.wasm) {
           vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
           break;
@@ -227,9 +228,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
             break;
           }
         }
-        if (s.dot && pooling) {
-          const sh = s.inst.shape;
-          vals[s.out] = fromStorage(dotInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(sh)) as Float32Array), sh.shape, sh.dtype);
+        if (s.into && pooling) {
+          // (The result's shape is the physical one the parameters give, as evalPrimitive's.)
+          vals[s.out] = runInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(s.inst.shape)) as Float32Array);
           break;
         }
         const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);

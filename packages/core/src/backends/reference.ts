@@ -6,7 +6,7 @@
  * Buffers are the storage arrays themselves.
  */
 import type { Backend } from '../backend';
-import type { StorageArray } from '../dtype';
+import { allocStorage, type StorageArray } from '../dtype';
 import type { HostArray, Primitive, ShapedArray } from '../primitive';
 
 /** Buffers of a host-memory backend (storage typed arrays) as the kernels' HostArrays. */
@@ -31,6 +31,16 @@ export const hostMemory: Pick<Backend, 'manualMemory' | 'fromHost' | 'toHost' | 
   },
 };
 
+/**
+ * `Backend.executeInto` of a host-memory backend: the primitive's reference kernel into caller
+ * storage, where the primitive has one (`implInto`) and `out` is the result dtype's storage type.
+ */
+export function hostExecuteInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean {
+  if (prim.implInto === undefined || out.constructor !== allocStorage(outAval.dtype, 0).constructor) return false;
+  prim.implInto(hostArrays(inputs, inAvals), params, outAval, out);
+  return true;
+}
+
 const REFERENCE_NUMERICS = Object.freeze({ flushSubnormals: false });
 
 export const referenceBackend: Backend = {
@@ -40,4 +50,5 @@ export const referenceBackend: Backend = {
     return prim.impl(hostArrays(inputs, inAvals), params, outAvals);
   },
   hostKernels: () => REFERENCE_NUMERICS,
+  executeInto: hostExecuteInto,
 };

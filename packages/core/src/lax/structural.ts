@@ -89,11 +89,18 @@ export const transposeP = definePrimitive<{ permutation: readonly number[] }>({
     return [{ shape: p.map((a) => x.shape[a]), dtype: x.dtype, weakType: x.weakType }];
   },
   impl([x], { permutation }, [o]) {
-    const inSt = stridesOf(x.shape);
-    const st = permutation.map((a) => inSt[a]);
-    return [stridedCopy(x.data, allocStorage(o.dtype, x.data.length), o.shape, st)];
+    return [stridedCopy(x.data, allocStorage(o.dtype, x.data.length), o.shape, permutedStrides(x.shape, permutation))];
+  },
+  implInto([x], { permutation }, o, out) {
+    stridedCopy(x.data, out, o.shape, permutedStrides(x.shape, permutation));
   },
 });
+
+/** The row-major strides of `shape`, read in the order of `permutation` (a transpose's input strides per output dim). */
+function permutedStrides(shape: readonly number[], permutation: readonly number[]): number[] {
+  const st = stridesOf(shape);
+  return permutation.map((a) => st[a]);
+}
 
 export const revP = definePrimitive<{ dimensions: readonly number[] }>({
   name: 'rev',
@@ -252,6 +259,14 @@ export const reduceSum = reductionOp(reduceSumP);
 
 // ---------------------------------------------------------------------------------------------
 // What rules of every layer build on: operands from JS scalars, batch dims, zeros
+
+/** A list of integers, or an error naming the op and the argument. */
+export const ints = (op: string, arg: string, xs: readonly number[]): number[] => {
+  if (!globalThis.Array.isArray(xs) || !xs.every((v) => Number.isInteger(v))) {
+    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(xs)}`);
+  }
+  return [...xs];
+};
 
 /** Operands of a lax op: Arrays stay as they are; JS scalars take the dtype of the first Array. */
 export function operands(op: string, xs: ArrayLike[]): Array[] {

@@ -20,7 +20,7 @@ import { type CollectiveCall, collectiveCost, getInterconnect, type Interconnect
 import { mxuDotGeneral } from './mxuDot';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
-import { hostArrays, hostMemory } from '../reference';
+import { hostArrays, hostExecuteInto, hostMemory } from '../reference';
 import { showValue } from '../../describe';
 
 export interface SystolicOptions {
@@ -103,11 +103,13 @@ export class SystolicBackend implements Backend {
     return outs;
   }
 
-  /** dot_general on floating operands with a float32 result, written into the caller's `out` (see `Backend.executeInto`). */
+  /** dot_general on floating operands with a float32 result (on the MXU), or a primitive with a reference kernel into caller storage (`implInto`), written into the caller's `out` (see `Backend.executeInto`). */
   executeInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean {
-    if (prim.name !== 'dot_general' || !FLOAT.has(inAvals[0].dtype) || outAval.dtype !== 'float32' || !(out instanceof Float32Array)) return false;
-    const host = hostArrays(inputs, inAvals);
-    mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAval, { flushSubnormals: this.flushSubnormals }, out);
+    if (prim.name === 'dot_general') {
+      if (!FLOAT.has(inAvals[0].dtype) || outAval.dtype !== 'float32' || !(out instanceof Float32Array)) return false;
+      const host = hostArrays(inputs, inAvals);
+      mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAval, { flushSubnormals: this.flushSubnormals }, out);
+    } else if (!hostExecuteInto(prim, inputs, inAvals, params, outAval, out)) return false;
     this.charge(prim, inAvals, params, [outAval]);
     return true;
   }

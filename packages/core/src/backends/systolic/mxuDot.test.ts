@@ -11,7 +11,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type DType, lax, np, registerBackend, systolic, withBackend, bf16, f16 } from '../../index';
 import { evalPrimitiveInto } from '../../internal';
-import { dotGeneral as dotGeneralP } from '../../lax/dot';
+import { dotGeneralP } from '../../lax/dot';
+import { transposeP } from '../../lax/structural';
 import { SystolicBackend } from './backend';
 
 const plain = new SystolicBackend('systolic-plain-simd', { relaxedSimd: false });
@@ -286,6 +287,20 @@ describe('systolic dot_general: MXU numerics', () => {
     const bi = np.ones([8, 3], 'int32');
     expect(withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [ai, bi], params, new Int32Array(12)))).toBeNull();
     expect(() => withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params, new Float32Array(11)))).toThrow(/evalPrimitiveInto\(dot_general\): the result has 12 elements \(float32\[4,3\]\) but the destination holds 11/);
+  });
+
+  it('evalPrimitiveInto runs a transpose into caller storage on host backends (its implInto), equal to np.transpose', () => {
+    const x = np.array(randomData(2 * 3 * 4 * 5, 3), 'float32').reshape([2, 3, 4, 5]);
+    const perm = [0, 2, 1, 3];
+    const want = np.transpose(x, perm).dataSync();
+    for (const name of ['reference', 'systolic']) {
+      const dest = new Float32Array(120).fill(Number.NaN);
+      const got = withBackend(name, () => evalPrimitiveInto(transposeP, [x], { permutation: perm }, dest));
+      expect(got!.shape).toEqual([2, 4, 3, 5]);
+      expect(dest).toEqual(want);
+      // A destination of another storage type is refused, not misused.
+      expect(withBackend(name, () => evalPrimitiveInto(transposeP, [x], { permutation: perm }, new Int32Array(120)))).toBeNull();
+    }
   });
 
   it('names the operation and shapes on bad input', () => {
