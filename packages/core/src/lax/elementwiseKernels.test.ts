@@ -162,7 +162,10 @@ function refConvert(x: StorageArray, from: DType, to: DType): StorageArray {
   const n = src.length;
   if (isFloat(to)) {
     const f = new Float32Array(n);
-    for (let i = 0; i < n; i++) f[i] = src[i];
+    // Float32Array -> Float32Array is a byte copy; going through a JS number would let V8 quiet a
+    // signalling NaN (0x7f81 as bfloat16) in optimised code and not in the interpreter.
+    if (src instanceof Float32Array) f.set(src);
+    else for (let i = 0; i < n; i++) f[i] = src[i];
     return to === 'float32' ? f : finish(f, to);
   }
   const out = allocStorage(to, n);
