@@ -6,7 +6,7 @@
  */
 import type { StorageArray } from './dtype';
 import type { ShapedArray } from './aval';
-import type { Primitive } from './primitive';
+import type { KernelPrimitive } from './kernel';
 import { showValue } from './describe';
 
 export interface Backend {
@@ -21,7 +21,7 @@ export interface Backend {
   /** Releases a buffer. Called at most once per buffer. */
   dispose(buffer: unknown): void;
   /** Runs one primitive; returns one new buffer per output aval. */
-  execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[];
+  execute(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[];
   /**
    * Capability: whether host kernels that compute exactly what the primitives' reference
    * kernels compute may stand in, right now, for a chain of primitives run one by one (the fused
@@ -37,7 +37,7 @@ export interface Backend {
    * not do that for this primitive and these types (the caller then uses `execute`). Absent:
    * never.
    */
-  executeInto?(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
+  executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
 }
 
 /** What a backend vouches for when host kernels may replace its op-by-op execution. */

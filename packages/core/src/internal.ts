@@ -9,13 +9,28 @@
 export * from './index';
 export { asArray, type NestedInput, type TypedArrayInput } from './convert';
 export { aval, type ShapedArray } from './aval';
-export { allPrimitives, definePrimitive, type ElementwiseDescriptor, getPrimitive, type HostArray, type Kernel, type Primitive, type PrimitiveRules } from './primitive';
+export type { KernelPrimitive } from './kernel';
+export {
+  allPrimitives,
+  type BatchRule,
+  type BDim,
+  definePrimitive,
+  type ElementwiseDescriptor,
+  getPrimitive,
+  type HostArray,
+  type JvpRule,
+  type Kernel,
+  NON_LINEAR,
+  NOT_DIFFERENTIABLE,
+  type Primitive,
+  type PrimitiveRules,
+  type TransposeRule,
+  UndefPrimal,
+} from './primitive';
 export { bind, evalPrimitive, evalPrimitiveInto, setDynamicTrace, type Trace } from './trace';
 export { Jaxpr, type JaxprEqn, Lit, Var } from './transforms/jaxpr';
 export { evalJaxpr } from './transforms/eval';
-export { type JvpRule, NOT_DIFFERENTIABLE } from './transforms/jvp';
-export { NON_LINEAR, type TransposeRule, UndefPrimal } from './transforms/transpose';
-export { type BatchRule, type BDim, moveBdim } from './transforms/batching';
+export { moveBdim } from './transforms/batching';
 export { type CompileRequest, type Compiler, type Executable, getCompiler, type PartitionedPath, registerCompiler } from './transforms/jit';
 export { fnId } from './transforms/jitSignature';
 export { referenceBackend } from './backends/reference';

@@ -10,25 +10,12 @@
  */
 import type { Array } from './array';
 import type { ShapedArray } from './aval';
-import type { DType, StorageArray } from './dtype';
-import type { Shape } from './shape';
+import type { Kernel, KernelInto } from './kernel';
 import type { PartialEvalRule } from './transforms/partialEval';
 import { showValue } from './describe';
 
 export { type ShapedArray, aval } from './aval';
-
-/** A host-side array as the reference kernels see it: storage-format data plus its type. */
-export interface HostArray {
-  readonly data: StorageArray;
-  readonly shape: Shape;
-  readonly dtype: DType;
-}
-
-/** A reference kernel: plain TypeScript over host arrays; returns one storage array per output. */
-export type Kernel<P> = (inputs: HostArray[], params: P, outAvals: ShapedArray[]) => StorageArray[];
-
-/** A reference kernel of a single-output primitive that writes its result into `out` (host storage of the output's dtype and size, owned by the caller). */
-export type KernelInto<P> = (inputs: HostArray[], params: P, outAval: ShapedArray, out: StorageArray) => void;
+export type { HostArray, Kernel, KernelInto } from './kernel';
 
 export interface Primitive<P = any> {
   readonly name: string;

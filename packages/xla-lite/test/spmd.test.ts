@@ -3,7 +3,7 @@
  * from JAX's docs with the collectives the partitioner chose, sharded jit = unsharded jit
  * (fast-check), gradients, donation, the compile cache keyed on shardings, and bad inputs.
  */
-import { type Array, grad, lax, makeArrayFromCallback, nn, np, type Sharding, valueAndGrad } from '@tpukit/core';
+import { type Array, grad, lax, nn, np, type Sharding, valueAndGrad } from '@tpukit/core';
 import { bind, type Primitive } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

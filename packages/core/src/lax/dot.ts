@@ -4,18 +4,20 @@
  * batch dims, then lhs free dims, then rhs free dims. The reference kernel multiplies exactly
  * and accumulates in float64 (integers wrap at 32 bits); the systolic backend reproduces the
  * MXU's bf16-operand / f32-accumulator arithmetic instead. Defined with its rules (jvp,
- * transpose, batching); its lax ops are in ops.ts.
+ * transpose, batching) and its lax ops, `dotGeneral` and `dot`.
  */
 import { type Array, numbersToStorage, storageToNumbers } from '../array';
 import { type DType, allocStorage, isInteger } from '../dtype';
 import { type BatchRule, definePrimitive, isUndef, type Primitive, type ShapedArray, type TransposeRule, type UndefPrimal } from '../primitive';
 import { addAny, convertElementType } from './elementwise';
+import type { ArrayLike as ArrayInput } from '../convert';
+import { bind1 } from '../trace';
 import { p1, shift } from './ruleKit';
-import { moveBdim, transpose } from './structural';
+import { moveBdim, operands, transpose } from './structural';
 import { fmt, sizeOf, stridesOf } from '../shape';
 import { stridedCopy } from './strided';
 import { showValue } from '../describe';
-import { type CanonicalPrecision, canonicalizePrecision, isCanonicalPrecision } from './precision';
+import { type CanonicalPrecision, type PrecisionLike, canonicalizePrecision, isCanonicalPrecision } from './precision';
 
 export type DotDimensionNumbers = readonly [
   readonly [readonly number[], readonly number[]],
@@ -45,7 +47,7 @@ export function freeDims(rank: number, contract: readonly number[], batch: reado
   return out;
 }
 
-export const dotGeneral = definePrimitive<DotGeneralParams>({
+export const dotGeneralP = definePrimitive<DotGeneralParams>({
   name: 'dot_general',
   hlo: 'dot',
   rules: (self) => ({
@@ -184,4 +186,27 @@ function dotBatch(prim: Primitive): BatchRule {
     const lhsFree = freeDims(a.ndim, lc, lb).length;
     return [[p1(prim, [a, y], { ...params, dimensionNumbers: dn })], [lb.length + lhsFree]];
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lax ops (re-exported by ops.ts)
+
+export function dotGeneral(
+  lhs: ArrayInput,
+  rhs: ArrayInput,
+  dimensionNumbers: DotDimensionNumbers,
+  opts: { precision?: PrecisionLike; preferredElementType?: DType | null } = {},
+): Array {
+  const [l, r] = operands('dot_general', [lhs, rhs]);
+  return bind1(dotGeneralP, [l, r], {
+    dimensionNumbers,
+    precision: canonicalizePrecision(opts.precision, 'dot_general'),
+    preferredElementType: opts.preferredElementType ?? null,
+  });
+}
+
+/** `lax.dot`: matrix/vector product contracting lhs's last and rhs's first dimension. */
+export function dot(lhs: ArrayInput, rhs: ArrayInput, opts: { precision?: PrecisionLike; preferredElementType?: DType | null } = {}): Array {
+  const [l, r] = operands('dot', [lhs, rhs]);
+  return dotGeneral(l, r, [[[l.ndim - 1], [0]], [[], []]], opts);
 }

@@ -1,24 +1,25 @@
 /**
  * The gather and scatter primitives with their rules, in one module because they are each
  * other's transposes (gather's is a scatter-add; scatter-add's and scatter's are gathers). Their
- * shape rules and kernels are in gather.ts and scatter.ts; their lax ops are in ops.ts. Index
+ * shape rules and kernels are in gather.ts and scatter.ts; their lax ops are at the end. Index
  * operands never carry tangents.
  */
-import type { Array } from '../array';
+import { Array } from '../array';
 import { type BatchRule, type BDim, type JvpRule, NON_LINEAR, type Primitive, type PrimitiveRules, definePrimitive, isUndef, type UndefPrimal } from '../primitive';
-import { bind } from '../trace';
-import { type GatherParams, gatherDef } from './gather';
+import { type ArrayLike, asArray } from '../convert';
+import { bind, bind1 } from '../trace';
+import { type GatherDimensionNumbers, type GatherParams, type GatherScatterMode, gatherDef } from './gather';
 import { p1, shift } from './ruleKit';
-import { COMBINE, type ScatterParams, scatterDef } from './scatter';
-import { instantiate, linearInJvp, moveBdim, reshape, zerosOf } from './structural';
+import { COMBINE, type ScatterDimensionNumbers, type ScatterParams, scatterDef } from './scatter';
+import { instantiate, ints, linearInJvp, moveBdim, reshape, zerosOf } from './structural';
 
-export const gather = definePrimitive<GatherParams>({
+export const gatherP = definePrimitive<GatherParams>({
   ...gatherDef,
   rules: (self) => ({
     jvp: linearInJvp(self, 1),
     transpose: ([ct], [x, idx], params) => {
       const a = (x as UndefPrimal).aval;
-      const out = p1(scatterAdd, [zerosOf(a), idx as Array, ct!], {
+      const out = p1(scatterAddP, [zerosOf(a), idx as Array, ct!], {
         dimensionNumbers: scatterDnFromGather(params.dimensionNumbers),
         mode: params.mode,
         indicesAreSorted: params.indicesAreSorted,
@@ -43,7 +44,7 @@ const defineScatter = (name: string, combine: (typeof COMBINE)[keyof typeof COMB
 const updatesAval = (u: Array | UndefPrimal) => (isUndef(u) ? u.aval : (u as Array).aval);
 
 // Overwriting scatter: transposable when indices are unique (as in JAX).
-export const scatter = defineScatter('scatter', COMBINE.scatter, (self) => ({
+export const scatterP = defineScatter('scatter', COMBINE.scatter, (self) => ({
   jvp: scatterLinear(self),
   transpose: ([ct], [x, idx, u], params) => {
     const ua = updatesAval(u);
@@ -54,7 +55,7 @@ export const scatter = defineScatter('scatter', COMBINE.scatter, (self) => ({
     ];
   },
 }));
-export const scatterAdd = defineScatter('scatter-add', COMBINE.add, (self) => ({
+export const scatterAddP = defineScatter('scatter-add', COMBINE.add, (self) => ({
   jvp: scatterLinear(self),
   transpose: ([ct], [x, idx, u], params) => {
     const ua = updatesAval(u);
@@ -63,9 +64,9 @@ export const scatterAdd = defineScatter('scatter-add', COMBINE.add, (self) => ({
 }));
 /** No jvp rules (documented gaps, see transforms/rules.test.ts). */
 const noJvp = (): PrimitiveRules => ({ transpose: NON_LINEAR });
-export const scatterMul = defineScatter('scatter-mul', COMBINE.mul, noJvp);
-export const scatterMin = defineScatter('scatter-min', COMBINE.min, noJvp);
-export const scatterMax = defineScatter('scatter-max', COMBINE.max, noJvp);
+export const scatterMulP = defineScatter('scatter-mul', COMBINE.mul, noJvp);
+export const scatterMinP = defineScatter('scatter-min', COMBINE.min, noJvp);
+export const scatterMaxP = defineScatter('scatter-max', COMBINE.max, noJvp);
 
 // ---------------------------------------------------------------------------------------------
 // Transposes
@@ -85,7 +86,7 @@ function gatherFromScatter(operand: Array, idx: Array, updatesShape: readonly nu
   const skip = new Set<number>([...dn.insertedWindowDims, ...dn.operandBatchingDims]);
   let w = 0;
   const sliceSizes = operand.shape.map((_, d) => (skip.has(d) ? 1 : updatesShape[dn.updateWindowDims[w++]]));
-  return p1(gather, [operand, idx], {
+  return p1(gatherP, [operand, idx], {
     dimensionNumbers: {
       offsetDims: dn.updateWindowDims,
       collapsedSliceDims: dn.insertedWindowDims,
@@ -104,7 +105,7 @@ function gatherFromScatter(operand: Array, idx: Array, updatesShape: readonly nu
 /** `take_along_axis` with in-range indices, as a gather with batching dims (sort's and top_k's jvp). */
 export function takeAlong(x: Array, idx: Array, axis: number): Array {
   const others = x.shape.map((_, d) => d).filter((d) => d !== axis);
-  return bind(gather, [x, reshape(idx, [...idx.shape, 1])], {
+  return bind(gatherP, [x, reshape(idx, [...idx.shape, 1])], {
     dimensionNumbers: { offsetDims: [], collapsedSliceDims: [axis], startIndexMap: [axis], operandBatchingDims: others, startIndicesBatchingDims: others },
     sliceSizes: x.shape.map(() => 1),
     mode: 'clip',
@@ -182,3 +183,70 @@ function scatterBatch(prim: Primitive): BatchRule {
     })], [0]];
   };
 }
+
+// ---------------------------------------------------------------------------------------------
+// The lax ops (re-exported by ops.ts)
+
+export interface GatherOptions {
+  /** Default 'fill' as in jax.lax.gather (mode=None); 'drop' is an alias of 'fill'; 'clip' and 'promise_in_bounds' clamp. */
+  mode?: GatherScatterMode | 'drop';
+  fillValue?: number | null;
+  indicesAreSorted?: boolean;
+  uniqueIndices?: boolean;
+}
+
+type GatherDnInput = Omit<GatherDimensionNumbers, 'operandBatchingDims' | 'startIndicesBatchingDims'> &
+  Partial<Pick<GatherDimensionNumbers, 'operandBatchingDims' | 'startIndicesBatchingDims'>>;
+
+/** `lax.gather` with GatherDimensionNumbers (batching dims may be omitted); index vector last. */
+export function gather(operand: ArrayLike, indices: ArrayLike, dimensionNumbers: GatherDnInput, sliceSizes: readonly number[], opts: GatherOptions = {}): Array {
+  const a = asArray(operand, { op: 'gather' });
+  const i = asArray(indices, { op: 'gather' });
+  const dn: GatherDimensionNumbers = {
+    offsetDims: ints('gather', 'offset_dims', dimensionNumbers.offsetDims),
+    collapsedSliceDims: ints('gather', 'collapsed_slice_dims', dimensionNumbers.collapsedSliceDims),
+    startIndexMap: ints('gather', 'start_index_map', dimensionNumbers.startIndexMap),
+    operandBatchingDims: ints('gather', 'operand_batching_dims', dimensionNumbers.operandBatchingDims ?? []),
+    startIndicesBatchingDims: ints('gather', 'start_indices_batching_dims', dimensionNumbers.startIndicesBatchingDims ?? []),
+  };
+  return bind1(gatherP, [a, i], {
+    dimensionNumbers: dn,
+    sliceSizes: ints('gather', 'slice_sizes', sliceSizes),
+    mode: opts.mode === undefined || opts.mode === 'drop' ? 'fill' : opts.mode,
+    fillValue: opts.fillValue ?? null,
+    indicesAreSorted: opts.indicesAreSorted ?? false,
+    uniqueIndices: opts.uniqueIndices ?? false,
+  });
+}
+
+export interface ScatterOptions {
+  /** Default 'fill' (drop out-of-bounds windows) as in jax.lax.scatter; 'drop' is an alias. */
+  mode?: GatherScatterMode | 'drop';
+  indicesAreSorted?: boolean;
+  uniqueIndices?: boolean;
+}
+
+type ScatterDnInput = Omit<ScatterDimensionNumbers, 'operandBatchingDims' | 'scatterIndicesBatchingDims'> &
+  Partial<Pick<ScatterDimensionNumbers, 'operandBatchingDims' | 'scatterIndicesBatchingDims'>>;
+
+const scatterOp = (p: Primitive) => (operand: ArrayLike, indices: ArrayLike, updates: ArrayLike, dimensionNumbers: ScatterDnInput, opts: ScatterOptions = {}): Array => {
+  const a = asArray(operand, { op: p.name });
+  const u = updates instanceof Array ? updates : asArray(updates, { dtype: a.dtype, op: p.name });
+  const i = asArray(indices, { op: p.name });
+  const dn: ScatterDimensionNumbers = {
+    updateWindowDims: ints(p.name, 'update_window_dims', dimensionNumbers.updateWindowDims),
+    insertedWindowDims: ints(p.name, 'inserted_window_dims', dimensionNumbers.insertedWindowDims),
+    scatterDimsToOperandDims: ints(p.name, 'scatter_dims_to_operand_dims', dimensionNumbers.scatterDimsToOperandDims),
+    operandBatchingDims: ints(p.name, 'operand_batching_dims', dimensionNumbers.operandBatchingDims ?? []),
+    scatterIndicesBatchingDims: ints(p.name, 'scatter_indices_batching_dims', dimensionNumbers.scatterIndicesBatchingDims ?? []),
+  };
+  const mode = opts.mode === undefined || opts.mode === 'drop' ? 'fill' : opts.mode;
+  return bind1(p, [a, i, u], { dimensionNumbers: dn, mode, indicesAreSorted: opts.indicesAreSorted ?? false, uniqueIndices: opts.uniqueIndices ?? false });
+};
+
+/** `lax.scatter`: replaces operand windows with updates (out-of-bounds windows dropped by default). */
+export const scatter = scatterOp(scatterP);
+export const scatterAdd = scatterOp(scatterAddP);
+export const scatterMul = scatterOp(scatterMulP);
+export const scatterMin = scatterOp(scatterMinP);
+export const scatterMax = scatterOp(scatterMaxP);

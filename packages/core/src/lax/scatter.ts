@@ -16,7 +16,7 @@
 import { numbersToStorage, storageToNumbers } from '../array';
 import { type DType, is16BitFloat, isInteger } from '../dtype';
 import type { HostArray, PrimitiveDef, ShapedArray } from '../primitive';
-import { fmt, sizeOf, stridesOf } from '../shape';
+import { fmt, stridesOf } from '../shape';
 import { walkWindows } from './windowWalk';
 import { type GatherScatterMode, checkBatching, checkDimList, checkIndices, checkMode } from './gather';
 

@@ -5,19 +5,18 @@
  * values between elements). Basic NumPy indexing lowers to these; gather/scatter (gather.ts,
  * scatter.ts) handle the rest. Params are plain data so the transformations can write rules
  * against them. Kernels move storage words, so bfloat16/float16 data is copied bit-exactly.
- * Each primitive is defined with its rules; the ops those rules use (slice, sliceInDim,
- * concatenate) are here too, the other slicing ops in ops.ts.
+ * Each primitive is defined with its rules and its lax ops.
  */
-import type { Array } from '../array';
+import { Array } from '../array';
 import { type ArrayLike, asArray } from '../convert';
 import { allocStorage, isInteger } from '../dtype';
 import { type BatchRule, type BDim, type HostArray, type Primitive, type ShapedArray, type UndefPrimal, definePrimitive, isUndef } from '../primitive';
 import { fmt, normalizeAxis, sizeOf, stridesOf } from '../shape';
 import { bind, bind1 } from '../trace';
 import { convertElementType, sub } from './elementwise';
-import { gather, scatter } from './gatherScatter';
+import { gatherP, scatterP } from './gatherScatter';
 import { lin1, p1 } from './ruleKit';
-import { linearInJvp, moveBdim, operands, reduceSum, reshape, squeeze, zerosOf } from './structural';
+import { expandDims, ints, linearInJvp, moveBdim, operands, reduceSum, reshape, squeeze, zerosOf } from './structural';
 import { stridedCopy } from './strided';
 import { showValue } from '../describe';
 
@@ -151,7 +150,7 @@ export const dynamicUpdateSliceP: Primitive<Record<string, never>> = definePrimi
         const [x, u, ...idx] = vals;
         const ind = concatenate(idx.map((v, i) => reshape(to0(convertElementType(v, 'int32'), dims[i + 2], n), [n, 1])), 1);
         const r = idx.length;
-        return [[p1(scatter, [to0(x, dims[0], n), ind, to0(u, dims[1], n)], {
+        return [[p1(scatterP, [to0(x, dims[0], n), ind, to0(u, dims[1], n)], {
           dimensionNumbers: { updateWindowDims: range(r, 1), insertedWindowDims: [], scatterDimsToOperandDims: range(r, 1), operandBatchingDims: [0], scatterIndicesBatchingDims: [0] },
           mode: 'clip',
           indicesAreSorted: true,
@@ -332,13 +331,13 @@ function dynamicSliceAsGather(vals: Array[], dims: BDim[], sliceSizes: readonly 
   const r = idx.length;
   const common = { mode: 'clip', fillValue: null, indicesAreSorted: false, uniqueIndices: false };
   if (dims[0] === null) {
-    return p1(gather, [x, ind], {
+    return p1(gatherP, [x, ind], {
       ...common,
       dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r), operandBatchingDims: [], startIndicesBatchingDims: [] },
       sliceSizes,
     });
   }
-  return p1(gather, [to0(x, dims[0], n), ind], {
+  return p1(gatherP, [to0(x, dims[0], n), ind], {
     ...common,
     dimensionNumbers: { offsetDims: range(r, 1), collapsedSliceDims: [], startIndexMap: range(r, 1), operandBatchingDims: [0], startIndicesBatchingDims: [0] },
     sliceSizes: [1, ...sliceSizes],
@@ -360,15 +359,8 @@ function loopBatch(prim: Primitive): BatchRule {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The lax ops the rules use (re-exported by ops.ts)
+// The lax ops (re-exported by ops.ts)
 
-/** A list of integers, or an error naming the op and the argument. */
-export const ints = (op: string, arg: string, xs: readonly number[]): number[] => {
-  if (!globalThis.Array.isArray(xs) || !xs.every((v) => Number.isInteger(v))) {
-    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(xs)}`);
-  }
-  return [...xs];
-};
 
 /** `lax.slice(x, startIndices, limitIndices, strides?)`: a static strided window. */
 export function slice(x: ArrayLike, startIndices: readonly number[], limitIndices: readonly number[], strides?: readonly number[] | null): Array {
@@ -402,3 +394,78 @@ export function concatenate(xs: readonly ArrayLike[], dimension: number): Array 
   return bind1(concatenateP, arrays, { dimension: dim });
 }
 
+
+/** Start indices as int32 scalars (JS integers or integer scalar Arrays). */
+function startScalars(op: string, startIndices: readonly (number | Array)[]): Array[] {
+  return startIndices.map((s, i) => {
+    if (typeof s === 'number') {
+      if (!Number.isInteger(s)) throw new TypeError(`${op}: start index ${i} must be an integer; got ${s}`);
+      return asArray(s, { dtype: 'int32', op });
+    }
+    if (!(s instanceof Array) || s.ndim !== 0) throw new TypeError(`${op}: start index ${i} must be an integer or an integer scalar Array; got ${String(s)}`);
+    return s.dtype === 'int32' ? s : convertElementType(s, 'int32');
+  });
+}
+
+/** `lax.dynamic_slice`: starts may be traced scalars; they are clamped so the slice fits. */
+export function dynamicSlice(x: ArrayLike, startIndices: readonly (number | Array)[], sliceSizes: readonly number[]): Array {
+  const a = asArray(x, { op: 'dynamic_slice' });
+  return bind1(dynamicSliceP, [a, ...startScalars('dynamic_slice', startIndices)], { sliceSizes: ints('dynamic_slice', 'slice_sizes', sliceSizes) });
+}
+
+/** `lax.dynamic_slice_in_dim`. */
+export function dynamicSliceInDim(x: ArrayLike, startIndex: number | Array, sliceSize: number, axis = 0): Array {
+  const a = asArray(x, { op: 'dynamic_slice_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'dynamic_slice_in_dim');
+  const starts = a.shape.map((_, d) => (d === ax ? startIndex : 0));
+  return dynamicSlice(a, starts, a.shape.map((m, d) => (d === ax ? sliceSize : m)));
+}
+
+/** `lax.index_in_dim`: one static position along `axis` (negative counts from the end), kept as a size-1 dim unless `keepdims` is false. */
+export function indexInDim(x: ArrayLike, index: number, axis = 0, keepdims = true): Array {
+  const a = asArray(x, { op: 'index_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'index_in_dim');
+  const n = a.shape[ax];
+  const i = index < 0 ? index + n : index;
+  if (!Number.isInteger(index) || i < 0 || i >= n) throw new RangeError(`index_in_dim: index ${index} is out of bounds for axis ${ax} with size ${n}`);
+  const out = sliceInDim(a, i, i + 1, 1, ax);
+  return keepdims ? out : squeeze(out, [ax]);
+}
+
+/** `lax.dynamic_index_in_dim`: like index_in_dim with a (possibly traced) start, clamped. */
+export function dynamicIndexInDim(x: ArrayLike, index: number | Array, axis = 0, keepdims = true): Array {
+  const a = asArray(x, { op: 'dynamic_index_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'dynamic_index_in_dim');
+  const out = dynamicSliceInDim(a, index, 1, ax);
+  return keepdims ? out : squeeze(out, [ax]);
+}
+
+/** `lax.dynamic_update_slice_in_dim`: writes `update` at `startIndex` along `axis` (clamped). */
+export function dynamicUpdateSliceInDim(x: ArrayLike, update: ArrayLike, startIndex: number | Array, axis: number): Array {
+  const a = asArray(x, { op: 'dynamic_update_slice_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'dynamic_update_slice_in_dim');
+  return dynamicUpdateSlice(a, update, a.shape.map((_, d) => (d === ax ? startIndex : 0)));
+}
+
+/** `lax.dynamic_update_index_in_dim`: writes a slab of size 1 (given with or without that dim) at `index`. */
+export function dynamicUpdateIndexInDim(x: ArrayLike, update: ArrayLike, index: number | Array, axis: number): Array {
+  const a = asArray(x, { op: 'dynamic_update_index_in_dim' });
+  const ax = normalizeAxis(axis, a.ndim, 'dynamic_update_index_in_dim');
+  let u = update instanceof Array ? update : asArray(update, { dtype: a.dtype, op: 'dynamic_update_index_in_dim' });
+  if (u.ndim === a.ndim - 1) u = expandDims(u, [ax]);
+  return dynamicUpdateSliceInDim(a, u, index, ax);
+}
+
+/** `lax.dynamic_update_slice`: writes `update` at clamped starts. */
+export function dynamicUpdateSlice(x: ArrayLike, update: ArrayLike, startIndices: readonly (number | Array)[]): Array {
+  const a = asArray(x, { op: 'dynamic_update_slice' });
+  const u = update instanceof Array ? update : asArray(update, { dtype: a.dtype, op: 'dynamic_update_slice' });
+  return bind1(dynamicUpdateSliceP, [a, u, ...startScalars('dynamic_update_slice', startIndices)], {});
+}
+
+/** `lax.pad(x, paddingValue, [[lo, hi, interior], ...])`; negative lo/hi crop. */
+export function pad(x: ArrayLike, paddingValue: ArrayLike, paddingConfig: readonly (readonly [number, number, number])[]): Array {
+  const a = asArray(x, { op: 'pad' });
+  const v = paddingValue instanceof Array ? paddingValue : asArray(paddingValue, { dtype: a.dtype, op: 'pad' });
+  return bind1(padP, [a, v], { paddingConfig: paddingConfig.map((c) => [c[0], c[1], c[2]] as [number, number, number]) });
+}

@@ -6,15 +6,17 @@
  * (a radix sort of each line's permutation over order-preserving integer keys, radixSort.ts)
  * always sorts stably, which satisfies both `isStable` settings, and moves elements as bits.
  * argsort and sort_key_val lower to sort with an iota operand. Both are defined with their
- * rules (a sort permutes, so tangents follow the permutation); their lax ops are in ops.ts.
+ * rules (a sort permutes, so tangents follow the permutation) and their lax ops.
  */
 import { storageToNumbers } from '../array';
 import { allocStorage, bitView } from '../dtype';
 import { NON_LINEAR, definePrimitive } from '../primitive';
+import { Array } from '../array';
+import { type ArrayLike, asArray } from '../convert';
 import { bind } from '../trace';
 import { takeAlong } from './gatherScatter';
 import { broadcastedIota, moveBdim } from './structural';
-import { fmt, shapesEqual, sizeOf, stridesOf } from '../shape';
+import { fmt, normalizeAxis, shapesEqual, sizeOf, stridesOf } from '../shape';
 import { LineSorter, gatherLine, sortKeys } from './radixSort';
 
 export interface SortParams {
@@ -33,7 +35,7 @@ export function compareTotal(a: number, b: number): number {
   return an === bn ? 0 : an ? 1 : -1;
 }
 
-export const sort = definePrimitive<SortParams>({
+export const sortP = definePrimitive<SortParams>({
   name: 'sort',
   rules: (self) => ({
     // Sort an iota along with the operands, then apply the permutation to the tangents.
@@ -88,7 +90,7 @@ export const sort = definePrimitive<SortParams>({
   },
 });
 
-export const topK = definePrimitive<{ k: number }>({
+export const topKP = definePrimitive<{ k: number }>({
   name: 'top_k',
   rules: (self) => ({
     jvp: ([x], [t], params) => {
@@ -140,3 +142,42 @@ export const topK = definePrimitive<{ k: number }>({
     return [outV, outI];
   },
 });
+
+// ---------------------------------------------------------------------------------------------
+// The lax ops (re-exported by ops.ts)
+
+export interface SortOptions {
+  /** Default -1 (the last dimension). */
+  dimension?: number;
+  isStable?: boolean;
+  numKeys?: number;
+}
+
+/** `lax.sort`: one operand gives one Array; a list gives a list, sorted by the first `numKeys`. */
+export function sort(operand: ArrayLike, opts?: SortOptions): Array;
+export function sort(operands: readonly Array[], opts?: SortOptions): Array[];
+export function sort(operand: ArrayLike | readonly Array[], opts: SortOptions = {}): Array | Array[] {
+  const many = globalThis.Array.isArray(operand) && operand.length > 0 && operand.every((o) => o instanceof Array);
+  const xs = many ? (operand as Array[]) : [asArray(operand as ArrayLike, { op: 'sort' })];
+  if (xs.length === 0) throw new Error('sort: needs at least one operand');
+  const rank = xs[0].ndim;
+  if (rank === 0) throw new Error('sort: operands must have rank >= 1; got a scalar');
+  const dimension = normalizeAxis(opts.dimension ?? -1, rank, 'sort', 'dimension');
+  const outs = bind(sortP, xs, { dimension, isStable: opts.isStable ?? true, numKeys: opts.numKeys ?? 1 });
+  return many ? outs : outs[0];
+}
+
+/** `lax.sort_key_val(keys, values, dimension, isStable)`. */
+export function sortKeyVal(keys: ArrayLike, values: ArrayLike, dimension = -1, isStable = true): [Array, Array] {
+  const k = asArray(keys, { op: 'sort_key_val' });
+  const v = asArray(values, { op: 'sort_key_val' });
+  const [a, b] = sort([k, v], { dimension, isStable, numKeys: 1 });
+  return [a, b];
+}
+
+/** `lax.top_k(x, k)`: the k largest entries along the last axis and their int32 indices. */
+export function topK(x: ArrayLike, k: number): [Array, Array] {
+  const a = asArray(x, { op: 'top_k' });
+  const [v, i] = bind(topKP, [a], { k });
+  return [v, i];
+}

@@ -260,6 +260,14 @@ export const reduceSum = reductionOp(reduceSumP);
 // ---------------------------------------------------------------------------------------------
 // What rules of every layer build on: operands from JS scalars, batch dims, zeros
 
+/** A list of integers, or an error naming the op and the argument. */
+export const ints = (op: string, arg: string, xs: readonly number[]): number[] => {
+  if (!globalThis.Array.isArray(xs) || !xs.every((v) => Number.isInteger(v))) {
+    throw new TypeError(`${op}: ${arg} must be a list of integers; got ${showValue(xs)}`);
+  }
+  return [...xs];
+};
+
 /** Operands of a lax op: Arrays stay as they are; JS scalars take the dtype of the first Array. */
 export function operands(op: string, xs: ArrayLike[]): Array[] {
   const first = xs.find((x): x is Array => x instanceof Array);

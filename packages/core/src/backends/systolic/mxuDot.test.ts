@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type DType, lax, np, registerBackend, systolic, withBackend, bf16, f16 } from '../../index';
 import { evalPrimitiveInto } from '../../internal';
-import { dotGeneral as dotGeneralP } from '../../lax/dot';
+import { dotGeneralP } from '../../lax/dot';
 import { transposeP } from '../../lax/structural';
 import { SystolicBackend } from './backend';
 
