@@ -11,7 +11,6 @@
 import type { Array } from './array';
 import type { ShapedArray } from './aval';
 import type { Kernel, KernelInto } from './kernel';
-import type { PartialEvalRule } from './transforms/partialEval';
 import { showValue } from './describe';
 
 export { type ShapedArray, aval } from './aval';
@@ -66,6 +65,13 @@ export type BDim = number | null;
 export type BatchRule = (vals: Array[], dims: BDim[], params: any, axisSize: number, axisName?: string | null) => [Array[], BDim[]];
 
 /**
+ * A partial-evaluation rule over trace type `T` and tracer type `Tr`: the outputs, some staged,
+ * of a higher-order primitive applied to partly known tracers. transforms/partialEval.ts
+ * instantiates it with its own classes as `PartialEvalRule`.
+ */
+export type PartialEvalRuleOf<T, Tr> = (trace: T, tracers: Tr[], params: any) => Array[];
+
+/**
  * A primitive's rules, one typed field each (all optional; a test checks which each primitive
  * has, with the documented gaps). They are given to `definePrimitive` with the primitive.
  */
@@ -76,8 +82,12 @@ export interface PrimitiveRules {
   transpose?: TransposeRule | typeof NON_LINEAR;
   /** vmap. */
   batch?: BatchRule;
-  /** Higher-order primitives mixing known and unknown parts under partial evaluation. */
-  partialEval?: PartialEvalRule;
+  /**
+   * Higher-order primitives mixing known and unknown parts under partial evaluation. Its trace
+   * and tracers are transforms/partialEval.ts's (`PartialEvalRule` there); `never` here accepts
+   * a rule over them without this layer importing upward, and only that module calls it.
+   */
+  partialEval?: PartialEvalRuleOf<never, never>;
   /** Higher-order primitives: evaluates the sub-programs (instead of a backend kernel). */
   eval?: (args: Array[], params: any) => Array[];
   /** Has a side effect (debug callbacks): kept by dead-code elimination and partial evaluation. */

@@ -9,7 +9,7 @@
  * Higher-order primitives that mix known and unknown parts supply `rules.partialEval`.
  */
 import type { Array } from '../array';
-import type { Primitive, ShapedArray } from '../primitive';
+import type { PartialEvalRuleOf, Primitive, ShapedArray } from '../primitive';
 import { bind } from '../trace';
 import { type MainTrace, Trace, Tracer, withMain } from './core';
 import { ClosedJaxpr, Jaxpr, type JaxprEqn, Var } from './jaxpr';
@@ -37,7 +37,7 @@ export class PETracer extends Tracer {
 }
 
 /** A rule that splits a higher-order primitive into a part run now and a part staged. */
-export type PartialEvalRule = (trace: PartialEvalTrace, tracers: PETracer[], params: any) => Array[];
+export type PartialEvalRule = PartialEvalRuleOf<PartialEvalTrace, PETracer>;
 
 export class PartialEvalTrace extends Trace {
   /** Staged effectful equations (debug callbacks on unknown values): kept though nothing uses them. */
