@@ -23,10 +23,29 @@
  * Items whose accumulators would exceed `ACC_BUDGET` bytes run as several jobs.
  */
 import { getNumThreads } from '../../threads';
-import type { GemmEngine } from './gemmEngine';
+import type { WasmMemory } from '../../wasm/webassemblyTypes';
+import type { GemmExports, GemmShape } from './gemmModule';
 import type { OperandView } from './pack';
 import { packFunctionName } from './packKernels';
 import { Stager } from './packPlan';
+
+/**
+ * What batched products use of the GEMM engine (`GemmEngine` implements it): declared here, so
+ * this module sits below gemmEngine.ts, which calls it.
+ */
+export interface BatchEngine {
+  readonly shape: GemmShape;
+  /** Columns per B panel. */
+  readonly nr: number;
+  readonly memory: WasmMemory;
+  readonly exports: GemmExports;
+  /** Byte address of the bf16 output scratch of the current product; set here. */
+  outScratch: number;
+  /** Grows the memory to hold at least `bytes` (`op` names the operation in the error). */
+  ensure(bytes: number, op?: string): void;
+  /** Runs the named packing kernel. */
+  runPackKernel(fn: string, src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number): void;
+}
 
 /** One operand's packing-kernel call, the same for every item but for the source address. */
 export interface BatchPack {
@@ -98,7 +117,7 @@ const align = (x: number): number => Math.ceil(x / 64) * 64;
  * that (see the file comment).
  */
 export function runBatchedItems(
-  engine: GemmEngine,
+  engine: BatchEngine,
   a: OperandView,
   aOffs: readonly number[],
   b: OperandView,
@@ -168,7 +187,7 @@ export function runBatchedItems(
 }
 
 /** Packs and multiplies item `i` of `job` in pack area `area` into the accumulator at byte address `c`. */
-export function runItem(engine: GemmEngine, job: BatchJob, i: number, area: number, tab: Int32Array, c: number): void {
+export function runItem(engine: BatchEngine, job: BatchJob, i: number, area: number, tab: Int32Array, c: number): void {
   const [pa, pb] = job.packs;
   const ap = job.pk + area * job.pkStride;
   const bp = ap + job.bOff;
@@ -187,7 +206,7 @@ export function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
  * Runs every item of `job` on the calling thread, all in the first accumulator, each handed to
  * the sink right after it is computed (one accumulator stays in cache; one per item would not).
  */
-function runItemsAlone(engine: GemmEngine, job: BatchJob): void {
+function runItemsAlone(engine: BatchEngine, job: BatchJob): void {
   const tab = new Int32Array(engine.memory.buffer, job.table, 2 * job.items);
   const [sa, sb] = job.stagers;
   for (let i = 0; i < job.items; i++) {

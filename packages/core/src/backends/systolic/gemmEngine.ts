@@ -8,18 +8,14 @@
 import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { DEFAULT_GEMM_SHAPE, type GemmShape, buildGemmModule } from './gemmModule';
-import { type BatchRunner, runBatchedItems } from './batched';
+import { DEFAULT_GEMM_SHAPE, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
+import { type BatchEngine, type BatchRunner, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
 import { type PackJob, Stager, chunkCall, planPackJob } from './packPlan';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
 export const MAX_PAGES = 32768;
-
-export interface GemmExports {
-  gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
-}
 
 /**
  * Everything one product needs, for a runner that spreads it over threads: the staging of the
@@ -57,7 +53,7 @@ export interface GemmArgs {
   kp: number;
 }
 
-export class GemmEngine {
+export class GemmEngine implements BatchEngine {
   readonly memory: WasmMemory;
   readonly shape: GemmShape;
   readonly relaxed: boolean;

@@ -32,6 +32,11 @@ export interface GemmShape {
 
 export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 4, nv: 2, unroll: 1, kc: 512, mc: 128, nc: 4096 };
 
+/** The module's GEMM export (see above); its packing and output functions are looked up by name. */
+export interface GemmExports {
+  gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
+}
+
 export interface GemmModuleOptions {
   shape: GemmShape;
   relaxed: boolean;
