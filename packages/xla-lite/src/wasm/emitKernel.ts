@@ -33,56 +33,17 @@ import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
+import type { Broadcast, FusionPlan, KernelAddresses } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
-import { type RowStructure, rowStructure } from './rowPlan';
+import { rowStructure } from './rowPlan';
 import { rowsKernel } from './rowsKernel';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
 /** Columns per column-reduction work item (a multiple of 4; its float64 scratch stays in L1). */
 export const COL_CHUNK = 64;
-
-export interface Broadcast {
-  inst: HloInstruction;
-  /** Index of the broadcast's source parameter. */
-  param: number;
-  /** Element stride of each outer (row-index) loop dim into the source. */
-  outer: number[];
-  /** Whether the source runs along the row (else it is constant along it). */
-  contiguous: boolean;
-}
-
-export interface FusionPlan {
-  kind: 'loop' | 'row' | 'col' | 'rows';
-  body: HloComputation;
-  reduce: HloInstruction | null;
-  isMax: boolean;
-  /** Loop shape, and the split into rows: `rows` rows of `L` elements (dims [0, d) index rows). */
-  shape: readonly number[];
-  d: number;
-  L: number;
-  rows: number;
-  /** Work items, and per kind: loop chunks per row; row: rows per output; col: groups and padded group width. */
-  items: number;
-  chunksPerRow: number;
-  rowsPerOutput: number;
-  K: number;
-  groups: number;
-  groupWidth: number;
-  broadcasts: Broadcast[];
-  /** Columns per work item (loop and column kinds). */
-  chunk: number;
-  /** Bytes of float64 scratch (column reductions). */
-  scratchBytes: number;
-  /** Elements of the loop space, weighted for transcendentals (to decide on threads). */
-  work: number;
-  /** Row fusions (kind 'rows'): the stage structure, the scratch bytes of one thread, and the threads scratch is laid out for. */
-  rowsOf: RowStructure | null;
-  scratchRowBytes: number;
-  scratchThreads: number;
-}
 
 /** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
 export const ROW_SCRATCH_THREADS = 16;
@@ -202,17 +163,6 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
     kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
     broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
   };
-}
-
-/** Where a fused computation's operands come from: an arena address, or a scalar immediate. */
-export type ParamSource = { addr: number } | { imm: number };
-
-export interface KernelAddresses {
-  params: ParamSource[];
-  out: number;
-  scratch: number;
-  /** Extra outputs of a multi-output (row) fusion. */
-  more?: number[];
 }
 
 /** Adds `k<index>(lo, hi)` for `plan` to module `m`: the shared scope, then the loops of its fusion kind. */

@@ -5,7 +5,7 @@
  */
 import { wasm } from '@tpukit/core/internal';
 import { type HloInstruction, numel } from '../hlo';
-import type { FusionPlan, KernelAddresses } from './emitKernel';
+import type { FusionPlan, KernelAddresses } from './fusionPlan';
 import { emitElement, type ExprOptions } from './emitExpr';
 import { type E, VecBuilder } from './vecBuilder';
 

@@ -29,7 +29,8 @@ import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
-import { emitKernel, type FusionPlan, type KernelAddresses, type ParamSource, planFusion, planRowFusion } from './emitKernel';
+import { emitKernel, planFusion, planRowFusion } from './emitKernel';
+import type { FusionPlan, KernelAddresses, ParamSource } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 
 let enabled = true;

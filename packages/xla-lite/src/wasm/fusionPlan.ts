@@ -1,0 +1,58 @@
+/**
+ * The types of a planned fusion kernel: the loop plan `planFusion` / `planRowFusion` make
+ * (emitKernel.ts) and the arena addresses the kernel is emitted for (program.ts). They sit below
+ * the emitters (emitKernel.ts, kernelScope.ts and the per-kind kernels), which all read them.
+ */
+import type { HloComputation, HloInstruction } from '../hlo';
+import type { RowStructure } from './rowPlan';
+
+export interface Broadcast {
+  inst: HloInstruction;
+  /** Index of the broadcast's source parameter. */
+  param: number;
+  /** Element stride of each outer (row-index) loop dim into the source. */
+  outer: number[];
+  /** Whether the source runs along the row (else it is constant along it). */
+  contiguous: boolean;
+}
+
+export interface FusionPlan {
+  kind: 'loop' | 'row' | 'col' | 'rows';
+  body: HloComputation;
+  reduce: HloInstruction | null;
+  isMax: boolean;
+  /** Loop shape, and the split into rows: `rows` rows of `L` elements (dims [0, d) index rows). */
+  shape: readonly number[];
+  d: number;
+  L: number;
+  rows: number;
+  /** Work items, and per kind: loop chunks per row; row: rows per output; col: groups and padded group width. */
+  items: number;
+  chunksPerRow: number;
+  rowsPerOutput: number;
+  K: number;
+  groups: number;
+  groupWidth: number;
+  broadcasts: Broadcast[];
+  /** Columns per work item (loop and column kinds). */
+  chunk: number;
+  /** Bytes of float64 scratch (column reductions). */
+  scratchBytes: number;
+  /** Elements of the loop space, weighted for transcendentals (to decide on threads). */
+  work: number;
+  /** Row fusions (kind 'rows'): the stage structure, the scratch bytes of one thread, and the threads scratch is laid out for. */
+  rowsOf: RowStructure | null;
+  scratchRowBytes: number;
+  scratchThreads: number;
+}
+
+/** Where a fused computation's operands come from: an arena address, or a scalar immediate. */
+export type ParamSource = { addr: number } | { imm: number };
+
+export interface KernelAddresses {
+  params: ParamSource[];
+  out: number;
+  scratch: number;
+  /** Extra outputs of a multi-output (row) fusion. */
+  more?: number[];
+}
