@@ -12,7 +12,8 @@ import { IndexSampler } from './indexSampler';
 import { fillBatch } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, checkState, describeCall } from './iterator';
 import { describeSourceOf, makeLoaderDataset } from './loaderDataset';
-import { MapDataset, type RandomAccessDataSource } from './mapDataset';
+import type { RandomAccessDataSource } from './datasetTypes';
+import { MapDataset } from './mapDataset';
 import { Batch, type Operation, operationKind } from './operations';
 
 function describeOperation(op: Operation, i: number): string {

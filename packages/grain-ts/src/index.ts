@@ -10,13 +10,13 @@ export { DataLoader, DataLoaderIterator, type DataLoaderOptions } from './dataLo
 export { ElasticDataset, ElasticIterator, type ElasticState } from './elastic';
 export { IndexSampler, type IndexSamplerOptions, type RecordMetadata } from './indexSampler';
 export { IndexShuffle } from './indexShuffle';
-export { FnIterDataset, IterDataset } from './iterDataset';
+export { FnIterDataset, IterDataset, type PaddedDataset } from './iterDataset';
 export { DatasetIterator, END, type JsonValue, type PipelineState } from './iterator';
-export { MapDataset, type RandomAccessDataSource, type ToIterOptions } from './mapDataset';
+export type { BucketOptions, PackOptions, PackedRow, PadOptions, PaddingStats, RandomAccessDataSource, Sequence, ToIterOptions } from './datasetTypes';
+export { MapDataset } from './mapDataset';
 export { MixSchedule } from './mixSchedule';
 export { Batch, type FilterTransform, type MapTransform, type Operation, type RandomMapTransform } from './operations';
-export { type PackOptions, type PackedRow, type PaddedDataset, type PaddingStats, type Sequence } from './packing';
-export { type BucketOptions, type PadOptions, padToLength } from './padding';
+export { padToLength } from './padding';
 export { Rng, philox4x32 } from './rng';
 export { type ShardOptions, evenSplit } from './sharding';
 export { crc32c, maskCrc, maskedCrc32c } from './sources/crc32c';

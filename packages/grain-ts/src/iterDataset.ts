@@ -8,8 +8,7 @@
 import { collate } from './collate';
 import { DatasetIterator, END, type End, type JsonValue, checkState, describeCall } from './iterator';
 import { MixSchedule } from './mixSchedule';
-import type { PackOptions, PackedRow, PaddedDataset } from './packing';
-import type { BucketOptions, PadOptions } from './padding';
+import type { BucketOptions, PackOptions, PackedRow, PadOptions, PaddingStats } from './datasetTypes';
 import { Rng } from './rng';
 
 export abstract class IterDataset<T> {
@@ -85,6 +84,11 @@ export abstract class IterDataset<T> {
   toArray(): T[] {
     return [...this.iterator()];
   }
+}
+
+/** A dataset whose iterators count real and pad tokens (`stats`). */
+export interface PaddedDataset<T> extends IterDataset<T> {
+  iterator(): DatasetIterator<T> & { readonly stats: PaddingStats };
 }
 
 /** An IterDataset defined by an iterator factory (how operations are built). */

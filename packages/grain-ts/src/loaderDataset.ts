@@ -5,7 +5,7 @@
  */
 import { IndexSampler, type IndexSamplerOptions } from './indexSampler';
 import type { JsonValue } from './iterator';
-import type { RandomAccessDataSource } from './mapDataset';
+import type { RandomAccessDataSource } from './datasetTypes';
 import { type Operation, operationKind } from './operations';
 import { Rng, deriveSeed } from './rng';
 

@@ -8,29 +8,13 @@
  */
 import { collate } from './collate';
 import { IndexShuffle } from './indexShuffle';
+import type { RandomAccessDataSource, ToIterOptions } from './datasetTypes';
 import type { IterDataset } from './iterDataset';
 import { MapToIterDataset } from './mapToIter';
 import type { DatasetIterator } from './iterator';
 import { MixSchedule } from './mixSchedule';
 import { Rng, deriveSeed } from './rng';
 import { type ShardOptions, evenSplit } from './sharding';
-
-/** What `MapDataset.source` accepts: any `{ length, get(i) }`, or a plain JS array. */
-export interface RandomAccessDataSource<T> {
-  readonly length: number;
-  get(index: number): T;
-}
-
-export interface ToIterOptions {
-  /** Threads computing elements (0: on the calling thread). Output is the same for any count. */
-  workerCount?: number;
-  /** Elements computed ahead per worker. */
-  prefetch?: number;
-  /** How workers rebuild this dataset (required when `workerCount > 0`). */
-  worker?: import('./workerPool').WorkerSpec;
-  /** Elements per request to a worker (default 16). Larger chunks amortise messaging for small elements. */
-  chunkSize?: number;
-}
 
 function describeSource(src: unknown): string {
   if (Array.isArray(src)) return `array(len=${src.length})`;

@@ -7,7 +7,7 @@
  */
 import { IterDataset } from './iterDataset';
 import { DatasetIterator, END, type End, type JsonValue, checkState } from './iterator';
-import type { MapDataset, ToIterOptions } from './mapDataset';
+import type { IndexedDataset, ToIterOptions } from './datasetTypes';
 import { type Reply, type WorkerJob, WorkerPool, warnIfOversubscribed } from './workerPool';
 
 export interface ParallelOptions extends ToIterOptions {
@@ -32,7 +32,7 @@ function badIndex(op: string, n: number, length: number): never {
  */
 abstract class IndexOrderIterator<T> extends DatasetIterator<T> {
   protected nextIndex = 0;
-  constructor(readonly ds: MapDataset<T>) {
+  constructor(readonly ds: IndexedDataset<T>) {
     super();
   }
   override describe(): string {
@@ -69,7 +69,7 @@ class ParallelIterator<T> extends IndexOrderIterator<T> {
   readonly #chunkSize: number;
   readonly #ahead: number;
 
-  constructor(ds: MapDataset<T>, readonly options: ParallelOptions & { workerCount: number }) {
+  constructor(ds: IndexedDataset<T>, readonly options: ParallelOptions & { workerCount: number }) {
     super(ds);
     this.#chunkSize = options.chunkSize ?? 16;
     const prefetch = options.prefetch ?? 4 * this.#chunkSize;
@@ -154,7 +154,7 @@ class ParallelIterator<T> extends IndexOrderIterator<T> {
 }
 
 export class MapToIterDataset<T> extends IterDataset<T> {
-  constructor(readonly ds: MapDataset<T>, readonly options: ParallelOptions) {
+  constructor(readonly ds: IndexedDataset<T>, readonly options: ParallelOptions) {
     super();
     const w = options.workerCount ?? 0;
     if (!Number.isSafeInteger(w) || w < 0) throw new RangeError(`toIterDataset: workerCount must be an integer >= 0; got ${w}`);

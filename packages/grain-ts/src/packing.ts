@@ -17,45 +17,7 @@
 import { IterDataset, FnIterDataset } from './iterDataset';
 import { ElasticIterator, findElastic } from './elastic';
 import { DatasetIterator, END, type End, type JsonValue, badState, checkState, describeCall } from './iterator';
-
-export type Sequence = Int32Array | readonly number[];
-
-/** One packed (or padded) row. Features other than `tokens` are packed alongside with the same layout. */
-export interface PackedRow {
-  tokens: Int32Array;
-  segmentIds: Int32Array;
-  positions: Int32Array;
-  /** Real (non-pad) tokens in the row. */
-  numTokens: number;
-  /** Sequences in the row. */
-  numSegments: number;
-  [feature: string]: Int32Array | number;
-}
-
-export interface PaddingStats {
-  rows: number;
-  realTokens: number;
-  totalTokens: number;
-  /** Fraction of pad tokens: `1 - realTokens / totalTokens`. */
-  waste: number;
-}
-
-/** A dataset whose iterators count real and pad tokens (`stats`). */
-export interface PaddedDataset<T> extends IterDataset<T> {
-  iterator(): DatasetIterator<T> & { readonly stats: PaddingStats };
-}
-
-export interface PackOptions {
-  /** Row length in tokens. */
-  length: number;
-  /** Rows filled at once (default 16); more bins pack tighter but hold more elements in flight. */
-  numBins?: number;
-  /** Most sequences per row (default no limit). */
-  maxSequencesPerBin?: number;
-  /** A sequence longer than `length`: 'error' (default), 'truncate' to `length`, or 'split' into pieces. */
-  overflow?: 'error' | 'truncate' | 'split';
-  padId?: number;
-}
+import type { PackOptions, PackedRow, PaddingStats, Sequence } from './datasetTypes';
 
 export function emptyStats(): PaddingStats {
   return { rows: 0, realTokens: 0, totalTokens: 0, waste: 0 };

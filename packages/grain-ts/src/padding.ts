@@ -13,16 +13,11 @@
  * buckets hold the elements and their serial numbers in plain arrays.
  */
 import { collate } from './collate';
-import { FnIterDataset, IterDataset } from './iterDataset';
 import { ElasticIterator, findElastic } from './elastic';
 import { DatasetIterator, END, type End, type JsonValue, badState, checkState, describeCall } from './iterator';
-import { type PackedRow, type PaddedDataset, type PaddingStats, type Sequence, addRow, emptyStats, featuresOf } from './packing';
-
-export interface PadOptions {
-  padId?: number;
-  /** A longer sequence: 'error' (default) or 'truncate'. */
-  overflow?: 'error' | 'truncate';
-}
+import type { BucketOptions, PackedRow, PadOptions, PaddingStats, Sequence } from './datasetTypes';
+import { type PaddedDataset, FnIterDataset, IterDataset } from './iterDataset';
+import { addRow, emptyStats, featuresOf } from './packing';
 
 /** One sequence (or `{ tokens, ...features }`) as a padded row of `length`. */
 export function padToLength(x: Sequence | Record<string, Sequence>, length: number, options: PadOptions = {}): PackedRow {
@@ -87,18 +82,6 @@ class PadIterator extends DatasetIterator<PackedRow> {
   override close(): void {
     this.parent.close();
   }
-}
-
-export interface BucketOptions {
-  /** Ascending upper bounds (inclusive) of sequence length per bucket; rows are padded to them. */
-  bucketBoundaries: number[];
-  /** Batch size per bucket (one per boundary). */
-  bucketBatchSizes: number[];
-  padId?: number;
-  /** Drop partly filled buckets at the end instead of emitting smaller batches. */
-  dropRemainder?: boolean;
-  /** A sequence longer than the last boundary: 'error' (default), 'truncate' or 'drop'. */
-  overflow?: 'error' | 'truncate' | 'drop';
 }
 
 /** A parent state and the serial number of the next element consumed after it. */
