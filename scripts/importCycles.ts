@@ -7,29 +7,38 @@
  * dynamic `import()`. Any other import counts, even when its bindings are only used as types
  * (conservative: such an import may still be erased, but then it should say `type`).
  *
- * CLI: `pnpm check:cycles` (`tsx scripts/importCycles.ts <dir>...`) prints each cycle and exits 1
- * when there is one; `packages/core/test/importCycles.test.ts` and xla-lite's run it in CI.
+ * With `{ types: true }` (CLI: `--types` before the folders) type-only imports count too: a
+ * type-level cycle is no runtime hazard, but it ties the files' design together all the same
+ * (it is what `farm-studio look` draws as a circle). Dynamic `import()` never counts.
+ *
+ * CLI: `pnpm check:cycles` (`tsx scripts/importCycles.ts [--types] <dir>...`) prints each cycle
+ * and exits 1 when there is one; core's, xla-lite's and grain-ts's importCycles tests run it in CI.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 
-/** The runtime relative imports of one source file, resolved to absolute paths. */
-export function runtimeImports(file: string, text = readFileSync(file, 'utf8')): string[] {
+/** What counts as an edge: runtime imports only (the default), or type-only ones too. */
+export interface CycleOptions {
+  types?: boolean;
+}
+
+/** The runtime (with `types`: all static) relative imports of one source file, resolved to absolute paths. */
+export function runtimeImports(file: string, text = readFileSync(file, 'utf8'), { types = false }: CycleOptions = {}): string[] {
   const sf = ts.createSourceFile(file, text, ts.ScriptTarget.ES2022, false, ts.ScriptKind.TS);
   const out: string[] = [];
   for (const st of sf.statements) {
     let spec: ts.Expression | undefined;
     if (ts.isImportDeclaration(st)) {
       const c = st.importClause;
-      if (c?.isTypeOnly) continue;
+      if (!types && c?.isTypeOnly) continue;
       const nb = c?.namedBindings;
-      if (c && !c.name && nb && ts.isNamedImports(nb) && nb.elements.length > 0 && nb.elements.every((e) => e.isTypeOnly)) continue;
+      if (!types && c && !c.name && nb && ts.isNamedImports(nb) && nb.elements.length > 0 && nb.elements.every((e) => e.isTypeOnly)) continue;
       spec = st.moduleSpecifier;
     } else if (ts.isExportDeclaration(st) && st.moduleSpecifier) {
-      if (st.isTypeOnly) continue;
+      if (!types && st.isTypeOnly) continue;
       const ec = st.exportClause;
-      if (ec && ts.isNamedExports(ec) && ec.elements.length > 0 && ec.elements.every((e) => e.isTypeOnly)) continue;
+      if (!types && ec && ts.isNamedExports(ec) && ec.elements.length > 0 && ec.elements.every((e) => e.isTypeOnly)) continue;
       spec = st.moduleSpecifier;
     }
     if (!spec || !ts.isStringLiteral(spec) || !spec.text.startsWith('.')) continue;
@@ -60,10 +69,10 @@ function sources(dir: string, out: string[] = []): string[] {
  * one file (or a file importing itself), given as a shortest cycle through the component's
  * first file, paths relative to `dir`, the first file repeated at the end.
  */
-export function importCycles(dir: string): string[][] {
+export function importCycles(dir: string, options: CycleOptions = {}): string[][] {
   const files = sources(path.resolve(dir)).sort();
   const inDir = new Set(files);
-  const edges = new Map(files.map((f) => [f, runtimeImports(f).filter((t) => inDir.has(t))]));
+  const edges = new Map(files.map((f) => [f, runtimeImports(f, undefined, options).filter((t) => inDir.has(t))]));
   // Tarjan's strongly connected components (iterative).
   const index = new Map<string, number>();
   const low = new Map<string, number>();
@@ -140,12 +149,15 @@ function shortestCycle(comp: string[], edges: Map<string, string[]>): string[] {
 const isMain = process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname);
 if (isMain) {
   let found = 0;
-  for (const dir of process.argv.slice(2)) {
-    for (const c of importCycles(dir)) {
+  const args = process.argv.slice(2);
+  const types = args.includes('--types');
+  for (const dir of args.filter((a) => a !== '--types')) {
+    for (const c of importCycles(dir, { types })) {
       found++;
       console.log(`${dir}: ${c.join(' -> ')}`);
     }
   }
-  console.log(found === 0 ? 'no runtime import cycles' : `${found} runtime import cycle(s)`);
+  const kind = types ? 'import' : 'runtime import';
+  console.log(found === 0 ? `no ${kind} cycles` : `${found} ${kind} cycle(s)`);
   process.exitCode = found === 0 ? 0 : 1;
 }

@@ -4,6 +4,12 @@ import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { importCycles } from '../../../scripts/importCycles';
 
+const src = fileURLToPath(new URL('../src', import.meta.url));
+
 test('xla-lite has no runtime import cycle', () => {
-  expect(importCycles(fileURLToPath(new URL('../src', import.meta.url)))).toEqual([]);
+  expect(importCycles(src)).toEqual([]);
+});
+
+test('xla-lite has no import cycle counting type-only imports either', () => {
+  expect(importCycles(src, { types: true })).toEqual([]);
 });
