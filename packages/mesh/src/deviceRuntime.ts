@@ -64,6 +64,8 @@ export interface SpmdCallRequest {
   /** Device-owned buffers (SharedArrayBuffer views): shared with the worker, never copied. */
   readonly args: { readonly data: StorageArray; readonly shape: readonly number[]; readonly dtype: DType }[];
   readonly backend: string;
+  /** Where the worker answers (read synchronously by the host). */
+  readonly replies: MessagePort;
 }
 
 /** A device's outputs (SharedArrayBuffer views it allocated), or its error; when it ran (ms since the epoch). */
@@ -125,11 +127,9 @@ export class DeviceWorker {
     if (this.#died !== null) throw new Error(`device ${this.deviceId}: its worker thread died (${this.#died}); await device.close() to start a fresh one`);
     this.#programs.clear();
     this.#compiled.clear();
-    const { port1, port2 } = new MessageChannel();
     const status = new Int32Array(new SharedArrayBuffer(8));
-    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId, replies: port2, status }, transferList: [port2] });
+    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId, status } });
     w.unref();
-    this.#replies = port1;
     this.#status = status;
     w.on('message', (m: RunReply) => {
       const p = this.#pending.get(m.id);
@@ -146,11 +146,12 @@ export class DeviceWorker {
       if (this.#worker === w) {
         this.#worker = null;
         this.#died ??= e.message;
-        port1.close();
       }
     };
     w.on('error', fail);
     w.on('exit', (code) => fail(new Error(`exited with code ${code}`)));
+    // Adding the listeners refs the worker again: unref it after them (run() refs it while a request is pending).
+    w.unref();
     this.#worker = w;
     this.#execArgv = key;
     return w;
@@ -190,14 +191,17 @@ export class DeviceWorker {
    * Sends this device's share of a partitioned call (the program itself only the first time);
    * `collectSpmd` then waits for the reply. Throws if the worker thread died.
    */
-  postSpmdCall(req: Omit<SpmdCallRequest, 'id' | 'kind' | 'image' | 'backend'>, image: ModuleImage, what: string): void {
+  postSpmdCall(req: Omit<SpmdCallRequest, 'id' | 'kind' | 'image' | 'backend' | 'replies'>, image: ModuleImage, what: string): void {
     if (this.#died !== null) throw new Error(`${what}: device ${this.deviceId}'s worker thread died (${this.#died}); await device.close() to start a fresh one`);
     const w = this.#worker ?? this.#start([], false);
     const first = !this.#compiled.has(req.programId);
     this.#compiled.add(req.programId);
     Atomics.store(this.#status!, REPLY, 0);
-    const msg: SpmdCallRequest = { ...req, id: this.#next++, kind: 'spmdCall', image: first ? image : null, backend: getBackend().name };
-    w.postMessage(msg);
+    // A channel per call, closed once answered (an open port would keep the process alive).
+    const { port1, port2 } = new MessageChannel();
+    this.#replies = port1;
+    const msg: SpmdCallRequest = { ...req, id: this.#next++, kind: 'spmdCall', image: first ? image : null, backend: getBackend().name, replies: port2 };
+    w.postMessage(msg, [port2]);
   }
 
   /** Blocks this thread until the worker answers the call posted last (the devices compute meanwhile). */
@@ -207,6 +211,8 @@ export class DeviceWorker {
     for (;;) {
       const got = receiveMessageOnPort(port);
       if (got) {
+        port.close();
+        this.#replies = null;
         const r = got.message as SpmdCallReply;
         this.spmd.calls++;
         if (this.spmd.recordTimeline) this.spmd.timeline.push({ program: what, start: r.start, end: r.end });

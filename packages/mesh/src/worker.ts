@@ -60,7 +60,7 @@ function handleSpmd(req: SpmdRequest): RunReply {
   }
 }
 
-const { replies, status } = workerData as { replies: MessagePort; status: Int32Array };
+const { status } = workerData as { status: Int32Array };
 /** The partitioned programs compiled in this thread, by program id. */
 const compiled = new Map<number, (args: Array[]) => Array[]>();
 /** The board of the partitioned call in progress (aborted if this thread exits meanwhile). */
@@ -113,7 +113,8 @@ parentPort!.on('message', (req: RunRequest | SpmdRequest | SpmdCallRequest) => {
     chain = chain.then(() => {
       const start = performance.timeOrigin + performance.now();
       const r = handleSpmdCall(req);
-      replies.postMessage({ ...r, start, end: performance.timeOrigin + performance.now() });
+      req.replies.postMessage({ ...r, start, end: performance.timeOrigin + performance.now() });
+      req.replies.close();
       Atomics.store(status, 0, 1);
       Atomics.notify(status, 0);
     });
