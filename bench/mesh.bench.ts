@@ -19,7 +19,7 @@
  */
 import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { type Array, jit, np, random, setBackend, tree, valueAndGrad } from '@tpukit/core';
+import { type Array, getNumThreads, jit, np, random, setBackend, setNumThreads, tree, valueAndGrad } from '@tpukit/core';
 import { type CpuDevice, NamedSharding, P, devicePut, devices, makeMesh, pmean, runOnDevices, setCpuDeviceCount, shardMap } from '@tpukit/mesh';
 import { type Batch, type Params, initParams, loadConfig, loss, modelConfig } from '@tpukit/maxtext-ts';
 import { adamw, applyUpdates } from '@tpukit/maxtext-ts/optim';
@@ -83,6 +83,10 @@ async function main(): Promise<void> {
   const seg = np.ones([BATCH, CONTEXT + 1], 'int32');
   const pos = np.broadcastTo(np.arange(0, CONTEXT + 1, 1, 'int32'), [BATCH, CONTEXT + 1]);
   const configs = [all.slice(0, 1), all.slice(0, 2)];
+  // A device is one core's worth of the machine: each device worker runs its kernels on
+  // max(1, cores / devices) threads (1 here), and the 1-device baseline of the sharded jit, which
+  // runs on the calling thread, gets the same. A third row runs 1 device with every core.
+  const cores = getNumThreads();
   console.log(`bench:mesh  ${cfg.numLayers}-layer MaxText decoder (d_model ${cfg.embDim}, mlp ${cfg.mlpDim}, context ${CONTEXT}), global batch ${BATCH}; ${availableParallelism()} cores, load average ${loadavg()[0].toFixed(1)}`);
 
   // 1. One jit of the whole step; the batch split over 'data', the state replicated and donated.
@@ -94,30 +98,37 @@ async function main(): Promise<void> {
     },
     { donateArgnums: [0] },
   );
-  const setups = configs.map((devs) => {
+  const setups = [...configs, configs[0]].map((devs) => {
     const batch: Batch = { tokens, segmentIds: seg, positions: pos };
     const state: State = { params, opt: optimizer.init(params) };
     if (devs.length === 1) return { devs, state: tree.map((x: Array) => np.array(x), state) as unknown as State, batch };
     const mesh = makeMesh([devs.length], ['data'], { devices: devs });
     return { devs, state: devicePut(state, new NamedSharding(mesh, P())), batch: devicePut(batch, new NamedSharding(mesh, P('data'))) };
   });
+  const threadsOf = [1, 1, cores];
   const run = (c: number): number => {
     const st = setups[c];
-    const [next, l] = trainStep(st.state, st.batch);
-    st.state = next;
-    return l.item() as number;
+    setNumThreads(threadsOf[c]);
+    try {
+      const [next, l] = trainStep(st.state, st.batch);
+      st.state = next;
+      return l.item() as number;
+    } finally {
+      setNumThreads(null);
+    }
   };
   // Warm-up (compiles; on 2 devices each worker compiles its program), and 1 vs 2 devices agree.
-  const first = [0, 1].map((c) => {
+  const first = [0, 1, 2].map((c) => {
     run(c);
     return run(c);
   });
-  console.log(`sharded jit (the JAX way: P('data') batch, replicated state, one jit of the step); loss after 2 steps: 1 device ${first[0].toFixed(5)}, 2 devices ${first[1].toFixed(5)}`);
-  const times: number[][] = [[], []];
-  const cpuPerWall: number[][] = [[], []];
+  console.log(`sharded jit (the JAX way: P('data') batch, replicated state, one jit of the step); loss after 2 steps: 1 device ${first[0].toFixed(5)}, 2 devices ${first[1].toFixed(5)}, 1 device on ${cores} threads ${first[2].toFixed(5)}`);
+  const times: number[][] = [[], [], []];
+  const cpuPerWall: number[][] = [[], [], []];
   const ratios: number[] = [];
+  const ratiosAll: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    for (let c = 0; c < 2; c++) {
+    for (let c = 0; c < 3; c++) {
       const m = await measured(() => {
         for (let i = 0; i < STEPS_PER_ROUND; i++) run(c);
       });
@@ -125,12 +136,15 @@ async function main(): Promise<void> {
       cpuPerWall[c].push(m.cpu / m.wall);
     }
     ratios.push(times[0][r] / times[1][r]);
+    ratiosAll.push(times[2][r] / times[1][r]);
   }
-  for (let c = 0; c < 2; c++) {
+  const label = ['1 device  (1 kernel thread)', '2 devices (1 kernel thread each)', `1 device  (${cores} kernel threads)`];
+  for (let c = 0; c < 3; c++) {
     const ms = median(times[c]);
-    console.log(`${c + 1} device${c ? 's' : ' '}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s  CPU-s per wall-s ${median(cpuPerWall[c]).toFixed(2)}`);
+    console.log(`${label[c]}: ${ms.toFixed(1)} ms/step  ${((tokensPerStep / ms) * 1000).toFixed(0)} tokens/s  CPU-s per wall-s ${median(cpuPerWall[c]).toFixed(2)}`);
   }
   console.log(`speed-up 2 vs 1 device: ${median(ratios).toFixed(2)}x (median of ${ROUNDS} per-round ratios; load average now ${loadavg()[0].toFixed(1)})`);
+  console.log(`2 devices vs 1 device with all ${cores} cores as kernel threads: ${median(ratiosAll).toFixed(2)}x`);
   // The per-device timeline of three steps on 2 devices.
   const two = configs[1];
   for (const d of two) {

@@ -116,7 +116,15 @@ export class DeviceWorker {
   /** Partitioned calls this device ran, and (when `recordTimeline`) when each ran on its thread, in ms since the epoch. */
   readonly spmd = { calls: 0, recordTimeline: false, timeline: [] as { program: string; start: number; end: number }[] };
 
-  constructor(readonly deviceId: number) {}
+  /**
+   * @param kernelThreads threads this device's kernels use on its worker (the calling thread
+   *   included), read when the worker starts: devices share the machine's cores, so N devices on
+   *   C cores get max(1, floor(C / N)) each rather than C each (which oversubscribes the cores).
+   */
+  constructor(
+    readonly deviceId: number,
+    readonly kernelThreads: () => number = () => 1,
+  ) {}
 
   #start(execArgv: readonly string[], cjs: boolean): Worker {
     const key = [cjs ? 'cjs' : 'esm', ...execArgv].join(' ');
@@ -128,7 +136,7 @@ export class DeviceWorker {
     this.#programs.clear();
     this.#compiled.clear();
     const status = new Int32Array(new SharedArrayBuffer(8));
-    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId, status } });
+    const w = new Worker(workerFile(cjs), { execArgv: [...execArgv], workerData: { deviceId: this.deviceId, status, kernelThreads: this.kernelThreads() } });
     w.unref();
     this.#status = status;
     w.on('message', (m: RunReply) => {

@@ -19,7 +19,7 @@ export class CpuDevice implements Device {
 
   /** This device's worker thread (started on first use). */
   get worker(): DeviceWorker {
-    if (this.#worker === null) this.#worker = new DeviceWorker(this.id);
+    if (this.#worker === null) this.#worker = new DeviceWorker(this.id, kernelThreadsPerDevice);
     return this.#worker;
   }
 
@@ -71,6 +71,14 @@ export function devices(): CpuDevice[] {
   const n = configuredCount();
   while (pool.length < n) pool.push(new CpuDevice(pool.length));
   return pool.slice(0, n);
+}
+
+/**
+ * Kernel threads each device's worker uses: the machine's cores shared out among the configured
+ * devices, max(1, floor(cores / devices)) (2 devices on 2 cores: one each).
+ */
+export function kernelThreadsPerDevice(): number {
+  return Math.max(1, Math.floor(availableParallelism() / configuredCount()));
 }
 
 /** `jax.device_count()`. */

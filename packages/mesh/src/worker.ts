@@ -4,7 +4,7 @@
  * arguments, await the result, and send it back (every Array copied into a transferred buffer,
  * since an Array's storage may live in backend memory such as a WebAssembly heap).
  */
-import { type Array, type ClosedJaxpr, fromStorage, type StorageArray, toStorage, withBackend } from '@tpukit/core';
+import { type Array, type ClosedJaxpr, fromStorage, setNumThreads, type StorageArray, toStorage, withBackend } from '@tpukit/core';
 import { evalJaxpr } from '@tpukit/core/internal';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { BoardCollectives, buildDeviceProgram, CollectiveBoard, withSpmdDevice } from '@tpukit/xla-lite/internal';
@@ -60,7 +60,9 @@ function handleSpmd(req: SpmdRequest): RunReply {
   }
 }
 
-const { status } = workerData as { status: Int32Array };
+const { status, kernelThreads } = workerData as { status: Int32Array; kernelThreads: number };
+// This device's share of the machine's cores (see DeviceWorker).
+setNumThreads(kernelThreads);
 /** The partitioned programs compiled in this thread, by program id. */
 const compiled = new Map<number, (args: Array[]) => Array[]>();
 /** The board of the partitioned call in progress (aborted if this thread exits meanwhile). */

@@ -4,7 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { threadId } from 'node:worker_threads';
 import { np } from '@tpukit/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { availableParallelism } from 'node:os';
 import { devices, runOnDevices, setCpuDeviceCount } from '../src/index';
+import { kernelThreadsPerDevice } from '../src/devices';
 import { expectClose, ramp } from './helpers';
 
 const module = fileURLToPath(new URL('./fixtures/programs.mjs', import.meta.url));
@@ -15,6 +17,12 @@ afterAll(async () => {
 });
 
 describe('runOnDevices', () => {
+  it("shares the machine's cores among the devices: each worker runs its kernels on max(1, cores / devices) threads", async () => {
+    const want = Math.max(1, Math.floor(availableParallelism() / 2));
+    expect(kernelThreadsPerDevice()).toBe(want);
+    const out = (await runOnDevices({ module, exportName: 'kernelThreads' }, devices(), [[], []])) as number[];
+    expect(out).toEqual([want, want]);
+  });
   it('runs each device on its own thread and returns its results', async () => {
     const [d0, d1] = devices();
     const x = ramp([3, 4]);
