@@ -32,7 +32,13 @@ interface CollectiveMsg {
 let relay: { coll: BoardCollectives; mesh: Mesh } | null = null;
 
 /** Worker side: makes collectives (evaluated outside any trace) meet the other devices' threads on the board. */
-export function installDeviceCollectives(shardMapFn: typeof import('./shardMap').shardMap): void {
+/**
+ * What the device collectives need of `shardMap` (the worker passes shardMap.ts's in, so this
+ * module, which shardMap.ts imports, does not import it back).
+ */
+export type ShardMapFn = (f: (b: Array) => Array, opts: { mesh: Mesh; inSpecs: ReturnType<typeof P>; outSpecs: ReturnType<typeof P>; checkVma: boolean }) => (x: Array) => unknown;
+
+export function installDeviceCollectives(shardMapFn: ShardMapFn): void {
   for (const name of RENDEZVOUS) {
     getPrimitive(name).rules.eval = ([x]: Array[], params: Record<string, unknown>) => {
       if (relay === null) throw new Error(`${name}: collectives run inside shardMap`);
@@ -67,7 +73,7 @@ const REDUCERS: Record<string, (x: Array, axes: number[]) => Array> = { psum: la
  * stacked over the mesh axes and the collective runs vectorised (a shardMap with one entry per
  * device along every axis).
  */
-function collectiveOnMesh(mesh: Mesh, msg: CollectiveMsg, operands: Array[], shardMapFn: typeof import('./shardMap').shardMap): Array[] {
+function collectiveOnMesh(mesh: Mesh, msg: CollectiveMsg, operands: Array[], shardMapFn: ShardMapFn): Array[] {
   const prim = getPrimitive(msg.prim);
   const params = msg.params as { axis: string };
   const shape = operands[0].shape;
