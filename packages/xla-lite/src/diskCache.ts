@@ -12,8 +12,8 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ClosedJaxpr, type DType, np } from '@tpukit/core';
-import { getPrimitive, type ShapedArray } from '@tpukit/core/internal';
-import { HloComputation, HloInstruction, HloModule } from './hlo';
+import { HloModule } from './hlo';
+import { type CompImage, imageComputations, rebuildComputations } from './moduleImage';
 
 const FORMAT = 'xla-lite-module-v1';
 let dir: string | null = null;
@@ -38,22 +38,7 @@ export function cacheKey(jaxpr: ClosedJaxpr, extra: unknown): string {
   return createHash('sha256').update(`${FORMAT}\n${jaxpr.toString()}\n${avals}\n${JSON.stringify(extra)}`).digest('hex').slice(0, 40);
 }
 
-interface InstJson {
-  opcode: string;
-  prim: string | null;
-  shapes: ShapedArray[];
-  operands: number[];
-  params: Record<string, unknown>;
-  paramIndex: number;
-  literal: { dtype: DType; shape: number[]; data: number[] } | null;
-  called: number[];
-  layout?: number[] | null;
-}
-interface CompJson {
-  name: string;
-  instructions: InstJson[];
-  outputs: number[];
-}
+type LiteralJson = { dtype: DType; shape: number[]; data: number[] };
 
 const jsonSafe = (v: unknown): boolean => {
   if (v === null || typeof v === 'string' || typeof v === 'boolean') return true;
@@ -64,52 +49,18 @@ const jsonSafe = (v: unknown): boolean => {
 };
 
 function serialize(mod: HloModule): string | null {
-  const comps = mod.reachable();
-  const out: CompJson[] = [];
-  for (const c of comps) {
-    const idx = new Map(c.instructions.map((i, k) => [i, k]));
-    const insts: InstJson[] = [];
-    for (const i of c.instructions) {
-      if (!jsonSafe(i.params)) return null;
-      insts.push({
-        opcode: i.opcode,
-        prim: i.prim?.name ?? null,
-        shapes: i.shapes.map((s) => ({ shape: [...s.shape], dtype: s.dtype, weakType: s.weakType })),
-        operands: i.operands.map((o) => idx.get(o)!),
-        params: i.params,
-        paramIndex: i.paramIndex,
-        literal: i.literal ? { dtype: i.literal.dtype, shape: [...i.literal.shape], data: Array.from(i.literal.dataSync() as ArrayLike<number>) } : null,
-        called: i.called.map((s) => comps.indexOf(s)),
-        layout: i.layout,
-      });
-    }
-    out.push({ name: c.name, instructions: insts, outputs: c.outputs.map((o) => idx.get(o)!) });
-  }
-  return JSON.stringify({ format: FORMAT, name: mod.name, computations: out });
+  const out = imageComputations<LiteralJson>(mod, (i) =>
+    jsonSafe(i.params)
+      ? { prim: i.prim?.name ?? null, params: i.params, literal: i.literal ? { dtype: i.literal.dtype, shape: [...i.literal.shape], data: Array.from(i.literal.dataSync() as ArrayLike<number>) } : null }
+      : null,
+  );
+  return out === null ? null : JSON.stringify({ format: FORMAT, name: mod.name, computations: out });
 }
 
 function deserialize(text: string): HloModule {
-  const j = JSON.parse(text) as { format: string; name: string; computations: CompJson[] };
+  const j = JSON.parse(text) as { format: string; name: string; computations: CompImage<LiteralJson>[] };
   if (j.format !== FORMAT) throw new Error(`xla-lite cache: unknown format ${j.format}`);
-  const comps: HloComputation[] = [];
-  for (const cj of j.computations) {
-    const c = new HloComputation(cj.name);
-    const built: HloInstruction[] = [];
-    for (const ij of cj.instructions) {
-      let i: HloInstruction;
-      if (ij.opcode === 'parameter') i = c.addParameter(ij.shapes[0]);
-      else {
-        i = new HloInstruction(ij.opcode, ij.shapes, ij.operands.map((k) => built[k]), ij.params, ij.prim ? getPrimitive(ij.prim) : null);
-        if (ij.literal) i.literal = np.array(ij.literal.data, ij.literal.dtype).reshape(ij.literal.shape);
-        i.called = ij.called.map((k) => comps[k]);
-        i.layout = ij.layout ?? null;
-        c.add(i);
-      }
-      built.push(i);
-    }
-    c.outputs = cj.outputs.map((k) => built[k]);
-    comps.push(c);
-  }
+  const comps = rebuildComputations(j.computations, (l) => np.array(l.data, l.dtype).reshape(l.shape));
   const mod = new HloModule(j.name, comps[comps.length - 1]);
   mod.computations = comps;
   return mod;

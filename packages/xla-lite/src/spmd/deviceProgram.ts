@@ -12,9 +12,10 @@
  * the same order.
  */
 import { type Array, type DType, fromStorage, type StorageArray, toStorage } from '@tpukit/core';
-import { definePrimitive, getPrimitive, type Primitive, type ShapedArray } from '@tpukit/core/internal';
+import { definePrimitive, type Primitive, type ShapedArray } from '@tpukit/core/internal';
 import { buildExecutable } from '../executable';
-import { bytesOf, HloComputation, HloInstruction, HloModule } from '../hlo';
+import { bytesOf, type HloComputation, type HloInstruction, HloModule } from '../hlo';
+import { type CompImage, imageComputations, rebuildComputations } from '../moduleImage';
 import { optimize } from '../pipeline';
 import { type BoardCollectives, type CollectiveOpcode, type CollectiveParams, sliceBox } from './collectives';
 import { ONE_DEVICE, runControlFlow } from './executor';
@@ -79,21 +80,12 @@ function devicePrims() {
 
 // ---- the image ----
 
-interface InstImage {
-  readonly opcode: string;
-  readonly prim: string | null;
-  readonly shapes: ShapedArray[];
-  readonly operands: number[];
-  readonly params: Record<string, unknown>;
-  readonly paramIndex: number;
-  readonly literal: { data: StorageArray; shape: number[]; dtype: DType } | null;
-  readonly called: number[];
-}
+type SharedLiteral = { data: StorageArray; shape: number[]; dtype: DType };
 
 /** A partitioned module as plain data (computations callees first, the entry last). */
 export interface ModuleImage {
   readonly name: string;
-  readonly computations: { name: string; instructions: InstImage[]; outputs: number[] }[];
+  readonly computations: CompImage<SharedLiteral>[];
 }
 
 /** Plain data a thread can receive: numbers, strings, booleans, null, arrays and plain objects of them. */
@@ -128,52 +120,20 @@ function deviceForm(i: HloInstruction, what: string): { prim: string | null; par
  * each device's slot on the collective board).
  */
 export function deviceImage(mod: HloModule, what: string): { image: ModuleImage; maxCollectiveBytes: number } {
-  const comps = mod.reachable();
   let maxBytes = 0;
-  const computations = comps.map((c) => {
-    const idx = new Map(c.instructions.map((i, k) => [i, k]));
-    const instructions = c.instructions.map((i): InstImage => {
-      if (COLLECTIVE_OPCODES.has(i.opcode)) maxBytes = Math.max(maxBytes, bytesOf(i.operands[0].shape));
-      if (i.opcode === 'fusion') throw new Error(`${what}: device images are made before fusion (found a fusion in ${c.name})`);
-      const { prim, params } = deviceForm(i, what);
-      const lit = i.literal;
-      return {
-        opcode: i.opcode,
-        prim,
-        shapes: i.shapes.map((s) => ({ shape: [...s.shape], dtype: s.dtype, weakType: s.weakType })),
-        operands: i.operands.map((o) => idx.get(o)!),
-        params,
-        paramIndex: i.paramIndex,
-        literal: lit ? { data: toStorage(lit).slice(), shape: [...lit.shape], dtype: lit.dtype } : null,
-        called: i.called.map((s) => comps.indexOf(s)),
-      };
-    });
-    return { name: c.name, instructions, outputs: c.outputs.map((o) => idx.get(o)!) };
-  });
+  const computations = imageComputations<SharedLiteral>(mod, (i, c) => {
+    if (COLLECTIVE_OPCODES.has(i.opcode)) maxBytes = Math.max(maxBytes, bytesOf(i.operands[0].shape));
+    if (i.opcode === 'fusion') throw new Error(`${what}: device images are made before fusion (found a fusion in ${c.name})`);
+    const lit = i.literal;
+    return { ...deviceForm(i, what), literal: lit ? { data: toStorage(lit).slice(), shape: [...lit.shape], dtype: lit.dtype } : null };
+  })!;
   return { image: { name: mod.name, computations }, maxCollectiveBytes: maxBytes };
 }
 
 /** The computations of an image, rebuilt (callees first). */
 function rebuild(image: ModuleImage): HloComputation[] {
   devicePrims();
-  const comps: HloComputation[] = [];
-  for (const cj of image.computations) {
-    const c = new HloComputation(cj.name);
-    const built: HloInstruction[] = [];
-    for (const ij of cj.instructions) {
-      let i: HloInstruction;
-      if (ij.opcode === 'parameter') i = c.addParameter(ij.shapes[0]);
-      else {
-        i = c.add(new HloInstruction(ij.opcode, ij.shapes, ij.operands.map((k) => built[k]), { ...ij.params }, ij.prim ? getPrimitive(ij.prim) : null));
-        if (ij.literal) i.literal = fromStorage(ij.literal.data, ij.literal.shape, ij.literal.dtype);
-        i.called = ij.called.map((k) => comps[k]);
-      }
-      built.push(i);
-    }
-    c.outputs = cj.outputs.map((k) => built[k]);
-    comps.push(c);
-  }
-  return comps;
+  return rebuildComputations(image.computations, (l) => fromStorage(l.data, l.shape, l.dtype));
 }
 
 /** Optimises and compiles `c` as the entry of a module, its control-flow bodies first. */
