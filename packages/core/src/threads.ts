@@ -14,11 +14,19 @@ export function nodeModule<T>(id: string): T | null {
   return (proc.getBuiltinModule(id) as T) ?? null;
 }
 
-/** The machine's available parallelism (at least 1; 1 outside Node). */
+let hardware = 0;
+
+/**
+ * The machine's available parallelism (at least 1; 1 outside Node), read once per process: every
+ * kernel launch asks (through `getNumThreads`), and `os.availableParallelism()` costs a system
+ * call each time (~10% of a small eager grad step when it was not cached).
+ */
 export function hardwareThreads(): number {
-  const os = nodeModule<{ availableParallelism?: () => number; cpus(): unknown[] }>('node:os');
-  if (os) return Math.max(1, os.availableParallelism ? os.availableParallelism() : os.cpus().length);
-  return 1;
+  if (hardware === 0) {
+    const os = nodeModule<{ availableParallelism?: () => number; cpus(): unknown[] }>('node:os');
+    hardware = os ? Math.max(1, os.availableParallelism ? os.availableParallelism() : os.cpus().length) : 1;
+  }
+  return hardware;
 }
 
 /** The most threads `setNumThreads` accepts. */
