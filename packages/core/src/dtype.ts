@@ -60,6 +60,11 @@ export function allocStorage(d: DType, n: number): StorageArray {
   return new INFO[d].storage(n);
 }
 
+/** Whether `x` is the storage type of dtype `d` (no allocation: hot paths ask per call). */
+export function isStorageOf(x: StorageArray, d: DType): boolean {
+  return x.constructor === INFO[d].storage;
+}
+
 /** Storage seen as same-width integers: copying through it moves bits (float NaN payloads included). */
 export type BitView = Uint8Array | Uint16Array | Int32Array;
 

@@ -123,7 +123,7 @@ export class DeviceWorker {
    */
   constructor(
     readonly deviceId: number,
-    readonly kernelThreads: () => number = () => 1,
+    readonly kernelThreads: () => number,
   ) {}
 
   #start(execArgv: readonly string[], cjs: boolean): Worker {

@@ -6,7 +6,7 @@
  * Buffers are the storage arrays themselves.
  */
 import type { Backend } from '../backend';
-import { allocStorage, type StorageArray } from '../dtype';
+import { isStorageOf, type StorageArray } from '../dtype';
 import type { HostArray, Primitive, ShapedArray } from '../primitive';
 
 /** Buffers of a host-memory backend (storage typed arrays) as the kernels' HostArrays. */
@@ -36,7 +36,7 @@ export const hostMemory: Pick<Backend, 'manualMemory' | 'fromHost' | 'toHost' | 
  * storage, where the primitive has one (`implInto`) and `out` is the result dtype's storage type.
  */
 export function hostExecuteInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean {
-  if (prim.implInto === undefined || out.constructor !== allocStorage(outAval.dtype, 0).constructor) return false;
+  if (prim.implInto === undefined || !isStorageOf(out, outAval.dtype)) return false;
   prim.implInto(hostArrays(inputs, inAvals), params, outAval, out);
   return true;
 }
