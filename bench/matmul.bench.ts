@@ -5,7 +5,8 @@
  * the same machine load. Prints GFLOP/s (2*M*N*K / time, medians) and the ratios the issue asks
  * for: f32 1024^3 on one thread vs tfjs-wasm, 2 threads vs 1 at 1024 and 2048, bf16 storage vs
  * f32, backward-pass shapes vs the square shape, and the reference GPT's matmuls on 1 and 2
- * threads ([5]; `MATMUL_ONLY=gpt` runs only those). Set RUNS to change the repetitions.
+ * threads ([5]; `MATMUL_ONLY=gpt` runs only those; with TPUKIT_GEMM_PHASES=1 each also prints
+ * where its time goes, see systolic.gemmPhases). Set RUNS to change the repetitions.
  *
  * jax-js (@jax-js/jax, its 'wasm' backend) is a second peer for the square f32 case. It runs in
  * Node 20 once a `navigator` global exists (Node 20 has none; jax-js probes navigator.gpu while
@@ -176,6 +177,20 @@ function dotCaseFlops([, ls, rs, [[lc], [lb]]]: DotCase): number {
   return 2 * bsz * m * n * k;
 }
 
+/** With TPUKIT_GEMM_PHASES=1: where one product's time goes on 1 thread and on 2 (means of RUNS runs each). */
+function phaseReport(one: () => void, two: () => void): void {
+  const ph = systolic.gemmPhases;
+  const ms = (x: number, n: number): string => (x / Math.max(1, n)).toFixed(2);
+  systolic.resetGemmPhases();
+  for (let i = 0; i < RUNS; i++) one();
+  console.log(`        1t phases (ms per product; an item of a batch run item by item counts as one): stage ${ms(ph.stage, ph.products)} pack ${ms(ph.pack, ph.products)} (stage included) gemm ${ms(ph.gemm, ph.products)} sink ${ms(ph.sink, ph.products)}`);
+  systolic.resetGemmPhases();
+  for (let i = 0; i < RUNS; i++) two();
+  const p = ph.pool;
+  if (p.products > 0) console.log(`        2t calling thread (ms from wake-up): staged ${ms(p.staged, p.products)} packed ${ms(p.gate, p.products)} own tiles done ${ms(p.callerTilesDone, p.products)} all done ${ms(p.done, p.products)}; it computed ${p.callerTiles}/${p.tiles} tiles`);
+  else console.log('        2t: run item by item (batched.ts), not timed per phase');
+}
+
 /** The GPT's dots, 1 thread and 2 threads interleaved: GFLOP/s (wall), 2t/1t and CPU-seconds per second. */
 async function gptShapes(): Promise<void> {
   const cores = systolic.getNumThreads();
@@ -196,6 +211,7 @@ async function gptShapes(): Promise<void> {
     const fl = dotCaseFlops(c);
     const g = (ms: number) => fmt(fl / ms / 1e6);
     console.log(`    ${name.padEnd(34)} 1t ${g(r.ms[0])} GFLOP/s (${r.ms[0].toFixed(2)} ms)   2t ${g(r.ms[1])} GFLOP/s   2t/1t ${r.speedup[1].toFixed(2)}x   CPU-s/s 1t ${r.cpuPerWall[0].toFixed(2)} 2t ${r.cpuPerWall[1].toFixed(2)}`);
+    if (systolic.gemmPhases.enabled) phaseReport(run(1), run(2));
   }
   systolic.setNumThreads(cores);
 }

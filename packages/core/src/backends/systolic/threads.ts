@@ -26,6 +26,7 @@ import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';
+import { gemmPhases, phaseClock } from './phases';
 
 /** Every packing kernel, in a fixed order the workers index into. */
 const PACK_NAMES: string[] = [];
@@ -223,11 +224,16 @@ class Pool {
     Atomics.store(c, GATE, 0);
     Atomics.store(c, STAGED, stager.staged);
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
+    const t0 = phaseClock();
     this.pool.wake();
 
     const e = this.engine;
     const call = this.call;
     let failed: unknown = null;
+    let tStaged = t0;
+    let tGate = t0;
+    let tMine = t0;
+    let mine = 0;
     try {
       // Stage first (only this thread can read the host arrays): the workers pack each chunk
       // as soon as its source is in place.
@@ -235,6 +241,7 @@ class Pool {
         Atomics.store(c, STAGED, stager.next());
         Atomics.notify(c, STAGED);
       }
+      tStaged = phaseClock();
       job.hostPack();
       const first = c[PACKS + 10];
       for (let i = Atomics.add(c, PACK_NEXT, 1); i < chunks; i = Atomics.add(c, PACK_NEXT, 1)) {
@@ -255,6 +262,7 @@ class Pool {
       Atomics.store(c, ERR, 1);
       Atomics.notify(c, STAGED);
     }
+    tGate = phaseClock();
     // Open the gate whatever happened, so that no worker is left waiting.
     Atomics.store(c, GATE, 1);
     Atomics.notify(c, GATE);
@@ -275,6 +283,7 @@ class Pool {
           const i0 = r * tileRows;
           const j0 = (t - r * colTiles) * tileCols;
           e.exports.gemm(ap, bp, cp, mp, np, kp, i0, Math.min(mp, i0 + tileRows), j0, Math.min(np, j0 + tileCols));
+          mine++;
           if (job.rows) {
             const done = bandsDone();
             if (done > bands) job.rows(bands * tileRows, (bands = done) * tileRows);
@@ -295,7 +304,18 @@ class Pool {
         failed = err;
       }
     }
+    tMine = phaseClock();
     this.pool.waitFor(DONE, all);
+    if (gemmPhases.enabled) {
+      const p = gemmPhases.pool;
+      p.products++;
+      p.staged += tStaged - t0;
+      p.gate += tGate - t0;
+      p.callerTilesDone += tMine - t0;
+      p.done += phaseClock() - t0;
+      p.tiles += tiles;
+      p.callerTiles += mine;
+    }
     if (job.rows && !failed && Atomics.load(c, ERR) === 0 && bands < rowTiles) {
       try {
         job.rows(bands * tileRows, rowTiles * tileRows);
