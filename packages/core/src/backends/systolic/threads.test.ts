@@ -1,6 +1,8 @@
 /** The worker pool: products split over threads equal the single-thread products bit for bit. */
 import { afterAll, describe, expect, it } from 'vitest';
 import { lax, np, systolic, withBackend } from '../../index';
+import { evalPrimitiveInto } from '../../internal';
+import { dotGeneralP } from '../../lax/dot';
 
 function data(n: number, seed: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * 3);
@@ -93,6 +95,42 @@ describe('systolic threads', () => {
       for (const threads of [2, 3, 2]) {
         systolic.setNumThreads(threads);
         expect(firstDifference(run(), one), `${m}x${k}x${n} ${dtype} with ${threads} threads`).toBe(-1);
+      }
+    }
+  });
+
+  it("the reference GPT's products (weight gradients with K = 2048 over two contracting dims, one row block) equal on 1, 2 and 3 threads, into a destination too", () => {
+    // [lhs shape, rhs shape, dimension numbers]: the weight gradients of bench:gpt's MLP (output
+    // [128,512] and [512,128]: several K blocks, a single MC row block so the pool splits by
+    // columns), a forward MLP product, and odd edges (ragged panels, K tail past a K block).
+    const cases: Array<[number[], number[], [[number[], number[]], [number[], number[]]]]> = [
+      [[16, 128, 128], [16, 128, 512], [[[0, 1], [0, 1]], [[], []]]],
+      [[16, 128, 512], [16, 128, 128], [[[0, 1], [0, 1]], [[], []]]],
+      [[16, 128, 128], [128, 512], [[[2], [0]], [[], []]]],
+      [[3, 347, 131], [3, 347, 77], [[[0, 1], [0, 1]], [[], []]]],
+    ];
+    const params = (dn: (typeof cases)[number][2]) => ({ dimensionNumbers: dn, precision: null, preferredElementType: null });
+    for (const [ls, rs, dn] of cases) {
+      const size = (s: number[]): number => s.reduce((x, y) => x * y, 1);
+      const a = np.array(data(size(ls), ls[1])).reshape(ls);
+      const b = np.array(data(size(rs), rs[1] + 1)).reshape(rs);
+      const run = (): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN);
+        return withBackend('systolic', () => lax.dotGeneral(a, b, dn).dataSync() as Float32Array);
+      };
+      const runInto = (n: number): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN);
+        const dest = new Float32Array(n).fill(NaN);
+        withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params(dn), dest));
+        return dest;
+      };
+      systolic.setNumThreads(1);
+      const one = run();
+      expect(one.findIndex(Number.isNaN), `${ls} x ${rs}: NaN on one thread`).toBe(-1);
+      for (const threads of [2, 3, 2]) {
+        systolic.setNumThreads(threads);
+        expect(firstDifference(run(), one), `${ls} x ${rs} with ${threads} threads`).toBe(-1);
+        expect(firstDifference(runInto(one.length), one), `${ls} x ${rs} into a destination with ${threads} threads`).toBe(-1);
       }
     }
   });
