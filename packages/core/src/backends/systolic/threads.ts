@@ -159,7 +159,7 @@ const MIN_TILES_PER_THREAD = 4;
  * Multiply-adds of one tile at most (2^22: about 0.16 ms on one core): a long-K product's tiles
  * are cut smaller, so that the last tile, which one thread computes while the others may have
  * none left, is short. (The weight gradients of bench:gpt, [128,512] with K = 2048, made 8 tiles
- * of 0.7 ms each: a 5-3 split between two threads cost a whole tile.)
+ * of 0.7 ms each: a 5-3 split between two threads costs a whole tile.)
  */
 const MAX_TILE_WORK = 1 << 22;
 /** Tiles per thread from which a tile's work no longer matters (a one-tile imbalance is small). */
