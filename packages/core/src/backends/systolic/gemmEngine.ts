@@ -214,7 +214,9 @@ export class GemmEngine implements BatchEngine {
       const t0 = phaseClock();
       let t1 = t0;
       let t2 = t0;
+      let alone = false;
       if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows }))) {
+        alone = true;
         hostPack();
         // One thread: copy a chunk, pack it while its source is still in cache.
         for (const j of packs) {
@@ -235,7 +237,7 @@ export class GemmEngine implements BatchEngine {
         t2 = phaseClock();
       }
       sink(bi, cp / 4, np);
-      if (gemmPhases.enabled && t2 > t0) {
+      if (gemmPhases.enabled && alone) {
         gemmPhases.products++;
         gemmPhases.pack += t1 - t0;
         gemmPhases.gemm += t2 - t1;
