@@ -33,7 +33,7 @@ import { dirname, join } from 'node:path';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
-import { getKernelThreads, jit, profile } from '@tpukit/xla-lite';
+import { arenaTraffic, getKernelThreads, jit, profile, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import type { HloComputation } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 
@@ -464,8 +464,14 @@ async function main(): Promise<void> {
     for (const tr of trainers) {
       if (!tr.name.startsWith('tpukit')) continue;
       profile.reset();
+      const e0 = { ...systolic.backend.engine.traffic };
+      const a0 = arenaTraffic();
       await tr.steps(at, 1);
+      const e1 = systolic.backend.engine.traffic;
+      const a1 = arenaTraffic();
+      const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
       console.log(`\n  profile of one ${tr.name} step:\n${profile.report({ top: 25, by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
+      console.log(`  operand traffic of that step (zero-copy dots ${zeroCopyDotsEnabled() ? 'on' : 'off'}): staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied out of the arena ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB`);
     }
   }
 }

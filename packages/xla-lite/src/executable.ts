@@ -32,7 +32,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { WasmProgram, type WasmStep } from './wasm/program';
+import { isStorageAlias, WasmProgram, type WasmStep } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
@@ -61,25 +61,14 @@ export interface ExecutableStats {
   wasmKernels: number;
   /** Bytes of the WebAssembly arena (0 without wasm kernels). */
   arenaBytes: number;
+  /** Whether the arena lies in the backend's kernel memory (zero-copy dots: dots read fusion results in place; see `wasm/program.ts`). */
+  arenaInBackend: boolean;
 }
 
-/**
- * Whether `i` is a reshape that can share its operand's storage instead of copying it (core's
- * reshape copies, as an eager op must hand out a fresh array): arrays are immutable, and both
- * stay inside this call: the operand is an intermediate (not an argument, which donation may
- * overwrite, nor a constant), neither is an output (the caller may donate an output later), and
- * the operand has the default row-major layout.
- */
 /** Whether instruction params hold a function or a jaxpr (custom rules, nested programs). */
 function holdsProgram(params: Record<string, unknown>): boolean {
   const isProgram = (v: unknown): boolean => typeof v === 'function' || v instanceof ClosedJaxpr;
   return Object.values(params).some((v) => isProgram(v) || (globalThis.Array.isArray(v) && v.some(isProgram)));
-}
-
-function isStorageAlias(i: HloInstruction, outputs: readonly HloInstruction[]): boolean {
-  if (i.prim?.name !== 'reshape' || i.isTuple || i.shape.weakType) return false;
-  const x = i.operands[0];
-  return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
 
 export function buildExecutable(mod: HloModule, name: string, donation: DonationPlan | null = null): { run: (args: Array[]) => Array[]; stats: ExecutableStats; donor: DonationRuntime | null } {
@@ -293,5 +282,5 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const kinds = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => (i.params as { kind: string }).kind);
   const outputFusions = kinds.filter((k) => k === 'kOutput').length;
   const rowFusions = kinds.filter((k) => k === 'kRow').length;
-  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0 }, donor };
+  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0, arenaInBackend: wasmProgram?.host != null }, donor };
 }

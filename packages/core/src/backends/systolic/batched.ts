@@ -14,7 +14,8 @@
  * axis, rows a multiple of the panel height, k a multiple of 4 for k-contiguous operands, no k
  * padding). Everything else keeps `batchedProduct`'s product-by-product loop.
  *
- * Memory layout (bytes, 64-aligned), after the staged operands:
+ * Memory layout (bytes, 64-aligned), from the engine's `floor`, after the staged operands
+ * (operands already in the engine's memory are read where they lie, not staged):
  *
  *   [ item table: per item the two operands' source addresses, then a done flag per item |
  *     pack areas, one per thread: A panels then B panels | accumulators, one per item |
@@ -41,6 +42,12 @@ export interface BatchEngine {
   readonly exports: GemmExports;
   /** Byte address of the bf16 output scratch of the current product; set here. */
   outScratch: number;
+  /** Byte address where per-product scratch starts (past the regions callers reserved). */
+  readonly floor: number;
+  /** Whether a view lies in this memory (read in place, not staged). */
+  holds(v: ArrayBufferView): boolean;
+  /** Counts an operand's bytes as staged or read in place. */
+  count(bits: ArrayBufferView, staged: boolean, inPlace: boolean): void;
   /** Grows the memory to hold at least `bytes` (`op` names the operation in the error). */
   ensure(bytes: number, op?: string): void;
   /** Runs the named packing kernel. */
@@ -146,9 +153,16 @@ export function runBatchedItems(
   const esB = b.bf16 ? 2 : 4;
   const cStride = align(mp * np * 4);
   const group = Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
-  const srcA = 64;
-  const srcB = align(srcA + a.bits.byteLength);
-  const table = align(srcB + b.bits.byteLength);
+  const inA = engine.holds(a.bits);
+  const inB = engine.holds(b.bits);
+  let at = engine.floor;
+  const srcA = inA ? a.bits.byteOffset : at;
+  if (!inA) at = align(at + a.bits.byteLength);
+  const srcB = inB ? b.bits.byteOffset : at;
+  if (!inB) at = align(at + b.bits.byteLength);
+  engine.count(a.bits, !inA, inA);
+  engine.count(b.bits, !inB, inB);
+  const table = align(at);
   const bOff = align(mp * kp * 4);
   const pkStride = align(bOff + np * kp * 4);
   const pk = align(table + 12 * group);
@@ -157,10 +171,10 @@ export function runBatchedItems(
   engine.ensure(out + M * N * 2, op);
   engine.outScratch = out;
   const buf = engine.memory.buffer;
-  stagers[0].reset(buf);
-  stagers[0].add(a.bits, srcA);
-  stagers[1].reset(buf);
-  stagers[1].add(b.bits, srcB);
+  stagers[0].reset(buf, engine.floor);
+  if (!inA) stagers[0].add(a.bits, srcA);
+  stagers[1].reset(buf, engine.floor);
+  if (!inB) stagers[1].add(b.bits, srcB);
   const packs: [BatchPack, BatchPack] = [
     { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), R: mr, esz: esA, rs: a.rs, ks: a.ks, panels: M / mr, k: K },
     { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), R: nr, esz: esB, rs: b.rs, ks: b.ks, panels: N / nr, k: K },

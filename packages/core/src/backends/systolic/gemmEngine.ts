@@ -4,6 +4,12 @@
  * pack both operands (bf16 rounding, multi-pass splitting), multiply, and hand back the padded f32
  * accumulator. The memory is shared when the runtime supports threads, so the worker pool
  * (`threads.ts`) can pack and multiply parts of the same product on the same buffers.
+ *
+ * Layout of the memory: [ 64 bytes | regions reserved by `reserve` (a compiler's arena) |
+ * per-product scratch from `floor` up ]. A shared memory's views never go stale when it grows
+ * (its buffer only gets longer), so a reserved region stays valid at a fixed address for as
+ * long as it is held; operands that lie in this memory (`holds`, e.g. views of an arena) are
+ * packed in place instead of being staged (copied) into the scratch first.
  */
 import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
@@ -53,6 +59,14 @@ export interface GemmArgs {
   kp: number;
 }
 
+/** Bytes moved to get operands to the packing kernels since the engine started (for benchmarks and tests). */
+export interface OperandTraffic {
+  /** Bytes copied from host arrays into wasm memory (staged). */
+  stagedBytes: number;
+  /** Bytes read in place: operands that already lay in the engine's memory (`GemmEngine.holds`). */
+  inPlaceBytes: number;
+}
+
 export class GemmEngine implements BatchEngine {
   readonly memory: WasmMemory;
   readonly shape: GemmShape;
@@ -73,6 +87,14 @@ export class GemmEngine implements BatchEngine {
   private readonly stager = new Stager();
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
+  /** Regions held by `reserve`, in address order (byte address, bytes). */
+  private readonly regions: { addr: number; bytes: number }[] = [];
+  private floorAddr = 64;
+  /** Every buffer object this memory has handed out (see `holds`). */
+  private readonly buffers = new WeakSet<ArrayBufferLike>();
+  private lastBuffer: ArrayBufferLike | null = null;
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0 };
+  readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
@@ -87,8 +109,64 @@ export class GemmEngine implements BatchEngine {
     const ex = new WA.Instance(mod, { env: { mem: this.memory } }).exports;
     this.exports = ex as unknown as GemmExports;
     this.packFns = ex as unknown as GemmEngine['packFns'];
-    this.u32View = new Uint32Array(this.memory.buffer);
-    this.f32View = new Float32Array(this.memory.buffer);
+    this.u32View = new Uint32Array(this.buffer());
+    this.f32View = new Float32Array(this.buffer());
+  }
+
+  /** The memory's current buffer, remembered so that views over it are recognised by `holds`. */
+  buffer(): ArrayBufferLike {
+    const b = this.memory.buffer;
+    if (b !== this.lastBuffer) {
+      this.buffers.add(b);
+      this.lastBuffer = b;
+    }
+    return b;
+  }
+
+  /**
+   * Whether `v` is a view of this engine's (shared) memory, taken through `buffer()`: products
+   * then read it in place (its byte offset is its address) instead of staging a copy.
+   */
+  holds(v: ArrayBufferView): boolean {
+    return this.shared && this.buffers.has(v.buffer);
+  }
+
+  /** Byte address where per-product scratch starts: past every reserved region. */
+  get floor(): number {
+    return this.floorAddr;
+  }
+
+  /**
+   * Reserves `bytes` of the engine's memory for a caller (a compiler's arena that the GEMM then
+   * reads operands from in place): returns the region's byte address (64-aligned), fixed until
+   * `release`; growth never moves or invalidates it (the memory is shared). Returns -1 when the
+   * memory cannot hold it (its 2 GiB limit, with room left for products). Shared memory only.
+   */
+  reserve(bytes: number): number {
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new RangeError(`systolic reserve: bytes must be a positive integer; got ${bytes}`);
+    if (!this.shared) throw new Error('systolic reserve: the GEMM memory is not shared on this runtime (no WebAssembly threads), so it cannot hold a caller\'s arena');
+    const size = align(bytes);
+    let at = 64;
+    let k = 0;
+    for (; k < this.regions.length; k++) {
+      if (this.regions[k].addr - at >= size) break;
+      at = this.regions[k].addr + this.regions[k].bytes;
+    }
+    // Leave at least a quarter of the memory's limit to products.
+    if (at + size > (MAX_PAGES * 65536 * 3) / 4) return -1;
+    this.regions.splice(k, 0, { addr: at, bytes: size });
+    this.floorAddr = Math.max(this.floorAddr, at + size);
+    this.ensure(this.floorAddr, 'reserve');
+    return at;
+  }
+
+  /** Releases a region from `reserve` (its memory may be handed out again). */
+  release(addr: number): void {
+    const k = this.regions.findIndex((r) => r.addr === addr);
+    if (k < 0) throw new RangeError(`systolic release: no region is reserved at address ${addr}`);
+    this.regions.splice(k, 1);
+    const last = this.regions[this.regions.length - 1];
+    this.floorAddr = last ? last.addr + last.bytes : 64;
   }
 
   get mr(): number {
@@ -108,9 +186,10 @@ export class GemmEngine implements BatchEngine {
       }
       this.memory.grow(pages);
     }
-    if (this.u32View.buffer !== this.memory.buffer || this.u32View.length * 4 !== this.memory.buffer.byteLength) {
-      this.u32View = new Uint32Array(this.memory.buffer);
-      this.f32View = new Float32Array(this.memory.buffer);
+    const buf = this.buffer();
+    if (this.u32View.buffer !== buf || this.u32View.length * 4 !== buf.byteLength) {
+      this.u32View = new Uint32Array(buf);
+      this.f32View = new Float32Array(buf);
     }
   }
 
@@ -165,11 +244,17 @@ export class GemmEngine implements BatchEngine {
     const onePass = compsA.length === 1;
     const simdA = onePass && (a.rs === 1 || a.ks === 1);
     const simdB = onePass && (b.rs === 1 || b.ks === 1);
-    let at = 64;
-    const srcA = at;
-    if (simdA) at = align(at + a.bits.byteLength);
-    const srcB = at;
-    if (simdB) at = align(at + b.bits.byteLength);
+    // Operands already in this memory (an arena's views) are packed where they lie; the others
+    // are staged into the scratch first.
+    const inA = simdA && this.holds(a.bits);
+    const inB = simdB && this.holds(b.bits);
+    let at = this.floorAddr;
+    const srcA = inA ? a.bits.byteOffset : at;
+    if (simdA && !inA) at = align(at + a.bits.byteLength);
+    const srcB = inB ? b.bits.byteOffset : at;
+    if (simdB && !inB) at = align(at + b.bits.byteLength);
+    this.count(a.bits, simdA && !inA, inA);
+    this.count(b.bits, simdB && !inB, inB);
     const ap = at;
     const bp = align(ap + mp * kp * 4);
     const cp = align(bp + np * kp * 4);
@@ -180,10 +265,10 @@ export class GemmEngine implements BatchEngine {
     // elements from the memory's start. The copying itself is planned by the stager and done
     // chunk by chunk, interleaved with the packing (see packPlan.ts).
     const stager = this.stager;
-    stager.reset(buf);
+    stager.reset(buf, this.floorAddr);
     const whole = (v: OperandView): OperandView => ({ ...v, bits: v.bf16 ? new Uint16Array(buf) : this.u32View });
-    if (simdA) stager.add(a.bits, srcA);
-    if (simdB) stager.add(b.bits, srcB);
+    if (simdA && !inA) stager.add(a.bits, srcA);
+    if (simdB && !inB) stager.add(b.bits, srcB);
     const wa = simdA ? whole(a) : a;
     const wb = simdB ? whole(b) : b;
     const u32 = this.u32View;
@@ -245,6 +330,12 @@ export class GemmEngine implements BatchEngine {
       for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) dst[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
     }
     return dst;
+  }
+
+  /** Counts an operand's bytes as staged or read in place (`traffic`). */
+  count(bits: ArrayBufferView, staged: boolean, inPlace: boolean): void {
+    if (staged) this.traffic.stagedBytes += bits.byteLength;
+    else if (inPlace) this.traffic.inPlaceBytes += bits.byteLength;
   }
 
   /** Runs packing kernel `fn` on this thread (the thread pool's calling-thread share). */
