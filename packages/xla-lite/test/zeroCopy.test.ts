@@ -1,9 +1,10 @@
 // Zero-copy dots (wasm/program.ts): with the systolic backend the executable's arena is a region
 // of the GEMM engine's memory, fusion results that dots read are handed on as views and packed
 // in place. Results must be bit-identical to the arena in a memory of its own (the copies).
-import { type Array, nn, np, systolic, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
+import { type Array, nn, np, registerBackend, setNumThreads, systolic, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { arenaTraffic, jit, setKernelThreads, setZeroCopyDots, zeroCopyDotsEnabled } from '../src/index';
+import { kernelThreadsAvailable, poolStats } from '../src/internal';
 
 const [V, D, H, F, T, B] = [64, 32, 2, 64, 16, 4];
 const fill = (shape: number[], s: number, k: number) => np.array(Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => s * Math.sin(i * 0.37 + k)), 'float32').reshape(shape);
@@ -43,6 +44,7 @@ function compileStep(zeroCopy: boolean) {
 afterEach(() => {
   setZeroCopyDots(true);
   setKernelThreads(null);
+  setNumThreads(null);
 });
 
 describe('zero-copy dots', () => {
@@ -71,5 +73,70 @@ describe('zero-copy dots', () => {
       expect(e2.inPlaceBytes - e1.inPlaceBytes).toBe(0);
       expect(e1.stagedBytes - e0.stagedBytes).toBeLessThan(e2.stagedBytes - e1.stagedBytes);
     }
+  });
+
+  it('runs on the thread pools (kernels and GEMM on 2 threads) bit-identical to the copying path on 1 thread', () => {
+    const off = compileStep(false);
+    const want = off.call(2).map(bits);
+    // Large enough for both pools: the GEMM splits its products, the kernels their items.
+    const f = (x: Array, w: Array, v: Array) => np.matmul(np.tanh(np.matmul(np.multiply(x, 2), w)), v);
+    const xs = [fill([256, 512], 0.1, 1), fill([512, 1024], 0.05, 2), fill([1024, 64], 0.05, 3)];
+    const big = (zeroCopy: boolean) => {
+      setZeroCopyDots(zeroCopy);
+      const c = withBackend('systolic', () => jit(f).lower(...xs).compile());
+      setZeroCopyDots(true);
+      return withBackend('systolic', () => c.call(xs)).map(bits);
+    };
+    const wantBig = big(false);
+    setNumThreads(2);
+    setKernelThreads(2);
+    const jobs = poolStats().parallelJobs;
+    const on = compileStep(true);
+    expect(on.c.stats.arenaInBackend).toBe(true);
+    expect(on.call(2).map(bits)).toEqual(want);
+    expect(big(true)).toEqual(wantBig);
+    if (kernelThreadsAvailable()) expect(poolStats().parallelJobs).toBeGreaterThan(jobs);
+  });
+
+  it('two executables alive at once hold separate regions and keep their results', () => {
+    const a = compileStep(true);
+    const b = compileStep(true);
+    const wantA = a.call(0).map(bits);
+    const wantB = b.call(1).map(bits);
+    // Interleaved calls: neither overwrites the other's arena.
+    expect(b.call(1).map(bits)).toEqual(wantB);
+    expect(a.call(0).map(bits)).toEqual(wantA);
+    expect(b.call(0).map(bits)).toEqual(wantA);
+  });
+
+  it('a memory that grows during a call leaves the arena and its views valid', () => {
+    // A backend of its own: its GEMM memory starts small, the arena is reserved in it, and the
+    // large product in the middle of the call makes it grow.
+    const fresh = new systolic.SystolicBackend('systolic-zero-copy-growth');
+    registerBackend(fresh);
+    const f = (x: Array, w: Array, v: Array) => np.matmul(np.tanh(np.matmul(np.multiply(x, 2), w)), v);
+    const x = fill([256, 512], 0.1, 1);
+    const w = fill([512, 1024], 0.05, 2);
+    const v = fill([1024, 64], 0.05, 3);
+    const run = (zeroCopy: boolean) => {
+      setZeroCopyDots(zeroCopy);
+      const c = withBackend(fresh.name, () => jit(f).lower(x, w, v).compile());
+      setZeroCopyDots(true);
+      const before = fresh.engine.memory.buffer.byteLength;
+      const r = withBackend(fresh.name, () => c.call([x, w, v]));
+      return { c, r, grew: fresh.engine.memory.buffer.byteLength > before };
+    };
+    const on = run(true);
+    expect(on.c.stats.arenaInBackend).toBe(true);
+    expect(on.grew).toBe(true);
+    expect(on.r.map(bits)).toEqual(run(false).r.map(bits));
+    expect(withBackend(fresh.name, () => on.c.call([x, w, v])).map(bits)).toEqual(on.r.map(bits));
+  });
+
+  it('other backends keep the arena in a memory of its own; a bad switch value is refused by name', () => {
+    const c = withBackend('reference', () => jit((x: Array) => np.matmul(np.tanh(x), x)).lower(fill([8, 8], 0.3, 1)).compile());
+    expect(c.stats.arenaInBackend).toBe(false);
+    expect(() => setZeroCopyDots('no' as unknown as boolean)).toThrow(/setZeroCopyDots: on must be a boolean; got no/);
+    expect(zeroCopyDotsEnabled()).toBe(true);
   });
 });
