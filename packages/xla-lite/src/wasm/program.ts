@@ -139,8 +139,12 @@ export class WasmProgram implements PoolProgram {
   readonly id = nextId++;
   sentTo = 0;
   readonly steps = new Map<HloInstruction, WasmStep>();
-  /** Dots whose result the executable writes straight into the arena (`view`), then marks staged (`markStaged(key)`). */
-  readonly directDots = new Map<HloInstruction, { key: number; view: Float32Array }>();
+  /**
+   * Dots (and, with zero-copy dots, transposes) whose result the executable writes straight
+   * into the arena (into `view(addr, n)`), then marks staged (`markStaged(key)`; key -1: no wasm
+   * kernel reads it).
+   */
+  readonly directDots = new Map<HloInstruction, { key: number; addr: number; n: number }>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
@@ -224,7 +228,14 @@ export class WasmProgram implements PoolProgram {
     const isDot = (u: HloInstruction): boolean => u.opcode !== 'fusion' && u.prim?.name === 'dot_general' && !u.isTuple;
     const transient = (u: HloInstruction | null): boolean => u !== null && (u.opcode === 'fusion' || isDot(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
     const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (u.opcode === 'fusion' || isDot(u) || isStorageAlias(u, c.outputs)));
-    const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i)), counts, alignment: ALIGN });
+    // With zero-copy dots, float32 dots and transposes (primitives the backend runs into caller
+    // storage) that only transient steps read write their results into the arena too, where
+    // the dots reading them find them in place.
+    const resident = new Set<HloInstruction>();
+    if (host !== null)
+      for (const i of c.instructions)
+        if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && !outputs.has(i) && users.get(i)!.every(transient)) resident.add(i);
+    const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
     const place = (i: HloInstruction, bytes: number): number => {
@@ -344,17 +355,18 @@ export class WasmProgram implements PoolProgram {
       });
     });
     // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
-    // reshape) writes its result straight into its arena buffer instead of being staged there.
-    for (const r of staged) {
-      const key = keys.get(r);
+    // reshape) writes its result straight into its arena buffer instead of being staged there;
+    // so does every resident dot or transpose (zero-copy dots).
+    for (const r of new Set([...staged, ...resident])) {
+      const key = keys.get(r) ?? -1;
       const slot = ba.slots.get(r);
-      if (key === undefined || slot === undefined || r.prim?.name !== 'dot_general' || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
-      if (users.get(r)!.every((u) => u !== null && plans.has(u))) prog.directDots.set(r, { key, view: prog.view(off + slot.offset, numel(r.shape)) });
+      if (slot === undefined || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
+      if (resident.has(r) || (key >= 0 && r.prim?.name === 'dot_general' && users.get(r)!.every((u) => u !== null && plans.has(u)))) prog.directDots.set(r, { key, addr: off + slot.offset, n: numel(r.shape) });
     }
     return prog;
   }
 
-  /** A float32 view of `n` elements of the arena from byte address `addr` (the arena never grows, so a view stays valid). */
+  /** A float32 view of `n` elements of the arena from byte address `addr` (a view stays valid: the arena never moves, and a host memory is shared). */
   view(addr: number, n: number): Float32Array {
     return this.f32.subarray(addr / 4, addr / 4 + n);
   }
@@ -404,7 +416,7 @@ export class WasmProgram implements PoolProgram {
 
   /** Records that the value with stamp `key` is in the arena for this call (written there directly). */
   markStaged(key: number): void {
-    this.stamps[key] = this.gen;
+    if (key >= 0) this.stamps[key] = this.gen;
   }
 
   /** Starts a call: values staged in earlier calls are stale. */
