@@ -6,7 +6,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Array, fromStorage, lax, registerBackend, setNumThreads, toStorage, withBackend } from '../../index';
-import { arenaHost } from '../../internal';
+import { arenaHost, evalPrimitiveInto } from '../../internal';
+import { dotGeneralP } from '../../lax/dot';
 import { SystolicBackend } from './backend';
 
 const backend = new SystolicBackend('systolic-arena-test');
@@ -92,6 +93,29 @@ describe('operands in the engine memory', () => {
         engine.release(A.addr);
         engine.release(B.addr);
       });
+
+  for (const threads of [1, 2])
+    it(`a destination in the engine memory is the accumulator itself when no padding is needed, ${threads} thread(s)`, () => {
+      setNumThreads(threads);
+      const dn: lax.DotDimensionNumbers = [[[1], [0]], [[], []]];
+      for (const [M, K, N] of [[256, 384, 512], [96, 40, 64], [30, 40, 50]]) {
+        const ha = data(M * K, 5);
+        const hb = data(K * N, 6);
+        const A = inArena(ha, [M, K]);
+        const want = withBackend('systolic-arena-test', () => lax.dotGeneral(fromStorage(ha, [M, K], 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
+        const addr = engine.reserve(M * N * 4);
+        const dest = new Float32Array(engine.buffer(), addr, M * N).fill(Number.NaN);
+        const t0 = engine.traffic.resultInPlaceBytes;
+        const got = withBackend('systolic-arena-test', () => evalPrimitiveInto(dotGeneralP, [A.arr, fromStorage(hb, [K, N], 'float32')], { dimensionNumbers: dn, precision: null, preferredElementType: null }, dest));
+        expect(got).not.toBeNull();
+        expect(bitsOf(got!)).toEqual(bitsOf(want));
+        expect(new Uint32Array(dest.slice().buffer)).toEqual(bitsOf(want));
+        // Padding needed (30 rows, 50 columns): the result is copied out of a padded accumulator instead.
+        expect(engine.traffic.resultInPlaceBytes - t0).toBe(M % 4 === 0 && N % engine.nr === 0 ? M * N * 4 : 0);
+        engine.release(A.addr);
+        engine.release(addr);
+      }
+    });
 
   it('views taken before the memory grows stay valid and in place after it', () => {
     const ha = data(64 * 128, 3);

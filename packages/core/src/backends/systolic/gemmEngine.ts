@@ -65,6 +65,8 @@ export interface OperandTraffic {
   stagedBytes: number;
   /** Bytes read in place: operands that already lay in the engine's memory (`GemmEngine.holds`). */
   inPlaceBytes: number;
+  /** Bytes of results the GEMM wrote straight into a destination in its memory (no copy out of its accumulator). */
+  resultInPlaceBytes: number;
 }
 
 export class GemmEngine implements BatchEngine {
@@ -93,7 +95,7 @@ export class GemmEngine implements BatchEngine {
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
-  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0 };
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0 };
   readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
@@ -217,6 +219,10 @@ export class GemmEngine implements BatchEngine {
    * `rowsReady` (optional, first product of a batch, thread pool only) receives accumulator rows
    * [r0, r1) (r1 <= M) as soon as they are final, in increasing order, before the sink is
    * called for that product; the sink then only needs the rows it was not given.
+   *
+   * `cAddr` (optional, a single product whose M and N are multiples of the panel sizes, so the
+   * padded accumulator is exactly [M,N]): a byte address in this memory where the GEMM writes C
+   * directly (a caller's destination in its arena): the sink then finds the result in place.
    */
   batchedProduct(
     a: OperandView,
@@ -230,6 +236,7 @@ export class GemmEngine implements BatchEngine {
     sink: (batch: number, c: number, ldc: number) => void,
     prepare?: () => void,
     rowsReady?: (c: number, ldc: number, r0: number, r1: number) => void,
+    cAddr = -1,
   ): void {
     // A batch of products the SIMD kernels pack whole: item by item, over the pool's threads.
     if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK)) return;
@@ -257,8 +264,10 @@ export class GemmEngine implements BatchEngine {
     this.count(b.bits, simdB && !inB, inB);
     const ap = at;
     const bp = align(ap + mp * kp * 4);
-    const cp = align(bp + np * kp * 4);
-    this.outScratch = align(cp + mp * np * 4);
+    if (cAddr >= 0 && (aOffs.length !== 1 || mp !== M || np !== N || cAddr % 4 !== 0)) throw new RangeError(`${op}: a direct accumulator needs one product with M, N multiples of ${mr}, ${nr}; got ${aOffs.length} of [${M},${N}] at ${cAddr}`);
+    const cp = cAddr >= 0 ? cAddr : align(bp + np * kp * 4);
+    this.outScratch = align(cAddr >= 0 ? bp + np * kp * 4 : cp + mp * np * 4);
+    if (cAddr >= 0) this.traffic.resultInPlaceBytes += M * N * 4;
     this.ensure(this.outScratch + M * N * 2, op);
     const buf = this.memory.buffer;
     // The staged operands are read through views of the whole memory: the packing addresses
