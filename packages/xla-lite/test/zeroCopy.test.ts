@@ -139,4 +139,20 @@ describe('zero-copy dots', () => {
     expect(() => setZeroCopyDots('no' as unknown as boolean)).toThrow(/setZeroCopyDots: on must be a boolean; got no/);
     expect(zeroCopyDotsEnabled()).toBe(true);
   });
+
+  it('an arena host without room for the arena: the program keeps a memory of its own, same results', () => {
+    // The systolic backend, but its arena host refuses every reservation (as at the 2 GiB limit).
+    const full = Object.create(systolic.backend) as typeof systolic.backend;
+    const host = systolic.backend.arenaHost()!;
+    Object.defineProperty(full, 'name', { value: 'systolic-zero-copy-full' });
+    full.arenaHost = () => ({ memory: host.memory, maxPages: host.maxPages, buffer: () => host.buffer(), release: () => undefined, reserve: () => -1 });
+    registerBackend(full);
+    const f = (x: Array, w: Array) => np.matmul(np.tanh(np.matmul(np.multiply(x, 2), w)), w);
+    const x = fill([64, 64], 0.1, 1);
+    const w = fill([64, 64], 0.1, 2);
+    const c = withBackend(full.name, () => jit(f).lower(x, w).compile());
+    expect(c.stats.arenaInBackend).toBe(false);
+    const want = withBackend('systolic', () => jit(f).lower(x, w).compile().call([x, w]));
+    expect(withBackend(full.name, () => c.call([x, w])).map(bits)).toEqual(want.map(bits));
+  });
 });
