@@ -117,6 +117,20 @@ describe('operands in the engine memory', () => {
       }
     });
 
+  it('a view of the products\' scratch (above every region) is staged like a host array, not read in place', () => {
+    const ha = data(32 * 32, 7);
+    const view = new Float32Array(engine.buffer(), engine.floor, ha.length);
+    view.set(ha);
+    expect(engine.holds(view)).toBe(false);
+    const dn: lax.DotDimensionNumbers = [[[1], [0]], [[], []]];
+    const want = withBackend('systolic-arena-test', () => lax.dotGeneral(fromStorage(ha, [32, 32], 'float32'), fromStorage(ha, [32, 32], 'float32'), dn));
+    const t0 = { ...engine.traffic };
+    const got = withBackend('systolic-arena-test', () => lax.dotGeneral(fromStorage(view, [32, 32], 'float32'), fromStorage(view, [32, 32], 'float32'), dn));
+    expect(engine.traffic.inPlaceBytes).toBe(t0.inPlaceBytes);
+    expect(engine.traffic.stagedBytes - t0.stagedBytes).toBe(2 * ha.byteLength);
+    expect(bitsOf(got)).toEqual(bitsOf(want));
+  });
+
   it('views taken before the memory grows stay valid and in place after it', () => {
     const ha = data(64 * 128, 3);
     const hb = data(128 * 64, 4);

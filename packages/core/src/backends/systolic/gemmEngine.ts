@@ -126,11 +126,12 @@ export class GemmEngine implements BatchEngine {
   }
 
   /**
-   * Whether `v` is a view of this engine's (shared) memory, taken through `buffer()`: products
-   * then read it in place (its byte offset is its address) instead of staging a copy.
+   * Whether `v` is a view of this engine's (shared) memory, taken through `buffer()`, below the
+   * products' scratch (in reserved regions): products then read it in place (its byte offset
+   * is its address) instead of staging a copy, and write a destination there directly.
    */
   holds(v: ArrayBufferView): boolean {
-    return this.shared && this.buffers.has(v.buffer);
+    return this.shared && this.buffers.has(v.buffer) && v.byteOffset + v.byteLength <= this.floorAddr;
   }
 
   /** Byte address where per-product scratch starts: past every reserved region. */
