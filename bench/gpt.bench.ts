@@ -480,7 +480,7 @@ async function main(): Promise<void> {
       const a1 = arenaTraffic();
       const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
       console.log(`\n  profile of one ${tr.name} step:\n${profile.report({ top: 25, by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
-      console.log(`  operand traffic of that step: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied out of the arena ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB; results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);
+      console.log(`  operand traffic of that step: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB; results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);
     }
   }
 }

@@ -86,14 +86,15 @@ export function isStorageAlias(i: HloInstruction, outputs: readonly HloInstructi
   return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
 
-const traffic = { copiedOutBytes: 0, viewBytes: 0 };
+const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0 };
 
 /**
- * Bytes of wasm fusion results copied out of arenas (for readers outside wasm kernels, or into
+ * Bytes copied into arenas (arguments and results of core primitives that wasm kernels read),
+ * bytes of wasm fusion results copied out of arenas (for readers outside wasm kernels, or into
  * donated storage) and bytes handed on as views instead (zero-copy dots), summed over every
  * executable since the process started (benchmarks and tests take differences).
  */
-export function arenaTraffic(): { copiedOutBytes: number; viewBytes: number } {
+export function arenaTraffic(): { copiedInBytes: number; copiedOutBytes: number; viewBytes: number } {
   return { ...traffic };
 }
 
@@ -435,6 +436,7 @@ export class WasmProgram implements PoolProgram {
       if (this.stamps[x.key] === this.gen) continue;
       this.stamps[x.key] = this.gen;
       const data = toStorage(vals[x.val] as Array);
+      traffic.copiedInBytes += data.byteLength;
       if (x.bool) this.u8.set(data as Uint8Array, x.addr);
       else this.f32.set(data as Float32Array, x.addr / 4);
     }
