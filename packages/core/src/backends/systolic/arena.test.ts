@@ -75,7 +75,7 @@ describe('operands in the engine memory', () => {
     for (const c of cases)
       it(`${c.name}, ${threads} thread(s): bit-identical to host operands, read in place`, () => {
         setNumThreads(threads);
-        const n = (s: number[]) => s.reduce((x, y) => x * y, 1);
+        const n = (s: readonly number[]) => s.reduce((x, y) => x * y, 1);
         const ha = data(n(c.a), 1);
         const hb = data(n(c.b), 2);
         const A = inArena(ha, c.a);
@@ -97,21 +97,30 @@ describe('operands in the engine memory', () => {
   for (const threads of [1, 2])
     it(`a destination in the engine memory is the accumulator itself when no padding is needed, ${threads} thread(s)`, () => {
       setNumThreads(threads);
-      const dn: lax.DotDimensionNumbers = [[[1], [0]], [[], []]];
-      for (const [M, K, N] of [[256, 384, 512], [96, 40, 64], [30, 40, 50]]) {
-        const ha = data(M * K, 5);
-        const hb = data(K * N, 6);
-        const A = inArena(ha, [M, K]);
-        const want = withBackend('systolic-arena-test', () => lax.dotGeneral(fromStorage(ha, [M, K], 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
-        const addr = engine.reserve(M * N * 4);
-        const dest = new Float32Array(engine.buffer(), addr, M * N).fill(Number.NaN);
+      const plain: lax.DotDimensionNumbers = [[[1], [0]], [[], []]];
+      const batch: lax.DotDimensionNumbers = [[[2], [1]], [[0], [0]]];
+      // [lhs, rhs, dimension numbers, whether the GEMM writes the destination directly]
+      const cases: [number[], number[], lax.DotDimensionNumbers, boolean][] = [
+        [[256, 384], [384, 512], plain, true],
+        [[96, 40], [40, 64], plain, true],
+        [[30, 40], [40, 50], plain, false], // padded accumulator: copied out
+        [[16, 64, 32], [16, 32, 64], batch, true], // item by item
+        [[2, 256, 64], [2, 64, 256], batch, false], // product by product: one scratch accumulator
+      ];
+      for (const [sa, sb, dn, direct] of cases) {
+        const n = (s: readonly number[]) => s.reduce((x, y) => x * y, 1);
+        const ha = data(n(sa), 5);
+        const hb = data(n(sb), 6);
+        const A = inArena(ha, sa);
+        const want = withBackend('systolic-arena-test', () => lax.dotGeneral(fromStorage(ha, sa, 'float32'), fromStorage(hb, sb, 'float32'), dn));
+        const addr = engine.reserve(n(want.shape) * 4);
+        const dest = new Float32Array(engine.buffer(), addr, n(want.shape)).fill(Number.NaN);
         const t0 = engine.traffic.resultInPlaceBytes;
-        const got = withBackend('systolic-arena-test', () => evalPrimitiveInto(dotGeneralP, [A.arr, fromStorage(hb, [K, N], 'float32')], { dimensionNumbers: dn, precision: null, preferredElementType: null }, dest));
+        const got = withBackend('systolic-arena-test', () => evalPrimitiveInto(dotGeneralP, [A.arr, fromStorage(hb, sb, 'float32')], { dimensionNumbers: dn, precision: null, preferredElementType: null }, dest));
         expect(got).not.toBeNull();
         expect(bitsOf(got!)).toEqual(bitsOf(want));
         expect(new Uint32Array(dest.slice().buffer)).toEqual(bitsOf(want));
-        // Padding needed (30 rows, 50 columns): the result is copied out of a padded accumulator instead.
-        expect(engine.traffic.resultInPlaceBytes - t0).toBe(M % 4 === 0 && N % engine.nr === 0 ? M * N * 4 : 0);
+        expect(engine.traffic.resultInPlaceBytes - t0).toBe(direct ? dest.byteLength : 0);
         engine.release(A.addr);
         engine.release(addr);
       }

@@ -48,6 +48,8 @@ export interface BatchEngine {
   holds(v: ArrayBufferView): boolean;
   /** Counts an operand's bytes as staged or read in place. */
   count(bits: ArrayBufferView, staged: boolean, inPlace: boolean): void;
+  /** Bytes moved (see `GemmEngine.traffic`). */
+  readonly traffic: { resultInPlaceBytes: number };
   /** Grows the memory to hold at least `bytes` (`op` names the operation in the error). */
   ensure(bytes: number, op?: string): void;
   /** Runs the named packing kernel. */
@@ -74,9 +76,14 @@ export interface BatchJob {
   pk: number;
   pkStride: number;
   bOff: number;
-  /** Byte address of item i's accumulator: `cp + i * cStride` (row stride `np` elements). */
+  /**
+   * Byte address of item i's accumulator: `cp + i * cStride` (row stride `np` elements). On one
+   * thread every item uses the first one (it stays in cache), unless `direct`: the accumulators
+   * are the caller's destination, one per item.
+   */
   cp: number;
   cStride: number;
+  direct: boolean;
   mp: number;
   np: number;
   kp: number;
@@ -134,6 +141,7 @@ export function runBatchedItems(
   sink: (item: number, c: number, ldc: number) => void,
   parallel: BatchRunner | null,
   minWork: number,
+  cAddr = -1,
 ): boolean {
   const items = aOffs.length;
   if (items < 2 || bOffs.length !== items) return false;
@@ -151,8 +159,10 @@ export function runBatchedItems(
   const areas = parallel ? Math.min(MAX_AREAS, getNumThreads()) : 1;
   const esA = a.bf16 ? 2 : 4;
   const esB = b.bf16 ? 2 : 4;
-  const cStride = align(mp * np * 4);
-  const group = Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
+  // A destination in the engine's memory with no padding (`cAddr`, see `GemmEngine.batchedProduct`) holds the items' accumulators itself.
+  const direct = cAddr >= 0 && mp === M && np === N;
+  const cStride = direct ? M * N * 4 : align(mp * np * 4);
+  const group = direct ? items : Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
   const inA = engine.holds(a.bits);
   const inB = engine.holds(b.bits);
   let at = engine.floor;
@@ -162,12 +172,13 @@ export function runBatchedItems(
   if (!inB) at = align(at + b.bits.byteLength);
   engine.count(a.bits, !inA, inA);
   engine.count(b.bits, !inB, inB);
+  if (direct) engine.traffic.resultInPlaceBytes += items * M * N * 4;
   const table = align(at);
   const bOff = align(mp * kp * 4);
   const pkStride = align(bOff + np * kp * 4);
   const pk = align(table + 12 * group);
   const cp = pk + areas * pkStride;
-  const out = cp + group * cStride;
+  const out = direct ? cp : cp + group * cStride;
   engine.ensure(out + M * N * 2, op);
   engine.outScratch = out;
   const buf = engine.memory.buffer;
@@ -188,7 +199,7 @@ export function runBatchedItems(
       tab[2 * i + 1] = srcB + bOffs[g0 + i] * esB;
       tab[2 * n + i] = 0;
     }
-    const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stagers, sink: (i, c) => sink(g0 + i, c / 4, np) };
+    const job: BatchJob = { packs, pk, pkStride, bOff, cp: direct ? cAddr + g0 * cStride : cp, cStride, direct, mp, np, kp, items: n, table, stagers, sink: (i, c) => sink(g0 + i, c / 4, np) };
     batchedStats.jobs++;
     batchedStats.items += n;
     if (pool && parallel(job)) {
@@ -227,7 +238,8 @@ function runItemsAlone(engine: BatchEngine, job: BatchJob): void {
     // Stage each operand only as far as this item reads (its source then is still in cache).
     sa.to(sourceEnd(job, 0, tab[2 * i]));
     sb.to(sourceEnd(job, 1, tab[2 * i + 1]));
-    runItem(engine, job, i, 0, tab, job.cp);
-    job.sink(i, job.cp);
+    const c = job.direct ? job.cp + i * job.cStride : job.cp;
+    runItem(engine, job, i, 0, tab, c);
+    job.sink(i, c);
   }
 }

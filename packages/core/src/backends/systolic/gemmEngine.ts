@@ -221,9 +221,11 @@ export class GemmEngine implements BatchEngine {
    * [r0, r1) (r1 <= M) as soon as they are final, in increasing order, before the sink is
    * called for that product; the sink then only needs the rows it was not given.
    *
-   * `cAddr` (optional, a single product whose M and N are multiples of the panel sizes, so the
-   * padded accumulator is exactly [M,N]): a byte address in this memory where the GEMM writes C
-   * directly (a caller's destination in its arena): the sink then finds the result in place.
+   * `cAddr` (optional; products whose M and N are multiples of the panel sizes, so a padded
+   * accumulator is exactly [M,N]): a byte address in this memory of a caller's destination
+   * (in its arena) of all the products, [batch, M, N]. Single products and batches run item by
+   * item then write C there directly (the sink gets `c * 4 === cAddr + batch * M * N * 4` and
+   * finds the result in place); other batches ignore it.
    */
   batchedProduct(
     a: OperandView,
@@ -240,7 +242,7 @@ export class GemmEngine implements BatchEngine {
     cAddr = -1,
   ): void {
     // A batch of products the SIMD kernels pack whole: item by item, over the pool's threads.
-    if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK)) return;
+    if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK, cAddr)) return;
     const { mr, unroll } = this.shape;
     const nr = this.nr;
     const M = a.rows;
@@ -265,10 +267,11 @@ export class GemmEngine implements BatchEngine {
     this.count(b.bits, simdB && !inB, inB);
     const ap = at;
     const bp = align(ap + mp * kp * 4);
-    if (cAddr >= 0 && (aOffs.length !== 1 || mp !== M || np !== N || cAddr % 4 !== 0)) throw new RangeError(`${op}: a direct accumulator needs one product with M, N multiples of ${mr}, ${nr}; got ${aOffs.length} of [${M},${N}] at ${cAddr}`);
-    const cp = cAddr >= 0 ? cAddr : align(bp + np * kp * 4);
-    this.outScratch = align(cAddr >= 0 ? bp + np * kp * 4 : cp + mp * np * 4);
-    if (cAddr >= 0) this.traffic.resultInPlaceBytes += M * N * 4;
+    // (A batch of several products here keeps its accumulator in the scratch.)
+    const direct = cAddr >= 0 && aOffs.length === 1 && mp === M && np === N;
+    const cp = direct ? cAddr : align(bp + np * kp * 4);
+    this.outScratch = align(direct ? bp + np * kp * 4 : cp + mp * np * 4);
+    if (direct) this.traffic.resultInPlaceBytes += M * N * 4;
     this.ensure(this.outScratch + M * N * 2, op);
     const buf = this.memory.buffer;
     // The staged operands are read through views of the whole memory: the packing addresses
