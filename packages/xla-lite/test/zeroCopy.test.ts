@@ -2,6 +2,8 @@
 // of the GEMM engine's memory, fusion results that dots read are handed on as views and packed
 // in place. Results must be bit-identical to the arena in a memory of its own (the copies).
 import { type Array, nn, np, registerBackend, setNumThreads, systolic, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { arenaTraffic, jit, setKernelThreads, setZeroCopyDots, zeroCopyDotsEnabled } from '../src/index';
 import { kernelThreadsAvailable, poolStats } from '../src/internal';
@@ -154,5 +156,25 @@ describe('zero-copy dots', () => {
     expect(c.stats.arenaInBackend).toBe(false);
     const want = withBackend('systolic', () => jit(f).lower(x, w).compile().call([x, w]));
     expect(withBackend(full.name, () => c.call([x, w])).map(bits)).toEqual(want.map(bits));
+  });
+
+  it('releases its region when the executable is garbage-collected', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const fresh = new systolic.SystolicBackend('systolic-zero-copy-release');
+    registerBackend(fresh);
+    const floor = fresh.engine.floor;
+    (() => {
+      const x = fill([128, 128], 0.1, 1);
+      const c = withBackend(fresh.name, () => jit((a: Array, w: Array) => np.matmul(np.tanh(np.multiply(a, 2)), w)).lower(x, x).compile());
+      expect(c.stats.arenaInBackend).toBe(true);
+      withBackend(fresh.name, () => c.call([x, x]));
+      expect(fresh.engine.floor).toBeGreaterThan(floor);
+    })();
+    for (let i = 0; i < 20 && fresh.engine.floor > floor; i++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(fresh.engine.floor).toBe(floor);
   });
 });
