@@ -25,7 +25,9 @@
  * Env: GPT_BENCH_ROUNDS (default 5) interleaved rounds of GPT_BENCH_STEPS (default 3) steps per
  * framework and thread count (0: only the checks); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
  * writes tpukit's optimised loss-and-gradient HLO there; TPUKIT_PROFILE=1 prints xla-lite's
- * per-instruction profile of one tpukit step per thread count after the timed rounds.
+ * per-instruction profile of one tpukit step per thread count after the timed rounds (and the
+ * operand bytes staged / read in place / copied out of the arena in it); GPT_BENCH_COPIES=1 adds
+ * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`).
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -33,7 +35,7 @@ import { dirname, join } from 'node:path';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
-import { getKernelThreads, jit, profile } from '@tpukit/xla-lite';
+import { arenaTraffic, getKernelThreads, jit, profile, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import type { HloComputation } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 
@@ -51,6 +53,8 @@ const B2 = 0.999;
 const EPS = 1e-8;
 const ROUNDS = Number(process.env.GPT_BENCH_ROUNDS ?? 5);
 const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
+/** Zero-copy dots as the environment sets them (TPUKIT_ZERO_COPY=0: off); GPT_BENCH_COPIES=1 adds peers with them off. */
+const ZERO_COPY = zeroCopyDotsEnabled();
 const TOKENS = B * T;
 
 /** Parameter count and FLOPs per token, from the configuration. */
@@ -187,7 +191,7 @@ function tStep(p: TParams, opt: TOpt, batch: { x: Array; y: Array }, lrt: Array)
  * tpukit's trainer. `fused`: the step is one jitted function (`tStep`, donated state); otherwise
  * `jit(valueAndGrad(loss))` plus a jitted Adam, two programs per step.
  */
-function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean): Trainer {
+function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false): Trainer {
   return withBackend('systolic', () => {
     let p: TParams = {};
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
@@ -199,9 +203,11 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
     const ys = data.map((d) => np.array(d.y).reshape([B, T]));
     let t = 0;
     const trainer: Trainer = {
-      name: `tpukit ${threads}t${fused ? ' step' : ''}`,
+      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}`,
       async steps(from, n) {
         systolic.setNumThreads(threads);
+        // (Read when the programs compile, at the first call.)
+        setZeroCopyDots(!copies && ZERO_COPY);
         let loss = NaN;
         withBackend('systolic', () => {
           for (let s = 0; s < n; s++) {
@@ -396,6 +402,8 @@ async function main(): Promise<void> {
   const keep = (name: string) => !only || only.includes(name);
   const trainers: Trainer[] = [];
   for (const th of cores >= 2 ? [1, 2] : [1]) for (const fused of [false, true]) if (keep(`tpukit ${th}t${fused ? ' step' : ''}`)) trainers.push(tpukitTrainer(host, data, th, fused));
+  // GPT_BENCH_COPIES=1 adds peers with zero-copy dots off (arena copies; issue 14's A/B).
+  if (process.env.GPT_BENCH_COPIES === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t`)) trainers.push(tpukitTrainer(host, data, th, false, true));
   const jx = keep('jax-js 1t') ? await jaxjsTrainer(host, data) : null;
   if (jx) trainers.push(jx);
   // Warm-up: compile and run two steps each (same data), and show that the losses agree.
@@ -415,7 +423,7 @@ async function main(): Promise<void> {
   let at = 2;
   const losses = trainers.map(() => NaN);
   // Per-round ratios of named trainers (wall and CPU time), medians reported below.
-  const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t']];
+  const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t'], ['tpukit 1t', 'tpukit 1t copies'], ['tpukit 2t', 'tpukit 2t copies']];
   const idx = (name: string) => trainers.findIndex((t) => t.name === name);
   const ratios = new Map(pairs.filter(([x, y]) => idx(x) >= 0 && idx(y) >= 0).map(([x, y]) => [`${x} / ${y}`, { x: idx(x), y: idx(y), wall: [] as number[], cpu: [] as number[] }]));
   for (let r = 0; r < ROUNDS; r++) {
@@ -464,8 +472,15 @@ async function main(): Promise<void> {
     for (const tr of trainers) {
       if (!tr.name.startsWith('tpukit')) continue;
       profile.reset();
+      setZeroCopyDots(!tr.name.endsWith('copies') && ZERO_COPY);
+      const e0 = { ...systolic.backend.engine.traffic };
+      const a0 = arenaTraffic();
       await tr.steps(at, 1);
+      const e1 = systolic.backend.engine.traffic;
+      const a1 = arenaTraffic();
+      const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
       console.log(`\n  profile of one ${tr.name} step:\n${profile.report({ top: 25, by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
+      console.log(`  operand traffic of that step: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB; results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);
     }
   }
 }

@@ -8,6 +8,7 @@ import type { StorageArray } from './dtype';
 import type { ShapedArray } from './aval';
 import type { KernelPrimitive } from './kernel';
 import { showValue } from './describe';
+import type { WasmMemory } from './wasm/webassemblyTypes';
 
 export interface Backend {
   readonly name: string;
@@ -38,6 +39,32 @@ export interface Backend {
    * never.
    */
   executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
+  /**
+   * Capability: the shared WebAssembly memory this backend's kernels work in, where a compiler
+   * may reserve its arena, so that operands which are views of that arena are read in place
+   * (no copy into the backend's memory) and results written into it land there directly.
+   * Null when not available right now (e.g. no shared memory on this runtime). Absent: never.
+   */
+  arenaHost?(): ArenaHost | null;
+}
+
+/** A shared WebAssembly memory in which callers reserve fixed regions (see `Backend.arenaHost`). */
+export interface ArenaHost {
+  /** The memory (shared; it grows, up to `maxPages`, but never moves or invalidates a region). */
+  readonly memory: WasmMemory;
+  /** Its page limit (a module importing it declares this maximum). */
+  readonly maxPages: number;
+  /** Reserves `bytes`; returns the region's byte address (64-aligned), or -1 when the memory cannot hold it. */
+  reserve(bytes: number): number;
+  /** Releases a region `reserve` returned. */
+  release(addr: number): void;
+  /** The memory's current buffer; views made over it are what the backend reads in place. */
+  buffer(): ArrayBufferLike;
+}
+
+/** The current backend's arena memory (see `Backend.arenaHost`), or null. */
+export function arenaHost(): ArenaHost | null {
+  return getBackend().arenaHost?.() ?? null;
 }
 
 /** What a backend vouches for when host kernels may replace its op-by-op execution. */

@@ -35,6 +35,7 @@ export { moveBdim } from './transforms/batching';
 export { type CompileRequest, type Compiler, type Executable, getCompiler, type PartitionedPath, registerCompiler } from './transforms/jit';
 export { fnId } from './transforms/jitSignature';
 export { referenceBackend } from './backends/reference';
+export { type ArenaHost, arenaHost } from './backend';
 export { operandPrecisions } from './lax/precision';
 export { checkArrayBytes } from './sizeGuard';
 export { describeValue, showValue } from './describe';

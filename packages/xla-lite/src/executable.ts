@@ -32,7 +32,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { WasmProgram, type WasmStep } from './wasm/program';
+import { isStorageAlias, WasmProgram, type WasmStep } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
@@ -41,7 +41,7 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null }
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; addr: number; n: number } | null }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
 
 export interface ExecutableStats {
@@ -61,25 +61,14 @@ export interface ExecutableStats {
   wasmKernels: number;
   /** Bytes of the WebAssembly arena (0 without wasm kernels). */
   arenaBytes: number;
+  /** Whether the arena lies in the backend's kernel memory (zero-copy dots: dots read fusion results in place; see `wasm/program.ts`). */
+  arenaInBackend: boolean;
 }
 
-/**
- * Whether `i` is a reshape that can share its operand's storage instead of copying it (core's
- * reshape copies, as an eager op must hand out a fresh array): arrays are immutable, and both
- * stay inside this call: the operand is an intermediate (not an argument, which donation may
- * overwrite, nor a constant), neither is an output (the caller may donate an output later), and
- * the operand has the default row-major layout.
- */
 /** Whether instruction params hold a function or a jaxpr (custom rules, nested programs). */
 function holdsProgram(params: Record<string, unknown>): boolean {
   const isProgram = (v: unknown): boolean => typeof v === 'function' || v instanceof ClosedJaxpr;
   return Object.values(params).some((v) => isProgram(v) || (globalThis.Array.isArray(v) && v.some(isProgram)));
-}
-
-function isStorageAlias(i: HloInstruction, outputs: readonly HloInstruction[]): boolean {
-  if (i.prim?.name !== 'reshape' || i.isTuple || i.shape.weakType) return false;
-  const x = i.operands[0];
-  return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
 
 export function buildExecutable(mod: HloModule, name: string, donation: DonationPlan | null = null): { run: (args: Array[]) => Array[]; stats: ExecutableStats; donor: DonationRuntime | null } {
@@ -219,8 +208,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       case 'prim': {
         for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
         if (s.direct !== null) {
-          // Only wasm kernels read this dot: its result goes straight into its arena buffer.
-          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, s.direct.view);
+          // Only wasm kernels (or, zero-copy, only steps reading it in place) read this dot or
+          // transpose: its result goes straight into its arena buffer.
+          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, wasmProgram!.view(s.direct.addr, s.direct.n));
           if (r !== null) {
             s.buf.fill(null as never);
             wasmProgram!.markStaged(s.direct.key);
@@ -293,5 +283,5 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const kinds = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => (i.params as { kind: string }).kind);
   const outputFusions = kinds.filter((k) => k === 'kOutput').length;
   const rowFusions = kinds.filter((k) => k === 'kRow').length;
-  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0 }, donor };
+  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0, arenaInBackend: wasmProgram?.host != null }, donor };
 }

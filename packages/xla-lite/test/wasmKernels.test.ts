@@ -3,10 +3,10 @@
 // scalars, broadcasts of every kind, empty arrays), fused reductions over leading and trailing
 // axes, bool compares and selects; results independent of the thread count; and the arena
 // (reused across calls and between temporaries) never corrupting arrays already returned.
-import { type Array, nn, np } from '@tpukit/core';
+import { type Array, nn, np, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
+import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels, setZeroCopyDots } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
 import { compileBoth, type Fn } from './wasmCompare';
 
@@ -376,19 +376,30 @@ describe('threads and the arena', () => {
     expectAllclose(wasm.call([w, x])[0], layers(w, x), { rtol: 1e-4, atol: 1e-4 });
   });
 
-  it('a kernel result read only by core primitives leaves the arena at once', () => {
+  it('a kernel result read only by core primitives leaves the arena at once (zero-copy dots off)', () => {
     // Six fusions whose results only the matmuls at the end read (through copies): the arena
-    // holds x and one result at a time, not all six.
+    // holds x and one result at a time, not all six. With zero-copy dots (the default on a
+    // backend that hosts the arena) the matmuls read the six results in place instead, so all
+    // six stay in the arena until their matmul.
     const late = (x: Array, w: Array) => {
       const hs = [1, 2, 3, 4, 5, 6].map((k) => np.tanh(np.multiply(x, k)));
       return hs.map((h) => np.matmul(h, w)) as unknown as Array;
     };
     const x = rand([32, 32], 6);
     const w = rand([32, 32], 7);
-    const { wasm } = compileBoth(late as Fn, [x, w], LOOP_FUSION_ONLY);
-    expect(wasm.stats.wasmKernels).toBe(6);
-    expect(wasm.stats.arenaBytes).toBeLessThanOrEqual(2 * 32 * 32 * 4 + 64);
     const want = late(x, w) as unknown as Array[];
-    wasm.call([x, w]).forEach((r, k) => expectAllclose(r, want[k], { rtol: 1e-5, atol: 1e-5 }));
+    setZeroCopyDots(false);
+    try {
+      const { wasm } = compileBoth(late as Fn, [x, w], LOOP_FUSION_ONLY);
+      expect(wasm.stats.wasmKernels).toBe(6);
+      expect(wasm.stats.arenaBytes).toBeLessThanOrEqual(2 * 32 * 32 * 4 + 64);
+      wasm.call([x, w]).forEach((r, k) => expectAllclose(r, want[k], { rtol: 1e-5, atol: 1e-5 }));
+    } finally {
+      setZeroCopyDots(true);
+    }
+    const { wasm } = withBackend('systolic', () => compileBoth(late as Fn, [x, w], LOOP_FUSION_ONLY));
+    expect(wasm.stats.arenaInBackend).toBe(true);
+    expect(wasm.stats.arenaBytes).toBeLessThanOrEqual(7 * 32 * 32 * 4 + 64);
+    withBackend('systolic', () => wasm.call([x, w])).forEach((r, k) => expectAllclose(r, want[k], { rtol: 1e-5, atol: 1e-5 }));
   });
 });

@@ -23,9 +23,22 @@
  * Arrays handed out never alias the arena, which the next call overwrites. Every buffer is
  * 16-byte aligned and padded to a whole
  * vector, and the arena ends with padding, so the kernels' partial-vector reads stay in memory.
+ *
+ * Zero-copy dots: when the current backend offers its kernels' memory as an arena host (core's
+ * `arenaHost()`: the systolic backend's GEMM memory, shared) the arena is a region reserved in
+ * THAT memory instead of a memory of its own, and every address is offset by the region's
+ * base. A float32 fusion result that only dots, other fusions and storage-sharing reshapes
+ * read (`view`) is then not copied out: it is handed on as a view of the arena, which the GEMM
+ * packs in place (no copy out of the arena, no staging into the GEMM's memory), and a dot
+ * writing into the arena writes into the same memory. Such a value stays live in the arena
+ * until its last reader of any kind (buffer assignment counts those reads too), and no view
+ * reaches anything that outlives its step (outputs, primitives other than dots). The region is
+ * released when the program is garbage-collected. The memory is shared, so its growth never
+ * moves or invalidates the region or views of it. `setZeroCopyDots(false)` (or the environment
+ * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
 import { type Array, fromStorage, lax, toStorage } from '@tpukit/core';
-import { wasm } from '@tpukit/core/internal';
+import { type ArenaHost, arenaHost, wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
@@ -43,6 +56,50 @@ export function setWasmKernels(on: boolean): void {
 export function wasmKernelsEnabled(): boolean {
   return enabled && wasm.wasmFeatures().simd;
 }
+
+let zeroCopy = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_ZERO_COPY !== '0';
+
+/**
+ * Turns zero-copy dots on (default; off when the environment variable `TPUKIT_ZERO_COPY` is
+ * `0`) or off: executables built afterwards place their arena in the backend's kernel memory
+ * when it offers one (see the file comment). Results are bit-identical either way.
+ */
+export function setZeroCopyDots(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setZeroCopyDots: on must be a boolean; got ${String(on)}`);
+  zeroCopy = on;
+}
+
+export function zeroCopyDotsEnabled(): boolean {
+  return zeroCopy;
+}
+
+/**
+ * Whether `i` is a reshape that can share its operand's storage instead of copying it (core's
+ * reshape copies, as an eager op must hand out a fresh array): arrays are immutable, and both
+ * stay inside this call: the operand is an intermediate (not an argument, which donation may
+ * overwrite, nor a constant), neither is an output (the caller may donate an output later), and
+ * the operand has the default row-major layout.
+ */
+export function isStorageAlias(i: HloInstruction, outputs: readonly HloInstruction[]): boolean {
+  if (i.prim?.name !== 'reshape' || i.isTuple || i.shape.weakType) return false;
+  const x = i.operands[0];
+  return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
+}
+
+const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0 };
+
+/**
+ * Bytes copied into arenas (arguments and results of core primitives that wasm kernels read),
+ * bytes of wasm fusion results copied out of arenas (for readers outside wasm kernels, or into
+ * donated storage) and bytes handed on as views instead (zero-copy dots), summed over every
+ * executable since the process started (benchmarks and tests take differences).
+ */
+export function arenaTraffic(): { copiedInBytes: number; copiedOutBytes: number; viewBytes: number } {
+  return { ...traffic };
+}
+
+/** Arena regions reserved in a backend's memory, released when their program is collected. */
+const reservations = new FinalizationRegistry<{ host: ArenaHost; addr: number }>(({ host, addr }) => host.release(addr));
 
 /** Work (loop elements, transcendentals weighted) above which a kernel is split across threads. */
 export const PARALLEL_WORK = 1 << 16;
@@ -63,13 +120,13 @@ export interface WasmStep {
   readonly items: number;
   readonly parallel: boolean;
   readonly inputs: readonly Staged[];
-  readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean };
+  readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean; view: boolean };
   /** For a dot epilogue: where the dot's result is copied in (else -1). */
   readonly acc: number;
   /** Most threads the kernel may use (row kernels: one scratch row set per thread). */
   readonly maxThreads: number;
   /** A multi-output fusion's outputs (float32), each copied out when read outside wasm kernels; the step's value is then the list (null where not copied). */
-  readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean }[] | null;
+  readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean; view: boolean }[] | null;
   /** Result buffers reused call after call when the program pools its copies (one per output; see `poolResults`). */
   readonly pool: (Float32Array | Uint8Array | null)[];
 }
@@ -83,8 +140,12 @@ export class WasmProgram implements PoolProgram {
   readonly id = nextId++;
   sentTo = 0;
   readonly steps = new Map<HloInstruction, WasmStep>();
-  /** Dots whose result the executable writes straight into the arena (`view`), then marks staged (`markStaged(key)`). */
-  readonly directDots = new Map<HloInstruction, { key: number; view: Float32Array }>();
+  /**
+   * Dots (and, with zero-copy dots, transposes) whose result the executable writes straight
+   * into the arena (into `view(addr, n)`), then marks staged (`markStaged(key)`; key -1: no wasm
+   * kernel reads it).
+   */
+  readonly directDots = new Map<HloInstruction, { key: number; addr: number; n: number }>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
@@ -106,11 +167,18 @@ export class WasmProgram implements PoolProgram {
     readonly memory: wasm.WasmMemory,
     readonly arenaBytes: number,
     keys: number,
+    /** Byte address of the arena in `memory` (0 in a memory of its own). */
+    readonly base: number,
+    /** The backend memory the arena is reserved in (zero-copy dots), or null. */
+    readonly host: ArenaHost | null,
   ) {
     this.stamps = new Int32Array(keys);
-    this.f32 = new Float32Array(memory.buffer);
-    this.u8 = new Uint8Array(memory.buffer);
+    // Views over the host's buffer are what its kernels recognise as in place.
+    const buf = host ? host.buffer() : memory.buffer;
+    this.f32 = new Float32Array(buf);
+    this.u8 = new Uint8Array(buf);
     trackProgram(this, this.id);
+    if (host) reservations.register(this, { host, addr: base });
   }
 
   /** Builds the program for the wasm-covered fusions of `c` (null when none, or wasm kernels are off). */
@@ -151,7 +219,24 @@ export class WasmProgram implements PoolProgram {
     // Only reads by wasm kernels keep a value in the arena: others read a copied-out array.
     // A multi-output (row) fusion writes its outputs into regions of their own (below), where
     // wasm kernels read them; outputs read elsewhere are copied out.
-    const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i)), counts: reads, alignment: ALIGN });
+    const host = zeroCopy ? arenaHost() : null;
+    const outputs = new Set(c.outputs);
+    const users = c.users();
+    // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
+    // JavaScript kernels; a kOutput's dot included), dots, and storage-sharing reshapes whose
+    // own readers are such steps. With zero-copy dots these read views of the arena, so their
+    // reads keep a value alive there too.
+    const isDot = (u: HloInstruction): boolean => u.opcode !== 'fusion' && u.prim?.name === 'dot_general' && !u.isTuple;
+    const transient = (u: HloInstruction | null): boolean => u !== null && (u.opcode === 'fusion' || isDot(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
+    const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (u.opcode === 'fusion' || isDot(u) || isStorageAlias(u, c.outputs)));
+    // With zero-copy dots, float32 dots and transposes (primitives the backend runs into caller
+    // storage) that only transient steps read write their results into the arena too, where
+    // the dots reading them find them in place.
+    const resident = new Set<HloInstruction>();
+    if (host !== null)
+      for (const i of c.instructions)
+        if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && !outputs.has(i) && users.get(i)!.every(transient)) resident.add(i);
+    const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
     const place = (i: HloInstruction, bytes: number): number => {
@@ -218,28 +303,39 @@ export class WasmProgram implements PoolProgram {
       layouts.push({ inst: f, plan, at: { params, out, scratch, more }, inputs, acc });
     }
     const bytes = top + 64;
-    const pages = Math.max(1, Math.ceil(bytes / 65536));
+    let pages = Math.max(1, Math.ceil(bytes / 65536));
     // Addresses are i32 arithmetic: arenas of 2 GiB and more keep the JavaScript kernels.
     if (pages >= MAX_PAGES) return null;
+    // The arena in the backend's memory (zero-copy dots) when it has room, else in a memory of its own.
+    const base = host !== null ? host.reserve(bytes) : -1;
+    const inHost = base >= 0;
+    if (inHost) {
+      pages = Math.ceil((base + bytes) / 65536);
+      shift(layouts, constants, base);
+    }
     const shared = kernelThreadsAvailable();
     const feats = wasm.wasmFeatures();
     const m = new wasm.ModuleBuilder();
-    m.importMemory('env', 'mem', shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
-    const host = { sin: m.importFunction('env', 'sin', ['f64'], ['f64']), cos: m.importFunction('env', 'cos', ['f64'], ['f64']) };
-    layouts.forEach((l, k) => emitKernel(m, k, l.plan, l.at, { relaxed: feats.relaxedSimd, host }));
+    m.importMemory('env', 'mem', inHost ? { initial: pages, maximum: host!.maxPages, shared: true } : shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
+    const math = { sin: m.importFunction('env', 'sin', ['f64'], ['f64']), cos: m.importFunction('env', 'cos', ['f64'], ['f64']) };
+    layouts.forEach((l, k) => emitKernel(m, k, l.plan, l.at, { relaxed: feats.relaxedSimd, host: math }));
     const module = new wasm.WA.Module(m.toBytes());
-    const memory = new wasm.WA.Memory(shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
+    const memory = inHost ? host!.memory : new wasm.WA.Memory(shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
     const inst = new wasm.WA.Instance(module, { env: { mem: memory, sin: Math.sin, cos: Math.cos } });
-    const prog = new WasmProgram(name, module, memory, bytes, keys.size);
+    const prog = new WasmProgram(name, module, memory, bytes, keys.size, inHost ? base : 0, inHost ? host : null);
+    const off = inHost ? base : 0;
     for (const { addr, lit } of constants) {
       const s = toStorage(lit);
       if (s instanceof Uint8Array) prog.u8.set(s, addr);
       else prog.f32.set(s as Float32Array, addr / 4);
     }
-    const users = c.users();
     // An output of a multi-output fusion leaves the arena when anything but a wasm kernel reads it.
-    const tupleCopied = (f: HloInstruction, q: number): boolean =>
-      users.get(f)!.some((g) => g === null || g.opcode !== 'get-tuple-element' || ((g.params as { index: number }).index === q && users.get(g)!.some((u) => u === null || !plans.has(u))));
+    const tupleReaders = (f: HloInstruction, q: number): (HloInstruction | null)[] =>
+      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? (outputs.has(g) ? [null] : users.get(g)!) : []));
+    const tupleCopied = (f: HloInstruction, q: number): boolean => tupleReaders(f, q).some((u) => u === null || !plans.has(u));
+    // With the arena in the backend's memory, a float32 result that only transient steps read
+    // is handed on as a view of the arena (a tuple output's region is never reused in a call).
+    const viewable = (sh: HloInstruction['shape'], rs: readonly (HloInstruction | null)[]): boolean => inHost && sh.dtype === 'float32' && !sh.weakType && rs.every(transient);
     layouts.forEach((l, k) => {
       const out = l.at.out;
       const outBool = !l.inst.isTuple && l.inst.shape.dtype === 'bool';
@@ -252,25 +348,26 @@ export class WasmProgram implements PoolProgram {
         items: l.plan.items,
         parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
-        outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q) })) : null,
+        outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)) })) : null,
         inputs: l.inputs,
-        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)) },
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && !outputs.has(l.inst) && viewable(l.inst.shape, users.get(l.inst)!) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
       });
     });
     // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
-    // reshape) writes its result straight into its arena buffer instead of being staged there.
-    for (const r of staged) {
-      const key = keys.get(r);
+    // reshape) writes its result straight into its arena buffer instead of being staged there;
+    // so does every resident dot or transpose (zero-copy dots).
+    for (const r of new Set([...staged, ...resident])) {
+      const key = keys.get(r) ?? -1;
       const slot = ba.slots.get(r);
-      if (key === undefined || slot === undefined || r.prim?.name !== 'dot_general' || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
-      if (users.get(r)!.every((u) => u !== null && plans.has(u))) prog.directDots.set(r, { key, view: prog.view(slot.offset, numel(r.shape)) });
+      if (slot === undefined || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
+      if (resident.has(r) || (key >= 0 && r.prim?.name === 'dot_general' && users.get(r)!.every((u) => u !== null && plans.has(u)))) prog.directDots.set(r, { key, addr: off + slot.offset, n: numel(r.shape) });
     }
     return prog;
   }
 
-  /** A float32 view of `n` elements of the arena from byte address `addr` (the arena never grows, so a view stays valid). */
+  /** A float32 view of `n` elements of the arena from byte address `addr` (a view stays valid: the arena never moves, and a host memory is shared). */
   view(addr: number, n: number): Float32Array {
     return this.f32.subarray(addr / 4, addr / 4 + n);
   }
@@ -291,8 +388,15 @@ export class WasmProgram implements PoolProgram {
     return this.pooled.has(data.buffer);
   }
 
+  /** A float32 value of the arena handed on in place (zero-copy): a view valid until its region is reused (see the file comment). */
+  private viewOf(addr: number, n: number, sh: HloInstruction['shape']): Array {
+    traffic.viewBytes += 4 * n;
+    return fromStorage(this.f32.subarray(addr / 4, addr / 4 + n), sh.shape, sh.dtype);
+  }
+
   /** `n` elements from byte address `addr` of the arena: a fresh array, or the step's reused buffer. */
   private copyOut(s: WasmStep, q: number, addr: number, n: number, bool: boolean): Float32Array | Uint8Array {
+    traffic.copiedOutBytes += bool ? n : 4 * n;
     if (!this.pooling) return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
     let buf = s.pool[q];
     if (buf === null) {
@@ -313,7 +417,7 @@ export class WasmProgram implements PoolProgram {
 
   /** Records that the value with stamp `key` is in the arena for this call (written there directly). */
   markStaged(key: number): void {
-    this.stamps[key] = this.gen;
+    if (key >= 0) this.stamps[key] = this.gen;
   }
 
   /** Starts a call: values staged in earlier calls are stale. */
@@ -332,6 +436,7 @@ export class WasmProgram implements PoolProgram {
       if (this.stamps[x.key] === this.gen) continue;
       this.stamps[x.key] = this.gen;
       const data = toStorage(vals[x.val] as Array);
+      traffic.copiedInBytes += data.byteLength;
       if (x.bool) this.u8.set(data as Uint8Array, x.addr);
       else this.f32.set(data as Float32Array, x.addr / 4);
     }
@@ -346,15 +451,17 @@ export class WasmProgram implements PoolProgram {
       const outs = new globalThis.Array<Array>(s.outputs.length);
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
-        outs[q] = x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        outs[q] = x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
+    if (dest === null && o.view) return this.viewOf(o.addr, o.n, o.inst.shape);
     if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
     let data: Float32Array | Uint8Array;
     if (dest !== null && dest.length === o.n && dest instanceof Uint8Array === o.bool) {
       data = dest;
+      traffic.copiedOutBytes += o.bool ? o.n : 4 * o.n;
       if (o.bool) data.set(this.u8.subarray(o.addr, o.addr + o.n));
       else data.set(this.f32.subarray(o.addr / 4, o.addr / 4 + o.n));
     } else data = this.copyOut(s, 0, o.addr, o.n, o.bool);
@@ -363,3 +470,15 @@ export class WasmProgram implements PoolProgram {
   }
 }
 
+
+/** Moves every arena address of the kernels' layouts and the constants by `base` (the arena's region in a host memory). */
+function shift(layouts: { at: KernelAddresses; inputs: Staged[]; acc: number }[], constants: { addr: number }[], base: number): void {
+  const p = (x: ParamSource): ParamSource => ('addr' in x ? { ...x, addr: x.addr + base } : x);
+  for (const l of layouts) {
+    const at = l.at;
+    l.at = { params: at.params.map(p), out: at.out + base, scratch: at.scratch + base, more: at.more?.map((a) => a + base) ?? [] };
+    for (const x of l.inputs) x.addr += base;
+    if (l.acc >= 0) l.acc += base;
+  }
+  for (const x of constants) x.addr += base;
+}

@@ -9,7 +9,7 @@
  * collectives of partitioned programs are costed by the ledgers' interconnect model.
  */
 import * as bf16 from '../../bf16';
-import type { Backend, HostKernelCapability } from '../../backend';
+import type { ArenaHost, Backend, HostKernelCapability } from '../../backend';
 import type { StorageArray } from '../../dtype';
 import type { DotGeneralParams } from '../../lax/dot';
 import type { Primitive, ShapedArray } from '../../primitive';
@@ -82,6 +82,15 @@ export class SystolicBackend implements Backend {
     if (!this.engineCache) this.engineCache = new GemmEngine({ relaxed: this.relaxed && wasmFeatures().relaxedSimd });
     applyThreads(this.engineCache);
     return this.engineCache;
+  }
+
+  /**
+   * The GEMM engine's memory as an arena host (see `Backend.arenaHost`): a compiler's arena
+   * reserved there is read in place by the products. Null without shared memory.
+   */
+  arenaHost(): ArenaHost | null {
+    const e = this.engine;
+    return e.shared ? e : null;
   }
 
   /** Whether products use relaxed-SIMD FMA. */

@@ -14,7 +14,8 @@
  * axis, rows a multiple of the panel height, k a multiple of 4 for k-contiguous operands, no k
  * padding). Everything else keeps `batchedProduct`'s product-by-product loop.
  *
- * Memory layout (bytes, 64-aligned), after the staged operands:
+ * Memory layout (bytes, 64-aligned), from the engine's `floor`, after the staged operands
+ * (operands already in the engine's memory are read where they lie, not staged):
  *
  *   [ item table: per item the two operands' source addresses, then a done flag per item |
  *     pack areas, one per thread: A panels then B panels | accumulators, one per item |
@@ -42,6 +43,14 @@ export interface BatchEngine {
   readonly exports: GemmExports;
   /** Byte address of the bf16 output scratch of the current product; set here. */
   outScratch: number;
+  /** Byte address where per-product scratch starts (past the regions callers reserved). */
+  readonly floor: number;
+  /** Whether a view lies in this memory (read in place, not staged). */
+  holds(v: ArrayBufferView): boolean;
+  /** Counts an operand's bytes as staged or read in place. */
+  count(bits: ArrayBufferView, staged: boolean, inPlace: boolean): void;
+  /** Bytes moved (see `GemmEngine.traffic`). */
+  readonly traffic: { resultInPlaceBytes: number };
   /** Grows the memory to hold at least `bytes` (`op` names the operation in the error). */
   ensure(bytes: number, op?: string): void;
   /** Runs the named packing kernel. */
@@ -68,9 +77,14 @@ export interface BatchJob {
   pk: number;
   pkStride: number;
   bOff: number;
-  /** Byte address of item i's accumulator: `cp + i * cStride` (row stride `np` elements). */
+  /**
+   * Byte address of item i's accumulator: `cp + i * cStride` (row stride `np` elements). On one
+   * thread every item uses the first one (it stays in cache), unless `direct`: the accumulators
+   * are the caller's destination, one per item.
+   */
   cp: number;
   cStride: number;
+  direct: boolean;
   mp: number;
   np: number;
   kp: number;
@@ -128,6 +142,7 @@ export function runBatchedItems(
   sink: (item: number, c: number, ldc: number) => void,
   parallel: BatchRunner | null,
   minWork: number,
+  cAddr = -1,
 ): boolean {
   const items = aOffs.length;
   if (items < 2 || bOffs.length !== items) return false;
@@ -145,23 +160,33 @@ export function runBatchedItems(
   const areas = parallel ? Math.min(MAX_AREAS, getNumThreads()) : 1;
   const esA = a.bf16 ? 2 : 4;
   const esB = b.bf16 ? 2 : 4;
-  const cStride = align(mp * np * 4);
-  const group = Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
-  const srcA = 64;
-  const srcB = align(srcA + a.bits.byteLength);
-  const table = align(srcB + b.bits.byteLength);
+  // A destination in the engine's memory with no padding (`cAddr`, see `GemmEngine.batchedProduct`) holds the items' accumulators itself.
+  const direct = cAddr >= 0 && mp === M && np === N;
+  const cStride = direct ? M * N * 4 : align(mp * np * 4);
+  const group = direct ? items : Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
+  const inA = engine.holds(a.bits);
+  const inB = engine.holds(b.bits);
+  let at = engine.floor;
+  const srcA = inA ? a.bits.byteOffset : at;
+  if (!inA) at = align(at + a.bits.byteLength);
+  const srcB = inB ? b.bits.byteOffset : at;
+  if (!inB) at = align(at + b.bits.byteLength);
+  engine.count(a.bits, !inA, inA);
+  engine.count(b.bits, !inB, inB);
+  if (direct) engine.traffic.resultInPlaceBytes += items * M * N * 4;
+  const table = align(at);
   const bOff = align(mp * kp * 4);
   const pkStride = align(bOff + np * kp * 4);
   const pk = align(table + 12 * group);
   const cp = pk + areas * pkStride;
-  const out = cp + group * cStride;
+  const out = direct ? cp : cp + group * cStride;
   engine.ensure(out + M * N * 2, op);
   engine.outScratch = out;
   const buf = engine.memory.buffer;
-  stagers[0].reset(buf);
-  stagers[0].add(a.bits, srcA);
-  stagers[1].reset(buf);
-  stagers[1].add(b.bits, srcB);
+  stagers[0].reset(buf, engine.floor);
+  if (!inA) stagers[0].add(a.bits, srcA);
+  stagers[1].reset(buf, engine.floor);
+  if (!inB) stagers[1].add(b.bits, srcB);
   const packs: [BatchPack, BatchPack] = [
     { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), R: mr, esz: esA, rs: a.rs, ks: a.ks, panels: M / mr, k: K },
     { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), R: nr, esz: esB, rs: b.rs, ks: b.ks, panels: N / nr, k: K },
@@ -175,7 +200,7 @@ export function runBatchedItems(
       tab[2 * i + 1] = srcB + bOffs[g0 + i] * esB;
       tab[2 * n + i] = 0;
     }
-    const job: BatchJob = { packs, pk, pkStride, bOff, cp, cStride, mp, np, kp, items: n, table, stagers, sink: (i, c) => sink(g0 + i, c / 4, np) };
+    const job: BatchJob = { packs, pk, pkStride, bOff, cp: direct ? cAddr + g0 * cStride : cp, cStride, direct, mp, np, kp, items: n, table, stagers, sink: (i, c) => sink(g0 + i, c / 4, np) };
     batchedStats.jobs++;
     batchedStats.items += n;
     if (pool && parallel(job)) {
@@ -215,10 +240,11 @@ function runItemsAlone(engine: BatchEngine, job: BatchJob): void {
     // Stage each operand only as far as this item reads (its source then is still in cache).
     sa.to(sourceEnd(job, 0, tab[2 * i]));
     sb.to(sourceEnd(job, 1, tab[2 * i + 1]));
+    const c = job.direct ? job.cp + i * job.cStride : job.cp;
     const t1 = phaseClock();
-    runItem(engine, job, i, 0, tab, job.cp);
+    runItem(engine, job, i, 0, tab, c);
     const t2 = phaseClock();
-    job.sink(i, job.cp);
+    job.sink(i, c);
     if (gemmPhases.enabled) {
       gemmPhases.products++;
       gemmPhases.stage += t1 - t0;

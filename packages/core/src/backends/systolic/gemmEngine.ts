@@ -4,6 +4,12 @@
  * pack both operands (bf16 rounding, multi-pass splitting), multiply, and hand back the padded f32
  * accumulator. The memory is shared when the runtime supports threads, so the worker pool
  * (`threads.ts`) can pack and multiply parts of the same product on the same buffers.
+ *
+ * Layout of the memory: [ 64 bytes | regions reserved by `reserve` (a compiler's arena) |
+ * per-product scratch from `floor` up ]. A shared memory's views never go stale when it grows
+ * (its buffer only gets longer), so a reserved region stays valid at a fixed address for as
+ * long as it is held; operands that lie in this memory (`holds`, e.g. views of an arena) are
+ * packed in place instead of being staged (copied) into the scratch first.
  */
 import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
@@ -54,6 +60,16 @@ export interface GemmArgs {
   kp: number;
 }
 
+/** Bytes moved to get operands to the packing kernels since the engine started (for benchmarks and tests). */
+export interface OperandTraffic {
+  /** Bytes copied from host arrays into wasm memory (staged). */
+  stagedBytes: number;
+  /** Bytes read in place: operands that already lay in the engine's memory (`GemmEngine.holds`). */
+  inPlaceBytes: number;
+  /** Bytes of results the GEMM wrote straight into a destination in its memory (no copy out of its accumulator). */
+  resultInPlaceBytes: number;
+}
+
 export class GemmEngine implements BatchEngine {
   readonly memory: WasmMemory;
   readonly shape: GemmShape;
@@ -74,6 +90,14 @@ export class GemmEngine implements BatchEngine {
   private readonly stager = new Stager();
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
+  /** Regions held by `reserve`, in address order (byte address, bytes). */
+  private readonly regions: { addr: number; bytes: number }[] = [];
+  private floorAddr = 64;
+  /** Every buffer object this memory has handed out (see `holds`). */
+  private readonly buffers = new WeakSet<ArrayBufferLike>();
+  private lastBuffer: ArrayBufferLike | null = null;
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0 };
+  readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
@@ -88,8 +112,65 @@ export class GemmEngine implements BatchEngine {
     const ex = new WA.Instance(mod, { env: { mem: this.memory } }).exports;
     this.exports = ex as unknown as GemmExports;
     this.packFns = ex as unknown as GemmEngine['packFns'];
-    this.u32View = new Uint32Array(this.memory.buffer);
-    this.f32View = new Float32Array(this.memory.buffer);
+    this.u32View = new Uint32Array(this.buffer());
+    this.f32View = new Float32Array(this.buffer());
+  }
+
+  /** The memory's current buffer, remembered so that views over it are recognised by `holds`. */
+  buffer(): ArrayBufferLike {
+    const b = this.memory.buffer;
+    if (b !== this.lastBuffer) {
+      this.buffers.add(b);
+      this.lastBuffer = b;
+    }
+    return b;
+  }
+
+  /**
+   * Whether `v` is a view of this engine's (shared) memory, taken through `buffer()`, below the
+   * products' scratch (in reserved regions): products then read it in place (its byte offset
+   * is its address) instead of staging a copy, and write a destination there directly.
+   */
+  holds(v: ArrayBufferView): boolean {
+    return this.shared && this.buffers.has(v.buffer) && v.byteOffset + v.byteLength <= this.floorAddr;
+  }
+
+  /** Byte address where per-product scratch starts: past every reserved region. */
+  get floor(): number {
+    return this.floorAddr;
+  }
+
+  /**
+   * Reserves `bytes` of the engine's memory for a caller (a compiler's arena that the GEMM then
+   * reads operands from in place): returns the region's byte address (64-aligned), fixed until
+   * `release`; growth never moves or invalidates it (the memory is shared). Returns -1 when the
+   * memory cannot hold it (its 2 GiB limit, with room left for products). Shared memory only.
+   */
+  reserve(bytes: number): number {
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new RangeError(`systolic reserve: bytes must be a positive integer; got ${bytes}`);
+    if (!this.shared) throw new Error('systolic reserve: the GEMM memory is not shared on this runtime (no WebAssembly threads), so it cannot hold a caller\'s arena');
+    const size = align(bytes);
+    let at = 64;
+    let k = 0;
+    for (; k < this.regions.length; k++) {
+      if (this.regions[k].addr - at >= size) break;
+      at = this.regions[k].addr + this.regions[k].bytes;
+    }
+    // Leave at least a quarter of the memory's limit to products.
+    if (at + size > (MAX_PAGES * 65536 * 3) / 4) return -1;
+    this.regions.splice(k, 0, { addr: at, bytes: size });
+    this.floorAddr = Math.max(this.floorAddr, at + size);
+    this.ensure(this.floorAddr, 'reserve');
+    return at;
+  }
+
+  /** Releases a region from `reserve` (its memory may be handed out again). */
+  release(addr: number): void {
+    const k = this.regions.findIndex((r) => r.addr === addr);
+    if (k < 0) throw new RangeError(`systolic release: no region is reserved at address ${addr}`);
+    this.regions.splice(k, 1);
+    const last = this.regions[this.regions.length - 1];
+    this.floorAddr = last ? last.addr + last.bytes : 64;
   }
 
   get mr(): number {
@@ -109,9 +190,10 @@ export class GemmEngine implements BatchEngine {
       }
       this.memory.grow(pages);
     }
-    if (this.u32View.buffer !== this.memory.buffer || this.u32View.length * 4 !== this.memory.buffer.byteLength) {
-      this.u32View = new Uint32Array(this.memory.buffer);
-      this.f32View = new Float32Array(this.memory.buffer);
+    const buf = this.buffer();
+    if (this.u32View.buffer !== buf || this.u32View.length * 4 !== buf.byteLength) {
+      this.u32View = new Uint32Array(buf);
+      this.f32View = new Float32Array(buf);
     }
   }
 
@@ -139,6 +221,12 @@ export class GemmEngine implements BatchEngine {
    * `rowsReady` (optional, first product of a batch, thread pool only) receives accumulator rows
    * [r0, r1) (r1 <= M) as soon as they are final, in increasing order, before the sink is
    * called for that product; the sink then only needs the rows it was not given.
+   *
+   * `cAddr` (optional; products whose M and N are multiples of the panel sizes, so a padded
+   * accumulator is exactly [M,N]): a byte address in this memory of a caller's destination
+   * (in its arena) of all the products, [batch, M, N]. Single products and batches run item by
+   * item then write C there directly (the sink gets `c * 4 === cAddr + batch * M * N * 4` and
+   * finds the result in place); other batches ignore it.
    */
   batchedProduct(
     a: OperandView,
@@ -152,9 +240,10 @@ export class GemmEngine implements BatchEngine {
     sink: (batch: number, c: number, ldc: number) => void,
     prepare?: () => void,
     rowsReady?: (c: number, ldc: number, r0: number, r1: number) => void,
+    cAddr = -1,
   ): void {
     // A batch of products the SIMD kernels pack whole: item by item, over the pool's threads.
-    if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK)) return;
+    if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK, cAddr)) return;
     const { mr, unroll } = this.shape;
     const nr = this.nr;
     const M = a.rows;
@@ -166,25 +255,34 @@ export class GemmEngine implements BatchEngine {
     const onePass = compsA.length === 1;
     const simdA = onePass && (a.rs === 1 || a.ks === 1);
     const simdB = onePass && (b.rs === 1 || b.ks === 1);
-    let at = 64;
-    const srcA = at;
-    if (simdA) at = align(at + a.bits.byteLength);
-    const srcB = at;
-    if (simdB) at = align(at + b.bits.byteLength);
+    // Operands already in this memory (an arena's views) are packed where they lie; the others
+    // are staged into the scratch first.
+    const inA = simdA && this.holds(a.bits);
+    const inB = simdB && this.holds(b.bits);
+    let at = this.floorAddr;
+    const srcA = inA ? a.bits.byteOffset : at;
+    if (simdA && !inA) at = align(at + a.bits.byteLength);
+    const srcB = inB ? b.bits.byteOffset : at;
+    if (simdB && !inB) at = align(at + b.bits.byteLength);
+    this.count(a.bits, simdA && !inA, inA);
+    this.count(b.bits, simdB && !inB, inB);
     const ap = at;
     const bp = align(ap + mp * kp * 4);
-    const cp = align(bp + np * kp * 4);
-    this.outScratch = align(cp + mp * np * 4);
+    // (A batch of several products here keeps its accumulator in the scratch.)
+    const direct = cAddr >= 0 && aOffs.length === 1 && mp === M && np === N;
+    const cp = direct ? cAddr : align(bp + np * kp * 4);
+    this.outScratch = align(direct ? bp + np * kp * 4 : cp + mp * np * 4);
+    if (direct) this.traffic.resultInPlaceBytes += M * N * 4;
     this.ensure(this.outScratch + M * N * 2, op);
     const buf = this.memory.buffer;
     // The staged operands are read through views of the whole memory: the packing addresses
     // elements from the memory's start. The copying itself is planned by the stager and done
     // chunk by chunk, interleaved with the packing (see packPlan.ts).
     const stager = this.stager;
-    stager.reset(buf);
+    stager.reset(buf, this.floorAddr);
     const whole = (v: OperandView): OperandView => ({ ...v, bits: v.bf16 ? new Uint16Array(buf) : this.u32View });
-    if (simdA) stager.add(a.bits, srcA);
-    if (simdB) stager.add(b.bits, srcB);
+    if (simdA && !inA) stager.add(a.bits, srcA);
+    if (simdB && !inB) stager.add(b.bits, srcB);
     const wa = simdA ? whole(a) : a;
     const wb = simdB ? whole(b) : b;
     const u32 = this.u32View;
@@ -263,6 +361,12 @@ export class GemmEngine implements BatchEngine {
       for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) dst[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
     }
     return dst;
+  }
+
+  /** Counts an operand's bytes as staged or read in place (`traffic`). */
+  count(bits: ArrayBufferView, staged: boolean, inPlace: boolean): void {
+    if (staged) this.traffic.stagedBytes += bits.byteLength;
+    else if (inPlace) this.traffic.inPlaceBytes += bits.byteLength;
   }
 
   /** Runs packing kernel `fn` on this thread (the thread pool's calling-thread share). */

@@ -150,10 +150,13 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
     for (let i = 0; i < p.length; i += 1024) p[i] = 0;
     pre = p;
   } : undefined;
+  // A destination in the engine's memory (a compiler's arena) whose shape needs no padding may
+  // be the GEMM's accumulator itself (no copy of the result; the sink sees it in place).
+  const cAddr = out.dtype === 'float32' && into !== null && K > 0 && engine.holds(into) && M % engine.shape.mr === 0 && N % engine.nr === 0 ? into.byteOffset : -1;
   // With a thread pool, rows of a single f32 result are copied into the pre-allocated output as
   // soon as they are final, while other threads still multiply; the sink copies the rest.
   let early = 0;
-  const rowsReady = single ? (c: number, ldc: number, r0: number, r1: number): void => {
+  const rowsReady = single && cAddr < 0 ? (c: number, ldc: number, r0: number, r1: number): void => {
     const p = pre as Float32Array | null;
     if (!p || r0 !== early) return;
     const f32 = engine.f32;
@@ -168,6 +171,7 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
       if (sliceBf16) result = into ?? r;
       return;
     }
+    if (cAddr >= 0 && c * 4 === cAddr + bi * M * N * 4) return; // the accumulator is the destination
     const dst = out.dtype === 'float32' ? bi * M * N : 0;
     const f32 = engine.f32;
     if (sliceOut && ldc === N && !pre) {
@@ -185,6 +189,6 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
     if (ldc === N) acc.set(f32.subarray(c + from * N, c + M * N), dst + from * N);
     else for (let i = from; i < M; i++) acc.set(f32.subarray(c + i * ldc, c + i * ldc + N), dst + i * N);
     finish(bi);
-  }, prepare, rowsReady);
+  }, prepare, rowsReady, cAddr);
   return result;
 }

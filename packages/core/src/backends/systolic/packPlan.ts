@@ -98,15 +98,19 @@ export class Stager {
   staged = 0;
   end = 0;
 
-  /** Starts a new plan over `buffer` (the wasm memory's current buffer). */
-  reset(buffer: ArrayBufferLike): void {
+  /**
+   * Starts a new plan over `buffer` (the wasm memory's current buffer). Everything below byte
+   * address `floor` counts as in place already (operands read where they lie, below the
+   * scratch the staged ones are copied to).
+   */
+  reset(buffer: ArrayBufferLike, floor = 0): void {
     this.buffer = buffer;
     this.bits.length = 0;
     this.addrs.length = 0;
     this.part = 0;
     this.copied = 0;
-    this.staged = 0;
-    this.end = 0;
+    this.staged = floor;
+    this.end = floor;
   }
 
   /** Adds an operand to copy to byte address `addr` (after every operand added so far). */
