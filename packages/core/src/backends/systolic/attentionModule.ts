@@ -1,0 +1,316 @@
+/**
+ * The WebAssembly kernels of the fused attention (attention.ts drives them), generated per
+ * padded head dim `hp` (a multiple of 8) and padded key count `sp` (a multiple of 8), so every
+ * address offset inside a block is a constant and the head-dim loops are unrolled. Operands are
+ * f32 in wasm memory holding bf16-representable values (the MXU's operand rounding is done when
+ * they are staged, or by `round` below for P and dS); products accumulate in f32 (relaxed FMA
+ * when the runtime has it). All kernels work on blocks of 4 query rows:
+ *
+ * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT[hp, sp]  (Q K^T, dO V^T)
+ * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
+ * - `transAcc(a, b, out, nj)`: out[j, hp] += sum_r A[r, j] B[r, hp], j < nj      (dS^T Q, P^T dO)
+ * - `softmaxRow(s, p, c, n, scale, mlOut, bf16)`: one row: logits = s * scale over the c visible
+ *   columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and max and sum
+ *   written at mlOut (the caller forms lse = max + log(sum)).
+ * - `gradRow(s, dp, c, n, scale, lse, bf16)`: one row of the backward pass: P = exp(s * scale -
+ *   lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
+ *   With `bf16` set the logits and dP are first rounded to bf16 (the composite's bf16 matmul
+ *   results).
+ */
+import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
+import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
+
+/** Rows per block: every kernel computes or consumes 4 query rows. */
+export const ROWS = 4;
+
+const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
+const LOG2E = 1.4426950408889634;
+const LN2_HI = 0.693359375;
+const LN2_LO = -2.12194440e-4;
+const EXP_POLY = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+
+/** Emits `acc + a * b` for three v128 locals (leaves the sum on the stack). */
+function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: number): void {
+  if (relaxed) f.get(a).get(b).get(acc).simd(SIMD.f32x4_relaxed_madd);
+  else f.get(a).get(b).simd(SIMD.f32x4_mul).get(acc).simd(SIMD.f32x4_add);
+}
+
+const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v).simd(SIMD.f32x4_splat);
+
+/** Rounds the v128 on the stack to bf16 (round to nearest even on the f32 bits); uses local `t`. */
+function roundBf16(f: FunctionBuilder, t: number): void {
+  f.tee(t).get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const([1, 1, 1, 1]).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
+  f.v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add).v128Const([0xffff0000, 0xffff0000, 0xffff0000, 0xffff0000]).simd(SIMD.v128_and);
+}
+
+/** exp of the v128 on the stack (Cephes' expf polynomial; inputs below EXP_LO give 0). Uses locals x, n, m. */
+function expV(f: FunctionBuilder, x: number, n: number, m: number): void {
+  f.tee(x);
+  splatF(f, EXP_LO).simd(SIMD.f32x4_ge).set(m);
+  f.get(x);
+  splatF(f, EXP_LO).simd(SIMD.f32x4_max);
+  splatF(f, 88.3).simd(SIMD.f32x4_min).set(x);
+  f.get(x);
+  splatF(f, LOG2E).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_nearest).set(n);
+  // r = x - n ln2_hi - n ln2_lo
+  f.get(x).get(n);
+  splatF(f, LN2_HI).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).get(n);
+  splatF(f, LN2_LO).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).set(x);
+  splatF(f, EXP_POLY[0]);
+  for (let i = 1; i < EXP_POLY.length; i++) {
+    f.get(x).simd(SIMD.f32x4_mul);
+    splatF(f, EXP_POLY[i]).simd(SIMD.f32x4_add);
+  }
+  // p * r^2 + r + 1
+  f.get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_add);
+  splatF(f, 1).simd(SIMD.f32x4_add);
+  // * 2^n, then zero where the input was below EXP_LO
+  f.get(n).simd(SIMD.i32x4_trunc_sat_f32x4_s).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_add).i32Const(23).simd(SIMD.i32x4_shl);
+  f.simd(SIMD.f32x4_mul).get(m).simd(SIMD.v128_and);
+}
+
+/** Horizontal reduction of v128 local `v` with a scalar f32 op (max or add). */
+function horizontal(f: FunctionBuilder, v: number, op: number): void {
+  f.get(v).simd(SIMD.f32x4_extract_lane).op(0);
+  for (let l = 1; l < 4; l++) f.get(v).simd(SIMD.f32x4_extract_lane).op(l).op(op);
+}
+
+/** A counted loop `for (i = 0; i < n; i++) body` over local i (n a local); `body` must not branch out. */
+function forLoop(f: FunctionBuilder, i: number, n: number, body: () => void): void {
+  f.i32Const(0).set(i);
+  f.block().get(i).get(n).op(OP.i32_ge_s).brIf(0).loop();
+  body();
+  f.get(i).i32Const(1).op(OP.i32_add).tee(i).get(n).op(OP.i32_lt_s).brIf(0);
+  f.end().end();
+}
+
+/** Adds `bytes` to pointer local p. */
+const bump = (f: FunctionBuilder, p: number, bytes: number): void => {
+  f.get(p).i32Const(bytes).op(OP.i32_add).set(p);
+};
+
+function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): void {
+  m.addFunction('scores', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, bt, out, nb] = [0, 1, 2, 3];
+    const jb = f.local('i32');
+    const acc = Array.from({ length: 8 }, () => f.local('v128'));
+    const [b0, b1, s] = [f.local('v128'), f.local('v128'), f.local('v128')];
+    forLoop(f, jb, nb, () => {
+      for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
+      for (let h = 0; h < hp; h++) {
+        f.get(bt).simdMem(SIMD.v128_load, h * sp * 4).set(b0);
+        f.get(bt).simdMem(SIMD.v128_load, h * sp * 4 + 16).set(b1);
+        for (let r = 0; r < ROWS; r++) {
+          f.get(a).simdMem(SIMD.v128_load32_splat, (r * hp + h) * 4, 4).set(s);
+          madd(f, relaxed, s, b0, acc[2 * r]);
+          f.set(acc[2 * r]);
+          madd(f, relaxed, s, b1, acc[2 * r + 1]);
+          f.set(acc[2 * r + 1]);
+        }
+      }
+      for (let r = 0; r < ROWS; r++) {
+        f.get(out).get(acc[2 * r]).simdMem(SIMD.v128_store, r * sp * 4);
+        f.get(out).get(acc[2 * r + 1]).simdMem(SIMD.v128_store, r * sp * 4 + 16);
+      }
+      bump(f, bt, 32);
+      bump(f, out, 32);
+    });
+  });
+}
+
+function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): void {
+  m.addFunction('rowsTimes', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, nk] = [0, 1, 2, 3];
+    const [k, pa, pb, k8] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const acc = Array.from({ length: 8 }, () => f.local('v128'));
+    const [b0, b1, s] = [f.local('v128'), f.local('v128'), f.local('v128')];
+    f.get(nk).i32Const(3).op(OP.i32_shr_u).set(k8);
+    for (let cp = 0; cp < hp / 8; cp++) {
+      for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
+      f.get(a).set(pa);
+      f.get(b).i32Const(cp * 32).op(OP.i32_add).set(pb);
+      forLoop(f, k, k8, () => {
+        for (let kk = 0; kk < 8; kk++) {
+          f.get(pb).simdMem(SIMD.v128_load, kk * hp * 4).set(b0);
+          f.get(pb).simdMem(SIMD.v128_load, kk * hp * 4 + 16).set(b1);
+          for (let r = 0; r < ROWS; r++) {
+            f.get(pa).simdMem(SIMD.v128_load32_splat, (r * sp + kk) * 4, 4).set(s);
+            madd(f, relaxed, s, b0, acc[2 * r]);
+            f.set(acc[2 * r]);
+            madd(f, relaxed, s, b1, acc[2 * r + 1]);
+            f.set(acc[2 * r + 1]);
+          }
+        }
+        bump(f, pa, 32);
+        bump(f, pb, 8 * hp * 4);
+      });
+      for (let r = 0; r < ROWS; r++) {
+        f.get(out).get(acc[2 * r]).simdMem(SIMD.v128_store, (r * hp + cp * 8) * 4);
+        f.get(out).get(acc[2 * r + 1]).simdMem(SIMD.v128_store, (r * hp + cp * 8) * 4 + 16);
+      }
+    }
+  });
+}
+
+function buildTransAcc(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): void {
+  m.addFunction('transAcc', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, nj] = [0, 1, 2, 3];
+    const j = f.local('i32');
+    const s = Array.from({ length: ROWS }, () => f.local('v128'));
+    const [o, x] = [f.local('v128'), f.local('v128')];
+    forLoop(f, j, nj, () => {
+      for (let r = 0; r < ROWS; r++) f.get(a).simdMem(SIMD.v128_load32_splat, r * sp * 4, 4).set(s[r]);
+      for (let c = 0; c < hp / 4; c++) {
+        f.get(out).simdMem(SIMD.v128_load, c * 16).set(o);
+        for (let r = 0; r < ROWS; r++) {
+          f.get(b).simdMem(SIMD.v128_load, (r * hp + c * 4) * 4).set(x);
+          madd(f, relaxed, s[r], x, o);
+          f.set(o);
+        }
+        f.get(out).get(o).simdMem(SIMD.v128_store, c * 16);
+      }
+      bump(f, a, 4);
+      bump(f, out, hp * 4);
+    });
+  });
+}
+
+/**
+ * Shared start of both row kernels: every 4-column vector of the row's n columns, as logits (s,
+ * rounded to bf16 when `bf16`, times scale; -inf at columns c and past), is handed to `each` in
+ * local `v`, with the vector's address in local `p`.
+ */
+function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, locals: { i: number; p: number; v: number; t: number; nv: number; idx: number; lim: number }, each: () => void): void {
+  const { i, p, v, t, nv, idx, lim } = locals;
+  f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
+  f.get(s).set(p);
+  f.v128Const([0, 1, 2, 3]).set(idx);
+  f.get(c).simd(SIMD.i32x4_splat).set(lim);
+  forLoop(f, i, nv, () => {
+    f.get(p).simdMem(SIMD.v128_load).set(v);
+    f.get(bf16).if().get(v);
+    roundBf16(f, t);
+    f.set(v).end();
+    f.get(v).get(scale).simd(SIMD.f32x4_splat).simd(SIMD.f32x4_mul);
+    splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
+    f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
+    each();
+    bump(f, p, 16);
+  });
+}
+
+function buildSoftmaxRow(m: ModuleBuilder): void {
+  // (s, p, c, n, scale, mlOut, bf16)
+  m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32'], [], (f) => {
+    const [s, p, c, n, scale, ml, bf16] = [0, 1, 2, 3, 4, 5, 6];
+    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const [v, t, acc, x, en, em, mx] = [f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128')];
+    const sum = f.local('f32');
+    const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
+    // pass 1: logits in place, running max
+    splatF(f, -Infinity).set(acc);
+    rowPrologue(f, s, c, n, scale, bf16, locals, () => {
+      f.get(ptr).get(v).simdMem(SIMD.v128_store);
+      f.get(acc).get(v).simd(SIMD.f32x4_max).set(acc);
+    });
+    horizontal(f, acc, OP.f32_max);
+    f.simd(SIMD.f32x4_splat).set(mx);
+    // pass 2: e = exp(logit - max) into p, running sum
+    f.v128Const([0, 0, 0, 0]).set(acc);
+    f.get(s).set(ptr);
+    f.get(p).set(q);
+    forLoop(f, i, nv, () => {
+      f.get(q).get(ptr).simdMem(SIMD.v128_load).get(mx).simd(SIMD.f32x4_sub);
+      expV(f, x, en, em);
+      f.tee(v).simdMem(SIMD.v128_store);
+      f.get(acc).get(v).simd(SIMD.f32x4_add).set(acc);
+      bump(f, ptr, 16);
+      bump(f, q, 16);
+    });
+    horizontal(f, acc, OP.f32_add);
+    f.set(sum);
+    f.get(ml).get(mx).simd(SIMD.f32x4_extract_lane).op(0).mem(OP.f32_store);
+    f.get(ml).get(sum).mem(OP.f32_store, 4);
+    // pass 3: p = bf16(e / sum)
+    f.get(sum).simd(SIMD.f32x4_splat).set(acc);
+    f.get(p).set(q);
+    forLoop(f, i, nv, () => {
+      f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store);
+      bump(f, q, 16);
+    });
+  });
+}
+
+function buildGradRow(m: ModuleBuilder): void {
+  // (s, dp, c, n, scale, lse, bf16)
+  m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32'], [], (f) => {
+    const [s, dp, c, n, scale, lse, bf16] = [0, 1, 2, 3, 4, 5, 6];
+    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const [v, t, acc, x, en, em, l, g, dd] = Array.from({ length: 9 }, () => f.local('v128'));
+    const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
+    f.get(lse).simd(SIMD.f32x4_splat).set(l);
+    f.v128Const([0, 0, 0, 0]).set(acc);
+    f.get(dp).set(q);
+    // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
+    rowPrologue(f, s, c, n, scale, bf16, locals, () => {
+      f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
+      expV(f, x, en, em);
+      f.tee(v).simdMem(SIMD.v128_store);
+      f.get(q).simdMem(SIMD.v128_load).set(g);
+      f.get(bf16).if().get(g);
+      roundBf16(f, t);
+      f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
+      madd(f, false, v, g, acc);
+      f.set(acc);
+      bump(f, q, 16);
+    });
+    horizontal(f, acc, OP.f32_add);
+    f.simd(SIMD.f32x4_splat).set(dd);
+    f.get(scale).simd(SIMD.f32x4_splat).set(l);
+    // pass 2: dp <- bf16(P (dP - D) scale), s <- bf16(P)
+    f.get(s).set(ptr);
+    f.get(dp).set(q);
+    forLoop(f, i, nv, () => {
+      f.get(ptr).simdMem(SIMD.v128_load).set(v);
+      f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store);
+      f.get(ptr).get(v);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store);
+      bump(f, ptr, 16);
+      bump(f, q, 16);
+    });
+  });
+}
+
+export interface AttentionKernels {
+  scores(a: number, bt: number, out: number, nb: number): void;
+  rowsTimes(a: number, b: number, out: number, nk: number): void;
+  transAcc(a: number, b: number, out: number, nj: number): void;
+  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number): void;
+  gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number): void;
+}
+
+const modules = new Map<string, WasmModule>();
+
+/** The compiled kernel module for padded head dim `hp` and key count `sp` (cached). */
+export function attentionModule(hp: number, sp: number, relaxed: boolean, shared: boolean): WasmModule {
+  if (hp % 8 !== 0 || sp % 8 !== 0) throw new RangeError(`attentionModule: hp (${hp}) and sp (${sp}) must be multiples of 8`);
+  const key = `${hp},${sp},${relaxed},${shared}`;
+  let mod = modules.get(key);
+  if (!mod) {
+    const m = new ModuleBuilder();
+    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: 65536, shared: true } : { initial: 1 });
+    buildScores(m, hp, sp, relaxed);
+    buildRowsTimes(m, hp, sp, relaxed);
+    buildTransAcc(m, hp, sp, relaxed);
+    buildSoftmaxRow(m);
+    buildGradRow(m);
+    mod = new WA.Module(m.toBytes());
+    modules.set(key, mod);
+  }
+  return mod;
+}
