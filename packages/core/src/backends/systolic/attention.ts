@@ -9,10 +9,10 @@
  * (grouped-query attention) run in one item, so dk and dv accumulate without races.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
- * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are
- * staged (rounded, padded to a head dim of a multiple of 8 and a key count of a multiple of 8,
- * key and value also transposed) into wasm memory by the host, one item at a time; the kernels
- * are attentionModule.ts's. With bfloat16 operands the logits and dP are rounded to bf16 first,
+ * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
+ * into wasm memory once per call (as f32), then staged per item by wasm kernels (rounded, padded
+ * to a head dim and a key count of multiples of 8, key and value also transposed); the kernels
+ * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once. With bfloat16 operands the logits and dP are rounded to bf16 first,
  * as the composite's bf16 matmul results are.
  */
 import * as bf16 from '../../bf16';
@@ -31,11 +31,11 @@ class Arena {
   u32 = new Uint32Array(this.memory.buffer);
   private readonly instances = new Map<string, AttentionKernels>();
 
-  kernels(hp: number, sp: number, relaxed: boolean): AttentionKernels {
-    const key = `${hp},${sp},${relaxed}`;
+  kernels(H: number, sp: number, relaxed: boolean): AttentionKernels {
+    const key = `${H},${sp},${relaxed}`;
     let k = this.instances.get(key);
     if (!k) {
-      k = new WA.Instance(attentionModule(hp, sp, relaxed, false), { env: { mem: this.memory } }).exports as unknown as AttentionKernels;
+      k = new WA.Instance(attentionModule(H, sp, relaxed, false), { env: { mem: this.memory } }).exports as unknown as AttentionKernels;
       this.instances.set(key, k);
     }
     return k;
@@ -79,54 +79,29 @@ function regions(a: Arena, sizes: number[]): number[] {
   let at = 0;
   for (const n of sizes) {
     out.push(at);
-    at += n * 4;
+    at += ceil(n, 16) * 4; // 64-byte aligned regions
   }
   a.reserve(at);
   return out;
 }
 
-/**
- * Stages rows of a [B, rows, heads, H] operand (item b, head n) into wasm memory at byte `dst`
- * as bf16-rounded f32: `transposed` false gives [rowsPadded, hp], true gives [hp, rowsPadded];
- * padding is zero.
- */
-function stage(a: Arena, x: HostArray, b: number, n: number, rows: number, rowsPadded: number, hp: number, dst: number, transposed: boolean): void {
-  const [, R, NH, H] = x.shape;
-  const f = a.f32;
-  const u = a.u32;
-  const d0 = dst >> 2;
-  const rowStride = NH * H;
-  const base = (b * R * NH + n) * H;
-  const src = x.data;
-  const isBf16 = x.dtype === 'bfloat16';
-  for (let r = 0; r < rowsPadded; r++) {
-    for (let h = 0; h < hp; h++) {
-      const o = transposed ? d0 + h * rowsPadded + r : d0 + r * hp + h;
-      if (r >= rows || h >= H) {
-        f[o] = 0;
-      } else if (isBf16) {
-        u[o] = src[base + r * rowStride + h] << 16;
-      } else {
-        f[o] = src[base + r * rowStride + h];
-        const bits = u[o];
-        u[o] = (bits & 0x7fffffff) > 0x7f800000 ? bits : (bits + 0x7fff + ((bits >>> 16) & 1)) & 0xffff0000;
-      }
-    }
-  }
+/** Copies a host operand into wasm memory at byte `dst` as f32 (bf16 storage is widened). */
+function copyIn(a: Arena, x: HostArray, dst: number): void {
+  const view = a.f32.subarray(dst >> 2, (dst >> 2) + x.data.length);
+  if (x.dtype === 'bfloat16') bf16.decode(x.data as Uint16Array, view);
+  else view.set(x.data as Float32Array);
 }
 
-/** Copies [rows, H] of a staged [*, hp] f32 block at byte `src` into item b, head n of a [B, rows, heads, H] output. */
-function unstage(a: Arena, src: number, out: StorageArray, shape: readonly number[], b: number, n: number, hp: number, isBf16: boolean): void {
-  const [, R, NH, H] = shape;
-  const f = a.f32;
-  const s0 = src >> 2;
-  for (let r = 0; r < R; r++) {
-    const o = ((b * R + r) * NH + n) * H;
-    const s = s0 + r * hp;
-    if (isBf16) for (let h = 0; h < H; h++) out[o + h] = bf16.fromFloat32(f[s + h]);
-    else for (let h = 0; h < H; h++) out[o + h] = f[s + h];
-  }
+/** Copies `out.length` f32 results at byte `src` into host storage `out` (rounded when bf16). */
+function copyOut(a: Arena, src: number, out: StorageArray): void {
+  const view = a.f32.subarray(src >> 2, (src >> 2) + out.length);
+  if (out instanceof Uint16Array) bf16.encode(view, undefined, out);
+  else (out as Float32Array).set(view);
 }
+
+/** Byte address of row 0 of (item b, head n) in a [B, rows, heads, H] f32 operand at byte `base`, and its row stride. */
+const rowAt = (base: number, shape: readonly number[], b: number, n: number): number => base + (b * shape[1] * shape[2] + n) * shape[3] * 4;
+const strideOf = (shape: readonly number[]): number => shape[2] * shape[3] * 4;
 
 /** How many keys query row t sees (0 for padding rows). */
 const visibleKeys = (p: Plan, causal: boolean, t: number): number => (t >= p.T ? 0 : causal ? Math.min(p.S, t + 1) : p.S);
@@ -141,23 +116,26 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
   const [q, k, v] = inputs;
   const p = plan(q, k);
   const { scale, isCausal } = params;
-  const out = alloc(q.dtype, p.B * p.T * p.N * p.H);
+  const out = alloc(outAvals[0].dtype, q.data.length);
   const lse = new Float32Array(p.B * p.N * p.T);
-  void outAvals;
-  if (out.length === 0 && lse.length === 0) return [out, lse];
+  if (q.data.length === 0 || k.data.length === 0) return [out, lse.fill(-Infinity)];
   const a = (arena ??= new Arena());
   const { tp, hp, sp } = p;
-  const [Q, KT, V, Sb, Pb, O, ML] = regions(a, [tp * hp, hp * sp, sp * hp, ROWS * sp, ROWS * sp, tp * hp, 2 * ROWS]);
-  const kern = a.kernels(hp, sp, relaxed);
+  const [Qr, Kr, Vr, Or, Q, KT, V, Sb, Pb, O, ML] = regions(a, [q.data.length, k.data.length, v.data.length, q.data.length, tp * hp, hp * sp, sp * hp, ROWS * sp, ROWS * sp, tp * hp, 2 * ROWS]);
+  const kern = a.kernels(p.H, sp, relaxed);
+  copyIn(a, q, Qr);
+  copyIn(a, k, Kr);
+  copyIn(a, v, Vr);
   const f = a.f32;
   const bf = p.bf16 ? 1 : 0;
+  const [qs, ks] = [strideOf(q.shape), strideOf(k.shape)];
   for (let b = 0; b < p.B; b++)
     for (let kh = 0; kh < p.K; kh++) {
-      stage(a, k, b, kh, p.S, sp, hp, KT, true);
-      stage(a, v, b, kh, p.S, sp, hp, V, false);
+      kern.stageCols(rowAt(Kr, k.shape, b, kh), ks, p.S, KT);
+      kern.stageRows(rowAt(Vr, k.shape, b, kh), ks, p.S, V, sp);
       for (let g = 0; g < p.G; g++) {
         const n = kh * p.G + g;
-        stage(a, q, b, n, p.T, tp, hp, Q, false);
+        kern.stageRows(rowAt(Qr, q.shape, b, n), qs, p.T, Q, tp);
         for (let t0 = 0; t0 < tp; t0 += ROWS) {
           const cols = blockCols(p, isCausal, t0);
           kern.scores(Q + t0 * hp * 4, KT, Sb, cols >> 3);
@@ -168,9 +146,10 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
           }
           kern.rowsTimes(Pb, V, O + t0 * hp * 4, cols);
         }
-        unstage(a, O, out, q.shape, b, n, hp, p.bf16);
+        kern.unstageRows(O, p.T, rowAt(Or, q.shape, b, n), qs);
       }
     }
+  copyOut(a, Or, out);
   return [out, lse];
 }
 
@@ -179,25 +158,31 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
   const [q, k, v, lseIn, dout] = inputs;
   const p = plan(q, k);
   const { scale, isCausal } = params;
-  const [dq, dk, dv] = [alloc(q.dtype, q.data.length), alloc(q.dtype, k.data.length), alloc(q.dtype, v.data.length)];
-  void outAvals;
+  const [dq, dk, dv] = outAvals.map((o, i) => alloc(o.dtype, inputs[i].data.length));
   if (q.data.length === 0 || k.data.length === 0) return [dq, dk, dv];
   const a = (arena ??= new Arena());
   const { tp, hp, sp } = p;
-  const [Q, DO, KT, Kr, VT, DQ, DK, DV, Sb, DP] = regions(a, [tp * hp, tp * hp, hp * sp, sp * hp, hp * sp, tp * hp, sp * hp, sp * hp, ROWS * sp, ROWS * sp]);
-  const kern = a.kernels(hp, sp, relaxed);
+  const nq = q.data.length;
+  const nk = k.data.length;
+  const [Qr, Kr, Vr, DOr, DQr, DKr, DVr, Q, DO, KT, Kb, VT, DQ, DK, DV, Sb, DP] = regions(a, [nq, nk, nk, nq, nq, nk, nk, tp * hp, tp * hp, hp * sp, sp * hp, hp * sp, tp * hp, sp * hp, sp * hp, ROWS * sp, ROWS * sp]);
+  const kern = a.kernels(p.H, sp, relaxed);
+  copyIn(a, q, Qr);
+  copyIn(a, k, Kr);
+  copyIn(a, v, Vr);
+  copyIn(a, dout, DOr);
   const lse = lseIn.data as Float32Array;
   const bf = p.bf16 ? 1 : 0;
+  const [qs, ks] = [strideOf(q.shape), strideOf(k.shape)];
   for (let b = 0; b < p.B; b++)
     for (let kh = 0; kh < p.K; kh++) {
-      stage(a, k, b, kh, p.S, sp, hp, KT, true);
-      stage(a, k, b, kh, p.S, sp, hp, Kr, false);
-      stage(a, v, b, kh, p.S, sp, hp, VT, true);
+      kern.stageCols(rowAt(Kr, k.shape, b, kh), ks, p.S, KT);
+      kern.stageRows(rowAt(Kr, k.shape, b, kh), ks, p.S, Kb, sp);
+      kern.stageCols(rowAt(Vr, k.shape, b, kh), ks, p.S, VT);
       a.f32.fill(0, DK >> 2, (DV >> 2) + sp * hp);
       for (let g = 0; g < p.G; g++) {
         const n = kh * p.G + g;
-        stage(a, q, b, n, p.T, tp, hp, Q, false);
-        stage(a, dout, b, n, p.T, tp, hp, DO, false);
+        kern.stageRows(rowAt(Qr, q.shape, b, n), qs, p.T, Q, tp);
+        kern.stageRows(rowAt(DOr, q.shape, b, n), qs, p.T, DO, tp);
         for (let t0 = 0; t0 < tp; t0 += ROWS) {
           const cols = blockCols(p, isCausal, t0);
           kern.scores(Q + t0 * hp * 4, KT, Sb, cols >> 3);
@@ -206,15 +191,18 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
             const t = t0 + r;
             kern.gradRow(Sb + r * sp * 4, DP + r * sp * 4, visibleKeys(p, isCausal, t), cols, scale, t < p.T ? lse[(b * p.N + n) * p.T + t] : 0, bf);
           }
-          kern.rowsTimes(DP, Kr, DQ + t0 * hp * 4, cols);
+          kern.rowsTimes(DP, Kb, DQ + t0 * hp * 4, cols);
           kern.transAcc(DP, Q + t0 * hp * 4, DK, cols);
           kern.transAcc(Sb, DO + t0 * hp * 4, DV, cols);
         }
-        unstage(a, DQ, dq, q.shape, b, n, hp, p.bf16);
+        kern.unstageRows(DQ, p.T, rowAt(DQr, q.shape, b, n), qs);
       }
-      unstage(a, DK, dk, k.shape, b, kh, hp, p.bf16);
-      unstage(a, DV, dv, v.shape, b, kh, hp, p.bf16);
+      kern.unstageRows(DK, p.S, rowAt(DKr, k.shape, b, kh), ks);
+      kern.unstageRows(DV, p.S, rowAt(DVr, k.shape, b, kh), ks);
     }
+  copyOut(a, DQr, dq);
+  copyOut(a, DKr, dk);
+  copyOut(a, DVr, dv);
   return [dq, dk, dv];
 }
 

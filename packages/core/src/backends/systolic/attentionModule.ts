@@ -1,12 +1,13 @@
 /**
  * The WebAssembly kernels of the fused attention (attention.ts drives them), generated per
- * padded head dim `hp` (a multiple of 8) and padded key count `sp` (a multiple of 8), so every
+ * head dim H (padded to `hp`, a multiple of 8) and padded key count `sp` (a multiple of 8), so every
  * address offset inside a block is a constant and the head-dim loops are unrolled. Operands are
  * f32 in wasm memory holding bf16-representable values (the MXU's operand rounding is done when
  * they are staged, or by `round` below for P and dS); products accumulate in f32 (relaxed FMA
  * when the runtime has it). All kernels work on blocks of 4 query rows:
  *
- * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT[hp, sp]  (Q K^T, dO V^T)
+ * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT  (Q K^T, dO V^T), with BT
+ *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
  * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
  * - `transAcc(a, b, out, nj)`: out[j, hp] += sum_r A[r, j] B[r, hp], j < nj      (dS^T Q, P^T dO)
  * - `softmaxRow(s, p, c, n, scale, mlOut, bf16)`: one row: logits = s * scale over the c visible
@@ -22,6 +23,11 @@ import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 
 /** Rows per block: every kernel computes or consumes 4 query rows. */
 export const ROWS = 4;
+
+/** Head-dim steps per iteration of the scores kernel's inner loop (hp is a multiple of 8). */
+const UNROLL_H = 1;
+/** Key steps per iteration of the rowsTimes kernel's inner loop (a power of 2 dividing 8). */
+const UNROLL_K = 1;
 
 const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
 const LOG2E = 1.4426950408889634;
@@ -92,27 +98,35 @@ const bump = (f: FunctionBuilder, p: number, bytes: number): void => {
 function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): void {
   m.addFunction('scores', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [a, bt, out, nb] = [0, 1, 2, 3];
-    const jb = f.local('i32');
+    const [jb, pa, pb, h] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const acc = Array.from({ length: 8 }, () => f.local('v128'));
     const [b0, b1, s] = [f.local('v128'), f.local('v128'), f.local('v128')];
     forLoop(f, jb, nb, () => {
       for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
-      for (let h = 0; h < hp; h++) {
-        f.get(bt).simdMem(SIMD.v128_load, h * sp * 4).set(b0);
-        f.get(bt).simdMem(SIMD.v128_load, h * sp * 4 + 16).set(b1);
+      f.get(a).set(pa);
+      f.get(bt).set(pb);
+      f.i32Const(hp / UNROLL_H).set(h);
+      f.loop();
+      for (let u = 0; u < UNROLL_H; u++) {
+        f.get(pb).simdMem(SIMD.v128_load, u * 32).set(b0);
+        f.get(pb).simdMem(SIMD.v128_load, u * 32 + 16).set(b1);
         for (let r = 0; r < ROWS; r++) {
-          f.get(a).simdMem(SIMD.v128_load32_splat, (r * hp + h) * 4, 4).set(s);
+          f.get(pa).simdMem(SIMD.v128_load32_splat, (r * hp + u) * 4, 4).set(s);
           madd(f, relaxed, s, b0, acc[2 * r]);
           f.set(acc[2 * r]);
           madd(f, relaxed, s, b1, acc[2 * r + 1]);
           f.set(acc[2 * r + 1]);
         }
       }
+      bump(f, pa, UNROLL_H * 4);
+      bump(f, pb, UNROLL_H * 32);
+      f.get(h).i32Const(1).op(OP.i32_sub).tee(h).brIf(0);
+      f.end();
       for (let r = 0; r < ROWS; r++) {
         f.get(out).get(acc[2 * r]).simdMem(SIMD.v128_store, r * sp * 4);
         f.get(out).get(acc[2 * r + 1]).simdMem(SIMD.v128_store, r * sp * 4 + 16);
       }
-      bump(f, bt, 32);
+      bump(f, bt, hp * 32);
       bump(f, out, 32);
     });
   });
@@ -124,13 +138,13 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
     const [k, pa, pb, k8] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const acc = Array.from({ length: 8 }, () => f.local('v128'));
     const [b0, b1, s] = [f.local('v128'), f.local('v128'), f.local('v128')];
-    f.get(nk).i32Const(3).op(OP.i32_shr_u).set(k8);
+    f.get(nk).i32Const(Math.log2(UNROLL_K)).op(OP.i32_shr_u).set(k8);
     for (let cp = 0; cp < hp / 8; cp++) {
       for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
       f.get(a).set(pa);
       f.get(b).i32Const(cp * 32).op(OP.i32_add).set(pb);
       forLoop(f, k, k8, () => {
-        for (let kk = 0; kk < 8; kk++) {
+        for (let kk = 0; kk < UNROLL_K; kk++) {
           f.get(pb).simdMem(SIMD.v128_load, kk * hp * 4).set(b0);
           f.get(pb).simdMem(SIMD.v128_load, kk * hp * 4 + 16).set(b1);
           for (let r = 0; r < ROWS; r++) {
@@ -141,8 +155,8 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
             f.set(acc[2 * r + 1]);
           }
         }
-        bump(f, pa, 32);
-        bump(f, pb, 8 * hp * 4);
+        bump(f, pa, UNROLL_K * 4);
+        bump(f, pb, UNROLL_K * hp * 4);
       });
       for (let r = 0; r < ROWS; r++) {
         f.get(out).get(acc[2 * r]).simdMem(SIMD.v128_store, (r * hp + cp * 8) * 4);
@@ -286,20 +300,104 @@ function buildGradRow(m: ModuleBuilder): void {
   });
 }
 
+/** A scalar f32 at `addr + off` as lane 0 of a v128 (load32_zero). */
+const loadScalar = (f: FunctionBuilder, addr: number, off: number): FunctionBuilder => f.get(addr).simdMem(SIMD.v128_load32_zero, off, 4);
+
+/** Stores lane `lane` of the v128 on the stack (after the address) at `off`. */
+const storeLane = (f: FunctionBuilder, off: number, lane: number): FunctionBuilder => f.simdMem(SIMD.v128_store32_lane, off, 4).op(lane);
+
+/**
+ * The staging kernels (operands into the kernels' padded layouts, rounded to bf16; results back):
+ * - `stageRows(src, stride, rows, dst, rowsPadded)`: dst[r, 0..hp] = bf16(src + r*stride)[0..H], zero padded
+ * - `stageCols(src, stride, rows, dst)`: BT panels (see `scores`) of bf16(src + r*stride)[h], rows padded to sp
+ * - `unstageRows(src, rows, dst, stride)`: (dst + r*stride)[0..H] = src[r, 0..H]
+ */
+function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): void {
+  const full = H >> 2;
+  m.addFunction('stageRows', ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, stride, rows, dst, rp] = [0, 1, 2, 3, 4];
+    const [r, t] = [f.local('i32'), f.local('v128')];
+    forLoop(f, r, rp, () => {
+      f.get(r).get(rows).op(OP.i32_lt_s).if();
+      for (let c = 0; c < full; c++) {
+        f.get(dst).get(src).simdMem(SIMD.v128_load, c * 16);
+        roundBf16(f, t);
+        f.simdMem(SIMD.v128_store, c * 16);
+      }
+      for (let h = full * 4; h < H; h++) {
+        f.get(dst);
+        loadScalar(f, src, h * 4);
+        roundBf16(f, t);
+        storeLane(f, h * 4, 0);
+      }
+      for (let h = H; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 4);
+      f.else();
+      for (let c = 0; c < hp / 4; c++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, c * 16);
+      f.end();
+      bump(f, dst, hp * 4);
+      f.get(src).get(stride).op(OP.i32_add).set(src);
+    });
+  });
+  m.addFunction('stageCols', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, stride, rows, dst] = [0, 1, 2, 3];
+    const [r, n, t, v] = [f.local('i32'), f.local('i32'), f.local('v128'), f.local('v128')];
+    f.i32Const(sp).set(n);
+    forLoop(f, r, n, () => {
+      f.get(r).get(rows).op(OP.i32_lt_s).if();
+      for (let c = 0; c < full; c++) {
+        f.get(src).simdMem(SIMD.v128_load, c * 16);
+        roundBf16(f, t);
+        f.set(v);
+        for (let l = 0; l < 4; l++) storeLane(f.get(dst).get(v), (c * 4 + l) * 32, l);
+      }
+      for (let h = full * 4; h < H; h++) {
+        f.get(dst);
+        loadScalar(f, src, h * 4);
+        roundBf16(f, t);
+        storeLane(f, h * 32, 0);
+      }
+      for (let h = H; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 32);
+      f.else();
+      for (let h = 0; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 32);
+      f.end();
+      // next column of the panel, or the first of the next panel
+      bump(f, dst, 4);
+      f.get(r).i32Const(7).op(OP.i32_and).i32Const(7).op(OP.i32_eq).if();
+      bump(f, dst, hp * 32 - 32);
+      f.end();
+      f.get(src).get(stride).op(OP.i32_add).set(src);
+    });
+  });
+  m.addFunction('unstageRows', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, rows, dst, stride] = [0, 1, 2, 3];
+    const r = f.local('i32');
+    forLoop(f, r, rows, () => {
+      for (let c = 0; c < full; c++) f.get(dst).get(src).simdMem(SIMD.v128_load, c * 16).simdMem(SIMD.v128_store, c * 16);
+      for (let h = full * 4; h < H; h++) f.get(dst).get(src).mem(OP.f32_load, h * 4).mem(OP.f32_store, h * 4);
+      bump(f, src, hp * 4);
+      f.get(dst).get(stride).op(OP.i32_add).set(dst);
+    });
+  });
+}
+
 export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
   rowsTimes(a: number, b: number, out: number, nk: number): void;
   transAcc(a: number, b: number, out: number, nj: number): void;
   softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number): void;
+  stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
+  stageCols(src: number, stride: number, rows: number, dst: number): void;
+  unstageRows(src: number, rows: number, dst: number, stride: number): void;
 }
 
 const modules = new Map<string, WasmModule>();
 
-/** The compiled kernel module for padded head dim `hp` and key count `sp` (cached). */
-export function attentionModule(hp: number, sp: number, relaxed: boolean, shared: boolean): WasmModule {
-  if (hp % 8 !== 0 || sp % 8 !== 0) throw new RangeError(`attentionModule: hp (${hp}) and sp (${sp}) must be multiples of 8`);
-  const key = `${hp},${sp},${relaxed},${shared}`;
+/** The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key count `sp` (cached). */
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean): WasmModule {
+  const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
+  if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
+  const key = `${H},${sp},${relaxed},${shared}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -309,6 +407,7 @@ export function attentionModule(hp: number, sp: number, relaxed: boolean, shared
     buildTransAcc(m, hp, sp, relaxed);
     buildSoftmaxRow(m);
     buildGradRow(m);
+    buildStaging(m, H, hp, sp);
     mod = new WA.Module(m.toBytes());
     modules.set(key, mod);
   }
