@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { type Array, grad, jit, makeJaxpr, nn, np, random, vmap } from '../../index';
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
+import { setNumThreads } from '../../threads';
+import { attentionStats } from './attention';
 
 onBackend('systolic');
 
@@ -139,6 +141,29 @@ describe('fused attention on the systolic backend', () => {
     const [q, k, v] = xs[0];
     expect([...f32(jit(f)(q, k, v))]).toEqual([...f32(f(q, k, v))]);
     expect([...f32(jit(grad(gl))(q, k, v))]).toEqual([...f32(grad(gl)(q, k, v))]);
+  });
+
+  it('1 and 2 threads give bit-identical results, and the worker thread computes items', () => {
+    const c: Case = { b: 3, t: 37, s: 37, k: 2, g: 2, h: 12, causal: true, dtype: 'float32', seed: 5 };
+    const [q, k, v] = operands(c);
+    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
+    const run = (n: number) => {
+      setNumThreads(n);
+      try {
+        return [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]);
+      } finally {
+        setNumThreads(null);
+      }
+    };
+    const one = run(1);
+    const before = attentionStats();
+    const two = run(2);
+    const after = attentionStats();
+    expect(two).toEqual(one);
+    if (typeof SharedArrayBuffer !== 'undefined') {
+      expect(after.pooled - before.pooled).toBeGreaterThanOrEqual(2);
+      expect(after.workerItems).toBeGreaterThan(before.workerItems);
+    }
   });
 
   it('falls back to the composite where the fused kernel does not apply; explicit fused rejects it', () => {

@@ -8,6 +8,12 @@
  * dv += P^T dO, again only over visible keys; the G query heads that share a key/value head
  * (grouped-query attention) run in one item, so dk and dv accumulate without races.
  *
+ * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
+ * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
+ * worker threads over the same shared memory (a pool of this file's own, started on first use;
+ * workers compile the module from its bytes, which the job leaves in memory). Each item is
+ * computed by one thread in a fixed order, so results do not depend on the thread count.
+ *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
  * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
  * into wasm memory once per call (as f32), then staged per item by wasm kernels (rounded, padded
@@ -19,24 +25,77 @@ import * as bf16 from '../../bf16';
 import type { StorageArray } from '../../dtype';
 import type { HostArray, ShapedArray } from '../../primitive';
 import { type AttentionParams, attentionDims } from '../../lax/attention';
+import { getNumThreads } from '../../threads';
+import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { type AttentionKernels, ROWS, attentionModule } from './attentionModule';
+import { WorkerPool } from '../../wasm/workerPool';
+import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, ROWS, SCRATCH, attentionModule } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 
-/** One wasm memory for every attention module (grown as needed), its views, and the instances over it. */
-class Arena {
-  memory: WasmMemory = new WA.Memory({ initial: 1 });
-  f32 = new Float32Array(this.memory.buffer);
-  u32 = new Uint32Array(this.memory.buffer);
-  private readonly instances = new Map<string, AttentionKernels>();
+// Control slots of the pool (Int32 in a SharedArrayBuffer).
+const GEN = 0; // job generation (bumped to wake the workers; -1 ends them)
+const DONE = 1; // workers finished with the current job
+const ERR = 2; // set by a worker that failed
+const NEXT = 3; // next item to take
+const ITEMS = 4;
+const MODE = 5; // 0 forward, 1 backward
+const MOD_ID = 6; // the job's module: id, byte length, byte address of its bytes in memory
+const MOD_LEN = 7;
+const MOD_AT = 8;
+const ACTIVE = 9; // workers that take items in this job
+const WORKER_ITEMS = 10; // items the workers computed, all jobs
+const SPIN = 4000;
 
-  kernels(H: number, sp: number, relaxed: boolean): AttentionKernels {
-    const key = `${H},${sp},${relaxed}`;
-    let k = this.instances.get(key);
+const WORKER_SOURCE = `
+const { workerData } = require('node:worker_threads');
+const { control, id, start, memory } = workerData;
+const c = new Int32Array(control);
+let inst = null, modId = -1, seen = start;
+for (;;) {
+  Atomics.wait(c, ${GEN}, seen);
+  seen = Atomics.load(c, ${GEN});
+  if (seen < 0) break;
+  if (id < c[${ACTIVE}]) {
+    try {
+      if (c[${MOD_ID}] !== modId) {
+        const bytes = new Uint8Array(memory.buffer, c[${MOD_AT}], c[${MOD_LEN}]).slice();
+        inst = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { mem: memory } });
+        modId = c[${MOD_ID}];
+      }
+      const run = c[${MODE}] === 0 ? inst.exports.fwdItem : inst.exports.bwdItem;
+      const items = c[${ITEMS}];
+      for (let i = Atomics.add(c, ${NEXT}, 1); i < items; i = Atomics.add(c, ${NEXT}, 1)) {
+        run(i, id + 1);
+        Atomics.add(c, ${WORKER_ITEMS}, 1);
+      }
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1);
+    }
+  }
+  Atomics.add(c, ${DONE}, 1);
+  Atomics.notify(c, ${DONE});
+}
+`;
+
+/** Where the job's module bytes are left for the workers (after the descriptor). */
+const MOD_BYTES_AT = 256;
+
+/** One wasm memory for every attention module (shared when threads can run; grown as needed), its views, the instances over it and the pool. */
+class Arena {
+  readonly shared = wasmFeatures().threads && WorkerPool.available();
+  memory: WasmMemory = new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
+  f32 = new Float32Array(this.memory.buffer);
+  i32 = new Int32Array(this.memory.buffer);
+  private readonly instances = new Map<number, AttentionKernels>();
+  private pool: WorkerPool | null = null;
+  readonly control = this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64);
+
+  kernels(mod: AttentionModule): AttentionKernels {
+    let k = this.instances.get(mod.id);
     if (!k) {
-      k = new WA.Instance(attentionModule(H, sp, relaxed, false), { env: { mem: this.memory } }).exports as unknown as AttentionKernels;
-      this.instances.set(key, k);
+      k = new WA.Instance(mod.module, { env: { mem: this.memory } }).exports as unknown as AttentionKernels;
+      this.instances.set(mod.id, k);
     }
     return k;
   }
@@ -45,15 +104,64 @@ class Arena {
   reserve(bytes: number): void {
     const have = this.memory.buffer.byteLength;
     if (bytes <= have) return;
+    if (bytes > MAX_PAGES * 65536) throw new RangeError(`dot_product_attention (systolic): needs ${bytes} bytes of wasm memory; the most is ${MAX_PAGES * 65536}`);
     this.memory.grow(Math.ceil((bytes - have) / 65536));
     this.f32 = new Float32Array(this.memory.buffer);
-    this.u32 = new Uint32Array(this.memory.buffer);
+    this.i32 = new Int32Array(this.memory.buffer);
+  }
+
+  /** Runs items [0, items) of the job in the descriptor on `threads` threads (the calling one included). */
+  run(mod: AttentionModule, k: AttentionKernels, backward: boolean, items: number, threads: number): void {
+    const run = backward ? k.bwdItem : k.fwdItem;
+    const workers = Math.min(threads, items) - 1;
+    stats.jobs++;
+    if (workers < 1 || !this.startPool(workers)) {
+      for (let i = 0; i < items; i++) run(i, 0);
+      return;
+    }
+    const c = this.control;
+    const pool = this.pool!;
+    // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
+    new Uint8Array(this.memory.buffer, MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
+    c[MOD_ID] = mod.id;
+    c[MOD_LEN] = mod.bytes.length;
+    c[MOD_AT] = MOD_BYTES_AT;
+    c[MODE] = backward ? 1 : 0;
+    c[ITEMS] = items;
+    c[ACTIVE] = workers;
+    Atomics.store(c, NEXT, 0);
+    Atomics.store(c, DONE, 0);
+    Atomics.store(c, ERR, 0);
+    pool.wake();
+    stats.pooled++;
+    let failure: unknown = null;
+    try {
+      for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) run(i, 0);
+    } catch (e) {
+      failure = e;
+    }
+    pool.waitFor(DONE, pool.workers.length);
+    if (failure !== null) throw failure;
+    if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
+  }
+
+  /** Starts the pool with at least `n` workers; false when workers cannot run here. */
+  private startPool(n: number): boolean {
+    if (!this.shared) return false;
+    this.pool ??= new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ memory: this.memory }));
+    return this.pool.ensure(n);
   }
 }
 
 let arena: Arena | null = null;
 
-/** Sizes and padded sizes of one call, and its region allocator. */
+/** Counters of the fused attention's jobs: all, those run on the pool, and the items worker threads computed. */
+export function attentionStats(): { jobs: number; pooled: number; workerItems: number } {
+  return { ...stats, workerItems: arena ? Atomics.load(arena.control, WORKER_ITEMS) : 0 };
+}
+const stats = { jobs: 0, pooled: 0 };
+
+/** Sizes and padded sizes of one call. */
 interface Plan {
   readonly B: number;
   readonly T: number;
@@ -65,31 +173,62 @@ interface Plan {
   readonly tp: number;
   readonly hp: number;
   readonly sp: number;
-  readonly bf16: boolean;
 }
 
 function plan(q: HostArray, k: HostArray): Plan {
   const d = attentionDims(q.shape, k.shape);
-  return { B: d.b, T: d.t, N: d.n, H: d.h, S: d.s, K: d.k, G: d.g, tp: ceil(Math.max(d.t, 1), ROWS), hp: ceil(Math.max(d.h, 1), 8), sp: ceil(Math.max(d.s, 1), 8), bf16: q.dtype === 'bfloat16' };
+  return { B: d.b, T: d.t, N: d.n, H: d.h, S: d.s, K: d.k, G: d.g, tp: ceil(Math.max(d.t, 1), ROWS), hp: ceil(Math.max(d.h, 1), 8), sp: ceil(Math.max(d.s, 1), 8) };
 }
 
-/** Byte offsets of `sizes` (f32 element counts) laid out one after another from 0; reserves the arena. */
-function regions(a: Arena, sizes: number[]): number[] {
-  const out: number[] = [];
-  let at = 0;
-  for (const n of sizes) {
-    out.push(at);
+/**
+ * Lays out the job in memory and writes the descriptor: the raw operand/result regions (f32
+ * element counts, in DESC order from QR), then one scratch area per thread. Returns the raw
+ * regions' byte addresses.
+ */
+function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number): number[] {
+  const { tp, hp, sp } = p;
+  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16 };
+  let at = ceil(MOD_BYTES_AT + modBytes, 64);
+  const rawAt = raw.map((n) => {
+    const r = at;
     at += ceil(n, 16) * 4; // 64-byte aligned regions
+    return r;
+  });
+  const offs: number[] = [];
+  let scratch = 0;
+  for (const k of SCRATCH) {
+    offs.push(scratch);
+    scratch += ceil(sizes[k], 16) * 4;
   }
-  a.reserve(at);
-  return out;
+  a.reserve(at + scratch * threads);
+  const d = a.i32;
+  const set = (slot: number, v: number): void => {
+    d[slot] = v;
+  };
+  set(DESC.B, p.B);
+  set(DESC.T, p.T);
+  set(DESC.N, p.N);
+  set(DESC.S, p.S);
+  set(DESC.K, p.K);
+  set(DESC.G, p.G);
+  set(DESC.TP, tp);
+  set(DESC.CAUSAL, params.isCausal ? 1 : 0);
+  set(DESC.BF16, bf ? 1 : 0);
+  a.f32[DESC.SCALE] = params.scale;
+  rawAt.forEach((r, i) => set(DESC.QR + i, r));
+  set(DESC.QSTRIDE, p.N * p.H * 4);
+  set(DESC.KSTRIDE, p.K * p.H * 4);
+  set(DESC.SCRATCH, at);
+  set(DESC.SCRATCH_BYTES, scratch);
+  offs.forEach((o, i) => set(DESC.OFF + i, o));
+  return rawAt;
 }
 
 /** Copies a host operand into wasm memory at byte `dst` as f32 (bf16 storage is widened). */
-function copyIn(a: Arena, x: HostArray, dst: number): void {
-  const view = a.f32.subarray(dst >> 2, (dst >> 2) + x.data.length);
-  if (x.dtype === 'bfloat16') bf16.decode(x.data as Uint16Array, view);
-  else view.set(x.data as Float32Array);
+function copyIn(a: Arena, x: StorageArray, bf: boolean, dst: number): void {
+  const view = a.f32.subarray(dst >> 2, (dst >> 2) + x.length);
+  if (bf) bf16.decode(x as Uint16Array, view);
+  else view.set(x as Float32Array);
 }
 
 /** Copies `out.length` f32 results at byte `src` into host storage `out` (rounded when bf16). */
@@ -99,107 +238,50 @@ function copyOut(a: Arena, src: number, out: StorageArray): void {
   else (out as Float32Array).set(view);
 }
 
-/** Byte address of row 0 of (item b, head n) in a [B, rows, heads, H] f32 operand at byte `base`, and its row stride. */
-const rowAt = (base: number, shape: readonly number[], b: number, n: number): number => base + (b * shape[1] * shape[2] + n) * shape[3] * 4;
-const strideOf = (shape: readonly number[]): number => shape[2] * shape[3] * 4;
-
-/** How many keys query row t sees (0 for padding rows). */
-const visibleKeys = (p: Plan, causal: boolean, t: number): number => (t >= p.T ? 0 : causal ? Math.min(p.S, t + 1) : p.S);
-
-/** The key columns a row block starting at t0 computes (a multiple of 8). */
-const blockCols = (p: Plan, causal: boolean, t0: number): number => (causal ? ceil(Math.max(1, Math.min(p.S, t0 + ROWS)), 8) : p.sp);
-
 const alloc = (dtype: string, n: number): StorageArray => (dtype === 'bfloat16' ? new Uint16Array(n) : new Float32Array(n));
+
+/** The module, its instance and the thread count for a call. */
+function setup(p: Plan, relaxed: boolean): { a: Arena; mod: AttentionModule; threads: number } {
+  const a = (arena ??= new Arena());
+  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+}
 
 /** The forward kernel: [out, lse]. */
 export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
   const [q, k, v] = inputs;
   const p = plan(q, k);
-  const { scale, isCausal } = params;
   const out = alloc(outAvals[0].dtype, q.data.length);
   const lse = new Float32Array(p.B * p.N * p.T);
   if (q.data.length === 0 || k.data.length === 0) return [out, lse.fill(-Infinity)];
-  const a = (arena ??= new Arena());
-  const { tp, hp, sp } = p;
-  const [Qr, Kr, Vr, Or, Q, KT, V, Sb, Pb, O, ML] = regions(a, [q.data.length, k.data.length, v.data.length, q.data.length, tp * hp, hp * sp, sp * hp, ROWS * sp, ROWS * sp, tp * hp, 2 * ROWS]);
-  const kern = a.kernels(p.H, sp, relaxed);
-  copyIn(a, q, Qr);
-  copyIn(a, k, Kr);
-  copyIn(a, v, Vr);
-  const f = a.f32;
-  const bf = p.bf16 ? 1 : 0;
-  const [qs, ks] = [strideOf(q.shape), strideOf(k.shape)];
-  for (let b = 0; b < p.B; b++)
-    for (let kh = 0; kh < p.K; kh++) {
-      kern.stageCols(rowAt(Kr, k.shape, b, kh), ks, p.S, KT);
-      kern.stageRows(rowAt(Vr, k.shape, b, kh), ks, p.S, V, sp);
-      for (let g = 0; g < p.G; g++) {
-        const n = kh * p.G + g;
-        kern.stageRows(rowAt(Qr, q.shape, b, n), qs, p.T, Q, tp);
-        for (let t0 = 0; t0 < tp; t0 += ROWS) {
-          const cols = blockCols(p, isCausal, t0);
-          kern.scores(Q + t0 * hp * 4, KT, Sb, cols >> 3);
-          for (let r = 0; r < ROWS; r++) {
-            const t = t0 + r;
-            kern.softmaxRow(Sb + r * sp * 4, Pb + r * sp * 4, visibleKeys(p, isCausal, t), cols, scale, ML + r * 8, bf);
-            if (t < p.T) lse[(b * p.N + n) * p.T + t] = f[(ML >> 2) + 2 * r] + Math.log(f[(ML >> 2) + 2 * r + 1]);
-          }
-          kern.rowsTimes(Pb, V, O + t0 * hp * 4, cols);
-        }
-        kern.unstageRows(O, p.T, rowAt(Or, q.shape, b, n), qs);
-      }
-    }
+  const bf = q.dtype === 'bfloat16';
+  const { a, mod, threads } = setup(p, relaxed);
+  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * lse.length], threads, mod.bytes.length);
+  copyIn(a, q.data, bf, Qr);
+  copyIn(a, k.data, bf, Kr);
+  copyIn(a, v.data, bf, Vr);
+  a.run(mod, a.kernels(mod), false, p.B * p.K, threads);
   copyOut(a, Or, out);
+  const ml = a.f32;
+  for (let i = 0, m = ML >> 2; i < lse.length; i++, m += 2) lse[i] = ml[m] + Math.log(ml[m + 1]);
   return [out, lse];
 }
 
 /** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut). */
 export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
-  const [q, k, v, lseIn, dout] = inputs;
+  const [q, k, v, lse, dout] = inputs;
   const p = plan(q, k);
-  const { scale, isCausal } = params;
   const [dq, dk, dv] = outAvals.map((o, i) => alloc(o.dtype, inputs[i].data.length));
   if (q.data.length === 0 || k.data.length === 0) return [dq, dk, dv];
-  const a = (arena ??= new Arena());
-  const { tp, hp, sp } = p;
-  const nq = q.data.length;
-  const nk = k.data.length;
-  const [Qr, Kr, Vr, DOr, DQr, DKr, DVr, Q, DO, KT, Kb, VT, DQ, DK, DV, Sb, DP] = regions(a, [nq, nk, nk, nq, nq, nk, nk, tp * hp, tp * hp, hp * sp, sp * hp, hp * sp, tp * hp, sp * hp, sp * hp, ROWS * sp, ROWS * sp]);
-  const kern = a.kernels(p.H, sp, relaxed);
-  copyIn(a, q, Qr);
-  copyIn(a, k, Kr);
-  copyIn(a, v, Vr);
-  copyIn(a, dout, DOr);
-  const lse = lseIn.data as Float32Array;
-  const bf = p.bf16 ? 1 : 0;
-  const [qs, ks] = [strideOf(q.shape), strideOf(k.shape)];
-  for (let b = 0; b < p.B; b++)
-    for (let kh = 0; kh < p.K; kh++) {
-      kern.stageCols(rowAt(Kr, k.shape, b, kh), ks, p.S, KT);
-      kern.stageRows(rowAt(Kr, k.shape, b, kh), ks, p.S, Kb, sp);
-      kern.stageCols(rowAt(Vr, k.shape, b, kh), ks, p.S, VT);
-      a.f32.fill(0, DK >> 2, (DV >> 2) + sp * hp);
-      for (let g = 0; g < p.G; g++) {
-        const n = kh * p.G + g;
-        kern.stageRows(rowAt(Qr, q.shape, b, n), qs, p.T, Q, tp);
-        kern.stageRows(rowAt(DOr, q.shape, b, n), qs, p.T, DO, tp);
-        for (let t0 = 0; t0 < tp; t0 += ROWS) {
-          const cols = blockCols(p, isCausal, t0);
-          kern.scores(Q + t0 * hp * 4, KT, Sb, cols >> 3);
-          kern.scores(DO + t0 * hp * 4, VT, DP, cols >> 3);
-          for (let r = 0; r < ROWS; r++) {
-            const t = t0 + r;
-            kern.gradRow(Sb + r * sp * 4, DP + r * sp * 4, visibleKeys(p, isCausal, t), cols, scale, t < p.T ? lse[(b * p.N + n) * p.T + t] : 0, bf);
-          }
-          kern.rowsTimes(DP, Kb, DQ + t0 * hp * 4, cols);
-          kern.transAcc(DP, Q + t0 * hp * 4, DK, cols);
-          kern.transAcc(Sb, DO + t0 * hp * 4, DV, cols);
-        }
-        kern.unstageRows(DQ, p.T, rowAt(DQr, q.shape, b, n), qs);
-      }
-      kern.unstageRows(DK, p.S, rowAt(DKr, k.shape, b, kh), ks);
-      kern.unstageRows(DV, p.S, rowAt(DVr, k.shape, b, kh), ks);
-    }
+  const bf = q.dtype === 'bfloat16';
+  const { a, mod, threads } = setup(p, relaxed);
+  const [nq, nk] = [q.data.length, k.data.length];
+  const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length);
+  copyIn(a, q.data, bf, Qr);
+  copyIn(a, k.data, bf, Kr);
+  copyIn(a, v.data, bf, Vr);
+  copyIn(a, dout.data, bf, DOr);
+  copyIn(a, lse.data, false, L);
+  a.run(mod, a.kernels(mod), true, p.B * p.K, threads);
   copyOut(a, DQr, dq);
   copyOut(a, DKr, dk);
   copyOut(a, DVr, dv);

@@ -24,6 +24,9 @@ import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 /** Rows per block: every kernel computes or consumes 4 query rows. */
 export const ROWS = 4;
 
+/** Maximum pages of the (shared) memory the modules import: 1 GiB. */
+export const MAX_PAGES = 16384;
+
 /** Head-dim steps per iteration of the scores kernel's inner loop (hp is a multiple of 8). */
 const UNROLL_H = 1;
 /** Key steps per iteration of the rowsTimes kernel's inner loop (a power of 2 dividing 8). */
@@ -95,8 +98,8 @@ const bump = (f: FunctionBuilder, p: number, bytes: number): void => {
   f.get(p).i32Const(bytes).op(OP.i32_add).set(p);
 };
 
-function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): void {
-  m.addFunction('scores', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
+  return m.addFunction('scores', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [a, bt, out, nb] = [0, 1, 2, 3];
     const [jb, pa, pb, h] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const acc = Array.from({ length: 8 }, () => f.local('v128'));
@@ -132,8 +135,8 @@ function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean)
   });
 }
 
-function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): void {
-  m.addFunction('rowsTimes', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
+  return m.addFunction('rowsTimes', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [a, b, out, nk] = [0, 1, 2, 3];
     const [k, pa, pb, k8] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const acc = Array.from({ length: 8 }, () => f.local('v128'));
@@ -166,8 +169,8 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
   });
 }
 
-function buildTransAcc(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): void {
-  m.addFunction('transAcc', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+function buildTransAcc(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
+  return m.addFunction('transAcc', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [a, b, out, nj] = [0, 1, 2, 3];
     const j = f.local('i32');
     const s = Array.from({ length: ROWS }, () => f.local('v128'));
@@ -213,9 +216,9 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
   });
 }
 
-function buildSoftmaxRow(m: ModuleBuilder): void {
+function buildSoftmaxRow(m: ModuleBuilder): number {
   // (s, p, c, n, scale, mlOut, bf16)
-  m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32'], [], (f) => {
+  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32'], [], (f) => {
     const [s, p, c, n, scale, ml, bf16] = [0, 1, 2, 3, 4, 5, 6];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const [v, t, acc, x, en, em, mx] = [f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128')];
@@ -257,9 +260,9 @@ function buildSoftmaxRow(m: ModuleBuilder): void {
   });
 }
 
-function buildGradRow(m: ModuleBuilder): void {
+function buildGradRow(m: ModuleBuilder): number {
   // (s, dp, c, n, scale, lse, bf16)
-  m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32'], [], (f) => {
+  return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32'], [], (f) => {
     const [s, dp, c, n, scale, lse, bf16] = [0, 1, 2, 3, 4, 5, 6];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const [v, t, acc, x, en, em, l, g, dd] = Array.from({ length: 9 }, () => f.local('v128'));
@@ -312,9 +315,9 @@ const storeLane = (f: FunctionBuilder, off: number, lane: number): FunctionBuild
  * - `stageCols(src, stride, rows, dst)`: BT panels (see `scores`) of bf16(src + r*stride)[h], rows padded to sp
  * - `unstageRows(src, rows, dst, stride)`: (dst + r*stride)[0..H] = src[r, 0..H]
  */
-function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): void {
+function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { stageRows: number; stageCols: number; unstageRows: number } {
   const full = H >> 2;
-  m.addFunction('stageRows', ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+  const stageRows = m.addFunction('stageRows', ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [src, stride, rows, dst, rp] = [0, 1, 2, 3, 4];
     const [r, t] = [f.local('i32'), f.local('v128')];
     forLoop(f, r, rp, () => {
@@ -338,7 +341,7 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): void
       f.get(src).get(stride).op(OP.i32_add).set(src);
     });
   });
-  m.addFunction('stageCols', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+  const stageCols = m.addFunction('stageCols', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [src, stride, rows, dst] = [0, 1, 2, 3];
     const [r, n, t, v] = [f.local('i32'), f.local('i32'), f.local('v128'), f.local('v128')];
     f.i32Const(sp).set(n);
@@ -368,7 +371,7 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): void
       f.get(src).get(stride).op(OP.i32_add).set(src);
     });
   });
-  m.addFunction('unstageRows', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+  const unstageRows = m.addFunction('unstageRows', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [src, rows, dst, stride] = [0, 1, 2, 3];
     const r = f.local('i32');
     forLoop(f, r, rows, () => {
@@ -378,6 +381,174 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): void
       f.get(dst).get(stride).op(OP.i32_add).set(dst);
     });
   });
+  return { stageRows, stageCols, unstageRows };
+}
+
+/** The job descriptor (i32 slots at byte 0 of memory) the item drivers read; attention.ts writes it. */
+export const DESC = {
+  B: 0, T: 1, N: 2, S: 3, K: 4, G: 5, TP: 6, CAUSAL: 7, BF16: 8, SCALE: 9,
+  /** raw operands and results (byte addresses): q, k, v, out | dOut, ml | lse, dq, dk, dv */
+  QR: 10, KR: 11, VR: 12, OR: 13, ML: 14, DQR: 15, DKR: 16, DVR: 17,
+  /** row strides in bytes of the query-shaped and key-shaped operands */
+  QSTRIDE: 18, KSTRIDE: 19,
+  /** thread 0's scratch, bytes per thread */
+  SCRATCH: 20, SCRATCH_BYTES: 21,
+  /** offsets inside a thread's scratch: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV, S, P (or dP), ML */
+  OFF: 22,
+  SLOTS: 33,
+} as const;
+
+/** The scratch regions' order in `DESC.OFF` slots. */
+export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml'] as const;
+
+interface Fns {
+  scores: number;
+  rowsTimes: number;
+  transAcc: number;
+  softmaxRow: number;
+  gradRow: number;
+  stageRows: number;
+  stageCols: number;
+  unstageRows: number;
+}
+
+/**
+ * The item drivers `fwdItem(item, tid)` and `bwdItem(item, tid)`: one (batch, key/value head)
+ * item of the job in the descriptor, with thread `tid`'s scratch. Items are independent (each
+ * writes its own rows of the results), so threads may take them in any order.
+ */
+function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: Fns): void {
+  for (const dir of ['fwd', 'bwd'] as const) {
+    m.addFunction(`${dir}Item`, ['i32', 'i32'], [], (f) => {
+      const [item, tid] = [0, 1];
+      const L = (): number => f.local('i32');
+      const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
+      const [koff, qoff, i] = [L(), L(), L()];
+      const scale = f.local('f32');
+      const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
+      const slot = (k: number): FunctionBuilder => f.i32Const(0).mem(OP.i32_load, k * 4);
+      for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
+      f.i32Const(0).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
+      slot(DESC.SCRATCH);
+      f.get(tid);
+      slot(DESC.SCRATCH_BYTES).op(OP.i32_mul).op(OP.i32_add).set(scr);
+      SCRATCH.forEach((k, j) => {
+        f.get(scr);
+        slot(DESC.OFF + j).op(OP.i32_add).set(off[k]);
+      });
+      f.get(item).get(K).op(OP.i32_div_u).set(b);
+      f.get(item).get(b).get(K).op(OP.i32_mul).op(OP.i32_sub).set(kh);
+      // koff = (b*S*K + kh) * H * 4: item (b, kh)'s first key row
+      f.get(b).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(kh).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(koff);
+      const stageKV = (dst: keyof typeof off, src: number, cols: boolean): void => {
+        slot(src).get(koff).op(OP.i32_add);
+        slot(DESC.KSTRIDE).get(S).get(off[dst]);
+        if (cols) f.call(fn.stageCols);
+        else f.i32Const(sp).call(fn.stageRows);
+      };
+      if (dir === 'fwd') {
+        stageKV('kt', DESC.KR, true);
+        stageKV('v', DESC.VR, false);
+      } else {
+        stageKV('kt', DESC.KR, true);
+        stageKV('kb', DESC.KR, false);
+        stageKV('v', DESC.VR, true);
+        // zero dK and dV (adjacent)
+        f.i32Const(0).set(i);
+        f.get(off.dk).set(c);
+        f.block().loop();
+        f.get(c).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
+        bump(f, c, 16);
+        f.get(i).i32Const(1).op(OP.i32_add).tee(i).i32Const((2 * sp * hp) / 4).op(OP.i32_lt_s).brIf(0);
+        f.end().end();
+      }
+      const stageQ = (dst: keyof typeof off, src: number): void => {
+        slot(src).get(qoff).op(OP.i32_add);
+        slot(DESC.QSTRIDE).get(T).get(off[dst]).get(tp).call(fn.stageRows);
+      };
+      forLoop(f, g, G, () => {
+        f.get(kh).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).set(n);
+        // qoff = (b*T*N + n) * H * 4
+        f.get(b).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(qoff);
+        stageQ('q', DESC.QR);
+        if (dir === 'bwd') stageQ('do', DESC.OR);
+        f.i32Const(0).set(t0);
+        f.block().loop();
+        // cols = causal ? ceil8(max(1, min(S, t0 + 4))) : sp
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select).tee(c);
+        f.i32Const(1).get(c).i32Const(1).op(OP.i32_ge_s).op(OP.select).i32Const(7).op(OP.i32_add).i32Const(-8).op(OP.i32_and);
+        f.i32Const(sp).get(causal).op(OP.select).set(cols);
+        const rowBlock = (k: keyof typeof off): void => {
+          f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
+        };
+        rowBlock('q');
+        f.get(off.kt).get(off.s).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+        if (dir === 'bwd') {
+          rowBlock('do');
+          f.get(off.v).get(off.p).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+        }
+        forLoop(f, r, (() => {
+          f.i32Const(ROWS).set(i);
+          return i;
+        })(), () => {
+          f.get(t0).get(r).op(OP.i32_add).set(t);
+          // c = t >= T ? 0 : causal ? min(S, t + 1) : S
+          f.get(t).i32Const(1).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select);
+          f.get(S).get(causal).op(OP.select);
+          f.i32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select).set(c);
+          // the row's S and P (dP) addresses
+          f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          f.get(c).get(cols).get(scale);
+          // row index (b*N + n)*T + t, for the ml / lse slot
+          const rowIndex = (): void => {
+            f.get(b).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).get(T).op(OP.i32_mul).get(t).op(OP.i32_add);
+          };
+          if (dir === 'fwd') {
+            // (m, l) of real rows into ML[row], padding rows into this thread's scratch
+            slot(DESC.ML);
+            rowIndex();
+            f.i32Const(8).op(OP.i32_mul).op(OP.i32_add);
+            f.get(off.ml).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+            f.get(bf16).call(fn.softmaxRow);
+          } else {
+            slot(DESC.ML);
+            rowIndex();
+            f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
+            f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+            f.get(bf16).call(fn.gradRow);
+          }
+        });
+        if (dir === 'fwd') {
+          f.get(off.p).get(off.v);
+          rowBlock('o');
+          f.get(cols).call(fn.rowsTimes);
+        } else {
+          f.get(off.p).get(off.kb);
+          rowBlock('o');
+          f.get(cols).call(fn.rowsTimes);
+          f.get(off.p);
+          rowBlock('q');
+          f.get(off.dk).get(cols).call(fn.transAcc);
+          f.get(off.s);
+          rowBlock('do');
+          f.get(off.dv).get(cols).call(fn.transAcc);
+        }
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
+        f.end().end();
+        f.get(off.o).get(T);
+        slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
+        slot(DESC.QSTRIDE).call(fn.unstageRows);
+      });
+      if (dir === 'bwd') {
+        for (const [src, dst] of [[off.dk, DESC.DKR], [off.dv, DESC.DVR]] as const) {
+          f.get(src).get(S);
+          slot(dst).get(koff).op(OP.i32_add);
+          slot(DESC.KSTRIDE).call(fn.unstageRows);
+        }
+      }
+    });
+  }
 }
 
 export interface AttentionKernels {
@@ -389,26 +560,39 @@ export interface AttentionKernels {
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
+  fwdItem(item: number, tid: number): void;
+  bwdItem(item: number, tid: number): void;
 }
 
-const modules = new Map<string, WasmModule>();
+/** A compiled kernel module, its bytes (for worker threads, which compile their own) and a process-unique id. */
+export interface AttentionModule {
+  readonly module: WasmModule;
+  readonly bytes: Uint8Array;
+  readonly id: number;
+}
+
+const modules = new Map<string, AttentionModule>();
 
 /** The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key count `sp` (cached). */
-export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean): WasmModule {
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
   const key = `${H},${sp},${relaxed},${shared}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
-    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: 65536, shared: true } : { initial: 1 });
-    buildScores(m, hp, sp, relaxed);
-    buildRowsTimes(m, hp, sp, relaxed);
-    buildTransAcc(m, hp, sp, relaxed);
-    buildSoftmaxRow(m);
-    buildGradRow(m);
-    buildStaging(m, H, hp, sp);
-    mod = new WA.Module(m.toBytes());
+    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
+    const fns: Fns = {
+      scores: buildScores(m, hp, sp, relaxed),
+      rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
+      transAcc: buildTransAcc(m, hp, sp, relaxed),
+      softmaxRow: buildSoftmaxRow(m),
+      gradRow: buildGradRow(m),
+      ...buildStaging(m, H, hp, sp),
+    };
+    buildDrivers(m, H, hp, sp, fns);
+    const bytes = m.toBytes();
+    mod = { module: new WA.Module(bytes), bytes, id: modules.size + 1 };
     modules.set(key, mod);
   }
   return mod;
