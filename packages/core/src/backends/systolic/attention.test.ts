@@ -1,7 +1,7 @@
 // The fused attention (nn.dotProductAttention implementation 'fused') on the systolic backend's
 // wasm kernels: equal to the composite ('xla') within bf16 tolerance, forward and gradients,
 // over random shapes (odd head dims, T != S, grouped-query heads, both dtypes); against a plain-JS
-// reference with the MXU's roundings; vmap and jit; bad inputs.
+// reference with the MXU's roundings; vmap and jit; 1 vs 2 threads; bad inputs; the cost ledger.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Array, grad, jit, makeJaxpr, nn, np, random, vmap } from '../../index';
@@ -9,6 +9,7 @@ import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
 import { attentionStats } from './attention';
+import { withLedger } from './index';
 
 onBackend('systolic');
 
@@ -179,5 +180,19 @@ describe('fused attention on the systolic backend', () => {
     expect(() => nn.dotProductAttention(q, np.astype(k, 'bfloat16'), v, { implementation: 'fused' })).toThrow("implementation 'fused' does not support dtypes float32, bfloat16, float32 (need one of float32, bfloat16 for all three)");
     expect(() => nn.dotProductAttention(q, k, v, { implementation: 'cudnn' as never })).toThrow('dot_product_attention: unknown implementation "cudnn"; valid: xla, fused or undefined');
     expect(() => nn.dotProductAttention(q, k, v, { scale: Number.NaN })).toThrow('dot_product_attention: scale must be a finite number; got NaN');
+  });
+});
+
+describe('fused attention in the cost ledger', () => {
+  it('counts the composite matmuls as MXU FLOPs, forward and backward', () => {
+    const c: Case = { b: 2, t: 16, s: 16, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 2 };
+    const [q, k, v] = operands(c);
+    const mm = 2 * c.b * c.k * c.t * c.s * c.h; // one [T,H]x[H,S] matmul over every (batch, head)
+    const fwd = withLedger(() => attend('fused', true)(q, k, v)).ledger;
+    expect(fwd.byOp.dot_product_attention_fwd.flops).toBe(2 * mm);
+    const gl = (a: Array) => np.sum(attend('fused', true)(a, k, v));
+    const bwd = withLedger(() => grad(gl)(q)).ledger;
+    expect(bwd.byOp.dot_product_attention_bwd.flops).toBe(4 * mm);
+    expect(bwd.byOp.dot_product_attention_bwd.seconds).toBeGreaterThan(0);
   });
 });
