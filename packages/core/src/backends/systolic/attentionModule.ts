@@ -27,10 +27,6 @@ export const ROWS = 4;
 /** Maximum pages of the (shared) memory the modules import: 1 GiB. */
 export const MAX_PAGES = 16384;
 
-/** Head-dim steps per iteration of the scores kernel's inner loop (hp is a multiple of 8). */
-const UNROLL_H = 1;
-/** Key steps per iteration of the rowsTimes kernel's inner loop (a power of 2 dividing 8). */
-const UNROLL_K = 1;
 
 const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
 const LOG2E = 1.4426950408889634;
@@ -98,37 +94,64 @@ const bump = (f: FunctionBuilder, p: number, bytes: number): void => {
   f.get(p).i32Const(bytes).op(OP.i32_add).set(p);
 };
 
+/** The 4 x 8 micro-kernel's registers (the GEMM's shape: 8 accumulators, 2 B vectors, 1 splat). */
+interface Micro {
+  pa: number;
+  pb: number;
+  i: number;
+  n: number;
+  acc: number[];
+  b0: number;
+  b1: number;
+  s: number;
+}
+
+function microLocals(f: FunctionBuilder): Micro {
+  const L = (t: 'i32' | 'v128') => f.local(t);
+  return { pa: L('i32'), pb: L('i32'), i: L('i32'), n: L('i32'), acc: Array.from({ length: 8 }, () => L('v128')), b0: L('v128'), b1: L('v128'), s: L('v128') };
+}
+
+/**
+ * acc[r][0..8] = sum over n steps of A[r] * B, from pa and pb on: A's 4 rows are `aRow` bytes
+ * apart (one f32 per step, splatted), B's 8 floats per step contiguous; per step pa += 4 and
+ * pb += `bStep`. A plain loop: V8 spills the accumulators of an unrolled one.
+ */
+function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number): void {
+  for (const x of r.acc) f.v128Const([0, 0, 0, 0]).set(x);
+  forLoop(f, r.i, r.n, () => {
+    f.get(r.pb).simdMem(SIMD.v128_load).set(r.b0);
+    f.get(r.pb).simdMem(SIMD.v128_load, 16).set(r.b1);
+    for (let row = 0; row < ROWS; row++) {
+      f.get(r.pa).simdMem(SIMD.v128_load32_splat, row * aRow, 4).set(r.s);
+      madd(f, relaxed, r.s, r.b0, r.acc[2 * row]);
+      f.set(r.acc[2 * row]);
+      madd(f, relaxed, r.s, r.b1, r.acc[2 * row + 1]);
+      f.set(r.acc[2 * row + 1]);
+    }
+    bump(f, r.pa, 4);
+    bump(f, r.pb, bStep);
+  });
+}
+
+/** Stores the micro-kernel's accumulators at `out` + `at`, rows `row` bytes apart. */
+function store4x8(f: FunctionBuilder, r: Micro, out: number, row: number, at: number): void {
+  for (let i = 0; i < ROWS; i++) {
+    f.get(out).get(r.acc[2 * i]).simdMem(SIMD.v128_store, i * row + at);
+    f.get(out).get(r.acc[2 * i + 1]).simdMem(SIMD.v128_store, i * row + at + 16);
+  }
+}
+
 function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
   return m.addFunction('scores', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [a, bt, out, nb] = [0, 1, 2, 3];
-    const [jb, pa, pb, h] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const acc = Array.from({ length: 8 }, () => f.local('v128'));
-    const [b0, b1, s] = [f.local('v128'), f.local('v128'), f.local('v128')];
+    const jb = f.local('i32');
+    const r = microLocals(f);
+    f.i32Const(hp).set(r.n);
     forLoop(f, jb, nb, () => {
-      for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
-      f.get(a).set(pa);
-      f.get(bt).set(pb);
-      f.i32Const(hp / UNROLL_H).set(h);
-      f.loop();
-      for (let u = 0; u < UNROLL_H; u++) {
-        f.get(pb).simdMem(SIMD.v128_load, u * 32).set(b0);
-        f.get(pb).simdMem(SIMD.v128_load, u * 32 + 16).set(b1);
-        for (let r = 0; r < ROWS; r++) {
-          f.get(pa).simdMem(SIMD.v128_load32_splat, (r * hp + u) * 4, 4).set(s);
-          madd(f, relaxed, s, b0, acc[2 * r]);
-          f.set(acc[2 * r]);
-          madd(f, relaxed, s, b1, acc[2 * r + 1]);
-          f.set(acc[2 * r + 1]);
-        }
-      }
-      bump(f, pa, UNROLL_H * 4);
-      bump(f, pb, UNROLL_H * 32);
-      f.get(h).i32Const(1).op(OP.i32_sub).tee(h).brIf(0);
-      f.end();
-      for (let r = 0; r < ROWS; r++) {
-        f.get(out).get(acc[2 * r]).simdMem(SIMD.v128_store, r * sp * 4);
-        f.get(out).get(acc[2 * r + 1]).simdMem(SIMD.v128_store, r * sp * 4 + 16);
-      }
+      f.get(a).set(r.pa);
+      f.get(bt).set(r.pb);
+      micro4x8(f, relaxed, r, hp * 4, 32);
+      store4x8(f, r, out, sp * 4, 0);
       bump(f, bt, hp * 32);
       bump(f, out, 32);
     });
@@ -138,33 +161,13 @@ function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean)
 function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
   return m.addFunction('rowsTimes', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [a, b, out, nk] = [0, 1, 2, 3];
-    const [k, pa, pb, k8] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const acc = Array.from({ length: 8 }, () => f.local('v128'));
-    const [b0, b1, s] = [f.local('v128'), f.local('v128'), f.local('v128')];
-    f.get(nk).i32Const(Math.log2(UNROLL_K)).op(OP.i32_shr_u).set(k8);
+    const r = microLocals(f);
+    f.get(nk).set(r.n);
     for (let cp = 0; cp < hp / 8; cp++) {
-      for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
-      f.get(a).set(pa);
-      f.get(b).i32Const(cp * 32).op(OP.i32_add).set(pb);
-      forLoop(f, k, k8, () => {
-        for (let kk = 0; kk < UNROLL_K; kk++) {
-          f.get(pb).simdMem(SIMD.v128_load, kk * hp * 4).set(b0);
-          f.get(pb).simdMem(SIMD.v128_load, kk * hp * 4 + 16).set(b1);
-          for (let r = 0; r < ROWS; r++) {
-            f.get(pa).simdMem(SIMD.v128_load32_splat, (r * sp + kk) * 4, 4).set(s);
-            madd(f, relaxed, s, b0, acc[2 * r]);
-            f.set(acc[2 * r]);
-            madd(f, relaxed, s, b1, acc[2 * r + 1]);
-            f.set(acc[2 * r + 1]);
-          }
-        }
-        bump(f, pa, UNROLL_K * 4);
-        bump(f, pb, UNROLL_K * hp * 4);
-      });
-      for (let r = 0; r < ROWS; r++) {
-        f.get(out).get(acc[2 * r]).simdMem(SIMD.v128_store, (r * hp + cp * 8) * 4);
-        f.get(out).get(acc[2 * r + 1]).simdMem(SIMD.v128_store, (r * hp + cp * 8) * 4 + 16);
-      }
+      f.get(a).set(r.pa);
+      f.get(b).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
+      micro4x8(f, relaxed, r, sp * 4, hp * 4);
+      store4x8(f, r, out, hp * 4, cp * 32);
     }
   });
 }
@@ -315,6 +318,17 @@ const storeLane = (f: FunctionBuilder, off: number, lane: number): FunctionBuild
  * - `stageCols(src, stride, rows, dst)`: BT panels (see `scores`) of bf16(src + r*stride)[h], rows padded to sp
  * - `unstageRows(src, rows, dst, stride)`: (dst + r*stride)[0..H] = src[r, 0..H]
  */
+/** Elements h0..H of a staged row one by one (rounded), then zeros up to hp; element h at dst + h * step. */
+function stageTail(f: FunctionBuilder, src: number, dst: number, t: number, h0: number, H: number, hp: number, step: number): void {
+  for (let h = h0; h < H; h++) {
+    f.get(dst);
+    loadScalar(f, src, h * 4);
+    roundBf16(f, t);
+    storeLane(f, h * step, 0);
+  }
+  for (let h = H; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * step);
+}
+
 function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { stageRows: number; stageCols: number; unstageRows: number } {
   const full = H >> 2;
   const stageRows = m.addFunction('stageRows', ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
@@ -327,13 +341,7 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { st
         roundBf16(f, t);
         f.simdMem(SIMD.v128_store, c * 16);
       }
-      for (let h = full * 4; h < H; h++) {
-        f.get(dst);
-        loadScalar(f, src, h * 4);
-        roundBf16(f, t);
-        storeLane(f, h * 4, 0);
-      }
-      for (let h = H; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 4);
+      stageTail(f, src, dst, t, full * 4, H, hp, 4);
       f.else();
       for (let c = 0; c < hp / 4; c++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, c * 16);
       f.end();
@@ -353,13 +361,7 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { st
         f.set(v);
         for (let l = 0; l < 4; l++) storeLane(f.get(dst).get(v), (c * 4 + l) * 32, l);
       }
-      for (let h = full * 4; h < H; h++) {
-        f.get(dst);
-        loadScalar(f, src, h * 4);
-        roundBf16(f, t);
-        storeLane(f, h * 32, 0);
-      }
-      for (let h = H; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 32);
+      stageTail(f, src, dst, t, full * 4, H, hp, 32);
       f.else();
       for (let h = 0; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 32);
       f.end();
