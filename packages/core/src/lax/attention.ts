@@ -13,12 +13,14 @@
  * (exact products, like the reference backend's dot_general); the systolic backend runs
  * generated WebAssembly instead (backends/systolic/attention.ts) with the MXU's numerics: q, k,
  * v and P rounded to bf16 as matmul operands, f32 accumulation and f32 softmax. vmap folds the
- * mapped axis into the batch. The backward primitive has no derivative rules (no grad of grad).
+ * mapped axis into the batch. Neither has a jvp rule: nn.dotProductAttention differentiates the
+ * forward through customVjp with the backward primitive; differentiating that again (grad of
+ * grad) is an error naming the primitive it meets.
  */
 import type { Array } from '../array';
 import { numbersToStorage, storageToNumbers } from '../array';
 import type { StorageArray } from '../dtype';
-import { type BatchRule, definePrimitive, type HostArray, type Primitive, type ShapedArray } from '../primitive';
+import { type BatchRule, definePrimitive, type HostArray, NON_LINEAR, type Primitive, type ShapedArray } from '../primitive';
 import { bind } from '../trace';
 import { moveBdim, reshape } from './structural';
 
@@ -169,7 +171,7 @@ export const attentionFwdP: Primitive<AttentionParams> = definePrimitive<Attenti
     ];
   },
   impl: (inputs, p) => referenceFwd(inputs, p),
-  rules: { batch: foldBatch(() => attentionFwdP, 3) },
+  rules: { batch: foldBatch(() => attentionFwdP, 3), transpose: NON_LINEAR },
 });
 
 export const attentionBwdP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
@@ -185,7 +187,7 @@ export const attentionBwdP: Primitive<AttentionParams> = definePrimitive<Attenti
     return [q, k, v].map((a) => ({ shape: a.shape, dtype: a.dtype, weakType: false }));
   },
   impl: (inputs, p) => referenceBwd(inputs, p),
-  rules: { batch: foldBatch(() => attentionBwdP, 5) },
+  rules: { batch: foldBatch(() => attentionBwdP, 5), transpose: NON_LINEAR },
 });
 
 /** Binds the forward primitive: [out, lse]. */
