@@ -26,6 +26,9 @@
  * framework and thread count (0: only the checks); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
  * writes tpukit's optimised loss-and-gradient HLO there; TPUKIT_PROFILE=1 prints xla-lite's
  * per-instruction profile of one tpukit step per thread count after the timed rounds.
+ * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
+ * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
+ * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
