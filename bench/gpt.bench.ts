@@ -175,9 +175,9 @@ function dotFlops(c: HloComputation): number {
   for (const i of c.instructions) {
     for (const sub of i.called) f += dotFlops(sub);
     const name = i.prim?.name;
-    if (name === 'dot_product_attention_fwd' || name === 'dot_product_attention_bwd') {
+    if (name === 'dot_product_attention' || name === 'dot_product_attention_fwd' || name === 'dot_product_attention_bwd') {
       const [b, t, n, h] = i.operands[0].shape.shape;
-      f += (name === 'dot_product_attention_fwd' ? 2 : 4) * 2 * b * n * t * i.operands[1].shape.shape[1] * h;
+      f += (name === 'dot_product_attention_bwd' ? 4 : 2) * 2 * b * n * t * i.operands[1].shape.shape[1] * h;
     }
     if (name !== 'dot_general') continue;
     const [[lc]] = (i.params as { dimensionNumbers: [[number[], number[]], [number[], number[]]] }).dimensionNumbers;

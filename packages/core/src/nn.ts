@@ -1,7 +1,7 @@
 /** The `nn` namespace: the jax.nn functions a transformer needs, built from jnp ops. */
-import { customVjp, stopGradient } from './transforms/custom';
+import { stopGradient } from './transforms/custom';
 import { getBackend } from './backend';
-import { type AttentionParams, attentionBwd, attentionFwd } from './lax/attention';
+import { attention } from './lax/attention';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
 import { isFloat } from './dtype';
@@ -175,7 +175,7 @@ export function dotProductAttention(query: ArrayLike, key: ArrayLike, value: Arr
     const why = opts.bias !== undefined ? 'a bias' : opts.mask !== undefined ? 'a mask (use isCausal)' : `dtypes ${q.dtype}, ${k.dtype}, ${v.dtype} (need one of float32, bfloat16 for all three)`;
     throw new TypeError(`${op}: implementation 'fused' does not support ${why}; use implementation 'xla'`);
   }
-  if (impl === 'fused' || (impl === undefined && fusable && getBackend().name === 'systolic')) return fusedAttention({ scale, isCausal: opts.isCausal === true })(q, k, v);
+  if (impl === 'fused' || (impl === undefined && fusable && getBackend().name === 'systolic')) return attention(q, k, v, { scale, isCausal: opts.isCausal === true });
   return compositeAttention(q, k, v, opts, scale, [b, t, n, h, s, kh]);
 }
 
@@ -197,28 +197,4 @@ function compositeAttention(q: Array, k: Array, v: Array, opts: DotProductAttent
   const probs = np.astype(softmax(logits, { axis: -1 }), v.dtype);
   const out = np.matmul(np.reshape(probs, [b, kh, g * t, s]), vt); // [B, K, G*T, H]
   return np.reshape(np.transpose(np.reshape(out, [b, kh, g, t, h]), [0, 3, 1, 2, 4]), [b, t, n, h]);
-}
-
-type Attention3 = (q: Array, k: Array, v: Array) => Array;
-const FUSED = new Map<string, Attention3>();
-
-/** The fused implementation for one (scale, isCausal): a customVjp over the forward and backward primitives. */
-function fusedAttention(params: AttentionParams): Attention3 {
-  const key = `${params.scale},${params.isCausal}`;
-  let f = FUSED.get(key);
-  if (!f) {
-    const fn = customVjp(function dotProductAttentionFused(q: Array, k: Array, v: Array): Array {
-      return attentionFwd(q, k, v, params)[0];
-    });
-    fn.defvjp(
-      (q: Array, k: Array, v: Array) => {
-        const [out, lse] = attentionFwd(q, k, v, params);
-        return [out, [q, k, v, lse]];
-      },
-      ([q, k, v, lse]: Array[], ct: Array) => attentionBwd(q, k, v, lse, ct, params),
-    );
-    f = fn;
-    FUSED.set(key, f);
-  }
-  return f;
 }

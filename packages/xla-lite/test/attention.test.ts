@@ -31,6 +31,14 @@ describe('fused attention under jit', () => {
     expect(text).not.toMatch(/exponential/);
   });
 
+  it('inference (no grad) is one dot_product_attention instruction', () => {
+    const f = jit((a: Array, b: Array, c: Array) => nn.dotProductAttention(a, b, c, { isCausal: true }));
+    expect(vals(f(q, k, v) as Array)).toEqual(vals(nn.dotProductAttention(q, k, v, { isCausal: true })));
+    const text = f.lower(q, k, v).compile().asText();
+    expect(text.match(/ dot_product_attention\(/g)?.length).toBe(1);
+    expect(text).not.toMatch(/dot_product_attention_(fwd|bwd|lin)/);
+  });
+
   it('exports to StableHLO as tpukit custom calls', () => {
     const text = jit(grad(loss)).lower(q, k, v).asStableHlo();
     expect(text).toContain('call_target_name = "tpukit.dot_product_attention_fwd"');

@@ -3,26 +3,31 @@
  * implementation (jax.nn.dot_product_attention with `implementation='cudnn'` is JAX's
  * counterpart: one kernel per direction instead of the composite's matmuls, mask and softmax).
  *
- * - `dot_product_attention_fwd`: query [B, T, N, H], key and value [B, S, K, H] (N a multiple of
- *   K, grouped-query attention) -> out [B, T, N, H] and the per-row logsumexp of the scaled
- *   logits, lse [B, N, T] float32 (the residual the backward pass recomputes P from).
+ * - `dot_product_attention`: query [B, T, N, H], key and value [B, S, K, H] (N a multiple of K,
+ *   grouped-query attention) -> out [B, T, N, H]: what `nn.dotProductAttention` binds.
+ * - `dot_product_attention_fwd`: the same with the per-row logsumexp of the scaled logits, lse
+ *   [B, N, T] float32 (the residual the backward pass recomputes P from); what its jvp binds.
+ * - `dot_product_attention_lin`: the linear map (tq, tk, tv) -> tOut at (q, k, v, lse); only
+ *   transposed (to `dot_product_attention_bwd`), never evaluated: forward-mode differentiation
+ *   (jvp, jacfwd) of the fused attention is an error, as for JAX's cuDNN attention.
  * - `dot_product_attention_bwd`: (query, key, value, lse, dOut) -> (dQuery, dKey, dValue).
  *
- * Parameters: `scale` (applied to the float32 logits) and `isCausal` (key s is visible to
- * query t when s <= t, as `np.tri(T, S)`). The reference kernels here are plain float64 loops
- * (exact products, like the reference backend's dot_general); the systolic backend runs
- * generated WebAssembly instead (backends/systolic/attention.ts) with the MXU's numerics: q, k,
- * v and P rounded to bf16 as matmul operands, f32 accumulation and f32 softmax. vmap folds the
- * mapped axis into the batch. Neither has a jvp rule: nn.dotProductAttention differentiates the
- * forward through customVjp with the backward primitive; differentiating that again (grad of
- * grad) is an error naming the primitive it meets.
+ * So reverse mode is jvp + partial evaluation + transpose like every other primitive, and the
+ * staged program holds plain primitives with plain parameters (no functions: it can be sent to
+ * device threads and exported). Parameters: `scale` (applied to the float32 logits) and
+ * `isCausal` (key s is visible to query t when s <= t, as `np.tri(T, S)`). The reference kernels
+ * here are plain float64 loops (exact products, like the reference backend's dot_general); the
+ * systolic backend runs generated WebAssembly instead (backends/systolic/attention.ts) with the
+ * MXU's numerics: q, k, v and P rounded to bf16 as matmul operands, f32 accumulation and f32
+ * softmax. vmap folds the mapped axis into the batch. The fwd and bwd primitives have no jvp
+ * rules: grad of grad is an error naming the primitive it meets.
  */
 import type { Array } from '../array';
 import { numbersToStorage, storageToNumbers } from '../array';
 import type { StorageArray } from '../dtype';
-import { type BatchRule, definePrimitive, type HostArray, NON_LINEAR, type Primitive, type ShapedArray } from '../primitive';
+import { type BatchRule, definePrimitive, type HostArray, isUndef, NON_LINEAR, type Primitive, type ShapedArray, type TransposeRule } from '../primitive';
 import { bind } from '../trace';
-import { moveBdim, reshape } from './structural';
+import { moveBdim, reshape, zerosOf } from './structural';
 
 export interface AttentionParams {
   readonly scale: number;
@@ -159,17 +164,7 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
 
 export const attentionFwdP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
   name: FWD,
-  abstractEval(avals, p) {
-    if (avals.length !== 3) throw new TypeError(`${FWD}: expected 3 operands (query, key, value); got ${avals.length}`);
-    checkParams(FWD, p);
-    checkAttentionOperands(FWD, avals, ['query', 'key', 'value']);
-    const [q] = avals;
-    const [b, t, n] = q.shape;
-    return [
-      { shape: q.shape, dtype: q.dtype, weakType: false },
-      { shape: [b, n, t], dtype: 'float32', weakType: false },
-    ];
-  },
+  abstractEval: (avals, p) => forwardAvals(FWD, avals, p),
   impl: (inputs, p) => referenceFwd(inputs, p),
   rules: { batch: foldBatch(() => attentionFwdP, 3), transpose: NON_LINEAR },
 });
@@ -189,6 +184,62 @@ export const attentionBwdP: Primitive<AttentionParams> = definePrimitive<Attenti
   impl: (inputs, p) => referenceBwd(inputs, p),
   rules: { batch: foldBatch(() => attentionBwdP, 5), transpose: NON_LINEAR },
 });
+
+const LIN = 'dot_product_attention_lin';
+
+/** Output avals of the forward primitives (out; lse) after checking the operands. */
+function forwardAvals(op: string, avals: ShapedArray[], p: AttentionParams): ShapedArray[] {
+  if (avals.length !== 3) throw new TypeError(`${op}: expected 3 operands (query, key, value); got ${avals.length}`);
+  checkParams(op, p);
+  checkAttentionOperands(op, avals, ['query', 'key', 'value']);
+  const [q] = avals;
+  const [b, t, n] = q.shape;
+  return [
+    { shape: q.shape, dtype: q.dtype, weakType: false },
+    { shape: [b, n, t], dtype: 'float32', weakType: false },
+  ];
+}
+
+export const attentionLinP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
+  name: LIN,
+  abstractEval(avals, p) {
+    if (avals.length !== 7) throw new TypeError(`${LIN}: expected 7 operands (query, key, value, lse, and their three tangents); got ${avals.length}`);
+    checkParams(LIN, p);
+    checkAttentionOperands(LIN, [...avals.slice(0, 3), ...avals.slice(4)], ['query', 'key', 'value', 'query tangent', 'key tangent', 'value tangent']);
+    return [{ shape: avals[0].shape, dtype: avals[0].dtype, weakType: false }];
+  },
+  impl() {
+    throw new Error(`${LIN}: forward-mode differentiation (jvp, jacfwd) of the fused attention is not supported; use nn.dotProductAttention's implementation 'xla'`);
+  },
+  rules: (self) => ({
+    transpose: (([ct], args, p) => {
+      const [q, k, v, lse] = args as Array[];
+      if (args.slice(0, 4).some(isUndef) || ct === null) return args.map(() => null);
+      const [dq, dk, dv] = attentionBwd(q, k, v, lse, ct, p);
+      return [null, null, null, null, ...[dq, dk, dv].map((d, i) => (isUndef(args[4 + i]) ? d : null))];
+    }) satisfies TransposeRule,
+    batch: foldBatch(() => self, 7),
+  }),
+});
+
+export const attentionP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
+  name: 'dot_product_attention',
+  abstractEval: (avals, p) => forwardAvals('dot_product_attention', avals, p).slice(0, 1),
+  impl: (inputs, p) => referenceFwd(inputs, p).slice(0, 1),
+  rules: (self) => ({
+    jvp: (primals, tangents, p) => {
+      const [out, lse] = attentionFwd(primals[0], primals[1], primals[2], p);
+      if (tangents.every((t) => t === null)) return [[out], [null]];
+      const ts = tangents.map((t, i) => t ?? zerosOf(primals[i].aval));
+      return [[out], [bind(attentionLinP, [...primals, lse, ...ts], p)[0]]];
+    },
+    transpose: NON_LINEAR,
+    batch: foldBatch(() => self, 3),
+  }),
+});
+
+/** Binds the attention primitive: out. */
+export const attention = (q: Array, k: Array, v: Array, params: AttentionParams): Array => bind(attentionP, [q, k, v], params)[0];
 
 /** Binds the forward primitive: [out, lse]. */
 export const attentionFwd = (q: Array, k: Array, v: Array, params: AttentionParams): Array[] => bind(attentionFwdP, [q, k, v], params);

@@ -9,7 +9,7 @@ import { grad, lax, nn, np } from '../index';
 import { allPrimitives, getPrimitive, type PrimitiveRules } from '../internal';
 
 /** Primitives without a jvp rule: differentiating them raises `jvp: primitive X has no jvp rule`. */
-export const MISSING_JVP = ['digamma', 'scatter-mul', 'scatter-min', 'scatter-max', 'dot_product_attention_fwd', 'dot_product_attention_bwd'];
+export const MISSING_JVP = ['digamma', 'scatter-mul', 'scatter-min', 'scatter-max', 'dot_product_attention_fwd', 'dot_product_attention_lin', 'dot_product_attention_bwd'];
 
 /** The linear first-order primitives: their transpose is a rule, every other one's is NON_LINEAR (or, higher-order, a rule of its own). */
 const LINEAR = [

@@ -4,7 +4,7 @@
 // reference with the MXU's roundings; vmap and jit; 1 vs 2 threads; bad inputs; the cost ledger.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type Array, grad, jit, makeJaxpr, nn, np, random, vmap } from '../../index';
+import { type Array, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
@@ -96,7 +96,7 @@ describe('fused attention on the systolic backend', () => {
     const c: Case = { b: 2, t: 128, s: 128, k: 4, g: 1, h: 32, causal: true, dtype: 'float32', seed: 7 };
     const [q, k, v] = operands(c);
     const text = String(makeJaxpr((a: Array, b: Array, d: Array) => nn.dotProductAttention(a, b, d, { isCausal: true }))(q, k, v));
-    expect(text).toContain('dot_product_attention_fwd');
+    expect(text).toContain('dot_product_attention[');
     expect(text).not.toContain('dot_general');
     close(attend('fused', true)(q, k, v), attend('xla', true)(q, k, v), 1e-2, 'forward');
   });
@@ -171,15 +171,16 @@ describe('fused attention on the systolic backend', () => {
     const [q, k, v] = operands({ b: 1, t: 4, s: 4, k: 1, g: 1, h: 3, causal: true, dtype: 'float32', seed: 1 });
     const mask = np.tri(4, 4, 0, 'bool');
     const jaxpr = (f: (a: Array) => Array) => String(makeJaxpr(f)(q));
-    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { mask }))).not.toContain('dot_product_attention_fwd');
-    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { bias: np.zeros([4, 4]) }))).not.toContain('dot_product_attention_fwd');
-    expect(jaxpr((a) => nn.dotProductAttention(np.astype(a, 'float16'), np.astype(k, 'float16'), np.astype(v, 'float16')))).not.toContain('dot_product_attention_fwd');
+    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { mask }))).not.toContain('dot_product_attention');
+    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { bias: np.zeros([4, 4]) }))).not.toContain('dot_product_attention');
+    expect(jaxpr((a) => nn.dotProductAttention(np.astype(a, 'float16'), np.astype(k, 'float16'), np.astype(v, 'float16')))).not.toContain('dot_product_attention');
     close(nn.dotProductAttention(q, k, v, { mask }), attend('fused', true)(q, k, v), 1e-2, 'mask = causal');
     expect(() => nn.dotProductAttention(q, k, v, { mask, implementation: 'fused' })).toThrow("dot_product_attention: implementation 'fused' does not support a mask (use isCausal); use implementation 'xla'");
     expect(() => nn.dotProductAttention(q, k, v, { bias: np.zeros([4, 4]), implementation: 'fused' })).toThrow("implementation 'fused' does not support a bias");
     expect(() => nn.dotProductAttention(q, np.astype(k, 'bfloat16'), v, { implementation: 'fused' })).toThrow("implementation 'fused' does not support dtypes float32, bfloat16, float32 (need one of float32, bfloat16 for all three)");
     expect(() => nn.dotProductAttention(q, k, v, { implementation: 'cudnn' as never })).toThrow('dot_product_attention: unknown implementation "cudnn"; valid: xla, fused or undefined');
     expect(() => nn.dotProductAttention(q, k, v, { scale: Number.NaN })).toThrow('dot_product_attention: scale must be a finite number; got NaN');
+    expect(() => jvp((a: Array) => attend('fused', true)(a, k, v), [q], [q])).toThrow("dot_product_attention_lin: forward-mode differentiation (jvp, jacfwd) of the fused attention is not supported; use nn.dotProductAttention's implementation 'xla'");
   });
 });
 
@@ -189,7 +190,7 @@ describe('fused attention in the cost ledger', () => {
     const [q, k, v] = operands(c);
     const mm = 2 * c.b * c.k * c.t * c.s * c.h; // one [T,H]x[H,S] matmul over every (batch, head)
     const fwd = withLedger(() => attend('fused', true)(q, k, v)).ledger;
-    expect(fwd.byOp.dot_product_attention_fwd.flops).toBe(2 * mm);
+    expect(fwd.byOp.dot_product_attention.flops).toBe(2 * mm);
     const gl = (a: Array) => np.sum(attend('fused', true)(a, k, v));
     const bwd = withLedger(() => grad(gl)(q)).ledger;
     expect(bwd.byOp.dot_product_attention_bwd.flops).toBe(4 * mm);

@@ -290,6 +290,7 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
 
 /** The systolic kernels of the fused attention primitives, by primitive name (backend.ts dispatches on it). */
 export const systolicAttentionKernels: Record<string, (inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean) => StorageArray[]> = {
+  dot_product_attention: (inputs, params, outAvals, relaxed) => attentionFwdSystolic(inputs, params, outAvals, relaxed).slice(0, 1),
   dot_product_attention_fwd: attentionFwdSystolic,
   dot_product_attention_bwd: attentionBwdSystolic,
 };
