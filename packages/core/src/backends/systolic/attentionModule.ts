@@ -28,6 +28,14 @@ export const ROWS = 4;
 export const MAX_PAGES = 16384;
 
 
+/**
+ * f32x4.pmin / pmax (`b < a ? b : a`, `a < b ? b : a`): one minps / maxps, where f32x4.min / max
+ * carry NaN and signed-zero fix-ups that V8 emits as ~8 instructions (they made the softmax rows
+ * cost more than the products). The values here are finite or -inf; a NaN input stays masked.
+ */
+const F32X4_PMIN = 0xea;
+const F32X4_PMAX = 0xeb;
+
 const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
 const LOG2E = 1.4426950408889634;
 const LN2_HI = 0.693359375;
@@ -48,15 +56,24 @@ function roundBf16(f: FunctionBuilder, t: number): void {
   f.v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add).v128Const([0xffff0000, 0xffff0000, 0xffff0000, 0xffff0000]).simd(SIMD.v128_and);
 }
 
-/** exp of the v128 on the stack (Cephes' expf polynomial; inputs below EXP_LO give 0). Uses locals x, n, m. */
-function expV(f: FunctionBuilder, x: number, n: number, m: number): void {
+/** 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer (nearest even) held in the low mantissa bits. */
+const MAGIC = 12582912;
+
+/**
+ * exp of the v128 on the stack (Cephes' expf polynomial; inputs below EXP_LO give 0). Uses
+ * locals x, n, m, t. n = round(x log2 e) comes from the magic-number addition (its bits give
+ * 2^n directly), which avoids f32x4.nearest and i32x4.trunc_sat (a long sequence in V8).
+ */
+function expV(f: FunctionBuilder, x: number, n: number, m: number, t: number): void {
   f.tee(x);
   splatF(f, EXP_LO).simd(SIMD.f32x4_ge).set(m);
   f.get(x);
-  splatF(f, EXP_LO).simd(SIMD.f32x4_max);
-  splatF(f, 88.3).simd(SIMD.f32x4_min).set(x);
+  splatF(f, EXP_LO).simd(F32X4_PMAX);
+  splatF(f, 88.3).simd(F32X4_PMIN).set(x);
   f.get(x);
-  splatF(f, LOG2E).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_nearest).set(n);
+  splatF(f, LOG2E).simd(SIMD.f32x4_mul);
+  splatF(f, MAGIC).simd(SIMD.f32x4_add).tee(t);
+  splatF(f, MAGIC).simd(SIMD.f32x4_sub).set(n);
   // r = x - n ln2_hi - n ln2_lo
   f.get(x).get(n);
   splatF(f, LN2_HI).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).get(n);
@@ -69,8 +86,9 @@ function expV(f: FunctionBuilder, x: number, n: number, m: number): void {
   // p * r^2 + r + 1
   f.get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_add);
   splatF(f, 1).simd(SIMD.f32x4_add);
-  // * 2^n, then zero where the input was below EXP_LO
-  f.get(n).simd(SIMD.i32x4_trunc_sat_f32x4_s).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_add).i32Const(23).simd(SIMD.i32x4_shl);
+  // * 2^n: the bits of t are MAGIC's plus n, and MAGIC's bits vanish under the shift by 23
+  f.get(t).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_add).i32Const(23).simd(SIMD.i32x4_shl);
+  // then zero where the input was below EXP_LO
   f.simd(SIMD.f32x4_mul).get(m).simd(SIMD.v128_and);
 }
 
@@ -224,14 +242,14 @@ function buildSoftmaxRow(m: ModuleBuilder): number {
   return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32'], [], (f) => {
     const [s, p, c, n, scale, ml, bf16] = [0, 1, 2, 3, 4, 5, 6];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, x, en, em, mx] = [f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128')];
+    const [v, t, acc, x, en, em, et, mx] = Array.from({ length: 8 }, () => f.local('v128'));
     const sum = f.local('f32');
     const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
     // pass 1: logits in place, running max
     splatF(f, -Infinity).set(acc);
     rowPrologue(f, s, c, n, scale, bf16, locals, () => {
       f.get(ptr).get(v).simdMem(SIMD.v128_store);
-      f.get(acc).get(v).simd(SIMD.f32x4_max).set(acc);
+      f.get(acc).get(v).simd(F32X4_PMAX).set(acc);
     });
     horizontal(f, acc, OP.f32_max);
     f.simd(SIMD.f32x4_splat).set(mx);
@@ -241,7 +259,7 @@ function buildSoftmaxRow(m: ModuleBuilder): number {
     f.get(p).set(q);
     forLoop(f, i, nv, () => {
       f.get(q).get(ptr).simdMem(SIMD.v128_load).get(mx).simd(SIMD.f32x4_sub);
-      expV(f, x, en, em);
+      expV(f, x, en, em, et);
       f.tee(v).simdMem(SIMD.v128_store);
       f.get(acc).get(v).simd(SIMD.f32x4_add).set(acc);
       bump(f, ptr, 16);
@@ -268,7 +286,7 @@ function buildGradRow(m: ModuleBuilder): number {
   return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32'], [], (f) => {
     const [s, dp, c, n, scale, lse, bf16] = [0, 1, 2, 3, 4, 5, 6];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, x, en, em, l, g, dd] = Array.from({ length: 9 }, () => f.local('v128'));
+    const [v, t, acc, x, en, em, et, l, g, dd] = Array.from({ length: 10 }, () => f.local('v128'));
     const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
     f.get(lse).simd(SIMD.f32x4_splat).set(l);
     f.v128Const([0, 0, 0, 0]).set(acc);
@@ -276,7 +294,7 @@ function buildGradRow(m: ModuleBuilder): number {
     // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
     rowPrologue(f, s, c, n, scale, bf16, locals, () => {
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
-      expV(f, x, en, em);
+      expV(f, x, en, em, et);
       f.tee(v).simdMem(SIMD.v128_store);
       f.get(q).simdMem(SIMD.v128_load).set(g);
       f.get(bf16).if().get(g);
