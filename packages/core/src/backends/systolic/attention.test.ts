@@ -122,7 +122,7 @@ describe('fused attention on the systolic backend', () => {
         const [q, k, v] = operands({ ...c, dtype: 'float32' });
         const got = f32(attend('fused', c.causal)(q, k, v));
         const want = naiveMxu(q, k, v, c.causal, 1 / Math.sqrt(c.h));
-        const lim = 1e-2 * Math.max(1, maxAbs(want));
+        const lim = 2e-2 * Math.max(1, maxAbs(want)); // an exp ulp can flip one P to its bf16 neighbour (2^-8 relative)
         got.forEach((x, i) => expect(Math.abs(x - want[i])).toBeLessThanOrEqual(lim));
       }),
       { numRuns: 15 },
