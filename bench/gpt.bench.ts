@@ -28,6 +28,9 @@
  * per-instruction profile of one tpukit step per thread count after the timed rounds (and the
  * operand bytes staged / read in place / copied out of the arena in it); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`).
+ * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
+ * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
+ * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -118,20 +121,35 @@ function layerNorm(x: Array, g: Array, b: Array): Array {
   return np.add(np.multiply(np.multiply(xc, np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
 }
 
-function tLoss(p: TParams, x: Array, y: Array): Array {
-  const dense = (a: Array, w: string, bias: string) => np.add(np.matmul(a, p[w]), p[bias]);
+/**
+ * Attention in tpukit's model: GPT_BENCH_ATTENTION unset (or 'auto') calls `nn.dotProductAttention`
+ * with `isCausal` and its default implementation (the fused kernels on the systolic backend);
+ * 'xla' forces its composite; 'manual' is the hand-written matmul / mask / softmax / matmul.
+ */
+const ATTENTION = process.env.GPT_BENCH_ATTENTION ?? 'auto';
+if (!['auto', 'xla', 'manual'].includes(ATTENTION)) throw new Error(`bench:gpt: GPT_BENCH_ATTENTION must be auto, xla or manual; got ${JSON.stringify(ATTENTION)}`);
+
+/** Causal self-attention of q, k, v [B, T, D] (heads of DH): [B, T, D]. */
+function tAttention(q: Array, k: Array, v: Array): Array {
+  if (ATTENTION !== 'manual') {
+    const split = (a: Array) => a.reshape([B, T, H, DH]);
+    return nn.dotProductAttention(split(q), split(k), split(v), { isCausal: true, implementation: ATTENTION === 'xla' ? 'xla' : undefined }).reshape([B, T, D]);
+  }
   const heads = (a: Array) => np.transpose(a.reshape([B, T, H, DH]), [0, 2, 1, 3]);
   const mask = np.tri(T, T, 0, 'bool');
+  const s = np.multiply(np.matmul(heads(q), np.swapaxes(heads(k), -1, -2)), 1 / Math.sqrt(DH));
+  const att = np.matmul(nn.softmax(np.where(mask, s, -1e9), { axis: -1 }), heads(v));
+  return np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]);
+}
+
+function tLoss(p: TParams, x: Array, y: Array): Array {
+  const dense = (a: Array, w: string, bias: string) => np.add(np.matmul(a, p[w]), p[bias]);
   let h = np.add(np.matmul(nn.oneHot(x, V), p.wte), p.wpe);
   for (let l = 0; l < L; l++) {
     const k = (s: LayerKey) => `h${l}.${s}`;
     const a = layerNorm(h, p[k('ln1g')], p[k('ln1b')]);
-    const q = heads(dense(a, k('wq'), k('bq')));
-    const kk = heads(dense(a, k('wk'), k('bk')));
-    const v = heads(dense(a, k('wv'), k('bv')));
-    const s = np.multiply(np.matmul(q, np.swapaxes(kk, -1, -2)), 1 / Math.sqrt(DH));
-    const att = np.matmul(nn.softmax(np.where(mask, s, -1e9), { axis: -1 }), v);
-    h = np.add(h, dense(np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]), k('wo'), k('bo')));
+    const att = tAttention(dense(a, k('wq'), k('bq')), dense(a, k('wk'), k('bk')), dense(a, k('wv'), k('bv')));
+    h = np.add(h, dense(att, k('wo'), k('bo')));
     const m = layerNorm(h, p[k('ln2g')], p[k('ln2b')]);
     h = np.add(h, dense(nn.gelu(dense(m, k('w1'), k('b1')), { approximate: true }), k('w2'), k('b2')));
   }
@@ -151,12 +169,21 @@ function tAdam(p: TParams, m: TParams, v: TParams, g: TParams, lrt: Array): [TPa
 /** Step size of Adam step `t` (from 1) with both bias corrections folded in. */
 const stepSize = (t: number) => (LR * Math.sqrt(1 - B2 ** t)) / (1 - B1 ** t);
 
-/** Sum of 2·|out|·K over every dot_general in a compiled computation (fusion bodies included). */
+/**
+ * Sum of 2·|out|·K over every dot_general in a compiled computation (fusion bodies included); a
+ * fused attention counts as the matmuls it replaces (QK^T and PV forward; dP, dV, dQ, dK backward,
+ * each 2·B·N·T·S·H, the causal half included as in the composite), so the count is the same.
+ */
 function dotFlops(c: HloComputation): number {
   let f = 0;
   for (const i of c.instructions) {
     for (const sub of i.called) f += dotFlops(sub);
-    if (i.prim?.name !== 'dot_general') continue;
+    const name = i.prim?.name;
+    if (name === 'dot_product_attention' || name === 'dot_product_attention_fwd' || name === 'dot_product_attention_bwd') {
+      const [b, t, n, h] = i.operands[0].shape.shape;
+      f += (name === 'dot_product_attention_bwd' ? 4 : 2) * 2 * b * n * t * i.operands[1].shape.shape[1] * h;
+    }
+    if (name !== 'dot_general') continue;
     const [[lc]] = (i.params as { dimensionNumbers: [[number[], number[]], [number[], number[]]] }).dimensionNumbers;
     const k = lc.reduce((a, d) => a * i.operands[0].shape.shape[d], 1);
     f += 2 * i.shape.shape.reduce((a, b) => a * b, 1) * k;
@@ -395,7 +422,7 @@ async function main(): Promise<void> {
   checkModel(host, data);
   if (ROUNDS === 0) return;
   const cores = systolic.getNumThreads();
-  console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+  console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}, attention ${ATTENTION}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
   // GPT_BENCH_ONLY (comma-separated names, e.g. "tpukit 1t,tpukit 1t step") keeps only those
   // trainers: quick interleaved A/B runs of one configuration.
   const only = process.env.GPT_BENCH_ONLY?.split(',').map((x) => x.trim());

@@ -1,5 +1,7 @@
 /** The `nn` namespace: the jax.nn functions a transformer needs, built from jnp ops. */
 import { stopGradient } from './transforms/custom';
+import { getBackend } from './backend';
+import { attention } from './lax/attention';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
 import { isFloat } from './dtype';
@@ -127,36 +129,64 @@ export function rmsNorm(x: ArrayLike, opts: { scale?: ArrayLike; epsilon?: numbe
   return opts.scale === undefined ? y : np.astype(np.multiply(y, opts.scale), a.dtype);
 }
 
+/** The implementations `nn.dotProductAttention` accepts (JAX: 'xla' | 'cudnn' | None). */
+export type AttentionImplementation = 'xla' | 'fused';
+
+export interface DotProductAttentionOptions {
+  bias?: ArrayLike;
+  mask?: ArrayLike;
+  scale?: number;
+  isCausal?: boolean;
+  /**
+   * 'xla': the composite (matmuls, mask, softmax); 'fused': one forward and one backward kernel
+   * (FlashAttention style; no bias or mask, only `isCausal`; float32 or bfloat16 operands of one
+   * dtype). Undefined picks 'fused' on the systolic backend where it applies, else 'xla'.
+   */
+  implementation?: AttentionImplementation;
+}
+
+const IMPLEMENTATIONS: readonly string[] = ['xla', 'fused'];
+
 /**
- * `jax.nn.dot_product_attention` (the XLA implementation): query [B, T, N, H], key and value
- * [B, S, K, H] with N a multiple of K (grouped-query attention: query head n reads key/value head
- * floor(n / (N / K))). `bias` is added to and `mask` (true = attend) selects the logits, both
- * broadcastable to [B, N, T, S]; `isCausal` masks key positions after the query's. Logits and the
- * softmax are float32; the probabilities are cast to value's dtype for the second matmul, as JAX
- * does. Returns [B, T, N, H].
+ * `jax.nn.dot_product_attention`: query [B, T, N, H], key and value [B, S, K, H] with N a
+ * multiple of K (grouped-query attention: query head n reads key/value head floor(n / (N / K))).
+ * `bias` is added to and `mask` (true = attend) selects the logits, both broadcastable to
+ * [B, N, T, S]; `isCausal` masks key positions after the query's. Logits and the softmax are
+ * float32; the probabilities are cast to value's dtype for the second matmul, as JAX does.
+ * Returns [B, T, N, H]. See `DotProductAttentionOptions.implementation` for the fused kernel.
  */
-export function dotProductAttention(
-  query: ArrayLike,
-  key: ArrayLike,
-  value: ArrayLike,
-  opts: { bias?: ArrayLike; mask?: ArrayLike; scale?: number; isCausal?: boolean } = {},
-): Array {
+export function dotProductAttention(query: ArrayLike, key: ArrayLike, value: ArrayLike, opts: DotProductAttentionOptions = {}): Array {
   const op = 'dot_product_attention';
-  checkOptions(op, opts, ['bias', 'mask', 'scale', 'isCausal']);
+  checkOptions(op, opts, ['bias', 'mask', 'scale', 'isCausal', 'implementation']);
+  const impl = opts.implementation;
+  if (impl !== undefined && !IMPLEMENTATIONS.includes(impl)) throw new TypeError(`${op}: unknown implementation ${JSON.stringify(impl)}; valid: ${IMPLEMENTATIONS.join(', ')} or undefined`);
   const [q, k, v] = [asArray(query, { op }), asArray(key, { op }), asArray(value, { op })];
   if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4) throw new TypeError(`${op}: query, key and value must be rank 4 [B, T|S, N|K, H]; got [${q.shape}], [${k.shape}], [${v.shape}]`);
   const [b, t, n, h] = q.shape;
   const [, s, kh] = k.shape;
   if (k.shape.join() !== v.shape.join()) throw new TypeError(`${op}: key [${k.shape}] and value [${v.shape}] must have the same shape`);
-  if (k.shape[0] !== b || k.shape[3] !== h || n % kh !== 0) {
+  if (k.shape[0] !== b || k.shape[3] !== h || kh === 0 || n % kh !== 0) {
     throw new TypeError(`${op}: key [${k.shape}] does not fit query [${q.shape}]: need the same batch and head dim, and query heads (${n}) a multiple of key heads (${kh})`);
   }
+  const scale = opts.scale ?? 1 / Math.sqrt(h);
+  if (typeof scale !== 'number' || !Number.isFinite(scale)) throw new TypeError(`${op}: scale must be a finite number; got ${String(scale)}`);
+  const fusable = opts.bias === undefined && opts.mask === undefined && (q.dtype === 'float32' || q.dtype === 'bfloat16') && q.dtype === k.dtype && q.dtype === v.dtype;
+  if (impl === 'fused' && !fusable) {
+    const why = opts.bias !== undefined ? 'a bias' : opts.mask !== undefined ? 'a mask (use isCausal)' : `dtypes ${q.dtype}, ${k.dtype}, ${v.dtype} (need one of float32, bfloat16 for all three)`;
+    throw new TypeError(`${op}: implementation 'fused' does not support ${why}; use implementation 'xla'`);
+  }
+  if (impl === 'fused' || (impl === undefined && fusable && getBackend().name === 'systolic')) return attention(q, k, v, { scale, isCausal: opts.isCausal === true });
+  return compositeAttention(q, k, v, opts, scale, [b, t, n, h, s, kh]);
+}
+
+/** The composite ('xla') implementation. */
+function compositeAttention(q: Array, k: Array, v: Array, opts: DotProductAttentionOptions, scale: number, [b, t, n, h, s, kh]: number[]): Array {
   const g = n / kh;
   // [B, T, N, H] -> [B, K, G*T, H]: one batched matmul per key/value head serves its G query heads.
   const qg = np.reshape(np.transpose(np.reshape(q, [b, t, kh, g, h]), [0, 2, 3, 1, 4]), [b, kh, g * t, h]);
   const kt = np.transpose(k, [0, 2, 3, 1]); // [B, K, H, S]
   const vt = np.transpose(v, [0, 2, 1, 3]); // [B, K, S, H]
-  let logits = np.multiply(np.astype(np.reshape(np.matmul(qg, kt), [b, n, t, s]), 'float32'), opts.scale ?? 1 / Math.sqrt(h));
+  let logits = np.multiply(np.astype(np.reshape(np.matmul(qg, kt), [b, n, t, s]), 'float32'), scale);
   if (opts.bias !== undefined) logits = np.add(logits, np.astype(opts.bias, 'float32'));
   let mask: Array | null = opts.mask === undefined ? null : np.astype(opts.mask, 'bool');
   if (opts.isCausal) {

@@ -85,10 +85,41 @@ describe('nn.dotProductAttention', () => {
     );
   });
 
+  it("implementation 'fused' (the primitives' reference kernels here) matches the naive loop, GQA, causal or not", () => {
+    close(f32(nn.dotProductAttention(q, k, v, { implementation: 'fused' })), naive(q, k, v), 1e-5);
+    close(f32(nn.dotProductAttention(q, k, v, { isCausal: true, implementation: 'fused' })), naive(q, k, v, { causal: true }), 1e-5);
+    const loss = (impl: 'fused' | 'xla') => (a: Array, b: Array, c: Array) => np.sum(np.square(nn.dotProductAttention(a, b, c, { isCausal: true, implementation: impl })));
+    const gf = grad(loss('fused'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+    const gx = grad(loss('xla'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+    gf.forEach((g, i) => close(f32(g), f32(gx[i]), 1e-5));
+  });
+
+  it("law: the fused implementation's gradient (every operand) matches central differences", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 1000 }), fc.integer({ min: 0, max: 2 }), fc.boolean(), (seed, arg, causal) => {
+        const xs = [random.normal(random.key(seed), [1, 3, 2, 3]), random.normal(random.key(seed + 1), [1, 4, 1, 3]), random.normal(random.key(seed + 2), [1, 4, 1, 3])];
+        const f = (...a: Array[]): Array => np.sum(np.square(nn.dotProductAttention(a[0], a[1], a[2], { isCausal: causal, implementation: 'fused' })));
+        const g = f32((grad(f, { argnums: [0, 1, 2] })(...xs) as Array[])[arg]);
+        const base = f32(xs[arg]);
+        const i = seed % base.length;
+        const eps = 1e-2;
+        const shifted = (d: number): number => {
+          const c = base.slice();
+          c[i] += d;
+          const ys = xs.slice();
+          ys[arg] = np.array(c, 'float32').reshape(xs[arg].shape);
+          return f(...ys).item() as number;
+        };
+        expect(Math.abs(g[i] - (shifted(eps) - shifted(-eps)) / (2 * eps))).toBeLessThan(2e-2);
+      }),
+      { numRuns: 12 },
+    );
+  });
+
   it('names the bad operand', () => {
     expect(() => nn.dotProductAttention(q, np.zeros([2, 5, 3, 3]), np.zeros([2, 5, 3, 3]))).toThrow('dot_product_attention: key [2,5,3,3] does not fit query [2,5,4,3]: need the same batch and head dim, and query heads (4) a multiple of key heads (3)');
     expect(() => nn.dotProductAttention(np.zeros([5, 4, 3]), k, v)).toThrow('must be rank 4');
-    expect(() => nn.dotProductAttention(q, k, v, { causal: true } as never)).toThrow('dot_product_attention: unknown option "causal"; valid options: bias, mask, scale, isCausal');
+    expect(() => nn.dotProductAttention(q, k, v, { causal: true } as never)).toThrow('dot_product_attention: unknown option "causal"; valid options: bias, mask, scale, isCausal, implementation');
     expect(() => nn.rmsNorm(q, { eps: 1 } as never)).toThrow('rms_norm: unknown option "eps"');
   });
 });

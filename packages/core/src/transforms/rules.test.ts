@@ -5,11 +5,11 @@
  * an error naming the primitive.
  */
 import { expect, test } from 'vitest';
-import { grad, lax, np } from '../index';
+import { grad, lax, nn, np } from '../index';
 import { allPrimitives, getPrimitive, type PrimitiveRules } from '../internal';
 
 /** Primitives without a jvp rule: differentiating them raises `jvp: primitive X has no jvp rule`. */
-export const MISSING_JVP = ['digamma', 'scatter-mul', 'scatter-min', 'scatter-max'];
+export const MISSING_JVP = ['digamma', 'scatter-mul', 'scatter-min', 'scatter-max', 'dot_product_attention_fwd', 'dot_product_attention_lin', 'dot_product_attention_bwd'];
 
 /** The linear first-order primitives: their transpose is a rule, every other one's is NON_LINEAR (or, higher-order, a rule of its own). */
 const LINEAR = [
@@ -64,4 +64,8 @@ test('a missing rule is an error naming the primitive and the rule', () => {
   expect(() => grad((x: any) => np.sum(lax.scatterMul(x, np.array([[0]]), np.array([2.5]), { updateWindowDims: [], insertedWindowDims: [0], scatterDimsToOperandDims: [0] })))(np.array([1.5, 2.5]))).toThrow(
     /primitive scatter-mul has no jvp rule/,
   );
+  // The fused attention is differentiated through customVjp once; its primitives have no jvp (no grad of grad).
+  const kv = np.ones([1, 2, 1, 2]);
+  const att = (x: any) => np.sum(nn.dotProductAttention(x, kv, kv, { implementation: 'fused' }));
+  expect(() => grad((x: any) => np.sum(grad(att)(x)))(np.ones([1, 2, 1, 2]))).toThrow(/jvp: primitive dot_product_attention_\w+ has no jvp rule/);
 });

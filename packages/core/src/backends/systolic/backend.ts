@@ -18,6 +18,8 @@ import { GemmEngine } from './gemmEngine';
 import { type Ledger, addCollective, addToLedger, newLedger, opCost } from './ledger';
 import { type CollectiveCall, collectiveCost, getInterconnect, type InterconnectModel } from './interconnect';
 import { mxuDotGeneral } from './mxuDot';
+import type { AttentionParams } from '../../lax/attention';
+import { systolicAttentionKernels } from './attention';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
 import { hostArrays, hostExecuteInto, hostMemory } from '../reference';
@@ -105,6 +107,8 @@ export class SystolicBackend implements Backend {
       outs = [mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAvals[0], { flushSubnormals: this.flushSubnormals })];
     } else if (this.flushSubnormals && prim.name === 'convert_element_type' && inAvals[0].dtype === 'float32' && outAvals[0].dtype === 'bfloat16') {
       outs = [bf16.encode(host[0].data as Float32Array, { flushSubnormals: true })];
+    } else if (Object.hasOwn(systolicAttentionKernels, prim.name)) {
+      outs = systolicAttentionKernels[prim.name](host, params as AttentionParams, outAvals, this.relaxed && wasmFeatures().relaxedSimd);
     } else {
       outs = prim.impl(host, params, outAvals);
     }

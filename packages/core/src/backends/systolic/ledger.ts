@@ -1,7 +1,8 @@
 /**
  * The cost ledger and the per-op roofline. Every op the systolic backend executes is costed on
  * the selected TPU preset: a dot_general is MXU work (its GEMM cycles from `gemmCycles` with the
- * 'overlapped' model over all MXUs of the chip, one GEMM per batch element and bf16 pass); every
+ * 'overlapped' model over all MXUs of the chip, one GEMM per batch element and bf16 pass), and so
+ * is the fused attention (its matmuls per batch and head); every
  * other op is vector-unit work, modelled as bound by its HBM traffic. An op's modelled time is
  * the roofline max(compute time, bytes / HBM bandwidth). `withLedger(fn)` collects the entries of
  * everything `fn` runs. Beside compute, the ledger records communication: every collective a
@@ -55,6 +56,21 @@ export function opCost(prim: Primitive, inAvals: readonly ShapedArray[], params:
       const g = gemmCycles({ m: M, k: K, n: N }, { rows: preset.mxuRows, cols: preset.mxuCols, model: 'overlapped', units: preset.mxusPerCore * preset.coresPerChip });
       cycles = g.cycles * B * passCount(lhs.dtype, p.precision);
     }
+    const computeSeconds = cycles / preset.clockHz;
+    const seconds = Math.max(computeSeconds, memSeconds);
+    return { op: prim.name, flops, bytes: memBytes, cycles: seconds * preset.clockHz, computeCycles: cycles, seconds, bound: computeSeconds >= memSeconds ? 'compute' : 'memory', unit: 'mxu' };
+  }
+  if (prim.name === 'dot_product_attention' || prim.name === 'dot_product_attention_fwd' || prim.name === 'dot_product_attention_bwd') {
+    // The fused attention is MXU work: per (batch, head) the matmuls it runs (QK^T and PV forward;
+    // QK^T recomputed, dO V^T, P^T dO, dS K, dS^T Q backward), each one bf16 pass. Model FLOPs
+    // count the matmuls the composite would do (2 forward, 4 backward), not the recomputation.
+    const [b, t, n, h] = inAvals[0].shape;
+    const s = inAvals[1].shape[1];
+    const fwd = prim.name !== 'dot_product_attention_bwd';
+    const gemms = fwd ? [[t, h, s], [t, s, h]] : [[t, h, s], [t, h, s], [s, t, h], [t, s, h], [s, t, h]];
+    const units = { rows: preset.mxuRows, cols: preset.mxuCols, model: 'overlapped' as const, units: preset.mxusPerCore * preset.coresPerChip };
+    const cycles = t * s * h === 0 ? 0 : b * n * gemms.reduce((acc, [m, k, nn]) => acc + gemmCycles({ m, k, n: nn }, units).cycles, 0);
+    const flops = (fwd ? 2 : 4) * 2 * b * n * t * s * h;
     const computeSeconds = cycles / preset.clockHz;
     const seconds = Math.max(computeSeconds, memSeconds);
     return { op: prim.name, flops, bytes: memBytes, cycles: seconds * preset.clockHz, computeCycles: cycles, seconds, bound: computeSeconds >= memSeconds ? 'compute' : 'memory', unit: 'mxu' };

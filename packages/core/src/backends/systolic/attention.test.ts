@@ -1,0 +1,199 @@
+// The fused attention (nn.dotProductAttention implementation 'fused') on the systolic backend's
+// wasm kernels: equal to the composite ('xla') within bf16 tolerance, forward and gradients,
+// over random shapes (odd head dims, T != S, grouped-query heads, both dtypes); against a plain-JS
+// reference with the MXU's roundings; vmap and jit; 1 vs 2 threads; bad inputs; the cost ledger.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { type Array, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
+import type { DType } from '../../dtype';
+import { onBackend } from '../../../test/backend';
+import { setNumThreads } from '../../threads';
+import { attentionStats } from './attention';
+import { withLedger } from './index';
+
+onBackend('systolic');
+
+const f32 = (a: Array): Float32Array => Float32Array.from(np.astype(a, 'float32').dataSync() as Float32Array);
+const maxAbs = (a: Float32Array): number => a.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+
+/** |a - b| <= tol * max(1, max|b|) elementwise. */
+function close(a: Array, b: Array, tol: number, what: string): void {
+  expect(a.shape).toEqual(b.shape);
+  const [x, y] = [f32(a), f32(b)];
+  const lim = tol * Math.max(1, maxAbs(y));
+  let worst = 0;
+  for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]));
+  expect(worst, `${what}: max |diff| ${worst} > ${lim}`).toBeLessThanOrEqual(lim);
+}
+
+const bf16 = (x: number): number => {
+  const u = new Uint32Array(new Float32Array([x]).buffer);
+  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
+  return new Float32Array(u.buffer)[0];
+};
+
+/** Plain-JS forward with the MXU's roundings: q, k, v and P rounded to bf16, f32 softmax (float64 sums). */
+function naiveMxu(q: Array, k: Array, v: Array, causal: boolean, scale: number): Float32Array {
+  const [B, T, N, H] = q.shape;
+  const [, S, K] = k.shape;
+  const [qd, kd, vd] = [q, k, v].map((a) => f32(a).map(bf16));
+  const out = new Float32Array(B * T * N * H);
+  for (let b = 0; b < B; b++)
+    for (let t = 0; t < T; t++)
+      for (let n = 0; n < N; n++) {
+        const kh = Math.floor(n / (N / K));
+        const l: number[] = [];
+        for (let s = 0; s < S; s++) {
+          let d = 0;
+          for (let h = 0; h < H; h++) d += qd[((b * T + t) * N + n) * H + h] * kd[((b * S + s) * K + kh) * H + h];
+          l.push(causal && s > t ? -Infinity : Math.fround(d) * scale);
+        }
+        const m = Math.max(...l);
+        const e = l.map((x) => Math.exp(x - m));
+        const z = e.reduce((x, y) => x + y, 0);
+        for (let h = 0; h < H; h++) {
+          let acc = 0;
+          for (let s = 0; s < S; s++) acc += bf16(e[s] / z) * vd[((b * S + s) * K + kh) * H + h];
+          out[((b * T + t) * N + n) * H + h] = acc;
+        }
+      }
+  return out;
+}
+
+interface Case {
+  b: number;
+  t: number;
+  s: number;
+  k: number;
+  g: number;
+  h: number;
+  causal: boolean;
+  dtype: DType;
+  seed: number;
+}
+
+const caseArb: fc.Arbitrary<Case> = fc.record({
+  b: fc.integer({ min: 1, max: 2 }),
+  t: fc.integer({ min: 1, max: 13 }),
+  s: fc.integer({ min: 1, max: 13 }),
+  k: fc.integer({ min: 1, max: 2 }),
+  g: fc.integer({ min: 1, max: 3 }),
+  h: fc.integer({ min: 1, max: 11 }),
+  causal: fc.boolean(),
+  dtype: fc.constantFrom<DType>('float32', 'bfloat16'),
+  seed: fc.integer({ min: 0, max: 1 << 20 }),
+});
+
+function operands(c: Case): [Array, Array, Array, Array] {
+  const mk = (i: number, shape: number[]) => np.astype(random.normal(random.key(4 * c.seed + i), shape), c.dtype);
+  return [mk(0, [c.b, c.t, c.k * c.g, c.h]), mk(1, [c.b, c.s, c.k, c.h]), mk(2, [c.b, c.s, c.k, c.h]), mk(3, [c.b, c.t, c.k * c.g, c.h])];
+}
+
+const attend = (impl: 'fused' | 'xla', causal: boolean) => (q: Array, k: Array, v: Array): Array => nn.dotProductAttention(q, k, v, { isCausal: causal, implementation: impl });
+
+describe('fused attention on the systolic backend', () => {
+  it('is the default there (one fused primitive in the jaxpr) and matches the composite on the reference GPT shape', () => {
+    const c: Case = { b: 2, t: 128, s: 128, k: 4, g: 1, h: 32, causal: true, dtype: 'float32', seed: 7 };
+    const [q, k, v] = operands(c);
+    const text = String(makeJaxpr((a: Array, b: Array, d: Array) => nn.dotProductAttention(a, b, d, { isCausal: true }))(q, k, v));
+    expect(text).toContain('dot_product_attention[');
+    expect(text).not.toContain('dot_general');
+    close(attend('fused', true)(q, k, v), attend('xla', true)(q, k, v), 1e-2, 'forward');
+  });
+
+  it('law: forward and gradients equal the composite within bf16 tolerance (odd dims, T != S, GQA, both dtypes)', () => {
+    fc.assert(
+      fc.property(caseArb, (c) => {
+        const [q, k, v, w] = operands(c);
+        const tol = c.dtype === 'bfloat16' ? 5e-2 : 2e-2;
+        close(attend('fused', c.causal)(q, k, v), attend('xla', c.causal)(q, k, v), tol, `forward ${JSON.stringify(c)}`);
+        const loss = (impl: 'fused' | 'xla') => (a: Array, b: Array, d: Array) => np.sum(np.multiply(np.astype(attend(impl, c.causal)(a, b, d), 'float32'), np.astype(w, 'float32')));
+        const gf = grad(loss('fused'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+        const gc = grad(loss('xla'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+        gf.forEach((g, i) => close(g, gc[i], tol * 2, `d${'qkv'[i]} ${JSON.stringify(c)}`));
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it('law: forward equals a plain-JS reference with the MXU roundings', () => {
+    fc.assert(
+      fc.property(caseArb, (c) => {
+        const [q, k, v] = operands({ ...c, dtype: 'float32' });
+        const got = f32(attend('fused', c.causal)(q, k, v));
+        const want = naiveMxu(q, k, v, c.causal, 1 / Math.sqrt(c.h));
+        const lim = 2e-2 * Math.max(1, maxAbs(want)); // an exp ulp can flip one P to its bf16 neighbour (2^-8 relative)
+        got.forEach((x, i) => expect(Math.abs(x - want[i])).toBeLessThanOrEqual(lim));
+      }),
+      { numRuns: 15 },
+    );
+  });
+
+  it('vmap equals a loop; jit equals eager', () => {
+    const c: Case = { b: 1, t: 6, s: 6, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 3 };
+    const xs = [0, 1, 2].map((i) => operands({ ...c, seed: 10 + i }));
+    const stack = (j: number) => np.stack(xs.map((x) => x[j]));
+    const f = attend('fused', true);
+    const batched = vmap(f)(stack(0), stack(1), stack(2));
+    xs.forEach((x, i) => expect([...f32(batched.get(i))]).toEqual([...f32(f(x[0], x[1], x[2]))]));
+    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(f(a, b, d)));
+    const gv = vmap(grad(gl))(stack(0), stack(1), stack(2));
+    xs.forEach((x, i) => expect([...f32(gv.get(i))]).toEqual([...f32(grad(gl)(x[0], x[1], x[2]))]));
+    const [q, k, v] = xs[0];
+    expect([...f32(jit(f)(q, k, v))]).toEqual([...f32(f(q, k, v))]);
+    expect([...f32(jit(grad(gl))(q, k, v))]).toEqual([...f32(grad(gl)(q, k, v))]);
+  });
+
+  it('1 and 2 threads give bit-identical results, and the worker thread computes items', () => {
+    const c: Case = { b: 3, t: 37, s: 37, k: 2, g: 2, h: 12, causal: true, dtype: 'float32', seed: 5 };
+    const [q, k, v] = operands(c);
+    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
+    const run = (n: number) => {
+      setNumThreads(n);
+      try {
+        return [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]);
+      } finally {
+        setNumThreads(null);
+      }
+    };
+    const one = run(1);
+    const before = attentionStats();
+    const two = run(2);
+    const after = attentionStats();
+    expect(two).toEqual(one);
+    if (typeof SharedArrayBuffer !== 'undefined') {
+      expect(after.pooled - before.pooled).toBeGreaterThanOrEqual(2);
+      expect(after.workerItems).toBeGreaterThan(before.workerItems);
+    }
+  });
+
+  it('falls back to the composite where the fused kernel does not apply; explicit fused rejects it', () => {
+    const [q, k, v] = operands({ b: 1, t: 4, s: 4, k: 1, g: 1, h: 3, causal: true, dtype: 'float32', seed: 1 });
+    const mask = np.tri(4, 4, 0, 'bool');
+    const jaxpr = (f: (a: Array) => Array) => String(makeJaxpr(f)(q));
+    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { mask }))).not.toContain('dot_product_attention');
+    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { bias: np.zeros([4, 4]) }))).not.toContain('dot_product_attention');
+    expect(jaxpr((a) => nn.dotProductAttention(np.astype(a, 'float16'), np.astype(k, 'float16'), np.astype(v, 'float16')))).not.toContain('dot_product_attention');
+    close(nn.dotProductAttention(q, k, v, { mask }), attend('fused', true)(q, k, v), 1e-2, 'mask = causal');
+    expect(() => nn.dotProductAttention(q, k, v, { mask, implementation: 'fused' })).toThrow("dot_product_attention: implementation 'fused' does not support a mask (use isCausal); use implementation 'xla'");
+    expect(() => nn.dotProductAttention(q, k, v, { bias: np.zeros([4, 4]), implementation: 'fused' })).toThrow("implementation 'fused' does not support a bias");
+    expect(() => nn.dotProductAttention(q, np.astype(k, 'bfloat16'), v, { implementation: 'fused' })).toThrow("implementation 'fused' does not support dtypes float32, bfloat16, float32 (need one of float32, bfloat16 for all three)");
+    expect(() => nn.dotProductAttention(q, k, v, { implementation: 'cudnn' as never })).toThrow('dot_product_attention: unknown implementation "cudnn"; valid: xla, fused or undefined');
+    expect(() => nn.dotProductAttention(q, k, v, { scale: Number.NaN })).toThrow('dot_product_attention: scale must be a finite number; got NaN');
+    expect(() => jvp((a: Array) => attend('fused', true)(a, k, v), [q], [q])).toThrow("dot_product_attention_lin: forward-mode differentiation (jvp, jacfwd) of the fused attention is not supported; use nn.dotProductAttention's implementation 'xla'");
+  });
+});
+
+describe('fused attention in the cost ledger', () => {
+  it('counts the composite matmuls as MXU FLOPs, forward and backward', () => {
+    const c: Case = { b: 2, t: 16, s: 16, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 2 };
+    const [q, k, v] = operands(c);
+    const mm = 2 * c.b * c.k * c.t * c.s * c.h; // one [T,H]x[H,S] matmul over every (batch, head)
+    const fwd = withLedger(() => attend('fused', true)(q, k, v)).ledger;
+    expect(fwd.byOp.dot_product_attention.flops).toBe(2 * mm);
+    const gl = (a: Array) => np.sum(attend('fused', true)(a, k, v));
+    const bwd = withLedger(() => grad(gl)(q)).ledger;
+    expect(bwd.byOp.dot_product_attention_bwd.flops).toBe(4 * mm);
+    expect(bwd.byOp.dot_product_attention_bwd.seconds).toBeGreaterThan(0);
+  });
+});

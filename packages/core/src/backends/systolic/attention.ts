@@ -1,0 +1,296 @@
+/**
+ * The systolic backend's fused attention (the kernels of lax/attention.ts's primitives), in the
+ * style of FlashAttention with two-pass row softmax: per batch item and key/value head, the
+ * query rows go in blocks of 4; each block computes its logits only up to the last key its rows
+ * may see (under `isCausal` the key blocks above the diagonal are skipped), the softmax in f32,
+ * and P V. The backward pass recomputes P from q, k and the forward's logsumexp, and forms
+ * dS = P (dP - rowsum(P dP)) (the composite's softmax gradient), dq = dS k, dk += dS^T q,
+ * dv += P^T dO, again only over visible keys; the G query heads that share a key/value head
+ * (grouped-query attention) run in one item, so dk and dv accumulate without races.
+ *
+ * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
+ * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
+ * worker threads over the same shared memory (a pool of this file's own, started on first use;
+ * workers compile the module from its bytes, which the job leaves in memory). Each item is
+ * computed by one thread in a fixed order, so results do not depend on the thread count.
+ *
+ * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
+ * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
+ * into wasm memory once per call (as f32), then staged per item by wasm kernels (rounded, padded
+ * to a head dim and a key count of multiples of 8, key and value also transposed); the kernels
+ * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once. With bfloat16 operands the logits and dP are rounded to bf16 first,
+ * as the composite's bf16 matmul results are.
+ */
+import * as bf16 from '../../bf16';
+import type { StorageArray } from '../../dtype';
+import type { HostArray, ShapedArray } from '../../primitive';
+import { type AttentionParams, attentionDims } from '../../lax/attention';
+import { getNumThreads } from '../../threads';
+import { wasmFeatures } from '../../wasm/features';
+import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
+import { WorkerPool } from '../../wasm/workerPool';
+import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, ROWS, SCRATCH, attentionModule } from './attentionModule';
+
+const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
+
+// Control slots of the pool (Int32 in a SharedArrayBuffer).
+const GEN = 0; // job generation (bumped to wake the workers; -1 ends them)
+const DONE = 1; // workers finished with the current job
+const ERR = 2; // set by a worker that failed
+const NEXT = 3; // next item to take
+const ITEMS = 4;
+const MODE = 5; // 0 forward, 1 backward
+const MOD_ID = 6; // the job's module: id, byte length, byte address of its bytes in memory
+const MOD_LEN = 7;
+const MOD_AT = 8;
+const ACTIVE = 9; // workers that take items in this job
+const WORKER_ITEMS = 10; // items the workers computed, all jobs
+const SPIN = 4000;
+
+const WORKER_SOURCE = `
+const { workerData } = require('node:worker_threads');
+const { control, id, start, memory } = workerData;
+const c = new Int32Array(control);
+let inst = null, modId = -1, seen = start;
+for (;;) {
+  Atomics.wait(c, ${GEN}, seen);
+  seen = Atomics.load(c, ${GEN});
+  if (seen < 0) break;
+  if (id < c[${ACTIVE}]) {
+    try {
+      if (c[${MOD_ID}] !== modId) {
+        const bytes = new Uint8Array(memory.buffer, c[${MOD_AT}], c[${MOD_LEN}]).slice();
+        inst = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { mem: memory } });
+        modId = c[${MOD_ID}];
+      }
+      const run = c[${MODE}] === 0 ? inst.exports.fwdItem : inst.exports.bwdItem;
+      const items = c[${ITEMS}];
+      for (let i = Atomics.add(c, ${NEXT}, 1); i < items; i = Atomics.add(c, ${NEXT}, 1)) {
+        run(i, id + 1);
+        Atomics.add(c, ${WORKER_ITEMS}, 1);
+      }
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1);
+    }
+  }
+  Atomics.add(c, ${DONE}, 1);
+  Atomics.notify(c, ${DONE});
+}
+`;
+
+/** Where the job's module bytes are left for the workers (after the descriptor). */
+const MOD_BYTES_AT = 256;
+
+/** One wasm memory for every attention module (shared when threads can run; grown as needed), its views, the instances over it and the pool. */
+class Arena {
+  readonly shared = wasmFeatures().threads && WorkerPool.available();
+  memory: WasmMemory = new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
+  f32 = new Float32Array(this.memory.buffer);
+  i32 = new Int32Array(this.memory.buffer);
+  private readonly instances = new Map<number, AttentionKernels>();
+  private pool: WorkerPool | null = null;
+  readonly control = this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64);
+
+  kernels(mod: AttentionModule): AttentionKernels {
+    let k = this.instances.get(mod.id);
+    if (!k) {
+      k = new WA.Instance(mod.module, { env: { mem: this.memory } }).exports as unknown as AttentionKernels;
+      this.instances.set(mod.id, k);
+    }
+    return k;
+  }
+
+  /** Makes the memory at least `bytes` long. */
+  reserve(bytes: number): void {
+    const have = this.memory.buffer.byteLength;
+    if (bytes <= have) return;
+    if (bytes > MAX_PAGES * 65536) throw new RangeError(`dot_product_attention (systolic): needs ${bytes} bytes of wasm memory; the most is ${MAX_PAGES * 65536}`);
+    this.memory.grow(Math.ceil((bytes - have) / 65536));
+    this.f32 = new Float32Array(this.memory.buffer);
+    this.i32 = new Int32Array(this.memory.buffer);
+  }
+
+  /** Runs items [0, items) of the job in the descriptor on `threads` threads (the calling one included). */
+  run(mod: AttentionModule, k: AttentionKernels, backward: boolean, items: number, threads: number): void {
+    const run = backward ? k.bwdItem : k.fwdItem;
+    const workers = Math.min(threads, items) - 1;
+    stats.jobs++;
+    if (workers < 1 || !this.startPool(workers)) {
+      for (let i = 0; i < items; i++) run(i, 0);
+      return;
+    }
+    const c = this.control;
+    const pool = this.pool!;
+    // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
+    new Uint8Array(this.memory.buffer, MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
+    c[MOD_ID] = mod.id;
+    c[MOD_LEN] = mod.bytes.length;
+    c[MOD_AT] = MOD_BYTES_AT;
+    c[MODE] = backward ? 1 : 0;
+    c[ITEMS] = items;
+    c[ACTIVE] = workers;
+    Atomics.store(c, NEXT, 0);
+    Atomics.store(c, DONE, 0);
+    Atomics.store(c, ERR, 0);
+    pool.wake();
+    stats.pooled++;
+    let failure: unknown = null;
+    try {
+      for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) run(i, 0);
+    } catch (e) {
+      failure = e;
+    }
+    pool.waitFor(DONE, pool.workers.length);
+    if (failure !== null) throw failure;
+    if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
+  }
+
+  /** Starts the pool with at least `n` workers; false when workers cannot run here. */
+  private startPool(n: number): boolean {
+    if (!this.shared) return false;
+    this.pool ??= new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ memory: this.memory }));
+    return this.pool.ensure(n);
+  }
+}
+
+let arena: Arena | null = null;
+
+/** Counters of the fused attention's jobs: all, those run on the pool, and the items worker threads computed. */
+export function attentionStats(): { jobs: number; pooled: number; workerItems: number } {
+  return { ...stats, workerItems: arena ? Atomics.load(arena.control, WORKER_ITEMS) : 0 };
+}
+const stats = { jobs: 0, pooled: 0 };
+
+/** Sizes and padded sizes of one call. */
+interface Plan {
+  readonly B: number;
+  readonly T: number;
+  readonly N: number;
+  readonly H: number;
+  readonly S: number;
+  readonly K: number;
+  readonly G: number;
+  readonly tp: number;
+  readonly hp: number;
+  readonly sp: number;
+}
+
+function plan(q: HostArray, k: HostArray): Plan {
+  const d = attentionDims(q.shape, k.shape);
+  return { B: d.b, T: d.t, N: d.n, H: d.h, S: d.s, K: d.k, G: d.g, tp: ceil(Math.max(d.t, 1), ROWS), hp: ceil(Math.max(d.h, 1), 8), sp: ceil(Math.max(d.s, 1), 8) };
+}
+
+/**
+ * Lays out the job in memory and writes the descriptor: the raw operand/result regions (f32
+ * element counts, in DESC order from QR), then one scratch area per thread. Returns the raw
+ * regions' byte addresses.
+ */
+function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number): number[] {
+  const { tp, hp, sp } = p;
+  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16 };
+  let at = ceil(MOD_BYTES_AT + modBytes, 64);
+  const rawAt = raw.map((n) => {
+    const r = at;
+    at += ceil(n, 16) * 4; // 64-byte aligned regions
+    return r;
+  });
+  const offs: number[] = [];
+  let scratch = 0;
+  for (const k of SCRATCH) {
+    offs.push(scratch);
+    scratch += ceil(sizes[k], 16) * 4;
+  }
+  a.reserve(at + scratch * threads);
+  const d = a.i32;
+  const set = (slot: number, v: number): void => {
+    d[slot] = v;
+  };
+  set(DESC.B, p.B);
+  set(DESC.T, p.T);
+  set(DESC.N, p.N);
+  set(DESC.S, p.S);
+  set(DESC.K, p.K);
+  set(DESC.G, p.G);
+  set(DESC.TP, tp);
+  set(DESC.CAUSAL, params.isCausal ? 1 : 0);
+  set(DESC.BF16, bf ? 1 : 0);
+  a.f32[DESC.SCALE] = params.scale;
+  rawAt.forEach((r, i) => set(DESC.QR + i, r));
+  set(DESC.QSTRIDE, p.N * p.H * 4);
+  set(DESC.KSTRIDE, p.K * p.H * 4);
+  set(DESC.SCRATCH, at);
+  set(DESC.SCRATCH_BYTES, scratch);
+  offs.forEach((o, i) => set(DESC.OFF + i, o));
+  return rawAt;
+}
+
+/** Copies a host operand into wasm memory at byte `dst` as f32 (bf16 storage is widened). */
+function copyIn(a: Arena, x: StorageArray, bf: boolean, dst: number): void {
+  const view = a.f32.subarray(dst >> 2, (dst >> 2) + x.length);
+  if (bf) bf16.decode(x as Uint16Array, view);
+  else view.set(x as Float32Array);
+}
+
+/** Copies `out.length` f32 results at byte `src` into host storage `out` (rounded when bf16). */
+function copyOut(a: Arena, src: number, out: StorageArray): void {
+  const view = a.f32.subarray(src >> 2, (src >> 2) + out.length);
+  if (out instanceof Uint16Array) bf16.encode(view, undefined, out);
+  else (out as Float32Array).set(view);
+}
+
+const alloc = (dtype: string, n: number): StorageArray => (dtype === 'bfloat16' ? new Uint16Array(n) : new Float32Array(n));
+
+/** The module, its instance and the thread count for a call. */
+function setup(p: Plan, relaxed: boolean): { a: Arena; mod: AttentionModule; threads: number } {
+  const a = (arena ??= new Arena());
+  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+}
+
+/** The forward kernel: [out, lse]. */
+export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
+  const [q, k, v] = inputs;
+  const p = plan(q, k);
+  const out = alloc(outAvals[0].dtype, q.data.length);
+  const lse = new Float32Array(p.B * p.N * p.T);
+  if (q.data.length === 0 || k.data.length === 0) return [out, lse.fill(-Infinity)];
+  const bf = q.dtype === 'bfloat16';
+  const { a, mod, threads } = setup(p, relaxed);
+  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * lse.length], threads, mod.bytes.length);
+  copyIn(a, q.data, bf, Qr);
+  copyIn(a, k.data, bf, Kr);
+  copyIn(a, v.data, bf, Vr);
+  a.run(mod, a.kernels(mod), false, p.B * p.K, threads);
+  copyOut(a, Or, out);
+  const ml = a.f32;
+  for (let i = 0, m = ML >> 2; i < lse.length; i++, m += 2) lse[i] = ml[m] + Math.log(ml[m + 1]);
+  return [out, lse];
+}
+
+/** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut). */
+export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
+  const [q, k, v, lse, dout] = inputs;
+  const p = plan(q, k);
+  const [dq, dk, dv] = outAvals.map((o, i) => alloc(o.dtype, inputs[i].data.length));
+  if (q.data.length === 0 || k.data.length === 0) return [dq, dk, dv];
+  const bf = q.dtype === 'bfloat16';
+  const { a, mod, threads } = setup(p, relaxed);
+  const [nq, nk] = [q.data.length, k.data.length];
+  const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length);
+  copyIn(a, q.data, bf, Qr);
+  copyIn(a, k.data, bf, Kr);
+  copyIn(a, v.data, bf, Vr);
+  copyIn(a, dout.data, bf, DOr);
+  copyIn(a, lse.data, false, L);
+  a.run(mod, a.kernels(mod), true, p.B * p.K, threads);
+  copyOut(a, DQr, dq);
+  copyOut(a, DKr, dk);
+  copyOut(a, DVr, dv);
+  return [dq, dk, dv];
+}
+
+/** The systolic kernels of the fused attention primitives, by primitive name (backend.ts dispatches on it). */
+export const systolicAttentionKernels: Record<string, (inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean) => StorageArray[]> = {
+  dot_product_attention: (inputs, params, outAvals, relaxed) => attentionFwdSystolic(inputs, params, outAvals, relaxed).slice(0, 1),
+  dot_product_attention_fwd: attentionFwdSystolic,
+  dot_product_attention_bwd: attentionBwdSystolic,
+};

@@ -1,0 +1,619 @@
+/**
+ * The WebAssembly kernels of the fused attention (attention.ts drives them), generated per
+ * head dim H (padded to `hp`, a multiple of 8) and padded key count `sp` (a multiple of 8), so every
+ * address offset inside a block is a constant and the head-dim loops are unrolled. Operands are
+ * f32 in wasm memory holding bf16-representable values (the MXU's operand rounding is done when
+ * they are staged, or by `round` below for P and dS); products accumulate in f32 (relaxed FMA
+ * when the runtime has it). All kernels work on blocks of 4 query rows:
+ *
+ * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT  (Q K^T, dO V^T), with BT
+ *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
+ * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
+ * - `transAcc(a, b, out, nj)`: out[j, hp] += sum_r A[r, j] B[r, hp], j < nj      (dS^T Q, P^T dO)
+ * - `softmaxRow(s, p, c, n, scale, mlOut, bf16)`: one row: logits = s * scale over the c visible
+ *   columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and max and sum
+ *   written at mlOut (the caller forms lse = max + log(sum)).
+ * - `gradRow(s, dp, c, n, scale, lse, bf16)`: one row of the backward pass: P = exp(s * scale -
+ *   lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
+ *   With `bf16` set the logits and dP are first rounded to bf16 (the composite's bf16 matmul
+ *   results).
+ */
+import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
+import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
+
+/** Rows per block: every kernel computes or consumes 4 query rows. */
+export const ROWS = 4;
+
+/** Maximum pages of the (shared) memory the modules import: 1 GiB. */
+export const MAX_PAGES = 16384;
+
+
+/**
+ * f32x4.pmin / pmax (`b < a ? b : a`, `a < b ? b : a`): one minps / maxps, where f32x4.min / max
+ * carry NaN and signed-zero fix-ups that V8 emits as ~8 instructions (they made the softmax rows
+ * cost more than the products). The values here are finite or -inf; a NaN input stays masked.
+ */
+const F32X4_PMIN = 0xea;
+const F32X4_PMAX = 0xeb;
+
+const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
+const LOG2E = 1.4426950408889634;
+const LN2_HI = 0.693359375;
+const LN2_LO = -2.12194440e-4;
+const EXP_POLY = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+
+/** Emits `acc + a * b` for three v128 locals (leaves the sum on the stack). */
+function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: number): void {
+  if (relaxed) f.get(a).get(b).get(acc).simd(SIMD.f32x4_relaxed_madd);
+  else f.get(a).get(b).simd(SIMD.f32x4_mul).get(acc).simd(SIMD.f32x4_add);
+}
+
+const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v).simd(SIMD.f32x4_splat);
+
+/** Rounds the v128 on the stack to bf16 (round to nearest even on the f32 bits); uses local `t`. */
+function roundBf16(f: FunctionBuilder, t: number): void {
+  f.tee(t).get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const([1, 1, 1, 1]).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
+  f.v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add).v128Const([0xffff0000, 0xffff0000, 0xffff0000, 0xffff0000]).simd(SIMD.v128_and);
+}
+
+/** 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer (nearest even) held in the low mantissa bits. */
+const MAGIC = 12582912;
+
+/**
+ * exp of the v128 on the stack (Cephes' expf polynomial; inputs below EXP_LO give 0). Uses
+ * locals x, n, m, t. n = round(x log2 e) comes from the magic-number addition (its bits give
+ * 2^n directly), which avoids f32x4.nearest and i32x4.trunc_sat (a long sequence in V8).
+ */
+function expV(f: FunctionBuilder, x: number, n: number, m: number, t: number): void {
+  f.tee(x);
+  splatF(f, EXP_LO).simd(SIMD.f32x4_ge).set(m);
+  f.get(x);
+  splatF(f, EXP_LO).simd(F32X4_PMAX);
+  splatF(f, 88.3).simd(F32X4_PMIN).set(x);
+  f.get(x);
+  splatF(f, LOG2E).simd(SIMD.f32x4_mul);
+  splatF(f, MAGIC).simd(SIMD.f32x4_add).tee(t);
+  splatF(f, MAGIC).simd(SIMD.f32x4_sub).set(n);
+  // r = x - n ln2_hi - n ln2_lo
+  f.get(x).get(n);
+  splatF(f, LN2_HI).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).get(n);
+  splatF(f, LN2_LO).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).set(x);
+  splatF(f, EXP_POLY[0]);
+  for (let i = 1; i < EXP_POLY.length; i++) {
+    f.get(x).simd(SIMD.f32x4_mul);
+    splatF(f, EXP_POLY[i]).simd(SIMD.f32x4_add);
+  }
+  // p * r^2 + r + 1
+  f.get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_add);
+  splatF(f, 1).simd(SIMD.f32x4_add);
+  // * 2^n: the bits of t are MAGIC's plus n, and MAGIC's bits vanish under the shift by 23
+  f.get(t).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_add).i32Const(23).simd(SIMD.i32x4_shl);
+  // then zero where the input was below EXP_LO
+  f.simd(SIMD.f32x4_mul).get(m).simd(SIMD.v128_and);
+}
+
+/** Horizontal reduction of v128 local `v` with a scalar f32 op (max or add). */
+function horizontal(f: FunctionBuilder, v: number, op: number): void {
+  f.get(v).simd(SIMD.f32x4_extract_lane).op(0);
+  for (let l = 1; l < 4; l++) f.get(v).simd(SIMD.f32x4_extract_lane).op(l).op(op);
+}
+
+/** A counted loop `for (i = 0; i < n; i++) body` over local i (n a local); `body` must not branch out. */
+function forLoop(f: FunctionBuilder, i: number, n: number, body: () => void): void {
+  f.i32Const(0).set(i);
+  f.block().get(i).get(n).op(OP.i32_ge_s).brIf(0).loop();
+  body();
+  f.get(i).i32Const(1).op(OP.i32_add).tee(i).get(n).op(OP.i32_lt_s).brIf(0);
+  f.end().end();
+}
+
+/** Adds `bytes` to pointer local p. */
+const bump = (f: FunctionBuilder, p: number, bytes: number): void => {
+  f.get(p).i32Const(bytes).op(OP.i32_add).set(p);
+};
+
+/** The 4 x 8 micro-kernel's registers (the GEMM's shape: 8 accumulators, 2 B vectors, 1 splat). */
+interface Micro {
+  pa: number;
+  pb: number;
+  i: number;
+  n: number;
+  acc: number[];
+  b0: number;
+  b1: number;
+  s: number;
+}
+
+function microLocals(f: FunctionBuilder): Micro {
+  const L = (t: 'i32' | 'v128') => f.local(t);
+  return { pa: L('i32'), pb: L('i32'), i: L('i32'), n: L('i32'), acc: Array.from({ length: 8 }, () => L('v128')), b0: L('v128'), b1: L('v128'), s: L('v128') };
+}
+
+/**
+ * acc[r][0..8] = sum over n steps of A[r] * B, from pa and pb on: A's 4 rows are `aRow` bytes
+ * apart (one f32 per step, splatted), B's 8 floats per step contiguous; per step pa += 4 and
+ * pb += `bStep`. A plain loop: V8 spills the accumulators of an unrolled one.
+ */
+function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number): void {
+  for (const x of r.acc) f.v128Const([0, 0, 0, 0]).set(x);
+  forLoop(f, r.i, r.n, () => {
+    f.get(r.pb).simdMem(SIMD.v128_load).set(r.b0);
+    f.get(r.pb).simdMem(SIMD.v128_load, 16).set(r.b1);
+    for (let row = 0; row < ROWS; row++) {
+      f.get(r.pa).simdMem(SIMD.v128_load32_splat, row * aRow, 4).set(r.s);
+      madd(f, relaxed, r.s, r.b0, r.acc[2 * row]);
+      f.set(r.acc[2 * row]);
+      madd(f, relaxed, r.s, r.b1, r.acc[2 * row + 1]);
+      f.set(r.acc[2 * row + 1]);
+    }
+    bump(f, r.pa, 4);
+    bump(f, r.pb, bStep);
+  });
+}
+
+/** Stores the micro-kernel's accumulators at `out` + `at`, rows `row` bytes apart. */
+function store4x8(f: FunctionBuilder, r: Micro, out: number, row: number, at: number): void {
+  for (let i = 0; i < ROWS; i++) {
+    f.get(out).get(r.acc[2 * i]).simdMem(SIMD.v128_store, i * row + at);
+    f.get(out).get(r.acc[2 * i + 1]).simdMem(SIMD.v128_store, i * row + at + 16);
+  }
+}
+
+function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
+  return m.addFunction('scores', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, bt, out, nb] = [0, 1, 2, 3];
+    const jb = f.local('i32');
+    const r = microLocals(f);
+    f.i32Const(hp).set(r.n);
+    forLoop(f, jb, nb, () => {
+      f.get(a).set(r.pa);
+      f.get(bt).set(r.pb);
+      micro4x8(f, relaxed, r, hp * 4, 32);
+      store4x8(f, r, out, sp * 4, 0);
+      bump(f, bt, hp * 32);
+      bump(f, out, 32);
+    });
+  });
+}
+
+function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
+  return m.addFunction('rowsTimes', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, nk] = [0, 1, 2, 3];
+    const r = microLocals(f);
+    f.get(nk).set(r.n);
+    for (let cp = 0; cp < hp / 8; cp++) {
+      f.get(a).set(r.pa);
+      f.get(b).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
+      micro4x8(f, relaxed, r, sp * 4, hp * 4);
+      store4x8(f, r, out, hp * 4, cp * 32);
+    }
+  });
+}
+
+function buildTransAcc(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
+  return m.addFunction('transAcc', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, nj] = [0, 1, 2, 3];
+    const j = f.local('i32');
+    const s = Array.from({ length: ROWS }, () => f.local('v128'));
+    const [o, x] = [f.local('v128'), f.local('v128')];
+    forLoop(f, j, nj, () => {
+      for (let r = 0; r < ROWS; r++) f.get(a).simdMem(SIMD.v128_load32_splat, r * sp * 4, 4).set(s[r]);
+      for (let c = 0; c < hp / 4; c++) {
+        f.get(out).simdMem(SIMD.v128_load, c * 16).set(o);
+        for (let r = 0; r < ROWS; r++) {
+          f.get(b).simdMem(SIMD.v128_load, (r * hp + c * 4) * 4).set(x);
+          madd(f, relaxed, s[r], x, o);
+          f.set(o);
+        }
+        f.get(out).get(o).simdMem(SIMD.v128_store, c * 16);
+      }
+      bump(f, a, 4);
+      bump(f, out, hp * 4);
+    });
+  });
+}
+
+/**
+ * Shared start of both row kernels: every 4-column vector of the row's n columns, as logits (s,
+ * rounded to bf16 when `bf16`, times scale; -inf at columns c and past), is handed to `each` in
+ * local `v`, with the vector's address in local `p`.
+ */
+function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, locals: { i: number; p: number; v: number; t: number; nv: number; idx: number; lim: number }, each: () => void): void {
+  const { i, p, v, t, nv, idx, lim } = locals;
+  f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
+  f.get(s).set(p);
+  f.v128Const([0, 1, 2, 3]).set(idx);
+  f.get(c).simd(SIMD.i32x4_splat).set(lim);
+  forLoop(f, i, nv, () => {
+    f.get(p).simdMem(SIMD.v128_load).set(v);
+    f.get(bf16).if().get(v);
+    roundBf16(f, t);
+    f.set(v).end();
+    f.get(v).get(scale).simd(SIMD.f32x4_splat).simd(SIMD.f32x4_mul);
+    splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
+    f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
+    each();
+    bump(f, p, 16);
+  });
+}
+
+function buildSoftmaxRow(m: ModuleBuilder): number {
+  // (s, p, c, n, scale, mlOut, bf16)
+  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32'], [], (f) => {
+    const [s, p, c, n, scale, ml, bf16] = [0, 1, 2, 3, 4, 5, 6];
+    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const [v, t, acc, x, en, em, et, mx] = Array.from({ length: 8 }, () => f.local('v128'));
+    const sum = f.local('f32');
+    const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
+    // pass 1: logits in place, running max
+    splatF(f, -Infinity).set(acc);
+    rowPrologue(f, s, c, n, scale, bf16, locals, () => {
+      f.get(ptr).get(v).simdMem(SIMD.v128_store);
+      f.get(acc).get(v).simd(F32X4_PMAX).set(acc);
+    });
+    horizontal(f, acc, OP.f32_max);
+    f.simd(SIMD.f32x4_splat).set(mx);
+    // pass 2: e = exp(logit - max) into p, running sum
+    f.v128Const([0, 0, 0, 0]).set(acc);
+    f.get(s).set(ptr);
+    f.get(p).set(q);
+    forLoop(f, i, nv, () => {
+      f.get(q).get(ptr).simdMem(SIMD.v128_load).get(mx).simd(SIMD.f32x4_sub);
+      expV(f, x, en, em, et);
+      f.tee(v).simdMem(SIMD.v128_store);
+      f.get(acc).get(v).simd(SIMD.f32x4_add).set(acc);
+      bump(f, ptr, 16);
+      bump(f, q, 16);
+    });
+    horizontal(f, acc, OP.f32_add);
+    f.set(sum);
+    f.get(ml).get(mx).simd(SIMD.f32x4_extract_lane).op(0).mem(OP.f32_store);
+    f.get(ml).get(sum).mem(OP.f32_store, 4);
+    // pass 3: p = bf16(e / sum)
+    f.get(sum).simd(SIMD.f32x4_splat).set(acc);
+    f.get(p).set(q);
+    forLoop(f, i, nv, () => {
+      f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store);
+      bump(f, q, 16);
+    });
+  });
+}
+
+function buildGradRow(m: ModuleBuilder): number {
+  // (s, dp, c, n, scale, lse, bf16)
+  return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32'], [], (f) => {
+    const [s, dp, c, n, scale, lse, bf16] = [0, 1, 2, 3, 4, 5, 6];
+    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const [v, t, acc, x, en, em, et, l, g, dd] = Array.from({ length: 10 }, () => f.local('v128'));
+    const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
+    f.get(lse).simd(SIMD.f32x4_splat).set(l);
+    f.v128Const([0, 0, 0, 0]).set(acc);
+    f.get(dp).set(q);
+    // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
+    rowPrologue(f, s, c, n, scale, bf16, locals, () => {
+      f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
+      expV(f, x, en, em, et);
+      f.tee(v).simdMem(SIMD.v128_store);
+      f.get(q).simdMem(SIMD.v128_load).set(g);
+      f.get(bf16).if().get(g);
+      roundBf16(f, t);
+      f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
+      madd(f, false, v, g, acc);
+      f.set(acc);
+      bump(f, q, 16);
+    });
+    horizontal(f, acc, OP.f32_add);
+    f.simd(SIMD.f32x4_splat).set(dd);
+    f.get(scale).simd(SIMD.f32x4_splat).set(l);
+    // pass 2: dp <- bf16(P (dP - D) scale), s <- bf16(P)
+    f.get(s).set(ptr);
+    f.get(dp).set(q);
+    forLoop(f, i, nv, () => {
+      f.get(ptr).simdMem(SIMD.v128_load).set(v);
+      f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store);
+      f.get(ptr).get(v);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store);
+      bump(f, ptr, 16);
+      bump(f, q, 16);
+    });
+  });
+}
+
+/** A scalar f32 at `addr + off` as lane 0 of a v128 (load32_zero). */
+const loadScalar = (f: FunctionBuilder, addr: number, off: number): FunctionBuilder => f.get(addr).simdMem(SIMD.v128_load32_zero, off, 4);
+
+/** Stores lane `lane` of the v128 on the stack (after the address) at `off`. */
+const storeLane = (f: FunctionBuilder, off: number, lane: number): FunctionBuilder => f.simdMem(SIMD.v128_store32_lane, off, 4).op(lane);
+
+/**
+ * The staging kernels (operands into the kernels' padded layouts, rounded to bf16; results back):
+ * - `stageRows(src, stride, rows, dst, rowsPadded)`: dst[r, 0..hp] = bf16(src + r*stride)[0..H], zero padded
+ * - `stageCols(src, stride, rows, dst)`: BT panels (see `scores`) of bf16(src + r*stride)[h], rows padded to sp
+ * - `unstageRows(src, rows, dst, stride)`: (dst + r*stride)[0..H] = src[r, 0..H]
+ */
+/** Elements h0..H of a staged row one by one (rounded), then zeros up to hp; element h at dst + h * step. */
+function stageTail(f: FunctionBuilder, src: number, dst: number, t: number, h0: number, H: number, hp: number, step: number): void {
+  for (let h = h0; h < H; h++) {
+    f.get(dst);
+    loadScalar(f, src, h * 4);
+    roundBf16(f, t);
+    storeLane(f, h * step, 0);
+  }
+  for (let h = H; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * step);
+}
+
+function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { stageRows: number; stageCols: number; unstageRows: number } {
+  const full = H >> 2;
+  const stageRows = m.addFunction('stageRows', ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, stride, rows, dst, rp] = [0, 1, 2, 3, 4];
+    const [r, t] = [f.local('i32'), f.local('v128')];
+    forLoop(f, r, rp, () => {
+      f.get(r).get(rows).op(OP.i32_lt_s).if();
+      for (let c = 0; c < full; c++) {
+        f.get(dst).get(src).simdMem(SIMD.v128_load, c * 16);
+        roundBf16(f, t);
+        f.simdMem(SIMD.v128_store, c * 16);
+      }
+      stageTail(f, src, dst, t, full * 4, H, hp, 4);
+      f.else();
+      for (let c = 0; c < hp / 4; c++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, c * 16);
+      f.end();
+      bump(f, dst, hp * 4);
+      f.get(src).get(stride).op(OP.i32_add).set(src);
+    });
+  });
+  const stageCols = m.addFunction('stageCols', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, stride, rows, dst] = [0, 1, 2, 3];
+    const [r, n, t, v] = [f.local('i32'), f.local('i32'), f.local('v128'), f.local('v128')];
+    f.i32Const(sp).set(n);
+    forLoop(f, r, n, () => {
+      f.get(r).get(rows).op(OP.i32_lt_s).if();
+      for (let c = 0; c < full; c++) {
+        f.get(src).simdMem(SIMD.v128_load, c * 16);
+        roundBf16(f, t);
+        f.set(v);
+        for (let l = 0; l < 4; l++) storeLane(f.get(dst).get(v), (c * 4 + l) * 32, l);
+      }
+      stageTail(f, src, dst, t, full * 4, H, hp, 32);
+      f.else();
+      for (let h = 0; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 32);
+      f.end();
+      // next column of the panel, or the first of the next panel
+      bump(f, dst, 4);
+      f.get(r).i32Const(7).op(OP.i32_and).i32Const(7).op(OP.i32_eq).if();
+      bump(f, dst, hp * 32 - 32);
+      f.end();
+      f.get(src).get(stride).op(OP.i32_add).set(src);
+    });
+  });
+  const unstageRows = m.addFunction('unstageRows', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, rows, dst, stride] = [0, 1, 2, 3];
+    const r = f.local('i32');
+    forLoop(f, r, rows, () => {
+      for (let c = 0; c < full; c++) f.get(dst).get(src).simdMem(SIMD.v128_load, c * 16).simdMem(SIMD.v128_store, c * 16);
+      for (let h = full * 4; h < H; h++) f.get(dst).get(src).mem(OP.f32_load, h * 4).mem(OP.f32_store, h * 4);
+      bump(f, src, hp * 4);
+      f.get(dst).get(stride).op(OP.i32_add).set(dst);
+    });
+  });
+  return { stageRows, stageCols, unstageRows };
+}
+
+/** The job descriptor (i32 slots at byte 0 of memory) the item drivers read; attention.ts writes it. */
+export const DESC = {
+  B: 0, T: 1, N: 2, S: 3, K: 4, G: 5, TP: 6, CAUSAL: 7, BF16: 8, SCALE: 9,
+  /** raw operands and results (byte addresses): q, k, v, out | dOut, ml | lse, dq, dk, dv */
+  QR: 10, KR: 11, VR: 12, OR: 13, ML: 14, DQR: 15, DKR: 16, DVR: 17,
+  /** row strides in bytes of the query-shaped and key-shaped operands */
+  QSTRIDE: 18, KSTRIDE: 19,
+  /** thread 0's scratch, bytes per thread */
+  SCRATCH: 20, SCRATCH_BYTES: 21,
+  /** offsets inside a thread's scratch: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV, S, P (or dP), ML */
+  OFF: 22,
+  SLOTS: 33,
+} as const;
+
+/** The scratch regions' order in `DESC.OFF` slots. */
+export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml'] as const;
+
+interface Fns {
+  scores: number;
+  rowsTimes: number;
+  transAcc: number;
+  softmaxRow: number;
+  gradRow: number;
+  stageRows: number;
+  stageCols: number;
+  unstageRows: number;
+}
+
+/**
+ * The item drivers `fwdItem(item, tid)` and `bwdItem(item, tid)`: one (batch, key/value head)
+ * item of the job in the descriptor, with thread `tid`'s scratch. Items are independent (each
+ * writes its own rows of the results), so threads may take them in any order.
+ */
+function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: Fns): void {
+  for (const dir of ['fwd', 'bwd'] as const) {
+    m.addFunction(`${dir}Item`, ['i32', 'i32'], [], (f) => {
+      const [item, tid] = [0, 1];
+      const L = (): number => f.local('i32');
+      const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
+      const [koff, qoff, i] = [L(), L(), L()];
+      const scale = f.local('f32');
+      const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
+      const slot = (k: number): FunctionBuilder => f.i32Const(0).mem(OP.i32_load, k * 4);
+      for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
+      f.i32Const(0).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
+      slot(DESC.SCRATCH);
+      f.get(tid);
+      slot(DESC.SCRATCH_BYTES).op(OP.i32_mul).op(OP.i32_add).set(scr);
+      SCRATCH.forEach((k, j) => {
+        f.get(scr);
+        slot(DESC.OFF + j).op(OP.i32_add).set(off[k]);
+      });
+      f.get(item).get(K).op(OP.i32_div_u).set(b);
+      f.get(item).get(b).get(K).op(OP.i32_mul).op(OP.i32_sub).set(kh);
+      // koff = (b*S*K + kh) * H * 4: item (b, kh)'s first key row
+      f.get(b).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(kh).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(koff);
+      const stageKV = (dst: keyof typeof off, src: number, cols: boolean): void => {
+        slot(src).get(koff).op(OP.i32_add);
+        slot(DESC.KSTRIDE).get(S).get(off[dst]);
+        if (cols) f.call(fn.stageCols);
+        else f.i32Const(sp).call(fn.stageRows);
+      };
+      if (dir === 'fwd') {
+        stageKV('kt', DESC.KR, true);
+        stageKV('v', DESC.VR, false);
+      } else {
+        stageKV('kt', DESC.KR, true);
+        stageKV('kb', DESC.KR, false);
+        stageKV('v', DESC.VR, true);
+        // zero dK and dV (adjacent)
+        f.i32Const(0).set(i);
+        f.get(off.dk).set(c);
+        f.block().loop();
+        f.get(c).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
+        bump(f, c, 16);
+        f.get(i).i32Const(1).op(OP.i32_add).tee(i).i32Const((2 * sp * hp) / 4).op(OP.i32_lt_s).brIf(0);
+        f.end().end();
+      }
+      const stageQ = (dst: keyof typeof off, src: number): void => {
+        slot(src).get(qoff).op(OP.i32_add);
+        slot(DESC.QSTRIDE).get(T).get(off[dst]).get(tp).call(fn.stageRows);
+      };
+      forLoop(f, g, G, () => {
+        f.get(kh).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).set(n);
+        // qoff = (b*T*N + n) * H * 4
+        f.get(b).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(qoff);
+        stageQ('q', DESC.QR);
+        if (dir === 'bwd') stageQ('do', DESC.OR);
+        f.i32Const(0).set(t0);
+        f.block().loop();
+        // cols = causal ? ceil8(max(1, min(S, t0 + 4))) : sp
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select).tee(c);
+        f.i32Const(1).get(c).i32Const(1).op(OP.i32_ge_s).op(OP.select).i32Const(7).op(OP.i32_add).i32Const(-8).op(OP.i32_and);
+        f.i32Const(sp).get(causal).op(OP.select).set(cols);
+        const rowBlock = (k: keyof typeof off): void => {
+          f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
+        };
+        rowBlock('q');
+        f.get(off.kt).get(off.s).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+        if (dir === 'bwd') {
+          rowBlock('do');
+          f.get(off.v).get(off.p).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+        }
+        forLoop(f, r, (() => {
+          f.i32Const(ROWS).set(i);
+          return i;
+        })(), () => {
+          f.get(t0).get(r).op(OP.i32_add).set(t);
+          // c = t >= T ? 0 : causal ? min(S, t + 1) : S
+          f.get(t).i32Const(1).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select);
+          f.get(S).get(causal).op(OP.select);
+          f.i32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select).set(c);
+          // the row's S and P (dP) addresses
+          f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          f.get(c).get(cols).get(scale);
+          // row index (b*N + n)*T + t, for the ml / lse slot
+          const rowIndex = (): void => {
+            f.get(b).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).get(T).op(OP.i32_mul).get(t).op(OP.i32_add);
+          };
+          if (dir === 'fwd') {
+            // (m, l) of real rows into ML[row], padding rows into this thread's scratch
+            slot(DESC.ML);
+            rowIndex();
+            f.i32Const(8).op(OP.i32_mul).op(OP.i32_add);
+            f.get(off.ml).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+            f.get(bf16).call(fn.softmaxRow);
+          } else {
+            slot(DESC.ML);
+            rowIndex();
+            f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
+            f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+            f.get(bf16).call(fn.gradRow);
+          }
+        });
+        if (dir === 'fwd') {
+          f.get(off.p).get(off.v);
+          rowBlock('o');
+          f.get(cols).call(fn.rowsTimes);
+        } else {
+          f.get(off.p).get(off.kb);
+          rowBlock('o');
+          f.get(cols).call(fn.rowsTimes);
+          f.get(off.p);
+          rowBlock('q');
+          f.get(off.dk).get(cols).call(fn.transAcc);
+          f.get(off.s);
+          rowBlock('do');
+          f.get(off.dv).get(cols).call(fn.transAcc);
+        }
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
+        f.end().end();
+        f.get(off.o).get(T);
+        slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
+        slot(DESC.QSTRIDE).call(fn.unstageRows);
+      });
+      if (dir === 'bwd') {
+        for (const [src, dst] of [[off.dk, DESC.DKR], [off.dv, DESC.DVR]] as const) {
+          f.get(src).get(S);
+          slot(dst).get(koff).op(OP.i32_add);
+          slot(DESC.KSTRIDE).call(fn.unstageRows);
+        }
+      }
+    });
+  }
+}
+
+export interface AttentionKernels {
+  scores(a: number, bt: number, out: number, nb: number): void;
+  rowsTimes(a: number, b: number, out: number, nk: number): void;
+  transAcc(a: number, b: number, out: number, nj: number): void;
+  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number): void;
+  gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number): void;
+  stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
+  stageCols(src: number, stride: number, rows: number, dst: number): void;
+  unstageRows(src: number, rows: number, dst: number, stride: number): void;
+  fwdItem(item: number, tid: number): void;
+  bwdItem(item: number, tid: number): void;
+}
+
+/** A compiled kernel module, its bytes (for worker threads, which compile their own) and a process-unique id. */
+export interface AttentionModule {
+  readonly module: WasmModule;
+  readonly bytes: Uint8Array;
+  readonly id: number;
+}
+
+const modules = new Map<string, AttentionModule>();
+
+/** The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key count `sp` (cached). */
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean): AttentionModule {
+  const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
+  if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
+  const key = `${H},${sp},${relaxed},${shared}`;
+  let mod = modules.get(key);
+  if (!mod) {
+    const m = new ModuleBuilder();
+    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
+    const fns: Fns = {
+      scores: buildScores(m, hp, sp, relaxed),
+      rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
+      transAcc: buildTransAcc(m, hp, sp, relaxed),
+      softmaxRow: buildSoftmaxRow(m),
+      gradRow: buildGradRow(m),
+      ...buildStaging(m, H, hp, sp),
+    };
+    buildDrivers(m, H, hp, sp, fns);
+    const bytes = m.toBytes();
+    mod = { module: new WA.Module(bytes), bytes, id: modules.size + 1 };
+    modules.set(key, mod);
+  }
+  return mod;
+}

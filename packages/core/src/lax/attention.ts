@@ -1,0 +1,248 @@
+/**
+ * The fused dot-product attention primitives behind `nn.dotProductAttention`'s fused
+ * implementation (jax.nn.dot_product_attention with `implementation='cudnn'` is JAX's
+ * counterpart: one kernel per direction instead of the composite's matmuls, mask and softmax).
+ *
+ * - `dot_product_attention`: query [B, T, N, H], key and value [B, S, K, H] (N a multiple of K,
+ *   grouped-query attention) -> out [B, T, N, H]: what `nn.dotProductAttention` binds.
+ * - `dot_product_attention_fwd`: the same with the per-row logsumexp of the scaled logits, lse
+ *   [B, N, T] float32 (the residual the backward pass recomputes P from); what its jvp binds.
+ * - `dot_product_attention_lin`: the linear map (tq, tk, tv) -> tOut at (q, k, v, lse); only
+ *   transposed (to `dot_product_attention_bwd`), never evaluated: forward-mode differentiation
+ *   (jvp, jacfwd) of the fused attention is an error, as for JAX's cuDNN attention.
+ * - `dot_product_attention_bwd`: (query, key, value, lse, dOut) -> (dQuery, dKey, dValue).
+ *
+ * So reverse mode is jvp + partial evaluation + transpose like every other primitive, and the
+ * staged program holds plain primitives with plain parameters (no functions: it can be sent to
+ * device threads and exported). Parameters: `scale` (applied to the float32 logits) and
+ * `isCausal` (key s is visible to query t when s <= t, as `np.tri(T, S)`). The reference kernels
+ * here are plain float64 loops (exact products, like the reference backend's dot_general); the
+ * systolic backend runs generated WebAssembly instead (backends/systolic/attention.ts) with the
+ * MXU's numerics: q, k, v and P rounded to bf16 as matmul operands, f32 accumulation and f32
+ * softmax. vmap folds the mapped axis into the batch. The fwd and bwd primitives have no jvp
+ * rules: grad of grad is an error naming the primitive it meets.
+ */
+import type { Array } from '../array';
+import { numbersToStorage, storageToNumbers } from '../array';
+import type { StorageArray } from '../dtype';
+import { type BatchRule, definePrimitive, type HostArray, isUndef, NON_LINEAR, type Primitive, type ShapedArray, type TransposeRule } from '../primitive';
+import { bind } from '../trace';
+import { moveBdim, reshape, zerosOf } from './structural';
+
+export interface AttentionParams {
+  readonly scale: number;
+  readonly isCausal: boolean;
+}
+
+/** The sizes of an attention call, read from query [B,T,N,H] and key [B,S,K,H]. */
+export interface AttentionDims {
+  b: number;
+  t: number;
+  n: number;
+  h: number;
+  s: number;
+  k: number;
+  /** Query heads per key/value head. */
+  g: number;
+}
+
+export const attentionDims = (q: readonly number[], k: readonly number[]): AttentionDims => ({ b: q[0], t: q[1], n: q[2], h: q[3], s: k[1], k: k[2], g: q[2] / k[2] });
+
+/** Checks the operands of the fused attention; throws naming the primitive, the argument and the shapes. */
+export function checkAttentionOperands(op: string, avals: readonly ShapedArray[], names: readonly string[]): void {
+  avals.forEach((a, i) => {
+    if (a.dtype !== 'float32' && a.dtype !== 'bfloat16') throw new TypeError(`${op}: ${names[i]} must be float32 or bfloat16; got ${a.dtype}`);
+  });
+  const [q, k, v] = avals;
+  if (q.shape.length !== 4 || k.shape.length !== 4 || v.shape.length !== 4) throw new TypeError(`${op}: query, key and value must be rank 4 [B, T|S, N|K, H]; got [${q.shape}], [${k.shape}], [${v.shape}]`);
+  if (q.dtype !== k.dtype || q.dtype !== v.dtype) throw new TypeError(`${op}: query, key and value must have one dtype; got ${q.dtype}, ${k.dtype}, ${v.dtype}`);
+  if (k.shape.join() !== v.shape.join()) throw new TypeError(`${op}: key [${k.shape}] and value [${v.shape}] must have the same shape`);
+  if (k.shape[0] !== q.shape[0] || k.shape[3] !== q.shape[3] || k.shape[2] === 0 || q.shape[2] % k.shape[2] !== 0) {
+    throw new TypeError(`${op}: key [${k.shape}] does not fit query [${q.shape}]: need the same batch and head dim, and query heads (${q.shape[2]}) a multiple of key heads (${k.shape[2]})`);
+  }
+}
+
+function checkParams(op: string, p: AttentionParams): void {
+  if (typeof p.scale !== 'number' || !Number.isFinite(p.scale)) throw new TypeError(`${op}: scale must be a finite number; got ${String(p.scale)}`);
+  if (typeof p.isCausal !== 'boolean') throw new TypeError(`${op}: isCausal must be a boolean; got ${String(p.isCausal)}`);
+}
+
+const FWD = 'dot_product_attention_fwd';
+const BWD = 'dot_product_attention_bwd';
+
+/** Folds a vmapped axis into the batch: every operand to [n*B, ...], run, every result back to [n, B, ...]. */
+function foldBatch(prim: () => Primitive<AttentionParams>, arity: number): BatchRule {
+  return (vals, dims, params, size) => {
+    const xs = vals.slice(0, arity).map((v, i) => {
+      const m = moveBdim(v, dims[i], 0, size);
+      return reshape(m, [size * m.shape[1], ...m.shape.slice(2)]);
+    });
+    const outs = bind(prim(), xs, params);
+    return [outs.map((o) => reshape(o, [size, o.shape[0] / size, ...o.shape.slice(1)])), outs.map(() => 0)];
+  };
+}
+
+/** Whether key s is visible to query t. */
+const visible = (causal: boolean, t: number, s: number): boolean => !causal || s <= t;
+
+/** The reference forward kernel: float64 loops, exact products. */
+function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
+  const [qa, ka, va] = inputs;
+  const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
+  const [q, k, v] = [qa, ka, va].map((a) => storageToNumbers(a.data, a.dtype));
+  const out = new Float64Array(B * T * N * H);
+  const lse = new Float32Array(B * N * T);
+  const e = new Float64Array(S);
+  for (let b = 0; b < B; b++)
+    for (let n = 0; n < N; n++) {
+      const kh = Math.floor(n / G);
+      for (let t = 0; t < T; t++) {
+        const qo = ((b * T + t) * N + n) * H;
+        let m = -Infinity;
+        for (let s = 0; s < S; s++) {
+          let d = 0;
+          const ko = ((b * S + s) * K + kh) * H;
+          for (let h = 0; h < H; h++) d += q[qo + h] * k[ko + h];
+          e[s] = visible(p.isCausal, t, s) ? Math.fround(d) * p.scale : -Infinity;
+          m = Math.max(m, e[s]);
+        }
+        let z = 0;
+        for (let s = 0; s < S; s++) z += e[s] = m === -Infinity ? 0 : Math.exp(e[s] - m);
+        lse[(b * N + n) * T + t] = m + Math.log(z);
+        for (let s = 0; s < S; s++) {
+          if (e[s] === 0) continue;
+          const w = e[s] / z;
+          const vo = ((b * S + s) * K + kh) * H;
+          for (let h = 0; h < H; h++) out[qo + h] += w * v[vo + h];
+        }
+      }
+    }
+  return [numbersToStorage(Float32Array.from(out), qa.dtype), lse];
+}
+
+/** The reference backward kernel (recomputes P from q, k and lse; dS = P (dP - rowsum(P dP))). */
+function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
+  const [qa, ka, va, la, da] = inputs;
+  const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
+  const [q, k, v, lse, dout] = [qa, ka, va, la, da].map((a) => storageToNumbers(a.data, a.dtype));
+  const [dq, dk, dv] = [new Float64Array(q.length), new Float64Array(k.length), new Float64Array(v.length)];
+  const P = new Float64Array(S);
+  const dP = new Float64Array(S);
+  for (let b = 0; b < B; b++)
+    for (let n = 0; n < N; n++) {
+      const kh = Math.floor(n / G);
+      for (let t = 0; t < T; t++) {
+        const qo = ((b * T + t) * N + n) * H;
+        const l = lse[(b * N + n) * T + t];
+        let D = 0;
+        for (let s = 0; s < S; s++) {
+          const ko = ((b * S + s) * K + kh) * H;
+          let d = 0;
+          let g = 0;
+          for (let h = 0; h < H; h++) {
+            d += q[qo + h] * k[ko + h];
+            g += dout[qo + h] * v[ko + h];
+          }
+          P[s] = visible(p.isCausal, t, s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
+          dP[s] = g;
+          D += P[s] * g;
+        }
+        for (let s = 0; s < S; s++) {
+          if (P[s] === 0) continue;
+          const ds = P[s] * (dP[s] - D) * p.scale;
+          const ko = ((b * S + s) * K + kh) * H;
+          for (let h = 0; h < H; h++) {
+            dq[qo + h] += ds * k[ko + h];
+            dk[ko + h] += ds * q[qo + h];
+            dv[ko + h] += P[s] * dout[qo + h];
+          }
+        }
+      }
+    }
+  return [dq, dk, dv].map((x) => numbersToStorage(Float32Array.from(x), qa.dtype));
+}
+
+export const attentionFwdP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
+  name: FWD,
+  abstractEval: (avals, p) => forwardAvals(FWD, avals, p),
+  impl: (inputs, p) => referenceFwd(inputs, p),
+  rules: { batch: foldBatch(() => attentionFwdP, 3), transpose: NON_LINEAR },
+});
+
+export const attentionBwdP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
+  name: BWD,
+  abstractEval(avals, p) {
+    if (avals.length !== 5) throw new TypeError(`${BWD}: expected 5 operands (query, key, value, lse, dOut); got ${avals.length}`);
+    checkParams(BWD, p);
+    checkAttentionOperands(BWD, avals.slice(0, 3), ['query', 'key', 'value']);
+    const [q, k, v, lse, dout] = avals;
+    const [b, t, n] = q.shape;
+    if (lse.dtype !== 'float32' || lse.shape.join() !== [b, n, t].join()) throw new TypeError(`${BWD}: lse must be float32 [${[b, n, t]}]; got ${lse.dtype}[${lse.shape}]`);
+    if (dout.dtype !== q.dtype || dout.shape.join() !== q.shape.join()) throw new TypeError(`${BWD}: dOut must be ${q.dtype}[${q.shape}] like the output; got ${dout.dtype}[${dout.shape}]`);
+    return [q, k, v].map((a) => ({ shape: a.shape, dtype: a.dtype, weakType: false }));
+  },
+  impl: (inputs, p) => referenceBwd(inputs, p),
+  rules: { batch: foldBatch(() => attentionBwdP, 5), transpose: NON_LINEAR },
+});
+
+const LIN = 'dot_product_attention_lin';
+
+/** Output avals of the forward primitives (out; lse) after checking the operands. */
+function forwardAvals(op: string, avals: ShapedArray[], p: AttentionParams): ShapedArray[] {
+  if (avals.length !== 3) throw new TypeError(`${op}: expected 3 operands (query, key, value); got ${avals.length}`);
+  checkParams(op, p);
+  checkAttentionOperands(op, avals, ['query', 'key', 'value']);
+  const [q] = avals;
+  const [b, t, n] = q.shape;
+  return [
+    { shape: q.shape, dtype: q.dtype, weakType: false },
+    { shape: [b, n, t], dtype: 'float32', weakType: false },
+  ];
+}
+
+export const attentionLinP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
+  name: LIN,
+  abstractEval(avals, p) {
+    if (avals.length !== 7) throw new TypeError(`${LIN}: expected 7 operands (query, key, value, lse, and their three tangents); got ${avals.length}`);
+    checkParams(LIN, p);
+    checkAttentionOperands(LIN, [...avals.slice(0, 3), ...avals.slice(4)], ['query', 'key', 'value', 'query tangent', 'key tangent', 'value tangent']);
+    return [{ shape: avals[0].shape, dtype: avals[0].dtype, weakType: false }];
+  },
+  impl() {
+    throw new Error(`${LIN}: forward-mode differentiation (jvp, jacfwd) of the fused attention is not supported; use nn.dotProductAttention's implementation 'xla'`);
+  },
+  rules: (self) => ({
+    transpose: (([ct], args, p) => {
+      const [q, k, v, lse] = args as Array[];
+      if (args.slice(0, 4).some(isUndef) || ct === null) return args.map(() => null);
+      const [dq, dk, dv] = attentionBwd(q, k, v, lse, ct, p);
+      return [null, null, null, null, ...[dq, dk, dv].map((d, i) => (isUndef(args[4 + i]) ? d : null))];
+    }) satisfies TransposeRule,
+    batch: foldBatch(() => self, 7),
+  }),
+});
+
+export const attentionP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
+  name: 'dot_product_attention',
+  abstractEval: (avals, p) => forwardAvals('dot_product_attention', avals, p).slice(0, 1),
+  impl: (inputs, p) => referenceFwd(inputs, p).slice(0, 1),
+  rules: (self) => ({
+    jvp: (primals, tangents, p) => {
+      const [out, lse] = attentionFwd(primals[0], primals[1], primals[2], p);
+      if (tangents.every((t) => t === null)) return [[out], [null]];
+      const ts = tangents.map((t, i) => t ?? zerosOf(primals[i].aval));
+      return [[out], [bind(attentionLinP, [...primals, lse, ...ts], p)[0]]];
+    },
+    transpose: NON_LINEAR,
+    batch: foldBatch(() => self, 3),
+  }),
+});
+
+/** Binds the attention primitive: out. */
+export const attention = (q: Array, k: Array, v: Array, params: AttentionParams): Array => bind(attentionP, [q, k, v], params)[0];
+
+/** Binds the forward primitive: [out, lse]. */
+export const attentionFwd = (q: Array, k: Array, v: Array, params: AttentionParams): Array[] => bind(attentionFwdP, [q, k, v], params);
+
+/** Binds the backward primitive: [dq, dk, dv]. */
+export const attentionBwd = (q: Array, k: Array, v: Array, lse: Array, dout: Array, params: AttentionParams): Array[] => bind(attentionBwdP, [q, k, v, lse, dout], params);
