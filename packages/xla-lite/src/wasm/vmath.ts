@@ -5,7 +5,8 @@
  * The polynomials are the classic minimax fits for float32 (Cephes' `expf`, `logf`, `tanhf`,
  * `sinf`/`cosf` coefficients); everything else is derived here:
  *
- * - exp: x clamped to [-104, 89], n = nearest(x·log2 e), r = (x − n·C1) − n·C2 (C1 has 9
+ * - exp: x clamped to [-104, 89] (pmin/pmax), n = nearest(x·log2 e) (by the 1.5·2^23 rounding
+ *   trick, which also gives n's integer bits), r = (x − n·C1) − n·C2 (C1 has 9
  *   significant bits, so n·C1 is exact), degree-6 polynomial, then scaled by 2^n as two
  *   exponent-field multiplies 2^(n>>1)·2^(n−(n>>1)) so overflow gives +Inf and the subnormal
  *   range is rounded once. NaN propagates.
@@ -42,14 +43,26 @@ const LOG2E = 1.4426950408889634;
 const LN2_HI = 0.693359375;
 const LN2_LO = -2.12194440e-4;
 const SQRTHF = 0.707106781186547524;
+/** f32x4.pmin / f32x4.pmax (SIMD sub-opcodes; core's table does not name them). */
+const F32X4_PMIN = 0xea;
+const F32X4_PMAX = 0xeb;
+const ROUND_MAGIC = 12582912; // 1.5·2^23
+const ROUND_MAGIC_BITS = 0x4b400000;
 
 export function vexp(b: VecBuilder, x: E): E {
-  const xc = b.let(b.op(SIMD.f32x4_min, b.op(SIMD.f32x4_max, x, b.k(-104)), b.k(89)));
-  const n = b.let(b.op(SIMD.f32x4_nearest, b.mul(xc, b.k(LOG2E))));
+  // The clamp with pmax/pmin (one instruction each on x64, where the IEEE min/max take about
+  // eight): pmax(x, k) = x < k ? k : x and pmin(x, k) = k < x ? k : x keep a NaN x, as min/max
+  // would, and equal them elsewhere (the bounds are not zeros, so no ±0 question arises).
+  const xc = b.let(b.op(F32X4_PMIN, b.op(F32X4_PMAX, x, b.k(-104)), b.k(89)));
+  // n = nearest(xc·log2 e) by adding 1.5·2^23: the sum's ulp is 1, so it rounds to the nearest
+  // integer (ties to even, as f32x4.nearest), and its low mantissa bits are n as an integer,
+  // which spares the costly i32x4.trunc_sat (|xc·log2 e| < 151, far inside the 2^22 range).
+  const t = b.let(b.add(b.mul(xc, b.k(LOG2E)), b.k(ROUND_MAGIC)));
+  const n = b.let(b.sub(t, b.k(ROUND_MAGIC)));
   const r = b.let(b.sub(b.sub(xc, b.mul(n, b.k(LN2_HI))), b.mul(n, b.k(LN2_LO))));
   const p = b.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1]);
   const y = b.add(b.add(b.mul(p, b.mul(r, r)), r), b.k(1));
-  const ni = b.let(b.op(SIMD.i32x4_trunc_sat_f32x4_s, n));
+  const ni = b.let(b.op(SIMD.i32x4_sub, t, b.ki(ROUND_MAGIC_BITS)));
   const n1 = b.let(b.op(SIMD.i32x4_shr_s, ni, () => void b.f.i32Const(1)));
   const n2 = b.op(SIMD.i32x4_sub, ni, n1);
   const pow2 = (k: E): E => b.op(SIMD.i32x4_shl, b.op(SIMD.i32x4_add, k, b.ki(127)), () => void b.f.i32Const(23));
