@@ -168,7 +168,9 @@ export function kernelSource(body: HloComputation): string {
     loop.push(elementStatement(m, v, read));
   });
   if (!reduce) {
-    return `${pre.join('\n')}\nfor (let i = 0; i < n; i++) {\n  ${loop.join('\n  ')}\n  out[i] = ${read(root)};\n}`;
+    // Extra outputs of a multi-output fusion go to `more`.
+    const extra = body.outputs.slice(1).map((o, q) => `more[${q}][i] = ${read(o)};`);
+    return `${pre.join('\n')}\nfor (let i = 0; i < n; i++) {\n  ${loop.join('\n  ')}\n  out[i] = ${read(root)};${extra.map((e) => `\n  ${e}`).join('')}\n}`;
   }
   const init = reduceInit(reduce);
   const step = (acc: string, v: string): string => reduceStep(reduce, acc, v);
@@ -188,6 +190,6 @@ export function compileKernel(body: HloComputation): FusedKernel {
   const root = body.outputs[0];
   const reduce = root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max';
   const scratch = new Float64Array(reduce ? numel(root.shape) : 0);
-  const fn = new Function('ins', 'out', 'n', 'scratch', kernelSource(body)) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, scratch: Float64Array) => void;
-  return (ins, out, n) => fn(ins, out, n, scratch);
+  const fn = new Function('ins', 'out', 'n', 'scratch', 'more', kernelSource(body)) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, scratch: Float64Array, more: (Float32Array | Uint8Array)[] | undefined) => void;
+  return (ins, out, n, more) => fn(ins, out, n, scratch, more);
 }

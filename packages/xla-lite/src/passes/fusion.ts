@@ -2,7 +2,8 @@
  * Elementwise (loop) fusion, XLA's producer-into-consumer instruction fusion restricted to
  * elementwise work: visiting instructions consumers-first, an elementwise instruction joins
  * the fusion group of its users when every user is in that same group and it has the group's
- * output shape, so a chain or DAG of elementwise ops (with scalar broadcasts folded in) becomes
+ * output shape (or, as XLA's multi-output fusion, when its other users all come after a loop
+ * group's root: it then joins that group and also leaves it as an extra output), so a chain or DAG of elementwise ops (with scalar broadcasts folded in) becomes
  * one `fusion` instruction whose body is a fused computation, executed as one pass over the
  * data (see `kernel.ts`). Groups with one member are left unfused. Intermediate values of a
  * group are never materialised, which is what the "bytes moved" numbers measure.
@@ -98,15 +99,25 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
   const roots: HloInstruction[] = [];
   /** The shape each group's loop runs over (the root's, or a reduction's operand's). */
   const loopShape: string[] = [];
+  const pos = new Map(c.instructions.map((x, j) => [x, j]));
+  const end = c.instructions.length;
+  /** Whether `u` (outside group g) runs after g's fusion, so it can read an extra output of it. */
+  const after = (u: HloInstruction | null, g: number): boolean => (u === null ? end : pos.get(u)!) > pos.get(roots[g])!;
   for (let k = c.instructions.length - 1; k >= 0; k--) {
     const i = c.instructions[k];
     const reduce = isFusibleReduce(i);
     if (!reduce && !isFusible(i)) continue;
-    if ((i.prim?.name === 'broadcast_in_dim' || isIndexValue(i)) && duplicateBroadcast(c, k, users, group, loopShape)) continue;
+    const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
+    if (cheap && duplicateBroadcast(c, k, users, group, loopShape, pos)) continue;
     const us = users.get(i)!;
     const g = !reduce && us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
     const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === loopShape[g];
+    // Multi-output fusion: an elementwise value read by a loop group and by later instructions
+    // joins that group and leaves it as an extra output (written once, where it is computed,
+    // instead of by a kernel of its own that the group then reads back).
+    const multi = joins || reduce || cheap ? undefined : [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && loopShape[h] === i.shape.shape.join() && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
     if (joins) group.set(i, g);
+    else if (multi !== undefined) group.set(i, multi);
     else {
       group.set(i, roots.length);
       roots.push(i);
@@ -136,6 +147,7 @@ function duplicateBroadcast(
   users: Map<HloInstruction, (HloInstruction | null)[]>,
   group: Map<HloInstruction, number>,
   loopShape: string[],
+  pos: Map<HloInstruction, number>,
 ): boolean {
   const i = c.instructions[k];
   const us = users.get(i)!;
@@ -155,6 +167,7 @@ function duplicateBroadcast(
     c.instructions.splice(k, 0, copy);
     for (const u of gus) u.operands = u.operands.map((o) => (o === i ? copy : o));
     users.set(copy, gus);
+    pos.set(copy, pos.get(i)!);
     for (const src of srcs) src.push(copy);
     group.set(copy, g);
   }
@@ -193,7 +206,7 @@ export function outlineFusion(c: HloComputation, ms: HloInstruction[], root: Hlo
     map.set(m, copy);
   }
   // Members other than the root that are also used outside the group leave as extra outputs
-  // (a multi-output fusion, read through get-tuple-element); elementwise fusion never makes any.
+  // (a multi-output fusion, read through get-tuple-element).
   const users = c.users();
   const extras = ms.filter((m) => m !== root && users.get(m)!.some((u) => u === null || !inGroup.has(u)));
   body.outputs = [map.get(root)!, ...extras.map((m) => map.get(m)!)];

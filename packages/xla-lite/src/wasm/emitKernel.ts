@@ -83,9 +83,11 @@ function broadcastStrides(body: HloComputation, shape: readonly number[], rowVal
 /** Plans the loops of a fused computation, or null when the wasm emitter does not cover it. */
 export function planFusion(body: HloComputation): FusionPlan | null {
   const root = body.outputs[0];
-  if (body.outputs.length !== 1 || root.isTuple) return null;
+  if (root.isTuple) return null;
   const rname = root.prim?.name;
   const reduce = rname === 'reduce_sum' || rname === 'reduce_max' ? root : null;
+  // A multi-output loop fusion: every output float32 over the loop shape (stored side by side).
+  if (body.outputs.length > 1 && (reduce || body.outputs.some((o) => o.isTuple || o.shape.dtype !== 'float32' || o.shape.shape.join() !== root.shape.shape.join()))) return null;
   if (!wasmCovers(body, reduce ?? undefined)) return null;
   for (const m of body.instructions) {
     const dt = m.isTuple ? null : m.shape.dtype;
