@@ -49,7 +49,15 @@ const F32X4_PMAX = 0xeb;
 const ROUND_MAGIC = 12582912; // 1.5·2^23
 const ROUND_MAGIC_BITS = 0x4b400000;
 
-export function vexp(b: VecBuilder, x: E): E {
+export function vexp(b: VecBuilder, x0: E, guardUnderflow = true): E {
+  // Lanes below -104 (a masked score's -1e9) give exactly 0, as the clamped path does there;
+  // they compute from 0 instead (x & ~mask, then the result & ~mask), because the clamped
+  // path's last product (about 2^-150) is a float32 underflow, which x86 cores handle with a
+  // slow microcode assist per lane (it was most of the extra time of a causal-masked softmax
+  // row kernel over a plain one). Callers whose argument cannot be that small skip the guard.
+  const x1 = b.let(x0);
+  const under = guardUnderflow ? b.let(b.op(SIMD.f32x4_lt, x1, b.k(-104))) : null;
+  const x = under ? b.op(SIMD.v128_andnot, x1, under) : x1;
   // The clamp with pmax/pmin (one instruction each on x64, where the IEEE min/max take about
   // eight): pmax(x, k) = x < k ? k : x and pmin(x, k) = k < x ? k : x keep a NaN x, as min/max
   // would, and equal them elsewhere (the bounds are not zeros, so no ±0 question arises).
@@ -66,7 +74,8 @@ export function vexp(b: VecBuilder, x: E): E {
   const n1 = b.let(b.op(SIMD.i32x4_shr_s, ni, () => void b.f.i32Const(1)));
   const n2 = b.op(SIMD.i32x4_sub, ni, n1);
   const pow2 = (k: E): E => b.op(SIMD.i32x4_shl, b.op(SIMD.i32x4_add, k, b.ki(127)), () => void b.f.i32Const(23));
-  return b.let(b.mul(b.mul(y, pow2(n1)), pow2(n2)));
+  const e = b.mul(b.mul(y, pow2(n1)), pow2(n2));
+  return b.let(under ? b.op(SIMD.v128_andnot, e, under) : e);
 }
 
 export function vlog(b: VecBuilder, x0: E): E {
@@ -101,7 +110,7 @@ export function vtanh(b: VecBuilder, x0: E): E {
   const a = b.let(b.abs(x));
   const z = b.let(b.mul(x, x));
   const small = b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x);
-  const s = vexp(b, b.add(a, a));
+  const s = vexp(b, b.add(a, a), false); // (2|x| >= 0)
   const large = b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN)));
   return b.let(b.sel(b.op(SIMD.f32x4_lt, a, b.k(0.625)), small, large));
 }
