@@ -12,7 +12,8 @@
  *   range is rounded once. NaN propagates.
  * - log: subnormals pre-scaled by 2^23; x = m·2^e with m in [√½, √2); degree-9 polynomial in
  *   m − 1; log(0) = −Inf, log(x<0) = NaN, log(+Inf) = +Inf.
- * - tanh: odd polynomial for |x| < 0.625, else sign(x)·(1 − 2/(exp(2|x|)+1)).
+ * - tanh: odd polynomial for |x| < 0.625, else sign(x)·(1 − 2/(exp(2|x|)+1)) (computed only
+ *   for vectors with such a lane).
  * - logistic: e = exp(−|x|); 1/(1+e) for x ≥ 0, e/(1+e) for x < 0 (as the reference does).
  * - log1p: u = 1+x; x when u = 1, else log(u)·x/(u−1) (Goldberg's correction).
  * - expm1: u = exp(x); x when u = 1, −1 when u−1 = −1, +Inf when u = +Inf, else
@@ -106,13 +107,24 @@ export function vlog(b: VecBuilder, x0: E): E {
 const SIGN = 0x80000000 | 0;
 
 export function vtanh(b: VecBuilder, x0: E): E {
+  const f = b.f;
   const x = b.let(x0);
   const a = b.let(b.abs(x));
   const z = b.let(b.mul(x, x));
-  const small = b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x);
+  const small = b.let(b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x));
+  const isSmall = b.let(b.op(SIMD.f32x4_lt, a, b.k(0.625)));
+  // The exp path only when some lane needs it (|x| >= 0.625 or NaN): activations such as a
+  // tanh-GELU's are mostly small, so most vectors skip it. Same values either way.
+  const out = f.local('v128');
+  b.op(SIMD.v128_any_true, b.op(SIMD.v128_not, isSmall))();
+  f.if();
   const s = vexp(b, b.add(a, a), false); // (2|x| >= 0)
   const large = b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN)));
-  return b.let(b.sel(b.op(SIMD.f32x4_lt, a, b.k(0.625)), small, large));
+  b.setTo(out, b.sel(isSmall, small, large));
+  f.else();
+  b.setTo(out, small);
+  f.end();
+  return b.get(out);
 }
 
 export function vlogistic(b: VecBuilder, x0: E): E {
