@@ -40,14 +40,14 @@ describe('multi-output loop fusion', () => {
       const v1 = np.add(np.multiply(v0, 0.999), np.multiply(np.square(g0), 0.001));
       return [np.subtract(p0, np.multiply(3e-4, np.divide(m1, np.add(np.sqrt(v1), 1e-8)))), m1, v1];
     };
-    const want = adam(p, m, v, g).map((a: any) => Array.from(a.dataSync()));
+    const want: number[][] = adam(p, m, v, g).map((a: any) => Array.from(a.dataSync() as Float32Array));
     for (const wasm of [true, false]) {
       setWasmKernels(wasm);
       const c = jit(adam).lower(p, m, v, g).compile();
       expect(fusions(c)).toHaveLength(1);
       expect(fusions(c)[0].shapes).toHaveLength(3);
       expect(c.stats.wasmKernels).toBe(wasm ? 1 : 0);
-      const got = c.call([p, m, v, g]).map((a) => Array.from(a.dataSync()));
+      const got: number[][] = c.call([p, m, v, g]).map((a) => Array.from(a.dataSync() as Float32Array));
       // The JS kernel rounds as eager does; the wasm kernel may contract a*b+c into one rounding.
       if (!wasm) expect(got).toEqual(want);
       else got.forEach((o, q) => o.forEach((x, k) => expect(Math.abs(x - want[q][k])).toBeLessThanOrEqual(1e-6 * Math.abs(want[q][k]))));
@@ -95,7 +95,9 @@ describe('multi-output loop fusion', () => {
           [(a, i) => np.multiply(nn.oneHot(i, n), np.exp(a)), [x, ids]],
         ];
         for (const [f, args] of cases) {
-          const c = jit(f).lower(...args).compile();
+          const c = jit(f)
+            .lower(...(args as [any, any]))
+            .compile();
           const out = [1, 2, 3].map((t) => {
             // Other data through the arena first (one thread), so an item a thread skipped cannot pass.
             setKernelThreads(1);
