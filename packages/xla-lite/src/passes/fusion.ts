@@ -3,15 +3,17 @@
  * elementwise work: visiting instructions consumers-first, an elementwise instruction joins
  * the fusion group of its users when every user is in that same group and it has the group's
  * output shape (or, as XLA's multi-output fusion, when its other users all come after a loop
- * group's root: it then joins that group and also leaves it as an extra output), so a chain or DAG of elementwise ops (with scalar broadcasts folded in) becomes
- * one `fusion` instruction whose body is a fused computation, executed as one pass over the
- * data (see `kernel.ts`). Groups with one member are left unfused. Intermediate values of a
+ * group's root: it then joins that group and also leaves it as an extra output), so a chain
+ * or DAG of elementwise ops (with scalar broadcasts folded in) becomes one `fusion`
+ * instruction whose body is a fused computation, executed as one pass over the data (see
+ * `kernel.ts`). Groups with one member are left unfused. Intermediate values of a
  * group are never materialised, which is what the "bytes moved" numbers measure.
  *
- * A fusible broadcast (or index value: an iota, a mask computed from iotas) read by several groups (or by a group and something outside it) is
- * duplicated, one copy per group, as XLA's instruction fusion duplicates cheap producers:
- * inside a kernel a broadcast is only an index computation, while a shared one would be a
- * kernel of its own writing the full array that every consumer then reads back. Readers
+ * A fusible broadcast (or index value: an iota, a mask computed from iotas) read by several
+ * groups (or by a group and something outside it) is duplicated, one copy per group, as
+ * XLA's instruction fusion duplicates cheap producers: inside a kernel a broadcast is only an
+ * index computation, while a shared one would be a kernel of its own writing the full array
+ * that every consumer then reads back. Readers
  * outside any group (a dot, a program output) keep the original, materialised for them.
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
@@ -70,10 +72,9 @@ export function generated(x: HloInstruction): boolean {
  * fusion reading it, as they do broadcasts, instead of materialising it.
  */
 export function isIndexValue(x: HloInstruction): boolean {
-  const cheap = (v: HloInstruction): boolean => !TRANSCENDENTAL.has(v.prim?.name ?? '') && v.operands.every(cheap);
+  const cheap = (v: HloInstruction): boolean => v.prim?.elementwise?.transcendental !== true && v.operands.every(cheap);
   return x.opcode !== 'constant' && x.prim?.name !== 'broadcast_in_dim' && generated(x) && cheap(x);
 }
-const TRANSCENDENTAL = new Set(['exp', 'log', 'tanh', 'logistic', 'sin', 'cos', 'log1p', 'expm1']);
 
 /** Reductions the kernel generator fuses with their producers: float32 sum/max over a leading or trailing run of axes. */
 export function isFusibleReduce(i: HloInstruction): boolean {
@@ -115,7 +116,11 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
     // Multi-output fusion: an elementwise value read by a loop group and by later instructions
     // joins that group and leaves it as an extra output (written once, where it is computed,
     // instead of by a kernel of its own that the group then reads back).
-    const multi = joins || reduce || cheap ? undefined : [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && loopShape[h] === i.shape.shape.join() && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
+    // (float32 outputs only: the wasm loop kernel stores those; bool extras would leave it.)
+    const multi =
+      joins || reduce || cheap || i.shape.dtype !== 'float32'
+        ? undefined
+        : [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && roots[h].shape.dtype === 'float32' && loopShape[h] === i.shape.shape.join() && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
     if (joins) group.set(i, g);
     else if (multi !== undefined) group.set(i, multi);
     else {

@@ -19,7 +19,7 @@
  * without operands; both kernel generators compute it from the loop coordinates.
  */
 import { getPrimitive } from '@tpukit/core/internal';
-import { type HloComputation, HloInstruction, numel } from '../hlo';
+import { type HloComputation, HloInstruction } from '../hlo';
 import { generated } from './fusion';
 
 const COMPARES = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
@@ -50,7 +50,7 @@ const make = (name: string, operands: HloInstruction[], params: Record<string, u
   return new HloInstruction(prim.hlo ?? prim.name, shapes, operands, params, prim);
 };
 
-/** `x` (int32) as float32, built before `at` in `added` (iotas as float32 iotas, conversions on the smallest operand). */
+/** `x` (int32) as float32, its new instructions appended to `added` (iotas become float32 iotas; the conversion runs below broadcasts and reshapes). */
 function toFloat(x: HloInstruction, added: HloInstruction[]): HloInstruction {
   const name = x.prim?.name;
   let r: HloInstruction;

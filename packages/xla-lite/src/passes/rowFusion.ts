@@ -83,9 +83,10 @@ function roleIn(i: HloInstruction, g: Group): { role: Role; k: number | null } |
 }
 
 /**
- * A broadcast (or index value: an iota, a mask computed from iotas) whose users sit in several groups (or in a group and outside) is cloned, one
- * copy per group it fits, each joining that group: broadcasts cost nothing inside a kernel, so
- * XLA duplicates them rather than let a shared one split fusions. The original keeps the
+ * A broadcast (or index value: an iota, a mask computed from iotas) whose users sit in several
+ * groups (or in a group and outside) is cloned, one copy per group it fits, each joining that
+ * group: broadcasts cost nothing inside a kernel, so XLA duplicates them rather than let a
+ * shared one split fusions. The original keeps the
  * remaining users (or dies). Returns whether any clone was made.
  */
 function cloneBroadcast(
@@ -145,7 +146,8 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
     // Join the group of a user when every other user comes after that group's root: then the
     // value can also leave the fusion as an extra output (multi-output fusion) without a cycle,
     // as a forward softmax's exp and sum do when the backward pass reads them again.
-    // Broadcasts and index values never leave a fusion (recomputing them is free; materialising is not).
+    // Broadcasts and index values never leave a fusion (recomputing them is free;
+    // materialising is not).
     const after = (u: HloInstruction | null, g: Group): boolean => (u === null ? end : pos.get(u)!) > pos.get(g.root)!;
     const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
     if (cheap && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
