@@ -4,7 +4,9 @@
  * float32, single-threaded in Node), timed in the same run with the runs interleaved so both see
  * the same machine load. Prints GFLOP/s (2*M*N*K / time, medians) and the ratios the issue asks
  * for: f32 1024^3 on one thread vs tfjs-wasm, 2 threads vs 1 at 1024 and 2048, bf16 storage vs
- * f32, and backward-pass shapes vs the square shape. Set RUNS to change the repetitions.
+ * f32, backward-pass shapes vs the square shape, and the reference GPT's matmuls on 1 and 2
+ * threads ([5]; `MATMUL_ONLY=gpt` runs only those; with TPUKIT_GEMM_PHASES=1 each also prints
+ * where its time goes, see systolic.gemmPhases). Set RUNS to change the repetitions.
  *
  * jax-js (@jax-js/jax, its 'wasm' backend) is a second peer for the square f32 case. It runs in
  * Node 20 once a `navigator` global exists (Node 20 has none; jax-js probes navigator.gpu while
@@ -19,6 +21,7 @@ import '@tensorflow/tfjs-backend-wasm';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { type Array as TArray, type DType, lax, np, systolic, withBackend } from '@tpukit/core';
+import { dotGeneralP, evalPrimitiveInto } from '@tpukit/core/internal';
 
 const RUNS = Number(process.env.RUNS ?? 9);
 const QUIET = Number(process.env.QUIET ?? 0);
@@ -145,7 +148,80 @@ async function jaxjs(n: number): Promise<(() => Promise<void>) | null> {
   }
 }
 
+/**
+ * The reference GPT's matmuls (bench:gpt, B=16, T=128, d=128, MLP 512, V=256, 4 heads of 32)
+ * as its compiled step runs them: [name, lhs shape, rhs shape, dimension numbers].
+ */
+type DotCase = [string, number[], number[], [[number[], number[]], [number[], number[]]]];
+const GPT_DOTS: DotCase[] = [
+  ['mlp up   [2048,128]x[128,512]', [16, 128, 128], [128, 512], [[[2], [0]], [[], []]]],
+  ['mlp down [2048,512]x[512,128]', [16, 128, 512], [512, 128], [[[2], [0]], [[], []]]],
+  ['dX up    [2048,512]x[128,512]^T', [16, 128, 512], [128, 512], [[[2], [1]], [[], []]]],
+  ['dX down  [2048,128]x[512,128]^T', [16, 128, 128], [512, 128], [[[2], [1]], [[], []]]],
+  ['dW up    [2048,128]^Tx[2048,512]', [16, 128, 128], [16, 128, 512], [[[0, 1], [0, 1]], [[], []]]],
+  ['dW down  [2048,512]^Tx[2048,128]', [16, 128, 512], [16, 128, 128], [[[0, 1], [0, 1]], [[], []]]],
+  ['qkv/out  [2048,128]x[128,128]', [16, 128, 128], [128, 128], [[[2], [0]], [[], []]]],
+  ['dW qkv   [2048,128]^Tx[2048,128]', [16, 128, 128], [16, 128, 128], [[[0, 1], [0, 1]], [[], []]]],
+  ['one-hot  [2048,256]x[256,128]', [16, 128, 256], [256, 128], [[[2], [0]], [[], []]]],
+  ['lm head  [2048,128]x[256,128]^T', [16, 128, 128], [256, 128], [[[2], [1]], [[], []]]],
+  ['scores   64x[128,32]x[128,32]^T', [16, 128, 4, 32], [16, 128, 4, 32], [[[3], [3]], [[0, 2], [0, 2]]]],
+  ['att.v    64x[128,128]x[128,32]', [16, 4, 128, 128], [16, 128, 4, 32], [[[3], [1]], [[0, 1], [0, 2]]]],
+];
+
+/** FLOPs of a dot case: 2 * |out| * K. */
+function dotCaseFlops([, ls, rs, [[lc], [lb]]]: DotCase): number {
+  const k = lc.reduce((a, d) => a * ls[d], 1);
+  const bsz = lb.reduce((a, d) => a * ls[d], 1);
+  const m = ls.reduce((a, b) => a * b, 1) / k / bsz;
+  const n = rs.reduce((a, b) => a * b, 1) / k / bsz;
+  return 2 * bsz * m * n * k;
+}
+
+/** With TPUKIT_GEMM_PHASES=1: where one product's time goes on 1 thread and on 2 (means of RUNS runs each). */
+function phaseReport(one: () => void, two: () => void): void {
+  const ph = systolic.gemmPhases;
+  const ms = (x: number, n: number): string => (x / Math.max(1, n)).toFixed(2);
+  systolic.resetGemmPhases();
+  for (let i = 0; i < RUNS; i++) one();
+  console.log(`        1t phases (ms per product; an item of a batch run item by item counts as one): stage ${ms(ph.stage, ph.products)} pack ${ms(ph.pack, ph.products)} (stage included) gemm ${ms(ph.gemm, ph.products)} sink ${ms(ph.sink, ph.products)}`);
+  systolic.resetGemmPhases();
+  for (let i = 0; i < RUNS; i++) two();
+  const p = ph.pool;
+  if (p.products > 0) console.log(`        2t calling thread (ms from wake-up): staged ${ms(p.staged, p.products)} packed ${ms(p.gate, p.products)} own tiles done ${ms(p.callerTilesDone, p.products)} all done ${ms(p.done, p.products)}; it computed ${p.callerTiles}/${p.tiles} tiles`);
+  else console.log('        2t: run item by item (batched.ts), not timed per phase');
+}
+
+/** The GPT's dots, 1 thread and 2 threads interleaved: GFLOP/s (wall), 2t/1t and CPU-seconds per second. */
+async function gptShapes(): Promise<void> {
+  const cores = systolic.getNumThreads();
+  console.log(`\n[5] the reference GPT's matmuls (bench:gpt shapes), f32 storage, into a reused destination, interleaved 1 and 2 threads`);
+  for (const c of GPT_DOTS) {
+    const [name, ls, rs, dn] = c;
+    const a = np.array(rand(ls.reduce((x, y) => x * y, 1))).reshape(ls);
+    const b = np.array(rand(rs.reduce((x, y) => x * y, 1))).reshape(rs);
+    // Into a destination reused across runs, as the jitted step's executable does (a fresh
+    // multi-megabyte output per call would time page faults, not the product).
+    const out = new Float32Array(dotCaseFlops(c) / 2 / dn[0][0].reduce((x, d) => x * ls[d], 1));
+    const params = { dimensionNumbers: dn, precision: null, preferredElementType: null };
+    const run = (t: number) => () => {
+      systolic.setNumThreads(t);
+      withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params, out)?.dispose());
+    };
+    const r = await interleaved([run(1), run(2)], RUNS * 2, 2);
+    const fl = dotCaseFlops(c);
+    const g = (ms: number) => fmt(fl / ms / 1e6);
+    console.log(`    ${name.padEnd(34)} 1t ${g(r.ms[0])} GFLOP/s (${r.ms[0].toFixed(2)} ms)   2t ${g(r.ms[1])} GFLOP/s   2t/1t ${r.speedup[1].toFixed(2)}x   CPU-s/s 1t ${r.cpuPerWall[0].toFixed(2)} 2t ${r.cpuPerWall[1].toFixed(2)}`);
+    if (systolic.gemmPhases.enabled) phaseReport(run(1), run(2));
+  }
+  systolic.setNumThreads(cores);
+}
+
 async function main(): Promise<void> {
+  if (process.env.MATMUL_ONLY === 'gpt') {
+    console.log(`matmul benchmark, GPT shapes only: medians of ${RUNS * 2} interleaved runs; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+    await gptShapes();
+    return;
+  }
   tf.enableProdMode();
   await tf.setBackend('wasm');
   await tf.ready();
@@ -204,6 +280,7 @@ async function main(): Promise<void> {
     const vsTfjs = r4.speedup[1] / r4.speedup[2];
     console.log(`    ${name.padEnd(34)} tpukit ${fmt(g)} GFLOP/s (square/this ${squareOverThis.toFixed(2)}x, by CPU time ${squareOverThisCpu.toFixed(2)}x)   tfjs-wasm ${fmt(gflops(m, k, nn, r4.ms[2]))}   ratio ${vsTfjs.toFixed(2)}x`);
   }
+  await gptShapes();
   systolic.setNumThreads(cores);
   if (quietSeen.idle.length > 0) {
     const range = (v: number[]): string => `${Math.min(...v).toFixed(2)}-${Math.max(...v).toFixed(2)}`;

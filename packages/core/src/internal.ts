@@ -28,6 +28,7 @@ export {
   UndefPrimal,
 } from './primitive';
 export { bind, evalPrimitive, evalPrimitiveInto, setDynamicTrace, type Trace } from './trace';
+export { dotGeneralP } from './lax/dot';
 export { Jaxpr, type JaxprEqn, Lit, Var } from './transforms/jaxpr';
 export { evalJaxpr } from './transforms/eval';
 export { moveBdim } from './transforms/batching';

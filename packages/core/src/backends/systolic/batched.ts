@@ -28,6 +28,7 @@ import type { GemmExports, GemmShape } from './gemmModule';
 import type { OperandView } from './pack';
 import { packFunctionName } from './packKernels';
 import { Stager } from './packPlan';
+import { gemmPhases, phaseClock } from './phases';
 
 /**
  * What batched products use of the GEMM engine (`GemmEngine` implements it): declared here, so
@@ -210,10 +211,19 @@ function runItemsAlone(engine: BatchEngine, job: BatchJob): void {
   const tab = new Int32Array(engine.memory.buffer, job.table, 2 * job.items);
   const [sa, sb] = job.stagers;
   for (let i = 0; i < job.items; i++) {
+    const t0 = phaseClock();
     // Stage each operand only as far as this item reads (its source then is still in cache).
     sa.to(sourceEnd(job, 0, tab[2 * i]));
     sb.to(sourceEnd(job, 1, tab[2 * i + 1]));
+    const t1 = phaseClock();
     runItem(engine, job, i, 0, tab, job.cp);
+    const t2 = phaseClock();
     job.sink(i, job.cp);
+    if (gemmPhases.enabled) {
+      gemmPhases.products++;
+      gemmPhases.stage += t1 - t0;
+      gemmPhases.gemm += t2 - t1;
+      gemmPhases.sink += phaseClock() - t2;
+    }
   }
 }

@@ -13,6 +13,7 @@ import { type BatchEngine, type BatchRunner, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
 import { type PackJob, Stager, chunkCall, planPackJob } from './packPlan';
+import { gemmPhases, phaseClock } from './phases';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
 export const MAX_PAGES = 32768;
@@ -210,21 +211,38 @@ export class GemmEngine implements BatchEngine {
       const rows = bi === 0 && rowsReady ? (r0: number, r1: number): void => {
         if (Math.min(r1, M) > r0) rowsReady(cp / 4, np, r0, Math.min(r1, M));
       } : undefined;
+      const t0 = phaseClock();
+      let t1 = t0;
+      let t2 = t0;
+      let alone = false;
       if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows }))) {
+        alone = true;
         hostPack();
         // One thread: copy a chunk, pack it while its source is still in cache.
         for (const j of packs) {
           const fn = this.packFns[j.fn];
           for (let i = 0; i < j.chunks; i++) {
+            const s0 = phaseClock();
             stager.to(chunkCall(j, i, call));
+            if (gemmPhases.enabled) gemmPhases.stage += phaseClock() - s0;
             fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
           }
         }
+        const s0 = phaseClock();
         stager.to(stager.end);
+        if (gemmPhases.enabled) gemmPhases.stage += phaseClock() - s0;
         edges();
+        t1 = phaseClock();
         this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
+        t2 = phaseClock();
       }
       sink(bi, cp / 4, np);
+      if (gemmPhases.enabled && alone) {
+        gemmPhases.products++;
+        gemmPhases.pack += t1 - t0;
+        gemmPhases.gemm += t2 - t1;
+        gemmPhases.sink += phaseClock() - t2;
+      }
     }
   }
 

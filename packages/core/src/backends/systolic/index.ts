@@ -14,6 +14,7 @@ export { type ArrayConfig, type CycleModel, type Dataflow, type GemmCycles, type
 export { type Ledger, type OpCost, type OpTotals, mfu, opCost, roofline, stepSeconds } from './ledger';
 export { checkInterconnect, type CollectiveCall, type CollectiveCost, type CollectiveKind, getInterconnect, type InterconnectModel, setInterconnect } from './interconnect';
 export { batchedStats } from './batched';
+export { gemmPhases, resetGemmPhases } from './phases';
 export { PASSES, passCount } from './mxuDot';
 export { type TpuPreset, presets } from './presets';
 export { type PeGridResult, simulatePeGrid } from './peGrid';

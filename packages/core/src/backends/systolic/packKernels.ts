@@ -36,15 +36,14 @@ function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boolean): 
     f.get(t);
     return;
   }
-  // quiet NaN variant
-  f.get(t).v128Const(splat(0x00400000)).simd(SIMD.v128_or).v128Const(splat(0xffff0000)).simd(SIMD.v128_and);
-  // rounded: (t + 0x7fff + ((t >>> 16) & 1)) & 0xffff0000
+  // NaN: t quieted (t | 0x400000); else rounded to nearest even: t + 0x7fff + ((t >>> 16) & 1).
+  // One mask of the upper 16 bits after the select serves both (8 operations a vector).
+  f.get(t).v128Const(splat(0x00400000)).simd(SIMD.v128_or);
   f.get(t).v128Const(splat(0x7fff)).simd(SIMD.i32x4_add);
   f.get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const(splat(1)).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
-  f.v128Const(splat(0xffff0000)).simd(SIMD.v128_and);
-  // mask: (t & 0x7fffffff) > 0x7f800000 (unsigned)
-  f.get(t).v128Const(splat(0x7fffffff)).simd(SIMD.v128_and).v128Const(splat(0x7f800000)).simd(SIMD.i32x4_gt_u);
+  f.get(t).get(t).simd(SIMD.f32x4_ne);
   f.simd(SIMD.v128_bitselect);
+  f.v128Const(splat(0xffff0000)).simd(SIMD.v128_and);
 }
 
 /** Pushes 4 elements starting at byte address in local `addr` as f32 bits (bf16 widened). */

@@ -5,6 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import * as bf16 from '../../bf16';
 import { GemmEngine } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 import { Stager, STAGE_CHUNK_BYTES, chunkCall, planPackJob } from './packPlan';
@@ -107,5 +108,29 @@ describe('packPlan', () => {
     st.add(b, 0);
     st.to(1);
     expect(st.staged).toBe(18);
+  });
+
+  it('the SIMD packing kernels round every float32 class as bf16.fromFloat32 does (NaN, inf, subnormal, ties, flush)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 0xffffffff }), { minLength: 64, maxLength: 64 }), fc.constantFrom('rc' as const, 'kc' as const), fc.boolean(), (bitsIn, layout, flush) => {
+        // Specials and rounding ties mixed into random bit patterns.
+        const special = [0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffbfffff, 0x00000001, 0x807fffff, 0x3f808000, 0x3f818000, 0x7f7fffff, 0x3f80ffff, 0x80000000];
+        const bits = Uint32Array.from(bitsIn, (b, i) => (i % 5 === 0 ? special[(i / 5) % special.length] : b >>> 0));
+        // 8 rows x 8 k: 'rc' element (row, k) at row + 8k; 'kc' at 8row + k.
+        const src = 64;
+        const dst = 1024;
+        engine.ensure(4096);
+        engine.u32.set(bits, src / 4);
+        engine.runPackKernel(packFunctionName(layout, 8, false, flush), src, layout === 'rc' ? 1 : 8, layout === 'rc' ? 8 : 1, 1, 8, 8, dst);
+        for (let row = 0; row < 8; row++) {
+          for (let k = 0; k < 8; k++) {
+            const x = bits[layout === 'rc' ? row + 8 * k : 8 * row + k];
+            const want = bf16.fromFloat32(new Float32Array(new Uint32Array([x]).buffer)[0], { flushSubnormals: flush }) << 16;
+            expect(engine.u32[dst / 4 + k * 8 + row] >>> 0, `${layout} ${flush ? 'flush ' : ''}0x${x.toString(16)}`).toBe(want >>> 0);
+          }
+        }
+      }),
+      { numRuns: 60 },
+    );
   });
 });

@@ -1,6 +1,10 @@
 /** The worker pool: products split over threads equal the single-thread products bit for bit. */
+import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { lax, np, systolic, withBackend } from '../../index';
+import { evalPrimitiveInto } from '../../internal';
+import { dotGeneralP } from '../../lax/dot';
+import { planTiles } from './threads';
 
 function data(n: number, seed: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * 3);
@@ -95,6 +99,72 @@ describe('systolic threads', () => {
         expect(firstDifference(run(), one), `${m}x${k}x${n} ${dtype} with ${threads} threads`).toBe(-1);
       }
     }
+  });
+
+  it("the reference GPT's products (weight gradients with K = 2048 over two contracting dims, one row block) equal on 1, 2 and 3 threads, into a destination too", () => {
+    // [lhs shape, rhs shape, dimension numbers]: the weight gradients of bench:gpt's MLP (output
+    // [128,512] and [512,128]: several K blocks, a single MC row block so the pool splits by
+    // columns), a forward MLP product, and odd edges (ragged panels, K tail past a K block).
+    const cases: Array<[number[], number[], [[number[], number[]], [number[], number[]]]]> = [
+      [[16, 128, 128], [16, 128, 512], [[[0, 1], [0, 1]], [[], []]]],
+      [[16, 128, 512], [16, 128, 128], [[[0, 1], [0, 1]], [[], []]]],
+      [[16, 128, 128], [128, 512], [[[2], [0]], [[], []]]],
+      [[3, 347, 131], [3, 347, 77], [[[0, 1], [0, 1]], [[], []]]],
+    ];
+    const params = (dn: (typeof cases)[number][2]) => ({ dimensionNumbers: dn, precision: null, preferredElementType: null });
+    for (const [ls, rs, dn] of cases) {
+      const size = (s: number[]): number => s.reduce((x, y) => x * y, 1);
+      const a = np.array(data(size(ls), ls[1])).reshape(ls);
+      const b = np.array(data(size(rs), rs[1] + 1)).reshape(rs);
+      const run = (): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN);
+        return withBackend('systolic', () => lax.dotGeneral(a, b, dn).dataSync() as Float32Array);
+      };
+      const runInto = (n: number): Float32Array => {
+        systolic.backend.engine.f32.fill(NaN);
+        const dest = new Float32Array(n).fill(NaN);
+        withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params(dn), dest));
+        return dest;
+      };
+      systolic.setNumThreads(1);
+      const one = run();
+      expect(one.findIndex(Number.isNaN), `${ls} x ${rs}: NaN on one thread`).toBe(-1);
+      for (const threads of [2, 3, 2]) {
+        systolic.setNumThreads(threads);
+        expect(firstDifference(run(), one), `${ls} x ${rs} with ${threads} threads`).toBe(-1);
+        expect(firstDifference(runInto(one.length), one), `${ls} x ${rs} into a destination with ${threads} threads`).toBe(-1);
+      }
+    }
+  });
+
+  it('plans tiles of whole panels that cover the product, several per thread, none too long', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 700 }), fc.integer({ min: 1, max: 90 }), fc.integer({ min: 1, max: 5000 }), fc.integer({ min: 2, max: 8 }), (rowPanels, colPanels, kp, threads) => {
+        const [mr, nr, mc] = [4, 8, 128];
+        const mp = rowPanels * mr;
+        const np = colPanels * nr;
+        const t = planTiles(mp, np, kp, mr, nr, mc, threads);
+        expect(t.tileRows % mr).toBe(0);
+        expect(t.tileCols % nr).toBe(0);
+        expect(t.tileRows).toBeLessThanOrEqual(Math.min(mp, mc));
+        expect(t.tileCols).toBeLessThanOrEqual(Math.min(np, 128));
+        expect(t.rowTiles).toBe(Math.ceil(mp / t.tileRows));
+        expect(t.colTiles).toBe(Math.ceil(np / t.tileCols));
+        const tiles = t.rowTiles * t.colTiles;
+        // Narrowed no further than 16 rows and 16 columns (or one panel where a side is smaller).
+        const atMinimum = t.tileRows <= Math.max(16, mr) && t.tileCols <= Math.max(16, nr);
+        const rowsAtMin = t.tileRows <= 16 || t.tileRows === mp;
+        const colsAtMin = t.tileCols <= 16 || t.tileCols === np;
+        if (!(rowsAtMin && colsAtMin) && !atMinimum) {
+          expect(tiles).toBeGreaterThanOrEqual(4 * threads);
+          if (tiles < 8 * threads) expect(t.tileRows * t.tileCols * kp).toBeLessThanOrEqual(1 << 22);
+        }
+      }),
+    );
+    // The reference GPT's weight gradient ([128,512], K = 2048) on 2 threads: 16 tiles, not 8 long ones.
+    expect(planTiles(128, 512, 2048, 4, 8, 128, 2)).toEqual({ tileRows: 64, tileCols: 64, rowTiles: 2, colTiles: 8 });
+    // A large square product keeps MC x 128 tiles.
+    expect(planTiles(1024, 1024, 1024, 4, 8, 128, 2)).toEqual({ tileRows: 128, tileCols: 128, rowTiles: 8, colTiles: 8 });
   });
 
   it('rejects a bad thread count, naming the argument', () => {

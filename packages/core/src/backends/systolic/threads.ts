@@ -26,6 +26,7 @@ import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';
+import { gemmPhases, phaseClock } from './phases';
 
 /** Every packing kernel, in a fixed order the workers index into. */
 const PACK_NAMES: string[] = [];
@@ -154,6 +155,45 @@ export function threadsAvailable(engine: GemmEngine): boolean {
 const TILE_COLS = 128;
 /** Tiles per thread below which tiles are narrowed (so every thread has several to take). */
 const MIN_TILES_PER_THREAD = 4;
+/**
+ * Multiply-adds of one tile at most (2^22: about 0.16 ms on one core): a long-K product's tiles
+ * are cut smaller, so that the last tile, which one thread computes while the others may have
+ * none left, is short. (The weight gradients of bench:gpt, [128,512] with K = 2048, made 8 tiles
+ * of 0.7 ms each: a 5-3 split between two threads costs a whole tile.)
+ */
+const MAX_TILE_WORK = 1 << 22;
+/** Tiles per thread from which a tile's work no longer matters (a one-tile imbalance is small). */
+const MANY_TILES_PER_THREAD = 8;
+/** The least tile height and width (in rows and columns) the narrowing goes down to. */
+const MIN_TILE_SIDE = 16;
+
+/**
+ * The C tiles a product of padded size mp x np (kp deep) is split into for `threads` threads:
+ * MC rows (the GEMM's A block) by 128 columns, then the longer side halved (in whole row or
+ * column panels, down to MIN_TILE_SIDE) while there are fewer than MIN_TILES_PER_THREAD tiles
+ * per thread, or fewer than MANY_TILES_PER_THREAD of more than MAX_TILE_WORK multiply-adds
+ * each. Each tile re-reads its rows
+ * of A and its columns of B from the caches, a few percent of the product at most; every
+ * output element is still computed by one thread over the whole K in the same order.
+ */
+export function planTiles(mp: number, np: number, kp: number, mr: number, nr: number, mc: number, threads: number): { tileRows: number; tileCols: number; rowTiles: number; colTiles: number } {
+  let rowPanels = Math.min(mp, mc) / mr;
+  let colPanels = Math.min(np, TILE_COLS) / nr;
+  const minRowPanels = Math.max(1, Math.ceil(MIN_TILE_SIDE / mr));
+  const minColPanels = Math.max(1, Math.ceil(MIN_TILE_SIDE / nr));
+  const tiles = (): number => Math.ceil(mp / (rowPanels * mr)) * Math.ceil(np / (colPanels * nr));
+  const tooBig = (): boolean => rowPanels * mr * colPanels * nr * kp > MAX_TILE_WORK && tiles() < MANY_TILES_PER_THREAD * threads;
+  while (tiles() < MIN_TILES_PER_THREAD * threads || tooBig()) {
+    const canRows = rowPanels > minRowPanels;
+    const canCols = colPanels > minColPanels;
+    if (canCols && (!canRows || colPanels * nr >= rowPanels * mr)) colPanels = Math.ceil(colPanels / 2);
+    else if (canRows) rowPanels = Math.ceil(rowPanels / 2);
+    else break;
+  }
+  const tileRows = rowPanels * mr;
+  const tileCols = colPanels * nr;
+  return { tileRows, tileCols, rowTiles: Math.ceil(mp / tileRows), colTiles: Math.ceil(np / tileCols) };
+}
 
 class Pool {
   readonly control = new Int32Array(new SharedArrayBuffer(4 * (CUR + MAX_WORKERS)));
@@ -183,16 +223,8 @@ class Pool {
     const nr = this.engine.nr;
     const { ap, bp, cp, mp, np, kp } = job.args;
     const c = this.control;
-    // Tiles: MC rows (the GEMM's A block) by 128 columns, narrower when that would leave fewer
-    // than a few tiles per thread. Small tiles keep both threads busy to the end (the last tile
-    // is short); each re-reads its A block from L2, a few percent at most.
-    const tileRows = Math.min(mp, mc);
-    const rowTiles = Math.ceil(mp / tileRows);
-    const colPanels = np / nr;
-    let panels = Math.min(colPanels, Math.max(1, TILE_COLS / nr));
-    while (panels > 1 && rowTiles * Math.ceil(colPanels / panels) < MIN_TILES_PER_THREAD * threads) panels = Math.ceil(panels / 2);
-    const tileCols = panels * nr;
-    const colTiles = Math.ceil(np / tileCols);
+    // Small tiles keep both threads busy to the end (see planTiles).
+    const { tileRows, tileCols, rowTiles, colTiles } = planTiles(mp, np, kp, mr, nr, mc, threads);
     c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
     c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
     c[JOB + 10] = threads - 1;
@@ -223,11 +255,16 @@ class Pool {
     Atomics.store(c, GATE, 0);
     Atomics.store(c, STAGED, stager.staged);
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
+    const t0 = phaseClock();
     this.pool.wake();
 
     const e = this.engine;
     const call = this.call;
     let failed: unknown = null;
+    let tStaged = t0;
+    let tGate = t0;
+    let tMine = t0;
+    let mine = 0;
     try {
       // Stage first (only this thread can read the host arrays): the workers pack each chunk
       // as soon as its source is in place.
@@ -235,6 +272,7 @@ class Pool {
         Atomics.store(c, STAGED, stager.next());
         Atomics.notify(c, STAGED);
       }
+      tStaged = phaseClock();
       job.hostPack();
       const first = c[PACKS + 10];
       for (let i = Atomics.add(c, PACK_NEXT, 1); i < chunks; i = Atomics.add(c, PACK_NEXT, 1)) {
@@ -255,6 +293,7 @@ class Pool {
       Atomics.store(c, ERR, 1);
       Atomics.notify(c, STAGED);
     }
+    tGate = phaseClock();
     // Open the gate whatever happened, so that no worker is left waiting.
     Atomics.store(c, GATE, 1);
     Atomics.notify(c, GATE);
@@ -275,6 +314,7 @@ class Pool {
           const i0 = r * tileRows;
           const j0 = (t - r * colTiles) * tileCols;
           e.exports.gemm(ap, bp, cp, mp, np, kp, i0, Math.min(mp, i0 + tileRows), j0, Math.min(np, j0 + tileCols));
+          mine++;
           if (job.rows) {
             const done = bandsDone();
             if (done > bands) job.rows(bands * tileRows, (bands = done) * tileRows);
@@ -295,7 +335,18 @@ class Pool {
         failed = err;
       }
     }
+    tMine = phaseClock();
     this.pool.waitFor(DONE, all);
+    if (gemmPhases.enabled) {
+      const p = gemmPhases.pool;
+      p.products++;
+      p.staged += tStaged - t0;
+      p.gate += tGate - t0;
+      p.callerTilesDone += tMine - t0;
+      p.done += phaseClock() - t0;
+      p.tiles += tiles;
+      p.callerTiles += mine;
+    }
     if (job.rows && !failed && Atomics.load(c, ERR) === 0 && bands < rowTiles) {
       try {
         job.rows(bands * tileRows, rowTiles * tileRows);

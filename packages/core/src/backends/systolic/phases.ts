@@ -1,0 +1,42 @@
+/**
+ * An optional per-phase timer of the GEMM engine, for finding where the time around the kernel
+ * goes. On one thread: staging and packing (`pack`, of which the copying of host operands into
+ * wasm memory is `stage`), the kernel (`gemm`) and the hand-over of the accumulator to the caller
+ * (`sink`: the output copy or bf16 narrowing), in milliseconds summed over `products`. Batches
+ * run item by item (`batched.ts`) count each item as a product, with its staging in `stage` and
+ * its packing in `gemm` (the two kernels run back to back). Products on the thread pool are
+ * timed from the calling thread (`pool`). Off by default (one boolean test per phase); turned on
+ * by `TPUKIT_GEMM_PHASES=1` in the environment or by setting `gemmPhases.enabled`.
+ */
+export const gemmPhases = {
+  enabled: typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_PHASES === '1',
+  products: 0,
+  pack: 0,
+  stage: 0,
+  gemm: 0,
+  sink: 0,
+  /**
+   * Products split over the thread pool (`threads.ts`), as seen by the calling thread: ms from
+   * waking the workers until it had staged the operands (`staged`), until packing was complete
+   * and the tiles opened (`gate`), until it found no tile left (`callerTilesDone`), and until
+   * every worker was done (`done`), summed over `products`; with the tiles computed in all and
+   * by the calling thread. A late `gate` after `staged` means packing lagged the staging; a
+   * `done` well past `callerTilesDone` means the last tiles were unbalanced.
+   */
+  pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, done: 0, tiles: 0, callerTiles: 0 },
+};
+
+/** The current time when the timer is on, else 0 (no clock read). */
+export function phaseClock(): number {
+  return gemmPhases.enabled ? performance.now() : 0;
+}
+
+/** Zeroes the sums. */
+export function resetGemmPhases(): void {
+  gemmPhases.products = 0;
+  gemmPhases.pack = 0;
+  gemmPhases.stage = 0;
+  gemmPhases.gemm = 0;
+  gemmPhases.sink = 0;
+  for (const k of Object.keys(gemmPhases.pool) as Array<keyof typeof gemmPhases.pool>) gemmPhases.pool[k] = 0;
+}
