@@ -79,12 +79,13 @@ describe('every primitive', () => {
     expect(bad).toEqual([]);
   });
 
-  test('fused ops are core elementwise primitives (broadcast_in_dim aside)', () => {
+  test('fused ops are core elementwise primitives (broadcast_in_dim and iota aside)', () => {
     for (const name of FUSED_OPS) {
-      if (name === 'broadcast_in_dim') continue;
+      if (name === 'broadcast_in_dim' || name === 'iota') continue;
       expect(getPrimitive(name).elementwise, name).toBeDefined();
     }
     expect(getPrimitive('broadcast_in_dim').elementwise).toBeUndefined();
+    expect(getPrimitive('iota').elementwise).toBeUndefined();
   });
 
   test('cost analysis reads transcendentals from the descriptor', () => {

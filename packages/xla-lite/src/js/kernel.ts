@@ -107,9 +107,11 @@ export function coordsCode(loopShape: readonly number[]): string[] {
 /**
  * The statement defining `v` as instruction `m`'s value at loop index `i`, its operands read
  * through `read`. A broadcast of a non-scalar operand reads that operand (a fusion parameter,
- * `in<k>`) at the loop coordinates `c0..` (see `coordsCode`). Shared by every kernel generator.
+ * `in<k>`) at the loop coordinates `c0..` (see `coordsCode`); an iota is its coordinate. Shared
+ * by every kernel generator.
  */
 export function elementStatement(m: HloInstruction, v: string, read: (o: HloInstruction) => string): string {
+  if (m.prim!.name === 'iota') return `const ${v} = c${(m.params as { dimension: number }).dimension};`;
   if (m.prim!.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1) {
     const src = m.operands[0];
     // Adds only size-1 dims: the same elements in the same order.
@@ -121,6 +123,9 @@ export function elementStatement(m: HloInstruction, v: string, read: (o: HloInst
   }
   return `const ${v} = ${expr(m, m.operands.map(read))};`;
 }
+
+/** Whether `m`'s element statement reads the loop coordinates: a broadcast of a non-scalar, an iota. */
+export const needsCoordinates = (m: HloInstruction): boolean => m.prim?.name === 'iota' || (m.prim?.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1);
 
 /** Initial accumulator of a fused `reduce_sum` / `reduce_max`. */
 export const reduceInit = (r: HloInstruction): string => (r.prim!.name === 'reduce_max' ? '-Infinity' : '0');
@@ -154,8 +159,8 @@ export function kernelSource(body: HloComputation): string {
     const n = names.get(o)!;
     return o.opcode === 'parameter' && numel(o.shape) !== 1 ? `in${o.paramIndex}[i]` : n;
   };
-  // Coordinates of the loop index, needed only by broadcasts of non-scalar operands.
-  if (body.instructions.some((m) => m.prim?.name === 'broadcast_in_dim' && numel(m.operands[0].shape) !== 1)) loop.push(...coordsCode(loopShape));
+  // Coordinates of the loop index, needed only by broadcasts of non-scalar operands and iotas.
+  if (body.instructions.some(needsCoordinates)) loop.push(...coordsCode(loopShape));
   body.instructions.forEach((m, k) => {
     if (m.opcode === 'parameter' || m === reduce) return;
     const v = `t${k}`;
@@ -163,7 +168,9 @@ export function kernelSource(body: HloComputation): string {
     loop.push(elementStatement(m, v, read));
   });
   if (!reduce) {
-    return `${pre.join('\n')}\nfor (let i = 0; i < n; i++) {\n  ${loop.join('\n  ')}\n  out[i] = ${read(root)};\n}`;
+    // Extra outputs of a multi-output fusion go to `more`.
+    const extra = body.outputs.slice(1).map((o, q) => `more[${q}][i] = ${read(o)};`);
+    return `${pre.join('\n')}\nfor (let i = 0; i < n; i++) {\n  ${loop.join('\n  ')}\n  out[i] = ${read(root)};${extra.map((e) => `\n  ${e}`).join('')}\n}`;
   }
   const init = reduceInit(reduce);
   const step = (acc: string, v: string): string => reduceStep(reduce, acc, v);
@@ -183,6 +190,6 @@ export function compileKernel(body: HloComputation): FusedKernel {
   const root = body.outputs[0];
   const reduce = root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max';
   const scratch = new Float64Array(reduce ? numel(root.shape) : 0);
-  const fn = new Function('ins', 'out', 'n', 'scratch', kernelSource(body)) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, scratch: Float64Array) => void;
-  return (ins, out, n) => fn(ins, out, n, scratch);
+  const fn = new Function('ins', 'out', 'n', 'scratch', 'more', kernelSource(body)) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, scratch: Float64Array, more: (Float32Array | Uint8Array)[] | undefined) => void;
+  return (ins, out, n, more) => fn(ins, out, n, scratch, more);
 }

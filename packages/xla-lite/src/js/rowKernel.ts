@@ -14,6 +14,7 @@
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { coordsCode, elementStatement, expr, type FusedKernel, reduceInit, reduceStep } from './kernel';
+import { isIndexValue } from '../passes/fusion';
 import { isRowReduce, rowLevels } from './rowLevels';
 
 /** The generated source of a row fusion body, and the scratch rows it needs. */
@@ -35,7 +36,7 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
   const readFull = (o: HloInstruction): string => {
     if (o.opcode === 'parameter') return numel(o.shape) === 1 ? `p${o.paramIndex}` : `in${o.paramIndex}[i]`;
     if (!full(o)) return `u${idx.get(o)}`;
-    return level.get(o)! < stage ? `s${idx.get(o)}[j]` : `t${idx.get(o)}`;
+    return level.get(o)! < stage && !isIndexValue(o) ? `s${idx.get(o)}[j]` : `t${idx.get(o)}`;
   };
   const readRow = (o: HloInstruction): string => (o.opcode === 'parameter' ? (numel(o.shape) === 1 ? `p${o.paramIndex}` : `in${o.paramIndex}[row]`) : `u${idx.get(o)}`);
   // Broadcasts of inputs along the rows (a scale or shift of the row's length: `in[j]`) or
@@ -51,7 +52,7 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
     if (numel(src.shape) === C && live.join() === rowDims.join()) direct.set(m, `in${src.paramIndex}[j]`);
     else if (numel(src.shape) === R && live.join() === leadDims.join()) direct.set(m, `in${src.paramIndex}[row]`);
   }
-  const needsCoords = body.instructions.some((m) => full(m) && !direct.has(m) && m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter' && numel(m.operands[0].shape) !== 1);
+  const needsCoords = body.instructions.some((m) => full(m) && !direct.has(m) && (m.prim?.name === 'iota' || (m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter' && numel(m.operands[0].shape) !== 1)));
   const rowLoop: string[] = [];
   for (stage = 0; stage <= last; stage++) {
     // Row values of this level, once per row.
@@ -62,7 +63,8 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
       rowLoop.push(name === 'reshape' || name === 'broadcast_in_dim' ? `const ${v} = ${readRow(m.operands[0])};` : `const ${v} = ${expr(m, m.operands.map(readRow))};`, ...store(m, v, 'row'));
     }
     const accs = reduces.filter((r) => level.get(r.operands[0]) === stage);
-    const fulls = body.instructions.filter((m) => full(m) && level.get(m) === stage);
+    // Index values (iotas, masks from iotas) are computed again in every stage instead of kept.
+    const fulls = body.instructions.filter((m) => full(m) && (level.get(m) === stage || isIndexValue(m)));
     for (const r of accs) rowLoop.push(`let a${idx.get(r)} = ${reduceInit(r)};`);
     const inner: string[] = ['const i = base + j;'];
     if (needsCoords) inner.push(...coordsCode(S));

@@ -7,6 +7,7 @@
  * stage reads, each given a scratch row. The generators differ only in what they emit per stage.
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
+import { isIndexValue } from '../passes/fusion';
 
 /** A row reduction of a row fusion body. */
 export const isRowReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';
@@ -24,7 +25,7 @@ export interface RowLevels {
   level: Map<HloInstruction, number>;
   /** The last stage: the root's level, or its operand's where the root is a row reduction. */
   last: number;
-  /** Full values read by a later stage, by scratch slot. */
+  /** Full values read by a later stage, by scratch slot (not index values: those are recomputed, see passes/fusion.ts). */
   stored: Map<HloInstruction, number>;
 }
 
@@ -48,7 +49,8 @@ export function rowLevels(body: HloComputation): RowLevels | null {
   const stored = new Map<HloInstruction, number>();
   for (const m of body.instructions) {
     if (!full(m)) continue;
-    for (const o of m.operands) if (full(o) && level.get(o)! < level.get(m)! && !stored.has(o)) stored.set(o, stored.size);
+    // Index values (iotas, masks from iotas) are recomputed where a later stage reads them.
+    for (const o of m.operands) if (full(o) && level.get(o)! < level.get(m)! && !stored.has(o) && !isIndexValue(o)) stored.set(o, stored.size);
   }
   return { S, k, R, C, reduces, full, level, last, stored };
 }

@@ -13,9 +13,12 @@
  *   reduce_sum over all batch dims of a dot_general -> a dot_general contracting them too
  *   (the transpose of the previous rewrite, as backprop produces it).
  * A "one"/"zero" is a constant whose elements all equal it, or a broadcast of one. Returns the
- * number of rewrites; run to a fixed point by the pipeline.
+ * number of rewrites; run to a fixed point by the pipeline. Also runs `floatIndexValues`
+ * (indexValues.ts: integer compares against iotas as float32 compares, broadcasts sunk into
+ * iota expressions), which makes masks and one-hot encodings fusible.
  */
 import { type HloComputation, HloInstruction } from '../hlo';
+import { floatIndexValues } from './indexValues';
 
 function splat(i: HloInstruction): number | null {
   if (i.opcode === 'constant') {
@@ -149,6 +152,7 @@ export function algebraicSimplify(c: HloComputation): number {
     n++;
   }
   currentUsers = null;
+  n += floatIndexValues(c);
   if (n) c.sort();
   return n;
 }

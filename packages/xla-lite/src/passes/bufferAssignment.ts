@@ -92,7 +92,8 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
   order.forEach((i, t) => {
     // An elementwise loop writes element k after reading element k of each operand, so an
     // operand that dies here may hold the output (in-place, as XLA's buffer sharing allows).
-    if (i.opcode === 'fusion' && (i.params as { kind?: string }).kind === 'kLoop') {
+    // (Single-output loops only: a multi-output loop's outputs live in regions of their own.)
+    if (i.opcode === 'fusion' && (i.params as { kind?: string }).kind === 'kLoop' && !i.isTuple) {
       for (const o of i.operands) {
         const r = o.opcode === 'get-tuple-element' || o.opcode === 'reshape' ? null : o;
         if (r && lastUse.get(r) === t && !released.has(r) && bytesOf(r.shape) >= bytesOf(i.shape)) {

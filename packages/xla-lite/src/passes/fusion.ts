@@ -2,15 +2,18 @@
  * Elementwise (loop) fusion, XLA's producer-into-consumer instruction fusion restricted to
  * elementwise work: visiting instructions consumers-first, an elementwise instruction joins
  * the fusion group of its users when every user is in that same group and it has the group's
- * output shape, so a chain or DAG of elementwise ops (with scalar broadcasts folded in) becomes
- * one `fusion` instruction whose body is a fused computation, executed as one pass over the
- * data (see `kernel.ts`). Groups with one member are left unfused. Intermediate values of a
+ * output shape (or, as XLA's multi-output fusion, when its other users all come after a loop
+ * group's root: it then joins that group and also leaves it as an extra output), so a chain
+ * or DAG of elementwise ops (with scalar broadcasts folded in) becomes one `fusion`
+ * instruction whose body is a fused computation, executed as one pass over the data (see
+ * `kernel.ts`). Groups with one member are left unfused. Intermediate values of a
  * group are never materialised, which is what the "bytes moved" numbers measure.
  *
- * A fusible broadcast read by several groups (or by a group and something outside it) is
- * duplicated, one copy per group, as XLA's instruction fusion duplicates cheap producers:
- * inside a kernel a broadcast is only an index computation, while a shared one would be a
- * kernel of its own writing the full array that every consumer then reads back. Readers
+ * A fusible broadcast (or index value: an iota, a mask computed from iotas) read by several
+ * groups (or by a group and something outside it) is duplicated, one copy per group, as
+ * XLA's instruction fusion duplicates cheap producers: inside a kernel a broadcast is only an
+ * index computation, while a shared one would be a kernel of its own writing the full array
+ * that every consumer then reads back. Readers
  * outside any group (a dot, a program output) keep the original, materialised for them.
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
@@ -19,12 +22,14 @@ import { type HloComputation, HloComputation as Comp, HloInstruction, type HloMo
  * The primitives both fused-kernel generators implement (`js/kernel.ts` and
  * `wasm/emitExpr.ts`; float32 arithmetic, bool predicates): core primitives with an
  * `elementwise` descriptor (a test checks each has one), plus `broadcast_in_dim`, read through
- * its index map. One list for fusion and both code generators.
+ * its index map, and a float32 `iota`, computed from the loop coordinates (passes/indexValues.ts
+ * turns integer masks and one-hot compares into float32 ones). One list for fusion and both
+ * code generators.
  */
 export const FUSED_OPS: ReadonlySet<string> = new Set([
   'neg', 'exp', 'log', 'tanh', 'logistic', 'sqrt', 'rsqrt', 'abs', 'sin', 'cos', 'square', 'sign', 'floor', 'ceil', 'log1p', 'expm1', 'integer_pow', 'convert_element_type', 'stop_gradient',
   'add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n',
-  'broadcast_in_dim',
+  'broadcast_in_dim', 'iota',
 ]);
 const COMPARE = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
 
@@ -44,6 +49,31 @@ export function isFusible(i: HloInstruction): boolean {
   if (name === 'broadcast_in_dim') return i.operands[0].shape.dtype === 'float32';
   // Every operand is elementwise-aligned with the output, or a scalar (read at index 0).
   return i.operands.every((o) => !o.isTuple && (numel(o.shape) === 1 || o.shape.shape.join() === out.shape.join()) && (o.shape.dtype === 'float32' || o.shape.dtype === 'bool'));
+}
+
+/**
+ * Whether `x` is computed from float32 iotas and scalar constants alone by fusible elementwise
+ * ops (float32 values, or bool compares of float32 values: what fusion can take).
+ */
+export function generated(x: HloInstruction): boolean {
+  if (x.isTuple) return false;
+  const name = x.prim?.name;
+  const dt = x.shape.dtype;
+  if (dt !== 'float32' && !(dt === 'bool' && x.operands.length > 0 && x.operands.every((o) => !o.isTuple && o.shape.dtype === 'float32'))) return false;
+  if (name === 'iota') return true;
+  if (x.opcode === 'constant') return x.shape.shape.length === 0;
+  if (name === 'broadcast_in_dim') return x.operands[0].shape.shape.length === 0 && generated(x.operands[0]);
+  return name !== undefined && FUSED_OPS.has(name) && x.operands.length > 0 && x.operands.every(generated);
+}
+
+/**
+ * An index value: a float32 iota, or a fusible value computed from iotas and scalar constants
+ * alone by cheap ops (a causal mask; no transcendentals). Fusion passes recompute one per
+ * fusion reading it, as they do broadcasts, instead of materialising it.
+ */
+export function isIndexValue(x: HloInstruction): boolean {
+  const cheap = (v: HloInstruction): boolean => v.prim?.elementwise?.transcendental !== true && v.operands.every(cheap);
+  return x.opcode !== 'constant' && x.prim?.name !== 'broadcast_in_dim' && generated(x) && cheap(x);
 }
 
 /** Reductions the kernel generator fuses with their producers: float32 sum/max over a leading or trailing run of axes. */
@@ -70,15 +100,29 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
   const roots: HloInstruction[] = [];
   /** The shape each group's loop runs over (the root's, or a reduction's operand's). */
   const loopShape: string[] = [];
+  const pos = new Map(c.instructions.map((x, j) => [x, j]));
+  const end = c.instructions.length;
+  /** Whether `u` (outside group g) runs after g's fusion, so it can read an extra output of it. */
+  const after = (u: HloInstruction | null, g: number): boolean => (u === null ? end : pos.get(u)!) > pos.get(roots[g])!;
   for (let k = c.instructions.length - 1; k >= 0; k--) {
     const i = c.instructions[k];
     const reduce = isFusibleReduce(i);
     if (!reduce && !isFusible(i)) continue;
-    if (i.prim?.name === 'broadcast_in_dim' && duplicateBroadcast(c, k, users, group, loopShape)) continue;
+    const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
+    if (cheap && duplicateBroadcast(c, k, users, group, loopShape, pos)) continue;
     const us = users.get(i)!;
     const g = !reduce && us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
     const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === loopShape[g];
+    // Multi-output fusion: an elementwise value read by a loop group and by later instructions
+    // joins that group and leaves it as an extra output (written once, where it is computed,
+    // instead of by a kernel of its own that the group then reads back).
+    // (float32 outputs only: the wasm loop kernel stores those; bool extras would leave it.)
+    const multi =
+      joins || reduce || cheap || i.shape.dtype !== 'float32'
+        ? undefined
+        : [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && roots[h].shape.dtype === 'float32' && loopShape[h] === i.shape.shape.join() && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
     if (joins) group.set(i, g);
+    else if (multi !== undefined) group.set(i, multi);
     else {
       group.set(i, roots.length);
       roots.push(i);
@@ -108,6 +152,7 @@ function duplicateBroadcast(
   users: Map<HloInstruction, (HloInstruction | null)[]>,
   group: Map<HloInstruction, number>,
   loopShape: string[],
+  pos: Map<HloInstruction, number>,
 ): boolean {
   const i = c.instructions[k];
   const us = users.get(i)!;
@@ -121,13 +166,14 @@ function duplicateBroadcast(
   }
   const allInOne = byGroup.size === 1 && us.every((u) => u !== null && byGroup.has(group.get(u)!));
   if (byGroup.size === 0 || allInOne) return false;
-  const src = users.get(i.operands[0]);
+  const srcs = [...new Set(i.operands)].map((o) => users.get(o)).filter((u) => u !== undefined);
   for (const [g, gus] of byGroup) {
     const copy = new HloInstruction(i.opcode, i.shapes, i.operands, i.params, i.prim);
     c.instructions.splice(k, 0, copy);
     for (const u of gus) u.operands = u.operands.map((o) => (o === i ? copy : o));
     users.set(copy, gus);
-    src?.push(copy);
+    pos.set(copy, pos.get(i)!);
+    for (const src of srcs) src.push(copy);
     group.set(copy, g);
   }
   const rest = us.filter((u) => u === null || !byGroup.has(group.get(u)!));
@@ -135,7 +181,7 @@ function duplicateBroadcast(
   if (rest.length > 0) return false;
   c.instructions.splice(c.instructions.indexOf(i), 1);
   users.delete(i);
-  if (src) src.splice(src.indexOf(i), 1);
+  for (const src of srcs) src.splice(src.indexOf(i), 1);
   return true;
 }
 
@@ -165,7 +211,7 @@ export function outlineFusion(c: HloComputation, ms: HloInstruction[], root: Hlo
     map.set(m, copy);
   }
   // Members other than the root that are also used outside the group leave as extra outputs
-  // (a multi-output fusion, read through get-tuple-element); elementwise fusion never makes any.
+  // (a multi-output fusion, read through get-tuple-element).
   const users = c.users();
   const extras = ms.filter((m) => m !== root && users.get(m)!.some((u) => u === null || !inGroup.has(u)));
   body.outputs = [map.get(root)!, ...extras.map((m) => map.get(m)!)];

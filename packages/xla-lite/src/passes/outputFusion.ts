@@ -31,7 +31,7 @@ export function fuseDotEpilogues(c: HloComputation, mod?: HloModule): number {
   const users = c.users();
   let made = 0;
   for (const f of [...c.instructions]) {
-    if (f.opcode !== 'fusion' || (f.params as { kind: string }).kind !== 'kLoop' || f.shape.dtype !== 'float32') continue;
+    if (f.opcode !== 'fusion' || (f.params as { kind: string }).kind !== 'kLoop' || f.isTuple || f.shape.dtype !== 'float32') continue;
     const d = f.operands.find((o) => o.prim?.name === 'dot_general' && o.shape.dtype === 'float32' && sameType(o, f) && users.get(o)!.length === 1 && elementwiseParam(f, o) !== null);
     if (!d) continue;
     const loop = f.called[0];

@@ -21,7 +21,7 @@
  * Groups without that round trip are left to elementwise fusion (kLoop/kInput).
  */
 import { type HloComputation, HloInstruction, type HloModule, numel } from '../hlo';
-import { isFusible, outlineFusion } from './fusion';
+import { isFusible, isIndexValue, outlineFusion } from './fusion';
 
 interface Group {
   /** The loop shape S. */
@@ -75,16 +75,18 @@ function roleIn(i: HloInstruction, g: Group): { role: Role; k: number | null } |
   const kb = rowDimsOfBroadcast(i, g);
   if (kb !== null) return g.k === null || g.k === kb ? { role: 'rowBroadcast', k: kb } : null;
   if (eqShape(i.shape.shape, g.shape)) return isFusible(i) ? { role: 'full', k: g.k } : null;
-  if (g.k === null || i.shape.dtype !== 'float32' || !isRowShape(i.shape.shape, g, g.k)) return null;
   const name = i.prim?.name;
+  // An iota is only ever a full value (the kernels compute it from the loop position).
+  if (name === 'iota' || g.k === null || i.shape.dtype !== 'float32' || !isRowShape(i.shape.shape, g, g.k)) return null;
   if (name === 'reshape' && i.operands[0].shape.dtype === 'float32' && isRowShape(i.operands[0].shape.shape, g, g.k)) return { role: 'row', k: g.k };
   return isFusible(i) ? { role: 'row', k: g.k } : null;
 }
 
 /**
- * A broadcast whose users sit in several groups (or in a group and outside) is cloned, one
- * copy per group it fits, each joining that group: broadcasts cost nothing inside a kernel, so
- * XLA duplicates them rather than let a shared one split fusions. The original keeps the
+ * A broadcast (or index value: an iota, a mask computed from iotas) whose users sit in several
+ * groups (or in a group and outside) is cloned, one copy per group it fits, each joining that
+ * group: broadcasts cost nothing inside a kernel, so XLA duplicates them rather than let a
+ * shared one split fusions. The original keeps the
  * remaining users (or dies). Returns whether any clone was made.
  */
 function cloneBroadcast(
@@ -113,7 +115,7 @@ function cloneBroadcast(
     for (const u of gus) u.operands = u.operands.map((o) => (o === i ? clone : o));
     remaining = remaining.filter((u) => u === null || !gus.includes(u));
     users.set(clone, gus);
-    users.get(i.operands[0])?.push(clone);
+    for (const o of new Set(i.operands)) users.get(o)?.push(clone);
     // Its program position: just before its first user (where it is needed).
     pos.set(clone, Math.min(...gus.map((u) => pos.get(u)!)) - 0.5);
     g.k = r.k;
@@ -123,8 +125,10 @@ function cloneBroadcast(
   }
   users.set(i, remaining);
   if (remaining.length === 0) {
-    const src = users.get(i.operands[0]);
-    if (src) src.splice(src.indexOf(i), 1);
+    for (const o of new Set(i.operands)) {
+      const src = users.get(o);
+      if (src) src.splice(src.indexOf(i), 1);
+    }
   }
   return made && remaining.length === 0;
 }
@@ -142,15 +146,17 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
     // Join the group of a user when every other user comes after that group's root: then the
     // value can also leave the fusion as an extra output (multi-output fusion) without a cycle,
     // as a forward softmax's exp and sum do when the backward pass reads them again.
-    // Broadcasts never leave a fusion (recomputing them is free; materialising is not).
+    // Broadcasts and index values never leave a fusion (recomputing them is free;
+    // materialising is not).
     const after = (u: HloInstruction | null, g: Group): boolean => (u === null ? end : pos.get(u)!) > pos.get(g.root)!;
-    if (i.prim?.name === 'broadcast_in_dim' && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
+    const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
+    if (cheap && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
     const us = users.get(i)!;
     const candidates = [...new Set(us.map((u) => (u === null ? undefined : groupOf.get(u))).filter((g): g is Group => g !== undefined))];
     const joined = candidates.some((g) => {
       const inside = us.filter((u) => u !== null && groupOf.get(u) === g);
       const escapes = inside.length !== us.length;
-      if (escapes && (i.prim?.name === 'broadcast_in_dim' || !us.every((u) => (u !== null && groupOf.get(u) === g) || after(u, g)))) return false;
+      if (escapes && (cheap || !us.every((u) => (u !== null && groupOf.get(u) === g) || after(u, g)))) return false;
       const r = roleIn(i, g);
       if (!r) return false;
       g.k = r.k;

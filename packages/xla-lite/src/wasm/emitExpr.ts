@@ -29,6 +29,8 @@ export interface ElementReads {
   param(p: HloInstruction): E;
   /** A `broadcast_in_dim` of a non-scalar parameter to the loop shape. */
   broadcast(b: HloInstruction): E;
+  /** A float32 `iota` of the loop shape: its coordinate along the iota's dim (see `kernelScope.ts`). */
+  iota?(m: HloInstruction): E;
   /**
    * A value the loop computed elsewhere, if any (a row kernel's row reductions, per-row values
    * and values of earlier stages, see `rowPlan.ts`): used as is, and nothing it depends on is
@@ -122,6 +124,10 @@ export function emitElements(b: VecBuilder, body: HloComputation, reads: Element
     switch (name) {
       case 'broadcast_in_dim':
         val.set(m, x.shape.shape.reduce((a, d) => a * d, 1) === 1 || x.shape.shape.reduce((a, d) => a * d, 1) === m.shape.shape.reduce((a, d) => a * d, 1) ? v(x) : reads.broadcast(m));
+        continue;
+      case 'iota':
+        if (!reads.iota) throw new Error(`xla-lite wasm kernel: iota.${m.id} of ${body.name} is not a full value`);
+        val.set(m, reads.iota(m));
         continue;
       case 'convert_element_type':
         val.set(m, isMask(x) ? b.let(b.and(v(x), one)) : v(x));

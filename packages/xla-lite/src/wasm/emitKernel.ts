@@ -83,9 +83,11 @@ function broadcastStrides(body: HloComputation, shape: readonly number[], rowVal
 /** Plans the loops of a fused computation, or null when the wasm emitter does not cover it. */
 export function planFusion(body: HloComputation): FusionPlan | null {
   const root = body.outputs[0];
-  if (body.outputs.length !== 1 || root.isTuple) return null;
+  if (root.isTuple) return null;
   const rname = root.prim?.name;
   const reduce = rname === 'reduce_sum' || rname === 'reduce_max' ? root : null;
+  // A multi-output loop fusion: every output float32 over the loop shape (stored side by side).
+  if (body.outputs.length > 1 && (reduce || body.outputs.some((o) => o.isTuple || o.shape.dtype !== 'float32' || o.shape.shape.join() !== root.shape.shape.join()))) return null;
   if (!wasmCovers(body, reduce ?? undefined)) return null;
   for (const m of body.instructions) {
     const dt = m.isTuple ? null : m.shape.dtype;
@@ -103,7 +105,9 @@ export function planFusion(body: HloComputation): FusionPlan | null {
     axes = [...(reduce.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
     kind = axes[axes.length - 1] === R - 1 ? 'row' : 'col';
   }
-  const minD = kind === 'row' ? axes[0] : kind === 'col' ? axes[axes.length - 1] + 1 : 0;
+  // Iotas need rows of exactly the last dim (or shorter): see `kernelScope.ts`.
+  const iotas = body.instructions.some((m) => m.prim?.name === 'iota');
+  const minD = Math.max(kind === 'row' ? axes[0] : kind === 'col' ? axes[axes.length - 1] + 1 : 0, iotas ? R - 1 : 0);
   // The smallest d >= minD where every broadcast is contiguous or constant along dims [d, R).
   const fits = (d: number): boolean =>
     bst.every(({ st }) => {
@@ -155,6 +159,8 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   const live: number[] = [];
   for (let t = d; t < shape.length; t++) if (shape[t] > 1) live.push(t);
   if (!bst.every(({ st }) => live.every((t) => st[t] === 0) || live.every((t) => st[t] === loopSt[t]))) return null;
+  // An iota along a row dim needs the row to be exactly the last dim (see `kernelScope.ts`).
+  if (body.instructions.some((m) => m.prim?.name === 'iota' && (m.params as { dimension: number }).dimension >= d && d !== shape.length - 1)) return null;
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
   const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;

@@ -55,9 +55,23 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
   const bj4 = plan.broadcasts.map((bc) => (bc.contiguous ? I() : -1));
   const bconst = plan.broadcasts.map((bc) => (bc.contiguous ? -1 : f.local('v128')));
   const bIndex = new Map(plan.broadcasts.map((bc, k) => [bc.inst, k]));
+  // Iotas (float32, loop shape) along a row dim [0, d): their coordinate, splatted once per row.
+  // Along the last dim they need d = R - 1 (the plans ensure it): the column index j + lane.
+  const iotaRow = new Map<HloInstruction, number>();
+  for (const m of body.instructions) {
+    if (m.prim?.name !== 'iota') continue;
+    const t = (m.params as { dimension: number }).dimension;
+    if (t < d) iotaRow.set(m, f.local('v128'));
+    else if (t !== shape.length - 1 || d !== shape.length - 1) throw new Error(`xla-lite wasm kernel: iota.${m.id} of ${body.name} runs along dim ${t} inside a row of dims ${d}..`);
+  }
   const rowSetup = (): void => {
     // rowBase = r * L; broadcast bases from r's coordinates over dims [0, d).
     set(rowBase, () => f.get(r).i32Const(L).op(OP.i32_mul));
+    for (const [m, l] of iotaRow) {
+      const t = (m.params as { dimension: number }).dimension;
+      const inner = shape.slice(t + 1, d).reduce((a, c) => a * c, 1);
+      f.get(r).i32Const(inner).op(OP.i32_div_u).i32Const(shape[t]).op(OP.i32_rem_u).simd(SIMD.i32x4_splat).simd(SIMD.f32x4_convert_i32x4_s).set(l);
+    }
     if (plan.broadcasts.length === 0) return;
     for (const l of bbase) set(l, () => i32(0));
     f.get(r).set(rr);
@@ -99,6 +113,11 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
         return b.let(b.op(SIMD.i32x4_ne, b.op(SIMD.i32x4_extend_low_i16x8_u, b.op(SIMD.i16x8_extend_low_i8x16_u, () => void f.get(ej).simdMem(SIMD.v128_load32_zero, A, 4))), b.ki(0)));
       }
       return b.let(() => void f.get(ej4).simdMem(SIMD.v128_load, A, 16));
+    },
+    iota: (m: HloInstruction): E => {
+      const l = iotaRow.get(m);
+      if (l !== undefined) return b.get(l);
+      return b.let(b.op(SIMD.f32x4_convert_i32x4_s, b.op(SIMD.i32x4_add, b.op(SIMD.i32x4_splat, () => void f.get(j)), () => void f.v128Const([0, 1, 2, 3]))));
     },
     broadcast: (bi: HloInstruction): E => {
       const k = bIndex.get(bi)!;

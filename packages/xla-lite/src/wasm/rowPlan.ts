@@ -37,7 +37,7 @@ export function rowStructure(body: HloComputation): RowStructure | null {
     if (!m.prim || (!FUSED_OPS.has(m.prim.name) && m.prim.name !== 'reshape')) return null;
     if (m.shape.dtype !== 'float32' && m.shape.dtype !== 'bool') return null;
     // Bool row values would need a per-row mask; leave them to the JS kernel.
-    if (!full(m) && m.shape.dtype !== 'float32') return null;
+    if (!full(m) && (m.shape.dtype !== 'float32' || m.prim?.name === 'iota')) return null;
   }
   for (const p of body.params) if (p.shape.dtype !== 'float32' && numel(p.shape) !== R * C && numel(p.shape) !== 1) return null;
   for (const o of body.outputs) if (o.isTuple || o.shape.dtype !== 'float32') return null;

@@ -5,13 +5,15 @@
  * The polynomials are the classic minimax fits for float32 (Cephes' `expf`, `logf`, `tanhf`,
  * `sinf`/`cosf` coefficients); everything else is derived here:
  *
- * - exp: x clamped to [-104, 89], n = nearest(x·log2 e), r = (x − n·C1) − n·C2 (C1 has 9
+ * - exp: x clamped to [-104, 89] (pmin/pmax), n = nearest(x·log2 e) (by the 1.5·2^23 rounding
+ *   trick, which also gives n's integer bits), r = (x − n·C1) − n·C2 (C1 has 9
  *   significant bits, so n·C1 is exact), degree-6 polynomial, then scaled by 2^n as two
  *   exponent-field multiplies 2^(n>>1)·2^(n−(n>>1)) so overflow gives +Inf and the subnormal
  *   range is rounded once. NaN propagates.
  * - log: subnormals pre-scaled by 2^23; x = m·2^e with m in [√½, √2); degree-9 polynomial in
  *   m − 1; log(0) = −Inf, log(x<0) = NaN, log(+Inf) = +Inf.
- * - tanh: odd polynomial for |x| < 0.625, else sign(x)·(1 − 2/(exp(2|x|)+1)).
+ * - tanh: odd polynomial for |x| < 0.625, else sign(x)·(1 − 2/(exp(2|x|)+1)) (computed only
+ *   for vectors with such a lane).
  * - logistic: e = exp(−|x|); 1/(1+e) for x ≥ 0, e/(1+e) for x < 0 (as the reference does).
  * - log1p: u = 1+x; x when u = 1, else log(u)·x/(u−1) (Goldberg's correction).
  * - expm1: u = exp(x); x when u = 1, −1 when u−1 = −1, +Inf when u = +Inf, else
@@ -42,18 +44,39 @@ const LOG2E = 1.4426950408889634;
 const LN2_HI = 0.693359375;
 const LN2_LO = -2.12194440e-4;
 const SQRTHF = 0.707106781186547524;
+/** f32x4.pmin / f32x4.pmax (SIMD sub-opcodes; core's table does not name them). */
+const F32X4_PMIN = 0xea;
+const F32X4_PMAX = 0xeb;
+const ROUND_MAGIC = 12582912; // 1.5·2^23
+const ROUND_MAGIC_BITS = 0x4b400000;
 
-export function vexp(b: VecBuilder, x: E): E {
-  const xc = b.let(b.op(SIMD.f32x4_min, b.op(SIMD.f32x4_max, x, b.k(-104)), b.k(89)));
-  const n = b.let(b.op(SIMD.f32x4_nearest, b.mul(xc, b.k(LOG2E))));
+export function vexp(b: VecBuilder, x0: E, guardUnderflow = true): E {
+  // Lanes below -104 (a masked score's -1e9) give exactly 0, as the clamped path does there;
+  // they compute from 0 instead (x & ~mask, then the result & ~mask), because the clamped
+  // path's last product (about 2^-150) is a float32 underflow, which x86 cores handle with a
+  // slow microcode assist per lane (it was most of the extra time of a causal-masked softmax
+  // row kernel over a plain one). Callers whose argument cannot be that small skip the guard.
+  const x1 = b.let(x0);
+  const under = guardUnderflow ? b.let(b.op(SIMD.f32x4_lt, x1, b.k(-104))) : null;
+  const x = under ? b.op(SIMD.v128_andnot, x1, under) : x1;
+  // The clamp with pmax/pmin (one instruction each on x64, where the IEEE min/max take about
+  // eight): pmax(x, k) = x < k ? k : x and pmin(x, k) = k < x ? k : x keep a NaN x, as min/max
+  // would, and equal them elsewhere (the bounds are not zeros, so no ±0 question arises).
+  const xc = b.let(b.op(F32X4_PMIN, b.op(F32X4_PMAX, x, b.k(-104)), b.k(89)));
+  // n = nearest(xc·log2 e) by adding 1.5·2^23: the sum's ulp is 1, so it rounds to the nearest
+  // integer (ties to even, as f32x4.nearest), and its low mantissa bits are n as an integer,
+  // which spares the costly i32x4.trunc_sat (|xc·log2 e| < 151, far inside the 2^22 range).
+  const t = b.let(b.add(b.mul(xc, b.k(LOG2E)), b.k(ROUND_MAGIC)));
+  const n = b.let(b.sub(t, b.k(ROUND_MAGIC)));
   const r = b.let(b.sub(b.sub(xc, b.mul(n, b.k(LN2_HI))), b.mul(n, b.k(LN2_LO))));
   const p = b.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1]);
   const y = b.add(b.add(b.mul(p, b.mul(r, r)), r), b.k(1));
-  const ni = b.let(b.op(SIMD.i32x4_trunc_sat_f32x4_s, n));
+  const ni = b.let(b.op(SIMD.i32x4_sub, t, b.ki(ROUND_MAGIC_BITS)));
   const n1 = b.let(b.op(SIMD.i32x4_shr_s, ni, () => void b.f.i32Const(1)));
   const n2 = b.op(SIMD.i32x4_sub, ni, n1);
   const pow2 = (k: E): E => b.op(SIMD.i32x4_shl, b.op(SIMD.i32x4_add, k, b.ki(127)), () => void b.f.i32Const(23));
-  return b.let(b.mul(b.mul(y, pow2(n1)), pow2(n2)));
+  const e = b.mul(b.mul(y, pow2(n1)), pow2(n2));
+  return b.let(under ? b.op(SIMD.v128_andnot, e, under) : e);
 }
 
 export function vlog(b: VecBuilder, x0: E): E {
@@ -84,13 +107,24 @@ export function vlog(b: VecBuilder, x0: E): E {
 const SIGN = 0x80000000 | 0;
 
 export function vtanh(b: VecBuilder, x0: E): E {
+  const f = b.f;
   const x = b.let(x0);
   const a = b.let(b.abs(x));
   const z = b.let(b.mul(x, x));
-  const small = b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x);
-  const s = vexp(b, b.add(a, a));
+  const small = b.let(b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x));
+  const isSmall = b.let(b.op(SIMD.f32x4_lt, a, b.k(0.625)));
+  // The exp path only when some lane needs it (|x| >= 0.625 or NaN): activations such as a
+  // tanh-GELU's are mostly small, so most vectors skip it. Same values either way.
+  const out = f.local('v128');
+  b.op(SIMD.v128_any_true, b.op(SIMD.v128_not, isSmall))();
+  f.if();
+  const s = vexp(b, b.add(a, a), false); // (2|x| >= 0)
   const large = b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN)));
-  return b.let(b.sel(b.op(SIMD.f32x4_lt, a, b.k(0.625)), small, large));
+  b.setTo(out, b.sel(isSmall, small, large));
+  f.else();
+  b.setTo(out, small);
+  f.end();
+  return b.get(out);
 }
 
 export function vlogistic(b: VecBuilder, x0: E): E {
