@@ -2,6 +2,7 @@
 import { stopGradient } from './transforms/custom';
 import { getBackend } from './backend';
 import { attention } from './lax/attention';
+import { getDefaultMatmulPrecision } from './lax/precision';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
 import { isFloat } from './dtype';
@@ -140,7 +141,8 @@ export interface DotProductAttentionOptions {
   /**
    * 'xla': the composite (matmuls, mask, softmax); 'fused': one forward and one backward kernel
    * (FlashAttention style; `mask` and `isCausal` but no bias; float32 or bfloat16 operands of one
-   * dtype). Undefined picks 'fused' on the systolic backend where it applies, else 'xla'.
+   * dtype). Undefined picks 'fused' on the systolic backend where it applies (and the default
+   * matmul precision is one bf16 pass, the fused kernels' numerics), else 'xla'.
    */
   implementation?: AttentionImplementation;
 }
@@ -175,7 +177,9 @@ export function dotProductAttention(query: ArrayLike, key: ArrayLike, value: Arr
     const why = opts.bias !== undefined ? 'a bias' : `dtypes ${q.dtype}, ${k.dtype}, ${v.dtype} (need one of float32, bfloat16 for all three)`;
     throw new TypeError(`${op}: implementation 'fused' does not support ${why}; use implementation 'xla'`);
   }
-  if (impl === 'fused' || (impl === undefined && fusable && getBackend().name === 'systolic')) {
+  // (the fused kernels' matmuls are one bf16 pass: a higher default matmul precision keeps the composite)
+  const onePass = (getDefaultMatmulPrecision() ?? 'default') === 'default';
+  if (impl === 'fused' || (impl === undefined && fusable && onePass && getBackend().name === 'systolic')) {
     const mask = opts.mask === undefined ? undefined : fusedMask(op, asArray(opts.mask, { op }), [b, n, t, s]);
     return attention(q, k, v, { scale, isCausal: opts.isCausal === true }, mask);
   }

@@ -6,7 +6,7 @@
 // same laws against the composite, vmap over a batched mask, and bad masks.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type Array, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
+import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
@@ -178,6 +178,9 @@ describe('fused attention on the systolic backend', () => {
     expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { bias: np.zeros([4, 4]) }))).not.toContain('dot_product_attention');
     expect(jaxpr((a) => nn.dotProductAttention(np.astype(a, 'float16'), np.astype(k, 'float16'), np.astype(v, 'float16')))).not.toContain('dot_product_attention');
     close(nn.dotProductAttention(q, k, v, { mask }), attend('fused', true)(q, k, v), 1e-2, 'mask = causal');
+    // a default matmul precision above one bf16 pass keeps the composite (its dots follow it)
+    expect(defaultMatmulPrecision('highest', () => jaxpr((a) => nn.dotProductAttention(a, k, v, { isCausal: true })))).not.toContain('dot_product_attention');
+    expect(defaultMatmulPrecision('default', () => jaxpr((a) => nn.dotProductAttention(a, k, v, { isCausal: true })))).toContain('dot_product_attention[');
     expect(() => nn.dotProductAttention(q, k, v, { bias: np.zeros([4, 4]), implementation: 'fused' })).toThrow("implementation 'fused' does not support a bias");
     expect(() => nn.dotProductAttention(q, np.astype(k, 'bfloat16'), v, { implementation: 'fused' })).toThrow("implementation 'fused' does not support dtypes float32, bfloat16, float32 (need one of float32, bfloat16 for all three)");
     expect(() => nn.dotProductAttention(q, k, v, { implementation: 'cudnn' as never })).toThrow('dot_product_attention: unknown implementation "cudnn"; valid: xla, fused or undefined');
