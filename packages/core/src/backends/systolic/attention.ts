@@ -293,9 +293,9 @@ function copyOut(a: Arena, src: number, out: StorageArray): void {
 const alloc = (dtype: string, n: number): StorageArray => (dtype === 'bfloat16' ? new Uint16Array(n) : new Float32Array(n));
 
 /** The module, its instance and the thread count for a call. */
-function setup(p: Plan, relaxed: boolean): { a: Arena; mod: AttentionModule; threads: number } {
+function setup(p: Plan, relaxed: boolean, masked: boolean): { a: Arena; mod: AttentionModule; threads: number } {
   const a = (arena ??= new Arena());
-  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
 }
 
 /** The forward kernel: [out, lse]. */
@@ -306,7 +306,7 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
   const lse = new Float32Array(p.B * p.N * p.T);
   if (q.data.length === 0 || k.data.length === 0) return [out, lse.fill(-Infinity)];
   const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed);
+  const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * lse.length], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);
   copyIn(a, k.data, bf, Kr);
@@ -325,7 +325,7 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
   const [dq, dk, dv] = outAvals.map((o, i) => alloc(o.dtype, inputs[i].data.length));
   if (q.data.length === 0 || k.data.length === 0) return [dq, dk, dv];
   const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed);
+  const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const [nq, nk] = [q.data.length, k.data.length];
   const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);

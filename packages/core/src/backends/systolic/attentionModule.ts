@@ -16,8 +16,9 @@
  * - `gradRow(s, dp, c, n, scale, lse, bf16, mrow, neg)`: one row of the backward pass: P =
  *   exp(s * scale - lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
  *   With `bf16` set the logits and dP are first rounded to bf16 (the composite's bf16 matmul
- *   results). With `mrow` (a byte address; 0 for none) the logits whose mask byte there is 0
- *   become `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform).
+ *   results). In a masked module the logits whose mask byte (from address `mrow` on) is 0 become
+ *   `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform); modules
+ *   built without a mask ignore both.
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
@@ -241,26 +242,28 @@ function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: numbe
  * mrow is not 0; -inf at columns c and past), is handed to `each` in local `v`, with the vector's
  * address in local `p`.
  */
-function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, locals: RowLocals, each: () => void): void {
+function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: () => void): void {
   const { i, p, v, t, nv, idx, lim, mp, negv } = locals;
   f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
   f.get(s).set(p);
   f.v128Const([0, 1, 2, 3]).set(idx);
   f.get(c).simd(SIMD.i32x4_splat).set(lim);
-  f.get(mrow).set(mp);
-  f.get(neg).simd(SIMD.f32x4_splat).set(negv);
+  if (masked) {
+    f.get(mrow).set(mp);
+    f.get(neg).simd(SIMD.f32x4_splat).set(negv);
+  }
   forLoop(f, i, nv, () => {
     f.get(p).simdMem(SIMD.v128_load).set(v);
     f.get(bf16).if().get(v);
     roundBf16(f, t);
     f.set(v).end();
     f.get(v).get(scale).simd(SIMD.f32x4_splat).simd(SIMD.f32x4_mul).set(v);
-    // masked: v = mask byte ? v : neg (4 bytes widened to 4 lanes)
-    f.get(mp).if();
-    f.get(v).get(negv).get(mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
-    f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
-    bump(f, mp, 4);
-    f.end();
+    if (masked) {
+      // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
+      f.get(v).get(negv).get(mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
+      f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
+      bump(f, mp, 4);
+    }
     f.get(v);
     splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
     f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
@@ -269,7 +272,7 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
   });
 }
 
-function buildSoftmaxRow(m: ModuleBuilder): number {
+function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
   // (s, p, c, n, scale, mlOut, bf16, mrow, neg)
   return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32'], [], (f) => {
     const [s, p, c, n, scale, ml, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
@@ -279,7 +282,7 @@ function buildSoftmaxRow(m: ModuleBuilder): number {
     const locals = rowLocals(f, i, ptr, v, t, nv);
     // pass 1: logits in place, running max
     splatF(f, -Infinity).set(acc);
-    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, locals, () => {
+    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
       f.get(ptr).get(v).simdMem(SIMD.v128_store);
       f.get(acc).get(v).simd(F32X4_PMAX).set(acc);
     });
@@ -313,7 +316,7 @@ function buildSoftmaxRow(m: ModuleBuilder): number {
   });
 }
 
-function buildGradRow(m: ModuleBuilder): number {
+function buildGradRow(m: ModuleBuilder, masked: boolean): number {
   // (s, dp, c, n, scale, lse, bf16, mrow, neg)
   return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32', 'i32', 'f32'], [], (f) => {
     const [s, dp, c, n, scale, lse, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
@@ -324,7 +327,7 @@ function buildGradRow(m: ModuleBuilder): number {
     f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(dp).set(q);
     // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
-    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, locals, () => {
+    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
       expV(f, x, en, em, et);
       f.tee(v).simdMem(SIMD.v128_store);
@@ -476,21 +479,20 @@ interface Fns {
  * item of the job in the descriptor, with thread `tid`'s scratch. Items are independent (each
  * writes its own rows of the results), so threads may take them in any order.
  */
-function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: Fns): void {
+function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
   for (const dir of ['fwd', 'bwd'] as const) {
     m.addFunction(`${dir}Item`, ['i32', 'i32'], [], (f) => {
       const [item, tid] = [0, 1];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i] = [L(), L(), L()];
-      const [masked, mbase, fbase, mrow] = [L(), L(), L(), L()];
+      const [mbase, fbase, mrow] = [L(), L(), L()];
       const scale = f.local('f32');
       const [rscale, neg] = [f.local('f32'), f.local('f32')];
       const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
       const slot = (k: number): FunctionBuilder => f.i32Const(0).mem(OP.i32_load, k * 4);
       for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
       f.i32Const(0).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
-      slot(DESC.MR).set(masked);
       slot(DESC.SCRATCH);
       f.get(tid);
       slot(DESC.SCRATCH_BYTES).op(OP.i32_mul).op(OP.i32_add).set(scr);
@@ -533,7 +535,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: F
         // qoff = (b*T*N + n) * H * 4
         f.get(b).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(qoff);
         // this (b, n)'s mask rows and flags: base + b * batch stride + n * head stride
-        for (const [loc, base, bs, ns] of [[mbase, DESC.MR, DESC.MB, DESC.MN], [fbase, DESC.FR, DESC.FB, DESC.FN]] as const) {
+        for (const [loc, base, bs, ns] of masked ? ([[mbase, DESC.MR, DESC.MB, DESC.MN], [fbase, DESC.FR, DESC.FB, DESC.FN]] as const) : []) {
           slot(base).get(b);
           slot(bs).op(OP.i32_mul).op(OP.i32_add).get(n);
           slot(ns).op(OP.i32_mul).op(OP.i32_add).set(loc);
@@ -547,7 +549,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: F
         f.i32Const(1).get(c).i32Const(1).op(OP.i32_ge_s).op(OP.select).i32Const(7).op(OP.i32_add).i32Const(-8).op(OP.i32_and);
         f.i32Const(sp).get(causal).op(OP.select).set(cols);
         // a block with a row that sees no key covers every key (that row's softmax is uniform)
-        f.get(masked).if().get(fbase).get(t0).op(OP.i32_add).mem(OP.i32_load).if().i32Const(sp).set(cols).end().end();
+        if (masked) f.get(fbase).get(t0).op(OP.i32_add).mem(OP.i32_load).if().i32Const(sp).set(cols).end();
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
@@ -566,20 +568,22 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: F
           f.get(t).i32Const(1).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select);
           f.get(S).get(causal).op(OP.select);
           f.i32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select).set(c);
-          // the row's mask: none (mrow 0), its mask bytes, or (a row that sees no key) zeros with
-          // neg 0 over all S keys: uniform P; the backward pass then scales dS by 0
-          f.i32Const(0).set(mrow);
+          // the row's mask: its mask bytes, or (a row that sees no key) zeros with neg 0 over all
+          // S keys: uniform P, and the backward pass scales dS by 0; padding rows read zeros
+          // (their c is 0: nothing is visible anyway). Unmasked modules ignore mrow and neg.
           f.f32Const(MASKED).set(neg);
           f.get(scale).set(rscale);
-          f.get(masked).if().get(t).get(T).op(OP.i32_lt_s).if();
-          f.get(fbase).get(t).op(OP.i32_add).mem(I32_LOAD8_U, 0, 1).if();
-          slot(DESC.ZR).set(mrow);
-          f.get(S).set(c);
-          f.f32Const(0).set(neg);
-          if (dir === 'bwd') f.f32Const(0).set(rscale);
-          f.else();
-          f.get(mbase).get(t).get(S).op(OP.i32_mul).op(OP.i32_add).set(mrow);
-          f.end().end().end();
+          if (masked) {
+            slot(DESC.ZR).set(mrow);
+            f.get(t).get(T).op(OP.i32_lt_s).if();
+            f.get(fbase).get(t).op(OP.i32_add).mem(I32_LOAD8_U, 0, 1).if();
+            f.get(S).set(c);
+            f.f32Const(0).set(neg);
+            if (dir === 'bwd') f.f32Const(0).set(rscale);
+            f.else();
+            f.get(mbase).get(t).get(S).op(OP.i32_mul).op(OP.i32_add).set(mrow);
+            f.end().end();
+          }
           // the row's S and P (dP) addresses
           f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
@@ -657,11 +661,14 @@ export interface AttentionModule {
 
 const modules = new Map<string, AttentionModule>();
 
-/** The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key count `sp` (cached). */
-export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean): AttentionModule {
+/**
+ * The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key
+ * count `sp` (cached); `masked`: with the mask code (a job without a mask runs a module without it).
+ */
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
-  const key = `${H},${sp},${relaxed},${shared}`;
+  const key = `${H},${sp},${relaxed},${shared},${masked}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -670,11 +677,11 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
       transAcc: buildTransAcc(m, hp, sp, relaxed),
-      softmaxRow: buildSoftmaxRow(m),
-      gradRow: buildGradRow(m),
+      softmaxRow: buildSoftmaxRow(m, masked),
+      gradRow: buildGradRow(m, masked),
       ...buildStaging(m, H, hp, sp),
     };
-    buildDrivers(m, H, hp, sp, fns);
+    buildDrivers(m, H, hp, sp, masked, fns);
     const bytes = m.toBytes();
     mod = { module: new WA.Module(bytes), bytes, id: modules.size + 1 };
     modules.set(key, mod);
