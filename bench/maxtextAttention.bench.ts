@@ -6,10 +6,12 @@
  * ms at one thread), medians, the median of per-round CPU ratios, and the losses (both runs start
  * from the same state and see the same batches). Env: MAXTEXT_BENCH_ROUNDS (default 7),
  * MAXTEXT_BENCH_STEPS (per round, default 5), MAXTEXT_BENCH_CONFIG (default tiny),
- * MAXTEXT_BENCH_THREADS (core's thread count; default: the machine's).
+ * MAXTEXT_BENCH_THREADS (core's thread count; default: the machine's); TPUKIT_PROFILE=1 then
+ * prints xla-lite's per-op profile (CPU time) of one step of each.
  */
 import { getNumThreads, setBackend, setNumThreads } from '@tpukit/core';
 import { loadConfig, makeDataIterator, makeTrainStep, type TrainState } from '@tpukit/maxtext-ts';
+import { profile } from '@tpukit/xla-lite';
 
 const ROUNDS = Number(process.env.MAXTEXT_BENCH_ROUNDS ?? 7);
 const STEPS = Number(process.env.MAXTEXT_BENCH_STEPS ?? 5);
@@ -53,3 +55,10 @@ for (const v of variants) {
 }
 console.log(`  ratio dot_product / autoselected (fused): ${median(ratios).toFixed(2)}x CPU time (median of per-round ratios)`);
 console.log(`  compiles: ${variants.map((v) => `${v.attention} ${v.ts.jitted.compileStats().misses}`).join(', ')}`);
+if (process.env.TPUKIT_PROFILE === '1') {
+  for (const v of variants) {
+    profile.reset();
+    run(v, false);
+    console.log(`\n  profile of ${STEPS} steps, attention=${v.attention}:\n${profile.report({ top: 12, by: 'cpu' })}`);
+  }
+}
