@@ -92,6 +92,16 @@ function operands(c: Case): [Array, Array, Array, Array] {
   return [mk(0, [c.b, c.t, c.k * c.g, c.h]), mk(1, [c.b, c.s, c.k, c.h]), mk(2, [c.b, c.s, c.k, c.h]), mk(3, [c.b, c.t, c.k * c.g, c.h])];
 }
 
+/** `f()` with core's thread count set to n, then back to the default. */
+function withThreads<T>(n: number, f: () => T): T {
+  setNumThreads(n);
+  try {
+    return f();
+  } finally {
+    setNumThreads(null);
+  }
+}
+
 const attend = (impl: 'fused' | 'xla', causal: boolean) => (q: Array, k: Array, v: Array): Array => nn.dotProductAttention(q, k, v, { isCausal: causal, implementation: impl });
 
 describe('fused attention on the systolic backend', () => {
@@ -151,14 +161,7 @@ describe('fused attention on the systolic backend', () => {
     const c: Case = { b: 3, t: 37, s: 37, k: 2, g: 2, h: 12, causal: true, dtype: 'float32', seed: 5 };
     const [q, k, v] = operands(c);
     const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
-    const run = (n: number) => {
-      setNumThreads(n);
-      try {
-        return [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]);
-      } finally {
-        setNumThreads(null);
-      }
-    };
+    const run = (n: number) => withThreads(n, () => [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
     const one = run(1);
     const before = attentionStats();
     const two = run(2);
@@ -307,14 +310,7 @@ describe('fused attention with a mask', () => {
     const [q, k, v] = operands(c);
     const mask = maskOf([3, 1, 37, 37], 8, 0.6);
     const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(np.astype(attendMasked('fused', true, mask)(a, b, d), 'float32')));
-    const run = (n: number) => {
-      setNumThreads(n);
-      try {
-        return [attendMasked('fused', true, mask)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]);
-      } finally {
-        setNumThreads(null);
-      }
-    };
+    const run = (n: number) => withThreads(n, () => [attendMasked('fused', true, mask)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
     expect(run(2)).toEqual(run(1));
   });
 
