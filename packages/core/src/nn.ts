@@ -2,6 +2,7 @@
 import { stopGradient } from './transforms/custom';
 import { getBackend } from './backend';
 import { attention } from './lax/attention';
+import { getDefaultMatmulPrecision } from './lax/precision';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
 import { isFloat } from './dtype';
@@ -139,8 +140,9 @@ export interface DotProductAttentionOptions {
   isCausal?: boolean;
   /**
    * 'xla': the composite (matmuls, mask, softmax); 'fused': one forward and one backward kernel
-   * (FlashAttention style; no bias or mask, only `isCausal`; float32 or bfloat16 operands of one
-   * dtype). Undefined picks 'fused' on the systolic backend where it applies, else 'xla'.
+   * (FlashAttention style; `mask` and `isCausal` but no bias; float32 or bfloat16 operands of one
+   * dtype). Undefined picks 'fused' on the systolic backend where it applies (and the default
+   * matmul precision is one bf16 pass, the fused kernels' numerics), else 'xla'.
    */
   implementation?: AttentionImplementation;
 }
@@ -170,13 +172,35 @@ export function dotProductAttention(query: ArrayLike, key: ArrayLike, value: Arr
   }
   const scale = opts.scale ?? 1 / Math.sqrt(h);
   if (typeof scale !== 'number' || !Number.isFinite(scale)) throw new TypeError(`${op}: scale must be a finite number; got ${String(scale)}`);
-  const fusable = opts.bias === undefined && opts.mask === undefined && (q.dtype === 'float32' || q.dtype === 'bfloat16') && q.dtype === k.dtype && q.dtype === v.dtype;
+  const fusable = opts.bias === undefined && (q.dtype === 'float32' || q.dtype === 'bfloat16') && q.dtype === k.dtype && q.dtype === v.dtype;
   if (impl === 'fused' && !fusable) {
-    const why = opts.bias !== undefined ? 'a bias' : opts.mask !== undefined ? 'a mask (use isCausal)' : `dtypes ${q.dtype}, ${k.dtype}, ${v.dtype} (need one of float32, bfloat16 for all three)`;
+    const why = opts.bias !== undefined ? 'a bias' : `dtypes ${q.dtype}, ${k.dtype}, ${v.dtype} (need one of float32, bfloat16 for all three)`;
     throw new TypeError(`${op}: implementation 'fused' does not support ${why}; use implementation 'xla'`);
   }
-  if (impl === 'fused' || (impl === undefined && fusable && getBackend().name === 'systolic')) return attention(q, k, v, { scale, isCausal: opts.isCausal === true });
+  // (the fused kernels' matmuls are one bf16 pass: a higher default matmul precision keeps the composite)
+  const onePass = (getDefaultMatmulPrecision() ?? 'default') === 'default';
+  if (impl === 'fused' || (impl === undefined && fusable && onePass && getBackend().name === 'systolic')) {
+    const mask = opts.mask === undefined ? undefined : fusedMask(op, asArray(opts.mask, { op }), [b, n, t, s]);
+    return attention(q, k, v, { scale, isCausal: opts.isCausal === true }, mask);
+  }
   return compositeAttention(q, k, v, opts, scale, [b, t, n, h, s, kh]);
+}
+
+/**
+ * A mask broadcastable to [B, N, T, S] as the fused primitives take it: bool [B|1, N|1, T, S]
+ * (leading dims added, T and S broadcast; batch and head dims kept at 1 where they are, so the
+ * kernels read one mask for every batch item or head).
+ */
+function fusedMask(op: string, mask: Array, [b, n, t, s]: number[]): Array {
+  const m = mask.shape;
+  const full = [b, n, t, s];
+  if (m.length > 4 || m.some((d, i) => d !== 1 && d !== full[4 - m.length + i])) {
+    throw new TypeError(`${op}: mask [${m}] is not broadcastable to [B, N, T, S] = [${full}]`);
+  }
+  const m4 = [...new globalThis.Array<number>(4 - m.length).fill(1), ...m];
+  let x = np.reshape(np.astype(mask, 'bool'), m4);
+  if (m4[2] !== t || m4[3] !== s) x = np.broadcastTo(x, [m4[0], m4[1], t, s]);
+  return x;
 }
 
 /** The composite ('xla') implementation. */

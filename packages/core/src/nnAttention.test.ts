@@ -94,11 +94,13 @@ describe('nn.dotProductAttention', () => {
     gf.forEach((g, i) => close(f32(g), f32(gx[i]), 1e-5));
   });
 
-  it("law: the fused implementation's gradient (every operand) matches central differences", () => {
+  it("law: the fused implementation's gradient (every operand, with or without a mask) matches central differences", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 0, max: 1000 }), fc.integer({ min: 0, max: 2 }), fc.boolean(), (seed, arg, causal) => {
+      fc.property(fc.integer({ min: 0, max: 1000 }), fc.integer({ min: 0, max: 2 }), fc.boolean(), fc.boolean(), (seed, arg, causal, masked) => {
         const xs = [random.normal(random.key(seed), [1, 3, 2, 3]), random.normal(random.key(seed + 1), [1, 4, 1, 3]), random.normal(random.key(seed + 2), [1, 4, 1, 3])];
-        const f = (...a: Array[]): Array => np.sum(np.square(nn.dotProductAttention(a[0], a[1], a[2], { isCausal: causal, implementation: 'fused' })));
+        // (with a mask: row 1 sees no key, the others some)
+        const mask = masked ? np.array([[true, false, true, true], [false, false, false, false], [false, true, true, false]], 'bool') : undefined;
+        const f = (...a: Array[]): Array => np.sum(np.square(nn.dotProductAttention(a[0], a[1], a[2], { isCausal: causal, mask, implementation: 'fused' })));
         const g = f32((grad(f, { argnums: [0, 1, 2] })(...xs) as Array[])[arg]);
         const base = f32(xs[arg]);
         const i = seed % base.length;
@@ -114,6 +116,23 @@ describe('nn.dotProductAttention', () => {
       }),
       { numRuns: 12 },
     );
+  });
+
+  it("implementation 'fused' with a mask (reference kernels): rows that see no key get the uniform softmax over all keys, as the composite", () => {
+    // row t: keys s with (t + s) % 3 !== 1; rows 1 and 3 see none (with isCausal row 0 sees none too)
+    const rows = [0, 1, 2, 3, 4].map((t) => [0, 1, 2, 3, 4].map((s) => t !== 1 && t !== 3 && (t + s) % 3 !== 1));
+    const mask = np.array(rows, 'bool');
+    for (const isCausal of [false, true]) {
+      const fused = f32(nn.dotProductAttention(q, k, v, { mask, isCausal, implementation: 'fused' }));
+      close(fused, f32(nn.dotProductAttention(q, k, v, { mask, isCausal, implementation: 'xla' })), 1e-5);
+      // row 1 (batch 0, head 0) is the mean of value's head 0 over all keys
+      const vd = f32(v);
+      for (let h = 0; h < 3; h++) expect(fused[(1 * 4 + 0) * 3 + h]).toBeCloseTo([0, 1, 2, 3, 4].reduce((a, s) => a + vd[(s * 2 + 0) * 3 + h], 0) / 5, 5);
+      const loss = (impl: 'fused' | 'xla') => (a: Array, b: Array, c: Array) => np.sum(np.square(nn.dotProductAttention(a, b, c, { mask, isCausal, implementation: impl })));
+      const gf = grad(loss('fused'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+      const gx = grad(loss('xla'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+      gf.forEach((g, i) => close(f32(g), f32(gx[i]), 1e-5));
+    }
   });
 
   it('names the bad operand', () => {

@@ -55,6 +55,7 @@ const KEYS = {
   matmul_precision: [oneOf('default', 'high', 'highest'), 'one of default, high, highest'],
   remat_policy: [oneOf('full', 'minimal', 'none'), 'one of full, minimal, none'],
   scan_layers: [bool, 'true or false'],
+  attention: [oneOf('autoselected', 'dot_product', 'flash'), 'one of autoselected, dot_product, flash'],
   per_device_batch_size: [int(1), 'an integer >= 1 (fractional batch sizes are not supported)'],
   max_target_length: [int(2), 'an integer >= 2'],
   gradient_accumulation_steps: [int(1), 'an integer >= 1'],

@@ -121,7 +121,7 @@ export function makeDecoder(m: ModelConfig, opts: { prefillLength: number; sampl
       const pad: [number, number][] = [[0, 0], [0, S - P], [0, 0], [0, 0]];
       cache.k.push(np.pad(k, pad));
       cache.v.push(np.pad(v, pad));
-      return nn.dotProductAttention(q, k, v, { isCausal: true });
+      return nn.dotProductAttention(q, k, v, { isCausal: true, implementation: m.attention });
     };
     let x = embed(params, tokens, positions, m);
     for (let l = 0; l < m.numLayers; l++) x = block(x, layerParams(params, m, l), positions, m, attend);
@@ -145,7 +145,7 @@ export function makeDecoder(m: ModelConfig, opts: { prefillLength: number; sampl
       out.k.push(ck);
       out.v.push(cv);
       l++;
-      return nn.dotProductAttention(q, ck, cv, { mask });
+      return nn.dotProductAttention(q, ck, cv, { mask, implementation: m.attention });
     };
     const pos = np.expandDims(positions, 1);
     let x = embed(params, np.expandDims(tokens, 1), pos, m);

@@ -40,6 +40,8 @@ export interface ModelConfig {
   weightDtype: DType;
   scanLayers: boolean;
   remat: 'full' | 'minimal' | 'none';
+  /** `attention`: nn.dotProductAttention's implementation (undefined: core picks, the fused kernels on the systolic backend). */
+  attention: 'xla' | 'fused' | undefined;
   /** `matmul_precision` for the weight matmuls (default: one bf16 pass on the MXU). */
   precision: 'default' | 'high' | 'highest';
 }
@@ -63,6 +65,7 @@ export function modelConfig(c: Config): ModelConfig {
     weightDtype: c.weight_dtype,
     scanLayers: c.scan_layers,
     remat: c.remat_policy,
+    attention: c.attention === 'dot_product' ? 'xla' : c.attention === 'flash' ? 'fused' : undefined,
     precision: c.matmul_precision,
   };
 }
@@ -214,7 +217,7 @@ export function segmentMask(segmentIds: Array): Array {
 export function forward(params: Params, tokens: Array, segmentIds: Array, positions: Array, m: ModelConfig): Array {
   let x = embed(params, tokens, positions, m);
   const mask = segmentMask(segmentIds);
-  const attend: Attend = (q, k, v) => nn.dotProductAttention(q, k, v, { mask, isCausal: true });
+  const attend: Attend = (q, k, v) => nn.dotProductAttention(q, k, v, { mask, isCausal: true, implementation: m.attention });
   const run = (h: Array, p: Tree): Array => block(h, p, positions, m, attend);
   const step = m.remat === 'none' ? run : checkpoint(run, { policy: m.remat === 'full' ? 'nothing_saveable' : 'dots_saveable' });
   const dec = params.decoder as Tree;

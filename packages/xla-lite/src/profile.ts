@@ -58,8 +58,10 @@ function describe(i: HloInstruction): { category: string; detail: string } {
     const what = dot ? `${dot.operands.map(shapeText).join(' x ')} + ${ops.filter((o) => o !== dot.opcode).join(',')}` : `${body.length} ops (${ops.slice(0, 6).join(',')}${ops.length > 6 ? ',...' : ''})`;
     return { category, detail: `${what} -> ${shapeText(i)}` };
   }
-  const batched = (i.params as { dimensionNumbers?: readonly [unknown, readonly [readonly number[], unknown]] }).dimensionNumbers?.[1][0].length;
-  const category = i.prim?.name === 'dot_general' ? (batched ? 'dot (batched)' : 'dot') : (i.prim?.name ?? i.opcode);
+  // (only dot_general's dimensionNumbers are [contracting, batch]; gather's and scatter's differ)
+  const isDot = i.prim?.name === 'dot_general';
+  const batched = isDot && (i.params as { dimensionNumbers: readonly [unknown, readonly [readonly number[], unknown]] }).dimensionNumbers[1][0].length > 0;
+  const category = isDot ? (batched ? 'dot (batched)' : 'dot') : (i.prim?.name ?? i.opcode);
   return { category, detail: `${ins} -> ${shapeText(i)}` };
 }
 

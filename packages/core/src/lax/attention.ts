@@ -15,7 +15,13 @@
  * So reverse mode is jvp + partial evaluation + transpose like every other primitive, and the
  * staged program holds plain primitives with plain parameters (no functions: it can be sent to
  * device threads and exported). Parameters: `scale` (applied to the float32 logits) and
- * `isCausal` (key s is visible to query t when s <= t, as `np.tri(T, S)`). The reference kernels
+ * `isCausal` (key s is visible to query t when s <= t, as `np.tri(T, S)`). Every primitive takes an
+ * optional last operand, a boolean `mask` [B|1, N|1, T, S] (true = attend; non-differentiable, so
+ * it is no linear input of `_lin` and gets no cotangent). With the composite's semantics exactly:
+ * the logits of keys hidden by the mask or by causality are replaced by -0.7 * float32 max (so they
+ * get probability 0 and no gradient), and a row whose keys are all hidden gets the uniform softmax
+ * over all S keys (as in JAX) and a zero logit gradient; its lse residual is then log(S) (the
+ * logsumexp of zero logits, which the backward pass recomputes P from). The reference kernels
  * here are plain float64 loops (exact products, like the reference backend's dot_general); the
  * systolic backend runs generated WebAssembly instead (backends/systolic/attention.ts) with the
  * MXU's numerics: q, k, v and P rounded to bf16 as matmul operands, f32 accumulation and f32
@@ -27,7 +33,7 @@ import { numbersToStorage, storageToNumbers } from '../array';
 import type { StorageArray } from '../dtype';
 import { type BatchRule, definePrimitive, type HostArray, isUndef, NON_LINEAR, type Primitive, type ShapedArray, type TransposeRule } from '../primitive';
 import { bind } from '../trace';
-import { moveBdim, reshape, zerosOf } from './structural';
+import { broadcastInDim, moveBdim, reshape, zerosOf } from './structural';
 
 export interface AttentionParams {
   readonly scale: number;
@@ -67,14 +73,34 @@ function checkParams(op: string, p: AttentionParams): void {
   if (typeof p.isCausal !== 'boolean') throw new TypeError(`${op}: isCausal must be a boolean; got ${String(p.isCausal)}`);
 }
 
+/** The composite's stand-in for a hidden logit (nn.ts: -0.7 * float32 max), as float32. */
+export const MASKED_LOGIT = Math.fround(-0.7 * 3.4028234663852886e38);
+
+/** Checks the optional mask operand (rank 4 bool [B|1, N|1, T, S]) against query [B,T,N,H] and key [B,S,K,H]. */
+export function checkMask(op: string, mask: ShapedArray | undefined, q: readonly number[], k: readonly number[]): void {
+  if (mask === undefined) return;
+  const [b, t, n] = q;
+  const s = k[1];
+  const m = mask.shape;
+  if (mask.dtype !== 'bool') throw new TypeError(`${op}: mask must be bool; got ${mask.dtype}`);
+  if (m.length !== 4 || (m[0] !== b && m[0] !== 1) || (m[1] !== n && m[1] !== 1) || m[2] !== t || m[3] !== s) {
+    throw new TypeError(`${op}: mask must be bool [${b}|1, ${n}|1, ${t}, ${s}] ([B|1, N|1, T, S]); got [${m}]`);
+  }
+}
+
 const FWD = 'dot_product_attention_fwd';
 const BWD = 'dot_product_attention_bwd';
 
 /** Folds a vmapped axis into the batch: every operand to [n*B, ...], run, every result back to [n, B, ...]. */
 function foldBatch(prim: () => Primitive<AttentionParams>, arity: number): BatchRule {
   return (vals, dims, params, size) => {
-    const xs = vals.slice(0, arity).map((v, i) => {
-      const m = moveBdim(v, dims[i], 0, size);
+    const b = vals[0].shape[dims[0] === 0 ? 1 : 0];
+    const xs = vals.map((v, i) => {
+      // an unmapped mask with batch 1 serves every folded item as it is
+      if (i === arity && dims[i] === null && v.shape[0] === 1) return v;
+      let m = moveBdim(v, dims[i], 0, size);
+      // a mapped mask with batch 1 is broadcast to the query's batch before folding
+      if (i === arity && m.shape[1] !== b) m = broadcastInDim(m, [size, b, ...m.shape.slice(2)], [0, 1, 2, 3, 4]);
       return reshape(m, [size * m.shape[1], ...m.shape.slice(2)]);
     });
     const outs = bind(prim(), xs, params);
@@ -82,14 +108,26 @@ function foldBatch(prim: () => Primitive<AttentionParams>, arity: number): Batch
   };
 }
 
-/** Whether key s is visible to query t. */
-const visible = (causal: boolean, t: number, s: number): boolean => !causal || s <= t;
+/**
+ * Which keys query row (b, n, t) sees: `vis(s)`, and `all` when it sees none (the uniform-softmax
+ * row); over the optional mask host array (bool [B|1, N|1, T, S]) and causality.
+ */
+function rowVisibility(mask: HostArray | undefined, causal: boolean, T: number, S: number): (b: number, n: number, t: number) => { vis: (s: number) => boolean; none: boolean } {
+  return (b, n, t) => {
+    const o = mask === undefined ? -1 : (((mask.shape[0] === 1 ? 0 : b) * mask.shape[1] + (mask.shape[1] === 1 ? 0 : n)) * T + t) * S;
+    const vis = (s: number): boolean => (!causal || s <= t) && (o < 0 || mask!.data[o + s] !== 0);
+    let none = true;
+    for (let s = 0; s < S && none; s++) none = !vis(s);
+    return { vis, none };
+  };
+}
 
 /** The reference forward kernel: float64 loops, exact products. */
 function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
-  const [qa, ka, va] = inputs;
+  const [qa, ka, va, ma] = inputs;
   const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
   const [q, k, v] = [qa, ka, va].map((a) => storageToNumbers(a.data, a.dtype));
+  const row = rowVisibility(ma, p.isCausal, T, S);
   const out = new Float64Array(B * T * N * H);
   const lse = new Float32Array(B * N * T);
   const e = new Float64Array(S);
@@ -98,12 +136,13 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
       const kh = Math.floor(n / G);
       for (let t = 0; t < T; t++) {
         const qo = ((b * T + t) * N + n) * H;
+        const { vis, none } = row(b, n, t);
         let m = -Infinity;
         for (let s = 0; s < S; s++) {
           let d = 0;
           const ko = ((b * S + s) * K + kh) * H;
           for (let h = 0; h < H; h++) d += q[qo + h] * k[ko + h];
-          e[s] = visible(p.isCausal, t, s) ? Math.fround(d) * p.scale : -Infinity;
+          e[s] = none ? 0 : vis(s) ? Math.fround(d) * p.scale : -Infinity;
           m = Math.max(m, e[s]);
         }
         let z = 0;
@@ -122,9 +161,10 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
 
 /** The reference backward kernel (recomputes P from q, k and lse; dS = P (dP - rowsum(P dP))). */
 function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
-  const [qa, ka, va, la, da] = inputs;
+  const [qa, ka, va, la, da, ma] = inputs;
   const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
   const [q, k, v, lse, dout] = [qa, ka, va, la, da].map((a) => storageToNumbers(a.data, a.dtype));
+  const row = rowVisibility(ma, p.isCausal, T, S);
   const [dq, dk, dv] = [new Float64Array(q.length), new Float64Array(k.length), new Float64Array(v.length)];
   const P = new Float64Array(S);
   const dP = new Float64Array(S);
@@ -134,6 +174,7 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
       for (let t = 0; t < T; t++) {
         const qo = ((b * T + t) * N + n) * H;
         const l = lse[(b * N + n) * T + t];
+        const { vis, none } = row(b, n, t);
         let D = 0;
         for (let s = 0; s < S; s++) {
           const ko = ((b * S + s) * K + kh) * H;
@@ -143,13 +184,14 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
             d += q[qo + h] * k[ko + h];
             g += dout[qo + h] * v[ko + h];
           }
-          P[s] = visible(p.isCausal, t, s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
+          P[s] = none ? Math.exp(-l) : vis(s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
           dP[s] = g;
           D += P[s] * g;
         }
         for (let s = 0; s < S; s++) {
           if (P[s] === 0) continue;
-          const ds = P[s] * (dP[s] - D) * p.scale;
+          // (a row that sees no key has constant logits: no gradient reaches q or k)
+          const ds = none ? 0 : P[s] * (dP[s] - D) * p.scale;
           const ko = ((b * S + s) * K + kh) * H;
           for (let h = 0; h < H; h++) {
             dq[qo + h] += ds * k[ko + h];
@@ -172,10 +214,11 @@ export const attentionFwdP: Primitive<AttentionParams> = definePrimitive<Attenti
 export const attentionBwdP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
   name: BWD,
   abstractEval(avals, p) {
-    if (avals.length !== 5) throw new TypeError(`${BWD}: expected 5 operands (query, key, value, lse, dOut); got ${avals.length}`);
+    if (avals.length !== 5 && avals.length !== 6) throw new TypeError(`${BWD}: expected 5 or 6 operands (query, key, value, lse, dOut[, mask]); got ${avals.length}`);
     checkParams(BWD, p);
     checkAttentionOperands(BWD, avals.slice(0, 3), ['query', 'key', 'value']);
-    const [q, k, v, lse, dout] = avals;
+    const [q, k, v, lse, dout, mask] = avals;
+    checkMask(BWD, mask, q.shape, k.shape);
     const [b, t, n] = q.shape;
     if (lse.dtype !== 'float32' || lse.shape.join() !== [b, n, t].join()) throw new TypeError(`${BWD}: lse must be float32 [${[b, n, t]}]; got ${lse.dtype}[${lse.shape}]`);
     if (dout.dtype !== q.dtype || dout.shape.join() !== q.shape.join()) throw new TypeError(`${BWD}: dOut must be ${q.dtype}[${q.shape}] like the output; got ${dout.dtype}[${dout.shape}]`);
@@ -189,10 +232,11 @@ const LIN = 'dot_product_attention_lin';
 
 /** Output avals of the forward primitives (out; lse) after checking the operands. */
 function forwardAvals(op: string, avals: ShapedArray[], p: AttentionParams): ShapedArray[] {
-  if (avals.length !== 3) throw new TypeError(`${op}: expected 3 operands (query, key, value); got ${avals.length}`);
+  if (avals.length !== 3 && avals.length !== 4) throw new TypeError(`${op}: expected 3 or 4 operands (query, key, value[, mask]); got ${avals.length}`);
   checkParams(op, p);
-  checkAttentionOperands(op, avals, ['query', 'key', 'value']);
-  const [q] = avals;
+  checkAttentionOperands(op, avals.slice(0, 3), ['query', 'key', 'value']);
+  const [q, k, , mask] = avals;
+  checkMask(op, mask, q.shape, k.shape);
   const [b, t, n] = q.shape;
   return [
     { shape: q.shape, dtype: q.dtype, weakType: false },
@@ -203,9 +247,10 @@ function forwardAvals(op: string, avals: ShapedArray[], p: AttentionParams): Sha
 export const attentionLinP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
   name: LIN,
   abstractEval(avals, p) {
-    if (avals.length !== 7) throw new TypeError(`${LIN}: expected 7 operands (query, key, value, lse, and their three tangents); got ${avals.length}`);
+    if (avals.length !== 7 && avals.length !== 8) throw new TypeError(`${LIN}: expected 7 or 8 operands (query, key, value, lse, their three tangents[, mask]); got ${avals.length}`);
     checkParams(LIN, p);
-    checkAttentionOperands(LIN, [...avals.slice(0, 3), ...avals.slice(4)], ['query', 'key', 'value', 'query tangent', 'key tangent', 'value tangent']);
+    checkAttentionOperands(LIN, [...avals.slice(0, 3), ...avals.slice(4, 7)], ['query', 'key', 'value', 'query tangent', 'key tangent', 'value tangent']);
+    checkMask(LIN, avals[7], avals[0].shape, avals[1].shape);
     return [{ shape: avals[0].shape, dtype: avals[0].dtype, weakType: false }];
   },
   impl() {
@@ -214,9 +259,10 @@ export const attentionLinP: Primitive<AttentionParams> = definePrimitive<Attenti
   rules: (self) => ({
     transpose: (([ct], args, p) => {
       const [q, k, v, lse] = args as Array[];
-      if (args.slice(0, 4).some(isUndef) || ct === null) return args.map(() => null);
-      const [dq, dk, dv] = attentionBwd(q, k, v, lse, ct, p);
-      return [null, null, null, null, ...[dq, dk, dv].map((d, i) => (isUndef(args[4 + i]) ? d : null))];
+      const mask = args[7] as Array | undefined;
+      if (args.slice(0, 4).some(isUndef) || (mask !== undefined && isUndef(mask)) || ct === null) return args.map(() => null);
+      const [dq, dk, dv] = attentionBwd(q, k, v, lse, ct, p, mask);
+      return [null, null, null, null, ...[dq, dk, dv].map((d, i) => (isUndef(args[4 + i]) ? d : null)), ...args.slice(7).map(() => null)];
     }) satisfies TransposeRule,
     batch: foldBatch(() => self, 7),
   }),
@@ -228,21 +274,24 @@ export const attentionP: Primitive<AttentionParams> = definePrimitive<AttentionP
   impl: (inputs, p) => referenceFwd(inputs, p).slice(0, 1),
   rules: (self) => ({
     jvp: (primals, tangents, p) => {
-      const [out, lse] = attentionFwd(primals[0], primals[1], primals[2], p);
-      if (tangents.every((t) => t === null)) return [[out], [null]];
-      const ts = tangents.map((t, i) => t ?? zerosOf(primals[i].aval));
-      return [[out], [bind(attentionLinP, [...primals, lse, ...ts], p)[0]]];
+      const [q, k, v, mask] = primals;
+      const [out, lse] = attentionFwd(q, k, v, p, mask);
+      if (tangents.slice(0, 3).every((t) => t === null)) return [[out], [null]];
+      const ts = tangents.slice(0, 3).map((t, i) => t ?? zerosOf(primals[i].aval));
+      return [[out], [bind(attentionLinP, [q, k, v, lse, ...ts, ...primals.slice(3)], p)[0]]];
     },
     transpose: NON_LINEAR,
     batch: foldBatch(() => self, 3),
   }),
 });
 
-/** Binds the attention primitive: out. */
-export const attention = (q: Array, k: Array, v: Array, params: AttentionParams): Array => bind(attentionP, [q, k, v], params)[0];
+const withMask = (xs: Array[], mask: Array | undefined): Array[] => (mask === undefined ? xs : [...xs, mask]);
+
+/** Binds the attention primitive: out (mask: optional bool [B|1, N|1, T, S], true = attend). */
+export const attention = (q: Array, k: Array, v: Array, params: AttentionParams, mask?: Array): Array => bind(attentionP, withMask([q, k, v], mask), params)[0];
 
 /** Binds the forward primitive: [out, lse]. */
-export const attentionFwd = (q: Array, k: Array, v: Array, params: AttentionParams): Array[] => bind(attentionFwdP, [q, k, v], params);
+export const attentionFwd = (q: Array, k: Array, v: Array, params: AttentionParams, mask?: Array): Array[] => bind(attentionFwdP, withMask([q, k, v], mask), params);
 
 /** Binds the backward primitive: [dq, dk, dv]. */
-export const attentionBwd = (q: Array, k: Array, v: Array, lse: Array, dout: Array, params: AttentionParams): Array[] => bind(attentionBwdP, [q, k, v, lse, dout], params);
+export const attentionBwd = (q: Array, k: Array, v: Array, lse: Array, dout: Array, params: AttentionParams, mask?: Array): Array[] => bind(attentionBwdP, withMask([q, k, v, lse, dout], mask), params);

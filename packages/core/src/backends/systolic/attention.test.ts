@@ -2,13 +2,16 @@
 // wasm kernels: equal to the composite ('xla') within bf16 tolerance, forward and gradients,
 // over random shapes (odd head dims, T != S, grouped-query heads, both dtypes); against a plain-JS
 // reference with the MXU's roundings; vmap and jit; 1 vs 2 threads; bad inputs; the cost ledger.
+// With a boolean mask (random, segment, rows that see no key, broadcast over heads or batch) the
+// same laws against the composite, vmap over a batched mask, and bad masks.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type Array, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
+import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
 import { attentionStats } from './attention';
+import { attention } from '../../lax/attention';
 import { withLedger } from './index';
 
 onBackend('systolic');
@@ -89,6 +92,16 @@ function operands(c: Case): [Array, Array, Array, Array] {
   return [mk(0, [c.b, c.t, c.k * c.g, c.h]), mk(1, [c.b, c.s, c.k, c.h]), mk(2, [c.b, c.s, c.k, c.h]), mk(3, [c.b, c.t, c.k * c.g, c.h])];
 }
 
+/** `f()` with core's thread count set to n, then back to the default. */
+function withThreads<T>(n: number, f: () => T): T {
+  setNumThreads(n);
+  try {
+    return f();
+  } finally {
+    setNumThreads(null);
+  }
+}
+
 const attend = (impl: 'fused' | 'xla', causal: boolean) => (q: Array, k: Array, v: Array): Array => nn.dotProductAttention(q, k, v, { isCausal: causal, implementation: impl });
 
 describe('fused attention on the systolic backend', () => {
@@ -148,14 +161,7 @@ describe('fused attention on the systolic backend', () => {
     const c: Case = { b: 3, t: 37, s: 37, k: 2, g: 2, h: 12, causal: true, dtype: 'float32', seed: 5 };
     const [q, k, v] = operands(c);
     const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
-    const run = (n: number) => {
-      setNumThreads(n);
-      try {
-        return [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]);
-      } finally {
-        setNumThreads(null);
-      }
-    };
+    const run = (n: number) => withThreads(n, () => [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
     const one = run(1);
     const before = attentionStats();
     const two = run(2);
@@ -171,11 +177,13 @@ describe('fused attention on the systolic backend', () => {
     const [q, k, v] = operands({ b: 1, t: 4, s: 4, k: 1, g: 1, h: 3, causal: true, dtype: 'float32', seed: 1 });
     const mask = np.tri(4, 4, 0, 'bool');
     const jaxpr = (f: (a: Array) => Array) => String(makeJaxpr(f)(q));
-    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { mask }))).not.toContain('dot_product_attention');
+    expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { mask }))).toContain('dot_product_attention[');
     expect(jaxpr((a) => nn.dotProductAttention(a, k, v, { bias: np.zeros([4, 4]) }))).not.toContain('dot_product_attention');
     expect(jaxpr((a) => nn.dotProductAttention(np.astype(a, 'float16'), np.astype(k, 'float16'), np.astype(v, 'float16')))).not.toContain('dot_product_attention');
     close(nn.dotProductAttention(q, k, v, { mask }), attend('fused', true)(q, k, v), 1e-2, 'mask = causal');
-    expect(() => nn.dotProductAttention(q, k, v, { mask, implementation: 'fused' })).toThrow("dot_product_attention: implementation 'fused' does not support a mask (use isCausal); use implementation 'xla'");
+    // a default matmul precision above one bf16 pass keeps the composite (its dots follow it)
+    expect(defaultMatmulPrecision('highest', () => jaxpr((a) => nn.dotProductAttention(a, k, v, { isCausal: true })))).not.toContain('dot_product_attention');
+    expect(defaultMatmulPrecision('default', () => jaxpr((a) => nn.dotProductAttention(a, k, v, { isCausal: true })))).toContain('dot_product_attention[');
     expect(() => nn.dotProductAttention(q, k, v, { bias: np.zeros([4, 4]), implementation: 'fused' })).toThrow("implementation 'fused' does not support a bias");
     expect(() => nn.dotProductAttention(q, np.astype(k, 'bfloat16'), v, { implementation: 'fused' })).toThrow("implementation 'fused' does not support dtypes float32, bfloat16, float32 (need one of float32, bfloat16 for all three)");
     expect(() => nn.dotProductAttention(q, k, v, { implementation: 'cudnn' as never })).toThrow('dot_product_attention: unknown implementation "cudnn"; valid: xla, fused or undefined');
@@ -195,5 +203,125 @@ describe('fused attention in the cost ledger', () => {
     const bwd = withLedger(() => grad(gl)(q)).ledger;
     expect(bwd.byOp.dot_product_attention_bwd.flops).toBe(4 * mm);
     expect(bwd.byOp.dot_product_attention_bwd.seconds).toBeGreaterThan(0);
+  });
+});
+
+/** A mask [mb, mn, t, s] from a seed: each row sees no key with probability 1/4, else each key with probability `density`. */
+function maskOf(shape: number[], seed: number, density: number): Array {
+  let x = seed * 2654435761 + 12345;
+  const rnd = (): number => {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    return x / 2 ** 32;
+  };
+  const s = shape[3];
+  const bits: boolean[] = [];
+  for (let r = 0; r < shape[0] * shape[1] * shape[2]; r++) {
+    const none = rnd() < 0.25;
+    for (let j = 0; j < s; j++) bits.push(!none && rnd() < density);
+  }
+  return np.reshape(np.array(bits, 'bool'), shape);
+}
+
+/** A segment mask [B, 1, T, T]: a token attends only within its segment (MaxText's packed sequences). */
+function segmentMask(ids: number[][]): Array {
+  const t = ids[0].length;
+  return np.array(ids.map((row) => [row.map((a) => row.map((b) => a === b && a !== 0))]).flat(), 'bool').reshape([ids.length, 1, t, t]);
+}
+
+const attendMasked = (impl: 'fused' | 'xla', causal: boolean, mask: Array) => (q: Array, k: Array, v: Array): Array => nn.dotProductAttention(q, k, v, { mask, isCausal: causal, implementation: impl });
+
+describe('fused attention with a mask', () => {
+  const maskCase = fc.record({ c: caseArb, mb: fc.boolean(), mn: fc.boolean(), density: fc.constantFrom(0, 0.2, 0.7, 1) });
+
+  it('law: forward and gradients equal the composite (random masks, rows that see no key, broadcast over batch or heads)', () => {
+    fc.assert(
+      fc.property(maskCase, ({ c, mb, mn, density }) => {
+        const [q, k, v, w] = operands(c);
+        const mask = maskOf([mb ? c.b : 1, mn ? c.k * c.g : 1, c.t, c.s], c.seed, density);
+        const tol = c.dtype === 'bfloat16' ? 5e-2 : 2e-2;
+        const what = JSON.stringify({ c, mb, mn, density });
+        close(attendMasked('fused', c.causal, mask)(q, k, v), attendMasked('xla', c.causal, mask)(q, k, v), tol, `forward ${what}`);
+        const loss = (impl: 'fused' | 'xla') => (a: Array, b: Array, d: Array) => np.sum(np.multiply(np.astype(attendMasked(impl, c.causal, mask)(a, b, d), 'float32'), np.astype(w, 'float32')));
+        const gf = grad(loss('fused'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+        const gc = grad(loss('xla'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+        gf.forEach((g, i) => close(g, gc[i], tol * 2, `d${'qkv'[i]} ${what}`));
+      }),
+      { numRuns: 30 },
+    );
+  });
+
+  it('segment masks with isCausal (the MaxText case, a padding segment 0 whose rows see no key) equal the composite, and stay one fused primitive', () => {
+    const c: Case = { b: 2, t: 37, s: 37, k: 2, g: 2, h: 16, causal: true, dtype: 'float32', seed: 9 };
+    const [q, k, v, w] = operands(c);
+    const ids = [globalThis.Array.from({ length: 37 }, (_, i) => (i < 11 ? 1 : i < 30 ? 2 : 0)), globalThis.Array.from({ length: 37 }, (_, i) => 1 + Math.floor(i / 5))];
+    const mask = segmentMask(ids);
+    close(attendMasked('fused', true, mask)(q, k, v), attendMasked('xla', true, mask)(q, k, v), 1e-2, 'forward');
+    const loss = (impl: 'fused' | 'xla') => (a: Array, b: Array, d: Array) => np.sum(np.multiply(attendMasked(impl, true, mask)(a, b, d), w));
+    const gf = grad(loss('fused'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+    const gc = grad(loss('xla'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
+    gf.forEach((g, i) => close(g, gc[i], 2e-2, `d${'qkv'[i]}`));
+    // the rows of segment 0 see no key: uniform softmax over all keys, no gradient to their queries
+    const dq = f32(gf[0]);
+    for (let t = 30; t < 37; t++) for (let j = 0; j < 4 * 16; j++) expect(dq[t * 64 + j]).toBe(0);
+    const text = String(makeJaxpr(grad(loss('fused'), { argnums: [0, 1, 2] }))(q, k, v));
+    expect(text).toContain('dot_product_attention_fwd[');
+    expect(text).toContain('dot_product_attention_bwd[');
+    expect(text).not.toContain('dot_general');
+    // by default (no implementation named) a mask no longer sends it to the composite
+    expect(String(makeJaxpr((a: Array) => nn.dotProductAttention(a, k, v, { mask, isCausal: true }))(q))).toContain('dot_product_attention[');
+  });
+
+  it('a mask of lower rank or with T/S dims of 1 broadcasts as in the composite', () => {
+    const c: Case = { b: 2, t: 5, s: 7, k: 1, g: 2, h: 4, causal: false, dtype: 'float32', seed: 4 };
+    const [q, k, v] = operands(c);
+    for (const mask of [np.array([true, false, true, true, false, true, false], 'bool'), maskOf([2, 1, 5, 1], 3, 0.5), np.reshape(maskOf([1, 1, 5, 7], 5, 0.5), [1, 5, 7])]) {
+      close(attendMasked('fused', false, mask)(q, k, v), attendMasked('xla', false, mask)(q, k, v), 1e-2, `mask [${mask.shape}]`);
+    }
+  });
+
+  it('vmap over a batched mask equals a loop (mask batch 1 or B, mapped or not); jit equals eager', () => {
+    const c: Case = { b: 2, t: 9, s: 9, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 6 };
+    const xs = [0, 1, 2].map((i) => operands({ ...c, seed: 20 + i }));
+    const stack = (j: number) => np.stack(xs.map((x) => x[j]));
+    for (const mb of [1, 2]) {
+      const masks = [0, 1, 2].map((i) => maskOf([mb, 2, 9, 9], 30 + i, 0.5));
+      const f = (q: Array, k: Array, v: Array, m: Array) => attendMasked('fused', true, m)(q, k, v);
+      const gl = (q: Array, k: Array, v: Array, m: Array) => np.sum(np.square(f(q, k, v, m)));
+      const batched = vmap(f)(stack(0), stack(1), stack(2), np.stack(masks));
+      const gv = vmap(grad(gl, { argnums: [0, 1, 2] }))(stack(0), stack(1), stack(2), np.stack(masks)) as Array[];
+      xs.forEach((x, i) => {
+        expect([...f32(batched.get(i))]).toEqual([...f32(f(x[0], x[1], x[2], masks[i]))]);
+        const gi = grad(gl, { argnums: [0, 1, 2] })(x[0], x[1], x[2], masks[i]) as Array[];
+        gi.forEach((g, j) => expect([...f32(gv[j].get(i))]).toEqual([...f32(g)]));
+      });
+      // an unmapped mask serves every mapped item
+      const shared = vmap((q: Array, k: Array, v: Array) => f(q, k, v, masks[0]))(stack(0), stack(1), stack(2));
+      xs.forEach((x, i) => expect([...f32(shared.get(i))]).toEqual([...f32(f(x[0], x[1], x[2], masks[0]))]));
+      const [q, k, v] = xs[0];
+      expect([...f32(jit(f)(q, k, v, masks[0]))]).toEqual([...f32(f(q, k, v, masks[0]))]);
+      const jg = jit(grad(gl, { argnums: [0, 1, 2] }))(q, k, v, masks[0]) as Array[];
+      const eg = grad(gl, { argnums: [0, 1, 2] })(q, k, v, masks[0]) as Array[];
+      jg.forEach((g, j) => expect([...f32(g)]).toEqual([...f32(eg[j])]));
+    }
+  });
+
+  it('1 and 2 threads give bit-identical results with a mask', () => {
+    const c: Case = { b: 3, t: 37, s: 37, k: 2, g: 2, h: 12, causal: true, dtype: 'bfloat16', seed: 8 };
+    const [q, k, v] = operands(c);
+    const mask = maskOf([3, 1, 37, 37], 8, 0.6);
+    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(np.astype(attendMasked('fused', true, mask)(a, b, d), 'float32')));
+    const run = (n: number) => withThreads(n, () => [attendMasked('fused', true, mask)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
+    expect(run(2)).toEqual(run(1));
+  });
+
+  it('bad masks: clear errors naming the operation, the argument and the shapes or dtype', () => {
+    const [q, k, v] = operands({ b: 2, t: 4, s: 5, k: 1, g: 2, h: 3, causal: false, dtype: 'float32', seed: 1 });
+    expect(() => attendMasked('fused', false, np.ones([3, 1, 4, 5], 'bool'))(q, k, v)).toThrow('dot_product_attention: mask [3,1,4,5] is not broadcastable to [B, N, T, S] = [2,2,4,5]');
+    expect(() => attendMasked('fused', false, np.ones([4, 4], 'bool'))(q, k, v)).toThrow('dot_product_attention: mask [4,4] is not broadcastable to [B, N, T, S] = [2,2,4,5]');
+    expect(() => attendMasked('fused', false, np.ones([1, 2, 2, 4, 5], 'bool'))(q, k, v)).toThrow('dot_product_attention: mask [1,2,2,4,5] is not broadcastable');
+    const p = { scale: 1, isCausal: false };
+    expect(() => attention(q, k, v, p, np.ones([2, 2, 4, 5], 'float32'))).toThrow('dot_product_attention: mask must be bool; got float32');
+    expect(() => attention(q, k, v, p, np.ones([2, 2, 4, 1], 'bool'))).toThrow('dot_product_attention: mask must be bool [2|1, 2|1, 4, 5] ([B|1, N|1, T, S]); got [2,2,4,1]');
+    expect(() => attention(q, k, v, p, np.ones([2, 3, 4, 5], 'bool'))).toThrow('got [2,3,4,5]');
   });
 });

@@ -20,6 +20,13 @@
  * to a head dim and a key count of multiples of 8, key and value also transposed); the kernels
  * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once. With bfloat16 operands the logits and dP are rounded to bf16 first,
  * as the composite's bf16 matmul results are.
+ *
+ * A mask operand (bool [B|1, N|1, T, S]) is copied in as bytes once per call, with one flag byte
+ * per (mask item, row) computed here: set where the row sees no key (causality applied). The row
+ * kernels replace the logits of hidden keys by the composite's -0.7 * float32 max; a flagged row
+ * instead reads a row of zero bytes with 0 as the replacement (uniform P over all S keys) and,
+ * backward, a dS scale of 0 (the composite's `where` passes no gradient to hidden logits); a
+ * block of 4 rows with a flagged row covers every key.
  */
 import * as bf16 from '../../bf16';
 import type { StorageArray } from '../../dtype';
@@ -87,6 +94,7 @@ class Arena {
   memory: WasmMemory = new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
   f32 = new Float32Array(this.memory.buffer);
   i32 = new Int32Array(this.memory.buffer);
+  u8 = new Uint8Array(this.memory.buffer);
   private readonly instances = new Map<number, AttentionKernels>();
   private pool: WorkerPool | null = null;
   readonly control = this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64);
@@ -108,6 +116,7 @@ class Arena {
     this.memory.grow(Math.ceil((bytes - have) / 65536));
     this.f32 = new Float32Array(this.memory.buffer);
     this.i32 = new Int32Array(this.memory.buffer);
+    this.u8 = new Uint8Array(this.memory.buffer);
   }
 
   /** Runs items [0, items) of the job in the descriptor on `threads` threads (the calling one included). */
@@ -180,20 +189,61 @@ function plan(q: HostArray, k: HostArray): Plan {
   return { B: d.b, T: d.t, N: d.n, H: d.h, S: d.s, K: d.k, G: d.g, tp: ceil(Math.max(d.t, 1), ROWS), hp: ceil(Math.max(d.h, 1), 8), sp: ceil(Math.max(d.s, 1), 8) };
 }
 
+/** The mask regions' sizes in f32 units: mask bytes, flags (a padded row count per mask item) and a zero row, each with slack for the kernels' 4-byte reads past a row's end. */
+function maskRegions(p: Plan, mask: HostArray | undefined): number[] {
+  if (mask === undefined) return [];
+  const items = mask.shape[0] * mask.shape[1];
+  return [Math.ceil(mask.data.length / 4) + 16, Math.ceil((items * p.tp) / 4) + 16, p.sp / 4 + 16];
+}
+
+/**
+ * Copies the mask into its region and writes the flag of every (mask item, row): 1 where the row
+ * sees no key (no mask byte set among its keys, causality applied), 0 otherwise and for padding
+ * rows; zeros the zero row.
+ */
+function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr, zr]: number[]): void {
+  const { T, S, tp } = p;
+  const m = mask.data as Uint8Array;
+  const u8 = a.u8;
+  u8.set(m, mr);
+  const items = mask.shape[0] * mask.shape[1];
+  u8.fill(0, fr, fr + items * tp);
+  u8.fill(0, zr, zr + p.sp);
+  for (let it = 0; it < items; it++)
+    for (let t = 0; t < T; t++) {
+      const row = (it * T + t) * S;
+      const end = row + (causal ? Math.min(S, t + 1) : S);
+      let j = row;
+      while (j < end && m[j] === 0) j++;
+      u8[fr + it * tp + t] = j === end ? 1 : 0;
+    }
+  const d = a.i32;
+  const [bm, nm] = mask.shape;
+  d[DESC.MR] = mr;
+  d[DESC.FR] = fr;
+  d[DESC.ZR] = zr;
+  d[DESC.MB] = bm === 1 ? 0 : nm * T * S;
+  d[DESC.MN] = nm === 1 ? 0 : T * S;
+  d[DESC.FB] = bm === 1 ? 0 : nm * tp;
+  d[DESC.FN] = nm === 1 ? 0 : tp;
+}
+
 /**
  * Lays out the job in memory and writes the descriptor: the raw operand/result regions (f32
- * element counts, in DESC order from QR), then one scratch area per thread. Returns the raw
- * regions' byte addresses.
+ * element counts, in DESC order from QR), the mask's regions when there is one (staged, see
+ * `stageMask`), then one scratch area per thread. Returns the raw regions' byte addresses.
  */
-function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number): number[] {
+function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number, mask?: HostArray): number[] {
   const { tp, hp, sp } = p;
   const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16 };
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
-  const rawAt = raw.map((n) => {
+  const place = (n: number): number => {
     const r = at;
     at += ceil(n, 16) * 4; // 64-byte aligned regions
     return r;
-  });
+  };
+  const rawAt = raw.map(place);
+  const maskAt = maskRegions(p, mask).map(place);
   const offs: number[] = [];
   let scratch = 0;
   for (const k of SCRATCH) {
@@ -221,6 +271,8 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: nu
   set(DESC.SCRATCH, at);
   set(DESC.SCRATCH_BYTES, scratch);
   offs.forEach((o, i) => set(DESC.OFF + i, o));
+  if (mask === undefined) set(DESC.MR, 0);
+  else stageMask(a, p, params.isCausal, mask, maskAt);
   return rawAt;
 }
 
@@ -241,21 +293,21 @@ function copyOut(a: Arena, src: number, out: StorageArray): void {
 const alloc = (dtype: string, n: number): StorageArray => (dtype === 'bfloat16' ? new Uint16Array(n) : new Float32Array(n));
 
 /** The module, its instance and the thread count for a call. */
-function setup(p: Plan, relaxed: boolean): { a: Arena; mod: AttentionModule; threads: number } {
+function setup(p: Plan, relaxed: boolean, masked: boolean): { a: Arena; mod: AttentionModule; threads: number } {
   const a = (arena ??= new Arena());
-  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
 }
 
 /** The forward kernel: [out, lse]. */
 export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
-  const [q, k, v] = inputs;
+  const [q, k, v, mask] = inputs;
   const p = plan(q, k);
   const out = alloc(outAvals[0].dtype, q.data.length);
   const lse = new Float32Array(p.B * p.N * p.T);
   if (q.data.length === 0 || k.data.length === 0) return [out, lse.fill(-Infinity)];
   const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed);
-  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * lse.length], threads, mod.bytes.length);
+  const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
+  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * lse.length], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);
   copyIn(a, k.data, bf, Kr);
   copyIn(a, v.data, bf, Vr);
@@ -268,14 +320,14 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
 
 /** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut). */
 export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
-  const [q, k, v, lse, dout] = inputs;
+  const [q, k, v, lse, dout, mask] = inputs;
   const p = plan(q, k);
   const [dq, dk, dv] = outAvals.map((o, i) => alloc(o.dtype, inputs[i].data.length));
   if (q.data.length === 0 || k.data.length === 0) return [dq, dk, dv];
   const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed);
+  const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const [nq, nk] = [q.data.length, k.data.length];
-  const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length);
+  const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);
   copyIn(a, k.data, bf, Kr);
   copyIn(a, v.data, bf, Vr);

@@ -10,16 +10,19 @@
  *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
  * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
  * - `transAcc(a, b, out, nj)`: out[j, hp] += sum_r A[r, j] B[r, hp], j < nj      (dS^T Q, P^T dO)
- * - `softmaxRow(s, p, c, n, scale, mlOut, bf16)`: one row: logits = s * scale over the c visible
- *   columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and max and sum
- *   written at mlOut (the caller forms lse = max + log(sum)).
- * - `gradRow(s, dp, c, n, scale, lse, bf16)`: one row of the backward pass: P = exp(s * scale -
- *   lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
+ * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg)`: one row: logits = s * scale over
+ *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
+ *   max and sum written at mlOut (the caller forms lse = max + log(sum)).
+ * - `gradRow(s, dp, c, n, scale, lse, bf16, mrow, neg)`: one row of the backward pass: P =
+ *   exp(s * scale - lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
  *   With `bf16` set the logits and dP are first rounded to bf16 (the composite's bf16 matmul
- *   results).
+ *   results). In a masked module the logits whose mask byte (from address `mrow` on) is 0 become
+ *   `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform); modules
+ *   built without a mask ignore both.
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
+import { MASKED_LOGIT as MASKED } from '../../lax/attention';
 
 /** Rows per block: every kernel computes or consumes 4 query rows. */
 export const ROWS = 4;
@@ -35,6 +38,9 @@ export const MAX_PAGES = 16384;
  */
 const F32X4_PMIN = 0xea;
 const F32X4_PMAX = 0xeb;
+
+/** i32.load8_u (a mask or flag byte). */
+const I32_LOAD8_U = 0x2d;
 
 const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
 const LOG2E = 1.4426950408889634;
@@ -213,23 +219,52 @@ function buildTransAcc(m: ModuleBuilder, hp: number, sp: number, relaxed: boolea
   });
 }
 
+/** The row kernels' locals (rowPrologue's). */
+interface RowLocals {
+  i: number;
+  p: number;
+  v: number;
+  t: number;
+  nv: number;
+  idx: number;
+  lim: number;
+  mp: number;
+  negv: number;
+}
+
+function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: number, nv: number): RowLocals {
+  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128') };
+}
+
 /**
  * Shared start of both row kernels: every 4-column vector of the row's n columns, as logits (s,
- * rounded to bf16 when `bf16`, times scale; -inf at columns c and past), is handed to `each` in
- * local `v`, with the vector's address in local `p`.
+ * rounded to bf16 when `bf16`, times scale; `neg` where the mask bytes from `mrow` on are 0 when
+ * mrow is not 0; -inf at columns c and past), is handed to `each` in local `v`, with the vector's
+ * address in local `p`.
  */
-function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, locals: { i: number; p: number; v: number; t: number; nv: number; idx: number; lim: number }, each: () => void): void {
-  const { i, p, v, t, nv, idx, lim } = locals;
+function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: () => void): void {
+  const { i, p, v, t, nv, idx, lim, mp, negv } = locals;
   f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
   f.get(s).set(p);
   f.v128Const([0, 1, 2, 3]).set(idx);
   f.get(c).simd(SIMD.i32x4_splat).set(lim);
+  if (masked) {
+    f.get(mrow).set(mp);
+    f.get(neg).simd(SIMD.f32x4_splat).set(negv);
+  }
   forLoop(f, i, nv, () => {
     f.get(p).simdMem(SIMD.v128_load).set(v);
     f.get(bf16).if().get(v);
     roundBf16(f, t);
     f.set(v).end();
-    f.get(v).get(scale).simd(SIMD.f32x4_splat).simd(SIMD.f32x4_mul);
+    f.get(v).get(scale).simd(SIMD.f32x4_splat).simd(SIMD.f32x4_mul).set(v);
+    if (masked) {
+      // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
+      f.get(v).get(negv).get(mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
+      f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
+      bump(f, mp, 4);
+    }
+    f.get(v);
     splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
     f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
     each();
@@ -237,17 +272,17 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
   });
 }
 
-function buildSoftmaxRow(m: ModuleBuilder): number {
-  // (s, p, c, n, scale, mlOut, bf16)
-  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32'], [], (f) => {
-    const [s, p, c, n, scale, ml, bf16] = [0, 1, 2, 3, 4, 5, 6];
+function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
+  // (s, p, c, n, scale, mlOut, bf16, mrow, neg)
+  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32'], [], (f) => {
+    const [s, p, c, n, scale, ml, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const [v, t, acc, x, en, em, et, mx] = Array.from({ length: 8 }, () => f.local('v128'));
     const sum = f.local('f32');
-    const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
+    const locals = rowLocals(f, i, ptr, v, t, nv);
     // pass 1: logits in place, running max
     splatF(f, -Infinity).set(acc);
-    rowPrologue(f, s, c, n, scale, bf16, locals, () => {
+    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
       f.get(ptr).get(v).simdMem(SIMD.v128_store);
       f.get(acc).get(v).simd(F32X4_PMAX).set(acc);
     });
@@ -281,18 +316,18 @@ function buildSoftmaxRow(m: ModuleBuilder): number {
   });
 }
 
-function buildGradRow(m: ModuleBuilder): number {
-  // (s, dp, c, n, scale, lse, bf16)
-  return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32'], [], (f) => {
-    const [s, dp, c, n, scale, lse, bf16] = [0, 1, 2, 3, 4, 5, 6];
+function buildGradRow(m: ModuleBuilder, masked: boolean): number {
+  // (s, dp, c, n, scale, lse, bf16, mrow, neg)
+  return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32', 'i32', 'f32'], [], (f) => {
+    const [s, dp, c, n, scale, lse, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const [v, t, acc, x, en, em, et, l, g, dd] = Array.from({ length: 10 }, () => f.local('v128'));
-    const locals = { i, p: ptr, v, t, nv, idx: f.local('v128'), lim: f.local('v128') };
+    const locals = rowLocals(f, i, ptr, v, t, nv);
     f.get(lse).simd(SIMD.f32x4_splat).set(l);
     f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(dp).set(q);
     // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
-    rowPrologue(f, s, c, n, scale, bf16, locals, () => {
+    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
       expV(f, x, en, em, et);
       f.tee(v).simdMem(SIMD.v128_store);
@@ -415,7 +450,14 @@ export const DESC = {
   SCRATCH: 20, SCRATCH_BYTES: 21,
   /** offsets inside a thread's scratch: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV, S, P (or dP), ML */
   OFF: 22,
-  SLOTS: 33,
+  /**
+   * the mask (byte addresses; MR 0 when there is none): mask bytes [B|1, N|1, T, S], one flag
+   * byte per (mask item, padded row) set where the row sees no key, TP of them per item; the
+   * byte strides of a batch item and of a head in both (0 where the mask broadcasts); a row of
+   * zero bytes (the mask of a row that sees no key)
+   */
+  MR: 33, FR: 34, MB: 35, MN: 36, FB: 37, FN: 38, ZR: 39,
+  SLOTS: 40,
 } as const;
 
 /** The scratch regions' order in `DESC.OFF` slots. */
@@ -437,14 +479,16 @@ interface Fns {
  * item of the job in the descriptor, with thread `tid`'s scratch. Items are independent (each
  * writes its own rows of the results), so threads may take them in any order.
  */
-function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: Fns): void {
+function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
   for (const dir of ['fwd', 'bwd'] as const) {
     m.addFunction(`${dir}Item`, ['i32', 'i32'], [], (f) => {
       const [item, tid] = [0, 1];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i] = [L(), L(), L()];
+      const [mbase, fbase, mrow] = [L(), L(), L()];
       const scale = f.local('f32');
+      const [rscale, neg] = [f.local('f32'), f.local('f32')];
       const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
       const slot = (k: number): FunctionBuilder => f.i32Const(0).mem(OP.i32_load, k * 4);
       for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
@@ -490,6 +534,12 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: F
         f.get(kh).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).set(n);
         // qoff = (b*T*N + n) * H * 4
         f.get(b).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(qoff);
+        // this (b, n)'s mask rows and flags: base + b * batch stride + n * head stride
+        for (const [loc, base, bs, ns] of masked ? ([[mbase, DESC.MR, DESC.MB, DESC.MN], [fbase, DESC.FR, DESC.FB, DESC.FN]] as const) : []) {
+          slot(base).get(b);
+          slot(bs).op(OP.i32_mul).op(OP.i32_add).get(n);
+          slot(ns).op(OP.i32_mul).op(OP.i32_add).set(loc);
+        }
         stageQ('q', DESC.QR);
         if (dir === 'bwd') stageQ('do', DESC.OR);
         f.i32Const(0).set(t0);
@@ -498,6 +548,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: F
         f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select).tee(c);
         f.i32Const(1).get(c).i32Const(1).op(OP.i32_ge_s).op(OP.select).i32Const(7).op(OP.i32_add).i32Const(-8).op(OP.i32_and);
         f.i32Const(sp).get(causal).op(OP.select).set(cols);
+        // a block with a row that sees no key covers every key (that row's softmax is uniform)
+        if (masked) f.get(fbase).get(t0).op(OP.i32_add).mem(OP.i32_load).if().i32Const(sp).set(cols).end();
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
@@ -516,10 +568,26 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: F
           f.get(t).i32Const(1).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select);
           f.get(S).get(causal).op(OP.select);
           f.i32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select).set(c);
+          // the row's mask: its mask bytes, or (a row that sees no key) zeros with neg 0 over all
+          // S keys: uniform P, and the backward pass scales dS by 0; padding rows read zeros
+          // (their c is 0: nothing is visible anyway). Unmasked modules ignore mrow and neg.
+          f.f32Const(MASKED).set(neg);
+          f.get(scale).set(rscale);
+          if (masked) {
+            slot(DESC.ZR).set(mrow);
+            f.get(t).get(T).op(OP.i32_lt_s).if();
+            f.get(fbase).get(t).op(OP.i32_add).mem(I32_LOAD8_U, 0, 1).if();
+            f.get(S).set(c);
+            f.f32Const(0).set(neg);
+            if (dir === 'bwd') f.f32Const(0).set(rscale);
+            f.else();
+            f.get(mbase).get(t).get(S).op(OP.i32_mul).op(OP.i32_add).set(mrow);
+            f.end().end();
+          }
           // the row's S and P (dP) addresses
           f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-          f.get(c).get(cols).get(scale);
+          f.get(c).get(cols).get(rscale);
           // row index (b*N + n)*T + t, for the ml / lse slot
           const rowIndex = (): void => {
             f.get(b).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).get(T).op(OP.i32_mul).get(t).op(OP.i32_add);
@@ -530,13 +598,13 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, fn: F
             rowIndex();
             f.i32Const(8).op(OP.i32_mul).op(OP.i32_add);
             f.get(off.ml).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
-            f.get(bf16).call(fn.softmaxRow);
+            f.get(bf16).get(mrow).get(neg).call(fn.softmaxRow);
           } else {
             slot(DESC.ML);
             rowIndex();
             f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
             f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
-            f.get(bf16).call(fn.gradRow);
+            f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
           }
         });
         if (dir === 'fwd') {
@@ -575,8 +643,8 @@ export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
   rowsTimes(a: number, b: number, out: number, nk: number): void;
   transAcc(a: number, b: number, out: number, nj: number): void;
-  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number): void;
-  gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number): void;
+  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number): void;
+  gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
@@ -593,11 +661,14 @@ export interface AttentionModule {
 
 const modules = new Map<string, AttentionModule>();
 
-/** The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key count `sp` (cached). */
-export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean): AttentionModule {
+/**
+ * The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key
+ * count `sp` (cached); `masked`: with the mask code (a job without a mask runs a module without it).
+ */
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
-  const key = `${H},${sp},${relaxed},${shared}`;
+  const key = `${H},${sp},${relaxed},${shared},${masked}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -606,11 +677,11 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
       transAcc: buildTransAcc(m, hp, sp, relaxed),
-      softmaxRow: buildSoftmaxRow(m),
-      gradRow: buildGradRow(m),
+      softmaxRow: buildSoftmaxRow(m, masked),
+      gradRow: buildGradRow(m, masked),
       ...buildStaging(m, H, hp, sp),
     };
-    buildDrivers(m, H, hp, sp, fns);
+    buildDrivers(m, H, hp, sp, masked, fns);
     const bytes = m.toBytes();
     mod = { module: new WA.Module(bytes), bytes, id: modules.size + 1 };
     modules.set(key, mod);
