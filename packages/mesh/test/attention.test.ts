@@ -2,16 +2,13 @@
 // GSPMD jit of a grad step with a sharded batch, and shardMap bodies on the device threads (its
 // primitives carry plain parameters, so the staged program can be sent there), forward and grad.
 import { type Array, jit, nn, np, random, valueAndGrad } from '@tpukit/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Mesh, NamedSharding, P, devicePut, devices, makeMesh, setCpuDeviceCount, shardMap } from '../src/index';
+import { describe, expect, it } from 'vitest';
+import { type Mesh, NamedSharding, P, devicePut, makeMesh, shardMap } from '../src/index';
+import { useCpuDevices } from './helpers';
 
 let mesh: Mesh;
-beforeAll(() => {
-  setCpuDeviceCount(4);
+useCpuDevices(4, () => {
   mesh = makeMesh([2, 2], ['x', 'y']);
-});
-afterAll(async () => {
-  for (const d of devices()) await d.close();
 });
 
 describe('fused attention on a mesh', () => {

@@ -2,17 +2,13 @@
 // build first) with collectives meeting through the host. Results equal the vectorised shardMap,
 // output shards are what each device computed, and failures are clear errors, not hangs.
 import { type Array, grad, jit, np, random, withBackend } from '@tpukit/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Mesh, NamedSharding, P, allGather, allToAll, axisIndex, devicePut, devices, makeMesh, pmax, pmean, ppermute, psum, psumScatter, setCpuDeviceCount, shardMap, withShardingConstraint } from '../src/index';
-import { expectClose } from './helpers';
+import { describe, expect, it } from 'vitest';
+import { type Mesh, NamedSharding, P, allGather, allToAll, axisIndex, devicePut, makeMesh, pmax, pmean, ppermute, psum, psumScatter, shardMap, withShardingConstraint } from '../src/index';
+import { expectClose, useCpuDevices } from './helpers';
 
 let mesh: Mesh;
-beforeAll(() => {
-  setCpuDeviceCount(4);
+useCpuDevices(4, () => {
   mesh = makeMesh([2, 2], ['x', 'y']);
-});
-afterAll(async () => {
-  for (const d of devices()) await d.close();
 });
 
 describe('shardMap on the device workers', () => {

@@ -1,32 +1,18 @@
 // Zero-copy dots (wasm/program.ts): with the systolic backend the executable's arena is a region
 // of the GEMM engine's memory, fusion results that dots read are handed on as views and packed
 // in place. Results must be bit-identical to the arena in a memory of its own (the copies).
-import { type Array, nn, np, registerBackend, setNumThreads, systolic, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
+import { type Array, np, registerBackend, setNumThreads, systolic, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { arenaTraffic, jit, setKernelThreads, setZeroCopyDots, zeroCopyDotsEnabled } from '../src/index';
 import { kernelThreadsAvailable, poolStats } from '../src/internal';
+import { type TinyDims, fill, layerNorm, tinyTokens, tinyTransformerLoss, tinyTransformerParams } from './tinyTransformer';
 
-const [V, D, H, F, T, B] = [64, 32, 2, 64, 16, 4];
-const fill = (shape: number[], s: number, k: number) => np.array(Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => s * Math.sin(i * 0.37 + k)), 'float32').reshape(shape);
-const layerNorm = (x: Array, g: Array) => np.multiply(np.multiply(np.subtract(x, np.mean(x, { axis: -1, keepdims: true })), np.reciprocal(np.sqrt(np.add(np.var(x, { axis: -1, keepdims: true }), 1e-5)))), g);
-
-function loss(p: Record<string, Array>, tokens: Array, targets: Array): Array {
-  const dh = D / H;
-  let x = np.take(p.wte, tokens, { axis: 0 });
-  const h = layerNorm(x, p.g1);
-  const heads = (w: Array) => np.transpose(np.matmul(h, w).reshape([B, T, H, dh]), [0, 2, 1, 3]);
-  const scores = np.multiply(np.matmul(heads(p.wq), np.swapaxes(heads(p.wk), -1, -2)), 1 / Math.sqrt(dh));
-  const att = np.matmul(nn.softmax(np.where(np.tri(T, T, 0, 'bool'), scores, -1e9), { axis: -1 }), heads(p.wv));
-  x = np.add(x, np.matmul(np.transpose(att, [0, 2, 1, 3]).reshape([B, T, D]), p.wo));
-  x = np.add(x, np.matmul(nn.gelu(np.matmul(layerNorm(x, p.g2), p.w1)), p.w2));
-  const logp = nn.logSoftmax(np.matmul(x, np.transpose(p.wte)), { axis: -1 });
-  return np.negative(np.mean(np.sum(np.multiply(logp, nn.oneHot(targets, V)), { axis: -1 })));
-}
-
-const params = () => ({ wte: fill([V, D], 0.05, 1), g1: np.ones([D]), g2: np.ones([D]), wq: fill([D, D], 0.2, 2), wk: fill([D, D], 0.2, 3), wv: fill([D, D], 0.2, 4), wo: fill([D, D], 0.2, 5), w1: fill([D, F], 0.2, 6), w2: fill([F, D], 0.1, 7) });
-const tok = (s: number) => np.array(Int32Array.from({ length: B * T }, (_, i) => (i * 7 + s * 3) % V)).reshape([B, T]);
+const dims: TinyDims = { V: 64, D: 32, H: 2, F: 64, T: 16, B: 4 };
+const loss = tinyTransformerLoss(dims, layerNorm);
+const params = () => tinyTransformerParams(dims);
+const tok = (s: number) => tinyTokens(dims, s);
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
 
 /** The step compiled under the systolic backend with zero-copy dots on or off, and a call of it on batch `s`. */
