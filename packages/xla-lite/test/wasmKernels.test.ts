@@ -301,9 +301,10 @@ describe('fallback to the JavaScript kernels', () => {
 
 describe('threads and the arena', () => {
   it('results do not depend on the thread count', () => {
-    const x = rand([301, 257], 5);
-    const b = rand([257], 6);
-    const other = rand([301, 257], 7);
+    // Rows wider than COL_CHUNK (1024), so that column reductions have several items (the last one ending in a partial vector).
+    const x = rand([129, 2101], 5);
+    const b = rand([2101], 6);
+    const other = rand([129, 2101], 7);
     const fns: Fn[] = [
       (a, c) => np.multiply(a, np.divide(1, np.add(1, np.exp(np.negative(np.add(a, c)))))),
       (a, c) => np.sum(np.tanh(np.add(a, c)), { axis: -1 }),

@@ -20,7 +20,7 @@
  *   sum in float64 (two f64x2 accumulators, i.e. four interleaved float64 partial sums, then
  *   added; this differs from the reference's sequential float64 sum by at most about
  *   K·2^-53·Σ|x| before the final rounding to float32);
- * - column reduction (reduced axes leading): (group of L output columns, chunk of 64 columns);
+ * - column reduction (reduced axes leading): (group of L output columns, chunk of COL_CHUNK columns);
  *   each chunk accumulates in a float64 scratch row over the K reduced rows in order.
  * - rows (a kRow fusion, `rowPlan.ts`): one row each; per stage, row values splatted, then a
  *   walk of the row computing that stage's full values (those a later stage reads go to the
@@ -42,8 +42,14 @@ import { rowsKernel } from './rowsKernel';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
-/** Columns per column-reduction work item (a multiple of 4; its float64 scratch stays in L1). */
-export const COL_CHUNK = 64;
+/**
+ * Columns per column-reduction work item (a multiple of 4): wide, so that an item reads whole
+ * rows (or 4 KiB of each) front to back; its float64 scratch (8 KiB) stays in L1. Narrow chunks
+ * read a few cache lines per row at the row stride, which the hardware prefetchers do not follow:
+ * a sum over f32[2048, 512] fresh from the GEMM took 1.2-1.5 ms with 64-column chunks against
+ * 0.25 ms with whole rows (BENCHMARKS.md, "colsum"). Summation order per column is unchanged.
+ */
+export const COL_CHUNK = 1024;
 
 /** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
 export const ROW_SCRATCH_THREADS = 16;
