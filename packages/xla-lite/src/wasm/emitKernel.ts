@@ -45,8 +45,8 @@ export const CHUNK = 4096;
 /**
  * Columns per column-reduction work item (a multiple of 4): wide, so that an item reads whole
  * rows (or 4 KiB of each) front to back; its float64 scratch (8 KiB) stays in L1. Narrow chunks
- * read a few cache lines per row at the row stride, which the hardware prefetchers do not follow:
- * a sum over f32[2048, 512] fresh from the GEMM took 1.2-1.5 ms with 64-column chunks against
+ * read a few cache lines per row at the row stride, which is slow on a cold input (an in-step call):
+ * a sum over f32[2048, 512] fresh from the GEMM took 1.0-1.45 ms with 64-column chunks against
  * 0.25 ms with whole rows (BENCHMARKS.md, "colsum"). Summation order per column is unchanged.
  */
 export const COL_CHUNK = 1024;
