@@ -32,7 +32,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { isStorageAlias, WasmProgram, type WasmStep } from './wasm/program';
+import { countOutputCopy, isStorageAlias, WasmProgram, type WasmStep } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
@@ -115,6 +115,11 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const pooling = c.instructions.every((i) => !hasEffect(i) && (i.opcode === 'fusion' || (i.called.length === 0 && !holdsProgram(i.params))));
   if (pooling) wasmProgram?.poolResults();
   const pooled = new Set<ArrayBufferLike>();
+  // An output of the executable gets a fresh buffer instead of a reused one: the caller keeps
+  // it, and a reused buffer would be copied again at the end of the call.
+  const isOutput = new Uint8Array(c.instructions.length);
+  for (const o of c.outputs) isOutput[slot.get(o)!] = 1;
+  const pools = (k: number): boolean => pooling && isOutput[k] === 0;
   /** The reused result buffer of a step (made on its first call). */
   const poolBuf = (s: { pool: Float32Array | Uint8Array | null }, n: number, bool = false): Float32Array | Uint8Array => {
     if (s.pool === null) {
@@ -167,7 +172,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         }
         const sh = s.inst.shape;
         const n = numel(sh);
-        const out = (donating ? donor.target(s.out, args) : null) ?? (pooling ? poolBuf(s, n, sh.dtype === 'bool') : sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
+        const out = (donating ? donor.target(s.out, args) : null) ?? (pools(s.out) ? poolBuf(s, n, sh.dtype === 'bool') : sh.dtype === 'bool' ? new Uint8Array(n) : new Float32Array(n));
         for (let j = 0; j < s.ins.length; j++) s.buf[j] = toStorage(vals[s.ins[j]] as Array) as ArrayLike<number>;
         s.kernel(s.buf, out, n);
         s.buf.fill(null as never);
@@ -191,7 +196,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           break;
         }
         const sh = s.inst.shape;
-        const acc = toStorage(runInto(s.dot.prim, s.dotBuf, s.params, pooling && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null)) as Float32Array;
+        const acc = toStorage(runInto(s.dot.prim, s.dotBuf, s.params, pools(s.out) && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null)) as Float32Array;
         if (s.wasm) {
           vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
           break;
@@ -218,7 +223,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
             break;
           }
         }
-        if (s.into && pooling) {
+        if (s.into && pools(s.out)) {
           // (The result's shape is the physical one the parameters give, as evalPrimitive's.)
           vals[s.out] = runInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(s.inst.shape)) as Float32Array);
           break;
@@ -261,6 +266,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         const d = toStorage(r);
         if (!pooled.has(d.buffer) && !wasmProgram?.isPooled(d)) continue;
         if (donating && donor.landsInPlace(k, r, args)) continue; // copied into the donated storage below
+        countOutputCopy(d.byteLength);
         const copy = fromStorage(d.slice(), r.shape, r.dtype);
         res[k] = r.weakType ? lax.convertElementType(copy, r.dtype, true) : copy;
       }

@@ -86,16 +86,23 @@ export function isStorageAlias(i: HloInstruction, outputs: readonly HloInstructi
   return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
 
-const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0 };
+const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0 };
 
 /**
  * Bytes copied into arenas (arguments and results of core primitives that wasm kernels read),
  * bytes of wasm fusion results copied out of arenas (for readers outside wasm kernels, or into
- * donated storage) and bytes handed on as views instead (zero-copy dots), summed over every
- * executable since the process started (benchmarks and tests take differences).
+ * donated storage), bytes handed on as views instead (zero-copy dots) and bytes of outputs
+ * copied at the end of a call out of buffers an executable reuses call after call (an output
+ * computed into such a buffer; outputs normally get fresh ones), summed over every executable
+ * since the process started (benchmarks and tests take differences).
  */
-export function arenaTraffic(): { copiedInBytes: number; copiedOutBytes: number; viewBytes: number } {
+export function arenaTraffic(): { copiedInBytes: number; copiedOutBytes: number; viewBytes: number; outputCopiedBytes: number } {
   return { ...traffic };
+}
+
+/** Counts `bytes` of an output copied out of a reused buffer at the end of a call (see `arenaTraffic`). */
+export function countOutputCopy(bytes: number): void {
+  traffic.outputCopiedBytes += bytes;
 }
 
 /** Arena regions reserved in a backend's memory, released when their program is collected. */
@@ -129,6 +136,12 @@ export interface WasmStep {
   readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean; view: boolean }[] | null;
   /** Result buffers reused call after call when the program pools its copies (one per output; see `poolResults`). */
   readonly pool: (Float32Array | Uint8Array | null)[];
+  /**
+   * Per output: whether it is an output of the executable. Such a result is copied out of the
+   * arena into a fresh array even when the program pools its copies: the caller keeps it, so a
+   * reused buffer would have to be copied again at the end of the call.
+   */
+  readonly fresh: readonly boolean[];
 }
 
 let nextId = 1;
@@ -353,6 +366,7 @@ export class WasmProgram implements PoolProgram {
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && !outputs.has(l.inst) && viewable(l.inst.shape, users.get(l.inst)!) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
+        fresh: l.inst.shapes.map((_, q) => (l.inst.isTuple ? tupleReaders(l.inst, q) : users.get(l.inst)!).includes(null)),
       });
     });
     // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
@@ -397,7 +411,7 @@ export class WasmProgram implements PoolProgram {
   /** `n` elements from byte address `addr` of the arena: a fresh array, or the step's reused buffer. */
   private copyOut(s: WasmStep, q: number, addr: number, n: number, bool: boolean): Float32Array | Uint8Array {
     traffic.copiedOutBytes += bool ? n : 4 * n;
-    if (!this.pooling) return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
+    if (!this.pooling || s.fresh[q]) return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
     let buf = s.pool[q];
     if (buf === null) {
       buf = bool ? new Uint8Array(n) : new Float32Array(n);
