@@ -1,7 +1,7 @@
 /** The `nn` namespace: the jax.nn functions a transformer needs, built from jnp ops. */
 import { stopGradient } from './transforms/custom';
 import { getBackend } from './backend';
-import { attention } from './lax/attention';
+import { MASKED_LOGIT, attention } from './lax/attention';
 import { getDefaultMatmulPrecision } from './lax/precision';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
@@ -217,7 +217,7 @@ function compositeAttention(q: Array, k: Array, v: Array, opts: DotProductAttent
     const causal = np.tri(t, s, 0, 'bool');
     mask = mask === null ? causal : np.logicalAnd(mask, causal);
   }
-  if (mask !== null) logits = np.where(mask, logits, -0.7 * 3.4028234663852886e38);
+  if (mask !== null) logits = np.where(mask, logits, MASKED_LOGIT);
   const probs = np.astype(softmax(logits, { axis: -1 }), v.dtype);
   const out = np.matmul(np.reshape(probs, [b, kh, g * t, s]), vt); // [B, K, G*T, H]
   return np.reshape(np.transpose(np.reshape(out, [b, kh, g, t, h]), [0, 3, 1, 2, 4]), [b, t, n, h]);

@@ -41,7 +41,7 @@ export interface ModelConfig {
   scanLayers: boolean;
   remat: 'full' | 'minimal' | 'none';
   /** `attention`: nn.dotProductAttention's implementation (undefined: core picks, the fused kernels on the systolic backend). */
-  attention: 'xla' | 'fused' | undefined;
+  attention: nn.AttentionImplementation | undefined;
   /** `matmul_precision` for the weight matmuls (default: one bf16 pass on the MXU). */
   precision: 'default' | 'high' | 'highest';
 }

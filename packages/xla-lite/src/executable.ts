@@ -41,7 +41,7 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; addr: number; n: number } | null }
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
 
 export interface ExecutableStats {
@@ -215,7 +215,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         if (s.direct !== null) {
           // Only wasm kernels (or, zero-copy, only steps reading it in place) read this dot or
           // transpose: its result goes straight into its arena buffer.
-          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, wasmProgram!.view(s.direct.addr, s.direct.n));
+          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, s.direct.view);
           if (r !== null) {
             s.buf.fill(null as never);
             wasmProgram!.markStaged(s.direct.key);

@@ -35,6 +35,7 @@ export const OP = {
   i32_load: 0x28,
   f32_load: 0x2a,
   f64_load: 0x2b,
+  i32_load8_u: 0x2d,
   i32_load16_u: 0x2f,
   i32_store: 0x36,
   f32_store: 0x38,
@@ -130,6 +131,10 @@ export const SIMD = {
   f32x4_div: 0xe7,
   f32x4_min: 0xe8,
   f32x4_max: 0xe9,
+  // pmin / pmax (`b < a ? b : a`, `a < b ? b : a`): one minps / maxps on x64, where min / max
+  // carry NaN and signed-zero fix-ups that V8 emits as ~8 instructions.
+  f32x4_pmin: 0xea,
+  f32x4_pmax: 0xeb,
   f64x2_add: 0xf0,
   f64x2_sub: 0xf1,
   f64x2_mul: 0xf2,

@@ -155,10 +155,10 @@ export class WasmProgram implements PoolProgram {
   readonly steps = new Map<HloInstruction, WasmStep>();
   /**
    * Dots (and, with zero-copy dots, transposes) whose result the executable writes straight
-   * into the arena (into `view(addr, n)`), then marks staged (`markStaged(key)`; key -1: no wasm
+   * into the arena (into `view`, made once: the arena never moves), then marks staged (`markStaged(key)`; key -1: no wasm
    * kernel reads it).
    */
-  readonly directDots = new Map<HloInstruction, { key: number; addr: number; n: number }>();
+  readonly directDots = new Map<HloInstruction, { key: number; view: Float32Array }>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
@@ -376,7 +376,7 @@ export class WasmProgram implements PoolProgram {
       const key = keys.get(r) ?? -1;
       const slot = ba.slots.get(r);
       if (slot === undefined || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
-      if (resident.has(r) || (key >= 0 && r.prim?.name === 'dot_general' && users.get(r)!.every((u) => u !== null && plans.has(u)))) prog.directDots.set(r, { key, addr: off + slot.offset, n: numel(r.shape) });
+      if (resident.has(r) || (key >= 0 && r.prim?.name === 'dot_general' && users.get(r)!.every((u) => u !== null && plans.has(u)))) prog.directDots.set(r, { key, view: prog.view(off + slot.offset, numel(r.shape)) });
     }
     return prog;
   }

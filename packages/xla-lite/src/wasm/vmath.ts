@@ -44,9 +44,6 @@ const LOG2E = 1.4426950408889634;
 const LN2_HI = 0.693359375;
 const LN2_LO = -2.12194440e-4;
 const SQRTHF = 0.707106781186547524;
-/** f32x4.pmin / f32x4.pmax (SIMD sub-opcodes; core's table does not name them). */
-const F32X4_PMIN = 0xea;
-const F32X4_PMAX = 0xeb;
 const ROUND_MAGIC = 12582912; // 1.5·2^23
 const ROUND_MAGIC_BITS = 0x4b400000;
 
@@ -62,7 +59,7 @@ export function vexp(b: VecBuilder, x0: E, guardUnderflow = true): E {
   // The clamp with pmax/pmin (one instruction each on x64, where the IEEE min/max take about
   // eight): pmax(x, k) = x < k ? k : x and pmin(x, k) = k < x ? k : x keep a NaN x, as min/max
   // would, and equal them elsewhere (the bounds are not zeros, so no ±0 question arises).
-  const xc = b.let(b.op(F32X4_PMIN, b.op(F32X4_PMAX, x, b.k(-104)), b.k(89)));
+  const xc = b.let(b.op(SIMD.f32x4_pmin, b.op(SIMD.f32x4_pmax, x, b.k(-104)), b.k(89)));
   // n = nearest(xc·log2 e) by adding 1.5·2^23: the sum's ulp is 1, so it rounds to the nearest
   // integer (ties to even, as f32x4.nearest), and its low mantissa bits are n as an integer,
   // which spares the costly i32x4.trunc_sat (|xc·log2 e| < 151, far inside the 2^22 range).

@@ -72,10 +72,12 @@ for (;;) {
       }
       const run = c[${MODE}] === 0 ? inst.exports.fwdItem : inst.exports.bwdItem;
       const items = c[${ITEMS}];
+      let done = 0;
       for (let i = Atomics.add(c, ${NEXT}, 1); i < items; i = Atomics.add(c, ${NEXT}, 1)) {
         run(i, id + 1);
-        Atomics.add(c, ${WORKER_ITEMS}, 1);
+        done++;
       }
+      Atomics.add(c, ${WORKER_ITEMS}, done);
     } catch (e) {
       Atomics.store(c, ${ERR}, 1);
     }

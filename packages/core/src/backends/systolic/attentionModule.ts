@@ -30,18 +30,6 @@ export const ROWS = 4;
 /** Maximum pages of the (shared) memory the modules import: 1 GiB. */
 export const MAX_PAGES = 16384;
 
-
-/**
- * f32x4.pmin / pmax (`b < a ? b : a`, `a < b ? b : a`): one minps / maxps, where f32x4.min / max
- * carry NaN and signed-zero fix-ups that V8 emits as ~8 instructions (they made the softmax rows
- * cost more than the products). The values here are finite or -inf; a NaN input stays masked.
- */
-const F32X4_PMIN = 0xea;
-const F32X4_PMAX = 0xeb;
-
-/** i32.load8_u (a mask or flag byte). */
-const I32_LOAD8_U = 0x2d;
-
 const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
 const LOG2E = 1.4426950408889634;
 const LN2_HI = 0.693359375;
@@ -74,8 +62,8 @@ function expV(f: FunctionBuilder, x: number, n: number, m: number, t: number): v
   f.tee(x);
   splatF(f, EXP_LO).simd(SIMD.f32x4_ge).set(m);
   f.get(x);
-  splatF(f, EXP_LO).simd(F32X4_PMAX);
-  splatF(f, 88.3).simd(F32X4_PMIN).set(x);
+  splatF(f, EXP_LO).simd(SIMD.f32x4_pmax);
+  splatF(f, 88.3).simd(SIMD.f32x4_pmin).set(x);
   f.get(x);
   splatF(f, LOG2E).simd(SIMD.f32x4_mul);
   splatF(f, MAGIC).simd(SIMD.f32x4_add).tee(t);
@@ -284,7 +272,7 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
     splatF(f, -Infinity).set(acc);
     rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
       f.get(ptr).get(v).simdMem(SIMD.v128_store);
-      f.get(acc).get(v).simd(F32X4_PMAX).set(acc);
+      f.get(acc).get(v).simd(SIMD.f32x4_pmax).set(acc);
     });
     horizontal(f, acc, OP.f32_max);
     f.simd(SIMD.f32x4_splat).set(mx);
@@ -576,7 +564,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           if (masked) {
             slot(DESC.ZR).set(mrow);
             f.get(t).get(T).op(OP.i32_lt_s).if();
-            f.get(fbase).get(t).op(OP.i32_add).mem(I32_LOAD8_U, 0, 1).if();
+            f.get(fbase).get(t).op(OP.i32_add).mem(OP.i32_load8_u, 0, 1).if();
             f.get(S).set(c);
             f.f32Const(0).set(neg);
             if (dir === 'bwd') f.f32Const(0).set(rscale);

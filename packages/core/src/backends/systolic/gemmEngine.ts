@@ -92,7 +92,11 @@ export class GemmEngine implements BatchEngine {
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
   private readonly regions: { addr: number; bytes: number }[] = [];
-  private floorAddr = 64;
+  /** The end of the reserved regions (kept sorted and disjoint): where the products' scratch starts. */
+  private get floorAddr(): number {
+    const last = this.regions[this.regions.length - 1];
+    return last ? last.addr + last.bytes : 64;
+  }
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
@@ -159,7 +163,6 @@ export class GemmEngine implements BatchEngine {
     // Leave at least a quarter of the memory's limit to products.
     if (at + size > (MAX_PAGES * 65536 * 3) / 4) return -1;
     this.regions.splice(k, 0, { addr: at, bytes: size });
-    this.floorAddr = Math.max(this.floorAddr, at + size);
     this.ensure(this.floorAddr, 'reserve');
     return at;
   }
@@ -169,8 +172,6 @@ export class GemmEngine implements BatchEngine {
     const k = this.regions.findIndex((r) => r.addr === addr);
     if (k < 0) throw new RangeError(`systolic release: no region is reserved at address ${addr}`);
     this.regions.splice(k, 1);
-    const last = this.regions[this.regions.length - 1];
-    this.floorAddr = last ? last.addr + last.bytes : 64;
   }
 
   get mr(): number {
