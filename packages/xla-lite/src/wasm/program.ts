@@ -423,6 +423,13 @@ export class WasmProgram implements PoolProgram {
     return buf;
   }
 
+  /** A float32 output copied out of the arena into `dest` (a donated argument's storage). */
+  private into(dest: Float32Array, addr: number, sh: HloInstruction['shape']): Array {
+    traffic.copiedOutBytes += 4 * dest.length;
+    dest.set(this.f32.subarray(addr / 4, addr / 4 + dest.length));
+    return fromStorage(dest, sh.shape, sh.dtype);
+  }
+
   /** A float32 output `q` of step `s` copied out of the arena. */
   private out(s: WasmStep, q: number, addr: number, n: number, sh: HloInstruction['shape']): Array {
     const r = fromStorage(this.copyOut(s, q, addr, n, false), sh.shape, sh.dtype);
@@ -441,9 +448,10 @@ export class WasmProgram implements PoolProgram {
 
   /**
    * Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the
-   * result out if needed, into `dest` when given (a donated argument's storage).
+   * result out if needed, into `dest` when given (a donated argument's storage); a
+   * multi-output fusion's output q into `dests[q]` when that is given.
    */
-  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null): Array | Array[] | null {
+  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null, dests: readonly (Float32Array | Uint8Array | null)[] | null = null): Array | Array[] | null {
     const inputs = s.inputs;
     for (let i = 0; i < inputs.length; i++) {
       const x = inputs[i];
@@ -465,7 +473,8 @@ export class WasmProgram implements PoolProgram {
       const outs = new globalThis.Array<Array>(s.outputs.length);
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
-        outs[q] = x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        const d = dests !== null && q < dests.length ? dests[q] : null;
+        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? this.into(d, x.addr, x.shape) : x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
