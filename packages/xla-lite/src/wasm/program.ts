@@ -233,7 +233,6 @@ export class WasmProgram implements PoolProgram {
     // A multi-output (row) fusion writes its outputs into regions of their own (below), where
     // wasm kernels read them; outputs read elsewhere are copied out.
     const host = zeroCopy ? arenaHost() : null;
-    const outputs = new Set(c.outputs);
     const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
     // JavaScript kernels; a kOutput's dot included), dots, and storage-sharing reshapes whose
@@ -248,7 +247,7 @@ export class WasmProgram implements PoolProgram {
     const resident = new Set<HloInstruction>();
     if (host !== null)
       for (const i of c.instructions)
-        if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && !outputs.has(i) && users.get(i)!.every(transient)) resident.add(i);
+        if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && users.get(i)!.every(transient)) resident.add(i);
     const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
@@ -344,7 +343,7 @@ export class WasmProgram implements PoolProgram {
     }
     // An output of a multi-output fusion leaves the arena when anything but a wasm kernel reads it.
     const tupleReaders = (f: HloInstruction, q: number): (HloInstruction | null)[] =>
-      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? (outputs.has(g) ? [null] : users.get(g)!) : []));
+      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? users.get(g)! : []));
     const tupleCopied = (f: HloInstruction, q: number): boolean => tupleReaders(f, q).some((u) => u === null || !plans.has(u));
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
@@ -363,7 +362,7 @@ export class WasmProgram implements PoolProgram {
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)) })) : null,
         inputs: l.inputs,
-        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && !outputs.has(l.inst) && viewable(l.inst.shape, users.get(l.inst)!) },
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
         fresh: l.inst.shapes.map((_, q) => (l.inst.isTuple ? tupleReaders(l.inst, q) : users.get(l.inst)!).includes(null)),
