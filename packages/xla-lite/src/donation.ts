@@ -96,6 +96,8 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
       // The loop fusion computing the output (an element of a multi-output one's tuple, too).
       const f = o.opcode === 'get-tuple-element' ? o.operands[0] : o;
       if (f.opcode !== 'fusion' || (f.params as { kind?: string }).kind !== 'kLoop' || outs.indexOf(o) !== k) return false;
+      // (A tuple element is copied out of a WebAssembly arena: float32 only.)
+      if (f !== o && (o.shape.dtype !== 'float32' || o.shape.weakType)) return false;
       const t = pos.get(f)!;
       if (lastRead > t) return false;
       if (lastRead < t) return true;
