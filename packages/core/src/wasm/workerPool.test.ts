@@ -1,6 +1,6 @@
 /** The shared worker machinery: workers that poll for the next job before sleeping still see every job once. */
 import { afterAll, describe, expect, it } from 'vitest';
-import { getWorkerIdleSpinMicros, idleWaitSource, setWorkerIdleSpinMicros, WorkerPool } from './workerPool';
+import { getWorkerIdleSpinMicros, idleWaitSource, poolJobTimes, setWorkerIdleSpinMicros, WorkerPool } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -49,6 +49,34 @@ describe('WorkerPool', () => {
         pool.waitFor(DONE, j);
       }
       expect(Atomics.load(c, SUM), `idle poll ${us} us`).toBe(want);
+      Atomics.store(c, GEN, -1);
+      Atomics.notify(c, GEN);
+    }
+  });
+
+  it.runIf(WorkerPool.available())('poolJobTimes counts finished jobs and the time waited for workers only while enabled', () => {
+    const c = new Int32Array(new SharedArrayBuffer(16));
+    const pool = new WorkerPool(SOURCE, c, GEN, 100);
+    expect(pool.ensure(1)).toBe(true);
+    const job = (j: number): void => {
+      pool.wake();
+      pool.waitFor(DONE, j);
+      pool.finished();
+    };
+    const before = { ...poolJobTimes };
+    try {
+      poolJobTimes.enabled = false;
+      job(1);
+      expect(poolJobTimes).toEqual({ ...before, enabled: false });
+      poolJobTimes.enabled = true;
+      for (let j = 2; j <= 6; j++) job(j);
+      expect(poolJobTimes.jobs - before.jobs).toBe(5);
+      const ms = poolJobTimes.ms - before.ms;
+      const waited = poolJobTimes.waitMs - before.waitMs;
+      expect(waited).toBeGreaterThan(0);
+      expect(ms).toBeGreaterThanOrEqual(waited);
+    } finally {
+      poolJobTimes.enabled = before.enabled;
       Atomics.store(c, GEN, -1);
       Atomics.notify(c, GEN);
     }

@@ -50,9 +50,23 @@ export function idleWaitSource(gen: number): string {
   Atomics.wait(c, ${gen}, seen);`;
 }
 
+/**
+ * Where the calling thread's time goes around pool jobs, summed over every pool that reports
+ * (the GEMM pool and xla-lite's kernel pool): jobs, wall ms from `wake` to `finished`, and wall
+ * ms spent in `waitFor` / `waitForZero` (polling or asleep, waiting for workers). Off unless
+ * `enabled` (env `TPUKIT_POOL_TIMES=1`): one boolean test per job when off.
+ */
+export const poolJobTimes = {
+  enabled: (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_POOL_TIMES === '1',
+  jobs: 0,
+  ms: 0,
+  waitMs: 0,
+};
+
 export class WorkerPool {
   readonly workers: PoolWorker[] = [];
   #broken = false;
+  #t0 = 0;
 
   /**
    * @param source the workers' program (CommonJS, run with `eval: true`)
@@ -96,6 +110,7 @@ export class WorkerPool {
 
   /** Announces a job: bumps the generation and wakes every worker. */
   wake(): void {
+    if (poolJobTimes.enabled) this.#t0 = performance.now();
     Atomics.add(this.control, this.gen, 1);
     Atomics.notify(this.control, this.gen);
   }
@@ -110,21 +125,32 @@ export class WorkerPool {
 
   /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. */
   waitFor(i: number, target: number): void {
+    const t0 = poolJobTimes.enabled ? performance.now() : 0;
     for (;;) {
       const v = this.poll(i, target);
-      if (v >= target) return;
+      if (v >= target) break;
       Atomics.wait(this.control, i, v);
     }
+    if (t0 !== 0) poolJobTimes.waitMs += performance.now() - t0;
   }
 
   /** Waits until slot `i` is zero or less (a count of workers inside a job). */
   waitForZero(i: number): void {
     const c = this.control;
+    const t0 = poolJobTimes.enabled ? performance.now() : 0;
     for (;;) {
       let v = Atomics.load(c, i);
       for (let s = 0; s < this.spin && v > 0; s++) v = Atomics.load(c, i);
-      if (v <= 0) return;
+      if (v <= 0) break;
       Atomics.wait(c, i, v);
     }
+    if (t0 !== 0) poolJobTimes.waitMs += performance.now() - t0;
+  }
+
+  /** Ends the job `wake` announced, for `poolJobTimes`. */
+  finished(): void {
+    if (!poolJobTimes.enabled) return;
+    poolJobTimes.jobs++;
+    poolJobTimes.ms += performance.now() - this.#t0;
   }
 }

@@ -183,6 +183,7 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   pool.waitFor(DONE_ITEMS, items);
   Atomics.store(c, OPEN, 0);
   pool.waitForZero(INSIDE);
+  pool.finished();
   if (failed) throw failed;
   if (Atomics.load(c, ERR) !== 0) throw new Error(`xla-lite ${name}: a kernel worker thread failed (setKernelThreads(1) runs kernels on the calling thread only)`);
   return true;

@@ -340,6 +340,7 @@ class Pool {
     }
     tMine = phaseClock();
     this.pool.waitFor(DONE, all);
+    this.pool.finished();
     if (gemmPhases.enabled) {
       const p = gemmPhases.pool;
       p.products++;
@@ -442,6 +443,7 @@ class Pool {
       }
     }
     this.pool.waitFor(DONE, all);
+    this.pool.finished();
     batchedStats.workerItems += items - mine;
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0 || s < items) throw new Error('dot_general: a systolic worker thread failed while computing its part of a batched product (setNumThreads(1) runs without workers)');
