@@ -39,7 +39,7 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
 import { arenaTraffic, getKernelThreads, jit, profile, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
-import type { HloComputation } from '@tpukit/xla-lite/internal';
+import { type HloComputation, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 
 const V = 256;
@@ -172,12 +172,15 @@ const stepSize = (t: number) => (LR * Math.sqrt(1 - B2 ** t)) / (1 - B1 ** t);
 /**
  * Sum of 2·|out|·K over every dot_general in a compiled computation (fusion bodies included); a
  * fused attention counts as the matmuls it replaces (QK^T and PV forward; dP, dV, dQ, dK backward,
- * each 2·B·N·T·S·H, the causal half included as in the composite), so the count is the same.
+ * each 2·B·N·T·S·H, the causal half included as in the composite), so the count is the same;
+ * a one-hot dot that xla-lite runs as a gather or segment sum counts the FLOPs of the dot it
+ * replaced (its `nominalFlops`).
  */
 function dotFlops(c: HloComputation): number {
   let f = 0;
   for (const i of c.instructions) {
     for (const sub of i.called) f += dotFlops(sub);
+    f += nominalFlopsOf(i) ?? 0;
     const name = i.prim?.name;
     if (name === 'dot_product_attention' || name === 'dot_product_attention_fwd' || name === 'dot_product_attention_bwd') {
       const [b, t, n, h] = i.operands[0].shape.shape;

@@ -8,7 +8,7 @@ export * from './index';
 export { computationCost, memoryAnalysis } from './analysis';
 export { cacheKey } from './diskCache';
 export { buildExecutable } from './executable';
-export { bytesOf, HloComputation, HloInstruction, HloModule, numel } from './hlo';
+export { bytesOf, HloComputation, HloInstruction, HloModule, makeInstruction, numel } from './hlo';
 export { compileFusionKernel } from './js/fusionKernels';
 export { compileKernel, type FusedKernel, kernelSource } from './js/kernel';
 export { compileRowKernel, rowKernelSource } from './js/rowKernel';
@@ -23,6 +23,8 @@ export { FUSED_OPS, fuseElementwise, isFusible, outlineFusion } from './passes/f
 export { assignLayouts, foldDotTransposes, gemmReadable, insertLayoutCopies, physicalParams } from './passes/layoutAssignment';
 export { fuseDotEpilogues, splitOutputFusion } from './passes/outputFusion';
 export { fuseRows } from './passes/rowFusion';
+export { nominalFlopsOf, oneHotOf, rewriteOneHotDots } from './passes/oneHotDot';
+export { isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from './js/oneHotKernels';
 export { hasStableHlo, tensorType, toStableHlo } from './stablehlo';
 export { hloType, moduleText } from './text';
 export { BoardCollectives, CollectiveBoard, type CollectiveOpcode, type CollectiveParams, type CollectiveRuntime, collectiveFor, getCollectiveRuntime, InThreadCollectives, type ReduceOp, setCollectiveRuntime } from './spmd/collectives';
