@@ -26,6 +26,7 @@ export { fuseRows } from './passes/rowFusion';
 export { nominalFlopsOf, oneHotOf, rewriteOneHotDots } from './passes/oneHotDot';
 export { isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from './js/oneHotKernels';
 export { hasStableHlo, tensorType, toStableHlo } from './stablehlo';
+export { expandForExport, hasExpansion } from './passes/exportExpansion';
 export { hloType, moduleText } from './text';
 export { BoardCollectives, CollectiveBoard, type CollectiveOpcode, type CollectiveParams, type CollectiveRuntime, collectiveFor, getCollectiveRuntime, InThreadCollectives, type ReduceOp, setCollectiveRuntime } from './spmd/collectives';
 export { buildDeviceProgram, deviceImage, type ModuleImage, withSpmdDevice } from './spmd/deviceProgram';

@@ -141,8 +141,8 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
     const x = np.array(Int32Array.from([0, 1, 2]), 'int32');
     const f = (w: Array, x: Array) => np.matmul(nn.oneHot(x, 3), w);
     const { on, off } = compileBoth(f, [w, x]);
-    const dot = Array.from(off.call([w, x])[0].dataSync() as Float32Array);
-    const gather = Array.from(on.call([w, x])[0].dataSync() as Float32Array);
+    const dot = globalThis.Array.from(off.call([w, x])[0].dataSync() as Float32Array);
+    const gather = globalThis.Array.from(on.call([w, x])[0].dataSync() as Float32Array);
     // The dot: a column holding an inf or NaN in any row is NaN in every row (0 * inf, 0 * NaN).
     expect(dot).toEqual([NaN, 2, NaN, 4, NaN, 6]);
     // The gather: each row is its own (rounded) row, inf and NaN included.
