@@ -25,6 +25,7 @@
  */
 import { bf16, getBackend, getDefaultMatmulPrecision } from '@tpukit/core';
 import { definePrimitive, type HostArray, type ShapedArray } from '@tpukit/core/internal';
+import { segmentSumBf16, segmentSumKernelAvailable } from '../wasm/oneHotKernel';
 
 export type DotPrecision = string | readonly [string, string] | null;
 
@@ -89,9 +90,44 @@ function f32Scratch(n: number): Float32Array {
   if (scratch.length < n) scratch = new Float32Array(Math.max(n, scratch.length * 2));
   return scratch;
 }
+let scratchI32 = new Int32Array(0);
+function i32Scratch(n: number): Int32Array {
+  if (scratchI32.length !== n) scratchI32 = new Int32Array(n);
+  return scratchI32;
+}
 function f64Scratch(n: number): Float64Array {
   if (scratch64.length < n) scratch64 = new Float64Array(Math.max(n, scratch64.length * 2));
   return scratch64;
+}
+
+/** A reused row of scratch, as floats and as their bits. */
+interface Row {
+  f: Float32Array;
+  u: Uint32Array;
+}
+let rowBuf: Row = { f: new Float32Array(0), u: new Uint32Array(0) };
+function rowScratch(n: number): Row {
+  if (rowBuf.f.length < n) {
+    const f = new Float32Array(n);
+    rowBuf = { f, u: new Uint32Array(f.buffer) };
+  }
+  return rowBuf;
+}
+
+/** Elements [o, o + n) of `src` rounded as the dot's operand into `row`. */
+function roundRow(src: Float32Array, o: number, n: number, row: Row, mode: Mode): void {
+  const f = row.f;
+  if (mode.terms === 1 && !mode.flush) {
+    // bf16 round to nearest even on the bits (NaN stays a quiet NaN), as bf16.roundInPlace.
+    const u = row.u;
+    f.set(src.subarray(o, o + n));
+    for (let k = 0; k < n; k++) {
+      const b = u[k];
+      u[k] = (b & 0x7fffffff) > 0x7f800000 ? (b | 0x00400000) & 0xffff0000 : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) << 16;
+    }
+    return;
+  }
+  for (let k = 0; k < n; k++) f[k] = rounded(src[o + k], mode.terms as Terms, mode.flush);
 }
 
 /** The float32 values of a float32 or bfloat16 host array. */
@@ -172,17 +208,26 @@ function segmentSumInto([values, index]: HostArray[], p: OneHotParams, out: Floa
     store(r, out, p.dtype, mode);
     return;
   }
-  const g = values.dtype === 'float32' ? f32Scratch(T * N).subarray(0, T * N) : src;
-  roundOperand(src, g, mode);
   const acc = p.dtype === 'float32' ? (out as Float32Array) : new Float32Array(V * N);
   acc.fill(0);
-  // Float32 accumulation in token order (a Float32Array store rounds each sum).
+  if (mode.terms === 1 && !mode.flush && segmentSumKernelAvailable(N)) {
+    // The WebAssembly SIMD kernel (same rounding, same order).
+    const rows = i32Scratch(T);
+    for (let t = 0; t < T; t++) rows[t] = rowOf(idx[t], V);
+    segmentSumBf16(src, rows, acc, N);
+    store(acc, out, p.dtype, mode);
+    return;
+  }
+  // Float32 accumulation in token order (a Float32Array store rounds each sum); each selected
+  // row is rounded as the dot's operand into a row of scratch first (rows with an index out of
+  // range are never read).
+  const row = rowScratch(N);
   for (let t = 0; t < T; t++) {
     const v = rowOf(idx[t], V);
     if (v < 0) continue;
+    roundRow(src, t * N, N, row, mode);
     const a = v * N;
-    const b = t * N;
-    for (let n = 0; n < N; n++) acc[a + n] += g[b + n];
+    for (let n = 0; n < N; n++) acc[a + n] += row.f[n];
   }
   store(acc, out, p.dtype, mode);
 }
