@@ -234,6 +234,18 @@ function segmentSumInto([values, index]: HostArray[], p: OneHotParams, out: Floa
 
 const alloc = (o: ShapedArray): Float32Array | Uint16Array => (o.dtype === 'bfloat16' ? new Uint16Array(o.shape[0] * o.shape[1]) : new Float32Array(o.shape[0] * o.shape[1]));
 
+/** `impl` (into a fresh array) and `implInto` of a kernel writing into its result storage. */
+const kernels = (into: (args: HostArray[], p: OneHotParams, out: Float32Array | Uint16Array) => void) => ({
+  impl(args: HostArray[], p: OneHotParams, [o]: ShapedArray[]) {
+    const out = alloc(o);
+    into(args, p, out);
+    return [out];
+  },
+  implInto(args: HostArray[], p: OneHotParams, _o: ShapedArray, out: unknown) {
+    into(args, p, out as Float32Array | Uint16Array);
+  },
+});
+
 export const oneHotGatherP = definePrimitive<OneHotParams>({
   name: 'onehot_gather',
   abstractEval(avals, p) {
@@ -242,14 +254,7 @@ export const oneHotGatherP = definePrimitive<OneHotParams>({
     if (table.shape[0] !== p.classes) throw new RangeError(`onehot_gather: the table has ${table.shape[0]} rows but classes is ${p.classes}`);
     return [{ shape: [idx.shape[0], table.shape[1]], dtype: p.dtype, weakType: false }];
   },
-  impl(args, p, [o]) {
-    const out = alloc(o);
-    gatherInto(args, p, out);
-    return [out];
-  },
-  implInto(args, p, _o, out) {
-    gatherInto(args, p, out as Float32Array | Uint16Array);
-  },
+  ...kernels(gatherInto),
 });
 
 export const oneHotSegmentSumP = definePrimitive<OneHotParams>({
@@ -260,14 +265,7 @@ export const oneHotSegmentSumP = definePrimitive<OneHotParams>({
     if (values.shape[0] !== idx.shape[0]) throw new RangeError(`onehot_segment_sum: values have ${values.shape[0]} rows but index has ${idx.shape[0]} entries`);
     return [{ shape: [p.classes, values.shape[1]], dtype: p.dtype, weakType: false }];
   },
-  impl(args, p, [o]) {
-    const out = alloc(o);
-    segmentSumInto(args, p, out);
-    return [out];
-  },
-  implInto(args, p, _o, out) {
-    segmentSumInto(args, p, out as Float32Array | Uint16Array);
-  },
+  ...kernels(segmentSumInto),
 });
 
 /** Whether an instruction's primitive is one of these (their `nominalFlops` are the replaced dot's). */

@@ -21,7 +21,7 @@
  * (or TPUKIT_ONEHOT=0 in the environment) turns it off.
  */
 import { type HloComputation, type HloInstruction, makeInstruction, numel } from '../hlo';
-import { type DotPrecision, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from '../js/oneHotKernels';
+import { type DotPrecision, isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from '../js/oneHotKernels';
 
 type Dims = readonly number[];
 type DotDims = readonly [readonly [Dims, Dims], readonly [Dims, Dims]];
@@ -169,6 +169,5 @@ export function rewriteOneHotDots(c: HloComputation): number {
 
 /** Whether `i` is an instruction this pass made (its FLOPs are nominal: the replaced dot's). */
 export function nominalFlopsOf(i: HloInstruction): number | null {
-  const name = i.prim?.name;
-  return name === oneHotGatherP.name || name === oneHotSegmentSumP.name ? (i.params as unknown as OneHotParams).nominalFlops : null;
+  return isOneHotPrimitive(i.prim?.name) ? (i.params as unknown as OneHotParams).nominalFlops : null;
 }
