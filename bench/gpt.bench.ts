@@ -18,7 +18,9 @@
  * with torch) runs `gpt_torch.py`, the same model in eager f32, at 1 and 2 threads.
  *
  * Checked in code before timing: the parameter count (842,496), the matmul FLOPs per token
- * counted from tpukit's compiled program (every dot_general, 2·M·N·K, one-hot matmuls included)
+ * counted from tpukit's compiled program (every dot_general, 2·M·N·K, one-hot matmuls included:
+ * xla-lite runs them as row gathers / segment sums that keep the dot's FLOPs as `nominal_flops`;
+ * TPUKIT_ONEHOT=0 keeps the dots, for A/B runs)
  * against the hand count 5,832,704 = 3·F(fwd) − 2·V·d, and the issue's 6N+12LTd = 5,743,104
  * (BENCHMARKS.md explains the difference). Effective GFLOP/s use the counted matmul FLOPs.
  *
@@ -425,7 +427,7 @@ async function main(): Promise<void> {
   checkModel(host, data);
   if (ROUNDS === 0) return;
   const cores = systolic.getNumThreads();
-  console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}, attention ${ATTENTION}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+  console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (one-hot matmuls run as gathers count the dots they replace; issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}, attention ${ATTENTION}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
   // GPT_BENCH_ONLY (comma-separated names, e.g. "tpukit 1t,tpukit 1t step") keeps only those
   // trainers: quick interleaved A/B runs of one configuration.
   const only = process.env.GPT_BENCH_ONLY?.split(',').map((x) => x.trim());

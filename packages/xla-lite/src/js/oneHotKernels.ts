@@ -120,7 +120,7 @@ function roundRow(src: Float32Array, o: number, n: number, row: Row, mode: Mode)
   if (mode.terms === 1 && !mode.flush) {
     // bf16 round to nearest even on the bits (NaN stays a quiet NaN), as bf16.roundInPlace.
     const u = row.u;
-    f.set(src.subarray(o, o + n));
+    for (let k = 0; k < n; k++) f[k] = src[o + k];
     for (let k = 0; k < n; k++) {
       const b = u[k];
       u[k] = (b & 0x7fffffff) > 0x7f800000 ? (b | 0x00400000) & 0xffff0000 : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) << 16;
@@ -178,10 +178,12 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
   for (let i = 0; i < t.length; i++) t[i] += 0;
   const acc = p.dtype === 'float32' ? (out as Float32Array) : new Float32Array(M * N);
   const idx = index.data as ArrayLike<number>;
+  // (Row copies by index: no subarray views, nothing allocated per row.)
   for (let m = 0; m < M; m++) {
     const v = rowOf(idx[m], V);
-    if (v < 0) acc.fill(0, m * N, m * N + N);
-    else acc.set(t.subarray(v * N, v * N + N), m * N);
+    const o = m * N;
+    if (v < 0) acc.fill(0, o, o + N);
+    else for (let n = 0, a = v * N; n < N; n++) acc[o + n] = t[a + n];
   }
   store(acc, out, p.dtype, mode);
 }
