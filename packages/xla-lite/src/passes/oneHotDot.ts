@@ -37,6 +37,7 @@ interface OneHot {
 /** Largest class count whose iota values are exact float32 integers. */
 const EXACT = 1 << 24;
 const INDEX_DTYPES = new Set(['float32', 'int32', 'uint32', 'int8', 'uint8']);
+const IOTA_DTYPES = new Set(['float32', 'int32', 'uint32']);
 
 const params = <T>(i: HloInstruction): T => i.params as T;
 const without = (xs: Dims, k: number): number[] => xs.filter((_, j) => j !== k);
@@ -64,6 +65,8 @@ function compareOneHot(cmp: HloInstruction): OneHot | null {
   for (const [a, b] of [cmp.operands, [...cmp.operands].reverse()]) {
     const c = iotaDim(a);
     if (c === null || b.prim?.name !== 'broadcast_in_dim') continue;
+    // (A narrow integer iota would wrap: its values must be 0..n-1 exactly.)
+    if (!IOTA_DTYPES.has(a.shape.dtype)) return null;
     const shape = cmp.shape.shape;
     if (shape[c] > EXACT) return null;
     const src = b.operands[0];
