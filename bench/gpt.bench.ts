@@ -28,7 +28,7 @@
  * framework and thread count (0: only the checks; before each timed round, untimed, a tpukit
  * trainer sets its thread count and wakes the GEMM's workers: switching from 1 to 2 threads
  * costs the next threaded matmul ~5-10 ms, which a training run never pays); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
- * writes tpukit's optimised loss-and-gradient HLO there; TPUKIT_PROFILE=1 prints xla-lite's
+ * writes tpukit's optimised loss-and-gradient HLO there (GPT_BENCH_STABLEHLO=file: as StableHLO); TPUKIT_PROFILE=1 prints xla-lite's
  * per-instruction profile of one tpukit step per thread count after the timed rounds (and the
  * operand bytes staged / read in place / copied out of the arena in it); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`).
@@ -288,6 +288,7 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
     const x = np.array(data[0].x).reshape([B, T]);
     const compiled = jit(valueAndGrad(tLoss)).lower(p, x, x).compile();
     if (process.env.GPT_BENCH_HLO) writeFileSync(process.env.GPT_BENCH_HLO, compiled.asText());
+    if (process.env.GPT_BENCH_STABLEHLO) writeFileSync(process.env.GPT_BENCH_STABLEHLO, compiled.asStableHlo());
     const counted = dotFlops(compiled.module.entry) / TOKENS;
     if (counted !== FLOPS_PER_TOKEN) throw new Error(`bench:gpt: the compiled step does ${counted} matmul FLOP per token; the hand count is ${FLOPS_PER_TOKEN}`);
   });
