@@ -17,7 +17,9 @@
  * with batch dims, other dtypes than float32/bfloat16, or a one-hot whose class dim is neither
  * the whole contraction nor all that is left free, are not rewritten. The new instruction keeps
  * the dot's precision (its kernels round as the dot does) and its FLOP count (`nominalFlops`,
- * which cost analysis reports). Runs before layout assignment; `PipelineOptions.oneHot: false`
+ * which cost analysis reports). Runs after layout assignment has folded transposes into dots
+ * (backprop's weight gradient is a plain token-axis dot only then) and before its layout
+ * copies; `PipelineOptions.oneHot: false`
  * (or TPUKIT_ONEHOT=0 in the environment) turns it off.
  */
 import { type HloComputation, type HloInstruction, makeInstruction, numel } from '../hlo';
