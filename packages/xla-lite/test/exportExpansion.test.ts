@@ -3,6 +3,8 @@
 // the fused kernel it stands for. (No real XLA was run on the exported text.)
 import { type Array, grad, nn, np, random, valueAndGrad, withBackend } from '@tpukit/core';
 import { evalPrimitive, getPrimitive } from '@tpukit/core/internal';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { buildExecutable, expandForExport, HloComputation, HloInstruction, HloModule, jit } from '../src/internal';
 
@@ -26,6 +28,9 @@ function both(name: string, args: Array[], params: Record<string, unknown>): { e
   const fused = evalPrimitive(getPrimitive(name), args, params).map((a) => Float32Array.from(a.dataSync() as ArrayLike<number>));
   return { expanded, fused, text: comp.instructions.map((m) => m.prim?.name ?? m.opcode).join(' ') };
 }
+
+/** Debian's `mlir-opt` (package mlir-19-tools), when installed: parses MLIR's generic op form. */
+const MLIR_OPT = ['/usr/lib/llvm-19/bin/mlir-opt', '/usr/bin/mlir-opt-19'].find((p) => existsSync(p));
 
 function expectClose(got: Float32Array, want: Float32Array, atol: number, rtol: number, what: string): void {
   expect(got.length, what).toBe(want.length);
@@ -111,5 +116,21 @@ describe('StableHLO expansions of fused kernels', () => {
     expect(text).toContain('"stablehlo.dot_general"');
     // (grad alone too.)
     expect(jit(grad(loss)).lower(w, x).asStableHlo()).not.toContain('custom_call');
+  });
+
+  // Not a run on a real XLA (none here): MLIR's own parser, with the stablehlo dialect unknown
+  // to it, checks the text's syntax, SSA order and types. Skipped where mlir-opt is absent.
+  it.skipIf(MLIR_OPT === undefined)('the exported step parses with mlir-opt (generic form, unregistered dialect)', () => {
+    const V = 16;
+    const w = random.normal(random.key(5), [V, 8]);
+    const x = np.array(Int32Array.from({ length: 10 }, (_, j) => (j * 3) % V), 'int32').reshape([2, 5]);
+    const loss = (w: Array, x: Array): Array => np.sum(np.square(nn.dotProductAttention(np.matmul(nn.oneHot(x, V), w).reshape([2, 5, 2, 4]), np.ones([2, 5, 1, 4]), np.ones([2, 5, 1, 4]), { isCausal: true })));
+    const text = jit(valueAndGrad(loss)).lower(w, x).compile().asStableHlo();
+    const ok = spawnSync(MLIR_OPT!, ['--allow-unregistered-dialect', '-', '-o', '/dev/null'], { input: text, encoding: 'utf8' });
+    expect(ok.stderr).toBe('');
+    expect(ok.status).toBe(0);
+    // The check can fail: a use before its definition is rejected.
+    const bad = spawnSync(MLIR_OPT!, ['--allow-unregistered-dialect', '-', '-o', '/dev/null'], { input: text.replace('%1 = ', '%1x = '), encoding: 'utf8' });
+    expect(bad.status).not.toBe(0);
   });
 });
