@@ -125,6 +125,30 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
     expect(r4.on.call([wb, x])[0].dataSync()).toEqual(r4.off.call([wb, x])[0].dataSync());
   });
 
+  it('a one-hot behind reshapes that keep the class axis whole (flattened tokens, added unit dims), forward and weight gradient', () => {
+    const V = 7;
+    const w = np.array(Float32Array.from({ length: V * 3 }, (_, i) => Math.sin(i) * 1.37)).reshape([V, 3]);
+    const x = np.array(Int32Array.from([6, 0, 2, 9, -3, 4]), 'int32').reshape([2, 3]);
+    const g = np.array(Float32Array.from({ length: 18 }, (_, i) => Math.cos(i))).reshape([6, 3]);
+    const flat = (w: Array, x: Array, g: Array) => np.sum(np.multiply(np.matmul(nn.oneHot(x, V).reshape([6, V]), w), g));
+    const r = compileBoth(valueAndGrad(flat), [w, x, g]);
+    expect(r.on.passStats.oneHot).toBe(2);
+    const [lOn, gOn] = r.on.call([w, x, g]) as Array[];
+    const [lOff, gOff] = r.off.call([w, x, g]) as Array[];
+    expect(bits(lOn)).toEqual(bits(lOff));
+    expect(gOn.dataSync()).toEqual(gOff.dataSync());
+    const unit = (w: Array, x: Array) => np.matmul(nn.oneHot(x, V).reshape([2, 1, 3, V]), w);
+    const u = compileBoth(unit, [w, x]);
+    expect(u.on.passStats.oneHot).toBe(1);
+    expect(bits(u.on.call([w, x])[0] as Array)).toEqual(bits(u.off.call([w, x])[0] as Array));
+    // A reshape that splits the class axis is not a one-hot along any axis: left alone.
+    const w4 = np.array(Float32Array.from({ length: 12 }, (_, i) => i - 5.5)).reshape([4, 3]);
+    const split = (w: Array, x: Array) => np.matmul(nn.oneHot(x, 8).reshape([2, 3, 2, 4]), w);
+    const sp = compileBoth(split, [w4, x]);
+    expect(sp.on.passStats.oneHot).toBe(0);
+    expect(sp.on.call([w4, x])[0].dataSync()).toEqual(sp.off.call([w4, x])[0].dataSync());
+  });
+
   it('leaves dots alone that are not one-hot (a scaled one-hot, batch dims)', () => {
     const w = np.ones([4, 3]);
     const x = np.array(Int32Array.from([1, 2]), 'int32');

@@ -1,8 +1,8 @@
 /**
  * One-hot dots as gathers (XLA rewrites `dot(one_hot(i), w)` into a gather the same way): a dot
  * one of whose operands is a one-hot encoding, `convert(eq(broadcast(index), iota))` to a float
- * type (exact 0/1 values; through transposes; either compare operand order; an int or float
- * iota), is rewritten into a primitive that moves rows instead of multiplying by zeros
+ * type (exact 0/1 values; through transposes and reshapes that keep the class axis whole;
+ * either compare operand order; an int or float iota), is rewritten into a primitive that moves rows instead of multiplying by zeros
  * (js/oneHotKernels.ts):
  *
  * - the one-hot contracted over its class dim (`one_hot(x) @ wte`, the embedding) becomes
@@ -100,6 +100,24 @@ export function oneHotOf(x: HloInstruction): OneHot | null {
     const c = x.operands[0];
     if (c.isTuple || c.shape.dtype !== 'bool' || (x.shape.dtype !== 'float32' && x.shape.dtype !== 'bfloat16')) return null;
     return compareOneHot(c);
+  }
+  if (name === 'reshape') {
+    // A reshape that keeps the class axis whole: [A..., V, C...] -> [A'..., V, C'...] with
+    // |A| = |A'| (so |C| = |C'|); the index reshapes from [A..., C...] to [A'..., C'...].
+    const inner = oneHotOf(x.operands[0]);
+    if (!inner) return null;
+    const from = x.operands[0].shape.shape;
+    const to = x.shape.shape;
+    const before = from.slice(0, inner.classDim).reduce((a, b) => a * b, 1);
+    let classDim = -1;
+    for (let k = 0, p = 1; k < to.length && p <= before; p *= to[k], k++) {
+      if (p === before && to[k] === inner.classes) {
+        classDim = k;
+        break;
+      }
+    }
+    if (classDim < 0) return null;
+    return { classDim, classes: inner.classes, index: (added) => reshape(added, inner.index(added), without(to, classDim)) };
   }
   if (name === 'transpose') {
     const inner = oneHotOf(x.operands[0]);
