@@ -78,6 +78,20 @@ describe('StableHLO expansions of fused kernels', () => {
     }
   }
 
+  it('bfloat16 operands: the expansion computes in float32 and rounds the results back to bfloat16', () => {
+    withBackend('systolic', () => {
+      const [qb, kb, vb, db] = [q, k, v, dout].map((a) => a.astype('bfloat16'));
+      const params = { scale: 0.35, isCausal: true };
+      const fwd = both('dot_product_attention_fwd', [qb, kb, vb, mask], params);
+      // bf16 outputs: about one bf16 ulp (2^-8 relative) apart at most.
+      expectClose(fwd.expanded[0], fwd.fused[0], 1e-2, 1e-2, 'out (bf16)');
+      expectClose(fwd.expanded[1], fwd.fused[1], 2e-3, 2e-3, 'lse');
+      const lse = evalPrimitive(getPrimitive('dot_product_attention_fwd'), [qb, kb, vb, mask], params)[1];
+      const bwd = both('dot_product_attention_bwd', [qb, kb, vb, lse, db, mask], params);
+      ['dq', 'dk', 'dv'].forEach((name, j) => expectClose(bwd.expanded[j], bwd.fused[j], 2e-2, 2e-2, `${name} (bf16)`));
+    });
+  });
+
   it('a fully masked row: uniform output and lse = log S, as the fused kernel', () => {
     withBackend('reference', () => {
       const r = both('dot_product_attention_fwd', [q, k, v, mask], { scale: 0.5, isCausal: false });
