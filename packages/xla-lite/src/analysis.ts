@@ -9,11 +9,15 @@
  * costs its called computations: a scan its body times its length, a cond its most expensive
  * branch, a while one trip of its body (the trip count is not known at compile time).
  * Transcendentals count exp/log/tanh/logistic/sin/cos/sqrt/rsqrt/pow/erf elements as XLA does.
+ * The gathers and segment sums the one-hot pass makes of one-hot dots (passes/oneHotDot.ts)
+ * count the replaced dot's FLOPs (`nominalFlops`), so `flops` and MFU stay those of the model's
+ * matmuls; their bytes and seconds are their own (memory bound).
  */
 import { systolic } from '@tpukit/core';
 import { type Primitive } from '@tpukit/core/internal';
 import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
 import { assignBuffers } from './passes/bufferAssignment';
+import { nominalFlopsOf } from './passes/oneHotDot';
 
 type TpuPreset = systolic.TpuPreset;
 
@@ -100,7 +104,9 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
     return c;
   }
   const oc = systolic.opCost(i.prim!, i.operands.map((o) => o.shape), i.params, i.shapes, preset);
-  c.flops = oc.flops;
+  // A one-hot dot rewritten as a gather / segment sum reports the dot's FLOPs (nominal: MFU
+  // counts the model's matmul FLOPs however they run); its time is the data movement's.
+  c.flops = nominalFlopsOf(i) ?? oc.flops;
   c.bytesAccessed = oc.bytes;
   c.seconds = oc.seconds;
   if (oc.unit === 'mxu') c.mxuSeconds = oc.seconds;

@@ -42,7 +42,10 @@ abstract class Stage {
     return toStableHlo(this.module);
   }
 
-  /** FLOPs, transcendentals, bytes accessed and modelled seconds on a systolic preset (default v5e). */
+  /**
+   * FLOPs, transcendentals, bytes accessed and modelled seconds on a systolic preset (default
+   * v5e). One-hot dots run as gathers / segment sums count the FLOPs of the dot they replaced.
+   */
   costAnalysis(preset: systolic.TpuPreset = systolic.presets.v5e): CostAnalysis {
     return computationCost(this.module.entry, preset);
   }

@@ -29,7 +29,9 @@ export interface CompileRecord {
 }
 
 const records: CompileRecord[] = [];
-let pipeline: PipelineOptions = {};
+/** TPUKIT_ONEHOT=0 in the environment turns the one-hot pass off by default (for A/B runs). */
+const envDefaults = (): PipelineOptions => ((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_ONEHOT === '0' ? { oneHot: false } : {});
+let pipeline: PipelineOptions = envDefaults();
 
 /** Every compilation made by the registered compiler, in order. */
 export function compileLog(): readonly CompileRecord[] {
@@ -42,7 +44,7 @@ export function clearCompileLog(): void {
 
 /** Pipeline options used by `jit` from now on (e.g. `{ fuse: false }` to measure the unfused program). */
 export function setPipelineOptions(opts: PipelineOptions): void {
-  pipeline = { ...opts };
+  pipeline = { ...envDefaults(), ...opts };
 }
 
 export const xlaCompiler: Compiler = {

@@ -8,7 +8,7 @@
  * assignment chose another). Passes rewrite computations in place through `replaceUses`.
  */
 import type { Array } from '@tpukit/core';
-import type { Primitive, ShapedArray } from '@tpukit/core/internal';
+import { getPrimitive, type Primitive, type ShapedArray } from '@tpukit/core/internal';
 
 let nextId = 0;
 
@@ -45,6 +45,20 @@ export class HloInstruction {
   get isTuple(): boolean {
     return this.shapes.length !== 1;
   }
+}
+
+/**
+ * A new instruction applying a primitive (given or by name) to `operands`: its output shapes from
+ * the primitive's shape rule (which checks the operands), its opcode the primitive's HLO name.
+ * The one way passes make instructions of primitives.
+ */
+export function makeInstruction(prim: Primitive | string, operands: HloInstruction[], params: Record<string, unknown>): HloInstruction {
+  const p = typeof prim === 'string' ? getPrimitive(prim) : prim;
+  const shapes = p.abstractEval(
+    operands.map((o) => o.shape),
+    params,
+  );
+  return new HloInstruction(p.hlo ?? p.name, shapes, operands, params, p);
 }
 
 export class HloComputation {

@@ -1,7 +1,8 @@
 /**
  * The pass pipeline run by `Lowered.compile()`: algebraic simplification, constant folding,
  * CSE and DCE to a fixed point; layout assignment for dots (transposes folded into dots, then
- * the simplification passes again, then explicit layout copies where a dot still needs one);
+ * the simplification passes again); one-hot dots as gathers / segment sums (then simplification
+ * again); explicit layout copies where a dot still needs one;
  * row fusion (softmax/norm patterns, kRow), elementwise fusion (kLoop/kInput), dot epilogue
  * fusion (kOutput), then DCE once more. Passes run on the
  * entry computation (sub-computations of control flow execute through their core primitive,
@@ -15,6 +16,7 @@ import { dce } from './passes/dce';
 import { fuseElementwise } from './passes/fusion';
 import { foldDotTransposes, insertLayoutCopies } from './passes/layoutAssignment';
 import { fuseDotEpilogues } from './passes/outputFusion';
+import { rewriteOneHotDots } from './passes/oneHotDot';
 import { fuseRows } from './passes/rowFusion';
 
 export interface PipelineOptions {
@@ -33,11 +35,16 @@ export interface PipelineOptions {
   rowFusion?: boolean;
   /** Fuse dots with their elementwise epilogue into kOutput fusions (default true; needs `fuse`). */
   outputFusion?: boolean;
+  /**
+   * Rewrite dots with a one-hot operand into row gathers / segment sums (passes/oneHotDot.ts;
+   * default true, and `jit`'s default is false when the environment sets TPUKIT_ONEHOT=0).
+   */
+  oneHot?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion', number>;
 
-export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0 });
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
@@ -66,8 +73,17 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
       if (n === 0 || opts.simplify === false) break;
       simplify();
     }
-    stats.layout += insertLayoutCopies(c);
   }
+  // After folding: backprop's `one_hot^T @ dH` is a plain dot over the token dims only then.
+  if (opts.oneHot !== false) {
+    stats.oneHot = rewriteOneHotDots(c);
+    // The one-hots the dots read are dead now; the index reshapes simplify.
+    if (stats.oneHot) {
+      if (opts.simplify !== false) simplify();
+      else stats.dce += dce(c);
+    }
+  }
+  if (opts.layout !== false) stats.layout += insertLayoutCopies(c);
   if (opts.fuse !== false) {
     if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod);
     stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1);

@@ -7,7 +7,10 @@
  * #stablehlo.dot dimension numbers, #stablehlo<comparison_direction>, reduce regions). Ops that
  * have no StableHLO counterpart here (control flow, gather/scatter, cumulative ops, sort, RNG)
  * are emitted as `stablehlo.custom_call @tpukit.<primitive>`: valid MLIR, but a real XLA cannot
- * run them. An optimised module (`Compiled.asStableHlo()`) exports each fusion's body inline
+ * run them. The fused attention (`dot_product_attention`, `_fwd`, `_bwd`) and the one-hot
+ * gathers / segment sums are instead expanded into standard ops (dot_general, the mask by
+ * select, exp / reduce softmax with float32 accumulation; see passes/exportExpansion.ts), so
+ * the text of a training step that uses them stays runnable by a real XLA. An optimised module (`Compiled.asStableHlo()`) exports each fusion's body inline
  * (StableHLO has no fusion op) and layout `copy`s as nothing (tensors carry no layout). A debug callback (`debug.print`) becomes what JAX emits for a host callback, a
  * `stablehlo.custom_call @xla_ffi_python_cpu_callback` (typed FFI, `api_version = 4`) with
  * `has_side_effect = true`, no results and a `{descriptor = N : ui64}` backend_config; the
@@ -20,6 +23,7 @@
 import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
 import { getPrimitive, operandPrecisions } from '@tpukit/core/internal';
+import { expandForExport, hasExpansion } from './passes/exportExpansion';
 
 const ELT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'ui32', int8: 'i8', uint8: 'ui8', bool: 'i1' };
 
@@ -39,7 +43,7 @@ const STRUCTURED = new Set(['integer_pow', 'square', 'broadcast_in_dim', 'transp
  */
 export function hasStableHlo(name: string): boolean {
   const p = getPrimitive(name);
-  return p.stablehlo !== undefined || p.elementwise?.compare !== undefined || name in REDUCER || STRUCTURED.has(name);
+  return p.stablehlo !== undefined || p.elementwise?.compare !== undefined || name in REDUCER || STRUCTURED.has(name) || hasExpansion(name);
 }
 
 const i64s = (xs: readonly number[]): string => (xs.length ? `array<i64: ${xs.join(', ')}>` : 'array<i64>');
@@ -69,6 +73,8 @@ function denseLiteral(vals: ArrayLike<number>, shape: readonly number[], dtype: 
 class Emitter {
   lines: string[] = [];
   private names = new Map<HloInstruction, string>();
+  /** The output names of expanded multi-output instructions (read by get-tuple-element). */
+  readonly outputs = new Map<HloInstruction, string[]>();
   private n = 0;
 
   constructor(private indent: string) {}
@@ -105,7 +111,19 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
     return;
   }
   if (i.opcode === 'get-tuple-element') {
-    e.bind(i, `${e.name(i.operands[0])}#${(i.params as { index: number }).index}`);
+    const index = (i.params as { index: number }).index;
+    const expanded = e.outputs.get(i.operands[0]);
+    e.bind(i, expanded ? expanded[index] : `${e.name(i.operands[0])}#${index}`);
+    return;
+  }
+  const expansion = expandForExport(i);
+  if (expansion) {
+    // A fused kernel of xla-lite's own (attention, one-hot gathers): its standard-op expansion inline.
+    expansion.params.forEach((p, k) => e.bind(p, e.name(i.operands[k])));
+    for (const m of expansion.instructions) emitInstruction(e, m);
+    const outs = expansion.outputs.map((o) => e.name(o));
+    if (i.isTuple) e.outputs.set(i, outs);
+    else e.bind(i, outs[0]);
     return;
   }
   if (i.opcode === 'fusion') {

@@ -12,7 +12,7 @@ const R0 = 'a CHLO op (chlo.*) in the JAX lowering, which this StableHLO export 
 const R1 = 'a higher-order primitive: its sub-programs are separate HLO computations, not exported inline';
 const R2 = 'a StableHLO op with regions or dimension numbers (reduce / reduce_window / sort / gather / scatter) not written by this exporter yet';
 const R3 = 'a one-op StableHLO mapping not added to the exporter yet';
-const R5 = 'a fused kernel (nn.dotProductAttention implementation fused): JAX exports its cuDNN counterpart as a custom call too';
+const R5 = 'only transposed, never evaluated (forward-mode differentiation of the fused attention is an error); the fused attention itself exports as standard ops (passes/exportExpansion.ts)';
 const R4 = 'JAX lowers it as a hash of integer ops (CPU) or a custom call (GPU); kept as one custom call';
 const STABLEHLO_CUSTOM_CALLS: Record<string, string> = {
   acos: R0,
@@ -38,10 +38,7 @@ const STABLEHLO_CUSTOM_CALLS: Record<string, string> = {
   custom_jvp_call: R1,
   custom_vjp_call: R1,
   custom_lin: R1,
-  dot_product_attention: R5,
-  dot_product_attention_fwd: R5,
   dot_product_attention_lin: R5,
-  dot_product_attention_bwd: R5,
   argmax: R2,
   argmin: R2,
   cummax: R2,

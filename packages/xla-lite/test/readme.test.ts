@@ -1,5 +1,5 @@
 // The README example runs and prints what the README shows (instruction numbers aside).
-import { debug, np, type Array as TArray } from '@tpukit/core';
+import { debug, nn, np, type Array as TArray } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../src/index';
 
@@ -18,6 +18,22 @@ describe('README example', () => {
     expect(compiled.memoryAnalysis()).toEqual({ argumentBytes: 36, outputBytes: 8, tempBytes: 8, tempBytesNoReuse: 8, aliasBytes: 0, peakBytes: 44 });
     expect(lowered.asStableHlo()).toMatch(/^module @jit_f \{\n {2}func\.func public @main\(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>\)/);
     expect(Array.from(jit(f)(np.ones([2, 3]), np.ones([3])).dataSync())).toEqual(Array.from(f(np.ones([2, 3]), np.ones([3])).dataSync()));
+  });
+
+  it('the one-hot example (pipeline step 3b) gathers rows and reports the dot\'s FLOPs', () => {
+    const wte = np.ones([256, 128]);
+    const x = np.array([[1, 2, 300]], 'int32');
+    const embed = (w: any, x: any) => np.matmul(nn.oneHot(x, 256), w);
+    const c = jit(embed).lower(wte, x).compile();
+    expect(c.passStats.oneHot).toBe(1);
+    expect(strip(c.asText())).toMatch(/onehot_gather\(%Arg_0\.N, %reshape\.N\), classes=256, precision=null, dtype="float32", nominal_flops=196608/);
+    expect(c.costAnalysis().flops).toBe(196611);
+    const hlo = c.asStableHlo();
+    for (const op of ['iota', 'compare', 'convert', 'dot_general']) expect(hlo).toContain(`"stablehlo.${op}"`);
+    const out = c.call([wte, x])[0].dataSync();
+    expect(Array.from(out.slice(0, 256))).toEqual(new Array(256).fill(1));
+    expect(Array.from(out.slice(256))).toEqual(new Array(128).fill(0));
+    expect(jit(embed).lower(wte, x).compile({ oneHot: false }).passStats.oneHot).toBe(0);
   });
 
   it('the Debugging example prints at run time and donates params', () => {

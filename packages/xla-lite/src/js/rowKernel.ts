@@ -36,7 +36,8 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
   const readFull = (o: HloInstruction): string => {
     if (o.opcode === 'parameter') return numel(o.shape) === 1 ? `p${o.paramIndex}` : `in${o.paramIndex}[i]`;
     if (!full(o)) return `u${idx.get(o)}`;
-    return level.get(o)! < stage && !isIndexValue(o) ? `s${idx.get(o)}[j]` : `t${idx.get(o)}`;
+    // (A full value of an earlier stage is kept in scratch exactly when rowLevels stored it.)
+    return level.get(o)! < stage && stored.has(o) ? `s${idx.get(o)}[j]` : `t${idx.get(o)}`;
   };
   const readRow = (o: HloInstruction): string => (o.opcode === 'parameter' ? (numel(o.shape) === 1 ? `p${o.paramIndex}` : `in${o.paramIndex}[row]`) : `u${idx.get(o)}`);
   // Broadcasts of inputs along the rows (a scale or shift of the row's length: `in[j]`) or

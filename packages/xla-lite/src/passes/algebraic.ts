@@ -17,7 +17,7 @@
  * (indexValues.ts: integer compares against iotas as float32 compares, broadcasts sunk into
  * iota expressions), which makes masks and one-hot encodings fusible.
  */
-import { type HloComputation, HloInstruction } from '../hlo';
+import { type HloComputation, type HloInstruction, makeInstruction } from '../hlo';
 import { floatIndexValues } from './indexValues';
 
 function splat(i: HloInstruction): number | null {
@@ -39,10 +39,8 @@ const sameType = (a: HloInstruction, b: HloInstruction): boolean =>
 const isIota = (xs: readonly number[]): boolean => xs.every((d, k) => d === k);
 const increasing = (xs: readonly number[]): boolean => xs.every((d, k) => k === 0 || d > xs[k - 1]);
 
-function make(proto: HloInstruction, opcode: string, operands: HloInstruction[], params: Record<string, unknown>): HloInstruction {
-  const prim = proto.prim!;
-  return new HloInstruction(opcode, prim.abstractEval(operands.map((o) => o.shape), params), operands, params, prim);
-}
+/** A new instruction of `proto`'s primitive. */
+const make = (proto: HloInstruction, operands: HloInstruction[], params: Record<string, unknown>): HloInstruction => makeInstruction(proto.prim!, operands, params);
 
 /** dot_general(a, broadcast(w)) -> dot_general(a, w) when the rhs batch dims are exactly the broadcast's new dims. */
 function dotOfBroadcast(i: HloInstruction): HloInstruction | null {
@@ -59,7 +57,7 @@ function dotOfBroadcast(i: HloInstruction): HloInstruction | null {
   if (!isIota(rb) || !isIota(lb) || added.join() !== rb.join() || !increasing(dims)) return null;
   if (dims.some((d, j) => w.shape.shape[j] !== bc.shape.shape[d])) return null;
   const wC = rc.map((d) => dims.indexOf(d));
-  return make(i, 'dot', [i.operands[0], w], { ...p, dimensionNumbers: [[lc, wC], [[], []]] });
+  return make(i, [i.operands[0], w], { ...p, dimensionNumbers: [[lc, wC], [[], []]] });
 }
 
 /** reduce_sum over exactly the batch dims of a dot_general -> contract them instead. */
@@ -70,7 +68,7 @@ function reduceOfDot(i: HloInstruction, users: Map<HloInstruction, (HloInstructi
   const [[lc, rc], [lb, rb]] = p.dimensionNumbers;
   const axes = [...(i.params as { axes: number[] }).axes].sort((a, b) => a - b);
   if (lb.length === 0 || !isIota(axes) || axes.length !== lb.length) return null;
-  return make(d, 'dot', d.operands, { ...d.params, dimensionNumbers: [[[...lc, ...lb], [...rc, ...rb]], [[], []]] });
+  return make(d, d.operands, { ...d.params, dimensionNumbers: [[[...lc, ...lb], [...rc, ...rb]], [[], []]] });
 }
 
 /** transpose(broadcast(x)) -> broadcast(x') with x' = x or a transpose of x (smaller). */
@@ -84,8 +82,8 @@ function transposeOfBroadcast(i: HloInstruction): HloInstruction | null {
   const order = newDims.map((_, j) => j).sort((a, b) => newDims[a] - newDims[b]);
   const bcProto = bc;
   let src = x;
-  if (!isIota(order)) src = make(i, 'transpose', [x], { permutation: order });
-  return make(bcProto, 'broadcast', [src], { shape: i.shape.shape, broadcastDimensions: order.map((j) => newDims[j]) });
+  if (!isIota(order)) src = make(i, [x], { permutation: order });
+  return make(bcProto, [src], { shape: i.shape.shape, broadcastDimensions: order.map((j) => newDims[j]) });
 }
 
 let currentUsers: Map<HloInstruction, (HloInstruction | null)[]> | null = null;
@@ -117,20 +115,20 @@ function simplifyOne(i: HloInstruction): HloInstruction | null {
       if (a.prim?.name === 'broadcast_in_dim') return transposeOfBroadcast(i);
       if (a.prim?.name === 'transpose') {
         const inner: number[] = (a.params as any).permutation;
-        return new HloInstruction('transpose', i.shapes, [a.operands[0]], { permutation: perm.map((d) => inner[d]) }, i.prim);
+        return make(i, [a.operands[0]], { permutation: perm.map((d) => inner[d]) });
       }
       return null;
     }
     case 'reshape':
       if (sameType(a, i)) return a;
-      if (a.prim?.name === 'reshape') return new HloInstruction('reshape', i.shapes, [a.operands[0]], { ...p }, i.prim);
+      if (a.prim?.name === 'reshape') return make(i, [a.operands[0]], { ...p });
       return null;
     case 'broadcast_in_dim': {
       if (sameType(a, i)) return a;
       if (a.prim?.name === 'broadcast_in_dim') {
         const innerDims: number[] = (a.params as any).broadcastDimensions;
         const outerDims: number[] = p.broadcastDimensions;
-        return new HloInstruction('broadcast', i.shapes, [a.operands[0]], { shape: p.shape, broadcastDimensions: innerDims.map((d) => outerDims[d]) }, i.prim);
+        return make(i, [a.operands[0]], { shape: p.shape, broadcastDimensions: innerDims.map((d) => outerDims[d]) });
       }
       return null;
     }

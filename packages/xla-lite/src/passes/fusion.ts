@@ -53,17 +53,28 @@ export function isFusible(i: HloInstruction): boolean {
 
 /**
  * Whether `x` is computed from float32 iotas and scalar constants alone by fusible elementwise
- * ops (float32 values, or bool compares of float32 values: what fusion can take).
+ * ops (float32 values, or bool compares of float32 values: what fusion can take). `memo` holds
+ * the answers for the nodes already visited in this call (values share operands: without it a
+ * deep chain of diamonds is visited exponentially often).
  */
-export function generated(x: HloInstruction): boolean {
+export function generated(x: HloInstruction, memo = new Map<HloInstruction, boolean>()): boolean {
+  let r = memo.get(x);
+  if (r === undefined) {
+    r = generatedNode(x, memo);
+    memo.set(x, r);
+  }
+  return r;
+}
+
+function generatedNode(x: HloInstruction, memo: Map<HloInstruction, boolean>): boolean {
   if (x.isTuple) return false;
   const name = x.prim?.name;
   const dt = x.shape.dtype;
   if (dt !== 'float32' && !(dt === 'bool' && x.operands.length > 0 && x.operands.every((o) => !o.isTuple && o.shape.dtype === 'float32'))) return false;
   if (name === 'iota') return true;
   if (x.opcode === 'constant') return x.shape.shape.length === 0;
-  if (name === 'broadcast_in_dim') return x.operands[0].shape.shape.length === 0 && generated(x.operands[0]);
-  return name !== undefined && FUSED_OPS.has(name) && x.operands.length > 0 && x.operands.every(generated);
+  if (name === 'broadcast_in_dim') return x.operands[0].shape.shape.length === 0 && generated(x.operands[0], memo);
+  return name !== undefined && FUSED_OPS.has(name) && x.operands.length > 0 && x.operands.every((o) => generated(o, memo));
 }
 
 /**
@@ -72,8 +83,18 @@ export function generated(x: HloInstruction): boolean {
  * fusion reading it, as they do broadcasts, instead of materialising it.
  */
 export function isIndexValue(x: HloInstruction): boolean {
-  const cheap = (v: HloInstruction): boolean => v.prim?.elementwise?.transcendental !== true && v.operands.every(cheap);
-  return x.opcode !== 'constant' && x.prim?.name !== 'broadcast_in_dim' && generated(x) && cheap(x);
+  if (x.opcode === 'constant' || x.prim?.name === 'broadcast_in_dim' || !generated(x)) return false;
+  // No transcendental anywhere below (each node visited once).
+  const seen = new Set<HloInstruction>();
+  const stack = [x];
+  while (stack.length) {
+    const v = stack.pop()!;
+    if (seen.has(v)) continue;
+    seen.add(v);
+    if (v.prim?.elementwise?.transcendental === true) return false;
+    stack.push(...v.operands);
+  }
+  return true;
 }
 
 /** Reductions the kernel generator fuses with their producers: float32 sum/max over a leading or trailing run of axes. */

@@ -18,8 +18,7 @@
  * Fusion (passes/fusion.ts, passes/rowFusion.ts) treats a float32 iota as an elementwise op
  * without operands; both kernel generators compute it from the loop coordinates.
  */
-import { getPrimitive } from '@tpukit/core/internal';
-import { type HloComputation, HloInstruction } from '../hlo';
+import { type HloComputation, type HloInstruction, makeInstruction as make } from '../hlo';
 import { generated } from './fusion';
 
 const COMPARES = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
@@ -40,15 +39,6 @@ function isIndex(i: HloInstruction): boolean {
   if (name === 'broadcast_in_dim' || name === 'reshape') return isIndex(i.operands[0]);
   return false;
 }
-
-const make = (name: string, operands: HloInstruction[], params: Record<string, unknown>): HloInstruction => {
-  const prim = getPrimitive(name);
-  const shapes = prim.abstractEval(
-    operands.map((o) => o.shape),
-    params,
-  );
-  return new HloInstruction(prim.hlo ?? prim.name, shapes, operands, params, prim);
-};
 
 /** `x` (int32) as float32, its new instructions appended to `added` (iotas become float32 iotas; the conversion runs below broadcasts and reshapes). */
 function toFloat(x: HloInstruction, added: HloInstruction[]): HloInstruction {

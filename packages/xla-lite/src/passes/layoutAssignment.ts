@@ -22,7 +22,7 @@
  * layout change is always a materialised transpose, which this pass never adds.
  */
 import { getPrimitive } from '@tpukit/core/internal';
-import { type HloComputation, HloInstruction } from '../hlo';
+import { type HloComputation, HloInstruction, makeInstruction } from '../hlo';
 
 type Dims = readonly number[];
 export type DotDims = readonly [readonly [Dims, Dims], readonly [Dims, Dims]];
@@ -73,15 +73,7 @@ export function readableDims(lhs: Dims, rhs: Dims, dn: DotDims): DotDims | null 
   return null;
 }
 
-const withDims = (d: HloInstruction, operands: HloInstruction[], dn: DotDims): HloInstruction => {
-  const prim = d.prim!;
-  const params = { ...d.params, dimensionNumbers: dn };
-  const shapes = prim.abstractEval(
-    operands.map((o) => o.shape),
-    params,
-  );
-  return new HloInstruction('dot', shapes, operands, params, prim);
-};
+const withDims = (d: HloInstruction, operands: HloInstruction[], dn: DotDims): HloInstruction => makeInstruction(d.prim!, operands, { ...d.params, dimensionNumbers: dn });
 
 /** Rule 1: dot(transpose(x), y) -> dot(x, y) with remapped dims (either side). */
 function foldOperandTranspose(d: HloInstruction, side: 0 | 1): HloInstruction | null {

@@ -33,7 +33,7 @@ import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
-import type { Broadcast, FusionPlan, KernelAddresses } from './fusionPlan';
+import { type Broadcast, type FusionPlan, iotaPlaceable, type KernelAddresses, minIotaSplit } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
@@ -111,9 +111,8 @@ export function planFusion(body: HloComputation): FusionPlan | null {
     axes = [...(reduce.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
     kind = axes[axes.length - 1] === R - 1 ? 'row' : 'col';
   }
-  // Iotas need rows of exactly the last dim (or shorter): see `kernelScope.ts`.
-  const iotas = body.instructions.some((m) => m.prim?.name === 'iota');
-  const minD = Math.max(kind === 'row' ? axes[0] : kind === 'col' ? axes[axes.length - 1] + 1 : 0, iotas ? R - 1 : 0);
+  // Iotas need a split where they are placeable (fusionPlan.ts's rule, shared with planRowFusion).
+  const minD = Math.max(kind === 'row' ? axes[0] : kind === 'col' ? axes[axes.length - 1] + 1 : 0, minIotaSplit(body, R));
   // The smallest d >= minD where every broadcast is contiguous or constant along dims [d, R).
   const fits = (d: number): boolean =>
     bst.every(({ st }) => {
@@ -165,8 +164,8 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   const live: number[] = [];
   for (let t = d; t < shape.length; t++) if (shape[t] > 1) live.push(t);
   if (!bst.every(({ st }) => live.every((t) => st[t] === 0) || live.every((t) => st[t] === loopSt[t]))) return null;
-  // An iota along a row dim needs the row to be exactly the last dim (see `kernelScope.ts`).
-  if (body.instructions.some((m) => m.prim?.name === 'iota' && (m.params as { dimension: number }).dimension >= d && d !== shape.length - 1)) return null;
+  // Iotas must be placeable at the row structure's split (fusionPlan.ts's rule, shared with planFusion).
+  if (body.instructions.some((m) => m.prim?.name === 'iota' && !iotaPlaceable((m.params as { dimension: number }).dimension, d, shape.length))) return null;
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
   const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;

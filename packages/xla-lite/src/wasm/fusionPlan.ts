@@ -46,6 +46,26 @@ export interface FusionPlan {
   scratchThreads: number;
 }
 
+/**
+ * The one iota placement rule of the wasm kernels (both `planFusion` and `planRowFusion` plan by
+ * it; `kernelScope.ts` computes iotas by it): with rows split off at dim `d` of a rank-`rank`
+ * loop shape, a float32 iota along `dimension` is computable when it runs along a row-index dim
+ * (`dimension < d`: the row's coordinate, splatted once per row) or along the last dim of rows
+ * that are exactly the last dim (`d = rank - 1`: the column index plus the lane).
+ */
+export const iotaPlaceable = (dimension: number, d: number, rank: number): boolean => dimension < d || (dimension === rank - 1 && d === rank - 1);
+
+/** The smallest row split at which every iota of `body` is placeable (0 without iotas); every larger split works too. */
+export function minIotaSplit(body: HloComputation, rank: number): number {
+  let d = 0;
+  for (const m of body.instructions) {
+    if (m.prim?.name !== 'iota') continue;
+    const t = (m.params as { dimension: number }).dimension;
+    d = Math.max(d, t === rank - 1 ? rank - 1 : t + 1);
+  }
+  return d;
+}
+
 /** Where a fused computation's operands come from: an arena address, or a scalar immediate. */
 export type ParamSource = { addr: number } | { imm: number };
 

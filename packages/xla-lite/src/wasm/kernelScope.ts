@@ -5,7 +5,7 @@
  */
 import { wasm } from '@tpukit/core/internal';
 import { type HloInstruction, numel } from '../hlo';
-import type { FusionPlan, KernelAddresses } from './fusionPlan';
+import { type FusionPlan, iotaPlaceable, type KernelAddresses } from './fusionPlan';
 import { emitElement, type ExprOptions } from './emitExpr';
 import { type E, VecBuilder } from './vecBuilder';
 
@@ -56,13 +56,13 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
   const bconst = plan.broadcasts.map((bc) => (bc.contiguous ? -1 : f.local('v128')));
   const bIndex = new Map(plan.broadcasts.map((bc, k) => [bc.inst, k]));
   // Iotas (float32, loop shape) along a row dim [0, d): their coordinate, splatted once per row.
-  // Along the last dim they need d = R - 1 (the plans ensure it): the column index j + lane.
+  // Along the last dim they need d = R - 1: the column index j + lane (fusionPlan.ts's `iotaPlaceable`, which the plans ensure).
   const iotaRow = new Map<HloInstruction, number>();
   for (const m of body.instructions) {
     if (m.prim?.name !== 'iota') continue;
     const t = (m.params as { dimension: number }).dimension;
     if (t < d) iotaRow.set(m, f.local('v128'));
-    else if (t !== shape.length - 1 || d !== shape.length - 1) throw new Error(`xla-lite wasm kernel: iota.${m.id} of ${body.name} runs along dim ${t} inside a row of dims ${d}..`);
+    else if (!iotaPlaceable(t, d, shape.length)) throw new Error(`xla-lite wasm kernel: iota.${m.id} of ${body.name} runs along dim ${t} inside a row of dims ${d}..`);
   }
   const rowSetup = (): void => {
     // rowBase = r * L; broadcast bases from r's coordinates over dims [0, d).

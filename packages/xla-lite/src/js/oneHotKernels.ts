@@ -1,0 +1,274 @@
+/**
+ * The two primitives the one-hot pass (passes/oneHotDot.ts) rewrites one-hot dots into, and
+ * their kernels. Neither is ever traced: they exist only in optimised modules, so they carry a
+ * shape rule and kernels but no transformation rules.
+ *
+ * - `onehot_gather(table[V,N], index[M])` -> [M,N]: row `index[m]` of the table, a zero row
+ *   where the index is not an integer in [0, V) (as the one-hot row is all zeros then). It
+ *   replaces `dot(one_hot(index, V), table)`.
+ * - `onehot_segment_sum(values[T,N], index[T])` -> [V,N]: row v sums the value rows whose index
+ *   is v, in token order; rows with an index outside [0, V) add nothing. It replaces
+ *   `dot(one_hot(index, V)^T, values)` (the embedding's weight gradient).
+ *
+ * Numerics are the replaced dot's on the current backend. On the systolic backend (the MXU):
+ * the table / values are rounded as the dot's passes round them (precision 'default': one bf16
+ * pass, RNE; 'high': bf16 hi + mid; 'highest': exact), resolved at run time as the dot resolves
+ * its precision (the process default when the dot had none), flushing subnormals where the
+ * backend does; accumulation in float32. Elsewhere (the reference backend): exact values,
+ * float64 accumulation rounded once. A gathered row equals the dot's row exactly for finite
+ * tables (a -0 becomes +0, as the dot's sum of +0 products does); a segment sum equals the
+ * dot up to float32 summation order. Where the table holds inf or NaN the dot also adds
+ * 0 * inf = NaN from the rows it does not select: the gather does not (see the README).
+ *
+ * `nominalFlops` (a parameter of both) is the replaced dot's FLOP count: cost analysis reports
+ * it as the instruction's FLOPs so MFU figures do not change (analysis.ts).
+ */
+import { bf16, getBackend, getDefaultMatmulPrecision } from '@tpukit/core';
+import { definePrimitive, type HostArray, type ShapedArray } from '@tpukit/core/internal';
+import { segmentSumBf16, segmentSumKernelAvailable } from '../wasm/oneHotKernel';
+
+export type DotPrecision = string | readonly [string, string] | null;
+
+export interface OneHotParams {
+  /** Rows of the table (gather) or of the result (segment sum): the one-hot's class count. */
+  classes: number;
+  /** The replaced dot's precision (null: the process default at run time). */
+  precision: DotPrecision;
+  /** The result dtype (the dot's). */
+  dtype: 'float32' | 'bfloat16';
+  /** FLOPs of the replaced dot (2·|out|·K), what cost analysis reports. */
+  nominalFlops: number;
+}
+
+const FLOAT = new Set(['float32', 'bfloat16']);
+const INDEX = new Set(['float32', 'int32', 'uint32', 'int8', 'uint8']);
+
+function check(op: string, [x, idx]: ShapedArray[], p: OneHotParams, rowsOf: 'table' | 'values'): void {
+  if (!x || !idx) throw new TypeError(`${op}: takes (${rowsOf}, index); got ${x ? 1 : 0} operands`);
+  if (x.shape.length !== 2 || !FLOAT.has(x.dtype)) throw new TypeError(`${op}: ${rowsOf} must be a float32 or bfloat16 matrix; got ${x.dtype}[${x.shape.join(',')}]`);
+  if (idx.shape.length !== 1 || !INDEX.has(idx.dtype)) throw new TypeError(`${op}: index must be a vector of float32 or integers; got ${idx.dtype}[${idx.shape.join(',')}]`);
+  if (!Number.isInteger(p.classes) || p.classes < 0) throw new RangeError(`${op}: classes must be a non-negative integer; got ${p.classes}`);
+  if (!FLOAT.has(p.dtype)) throw new TypeError(`${op}: dtype must be float32 or bfloat16; got ${p.dtype}`);
+}
+
+/** How the systolic dot rounds a float32 operand: the number of bf16 terms it keeps (1, 2 or 3). */
+type Terms = 1 | 2 | 3;
+interface Mode {
+  /** null: exact values, float64 accumulation (the reference backend's dot). */
+  terms: Terms | null;
+  flush: boolean;
+}
+
+const RANK: Record<string, Terms> = { default: 1, high: 2, highest: 3 };
+
+function modeFor(dtype: string, precision: DotPrecision): Mode {
+  const backend = getBackend();
+  if (backend.name !== 'systolic') return { terms: null, flush: false };
+  const flush = backend.hostKernels?.()?.flushSubnormals === true;
+  if (dtype === 'bfloat16') return { terms: 1, flush };
+  const [a, b] = typeof precision === 'string' ? [precision, precision] : (precision ?? [getDefaultMatmulPrecision() ?? 'default', getDefaultMatmulPrecision() ?? 'default']);
+  return { terms: Math.max(RANK[a] ?? 1, RANK[b] ?? 1) as Terms, flush };
+}
+
+const hi = (x: number, flush: boolean): number => bf16.toFloat32(bf16.fromFloat32(x, { flushSubnormals: flush }));
+
+/** `x` as the MXU passes see it: the sum of its first `terms` bf16 pieces (float32), or `x`'s rounding when not finite. */
+function rounded(x: number, terms: Terms, flush: boolean): number {
+  const h = hi(x, flush);
+  if (terms === 1 || !Number.isFinite(h)) return h;
+  const r1 = Math.fround(x - h);
+  const m = hi(r1, flush);
+  if (terms === 2) return Math.fround(m + h);
+  const l = hi(Math.fround(r1 - m), flush);
+  return Math.fround(Math.fround(l + m) + h);
+}
+
+/** Reused scratch (the kernels run on the caller's thread, one at a time). */
+let scratch = new Float32Array(0);
+let scratch64 = new Float64Array(0);
+function f32Scratch(n: number): Float32Array {
+  if (scratch.length < n) scratch = new Float32Array(Math.max(n, scratch.length * 2));
+  return scratch;
+}
+let scratchI32 = new Int32Array(0);
+function i32Scratch(n: number): Int32Array {
+  if (scratchI32.length !== n) scratchI32 = new Int32Array(n);
+  return scratchI32;
+}
+function f64Scratch(n: number): Float64Array {
+  if (scratch64.length < n) scratch64 = new Float64Array(Math.max(n, scratch64.length * 2));
+  return scratch64;
+}
+
+/** A reused row of scratch, as floats and as their bits. */
+interface Row {
+  f: Float32Array;
+  u: Uint32Array;
+}
+let rowBuf: Row = { f: new Float32Array(0), u: new Uint32Array(0) };
+function rowScratch(n: number): Row {
+  if (rowBuf.f.length < n) {
+    const f = new Float32Array(n);
+    rowBuf = { f, u: new Uint32Array(f.buffer) };
+  }
+  return rowBuf;
+}
+
+/** Elements [o, o + n) of `src` rounded as the dot's operand into `row`. */
+function roundRow(src: Float32Array, o: number, n: number, row: Row, mode: Mode): void {
+  const f = row.f;
+  if (mode.terms === 1 && !mode.flush) {
+    // bf16 round to nearest even on the bits (NaN stays a quiet NaN), as bf16.roundInPlace.
+    const u = row.u;
+    for (let k = 0; k < n; k++) f[k] = src[o + k];
+    for (let k = 0; k < n; k++) {
+      const b = u[k];
+      u[k] = (b & 0x7fffffff) > 0x7f800000 ? (b | 0x00400000) & 0xffff0000 : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) << 16;
+    }
+    return;
+  }
+  for (let k = 0; k < n; k++) f[k] = rounded(src[o + k], mode.terms as Terms, mode.flush);
+}
+
+/** The float32 values of a float32 or bfloat16 host array. */
+function valuesOf(x: HostArray): Float32Array {
+  if (x.dtype === 'float32') return x.data as Float32Array;
+  const n = x.data.length;
+  const out = f32Scratch(n).subarray(0, n);
+  bf16.decode(x.data as Uint16Array, out);
+  return out;
+}
+
+/** Rounds `src` as the dot's operand into `dst` (both float32; may alias). */
+function roundOperand(src: Float32Array, dst: Float32Array, mode: Mode): void {
+  if (mode.terms === null) {
+    if (dst !== src) dst.set(src);
+    return;
+  }
+  if (mode.terms === 1) {
+    if (dst !== src) dst.set(src);
+    bf16.roundInPlace(dst, { flushSubnormals: mode.flush });
+    return;
+  }
+  for (let i = 0; i < src.length; i++) dst[i] = rounded(src[i], mode.terms, mode.flush);
+}
+
+/** The row an index value selects, or -1 (not an integer in [0, classes)). */
+const rowOf = (v: number, classes: number): number => (v >= 0 && v < classes && v === Math.floor(v) ? v : -1);
+
+/** Writes the float32 result `acc` into `out` (float32, or bfloat16 bits rounded as the dot's result). */
+function store(acc: Float32Array, out: Float32Array | Uint16Array, dtype: string, mode: Mode): void {
+  if (dtype === 'float32') {
+    if (out !== acc) (out as Float32Array).set(acc);
+    return;
+  }
+  bf16.encode(acc, { flushSubnormals: mode.flush }, out as Uint16Array);
+}
+
+function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Array | Uint16Array): void {
+  const V = table.shape[0];
+  const N = table.shape[1];
+  const M = index.shape[0];
+  const mode = modeFor(table.dtype, p.precision);
+  // The table rounded once (V·N elements), then rows copied: M·N stores.
+  const src = valuesOf(table);
+  const t = table.dtype === 'float32' ? f32Scratch(V * N).subarray(0, V * N) : src;
+  roundOperand(src, t, mode);
+  // -0 + 0 = +0: a one-hot row's sum starts from +0 products.
+  for (let i = 0; i < t.length; i++) t[i] += 0;
+  const acc = p.dtype === 'float32' ? (out as Float32Array) : new Float32Array(M * N);
+  const idx = index.data as ArrayLike<number>;
+  // (Row copies by index: no subarray views, nothing allocated per row.)
+  for (let m = 0; m < M; m++) {
+    const v = rowOf(idx[m], V);
+    const o = m * N;
+    if (v < 0) acc.fill(0, o, o + N);
+    else for (let n = 0, a = v * N; n < N; n++) acc[o + n] = t[a + n];
+  }
+  store(acc, out, p.dtype, mode);
+}
+
+function segmentSumInto([values, index]: HostArray[], p: OneHotParams, out: Float32Array | Uint16Array): void {
+  const T = values.shape[0];
+  const N = values.shape[1];
+  const V = p.classes;
+  const mode = modeFor(values.dtype, p.precision);
+  const src = valuesOf(values);
+  const idx = index.data as ArrayLike<number>;
+  if (mode.terms === null) {
+    // The reference dot: exact products, float64 accumulation, one rounding.
+    const acc = f64Scratch(V * N).subarray(0, V * N);
+    acc.fill(0);
+    for (let t = 0; t < T; t++) {
+      const v = rowOf(idx[t], V);
+      if (v < 0) continue;
+      const a = v * N;
+      const b = t * N;
+      for (let n = 0; n < N; n++) acc[a + n] += src[b + n];
+    }
+    const r = new Float32Array(acc);
+    store(r, out, p.dtype, mode);
+    return;
+  }
+  const acc = p.dtype === 'float32' ? (out as Float32Array) : new Float32Array(V * N);
+  acc.fill(0);
+  if (mode.terms === 1 && !mode.flush && segmentSumKernelAvailable(N)) {
+    // The WebAssembly SIMD kernel (same rounding, same order).
+    const rows = i32Scratch(T);
+    for (let t = 0; t < T; t++) rows[t] = rowOf(idx[t], V);
+    segmentSumBf16(src, rows, acc, N);
+    store(acc, out, p.dtype, mode);
+    return;
+  }
+  // Float32 accumulation in token order (a Float32Array store rounds each sum); each selected
+  // row is rounded as the dot's operand into a row of scratch first (rows with an index out of
+  // range are never read).
+  const row = rowScratch(N);
+  for (let t = 0; t < T; t++) {
+    const v = rowOf(idx[t], V);
+    if (v < 0) continue;
+    roundRow(src, t * N, N, row, mode);
+    const a = v * N;
+    for (let n = 0; n < N; n++) acc[a + n] += row.f[n];
+  }
+  store(acc, out, p.dtype, mode);
+}
+
+const alloc = (o: ShapedArray): Float32Array | Uint16Array => (o.dtype === 'bfloat16' ? new Uint16Array(o.shape[0] * o.shape[1]) : new Float32Array(o.shape[0] * o.shape[1]));
+
+/** `impl` (into a fresh array) and `implInto` of a kernel writing into its result storage. */
+const kernels = (into: (args: HostArray[], p: OneHotParams, out: Float32Array | Uint16Array) => void) => ({
+  impl(args: HostArray[], p: OneHotParams, [o]: ShapedArray[]) {
+    const out = alloc(o);
+    into(args, p, out);
+    return [out];
+  },
+  implInto(args: HostArray[], p: OneHotParams, _o: ShapedArray, out: unknown) {
+    into(args, p, out as Float32Array | Uint16Array);
+  },
+});
+
+export const oneHotGatherP = definePrimitive<OneHotParams>({
+  name: 'onehot_gather',
+  abstractEval(avals, p) {
+    check('onehot_gather', avals, p, 'table');
+    const [table, idx] = avals;
+    if (table.shape[0] !== p.classes) throw new RangeError(`onehot_gather: the table has ${table.shape[0]} rows but classes is ${p.classes}`);
+    return [{ shape: [idx.shape[0], table.shape[1]], dtype: p.dtype, weakType: false }];
+  },
+  ...kernels(gatherInto),
+});
+
+export const oneHotSegmentSumP = definePrimitive<OneHotParams>({
+  name: 'onehot_segment_sum',
+  abstractEval(avals, p) {
+    check('onehot_segment_sum', avals, p, 'values');
+    const [values, idx] = avals;
+    if (values.shape[0] !== idx.shape[0]) throw new RangeError(`onehot_segment_sum: values have ${values.shape[0]} rows but index has ${idx.shape[0]} entries`);
+    return [{ shape: [p.classes, values.shape[1]], dtype: p.dtype, weakType: false }];
+  },
+  ...kernels(segmentSumInto),
+});
+
+/** Whether an instruction's primitive is one of these (their `nominalFlops` are the replaced dot's). */
+export const isOneHotPrimitive = (name: string | undefined): boolean => name === 'onehot_gather' || name === 'onehot_segment_sum';
