@@ -105,7 +105,8 @@ describe('operands in the engine memory', () => {
         [[96, 40], [40, 64], plain, true],
         [[30, 40], [40, 50], plain, false], // padded accumulator: copied out
         [[16, 64, 32], [16, 32, 64], batch, true], // item by item
-        [[2, 256, 64], [2, 64, 256], batch, false], // product by product: one scratch accumulator
+        [[2, 256, 64], [2, 64, 256], batch, true], // product by product, each into its slice
+        [[2, 30, 64], [2, 64, 40], batch, false], // padded accumulators: copied out
       ];
       for (const [sa, sb, dn, direct] of cases) {
         const n = (s: readonly number[]) => s.reduce((x, y) => x * y, 1);

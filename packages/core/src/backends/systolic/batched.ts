@@ -28,8 +28,8 @@ import type { WasmMemory } from '../../wasm/webassemblyTypes';
 import type { GemmExports, GemmShape } from './gemmModule';
 import type { OperandView } from './pack';
 import { packFunctionName } from './packKernels';
-import { Stager } from './packPlan';
-import { gemmPhases, phaseClock } from './phases';
+import { Stager, TimedStager } from './packPlan';
+import { gemmPhases } from './phases';
 
 /**
  * What batched products use of the GEMM engine (`GemmEngine` implements it): declared here, so
@@ -47,10 +47,8 @@ export interface BatchEngine {
   readonly floor: number;
   /** Whether a view lies in this memory (read in place, not staged). */
   holds(v: ArrayBufferView): boolean;
-  /** Counts an operand's bytes as staged or read in place. */
-  count(bits: ArrayBufferView, staged: boolean, inPlace: boolean): void;
   /** Bytes moved (see `GemmEngine.traffic`). */
-  readonly traffic: { resultInPlaceBytes: number };
+  readonly traffic: { stagedBytes: number; inPlaceBytes: number; resultInPlaceBytes: number };
   /** Grows the memory to hold at least `bytes` (`op` names the operation in the error). */
   ensure(bytes: number, op?: string): void;
   /** Runs the named packing kernel. */
@@ -112,8 +110,46 @@ const ACC_BUDGET = 16 << 20;
 /** The most threads a runner may use (`applyThreads` caps the pool there too). */
 const MAX_AREAS = 256;
 
-/** The staging plans of the current batch's two operands (reused). */
+/** The staging plans of the current batch's two operands (reused), and the same timing their copies for the phase timer. */
 const stagers: [Stager, Stager] = [new Stager(), new Stager()];
+const timedStagers: [TimedStager, TimedStager] = [new TimedStager(), new TimedStager()];
+/** Operand placement of the current batch (reused). */
+const placement: OperandPlacement = { srcA: 0, srcB: 0, inA: false, inB: false, end: 0 };
+
+/** Where the packing kernels read a product's two operands (see `placeOperands`). */
+export interface OperandPlacement {
+  /** Byte addresses of the operands' first elements in the engine's memory. */
+  srcA: number;
+  srcB: number;
+  /** Whether each is read where it lies (already in the engine's memory) rather than staged. */
+  inA: boolean;
+  inB: boolean;
+  /** Byte address past the staged copies (64-aligned): where the product's scratch goes on. */
+  end: number;
+}
+
+/**
+ * Decides where the SIMD packing kernels read operands `a` and `b`: in place when the engine's
+ * memory holds them (`holds`: an arena's views), else from a copy staged into the scratch from
+ * byte address `at` up (A, then B, each 64-aligned); counts their bytes as read in place or
+ * staged. An operand with `simdX` false is packed in TypeScript from its host array instead:
+ * neither placed nor counted. Fills and returns `out` (no allocation).
+ */
+export function placeOperands(engine: BatchEngine, a: ArrayBufferView, b: ArrayBufferView, simdA: boolean, simdB: boolean, at: number, out: OperandPlacement): OperandPlacement {
+  const t = engine.traffic;
+  out.inA = simdA && engine.holds(a);
+  out.inB = simdB && engine.holds(b);
+  out.srcA = out.inA ? a.byteOffset : at;
+  if (simdA && !out.inA) at = align(at + a.byteLength);
+  out.srcB = out.inB ? b.byteOffset : at;
+  if (simdB && !out.inB) at = align(at + b.byteLength);
+  if (out.inA) t.inPlaceBytes += a.byteLength;
+  else if (simdA) t.stagedBytes += a.byteLength;
+  if (out.inB) t.inPlaceBytes += b.byteLength;
+  else if (simdB) t.stagedBytes += b.byteLength;
+  out.end = at;
+  return out;
+}
 
 /** Whether a staged one-pass operand packs with the SIMD kernel alone (no TypeScript edges). */
 function edgeFree(v: OperandView, R: number, kp: number): boolean {
@@ -160,21 +196,13 @@ export function runBatchedItems(
   const areas = parallel ? Math.min(MAX_AREAS, getNumThreads()) : 1;
   const esA = a.bf16 ? 2 : 4;
   const esB = b.bf16 ? 2 : 4;
-  // A destination in the engine's memory with no padding (`cAddr`, see `GemmEngine.batchedProduct`) holds the items' accumulators itself.
-  const direct = cAddr >= 0 && mp === M && np === N;
+  // The caller's destination (`cAddr`, from `GemmEngine.resultTarget`) holds the items' accumulators itself.
+  const direct = cAddr >= 0;
   const cStride = direct ? M * N * 4 : align(mp * np * 4);
   const group = direct ? items : Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
-  const inA = engine.holds(a.bits);
-  const inB = engine.holds(b.bits);
-  let at = engine.floor;
-  const srcA = inA ? a.bits.byteOffset : at;
-  if (!inA) at = align(at + a.bits.byteLength);
-  const srcB = inB ? b.bits.byteOffset : at;
-  if (!inB) at = align(at + b.bits.byteLength);
-  engine.count(a.bits, !inA, inA);
-  engine.count(b.bits, !inB, inB);
+  const { srcA, srcB, inA, inB, end } = placeOperands(engine, a.bits, b.bits, true, true, engine.floor, placement);
   if (direct) engine.traffic.resultInPlaceBytes += items * M * N * 4;
-  const table = align(at);
+  const table = end;
   const bOff = align(mp * kp * 4);
   const pkStride = align(bOff + np * kp * 4);
   const pk = align(table + 12 * group);
@@ -183,10 +211,13 @@ export function runBatchedItems(
   engine.ensure(out + M * N * 2, op);
   engine.outScratch = out;
   const buf = engine.memory.buffer;
-  stagers[0].reset(buf, engine.floor);
-  if (!inA) stagers[0].add(a.bits, srcA);
-  stagers[1].reset(buf, engine.floor);
-  if (!inB) stagers[1].add(b.bits, srcB);
+  // The phase timer swaps in stagers and a sink that time themselves: no clock reads per item.
+  const timed = gemmPhases.enabled;
+  const st = timed ? timedStagers : stagers;
+  st[0].reset(buf, engine.floor);
+  if (!inA) st[0].add(a.bits, srcA);
+  st[1].reset(buf, engine.floor);
+  if (!inB) st[1].add(b.bits, srcB);
   const packs: [BatchPack, BatchPack] = [
     { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), R: mr, esz: esA, rs: a.rs, ks: a.ks, panels: M / mr, k: K },
     { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), R: nr, esz: esB, rs: b.rs, ks: b.ks, panels: N / nr, k: K },
@@ -200,16 +231,48 @@ export function runBatchedItems(
       tab[2 * i + 1] = srcB + bOffs[g0 + i] * esB;
       tab[2 * n + i] = 0;
     }
-    const job: BatchJob = { packs, pk, pkStride, bOff, cp: direct ? cAddr + g0 * cStride : cp, cStride, direct, mp, np, kp, items: n, table, stagers, sink: (i, c) => sink(g0 + i, c / 4, np) };
+    const handOver = (i: number, c: number): void => sink(g0 + i, c / 4, np);
+    const job: BatchJob = { packs, pk, pkStride, bOff, cp: direct ? cAddr + g0 * cStride : cp, cStride, direct, mp, np, kp, items: n, table, stagers: st, sink: timed ? timedSink(handOver) : handOver };
     batchedStats.jobs++;
     batchedStats.items += n;
+    const t0 = timed ? startTiming() : 0;
     if (pool && parallel(job)) {
       batchedStats.pooled++;
       batchedStats.pooledItems += n;
+    } else {
+      runItemsAlone(engine, job);
+      if (timed) addItemPhases(n, t0);
     }
-    else runItemsAlone(engine, job);
   }
   return true;
+}
+
+/** Time the phase timer's sink wrapper measured since `startTiming` (ms). */
+let sinkMs = 0;
+
+function timedSink(sink: (i: number, c: number) => void): (i: number, c: number) => void {
+  return (i, c) => {
+    const t = performance.now();
+    sink(i, c);
+    sinkMs += performance.now() - t;
+  };
+}
+
+function startTiming(): number {
+  sinkMs = 0;
+  timedStagers[0].ms = 0;
+  timedStagers[1].ms = 0;
+  return performance.now();
+}
+
+/** Adds a group of `items` run alone since `t0` to the phase sums: staging, then packing and kernel together (`gemm`), then the sink. */
+function addItemPhases(items: number, t0: number): void {
+  const total = performance.now() - t0;
+  const stage = timedStagers[0].ms + timedStagers[1].ms;
+  gemmPhases.products += items;
+  gemmPhases.stage += stage;
+  gemmPhases.sink += sinkMs;
+  gemmPhases.gemm += total - stage - sinkMs;
 }
 
 /** Packs and multiplies item `i` of `job` in pack area `area` into the accumulator at byte address `c`. */
@@ -236,20 +299,11 @@ function runItemsAlone(engine: BatchEngine, job: BatchJob): void {
   const tab = new Int32Array(engine.memory.buffer, job.table, 2 * job.items);
   const [sa, sb] = job.stagers;
   for (let i = 0; i < job.items; i++) {
-    const t0 = phaseClock();
     // Stage each operand only as far as this item reads (its source then is still in cache).
     sa.to(sourceEnd(job, 0, tab[2 * i]));
     sb.to(sourceEnd(job, 1, tab[2 * i + 1]));
     const c = job.direct ? job.cp + i * job.cStride : job.cp;
-    const t1 = phaseClock();
     runItem(engine, job, i, 0, tab, c);
-    const t2 = phaseClock();
     job.sink(i, c);
-    if (gemmPhases.enabled) {
-      gemmPhases.products++;
-      gemmPhases.stage += t1 - t0;
-      gemmPhases.gemm += t2 - t1;
-      gemmPhases.sink += phaseClock() - t2;
-    }
   }
 }
