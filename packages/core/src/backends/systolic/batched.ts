@@ -11,8 +11,14 @@
  * Only small one-pass products take this path: fewer than `minWork` multiply-adds each (a larger
  * product is split over the pool by itself, tile by tile, which balances a short batch better
  * than whole items), with operands that need no TypeScript packing edges (a unit stride on one
- * axis, rows a multiple of the panel height, k a multiple of 4 for k-contiguous operands, no k
- * padding). Everything else keeps `batchedProduct`'s product-by-product loop.
+ * axis, k a multiple of 4 for k-contiguous operands, no k padding, B's rows a multiple of the
+ * panel width). Everything else keeps `batchedProduct`'s product-by-product loop.
+ *
+ * A's rows need not fill its last panel (128 rows in panels of 5): the packing kernel packs that
+ * panel whole, reading the rows past the item's last from whatever follows it in memory (the
+ * next item, the next operand, or the scratch above: always inside the memory), and the kernel
+ * never writes C's rows past M. Row i of C depends on row i of A only, so those don't-care rows
+ * cannot reach a result; staging and the workers' waits count only the item's real rows.
  *
  * Memory layout (bytes, 64-aligned), from the engine's `floor`, after the staged operands
  * (operands already in the engine's memory are read where they lie, not staged):
@@ -64,7 +70,10 @@ export interface BatchPack {
   esz: number;
   rs: number;
   ks: number;
+  /** Panels packed per item (A's last one may hold don't-care rows past `rows`, see the file comment). */
   panels: number;
+  /** Rows of the operand an item really has (the source span staging must cover). */
+  rows: number;
   k: number;
 }
 
@@ -83,6 +92,7 @@ export interface BatchJob {
   cp: number;
   cStride: number;
   direct: boolean;
+  /** Rows of C (the GEMM's row bound; A's packed panels may run past it). */
   mp: number;
   np: number;
   kp: number;
@@ -151,9 +161,12 @@ export function placeOperands(engine: BatchEngine, a: ArrayBufferView, b: ArrayB
   return out;
 }
 
-/** Whether a staged one-pass operand packs with the SIMD kernel alone (no TypeScript edges). */
-function edgeFree(v: OperandView, R: number, kp: number): boolean {
-  return v.rows > 0 && v.rows % R === 0 && kp === v.k && (v.rs === 1 || (v.ks === 1 && v.k % 4 === 0));
+/**
+ * Whether a staged one-pass operand packs with the SIMD kernel alone (no TypeScript edges);
+ * `wholePanels`: its rows must fill whole panels (B: C's columns are written in whole panels).
+ */
+function edgeFree(v: OperandView, R: number, kp: number, wholePanels: boolean): boolean {
+  return v.rows > 0 && (!wholePanels || v.rows % R === 0) && kp === v.k && (v.rs === 1 || (v.ks === 1 && v.k % 4 === 0));
 }
 
 const align = (x: number): number => Math.ceil(x / 64) * 64;
@@ -191,14 +204,15 @@ export function runBatchedItems(
   const mp = Math.ceil(M / mr) * mr;
   const np = Math.ceil(N / nr) * nr;
   const kp = Math.max(unroll, Math.ceil(K / unroll) * unroll);
-  if (mp * np * kp >= minWork || !edgeFree(a, mr, kp) || !edgeFree(b, nr, kp)) return false;
+  if (mp * np * kp >= minWork || !edgeFree(a, mr, kp, false) || !edgeFree(b, nr, kp, true)) return false;
   // A pack area per thread that may take items (the pool runs getNumThreads() threads).
   const areas = parallel ? Math.min(MAX_AREAS, getNumThreads()) : 1;
   const esA = a.bf16 ? 2 : 4;
   const esB = b.bf16 ? 2 : 4;
   // The caller's destination (`cAddr`, from `GemmEngine.resultTarget`) holds the items' accumulators itself.
   const direct = cAddr >= 0;
-  const cStride = direct ? M * N * 4 : align(mp * np * 4);
+  // Accumulators of M rows (the kernel writes no padding rows) by np columns.
+  const cStride = direct ? M * N * 4 : align(M * np * 4);
   const group = direct ? items : Math.max(1, Math.min(items, Math.floor(ACC_BUDGET / cStride)));
   const { srcA, srcB, inA, inB, end } = placeOperands(engine, a.bits, b.bits, true, true, engine.floor, placement);
   if (direct) engine.traffic.resultInPlaceBytes += items * M * N * 4;
@@ -219,8 +233,8 @@ export function runBatchedItems(
   st[1].reset(buf, engine.floor);
   if (!inB) st[1].add(b.bits, srcB);
   const packs: [BatchPack, BatchPack] = [
-    { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), R: mr, esz: esA, rs: a.rs, ks: a.ks, panels: M / mr, k: K },
-    { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), R: nr, esz: esB, rs: b.rs, ks: b.ks, panels: N / nr, k: K },
+    { fn: packFunctionName(a.rs === 1 ? 'rc' : 'kc', mr, a.bf16, flush), R: mr, esz: esA, rs: a.rs, ks: a.ks, panels: mp / mr, rows: M, k: K },
+    { fn: packFunctionName(b.rs === 1 ? 'rc' : 'kc', nr, b.bf16, flush), R: nr, esz: esB, rs: b.rs, ks: b.ks, panels: N / nr, rows: N, k: K },
   ];
   const tab = new Int32Array(buf, table, 3 * group);
   const pool = parallel !== null && items * mp * np * kp >= minWork;
@@ -232,7 +246,7 @@ export function runBatchedItems(
       tab[2 * n + i] = 0;
     }
     const handOver = (i: number, c: number): void => sink(g0 + i, c / 4, np);
-    const job: BatchJob = { packs, pk, pkStride, bOff, cp: direct ? cAddr + g0 * cStride : cp, cStride, direct, mp, np, kp, items: n, table, stagers: st, sink: timed ? timedSink(handOver) : handOver };
+    const job: BatchJob = { packs, pk, pkStride, bOff, cp: direct ? cAddr + g0 * cStride : cp, cStride, direct, mp: M, np, kp, items: n, table, stagers: st, sink: timed ? timedSink(handOver) : handOver };
     batchedStats.jobs++;
     batchedStats.items += n;
     const t0 = timed ? startTiming() : 0;
@@ -285,10 +299,10 @@ export function runItem(engine: BatchEngine, job: BatchJob, i: number, area: num
   engine.exports.gemm(ap, bp, c, job.mp, job.np, job.kp, 0, job.mp, 0, job.np);
 }
 
-/** Byte address just past the last source element operand `o` of an item starting at `src` reads. */
+/** Byte address just past the last source element of operand `o` of an item starting at `src` (its real rows). */
 export function sourceEnd(job: BatchJob, o: 0 | 1, src: number): number {
   const p = job.packs[o];
-  return src + ((p.panels * p.R - 1) * p.rs + (p.k - 1) * p.ks + 1) * p.esz;
+  return src + ((p.rows - 1) * p.rs + (p.k - 1) * p.ks + 1) * p.esz;
 }
 
 /**

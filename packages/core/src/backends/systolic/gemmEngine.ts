@@ -55,6 +55,7 @@ export interface GemmArgs {
   ap: number;
   bp: number;
   cp: number;
+  /** Rows of C (the GEMM's row bound: A's packed panels are zero-padded past it to a multiple of MR, C is not). */
   mp: number;
   np: number;
   kp: number;
@@ -264,7 +265,8 @@ export class GemmEngine implements BatchEngine {
     const bp = align(ap + mp * kp * 4);
     const direct = cAddr >= 0;
     const cp = direct ? cAddr : align(bp + np * kp * 4);
-    this.outScratch = align(direct ? bp + np * kp * 4 : cp + mp * np * 4);
+    // C has M rows (the kernel writes no padding rows), np columns.
+    this.outScratch = align(direct ? bp + np * kp * 4 : cp + M * np * 4);
     if (direct) this.traffic.resultInPlaceBytes += aOffs.length * M * N * 4;
     this.ensure(this.outScratch + M * N * 2, op);
     const buf = this.memory.buffer;
@@ -281,7 +283,7 @@ export class GemmEngine implements BatchEngine {
     const wa = simdA ? whole(a) : a;
     const wb = simdB ? whole(b) : b;
     const u32 = this.u32View;
-    const args = { ap, bp, cp, mp, np, kp };
+    const args = { ap, bp, cp, mp: M, np, kp };
     const big = mp * np * kp >= PARALLEL_MIN_WORK;
     // Packing is split into chunks for the pool's threads; a product the calling thread runs
     // alone packs each operand in as few kernel calls as its cache blocking allows.
@@ -325,7 +327,7 @@ export class GemmEngine implements BatchEngine {
         stager.to(stager.end);
         edges();
         t1 = phaseClock();
-        this.exports.gemm(ap, bp, c, mp, np, kp, 0, mp, 0, np);
+        this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
       }
       sink(bi, c / 4, np);
@@ -344,12 +346,13 @@ export class GemmEngine implements BatchEngine {
    * Where the GEMM writes the result of `batch x [M, N]` products bound for the caller's f32
    * destination `into`: the byte address of `into` itself, or -1 when the result must be copied
    * there from a scratch accumulator. Directly when `into` lies in this memory below the
-   * scratch (a compiler's arena, see `holds`) and holds exactly the products, and M and N are
-   * multiples of the panel sizes (an accumulator with no padding is exactly [M, N]). This is the
-   * one place the choice is made: `batchedProduct` and the item-by-item path follow its answer.
+   * scratch (a compiler's arena, see `holds`) and holds exactly the products, and N is a
+   * multiple of the panel width (the kernel writes C in whole column panels, but only its M
+   * rows, so an accumulator of N columns is exactly [M, N]). This is the one place the choice
+   * is made: `batchedProduct` and the item-by-item path follow its answer.
    */
   resultTarget(into: Float32Array | null, batch: number, M: number, N: number): number {
-    if (into === null || into.length !== batch * M * N || M % this.shape.mr !== 0 || N % this.nr !== 0 || !this.holds(into)) return -1;
+    if (into === null || into.length !== batch * M * N || N % this.nr !== 0 || !this.holds(into)) return -1;
     return into.byteOffset;
   }
 

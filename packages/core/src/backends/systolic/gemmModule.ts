@@ -23,7 +23,7 @@
  * columns [j0, j1) (multiples of NR) of C, so threads can split the work by row or column panels
  * without sharing an output element; each element sees the same K order either way.
  */
-import { ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
+import { type FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { addOutputFunctions, addPackFunctions } from './packKernels';
 
 export interface GemmShape {
@@ -31,6 +31,12 @@ export interface GemmShape {
   readonly mr: number;
   /** v128 vectors per micro-tile row (NR = 4 * nv columns). */
   readonly nv: number;
+  /**
+   * How the micro-kernel broadcasts A values: 'splat', one `load32_splat` per row and k; or
+   * 'vector', one v128 load per 4 rows and k, each row's lane broadcast with a shuffle (rows
+   * past the last group of 4 still splat-load). See the file comment for why 5 x 8 needs it.
+   */
+  readonly aLoad: 'splat' | 'vector';
   /** K-loop unroll factor; packed K is padded to a multiple of it. */
   readonly unroll: number;
   readonly kc: number;
@@ -38,7 +44,10 @@ export interface GemmShape {
   readonly nc: number;
 }
 
-export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 4, nv: 2, unroll: 1, kc: 512, mc: 128, nc: 4096 };
+/** The 4 x 8 micro-kernel of earlier versions (a peer in benchmarks and tests). */
+export const GEMM_SHAPE_4X8: GemmShape = { mr: 4, nv: 2, aLoad: 'splat', unroll: 1, kc: 512, mc: 128, nc: 4096 };
+
+export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 125, nc: 4096 };
 
 /** The module's GEMM export (see above); its packing and output functions are looked up by name. */
 export interface GemmExports {
@@ -53,6 +62,91 @@ export interface GemmModuleOptions {
   maxPages: number;
 }
 
+/**
+ * Emits a micro-kernel body. Full (`edge` false), params (a, b, c, kc, ldc, accumulate, panels,
+ * aStride): `panels` micro-tiles down one column panel (A row panels `aStride` bytes apart, C
+ * tiles MR rows apart) in one call, so the call and the caller's register saves around it are
+ * paid once per column panel and K block, not once per micro-tile (a tenth of the time of a
+ * K = 32 product). Edge (`edge` true), params (a, b, c, kc, ldc, accumulate, rows): one row
+ * panel of which only the first `rows` (< MR) rows of C are read and written (its A panel is
+ * zero-padded to MR rows by the packing), so C needs no padding rows.
+ */
+function emitMicro(f: FunctionBuilder, shape: GemmShape, relaxed: boolean, edge: boolean): void {
+  const { mr, nv, unroll: U, aLoad } = shape;
+  const [a, b, c, kc, ldc, accum, panels, aStride] = [0, 1, 2, 3, 4, 5, 6, 7];
+  const rows = panels; // (edge)
+  const acc: number[] = [];
+  for (let i = 0; i < mr * nv; i++) acc.push(f.local('v128'));
+  const bv: number[] = [];
+  for (let j = 0; j < nv; j++) bv.push(f.local('v128'));
+  const av = f.local('v128');
+  const groups = aLoad === 'vector' ? Math.floor(mr / 4) : 0;
+  const ag: number[] = [];
+  for (let g = 0; g < groups; g++) ag.push(f.local('v128'));
+  const cr = f.local('i32');
+  const ak = f.local('i32');
+  const bk = f.local('i32');
+  const k = f.local('i32');
+  /** Row r of C: pushes nothing; `body` runs with C's row address in `cr`, guarded by `r < rows` at an edge. */
+  const eachRow = (body: (r: number) => void): void => {
+    f.get(c).set(cr);
+    for (let r = 0; r < mr; r++) {
+      if (edge && r > 0) f.get(rows).i32Const(r).op(OP.i32_gt_u).if();
+      body(r);
+      if (edge && r > 0) f.end();
+      if (r < mr - 1) f.get(cr).get(ldc).op(OP.i32_add).set(cr);
+    }
+  };
+  if (!edge) f.loop(); // row panels
+  // Load or zero the accumulators.
+  if (edge) for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
+  f.get(accum).if();
+  eachRow((r) => {
+    for (let j = 0; j < nv; j++) f.get(cr).simdMem(SIMD.v128_load, 16 * j).set(acc[r * nv + j]);
+  });
+  if (!edge) {
+    f.else();
+    for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
+  }
+  f.end();
+  // The K loop.
+  f.get(a).set(ak);
+  f.get(b).set(bk);
+  f.get(kc).set(k);
+  f.loop();
+  for (let u = 0; u < U; u++) {
+    for (let j = 0; j < nv; j++) f.get(bk).simdMem(SIMD.v128_load, (u * nv + j) * 16).set(bv[j]);
+    for (let g = 0; g < groups; g++) f.get(ak).simdMem(SIMD.v128_load, (u * mr + 4 * g) * 4).set(ag[g]);
+    for (let r = 0; r < mr; r++) {
+      if (r < groups * 4) {
+        const lane = r % 4;
+        f.get(ag[Math.floor(r / 4)]).get(ag[Math.floor(r / 4)]).simd(SIMD.i8x16_shuffle);
+        for (let i = 0; i < 16; i++) f.op(lane * 4 + (i % 4));
+      } else f.get(ak).simdMem(SIMD.v128_load32_splat, (u * mr + r) * 4, 4);
+      f.set(av);
+      for (let j = 0; j < nv; j++) {
+        const x = acc[r * nv + j];
+        if (relaxed) f.get(av).get(bv[j]).get(x).simd(SIMD.f32x4_relaxed_madd).set(x);
+        else f.get(x).get(av).get(bv[j]).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_add).set(x);
+      }
+    }
+  }
+  f.get(ak).i32Const(U * mr * 4).op(OP.i32_add).set(ak);
+  f.get(bk).i32Const(U * nv * 16).op(OP.i32_add).set(bk);
+  f.get(k).i32Const(U).op(OP.i32_sub).tee(k).brIf(0);
+  f.end();
+  // Store.
+  eachRow((r) => {
+    for (let j = 0; j < nv; j++) f.get(cr).get(acc[r * nv + j]).simdMem(SIMD.v128_store, 16 * j);
+  });
+  if (edge) return;
+  // Next row panel: C continues MR rows down.
+  f.get(cr).get(ldc).op(OP.i32_add).set(c);
+  f.get(a).get(aStride).op(OP.i32_add).set(a);
+  f.get(panels).i32Const(1).op(OP.i32_sub).tee(panels).brIf(0);
+  f.end();
+}
+
 export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModuleOptions): Uint8Array {
   const { mr, nv, unroll: U, kc: KC, mc: MC, nc: NC } = shape;
   const NR = nv * 4;
@@ -61,71 +155,18 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
   if (KC % U !== 0) throw new Error(`buildGemmModule: kc ${KC} must be a multiple of the unroll ${U}`);
   const m = new ModuleBuilder();
   m.importMemory('env', 'mem', { initial: 1, maximum: maxPages, shared });
-
-  // micro(a, b, c, kc, ldcBytes, accumulate, panels, aStride): `panels` micro-tiles down one
-  // column panel (A row panels `aStride` bytes apart, C tiles MR rows apart) in one call, so the
-  // call and the caller's register saves around it are paid once per column panel and K block,
-  // not once per micro-tile (a tenth of the time of a K = 32 product).
-  const micro = m.addFunction('micro', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [a, b, c, kc, ldc, accum, panels, aStride] = [0, 1, 2, 3, 4, 5, 6, 7];
-    const acc: number[] = [];
-    for (let i = 0; i < mr * nv; i++) acc.push(f.local('v128'));
-    const bv: number[] = [];
-    for (let j = 0; j < nv; j++) bv.push(f.local('v128'));
-    const av = f.local('v128');
-    const cr = f.local('i32');
-    const ak = f.local('i32');
-    const bk = f.local('i32');
-    const k = f.local('i32');
-    f.loop(); // row panels
-    // Load or zero the accumulators.
-    f.get(accum).if();
-    f.get(c).set(cr);
-    for (let r = 0; r < mr; r++) {
-      for (let j = 0; j < nv; j++) f.get(cr).simdMem(SIMD.v128_load, 16 * j).set(acc[r * nv + j]);
-      if (r < mr - 1) f.get(cr).get(ldc).op(OP.i32_add).set(cr);
-    }
-    f.else();
-    for (const x of acc) f.v128Const([0, 0, 0, 0]).set(x);
-    f.end();
-    // The K loop.
-    f.get(a).set(ak);
-    f.get(b).set(bk);
-    f.get(kc).set(k);
-    f.loop();
-    for (let u = 0; u < U; u++) {
-      for (let j = 0; j < nv; j++) f.get(bk).simdMem(SIMD.v128_load, (u * nv + j) * 16).set(bv[j]);
-      for (let r = 0; r < mr; r++) {
-        f.get(ak).simdMem(SIMD.v128_load32_splat, (u * mr + r) * 4, 4).set(av);
-        for (let j = 0; j < nv; j++) {
-          const x = acc[r * nv + j];
-          if (relaxed) f.get(av).get(bv[j]).get(x).simd(SIMD.f32x4_relaxed_madd).set(x);
-          else f.get(x).get(av).get(bv[j]).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_add).set(x);
-        }
-      }
-    }
-    f.get(ak).i32Const(U * mr * 4).op(OP.i32_add).set(ak);
-    f.get(bk).i32Const(U * nv * 16).op(OP.i32_add).set(bk);
-    f.get(k).i32Const(U).op(OP.i32_sub).tee(k).brIf(0);
-    f.end();
-    // Store.
-    f.get(c).set(cr);
-    for (let r = 0; r < mr; r++) {
-      for (let j = 0; j < nv; j++) f.get(cr).get(acc[r * nv + j]).simdMem(SIMD.v128_store, 16 * j);
-      f.get(cr).get(ldc).op(OP.i32_add).set(cr);
-    }
-    // Next row panel: C continues where the stores ended (MR rows down).
-    f.get(cr).set(c);
-    f.get(a).get(aStride).op(OP.i32_add).set(a);
-    f.get(panels).i32Const(1).op(OP.i32_sub).tee(panels).brIf(0);
-    f.end();
-  });
+  const micro = m.addFunction('micro', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => emitMicro(f, shape, relaxed, false));
+  const microEdge = m.addFunction('micro_edge', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => emitMicro(f, shape, relaxed, true));
 
   // gemm(ap, bp, cp, mp, np, kp, i0, i1, j0, j1)
   m.addFunction('gemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [ap, bp, cp, mp0, np, kp, i0, i1, j0, j1] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
     void mp0; // the padded height; rows are bounded by i1
     const mp = i1;
+    const full = f.local('i32');
+    const part = f.local('i32');
+    const aptr = f.local('i32');
+    const cptr = f.local('i32');
     const jc = f.local('i32');
     const pc = f.local('i32');
     const ic = f.local('i32');
@@ -161,19 +202,29 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
     f.get(ic);
     min(rem, MC);
     f.op(OP.i32_add).set(iEnd);
+    // full row panels of the block, and the rows of a last partial one (i1 past a multiple of MR)
+    f.get(iEnd).get(ic).op(OP.i32_sub).i32Const(mr).op(OP.i32_div_u).set(full);
+    f.get(iEnd).get(ic).op(OP.i32_sub).get(full).i32Const(mr).op(OP.i32_mul).op(OP.i32_sub).set(part);
     f.get(jc).set(jr);
     f.loop(); // jr loop
     // bptr = bp + (jr * kp + pc * NR) * 4
     f.get(bp).get(jr).get(kp).op(OP.i32_mul).get(pc).i32Const(NR).op(OP.i32_mul).op(OP.i32_add).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(bptr);
-    // micro(ap + (ic*kp + pc*MR)*4, bptr, cp + (ic*np + jr)*4, kc, ldc, pc, (iEnd - ic)/MR, kp*MR*4):
-    // the row panels ic..iEnd of column panel jr.
-    f.get(ap).get(ic).get(kp).op(OP.i32_mul).get(pc).i32Const(mr).op(OP.i32_mul).op(OP.i32_add).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
-    f.get(bptr);
-    f.get(cp).get(ic).get(np).op(OP.i32_mul).get(jr).op(OP.i32_add).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
-    f.get(kc).get(ldc).get(pc);
-    f.get(iEnd).get(ic).op(OP.i32_sub).i32Const(mr).op(OP.i32_div_u);
+    // micro(ap + (ic*kp + pc*MR)*4, bptr, cp + (ic*np + jr)*4, kc, ldc, pc, full, kp*MR*4):
+    // the full row panels of ic..iEnd in column panel jr; then micro_edge for the partial one.
+    f.get(ap).get(ic).get(kp).op(OP.i32_mul).get(pc).i32Const(mr).op(OP.i32_mul).op(OP.i32_add).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(aptr);
+    f.get(cp).get(ic).get(np).op(OP.i32_mul).get(jr).op(OP.i32_add).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(cptr);
+    f.get(full).if();
+    f.get(aptr).get(bptr).get(cptr).get(kc).get(ldc).get(pc).get(full);
     f.get(kp).i32Const(mr * 4).op(OP.i32_mul);
     f.call(micro);
+    f.end();
+    f.get(part).if();
+    f.get(aptr).get(full).get(kp).op(OP.i32_mul).i32Const(mr * 4).op(OP.i32_mul).op(OP.i32_add);
+    f.get(bptr);
+    f.get(cptr).get(full).i32Const(mr).op(OP.i32_mul).get(ldc).op(OP.i32_mul).op(OP.i32_add);
+    f.get(kc).get(ldc).get(pc).get(part);
+    f.call(microEdge);
+    f.end();
     f.get(jr).i32Const(NR).op(OP.i32_add).tee(jr).get(jEnd).op(OP.i32_lt_s).brIf(0);
     f.end();
     f.get(iEnd).tee(ic).get(mp).op(OP.i32_lt_s).brIf(0);

@@ -101,9 +101,27 @@ export function addOutputFunctions(m: ModuleBuilder): void {
   }
 }
 
+/**
+ * The panel heights the packing kernels exist for: 4 and 8 (B panels of NR = 8 columns, A panels
+ * of a 4-row micro-kernel) and 5 (A panels of the 5 x 8 micro-kernel, see gemmModule.ts).
+ */
+export const PACK_ROWS: readonly number[] = [4, 5, 8];
+
+/** Pushes one element at byte address in local `addr` as f32 bits in lane 0 (bf16 widened). */
+function load1(f: FunctionBuilder, addr: number, bf16: boolean): void {
+  if (bf16) f.get(addr).mem(OP.i32_load16_u, 0, 2).i32Const(16).op(OP.i32_shl).simd(SIMD.i32x4_splat);
+  else f.get(addr).simdMem(SIMD.v128_load32_splat, 0, 4);
+}
+
+/** Stores lane `lane` of the v128 on the stack at byte address `d + offset` (the address pushed first). */
+function storeLane(f: FunctionBuilder, offset: number, lane: number): void {
+  f.simdMem(SIMD.v128_store32_lane, offset, 4);
+  f.op(lane);
+}
+
 export function addPackFunctions(m: ModuleBuilder): void {
   for (const layout of ['rc', 'kc'] as const) {
-    for (const R of [4, 8]) {
+    for (const R of PACK_ROWS) {
       for (const bf16 of [false, true]) {
         for (const flush of [false, true]) {
           m.addFunction(packFunctionName(layout, R, bf16, flush), ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
@@ -129,21 +147,30 @@ export function addPackFunctions(m: ModuleBuilder): void {
             f.get(dst).get(p).get(kp).op(OP.i32_mul).i32Const(R * 4).op(OP.i32_mul).op(OP.i32_add).set(d);
             f.i32Const(0).set(k);
             f.loop(); // k
+            const groups = Math.floor(R / 4);
             if (layout === 'rc') {
-              // R/4 contiguous vectors at s + q*4*esz; store at d + 16q.
-              for (let q = 0; q < R / 4; q++) {
+              // R/4 contiguous vectors at s + q*4*esz; store at d + 16q; a row past the last
+              // group of 4 (R = 5) is one element, stored from lane 0.
+              for (let q = 0; q < groups; q++) {
                 f.get(s).i32Const(q * 4 * esz).op(OP.i32_add).set(a);
                 f.get(d);
                 load4(f, a, bf16);
                 convert(f, t, bf16, flush);
                 f.simdMem(SIMD.v128_store, q * 16, 16);
               }
+              for (let r = groups * 4; r < R; r++) {
+                f.get(s).i32Const(r * esz).op(OP.i32_add).set(a);
+                f.get(d);
+                load1(f, a, bf16);
+                convert(f, t, bf16, flush);
+                storeLane(f, r * 4, 0);
+              }
               f.get(s).get(ksB).op(OP.i32_add).set(s);
               f.get(d).i32Const(R * 4).op(OP.i32_add).set(d);
               f.get(k).i32Const(1).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
             } else {
               // For each group of 4 rows: load rows x (k..k+3), transpose, store 4 k-vectors.
-              for (let q = 0; q < R / 4; q++) {
+              for (let q = 0; q < groups; q++) {
                 for (let i = 0; i < 4; i++) {
                   f.get(s).get(rsB).i32Const(q * 4 + i).op(OP.i32_mul).op(OP.i32_add).set(a);
                   load4(f, a, bf16);
@@ -178,6 +205,17 @@ export function addPackFunctions(m: ModuleBuilder): void {
                   shuffle32(f, lanes);
                   f.simdMem(SIMD.v128_store, j * R * 4 + q * 16, 16);
                 });
+              }
+              // A row past the last group of 4 (R = 5): its 4 k values go to lane r of 4 k-vectors.
+              for (let r = groups * 4; r < R; r++) {
+                f.get(s).get(rsB).i32Const(r).op(OP.i32_mul).op(OP.i32_add).set(a);
+                load4(f, a, bf16);
+                convert(f, t, bf16, flush);
+                f.set(v[0]);
+                for (let j = 0; j < 4; j++) {
+                  f.get(d).get(v[0]);
+                  storeLane(f, j * R * 4 + r * 4, j);
+                }
               }
               f.get(s).i32Const(4 * esz).op(OP.i32_add).set(s);
               f.get(d).i32Const(4 * R * 4).op(OP.i32_add).set(d);
