@@ -47,7 +47,7 @@ export interface GemmShape {
 /** The 4 x 8 micro-kernel of earlier versions (a peer in benchmarks and tests). */
 export const GEMM_SHAPE_4X8: GemmShape = { mr: 4, nv: 2, aLoad: 'splat', unroll: 1, kc: 512, mc: 128, nc: 4096 };
 
-export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 125, nc: 4096 };
+export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 130, nc: 4096 };
 
 /** The module's GEMM export (see above); its packing and output functions are looked up by name. */
 export interface GemmExports {
