@@ -101,7 +101,8 @@ describe('packPlan', () => {
           const elems = (rows - 1) * rs + (k - 1) * ks + 1;
           const src = 64;
           const dst = Math.ceil((src + elems * esz) / 64) * 64;
-          engine.ensure(dst + panels * k * R * 4 + 64);
+          const kp = k + (seed % 3) * 4; // packed k may be longer (zero padding, left to the edges)
+          engine.ensure(dst + panels * kp * R * 4 + 64);
           const u32 = engine.u32;
           const u16 = new Uint16Array(u32.buffer);
           for (let i = 0; i < elems; i++) {
@@ -111,9 +112,10 @@ describe('packPlan', () => {
             if (isBf16) u16[src / 2 + i] = bf16.fromFloat32(f);
             else new Float32Array(u32.buffer)[src / 4 + i] = f;
           }
-          engine.runPackKernel(packFunctionName(layout, R, isBf16, flush), src, rs, ks, panels, k, k, dst);
-          const want = new Uint32Array(panels * k * R);
-          packOperand({ bits: isBf16 ? u16 : u32, bf16: isBf16, rows, k, rs, ks }, src / esz, R, [HI], k, flush, want, 0);
+          u32.fill(0, dst / 4, dst / 4 + panels * kp * R);
+          engine.runPackKernel(packFunctionName(layout, R, isBf16, flush), src, rs, ks, panels, k, kp, dst);
+          const want = new Uint32Array(panels * kp * R);
+          packOperand({ bits: isBf16 ? u16 : u32, bf16: isBf16, rows, k, rs, ks }, src / esz, R, [HI], kp, flush, want, 0);
           expect(Array.from(u32.subarray(dst / 4, dst / 4 + want.length))).toEqual(Array.from(want));
         },
       ),
