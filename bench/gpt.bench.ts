@@ -31,6 +31,8 @@
  * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
  * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
  * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
+ * On Linux the bench prints each trainer's CPU time per step by thread group (threadTimes.ts);
+ * TPUKIT_POOL_TIMES=1 adds the calling thread's wall time inside worker-pool jobs.
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -41,6 +43,8 @@ import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@
 import { arenaTraffic, getKernelThreads, jit, profile, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import type { HloComputation } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
+import { wasm } from '@tpukit/core/internal';
+import { threadSnapshot, threadTimesAvailable, threadTimesSince, type ThreadGroupTimes } from './threadTimes';
 
 const V = 256;
 const D = 128;
@@ -447,6 +451,10 @@ async function main(): Promise<void> {
   const cpuTps = trainers.map((): number[] => []);
   // CPU-seconds per wall-second (all threads): how busy the threads kept the cores.
   const cpuPerWall = trainers.map((): number[] => []);
+  // Per round, each thread group's CPU and wait time (threadTimes.ts): who used the cores.
+  const groups = trainers.map((): ThreadGroupTimes[] => []);
+  // With TPUKIT_POOL_TIMES=1: per round, the calling thread's wall ms inside pool jobs and waiting in them.
+  const jobs = trainers.map((): { n: number; ms: number; wait: number; wall: number }[] => []);
   let at = 2;
   const losses = trainers.map(() => NaN);
   // Per-round ratios of named trainers (wall and CPU time), medians reported below.
@@ -457,9 +465,14 @@ async function main(): Promise<void> {
     const round: number[] = [];
     const roundCpu: number[] = [];
     for (let k = 0; k < trainers.length; k++) {
+      const th0 = threadSnapshot();
+      const pj0 = { ...wasm.poolJobTimes };
       const c0 = process.cpuUsage();
       const t0 = performance.now();
       losses[k] = await trainers[k].steps(at, STEPS);
+      groups[k].push(threadTimesSince(th0));
+      const pj = wasm.poolJobTimes;
+      jobs[k].push({ n: pj.jobs - pj0.jobs, ms: pj.ms - pj0.ms, wait: pj.waitMs - pj0.waitMs, wall: performance.now() - t0 });
       const ms = performance.now() - t0;
       const cpu = process.cpuUsage(c0);
       round.push((STEPS * TOKENS) / (ms / 1000));
@@ -482,6 +495,20 @@ async function main(): Promise<void> {
     const cpu = med(cpuTps[k]);
     console.log(`    ${tr.name.padEnd(14)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  CPU-s per wall-s ${med(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
   });
+  if (threadTimesAvailable) {
+    console.log('  CPU ms per step by thread (median over rounds; waiting for a CPU in brackets): main | worker pools (GEMM, kernels, attention) | V8 and libuv background (concurrent GC, compiler)');
+    trainers.forEach((tr, k) => {
+      const m = (f: (g: ThreadGroupTimes) => number): string => (med(groups[k].map(f)) / STEPS).toFixed(0);
+      console.log(`    ${tr.name.padEnd(14)} ${m((g) => g.run.main)} (${m((g) => g.wait.main)}) | ${m((g) => g.run.workers)} (${m((g) => g.wait.workers)}) | ${m((g) => g.run.background)} (${m((g) => g.wait.background)})`);
+    });
+  }
+  if (wasm.poolJobTimes.enabled) {
+    console.log('  pool jobs per step (GEMM and kernel pools; median over rounds): jobs, wall ms from wake-up to done (of which waiting for workers), wall ms outside them');
+    trainers.forEach((tr, k) => {
+      const m = (f: (j: (typeof jobs)[number][number]) => number): string => (med(jobs[k].map(f)) / STEPS).toFixed(0);
+      console.log(`    ${tr.name.padEnd(14)} ${m((j) => j.n)} jobs, ${m((j) => j.ms)} ms (${m((j) => j.wait)}), outside ${m((j) => j.wall - j.ms)} ms`);
+    });
+  }
   torch.forEach((x, k) => console.log(`    torch ${k + 1}t       ${typeof x === 'string' ? x : `${x.tps.toFixed(0).padStart(6)} tok/s  ${((x.tps * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x.tps) * 1000).toFixed(0)} ms/step  per CPU-second ${x.cpu.toFixed(0).padStart(6)} tok (one run of ${Math.max(10, ROUNDS * STEPS)} steps)`}`));
   const bs = systolic.batchedStats;
   console.log(`  batched dots (attention's per-head products) item by item: ${bs.jobs} dots, ${bs.pooled} on the thread pool; worker threads computed ${((100 * bs.workerItems) / Math.max(1, bs.pooledItems)).toFixed(0)}% of the pooled items`);

@@ -32,6 +32,12 @@ export interface DonationPlan {
   readonly outputToParam: ReadonlyMap<number, number>;
   /** Entry instruction index of a fusion -> donated flat input it writes into directly. */
   readonly inPlace: ReadonlyMap<number, number>;
+  /**
+   * Entry instruction index of a multi-output loop fusion -> (its output index -> donated flat
+   * input): outputs a WebAssembly kernel's copy out of its arena writes straight into donated
+   * storage (the kernel has read all its inputs by then).
+   */
+  readonly inPlaceTuple: ReadonlyMap<number, ReadonlyMap<number, number>>;
   /** Donated flat inputs that no output can reuse (left alive). */
   readonly unusable: readonly number[];
   /** JAX's warning for unusable donations, or null. */
@@ -56,8 +62,9 @@ function aliasClosure(c: HloComputation, p: HloInstruction): Set<HloInstruction>
 export function planDonation(c: HloComputation, donated: readonly number[], name: string, labels: readonly string[] = []): DonationPlan {
   const outputToParam = new Map<number, number>();
   const inPlace = new Map<number, number>();
+  const inPlaceTuple = new Map<number, Map<number, number>>();
   const unusable: number[] = [];
-  if (donated.length === 0) return { outputToParam, inPlace, unusable, warning: null };
+  if (donated.length === 0) return { outputToParam, inPlace, inPlaceTuple, unusable, warning: null };
   const ba = assignBuffers(c, donated);
   const pos = new Map(c.instructions.map((i, k) => [i, k]));
   const taken = new Set<number>();
@@ -86,12 +93,16 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
     }
     const canWriteInPlace = (k: number): boolean => {
       const o = outs[k];
-      if (o.opcode !== 'fusion' || (o.params as { kind?: string }).kind !== 'kLoop' || outs.indexOf(o) !== k) return false;
-      const t = pos.get(o)!;
+      // The loop fusion computing the output (an element of a multi-output one's tuple, too).
+      const f = o.opcode === 'get-tuple-element' ? o.operands[0] : o;
+      if (f.opcode !== 'fusion' || (f.params as { kind?: string }).kind !== 'kLoop' || outs.indexOf(o) !== k) return false;
+      // (A tuple element is copied out of a WebAssembly arena: float32 only.)
+      if (f !== o && (o.shape.dtype !== 'float32' || o.shape.weakType)) return false;
+      const t = pos.get(f)!;
       if (lastRead > t) return false;
       if (lastRead < t) return true;
       // Read at the fusion itself: only elementwise (same shape as the output) is safe in place.
-      return o.operands.every((x) => !closure.has(x) || (numel(x.shape) === numel(o.shape) && x.shape.shape.join() === o.shape.shape.join()));
+      return f.operands.every((x) => !closure.has(x) || (numel(x.shape) === numel(o.shape) && x.shape.shape.join() === o.shape.shape.join()));
     };
     const slot = (k: number) => ba.slots.get(outs[k]);
     const fromAssignment = candidates.find((k) => {
@@ -101,12 +112,20 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
     const k = fromAssignment ?? candidates.find(canWriteInPlace) ?? candidates[0];
     taken.add(k);
     outputToParam.set(k, j);
-    if (canWriteInPlace(k)) inPlace.set(pos.get(outs[k])!, j);
+    if (canWriteInPlace(k)) {
+      const o = outs[k];
+      if (o.opcode !== 'get-tuple-element') inPlace.set(pos.get(o)!, j);
+      else {
+        const t = pos.get(o.operands[0])!;
+        if (!inPlaceTuple.has(t)) inPlaceTuple.set(t, new Map());
+        inPlaceTuple.get(t)!.set((o.params as { index: number }).index, j);
+      }
+    }
   }
   const warning = unusable.length
     ? `jit(${name}): Some donated buffers were not usable: ${unusable.map((j) => `${labels[donated.indexOf(j)] ?? `input ${j}`} ${typeStr(c.params[j])}`).join(', ')} (no output of the same shape and dtype can take them; they are not deleted)`
     : null;
-  return { outputToParam, inPlace, unusable, warning };
+  return { outputToParam, inPlace, inPlaceTuple, unusable, warning };
 }
 
 /** The storage of a donated argument when outputs can be written into it here, else null. */
@@ -122,6 +141,8 @@ export class DonationRuntime {
   private readonly donatedParams: number[];
   /** Outputs written straight into donated storage, and outputs copied into it, over all calls. */
   readonly counts = { inPlaceWrites: 0, copies: 0 };
+  /** Per multi-output fusion, the targets of its outputs (`tupleTargets`). */
+  private readonly dests = new Map<number, (Float32Array | Uint8Array | null)[]>();
 
   constructor(
     readonly plan: DonationPlan,
@@ -155,6 +176,31 @@ export class DonationRuntime {
     if (!(s instanceof Float32Array || s instanceof Uint8Array)) return null;
     this.counts.inPlaceWrites++;
     return s;
+  }
+
+  /**
+   * Where each output of the multi-output fusion at entry instruction `step` is copied out of
+   * the arena this call (null entries: a fresh array), or null when none lands in donated
+   * storage. The array is reused call after call.
+   */
+  tupleTargets(step: number, args: readonly Array[]): (Float32Array | Uint8Array | null)[] | null {
+    const m = this.plan.inPlaceTuple.get(step);
+    if (m === undefined) return null;
+    let d = this.dests.get(step);
+    if (d === undefined) {
+      d = new globalThis.Array<Float32Array | Uint8Array | null>(Math.max(...m.keys()) + 1).fill(null);
+      this.dests.set(step, d);
+    }
+    let any = false;
+    for (const [q, j] of m) {
+      const s = hostStorage(args[j]);
+      d[q] = s instanceof Float32Array || s instanceof Uint8Array ? s : null;
+      if (d[q] !== null) {
+        any = true;
+        this.counts.inPlaceWrites++;
+      }
+    }
+    return any ? d : null;
   }
 
   /** Whether `land` will copy output `k` (now `out`) into a donated argument's storage this call. */

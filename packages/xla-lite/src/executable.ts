@@ -182,7 +182,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         break;
       }
       case 'wasm':
-        vals[s.out] = wasmProgram!.run(s.step, vals, donating && !s.step.out.inst.isTuple ? donor.target(s.out, args) : null);
+        if (s.step.outputs !== null) vals[s.out] = wasmProgram!.run(s.step, vals, null, donating ? donor.tupleTargets(s.out, args) : null);
+        else vals[s.out] = wasmProgram!.run(s.step, vals, donating ? donor.target(s.out, args) : null);
         break;
       case 'output': {
         // The dot on the current backend, then its epilogue in place over the dot's buffer.

@@ -156,6 +156,37 @@ describe('donateArgnums', () => {
     expect(step.compileStats().misses).toBe(1);
   });
 
+  it('a multi-output fusion (an Adam update) writes each donated output straight into its argument, no end copy', () => {
+    // p, m, v updated by one 3-output loop fusion (m2 is an output and read by p2's computation).
+    const adam = (p: Array, m: Array, v: Array, g: Array) => {
+      const m2 = np.add(np.multiply(m, 0.9), np.multiply(g, 0.1));
+      const v2 = np.add(np.multiply(v, 0.999), np.multiply(np.square(g), 0.001));
+      return [np.subtract(p, np.multiply(np.divide(m2, np.add(np.sqrt(v2), 1e-8)), 3e-4)), m2, v2];
+    };
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 1, max: 1000 }), (n, seed) => {
+        const data = (k: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.7 + seed * k) * (k === 2 ? 0.5 + 0.4 * Math.cos(i) : 1));
+        const args = (): [Array, Array, Array, Array] => [np.array(data(0), 'float32'), np.array(data(1), 'float32'), np.array(data(2), 'float32'), np.array(data(3), 'float32')];
+        const donated = jit(adam, { donateArgnums: [0, 1, 2] });
+        const c = donated.lower(...args()).compile();
+        const fusedTuple = [...c.donation.inPlaceTuple.values()].reduce((a, m) => a + m.size, 0);
+        const a = args();
+        const storages = a.slice(0, 3).map((x) => toStorage(x));
+        const before = c.donationStats();
+        const outs = c.call(a);
+        const after = c.donationStats();
+        const want = (jit(adam)(...args()) as Array[]).map(vals);
+        expect(outs.map(vals)).toEqual(want);
+        outs.forEach((o, q) => expect(toStorage(o), `output ${q} lives in donated argument ${q}`).toBe(storages[q]));
+        // Every output the plan writes in place is counted as such, and only the others are copied at the end.
+        expect(after.inPlaceWrites - before.inPlaceWrites + after.copies - before.copies).toBe(3);
+        if (fusedTuple > 0) expect(after.copies - before.copies).toBe(3 - fusedTuple - c.donation.inPlace.size);
+        return fusedTuple > 0 || c.stats.wasmKernels === 0;
+      }),
+      { numRuns: 8 },
+    );
+  });
+
   it('Compiled.call (ahead of time) deletes what it reused too', () => {
     const c = jit((p: Array) => np.multiply(p, 3), { donateArgnums: 0 }).lower(f32([1])).compile();
     const p = f32([2]);

@@ -20,9 +20,53 @@ export interface PoolWorker {
 
 type WorkerCtor = new (src: string, opts: object) => PoolWorker;
 
+const envSpin = Number((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_WORKER_SPIN_US ?? NaN);
+
+/**
+ * The microseconds a worker keeps polling for the next job after finishing one before it sleeps in
+ * `Atomics.wait` (env `TPUKIT_WORKER_SPIN_US` overrides; read when a worker starts). 0: sleep at once.
+ */
+let idleSpin = Number.isFinite(envSpin) && envSpin >= 0 ? envSpin : 0;
+
+export function getWorkerIdleSpinMicros(): number {
+  return idleSpin;
+}
+
+/** Sets the idle poll of workers started from now on (benchmarks comparing settings). */
+export function setWorkerIdleSpinMicros(us: number): void {
+  if (typeof us !== 'number' || !Number.isFinite(us) || us < 0 || us > 1e6) throw new RangeError(`setWorkerIdleSpinMicros: us must be a number in 0..1e6; got ${String(us)}`);
+  idleSpin = us;
+}
+
+/**
+ * The statement a worker program runs between jobs (JavaScript source): polls control slot
+ * `gen` of the Int32Array `c` while it still equals the local `seen`, for
+ * `workerData.idleSpin` microseconds, then sleeps on it. A job announced during the poll
+ * starts without a futex wake-up (tens of microseconds, up to hundreds when the core has gone
+ * idle in a virtual machine).
+ */
+export function idleWaitSource(gen: number): string {
+  return `if (workerData.idleSpin > 0) { const until = performance.now() + workerData.idleSpin / 1000; while (Atomics.load(c, ${gen}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(c, ${gen}) === seen; s++); }
+  Atomics.wait(c, ${gen}, seen);`;
+}
+
+/**
+ * Where the calling thread's time goes around pool jobs, summed over every pool that reports
+ * (the GEMM pool and xla-lite's kernel pool): jobs, wall ms from `wake` to `finished`, and wall
+ * ms spent in `waitFor` / `waitForZero` (polling or asleep, waiting for workers). Off unless
+ * `enabled` (env `TPUKIT_POOL_TIMES=1`): one boolean test per job when off.
+ */
+export const poolJobTimes = {
+  enabled: (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_POOL_TIMES === '1',
+  jobs: 0,
+  ms: 0,
+  waitMs: 0,
+};
+
 export class WorkerPool {
   readonly workers: PoolWorker[] = [];
   #broken = false;
+  #t0 = 0;
 
   /**
    * @param source the workers' program (CommonJS, run with `eval: true`)
@@ -52,7 +96,7 @@ export class WorkerPool {
     try {
       while (this.workers.length < n) {
         const id = this.workers.length;
-        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), ...this.data(id) } });
+        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, ...this.data(id) } });
         w.unref();
         this.workers.push(w);
       }
@@ -66,6 +110,7 @@ export class WorkerPool {
 
   /** Announces a job: bumps the generation and wakes every worker. */
   wake(): void {
+    if (poolJobTimes.enabled) this.#t0 = performance.now();
     Atomics.add(this.control, this.gen, 1);
     Atomics.notify(this.control, this.gen);
   }
@@ -80,21 +125,32 @@ export class WorkerPool {
 
   /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. */
   waitFor(i: number, target: number): void {
+    const t0 = poolJobTimes.enabled ? performance.now() : 0;
     for (;;) {
       const v = this.poll(i, target);
-      if (v >= target) return;
+      if (v >= target) break;
       Atomics.wait(this.control, i, v);
     }
+    if (t0 !== 0) poolJobTimes.waitMs += performance.now() - t0;
   }
 
   /** Waits until slot `i` is zero or less (a count of workers inside a job). */
   waitForZero(i: number): void {
     const c = this.control;
+    const t0 = poolJobTimes.enabled ? performance.now() : 0;
     for (;;) {
       let v = Atomics.load(c, i);
       for (let s = 0; s < this.spin && v > 0; s++) v = Atomics.load(c, i);
-      if (v <= 0) return;
+      if (v <= 0) break;
       Atomics.wait(c, i, v);
     }
+    if (t0 !== 0) poolJobTimes.waitMs += performance.now() - t0;
+  }
+
+  /** Ends the job `wake` announced, for `poolJobTimes`. */
+  finished(): void {
+    if (!poolJobTimes.enabled) return;
+    poolJobTimes.jobs++;
+    poolJobTimes.ms += performance.now() - this.#t0;
   }
 }

@@ -9,19 +9,14 @@ import type { KernelScope } from './kernelScope';
 const { OP } = wasm;
 
 export function loopKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, item, r, set, rowSetup, columns, walk, reads, storeOut, forItems, chunkRange } = k;
+  const { f, b, plan, at, opts, item, r, set, rowSetup, walk, reads, storeOut, forItems, chunkRange } = k;
   const cpr = plan.chunksPerRow;
   const outs = plan.body.outputs;
   forItems(() => {
     set(r, () => f.get(item).i32Const(cpr).op(OP.i32_div_u));
     chunkRange(() => f.get(item).get(r).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub));
     rowSetup();
-    if (outs.length === 1)
-      columns(
-        (v) => storeOut(v, false, at.out),
-        (v) => storeOut(v, true, at.out),
-      );
-    // A multi-output fusion: every output computed in one walk, each stored to its buffer.
-    else walk((partial) => emitElements(b, plan.body, reads, opts, outs).forEach((v, q) => storeOut(v, partial, q === 0 ? at.out : at.more![q - 1])));
+    // Every output computed in one walk (one for a single-output fusion), each stored to its buffer.
+    walk((partial) => emitElements(b, plan.body, reads, opts, outs).forEach((v, q) => storeOut(v, partial, q === 0 ? at.out : at.more![q - 1])));
   });
 }

@@ -45,6 +45,9 @@ const SLOTS = 16;
 /** Polls of a control slot before sleeping on it. */
 const SPIN = 4000;
 
+/** Between jobs: poll the generation a while, then sleep (core's `wasm.idleWaitSource`). */
+const IDLE_WAIT = wasm.idleWaitSource(GEN);
+
 const WORKER_SOURCE = `
 const { parentPort, workerData, receiveMessageOnPort } = require('node:worker_threads');
 const c = new Int32Array(workerData.control);
@@ -54,12 +57,18 @@ function drain() {
   for (let m = receiveMessageOnPort(parentPort); m; m = receiveMessageOnPort(parentPort)) {
     const x = m.message;
     if (x.drop !== undefined) programs.delete(x.drop);
-    else programs.set(x.id, new WebAssembly.Instance(x.module, { env: { mem: x.memory, sin: Math.sin, cos: Math.cos } }).exports);
+    else {
+      // Kernel k<fn> at index fn (no name built per job).
+      const ex = new WebAssembly.Instance(x.module, { env: { mem: x.memory, sin: Math.sin, cos: Math.cos } }).exports;
+      const ks = [];
+      for (const n of Object.keys(ex)) if (/^k[0-9]+$/.test(n)) ks[Number(n.slice(1))] = ex[n];
+      programs.set(x.id, ks);
+    }
   }
 }
 let seen = workerData.start;
 for (;;) {
-  Atomics.wait(c, ${GEN}, seen);
+  ${IDLE_WAIT}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
   Atomics.add(c, ${INSIDE}, 1);
@@ -67,7 +76,7 @@ for (;;) {
     let k = null;
     try {
       drain();
-      k = programs.get(c[${PID}])['k' + c[${FN}]];
+      k = programs.get(c[${PID}])[c[${FN}]];
     } catch (e) {
       Atomics.store(c, ${ERR}, 1);
     }
@@ -174,6 +183,7 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   pool.waitFor(DONE_ITEMS, items);
   Atomics.store(c, OPEN, 0);
   pool.waitForZero(INSIDE);
+  pool.finished();
   if (failed) throw failed;
   if (Atomics.load(c, ERR) !== 0) throw new Error(`xla-lite ${name}: a kernel worker thread failed (setKernelThreads(1) runs kernels on the calling thread only)`);
   return true;

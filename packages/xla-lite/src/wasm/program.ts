@@ -233,7 +233,6 @@ export class WasmProgram implements PoolProgram {
     // A multi-output (row) fusion writes its outputs into regions of their own (below), where
     // wasm kernels read them; outputs read elsewhere are copied out.
     const host = zeroCopy ? arenaHost() : null;
-    const outputs = new Set(c.outputs);
     const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
     // JavaScript kernels; a kOutput's dot included), dots, and storage-sharing reshapes whose
@@ -248,7 +247,7 @@ export class WasmProgram implements PoolProgram {
     const resident = new Set<HloInstruction>();
     if (host !== null)
       for (const i of c.instructions)
-        if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && !outputs.has(i) && users.get(i)!.every(transient)) resident.add(i);
+        if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && users.get(i)!.every(transient)) resident.add(i);
     const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
@@ -344,7 +343,7 @@ export class WasmProgram implements PoolProgram {
     }
     // An output of a multi-output fusion leaves the arena when anything but a wasm kernel reads it.
     const tupleReaders = (f: HloInstruction, q: number): (HloInstruction | null)[] =>
-      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? (outputs.has(g) ? [null] : users.get(g)!) : []));
+      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? users.get(g)! : []));
     const tupleCopied = (f: HloInstruction, q: number): boolean => tupleReaders(f, q).some((u) => u === null || !plans.has(u));
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
@@ -363,7 +362,7 @@ export class WasmProgram implements PoolProgram {
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)) })) : null,
         inputs: l.inputs,
-        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && !outputs.has(l.inst) && viewable(l.inst.shape, users.get(l.inst)!) },
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
         fresh: l.inst.shapes.map((_, q) => (l.inst.isTuple ? tupleReaders(l.inst, q) : users.get(l.inst)!).includes(null)),
@@ -423,6 +422,13 @@ export class WasmProgram implements PoolProgram {
     return buf;
   }
 
+  /** A float32 output copied out of the arena into `dest` (a donated argument's storage). */
+  private into(dest: Float32Array, addr: number, sh: HloInstruction['shape']): Array {
+    traffic.copiedOutBytes += 4 * dest.length;
+    dest.set(this.f32.subarray(addr / 4, addr / 4 + dest.length));
+    return fromStorage(dest, sh.shape, sh.dtype);
+  }
+
   /** A float32 output `q` of step `s` copied out of the arena. */
   private out(s: WasmStep, q: number, addr: number, n: number, sh: HloInstruction['shape']): Array {
     const r = fromStorage(this.copyOut(s, q, addr, n, false), sh.shape, sh.dtype);
@@ -441,9 +447,10 @@ export class WasmProgram implements PoolProgram {
 
   /**
    * Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the
-   * result out if needed, into `dest` when given (a donated argument's storage).
+   * result out if needed, into `dest` when given (a donated argument's storage); a
+   * multi-output fusion's output q into `dests[q]` when that is given.
    */
-  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null): Array | Array[] | null {
+  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null, dests: readonly (Float32Array | Uint8Array | null)[] | null = null): Array | Array[] | null {
     const inputs = s.inputs;
     for (let i = 0; i < inputs.length; i++) {
       const x = inputs[i];
@@ -465,7 +472,8 @@ export class WasmProgram implements PoolProgram {
       const outs = new globalThis.Array<Array>(s.outputs.length);
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
-        outs[q] = x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        const d = dests !== null && q < dests.length ? dests[q] : null;
+        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? this.into(d, x.addr, x.shape) : x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }

@@ -21,7 +21,7 @@
  */
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
-import { WorkerPool } from '../../wasm/workerPool';
+import { idleWaitSource, WorkerPool } from '../../wasm/workerPool';
 import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { PACK_ROWS, packFunctionName } from './packKernels';
@@ -54,6 +54,9 @@ const NONE = 0x7fffffff; // CUR of a worker with no tile left
 
 /** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
 const SPIN = 4000;
+
+/** Between jobs: poll the generation a while, then sleep (see idleWaitSource). */
+const IDLE_WAIT = idleWaitSource(GEN);
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -104,7 +107,7 @@ function batchItems() {
 }
 let seen = start;
 for (;;) {
-  Atomics.wait(c, ${GEN}, seen);
+  ${IDLE_WAIT}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
   if (id < c[${JOB} + 10] && c[${MODE}] === 1) {
@@ -337,6 +340,7 @@ class Pool {
     }
     tMine = phaseClock();
     this.pool.waitFor(DONE, all);
+    this.pool.finished();
     if (gemmPhases.enabled) {
       const p = gemmPhases.pool;
       p.products++;
@@ -439,6 +443,7 @@ class Pool {
       }
     }
     this.pool.waitFor(DONE, all);
+    this.pool.finished();
     batchedStats.workerItems += items - mine;
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0 || s < items) throw new Error('dot_general: a systolic worker thread failed while computing its part of a batched product (setNumThreads(1) runs without workers)');
@@ -446,10 +451,14 @@ class Pool {
 }
 
 const pools = new WeakMap<GemmEngine, Pool>();
+/** The thread count each engine's runners were last installed for (the backend asks on every product). */
+const installed = new WeakMap<GemmEngine, number>();
 
 /** Installs (or removes, for 1 thread) the parallel runner on an engine, per the thread setting. */
 export function applyThreads(engine: GemmEngine): void {
   const n = getNumThreads();
+  if (installed.get(engine) === n) return;
+  installed.set(engine, n);
   if (n <= 1 || !threadsAvailable(engine)) {
     engine.parallel = null;
     engine.parallelBatch = null;

@@ -1,0 +1,84 @@
+/** The shared worker machinery: workers that poll for the next job before sleeping still see every job once. */
+import { afterAll, describe, expect, it } from 'vitest';
+import { getWorkerIdleSpinMicros, idleWaitSource, poolJobTimes, setWorkerIdleSpinMicros, WorkerPool } from './workerPool';
+
+const GEN = 0;
+const DONE = 1;
+const SUM = 2;
+
+// A worker that adds its job's generation to SUM once per job, then reports the job done.
+const SOURCE = `
+const { workerData } = require('node:worker_threads');
+const c = new Int32Array(workerData.control);
+let seen = workerData.start;
+for (;;) {
+  ${idleWaitSource(GEN)}
+  seen = Atomics.load(c, ${GEN});
+  if (seen < 0) break;
+  Atomics.add(c, ${SUM}, seen);
+  Atomics.store(c, ${DONE}, seen);
+  Atomics.notify(c, ${DONE});
+}`;
+
+describe('WorkerPool', () => {
+  const before = getWorkerIdleSpinMicros();
+  afterAll(() => setWorkerIdleSpinMicros(before));
+
+  it('rejects a bad idle poll setting, naming the value', () => {
+    expect(() => setWorkerIdleSpinMicros(-1)).toThrow(/setWorkerIdleSpinMicros: us must be a number in 0\.\.1e6; got -1/);
+    expect(() => setWorkerIdleSpinMicros(Number.NaN)).toThrow(/got NaN/);
+    expect(() => setWorkerIdleSpinMicros('5' as unknown as number)).toThrow(/got 5/);
+    expect(getWorkerIdleSpinMicros()).toBe(before);
+  });
+
+  it.runIf(WorkerPool.available())('runs every job exactly once whether the worker sleeps at once or polls first', () => {
+    for (const us of [0, 2000]) {
+      setWorkerIdleSpinMicros(us);
+      const c = new Int32Array(new SharedArrayBuffer(16));
+      const pool = new WorkerPool(SOURCE, c, GEN, 100);
+      expect(pool.ensure(1)).toBe(true);
+      let want = 0;
+      // Back to back (caught by the poll when it is on) and after pauses longer than the poll.
+      for (let j = 1; j <= 40; j++) {
+        if (j % 10 === 0) {
+          const t = performance.now();
+          while (performance.now() - t < 4);
+        }
+        pool.wake();
+        want += j;
+        pool.waitFor(DONE, j);
+      }
+      expect(Atomics.load(c, SUM), `idle poll ${us} us`).toBe(want);
+      Atomics.store(c, GEN, -1);
+      Atomics.notify(c, GEN);
+    }
+  });
+
+  it.runIf(WorkerPool.available())('poolJobTimes counts finished jobs and the time waited for workers only while enabled', () => {
+    const c = new Int32Array(new SharedArrayBuffer(16));
+    const pool = new WorkerPool(SOURCE, c, GEN, 100);
+    expect(pool.ensure(1)).toBe(true);
+    const job = (j: number): void => {
+      pool.wake();
+      pool.waitFor(DONE, j);
+      pool.finished();
+    };
+    const before = { ...poolJobTimes };
+    try {
+      poolJobTimes.enabled = false;
+      job(1);
+      expect(poolJobTimes).toEqual({ ...before, enabled: false });
+      poolJobTimes.enabled = true;
+      for (let j = 2; j <= 6; j++) job(j);
+      expect(poolJobTimes.jobs - before.jobs).toBe(5);
+      const ms = poolJobTimes.ms - before.ms;
+      const waited = poolJobTimes.waitMs - before.waitMs;
+      expect(waited).toBeGreaterThan(0);
+      expect(ms).toBeGreaterThanOrEqual(waited);
+    } finally {
+      poolJobTimes.enabled = before.enabled;
+      Atomics.store(c, GEN, -1);
+      Atomics.notify(c, GEN);
+    }
+  });
+});
