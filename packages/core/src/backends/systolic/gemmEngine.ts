@@ -14,7 +14,7 @@
 import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { DEFAULT_GEMM_SHAPE, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
+import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
 import { type BatchEngine, type BatchRunner, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
@@ -107,7 +107,7 @@ export class GemmEngine implements BatchEngine {
   readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0 };
   readonly maxPages = MAX_PAGES;
 
-  constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
+  constructor({ relaxed, shape = defaultShape() }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
     if (!f.simd) throw new Error('systolic: this WebAssembly runtime has no SIMD128; the systolic backend needs it');
     if (relaxed && !f.relaxedSimd) throw new Error('systolic: relaxed SIMD was requested but this runtime does not support it');
@@ -407,6 +407,17 @@ export class GemmEngine implements BatchEngine {
 }
 
 const HI_ONLY = [HI];
+
+/**
+ * The micro-kernel of engines made without a shape: 4x8, or 5x8 with `TPUKIT_GEMM_KERNEL=5x8`
+ * in the environment (an A/B switch for benchmarks; the results are the same bits).
+ */
+function defaultShape(): GemmShape {
+  const env = typeof process !== 'undefined' ? process.env?.TPUKIT_GEMM_KERNEL : undefined;
+  if (env === undefined || env === '' || env === '4x8') return DEFAULT_GEMM_SHAPE;
+  if (env === '5x8') return GEMM_SHAPE_5X8;
+  throw new Error(`systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got ${JSON.stringify(env)}`);
+}
 
 /** Packing chunks per operand at least (so up to 4 threads each take several). */
 const MIN_PACK_CHUNKS = 16;

@@ -44,10 +44,18 @@ export interface GemmShape {
   readonly nc: number;
 }
 
-/** The 4 x 8 micro-kernel of earlier versions (a peer in benchmarks and tests). */
+/** The 4 x 8 micro-kernel: 8 accumulators, A rows splat-loaded. */
 export const GEMM_SHAPE_4X8: GemmShape = { mr: 4, nv: 2, aLoad: 'splat', unroll: 1, kc: 512, mc: 128, nc: 4096 };
 
-export const DEFAULT_GEMM_SHAPE: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 130, nc: 4096 };
+/**
+ * The 5 x 8 micro-kernel: 10 accumulators, A rows broadcast from one vector load by shuffles (the
+ * one larger blocking that fits V8's registers). 1.5-4% faster than 4 x 8 on packed operands, but
+ * no faster in the GPT's dots or step as measured on 2026-11-26 (BENCHMARKS.md, gemmk): opt-in
+ * (`TPUKIT_GEMM_KERNEL=5x8`, see gemmEngine.ts) until a quiet measurement shows a gain.
+ */
+export const GEMM_SHAPE_5X8: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 130, nc: 4096 };
+
+export const DEFAULT_GEMM_SHAPE: GemmShape = GEMM_SHAPE_4X8;
 
 /** The module's GEMM export (see above); its packing and output functions are looked up by name. */
 export interface GemmExports {

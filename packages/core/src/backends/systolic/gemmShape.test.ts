@@ -1,8 +1,8 @@
 /**
  * The GEMM's micro-kernel shape changes speed only: the 5 x 8 kernel (A rows broadcast from one
  * vector load by shuffles, partial last row panels) gives, bit for bit, the results of the
- * 4 x 8 kernel over shapes, layouts, dtypes, precisions and subnormal flushing, because every
- * output element still adds its products in k order into one f32 accumulator.
+ * default 4 x 8 kernel over shapes, layouts, dtypes, precisions and subnormal flushing, because
+ * every output element still adds its products in k order into one f32 accumulator.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +10,7 @@ import { aval } from '../../aval';
 import { bf16 } from '../../index';
 import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
-import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_4X8, buildGemmModule } from './gemmModule';
+import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
 
 function data(n: number, seed: number): Float32Array {
@@ -23,13 +23,29 @@ describe('systolic GEMM micro-kernel shapes', () => {
   const relaxedModes = wasmFeatures().relaxedSimd ? [true, false] : [false];
   const engines = relaxedModes.map((relaxed) => ({
     relaxed,
-    five: new GemmEngine({ relaxed, shape: DEFAULT_GEMM_SHAPE }),
+    five: new GemmEngine({ relaxed, shape: GEMM_SHAPE_5X8 }),
     four: new GemmEngine({ relaxed, shape: GEMM_SHAPE_4X8 }),
   }));
 
-  it('the default is the 5 x 8 kernel with vector A loads; a bad blocking is refused by name', () => {
-    expect([DEFAULT_GEMM_SHAPE.mr, DEFAULT_GEMM_SHAPE.nv, DEFAULT_GEMM_SHAPE.aLoad]).toEqual([5, 2, 'vector']);
-    expect(() => buildGemmModule({ shape: { ...DEFAULT_GEMM_SHAPE, mc: 128 }, relaxed: false, shared: false, maxPages: 16 })).toThrow(/buildGemmModule: mc 128 must be a multiple of mr 5/);
+  it('the default is the 4 x 8 kernel (5 x 8 is opt-in); a bad blocking is refused by name', () => {
+    expect(DEFAULT_GEMM_SHAPE).toBe(GEMM_SHAPE_4X8);
+    expect([GEMM_SHAPE_5X8.mr, GEMM_SHAPE_5X8.nv, GEMM_SHAPE_5X8.aLoad]).toEqual([5, 2, 'vector']);
+    expect(() => buildGemmModule({ shape: { ...GEMM_SHAPE_5X8, mc: 128 }, relaxed: false, shared: false, maxPages: 16 })).toThrow(/buildGemmModule: mc 128 must be a multiple of mr 5/);
+  });
+
+  it('TPUKIT_GEMM_KERNEL picks the kernel of engines made without a shape, and a bad value is refused by name', () => {
+    const before = process.env.TPUKIT_GEMM_KERNEL;
+    try {
+      process.env.TPUKIT_GEMM_KERNEL = '5x8';
+      expect(new GemmEngine({ relaxed: false }).shape).toBe(GEMM_SHAPE_5X8);
+      process.env.TPUKIT_GEMM_KERNEL = '4x8';
+      expect(new GemmEngine({ relaxed: false }).shape).toBe(GEMM_SHAPE_4X8);
+      process.env.TPUKIT_GEMM_KERNEL = '8x8';
+      expect(() => new GemmEngine({ relaxed: false })).toThrow(/systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got "8x8"/);
+    } finally {
+      if (before === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
+      else process.env.TPUKIT_GEMM_KERNEL = before;
+    }
   });
 
   it('5 x 8 equals 4 x 8 bit for bit (any M, layouts, dtypes, precisions, flushing)', () => {
@@ -71,7 +87,7 @@ describe('systolic GEMM micro-kernel shapes', () => {
   it('writes exactly the M rows of a destination in its memory (no padding rows past it)', () => {
     const { five, four } = engines[0];
     if (!five.shared) return; // a destination in the engine's memory needs a shared memory
-    for (const [M, K, N] of [[1, 20, 8], [7, 600, 16], [33, 70, 24], [132, 9, 8]]) {
+    for (const [M, K, N] of [[1, 20, 8], [7, 600, 16], [33, 70, 24], [132, 9, 8], [30, 40, 16]]) {
       const lhs = { data: data(M * K, M), shape: [M, K], dtype: 'float32' as const };
       const rhs = { data: data(K * N, N), shape: [K, N], dtype: 'float32' as const };
       const params = { dimensionNumbers: [[[1], [0]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
