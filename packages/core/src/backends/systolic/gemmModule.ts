@@ -1,8 +1,10 @@
 /**
  * The GEMM kernel of the systolic backend, generated as WebAssembly with the run-time assembler.
- * It multiplies packed operands (see `pack.ts`): A in row panels of MR rows, B in column panels
- * of NR columns, both already rounded to bf16 (so every product is exact in f32) and K padded to
- * a multiple of the unroll factor. C is a padded f32 tile grid with row stride `np`.
+ * It multiplies packed operands (see `pack.ts`): A in row panels of MR rows (the last one
+ * zero-padded), B in column panels of NR columns, both already rounded to bf16 (so every product
+ * is exact in f32) and K padded to a multiple of the unroll factor. C is an f32 matrix of the
+ * product's M rows and `np` (a multiple of NR) columns: a last, partial row panel is computed
+ * whole and stored row by row (`micro_edge`), so C has no padding rows.
  *
  * Structure (GotoBLAS): loops over column blocks (NC), K blocks (KC, fits the B micro-panel in
  * L1), row blocks (MC, the A block in L2), then a register-blocked MR x NR micro-kernel whose
@@ -12,16 +14,20 @@
  * the f32 normal range). The micro-kernel walks all the row panels of an A block for one column
  * panel per call.
  *
- * Why 4 x 8 (MR = 4, two v128 per row): V8's TurboFan places every load of a K iteration (the B
- * vectors and the A splats) before its multiply-adds, so loads and accumulators must fit the 15
- * allocatable xmm registers together: 4 splats + 2 B + 8 accumulators = 14. Larger blockings
- * spill accumulators to the stack inside the K loop and run at a third to a half of the speed
- * (measured 2026-11-26 on Zen 4, Node 20: 8x4, 12x4, 4x12, 8x8, 3x12, 2x16 and a K unroll of 2
- * all slower, also with stores forcing the order); KC 256-2048 and MC 64-256 are within 2%.
+ * Register limit: V8's TurboFan unrolls the K loop into two copies and, in the first one, places
+ * every load of a K step (the B vectors and the A splats) before its multiply-adds, so loads and
+ * accumulators must fit the 15 allocatable xmm registers together there (the second copy
+ * interleaves them). 4 x 8 (MR = 4, two v128 per row): 4 splats + 2 B + 8 accumulators = 14.
+ * 5 x 8 fits only with `aLoad: 'vector'`: one v128 load of 4 A rows whose lanes are broadcast by
+ * shuffles (pure operations, placed next to their FMAs) + a splat for the fifth row: 1 + 1 + 2 B
+ * + 10 accumulators + 1 temporary = 15. Every other larger blocking spills accumulators inside
+ * the K loop and runs at a third to four fifths of the speed (measured 2026-11-26 on Zen 4,
+ * Node 20; BENCHMARKS.md, gemm and gemmk); KC 256-2048 and MC 64-256 are within 2%.
  *
- * `gemm(ap, bp, cp, mp, np, kp, i0, i1, j0, j1)` computes rows [i0, i1) (multiples of MR) and
- * columns [j0, j1) (multiples of NR) of C, so threads can split the work by row or column panels
- * without sharing an output element; each element sees the same K order either way.
+ * `gemm(ap, bp, cp, mp, np, kp, i0, i1, j0, j1)` computes rows [i0, i1) (i0 a multiple of MR, i1
+ * the end of C or a multiple of MR) and columns [j0, j1) (multiples of NR) of C, so threads can
+ * split the work by row or column panels without sharing an output element; each element sees
+ * the same K order either way.
  */
 import { type FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { addOutputFunctions, addPackFunctions } from './packKernels';
