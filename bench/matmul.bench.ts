@@ -21,7 +21,7 @@ import '@tensorflow/tfjs-backend-wasm';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { type Array as TArray, type DType, lax, np, systolic, withBackend } from '@tpukit/core';
-import { dotGeneralP, evalPrimitiveInto } from '@tpukit/core/internal';
+import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, GemmEngine, type GemmShape, aval, dotGeneralP, evalPrimitiveInto, mxuDotGeneral, wasm } from '@tpukit/core/internal';
 
 const RUNS = Number(process.env.RUNS ?? 9);
 const QUIET = Number(process.env.QUIET ?? 0);
@@ -216,7 +216,61 @@ async function gptShapes(): Promise<void> {
   systolic.setNumThreads(cores);
 }
 
+/**
+ * `MATMUL_ONLY=shape`: the GEMM's 5 x 8 micro-kernel (opt-in) against the default 4 x 8 kernel
+ * on the GPT's dots, one thread, each engine in one process with its operands
+ * and destination in its own memory (as the compiled step's arena holds them: no staging, the
+ * result written in place), the two interleaved per round and compared by process CPU time
+ * (median per-round ratio). Results are bit-identical (checked here too).
+ */
+async function shapeAB(): Promise<void> {
+  const relaxed = wasm.wasmFeatures().relaxedSimd;
+  const engines = [new GemmEngine({ relaxed, shape: GEMM_SHAPE_5X8 }), new GemmEngine({ relaxed, shape: GEMM_SHAPE_4X8 })];
+  const label = (g: GemmShape): string => `${g.mr}x${g.nv * 4}`;
+  console.log(`\n[6] micro-kernel ${label(GEMM_SHAPE_5X8)} vs ${label(GEMM_SHAPE_4X8)} (default), GPT dots, 1 thread, operands and destination in the engine memory, by CPU time`);
+  for (const c of GPT_DOTS) {
+    const [name, ls, rs, dn] = c;
+    const fl = dotCaseFlops(c);
+    const outLen = fl / 2 / dn[0][0].reduce((x, d) => x * ls[d], 1);
+    const ha = rand(ls.reduce((x, y) => x * y, 1));
+    const hb = rand(rs.reduce((x, y) => x * y, 1));
+    const params = { dimensionNumbers: dn, precision: null, preferredElementType: null };
+    const out = aval([outLen], 'float32');
+    const runs = engines.map((e) => {
+      const view = (x: Float32Array): Float32Array => {
+        const addr = e.reserve(x.byteLength); // (grows the memory: take the buffer after)
+        const v = new Float32Array(e.buffer(), addr, x.length);
+        v.set(x);
+        return v;
+      };
+      const lhs = { data: view(ha), shape: ls, dtype: 'float32' as const };
+      const rhs = { data: view(hb), shape: rs, dtype: 'float32' as const };
+      const into = view(new Float32Array(outLen));
+      return { run: () => void mxuDotGeneral(e, lhs, rhs, params, out, { flushSubnormals: false }, into), into };
+    });
+    const r = await interleaved(runs.map((x) => x.run), RUNS * 2, 2);
+    const same = runs[0].into.every((x, i) => Object.is(x, runs[1].into[i]));
+    const cpuG = (k: number): string => fmt(fl / (r.ms[k] * r.cpuPerWall[k]) / 1e6);
+    console.log(`    ${name.padEnd(34)} ${label(GEMM_SHAPE_5X8)} ${cpuG(0)} GFLOP/s   ${label(GEMM_SHAPE_4X8)} ${cpuG(1)} GFLOP/s (CPU time)   ${label(GEMM_SHAPE_5X8)}/${label(GEMM_SHAPE_4X8)} ${(1 / r.cpuSpeedup[1]).toFixed(3)}x${same ? '' : '   RESULTS DIFFER'}`);
+    if (systolic.gemmPhases.enabled) {
+      const ph = systolic.gemmPhases;
+      const parts = runs.map((x) => {
+        systolic.resetGemmPhases();
+        for (let i = 0; i < RUNS; i++) x.run();
+        const per = (v: number): string => (v / Math.max(1, ph.products)).toFixed(3);
+        return `pack ${per(ph.pack)} gemm ${per(ph.gemm)} sink ${per(ph.sink)}`;
+      });
+      console.log(`        phases (ms per product): ${label(GEMM_SHAPE_5X8)} ${parts[0]}; ${label(GEMM_SHAPE_4X8)} ${parts[1]}`);
+    }
+  }
+}
+
 async function main(): Promise<void> {
+  if (process.env.MATMUL_ONLY === 'shape') {
+    console.log(`matmul benchmark, micro-kernel shapes: medians of ${RUNS * 2} interleaved runs; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+    await shapeAB();
+    return;
+  }
   if (process.env.MATMUL_ONLY === 'gpt') {
     console.log(`matmul benchmark, GPT shapes only: medians of ${RUNS * 2} interleaved runs; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
     await gptShapes();

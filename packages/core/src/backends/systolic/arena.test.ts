@@ -103,9 +103,11 @@ describe('operands in the engine memory', () => {
       const cases: [number[], number[], lax.DotDimensionNumbers, boolean][] = [
         [[256, 384], [384, 512], plain, true],
         [[96, 40], [40, 64], plain, true],
-        [[30, 40], [40, 50], plain, false], // padded accumulator: copied out
+        [[30, 40], [40, 50], plain, false], // N = 50 pads the accumulator's columns: copied out
+        [[30, 40], [40, 48], plain, true], // rows need no padding (C gets only its M rows)
         [[16, 64, 32], [16, 32, 64], batch, true], // item by item
-        [[2, 256, 64], [2, 64, 256], batch, false], // product by product: one scratch accumulator
+        [[2, 256, 64], [2, 64, 256], batch, true], // product by product, each into its slice
+        [[2, 30, 64], [2, 64, 44], batch, false], // padded columns: copied out
       ];
       for (const [sa, sb, dn, direct] of cases) {
         const n = (s: readonly number[]) => s.reduce((x, y) => x * y, 1);

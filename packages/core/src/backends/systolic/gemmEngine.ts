@@ -14,11 +14,11 @@
 import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { DEFAULT_GEMM_SHAPE, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
-import { type BatchEngine, type BatchRunner, runBatchedItems } from './batched';
+import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
+import { type BatchEngine, type BatchRunner, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName } from './packKernels';
-import { type PackJob, Stager, chunkCall, planPackJob } from './packPlan';
+import { type PackJob, Stager, TimedStager, chunkCall, planPackJob } from './packPlan';
 import { gemmPhases, phaseClock } from './phases';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
@@ -55,6 +55,7 @@ export interface GemmArgs {
   ap: number;
   bp: number;
   cp: number;
+  /** Rows of C (the GEMM's row bound: A's packed panels are zero-padded past it to a multiple of MR, C is not). */
   mp: number;
   np: number;
   kp: number;
@@ -86,8 +87,11 @@ export class GemmEngine implements BatchEngine {
   parallel: ParallelRunner | null = null;
   /** Set by the thread pool: runs a batch of small products over several threads, split by item (`batched.ts`). */
   parallelBatch: BatchRunner | null = null;
-  /** Staging plan of the current product (reused). */
+  /** Staging plan of the current product (reused), and the same timing its copies for the phase timer. */
   private readonly stager = new Stager();
+  private readonly timedStager = new TimedStager();
+  /** Operand placement of the current product (reused). */
+  private readonly placement: OperandPlacement = { srcA: 0, srcB: 0, inA: false, inB: false, end: 0 };
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
@@ -103,7 +107,7 @@ export class GemmEngine implements BatchEngine {
   readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0 };
   readonly maxPages = MAX_PAGES;
 
-  constructor({ relaxed, shape = DEFAULT_GEMM_SHAPE }: { relaxed: boolean; shape?: GemmShape }) {
+  constructor({ relaxed, shape = defaultShape() }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
     if (!f.simd) throw new Error('systolic: this WebAssembly runtime has no SIMD128; the systolic backend needs it');
     if (relaxed && !f.relaxedSimd) throw new Error('systolic: relaxed SIMD was requested but this runtime does not support it');
@@ -223,11 +227,9 @@ export class GemmEngine implements BatchEngine {
    * [r0, r1) (r1 <= M) as soon as they are final, in increasing order, before the sink is
    * called for that product; the sink then only needs the rows it was not given.
    *
-   * `cAddr` (optional; products whose M and N are multiples of the panel sizes, so a padded
-   * accumulator is exactly [M,N]): a byte address in this memory of a caller's destination
-   * (in its arena) of all the products, [batch, M, N]. Single products and batches run item by
-   * item then write C there directly (the sink gets `c * 4 === cAddr + batch * M * N * 4` and
-   * finds the result in place); other batches ignore it.
+   * `cAddr` (optional): the byte address from `resultTarget` of the caller's destination of all
+   * the products, [batch, M, N]; each product's C is then written there directly (the sink gets
+   * `c * 4 === cAddr + batch * M * N * 4` and finds the result in place).
    */
   batchedProduct(
     a: OperandView,
@@ -256,30 +258,24 @@ export class GemmEngine implements BatchEngine {
     const onePass = compsA.length === 1;
     const simdA = onePass && (a.rs === 1 || a.ks === 1);
     const simdB = onePass && (b.rs === 1 || b.ks === 1);
-    // Operands already in this memory (an arena's views) are packed where they lie; the others
-    // are staged into the scratch first.
-    const inA = simdA && this.holds(a.bits);
-    const inB = simdB && this.holds(b.bits);
-    let at = this.floorAddr;
-    const srcA = inA ? a.bits.byteOffset : at;
-    if (simdA && !inA) at = align(at + a.bits.byteLength);
-    const srcB = inB ? b.bits.byteOffset : at;
-    if (simdB && !inB) at = align(at + b.bits.byteLength);
-    this.count(a.bits, simdA && !inA, inA);
-    this.count(b.bits, simdB && !inB, inB);
-    const ap = at;
+    // The SIMD kernels pack an operand where it lies in this memory (an arena's view) or from
+    // a staged copy in the scratch; the others are packed in TypeScript from their host arrays.
+    const { srcA, srcB, inA, inB, end } = placeOperands(this, a.bits, b.bits, simdA, simdB, this.floorAddr, this.placement);
+    const ap = end;
     const bp = align(ap + mp * kp * 4);
-    // (A batch of several products here keeps its accumulator in the scratch.)
-    const direct = cAddr >= 0 && aOffs.length === 1 && mp === M && np === N;
+    const direct = cAddr >= 0;
     const cp = direct ? cAddr : align(bp + np * kp * 4);
-    this.outScratch = align(direct ? bp + np * kp * 4 : cp + mp * np * 4);
-    if (direct) this.traffic.resultInPlaceBytes += M * N * 4;
+    // C has M rows (the kernel writes no padding rows), np columns.
+    this.outScratch = align(direct ? bp + np * kp * 4 : cp + M * np * 4);
+    if (direct) this.traffic.resultInPlaceBytes += aOffs.length * M * N * 4;
     this.ensure(this.outScratch + M * N * 2, op);
     const buf = this.memory.buffer;
     // The staged operands are read through views of the whole memory: the packing addresses
     // elements from the memory's start. The copying itself is planned by the stager and done
-    // chunk by chunk, interleaved with the packing (see packPlan.ts).
-    const stager = this.stager;
+    // chunk by chunk, interleaved with the packing (see packPlan.ts); the phase timer swaps in
+    // a stager that times its copies (no clock reads in the loop below).
+    const timed = gemmPhases.enabled;
+    const stager = timed ? this.timedStager : this.stager;
     stager.reset(buf, this.floorAddr);
     const whole = (v: OperandView): OperandView => ({ ...v, bits: v.bf16 ? new Uint16Array(buf) : this.u32View });
     if (simdA && !inA) stager.add(a.bits, srcA);
@@ -287,7 +283,7 @@ export class GemmEngine implements BatchEngine {
     const wa = simdA ? whole(a) : a;
     const wb = simdB ? whole(b) : b;
     const u32 = this.u32View;
-    const args = { ap, bp, cp, mp, np, kp };
+    const args = { ap, bp, cp, mp: M, np, kp };
     const big = mp * np * kp >= PARALLEL_MIN_WORK;
     // Packing is split into chunks for the pool's threads; a product the calling thread runs
     // alone packs each operand in as few kernel calls as its cache blocking allows.
@@ -307,8 +303,11 @@ export class GemmEngine implements BatchEngine {
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
       // With a thread pool, the calling thread stages while the others pack the chunks already
       // staged; then every thread packs, then takes GEMM tiles from a shared counter.
+      // A destination takes the products one after another; a scratch accumulator is reused.
+      if (direct) args.cp = cAddr + bi * M * N * 4;
+      const c = args.cp;
       const rows = bi === 0 && rowsReady ? (r0: number, r1: number): void => {
-        if (Math.min(r1, M) > r0) rowsReady(cp / 4, np, r0, Math.min(r1, M));
+        if (Math.min(r1, M) > r0) rowsReady(c / 4, np, r0, Math.min(r1, M));
       } : undefined;
       const t0 = phaseClock();
       let t1 = t0;
@@ -321,28 +320,40 @@ export class GemmEngine implements BatchEngine {
         for (const j of packs) {
           const fn = this.packFns[j.fn];
           for (let i = 0; i < j.chunks; i++) {
-            const s0 = phaseClock();
             stager.to(chunkCall(j, i, call));
-            if (gemmPhases.enabled) gemmPhases.stage += phaseClock() - s0;
             fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
           }
         }
-        const s0 = phaseClock();
         stager.to(stager.end);
-        if (gemmPhases.enabled) gemmPhases.stage += phaseClock() - s0;
         edges();
         t1 = phaseClock();
-        this.exports.gemm(ap, bp, cp, mp, np, kp, 0, mp, 0, np);
+        this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
       }
-      sink(bi, cp / 4, np);
-      if (gemmPhases.enabled && alone) {
+      sink(bi, c / 4, np);
+      if (timed && alone) {
         gemmPhases.products++;
+        gemmPhases.stage += this.timedStager.ms;
+        this.timedStager.ms = 0; // (a batch stages everything with its first product)
         gemmPhases.pack += t1 - t0;
         gemmPhases.gemm += t2 - t1;
         gemmPhases.sink += phaseClock() - t2;
       }
     }
+  }
+
+  /**
+   * Where the GEMM writes the result of `batch x [M, N]` products bound for the caller's f32
+   * destination `into`: the byte address of `into` itself, or -1 when the result must be copied
+   * there from a scratch accumulator. Directly when `into` lies in this memory below the
+   * scratch (a compiler's arena, see `holds`) and holds exactly the products, and N is a
+   * multiple of the panel width (the kernel writes C in whole column panels, but only its M
+   * rows, so an accumulator of N columns is exactly [M, N]). This is the one place the choice
+   * is made: `batchedProduct` and the item-by-item path follow its answer.
+   */
+  resultTarget(into: Float32Array | null, batch: number, M: number, N: number): number {
+    if (into === null || into.length !== batch * M * N || N % this.nr !== 0 || !this.holds(into)) return -1;
+    return into.byteOffset;
   }
 
   /**
@@ -362,12 +373,6 @@ export class GemmEngine implements BatchEngine {
       for (let i = 0; i < M; i++) for (let j = n8; j < N; j++) dst[outOff + i * N + j] = bf16.fromFloat32(f32[c + i * ldc + j], { flushSubnormals: flush });
     }
     return dst;
-  }
-
-  /** Counts an operand's bytes as staged or read in place (`traffic`). */
-  count(bits: ArrayBufferView, staged: boolean, inPlace: boolean): void {
-    if (staged) this.traffic.stagedBytes += bits.byteLength;
-    else if (inPlace) this.traffic.inPlaceBytes += bits.byteLength;
   }
 
   /** Runs packing kernel `fn` on this thread (the thread pool's calling-thread share). */
@@ -402,6 +407,17 @@ export class GemmEngine implements BatchEngine {
 }
 
 const HI_ONLY = [HI];
+
+/**
+ * The micro-kernel of engines made without a shape: 4x8, or 5x8 with `TPUKIT_GEMM_KERNEL=5x8`
+ * in the environment (an A/B switch for benchmarks; the results are the same bits).
+ */
+function defaultShape(): GemmShape {
+  const env = typeof process !== 'undefined' ? process.env?.TPUKIT_GEMM_KERNEL : undefined;
+  if (env === undefined || env === '' || env === '4x8') return DEFAULT_GEMM_SHAPE;
+  if (env === '5x8') return GEMM_SHAPE_5X8;
+  throw new Error(`systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got ${JSON.stringify(env)}`);
+}
 
 /** Packing chunks per operand at least (so up to 4 threads each take several). */
 const MIN_PACK_CHUNKS = 16;

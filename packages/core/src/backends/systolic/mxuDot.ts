@@ -150,9 +150,9 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
     for (let i = 0; i < p.length; i += 1024) p[i] = 0;
     pre = p;
   } : undefined;
-  // A destination in the engine's memory (a compiler's arena) whose shape needs no padding may
-  // be the GEMM's accumulator itself (no copy of the result; the sink sees it in place).
-  const cAddr = out.dtype === 'float32' && into !== null && K > 0 && engine.holds(into) && M % engine.shape.mr === 0 && N % engine.nr === 0 ? into.byteOffset : -1;
+  // The GEMM may write straight into the destination (the engine decides, see `resultTarget`):
+  // the sink then finds the result in place.
+  const cAddr = engine.resultTarget(into, B, M, N);
   // With a thread pool, rows of a single f32 result are copied into the pre-allocated output as
   // soon as they are final, while other threads still multiply; the sink copies the rest.
   let early = 0;

@@ -101,9 +101,85 @@ export function addOutputFunctions(m: ModuleBuilder): void {
   }
 }
 
+/**
+ * The panel heights the packing kernels exist for: 4 and 8 (B panels of NR = 8 columns, A panels
+ * of a 4-row micro-kernel) and 5 (A panels of the 5 x 8 micro-kernel, see gemmModule.ts).
+ */
+export const PACK_ROWS: readonly number[] = [4, 5, 8];
+
+/** Stores lane `lane` of the v128 on the stack at byte address `d + offset` (the address pushed first). */
+function storeLane(f: FunctionBuilder, offset: number, lane: number): void {
+  f.simdMem(SIMD.v128_store32_lane, offset, 4);
+  f.op(lane);
+}
+
+/**
+ * The 'rc' layout's main loop: P panels at a time (P * R rows = 16, a 64-byte line of f32, or 20
+ * for R = 5), so each k reads its source rows once, whole vectors, one conversion per 4 elements,
+ * and hands each panel its rows (shuffled across vectors where a panel starts mid-vector; a row
+ * past a group of 4 stored from its lane). Advances `p` past the panels it packed.
+ */
+function emitRcBlocks(
+  f: FunctionBuilder,
+  R: number,
+  bf16: boolean,
+  flush: boolean,
+  l: { src: number; ksB: number; rsB: number; panels: number; K: number; kp: number; dst: number; p: number; k: number; s: number; d: number; a: number; t: number },
+): void {
+  const P = R === 8 ? 2 : 4;
+  const V = (P * R) / 4;
+  const esz = bf16 ? 2 : 4;
+  const w: number[] = [];
+  for (let i = 0; i < V; i++) w.push(f.local('v128'));
+  const pst = f.local('i32');
+  f.get(l.kp).i32Const(R * 4).op(OP.i32_mul).set(pst);
+  f.block().loop();
+  f.get(l.panels).get(l.p).op(OP.i32_sub).i32Const(P).op(OP.i32_lt_u).brIf(1);
+  f.get(l.src).get(l.p).i32Const(R).op(OP.i32_mul).get(l.rsB).op(OP.i32_mul).op(OP.i32_add).set(l.s);
+  f.get(l.dst).get(l.p).get(pst).op(OP.i32_mul).op(OP.i32_add).set(l.d);
+  f.i32Const(0).set(l.k);
+  f.loop(); // k
+  for (let i = 0; i < V; i++) {
+    f.get(l.s).i32Const(4 * i * esz).op(OP.i32_add).set(l.a);
+    load4(f, l.a, bf16);
+    convert(f, l.t, bf16, flush);
+    f.set(w[i]);
+  }
+  const panelAddr = (j: number): void => {
+    f.get(l.d);
+    if (j > 0) f.get(pst).i32Const(j).op(OP.i32_mul).op(OP.i32_add);
+  };
+  for (let j = 0; j < P; j++) {
+    for (let q = 0; q < Math.floor(R / 4); q++) {
+      const g = j * R + 4 * q;
+      panelAddr(j);
+      f.get(w[g >> 2]);
+      if (g % 4 !== 0) {
+        const o = g % 4;
+        f.get(w[(g >> 2) + 1]);
+        shuffle32(f, [o, o + 1, o + 2, o + 3]);
+      }
+      f.simdMem(SIMD.v128_store, q * 16, 4);
+    }
+    for (let r = Math.floor(R / 4) * 4; r < R; r++) {
+      const g = j * R + r;
+      panelAddr(j);
+      f.get(w[g >> 2]);
+      storeLane(f, r * 4, g % 4);
+    }
+  }
+  f.get(l.s).get(l.ksB).op(OP.i32_add).set(l.s);
+  f.get(l.d).i32Const(R * 4).op(OP.i32_add).set(l.d);
+  f.get(l.k).i32Const(1).op(OP.i32_add).tee(l.k).get(l.K).op(OP.i32_lt_u).brIf(0);
+  f.end();
+  f.get(l.p).i32Const(P).op(OP.i32_add).set(l.p);
+  f.br(0);
+  f.end().end();
+}
+
 export function addPackFunctions(m: ModuleBuilder): void {
   for (const layout of ['rc', 'kc'] as const) {
-    for (const R of [4, 8]) {
+    for (const R of PACK_ROWS) {
       for (const bf16 of [false, true]) {
         for (const flush of [false, true]) {
           m.addFunction(packFunctionName(layout, R, bf16, flush), ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
@@ -123,27 +199,35 @@ export function addPackFunctions(m: ModuleBuilder): void {
             f.get(panels).op(OP.i32_eqz).if().op(OP.return).end();
             f.get(K).op(OP.i32_eqz).if().op(OP.return).end();
             f.i32Const(0).set(p);
+            if (layout === 'rc') emitRcBlocks(f, R, bf16, flush, { src, ksB, rsB, panels, K, kp, dst, p, k, s, d, a, t });
+            f.get(p).get(panels).op(OP.i32_lt_u).if(); // panels left (one at a time)
             f.loop(); // panels
             // s = src + p*R*rsB (first row of the panel, k = 0); d = dst + p*kp*R*4
             f.get(src).get(p).i32Const(R).op(OP.i32_mul).get(rsB).op(OP.i32_mul).op(OP.i32_add).set(s);
             f.get(dst).get(p).get(kp).op(OP.i32_mul).i32Const(R * 4).op(OP.i32_mul).op(OP.i32_add).set(d);
             f.i32Const(0).set(k);
             f.loop(); // k
+            const groups = Math.floor(R / 4);
             if (layout === 'rc') {
-              // R/4 contiguous vectors at s + q*4*esz; store at d + 16q.
-              for (let q = 0; q < R / 4; q++) {
-                f.get(s).i32Const(q * 4 * esz).op(OP.i32_add).set(a);
+              // R/4 contiguous vectors at s + q*4*esz; store at d + 16q. Rows past the last group
+              // of 4 (R = 5) come with one more vector of the panel's last 4 rows, stored over
+              // the same places (the rows in both get the same bits twice).
+              const starts: number[] = [];
+              for (let q = 0; q < groups; q++) starts.push(4 * q);
+              if (R % 4 !== 0) starts.push(R - 4);
+              for (const r0 of starts) {
+                f.get(s).i32Const(r0 * esz).op(OP.i32_add).set(a);
                 f.get(d);
                 load4(f, a, bf16);
                 convert(f, t, bf16, flush);
-                f.simdMem(SIMD.v128_store, q * 16, 16);
+                f.simdMem(SIMD.v128_store, r0 * 4, 4);
               }
               f.get(s).get(ksB).op(OP.i32_add).set(s);
               f.get(d).i32Const(R * 4).op(OP.i32_add).set(d);
               f.get(k).i32Const(1).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
             } else {
               // For each group of 4 rows: load rows x (k..k+3), transpose, store 4 k-vectors.
-              for (let q = 0; q < R / 4; q++) {
+              for (let q = 0; q < groups; q++) {
                 for (let i = 0; i < 4; i++) {
                   f.get(s).get(rsB).i32Const(q * 4 + i).op(OP.i32_mul).op(OP.i32_add).set(a);
                   load4(f, a, bf16);
@@ -179,12 +263,24 @@ export function addPackFunctions(m: ModuleBuilder): void {
                   f.simdMem(SIMD.v128_store, j * R * 4 + q * 16, 16);
                 });
               }
+              // A row past the last group of 4 (R = 5): its 4 k values go to lane r of 4 k-vectors.
+              for (let r = groups * 4; r < R; r++) {
+                f.get(s).get(rsB).i32Const(r).op(OP.i32_mul).op(OP.i32_add).set(a);
+                load4(f, a, bf16);
+                convert(f, t, bf16, flush);
+                f.set(v[0]);
+                for (let j = 0; j < 4; j++) {
+                  f.get(d).get(v[0]);
+                  storeLane(f, j * R * 4 + r * 4, j);
+                }
+              }
               f.get(s).i32Const(4 * esz).op(OP.i32_add).set(s);
               f.get(d).i32Const(4 * R * 4).op(OP.i32_add).set(d);
               f.get(k).i32Const(4).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
             }
             f.end();
             f.get(p).i32Const(1).op(OP.i32_add).tee(p).get(panels).op(OP.i32_lt_u).brIf(0);
+            f.end();
             f.end();
           });
         }

@@ -7,7 +7,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as bf16 from '../../bf16';
 import { GemmEngine } from './gemmEngine';
-import { packFunctionName } from './packKernels';
+import { HI, packOperand } from './pack';
+import { PACK_ROWS, packFunctionName } from './packKernels';
 import { Stager, STAGE_CHUNK_BYTES, chunkCall, planPackJob } from './packPlan';
 
 const engine = new GemmEngine({ relaxed: false });
@@ -20,7 +21,7 @@ describe('packPlan', () => {
     fc.assert(
       fc.property(
         fc.constantFrom('rc' as const, 'kc' as const),
-        fc.constantFrom(4, 8),
+        fc.constantFrom(...PACK_ROWS),
         fc.boolean(),
         fc.integer({ min: 1, max: 9 }), // panels
         fc.integer({ min: 1, max: 40 }), // k (rounded down to a multiple of 4 for 'kc')
@@ -77,6 +78,48 @@ describe('packPlan', () => {
         },
       ),
       { numRuns: 60 },
+    );
+  });
+
+  it('the SIMD packing kernels pack as the TypeScript packer does (every layout, panel height, dtype, flushing)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom('rc' as const, 'kc' as const),
+        fc.constantFrom(...PACK_ROWS),
+        fc.boolean(),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 11 }), // panels: several blocks of 'rc' panels and a tail
+        fc.integer({ min: 1, max: 37 }), // k (rounded down to a multiple of 4 for 'kc')
+        fc.integer({ min: 0, max: 3 }), // extra row/k stride
+        fc.integer({ min: 0, max: 1000 }),
+        (layout, R, isBf16, flush, panels, kIn, pad, seed) => {
+          const k = layout === 'kc' ? Math.max(4, kIn - (kIn % 4)) : kIn;
+          const rows = panels * R;
+          const rs = layout === 'rc' ? 1 : k + pad;
+          const ks = layout === 'rc' ? rows + pad : 1;
+          const esz = isBf16 ? 2 : 4;
+          const elems = (rows - 1) * rs + (k - 1) * ks + 1;
+          const src = 64;
+          const dst = Math.ceil((src + elems * esz) / 64) * 64;
+          const kp = k + (seed % 3) * 4; // packed k may be longer (zero padding, left to the edges)
+          engine.ensure(dst + panels * kp * R * 4 + 64);
+          const u32 = engine.u32;
+          const u16 = new Uint16Array(u32.buffer);
+          for (let i = 0; i < elems; i++) {
+            // Normal values, subnormals, ties and NaN / inf now and then.
+            const x = Math.sin(i * 0.7 + seed) * 2 ** ((i % 13) - 6) * (i % 17 === 0 ? 1e-39 : 1);
+            const f = i % 29 === 5 ? Number.NaN : i % 31 === 7 ? -Infinity : x;
+            if (isBf16) u16[src / 2 + i] = bf16.fromFloat32(f);
+            else new Float32Array(u32.buffer)[src / 4 + i] = f;
+          }
+          u32.fill(0, dst / 4, dst / 4 + panels * kp * R);
+          engine.runPackKernel(packFunctionName(layout, R, isBf16, flush), src, rs, ks, panels, k, kp, dst);
+          const want = new Uint32Array(panels * kp * R);
+          packOperand({ bits: isBf16 ? u16 : u32, bf16: isBf16, rows, k, rs, ks }, src / esz, R, [HI], kp, flush, want, 0);
+          expect(Array.from(u32.subarray(dst / 4, dst / 4 + want.length))).toEqual(Array.from(want));
+        },
+      ),
+      { numRuns: 80 },
     );
   });
 

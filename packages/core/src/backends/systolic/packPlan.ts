@@ -145,3 +145,24 @@ export class Stager {
     while (this.staged < addr && this.staged < this.end) this.next();
   }
 }
+
+/**
+ * A stager that also sums the milliseconds its `to` calls take (`ms`, zeroed by `reset`), for
+ * the GEMM phase timer (`phases.ts`): the engine swaps it in while the timer is on, so the
+ * packing loops themselves read no clock.
+ */
+export class TimedStager extends Stager {
+  ms = 0;
+
+  override reset(buffer: ArrayBufferLike, floor = 0): void {
+    super.reset(buffer, floor);
+    this.ms = 0;
+  }
+
+  override to(addr: number): void {
+    if (this.staged >= addr || this.staged >= this.end) return; // nothing to copy: no time
+    const t = performance.now();
+    super.to(addr);
+    this.ms += performance.now() - t;
+  }
+}

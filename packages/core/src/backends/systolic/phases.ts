@@ -5,8 +5,11 @@
  * (`sink`: the output copy or bf16 narrowing), in milliseconds summed over `products`. Batches
  * run item by item (`batched.ts`) count each item as a product, with its staging in `stage` and
  * its packing in `gemm` (the two kernels run back to back). Products on the thread pool are
- * timed from the calling thread (`pool`). Off by default (one boolean test per phase); turned on
- * by `TPUKIT_GEMM_PHASES=1` in the environment or by setting `gemmPhases.enabled`.
+ * timed from the calling thread (`pool`). Off by default; turned on by `TPUKIT_GEMM_PHASES=1` in
+ * the environment or by setting `gemmPhases.enabled`. While it is on, the engine stages through
+ * a stager that times its copies (`TimedStager`) and hands item-by-item results over through a
+ * timed sink, so the loops over packing chunks and items never read the clock themselves; off,
+ * a product costs a few boolean tests.
  */
 export const gemmPhases = {
   enabled: typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_PHASES === '1',

@@ -24,13 +24,13 @@ import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { idleWaitSource, WorkerPool } from '../../wasm/workerPool';
 import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
-import { packFunctionName } from './packKernels';
+import { PACK_ROWS, packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';
 import { gemmPhases, phaseClock } from './phases';
 
 /** Every packing kernel, in a fixed order the workers index into. */
 const PACK_NAMES: string[] = [];
-for (const layout of ['rc', 'kc'] as const) for (const R of [4, 8]) for (const b of [false, true]) for (const f of [false, true]) PACK_NAMES.push(packFunctionName(layout, R, b, f));
+for (const layout of ['rc', 'kc'] as const) for (const R of PACK_ROWS) for (const b of [false, true]) for (const f of [false, true]) PACK_NAMES.push(packFunctionName(layout, R, b, f));
 
 // The control block (Int32 slots). Counters first, then the job, then two packing descriptors.
 const GEN = 0; // job generation: bumped to wake the workers; -1 ends them
@@ -180,7 +180,7 @@ const MIN_TILE_SIDE = 16;
  * output element is still computed by one thread over the whole K in the same order.
  */
 export function planTiles(mp: number, np: number, kp: number, mr: number, nr: number, mc: number, threads: number): { tileRows: number; tileCols: number; rowTiles: number; colTiles: number } {
-  let rowPanels = Math.min(mp, mc) / mr;
+  let rowPanels = Math.ceil(Math.min(mp, mc) / mr);
   let colPanels = Math.min(np, TILE_COLS) / nr;
   const minRowPanels = Math.max(1, Math.ceil(MIN_TILE_SIDE / mr));
   const minColPanels = Math.max(1, Math.ceil(MIN_TILE_SIDE / nr));

@@ -1,0 +1,107 @@
+/**
+ * The GEMM's micro-kernel shape changes speed only: the 5 x 8 kernel (A rows broadcast from one
+ * vector load by shuffles, partial last row panels) gives, bit for bit, the results of the
+ * default 4 x 8 kernel over shapes, layouts, dtypes, precisions and subnormal flushing, because
+ * every output element still adds its products in k order into one f32 accumulator.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { aval } from '../../aval';
+import { bf16 } from '../../index';
+import { wasmFeatures } from '../../wasm/features';
+import { GemmEngine } from './gemmEngine';
+import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
+import { mxuDotGeneral } from './mxuDot';
+
+function data(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.37 + seed) * 2 ** ((i % 9) - 4) + (i % 11 === 0 ? 3e-39 : 0);
+  return out;
+}
+
+describe('systolic GEMM micro-kernel shapes', () => {
+  const relaxedModes = wasmFeatures().relaxedSimd ? [true, false] : [false];
+  const engines = relaxedModes.map((relaxed) => ({
+    relaxed,
+    five: new GemmEngine({ relaxed, shape: GEMM_SHAPE_5X8 }),
+    four: new GemmEngine({ relaxed, shape: GEMM_SHAPE_4X8 }),
+  }));
+
+  it('the default is the 4 x 8 kernel (5 x 8 is opt-in); a bad blocking is refused by name', () => {
+    expect(DEFAULT_GEMM_SHAPE).toBe(GEMM_SHAPE_4X8);
+    expect([GEMM_SHAPE_5X8.mr, GEMM_SHAPE_5X8.nv, GEMM_SHAPE_5X8.aLoad]).toEqual([5, 2, 'vector']);
+    expect(() => buildGemmModule({ shape: { ...GEMM_SHAPE_5X8, mc: 128 }, relaxed: false, shared: false, maxPages: 16 })).toThrow(/buildGemmModule: mc 128 must be a multiple of mr 5/);
+  });
+
+  it('TPUKIT_GEMM_KERNEL picks the kernel of engines made without a shape, and a bad value is refused by name', () => {
+    const before = process.env.TPUKIT_GEMM_KERNEL;
+    try {
+      process.env.TPUKIT_GEMM_KERNEL = '5x8';
+      expect(new GemmEngine({ relaxed: false }).shape).toBe(GEMM_SHAPE_5X8);
+      process.env.TPUKIT_GEMM_KERNEL = '4x8';
+      expect(new GemmEngine({ relaxed: false }).shape).toBe(GEMM_SHAPE_4X8);
+      process.env.TPUKIT_GEMM_KERNEL = '8x8';
+      expect(() => new GemmEngine({ relaxed: false })).toThrow(/systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got "8x8"/);
+    } finally {
+      if (before === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
+      else process.env.TPUKIT_GEMM_KERNEL = before;
+    }
+  });
+
+  it('5 x 8 equals 4 x 8 bit for bit (any M, layouts, dtypes, precisions, flushing)', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          b: fc.integer({ min: 1, max: 3 }),
+          m: fc.integer({ min: 1, max: 140 }),
+          k: fc.integer({ min: 1, max: 600 }),
+          n: fc.integer({ min: 1, max: 40 }),
+          lhsT: fc.boolean(),
+          rhsT: fc.boolean(),
+          dtype: fc.constantFrom('float32' as const, 'bfloat16' as const),
+          precision: fc.constantFrom('default' as const, 'highest' as const),
+          flush: fc.boolean(),
+          mode: fc.integer({ min: 0, max: relaxedModes.length - 1 }),
+          seed: fc.integer({ min: 0, max: 1000 }),
+        }),
+        ({ b: B, m: M, k: K, n: N, lhsT, rhsT, dtype, precision, flush, mode, seed }) => {
+          const av = data(B * M * K, seed);
+          const bv = data(B * K * N, seed + 1);
+          const store = (x: Float32Array): Float32Array | Uint16Array => (dtype === 'bfloat16' ? bf16.encode(x) : x);
+          // lhs [B, M, K] or [B, K, M]; rhs [B, K, N] or [B, N, K] (the values are arbitrary, so the layout is just the shape).
+          const lhs = { data: store(av), shape: lhsT ? [B, K, M] : [B, M, K], dtype };
+          const rhs = { data: store(bv), shape: rhsT ? [B, N, K] : [B, K, N], dtype };
+          const params = { dimensionNumbers: [[[lhsT ? 1 : 2], [rhsT ? 2 : 1]], [[0], [0]]] as [[number[], number[]], [number[], number[]]], precision, preferredElementType: null };
+          const out = aval([B, M, N], 'float32');
+          const { five, four } = engines[mode];
+          five.f32.fill(Number.NaN); // poisoned scratch: padding rows must not reach a result
+          const x = mxuDotGeneral(five, lhs, rhs, params, out, { flushSubnormals: flush }) as Float32Array;
+          const y = mxuDotGeneral(four, lhs, rhs, params, out, { flushSubnormals: flush }) as Float32Array;
+          expect(new Uint32Array(x.buffer, x.byteOffset, x.length)).toEqual(new Uint32Array(y.buffer, y.byteOffset, y.length));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('writes exactly the M rows of a destination in its memory (no padding rows past it)', () => {
+    const { five, four } = engines[0];
+    if (!five.shared) return; // a destination in the engine's memory needs a shared memory
+    for (const [M, K, N] of [[1, 20, 8], [7, 600, 16], [33, 70, 24], [132, 9, 8], [30, 40, 16]]) {
+      const lhs = { data: data(M * K, M), shape: [M, K], dtype: 'float32' as const };
+      const rhs = { data: data(K * N, N), shape: [K, N], dtype: 'float32' as const };
+      const params = { dimensionNumbers: [[[1], [0]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
+      const out = aval([M, N], 'float32');
+      const want = mxuDotGeneral(four, lhs, rhs, params, out, { flushSubnormals: false }) as Float32Array;
+      // The destination, then a canary of 5 rows that must stay untouched.
+      const addr = five.reserve((M + 5) * N * 4);
+      const region = new Float32Array(five.buffer(), addr, (M + 5) * N).fill(-7);
+      const into = region.subarray(0, M * N);
+      expect(five.resultTarget(into, 1, M, N)).toBe(addr);
+      mxuDotGeneral(five, lhs, rhs, params, out, { flushSubnormals: false }, into);
+      expect(new Uint32Array(region.slice(0, M * N).buffer)).toEqual(new Uint32Array(want.slice().buffer));
+      expect(Array.from(region.subarray(M * N)).every((v) => v === -7)).toBe(true);
+      five.release(addr);
+    }
+  });
+});
