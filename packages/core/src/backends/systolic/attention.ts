@@ -237,7 +237,7 @@ function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr,
  */
 function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number, mask?: HostArray): number[] {
   const { tp, hp, sp } = p;
-  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16 };
+  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dst: sp * tp, pt: sp * tp };
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
   const place = (n: number): number => {
     const r = at;
@@ -257,7 +257,6 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: nu
   const set = (slot: number, v: number): void => {
     d[slot] = v;
   };
-  set(DESC.B, p.B);
   set(DESC.T, p.T);
   set(DESC.N, p.N);
   set(DESC.S, p.S);
@@ -297,7 +296,7 @@ const alloc = (dtype: string, n: number): StorageArray => (dtype === 'bfloat16' 
 /** The module, its instance and the thread count for a call. */
 function setup(p: Plan, relaxed: boolean, masked: boolean): { a: Arena; mod: AttentionModule; threads: number } {
   const a = (arena ??= new Arena());
-  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+  return { a, mod: attentionModule(p.H, p.sp, p.tp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
 }
 
 /** The forward kernel: [out, lse]. */
