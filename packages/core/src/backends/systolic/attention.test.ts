@@ -11,7 +11,9 @@ import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
 import { attentionStats } from './attention';
-import { attention } from '../../lax/attention';
+import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
+import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
+import { toStorage } from '../../storage';
 import { withLedger } from './index';
 
 onBackend('systolic');
@@ -189,6 +191,38 @@ describe('fused attention on the systolic backend', () => {
     expect(() => nn.dotProductAttention(q, k, v, { implementation: 'cudnn' as never })).toThrow('dot_product_attention: unknown implementation "cudnn"; valid: xla, fused or undefined');
     expect(() => nn.dotProductAttention(q, k, v, { scale: Number.NaN })).toThrow('dot_product_attention: scale must be a finite number; got NaN');
     expect(() => jvp((a: Array) => attend('fused', true)(a, k, v), [q], [q])).toThrow("dot_product_attention_lin: forward-mode differentiation (jvp, jacfwd) of the fused attention is not supported; use nn.dotProductAttention's implementation 'xla'");
+  });
+});
+
+describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
+  const c: Case = { b: 2, t: 11, s: 11, k: 2, g: 2, h: 7, causal: true, dtype: 'float32', seed: 9 };
+  const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+  const stale = (n: number): Float32Array => new Float32Array(n).fill(Number.NaN);
+
+  it('writes every result into the given storage (stale contents overwritten), bit-identical to fresh results', () => {
+    const [q, k, v, w] = operands(c);
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+    const into = [stale(out.size), stale(lse.size)];
+    const got = evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, into)!;
+    expect(got.map((x) => toStorage(x))).toEqual(into);
+    expect([...f32(got[0])]).toEqual([...f32(out)]);
+    expect([...f32(got[1])]).toEqual([...f32(lse)]);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const gInto = grads.map((g) => stale(g.size));
+    const gGot = evalPrimitiveIntoAll(attentionBwdP, [q, k, v, lse, w], params, gInto)!;
+    gGot.forEach((g, i) => {
+      expect(toStorage(g)).toBe(gInto[i]);
+      expect([...f32(g)]).toEqual([...f32(grads[i])]);
+    });
+  });
+
+  it('declines storage of the wrong type (null: the caller runs it fresh) and rejects wrong lengths naming the primitive', () => {
+    const [q, k, v] = operands(c);
+    const n = q.size;
+    const rows = c.b * c.k * c.g * c.t;
+    expect(evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Uint16Array(n), new Float32Array(rows)])).toBeNull();
+    expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n)])).toThrow('evalPrimitiveIntoAll(dot_product_attention_fwd): the primitive has 2 results but 1 destinations were given');
+    expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n), new Float32Array(rows - 1)])).toThrow(`evalPrimitiveIntoAll(dot_product_attention_fwd): result 1 has ${rows} elements (float32[${c.b},${c.k * c.g},${c.t}]) but its destination holds ${rows - 1}`);
   });
 });
 
