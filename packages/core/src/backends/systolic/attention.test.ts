@@ -13,7 +13,7 @@ import { setNumThreads } from '../../threads';
 import { attentionStats } from './attention';
 import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
-import { toStorage } from '../../storage';
+import { fromStorage, toStorage } from '../../storage';
 import { withLedger } from './index';
 
 onBackend('systolic');
@@ -223,6 +223,31 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
     expect(evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Uint16Array(n), new Float32Array(rows)])).toBeNull();
     expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n)])).toThrow('evalPrimitiveIntoAll(dot_product_attention_fwd): the primitive has 2 results but 1 destinations were given');
     expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n), new Float32Array(rows - 1)])).toThrow(`evalPrimitiveIntoAll(dot_product_attention_fwd): result 1 has ${rows} elements (float32[${c.b},${c.k * c.g},${c.t}]) but its destination holds ${rows - 1}`);
+  });
+});
+
+describe('fused attention with NaN operands', () => {
+  it('a NaN with any payload stays NaN through the bf16 operand rounding (as in the packing kernels), forward and backward', () => {
+    const c: Case = { b: 1, t: 9, s: 9, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 4 };
+    const [q, k, v, w] = operands(c);
+    // value[0, 0, 0, 0] a signalling NaN with a low payload (0x7f800001): a plain round-to-nearest
+    // on the bits would carry it into the exponent's infinity
+    const vd = Float32Array.from(toStorage(v) as Float32Array);
+    new Uint32Array(vd.buffer)[0] = 0x7f800001;
+    const vn = fromStorage(vd, v.shape, 'float32');
+    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, vn], params);
+    const o = f32(out);
+    const [, T, N, H] = q.shape;
+    // every row sees key 0, so head dim 0 of every output row is NaN (the composite's too), never inf
+    for (let t = 0; t < T; t++) for (let n = 0; n < N; n++) expect(o[(t * N + n) * H]).toBeNaN();
+    const composite = f32(attend('xla', true)(q, k, vn));
+    for (let t = 0; t < T; t++) for (let n = 0; n < N; n++) expect(composite[(t * N + n) * H]).toBeNaN();
+    // backward: dO . v^T over the NaN value row poisons dS of key 0; dv of key 0 gets P^T dO (finite)
+    const [dq, , dv] = evalPrimitive(attentionBwdP, [q, k, vn, lse, w], params).map(f32);
+    for (let i = 0; i < dq.length; i++) expect(dq[i]).toBeNaN();
+    expect(dv.slice(0, H).every((x) => Number.isFinite(x))).toBe(true);
+    expect([...dq].some((x) => x === Infinity || x === -Infinity)).toBe(false);
   });
 });
 

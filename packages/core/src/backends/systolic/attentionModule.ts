@@ -24,6 +24,7 @@
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { MASKED_LOGIT as MASKED } from '../../lax/attention';
+import { convert } from './packKernels';
 
 /** Rows per block: every kernel computes or consumes 4 query rows. */
 export const ROWS = 4;
@@ -45,11 +46,8 @@ function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: n
 
 const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v).simd(SIMD.f32x4_splat);
 
-/** Rounds the v128 on the stack to bf16 (round to nearest even on the f32 bits); uses local `t`. */
-function roundBf16(f: FunctionBuilder, t: number): void {
-  f.tee(t).get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const([1, 1, 1, 1]).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
-  f.v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add).v128Const([0xffff0000, 0xffff0000, 0xffff0000, 0xffff0000]).simd(SIMD.v128_and);
-}
+/** Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels': nearest even, NaN kept quiet); uses local `t`. */
+const roundBf16 = (f: FunctionBuilder, t: number): void => convert(f, t, false, false);
 
 /** 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer (nearest even) held in the low mantissa bits. */
 const MAGIC = 12582912;
