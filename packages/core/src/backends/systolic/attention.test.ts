@@ -252,16 +252,33 @@ describe('fused attention with NaN operands', () => {
 });
 
 describe('fused attention in the cost ledger', () => {
-  it('counts the composite matmuls as MXU FLOPs, forward and backward', () => {
-    const c: Case = { b: 2, t: 16, s: 16, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 2 };
+  it('costs what the cycle model gives the composite\'s matmuls: the forward exactly, the backward plus a recomputed Q K^T', () => {
+    const c: Case = { b: 2, t: 16, s: 24, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 2 };
     const [q, k, v] = operands(c);
-    const mm = 2 * c.b * c.k * c.t * c.s * c.h; // one [T,H]x[H,S] matmul over every (batch, head)
-    const fwd = withLedger(() => attend('fused', true)(q, k, v)).ledger;
-    expect(fwd.byOp.dot_product_attention.flops).toBe(2 * mm);
-    const gl = (a: Array) => np.sum(attend('fused', true)(a, k, v));
-    const bwd = withLedger(() => grad(gl)(q)).ledger;
-    expect(bwd.byOp.dot_product_attention_bwd.flops).toBe(4 * mm);
-    expect(bwd.byOp.dot_product_attention_bwd.seconds).toBeGreaterThan(0);
+    const mxu = (impl: 'fused' | 'xla', withGrad: boolean) => {
+      const f = attend(impl, true);
+      const l = withLedger(() => (withGrad ? grad((a: Array, b: Array, d: Array) => np.sum(f(a, b, d)), { argnums: [0, 1, 2] })(q, k, v) : f(q, k, v))).ledger;
+      return l.entries.filter((e) => e.unit === 'mxu');
+    };
+    const sum = (es: { flops: number; computeCycles: number }[]) => es.reduce((a, e) => ({ flops: a.flops + e.flops, computeCycles: a.computeCycles + e.computeCycles }), { flops: 0, computeCycles: 0 });
+    const compositeFwd = mxu('xla', false);
+    const compositeAll = mxu('xla', true);
+    expect(compositeFwd.map((e) => e.op)).toEqual(['dot_general', 'dot_general']);
+    expect(compositeAll.length).toBe(6);
+    const [fwd, bwd] = mxu('fused', true);
+    expect(fwd.op).toBe('dot_product_attention_fwd');
+    expect(bwd.op).toBe('dot_product_attention_bwd');
+    // forward: Q K^T and P V, as the composite's two dots
+    expect({ flops: fwd.flops, computeCycles: fwd.computeCycles }).toEqual(sum(compositeFwd));
+    // backward: the composite's four backward dots' FLOPs; cycles also recompute Q K^T, and the
+    // transposed products (dS^T Q, P^T dO) are modelled as [S, T] x [T, H] whatever orientation
+    // the composite's dots took
+    const compositeBwd = sum(compositeAll.slice(2));
+    expect(bwd.flops).toBe(compositeBwd.flops);
+    const rest = bwd.computeCycles - compositeFwd[0].computeCycles;
+    expect(rest / compositeBwd.computeCycles).toBeGreaterThan(0.95);
+    expect(rest / compositeBwd.computeCycles).toBeLessThan(1.05);
+    expect(bwd.seconds).toBeGreaterThan(0);
   });
 });
 
