@@ -11,15 +11,19 @@
  * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
  * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
  * worker threads over the same shared memory (a pool of this file's own, started on first use;
- * workers compile the module from its bytes, which the job leaves in memory). Each item is
- * computed by one thread in a fixed order, so results do not depend on the thread count.
+ * workers compile the module from its bytes, which the job leaves in memory). The workers are
+ * woken before the operands are copied in and take items once they are (READY), so their
+ * wake-up overlaps that copy. Each item is computed by one thread in a fixed order, so results
+ * do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
  * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
  * into wasm memory once per call (as f32), then staged per item by wasm kernels (rounded, padded
  * to a head dim and a key count of multiples of 8, key and value also transposed); the kernels
- * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once. With bfloat16 operands the logits and dP are rounded to bf16 first,
- * as the composite's bf16 matmul results are.
+ * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once,
+ * into fresh arrays or into the caller's storage (`Backend.executeIntoAll`: a compiler's reused
+ * buffers). With bfloat16 operands the logits and dP are rounded to bf16 first, as the
+ * composite's bf16 matmul results are.
  *
  * A mask operand (bool [B|1, N|1, T, S]) is copied in as bytes once per call, with one flag byte
  * per (mask item, row) computed here: set where the row sees no key (causality applied). The row
@@ -267,7 +271,7 @@ function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr,
  */
 function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number, mask?: HostArray): number[] {
   const { tp, hp, sp } = p;
-  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dst: sp * tp, pt: sp * tp };
+  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dsT: sp * tp, pT: sp * tp };
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
   const place = (n: number): number => {
     const r = at;

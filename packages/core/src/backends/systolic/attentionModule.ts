@@ -515,7 +515,7 @@ export const DESC = {
  * The scratch regions' order in `DESC.OFF` slots: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV,
  * S, P (or dP), ML, and the transposes of dS and P ([sp, tp], backward).
  */
-export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml', 'dst', 'pt'] as const;
+export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml', 'dsT', 'pT'] as const;
 if (DESC.OFF + SCRATCH.length > DESC.MR) throw new Error('attentionModule: DESC.OFF slots overlap the mask slots');
 
 interface Fns {
@@ -673,7 +673,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.get(cols).call(fn.rowsTimes);
           // dS and P into the columns t0.. of their transposes (dK and dV are formed per head below);
           // masked jobs fill every key (their rows may reach any key, see transGemm)
-          for (const [src, dst] of [[off.p, off.dst], [off.s, off.pt]] as const) {
+          for (const [src, dst] of [[off.p, off.dsT], [off.s, off.pT]] as const) {
             f.get(src).get(dst).get(t0).i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(cols);
             if (masked) f.i32Const(sp);
             else f.get(cols);
@@ -683,7 +683,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
         f.end().end();
         if (dir === 'bwd') {
-          for (const [a, b, out] of [[off.dst, off.q, off.dk], [off.pt, off.do, off.dv]] as const) {
+          for (const [a, b, out] of [[off.dsT, off.q, off.dk], [off.pT, off.do, off.dv]] as const) {
             f.get(a).get(b).get(out);
             if (masked) f.i32Const(0);
             else f.get(causal);
