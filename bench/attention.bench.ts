@@ -37,7 +37,7 @@ for (const what of ['forward', 'fwd+bwd'] as const)
     const f = what === 'forward' ? jit(attend) : jit(grad((a: Array, b: Array, c: Array) => np.sum(np.multiply(attend(a, b, c), w)), { argnums: [0, 1, 2] }));
     const run = (): void => {
       const r = f(q, k, v) as Array | Array[];
-      (Array.isArray(r) ? r[0] : r).dataSync();
+      (globalThis.Array.isArray(r) ? r[0] : r).dataSync();
     };
     for (const threads of [1, 2]) variants.push({ name: `${what} ${impl} ${threads}t`, impl, threads, run, wall: [], cpu: [] });
   }
