@@ -56,14 +56,7 @@ const MOD_LEN = 7;
 const MOD_AT = 8;
 const ACTIVE = 9; // workers that take items in this job
 const WORKER_ITEMS = 10; // items the workers computed, all jobs
-const READY = 11; // the generation whose operands are staged (workers wait for it before taking items)
 const SPIN = 4000;
-/**
- * Milliseconds a woken worker polls READY before it sleeps on it: the calling thread wakes the
- * workers before it copies the operands in (0.2-0.5 ms for the GPT's attention), so that their
- * wake-up overlaps that copy; a worker that slept on READY would need a second wake-up.
- */
-const READY_SPIN_MS = 1;
 
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
@@ -81,12 +74,6 @@ for (;;) {
         inst = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { mem: memory } });
         modId = c[${MOD_ID}];
       }
-      let r = Atomics.load(c, ${READY});
-      for (let s = 1, t0 = performance.now(); r !== seen; s++) {
-        r = Atomics.load(c, ${READY});
-        if ((s & 1023) === 0 && performance.now() - t0 > ${READY_SPIN_MS}) break;
-      }
-      while (r !== seen) { Atomics.wait(c, ${READY}, r); r = Atomics.load(c, ${READY}); }
       const run = c[${MODE}] === 0 ? inst.exports.fwdItem : inst.exports.bwdItem;
       const items = c[${ITEMS}];
       let done = 0;
@@ -138,16 +125,17 @@ class Arena {
     this.u8 = new Uint8Array(this.memory.buffer);
   }
 
-  /**
-   * Starts a job of `items` items (the descriptor laid out, its operands not yet copied in) on
-   * `threads` threads: wakes the workers now, so that their wake-up overlaps the copy-in; they
-   * take items once `run` says the operands are there. Returns whether workers take part.
-   */
-  start(mod: AttentionModule, backward: boolean, items: number, threads: number): boolean {
+  /** Runs items [0, items) of the job in the descriptor on `threads` threads (the calling one included). */
+  run(mod: AttentionModule, k: AttentionKernels, backward: boolean, items: number, threads: number): void {
+    const run = backward ? k.bwdItem : k.fwdItem;
     const workers = Math.min(threads, items) - 1;
     stats.jobs++;
-    if (workers < 1 || !this.startPool(workers)) return false;
+    if (workers < 1 || !this.startPool(workers)) {
+      for (let i = 0; i < items; i++) run(i, 0);
+      return;
+    }
     const c = this.control;
+    const pool = this.pool!;
     // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
     new Uint8Array(this.memory.buffer, MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
     c[MOD_ID] = mod.id;
@@ -159,26 +147,8 @@ class Arena {
     Atomics.store(c, NEXT, 0);
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
-    this.pool!.wake();
+    pool.wake();
     stats.pooled++;
-    return true;
-  }
-
-  /**
-   * Runs items [0, items) of the job `start` began, on the calling thread and the woken workers;
-   * `staged` false (the copy-in failed): the workers are let go without items.
-   */
-  run(k: AttentionKernels, backward: boolean, items: number, pooled: boolean, staged = true): void {
-    const run = backward ? k.bwdItem : k.fwdItem;
-    if (!pooled) {
-      if (staged) for (let i = 0; i < items; i++) run(i, 0);
-      return;
-    }
-    const c = this.control;
-    const pool = this.pool!;
-    if (!staged) Atomics.store(c, NEXT, items);
-    Atomics.store(c, READY, Atomics.load(c, GEN));
-    Atomics.notify(c, READY);
     let failure: unknown = null;
     try {
       for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) run(i, 0);
@@ -312,25 +282,10 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: nu
 }
 
 /** Copies a host operand into wasm memory at byte `dst` as f32 (bf16 storage is widened). */
-function copyIn(a: Arena, x: HostArray, dst: number): void {
-  const view = a.f32.subarray(dst >> 2, (dst >> 2) + x.data.length);
-  if (x.dtype === 'bfloat16') bf16.decode(x.data as Uint16Array, view);
-  else view.set(x.data as Float32Array);
-}
-
-/**
- * Copies operands `srcs` in at byte addresses `addrs` and runs the job's items. The workers are
- * woken first, so that their wake-up overlaps the copy-in (a failed copy-in lets them go).
- */
-function stageAndRun(a: Arena, mod: AttentionModule, backward: boolean, items: number, threads: number, srcs: readonly HostArray[], addrs: readonly number[]): void {
-  const pooled = a.start(mod, backward, items, threads);
-  let staged = false;
-  try {
-    for (let i = 0; i < srcs.length; i++) copyIn(a, srcs[i], addrs[i]);
-    staged = true;
-  } finally {
-    a.run(a.kernels(mod), backward, items, pooled, staged);
-  }
+function copyIn(a: Arena, x: StorageArray, bf: boolean, dst: number): void {
+  const view = a.f32.subarray(dst >> 2, (dst >> 2) + x.length);
+  if (bf) bf16.decode(x as Uint16Array, view);
+  else view.set(x as Float32Array);
 }
 
 /** Copies `out.length` f32 results at byte `src` into host storage `out` (rounded when bf16). */
@@ -362,7 +317,10 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
   const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const rows = p.B * p.N * p.T;
   const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * rows], threads, mod.bytes.length, mask);
-  stageAndRun(a, mod, false, p.B * p.K, threads, [q, k, v], [Qr, Kr, Vr]);
+  copyIn(a, q.data, bf, Qr);
+  copyIn(a, k.data, bf, Kr);
+  copyIn(a, v.data, bf, Vr);
+  a.run(mod, a.kernels(mod), false, p.B * p.K, threads);
   copyOut(a, Or, out);
   if (lse === null) return;
   const ml = a.f32;
@@ -388,7 +346,12 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
   const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const [nq, nk] = [q.data.length, k.data.length];
   const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length, mask);
-  stageAndRun(a, mod, true, p.B * p.K, threads, [q, k, v, dout, lse], [Qr, Kr, Vr, DOr, L]);
+  copyIn(a, q.data, bf, Qr);
+  copyIn(a, k.data, bf, Kr);
+  copyIn(a, v.data, bf, Vr);
+  copyIn(a, dout.data, bf, DOr);
+  copyIn(a, lse.data, false, L);
+  a.run(mod, a.kernels(mod), true, p.B * p.K, threads);
   copyOut(a, DQr, dq);
   copyOut(a, DKr, dk);
   copyOut(a, DVr, dv);
