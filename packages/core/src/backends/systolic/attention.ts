@@ -11,10 +11,8 @@
  * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
  * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
  * worker threads over the same shared memory (a pool of this file's own, started on first use;
- * workers compile the module from its bytes, which the job leaves in memory). The workers are
- * woken before the operands are copied in and take items once they are (READY), so their
- * wake-up overlaps that copy. Each item is computed by one thread in a fixed order, so results
- * do not depend on the thread count.
+ * workers compile the module from its bytes, which the job leaves in memory). Each item is
+ * computed by one thread in a fixed order, so results do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
  * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
