@@ -40,6 +40,20 @@ export interface Backend {
    */
   executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
   /**
+   * Capability: `executeInto` for a primitive with several results (such as the fused
+   * attention's out and logsumexp): every result into its own caller storage in `outs` (dtype
+   * and element count of `outAvals[i]`). Returns false when this backend does not do that for
+   * this primitive and these types (the caller then uses `execute`). Absent: never.
+   */
+  executeIntoAll?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[], outs: StorageArray[]): boolean;
+  /**
+   * Capability: whether `nn.dotProductAttention` should pick the fused attention primitives
+   * (one kernel per direction) by default on this backend because it runs them as fused
+   * kernels with the MXU's one-pass bf16 numerics (the composite's numerics at the default
+   * matmul precision). Absent: never (the default stays the composite).
+   */
+  fusedAttention?(): boolean;
+  /**
    * Capability: the shared WebAssembly memory this backend's kernels work in, where a compiler
    * may reserve its arena, so that operands which are views of that arena are read in place
    * (no copy into the backend's memory) and results written into it land there directly.

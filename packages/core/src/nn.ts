@@ -1,7 +1,7 @@
 /** The `nn` namespace: the jax.nn functions a transformer needs, built from jnp ops. */
 import { stopGradient } from './transforms/custom';
 import { getBackend } from './backend';
-import { MASKED_LOGIT, attention } from './lax/attention';
+import { MASKED_LOGIT, attention, checkAttentionShapes } from './lax/attention';
 import { getDefaultMatmulPrecision } from './lax/precision';
 import type { Array } from './array';
 import { type ArrayLike, asArray } from './convert';
@@ -141,8 +141,9 @@ export interface DotProductAttentionOptions {
   /**
    * 'xla': the composite (matmuls, mask, softmax); 'fused': one forward and one backward kernel
    * (FlashAttention style; `mask` and `isCausal` but no bias; float32 or bfloat16 operands of one
-   * dtype). Undefined picks 'fused' on the systolic backend where it applies (and the default
-   * matmul precision is one bf16 pass, the fused kernels' numerics), else 'xla'.
+   * dtype). Undefined picks 'fused' where it applies on a backend that runs the fused kernels
+   * (`Backend.fusedAttention`: the systolic backend) and the default matmul precision is one bf16
+   * pass (the fused kernels' numerics), else 'xla'.
    */
   implementation?: AttentionImplementation;
 }
@@ -163,13 +164,9 @@ export function dotProductAttention(query: ArrayLike, key: ArrayLike, value: Arr
   const impl = opts.implementation;
   if (impl !== undefined && !IMPLEMENTATIONS.includes(impl)) throw new TypeError(`${op}: unknown implementation ${JSON.stringify(impl)}; valid: ${IMPLEMENTATIONS.join(', ')} or undefined`);
   const [q, k, v] = [asArray(query, { op }), asArray(key, { op }), asArray(value, { op })];
-  if (q.ndim !== 4 || k.ndim !== 4 || v.ndim !== 4) throw new TypeError(`${op}: query, key and value must be rank 4 [B, T|S, N|K, H]; got [${q.shape}], [${k.shape}], [${v.shape}]`);
+  checkAttentionShapes(op, q.shape, k.shape, v.shape);
   const [b, t, n, h] = q.shape;
   const [, s, kh] = k.shape;
-  if (k.shape.join() !== v.shape.join()) throw new TypeError(`${op}: key [${k.shape}] and value [${v.shape}] must have the same shape`);
-  if (k.shape[0] !== b || k.shape[3] !== h || kh === 0 || n % kh !== 0) {
-    throw new TypeError(`${op}: key [${k.shape}] does not fit query [${q.shape}]: need the same batch and head dim, and query heads (${n}) a multiple of key heads (${kh})`);
-  }
   const scale = opts.scale ?? 1 / Math.sqrt(h);
   if (typeof scale !== 'number' || !Number.isFinite(scale)) throw new TypeError(`${op}: scale must be a finite number; got ${String(scale)}`);
   const fusable = opts.bias === undefined && (q.dtype === 'float32' || q.dtype === 'bfloat16') && q.dtype === k.dtype && q.dtype === v.dtype;
@@ -179,7 +176,7 @@ export function dotProductAttention(query: ArrayLike, key: ArrayLike, value: Arr
   }
   // (the fused kernels' matmuls are one bf16 pass: a higher default matmul precision keeps the composite)
   const onePass = (getDefaultMatmulPrecision() ?? 'default') === 'default';
-  if (impl === 'fused' || (impl === undefined && fusable && onePass && getBackend().name === 'systolic')) {
+  if (impl === 'fused' || (impl === undefined && fusable && onePass && getBackend().fusedAttention?.() === true)) {
     const mask = opts.mask === undefined ? undefined : fusedMask(op, asArray(opts.mask, { op }), [b, n, t, s]);
     return attention(q, k, v, { scale, isCausal: opts.isCausal === true }, mask);
   }

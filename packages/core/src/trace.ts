@@ -59,6 +59,27 @@ export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknow
 }
 
 /**
+ * `evalPrimitiveInto` for a primitive with several results: result i written into `outs[i]`
+ * (host storage of its dtype and element count, owned by the caller); the returned Arrays share
+ * them. Returns null when the backend cannot (see `Backend.executeIntoAll`): run
+ * `evalPrimitive` instead.
+ */
+export function evalPrimitiveIntoAll(prim: Primitive, args: Array[], params: unknown, outs: readonly StorageArray[]): Array[] | null {
+  const backend = getBackend();
+  if (backend.executeIntoAll === undefined || prim.rules.eval !== undefined) return null;
+  const avals = args.map((a) => a.aval);
+  const outAvals = prim.abstractEval(avals, params);
+  if (outAvals.length !== outs.length) throw new RangeError(`evalPrimitiveIntoAll(${prim.name}): the primitive has ${outAvals.length} results but ${outs.length} destinations were given`);
+  outAvals.forEach((o, i) => {
+    const n = o.shape.reduce((a, b) => a * b, 1);
+    if (outs[i].length !== n) throw new RangeError(`evalPrimitiveIntoAll(${prim.name}): result ${i} has ${n} elements (${o.dtype}[${o.shape.join(',')}]) but its destination holds ${outs[i].length}`);
+  });
+  const bufs = args.map((a) => a._bufferOn(backend));
+  if (!backend.executeIntoAll(prim, bufs, avals, params, outAvals, outs as StorageArray[])) return null;
+  return outAvals.map((o, i) => new Array(o, backend, outs[i]));
+}
+
+/**
  * Runs a primitive on concrete arrays on the current backend. Higher-order primitives (jit's
  * `pjit`, control flow, custom rules) carry `rules.eval`, which runs their sub-programs with
  * Arrays instead of one backend kernel.

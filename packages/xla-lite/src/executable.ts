@@ -21,7 +21,7 @@
  * their donated storage.
  */
 import { type Array, ClosedJaxpr, fromStorage, lax, toStorage } from '@tpukit/core';
-import { evalPrimitive, evalPrimitiveInto } from '@tpukit/core/internal';
+import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
@@ -41,7 +41,7 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null }
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
 
 export interface ExecutableStats {
@@ -103,7 +103,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null };
     }
   });
   // Results of dots and transposes (primitives the backend can run into caller storage), of
@@ -228,6 +228,18 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           // (The result's shape is the physical one the parameters give, as evalPrimitive's.)
           vals[s.out] = runInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(s.inst.shape)) as Float32Array);
           break;
+        }
+        if (s.intoAll && pools(s.out)) {
+          // A multi-result primitive the backend writes into caller storage (the fused attention):
+          // every result into its reused buffer (no fresh arrays, no GC pressure per call).
+          s.pools ??= s.inst.shapes.map((sh) => poolBuf({ pool: null }, numel(sh)) as Float32Array);
+          const r = evalPrimitiveIntoAll(s.inst.prim!, s.buf, s.params, s.pools);
+          if (r !== null) {
+            s.buf.fill(null as never);
+            vals[s.out] = r;
+            break;
+          }
+          s.intoAll = false; // (not on this backend: fresh results from now on)
         }
         const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
         s.buf.fill(null as never);

@@ -54,18 +54,29 @@ export interface AttentionDims {
 
 export const attentionDims = (q: readonly number[], k: readonly number[]): AttentionDims => ({ b: q[0], t: q[1], n: q[2], h: q[3], s: k[1], k: k[2], g: q[2] / k[2] });
 
-/** Checks the operands of the fused attention; throws naming the primitive, the argument and the shapes. */
+/**
+ * Checks the shapes of query [B, T, N, H], key and value [B, S, K, H] (N a multiple of K): what
+ * both `nn.dotProductAttention` implementations and the fused primitives require; throws naming
+ * the operation and the shapes.
+ */
+export function checkAttentionShapes(op: string, q: readonly number[], k: readonly number[], v: readonly number[]): void {
+  if (q.length !== 4 || k.length !== 4 || v.length !== 4) throw new TypeError(`${op}: query, key and value must be rank 4 [B, T|S, N|K, H]; got [${q}], [${k}], [${v}]`);
+  if (k.join() !== v.join()) throw new TypeError(`${op}: key [${k}] and value [${v}] must have the same shape`);
+  if (k[0] !== q[0] || k[3] !== q[3] || k[2] === 0 || q[2] % k[2] !== 0) {
+    throw new TypeError(`${op}: key [${k}] does not fit query [${q}]: need the same batch and head dim, and query heads (${q[2]}) a multiple of key heads (${k[2]})`);
+  }
+}
+
+/** Checks the operands of the fused attention (dtypes, then `checkAttentionShapes`); throws naming the primitive, the argument and the shapes. */
 export function checkAttentionOperands(op: string, avals: readonly ShapedArray[], names: readonly string[]): void {
   avals.forEach((a, i) => {
     if (a.dtype !== 'float32' && a.dtype !== 'bfloat16') throw new TypeError(`${op}: ${names[i]} must be float32 or bfloat16; got ${a.dtype}`);
   });
   const [q, k, v] = avals;
-  if (q.shape.length !== 4 || k.shape.length !== 4 || v.shape.length !== 4) throw new TypeError(`${op}: query, key and value must be rank 4 [B, T|S, N|K, H]; got [${q.shape}], [${k.shape}], [${v.shape}]`);
-  if (q.dtype !== k.dtype || q.dtype !== v.dtype) throw new TypeError(`${op}: query, key and value must have one dtype; got ${q.dtype}, ${k.dtype}, ${v.dtype}`);
-  if (k.shape.join() !== v.shape.join()) throw new TypeError(`${op}: key [${k.shape}] and value [${v.shape}] must have the same shape`);
-  if (k.shape[0] !== q.shape[0] || k.shape[3] !== q.shape[3] || k.shape[2] === 0 || q.shape[2] % k.shape[2] !== 0) {
-    throw new TypeError(`${op}: key [${k.shape}] does not fit query [${q.shape}]: need the same batch and head dim, and query heads (${q.shape[2]}) a multiple of key heads (${k.shape[2]})`);
+  if (q.shape.length === 4 && k.shape.length === 4 && v.shape.length === 4 && (q.dtype !== k.dtype || q.dtype !== v.dtype)) {
+    throw new TypeError(`${op}: query, key and value must have one dtype; got ${q.dtype}, ${k.dtype}, ${v.dtype}`);
   }
+  checkAttentionShapes(op, q.shape, k.shape, v.shape);
 }
 
 function checkParams(op: string, p: AttentionParams): void {

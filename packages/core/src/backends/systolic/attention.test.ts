@@ -11,7 +11,9 @@ import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
 import { attentionStats } from './attention';
-import { attention } from '../../lax/attention';
+import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
+import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
+import { fromStorage, toStorage } from '../../storage';
 import { withLedger } from './index';
 
 onBackend('systolic');
@@ -192,17 +194,91 @@ describe('fused attention on the systolic backend', () => {
   });
 });
 
-describe('fused attention in the cost ledger', () => {
-  it('counts the composite matmuls as MXU FLOPs, forward and backward', () => {
-    const c: Case = { b: 2, t: 16, s: 16, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 2 };
+describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
+  const c: Case = { b: 2, t: 11, s: 11, k: 2, g: 2, h: 7, causal: true, dtype: 'float32', seed: 9 };
+  const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+  const stale = (n: number): Float32Array => new Float32Array(n).fill(Number.NaN);
+
+  it('writes every result into the given storage (stale contents overwritten), bit-identical to fresh results', () => {
+    const [q, k, v, w] = operands(c);
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+    const into = [stale(out.size), stale(lse.size)];
+    const got = evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, into)!;
+    expect(got.map((x) => toStorage(x))).toEqual(into);
+    expect([...f32(got[0])]).toEqual([...f32(out)]);
+    expect([...f32(got[1])]).toEqual([...f32(lse)]);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const gInto = grads.map((g) => stale(g.size));
+    const gGot = evalPrimitiveIntoAll(attentionBwdP, [q, k, v, lse, w], params, gInto)!;
+    gGot.forEach((g, i) => {
+      expect(toStorage(g)).toBe(gInto[i]);
+      expect([...f32(g)]).toEqual([...f32(grads[i])]);
+    });
+  });
+
+  it('declines storage of the wrong type (null: the caller runs it fresh) and rejects wrong lengths naming the primitive', () => {
     const [q, k, v] = operands(c);
-    const mm = 2 * c.b * c.k * c.t * c.s * c.h; // one [T,H]x[H,S] matmul over every (batch, head)
-    const fwd = withLedger(() => attend('fused', true)(q, k, v)).ledger;
-    expect(fwd.byOp.dot_product_attention.flops).toBe(2 * mm);
-    const gl = (a: Array) => np.sum(attend('fused', true)(a, k, v));
-    const bwd = withLedger(() => grad(gl)(q)).ledger;
-    expect(bwd.byOp.dot_product_attention_bwd.flops).toBe(4 * mm);
-    expect(bwd.byOp.dot_product_attention_bwd.seconds).toBeGreaterThan(0);
+    const n = q.size;
+    const rows = c.b * c.k * c.g * c.t;
+    expect(evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Uint16Array(n), new Float32Array(rows)])).toBeNull();
+    expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n)])).toThrow('evalPrimitiveIntoAll(dot_product_attention_fwd): the primitive has 2 results but 1 destinations were given');
+    expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n), new Float32Array(rows - 1)])).toThrow(`evalPrimitiveIntoAll(dot_product_attention_fwd): result 1 has ${rows} elements (float32[${c.b},${c.k * c.g},${c.t}]) but its destination holds ${rows - 1}`);
+  });
+});
+
+describe('fused attention with NaN operands', () => {
+  it('a NaN with any payload stays NaN through the bf16 operand rounding (as in the packing kernels), forward and backward', () => {
+    const c: Case = { b: 1, t: 9, s: 9, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 4 };
+    const [q, k, v, w] = operands(c);
+    // value[0, 0, 0, 0] a signalling NaN with a low payload (0x7f800001): a plain round-to-nearest
+    // on the bits would carry it into the exponent's infinity
+    const vd = Float32Array.from(toStorage(v) as Float32Array);
+    new Uint32Array(vd.buffer)[0] = 0x7f800001;
+    const vn = fromStorage(vd, v.shape, 'float32');
+    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, vn], params);
+    const o = f32(out);
+    const [, T, N, H] = q.shape;
+    // every row sees key 0, so head dim 0 of every output row is NaN (the composite's too), never inf
+    for (let t = 0; t < T; t++) for (let n = 0; n < N; n++) expect(o[(t * N + n) * H]).toBeNaN();
+    const composite = f32(attend('xla', true)(q, k, vn));
+    for (let t = 0; t < T; t++) for (let n = 0; n < N; n++) expect(composite[(t * N + n) * H]).toBeNaN();
+    // backward: dO . v^T over the NaN value row poisons dS of key 0; dv of key 0 gets P^T dO (finite)
+    const [dq, , dv] = evalPrimitive(attentionBwdP, [q, k, vn, lse, w], params).map(f32);
+    for (let i = 0; i < dq.length; i++) expect(dq[i]).toBeNaN();
+    expect(dv.slice(0, H).every((x) => Number.isFinite(x))).toBe(true);
+    expect([...dq].some((x) => x === Infinity || x === -Infinity)).toBe(false);
+  });
+});
+
+describe('fused attention in the cost ledger', () => {
+  it('costs what the cycle model gives the composite\'s matmuls: the forward exactly, the backward plus a recomputed Q K^T', () => {
+    const c: Case = { b: 2, t: 16, s: 24, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 2 };
+    const [q, k, v] = operands(c);
+    const mxu = (impl: 'fused' | 'xla', withGrad: boolean) => {
+      const f = attend(impl, true);
+      const l = withLedger(() => (withGrad ? grad((a: Array, b: Array, d: Array) => np.sum(f(a, b, d)), { argnums: [0, 1, 2] })(q, k, v) : f(q, k, v))).ledger;
+      return l.entries.filter((e) => e.unit === 'mxu');
+    };
+    const sum = (es: { flops: number; computeCycles: number }[]) => es.reduce((a, e) => ({ flops: a.flops + e.flops, computeCycles: a.computeCycles + e.computeCycles }), { flops: 0, computeCycles: 0 });
+    const compositeFwd = mxu('xla', false);
+    const compositeAll = mxu('xla', true);
+    expect(compositeFwd.map((e) => e.op)).toEqual(['dot_general', 'dot_general']);
+    expect(compositeAll.length).toBe(6);
+    const [fwd, bwd] = mxu('fused', true);
+    expect(fwd.op).toBe('dot_product_attention_fwd');
+    expect(bwd.op).toBe('dot_product_attention_bwd');
+    // forward: Q K^T and P V, as the composite's two dots
+    expect({ flops: fwd.flops, computeCycles: fwd.computeCycles }).toEqual(sum(compositeFwd));
+    // backward: the composite's four backward dots' FLOPs; cycles also recompute Q K^T, and the
+    // transposed products (dS^T Q, P^T dO) are modelled as [S, T] x [T, H] whatever orientation
+    // the composite's dots took
+    const compositeBwd = sum(compositeAll.slice(2));
+    expect(bwd.flops).toBe(compositeBwd.flops);
+    const rest = bwd.computeCycles - compositeFwd[0].computeCycles;
+    expect(rest / compositeBwd.computeCycles).toBeGreaterThan(0.95);
+    expect(rest / compositeBwd.computeCycles).toBeLessThan(1.05);
+    expect(bwd.seconds).toBeGreaterThan(0);
   });
 });
 

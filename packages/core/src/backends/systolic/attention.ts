@@ -18,8 +18,10 @@
  * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
  * into wasm memory once per call (as f32), then staged per item by wasm kernels (rounded, padded
  * to a head dim and a key count of multiples of 8, key and value also transposed); the kernels
- * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once. With bfloat16 operands the logits and dP are rounded to bf16 first,
- * as the composite's bf16 matmul results are.
+ * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once,
+ * into fresh arrays or into the caller's storage (`Backend.executeIntoAll`: a compiler's reused
+ * buffers). With bfloat16 operands the logits and dP are rounded to bf16 first, as the
+ * composite's bf16 matmul results are.
  *
  * A mask operand (bool [B|1, N|1, T, S]) is copied in as bytes once per call, with one flag byte
  * per (mask item, row) computed here: set where the row sees no key (causality applied). The row
@@ -237,7 +239,7 @@ function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr,
  */
 function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number, mask?: HostArray): number[] {
   const { tp, hp, sp } = p;
-  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16 };
+  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dsT: sp * tp, pT: sp * tp };
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
   const place = (n: number): number => {
     const r = at;
@@ -257,7 +259,6 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: nu
   const set = (slot: number, v: number): void => {
     d[slot] = v;
   };
-  set(DESC.B, p.B);
   set(DESC.T, p.T);
   set(DESC.N, p.N);
   set(DESC.S, p.S);
@@ -292,40 +293,53 @@ function copyOut(a: Arena, src: number, out: StorageArray): void {
   else (out as Float32Array).set(view);
 }
 
-const alloc = (dtype: string, n: number): StorageArray => (dtype === 'bfloat16' ? new Uint16Array(n) : new Float32Array(n));
+/** Storage for a result of dtype `dtype` (fresh), or `into` when given (the caller's, reused: stale contents). */
+const storage = (dtype: string, n: number, into: StorageArray | undefined): StorageArray => into ?? (dtype === 'bfloat16' ? new Uint16Array(n) : new Float32Array(n));
 
 /** The module, its instance and the thread count for a call. */
 function setup(p: Plan, relaxed: boolean, masked: boolean): { a: Arena; mod: AttentionModule; threads: number } {
   const a = (arena ??= new Arena());
-  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+  return { a, mod: attentionModule(p.H, p.sp, p.tp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
 }
 
-/** The forward kernel: [out, lse]. */
-export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
+/** The forward pass into `out` and, unless null (the inference primitive), the per-row logsumexp into `lse`. */
+function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean, out: StorageArray, lse: Float32Array | null): void {
   const [q, k, v, mask] = inputs;
   const p = plan(q, k);
-  const out = alloc(outAvals[0].dtype, q.data.length);
-  const lse = new Float32Array(p.B * p.N * p.T);
-  if (q.data.length === 0 || k.data.length === 0) return [out, lse.fill(-Infinity)];
+  if (q.data.length === 0 || k.data.length === 0) {
+    out.fill(0);
+    lse?.fill(-Infinity);
+    return;
+  }
   const bf = q.dtype === 'bfloat16';
   const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
-  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * lse.length], threads, mod.bytes.length, mask);
+  const rows = p.B * p.N * p.T;
+  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * rows], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);
   copyIn(a, k.data, bf, Kr);
   copyIn(a, v.data, bf, Vr);
   a.run(mod, a.kernels(mod), false, p.B * p.K, threads);
   copyOut(a, Or, out);
+  if (lse === null) return;
   const ml = a.f32;
-  for (let i = 0, m = ML >> 2; i < lse.length; i++, m += 2) lse[i] = ml[m] + Math.log(ml[m + 1]);
+  for (let i = 0, m = ML >> 2; i < rows; i++, m += 2) lse[i] = ml[m] + Math.log(ml[m + 1]);
+}
+
+/** The forward kernel: [out, lse] (into `outs` when given). */
+export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[]): StorageArray[] {
+  const q = inputs[0];
+  const out = storage(outAvals[0].dtype, q.data.length, outs?.[0]);
+  const lse = storage('float32', q.shape[0] * q.shape[2] * q.shape[1], outs?.[1]) as Float32Array;
+  forward(inputs, params, relaxed, out, lse);
   return [out, lse];
 }
 
-/** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut). */
-export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean): StorageArray[] {
+/** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut) (into `outs` when given). */
+export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[]): StorageArray[] {
   const [q, k, v, lse, dout, mask] = inputs;
   const p = plan(q, k);
-  const [dq, dk, dv] = outAvals.map((o, i) => alloc(o.dtype, inputs[i].data.length));
-  if (q.data.length === 0 || k.data.length === 0) return [dq, dk, dv];
+  const [dq, dk, dv] = outAvals.map((o, i) => storage(o.dtype, inputs[i].data.length, outs?.[i]));
+  if (q.data.length === 0 || k.data.length === 0) return [dq.fill(0), dk.fill(0), dv.fill(0)];
   const bf = q.dtype === 'bfloat16';
   const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const [nq, nk] = [q.data.length, k.data.length];
@@ -342,9 +356,26 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
   return [dq, dk, dv];
 }
 
+/**
+ * A kernel of the fused attention primitives: the results, written into `outs` when given
+ * (caller storage of each result's dtype and element count: `Backend.executeIntoAll`), else
+ * into fresh storage.
+ */
+export type SystolicAttentionKernel = (inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[]) => StorageArray[];
+
 /** The systolic kernels of the fused attention primitives, by primitive name (backend.ts dispatches on it). */
-export const systolicAttentionKernels: Record<string, (inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean) => StorageArray[]> = {
-  dot_product_attention: (inputs, params, outAvals, relaxed) => attentionFwdSystolic(inputs, params, outAvals, relaxed).slice(0, 1),
+export const systolicAttentionKernels: Record<string, SystolicAttentionKernel> = {
+  // (the inference primitive has no use for the logsumexp: not formed)
+  dot_product_attention: (inputs, params, outAvals, relaxed, outs) => {
+    const out = storage(outAvals[0].dtype, inputs[0].data.length, outs?.[0]);
+    forward(inputs, params, relaxed, out, null);
+    return [out];
+  },
   dot_product_attention_fwd: attentionFwdSystolic,
   dot_product_attention_bwd: attentionBwdSystolic,
 };
+
+/** Whether `outs` fit the results `outAvals` of a fused attention kernel (Float32Array for float32, Uint16Array for bfloat16). */
+export function attentionStorageFits(outAvals: readonly ShapedArray[], outs: readonly StorageArray[]): boolean {
+  return outs.length === outAvals.length && outAvals.every((o, i) => (o.dtype === 'bfloat16' ? outs[i] instanceof Uint16Array : o.dtype === 'float32' && outs[i] instanceof Float32Array));
+}

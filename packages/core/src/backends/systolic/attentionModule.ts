@@ -9,7 +9,8 @@
  * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT  (Q K^T, dO V^T), with BT
  *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
  * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
- * - `transAcc(a, b, out, nj)`: out[j, hp] += sum_r A[r, j] B[r, hp], j < nj      (dS^T Q, P^T dO)
+ * - `transposeBlock(src, dst, cols, total)`: a block's dS or P rows into columns of [sp, tp]
+ * - `transGemm(a, b, out, causal)`: out[sp, hp] += A[sp, tp] B[tp, hp]   (dS^T Q, P^T dO)
  * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg)`: one row: logits = s * scale over
  *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
  *   max and sum written at mlOut (the caller forms lse = max + log(sum)).
@@ -23,6 +24,7 @@
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { MASKED_LOGIT as MASKED } from '../../lax/attention';
+import { convert } from './packKernels';
 
 /** Rows per block: every kernel computes or consumes 4 query rows. */
 export const ROWS = 4;
@@ -44,11 +46,8 @@ function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: n
 
 const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v).simd(SIMD.f32x4_splat);
 
-/** Rounds the v128 on the stack to bf16 (round to nearest even on the f32 bits); uses local `t`. */
-function roundBf16(f: FunctionBuilder, t: number): void {
-  f.tee(t).get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const([1, 1, 1, 1]).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
-  f.v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add).v128Const([0xffff0000, 0xffff0000, 0xffff0000, 0xffff0000]).simd(SIMD.v128_and);
-}
+/** Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels': nearest even, NaN kept quiet); uses local `t`. */
+const roundBf16 = (f: FunctionBuilder, t: number): void => convert(f, t, false, false);
 
 /** 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer (nearest even) held in the low mantissa bits. */
 const MAGIC = 12582912;
@@ -124,12 +123,19 @@ function microLocals(f: FunctionBuilder): Micro {
 }
 
 /**
- * acc[r][0..8] = sum over n steps of A[r] * B, from pa and pb on: A's 4 rows are `aRow` bytes
- * apart (one f32 per step, splatted), B's 8 floats per step contiguous; per step pa += 4 and
- * pb += `bStep`. A plain loop: V8 spills the accumulators of an unrolled one.
+ * acc[r][0..8] = init + sum over n steps of A[r] * B, from pa and pb on: A's 4 rows are `aRow`
+ * bytes apart (one f32 per step, splatted), B's 8 floats per step contiguous; per step pa += 4
+ * and pb += `bStep`. `init` zero, or the 4 x 8 block at `init.out + init.at` (rows `init.row`
+ * bytes apart: the accumulation goes on from what is there). A plain loop: V8 spills the
+ * accumulators of an unrolled one.
  */
-function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number): void {
-  for (const x of r.acc) f.v128Const([0, 0, 0, 0]).set(x);
+function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number, init?: { out: number; row: number; at: number }): void {
+  if (init === undefined) for (const x of r.acc) f.v128Const([0, 0, 0, 0]).set(x);
+  else
+    for (let i = 0; i < ROWS; i++) {
+      f.get(init.out).simdMem(SIMD.v128_load, i * init.row + init.at).set(r.acc[2 * i]);
+      f.get(init.out).simdMem(SIMD.v128_load, i * init.row + init.at + 16).set(r.acc[2 * i + 1]);
+    }
   forLoop(f, r.i, r.n, () => {
     f.get(r.pb).simdMem(SIMD.v128_load).set(r.b0);
     f.get(r.pb).simdMem(SIMD.v128_load, 16).set(r.b1);
@@ -184,26 +190,84 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
   });
 }
 
-function buildTransAcc(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
-  return m.addFunction('transAcc', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [a, b, out, nj] = [0, 1, 2, 3];
+/** 32-bit lane shuffle of the two v128 on the stack: lanes 0-3 from the first, 4-7 from the second. */
+function shuffle32(f: FunctionBuilder, lanes: readonly [number, number, number, number]): void {
+  f.simd(SIMD.i8x16_shuffle);
+  for (const l of lanes) for (let b = 0; b < 4; b++) f.op(l * 4 + b);
+}
+
+/**
+ * `transposeBlock(src, dst, cols, total)`: a block of 4 rows (src [4, sp]) into 4 columns of a
+ * [sp, tp] matrix (dst: its column t0, rows tp * 4 bytes apart): dst[j, 0..4] = src[0..4, j] for
+ * j < cols, zeros for cols <= j < total (cols and total multiples of 4). 4 x 4 blocks are
+ * transposed in registers with shuffles, one store per key.
+ */
+function buildTransposeBlock(m: ModuleBuilder, sp: number, tp: number): number {
+  return m.addFunction('transposeBlock', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, dst, cols, total] = [0, 1, 2, 3];
     const j = f.local('i32');
-    const s = Array.from({ length: ROWS }, () => f.local('v128'));
-    const [o, x] = [f.local('v128'), f.local('v128')];
-    forLoop(f, j, nj, () => {
-      for (let r = 0; r < ROWS; r++) f.get(a).simdMem(SIMD.v128_load32_splat, r * sp * 4, 4).set(s[r]);
-      for (let c = 0; c < hp / 4; c++) {
-        f.get(out).simdMem(SIMD.v128_load, c * 16).set(o);
-        for (let r = 0; r < ROWS; r++) {
-          f.get(b).simdMem(SIMD.v128_load, (r * hp + c * 4) * 4).set(x);
-          madd(f, relaxed, s[r], x, o);
-          f.set(o);
-        }
-        f.get(out).get(o).simdMem(SIMD.v128_store, c * 16);
-      }
-      bump(f, a, 4);
-      bump(f, out, hp * 4);
-    });
+    const r = Array.from({ length: ROWS }, () => f.local('v128'));
+    const [lo, hi] = [f.local('v128'), f.local('v128')];
+    const quad = (): void => {
+      f.get(j).i32Const(4).op(OP.i32_add).set(j);
+      bump(f, src, 16);
+      bump(f, dst, tp * 16);
+    };
+    f.i32Const(0).set(j);
+    f.block().get(j).get(cols).op(OP.i32_ge_s).brIf(0).loop();
+    for (let i = 0; i < ROWS; i++) f.get(src).simdMem(SIMD.v128_load, i * sp * 4).set(r[i]);
+    // lo = (r0 r1 interleaved) low halves, hi = (r2 r3) low halves; then columns 0, 1; the same with the high halves for columns 2, 3
+    for (const [h, pair] of [[0, [0, 4, 1, 5]], [1, [2, 6, 3, 7]]] as const) {
+      f.get(r[0]).get(r[1]);
+      shuffle32(f, pair);
+      f.set(lo);
+      f.get(r[2]).get(r[3]);
+      shuffle32(f, pair);
+      f.set(hi);
+      f.get(dst).get(lo).get(hi);
+      shuffle32(f, [0, 1, 4, 5]);
+      f.simdMem(SIMD.v128_store, 2 * h * tp * 4);
+      f.get(dst).get(lo).get(hi);
+      shuffle32(f, [2, 3, 6, 7]);
+      f.simdMem(SIMD.v128_store, (2 * h + 1) * tp * 4);
+    }
+    quad();
+    f.get(j).get(cols).op(OP.i32_lt_s).brIf(0);
+    f.end().end();
+    f.block().get(j).get(total).op(OP.i32_ge_s).brIf(0).loop();
+    for (let i = 0; i < 4; i++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, i * tp * 4);
+    quad();
+    f.get(j).get(total).op(OP.i32_lt_s).brIf(0);
+    f.end().end();
+  });
+}
+
+/**
+ * `transGemm(a, b, out, causal)`: out[sp, hp] += A[sp, tp] B[tp, hp] (dK += dS^T Q and dV += P^T
+ * dO, with A the transposed dS or P that `transposeBlock` wrote), 4 x 8 tiles in registers,
+ * accumulating over t in increasing order onto what out holds (the previous query head of the
+ * group). With `causal` set, keys j0..j0+3 start at row floor8(j0): the first query block whose
+ * logits reach them (the rows before see none of them; A is not written there).
+ */
+function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, tp: number, relaxed: boolean): number {
+  return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, causal] = [0, 1, 2, 3];
+    const [j0, ts] = [f.local('i32'), f.local('i32')];
+    const r = microLocals(f);
+    f.i32Const(0).set(j0);
+    f.loop();
+    // ts = causal ? j0 & ~7 : 0; n = tp - ts
+    f.get(j0).i32Const(-8).op(OP.i32_and).i32Const(0).get(causal).op(OP.select).set(ts);
+    f.i32Const(tp).get(ts).op(OP.i32_sub).set(r.n);
+    for (let cp = 0; cp < hp / 8; cp++) {
+      f.get(a).get(j0).i32Const(tp * 4).op(OP.i32_mul).op(OP.i32_add).get(ts).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r.pa);
+      f.get(b).get(ts).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
+      micro4x8(f, relaxed, r, tp * 4, hp * 4, { out, row: hp * 4, at: cp * 32 });
+      store4x8(f, r, out, hp * 4, cp * 32);
+    }
+    bump(f, out, ROWS * hp * 4);
+    f.get(j0).i32Const(ROWS).op(OP.i32_add).tee(j0).i32Const(sp).op(OP.i32_lt_s).brIf(0);
+    f.end();
   });
 }
 
@@ -429,32 +493,36 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { st
 
 /** The job descriptor (i32 slots at byte 0 of memory) the item drivers read; attention.ts writes it. */
 export const DESC = {
-  B: 0, T: 1, N: 2, S: 3, K: 4, G: 5, TP: 6, CAUSAL: 7, BF16: 8, SCALE: 9,
+  T: 0, N: 1, S: 2, K: 3, G: 4, TP: 5, CAUSAL: 6, BF16: 7, SCALE: 8,
   /** raw operands and results (byte addresses): q, k, v, out | dOut, ml | lse, dq, dk, dv */
-  QR: 10, KR: 11, VR: 12, OR: 13, ML: 14, DQR: 15, DKR: 16, DVR: 17,
+  QR: 9, KR: 10, VR: 11, OR: 12, ML: 13, DQR: 14, DKR: 15, DVR: 16,
   /** row strides in bytes of the query-shaped and key-shaped operands */
-  QSTRIDE: 18, KSTRIDE: 19,
+  QSTRIDE: 17, KSTRIDE: 18,
   /** thread 0's scratch, bytes per thread */
-  SCRATCH: 20, SCRATCH_BYTES: 21,
-  /** offsets inside a thread's scratch: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV, S, P (or dP), ML */
-  OFF: 22,
+  SCRATCH: 19, SCRATCH_BYTES: 20,
+  /** offsets inside a thread's scratch, one slot per `SCRATCH` region (21..33) */
+  OFF: 21,
   /**
    * the mask (byte addresses; MR 0 when there is none): mask bytes [B|1, N|1, T, S], one flag
    * byte per (mask item, padded row) set where the row sees no key, TP of them per item; the
    * byte strides of a batch item and of a head in both (0 where the mask broadcasts); a row of
    * zero bytes (the mask of a row that sees no key)
    */
-  MR: 33, FR: 34, MB: 35, MN: 36, FB: 37, FN: 38, ZR: 39,
-  SLOTS: 40,
+  MR: 34, FR: 35, MB: 36, MN: 37, FB: 38, FN: 39, ZR: 40,
 } as const;
 
-/** The scratch regions' order in `DESC.OFF` slots. */
-export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml'] as const;
+/**
+ * The scratch regions' order in `DESC.OFF` slots: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV,
+ * S, P (or dP), ML, and the transposes of dS and P ([sp, tp], backward).
+ */
+export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml', 'dsT', 'pT'] as const;
+if (DESC.OFF + SCRATCH.length > DESC.MR) throw new Error('attentionModule: DESC.OFF slots overlap the mask slots');
 
 interface Fns {
   scores: number;
   rowsTimes: number;
-  transAcc: number;
+  transposeBlock: number;
+  transGemm: number;
   softmaxRow: number;
   gradRow: number;
   stageRows: number;
@@ -603,15 +671,25 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.get(off.p).get(off.kb);
           rowBlock('o');
           f.get(cols).call(fn.rowsTimes);
-          f.get(off.p);
-          rowBlock('q');
-          f.get(off.dk).get(cols).call(fn.transAcc);
-          f.get(off.s);
-          rowBlock('do');
-          f.get(off.dv).get(cols).call(fn.transAcc);
+          // dS and P into the columns t0.. of their transposes (dK and dV are formed per head below);
+          // masked jobs fill every key (their rows may reach any key, see transGemm)
+          for (const [src, dst] of [[off.p, off.dsT], [off.s, off.pT]] as const) {
+            f.get(src).get(dst).get(t0).i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(cols);
+            if (masked) f.i32Const(sp);
+            else f.get(cols);
+            f.call(fn.transposeBlock);
+          }
         }
         f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
         f.end().end();
+        if (dir === 'bwd') {
+          for (const [a, b, out] of [[off.dsT, off.q, off.dk], [off.pT, off.do, off.dv]] as const) {
+            f.get(a).get(b).get(out);
+            if (masked) f.i32Const(0);
+            else f.get(causal);
+            f.call(fn.transGemm);
+          }
+        }
         f.get(off.o).get(T);
         slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).call(fn.unstageRows);
@@ -630,7 +708,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
 export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
   rowsTimes(a: number, b: number, out: number, nk: number): void;
-  transAcc(a: number, b: number, out: number, nj: number): void;
+  transposeBlock(src: number, dst: number, cols: number, total: number): void;
+  transGemm(a: number, b: number, out: number, causal: number): void;
   softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
@@ -650,13 +729,15 @@ export interface AttentionModule {
 const modules = new Map<string, AttentionModule>();
 
 /**
- * The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key
- * count `sp` (cached); `masked`: with the mask code (a job without a mask runs a module without it).
+ * The compiled kernel module for head dim `H` (padded to hp, a multiple of 8), padded key count
+ * `sp` (a multiple of 8) and padded query count `tp` (a multiple of 4), cached; `masked`: with
+ * the mask code (a job without a mask runs a module without it).
  */
-export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
+export function attentionModule(H: number, sp: number, tp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
-  const key = `${H},${sp},${relaxed},${shared},${masked}`;
+  if (tp % ROWS !== 0 || tp === 0) throw new RangeError(`attentionModule: tp (${tp}) must be a positive multiple of ${ROWS}`);
+  const key = `${H},${sp},${tp},${relaxed},${shared},${masked}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -664,7 +745,8 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
     const fns: Fns = {
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
-      transAcc: buildTransAcc(m, hp, sp, relaxed),
+      transposeBlock: buildTransposeBlock(m, sp, tp),
+      transGemm: buildTransGemm(m, hp, sp, tp, relaxed),
       softmaxRow: buildSoftmaxRow(m, masked),
       gradRow: buildGradRow(m, masked),
       ...buildStaging(m, H, hp, sp),

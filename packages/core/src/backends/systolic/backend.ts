@@ -19,7 +19,7 @@ import { type Ledger, addCollective, addToLedger, newLedger, opCost } from './le
 import { type CollectiveCall, collectiveCost, getInterconnect, type InterconnectModel } from './interconnect';
 import { mxuDotGeneral } from './mxuDot';
 import type { AttentionParams } from '../../lax/attention';
-import { systolicAttentionKernels } from './attention';
+import { attentionStorageFits, systolicAttentionKernels } from './attention';
 import { type TpuPreset, checkPreset, presets } from './presets';
 import { applyThreads } from './threads';
 import { hostArrays, hostExecuteInto, hostMemory } from '../reference';
@@ -124,6 +124,19 @@ export class SystolicBackend implements Backend {
       mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAval, { flushSubnormals: this.flushSubnormals }, out);
     } else if (!hostExecuteInto(prim, inputs, inAvals, params, outAval, out)) return false;
     this.charge(prim, inAvals, params, [outAval]);
+    return true;
+  }
+
+  /** The fused attention primitives into caller storage (see `Backend.executeIntoAll`). */
+  executeIntoAll(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[], outs: StorageArray[]): boolean {
+    if (!Object.hasOwn(systolicAttentionKernels, prim.name) || !attentionStorageFits(outAvals, outs)) return false;
+    systolicAttentionKernels[prim.name](hostArrays(inputs, inAvals), params as AttentionParams, outAvals, this.relaxed && wasmFeatures().relaxedSimd, outs);
+    this.charge(prim, inAvals, params, outAvals);
+    return true;
+  }
+
+  /** The fused attention kernels are this backend's (see `Backend.fusedAttention`). */
+  fusedAttention(): boolean {
     return true;
   }
 

@@ -23,7 +23,7 @@ export function packFunctionName(layout: PackLayout, R: number, bf16: boolean, f
 const splat = (x: number): [number, number, number, number] => [x, x, x, x];
 
 /** Converts the v128 on the stack (f32 bits or widened bf16 bits) in place via local `t`. */
-function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boolean): void {
+export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boolean): void {
   f.set(t);
   if (flush) {
     // t = exponent==0 ? (t & sign) : t
