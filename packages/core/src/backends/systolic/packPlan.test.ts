@@ -16,6 +16,19 @@ const engine = new GemmEngine({ relaxed: false });
 const POISON = 0x7fc00001;
 const POISON16 = 0x7fc1;
 
+/**
+ * A strided operand of `panels` panels of R rows and `kIn` k (rounded down to a multiple of 4 for
+ * 'kc'): 'rc' has element (row, kk) at row + kk*ks, 'kc' at row*rs + kk; `pad` widens the stride.
+ */
+function operand(layout: 'rc' | 'kc', R: number, panels: number, kIn: number, pad: number, isBf16: boolean) {
+  const k = layout === 'kc' ? Math.max(4, kIn - (kIn % 4)) : kIn;
+  const rows = panels * R;
+  const rs = layout === 'rc' ? 1 : k + pad;
+  const ks = layout === 'rc' ? rows + pad : 1;
+  const esz = isBf16 ? 2 : 4;
+  return { k, rows, rs, ks, esz, elems: (rows - 1) * rs + (k - 1) * ks + 1 };
+}
+
 describe('packPlan', () => {
   it('chunks pack exactly what one call packs, each reading only below its staged address', () => {
     fc.assert(
@@ -29,13 +42,7 @@ describe('packPlan', () => {
         fc.integer({ min: 1, max: 12 }), // minimum chunks
         fc.integer({ min: 0, max: 1000 }), // order seed
         (layout, R, bf16, panels, kIn, pad, minChunks, seed) => {
-          const k = layout === 'kc' ? Math.max(4, kIn - (kIn % 4)) : kIn;
-          const rows = panels * R;
-          // 'rc': element (row, kk) at row + kk*ks; 'kc': at row*rs + kk.
-          const rs = layout === 'rc' ? 1 : k + pad;
-          const ks = layout === 'rc' ? rows + pad : 1;
-          const esz = bf16 ? 2 : 4;
-          const elems = (rows - 1) * rs + (k - 1) * ks + 1;
+          const { k, rows, rs, ks, esz, elems } = operand(layout, R, panels, kIn, pad, bf16);
           const src = 64;
           const kp = k + 3;
           const dstOne = Math.ceil((src + elems * esz) / 64) * 64;
@@ -93,12 +100,7 @@ describe('packPlan', () => {
         fc.integer({ min: 0, max: 3 }), // extra row/k stride
         fc.integer({ min: 0, max: 1000 }),
         (layout, R, isBf16, flush, panels, kIn, pad, seed) => {
-          const k = layout === 'kc' ? Math.max(4, kIn - (kIn % 4)) : kIn;
-          const rows = panels * R;
-          const rs = layout === 'rc' ? 1 : k + pad;
-          const ks = layout === 'rc' ? rows + pad : 1;
-          const esz = isBf16 ? 2 : 4;
-          const elems = (rows - 1) * rs + (k - 1) * ks + 1;
+          const { k, rows, rs, ks, esz, elems } = operand(layout, R, panels, kIn, pad, isBf16);
           const src = 64;
           const dst = Math.ceil((src + elems * esz) / 64) * 64;
           const kp = k + (seed % 3) * 4; // packed k may be longer (zero padding, left to the edges)
