@@ -7,8 +7,8 @@
  * head tied to the token embedding, causal softmax attention, every linear layer with a bias, f32
  * parameters, Adam (lr 3e-4, b1 .9, b2 .999, eps 1e-8). The embedding and the loss are one-hot
  * matmuls so every framework does the same FLOPs. Batches are random 129-byte windows of a text
- * corpus (this repository's markdown files), the same batches and the same initial parameters for
- * every framework.
+ * corpus (a fixed synthetic one, or GPT_BENCH_CORPUS=file), the same batches and the same initial
+ * parameters for every framework.
  *
  * tpukit is written as a new user would: `jit(valueAndGrad(loss))` plus a jitted Adam update on
  * the systolic backend (TPU numerics: bf16 operands, f32 accumulation) through xla-lite. jax-js
@@ -24,7 +24,8 @@
  * against the hand count 5,832,704 = 3·F(fwd) − 2·V·d, and the issue's 6N+12LTd = 5,743,104
  * (BENCHMARKS.md explains the difference). Effective GFLOP/s use the counted matmul FLOPs.
  *
- * Env: GPT_BENCH_ROUNDS (default 5) interleaved rounds of GPT_BENCH_STEPS (default 3) steps per
+ * Env: GPT_BENCH_CORPUS=file trains on that text instead of the fixed synthetic corpus;
+ * GPT_BENCH_ROUNDS (default 5) interleaved rounds of GPT_BENCH_STEPS (default 3) steps per
  * framework and thread count (0: only the checks; before each timed round, untimed, a tpukit
  * trainer sets its thread count and wakes the GEMM's workers: switching from 1 to 2 threads
  * costs the next threaded matmul ~5-10 ms, which a training run never pays); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
@@ -39,7 +40,7 @@
  * TPUKIT_POOL_TIMES=1 adds the calling thread's wall time inside worker-pool jobs.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -97,11 +98,44 @@ function initHost(): { shapes: Record<string, number[]>; values: Record<string, 
   return { shapes, values };
 }
 
-/** Random (T+1)-byte windows of this repository's markdown files, as [B, T] inputs and targets. */
+/**
+ * The training text: GPT_BENCH_CORPUS=file, or by default ~256 KB of sentences from a small fixed
+ * grammar, generated from a fixed seed: the same bytes in every checkout. (The repository's
+ * markdown files served until 2026-11-26; every doc edit then moved the printed losses.)
+ */
+function corpus(): Buffer {
+  const file = process.env.GPT_BENCH_CORPUS;
+  if (file) {
+    let text: Buffer;
+    try {
+      text = readFileSync(file);
+    } catch (e) {
+      throw new Error(`bench:gpt: GPT_BENCH_CORPUS=${file} cannot be read: ${(e as Error).message}`);
+    }
+    if (text.length < T + 2) throw new Error(`bench:gpt: GPT_BENCH_CORPUS=${file} has ${text.length} bytes; a training window needs at least ${T + 2}`);
+    return text;
+  }
+  const words = [
+    ['the compiler', 'a worker thread', 'the optimizer', 'each kernel', 'the mesh', 'a checkpoint', 'the input pipeline', 'every shard', 'the trainer'],
+    ['fuses', 'packs', 'reads', 'writes', 'splits', 'restores', 'shuffles', 'counts', 'rounds'],
+    ['the matmul', 'two buffers', 'a batch of tokens', 'the gradients', 'its state', 'eight rows', 'the attention scores', 'one array', 'the loss'],
+    ['before the step', 'in bf16', 'on two cores', 'without a copy', 'after the barrier', 'at step 42', 'and then waits', 'twice', 'in order'],
+  ];
+  let r = 2026;
+  const pick = (xs: string[]): string => xs[(r = (r * 1103515245 + 12345) % 2147483648) % xs.length];
+  const out: string[] = [];
+  for (let n = 0; n < 256 * 1024; ) {
+    const first = pick(words[0]);
+    const line = `${first[0].toUpperCase()}${first.slice(1)} ${pick(words[1])} ${pick(words[2])} ${pick(words[3])}.${r % 5 === 0 ? '\n' : ' '}`;
+    out.push(line);
+    n += line.length;
+  }
+  return Buffer.from(out.join(''), 'latin1');
+}
+
+/** Random (T+1)-byte windows of the corpus, as [B, T] inputs and targets. */
 function batches(count: number): { x: Int32Array; y: Int32Array }[] {
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-  const files = [join(root, 'README.md'), join(root, 'BENCHMARKS.md'), ...readdirSync(join(root, 'packages')).map((p) => join(root, 'packages', p, 'README.md'))];
-  const text = Buffer.concat(files.map((f) => readFileSync(f)));
+  const text = corpus();
   let s = 12345;
   const next = () => (s = (s * 1103515245 + 12345) % 2147483648);
   return globalThis.Array.from({ length: count }, () => {
