@@ -75,6 +75,16 @@ describe('WorkerPool', () => {
       const waited = poolJobTimes.waitMs - before.waitMs;
       expect(waited).toBeGreaterThan(0);
       expect(ms).toBeGreaterThanOrEqual(waited);
+      // A job announced while timing was off and finished after it was switched on is not
+      // counted (its start is unknown), rather than counted from time zero.
+      const mid = { ...poolJobTimes };
+      poolJobTimes.enabled = false;
+      pool.wake();
+      pool.waitFor(DONE, 7);
+      poolJobTimes.enabled = true;
+      pool.finished();
+      expect(poolJobTimes.jobs).toBe(mid.jobs);
+      expect(poolJobTimes.ms).toBe(mid.ms);
     } finally {
       poolJobTimes.enabled = before.enabled;
       Atomics.store(c, GEN, -1);

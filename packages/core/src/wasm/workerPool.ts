@@ -149,8 +149,10 @@ export class WorkerPool {
 
   /** Ends the job `wake` announced, for `poolJobTimes`. */
   finished(): void {
-    if (!poolJobTimes.enabled) return;
+    // (Skipped when timing was switched on after this job's `wake`: its start is unknown.)
+    if (!poolJobTimes.enabled || this.#t0 === 0) return;
     poolJobTimes.jobs++;
     poolJobTimes.ms += performance.now() - this.#t0;
+    this.#t0 = 0;
   }
 }

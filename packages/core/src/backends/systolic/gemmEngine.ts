@@ -348,11 +348,16 @@ export class GemmEngine implements BatchEngine {
    * there from a scratch accumulator. Directly when `into` lies in this memory below the
    * scratch (a compiler's arena, see `holds`) and holds exactly the products, and N is a
    * multiple of the panel width (the kernel writes C in whole column panels, but only its M
-   * rows, so an accumulator of N columns is exactly [M, N]). This is the one place the choice
-   * is made: `batchedProduct` and the item-by-item path follow its answer.
+   * rows, so an accumulator of N columns is exactly [M, N]), and `into` shares no byte with an
+   * operand (`reads`: a batch writes one product's slice before the next product packs its
+   * operands in place, so a destination over an operand would feed results back in). This is
+   * the one place the choice is made: `batchedProduct` and the item-by-item path follow its
+   * answer.
    */
-  resultTarget(into: Float32Array | null, batch: number, M: number, N: number): number {
+  resultTarget(into: Float32Array | null, batch: number, M: number, N: number, ...reads: ArrayBufferView[]): number {
     if (into === null || into.length !== batch * M * N || N % this.nr !== 0 || !this.holds(into)) return -1;
+    const end = into.byteOffset + into.byteLength;
+    for (const r of reads) if (r.buffer === into.buffer && r.byteOffset < end && into.byteOffset < r.byteOffset + r.byteLength) return -1;
     return into.byteOffset;
   }
 

@@ -152,7 +152,7 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   } : undefined;
   // The GEMM may write straight into the destination (the engine decides, see `resultTarget`):
   // the sink then finds the result in place.
-  const cAddr = engine.resultTarget(into, B, M, N);
+  const cAddr = engine.resultTarget(into, B, M, N, L.view.bits, R.view.bits);
   // With a thread pool, rows of a single f32 result are copied into the pre-allocated output as
   // soon as they are final, while other threads still multiply; the sink copies the rest.
   let early = 0;
