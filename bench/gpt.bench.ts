@@ -525,11 +525,12 @@ async function main(): Promise<void> {
       const c0 = process.cpuUsage();
       const t0 = performance.now();
       losses[k] = await trainers[k].steps(at, STEPS);
-      groups[k].push(threadTimesSince(th0));
-      const pj = wasm.poolJobTimes;
-      jobs[k].push({ n: pj.jobs - pj0.jobs, ms: pj.ms - pj0.ms, wait: pj.waitMs - pj0.waitMs, wall: performance.now() - t0 });
+      // (Time and CPU first: reading /proc and the pool counters is not the trainer's work.)
       const ms = performance.now() - t0;
       const cpu = process.cpuUsage(c0);
+      groups[k].push(threadTimesSince(th0));
+      const pj = wasm.poolJobTimes;
+      jobs[k].push({ n: pj.jobs - pj0.jobs, ms: pj.ms - pj0.ms, wait: pj.waitMs - pj0.waitMs, wall: ms });
       round.push((STEPS * TOKENS) / (ms / 1000));
       roundCpu.push((STEPS * TOKENS) / ((cpu.user + cpu.system) / 1e6));
       tps[k].push(round[k]);

@@ -5,6 +5,11 @@
  * compilation, and libuv's), and the threads started later (the worker pools: the GEMM pool,
  * xla-lite's kernel pool, the attention pool). On two cores a two-thread step whose threads
  * are busy for about twice its wall time has no idle core left; the groups say who used it.
+ *
+ * The groups are by start time, not by name (Node 20 names every thread "node"): a libuv pool
+ * thread started lazily after this module loaded (first async fs, dns, crypto or zlib call)
+ * counts as a worker, and a thread that ends within a round takes its time with it. bench:gpt
+ * makes no such calls while it times, and its pools live for the whole run.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 

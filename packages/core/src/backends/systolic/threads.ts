@@ -470,7 +470,8 @@ export function applyThreads(engine: GemmEngine): void {
     pools.set(engine, pool);
   }
   const p = pool;
-  // Workers that cannot start here (sandbox, resource limits): run on the calling thread.
+  // Workers that cannot start here (sandbox, resource limits): run on the calling thread, and
+  // install again at the next product (a limit may have passed by then).
   const started = (): boolean => {
     try {
       p.resize(Math.min(n, 256) - 1);
@@ -478,6 +479,7 @@ export function applyThreads(engine: GemmEngine): void {
     } catch {
       engine.parallel = null;
       engine.parallelBatch = null;
+      installed.delete(engine);
       return false;
     }
   };
