@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels, setZeroCopyDots } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
-import { colRowBlocks } from '../src/wasm/emitKernel';
+import { colRowBlocks, getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { compileBoth, type Fn } from './wasmCompare';
 
 /** `expectAllclose`, with equal infinities counting as equal. */
@@ -332,9 +332,17 @@ describe('threads and the arena', () => {
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(8);
   });
 
+  it('setColumnRowBlocks rejects bad limits', () => {
+    expect(() => setColumnRowBlocks(0)).toThrow(/setColumnRowBlocks: n must be an integer in 1\.\.16; got 0/);
+    expect(() => setColumnRowBlocks(2.5)).toThrow(/got 2\.5/);
+    expect(() => setColumnRowBlocks(17)).toThrow(/got 17/);
+  });
+
   it('column reductions split by rows: blocks summed in row order, added in block order, on any thread count (property)', () => {
     const before = poolStats().parallelJobs;
     let split = 0;
+    const limit = getColumnRowBlocks();
+    setColumnRowBlocks(4);
     fc.assert(
       fc.property(
         fc.record({ K1: fc.integer({ min: 1, max: 1500 }), K2: fc.constantFrom(1, 1, 2, 3), L: fc.integer({ min: 1, max: 70 }), max: fc.boolean(), seed: fc.integer({ min: 1, max: 10000 }) }),
@@ -376,6 +384,7 @@ describe('threads and the arena', () => {
       ),
       { numRuns: 40, examples: [[{ K1: 1025, K2: 1, L: 67, max: false, seed: 3 }], [{ K1: 700, K2: 3, L: 33, max: true, seed: 4 }]] },
     );
+    setColumnRowBlocks(limit);
     expect(split).toBeGreaterThan(0);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
   });

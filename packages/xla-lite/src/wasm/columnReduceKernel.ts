@@ -3,7 +3,7 @@
  * of COL_CHUNK columns); each chunk accumulates in a float64 scratch row over the K reduced
  * rows in order, then rounds to float32 once.
  *
- * Split by rows (`plan.rowBlocks` = B > 1, see `COL_ROW_BLOCKS` in emitKernel.ts): items
+ * Split by rows (`plan.rowBlocks` = B > 1, opt-in: `setColumnRowBlocks` in emitKernel.ts): items
  * [0, items) are (group, chunk, block of ceil(K / B) rows), each summing its rows in order into
  * the block's own scratch; items [items, items + finalItems) are (group, chunk) again, adding
  * the B blocks' float64 sums in block order and rounding once. The caller runs the final items
@@ -96,7 +96,7 @@ export function columnReduceKernel(k: KernelScope): void {
     f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
     f.end().end();
     if (plan.K === 0) return;
-    // Rows [s, end): every block has at least one row (COL_BLOCK_ROWS > COL_ROW_BLOCKS).
+    // Rows [s, end): every block has at least one row (COL_BLOCK_ROWS rows or more per block, at most 16 blocks).
     if (split) {
       set(s, () => f.get(blk).i32Const(blockRows).op(OP.i32_mul));
       set(sEnd, () => f.get(s).i32Const(blockRows).op(OP.i32_add));

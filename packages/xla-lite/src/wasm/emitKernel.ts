@@ -23,7 +23,7 @@
  * - column reduction (reduced axes leading): (group of L output columns, chunk of COL_CHUNK columns);
  *   each chunk accumulates in a float64 scratch row over the K reduced rows in order; with few
  *   such items, also (block of rows): each block sums into its own scratch row, and final items
- *   add the blocks in order and write the output (COL_ROW_BLOCKS).
+ *   add the blocks in order and write the output (opt-in, `setColumnRowBlocks`).
  * - rows (a kRow fusion, `rowPlan.ts`): one row each; per stage, row values splatted, then a
  *   walk of the row computing that stage's full values (those a later stage reads go to the
  *   thread's scratch rows, `k(lo, hi, thread)`), writing outputs and accumulating the next
@@ -54,19 +54,32 @@ export const CHUNK = 4096;
 export const COL_CHUNK = 1024;
 
 /**
- * Column reductions with fewer (group, chunk) items than this are split by rows too: into at most
- * this many blocks of at least COL_BLOCK_ROWS reduced rows each, when the reduction is large
- * enough to be run on threads (PARALLEL_WORK). The block count depends on the shape only, never
- * on the thread count, and the blocks' float64 sums are added in block order, so results are the
- * same on any number of threads.
+ * Column reductions split by rows (opt-in): a reduction with fewer (group, chunk) items than
+ * the block limit, large enough to run on threads (PARALLEL_WORK), is split into at most that
+ * many blocks of at least COL_BLOCK_ROWS reduced rows each. The block count depends on the shape
+ * and the limit only, never on the thread count, and the blocks' float64 sums are added in block
+ * order, so results are the same on any number of threads (but not bit-identical to the unsplit
+ * sum). Off (limit 1) by default: on the 2-vCPU bench machine the split GPT step's 42 column sums
+ * took longer on two threads than unsplit (BENCHMARKS.md, "par3").
  */
-export const COL_ROW_BLOCKS = 4;
 export const COL_BLOCK_ROWS = 256;
+const envBlocks = Number((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_COL_ROW_BLOCKS ?? 1);
+let colBlockLimit = Number.isInteger(envBlocks) && envBlocks >= 1 && envBlocks <= 16 ? envBlocks : 1;
 
-/** Row blocks of a column reduction over K rows with `items` (group, chunk) items and `work` (see COL_ROW_BLOCKS). */
+/** Most row blocks a column reduction is split into (1 = not split, the default; env `TPUKIT_COL_ROW_BLOCKS`); applies to executables built afterwards. */
+export function setColumnRowBlocks(n: number): void {
+  if (!Number.isInteger(n) || n < 1 || n > 16) throw new RangeError(`setColumnRowBlocks: n must be an integer in 1..16; got ${n}`);
+  colBlockLimit = n;
+}
+
+export function getColumnRowBlocks(): number {
+  return colBlockLimit;
+}
+
+/** Row blocks of a column reduction over K rows with `items` (group, chunk) items and `work` (see setColumnRowBlocks). */
 export function colRowBlocks(K: number, items: number, work: number): number {
-  if (items >= COL_ROW_BLOCKS || work < PARALLEL_WORK) return 1;
-  return Math.max(1, Math.min(COL_ROW_BLOCKS, Math.floor(K / COL_BLOCK_ROWS)));
+  if (items >= colBlockLimit || work < PARALLEL_WORK) return 1;
+  return Math.max(1, Math.min(colBlockLimit, Math.floor(K / COL_BLOCK_ROWS)));
 }
 
 /** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
