@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels, setZeroCopyDots } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
+import { colRowBlocks, getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { compileBoth, type Fn } from './wasmCompare';
 
 /** `expectAllclose`, with equal infinities counting as equal. */
@@ -329,6 +330,63 @@ describe('threads and the arena', () => {
     }
     setKernelThreads(null);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(8);
+  });
+
+  it('setColumnRowBlocks rejects bad limits', () => {
+    expect(() => setColumnRowBlocks(0)).toThrow(/setColumnRowBlocks: n must be an integer in 1\.\.16; got 0/);
+    expect(() => setColumnRowBlocks(2.5)).toThrow(/got 2\.5/);
+    expect(() => setColumnRowBlocks(17)).toThrow(/got 17/);
+  });
+
+  it('column reductions split by rows: blocks summed in row order, added in block order, on any thread count (property)', () => {
+    const before = poolStats().parallelJobs;
+    let split = 0;
+    const limit = getColumnRowBlocks();
+    setColumnRowBlocks(4);
+    fc.assert(
+      fc.property(
+        fc.record({ K1: fc.integer({ min: 1, max: 1500 }), K2: fc.constantFrom(1, 1, 2, 3), L: fc.integer({ min: 1, max: 70 }), max: fc.boolean(), seed: fc.integer({ min: 1, max: 10000 }) }),
+        ({ K1, K2, L, max, seed }) => {
+          const x = rand([K1, K2, L], seed);
+          const c = rand([L], seed + 1);
+          const f: Fn = (a, w) => (max ? np.max(np.multiply(a, w), { axis: [0, 1] }) : np.sum(np.multiply(a, w), { axis: [0, 1] }));
+          const { wasm } = compileBoth(f, [x, c]);
+          expect(wasm.stats.wasmKernels).toBe(1);
+          // The reference: float32 products, float64 sums over each block of rows in order, the
+          // blocks added in order, one rounding (the block count depends on the shape only).
+          const K = K1 * K2;
+          const B = colRowBlocks(K, 1, K * L);
+          if (B > 1) split++;
+          const per = Math.ceil(K / B);
+          const xs = x.dataSync();
+          const cs = c.dataSync();
+          const want = new Float32Array(L);
+          for (let j = 0; j < L; j++) {
+            let total = max ? -Infinity : 0;
+            for (let q = 0; q < B; q++) {
+              let acc = max ? -Infinity : 0;
+              for (let k = q * per; k < Math.min(K, (q + 1) * per); k++) {
+                const v = Math.fround(xs[k * L + j] * cs[j]);
+                acc = max ? Math.max(acc, v) : acc + v;
+              }
+              total = max ? Math.max(total, acc) : total + acc;
+            }
+            want[j] = total;
+          }
+          for (const t of [1, 2, 3]) {
+            setKernelThreads(1);
+            wasm.call([rand([K1, K2, L], seed + 2), c]);
+            setKernelThreads(t);
+            expect(wasm.call([x, c])[0].dataSync()).toEqual(want);
+          }
+          setKernelThreads(null);
+        },
+      ),
+      { numRuns: 40, examples: [[{ K1: 1025, K2: 1, L: 67, max: false, seed: 3 }], [{ K1: 700, K2: 3, L: 33, max: true, seed: 4 }]] },
+    );
+    setColumnRowBlocks(limit);
+    expect(split).toBeGreaterThan(0);
+    if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
   });
 
   it('arrays returned by one call are not changed by the next (arena reuse)', () => {

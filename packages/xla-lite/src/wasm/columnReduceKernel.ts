@@ -2,6 +2,13 @@
  * Column reductions (reduced axes leading): work items are (group of L output columns, chunk
  * of COL_CHUNK columns); each chunk accumulates in a float64 scratch row over the K reduced
  * rows in order, then rounds to float32 once.
+ *
+ * Split by rows (`plan.rowBlocks` = B > 1, opt-in: `setColumnRowBlocks` in emitKernel.ts): items
+ * [0, items) are (group, chunk, block of ceil(K / B) rows), each summing its rows in order into
+ * the block's own scratch; items [items, items + finalItems) are (group, chunk) again, adding
+ * the B blocks' float64 sums in block order and rounding once. The caller runs the final items
+ * after every other item is done (`program.ts`); on one thread `k(0, items + finalItems)` does
+ * both in order.
  */
 import { wasm } from '@tpukit/core/internal';
 import type { E } from './vecBuilder';
@@ -11,37 +18,96 @@ const { OP, SIMD } = wasm;
 
 export function columnReduceKernel(k: KernelScope): void {
   const { f, b, plan, at, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, columns, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
-const init = plan.isMax ? -Infinity : 0;
-// Column reduction: scratch[g*W + j] (float64) accumulates over the K reduced rows.
-const G = plan.groups;
-const W = plan.groupWidth;
-const cpr = plan.chunksPerRow;
-const g = I();
-const sp = I();
-const op = plan.isMax ? SIMD.f64x2_max : SIMD.f64x2_add;
-forItems(() => {
-  set(g, () => f.get(item).i32Const(cpr).op(OP.i32_div_u));
-  chunkRange(() => f.get(item).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub));
-  // Initialise the chunk's scratch (whole vectors: the group is padded to W columns).
-  f.get(j0).set(j);
-  f.block().loop();
-  f.get(j).get(j1).op(OP.i32_ge_u).brIf(1);
-  set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
-  for (const off of [0, 16]) {
-    f.get(sp);
-    f64Const(init)();
-    f.simdMem(SIMD.v128_store, at.scratch + off, 16);
-  }
-  f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
-  f.end().end();
-  if (plan.K > 0) {
-    set(s, () => i32(0));
+  const init = plan.isMax ? -Infinity : 0;
+  // Column reduction: scratch[blk][g*W + j] (float64) accumulates over the block's reduced rows.
+  const G = plan.groups;
+  const W = plan.groupWidth;
+  const cpr = plan.chunksPerRow;
+  const B = plan.rowBlocks;
+  const split = B > 1;
+  const blockRows = Math.ceil(plan.K / B);
+  const blockBytes = G * W * 8;
+  const g = I();
+  const sp = I();
+  // Split only: the item's (group, chunk) index, block, its scratch offset and its last row.
+  const gc = split ? I() : -1;
+  const blk = split ? I() : -1;
+  const sb = split ? I() : -1;
+  const sEnd = split ? I() : -1;
+  const op = plan.isMax ? SIMD.f64x2_max : SIMD.f64x2_add;
+  /** sp = byte offset of scratch[g*W + j] (in the item's block when split). */
+  const scratchAt = (): void =>
+    set(sp, () => {
+      f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl);
+      if (split) f.get(sb).op(OP.i32_add);
+    });
+  /** g and the chunk's columns [j0, j1) from a (group, chunk) index. */
+  const groupChunk = (index: () => void): void => {
+    set(g, () => {
+      index();
+      f.i32Const(cpr).op(OP.i32_div_u);
+    });
+    chunkRange(() => {
+      index();
+      f.get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub);
+    });
+  };
+  /** out[g*L + j] = float32(scratch[g*W + j]) over the chunk, adding the B blocks in order first. */
+  const writeOut = (): void => {
+    set(rowBase, () => f.get(g).i32Const(L).op(OP.i32_mul));
+    const half = (off: number): E => {
+      let v: E = () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch + off, 16);
+      for (let q = 1; q < B; q++) v = b.op(op, v, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch + q * blockBytes + off, 16));
+      return b.op(SIMD.f32x4_demote_f64x2_zero, v);
+    };
+    const fromScratch = (): E => {
+      set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
+      const lo2 = half(0);
+      const hi2 = half(16);
+      return b.let(b.shuffle(lo2, hi2, [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]));
+    };
+    f.get(j0).set(j);
+    f.block().loop();
+    f.get(j1).get(j).op(OP.i32_sub).i32Const(4).op(OP.i32_lt_s).brIf(1);
+    set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
+    set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
+    storeOut(fromScratch(), false, at.out);
+    f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
+    f.end().end();
+    f.get(j).get(j1).op(OP.i32_lt_s).if();
+    set(rem, () => f.get(j1).get(j).op(OP.i32_sub));
+    set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
+    set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
+    storeOut(fromScratch(), true, at.out);
+    f.end();
+  };
+  /** Sums the item's rows (all K, or its block's) of its chunk into its scratch. */
+  const accumulate = (): void => {
+    // Initialise the chunk's scratch (whole vectors: the group is padded to W columns).
+    f.get(j0).set(j);
+    f.block().loop();
+    f.get(j).get(j1).op(OP.i32_ge_u).brIf(1);
+    scratchAt();
+    for (const off of [0, 16]) {
+      f.get(sp);
+      f64Const(init)();
+      f.simdMem(SIMD.v128_store, at.scratch + off, 16);
+    }
+    f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
+    f.end().end();
+    if (plan.K === 0) return;
+    // Rows [s, end): every block has at least one row (COL_BLOCK_ROWS rows or more per block, at most 16 blocks).
+    if (split) {
+      set(s, () => f.get(blk).i32Const(blockRows).op(OP.i32_mul));
+      set(sEnd, () => f.get(s).i32Const(blockRows).op(OP.i32_add));
+      f.get(sEnd).i32Const(plan.K).op(OP.i32_gt_s).if().i32Const(plan.K).set(sEnd).end();
+    } else set(s, () => i32(0));
     f.loop();
     set(r, () => f.get(s).i32Const(G).op(OP.i32_mul).get(g).op(OP.i32_add));
     rowSetup();
     const acc = (v: E): void => {
       const x = b.let(v);
-      set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
+      scratchAt();
       f.get(sp);
       b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch, 16), b.op(SIMD.f64x2_promote_low_f32x4, x))();
       f.simdMem(SIMD.v128_store, at.scratch, 16);
@@ -50,30 +116,31 @@ forItems(() => {
       f.simdMem(SIMD.v128_store, at.scratch + 16, 16);
     };
     columns(acc, acc);
-    f.get(s).i32Const(1).op(OP.i32_add).tee(s).i32Const(plan.K).op(OP.i32_lt_s).brIf(0);
+    f.get(s).i32Const(1).op(OP.i32_add).tee(s);
+    if (split) f.get(sEnd);
+    else f.i32Const(plan.K);
+    f.op(OP.i32_lt_s).brIf(0);
     f.end();
-  }
-  // out[g*L + j] = float32(scratch[g*W + j]) over the chunk.
-  set(rowBase, () => f.get(g).i32Const(L).op(OP.i32_mul));
-  const fromScratch = (): E => {
-    set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
-    const lo2 = b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch, 16));
-    const hi2 = b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch + 16, 16));
-    return b.let(b.shuffle(lo2, hi2, [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]));
   };
-  f.get(j0).set(j);
-  f.block().loop();
-  f.get(j1).get(j).op(OP.i32_sub).i32Const(4).op(OP.i32_lt_s).brIf(1);
-  set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
-  set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
-  storeOut(fromScratch(), false, at.out);
-  f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
-  f.end().end();
-  f.get(j).get(j1).op(OP.i32_lt_s).if();
-  set(rem, () => f.get(j1).get(j).op(OP.i32_sub));
-  set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
-  set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
-  storeOut(fromScratch(), true, at.out);
-  f.end();
-});
+  forItems(() => {
+    if (!split) {
+      groupChunk(() => void f.get(item));
+      accumulate();
+      writeOut();
+      return;
+    }
+    f.get(item).i32Const(plan.items).op(OP.i32_lt_u).if();
+    // (group, chunk, block) = item: accumulate the block into its own scratch.
+    set(gc, () => f.get(item).i32Const(B).op(OP.i32_div_u));
+    set(blk, () => f.get(item).get(gc).i32Const(B).op(OP.i32_mul).op(OP.i32_sub));
+    set(sb, () => f.get(blk).i32Const(blockBytes).op(OP.i32_mul));
+    groupChunk(() => void f.get(gc));
+    accumulate();
+    f.else();
+    // A final item: (group, chunk) = item - items; add the blocks in order, write the output.
+    set(gc, () => f.get(item).i32Const(plan.items).op(OP.i32_sub));
+    groupChunk(() => void f.get(gc));
+    writeOut();
+    f.end();
+  });
 }

@@ -21,7 +21,9 @@
  *   added; this differs from the reference's sequential float64 sum by at most about
  *   K·2^-53·Σ|x| before the final rounding to float32);
  * - column reduction (reduced axes leading): (group of L output columns, chunk of COL_CHUNK columns);
- *   each chunk accumulates in a float64 scratch row over the K reduced rows in order.
+ *   each chunk accumulates in a float64 scratch row over the K reduced rows in order; with few
+ *   such items, also (block of rows): each block sums into its own scratch row, and final items
+ *   add the blocks in order and write the output (opt-in, `setColumnRowBlocks`).
  * - rows (a kRow fusion, `rowPlan.ts`): one row each; per stage, row values splatted, then a
  *   walk of the row computing that stage's full values (those a later stage reads go to the
  *   thread's scratch rows, `k(lo, hi, thread)`), writing outputs and accumulating the next
@@ -33,7 +35,7 @@ import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
-import { type Broadcast, type FusionPlan, iotaPlaceable, type KernelAddresses, minIotaSplit } from './fusionPlan';
+import { type Broadcast, type FusionPlan, iotaPlaceable, type KernelAddresses, minIotaSplit, PARALLEL_WORK } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
@@ -50,6 +52,35 @@ export const CHUNK = 4096;
  * 0.25 ms with whole rows (BENCHMARKS.md, "colsum"). Summation order per column is unchanged.
  */
 export const COL_CHUNK = 1024;
+
+/**
+ * Column reductions split by rows (opt-in): a reduction with fewer (group, chunk) items than
+ * the block limit, large enough to run on threads (PARALLEL_WORK), is split into at most that
+ * many blocks of at least COL_BLOCK_ROWS reduced rows each. The block count depends on the shape
+ * and the limit only, never on the thread count, and the blocks' float64 sums are added in block
+ * order, so results are the same on any number of threads (but not bit-identical to the unsplit
+ * sum). Off (limit 1) by default: on the 2-vCPU bench machine the split GPT step's 42 column sums
+ * took longer on two threads than unsplit (BENCHMARKS.md, "par3").
+ */
+export const COL_BLOCK_ROWS = 256;
+const envBlocks = Number((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_COL_ROW_BLOCKS ?? 1);
+let colBlockLimit = Number.isInteger(envBlocks) && envBlocks >= 1 && envBlocks <= 16 ? envBlocks : 1;
+
+/** Most row blocks a column reduction is split into (1 = not split, the default; env `TPUKIT_COL_ROW_BLOCKS`); applies to executables built afterwards. */
+export function setColumnRowBlocks(n: number): void {
+  if (!Number.isInteger(n) || n < 1 || n > 16) throw new RangeError(`setColumnRowBlocks: n must be an integer in 1..16; got ${n}`);
+  colBlockLimit = n;
+}
+
+export function getColumnRowBlocks(): number {
+  return colBlockLimit;
+}
+
+/** Row blocks of a column reduction over K rows with `items` (group, chunk) items and `work` (see setColumnRowBlocks). */
+export function colRowBlocks(K: number, items: number, work: number): number {
+  if (items >= colBlockLimit || work < PARALLEL_WORK) return 1;
+  return Math.max(1, Math.min(colBlockLimit, Math.floor(K / COL_BLOCK_ROWS)));
+}
 
 /** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
 export const ROW_SCRATCH_THREADS = 16;
@@ -126,7 +157,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -141,8 +172,11 @@ export function planFusion(body: HloComputation): FusionPlan | null {
     plan.groups = L === 0 ? 0 : N / L;
     plan.groupWidth = Math.ceil(L / 4) * 4;
     plan.chunksPerRow = Math.ceil(L / COL_CHUNK);
-    plan.items = plan.groups * plan.chunksPerRow;
-    plan.scratchBytes = plan.groups * plan.groupWidth * 8;
+    const columnItems = plan.groups * plan.chunksPerRow;
+    plan.rowBlocks = colRowBlocks(plan.K, columnItems, plan.work);
+    plan.items = columnItems * plan.rowBlocks;
+    plan.finalItems = plan.rowBlocks > 1 ? columnItems : 0;
+    plan.scratchBytes = plan.groups * plan.groupWidth * 8 * plan.rowBlocks;
   }
   return plan;
 }
@@ -171,7 +205,7 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;
   const scratchThreads = scratchRowBytes === 0 ? 0 : Math.max(1, Math.min(ROW_SCRATCH_THREADS, Math.floor(ROW_SCRATCH_BYTES / scratchRowBytes)));
   return {
-    kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
+    kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, finalItems: 0, rowBlocks: 1, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
     broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
   };
 }

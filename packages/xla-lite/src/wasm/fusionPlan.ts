@@ -28,6 +28,14 @@ export interface FusionPlan {
   rows: number;
   /** Work items, and per kind: loop chunks per row; row: rows per output; col: groups and padded group width. */
   items: number;
+  /**
+   * Column reductions split by rows (`rowBlocks` > 1): items [items, items + finalItems) combine
+   * the blocks' partial sums and write the output, after every item below `items` is done (one
+   * (group, chunk) each). 0 for every other kernel.
+   */
+  finalItems: number;
+  /** Column reductions: blocks of reduced rows, each summed into its own scratch (1 = not split). */
+  rowBlocks: number;
   chunksPerRow: number;
   rowsPerOutput: number;
   K: number;
@@ -45,6 +53,9 @@ export interface FusionPlan {
   scratchRowBytes: number;
   scratchThreads: number;
 }
+
+/** Work (loop elements, transcendentals weighted) above which a kernel is split across threads. */
+export const PARALLEL_WORK = 1 << 16;
 
 /**
  * The one iota placement rule of the wasm kernels (both `planFusion` and `planRowFusion` plan by

@@ -43,7 +43,7 @@ import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { emitKernel, planFusion, planRowFusion } from './emitKernel';
-import type { FusionPlan, KernelAddresses, ParamSource } from './fusionPlan';
+import { type FusionPlan, type KernelAddresses, PARALLEL_WORK, type ParamSource } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 
 let enabled = true;
@@ -108,8 +108,7 @@ export function countOutputCopy(bytes: number): void {
 /** Arena regions reserved in a backend's memory, released when their program is collected. */
 const reservations = new FinalizationRegistry<{ host: ArenaHost; addr: number }>(({ host, addr }) => host.release(addr));
 
-/** Work (loop elements, transcendentals weighted) above which a kernel is split across threads. */
-export const PARALLEL_WORK = 1 << 16;
+export { PARALLEL_WORK } from './fusionPlan';
 
 interface Staged {
   /** Index in the executable's value table. */
@@ -125,6 +124,8 @@ export interface WasmStep {
   readonly fn: number;
   readonly kernel: (lo: number, hi: number, thread?: number) => void;
   readonly items: number;
+  /** Items run after all of [0, items) are done, on the calling thread (a column reduction's combination of its row blocks; usually 0). */
+  readonly finalItems: number;
   readonly parallel: boolean;
   readonly inputs: readonly Staged[];
   readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean; view: boolean };
@@ -358,6 +359,7 @@ export class WasmProgram implements PoolProgram {
         fn: k,
         kernel: inst.exports[`k${k}`] as (lo: number, hi: number, thread?: number) => void,
         items: l.plan.items,
+        finalItems: l.plan.finalItems,
         parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)) })) : null,
@@ -465,6 +467,7 @@ export class WasmProgram implements PoolProgram {
       const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
       const chunk = Math.max(1, Math.floor(s.items / (4 * threads)));
       if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items, 0);
+      if (s.finalItems > 0) s.kernel(s.items, s.items + s.finalItems, 0);
     }
     const o = s.out;
     if (s.outputs !== null) {
