@@ -20,7 +20,7 @@
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
  * their donated storage.
  */
-import { type Array, ClosedJaxpr, fromStorage, lax, toStorage } from '@tpukit/core';
+import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
@@ -229,7 +229,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           vals[s.out] = runInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(s.inst.shape)) as Float32Array);
           break;
         }
-        if (s.intoAll && pools(s.out)) {
+        if (s.intoAll && pools(s.out) && getBackend().executeIntoAll !== undefined) {
           // A multi-result primitive the backend writes into caller storage (the fused attention):
           // every result into its reused buffer (no fresh arrays, no GC pressure per call).
           s.pools ??= s.inst.shapes.map((sh) => poolBuf({ pool: null }, numel(sh)) as Float32Array);
@@ -239,7 +239,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
             vals[s.out] = r;
             break;
           }
-          s.intoAll = false; // (not on this backend: fresh results from now on)
+          // (The backend declines this primitive: fresh results from now on, no buffers held.)
+          s.intoAll = false;
+          s.pools = null;
         }
         const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
         s.buf.fill(null as never);
