@@ -10,7 +10,9 @@ import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, 
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
-import { attentionStats, attentionTesting } from './attention';
+import { attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
+import { QB } from './attentionModule';
+import { getBackend } from '../../backend';
 import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
 import { fromStorage, toStorage } from '../../storage';
@@ -213,7 +215,7 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
     const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
     const into = [stale(out.size), stale(lse.size)];
     const got = evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, into)!;
-    expect(got.map((x) => toStorage(x))).toEqual(into);
+    got.forEach((g, i) => expect(toStorage(g)).toBe(into[i]));
     expect([...f32(got[0])]).toEqual([...f32(out)]);
     expect([...f32(got[1])]).toEqual([...f32(lse)]);
     const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
@@ -232,6 +234,25 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
     expect(evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Uint16Array(n), new Float32Array(rows)])).toBeNull();
     expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n)])).toThrow('evalPrimitiveIntoAll(dot_product_attention_fwd): the primitive has 2 results but 1 destinations were given');
     expect(() => evalPrimitiveIntoAll(attentionFwdP, [q, k, v], params, [new Float32Array(n), new Float32Array(rows - 1)])).toThrow(`evalPrimitiveIntoAll(dot_product_attention_fwd): result 1 has ${rows} elements (float32[${c.b},${c.k * c.g},${c.t}]) but its destination holds ${rows - 1}`);
+  });
+
+  it('the backend itself declines storage of the wrong length (its callers need not check it): nothing written, no truncated result', () => {
+    const [q, k, v] = operands(c);
+    const backend = getBackend();
+    const avals = [q, k, v].map((a) => a.aval);
+    const outAvals = attentionFwdP.abstractEval(avals, params);
+    const bufs = [q, k, v].map((a) => a._bufferOn(backend));
+    const [n, rows] = [q.size, c.b * c.k * c.g * c.t];
+    for (const outs of [
+      [new Float32Array(n - 1), new Float32Array(rows)],
+      [new Float32Array(n), new Float32Array(rows + 1)],
+      [new Float32Array(n + 7), new Float32Array(rows)],
+    ]) {
+      expect(attentionStorageFits(outAvals, outs)).toBe(false);
+      expect(backend.executeIntoAll!(attentionFwdP, bufs, avals, params, outAvals, outs)).toBe(false);
+      expect(outs.every((o) => o.every((x) => x === 0))).toBe(true);
+    }
+    expect(attentionStorageFits(outAvals, [new Float32Array(n), new Float32Array(rows)])).toBe(true);
   });
 });
 
@@ -408,5 +429,67 @@ describe('fused attention with a mask', () => {
     expect(() => attention(q, k, v, p, np.ones([2, 2, 4, 5], 'float32'))).toThrow('dot_product_attention: mask must be bool; got float32');
     expect(() => attention(q, k, v, p, np.ones([2, 2, 4, 1], 'bool'))).toThrow('dot_product_attention: mask must be bool [2|1, 2|1, 4, 5] ([B|1, N|1, T, S]); got [2,2,4,1]');
     expect(() => attention(q, k, v, p, np.ones([2, 3, 4, 5], 'bool'))).toThrow('got [2,3,4,5]');
+  });
+});
+
+describe('fused attention on long sequences (scratch per thread)', () => {
+  const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
+
+  it('law: one thread\'s scratch is O((T + S) H), not O(T S): the backward\'s transposes of dS and P go QB query rows at a time', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 32768 }), fc.integer({ min: 1, max: 32768 }), fc.integer({ min: 1, max: 256 }), (t, s, h) => {
+        const [tp, sp, hp] = [ceil(t, 4), ceil(s, 8), ceil(h, 8)];
+        const [fwd, bwd] = [attentionScratchBytes(t, s, h, false), attentionScratchBytes(t, s, h, true)];
+        // 4 bytes x (Q, dO, dQ: tp hp; K twice, V, dK, dV: sp hp; S and P blocks: 8 sp; the chunks: 2 QB sp) + alignment
+        const bound = 4 * (3 * tp * hp + 5 * sp * hp + 8 * sp + 2 * QB * sp + 16) + 13 * 64;
+        expect(bwd).toBeLessThanOrEqual(bound);
+        expect(bwd).toBeLessThanOrEqual(4 * 48 * (tp + sp) * hp + 13 * 64);
+        // the forward has none of the backward's regions
+        expect(fwd).toBeLessThanOrEqual(4 * (2 * tp * hp + 2 * sp * hp + 8 * sp + 16) + 13 * 64);
+      }),
+    );
+    // the sizes the reviewer's failures had: T = S = 16384 (1 GiB of memory at most) now takes ~20.5 MiB a thread
+    expect(attentionScratchBytes(16384, 16384, 8, true)).toBeLessThan(32 * 2 ** 20);
+  });
+
+  it('T = S = 8192 runs forward and backward on 1 and 2 threads (the memory is capped at 1 GiB), bit-identical, and the gradients match a short prefix', () => {
+    const [b, t, h] = [2, 8192, 8];
+    const mk = (i: number) => random.normal(random.key(40 + i), [b, t, 1, h]);
+    const [q, k, v, w] = [0, 1, 2, 3].map(mk);
+    const params = { scale: 1 / Math.sqrt(h), isCausal: true };
+    const run = (n: number) =>
+      withThreads(n, () => {
+        const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+        return [out, lse, ...evalPrimitive(attentionBwdP, [q, k, v, lse, w], params)].map((x) => f32(x));
+      });
+    const one = run(1);
+    const two = run(2);
+    two.forEach((x, i) => expect(x.every((y, j) => Object.is(y, one[i][j])), `result ${i}`).toBe(true));
+    // causal: the first 40 rows see only the first 40 keys, so their forward and dQ equal a 40-long problem's
+    const p = 40;
+    const pre = (a: Array) => {
+      const x = f32(a);
+      return fromStorage(Float32Array.from([0, 1].flatMap((i) => [...x.subarray(i * t * h, (i * t + p) * h)])), [b, p, 1, h], 'float32');
+    };
+    const [out, lse] = evalPrimitive(attentionFwdP, [pre(q), pre(k), pre(v)], params);
+    const [dq] = evalPrimitive(attentionBwdP, [pre(q), pre(k), pre(v), lse, pre(w)], params);
+    const rows = (x: Float32Array, n: number) => [0, 1].flatMap((i) => [...x.subarray(i * t * n, (i * t + p) * n)]);
+    expect(rows(one[0], h)).toEqual([...f32(out)]);
+    expect(rows(one[2], h)).toEqual([...f32(dq)]);
+  }, 120_000);
+
+  it('one module per head dim and padded key count: query lengths do not compile new modules, forward or backward', () => {
+    const mk = (i: number, t: number) => random.normal(random.key(60 + i), [1, t, 2, 5]);
+    const [k, v] = [mk(1, 24), mk(2, 24)];
+    const params = { scale: 0.5, isCausal: false };
+    const go = (t: number) => {
+      const q = mk(0, t);
+      const [, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+      evalPrimitive(attentionBwdP, [q, k, v, lse, q], params);
+    };
+    go(3);
+    const before = attentionStats().modules;
+    for (const t of [1, 7, 24, 131, 300]) go(t);
+    expect(attentionStats().modules).toBe(before);
   });
 });

@@ -34,11 +34,12 @@ import * as bf16 from '../../bf16';
 import type { StorageArray } from '../../dtype';
 import type { HostArray, ShapedArray } from '../../primitive';
 import { type AttentionParams, attentionDims } from '../../lax/attention';
+import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
 import { WorkerPool } from '../../wasm/workerPool';
-import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, ROWS, SCRATCH, attentionModule } from './attentionModule';
+import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 
@@ -168,9 +169,9 @@ class Arena {
 
 let arena: Arena | null = null;
 
-/** Counters of the fused attention's jobs: all, those run on the pool, and the items worker threads computed. */
-export function attentionStats(): { jobs: number; pooled: number; workerItems: number } {
-  return { ...stats, workerItems: arena ? Atomics.load(arena.control, WORKER_ITEMS) : 0 };
+/** Counters of the fused attention's jobs: all, those run on the pool, the items worker threads computed, and the kernel modules compiled. */
+export function attentionStats(): { jobs: number; pooled: number; workerItems: number; modules: number } {
+  return { ...stats, workerItems: arena ? Atomics.load(arena.control, WORKER_ITEMS) : 0, modules: compiledAttentionModules() };
 }
 const stats = { jobs: 0, pooled: 0 };
 
@@ -240,13 +241,40 @@ function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr,
 }
 
 /**
+ * One thread's scratch regions in f32 elements, by `SCRATCH` name, for padded query count `tp`,
+ * head dim `hp` and key count `sp`: O((tp + sp) hp) in all; the backward's alone (dO, K by rows,
+ * dK, dV and the chunks of the transposes of dS and P, [sp, QB] each) are empty in the forward.
+ */
+function scratchSizes(tp: number, hp: number, sp: number, backward: boolean): Record<(typeof SCRATCH)[number], number> {
+  const bw = backward ? 1 : 0;
+  return { q: tp * hp, do: bw * tp * hp, kt: hp * sp, kb: bw * sp * hp, v: sp * hp, o: tp * hp, dk: bw * sp * hp, dv: bw * sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dsT: bw * sp * QB, pT: bw * sp * QB };
+}
+
+/** One thread's scratch: the regions' byte offsets (in `SCRATCH` order, 64-byte aligned) and its byte size. */
+function scratchLayout(tp: number, hp: number, sp: number, backward: boolean): { offs: number[]; bytes: number } {
+  const sizes = scratchSizes(tp, hp, sp, backward);
+  const offs: number[] = [];
+  let bytes = 0;
+  for (const k of SCRATCH) {
+    offs.push(bytes);
+    bytes += ceil(sizes[k], 16) * 4;
+  }
+  return { offs, bytes };
+}
+
+/** Bytes of wasm memory one thread's scratch takes in a fused attention call with T queries, S keys and head dim H (forward or backward). */
+export function attentionScratchBytes(T: number, S: number, H: number, backward: boolean): number {
+  return scratchLayout(ceil(Math.max(T, 1), ROWS), ceil(Math.max(H, 1), 8), ceil(Math.max(S, 1), 8), backward).bytes;
+}
+
+/**
  * Lays out the job in memory and writes the descriptor: the raw operand/result regions (f32
  * element counts, in DESC order from QR), the mask's regions when there is one (staged, see
  * `stageMask`), then one scratch area per thread. Returns the raw regions' byte addresses.
  */
-function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: number[], threads: number, modBytes: number, mask?: HostArray): number[] {
-  const { tp, hp, sp } = p;
-  const sizes: Record<(typeof SCRATCH)[number], number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dsT: sp * tp, pT: sp * tp };
+function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backward: boolean, raw: number[], threads: number, modBytes: number, mask?: HostArray): number[] {
+  const { tp } = p;
+  const { offs, bytes: scratch } = scratchLayout(tp, p.hp, p.sp, backward);
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
   const place = (n: number): number => {
     const r = at;
@@ -255,12 +283,6 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, raw: nu
   };
   const rawAt = raw.map(place);
   const maskAt = maskRegions(p, mask).map(place);
-  const offs: number[] = [];
-  let scratch = 0;
-  for (const k of SCRATCH) {
-    offs.push(scratch);
-    scratch += ceil(sizes[k], 16) * 4;
-  }
   a.reserve(at + scratch * threads);
   const d = a.i32;
   const set = (slot: number, v: number): void => {
@@ -306,7 +328,7 @@ const storage = (dtype: string, n: number, into: StorageArray | undefined): Stor
 /** The module, its instance and the thread count for a call. */
 function setup(p: Plan, relaxed: boolean, masked: boolean): { a: Arena; mod: AttentionModule; threads: number } {
   const a = (arena ??= new Arena());
-  return { a, mod: attentionModule(p.H, p.sp, p.tp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
 }
 
 /** The forward pass into `out` and, unless null (the inference primitive), the per-row logsumexp into `lse`. */
@@ -321,7 +343,7 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
   const bf = q.dtype === 'bfloat16';
   const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const rows = p.B * p.N * p.T;
-  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * rows], threads, mod.bytes.length, mask);
+  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, false, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * rows], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);
   copyIn(a, k.data, bf, Kr);
   copyIn(a, v.data, bf, Vr);
@@ -350,7 +372,7 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
   const bf = q.dtype === 'bfloat16';
   const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const [nq, nk] = [q.data.length, k.data.length];
-  const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length, mask);
+  const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, true, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);
   copyIn(a, k.data, bf, Kr);
   copyIn(a, v.data, bf, Vr);
@@ -382,7 +404,10 @@ export const systolicAttentionKernels: Record<string, SystolicAttentionKernel> =
   dot_product_attention_bwd: attentionBwdSystolic,
 };
 
-/** Whether `outs` fit the results `outAvals` of a fused attention kernel (Float32Array for float32, Uint16Array for bfloat16). */
+/** Whether `outs` fit the results `outAvals` of a fused attention kernel: Float32Array for float32, Uint16Array for bfloat16, each holding exactly its result's element count. */
 export function attentionStorageFits(outAvals: readonly ShapedArray[], outs: readonly StorageArray[]): boolean {
-  return outs.length === outAvals.length && outAvals.every((o, i) => (o.dtype === 'bfloat16' ? outs[i] instanceof Uint16Array : o.dtype === 'float32' && outs[i] instanceof Float32Array));
+  return (
+    outs.length === outAvals.length &&
+    outAvals.every((o, i) => (o.dtype === 'bfloat16' ? outs[i] instanceof Uint16Array : o.dtype === 'float32' && outs[i] instanceof Float32Array) && outs[i].length === sizeOf(o.shape))
+  );
 }

@@ -9,8 +9,10 @@
  * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT  (Q K^T, dO V^T), with BT
  *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
  * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
- * - `transposeBlock(src, dst, cols, total)`: a block's dS or P rows into columns of [sp, tp]
- * - `transGemm(a, b, out, causal)`: out[sp, hp] += A[sp, tp] B[tp, hp]   (dS^T Q, P^T dO)
+ * - `transposeBlock(src, dst, cols, total)`: a block's dS or P rows into columns of a chunk
+ *   [sp, QB] (QB query rows at a time, so the backward's scratch does not grow with T)
+ * - `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[sp, rows] B[t0.., hp] for one chunk
+ *   (dS^T Q, P^T dO), chunk after chunk in query order
  * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg)`: one row: logits = s * scale over
  *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
  *   max and sum written at mlOut (the caller forms lse = max + log(sum)).
@@ -24,10 +26,16 @@
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { MASKED_LOGIT as MASKED } from '../../lax/attention';
-import { convert } from './packKernels';
+import { convert, shuffle32 } from './packKernels';
 
 /** Rows per block: every kernel computes or consumes 4 query rows. */
 export const ROWS = 4;
+
+/**
+ * Query rows per chunk of the backward's transposes of dS and P (a power of 2, a multiple of
+ * ROWS): their scratch is [sp, QB] each per thread, and dK, dV take one GEMM per chunk.
+ */
+export const QB = 128;
 
 /** Maximum pages of the (shared) memory the modules import: 1 GiB. */
 export const MAX_PAGES = 16384;
@@ -190,19 +198,13 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
   });
 }
 
-/** 32-bit lane shuffle of the two v128 on the stack: lanes 0-3 from the first, 4-7 from the second. */
-function shuffle32(f: FunctionBuilder, lanes: readonly [number, number, number, number]): void {
-  f.simd(SIMD.i8x16_shuffle);
-  for (const l of lanes) for (let b = 0; b < 4; b++) f.op(l * 4 + b);
-}
-
 /**
  * `transposeBlock(src, dst, cols, total)`: a block of 4 rows (src [4, sp]) into 4 columns of a
- * [sp, tp] matrix (dst: its column t0, rows tp * 4 bytes apart): dst[j, 0..4] = src[0..4, j] for
+ * [sp, QB] chunk (dst: the block's first column, rows QB * 4 bytes apart): dst[j, 0..4] = src[0..4, j] for
  * j < cols, zeros for cols <= j < total (cols and total multiples of 4). 4 x 4 blocks are
  * transposed in registers with shuffles, one store per key.
  */
-function buildTransposeBlock(m: ModuleBuilder, sp: number, tp: number): number {
+function buildTransposeBlock(m: ModuleBuilder, sp: number): number {
   return m.addFunction('transposeBlock', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [src, dst, cols, total] = [0, 1, 2, 3];
     const j = f.local('i32');
@@ -211,7 +213,7 @@ function buildTransposeBlock(m: ModuleBuilder, sp: number, tp: number): number {
     const quad = (): void => {
       f.get(j).i32Const(4).op(OP.i32_add).set(j);
       bump(f, src, 16);
-      bump(f, dst, tp * 16);
+      bump(f, dst, QB * 16);
     };
     f.i32Const(0).set(j);
     f.block().get(j).get(cols).op(OP.i32_ge_s).brIf(0).loop();
@@ -226,16 +228,16 @@ function buildTransposeBlock(m: ModuleBuilder, sp: number, tp: number): number {
       f.set(hi);
       f.get(dst).get(lo).get(hi);
       shuffle32(f, [0, 1, 4, 5]);
-      f.simdMem(SIMD.v128_store, 2 * h * tp * 4);
+      f.simdMem(SIMD.v128_store, 2 * h * QB * 4);
       f.get(dst).get(lo).get(hi);
       shuffle32(f, [2, 3, 6, 7]);
-      f.simdMem(SIMD.v128_store, (2 * h + 1) * tp * 4);
+      f.simdMem(SIMD.v128_store, (2 * h + 1) * QB * 4);
     }
     quad();
     f.get(j).get(cols).op(OP.i32_lt_s).brIf(0);
     f.end().end();
     f.block().get(j).get(total).op(OP.i32_ge_s).brIf(0).loop();
-    for (let i = 0; i < 4; i++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, i * tp * 4);
+    for (let i = 0; i < 4; i++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, i * QB * 4);
     quad();
     f.get(j).get(total).op(OP.i32_lt_s).brIf(0);
     f.end().end();
@@ -243,26 +245,30 @@ function buildTransposeBlock(m: ModuleBuilder, sp: number, tp: number): number {
 }
 
 /**
- * `transGemm(a, b, out, causal)`: out[sp, hp] += A[sp, tp] B[tp, hp] (dK += dS^T Q and dV += P^T
- * dO, with A the transposed dS or P that `transposeBlock` wrote), 4 x 8 tiles in registers,
- * accumulating over t in increasing order onto what out holds (the previous query head of the
- * group). With `causal` set, keys j0..j0+3 start at row floor8(j0): the first query block whose
+ * `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[sp, rows] B[t0..t0+rows, hp] (dK +=
+ * dS^T Q and dV += P^T dO over one chunk of query rows, with A the chunk of transposed dS or P
+ * that `transposeBlock` wrote, rows QB floats apart, and b the head's whole [tp, hp] operand),
+ * 4 x 8 tiles in registers, accumulating over t in increasing order onto what out holds (the
+ * earlier chunks, then the previous query head of the group): called chunk after chunk, each
+ * element's f32 sum runs over t in the same order as one GEMM over all rows would. With
+ * `causal` set, keys j0..j0+3 start at row max(t0, floor8(j0)): the first query block whose
  * logits reach them (the rows before see none of them; A is not written there).
  */
-function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, tp: number, relaxed: boolean): number {
-  return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [a, b, out, causal] = [0, 1, 2, 3];
+function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
+  return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, causal, t0, rows] = [0, 1, 2, 3, 4, 5];
     const [j0, ts] = [f.local('i32'), f.local('i32')];
     const r = microLocals(f);
     f.i32Const(0).set(j0);
     f.loop();
-    // ts = causal ? j0 & ~7 : 0; n = tp - ts
-    f.get(j0).i32Const(-8).op(OP.i32_and).i32Const(0).get(causal).op(OP.select).set(ts);
-    f.i32Const(tp).get(ts).op(OP.i32_sub).set(r.n);
+    // ts = max(t0, causal ? j0 & ~7 : 0); n = t0 + rows - ts (at most 0: nothing to add)
+    f.get(j0).i32Const(-8).op(OP.i32_and).i32Const(0).get(causal).op(OP.select).tee(ts);
+    f.get(t0).get(ts).get(t0).op(OP.i32_gt_s).op(OP.select).set(ts); // (select: ts > t0 ? ts : t0)
+    f.get(t0).get(rows).op(OP.i32_add).get(ts).op(OP.i32_sub).set(r.n);
     for (let cp = 0; cp < hp / 8; cp++) {
-      f.get(a).get(j0).i32Const(tp * 4).op(OP.i32_mul).op(OP.i32_add).get(ts).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r.pa);
+      f.get(a).get(j0).i32Const(QB * 4).op(OP.i32_mul).op(OP.i32_add).get(ts).get(t0).op(OP.i32_sub).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r.pa);
       f.get(b).get(ts).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
-      micro4x8(f, relaxed, r, tp * 4, hp * 4, { out, row: hp * 4, at: cp * 32 });
+      micro4x8(f, relaxed, r, QB * 4, hp * 4, { out, row: hp * 4, at: cp * 32 });
       store4x8(f, r, out, hp * 4, cp * 32);
     }
     bump(f, out, ROWS * hp * 4);
@@ -513,7 +519,7 @@ export const DESC = {
 
 /**
  * The scratch regions' order in `DESC.OFF` slots: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV,
- * S, P (or dP), ML, and the transposes of dS and P ([sp, tp], backward).
+ * S, P (or dP), ML, and chunks of the transposes of dS and P ([sp, QB], backward only).
  */
 export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml', 'dsT', 'pT'] as const;
 if (DESC.OFF + SCRATCH.length > DESC.MR) throw new Error('attentionModule: DESC.OFF slots overlap the mask slots');
@@ -671,25 +677,28 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.get(off.p).get(off.kb);
           rowBlock('o');
           f.get(cols).call(fn.rowsTimes);
-          // dS and P into the columns t0.. of their transposes (dK and dV are formed per head below);
-          // masked jobs fill every key (their rows may reach any key, see transGemm)
+          // dS and P into the columns t0 mod QB.. of their chunks of transposes; masked jobs fill
+          // every key (their rows may reach any key, see transGemm)
           for (const [src, dst] of [[off.p, off.dsT], [off.s, off.pT]] as const) {
-            f.get(src).get(dst).get(t0).i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(cols);
+            f.get(src).get(dst).get(t0).i32Const(QB - 1).op(OP.i32_and).i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(cols);
             if (masked) f.i32Const(sp);
             else f.get(cols);
             f.call(fn.transposeBlock);
           }
-        }
-        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
-        f.end().end();
-        if (dir === 'bwd') {
+          // a full chunk, or the last: dK += dS^T Q and dV += P^T dO over its rows
+          f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(c).i32Const(QB - 1).op(OP.i32_and).op(OP.i32_eqz).get(c).get(tp).op(OP.i32_ge_s).op(OP.i32_or).if();
           for (const [a, b, out] of [[off.dsT, off.q, off.dk], [off.pT, off.do, off.dv]] as const) {
             f.get(a).get(b).get(out);
             if (masked) f.i32Const(0);
             else f.get(causal);
+            f.get(t0).i32Const(-QB).op(OP.i32_and);
+            f.get(c).get(t0).i32Const(-QB).op(OP.i32_and).op(OP.i32_sub);
             f.call(fn.transGemm);
           }
+          f.end();
         }
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
+        f.end().end();
         f.get(off.o).get(T);
         slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).call(fn.unstageRows);
@@ -709,7 +718,7 @@ export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
   rowsTimes(a: number, b: number, out: number, nk: number): void;
   transposeBlock(src: number, dst: number, cols: number, total: number): void;
-  transGemm(a: number, b: number, out: number, causal: number): void;
+  transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
   softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
@@ -728,16 +737,18 @@ export interface AttentionModule {
 
 const modules = new Map<string, AttentionModule>();
 
+/** How many kernel modules have been compiled (one per head dim, padded key count and variant). */
+export const compiledAttentionModules = (): number => modules.size;
+
 /**
- * The compiled kernel module for head dim `H` (padded to hp, a multiple of 8), padded key count
- * `sp` (a multiple of 8) and padded query count `tp` (a multiple of 4), cached; `masked`: with
- * the mask code (a job without a mask runs a module without it).
+ * The compiled kernel module for head dim `H` (padded to hp, a multiple of 8) and padded key
+ * count `sp` (a multiple of 8), cached; the query count is the job's (any T runs on one
+ * module); `masked`: with the mask code (a job without a mask runs a module without it).
  */
-export function attentionModule(H: number, sp: number, tp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
-  if (tp % ROWS !== 0 || tp === 0) throw new RangeError(`attentionModule: tp (${tp}) must be a positive multiple of ${ROWS}`);
-  const key = `${H},${sp},${tp},${relaxed},${shared},${masked}`;
+  const key = `${H},${sp},${relaxed},${shared},${masked}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -745,8 +756,8 @@ export function attentionModule(H: number, sp: number, tp: number, relaxed: bool
     const fns: Fns = {
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
-      transposeBlock: buildTransposeBlock(m, sp, tp),
-      transGemm: buildTransGemm(m, hp, sp, tp, relaxed),
+      transposeBlock: buildTransposeBlock(m, sp),
+      transGemm: buildTransGemm(m, hp, sp, relaxed),
       softmaxRow: buildSoftmaxRow(m, masked),
       gradRow: buildGradRow(m, masked),
       ...buildStaging(m, H, hp, sp),

@@ -52,8 +52,8 @@ function load4(f: FunctionBuilder, addr: number, bf16: boolean): void {
   else f.get(addr).simdMem(SIMD.v128_load, 0, 16);
 }
 
-/** 32-bit lane shuffle of two vectors: lanes 0-3 from a, 4-7 from b. */
-function shuffle32(f: FunctionBuilder, lanes: [number, number, number, number]): void {
+/** 32-bit lane shuffle of the two v128 on the stack: lanes 0-3 from the first, 4-7 from the second (also attentionModule.ts's). */
+export function shuffle32(f: FunctionBuilder, lanes: readonly [number, number, number, number]): void {
   f.simd(SIMD.i8x16_shuffle);
   for (const l of lanes) for (let b = 0; b < 4; b++) f.op(l * 4 + b);
 }
