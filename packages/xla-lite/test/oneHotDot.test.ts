@@ -160,6 +160,19 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
     expect(jit(batched).lower(wb, xb).compile().passStats.oneHot).toBe(0);
   });
 
+  it('a one-element iota stretched over the class dim is no one-hot (x == 0 in every column): left a dot', () => {
+    const V = 4;
+    const w = np.array(Float32Array.from({ length: V * 3 }, (_, i) => i + 1)).reshape([V, 3]);
+    const x = np.array(Float32Array.from([0, 1, 0, 2, 0]));
+    // eq(broadcast(x), broadcast_in_dim(iota(1), [n, V], [1])): column c is (x == 0), for every c.
+    const f = (w: Array, x: Array) => np.matmul(np.equal(lax.broadcastInDim(x, [5, V], [0]), lax.broadcastInDim(lax.iota('float32', 1), [5, V], [1])).astype('float32'), w);
+    const { on, off } = compileBoth(f, [w, x]);
+    expect(on.passStats.oneHot).toBe(0);
+    // Rows with x == 0 sum every table row: 1+4+7+10 = 22, 26, 30; others are zero.
+    expect(globalThis.Array.from(on.call([w, x])[0].dataSync() as Float32Array)).toEqual([22, 26, 30, 0, 0, 0, 22, 26, 30, 0, 0, 0, 22, 26, 30]);
+    expect(on.call([w, x])[0].dataSync()).toEqual(off.call([w, x])[0].dataSync());
+  });
+
   it('inf and NaN in the table: the dot spreads NaN from unselected rows (0 * inf), the gather does not', () => {
     const w = np.array(Float32Array.from([1, 2, Infinity, 4, NaN, 6])).reshape([3, 2]);
     const x = np.array(Int32Array.from([0, 1, 2]), 'int32');

@@ -53,12 +53,19 @@ function emit(added: HloInstruction[], prim: string, operands: HloInstruction[],
 const reshape = (added: HloInstruction[], x: HloInstruction, shape: Dims): HloInstruction => (x.shape.shape.join() === shape.join() ? x : emit(added, 'reshape', [x], { newSizes: [...shape] }));
 const transpose = (added: HloInstruction[], x: HloInstruction, perm: Dims): HloInstruction => (isIdentity(perm) ? x : emit(added, 'transpose', [x], { permutation: [...perm] }));
 
-/** The dim an iota (possibly broadcast from a vector iota) counts along, with its extent, or null. */
+/**
+ * The dim an iota (possibly broadcast from a vector iota) counts 0, 1, ... along, or null. A
+ * broadcast vector iota counts along its dim only when its length is that dim's size: a
+ * one-element iota stretched over the dim (broadcast_in_dim lets a size-1 dim stretch) is 0 in
+ * every position, and comparing with it is no one-hot.
+ */
 function iotaDim(x: HloInstruction): number | null {
   const name = x.prim?.name;
   if (name === 'iota') return params<{ dimension: number }>(x).dimension;
-  if (name === 'broadcast_in_dim' && x.operands[0].prim?.name === 'iota' && x.operands[0].shape.shape.length === 1) return params<{ broadcastDimensions: Dims }>(x).broadcastDimensions[0];
-  return null;
+  const v = x.operands[0];
+  if (name !== 'broadcast_in_dim' || v.prim?.name !== 'iota' || v.shape.shape.length !== 1) return null;
+  const d = params<{ broadcastDimensions: Dims }>(x).broadcastDimensions[0];
+  return v.shape.shape[0] === x.shape.shape[d] ? d : null;
 }
 
 /** `eq(broadcast(src), iota)` (either order) as a one-hot along the iota's dim, or null. */
