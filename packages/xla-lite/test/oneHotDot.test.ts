@@ -174,6 +174,22 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
     expect(on.call([w, x])[0].dataSync()).toEqual(off.call([w, x])[0].dataSync());
   });
 
+  it('TPUKIT_ONEHOT=0 turns the pass off for Lowered.compile() too; an explicit oneHot: true wins', () => {
+    const w = np.ones([4, 3]);
+    const x = np.array(Int32Array.from([1, 2]), 'int32');
+    const f = (w: Array, x: Array) => np.matmul(nn.oneHot(x, 4), w);
+    const env = process.env.TPUKIT_ONEHOT;
+    process.env.TPUKIT_ONEHOT = '0';
+    try {
+      expect(jit(f).lower(w, x).compile().passStats.oneHot).toBe(0);
+      expect(jit(f).lower(w, x).compile({ oneHot: true }).passStats.oneHot).toBe(1);
+    } finally {
+      if (env === undefined) delete process.env.TPUKIT_ONEHOT;
+      else process.env.TPUKIT_ONEHOT = env;
+    }
+    expect(jit(f).lower(w, x).compile().passStats.oneHot).toBe(env === '0' ? 0 : 1);
+  });
+
   it('inf and NaN in the table: the dot spreads NaN from unselected rows (0 * inf), the gather does not', () => {
     const w = np.array(Float32Array.from([1, 2, Infinity, 4, NaN, 6])).reshape([3, 2]);
     const x = np.array(Int32Array.from([0, 1, 2]), 'int32');

@@ -19,8 +19,9 @@
  * the dot's precision (its kernels round as the dot does) and its FLOP count (`nominalFlops`,
  * which cost analysis reports). Runs after layout assignment has folded transposes into dots
  * (backprop's weight gradient is a plain token-axis dot only then) and before its layout
- * copies; `PipelineOptions.oneHot: false`
- * (or TPUKIT_ONEHOT=0 in the environment) turns it off.
+ * copies; `PipelineOptions.oneHot: false` turns it off, and so does TPUKIT_ONEHOT=0 in the
+ * environment (read at each compile, by `jit` and by `Lowered.compile()`) unless the options
+ * say `oneHot: true`.
  */
 import { type HloComputation, type HloInstruction, makeInstruction, numel } from '../hlo';
 import { type DotPrecision, isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from '../js/oneHotKernels';
