@@ -114,6 +114,28 @@ describe('StableHLO expansions of fused kernels', () => {
     }
   });
 
+  it('one-hot expansions of narrow, unsigned and float indices: an int32 iota past 127 / 255 classes, float 1.5 matches nothing', () => {
+    const V = 300;
+    const table = np.array(Float32Array.from({ length: V * 4 }, (_, j) => Math.sin(j) * 3.3)).reshape([V, 4]);
+    const cases: [string, Array][] = [
+      ['int8', np.array(Int32Array.from([-1, 127, 100, 0, -128, 5]), 'int32').astype('int8')],
+      ['uint8', np.array(Int32Array.from([255, 200, 0, 128, 7, 254]), 'int32').astype('uint8')],
+      ['uint32', np.array(Uint32Array.from([299, 300, 2 ** 32 - 1, 2 ** 31, 0, 150]), 'uint32')],
+      ['float32', np.array(Float32Array.from([1.5, 299, -0, 300, 2, 298.5]))],
+    ];
+    for (const [dtype, index] of cases) {
+      expect(index.dtype).toBe(dtype);
+      const vals = np.array(Float32Array.from({ length: 24 }, (_, j) => Math.cos(j) * 1.7)).reshape([6, 4]);
+      const p = { classes: V, precision: null, dtype: 'float32', nominalFlops: 0 };
+      const g = both('onehot_gather', [table, index], p);
+      expect(g.expanded[0], dtype).toEqual(g.fused[0]);
+      // Rows the index selects hold the table's row (none is all zeros here but for out-of-range indices).
+      expect(g.fused[0].some((v) => v !== 0), dtype).toBe(true);
+      const s = both('onehot_segment_sum', [vals, index], p);
+      expect(s.expanded[0], dtype).toEqual(s.fused[0]);
+    }
+  });
+
   it('a training step with fused attention and one-hot embeddings exports without custom calls', () => {
     const V = 16;
     const w = random.normal(random.key(5), [V, 8]);

@@ -298,6 +298,17 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
     expect(globalThis.Array.from(dst)).toEqual([1, 2, 3, 4]);
   });
 
+  it('uint32 indices (2^31 and more select nothing): rewritten, equal to the dot', () => {
+    const w = np.array(Float32Array.from({ length: 15 }, (_, i) => i + 1)).reshape([5, 3]);
+    const x = np.array(Uint32Array.from([4, 0, 2 ** 31, 2 ** 32 - 1, 5, 2]), 'uint32');
+    const f = (w: Array, x: Array) => np.matmul(np.equal(np.expandDims(x, 1), lax.iota('uint32', 5)).astype('float32'), w);
+    const { on, off } = compileBoth(f, [w, x]);
+    expect(on.passStats.oneHot).toBe(1);
+    const got = on.call([w, x])[0].dataSync();
+    expect(got).toEqual(off.call([w, x])[0].dataSync());
+    expect(globalThis.Array.from(got as Float32Array)).toEqual([13, 14, 15, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 8, 9]);
+  });
+
   it('non-integer float indices select nothing (as the float compare with the iota)', () => {
     const w = np.array(Float32Array.from({ length: 8 }, (_, i) => i + 1)).reshape([4, 2]);
     const x = np.array(Float32Array.from([1.5, 2, -0, 3.0000002]));

@@ -39,7 +39,8 @@ interface OneHot {
 
 /** Largest class count whose iota values are exact float32 integers. */
 const EXACT = 1 << 24;
-const INDEX_DTYPES = new Set(['float32', 'int32', 'uint32', 'int8', 'uint8']);
+/** (Those of the iota: eq needs equal dtypes, and IOTA_DTYPES leaves out the narrow integers.) */
+const INDEX_DTYPES = new Set(['float32', 'int32', 'uint32']);
 const IOTA_DTYPES = new Set(['float32', 'int32', 'uint32']);
 
 const params = <T>(i: HloInstruction): T => i.params as T;
