@@ -6,7 +6,7 @@ import { evalPrimitive, getPrimitive } from '@tpukit/core/internal';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { buildExecutable, expandForExport, HloComputation, HloInstruction, HloModule, jit } from '../src/internal';
+import { buildExecutable, expandForExport, HloComputation, HloInstruction, HloModule, jit, toStableHlo } from '../src/internal';
 
 /** An instruction applying primitive `name` to parameters of the given arrays' shapes. */
 function instruction(name: string, args: Array[], params: Record<string, unknown>): HloInstruction {
@@ -134,6 +134,23 @@ describe('StableHLO expansions of fused kernels', () => {
       const s = both('onehot_segment_sum', [vals, index], p);
       expect(s.expanded[0], dtype).toEqual(s.fused[0]);
     }
+  });
+
+  it('a multi-output expansion is read through get-tuple-element; any other use of the whole tuple is a clear error', () => {
+    const c = new HloComputation('probe');
+    const [pq, pk, pv] = [q, k, v].map((a) => c.addParameter({ shape: a.shape, dtype: a.dtype, weakType: false }));
+    const params = { scale: 0.5, isCausal: true };
+    const prim = getPrimitive('dot_product_attention_fwd');
+    const att = c.add(new HloInstruction('dot_product_attention_fwd', prim.abstractEval([pq, pk, pv].map((x) => x.shape), params), [pq, pk, pv], params, prim));
+    const gte = (x: HloInstruction, index: number) => c.add(new HloInstruction('get-tuple-element', [x.shapes[index]], [x], { index }, null));
+    c.outputs = [gte(att, 1), gte(att, 0)];
+    const text = toStableHlo(new HloModule('m', c));
+    expect(text).not.toContain('undefined');
+    expect(text).toMatch(/"func\.return"\(%\d+, %\d+\)/);
+    // A copy of the whole tuple (no instruction xla-lite makes): no name to print.
+    const cp = c.add(new HloInstruction('copy', att.shapes, [att], {}, null));
+    c.outputs = [gte(cp, 0)];
+    expect(() => toStableHlo(new HloModule('m', c))).toThrow(/xla-lite export: dot_product_attention_fwd\.\d+ has no single value to use \(a multi-output instruction is read only through get-tuple-element\)/);
   });
 
   it('a training step with fused attention and one-hot embeddings exports without custom calls', () => {
