@@ -17,6 +17,13 @@ import { emptyPassStats, optimize, type PassStats, type PipelineOptions } from '
 import { toStableHlo } from './stablehlo';
 import { moduleText } from './text';
 
+/**
+ * Pipeline defaults the environment sets, read at each compile: TPUKIT_ONEHOT=0 turns the
+ * one-hot pass off (for A/B runs). Options passed explicitly (`compile({ oneHot: true })`,
+ * `setPipelineOptions`) win.
+ */
+export const envDefaults = (): PipelineOptions => ((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_ONEHOT === '0' ? { oneHot: false } : {});
+
 export interface CompileOptions extends PipelineOptions {
   /** Flat argument positions whose buffers may be reused for outputs. */
   donateArgnums?: readonly number[];
@@ -140,6 +147,6 @@ export class Lowered extends Stage {
   compile(opts: CompileOptions = {}): Compiled {
     const module = this.shown ? lowerJaxpr(this.jaxpr, `jit_${this.name}`) : (this.lowered ?? lowerJaxpr(this.jaxpr, `jit_${this.name}`));
     this.lowered = null;
-    return new Compiled(module, this.name, opts.donateArgnums ?? this.donateArgnums, opts, false, opts.donateLabels ?? this.donateLabels);
+    return new Compiled(module, this.name, opts.donateArgnums ?? this.donateArgnums, { ...envDefaults(), ...opts }, false, opts.donateLabels ?? this.donateLabels);
   }
 }

@@ -10,7 +10,7 @@
  * transpose programs of a sharded `grad(jit(f))`) is partitioned (GSPMD) instead.
  */
 import { type Compiler, type Executable, getCompiler, registerCompiler } from '@tpukit/core/internal';
-import { Compiled, Lowered } from './compiled';
+import { Compiled, envDefaults, Lowered } from './compiled';
 import { cacheKey, getCacheDir, loadModule, storeModule } from './diskCache';
 import type { PipelineOptions } from './pipeline';
 import { compileSpmd, shardedJit, type SpmdCompiled, spmdSpecFor } from './spmd/spmdJit';
@@ -29,8 +29,6 @@ export interface CompileRecord {
 }
 
 const records: CompileRecord[] = [];
-/** TPUKIT_ONEHOT=0 in the environment turns the one-hot pass off by default (for A/B runs). */
-const envDefaults = (): PipelineOptions => ((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_ONEHOT === '0' ? { oneHot: false } : {});
 let pipeline: PipelineOptions = envDefaults();
 
 /** Every compilation made by the registered compiler, in order. */

@@ -37,7 +37,8 @@ export interface PipelineOptions {
   outputFusion?: boolean;
   /**
    * Rewrite dots with a one-hot operand into row gathers / segment sums (passes/oneHotDot.ts;
-   * default true, and `jit`'s default is false when the environment sets TPUKIT_ONEHOT=0).
+   * default true; `jit` and `Lowered.compile()` default to false when the environment sets
+   * TPUKIT_ONEHOT=0).
    */
   oneHot?: boolean;
 }

@@ -83,7 +83,9 @@ class Emitter {
     return `%${this.n++}`;
   }
   name(i: HloInstruction): string {
-    return this.names.get(i)!;
+    const n = this.names.get(i);
+    if (n === undefined) throw new Error(`xla-lite export: ${i.prim?.name ?? i.opcode}.${i.id} has no single value to use${i.isTuple ? ' (a multi-output instruction is read only through get-tuple-element)' : ''}`);
+    return n;
   }
   bind(i: HloInstruction, s: string): void {
     this.names.set(i, s);
@@ -103,37 +105,31 @@ function callbackId(cb: object): number {
   return id;
 }
 
+/**
+ * Emits `body` in place of `i`, its parameters bound to i's operands. A single-output `i` names
+ * the body's output; a multi-output one records its outputs for its get-tuple-elements (a whole
+ * tuple has no value: reading it throws, see `Emitter.name`).
+ */
+function emitInline(e: Emitter, i: HloInstruction, body: HloComputation): void {
+  body.params.forEach((p, k) => e.bind(p, e.name(i.operands[k])));
+  for (const m of body.instructions) emitInstruction(e, m);
+  const outs = body.outputs.map((o) => e.name(o));
+  if (i.isTuple) e.outputs.set(i, outs);
+  else e.bind(i, outs[0]);
+}
+
 function emitInstruction(e: Emitter, i: HloInstruction): void {
   if (i.opcode === 'parameter') return;
-  if (i.opcode === 'get-tuple-element' && i.operands[0].opcode === 'fusion') {
-    // An output of a multi-output fusion exported inline: the body value itself.
-    e.bind(i, e.name(i.operands[0].called[0].outputs[(i.params as { index: number }).index]));
-    return;
-  }
   if (i.opcode === 'get-tuple-element') {
     const index = (i.params as { index: number }).index;
     const expanded = e.outputs.get(i.operands[0]);
     e.bind(i, expanded ? expanded[index] : `${e.name(i.operands[0])}#${index}`);
     return;
   }
-  const expansion = expandForExport(i);
-  if (expansion) {
-    // A fused kernel of xla-lite's own (attention, one-hot gathers): its standard-op expansion inline.
-    expansion.params.forEach((p, k) => e.bind(p, e.name(i.operands[k])));
-    for (const m of expansion.instructions) emitInstruction(e, m);
-    const outs = expansion.outputs.map((o) => e.name(o));
-    if (i.isTuple) e.outputs.set(i, outs);
-    else e.bind(i, outs[0]);
-    return;
-  }
-  if (i.opcode === 'fusion') {
-    // StableHLO has no fusion op: the fused body is exported inline, op by op.
-    const body = i.called[0];
-    body.params.forEach((p, k) => e.bind(p, e.name(i.operands[k])));
-    for (const m of body.instructions) emitInstruction(e, m);
-    e.bind(i, e.name(body.outputs[0]));
-    return;
-  }
+  // A fused kernel of xla-lite's own (attention, one-hot gathers) exports as its standard-op
+  // expansion; a fusion as its body (StableHLO has no fusion op): both inline, op by op.
+  const body = expandForExport(i) ?? (i.opcode === 'fusion' ? i.called[0] : null);
+  if (body) return emitInline(e, i, body);
   if (i.opcode === 'copy') {
     // A layout change only (layout assignment): StableHLO tensors carry no layout.
     e.bind(i, e.name(i.operands[0]));

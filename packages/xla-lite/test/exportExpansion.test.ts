@@ -6,7 +6,7 @@ import { evalPrimitive, getPrimitive } from '@tpukit/core/internal';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { buildExecutable, expandForExport, HloComputation, HloInstruction, HloModule, jit } from '../src/internal';
+import { buildExecutable, expandForExport, HloComputation, HloInstruction, HloModule, jit, toStableHlo } from '../src/internal';
 
 /** An instruction applying primitive `name` to parameters of the given arrays' shapes. */
 function instruction(name: string, args: Array[], params: Record<string, unknown>): HloInstruction {
@@ -112,6 +112,45 @@ describe('StableHLO expansions of fused kernels', () => {
       const s = both('onehot_segment_sum', [vals, index], p);
       expect(s.expanded[0]).toEqual(s.fused[0]);
     }
+  });
+
+  it('one-hot expansions of narrow, unsigned and float indices: an int32 iota past 127 / 255 classes, float 1.5 matches nothing', () => {
+    const V = 300;
+    const table = np.array(Float32Array.from({ length: V * 4 }, (_, j) => Math.sin(j) * 3.3)).reshape([V, 4]);
+    const cases: [string, Array][] = [
+      ['int8', np.array(Int32Array.from([-1, 127, 100, 0, -128, 5]), 'int32').astype('int8')],
+      ['uint8', np.array(Int32Array.from([255, 200, 0, 128, 7, 254]), 'int32').astype('uint8')],
+      ['uint32', np.array(Uint32Array.from([299, 300, 2 ** 32 - 1, 2 ** 31, 0, 150]), 'uint32')],
+      ['float32', np.array(Float32Array.from([1.5, 299, -0, 300, 2, 298.5]))],
+    ];
+    for (const [dtype, index] of cases) {
+      expect(index.dtype).toBe(dtype);
+      const vals = np.array(Float32Array.from({ length: 24 }, (_, j) => Math.cos(j) * 1.7)).reshape([6, 4]);
+      const p = { classes: V, precision: null, dtype: 'float32', nominalFlops: 0 };
+      const g = both('onehot_gather', [table, index], p);
+      expect(g.expanded[0], dtype).toEqual(g.fused[0]);
+      // Rows the index selects hold the table's row (none is all zeros here but for out-of-range indices).
+      expect(g.fused[0].some((v) => v !== 0), dtype).toBe(true);
+      const s = both('onehot_segment_sum', [vals, index], p);
+      expect(s.expanded[0], dtype).toEqual(s.fused[0]);
+    }
+  });
+
+  it('a multi-output expansion is read through get-tuple-element; any other use of the whole tuple is a clear error', () => {
+    const c = new HloComputation('probe');
+    const [pq, pk, pv] = [q, k, v].map((a) => c.addParameter({ shape: a.shape, dtype: a.dtype, weakType: false }));
+    const params = { scale: 0.5, isCausal: true };
+    const prim = getPrimitive('dot_product_attention_fwd');
+    const att = c.add(new HloInstruction('dot_product_attention_fwd', prim.abstractEval([pq, pk, pv].map((x) => x.shape), params), [pq, pk, pv], params, prim));
+    const gte = (x: HloInstruction, index: number) => c.add(new HloInstruction('get-tuple-element', [x.shapes[index]], [x], { index }, null));
+    c.outputs = [gte(att, 1), gte(att, 0)];
+    const text = toStableHlo(new HloModule('m', c));
+    expect(text).not.toContain('undefined');
+    expect(text).toMatch(/"func\.return"\(%\d+, %\d+\)/);
+    // A copy of the whole tuple (no instruction xla-lite makes): no name to print.
+    const cp = c.add(new HloInstruction('copy', att.shapes, [att], {}, null));
+    c.outputs = [gte(cp, 0)];
+    expect(() => toStableHlo(new HloModule('m', c))).toThrow(/xla-lite export: dot_product_attention_fwd\.\d+ has no single value to use \(a multi-output instruction is read only through get-tuple-element\)/);
   });
 
   it('a training step with fused attention and one-hot embeddings exports without custom calls', () => {

@@ -2,9 +2,10 @@
 // rewritten program equals the unrewritten one (the dot on the same backend), FLOPs stay the
 // dot's, and the differences the README lists (inf/NaN in unselected rows) hold as documented.
 import { type Array, bf16, grad, lax, nn, np, systolic, valueAndGrad, withBackend } from '@tpukit/core';
-import { evalPrimitive } from '@tpukit/core/internal';
+import { evalPrimitive, wasm } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { SEGMENT_SUM_MAX_BYTES, segmentSumBf16, segmentSumKernelAvailable } from '../src/wasm/oneHotKernel';
 import { computationCost, type HloComputation, jit, nominalFlopsOf, oneHotGatherP, oneHotSegmentSumP } from '../src/internal';
 
 const dots = (c: HloComputation): number => c.instructions.filter((i) => i.prim?.name === 'dot_general' || (i.opcode === 'fusion' && i.called[0].instructions.some((m) => m.prim?.name === 'dot_general'))).length;
@@ -160,6 +161,35 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
     expect(jit(batched).lower(wb, xb).compile().passStats.oneHot).toBe(0);
   });
 
+  it('a one-element iota stretched over the class dim is no one-hot (x == 0 in every column): left a dot', () => {
+    const V = 4;
+    const w = np.array(Float32Array.from({ length: V * 3 }, (_, i) => i + 1)).reshape([V, 3]);
+    const x = np.array(Float32Array.from([0, 1, 0, 2, 0]));
+    // eq(broadcast(x), broadcast_in_dim(iota(1), [n, V], [1])): column c is (x == 0), for every c.
+    const f = (w: Array, x: Array) => np.matmul(np.equal(lax.broadcastInDim(x, [5, V], [0]), lax.broadcastInDim(lax.iota('float32', 1), [5, V], [1])).astype('float32'), w);
+    const { on, off } = compileBoth(f, [w, x]);
+    expect(on.passStats.oneHot).toBe(0);
+    // Rows with x == 0 sum every table row: 1+4+7+10 = 22, 26, 30; others are zero.
+    expect(globalThis.Array.from(on.call([w, x])[0].dataSync() as Float32Array)).toEqual([22, 26, 30, 0, 0, 0, 22, 26, 30, 0, 0, 0, 22, 26, 30]);
+    expect(on.call([w, x])[0].dataSync()).toEqual(off.call([w, x])[0].dataSync());
+  });
+
+  it('TPUKIT_ONEHOT=0 turns the pass off for Lowered.compile() too; an explicit oneHot: true wins', () => {
+    const w = np.ones([4, 3]);
+    const x = np.array(Int32Array.from([1, 2]), 'int32');
+    const f = (w: Array, x: Array) => np.matmul(nn.oneHot(x, 4), w);
+    const env = process.env.TPUKIT_ONEHOT;
+    process.env.TPUKIT_ONEHOT = '0';
+    try {
+      expect(jit(f).lower(w, x).compile().passStats.oneHot).toBe(0);
+      expect(jit(f).lower(w, x).compile({ oneHot: true }).passStats.oneHot).toBe(1);
+    } finally {
+      if (env === undefined) delete process.env.TPUKIT_ONEHOT;
+      else process.env.TPUKIT_ONEHOT = env;
+    }
+    expect(jit(f).lower(w, x).compile().passStats.oneHot).toBe(env === '0' ? 0 : 1);
+  });
+
   it('inf and NaN in the table: the dot spreads NaN from unselected rows (0 * inf), the gather does not', () => {
     const w = np.array(Float32Array.from([1, 2, Infinity, 4, NaN, 6])).reshape([3, 2]);
     const x = np.array(Int32Array.from([0, 1, 2]), 'int32');
@@ -196,6 +226,87 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
       const got = evalPrimitive(oneHotSegmentSumP, [np.array(vals).reshape([T, N]), np.array(idx, 'int32')], { classes: V, precision: null, dtype: 'float32', nominalFlops: 0 })[0].dataSync();
       expect(got).toEqual(want);
     });
+  });
+
+  it('law: a gather of fewer rows than the table (rows rounded one by one) equals the whole-table path bit for bit', () => {
+    const specials = [0, -0, 1e-40, -1e-40, Infinity, -Infinity, NaN, 3.0000002, -1.00390625, 65504.5];
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 2, max: 9 }),
+        fc.integer({ min: 1, max: 9 }),
+        fc.constantFrom(null, 'default', 'high', 'highest'),
+        fc.constantFrom('float32', 'bfloat16'),
+        fc.constantFrom('float32', 'bfloat16'),
+        fc.boolean(),
+        fc.constantFrom('systolic', 'reference'),
+        fc.integer({ min: 0, max: 1 << 30 }),
+        (V, N, precision, tableDtype, dtype, flush, backend, seed) => {
+          let s = seed;
+          const rnd = (): number => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 2 ** 32);
+          const tv = Float32Array.from({ length: V * N }, () => (rnd() < 0.5 ? specials[Math.floor(rnd() * specials.length)] : (rnd() - 0.5) * 2 ** Math.floor(rnd() * 40 - 20)));
+          const M = 1 + Math.floor(rnd() * (V - 1));
+          const few = Int32Array.from({ length: M }, () => Math.floor(rnd() * (V + 2)) - 1);
+          // The same rows then V more (out of range): M + V >= V rows take the whole-table path.
+          const many = Int32Array.from({ length: M + V }, (_, m) => (m < M ? few[m] : -1));
+          const p = { classes: V, precision, dtype, nominalFlops: 0 };
+          systolic.configure({ flushSubnormals: flush });
+          try {
+            withBackend(backend, () => {
+              const table = np.array(tv).reshape([V, N]).astype(tableDtype);
+              const a = evalPrimitive(oneHotGatherP, [table, np.array(few, 'int32')], p)[0];
+              const b = evalPrimitive(oneHotGatherP, [table, np.array(many, 'int32')], p)[0];
+              const rowBits = (x: Array): Uint32Array => new Uint32Array(Float32Array.from(x.astype('float32').dataSync() as Float32Array).buffer);
+              expect(rowBits(a)).toEqual(rowBits(b).subarray(0, M * N));
+            });
+          } finally {
+            systolic.configure({ flushSubnormals: false });
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('reused scratch: segment sums and gathers of changing sizes and result dtypes equal their first results', () => {
+    const N = 8;
+    const V = 6;
+    const call = (prim: typeof oneHotGatherP, T: number, dtype: 'float32' | 'bfloat16'): Uint32Array => {
+      const x = np.array(Float32Array.from({ length: (prim === oneHotGatherP ? V : T) * N }, (_, j) => Math.sin(j * 0.61) * 3)).reshape([prim === oneHotGatherP ? V : T, N]);
+      const idx = np.array(Int32Array.from({ length: T }, (_, t) => (t * 5) % (V + 1)), 'int32');
+      return new Uint32Array(Float32Array.from(evalPrimitive(prim, [x, idx], { classes: V, precision: null, dtype, nominalFlops: 0 })[0].astype('float32').dataSync() as Float32Array).buffer);
+    };
+    withBackend('systolic', () => {
+      for (const prim of [oneHotGatherP, oneHotSegmentSumP]) {
+        for (const dtype of ['float32', 'bfloat16'] as const) {
+          const first = [40, 3, 17].map((T) => call(prim, T, dtype));
+          expect([3, 40, 17].map((T) => call(prim, T, dtype))).toEqual([first[1], first[0], first[2]]);
+        }
+      }
+    });
+  });
+
+  it('the SIMD segment sum declines sizes past its memory limit (the caller sums in JavaScript) and leaves dst alone', () => {
+    expect(segmentSumKernelAvailable(4)).toBe(wasm.wasmFeatures().simd);
+    if (!wasm.wasmFeatures().simd) return;
+    const dst = new Float32Array(4).fill(7);
+    // (Only the lengths are read before the check: a stand-in for 2^28 values.)
+    const huge = { length: SEGMENT_SUM_MAX_BYTES / 4 } as Float32Array;
+    expect(segmentSumBf16(huge, new Int32Array(1), dst, 4)).toBe(false);
+    expect(globalThis.Array.from(dst)).toEqual([7, 7, 7, 7]);
+    // Within the limit it sums from zero, whatever dst held.
+    expect(segmentSumBf16(Float32Array.from([1, 2, 3, 4]), Int32Array.from([0]), dst, 4)).toBe(true);
+    expect(globalThis.Array.from(dst)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('uint32 indices (2^31 and more select nothing): rewritten, equal to the dot', () => {
+    const w = np.array(Float32Array.from({ length: 15 }, (_, i) => i + 1)).reshape([5, 3]);
+    const x = np.array(Uint32Array.from([4, 0, 2 ** 31, 2 ** 32 - 1, 5, 2]), 'uint32');
+    const f = (w: Array, x: Array) => np.matmul(np.equal(np.expandDims(x, 1), lax.iota('uint32', 5)).astype('float32'), w);
+    const { on, off } = compileBoth(f, [w, x]);
+    expect(on.passStats.oneHot).toBe(1);
+    const got = on.call([w, x])[0].dataSync();
+    expect(got).toEqual(off.call([w, x])[0].dataSync());
+    expect(globalThis.Array.from(got as Float32Array)).toEqual([13, 14, 15, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 8, 9]);
   });
 
   it('non-integer float indices select nothing (as the float compare with the iota)', () => {

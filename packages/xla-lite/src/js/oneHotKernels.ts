@@ -83,22 +83,23 @@ function rounded(x: number, terms: Terms, flush: boolean): number {
   return Math.fround(Math.fround(l + m) + h);
 }
 
-/** Reused scratch (the kernels run on the caller's thread, one at a time). */
-let scratch = new Float32Array(0);
-let scratch64 = new Float64Array(0);
-function f32Scratch(n: number): Float32Array {
-  if (scratch.length < n) scratch = new Float32Array(Math.max(n, scratch.length * 2));
-  return scratch;
+/**
+ * Reused scratch that grows to the largest call (the kernels run on the caller's thread, one at
+ * a time): `get(n)` is a buffer of at least n elements.
+ */
+function grower<T extends Float32Array | Float64Array | Int32Array>(make: (n: number) => T): (n: number) => T {
+  let buf = make(0);
+  return (n) => {
+    if (buf.length < n) buf = make(Math.max(n, buf.length * 2));
+    return buf;
+  };
 }
-let scratchI32 = new Int32Array(0);
-function i32Scratch(n: number): Int32Array {
-  if (scratchI32.length !== n) scratchI32 = new Int32Array(n);
-  return scratchI32;
-}
-function f64Scratch(n: number): Float64Array {
-  if (scratch64.length < n) scratch64 = new Float64Array(Math.max(n, scratch64.length * 2));
-  return scratch64;
-}
+/** Decoded bfloat16 operands and rounded tables. */
+const f32Scratch = grower((n) => new Float32Array(n));
+/** Float32 results before their bfloat16 rounding. */
+const accScratch = grower((n) => new Float32Array(n));
+const f64Scratch = grower((n) => new Float64Array(n));
+const i32Scratch = grower((n) => new Int32Array(n));
 
 /** A reused row of scratch, as floats and as their bits. */
 interface Row {
@@ -114,20 +115,36 @@ function rowScratch(n: number): Row {
   return rowBuf;
 }
 
-/** Elements [o, o + n) of `src` rounded as the dot's operand into `row`. */
+/** Elements [o, o + n) of `src` rounded as the dot's operand into `row` (`src` may be `row.f` with o = 0). */
 function roundRow(src: Float32Array, o: number, n: number, row: Row, mode: Mode): void {
   const f = row.f;
-  if (mode.terms === 1 && !mode.flush) {
-    // bf16 round to nearest even on the bits (NaN stays a quiet NaN), as bf16.roundInPlace.
+  if (mode.terms === null || mode.terms === 1) {
+    if (src !== f || o !== 0) for (let k = 0; k < n; k++) f[k] = src[o + k];
+    if (mode.terms === null) return;
+    // bf16 round to nearest even on the bits (NaN stays a quiet NaN, a subnormal flushes to a
+    // signed zero where the backend flushes), as bf16.roundInPlace.
     const u = row.u;
-    for (let k = 0; k < n; k++) f[k] = src[o + k];
+    const flush = mode.flush;
     for (let k = 0; k < n; k++) {
       const b = u[k];
-      u[k] = (b & 0x7fffffff) > 0x7f800000 ? (b | 0x00400000) & 0xffff0000 : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) << 16;
+      u[k] = (b & 0x7fffffff) > 0x7f800000 ? (b | 0x00400000) & 0xffff0000 : flush && (b & 0x7f800000) === 0 ? b & 0x80000000 : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) << 16;
     }
     return;
   }
-  for (let k = 0; k < n; k++) f[k] = rounded(src[o + k], mode.terms as Terms, mode.flush);
+  for (let k = 0; k < n; k++) f[k] = rounded(src[o + k], mode.terms, mode.flush);
+}
+
+/** Row v of a float32 or bfloat16 matrix with rows of n values, as the dot's operand, into `row`. */
+function operandRow(x: HostArray, v: number, n: number, row: Row, mode: Mode): void {
+  const a = v * n;
+  if (x.dtype === 'float32') {
+    roundRow(x.data as Float32Array, a, n, row, mode);
+    return;
+  }
+  const d = x.data as Uint16Array;
+  const u = row.u;
+  for (let k = 0; k < n; k++) u[k] = d[a + k] << 16;
+  roundRow(row.f, 0, n, row, mode);
 }
 
 /** The float32 values of a float32 or bfloat16 host array. */
@@ -170,20 +187,35 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
   const N = table.shape[1];
   const M = index.shape[0];
   const mode = modeFor(table.dtype, p.precision);
-  // The table rounded once (V·N elements), then rows copied: M·N stores.
-  const src = valuesOf(table);
-  const t = table.dtype === 'float32' ? f32Scratch(V * N).subarray(0, V * N) : src;
-  roundOperand(src, t, mode);
-  // -0 + 0 = +0: a one-hot row's sum starts from +0 products.
-  for (let i = 0; i < t.length; i++) t[i] += 0;
-  const acc = p.dtype === 'float32' ? (out as Float32Array) : new Float32Array(M * N);
+  const acc = p.dtype === 'float32' ? (out as Float32Array) : accScratch(M * N).subarray(0, M * N);
   const idx = index.data as ArrayLike<number>;
-  // (Row copies by index: no subarray views, nothing allocated per row.)
-  for (let m = 0; m < M; m++) {
-    const v = rowOf(idx[m], V);
-    const o = m * N;
-    if (v < 0) acc.fill(0, o, o + N);
-    else for (let n = 0, a = v * N; n < N; n++) acc[o + n] = t[a + n];
+  // (Row copies by index: no subarray views, nothing allocated per row. -0 + 0 = +0: a one-hot
+  // row's sum starts from +0 products.)
+  if (V <= M) {
+    // More rows gathered than the table has: the table rounded once (V·N elements), then rows copied.
+    const src = valuesOf(table);
+    const t = table.dtype === 'float32' ? f32Scratch(V * N).subarray(0, V * N) : src;
+    roundOperand(src, t, mode);
+    for (let i = 0; i < t.length; i++) t[i] += 0;
+    for (let m = 0; m < M; m++) {
+      const v = rowOf(idx[m], V);
+      const o = m * N;
+      if (v < 0) acc.fill(0, o, o + N);
+      else for (let n = 0, a = v * N; n < N; n++) acc[o + n] = t[a + n];
+    }
+  } else {
+    // A large table (a real vocabulary): only the gathered rows are read and rounded (M·N elements).
+    const row = rowScratch(N);
+    for (let m = 0; m < M; m++) {
+      const v = rowOf(idx[m], V);
+      const o = m * N;
+      if (v < 0) {
+        acc.fill(0, o, o + N);
+        continue;
+      }
+      operandRow(table, v, N, row, mode);
+      for (let n = 0; n < N; n++) acc[o + n] = row.f[n] + 0;
+    }
   }
   store(acc, out, p.dtype, mode);
 }
@@ -206,20 +238,22 @@ function segmentSumInto([values, index]: HostArray[], p: OneHotParams, out: Floa
       const b = t * N;
       for (let n = 0; n < N; n++) acc[a + n] += src[b + n];
     }
-    const r = new Float32Array(acc);
+    const r = p.dtype === 'float32' ? (out as Float32Array) : accScratch(V * N).subarray(0, V * N);
+    for (let i = 0; i < r.length; i++) r[i] = acc[i];
     store(r, out, p.dtype, mode);
     return;
   }
-  const acc = p.dtype === 'float32' ? (out as Float32Array) : new Float32Array(V * N);
-  acc.fill(0);
+  const acc = p.dtype === 'float32' ? (out as Float32Array) : accScratch(V * N).subarray(0, V * N);
   if (mode.terms === 1 && !mode.flush && segmentSumKernelAvailable(N)) {
-    // The WebAssembly SIMD kernel (same rounding, same order).
-    const rows = i32Scratch(T);
+    // The WebAssembly SIMD kernel (same rounding, same order); it declines sizes its memory cannot hold.
+    const rows = i32Scratch(T).subarray(0, T);
     for (let t = 0; t < T; t++) rows[t] = rowOf(idx[t], V);
-    segmentSumBf16(src, rows, acc, N);
-    store(acc, out, p.dtype, mode);
-    return;
+    if (segmentSumBf16(src, rows, acc, N)) {
+      store(acc, out, p.dtype, mode);
+      return;
+    }
   }
+  acc.fill(0);
   // Float32 accumulation in token order (a Float32Array store rounds each sum); each selected
   // row is rounded as the dot's operand into a row of scratch first (rows with an index out of
   // range are never read).

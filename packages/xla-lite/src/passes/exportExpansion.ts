@@ -180,11 +180,16 @@ function attentionBackward(i: HloInstruction): HloComputation {
   return b.c;
 }
 
-/** The one-hot [R, classes] of an index vector (the compare with an iota of the index's dtype). */
+/**
+ * The one-hot [R, classes] of an index vector: the compare with a float32 iota for a float index
+ * (1.5 matches no class; the pass keeps classes <= 2^24, where the iota is exact), else with an
+ * int32 iota, the index converted to int32 (an int8 or uint8 iota would wrap past 127 or 255
+ * classes; a uint32 index of 2^31 or more becomes negative and matches no class, as before).
+ */
 function oneHotMatrix(b: Builder, index: HloInstruction, classes: number, dtype: string): HloInstruction {
   const R = index.shape.shape[0];
-  const iotaType = index.shape.dtype === 'float32' ? 'float32' : index.shape.dtype;
-  const idx = b.bcast(index, [R, classes], [0]);
+  const iotaType = index.shape.dtype === 'float32' ? 'float32' : 'int32';
+  const idx = b.bcast(b.convert(index, iotaType), [R, classes], [0]);
   return b.convert(b.op('eq', [idx, b.op('iota', [], { dtype: iotaType, shape: [R, classes], dimension: 1 })]), dtype);
 }
 

@@ -19,8 +19,9 @@
  * the dot's precision (its kernels round as the dot does) and its FLOP count (`nominalFlops`,
  * which cost analysis reports). Runs after layout assignment has folded transposes into dots
  * (backprop's weight gradient is a plain token-axis dot only then) and before its layout
- * copies; `PipelineOptions.oneHot: false`
- * (or TPUKIT_ONEHOT=0 in the environment) turns it off.
+ * copies; `PipelineOptions.oneHot: false` turns it off, and so does TPUKIT_ONEHOT=0 in the
+ * environment (read at each compile, by `jit` and by `Lowered.compile()`) unless the options
+ * say `oneHot: true`.
  */
 import { type HloComputation, type HloInstruction, makeInstruction, numel } from '../hlo';
 import { type DotPrecision, isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from '../js/oneHotKernels';
@@ -38,7 +39,8 @@ interface OneHot {
 
 /** Largest class count whose iota values are exact float32 integers. */
 const EXACT = 1 << 24;
-const INDEX_DTYPES = new Set(['float32', 'int32', 'uint32', 'int8', 'uint8']);
+/** (Those of the iota: eq needs equal dtypes, and IOTA_DTYPES leaves out the narrow integers.) */
+const INDEX_DTYPES = new Set(['float32', 'int32', 'uint32']);
 const IOTA_DTYPES = new Set(['float32', 'int32', 'uint32']);
 
 const params = <T>(i: HloInstruction): T => i.params as T;
@@ -53,12 +55,19 @@ function emit(added: HloInstruction[], prim: string, operands: HloInstruction[],
 const reshape = (added: HloInstruction[], x: HloInstruction, shape: Dims): HloInstruction => (x.shape.shape.join() === shape.join() ? x : emit(added, 'reshape', [x], { newSizes: [...shape] }));
 const transpose = (added: HloInstruction[], x: HloInstruction, perm: Dims): HloInstruction => (isIdentity(perm) ? x : emit(added, 'transpose', [x], { permutation: [...perm] }));
 
-/** The dim an iota (possibly broadcast from a vector iota) counts along, with its extent, or null. */
+/**
+ * The dim an iota (possibly broadcast from a vector iota) counts 0, 1, ... along, or null. A
+ * broadcast vector iota counts along its dim only when its length is that dim's size: a
+ * one-element iota stretched over the dim (broadcast_in_dim lets a size-1 dim stretch) is 0 in
+ * every position, and comparing with it is no one-hot.
+ */
 function iotaDim(x: HloInstruction): number | null {
   const name = x.prim?.name;
   if (name === 'iota') return params<{ dimension: number }>(x).dimension;
-  if (name === 'broadcast_in_dim' && x.operands[0].prim?.name === 'iota' && x.operands[0].shape.shape.length === 1) return params<{ broadcastDimensions: Dims }>(x).broadcastDimensions[0];
-  return null;
+  const v = x.operands[0];
+  if (name !== 'broadcast_in_dim' || v.prim?.name !== 'iota' || v.shape.shape.length !== 1) return null;
+  const d = params<{ broadcastDimensions: Dims }>(x).broadcastDimensions[0];
+  return v.shape.shape[0] === x.shape.shape[d] ? d : null;
 }
 
 /** `eq(broadcast(src), iota)` (either order) as a one-hot along the iota's dim, or null. */

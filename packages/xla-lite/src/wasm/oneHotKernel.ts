@@ -3,7 +3,8 @@
  * precision: for each token t in order whose row r is valid, dst[r] += bf16(src[t]) over the row,
  * four lanes at a time (round to nearest even on the bits, NaN kept quiet, as core's bf16 codec),
  * float32 accumulation. One module per process, with a memory of its own that grows to the
- * largest call; the caller copies the values in and the sums out. It runs on the calling thread:
+ * largest call (up to SEGMENT_SUM_MAX_BYTES; larger calls fall back to the JavaScript loop); the
+ * caller's values are copied in and the sums out. It runs on the calling thread:
  * at the GPT's size (2048 x 128 values) one call takes a fraction of a millisecond, below what
  * handing work to the kernel threads costs, and a single thread sums every row in token order,
  * so the result does not depend on the thread count.
@@ -80,20 +81,35 @@ export function segmentSumKernelAvailable(n: number): boolean {
   return kernel !== null && n % 4 === 0;
 }
 
+/** The most bytes one call may place in the kernel's memory (offsets are i32; 1 GiB keeps them positive with room). */
+export const SEGMENT_SUM_MAX_BYTES = 2 ** 30;
+
 /**
- * dst[rows[t]] += bf16(src[t]) for every t with rows[t] >= 0 (rows of `n` values), into `dst`
- * (its previous contents are the starting sums). Call after `segmentSumKernelAvailable(n)`.
+ * dst[rows[t]] = sum over t in order of bf16(src[t]) for every t with rows[t] >= 0 (rows of `n`
+ * values; the sums start from zero, whatever `dst` held). Call after
+ * `segmentSumKernelAvailable(n)`. Returns false, leaving `dst` alone, where the rows, values and
+ * sums together pass SEGMENT_SUM_MAX_BYTES or the memory cannot grow to hold them: the caller
+ * then sums in JavaScript.
  */
-export function segmentSumBf16(src: Float32Array, rows: Int32Array, dst: Float32Array, n: number): void {
+export function segmentSumBf16(src: Float32Array, rows: Int32Array, dst: Float32Array, n: number): boolean {
   const k = kernel!;
   const T = rows.length;
   const need = T * 4 + src.length * 4 + dst.length * 4;
+  if (need > SEGMENT_SUM_MAX_BYTES) return false;
   const have = k.mem.buffer.byteLength;
-  if (need > have) k.mem.grow(Math.ceil((need - have) / 65536));
+  if (need > have) {
+    try {
+      k.mem.grow(Math.ceil((need - have) / 65536));
+    } catch (e) {
+      if (e instanceof RangeError) return false;
+      throw e;
+    }
+  }
   const v = viewsFor(k, T, src.length, dst.length);
   v.rows.set(rows);
   v.src.set(src);
-  v.dst.set(dst);
+  v.dst.fill(0);
   k.run(0, v.src.byteOffset, v.dst.byteOffset, T, n);
   dst.set(v.dst);
+  return true;
 }
