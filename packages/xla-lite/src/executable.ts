@@ -14,7 +14,9 @@
  * outlive a call (see `pooling` below): float32 dots write into their step's buffer through
  * core's `evalPrimitiveInto` (no fresh array from the GEMM), and a dot under a wasm epilogue
  * writes straight into the epilogue's arena buffer, where the epilogue runs in place and wasm
- * kernels read it; only results read outside wasm kernels are copied out of the arena.
+ * kernels read it; only results read outside wasm kernels are copied out of the arena. With
+ * zero-copy dots the fused attention's reused result buffers are regions of the backend's
+ * kernel memory, which the dots reading them read in place.
  * Donation (see `donation.ts`) hooks in at two points: a fusion planned to land in a donated
  * argument writes into that argument's storage instead of allocating (a wasm kernel's result
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
@@ -32,7 +34,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { countOutputCopy, isStorageAlias, WasmProgram, type WasmStep } from './wasm/program';
+import { countOutputCopy, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
@@ -115,6 +117,19 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const pooling = c.instructions.every((i) => !hasEffect(i) && (i.opcode === 'fusion' || (i.called.length === 0 && !holdsProgram(i.params))));
   if (pooling) wasmProgram?.poolResults();
   const pooled = new Set<ArrayBufferLike>();
+  // With zero-copy dots, the fused attention's reused result buffers are regions of the
+  // backend's kernel memory, so the dots reading them (the projections, their gradients) read
+  // them in place instead of staging a copy into the GEMM's memory. They are known by the views
+  // themselves (a shared memory's buffer object changes when it grows).
+  const host = pooling ? zeroCopyHost() : null;
+  const pooledViews = new Set<ArrayBufferView>();
+  /** A reused float32 buffer of `n` elements for step `owner`: in the backend's memory when it can hold it (released with the step), else a host array. */
+  const reusedFloats = (owner: object, n: number): Float32Array => {
+    const v = host !== null ? reserveFloats(host, owner, n) : null;
+    if (v === null) return poolBuf({ pool: null }, n) as Float32Array;
+    pooledViews.add(v);
+    return v;
+  };
   // An output of the executable gets a fresh buffer instead of a reused one: the caller keeps
   // it, and a reused buffer would be copied again at the end of the call.
   const isOutput = new Uint8Array(c.instructions.length);
@@ -232,7 +247,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         if (s.intoAll && pools(s.out) && getBackend().executeIntoAll !== undefined) {
           // A multi-result primitive the backend writes into caller storage (the fused attention):
           // every result into its reused buffer (no fresh arrays, no GC pressure per call).
-          s.pools ??= s.inst.shapes.map((sh) => poolBuf({ pool: null }, numel(sh)) as Float32Array);
+          s.pools ??= s.inst.shapes.map((sh) => reusedFloats(s, numel(sh)));
           const r = evalPrimitiveIntoAll(s.inst.prim!, s.buf, s.params, s.pools);
           if (r !== null) {
             s.buf.fill(null as never);
@@ -279,7 +294,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       for (let k = 0; k < res.length; k++) {
         const r = res[k];
         const d = toStorage(r);
-        if (!pooled.has(d.buffer) && !wasmProgram?.isPooled(d)) continue;
+        if (!pooled.has(d.buffer) && !pooledViews.has(d) && !wasmProgram?.isPooled(d)) continue;
         if (donating && donor.landsInPlace(k, r, args)) continue; // copied into the donated storage below
         countOutputCopy(d.byteLength);
         const copy = fromStorage(d.slice(), r.shape, r.dtype);

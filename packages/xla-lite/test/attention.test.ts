@@ -1,9 +1,9 @@
 // The fused attention (nn.dotProductAttention, implementation 'fused') under xla-lite's jit: the
 // compiled training step runs each of its primitives as one instruction, results equal the eager
 // run, and StableHLO export writes them as custom calls.
-import { type Array, grad, nn, np, random, setBackend, getBackend, valueAndGrad } from '@tpukit/core';
+import { type Array, grad, nn, np, random, setBackend, getBackend, systolic, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jit } from '../src/index';
+import { arenaTraffic, jit, setZeroCopyDots } from '../src/index';
 
 describe('fused attention under jit', () => {
   let prev = '';
@@ -46,7 +46,11 @@ describe('fused attention under jit', () => {
     const inner = jit((a: Array, b: Array, c: Array) => grad(loss, { argnums: [0, 1, 2] })(a, b, c));
     const q2 = random.normal(random.key(5), q.shape);
     const first = (step(q, k, v) as [Array, Array[]])[1].map(vals);
+    const copied0 = arenaTraffic().outputCopiedBytes;
     const firstInner = (inner(q, k, v) as Array[]).map((g) => g);
+    // The gradients are the backward's results, so they came out of its reused buffers: each
+    // output was copied out of one (nothing copied here would mean nothing was reused).
+    expect(arenaTraffic().outputCopiedBytes - copied0).toBe(4 * (q.size + k.size + v.size));
     const snapshot = firstInner.map(vals);
     const second = (step(q2, k, v) as [Array, Array[]])[1].map(vals);
     inner(q2, k, v);
@@ -55,6 +59,52 @@ describe('fused attention under jit', () => {
     expect(first).toEqual(eager(q));
     expect(second).toEqual(eager(q2));
     expect(second).not.toEqual(first);
+  });
+
+  it('with zero-copy dots the fused results lie in the GEMM memory: the projections read them in place, bit-identical', () => {
+    const [B, T, H, G, Dh, D] = [2, 32, 4, 2, 16, 64];
+    const x = random.normal(random.key(6), [B, T, D]);
+    const x2 = random.normal(random.key(7), [B, T, D]);
+    const ws = [[D, H * Dh], [D, G * Dh], [D, G * Dh], [H * Dh, D]].map((sh, i) => random.normal(random.key(10 + i), sh));
+    const attn = (wq: Array, wk: Array, wv: Array, wo: Array, xx: Array): Array => {
+      const proj = (w: Array, heads: number) => np.reshape(np.matmul(xx, w), [B, T, heads, Dh]);
+      const o = nn.dotProductAttention(proj(wq, H), proj(wk, G), proj(wv, G), { isCausal: true });
+      return np.sum(np.square(np.matmul(np.reshape(o, [B, T, H * Dh]), wo)));
+    };
+    /** The step, compiled (on its first call, here) with zero-copy dots on or off. */
+    const compiled = (zeroCopy: boolean) => {
+      setZeroCopyDots(zeroCopy);
+      try {
+        const f = jit(valueAndGrad(attn, { argnums: [0, 1, 2, 3] }));
+        f(...ws, x);
+        return f;
+      } finally {
+        setZeroCopyDots(true);
+      }
+    };
+    const on = compiled(true);
+    const off = compiled(false);
+    const engine = systolic.backend.engine;
+    const bits = (a: Array) => [...new Uint32Array((toStorage(a) as Float32Array).slice().buffer)];
+    /** One call: its results' bits and the bytes it staged into the GEMM's memory. */
+    const call = (f: typeof on, xx: Array) => {
+      const s0 = engine.traffic.stagedBytes;
+      const [l, gs] = withBackend('systolic', () => f(...ws, xx)) as [Array, Array[]];
+      return { res: [l, ...gs], staged: engine.traffic.stagedBytes - s0 };
+    };
+    const a = call(on, x);
+    const b = call(off, x);
+    expect(a.res.map(bits)).toEqual(b.res.map(bits));
+    // Every fused result is read by at least one dot (out by the output projection and its
+    // weight's gradient; dq, dk, dv by their weights' gradients): none of them staged.
+    const bytes = 4 * B * T * Dh;
+    expect(b.staged - a.staged).toBeGreaterThanOrEqual(bytes * (2 * H + H + 2 * G));
+    // Results handed out stay intact through later calls, which overwrite the reused buffers.
+    const kept = a.res.map(bits);
+    const later = call(on, x2);
+    expect(a.res.map(bits)).toEqual(kept);
+    expect(later.res.map(bits)).not.toEqual(kept);
+    expect(later.res.map(bits)).toEqual(call(off, x2).res.map(bits));
   });
 
   it('exports to StableHLO as standard ops (no tpukit custom call; see exportExpansion.test.ts)', () => {

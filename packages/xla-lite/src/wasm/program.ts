@@ -105,8 +105,25 @@ export function countOutputCopy(bytes: number): void {
   traffic.outputCopiedBytes += bytes;
 }
 
-/** Arena regions reserved in a backend's memory, released when their program is collected. */
+/** Regions reserved in a backend's memory, released when their owner (a program, an executable's step) is collected. */
 const reservations = new FinalizationRegistry<{ host: ArenaHost; addr: number }>(({ host, addr }) => host.release(addr));
+
+/** The backend memory that compilers reserve their buffers in: core's `arenaHost()` while zero-copy dots are on, else null. */
+export function zeroCopyHost(): ArenaHost | null {
+  return zeroCopy ? arenaHost() : null;
+}
+
+/**
+ * Reserves `n` float32 elements in `host` for `owner`, released when `owner` is garbage-collected:
+ * a view the backend's kernels read (and write) in place, valid for the owner's life (the memory
+ * is shared, so its growth never moves it). Null when the memory cannot hold it.
+ */
+export function reserveFloats(host: ArenaHost, owner: object, n: number): Float32Array | null {
+  const addr = host.reserve(Math.max(4 * n, 4));
+  if (addr < 0) return null;
+  reservations.register(owner, { host, addr });
+  return new Float32Array(host.buffer(), addr, n);
+}
 
 export { PARALLEL_WORK } from './fusionPlan';
 
@@ -233,7 +250,7 @@ export class WasmProgram implements PoolProgram {
     // Only reads by wasm kernels keep a value in the arena: others read a copied-out array.
     // A multi-output (row) fusion writes its outputs into regions of their own (below), where
     // wasm kernels read them; outputs read elsewhere are copied out.
-    const host = zeroCopy ? arenaHost() : null;
+    const host = zeroCopyHost();
     const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
     // JavaScript kernels; a kOutput's dot included), dots, and storage-sharing reshapes whose
