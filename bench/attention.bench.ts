@@ -13,6 +13,7 @@
 import { loadavg } from 'node:os';
 import { type Array, grad, nn, np, random, setBackend, setNumThreads } from '@tpukit/core';
 import { jit } from '@tpukit/xla-lite';
+import { median } from './timing';
 
 const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
 const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
@@ -56,7 +57,6 @@ for (const x of variants) measure(x, false);
 for (let r = 0; r < ROUNDS; r++) for (const x of r % 2 === 0 ? variants : [...variants].reverse()) measure(x, true);
 setNumThreads(null);
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const by = (name: string): Variant => variants.find((x) => x.name === name)!;
 console.log(`bench:attention: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, ${ROUNDS} rounds x ${CALLS} calls, jitted; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
 for (const x of variants) {

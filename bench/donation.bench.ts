@@ -9,6 +9,7 @@
  */
 import { type Array, np, toStorage } from '@tpukit/core';
 import { jit } from '@tpukit/xla-lite';
+import { median } from './timing';
 
 const N = Number(process.env.DONATION_BENCH_N ?? 1 << 20);
 const LEAVES = Number(process.env.DONATION_BENCH_LEAVES ?? 4);
@@ -47,7 +48,6 @@ for (let r = 0; r < ROUNDS; r++) {
   tDonated.push(b);
   ratios.push(a / b);
 }
-const med = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 const same = pd.every((p, i) => {
   const x = p.dataSync();
   const y = pp[i].dataSync();
@@ -55,8 +55,8 @@ const same = pd.every((p, i) => {
 });
 const c = donated.lower(pd, grads).compile();
 console.log(`donation bench: ${LEAVES} leaves x ${N} float32 (${((LEAVES * N * 4) / 2 ** 20).toFixed(0)} MiB of params), ${ROUNDS} rounds x ${STEPS} steps`);
-console.log(`  without donation: ${med(tPlain).toFixed(2)} ms/step (median)`);
-console.log(`  with donation:    ${med(tDonated).toFixed(2)} ms/step (median)`);
-console.log(`  plain / donated:  ${med(ratios).toFixed(2)}x (median of per-round ratios)`);
+console.log(`  without donation: ${median(tPlain).toFixed(2)} ms/step (median)`);
+console.log(`  with donation:    ${median(tDonated).toFixed(2)} ms/step (median)`);
+console.log(`  plain / donated:  ${median(ratios).toFixed(2)}x (median of per-round ratios)`);
 console.log(`  donated results equal undonated: ${same}; leaf 0 still in its first buffer: ${toStorage(pd[0]) === first}`);
 console.log(`  plan: ${c.donation.outputToParam.size} outputs in donated buffers, ${c.donation.inPlace.size} written in place by fusions`);

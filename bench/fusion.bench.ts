@@ -10,11 +10,11 @@
  */
 import { type Array, nn, np } from '@tpukit/core';
 import { type Compiled, lower, setKernelThreads, setWasmKernels } from '@tpukit/xla-lite';
+import { median } from './timing';
 
 const N = Number(process.env.FUSION_BENCH_N ?? 1 << 20);
 const ROUNDS = Number(process.env.FUSION_BENCH_ROUNDS ?? 15);
 
-const med = (v: number[]) => v.slice().sort((a, b) => a - b)[Math.floor(v.length / 2)];
 const time = (c: Compiled, args: Array[]): number => {
   const t0 = performance.now();
   c.call(args)[0].dataSync();
@@ -76,8 +76,8 @@ for (const [name, f, arg] of cases) {
     r.w1W2.push(t1 / t2);
   }
   console.log(`\n${name}`);
-  console.log(`  JS kernel        ${med(t.js).toFixed(2)} ms`);
-  console.log(`  wasm, 1 thread   ${med(t.w1).toFixed(2)} ms  -> JS / wasm ${med(r.jsW1).toFixed(2)}x`);
-  console.log(`  wasm, 2 threads  ${med(t.w2).toFixed(2)} ms  -> 1 thread / 2 threads ${med(r.w1W2).toFixed(2)}x`);
+  console.log(`  JS kernel        ${median(t.js).toFixed(2)} ms`);
+  console.log(`  wasm, 1 thread   ${median(t.w1).toFixed(2)} ms  -> JS / wasm ${median(r.jsW1).toFixed(2)}x`);
+  console.log(`  wasm, 2 threads  ${median(t.w2).toFixed(2)} ms  -> 1 thread / 2 threads ${median(r.w1W2).toFixed(2)}x`);
   console.log(`  largest difference JS vs wasm: ${worst.toExponential(2)} (largest |value| ${scale.toFixed(3)})`);
 }

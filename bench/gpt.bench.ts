@@ -50,6 +50,7 @@ import { type HloComputation, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { wasm } from '@tpukit/core/internal';
 import { threadSnapshot, threadTimesAvailable, threadTimesSince, type ThreadGroupTimes } from './threadTimes';
+import { median } from './timing';
 
 const V = 256;
 const D = 128;
@@ -472,7 +473,6 @@ function torchPeer(threads: number, steps: number): { tps: number; cpu: number }
 
 // ---------------------------------------------------------------- main
 
-const med = (v: number[]) => v.slice().sort((a, b) => a - b)[Math.floor(v.length / 2)];
 
 async function main(): Promise<void> {
   const host = initHost();
@@ -547,21 +547,21 @@ async function main(): Promise<void> {
   const torch = [1, 2].map((n) => torchPeer(n, Math.max(10, ROUNDS * STEPS)));
   console.log(`  tokens/s (median of ${ROUNDS} rounds; effective GFLOP/s = tokens/s x ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP):`);
   trainers.forEach((tr, k) => {
-    const x = med(tps[k]);
-    const cpu = med(cpuTps[k]);
-    console.log(`    ${tr.name.padEnd(14)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  CPU-s per wall-s ${med(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
+    const x = median(tps[k]);
+    const cpu = median(cpuTps[k]);
+    console.log(`    ${tr.name.padEnd(14)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  CPU-s per wall-s ${median(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
   });
   if (threadTimesAvailable) {
     console.log('  CPU ms per step by thread (median over rounds; waiting for a CPU in brackets): main | worker pools (GEMM, kernels, attention) | V8 and libuv background (concurrent GC, compiler)');
     trainers.forEach((tr, k) => {
-      const m = (f: (g: ThreadGroupTimes) => number): string => (med(groups[k].map(f)) / STEPS).toFixed(0);
+      const m = (f: (g: ThreadGroupTimes) => number): string => (median(groups[k].map(f)) / STEPS).toFixed(0);
       console.log(`    ${tr.name.padEnd(14)} ${m((g) => g.run.main)} (${m((g) => g.wait.main)}) | ${m((g) => g.run.workers)} (${m((g) => g.wait.workers)}) | ${m((g) => g.run.background)} (${m((g) => g.wait.background)})`);
     });
   }
   if (wasm.poolJobTimes.enabled) {
     console.log('  pool jobs per step (GEMM and kernel pools; median over rounds): jobs, wall ms from wake-up to done (of which waiting for workers), wall ms outside them');
     trainers.forEach((tr, k) => {
-      const m = (f: (j: (typeof jobs)[number][number]) => number): string => (med(jobs[k].map(f)) / STEPS).toFixed(0);
+      const m = (f: (j: (typeof jobs)[number][number]) => number): string => (median(jobs[k].map(f)) / STEPS).toFixed(0);
       console.log(`    ${tr.name.padEnd(14)} ${m((j) => j.n)} jobs, ${m((j) => j.ms)} ms (${m((j) => j.wait)}), outside ${m((j) => j.wall - j.ms)} ms`);
     });
   }
@@ -571,19 +571,18 @@ async function main(): Promise<void> {
   const note: Record<string, string> = { 'tpukit 1t / jax-js 1t': 'target >= 3', 'tpukit 1t step / jax-js 1t': 'target >= 3', 'tpukit 2t / tpukit 1t': `target >= 1.8; kernel threads ${getKernelThreads()}`, 'tpukit 2t step / tpukit 1t step': 'target >= 1.8', 'tpukit 2t / jax-js 1t': 'jax-js has no threads in Node' };
   for (const [name, q] of ratios) {
     const oneThread = !name.includes('2t');
-    console.log(`  ${name.padEnd(32)} ${med(q.wall).toFixed(2)}x (median per-round ratio${note[name] ? `; ${note[name]}` : ''})${oneThread ? `; by CPU time ${med(q.cpu).toFixed(2)}x` : ''}`);
+    console.log(`  ${name.padEnd(32)} ${median(q.wall).toFixed(2)}x (median per-round ratio${note[name] ? `; ${note[name]}` : ''})${oneThread ? `; by CPU time ${median(q.cpu).toFixed(2)}x` : ''}`);
   }
   const [t1, t2] = torch;
   const i1 = idx('tpukit 1t');
   const i2 = idx('tpukit 2t');
-  if (typeof t1 !== 'string' && i1 >= 0) console.log(`  tpukit 1t / torch 1t             ${(med(tps[i1]) / t1.tps).toFixed(2)}x; by CPU time ${(med(cpuTps[i1]) / t1.cpu).toFixed(2)}x (torch not interleaved: it runs after the rounds)`);
-  if (typeof t2 !== 'string' && i2 >= 0) console.log(`  tpukit 2t / torch 2t             ${(med(tps[i2]) / t2.tps).toFixed(2)}x (target >= 1)`);
+  if (typeof t1 !== 'string' && i1 >= 0) console.log(`  tpukit 1t / torch 1t             ${(median(tps[i1]) / t1.tps).toFixed(2)}x; by CPU time ${(median(cpuTps[i1]) / t1.cpu).toFixed(2)}x (torch not interleaved: it runs after the rounds)`);
+  if (typeof t2 !== 'string' && i2 >= 0) console.log(`  tpukit 2t / torch 2t             ${(median(tps[i2]) / t2.tps).toFixed(2)}x (target >= 1)`);
   if (process.env.TPUKIT_PROFILE === '1') {
     for (const tr of trainers) {
       if (!tr.name.startsWith('tpukit')) continue;
       tr.prepare?.();
       profile.reset();
-      setZeroCopyDots(!tr.name.endsWith('copies') && ZERO_COPY);
       const e0 = { ...systolic.backend.engine.traffic };
       const a0 = arenaTraffic();
       await tr.steps(at, 1);

@@ -9,9 +9,11 @@
  * MAXTEXT_BENCH_THREADS (core's thread count; default: the machine's); TPUKIT_PROFILE=1 then
  * prints xla-lite's per-op profile (CPU time) of one step of each.
  */
+import { loadavg } from 'node:os';
 import { getNumThreads, setBackend, setNumThreads } from '@tpukit/core';
 import { loadConfig, makeDataIterator, makeTrainStep, type TrainState } from '@tpukit/maxtext-ts';
 import { profile } from '@tpukit/xla-lite';
+import { median } from './timing';
 
 const ROUNDS = Number(process.env.MAXTEXT_BENCH_ROUNDS ?? 7);
 const STEPS = Number(process.env.MAXTEXT_BENCH_STEPS ?? 5);
@@ -47,9 +49,8 @@ for (let r = 0; r < ROUNDS; r++) {
   for (const v of r % 2 === 0 ? variants : [...variants].reverse()) run(v, true);
   ratios.push(variants[1].cpu[r] / variants[0].cpu[r]);
 }
-const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 const tokens = config.global_batch_size_to_load * config.max_target_length;
-console.log(`maxtext ${config.source.split('/').pop()} training step: ${tokens} tokens/step, ${ROUNDS} rounds x ${STEPS} steps, ${getNumThreads()} thread(s), load ${(await import('node:os')).loadavg()[0].toFixed(2)}`);
+console.log(`maxtext ${config.source.split('/').pop()} training step: ${tokens} tokens/step, ${ROUNDS} rounds x ${STEPS} steps, ${getNumThreads()} thread(s), load ${loadavg()[0].toFixed(2)}`);
 for (const v of variants) {
   console.log(`  attention=${v.attention.padEnd(12)} ${median(v.cpu).toFixed(1)} CPU ms/step  ${median(v.wall).toFixed(1)} wall ms/step  ${(tokens / (median(v.cpu) / 1000)).toFixed(0)} tokens/CPU-s  losses ${v.losses.slice(0, 3).map((l) => l.toFixed(4)).join(' ')} ... ${v.losses[v.losses.length - 1].toFixed(4)}`);
 }

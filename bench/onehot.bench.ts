@@ -8,6 +8,8 @@
 import { type Array, nn, np, valueAndGrad, withBackend } from '@tpukit/core';
 import { loadavg } from 'node:os';
 import { jit } from '@tpukit/xla-lite';
+import { median } from './timing';
+
 withBackend('systolic', () => {
   const [B, T, V, D] = [16, 128, 256, 128];
   const wte = np.array(Float32Array.from({ length: V * D }, (_, i) => Math.sin(i * 0.01) * 0.02)).reshape([V, D]);
@@ -40,6 +42,5 @@ withBackend('systolic', () => {
     ons.push(cpu(on, 10));
     offs.push(cpu(off, 10));
   }
-  const med = (xs: number[]): number => [...xs].sort((p, q) => p - q)[xs.length >> 1];
-  console.log(`embedding fwd+bwd CPU ms per call (median of 7 interleaved rounds of 10): on ${med(ons).toFixed(2)}  off ${med(offs).toFixed(2)}  saved ${(med(offs) - med(ons)).toFixed(2)}`);
+  console.log(`embedding fwd+bwd CPU ms per call (median of 7 interleaved rounds of 10): on ${median(ons).toFixed(2)}  off ${median(offs).toFixed(2)}  saved ${(median(offs) - median(ons)).toFixed(2)}`);
 });
