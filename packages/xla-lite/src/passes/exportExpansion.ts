@@ -47,7 +47,7 @@ class Builder {
     return this.op('broadcast_in_dim', [x], { shape: [...shape], broadcastDimensions: [...dims] });
   }
   f32(x: HloInstruction): HloInstruction {
-    return x.shape.dtype === 'float32' ? x : this.op('convert_element_type', [x], { newDtype: 'float32', weakType: false });
+    return this.convert(x, 'float32');
   }
   convert(x: HloInstruction, dtype: string): HloInstruction {
     return x.shape.dtype === dtype ? x : this.op('convert_element_type', [x], { newDtype: dtype, weakType: false });

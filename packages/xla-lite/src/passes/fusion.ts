@@ -31,7 +31,10 @@ export const FUSED_OPS: ReadonlySet<string> = new Set([
   'add', 'sub', 'mul', 'div', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select_n',
   'broadcast_in_dim', 'iota',
 ]);
-const COMPARE = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
+/** The comparison primitives. */
+export const COMPARE: ReadonlySet<string> = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
+/** Largest count whose integers 0..n are all exact float32 values (an iota of up to this extent converts exactly). */
+export const EXACT_F32_INT = 1 << 24;
 
 /** Whether an instruction can be a member of an elementwise (loop) fusion. */
 export function isFusible(i: HloInstruction): boolean {

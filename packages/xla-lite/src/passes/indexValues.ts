@@ -19,11 +19,7 @@
  * without operands; both kernel generators compute it from the loop coordinates.
  */
 import { type HloComputation, type HloInstruction, makeInstruction as make } from '../hlo';
-import { generated } from './fusion';
-
-const COMPARES = new Set(['eq', 'ne', 'lt', 'le', 'gt', 'ge']);
-/** Largest iota extent whose values are all exact float32 integers. */
-const EXACT = 1 << 24;
+import { COMPARE, EXACT_F32_INT, generated } from './fusion';
 
 const dimsOf = (b: HloInstruction): readonly number[] => (b.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
 const iotaParams = (i: HloInstruction): { dtype: string; shape: readonly number[]; dimension: number } => i.params as { dtype: string; shape: readonly number[]; dimension: number };
@@ -34,7 +30,7 @@ function isIndex(i: HloInstruction): boolean {
   const name = i.prim?.name;
   if (name === 'iota') {
     const { shape, dimension } = iotaParams(i);
-    return shape[dimension] <= EXACT;
+    return shape[dimension] <= EXACT_F32_INT;
   }
   if (name === 'broadcast_in_dim' || name === 'reshape') return isIndex(i.operands[0]);
   return false;
@@ -52,7 +48,16 @@ function toFloat(x: HloInstruction, added: HloInstruction[]): HloInstruction {
 }
 
 /** `x` (generated) rebuilt at `shape`, its dim d mapped to `dims[d]`, appended to `added`. */
-function rebuild(x: HloInstruction, shape: readonly number[], dims: readonly number[], added: HloInstruction[]): HloInstruction {
+function rebuild(x: HloInstruction, shape: readonly number[], dims: readonly number[], added: HloInstruction[], memo = new Map<HloInstruction, HloInstruction>()): HloInstruction {
+  // (Generated values share operands: each is rebuilt once, not once per path to it.)
+  const done = memo.get(x);
+  if (done !== undefined) return done;
+  const r = rebuildOne(x, shape, dims, added, memo);
+  memo.set(x, r);
+  return r;
+}
+
+function rebuildOne(x: HloInstruction, shape: readonly number[], dims: readonly number[], added: HloInstruction[], memo: Map<HloInstruction, HloInstruction>): HloInstruction {
   const name = x.prim?.name;
   if (x.opcode === 'constant' || name === 'broadcast_in_dim') {
     // A scalar (see `generated`), broadcast to the new shape.
@@ -64,7 +69,7 @@ function rebuild(x: HloInstruction, shape: readonly number[], dims: readonly num
   if (name === 'iota') {
     const p = iotaParams(x);
     r = make('iota', [], { ...p, shape, dimension: dims[p.dimension] });
-  } else r = make(name!, x.operands.map((o) => rebuild(o, shape, dims, added)), x.params);
+  } else r = make(name!, x.operands.map((o) => rebuild(o, shape, dims, added, memo)), x.params);
   added.push(r);
   return r;
 }
@@ -76,7 +81,7 @@ export function floatIndexValues(c: HloComputation): number {
     const name = i.prim?.name;
     const added: HloInstruction[] = [];
     let r: HloInstruction | null = null;
-    if (name && COMPARES.has(name) && i.operands.every((o) => !o.isTuple && o.shape.dtype === 'int32') && i.operands.some(isIndex)) {
+    if (name && COMPARE.has(name) && i.operands.every((o) => !o.isTuple && o.shape.dtype === 'int32') && i.operands.some(isIndex)) {
       r = make(name, i.operands.map((o) => toFloat(o, added)), i.params);
     } else if (name === 'broadcast_in_dim' && !i.isTuple && generated(i.operands[0])) {
       const x = i.operands[0];

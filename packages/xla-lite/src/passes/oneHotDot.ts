@@ -24,6 +24,7 @@
  * say `oneHot: true`.
  */
 import { type HloComputation, type HloInstruction, makeInstruction, numel } from '../hlo';
+import { EXACT_F32_INT } from './fusion';
 import { type DotPrecision, isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from '../js/oneHotKernels';
 
 type Dims = readonly number[];
@@ -37,11 +38,8 @@ interface OneHot {
   index(added: HloInstruction[]): HloInstruction;
 }
 
-/** Largest class count whose iota values are exact float32 integers. */
-const EXACT = 1 << 24;
-/** (Those of the iota: eq needs equal dtypes, and IOTA_DTYPES leaves out the narrow integers.) */
+/** Index and iota dtypes (eq needs equal dtypes; a narrow integer iota would wrap). */
 const INDEX_DTYPES = new Set(['float32', 'int32', 'uint32']);
-const IOTA_DTYPES = new Set(['float32', 'int32', 'uint32']);
 
 const params = <T>(i: HloInstruction): T => i.params as T;
 const without = (xs: Dims, k: number): number[] => xs.filter((_, j) => j !== k);
@@ -77,9 +75,9 @@ function compareOneHot(cmp: HloInstruction): OneHot | null {
     const c = iotaDim(a);
     if (c === null || b.prim?.name !== 'broadcast_in_dim') continue;
     // (A narrow integer iota would wrap: its values must be 0..n-1 exactly.)
-    if (!IOTA_DTYPES.has(a.shape.dtype)) return null;
+    if (!INDEX_DTYPES.has(a.shape.dtype)) return null;
     const shape = cmp.shape.shape;
-    if (shape[c] > EXACT) return null;
+    if (shape[c] > EXACT_F32_INT) return null;
     const src = b.operands[0];
     if (src.isTuple || !INDEX_DTYPES.has(src.shape.dtype)) return null;
     const bd = params<{ broadcastDimensions: Dims }>(b).broadcastDimensions;

@@ -125,7 +125,6 @@ export function reserveFloats(host: ArenaHost, owner: object, n: number): Float3
   return new Float32Array(host.buffer(), addr, n);
 }
 
-export { PARALLEL_WORK } from './fusionPlan';
 
 interface Staged {
   /** Index in the executable's value table. */
