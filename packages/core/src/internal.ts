@@ -37,7 +37,7 @@ export { fnId } from './transforms/jitSignature';
 export { referenceBackend } from './backends/reference';
 export { type ArenaHost, arenaHost } from './backend';
 export { GemmEngine } from './backends/systolic/gemmEngine';
-export { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmShape } from './backends/systolic/gemmModule';
+export { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmShape } from './backends/systolic/gemmModule';
 export { mxuDotGeneral } from './backends/systolic/mxuDot';
 export { operandPrecisions } from './lax/precision';
 export { checkArrayBytes } from './sizeGuard';

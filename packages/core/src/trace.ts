@@ -9,6 +9,7 @@ import { Array, type TraceLike } from './array';
 import { getBackend } from './backend';
 import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
+import { sizeOf } from './shape';
 import { checkArrayBytes } from './sizeGuard';
 
 export interface Trace extends TraceLike {
@@ -51,7 +52,7 @@ export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknow
   const avals = args.map((a) => a.aval);
   const outAvals = prim.abstractEval(avals, params);
   if (outAvals.length !== 1) return null;
-  const n = outAvals[0].shape.reduce((a, b) => a * b, 1);
+  const n = sizeOf(outAvals[0].shape);
   if (out.length !== n) throw new RangeError(`evalPrimitiveInto(${prim.name}): the result has ${n} elements (${outAvals[0].dtype}[${outAvals[0].shape.join(',')}]) but the destination holds ${out.length}`);
   const bufs = args.map((a) => a._bufferOn(backend));
   if (!backend.executeInto(prim, bufs, avals, params, outAvals[0], out)) return null;
@@ -71,7 +72,7 @@ export function evalPrimitiveIntoAll(prim: Primitive, args: Array[], params: unk
   const outAvals = prim.abstractEval(avals, params);
   if (outAvals.length !== outs.length) throw new RangeError(`evalPrimitiveIntoAll(${prim.name}): the primitive has ${outAvals.length} results but ${outs.length} destinations were given`);
   outAvals.forEach((o, i) => {
-    const n = o.shape.reduce((a, b) => a * b, 1);
+    const n = sizeOf(o.shape);
     if (outs[i].length !== n) throw new RangeError(`evalPrimitiveIntoAll(${prim.name}): result ${i} has ${n} elements (${o.dtype}[${o.shape.join(',')}]) but its destination holds ${outs[i].length}`);
   });
   const bufs = args.map((a) => a._bufferOn(backend));

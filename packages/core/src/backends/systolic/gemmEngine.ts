@@ -96,11 +96,6 @@ export class GemmEngine implements BatchEngine {
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
   private readonly regions: { addr: number; bytes: number }[] = [];
-  /** The end of the reserved regions (kept sorted and disjoint): where the products' scratch starts. */
-  private get floorAddr(): number {
-    const last = this.regions[this.regions.length - 1];
-    return last ? last.addr + last.bytes : 64;
-  }
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
@@ -140,12 +135,13 @@ export class GemmEngine implements BatchEngine {
    * is its address) instead of staging a copy, and write a destination there directly.
    */
   holds(v: ArrayBufferView): boolean {
-    return this.shared && this.buffers.has(v.buffer) && v.byteOffset + v.byteLength <= this.floorAddr;
+    return this.shared && this.buffers.has(v.buffer) && v.byteOffset + v.byteLength <= this.floor;
   }
 
-  /** Byte address where per-product scratch starts: past every reserved region. */
+  /** Byte address where per-product scratch starts: the end of the reserved regions (kept sorted and disjoint). */
   get floor(): number {
-    return this.floorAddr;
+    const last = this.regions[this.regions.length - 1];
+    return last ? last.addr + last.bytes : 64;
   }
 
   /**
@@ -167,7 +163,7 @@ export class GemmEngine implements BatchEngine {
     // Leave at least a quarter of the memory's limit to products.
     if (at + size > (MAX_PAGES * 65536 * 3) / 4) return -1;
     this.regions.splice(k, 0, { addr: at, bytes: size });
-    this.ensure(this.floorAddr, 'reserve');
+    this.ensure(this.floor, 'reserve');
     return at;
   }
 
@@ -260,7 +256,7 @@ export class GemmEngine implements BatchEngine {
     const simdB = onePass && (b.rs === 1 || b.ks === 1);
     // The SIMD kernels pack an operand where it lies in this memory (an arena's view) or from
     // a staged copy in the scratch; the others are packed in TypeScript from their host arrays.
-    const { srcA, srcB, inA, inB, end } = placeOperands(this, a.bits, b.bits, simdA, simdB, this.floorAddr, this.placement);
+    const { srcA, srcB, inA, inB, end } = placeOperands(this, a.bits, b.bits, simdA, simdB, this.floor, this.placement);
     const ap = end;
     const bp = align(ap + mp * kp * 4);
     const direct = cAddr >= 0;
@@ -276,7 +272,7 @@ export class GemmEngine implements BatchEngine {
     // a stager that times its copies (no clock reads in the loop below).
     const timed = gemmPhases.enabled;
     const stager = timed ? this.timedStager : this.stager;
-    stager.reset(buf, this.floorAddr);
+    stager.reset(buf, this.floor);
     const whole = (v: OperandView): OperandView => ({ ...v, bits: v.bf16 ? new Uint16Array(buf) : this.u32View });
     if (simdA && !inA) stager.add(a.bits, srcA);
     if (simdB && !inB) stager.add(b.bits, srcB);
@@ -349,16 +345,15 @@ export class GemmEngine implements BatchEngine {
    * scratch (a compiler's arena, see `holds`) and holds exactly the products, and N is a
    * multiple of the panel width (the kernel writes C in whole column panels, but only its M
    * rows, so an accumulator of N columns is exactly [M, N]), and `into` shares no byte with an
-   * operand (`reads`: a batch writes one product's slice before the next product packs its
+   * operand (`readA`, `readB`: a batch writes one product's slice before the next product packs its
    * operands in place, so a destination over an operand would feed results back in). This is
    * the one place the choice is made: `batchedProduct` and the item-by-item path follow its
    * answer.
    */
-  resultTarget(into: Float32Array | null, batch: number, M: number, N: number, ...reads: ArrayBufferView[]): number {
+  resultTarget(into: Float32Array | null, batch: number, M: number, N: number, readA?: ArrayBufferView, readB?: ArrayBufferView): number {
     if (into === null || into.length !== batch * M * N || N % this.nr !== 0 || !this.holds(into)) return -1;
-    const end = into.byteOffset + into.byteLength;
-    for (const r of reads) if (r.buffer === into.buffer && r.byteOffset < end && into.byteOffset < r.byteOffset + r.byteLength) return -1;
-    return into.byteOffset;
+    const overlaps = (r: ArrayBufferView | undefined): boolean => r !== undefined && r.buffer === into.buffer && r.byteOffset < into.byteOffset + into.byteLength && into.byteOffset < r.byteOffset + r.byteLength;
+    return overlaps(readA) || overlaps(readB) ? -1 : into.byteOffset;
   }
 
   /**

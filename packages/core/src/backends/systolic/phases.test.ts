@@ -74,13 +74,12 @@ describe('systolic GEMM phase timer', () => {
   it('counts each item of an item-by-item batch, with its staging, kernels and sink', () => {
     const a = np.ones([6, 32, 16]);
     const b = np.ones([6, 16, 32]);
-    const wall = timed(() => withBackend('systolic', () => lax.dotGeneral(a, b, [[[2], [1]], [[0], [0]]]).dispose()));
+    timed(() => withBackend('systolic', () => lax.dotGeneral(a, b, [[[2], [1]], [[0], [0]]]).dispose()));
     expect(gemmPhases.products).toBe(6);
     expect(gemmPhases.stage).toBeGreaterThan(0);
     expect(gemmPhases.gemm).toBeGreaterThan(0);
     expect(gemmPhases.sink).toBeGreaterThan(0);
     // (An item's kernel time is its total less staging and sink, so the three cannot exceed the
     // call's wall time by construction: nothing to assert there.)
-    expect(wall).toBeGreaterThan(0);
   });
 });
