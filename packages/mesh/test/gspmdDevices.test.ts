@@ -6,21 +6,17 @@
 import { type Array, grad, jit, lax, makeArrayFromCallback, np, random, toStorage } from '@tpukit/core';
 import { setSpmdDeviceRunner } from '@tpukit/xla-lite/internal';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { hold, ownerOf } from '../src/deviceBuffers';
-import { type CpuDevice, type Mesh, NamedSharding, P, axisIndex, devicePut, devices, makeMesh, pmax, psum, runOnDevices, setCpuDeviceCount, shardMap } from '../src/index';
+import { type CpuDevice, type Mesh, NamedSharding, P, axisIndex, devicePut, devices, makeMesh, pmax, psum, runOnDevices, shardMap } from '../src/index';
 import { cpuDeviceRunner } from '../src/spmdRunner';
-import { expectClose } from './helpers';
+import { expectClose, useCpuDevices } from './helpers';
 
 let devs: CpuDevice[];
 let mesh: Mesh;
-beforeAll(() => {
-  setCpuDeviceCount(2);
+useCpuDevices(2, () => {
   devs = devices();
   mesh = makeMesh([2], ['x']);
-});
-afterAll(async () => {
-  for (const d of devices()) await d.close();
 });
 
 const sh = (...spec: (string | null)[]) => new NamedSharding(mesh, P(...spec));

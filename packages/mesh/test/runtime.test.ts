@@ -3,18 +3,15 @@
 import { fileURLToPath } from 'node:url';
 import { threadId } from 'node:worker_threads';
 import { np } from '@tpukit/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { availableParallelism } from 'node:os';
-import { devices, runOnDevices, setCpuDeviceCount } from '../src/index';
+import { devices, runOnDevices } from '../src/index';
 import { kernelThreadsPerDevice } from '../src/devices';
-import { expectClose, ramp } from './helpers';
+import { expectClose, ramp, useCpuDevices } from './helpers';
 
 const module = fileURLToPath(new URL('./fixtures/programs.mjs', import.meta.url));
 
-beforeAll(() => setCpuDeviceCount(2));
-afterAll(async () => {
-  for (const d of devices()) await d.close();
-});
+useCpuDevices(2);
 
 describe('runOnDevices', () => {
   it("shares the machine's cores among the devices: each worker runs its kernels on max(1, cores / devices) threads", async () => {
