@@ -17,9 +17,9 @@ import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
 import { type BatchEngine, type BatchRunner, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
-import { packFunctionName } from './packKernels';
+import { packFunctionName, touchArgs } from './packKernels';
 import { type PackJob, Stager, TimedStager, chunkCall, planPackJob } from './packPlan';
-import { gemmPhases, phaseClock } from './phases';
+import { gemmPhases, phaseClock, shapePhases } from './phases';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
 export const MAX_PAGES = 32768;
@@ -94,6 +94,16 @@ export class GemmEngine implements BatchEngine {
   private readonly placement: OperandPlacement = { srcA: 0, srcB: 0, inA: false, inB: false, end: 0 };
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
+  /** Arguments of one `touch_rows` call (reused). */
+  private readonly touchCall: number[] = [0, 0, 0, 0];
+  /**
+   * Whether operands read in place are swept before they are packed (`PackJob.touch`): on by
+   * default; `TPUKIT_GEMM_TOUCH=0` in the environment turns it off (an A/B switch for
+   * benchmarks: the packed bits are the same either way).
+   */
+  touchInPlace = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_TOUCH !== '0';
+  /** Phase timer only: when the packing of A and of B ended (clock ms). */
+  private readonly packMs: number[] = [0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
   private readonly regions: { addr: number; bytes: number }[] = [];
   /** Every buffer object this memory has handed out (see `holds`). */
@@ -286,8 +296,8 @@ export class GemmEngine implements BatchEngine {
     const minChunks = big && this.parallel ? MIN_PACK_CHUNKS : 1;
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
-      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks) : null;
-      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks) : null;
+      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
+      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks, inB) : null;
       const hostPack = (): void => {
         if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
         if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
@@ -313,12 +323,15 @@ export class GemmEngine implements BatchEngine {
         alone = true;
         hostPack();
         // One thread: copy a chunk, pack it while its source is still in cache.
-        for (const j of packs) {
+        for (let p = 0; p < packs.length; p++) {
+          const j = packs[p];
           const fn = this.packFns[j.fn];
           for (let i = 0; i < j.chunks; i++) {
             stager.to(chunkCall(j, i, call));
+            if (j.touch) this.touchChunk(call, j.R, j.esz);
             fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
           }
+          if (timed) this.packMs[j === jobA ? 0 : 1] = phaseClock();
         }
         stager.to(stager.end);
         edges();
@@ -333,9 +346,24 @@ export class GemmEngine implements BatchEngine {
         this.timedStager.ms = 0; // (a batch stages everything with its first product)
         gemmPhases.pack += t1 - t0;
         gemmPhases.gemm += t2 - t1;
-        gemmPhases.sink += phaseClock() - t2;
+        const t3 = phaseClock();
+        gemmPhases.sink += t3 - t2;
+        const sp = shapePhases(this.shapeKey(a, b, simdA, simdB, direct));
+        const [pa, pb] = this.packMs;
+        sp.products++;
+        sp.packA += jobA ? pa - t0 : 0;
+        sp.packB += jobB ? pb - (jobA ? pa : t0) : 0;
+        sp.edges += t1 - (jobB ? pb : jobA ? pa : t0);
+        sp.gemm += t2 - t1;
+        sp.sink += t3 - t2;
       }
     }
+  }
+
+  /** The phase timer's key of a product (see `gemmPhases.byShape`). */
+  shapeKey(a: OperandView, b: OperandView, simdA = true, simdB = true, direct = false): string {
+    const lay = (v: OperandView, simd: boolean): string => (!simd ? 'host' : v.rs === 1 ? 'rc' : 'kc');
+    return `${a.rows}x${a.k}x${b.rows} A:${lay(a, simdA)} B:${lay(b, simdB)}${direct ? ' -> C' : ''}`;
   }
 
   /**
@@ -380,13 +408,19 @@ export class GemmEngine implements BatchEngine {
     this.packFns[fn](src, rs, ks, panels, k, kp, dst);
   }
 
+  /** Sweeps the source of packing call `call` (`touch_rows`, see packKernels.ts) on this thread. */
+  touchChunk(call: readonly number[], R: number, esz: number): void {
+    const t = touchArgs(call, R, esz, this.touchCall);
+    this.exports.touch_rows(t[0], t[1], t[2], t[3]);
+  }
+
   /** The SIMD kernel call (in chunks) that packs a staged one-pass operand's whole panels / k quads. */
-  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, minChunks: number): PackJob {
+  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, minChunks: number, inPlace: boolean): PackJob {
     const layout = v.rs === 1 ? 'rc' : 'kc';
     const full = Math.floor(v.rows / R);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
-    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, minChunks);
+    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, minChunks, inPlace && this.touchInPlace);
   }
 
   /**

@@ -27,7 +27,38 @@ export const gemmPhases = {
    * `done` well past `callerTilesDone` means the last tiles were unbalanced.
    */
   pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, done: 0, tiles: 0, callerTiles: 0 },
+  /**
+   * The one-thread products again, by shape (`M x K x N`, each operand's layout: 'rc' rows
+   * contiguous, 'kc' k contiguous, 'host' packed in TypeScript; '-> C' when the result is written
+   * straight into its destination): packing of A and of B (each with its staging), the
+   * TypeScript edges, the kernel, the sink, and `call`: the whole `dot_general` call on the
+   * backend (operand views, planning, all of the above), so `call` less the parts is the per-call
+   * overhead.
+   */
+  byShape: new Map<string, ShapePhases>(),
 };
+
+/** Per-shape sums of the phase timer (ms; see `gemmPhases.byShape`). */
+export interface ShapePhases {
+  products: number;
+  packA: number;
+  packB: number;
+  edges: number;
+  gemm: number;
+  sink: number;
+  calls: number;
+  call: number;
+}
+
+/** The per-shape record for `key`, created on first use (timer on only). */
+export function shapePhases(key: string): ShapePhases {
+  let s = gemmPhases.byShape.get(key);
+  if (!s) {
+    s = { products: 0, packA: 0, packB: 0, edges: 0, gemm: 0, sink: 0, calls: 0, call: 0 };
+    gemmPhases.byShape.set(key, s);
+  }
+  return s;
+}
 
 /** The current time when the timer is on, else 0 (no clock read). */
 export function phaseClock(): number {
@@ -42,4 +73,5 @@ export function resetGemmPhases(): void {
   gemmPhases.gemm = 0;
   gemmPhases.sink = 0;
   for (const k of Object.keys(gemmPhases.pool) as Array<keyof typeof gemmPhases.pool>) gemmPhases.pool[k] = 0;
+  gemmPhases.byShape.clear();
 }

@@ -46,8 +46,8 @@ const STAGED = 7; // byte address below which the operands are staged (see packP
 // the staged addresses of its two operands, and per operand (PACKS): fn rs ks panels k sourceSpan.
 const JOB = 8;
 const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts)
-const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis
-const PACK_SLOTS = 13;
+const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis touch
+const PACK_SLOTS = 14;
 const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
 const MAX_WORKERS = 255;
 const NONE = 0x7fffffff; // CUR of a worker with no tile left
@@ -64,6 +64,7 @@ const { module, memory, control, id, start, packNames } = workerData;
 const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
 const gemm = inst.exports.gemm;
 const packs = packNames.map((n) => inst.exports[n]);
+const touch = inst.exports.touch_rows;
 const c = new Int32Array(control);
 // Chunk i of the packing kernels (packPlan.ts chunkCall): waits until the calling thread has
 // staged its source, then packs it. Skipped once the job has failed.
@@ -79,6 +80,8 @@ function packChunk(i) {
   for (let s = 0; s < ${SPIN} && v < need; s++) v = Atomics.load(c, ${STAGED});
   while (v < need && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
   if (Atomics.load(c, ${ERR}) !== 0) return;
+  // (touchArgs in packKernels.ts: an in-place source is swept before it is packed)
+  if (c[o + 13] !== 0) { if (rs === 1) touch(src, panels * R * esz, ks * esz, k); else touch(src, k * esz, rs * esz, panels * R); }
   packs[c[o]](src, rs, ks, panels, k, kp, dst);
 }
 // A batch job (batched.ts): items [0, items) taken from TILE_NEXT, each packed into this
@@ -246,7 +249,7 @@ class Pool {
       jobs[o] = p;
       c[d] = index;
       for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
-      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = p.chunks; c[d + 11] = p.per; c[d + 12] = p.axis;
+      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = p.chunks; c[d + 11] = p.per; c[d + 12] = p.axis; c[d + 13] = p.touch ? 1 : 0;
       chunks += p.chunks;
     }
     const stager = job.stager;
@@ -281,6 +284,7 @@ class Pool {
       for (let i = Atomics.add(c, PACK_NEXT, 1); i < chunks; i = Atomics.add(c, PACK_NEXT, 1)) {
         const p = i < first ? jobs[0]! : jobs[1]!;
         chunkCall(p, i < first ? i : i - first, call);
+        if (p.touch) e.touchChunk(call, p.R, p.esz);
         e.runPackKernel(p.fn, call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
         Atomics.add(c, PACK_DONE, 1);
       }
