@@ -102,7 +102,13 @@ export class GemmEngine implements BatchEngine {
    * benchmarks: the packed bits are the same either way).
    */
   touchInPlace = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_TOUCH !== '0';
-  /** Phase timer only: when the packing of A and of B ended (clock ms). */
+  /**
+   * Whether one-thread products pack an in-place A block by block (`rowBlocks`): on by default;
+   * `TPUKIT_GEMM_BLOCK_ROWS=0` in the environment turns it off (an A/B switch for benchmarks: the
+   * results are the same bits either way).
+   */
+  blockRows = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_BLOCK_ROWS !== '0';
+  /** Phase timer only: how long packing A and packing B took in the current product (ms). */
   private readonly packMs: number[] = [0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
   private readonly regions: { addr: number; bytes: number }[] = [];
@@ -319,45 +325,101 @@ export class GemmEngine implements BatchEngine {
       let t1 = t0;
       let t2 = t0;
       let alone = false;
+      let blocked = false;
+      let tp = t0; // (phase timer: when the last up-front packing ended)
       if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows }))) {
         alone = true;
         hostPack();
+        // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
+        blocked = jobA !== null && inA && this.blockRows && this.rowBlocks(wa, M, kp);
+        this.packMs[0] = 0;
+        this.packMs[1] = 0;
+        tp = t0;
         // One thread: copy a chunk, pack it while its source is still in cache.
         for (let p = 0; p < packs.length; p++) {
           const j = packs[p];
+          if (blocked && j === jobA) continue;
           const fn = this.packFns[j.fn];
           for (let i = 0; i < j.chunks; i++) {
             stager.to(chunkCall(j, i, call));
             if (j.touch) this.touchChunk(call, j.R, j.esz);
             fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
           }
-          if (timed) this.packMs[j === jobA ? 0 : 1] = phaseClock();
+          if (timed) {
+            const now = phaseClock();
+            this.packMs[j === jobA ? 0 : 1] = now - tp;
+            tp = now;
+          }
         }
         stager.to(stager.end);
         edges();
         t1 = phaseClock();
-        this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
+        if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed);
+        else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
       }
       sink(bi, c / 4, np);
       if (timed && alone) {
+        const t3 = phaseClock();
+        const [packA, packB] = this.packMs;
+        const inGemm = blocked ? packA : 0; // (A's packing ran between the kernel's blocks)
         gemmPhases.products++;
         gemmPhases.stage += this.timedStager.ms;
         this.timedStager.ms = 0; // (a batch stages everything with its first product)
-        gemmPhases.pack += t1 - t0;
-        gemmPhases.gemm += t2 - t1;
-        const t3 = phaseClock();
+        gemmPhases.pack += t1 - t0 + inGemm;
+        gemmPhases.gemm += t2 - t1 - inGemm;
         gemmPhases.sink += t3 - t2;
         const sp = shapePhases(this.shapeKey(a, b, simdA, simdB, direct));
-        const [pa, pb] = this.packMs;
         sp.products++;
-        sp.packA += jobA ? pa - t0 : 0;
-        sp.packB += jobB ? pb - (jobA ? pa : t0) : 0;
-        sp.edges += t1 - (jobB ? pb : jobA ? pa : t0);
-        sp.gemm += t2 - t1;
+        sp.packA += packA;
+        sp.packB += packB;
+        sp.edges += t1 - tp;
+        sp.gemm += t2 - t1 - inGemm;
         sp.sink += t3 - t2;
       }
     }
+  }
+
+  /**
+   * Whether a one-thread product packs A (read in place) one MC row block at a time into the
+   * start of its packed area, right before the kernel multiplies that block (`gemmRowBlocks`),
+   * instead of packing all of A first: the packed block is then still in L2 when the kernel
+   * reads it, where a whole packed A of a few MiB went out to memory and back (a [2048,512]
+   * operand: ~0.25-0.3 ms of a 6 ms product; BENCHMARKS.md, gemmstep). Only for a 'kc' A (k
+   * contiguous: a block's source is one run of whole rows; an 'rc' block reads a slice of every
+   * k row, which packed slower by blocks) that needs no TypeScript edges (whole panels, k a
+   * multiple of 4, no k padding) and has several row blocks. The kernel computes every element
+   * over the same K order: the same bits.
+   */
+  private rowBlocks(a: OperandView, M: number, kp: number): boolean {
+    const { mr, mc } = this.shape;
+    return M > mc && M % mr === 0 && kp === a.k && a.ks === 1 && a.rs !== 1 && a.k % 4 === 0;
+  }
+
+  /** The blocked one-thread product of `rowBlocks`: for each MC row block, pack it at `ap`, then multiply its rows. */
+  private gemmRowBlocks(jobA: PackJob, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
+    const { mr, mc } = this.shape;
+    const [src, rs, ks, , k] = jobA.args;
+    const fn = this.packFns[jobA.fn];
+    const call = this.call;
+    let packMs = 0;
+    for (let i0 = 0; i0 < M; i0 += mc) {
+      const i1 = Math.min(M, i0 + mc);
+      const t = timed ? phaseClock() : 0;
+      call[0] = src + i0 * rs * jobA.esz;
+      call[1] = rs;
+      call[2] = ks;
+      call[3] = (i1 - i0) / mr;
+      call[4] = k;
+      call[5] = kp;
+      call[6] = ap;
+      if (jobA.touch) this.touchChunk(call, mr, jobA.esz);
+      fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+      if (timed) packMs += phaseClock() - t;
+      // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
+      this.exports.gemm(ap - i0 * kp * 4, bp, c, M, np, kp, i0, i1, 0, np);
+    }
+    this.packMs[0] = packMs;
   }
 
   /** The phase timer's key of a product (see `gemmPhases.byShape`). */
