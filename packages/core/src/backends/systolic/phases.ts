@@ -21,12 +21,14 @@ export const gemmPhases = {
   /**
    * Products split over the thread pool (`threads.ts`), as seen by the calling thread: ms from
    * waking the workers until it had staged the operands (`staged`), until packing was complete
-   * and the tiles opened (`gate`), until it found no tile left (`callerTilesDone`), and until
-   * every worker was done (`done`), summed over `products`; with the tiles computed in all and
-   * by the calling thread. A late `gate` after `staged` means packing lagged the staging; a
-   * `done` well past `callerTilesDone` means the last tiles were unbalanced.
+   * and the tiles opened (`gate`), and until it found no tile left (`callerTilesDone`), summed
+   * over `products`; with the tiles computed in all and by the calling thread. A late `gate`
+   * after `staged` means packing lagged the staging. The job's whole wall time (wake-up to every
+   * worker done) and the calling thread's wait for the workers are the worker pools' own
+   * timings (`poolJobTimes`, wasm/workerPool.ts: the one source of pool job times); a job that
+   * ends well past `callerTilesDone` had unbalanced last tiles.
    */
-  pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, done: 0, tiles: 0, callerTiles: 0 },
+  pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, tiles: 0, callerTiles: 0 },
   /**
    * The one-thread products again, by shape (`M x K x N`, each operand's layout: 'rc' rows
    * contiguous, 'kc' k contiguous, 'host' packed in TypeScript; '-> C' when the result is written

@@ -351,7 +351,6 @@ class Pool {
       p.staged += tStaged - t0;
       p.gate += tGate - t0;
       p.callerTilesDone += tMine - t0;
-      p.done += phaseClock() - t0;
       p.tiles += tiles;
       p.callerTiles += mine;
     }
