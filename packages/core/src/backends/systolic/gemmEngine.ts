@@ -20,6 +20,7 @@ import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName, touchArgs } from './packKernels';
 import { type PackJob, Stager, TimedStager, chunkCall, planPackJob } from './packPlan';
 import { gemmPhases, phaseClock, shapePhases } from './phases';
+import { getNumThreads } from '../../threads';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
 export const MAX_PAGES = 32768;
@@ -46,6 +47,13 @@ export interface ParallelJob {
    * threads still multiply.
    */
   rows?: (r0: number, r1: number) => void;
+  /**
+   * Optional (never with `rows`): A's packing, left out of `packs`, to be done one MC row block
+   * at a time by the thread that then multiplies that block (`GemmEngine.rowBlocks`): thread t
+   * packs its blocks at `args.ap + t * mc * kp * 4`; the packed area holds `aRows` rows.
+   */
+  rowBlockA?: PackJob;
+  aRows?: number;
 }
 
 /** Runs one product over several threads; false when it could not (the caller runs it alone). */
@@ -108,6 +116,13 @@ export class GemmEngine implements BatchEngine {
    * results are the same bits either way).
    */
   blockRows = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_BLOCK_ROWS !== '0';
+  /**
+   * The same on the thread pool: each thread packs the row blocks of A it then multiplies
+   * (`ParallelJob.rowBlockA`). Off by default (`TPUKIT_GEMM_BLOCK_ROWS_POOL=1` turns it on): its
+   * blocks (MC rows by all columns) are coarser than the pool's tiles, and its two-thread effect
+   * could not be measured on the shared machine (BENCHMARKS.md, gemmstep). Same bits either way.
+   */
+  blockRowsPool = typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_BLOCK_ROWS_POOL === '1';
   /** Phase timer only: how long packing A and packing B took in the current product (ms). */
   private readonly packMs: number[] = [0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
@@ -274,7 +289,11 @@ export class GemmEngine implements BatchEngine {
     // a staged copy in the scratch; the others are packed in TypeScript from their host arrays.
     const { srcA, srcB, inA, inB, end } = placeOperands(this, a.bits, b.bits, simdA, simdB, this.floor, this.placement);
     const ap = end;
-    const bp = align(ap + mp * kp * 4);
+    // A read in place may be packed by row blocks (`rowBlocks`); on the pool each thread packs
+    // its blocks into its own part of A's packed area, so the area holds a block per thread.
+    const blockA = simdA && inA && this.blockRows && this.rowBlocks(a, M, kp);
+    const aRows = blockA && this.blockRowsPool && this.parallel ? Math.max(mp, getNumThreads() * this.shape.mc) : mp;
+    const bp = align(ap + aRows * kp * 4);
     const direct = cAddr >= 0;
     const cp = direct ? cAddr : align(bp + np * kp * 4);
     // C has M rows (the kernel writes no padding rows), np columns.
@@ -327,11 +346,13 @@ export class GemmEngine implements BatchEngine {
       let alone = false;
       let blocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
-      if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows }))) {
+      const pooledBlocks = blockA && this.blockRowsPool && jobA !== null && jobB !== null && rows === undefined;
+      const job: ParallelJob = pooledBlocks && jobB && jobA ? { args, stager, hostPack, packs: [jobB], edges, overlap: bi === 0 ? prepare : undefined, rowBlockA: jobA, aRows } : { args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows };
+      if (!(big && this.parallel && this.parallel(job))) {
         alone = true;
         hostPack();
         // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
-        blocked = jobA !== null && inA && this.blockRows && this.rowBlocks(wa, M, kp);
+        blocked = blockA && jobA !== null;
         this.packMs[0] = 0;
         this.packMs[1] = 0;
         tp = t0;
@@ -398,28 +419,34 @@ export class GemmEngine implements BatchEngine {
 
   /** The blocked one-thread product of `rowBlocks`: for each MC row block, pack it at `ap`, then multiply its rows. */
   private gemmRowBlocks(jobA: PackJob, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
-    const { mr, mc } = this.shape;
-    const [src, rs, ks, , k] = jobA.args;
-    const fn = this.packFns[jobA.fn];
-    const call = this.call;
+    const { mc } = this.shape;
     let packMs = 0;
-    for (let i0 = 0; i0 < M; i0 += mc) {
-      const i1 = Math.min(M, i0 + mc);
-      const t = timed ? phaseClock() : 0;
-      call[0] = src + i0 * rs * jobA.esz;
-      call[1] = rs;
-      call[2] = ks;
-      call[3] = (i1 - i0) / mr;
-      call[4] = k;
-      call[5] = kp;
-      call[6] = ap;
-      if (jobA.touch) this.touchChunk(call, mr, jobA.esz);
-      fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
-      if (timed) packMs += phaseClock() - t;
-      // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
-      this.exports.gemm(ap - i0 * kp * 4, bp, c, M, np, kp, i0, i1, 0, np);
-    }
+    for (let i0 = 0; i0 < M; i0 += mc) packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed);
     this.packMs[0] = packMs;
+  }
+
+  /**
+   * Packs rows [i0, i1) of A (`jobA`'s operand, 'kc') at byte address `area`, then multiplies
+   * them into C's rows [i0, i1) on this thread (a row block of `rowBlocks`; the thread pool's
+   * calling thread runs its blocks here too). Returns the packing's ms when `timed`, else 0.
+   */
+  rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false): number {
+    const [src, rs, ks, , k] = jobA.args;
+    const call = this.call;
+    const t = timed ? phaseClock() : 0;
+    call[0] = src + i0 * rs * jobA.esz;
+    call[1] = rs;
+    call[2] = ks;
+    call[3] = (i1 - i0) / jobA.R;
+    call[4] = k;
+    call[5] = kp;
+    call[6] = area;
+    if (jobA.touch) this.touchChunk(call, jobA.R, jobA.esz);
+    this.packFns[jobA.fn](call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+    const packMs = timed ? phaseClock() - t : 0;
+    // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
+    this.exports.gemm(area - i0 * kp * 4, bp, c, M, np, kp, i0, i1, 0, np);
+    return packMs;
   }
 
   /** The phase timer's key of a product (see `gemmPhases.byShape`). */
