@@ -346,9 +346,7 @@ export class GemmEngine implements BatchEngine {
       let alone = false;
       let blocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
-      const pooledBlocks = blockA && this.blockRowsPool && jobA !== null && jobB !== null && rows === undefined;
-      const job: ParallelJob = pooledBlocks && jobB && jobA ? { args, stager, hostPack, packs: [jobB], edges, overlap: bi === 0 ? prepare : undefined, rowBlockA: jobA, aRows } : { args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows };
-      if (!(big && this.parallel && this.parallel(job))) {
+      if (!(big && this.parallel && this.parallel(this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows)))) {
         alone = true;
         hostPack();
         // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
@@ -399,6 +397,16 @@ export class GemmEngine implements BatchEngine {
         sp.sink += t3 - t2;
       }
     }
+  }
+
+  /**
+   * The pool's job for one product: A's packing by row blocks (`rowBlockA`, B alone in chunks)
+   * when `blockA` is given, `blockRowsPool` is on, and no early row hand-over is asked for;
+   * else every packing in chunks.
+   */
+  private parallelJob(args: GemmArgs, stager: Stager, hostPack: () => void, packs: PackJob[], edges: () => void, overlap: (() => void) | undefined, rows: ((r0: number, r1: number) => void) | undefined, blockA: PackJob | null, jobB: PackJob | null, aRows: number): ParallelJob {
+    if (blockA && jobB && this.blockRowsPool && rows === undefined) return { args, stager, hostPack, packs: [jobB], edges, overlap, rowBlockA: blockA, aRows };
+    return { args, stager, hostPack, packs, edges, overlap, rows };
   }
 
   /**
