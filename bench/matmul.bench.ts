@@ -251,7 +251,8 @@ function dotInEngine(e: GemmEngine, c: DotCase, ha = rand(c[1].reduce((x, y) => 
  * (`systolic.gemmPhases.byShape`): packing A, packing B, edges, kernel, sink, and the rest of
  * the call (views, planning: the per-call overhead). 'warm': the call repeated (operands in
  * cache); 'cold': 48 MiB of other memory read before each call, as a step's operands come
- * after other work. GFLOP/s of the call and of its kernel alone.
+ * after other work. GFLOP/s of the call and of its kernel alone. Then the same on two threads
+ * (`accountPool`).
  */
 async function account(): Promise<void> {
   systolic.setNumThreads(1);
@@ -284,6 +285,32 @@ async function account(): Promise<void> {
     d.release();
   }
   if (sink === 42) console.log('');
+  await accountPool();
+}
+
+/**
+ * The same dots on two threads, operands and destination in the GEMM memory, the pool's tiles
+ * (default) against its opt-in row blocks (`TPUKIT_GEMM_BLOCK_ROWS_POOL=1`: each thread packs the
+ * A rows it multiplies), interleaved per round: wall ms per call (median of RUNS * 2) and
+ * CPU-seconds per second (under 1.9 the second core was not free: the ratio means nothing then).
+ */
+async function accountPool(): Promise<void> {
+  systolic.setNumThreads(2);
+  const e = systolic.backend.engine; // (takes the thread setting)
+  const saved = e.blockRowsPool;
+  console.log(`\n[8] GPT dots, 2 threads, operands and destination in the GEMM memory: wall ms per call, tiles vs row blocks (median of ${RUNS * 2})`);
+  for (const c of GPT_DOTS.slice(0, 10)) {
+    const d = dotInEngine(e, c);
+    const mode = (on: boolean) => () => {
+      e.blockRowsPool = on;
+      d.run();
+    };
+    const r = await interleaved([mode(false), mode(true)], RUNS * 2, 2);
+    console.log(`    ${c[0].padEnd(34)} tiles ${r.ms[0].toFixed(3)}  row blocks ${r.ms[1].toFixed(3)}  row blocks / tiles ${(1 / r.speedup[1]).toFixed(3)}x   CPU-s/s ${r.cpuPerWall[0].toFixed(2)} / ${r.cpuPerWall[1].toFixed(2)}`);
+    d.release();
+  }
+  e.blockRowsPool = saved;
+  systolic.setNumThreads(1);
 }
 
 /**
