@@ -11,7 +11,9 @@ import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
 import { attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
-import { QB } from './attentionModule';
+import { type AttentionKernels, QB, attentionModule } from './attentionModule';
+import { wasmFeatures } from '../../wasm/features';
+import { WA } from '../../wasm/webassemblyTypes';
 import { getBackend } from '../../backend';
 import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
@@ -492,4 +494,40 @@ describe('fused attention on long sequences (scratch per thread)', () => {
     for (const t of [1, 7, 24, 131, 300]) go(t);
     expect(attentionStats().modules).toBe(before);
   });
+});
+
+describe('the row kernels\' exp (softmax forward, P in the backward)', () => {
+  const ulp = (y: number): number => {
+    const e = Math.floor(Math.log2(Math.abs(y)));
+    return 2 ** (Math.max(e, -126) - 23);
+  };
+  for (const relaxed of [false, true]) {
+    it(`is within 2 ulp of Math.exp on [-87.3, 88.3], 0 at and below -88 and for NaN, ${relaxed ? 'relaxed (FMA)' : 'plain'} SIMD`, () => {
+      if (relaxed && !wasmFeatures().relaxedSimd) return;
+      const memory = new WA.Memory({ initial: 32 });
+      const k = new WA.Instance(attentionModule(8, 8, relaxed, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
+      const xs: number[] = [];
+      for (let x = -90; x <= 90; x += 0.0137) xs.push(Math.fround(x));
+      for (let i = 0; i < 20000; i++) xs.push(Math.fround(-Math.random() * Math.random() * 90));
+      xs.push(0, -0, 1e-30, -1e-30, -88, -88.5, -87.3, -Infinity, Infinity, NaN, 88.3, 88.7, -1000, 1000);
+      while (xs.length % 4 !== 0) xs.push(0);
+      xs.forEach((x, i) => (xs[i] = Math.fround(x))); // (the values the kernel sees)
+      const f32 = new Float32Array(memory.buffer);
+      const n = xs.length;
+      f32.set(xs, 0);
+      for (const upper of [0, 1]) {
+        k.expv(0, n * 4, n / 4, upper);
+        const ys = f32.subarray(n, 2 * n);
+        let worst = 0;
+        for (let i = 0; i < n; i++) {
+          const [x, y] = [xs[i], ys[i]];
+          if (Number.isNaN(x) || x <= -88) expect(y, `exp(${x})`).toBe(0);
+          else if (x < -87.3) expect(y >= 0 && y <= 2 ** -125, `exp(${x}) = ${y}`).toBe(true);
+          else if (x <= 88.3 && (upper || x <= 0)) worst = Math.max(worst, Math.abs(y - Math.exp(x)) / ulp(Math.exp(x)));
+          else if (upper) expect(Math.abs(y - Math.exp(Math.fround(88.3))) / ulp(y), `exp(${x}) clamped to exp(88.3)`).toBeLessThanOrEqual(2);
+        }
+        expect(worst, `worst error in ulp (upper clamp ${upper})`).toBeLessThanOrEqual(2);
+      }
+    });
+  }
 });

@@ -40,11 +40,19 @@ export const QB = 128;
 /** Maximum pages of the (shared) memory the modules import: 1 GiB. */
 export const MAX_PAGES = 16384;
 
-const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
+/** exp's lower clamp: round(-88 log2 e) = -127, whose 2^n has all bits 0, so exp gives +0 at and below it (and for NaN). */
+const EXP_MIN = -88;
+/** exp's upper clamp (the backward's rows: logsumexp is an operand there). */
+const EXP_MAX = 88.3;
 const LOG2E = 1.4426950408889634;
 const LN2_HI = 0.693359375;
 const LN2_LO = -2.12194440e-4;
-const EXP_POLY = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+/**
+ * exp(r) = 1 + r + r^2 P(r) on |r| <= ln2 / 2 with P of degree 4, highest coefficient first
+ * (fitted to the least maximum relative error of exp, 3.1e-9 in exact arithmetic; in f32 the
+ * result is within 2 ulp of exp, see the tests). Cephes' P of degree 5 is more than f32 needs.
+ */
+const EXP_POLY = [0.0013814519786259922, 0.00836874362005683, 0.04166839094707451, 0.16666520411684735, 0.4999999343218045];
 
 /** Emits `acc + a * b` for three v128 locals (leaves the sum on the stack). */
 function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: number): void {
@@ -60,37 +68,61 @@ const roundBf16 = (f: FunctionBuilder, t: number): void => convert(f, t, false, 
 /** 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer (nearest even) held in the low mantissa bits. */
 const MAGIC = 12582912;
 
+/** a * b + c for the v128s the three callbacks push (fused with relaxed SIMD), left on the stack. */
+function fma(f: FunctionBuilder, relaxed: boolean, a: () => void, b: () => void, c: () => void): void {
+  a();
+  b();
+  if (relaxed) {
+    c();
+    f.simd(SIMD.f32x4_relaxed_madd);
+  } else {
+    f.simd(SIMD.f32x4_mul);
+    c();
+    f.simd(SIMD.f32x4_add);
+  }
+}
+
+/** c - a * b for local a, constant b and local c (fused with relaxed SIMD), left on the stack. */
+function fnma(f: FunctionBuilder, relaxed: boolean, a: number, b: number, c: number): void {
+  if (relaxed) {
+    splatF(f.get(a), b).get(c).simd(SIMD.f32x4_relaxed_nmadd);
+  } else {
+    splatF(f.get(c).get(a), b).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub);
+  }
+}
+
 /**
- * exp of the v128 on the stack (Cephes' expf polynomial; inputs below EXP_LO give 0). Uses
- * locals x, n, m, t. n = round(x log2 e) comes from the magic-number addition (its bits give
- * 2^n directly), which avoids f32x4.nearest and i32x4.trunc_sat (a long sequence in V8).
+ * exp of the v128 on the stack, left on the stack; uses v128 locals x, n, t. The input is
+ * clamped to [EXP_MIN, EXP_MAX] (EXP_MAX only with `upper`; NaN becomes EXP_MIN), so inputs at
+ * or below EXP_MIN and NaN give +0. n = round(x log2 e) comes from adding 1.5 * 2^23 (the sum's
+ * bits give 2^n directly; no f32x4.nearest or trunc_sat, long sequences in V8); r = x - n ln2 in
+ * two steps (Cody and Waite); exp(r) by EXP_POLY; then times 2^n. With relaxed SIMD the products
+ * and sums are fused (FMA where the runtime fuses them).
  */
-function expV(f: FunctionBuilder, x: number, n: number, m: number, t: number): void {
-  f.tee(x);
-  splatF(f, EXP_LO).simd(SIMD.f32x4_ge).set(m);
-  f.get(x);
-  splatF(f, EXP_LO).simd(SIMD.f32x4_pmax);
-  splatF(f, 88.3).simd(SIMD.f32x4_pmin).set(x);
-  f.get(x);
-  splatF(f, LOG2E).simd(SIMD.f32x4_mul);
-  splatF(f, MAGIC).simd(SIMD.f32x4_add).tee(t);
+function expV(f: FunctionBuilder, relaxed: boolean, upper: boolean, x: number, n: number, t: number): void {
+  f.set(x);
+  splatF(f, EXP_MIN).get(x).simd(SIMD.f32x4_pmax); // (pmax(a, b) is a < b ? b : a: NaN gives a)
+  if (upper) splatF(f, EXP_MAX).simd(SIMD.f32x4_pmin);
+  f.set(x);
+  fma(f, relaxed, () => f.get(x), () => splatF(f, LOG2E), () => splatF(f, MAGIC));
+  f.tee(t);
   splatF(f, MAGIC).simd(SIMD.f32x4_sub).set(n);
-  // r = x - n ln2_hi - n ln2_lo
-  f.get(x).get(n);
-  splatF(f, LN2_HI).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).get(n);
-  splatF(f, LN2_LO).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).set(x);
+  fnma(f, relaxed, n, LN2_HI, x);
+  f.set(x);
+  fnma(f, relaxed, n, LN2_LO, x);
+  f.set(x);
   splatF(f, EXP_POLY[0]);
   for (let i = 1; i < EXP_POLY.length; i++) {
-    f.get(x).simd(SIMD.f32x4_mul);
-    splatF(f, EXP_POLY[i]).simd(SIMD.f32x4_add);
+    f.set(n); // (n is free from here on: the polynomial's running value)
+    fma(f, relaxed, () => f.get(n), () => f.get(x), () => splatF(f, EXP_POLY[i]));
   }
-  // p * r^2 + r + 1
-  f.get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_add);
+  // P r^2 + r + 1
+  f.set(n);
+  fma(f, relaxed, () => f.get(n), () => f.get(x).get(x).simd(SIMD.f32x4_mul), () => f.get(x));
   splatF(f, 1).simd(SIMD.f32x4_add);
   // * 2^n: the bits of t are MAGIC's plus n, and MAGIC's bits vanish under the shift by 23
   f.get(t).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_add).i32Const(23).simd(SIMD.i32x4_shl);
-  // then zero where the input was below EXP_LO
-  f.simd(SIMD.f32x4_mul).get(m).simd(SIMD.v128_and);
+  f.simd(SIMD.f32x4_mul);
 }
 
 /** Horizontal reduction of v128 local `v` with a scalar f32 op (max or add). */
@@ -330,12 +362,31 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
   });
 }
 
-function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
+/** `expv(src, dst, nv, upper)`: dst = exp(src) over nv 4-float vectors, the row kernels' exp (`upper`: with the upper clamp), for its accuracy test. */
+function buildExp(m: ModuleBuilder, relaxed: boolean): void {
+  m.addFunction('expv', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, dst, nv, upper] = [0, 1, 2, 3];
+    const [i, x, n, t] = [f.local('i32'), f.local('v128'), f.local('v128'), f.local('v128')];
+    forLoop(f, i, nv, () => {
+      f.get(upper).if();
+      f.get(dst).get(src).simdMem(SIMD.v128_load);
+      expV(f, relaxed, true, x, n, t);
+      f.simdMem(SIMD.v128_store).else();
+      f.get(dst).get(src).simdMem(SIMD.v128_load);
+      expV(f, relaxed, false, x, n, t);
+      f.simdMem(SIMD.v128_store).end();
+      bump(f, src, 16);
+      bump(f, dst, 16);
+    });
+  });
+}
+
+function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
   // (s, p, c, n, scale, mlOut, bf16, mrow, neg)
   return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32'], [], (f) => {
     const [s, p, c, n, scale, ml, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, x, en, em, et, mx] = Array.from({ length: 8 }, () => f.local('v128'));
+    const [v, t, acc, x, en, et, mx] = Array.from({ length: 7 }, () => f.local('v128'));
     const sum = f.local('f32');
     const locals = rowLocals(f, i, ptr, v, t, nv);
     // pass 1: logits in place, running max
@@ -352,7 +403,7 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
     f.get(p).set(q);
     forLoop(f, i, nv, () => {
       f.get(q).get(ptr).simdMem(SIMD.v128_load).get(mx).simd(SIMD.f32x4_sub);
-      expV(f, x, en, em, et);
+      expV(f, relaxed, false, x, en, et);
       f.tee(v).simdMem(SIMD.v128_store);
       f.get(acc).get(v).simd(SIMD.f32x4_add).set(acc);
       bump(f, ptr, 16);
@@ -374,12 +425,12 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
   });
 }
 
-function buildGradRow(m: ModuleBuilder, masked: boolean): number {
+function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
   // (s, dp, c, n, scale, lse, bf16, mrow, neg)
   return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32', 'i32', 'f32'], [], (f) => {
     const [s, dp, c, n, scale, lse, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, x, en, em, et, l, g, dd] = Array.from({ length: 10 }, () => f.local('v128'));
+    const [v, t, acc, x, en, et, l, g, dd] = Array.from({ length: 9 }, () => f.local('v128'));
     const locals = rowLocals(f, i, ptr, v, t, nv);
     f.get(lse).simd(SIMD.f32x4_splat).set(l);
     f.v128Const([0, 0, 0, 0]).set(acc);
@@ -387,7 +438,7 @@ function buildGradRow(m: ModuleBuilder, masked: boolean): number {
     // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
     rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
-      expV(f, x, en, em, et);
+      expV(f, relaxed, true, x, en, et);
       f.tee(v).simdMem(SIMD.v128_store);
       f.get(q).simdMem(SIMD.v128_load).set(g);
       f.get(bf16).if().get(g);
@@ -726,6 +777,7 @@ export interface AttentionKernels {
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
   fwdItem(item: number, tid: number): void;
   bwdItem(item: number, tid: number): void;
+  expv(src: number, dst: number, nv: number, upper: number): void;
 }
 
 /** A compiled kernel module, its bytes (for worker threads, which compile their own) and a process-unique id. */
@@ -758,11 +810,12 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
       transposeBlock: buildTransposeBlock(m, sp),
       transGemm: buildTransGemm(m, hp, sp, relaxed),
-      softmaxRow: buildSoftmaxRow(m, masked),
-      gradRow: buildGradRow(m, masked),
+      softmaxRow: buildSoftmaxRow(m, masked, relaxed),
+      gradRow: buildGradRow(m, masked, relaxed),
       ...buildStaging(m, H, hp, sp),
     };
     buildDrivers(m, H, hp, sp, masked, fns);
+    buildExp(m, relaxed);
     const bytes = m.toBytes();
     mod = { module: new WA.Module(bytes), bytes, id: modules.size + 1 };
     modules.set(key, mod);
