@@ -148,6 +148,25 @@ describe('fused attention on the systolic backend', () => {
     );
   });
 
+  it('causal: a row sees exactly its keys 0..t for every T mod 8 (later keys changed: earlier rows and their dq bit-identical, later rows not)', () => {
+    for (let T = 2; T <= 19; T++) {
+      const c: Case = { b: 1, t: T, s: T, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 40 + T };
+      const [q, k, v, w] = operands(c);
+      const split = Math.floor(T / 2);
+      const later = np.less(np.arange(T).reshape([1, T, 1, 1]), split);
+      const big = (x: Array) => np.where(later, x, np.multiply(x, 50));
+      const loss = (b: Array, d: Array) => (a: Array) => np.sum(np.multiply(attend('fused', true)(a, b, d), w));
+      const [o1, o2] = [attend('fused', true)(q, k, v), attend('fused', true)(q, big(k), big(v))];
+      const [g1, g2] = [grad(loss(k, v))(q), grad(loss(big(k), big(v)))(q)];
+      const rows = 2 * 5 * split; // elements of rows t < split
+      for (const [a, b, what] of [[o1, o2, 'out'], [g1, g2, 'dq']] as const) {
+        const [x, y] = [f32(a), f32(b)];
+        expect([...x.subarray(0, rows)], `${what} rows < ${split}, T = ${T}`).toEqual([...y.subarray(0, rows)]);
+        expect([...x.subarray(rows)], `${what} rows >= ${split}, T = ${T}`).not.toEqual([...y.subarray(rows)]);
+      }
+    }
+  });
+
   it('vmap equals a loop; jit equals eager', () => {
     const c: Case = { b: 1, t: 6, s: 6, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 3 };
     const xs = [0, 1, 2].map((i) => operands({ ...c, seed: 10 + i }));

@@ -65,6 +65,17 @@ const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v)
 /** Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels': nearest even, NaN kept quiet); uses local `t`. */
 const roundBf16 = (f: FunctionBuilder, t: number): void => convert(f, t, false, false);
 
+/**
+ * Rounds the v128 on the stack to bf16, nearest even, for values that are never a NaN with a
+ * payload (P: quotients and exps of finite or default-NaN values); uses local `t`. 5 operations
+ * against `roundBf16`'s 8: a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
+ */
+function roundBf16Plain(f: FunctionBuilder, t: number): void {
+  f.tee(t).v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add);
+  f.get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const([1, 1, 1, 1]).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
+  f.v128Const([0xffff0000, 0xffff0000, 0xffff0000, 0xffff0000]).simd(SIMD.v128_and);
+}
+
 /** 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer (nearest even) held in the low mantissa bits. */
 const MAGIC = 12582912;
 
@@ -131,9 +142,10 @@ function horizontal(f: FunctionBuilder, v: number, op: number): void {
   for (let l = 1; l < 4; l++) f.get(v).simd(SIMD.f32x4_extract_lane).op(l).op(op);
 }
 
-/** A counted loop `for (i = 0; i < n; i++) body` over local i (n a local); `body` must not branch out. */
-function forLoop(f: FunctionBuilder, i: number, n: number, body: () => void): void {
-  f.i32Const(0).set(i);
+/** A counted loop `for (i = from; i < n; i++) body` over local i (n and `from` locals; from 0 when not given); `body` must not branch out. */
+function forLoop(f: FunctionBuilder, i: number, n: number, body: () => void, from?: number): void {
+  if (from === undefined) f.i32Const(0).set(i);
+  else f.get(from).set(i);
   f.block().get(i).get(n).op(OP.i32_ge_s).brIf(0).loop();
   body();
   f.get(i).i32Const(1).op(OP.i32_add).tee(i).get(n).op(OP.i32_lt_s).brIf(0);
@@ -320,10 +332,11 @@ interface RowLocals {
   lim: number;
   mp: number;
   negv: number;
+  nf: number;
 }
 
 function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: number, nv: number): RowLocals {
-  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128') };
+  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128'), nf: f.local('i32') };
 }
 
 /**
@@ -333,16 +346,17 @@ function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: numbe
  * address in local `p`.
  */
 function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: () => void): void {
-  const { i, p, v, t, nv, idx, lim, mp, negv } = locals;
+  const { i, p, v, t, nv, idx, lim, mp, negv, nf } = locals;
   f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
+  // nf = min(c, n) / 4: the vectors before it are all visible (no -inf to put in)
+  f.get(c).get(n).get(c).get(n).op(OP.i32_lt_s).op(OP.select).i32Const(2).op(OP.i32_shr_u).set(nf);
   f.get(s).set(p);
-  f.v128Const([0, 1, 2, 3]).set(idx);
   f.get(c).simd(SIMD.i32x4_splat).set(lim);
   if (masked) {
     f.get(mrow).set(mp);
     f.get(neg).simd(SIMD.f32x4_splat).set(negv);
   }
-  forLoop(f, i, nv, () => {
+  const vector = (tail: boolean): void => {
     f.get(p).simdMem(SIMD.v128_load).set(v);
     f.get(bf16).if().get(v);
     roundBf16(f, t);
@@ -354,12 +368,18 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
       f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
       bump(f, mp, 4);
     }
-    f.get(v);
-    splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
-    f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
+    if (tail) {
+      f.get(v);
+      splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
+      f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
+    }
     each();
     bump(f, p, 16);
-  });
+  };
+  forLoop(f, i, nf, () => vector(false));
+  // the rest: column indices 4 nf + (0, 1, 2, 3) on
+  f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
+  forLoop(f, i, nv, () => vector(true), nf);
 }
 
 /** `expv(src, dst, nv, upper)`: dst = exp(src) over nv 4-float vectors, the row kernels' exp (`upper`: with the upper clamp), for its accuracy test. */
@@ -418,7 +438,7 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): n
     f.get(p).set(q);
     forLoop(f, i, nv, () => {
       f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
-      roundBf16(f, t);
+      roundBf16Plain(f, t);
       f.simdMem(SIMD.v128_store);
       bump(f, q, 16);
     });
@@ -460,7 +480,7 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
       roundBf16(f, t);
       f.simdMem(SIMD.v128_store);
       f.get(ptr).get(v);
-      roundBf16(f, t);
+      roundBf16Plain(f, t);
       f.simdMem(SIMD.v128_store);
       bump(f, ptr, 16);
       bump(f, q, 16);
