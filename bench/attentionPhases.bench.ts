@@ -78,7 +78,7 @@ const ML = rawAt(8);
 const SCR = ceil(ML + B * N * T * 8, 64);
 const off: Record<string, number> = {};
 {
-  const sizes: Record<string, number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: 4 * sp, p: 4 * sp, ml: 16, dsT: sp * modMod.QB, pT: sp * modMod.QB };
+  const sizes: Record<string, number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: 4 * sp, p: 4 * sp, ml: 2 * tp, dsT: sp * modMod.QB, pT: sp * modMod.QB };
   let at = SCR;
   for (const name of modMod.SCRATCH) {
     off[name] = at;
@@ -104,6 +104,7 @@ kx.stageRows(rawAt(2), QSTRIDE, S, off.v, sp);
 kx.stageRows(rawAt(0), QSTRIDE, T, off.q, tp);
 kx.stageRows(rawAt(3), QSTRIDE, T, off.do, tp);
 
+const lseJs = new Float32Array(items * T);
 const eachBlock = (fn: (t0: number, cols: number) => void): void => {
   for (let it = 0; it < items; it++) for (let t0 = 0; t0 < tp; t0 += 4) fn(t0, colsOf(t0));
 };
@@ -119,6 +120,11 @@ const phases: [string, 'fwd' | 'bwd', () => void][] = [
   ['softmax rows (3 passes, exp)', 'fwd', () => eachBlock((t0, cols) => {
     for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, ML, 0, 0, NEG);
   })],
+  ['logsumexp (lseRows)', 'fwd', () => {
+    // (main's kernels before attn1t formed it in JS: a loop with Math.log, timed the same way)
+    if (kx.lseRows) for (let it = 0; it < items; it++) kx.lseRows(off.ml, ML + it * T * 4, T);
+    else for (let i = 0, m = ML >> 2; i < items * T; i++, m += 2) lseJs[i] = f32[m] + Math.log(f32[m + 1]);
+  }],
   ['P V (rowsTimes)', 'fwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.v, off.o + t0 * hp * 4, cols))],
   ['unstage O', 'fwd', () => {
     for (let it = 0; it < items; it++) kx.unstageRows(off.o, T, rawAt(4) + itemOff(it), QSTRIDE);

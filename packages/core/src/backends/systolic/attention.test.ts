@@ -465,8 +465,8 @@ describe('fused attention on long sequences (scratch per thread)', () => {
         const bound = 4 * (3 * tp * hp + 5 * sp * hp + 8 * sp + 2 * QB * sp + 16) + 13 * 64;
         expect(bwd).toBeLessThanOrEqual(bound);
         expect(bwd).toBeLessThanOrEqual(4 * 48 * (tp + sp) * hp + 13 * 64);
-        // the forward has none of the backward's regions
-        expect(fwd).toBeLessThanOrEqual(4 * (2 * tp * hp + 2 * sp * hp + 8 * sp + 16) + 13 * 64);
+        // the forward has none of the backward's regions (and its rows' (max, sum) pairs)
+        expect(fwd).toBeLessThanOrEqual(4 * (2 * tp * hp + 2 * sp * hp + 8 * sp + 2 * tp) + 13 * 64);
       }),
     );
     // the sizes the reviewer's failures had: T = S = 16384 (1 GiB of memory at most) now takes ~20.5 MiB a thread
@@ -549,4 +549,34 @@ describe('the row kernels\' exp (softmax forward, P in the backward)', () => {
       }
     });
   }
+});
+
+describe('the forward\'s logsumexp (lseRows: max + log(sum) in f64, rounded once)', () => {
+  it('equals Math.fround(max + Math.log(sum)) for sums 0 and 1..2^20 and any max; sum 0 gives max - inf', () => {
+    const memory = new WA.Memory({ initial: 4 });
+    const k = new WA.Instance(attentionModule(8, 8, false, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
+    const f32 = new Float32Array(memory.buffer);
+    const pairs: [number, number][] = [[0, 1], [3, 1], [-2.5, Math.SQRT2], [1e6, 7], [-Infinity, 0], [Infinity, 0], [5, 0], [-1e-3, 2 ** 20], [0, 2 ** 24 - 1]];
+    fc.assert(
+      fc.property(fc.float({ min: -1e4, max: 1e4, noNaN: true }), fc.float({ min: 1, max: 2 ** 20, noNaN: true }), (mx, sum) => {
+        pairs.push([mx, sum]);
+      }),
+      { numRuns: 5000 },
+    );
+    for (let s = 1; s < 3; s += 1 / 512) pairs.push([0.25, s]); // (both sides of sqrt 2)
+    const n = pairs.length;
+    pairs.forEach(([mx, sum], i) => f32.set([mx, sum], 2 * i));
+    k.lseRows(0, 8 * n, n);
+    let differ = 0;
+    pairs.forEach(([mx, sum], i) => {
+      const [want, got] = [Math.fround(Math.fround(mx) + Math.log(Math.fround(sum))), f32[2 * n + i]];
+      if (Object.is(want, got)) return;
+      // only a tie of the f32 rounding may go the other way: then the two are neighbours
+      differ++;
+      expect(Math.abs(got - want), `lse(${mx}, ${sum}) = ${got}, want ${want}`).toBeLessThanOrEqual(Math.abs(want) * 2 ** -23);
+    });
+    expect(differ, 'rows that differ from Math.log by an ulp').toBeLessThanOrEqual(2);
+    expect(f32[2 * n + 4]).toBe(-Infinity);
+    expect(f32[2 * n + 5]).toBeNaN();
+  });
 });

@@ -243,11 +243,12 @@ function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr,
 /**
  * One thread's scratch regions in f32 elements, by `SCRATCH` name, for padded query count `tp`,
  * head dim `hp` and key count `sp`: O((tp + sp) hp) in all; the backward's alone (dO, K by rows,
- * dK, dV and the chunks of the transposes of dS and P, [sp, QB] each) are empty in the forward.
+ * dK, dV and the chunks of the transposes of dS and P, [sp, QB] each) are empty in the forward,
+ * the forward's alone (the rows' (max, sum) pairs, [tp, 2]) in the backward.
  */
 function scratchSizes(tp: number, hp: number, sp: number, backward: boolean): Record<(typeof SCRATCH)[number], number> {
   const bw = backward ? 1 : 0;
-  return { q: tp * hp, do: bw * tp * hp, kt: hp * sp, kb: bw * sp * hp, v: sp * hp, o: tp * hp, dk: bw * sp * hp, dv: bw * sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dsT: bw * sp * QB, pT: bw * sp * QB };
+  return { q: tp * hp, do: bw * tp * hp, kt: hp * sp, kb: bw * sp * hp, v: sp * hp, o: tp * hp, dk: bw * sp * hp, dv: bw * sp * hp, s: ROWS * sp, p: ROWS * sp, ml: (1 - bw) * 2 * tp, dsT: bw * sp * QB, pT: bw * sp * QB };
 }
 
 /** One thread's scratch: the regions' byte offsets (in `SCRATCH` order, 64-byte aligned) and its byte size. */
@@ -343,15 +344,13 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
   const bf = q.dtype === 'bfloat16';
   const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
   const rows = p.B * p.N * p.T;
-  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, false, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * rows], threads, mod.bytes.length, mask);
+  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, false, [q.data.length, k.data.length, v.data.length, q.data.length, rows], threads, mod.bytes.length, mask);
   copyIn(a, q.data, bf, Qr);
   copyIn(a, k.data, bf, Kr);
   copyIn(a, v.data, bf, Vr);
   a.run(mod, a.kernels(mod), false, p.B * p.K, threads);
   copyOut(a, Or, out);
-  if (lse === null) return;
-  const ml = a.f32;
-  for (let i = 0, m = ML >> 2; i < rows; i++, m += 2) lse[i] = ml[m] + Math.log(ml[m + 1]);
+  if (lse !== null) copyOut(a, ML, lse);
 }
 
 /** The forward kernel: [out, lse] (into `outs` when given). */

@@ -15,7 +15,8 @@
  *   (dS^T Q, P^T dO), chunk after chunk in query order
  * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg)`: one row: logits = s * scale over
  *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
- *   max and sum written at mlOut (the caller forms lse = max + log(sum)).
+ *   max and sum written at mlOut (`lseRows` forms the logsumexp).
+ * - `lseRows(src, dst, n)`: dst[i] = max + log(sum) (f32) for the n (max, sum) pairs at src.
  * - `gradRow(s, dp, c, n, scale, lse, bf16, mrow, neg)`: one row of the backward pass: P =
  *   exp(s * scale - lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
  *   With `bf16` set the logits and dP are first rounded to bf16 (the composite's bf16 matmul
@@ -134,6 +135,59 @@ function expV(f: FunctionBuilder, relaxed: boolean, upper: boolean, x: number, n
   // * 2^n: the bits of t are MAGIC's plus n, and MAGIC's bits vanish under the shift by 23
   f.get(t).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_add).i32Const(23).simd(SIMD.i32x4_shl);
   f.simd(SIMD.f32x4_mul);
+}
+
+// Scalar f64 and conversion opcodes the logarithm uses.
+const F64 = { sub: 0xa1, mul: 0xa2, div: 0xa3, gt: 0x64, f32Gt: 0x5e, convertI32: 0xb7, const: 0x44, reinterpretF32: 0xbc, f32ReinterpretI32: 0xbe } as const;
+const f64Const = (f: FunctionBuilder, v: number): FunctionBuilder => f.op(F64.const, ...new Uint8Array(new Float64Array([v]).buffer));
+
+/**
+ * Pushes the f32 `mx + log(sum)` for f32 locals mx and sum (sum 0 or at least 1, as a softmax
+ * row's sum of exps: never NaN, never subnormal), evaluated in f64 and rounded once, as
+ * `Math.fround(mx + Math.log(sum))` is (they differ only where the f64 results straddle an f32
+ * rounding tie): sum = 2^e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with s = (m - 1)
+ * / (m + 1) by its series to s^19 (|s| <= 0.172: the next term is below 2^-53). sum 0 gives
+ * mx - inf. Uses locals e (i32), m, s, z (f64).
+ */
+function logSumExp(f: FunctionBuilder, mx: number, sum: number, e: number, m: number, s: number, z: number): void {
+  f.get(sum).f32Const(0).op(F64.f32Gt).if('f64');
+  f.get(sum).op(F64.reinterpretF32).tee(e).i32Const(0x7fffff).op(OP.i32_and).i32Const(0x3f800000).op(OP.i32_or).op(F64.f32ReinterpretI32).op(OP.f64_promote_f32).set(m);
+  f.get(e).i32Const(23).op(OP.i32_shr_u).i32Const(127).op(OP.i32_sub).set(e);
+  f64Const(f.get(m), Math.SQRT2).op(F64.gt).if();
+  f64Const(f.get(m), 0.5).op(F64.mul).set(m);
+  f.get(e).i32Const(1).op(OP.i32_add).set(e);
+  f.end();
+  f64Const(f.get(m), 1).op(F64.sub);
+  f64Const(f.get(m), 1).op(OP.f64_add).op(F64.div).tee(s).get(s).op(F64.mul).set(z);
+  f64Const(f, 1 / 19);
+  for (let k = 8; k >= 0; k--) f64Const(f.get(z).op(F64.mul), 1 / (2 * k + 1)).op(OP.f64_add);
+  // 2 s p + e ln2
+  f.get(s).op(F64.mul);
+  f64Const(f, 2).op(F64.mul);
+  f.get(e).op(F64.convertI32);
+  f64Const(f, Math.LN2).op(F64.mul).op(OP.f64_add);
+  f.else();
+  f64Const(f, -Infinity);
+  f.end();
+  f.get(mx).op(OP.f64_promote_f32).op(OP.f64_add).op(OP.f32_demote_f64);
+}
+
+/** `lseRows(src, dst, n)`: the logsumexp of n softmax rows from their (max, sum) pairs (`logSumExp`); rows are independent, so their f64 chains overlap. */
+function buildLseRows(m: ModuleBuilder): number {
+  return m.addFunction('lseRows', ['i32', 'i32', 'i32'], [], (f) => {
+    const [src, dst, n] = [0, 1, 2];
+    const [i, mx, sum] = [f.local('i32'), f.local('f32'), f.local('f32')];
+    const [e, lm, ls, lz] = [f.local('i32'), f.local('f64'), f.local('f64'), f.local('f64')];
+    forLoop(f, i, n, () => {
+      f.get(src).mem(OP.f32_load).set(mx);
+      f.get(src).mem(OP.f32_load, 4).set(sum);
+      f.get(dst);
+      logSumExp(f, mx, sum, e, lm, ls, lz);
+      f.mem(OP.f32_store);
+      bump(f, src, 8);
+      bump(f, dst, 4);
+    });
+  });
 }
 
 /** Horizontal reduction of v128 local `v` with a scalar f32 op (max or add). */
@@ -602,6 +656,7 @@ interface Fns {
   transGemm: number;
   softmaxRow: number;
   gradRow: number;
+  lseRows: number;
   stageRows: number;
   stageCols: number;
   unstageRows: number;
@@ -663,6 +718,11 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         slot(src).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).get(T).get(off[dst]).get(tp).call(fn.stageRows);
       };
+      // pushes the row index (b*N + n)*T + t (t a local, or null: the i32 on the stack), for the ML / lse slot
+      const rowIndex = (tl: number | null): void => {
+        if (tl !== null) f.get(tl);
+        f.get(b).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).get(T).op(OP.i32_mul).op(OP.i32_add);
+      };
       forLoop(f, g, G, () => {
         f.get(kh).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).set(n);
         // qoff = (b*T*N + n) * H * 4
@@ -721,20 +781,13 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           f.get(c).get(cols).get(rscale);
-          // row index (b*N + n)*T + t, for the ml / lse slot
-          const rowIndex = (): void => {
-            f.get(b).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).get(T).op(OP.i32_mul).get(t).op(OP.i32_add);
-          };
           if (dir === 'fwd') {
-            // (m, l) of real rows into ML[row], padding rows into this thread's scratch
-            slot(DESC.ML);
-            rowIndex();
-            f.i32Const(8).op(OP.i32_mul).op(OP.i32_add);
-            f.get(off.ml).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+            // (max, sum) of row t into this thread's scratch (lseRows takes them after the last block)
+            f.get(off.ml).get(t).i32Const(8).op(OP.i32_mul).op(OP.i32_add);
             f.get(bf16).get(mrow).get(neg).call(fn.softmaxRow);
           } else {
             slot(DESC.ML);
-            rowIndex();
+            rowIndex(t);
             f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
             f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
             f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
@@ -770,6 +823,14 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         }
         f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
         f.end().end();
+        if (dir === 'fwd') {
+          // the logsumexp of the T real rows into ML[row]
+          f.get(off.ml);
+          slot(DESC.ML);
+          f.i32Const(0);
+          rowIndex(null);
+          f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(T).call(fn.lseRows);
+        }
         f.get(off.o).get(T);
         slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).call(fn.unstageRows);
@@ -792,6 +853,7 @@ export interface AttentionKernels {
   transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
   softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
+  lseRows(src: number, dst: number, n: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
@@ -832,6 +894,7 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       transGemm: buildTransGemm(m, hp, sp, relaxed),
       softmaxRow: buildSoftmaxRow(m, masked, relaxed),
       gradRow: buildGradRow(m, masked, relaxed),
+      lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp),
     };
     buildDrivers(m, H, hp, sp, masked, fns);
