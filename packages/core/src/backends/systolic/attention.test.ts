@@ -23,6 +23,7 @@ import { withLedger } from './index';
 onBackend('systolic');
 
 const f32 = (a: Array): Float32Array => Float32Array.from(np.astype(a, 'float32').dataSync() as Float32Array);
+const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 const maxAbs = (a: Float32Array): number => a.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
 
 /** |a - b| <= tol * max(1, max|b|) elementwise. */
@@ -277,6 +278,49 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
   });
 });
 
+describe('fused attention in the backend\'s memory (operands and results read and written in place)', () => {
+  const c: Case = { b: 2, t: 11, s: 11, k: 2, g: 2, h: 7, causal: true, dtype: 'float32', seed: 21 };
+  const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+
+  it('operands and results in reserved regions of the arena host are used in place, bit-identical to copies; a result sharing bytes with an operand is copied', () => {
+    const host = getBackend().arenaHost?.() ?? null;
+    if (host === null || host.holds === undefined) return; // (no shared memory on this runtime: nothing is in place)
+    const [q, k, v, w] = operands(c);
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const sizes = [q.size, k.size, v.size, w.size, lse.size, out.size, lse.size, q.size, k.size, v.size];
+    const addr = host.reserve(4 * sizes.reduce((x, y) => x + ceil(y, 16), 0));
+    try {
+      let at = addr;
+      const views = sizes.map((n) => {
+        const x = new Float32Array(host.buffer(), at, n).fill(Number.NaN);
+        at += 4 * ceil(n, 16);
+        return x;
+      });
+      const [qv, kv, vv, wv, lv] = [q, k, v, w, lse].map((a, i) => {
+        views[i].set(f32(a));
+        return fromStorage(views[i], a.shape, 'float32');
+      });
+      const s0 = attentionStats();
+      const fwd = evalPrimitiveIntoAll(attentionFwdP, [qv, kv, vv], params, [views[5], views[6]])!;
+      const bwd = evalPrimitiveIntoAll(attentionBwdP, [qv, kv, vv, lv, wv], params, views.slice(7))!;
+      const s1 = attentionStats();
+      expect(s1.copiedBytes - s0.copiedBytes, 'bytes copied in or out').toBe(0);
+      expect(s1.inPlaceBytes - s0.inPlaceBytes).toBe(4 * (3 * q.size + 3 * k.size + 3 * v.size + 2 * lse.size + w.size + out.size));
+      expect([...f32(fwd[0])]).toEqual([...f32(out)]);
+      expect([...f32(fwd[1])]).toEqual([...f32(lse)]);
+      bwd.forEach((g, i) => expect([...f32(g)], `d${'qkv'[i]}`).toEqual([...f32(grads[i])]));
+      // dq written over dO's own storage: copied out after the kernels read dO, so still the same dq
+      const s2 = attentionStats();
+      const over = evalPrimitiveIntoAll(attentionBwdP, [qv, kv, vv, lv, wv], params, [views[3], views[8], views[9]])!;
+      expect(attentionStats().copiedBytes - s2.copiedBytes).toBe(4 * q.size);
+      expect([...f32(over[0])]).toEqual([...f32(grads[0])]);
+    } finally {
+      host.release(addr);
+    }
+  });
+});
+
 describe('fused attention with NaN operands', () => {
   it('a NaN with any payload stays NaN through the bf16 operand rounding (as in the packing kernels), forward and backward', () => {
     const c: Case = { b: 1, t: 9, s: 9, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 4 };
@@ -454,7 +498,6 @@ describe('fused attention with a mask', () => {
 });
 
 describe('fused attention on long sequences (scratch per thread)', () => {
-  const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 
   it('law: one thread\'s scratch is O((T + S) H), not O(T S): the backward\'s transposes of dS and P go QB query rows at a time', () => {
     fc.assert(

@@ -622,7 +622,7 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { st
   return { stageRows, stageCols, unstageRows };
 }
 
-/** The job descriptor (i32 slots at byte 0 of memory) the item drivers read; attention.ts writes it. */
+/** The job descriptor (i32 slots from the byte address the item drivers are given) they read; attention.ts writes it. */
 export const DESC = {
   T: 0, N: 1, S: 2, K: 3, G: 4, TP: 5, CAUSAL: 6, BF16: 7, SCALE: 8,
   /** raw operands and results (byte addresses): q, k, v, out | dOut, ml | lse, dq, dk, dv */
@@ -669,8 +669,8 @@ interface Fns {
  */
 function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
   for (const dir of ['fwd', 'bwd'] as const) {
-    m.addFunction(`${dir}Item`, ['i32', 'i32'], [], (f) => {
-      const [item, tid] = [0, 1];
+    m.addFunction(`${dir}Item`, ['i32', 'i32', 'i32'], [], (f) => {
+      const [item, tid, desc] = [0, 1, 2];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i] = [L(), L(), L()];
@@ -678,9 +678,9 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const scale = f.local('f32');
       const [rscale, neg] = [f.local('f32'), f.local('f32')];
       const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
-      const slot = (k: number): FunctionBuilder => f.i32Const(0).mem(OP.i32_load, k * 4);
+      const slot = (k: number): FunctionBuilder => f.get(desc).mem(OP.i32_load, k * 4);
       for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
-      f.i32Const(0).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
+      f.get(desc).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
       slot(DESC.SCRATCH);
       f.get(tid);
       slot(DESC.SCRATCH_BYTES).op(OP.i32_mul).op(OP.i32_add).set(scr);
@@ -857,8 +857,8 @@ export interface AttentionKernels {
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
-  fwdItem(item: number, tid: number): void;
-  bwdItem(item: number, tid: number): void;
+  fwdItem(item: number, tid: number, desc: number): void;
+  bwdItem(item: number, tid: number, desc: number): void;
   expv(src: number, dst: number, nv: number, upper: number): void;
 }
 
@@ -879,14 +879,14 @@ export const compiledAttentionModules = (): number => modules.size;
  * count `sp` (a multiple of 8), cached; the query count is the job's (any T runs on one
  * module); `masked`: with the mask code (a job without a mask runs a module without it).
  */
-export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false, maxPages = MAX_PAGES): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
-  const key = `${H},${sp},${relaxed},${shared},${masked}`;
+  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
-    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
+    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: maxPages, shared: true } : { initial: 1 });
     const fns: Fns = {
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
