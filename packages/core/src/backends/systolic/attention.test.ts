@@ -10,7 +10,7 @@ import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, 
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
-import { attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
+import { attentionBwdSystolic, attentionFwdSystolic, attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
 import { type AttentionKernels, QB, attentionModule } from './attentionModule';
 import { wasmFeatures } from '../../wasm/features';
 import { WA } from '../../wasm/webassemblyTypes';
@@ -318,6 +318,27 @@ describe('fused attention in the backend\'s memory (operands and results read an
     } finally {
       host.release(addr);
     }
+  });
+});
+
+describe('fused attention in a memory of its own (no arena host: a runtime without shared memory, direct calls)', () => {
+  it('gives the same bits as in the backend\'s memory, forward and backward, on 1 and 2 threads', () => {
+    const c: Case = { b: 2, t: 13, s: 13, k: 2, g: 2, h: 6, causal: true, dtype: 'float32', seed: 5 };
+    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+    const [q, k, v, w] = operands(c);
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const relaxed = wasmFeatures().relaxedSimd;
+    const host = (a: Array) => ({ data: toStorage(a), shape: a.shape, dtype: a.dtype });
+    const av = (a: Array) => ({ shape: a.shape, dtype: a.dtype, weakType: false });
+    for (const threads of [1, 2])
+      withThreads(threads, () => {
+        const fwd = attentionFwdSystolic([q, k, v].map(host), params, [av(out), av(lse)], relaxed);
+        expect([...fwd[0]], `out, ${threads} threads`).toEqual([...f32(out)]);
+        expect([...fwd[1]], `lse, ${threads} threads`).toEqual([...f32(lse)]);
+        const bwd = attentionBwdSystolic([q, k, v, lse, w].map(host), params, grads.map(av), relaxed, undefined, null);
+        bwd.forEach((g, i) => expect([...g], `d${'qkv'[i]}, ${threads} threads`).toEqual([...f32(grads[i])]));
+      });
   });
 });
 
