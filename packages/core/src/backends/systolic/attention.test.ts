@@ -18,7 +18,7 @@ import { getBackend } from '../../backend';
 import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
 import { fromStorage, toStorage } from '../../storage';
-import { withLedger } from './index';
+import { configure, withLedger } from './index';
 
 onBackend('systolic');
 
@@ -339,6 +339,24 @@ describe('fused attention in a memory of its own (no arena host: a runtime witho
         const bwd = attentionBwdSystolic([q, k, v, lse, w].map(host), params, grads.map(av), relaxed, undefined, null);
         bwd.forEach((g, i) => expect([...g], `d${'qkv'[i]}, ${threads} threads`).toEqual([...f32(grads[i])]));
       });
+  });
+});
+
+describe('fused attention when the backend makes a new engine (a relaxed-SIMD switch)', () => {
+  it('moves to the new engine\'s memory and back, giving the same bits as before the switches, on 2 threads', () => {
+    if (!wasmFeatures().relaxedSimd) return;
+    const c: Case = { b: 2, t: 9, s: 9, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 8 };
+    const [q, k, v] = operands(c);
+    const run = () => withThreads(2, () => f32(attend('fused', true)(q, k, v)));
+    const before = run();
+    try {
+      configure({ relaxedSimd: false });
+      const plain = run();
+      expect(plain.length).toBe(before.length);
+    } finally {
+      configure({ relaxedSimd: true });
+    }
+    expect([...run()]).toEqual([...before]);
   });
 });
 

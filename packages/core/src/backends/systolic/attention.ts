@@ -207,6 +207,16 @@ class Arena {
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
   }
 
+  /** Ends the pool's workers (this arena's memory is no longer the backend's); its items computed go to `retiredWorkerItems`. */
+  retire(): void {
+    retiredWorkerItems += Atomics.load(this.control, WORKER_ITEMS);
+    Atomics.store(this.control, WORKER_ITEMS, 0);
+    if (this.pool === null) return;
+    Atomics.store(this.control, GEN, -1);
+    Atomics.notify(this.control, GEN);
+    this.pool = null;
+  }
+
   /** Starts the pool with at least `n` workers; false when workers cannot run here. */
   private startPool(n: number): boolean {
     if (!this.shared || !WorkerPool.available()) return false;
@@ -219,15 +229,22 @@ class Arena {
 let ownArena: Arena | null = null;
 let hostArena: Arena | null = null;
 
+/** Items that worker threads of arenas no longer in use computed. */
+let retiredWorkerItems = 0;
+
 function arenaFor(host: ArenaHost | null): Arena {
   if (host === null) return (ownArena ??= new Arena(null));
-  if (hostArena?.host !== host) hostArena = new Arena(host);
+  if (hostArena?.host !== host) {
+    // (the backend made a new engine, e.g. on a relaxed-SIMD switch: the old memory's workers end)
+    hostArena?.retire();
+    hostArena = new Arena(host);
+  }
   return hostArena;
 }
 
 /** Counters of the fused attention's jobs: all, those run on the pool, the items worker threads computed, and the kernel modules compiled. */
 export function attentionStats(): { jobs: number; pooled: number; workerItems: number; modules: number; inPlaceBytes: number; copiedBytes: number } {
-  const workerItems = [ownArena, hostArena].reduce((n, a) => n + (a ? Atomics.load(a.control, WORKER_ITEMS) : 0), 0);
+  const workerItems = [ownArena, hostArena].reduce((n, a) => n + (a ? Atomics.load(a.control, WORKER_ITEMS) : 0), retiredWorkerItems);
   return { ...stats, workerItems, modules: compiledAttentionModules() };
 }
 /** Jobs, pooled jobs, and bytes of operands and results read or written in place (in the backend's memory) or copied in or out. */
@@ -367,15 +384,10 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
   set(DESC.SCRATCH_BYTES, scratch);
   offs.forEach((off, i) => set(DESC.OFF + i, off));
   if (mask === undefined) set(DESC.MR, 0);
-  else
-    stageMask(
-      a,
-      p,
-      params.isCausal,
-      mask,
-      maskRel.map((r) => desc + r),
-      o,
-    );
+  else {
+    const maskAt = maskRel.map((r) => desc + r);
+    stageMask(a, p, params.isCausal, mask, maskAt, o);
+  }
   return { desc, at: rawAt };
 }
 
