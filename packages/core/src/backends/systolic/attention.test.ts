@@ -555,7 +555,7 @@ describe('fused attention on long sequences (scratch per thread)', () => {
     expect(attentionScratchBytes(16384, 16384, 8, true)).toBeLessThan(32 * 2 ** 20);
   });
 
-  it('T = S = 8192 runs forward and backward on 1 and 2 threads (the memory is capped at 1 GiB), bit-identical, and the gradients match a short prefix', () => {
+  it('T = S = 8192 runs forward and backward on 1 and 2 threads (in the backend\'s memory: scratch O((T + S) H) per thread), bit-identical, and the gradients match a short prefix', () => {
     const [b, t, h] = [2, 8192, 8];
     const mk = (i: number) => random.normal(random.key(40 + i), [b, t, 1, h]);
     const [q, k, v, w] = [0, 1, 2, 3].map(mk);
