@@ -15,13 +15,15 @@
  * computed by one thread in a fixed order, so results do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
- * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
- * into wasm memory once per call (as f32), then staged per item by wasm kernels (rounded, padded
- * to a head dim and a key count of multiples of 8, key and value also transposed); the kernels
- * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once,
- * into fresh arrays or into the caller's storage (`Backend.executeIntoAll`: a compiler's reused
- * buffers). With bfloat16 operands the logits and dP are rounded to bf16 first, as the
- * composite's bf16 matmul results are.
+ * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The kernels work in
+ * the backend's arena memory (the GEMM engine's) when it has one (see `Arena`): f32 operands and
+ * results that live in reserved regions there (a compiler's reused buffers) are read and written
+ * in place; the others are copied in once per call (as f32) or out once (into fresh arrays or
+ * the caller's storage: `Backend.executeIntoAll`). Operands are staged per item by wasm kernels
+ * (rounded, padded to a head dim and a key count of multiples of 8, key and value also
+ * transposed); the kernels are attentionModule.ts's. Results are written back strided. With
+ * bfloat16 operands the logits and dP are rounded to bf16 first, as the composite's bf16 matmul
+ * results are.
  *
  * A mask operand (bool [B|1, N|1, T, S]) is copied in as bytes once per call, with one flag byte
  * per (mask item, row) computed here: set where the row sees no key (causality applied). The row
