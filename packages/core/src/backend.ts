@@ -74,6 +74,8 @@ export interface ArenaHost {
   release(addr: number): void;
   /** The memory's current buffer; views made over it are what the backend reads in place. */
   buffer(): ArrayBufferLike;
+  /** Whether `v` is a view (through `buffer()`) inside a reserved region: its byte offset is its address there, for kernels that read or write it in place. */
+  holds?(v: ArrayBufferView): boolean;
 }
 
 /** The current backend's arena memory (see `Backend.arenaHost`), or null. */

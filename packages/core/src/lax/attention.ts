@@ -120,17 +120,35 @@ function foldBatch(prim: () => Primitive<AttentionParams>, arity: number): Batch
 }
 
 /**
- * Which keys query row (b, n, t) sees: `vis(s)`, and `all` when it sees none (the uniform-softmax
- * row); over the optional mask host array (bool [B|1, N|1, T, S]) and causality.
+ * Which keys query row (b, n, t) sees, over the optional mask host array (bool [B|1, N|1, T, S])
+ * and causality: after `at(b, n, t)`, `vis(s)`, and `none` when it sees none (the uniform-softmax
+ * row). One per call, moved from row to row (no allocation per row).
  */
-function rowVisibility(mask: HostArray | undefined, causal: boolean, T: number, S: number): (b: number, n: number, t: number) => { vis: (s: number) => boolean; none: boolean } {
-  return (b, n, t) => {
-    const o = mask === undefined ? -1 : (((mask.shape[0] === 1 ? 0 : b) * mask.shape[1] + (mask.shape[1] === 1 ? 0 : n)) * T + t) * S;
-    const vis = (s: number): boolean => (!causal || s <= t) && (o < 0 || mask!.data[o + s] !== 0);
+class RowVisibility {
+  none = false;
+  private o = -1;
+  private t = 0;
+
+  constructor(
+    private readonly mask: HostArray | undefined,
+    private readonly causal: boolean,
+    private readonly T: number,
+    private readonly S: number,
+  ) {}
+
+  at(b: number, n: number, t: number): this {
+    const m = this.mask;
+    this.o = m === undefined ? -1 : (((m.shape[0] === 1 ? 0 : b) * m.shape[1] + (m.shape[1] === 1 ? 0 : n)) * this.T + t) * this.S;
+    this.t = t;
     let none = true;
-    for (let s = 0; s < S && none; s++) none = !vis(s);
-    return { vis, none };
-  };
+    for (let s = 0; s < this.S && none; s++) none = !this.vis(s);
+    this.none = none;
+    return this;
+  }
+
+  vis(s: number): boolean {
+    return (!this.causal || s <= this.t) && (this.o < 0 || this.mask!.data[this.o + s] !== 0);
+  }
 }
 
 /** The reference forward kernel: float64 loops, exact products. */
@@ -138,7 +156,7 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
   const [qa, ka, va, ma] = inputs;
   const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
   const [q, k, v] = [qa, ka, va].map((a) => storageToNumbers(a.data, a.dtype));
-  const row = rowVisibility(ma, p.isCausal, T, S);
+  const row = new RowVisibility(ma, p.isCausal, T, S);
   const out = new Float64Array(B * T * N * H);
   const lse = new Float32Array(B * N * T);
   const e = new Float64Array(S);
@@ -147,13 +165,13 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
       const kh = Math.floor(n / G);
       for (let t = 0; t < T; t++) {
         const qo = ((b * T + t) * N + n) * H;
-        const { vis, none } = row(b, n, t);
+        const none = row.at(b, n, t).none;
         let m = -Infinity;
         for (let s = 0; s < S; s++) {
           let d = 0;
           const ko = ((b * S + s) * K + kh) * H;
           for (let h = 0; h < H; h++) d += q[qo + h] * k[ko + h];
-          e[s] = none ? 0 : vis(s) ? Math.fround(d) * p.scale : -Infinity;
+          e[s] = none ? 0 : row.vis(s) ? Math.fround(d) * p.scale : -Infinity;
           m = Math.max(m, e[s]);
         }
         let z = 0;
@@ -175,7 +193,7 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
   const [qa, ka, va, la, da, ma] = inputs;
   const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
   const [q, k, v, lse, dout] = [qa, ka, va, la, da].map((a) => storageToNumbers(a.data, a.dtype));
-  const row = rowVisibility(ma, p.isCausal, T, S);
+  const row = new RowVisibility(ma, p.isCausal, T, S);
   const [dq, dk, dv] = [new Float64Array(q.length), new Float64Array(k.length), new Float64Array(v.length)];
   const P = new Float64Array(S);
   const dP = new Float64Array(S);
@@ -185,7 +203,7 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
       for (let t = 0; t < T; t++) {
         const qo = ((b * T + t) * N + n) * H;
         const l = lse[(b * N + n) * T + t];
-        const { vis, none } = row(b, n, t);
+        const none = row.at(b, n, t).none;
         let D = 0;
         for (let s = 0; s < S; s++) {
           const ko = ((b * S + s) * K + kh) * H;
@@ -195,7 +213,7 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
             d += q[qo + h] * k[ko + h];
             g += dout[qo + h] * v[ko + h];
           }
-          P[s] = none ? Math.exp(-l) : vis(s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
+          P[s] = none ? Math.exp(-l) : row.vis(s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
           dP[s] = g;
           D += P[s] * g;
         }

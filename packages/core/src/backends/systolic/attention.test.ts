@@ -10,17 +10,20 @@ import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, 
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
 import { setNumThreads } from '../../threads';
-import { attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
-import { QB } from './attentionModule';
+import { attentionBwdSystolic, attentionFwdSystolic, attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
+import { type AttentionKernels, QB, attentionModule } from './attentionModule';
+import { wasmFeatures } from '../../wasm/features';
+import { WA } from '../../wasm/webassemblyTypes';
 import { getBackend } from '../../backend';
 import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
 import { fromStorage, toStorage } from '../../storage';
-import { withLedger } from './index';
+import { configure, withLedger } from './index';
 
 onBackend('systolic');
 
 const f32 = (a: Array): Float32Array => Float32Array.from(np.astype(a, 'float32').dataSync() as Float32Array);
+const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 const maxAbs = (a: Float32Array): number => a.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
 
 /** |a - b| <= tol * max(1, max|b|) elementwise. */
@@ -146,6 +149,25 @@ describe('fused attention on the systolic backend', () => {
     );
   });
 
+  it('causal: a row sees exactly its keys 0..t for every T mod 8 (later keys changed: earlier rows and their dq bit-identical, later rows not)', () => {
+    for (let T = 2; T <= 19; T++) {
+      const c: Case = { b: 1, t: T, s: T, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 40 + T };
+      const [q, k, v, w] = operands(c);
+      const split = Math.floor(T / 2);
+      const later = np.less(np.arange(T).reshape([1, T, 1, 1]), split);
+      const big = (x: Array) => np.where(later, x, np.multiply(x, 50));
+      const loss = (b: Array, d: Array) => (a: Array) => np.sum(np.multiply(attend('fused', true)(a, b, d), w));
+      const [o1, o2] = [attend('fused', true)(q, k, v), attend('fused', true)(q, big(k), big(v))];
+      const [g1, g2] = [grad(loss(k, v))(q), grad(loss(big(k), big(v)))(q)];
+      const rows = 2 * 5 * split; // elements of rows t < split
+      for (const [a, b, what] of [[o1, o2, 'out'], [g1, g2, 'dq']] as const) {
+        const [x, y] = [f32(a), f32(b)];
+        expect([...x.subarray(0, rows)], `${what} rows < ${split}, T = ${T}`).toEqual([...y.subarray(0, rows)]);
+        expect([...x.subarray(rows)], `${what} rows >= ${split}, T = ${T}`).not.toEqual([...y.subarray(rows)]);
+      }
+    }
+  });
+
   it('vmap equals a loop; jit equals eager', () => {
     const c: Case = { b: 1, t: 6, s: 6, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 3 };
     const xs = [0, 1, 2].map((i) => operands({ ...c, seed: 10 + i }));
@@ -253,6 +275,88 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
       expect(outs.every((o) => o.every((x) => x === 0))).toBe(true);
     }
     expect(attentionStorageFits(outAvals, [new Float32Array(n), new Float32Array(rows)])).toBe(true);
+  });
+});
+
+describe('fused attention in the backend\'s memory (operands and results read and written in place)', () => {
+  const c: Case = { b: 2, t: 11, s: 11, k: 2, g: 2, h: 7, causal: true, dtype: 'float32', seed: 21 };
+  const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+
+  it('operands and results in reserved regions of the arena host are used in place, bit-identical to copies; a result sharing bytes with an operand is copied', () => {
+    const host = getBackend().arenaHost?.() ?? null;
+    if (host === null || host.holds === undefined) return; // (no shared memory on this runtime: nothing is in place)
+    const [q, k, v, w] = operands(c);
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const sizes = [q.size, k.size, v.size, w.size, lse.size, out.size, lse.size, q.size, k.size, v.size];
+    const addr = host.reserve(4 * sizes.reduce((x, y) => x + ceil(y, 16), 0));
+    try {
+      let at = addr;
+      const views = sizes.map((n) => {
+        const x = new Float32Array(host.buffer(), at, n).fill(Number.NaN);
+        at += 4 * ceil(n, 16);
+        return x;
+      });
+      const [qv, kv, vv, wv, lv] = [q, k, v, w, lse].map((a, i) => {
+        views[i].set(f32(a));
+        return fromStorage(views[i], a.shape, 'float32');
+      });
+      const s0 = attentionStats();
+      const fwd = evalPrimitiveIntoAll(attentionFwdP, [qv, kv, vv], params, [views[5], views[6]])!;
+      const bwd = evalPrimitiveIntoAll(attentionBwdP, [qv, kv, vv, lv, wv], params, views.slice(7))!;
+      const s1 = attentionStats();
+      expect(s1.copiedBytes - s0.copiedBytes, 'bytes copied in or out').toBe(0);
+      expect(s1.inPlaceBytes - s0.inPlaceBytes).toBe(4 * (3 * q.size + 3 * k.size + 3 * v.size + 2 * lse.size + w.size + out.size));
+      expect([...f32(fwd[0])]).toEqual([...f32(out)]);
+      expect([...f32(fwd[1])]).toEqual([...f32(lse)]);
+      bwd.forEach((g, i) => expect([...f32(g)], `d${'qkv'[i]}`).toEqual([...f32(grads[i])]));
+      // dq written over dO's own storage: copied out after the kernels read dO, so still the same dq
+      const s2 = attentionStats();
+      const over = evalPrimitiveIntoAll(attentionBwdP, [qv, kv, vv, lv, wv], params, [views[3], views[8], views[9]])!;
+      expect(attentionStats().copiedBytes - s2.copiedBytes).toBe(4 * q.size);
+      expect([...f32(over[0])]).toEqual([...f32(grads[0])]);
+    } finally {
+      host.release(addr);
+    }
+  });
+});
+
+describe('fused attention in a memory of its own (no arena host: a runtime without shared memory, direct calls)', () => {
+  it('gives the same bits as in the backend\'s memory, forward and backward, on 1 and 2 threads', () => {
+    const c: Case = { b: 2, t: 13, s: 13, k: 2, g: 2, h: 6, causal: true, dtype: 'float32', seed: 5 };
+    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+    const [q, k, v, w] = operands(c);
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const relaxed = wasmFeatures().relaxedSimd;
+    const host = (a: Array) => ({ data: toStorage(a), shape: a.shape, dtype: a.dtype });
+    const av = (a: Array) => ({ shape: a.shape, dtype: a.dtype, weakType: false });
+    for (const threads of [1, 2])
+      withThreads(threads, () => {
+        const fwd = attentionFwdSystolic([q, k, v].map(host), params, [av(out), av(lse)], relaxed);
+        expect([...fwd[0]], `out, ${threads} threads`).toEqual([...f32(out)]);
+        expect([...fwd[1]], `lse, ${threads} threads`).toEqual([...f32(lse)]);
+        const bwd = attentionBwdSystolic([q, k, v, lse, w].map(host), params, grads.map(av), relaxed, undefined, null);
+        bwd.forEach((g, i) => expect([...g], `d${'qkv'[i]}, ${threads} threads`).toEqual([...f32(grads[i])]));
+      });
+  });
+});
+
+describe('fused attention when the backend makes a new engine (a relaxed-SIMD switch)', () => {
+  it('moves to the new engine\'s memory and back, giving the same bits as before the switches, on 2 threads', () => {
+    if (!wasmFeatures().relaxedSimd) return;
+    const c: Case = { b: 2, t: 9, s: 9, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 8 };
+    const [q, k, v] = operands(c);
+    const run = () => withThreads(2, () => f32(attend('fused', true)(q, k, v)));
+    const before = run();
+    try {
+      configure({ relaxedSimd: false });
+      const plain = run();
+      expect(plain.length).toBe(before.length);
+    } finally {
+      configure({ relaxedSimd: true });
+    }
+    expect([...run()]).toEqual([...before]);
   });
 });
 
@@ -433,7 +537,6 @@ describe('fused attention with a mask', () => {
 });
 
 describe('fused attention on long sequences (scratch per thread)', () => {
-  const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 
   it('law: one thread\'s scratch is O((T + S) H), not O(T S): the backward\'s transposes of dS and P go QB query rows at a time', () => {
     fc.assert(
@@ -444,15 +547,15 @@ describe('fused attention on long sequences (scratch per thread)', () => {
         const bound = 4 * (3 * tp * hp + 5 * sp * hp + 8 * sp + 2 * QB * sp + 16) + 13 * 64;
         expect(bwd).toBeLessThanOrEqual(bound);
         expect(bwd).toBeLessThanOrEqual(4 * 48 * (tp + sp) * hp + 13 * 64);
-        // the forward has none of the backward's regions
-        expect(fwd).toBeLessThanOrEqual(4 * (2 * tp * hp + 2 * sp * hp + 8 * sp + 16) + 13 * 64);
+        // the forward has none of the backward's regions (and its rows' (max, sum) pairs)
+        expect(fwd).toBeLessThanOrEqual(4 * (2 * tp * hp + 2 * sp * hp + 8 * sp + 2 * tp) + 13 * 64);
       }),
     );
     // the sizes the reviewer's failures had: T = S = 16384 (1 GiB of memory at most) now takes ~20.5 MiB a thread
     expect(attentionScratchBytes(16384, 16384, 8, true)).toBeLessThan(32 * 2 ** 20);
   });
 
-  it('T = S = 8192 runs forward and backward on 1 and 2 threads (the memory is capped at 1 GiB), bit-identical, and the gradients match a short prefix', () => {
+  it('T = S = 8192 runs forward and backward on 1 and 2 threads (in the backend\'s memory: scratch O((T + S) H) per thread), bit-identical, and the gradients match a short prefix', () => {
     const [b, t, h] = [2, 8192, 8];
     const mk = (i: number) => random.normal(random.key(40 + i), [b, t, 1, h]);
     const [q, k, v, w] = [0, 1, 2, 3].map(mk);
@@ -491,5 +594,71 @@ describe('fused attention on long sequences (scratch per thread)', () => {
     const before = attentionStats().modules;
     for (const t of [1, 7, 24, 131, 300]) go(t);
     expect(attentionStats().modules).toBe(before);
+  });
+});
+
+describe('the row kernels\' exp (softmax forward, P in the backward)', () => {
+  const ulp = (y: number): number => {
+    const e = Math.floor(Math.log2(Math.abs(y)));
+    return 2 ** (Math.max(e, -126) - 23);
+  };
+  for (const relaxed of [false, true]) {
+    it(`is within 2 ulp of Math.exp on [-87.3, 88.3], 0 at and below -88 and for NaN, ${relaxed ? 'relaxed (FMA)' : 'plain'} SIMD`, () => {
+      if (relaxed && !wasmFeatures().relaxedSimd) return;
+      const memory = new WA.Memory({ initial: 32 });
+      const k = new WA.Instance(attentionModule(8, 8, relaxed, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
+      const xs: number[] = [];
+      for (let x = -90; x <= 90; x += 0.0137) xs.push(Math.fround(x));
+      for (let i = 0; i < 20000; i++) xs.push(Math.fround(-Math.random() * Math.random() * 90));
+      xs.push(0, -0, 1e-30, -1e-30, -88, -88.5, -87.3, -Infinity, Infinity, NaN, 88.3, 88.7, -1000, 1000);
+      while (xs.length % 4 !== 0) xs.push(0);
+      xs.forEach((x, i) => (xs[i] = Math.fround(x))); // (the values the kernel sees)
+      const f32 = new Float32Array(memory.buffer);
+      const n = xs.length;
+      f32.set(xs, 0);
+      for (const upper of [0, 1]) {
+        k.expv(0, n * 4, n / 4, upper);
+        const ys = f32.subarray(n, 2 * n);
+        let worst = 0;
+        for (let i = 0; i < n; i++) {
+          const [x, y] = [xs[i], ys[i]];
+          if (Number.isNaN(x) || x <= -88) expect(y, `exp(${x})`).toBe(0);
+          else if (x < -87.3) expect(y >= 0 && y <= 2 ** -125, `exp(${x}) = ${y}`).toBe(true);
+          else if (x <= 88.3 && (upper || x <= 0)) worst = Math.max(worst, Math.abs(y - Math.exp(x)) / ulp(Math.exp(x)));
+          else if (upper) expect(Math.abs(y - Math.exp(Math.fround(88.3))) / ulp(y), `exp(${x}) clamped to exp(88.3)`).toBeLessThanOrEqual(2);
+        }
+        expect(worst, `worst error in ulp (upper clamp ${upper})`).toBeLessThanOrEqual(2);
+      }
+    });
+  }
+});
+
+describe('the forward\'s logsumexp (lseRows: max + log(sum) in f64, rounded once)', () => {
+  it('equals Math.fround(max + Math.log(sum)) for sums 0 and 1..2^20 and any max; sum 0 gives max - inf', () => {
+    const memory = new WA.Memory({ initial: 4 });
+    const k = new WA.Instance(attentionModule(8, 8, false, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
+    const f32 = new Float32Array(memory.buffer);
+    const pairs: [number, number][] = [[0, 1], [3, 1], [-2.5, Math.SQRT2], [1e6, 7], [-Infinity, 0], [Infinity, 0], [5, 0], [-1e-3, 2 ** 20], [0, 2 ** 24 - 1]];
+    fc.assert(
+      fc.property(fc.float({ min: -1e4, max: 1e4, noNaN: true }), fc.float({ min: 1, max: 2 ** 20, noNaN: true }), (mx, sum) => {
+        pairs.push([mx, sum]);
+      }),
+      { numRuns: 5000 },
+    );
+    for (let s = 1; s < 3; s += 1 / 512) pairs.push([0.25, s]); // (both sides of sqrt 2)
+    const n = pairs.length;
+    pairs.forEach(([mx, sum], i) => f32.set([mx, sum], 2 * i));
+    k.lseRows(0, 8 * n, n);
+    let differ = 0;
+    pairs.forEach(([mx, sum], i) => {
+      const [want, got] = [Math.fround(Math.fround(mx) + Math.log(Math.fround(sum))), f32[2 * n + i]];
+      if (Object.is(want, got)) return;
+      // only a tie of the f32 rounding may go the other way: then the two are neighbours
+      differ++;
+      expect(Math.abs(got - want), `lse(${mx}, ${sum}) = ${got}, want ${want}`).toBeLessThanOrEqual(Math.abs(want) * 2 ** -23);
+    });
+    expect(differ, 'rows that differ from Math.log by an ulp').toBeLessThanOrEqual(2);
+    expect(f32[2 * n + 4]).toBe(-Infinity);
+    expect(f32[2 * n + 5]).toBeNaN();
   });
 });

@@ -15,13 +15,15 @@
  * computed by one thread in a fixed order, so results do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
- * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The operands are copied
- * into wasm memory once per call (as f32), then staged per item by wasm kernels (rounded, padded
- * to a head dim and a key count of multiples of 8, key and value also transposed); the kernels
- * are attentionModule.ts's. Results are written back strided in wasm memory and copied out once,
- * into fresh arrays or into the caller's storage (`Backend.executeIntoAll`: a compiler's reused
- * buffers). With bfloat16 operands the logits and dP are rounded to bf16 first, as the
- * composite's bf16 matmul results are.
+ * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The kernels work in
+ * the backend's arena memory (the GEMM engine's) when it has one (see `Arena`): f32 operands and
+ * results that live in reserved regions there (a compiler's reused buffers) are read and written
+ * in place; the others are copied in once per call (as f32) or out once (into fresh arrays or
+ * the caller's storage: `Backend.executeIntoAll`). Operands are staged per item by wasm kernels
+ * (rounded, padded to a head dim and a key count of multiples of 8, key and value also
+ * transposed); the kernels are attentionModule.ts's. Results are written back strided. With
+ * bfloat16 operands the logits and dP are rounded to bf16 first, as the composite's bf16 matmul
+ * results are.
  *
  * A mask operand (bool [B|1, N|1, T, S]) is copied in as bytes once per call, with one flag byte
  * per (mask item, row) computed here: set where the row sees no key (causality applied). The row
@@ -31,6 +33,7 @@
  * block of 4 rows with a flagged row covers every key.
  */
 import * as bf16 from '../../bf16';
+import type { ArenaHost } from '../../backend';
 import type { StorageArray } from '../../dtype';
 import type { HostArray, ShapedArray } from '../../primitive';
 import { type AttentionParams, attentionDims } from '../../lax/attention';
@@ -55,6 +58,7 @@ const MOD_LEN = 7;
 const MOD_AT = 8;
 const ACTIVE = 9; // workers that take items in this job
 const WORKER_ITEMS = 10; // items the workers computed, all jobs
+const DESC_AT = 11; // the job's descriptor (byte address)
 const SPIN = 4000;
 
 const WORKER_SOURCE = `
@@ -74,10 +78,10 @@ for (;;) {
         modId = c[${MOD_ID}];
       }
       const run = c[${MODE}] === 0 ? inst.exports.fwdItem : inst.exports.bwdItem;
-      const items = c[${ITEMS}];
+      const items = c[${ITEMS}], desc = c[${DESC_AT}];
       let done = 0;
       for (let i = Atomics.add(c, ${NEXT}, 1); i < items; i = Atomics.add(c, ${NEXT}, 1)) {
-        run(i, id + 1);
+        run(i, id + 1, desc);
         done++;
       }
       Atomics.add(c, ${WORKER_ITEMS}, done);
@@ -90,19 +94,46 @@ for (;;) {
 }
 `;
 
-/** Where the job's module bytes are left for the workers (after the descriptor). */
+/** Where the job's module bytes are left for the workers: this many bytes after the descriptor. */
 const MOD_BYTES_AT = 256;
 
-/** One wasm memory for every attention module (shared when threads can run; grown as needed), its views, the instances over it and the pool. */
+/**
+ * The memory the attention's kernels work in, its views, the instances over it and the pool:
+ * the backend's arena host (the GEMM engine's shared memory, `Backend.arenaHost`) when there is
+ * one, so that operands and results the caller keeps there are read and written in place, else
+ * a memory of the attention's own (shared when threads can run; grown as needed). Each call
+ * lays its job out in a region of it (`begin` / `end`): reserved in the host, byte 0 on in the
+ * own memory.
+ */
 class Arena {
-  readonly shared = wasmFeatures().threads && WorkerPool.available();
-  memory: WasmMemory = new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
-  f32 = new Float32Array(this.memory.buffer);
-  i32 = new Int32Array(this.memory.buffer);
-  u8 = new Uint8Array(this.memory.buffer);
+  readonly shared: boolean;
+  readonly memory: WasmMemory;
+  readonly maxPages: number;
+  f32!: Float32Array;
+  i32!: Int32Array;
+  u8!: Uint8Array;
   private readonly instances = new Map<number, AttentionKernels>();
   private pool: WorkerPool | null = null;
-  readonly control = this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64);
+  readonly control: Int32Array;
+  /** The current job's region: byte address and bytes (-1: none). */
+  private base = -1;
+
+  constructor(readonly host: ArenaHost | null) {
+    this.shared = host !== null || (wasmFeatures().threads && WorkerPool.available());
+    this.maxPages = host ? host.maxPages : MAX_PAGES;
+    this.memory = host ? host.memory : new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
+    this.control = this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64);
+    this.views();
+  }
+
+  /** (Re)makes the views when the memory has grown. */
+  private views(): void {
+    const buf = this.host ? this.host.buffer() : this.memory.buffer;
+    if (this.f32?.buffer === buf && this.f32.length * 4 === buf.byteLength) return;
+    this.f32 = new Float32Array(buf);
+    this.i32 = new Int32Array(buf);
+    this.u8 = new Uint8Array(buf);
+  }
 
   kernels(mod: AttentionModule): AttentionKernels {
     let k = this.instances.get(mod.id);
@@ -113,33 +144,52 @@ class Arena {
     return k;
   }
 
-  /** Makes the memory at least `bytes` long. */
-  reserve(bytes: number): void {
-    const have = this.memory.buffer.byteLength;
-    if (bytes <= have) return;
-    if (bytes > MAX_PAGES * 65536) throw new RangeError(`dot_product_attention (systolic): needs ${bytes} bytes of wasm memory; the most is ${MAX_PAGES * 65536}`);
-    this.memory.grow(Math.ceil((bytes - have) / 65536));
-    this.f32 = new Float32Array(this.memory.buffer);
-    this.i32 = new Int32Array(this.memory.buffer);
-    this.u8 = new Uint8Array(this.memory.buffer);
+  /** The byte address of `x` when the kernels may read or write it in place (f32 in a reserved region of the host's memory), else -1. */
+  inPlace(x: StorageArray): number {
+    return this.host?.holds?.(x) === true && x instanceof Float32Array ? x.byteOffset : -1;
   }
 
-  /** Runs items [0, items) of the job in the descriptor on `threads` threads (the calling one included). */
-  run(mod: AttentionModule, k: AttentionKernels, backward: boolean, items: number, threads: number): void {
+  /** Starts a job: a region of `bytes` for its descriptor, staged operands and scratch; returns its byte address. */
+  begin(bytes: number): number {
+    if (this.base >= 0) throw new Error('dot_product_attention (systolic): a job is already running in this memory');
+    const limit = this.maxPages * 65536;
+    if (this.host) {
+      const at = bytes <= limit ? this.host.reserve(bytes) : -1;
+      if (at < 0) throw new RangeError(`dot_product_attention (systolic): needs ${bytes} bytes of wasm memory; the backend's memory cannot hold them (its most is ${limit})`);
+      this.base = at;
+    } else {
+      const have = this.memory.buffer.byteLength;
+      if (bytes > limit) throw new RangeError(`dot_product_attention (systolic): needs ${bytes} bytes of wasm memory; the most is ${limit}`);
+      if (bytes > have) this.memory.grow(Math.ceil((bytes - have) / 65536));
+      this.base = 0;
+    }
+    this.views();
+    return this.base;
+  }
+
+  /** Ends the job `begin` started (releases its region). */
+  end(): void {
+    if (this.host && this.base >= 0) this.host.release(this.base);
+    this.base = -1;
+  }
+
+  /** Runs items [0, items) of the job whose descriptor is at `desc` on `threads` threads (the calling one included). */
+  run(mod: AttentionModule, k: AttentionKernels, backward: boolean, items: number, threads: number, desc: number): void {
     const run = backward ? k.bwdItem : k.fwdItem;
     const workers = Math.min(threads, items) - 1;
     stats.jobs++;
     if (workers < 1 || !this.startPool(workers)) {
-      for (let i = 0; i < items; i++) run(i, 0);
+      for (let i = 0; i < items; i++) run(i, 0, desc);
       return;
     }
     const c = this.control;
     const pool = this.pool!;
     // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
-    new Uint8Array(this.memory.buffer, MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
+    new Uint8Array(this.memory.buffer, desc + MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
     c[MOD_ID] = mod.id;
     c[MOD_LEN] = mod.bytes.length;
-    c[MOD_AT] = MOD_BYTES_AT;
+    c[MOD_AT] = desc + MOD_BYTES_AT;
+    c[DESC_AT] = desc;
     c[MODE] = backward ? 1 : 0;
     c[ITEMS] = items;
     c[ACTIVE] = workers;
@@ -150,7 +200,7 @@ class Arena {
     stats.pooled++;
     let failure: unknown = null;
     try {
-      if (attentionTesting.callerTakesItems) for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) run(i, 0);
+      if (attentionTesting.callerTakesItems) for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) run(i, 0, desc);
     } catch (e) {
       failure = e;
     }
@@ -159,21 +209,48 @@ class Arena {
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
   }
 
+  /** Ends the pool's workers (this arena's memory is no longer the backend's); its items computed go to `retiredWorkerItems`. */
+  retire(): void {
+    retiredWorkerItems += Atomics.load(this.control, WORKER_ITEMS);
+    Atomics.store(this.control, WORKER_ITEMS, 0);
+    if (this.pool === null) return;
+    Atomics.store(this.control, GEN, -1);
+    Atomics.notify(this.control, GEN);
+    this.pool = null;
+  }
+
   /** Starts the pool with at least `n` workers; false when workers cannot run here. */
   private startPool(n: number): boolean {
-    if (!this.shared) return false;
+    if (!this.shared || !WorkerPool.available()) return false;
     this.pool ??= new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ memory: this.memory }));
     return this.pool.ensure(n);
   }
 }
 
-let arena: Arena | null = null;
+/** The arena of the attention's own memory, and the one over the backend's arena host (remade when the host changes). */
+let ownArena: Arena | null = null;
+let hostArena: Arena | null = null;
+
+/** Items that worker threads of arenas no longer in use computed. */
+let retiredWorkerItems = 0;
+
+function arenaFor(host: ArenaHost | null): Arena {
+  if (host === null) return (ownArena ??= new Arena(null));
+  if (hostArena?.host !== host) {
+    // (the backend made a new engine, e.g. on a relaxed-SIMD switch: the old memory's workers end)
+    hostArena?.retire();
+    hostArena = new Arena(host);
+  }
+  return hostArena;
+}
 
 /** Counters of the fused attention's jobs: all, those run on the pool, the items worker threads computed, and the kernel modules compiled. */
-export function attentionStats(): { jobs: number; pooled: number; workerItems: number; modules: number } {
-  return { ...stats, workerItems: arena ? Atomics.load(arena.control, WORKER_ITEMS) : 0, modules: compiledAttentionModules() };
+export function attentionStats(): { jobs: number; pooled: number; workerItems: number; modules: number; inPlaceBytes: number; copiedBytes: number } {
+  const workerItems = [ownArena, hostArena].reduce((n, a) => n + (a ? Atomics.load(a.control, WORKER_ITEMS) : 0), retiredWorkerItems);
+  return { ...stats, workerItems, modules: compiledAttentionModules() };
 }
-const stats = { jobs: 0, pooled: 0 };
+/** Jobs, pooled jobs, and bytes of operands and results read or written in place (in the backend's memory) or copied in or out. */
+const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0 };
 
 /**
  * For tests: with `callerTakesItems` false, the calling thread of a pooled job takes no items and
@@ -213,7 +290,7 @@ function maskRegions(p: Plan, mask: HostArray | undefined): number[] {
  * sees no key (no mask byte set among its keys, causality applied), 0 otherwise and for padding
  * rows; zeros the zero row.
  */
-function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr, zr]: number[]): void {
+function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr, zr]: number[], o: number): void {
   const { T, S, tp } = p;
   const m = mask.data as Uint8Array;
   const u8 = a.u8;
@@ -231,23 +308,24 @@ function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr,
     }
   const d = a.i32;
   const [bm, nm] = mask.shape;
-  d[DESC.MR] = mr;
-  d[DESC.FR] = fr;
-  d[DESC.ZR] = zr;
-  d[DESC.MB] = bm === 1 ? 0 : nm * T * S;
-  d[DESC.MN] = nm === 1 ? 0 : T * S;
-  d[DESC.FB] = bm === 1 ? 0 : nm * tp;
-  d[DESC.FN] = nm === 1 ? 0 : tp;
+  d[o + DESC.MR] = mr;
+  d[o + DESC.FR] = fr;
+  d[o + DESC.ZR] = zr;
+  d[o + DESC.MB] = bm === 1 ? 0 : nm * T * S;
+  d[o + DESC.MN] = nm === 1 ? 0 : T * S;
+  d[o + DESC.FB] = bm === 1 ? 0 : nm * tp;
+  d[o + DESC.FN] = nm === 1 ? 0 : tp;
 }
 
 /**
  * One thread's scratch regions in f32 elements, by `SCRATCH` name, for padded query count `tp`,
  * head dim `hp` and key count `sp`: O((tp + sp) hp) in all; the backward's alone (dO, K by rows,
- * dK, dV and the chunks of the transposes of dS and P, [sp, QB] each) are empty in the forward.
+ * dK, dV and the chunks of the transposes of dS and P, [sp, QB] each) are empty in the forward,
+ * the forward's alone (the rows' (max, sum) pairs, [tp, 2]) in the backward.
  */
 function scratchSizes(tp: number, hp: number, sp: number, backward: boolean): Record<(typeof SCRATCH)[number], number> {
   const bw = backward ? 1 : 0;
-  return { q: tp * hp, do: bw * tp * hp, kt: hp * sp, kb: bw * sp * hp, v: sp * hp, o: tp * hp, dk: bw * sp * hp, dv: bw * sp * hp, s: ROWS * sp, p: ROWS * sp, ml: 16, dsT: bw * sp * QB, pT: bw * sp * QB };
+  return { q: tp * hp, do: bw * tp * hp, kt: hp * sp, kb: bw * sp * hp, v: sp * hp, o: tp * hp, dk: bw * sp * hp, dv: bw * sp * hp, s: ROWS * sp, p: ROWS * sp, ml: (1 - bw) * 2 * tp, dsT: bw * sp * QB, pT: bw * sp * QB };
 }
 
 /** One thread's scratch: the regions' byte offsets (in `SCRATCH` order, 64-byte aligned) and its byte size. */
@@ -268,11 +346,13 @@ export function attentionScratchBytes(T: number, S: number, H: number, backward:
 }
 
 /**
- * Lays out the job in memory and writes the descriptor: the raw operand/result regions (f32
- * element counts, in DESC order from QR), the mask's regions when there is one (staged, see
- * `stageMask`), then one scratch area per thread. Returns the raw regions' byte addresses.
+ * Lays out the job in a region of the arena's memory (`Arena.begin`; the caller ends it) and
+ * writes the descriptor at its start: the raw operand/result regions (f32 element counts `raw`,
+ * in DESC order from QR; where `fixed` has an address >= 0 the kernels use that one in place and
+ * no region is placed), the mask's regions when there is one (staged, see `stageMask`), then one
+ * scratch area per thread. Returns the descriptor's byte address and the raw regions' addresses.
  */
-function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backward: boolean, raw: number[], threads: number, modBytes: number, mask?: HostArray): number[] {
+function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backward: boolean, raw: number[], fixed: number[], threads: number, modBytes: number, mask?: HostArray): { desc: number; at: number[] } {
   const { tp } = p;
   const { offs, bytes: scratch } = scratchLayout(tp, p.hp, p.sp, backward);
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
@@ -281,12 +361,14 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
     at += ceil(n, 16) * 4; // 64-byte aligned regions
     return r;
   };
-  const rawAt = raw.map(place);
-  const maskAt = maskRegions(p, mask).map(place);
-  a.reserve(at + scratch * threads);
+  const rel = raw.map((n, i) => (fixed[i] >= 0 ? -1 : place(n)));
+  const maskRel = maskRegions(p, mask).map(place);
+  const desc = a.begin(at + scratch * threads);
+  const rawAt = rel.map((r, i) => (r < 0 ? fixed[i] : desc + r));
   const d = a.i32;
+  const o = desc >> 2;
   const set = (slot: number, v: number): void => {
-    d[slot] = v;
+    d[o + slot] = v;
   };
   set(DESC.T, p.T);
   set(DESC.N, p.N);
@@ -296,16 +378,32 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
   set(DESC.TP, tp);
   set(DESC.CAUSAL, params.isCausal ? 1 : 0);
   set(DESC.BF16, bf ? 1 : 0);
-  a.f32[DESC.SCALE] = params.scale;
+  a.f32[o + DESC.SCALE] = params.scale;
   rawAt.forEach((r, i) => set(DESC.QR + i, r));
   set(DESC.QSTRIDE, p.N * p.H * 4);
   set(DESC.KSTRIDE, p.K * p.H * 4);
-  set(DESC.SCRATCH, at);
+  set(DESC.SCRATCH, desc + at);
   set(DESC.SCRATCH_BYTES, scratch);
-  offs.forEach((o, i) => set(DESC.OFF + i, o));
+  offs.forEach((off, i) => set(DESC.OFF + i, off));
   if (mask === undefined) set(DESC.MR, 0);
-  else stageMask(a, p, params.isCausal, mask, maskAt);
-  return rawAt;
+  else {
+    const maskAt = maskRel.map((r) => desc + r);
+    stageMask(a, p, params.isCausal, mask, maskAt, o);
+  }
+  return { desc, at: rawAt };
+}
+
+/** Whether the bytes of `x` and `y` overlap (views of one buffer). */
+const overlaps = (x: StorageArray, y: StorageArray): boolean => x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+
+/** Where the kernels find the operands `ins` and write the results `outs`: in place (their byte addresses) where the arena may, else -1 (copied); a result that shares bytes with an operand is not written in place. Counts the bytes of each. */
+function placements(a: Arena, ins: StorageArray[], outs: StorageArray[]): number[] {
+  const fixed = [...ins.map((x) => a.inPlace(x)), ...outs.map((x) => (ins.some((y) => overlaps(x, y)) ? -1 : a.inPlace(x)))];
+  [...ins, ...outs].forEach((x, i) => {
+    if (fixed[i] >= 0) stats.inPlaceBytes += x.byteLength;
+    else stats.copiedBytes += x.byteLength;
+  });
+  return fixed;
 }
 
 /** Copies a host operand into wasm memory at byte `dst` as f32 (bf16 storage is widened). */
@@ -325,14 +423,14 @@ function copyOut(a: Arena, src: number, out: StorageArray): void {
 /** Storage for a result of dtype `dtype` (fresh), or `into` when given (the caller's, reused: stale contents). */
 const storage = (dtype: string, n: number, into: StorageArray | undefined): StorageArray => into ?? (dtype === 'bfloat16' ? new Uint16Array(n) : new Float32Array(n));
 
-/** The module, its instance and the thread count for a call. */
-function setup(p: Plan, relaxed: boolean, masked: boolean): { a: Arena; mod: AttentionModule; threads: number } {
-  const a = (arena ??= new Arena());
-  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
+/** The arena, the module and the thread count for a call. */
+function setup(p: Plan, relaxed: boolean, masked: boolean, host: ArenaHost | null): { a: Arena; mod: AttentionModule; threads: number } {
+  const a = arenaFor(host);
+  return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked, a.maxPages), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
 }
 
 /** The forward pass into `out` and, unless null (the inference primitive), the per-row logsumexp into `lse`. */
-function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean, out: StorageArray, lse: Float32Array | null): void {
+function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean, out: StorageArray, lse: Float32Array | null, host: ArenaHost | null): void {
   const [q, k, v, mask] = inputs;
   const p = plan(q, k);
   if (q.data.length === 0 || k.data.length === 0) {
@@ -341,48 +439,50 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
     return;
   }
   const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
+  const { a, mod, threads } = setup(p, relaxed, mask !== undefined, host);
   const rows = p.B * p.N * p.T;
-  const [Qr, Kr, Vr, Or, ML] = layout(a, p, params, bf, false, [q.data.length, k.data.length, v.data.length, q.data.length, 2 * rows], threads, mod.bytes.length, mask);
-  copyIn(a, q.data, bf, Qr);
-  copyIn(a, k.data, bf, Kr);
-  copyIn(a, v.data, bf, Vr);
-  a.run(mod, a.kernels(mod), false, p.B * p.K, threads);
-  copyOut(a, Or, out);
-  if (lse === null) return;
-  const ml = a.f32;
-  for (let i = 0, m = ML >> 2; i < rows; i++, m += 2) lse[i] = ml[m] + Math.log(ml[m + 1]);
+  const ins = [q.data, k.data, v.data];
+  const fixed = placements(a, ins, lse === null ? [out] : [out, lse]);
+  try {
+    const { desc, at } = layout(a, p, params, bf, false, [q.data.length, k.data.length, v.data.length, q.data.length, rows], fixed, threads, mod.bytes.length, mask);
+    ins.forEach((x, i) => fixed[i] < 0 && copyIn(a, x, bf, at[i]));
+    a.run(mod, a.kernels(mod), false, p.B * p.K, threads, desc);
+    if (fixed[3] < 0) copyOut(a, at[3], out);
+    if (lse !== null && fixed[4] < 0) copyOut(a, at[4], lse);
+  } finally {
+    a.end();
+  }
 }
 
 /** The forward kernel: [out, lse] (into `outs` when given). */
-export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[]): StorageArray[] {
+export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host: ArenaHost | null = null): StorageArray[] {
   const q = inputs[0];
   const out = storage(outAvals[0].dtype, q.data.length, outs?.[0]);
   const lse = storage('float32', q.shape[0] * q.shape[2] * q.shape[1], outs?.[1]) as Float32Array;
-  forward(inputs, params, relaxed, out, lse);
+  forward(inputs, params, relaxed, out, lse, host);
   return [out, lse];
 }
 
 /** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut) (into `outs` when given). */
-export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[]): StorageArray[] {
+export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host: ArenaHost | null = null): StorageArray[] {
   const [q, k, v, lse, dout, mask] = inputs;
   const p = plan(q, k);
-  const [dq, dk, dv] = outAvals.map((o, i) => storage(o.dtype, inputs[i].data.length, outs?.[i]));
-  if (q.data.length === 0 || k.data.length === 0) return [dq.fill(0), dk.fill(0), dv.fill(0)];
+  const res = outAvals.map((o, i) => storage(o.dtype, inputs[i].data.length, outs?.[i]));
+  if (q.data.length === 0 || k.data.length === 0) return res.map((x) => x.fill(0));
   const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed, mask !== undefined);
+  const { a, mod, threads } = setup(p, relaxed, mask !== undefined, host);
   const [nq, nk] = [q.data.length, k.data.length];
-  const [Qr, Kr, Vr, DOr, L, DQr, DKr, DVr] = layout(a, p, params, bf, true, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], threads, mod.bytes.length, mask);
-  copyIn(a, q.data, bf, Qr);
-  copyIn(a, k.data, bf, Kr);
-  copyIn(a, v.data, bf, Vr);
-  copyIn(a, dout.data, bf, DOr);
-  copyIn(a, lse.data, false, L);
-  a.run(mod, a.kernels(mod), true, p.B * p.K, threads);
-  copyOut(a, DQr, dq);
-  copyOut(a, DKr, dk);
-  copyOut(a, DVr, dv);
-  return [dq, dk, dv];
+  const ins = [q.data, k.data, v.data, dout.data, lse.data];
+  const fixed = placements(a, ins, res);
+  try {
+    const { desc, at } = layout(a, p, params, bf, true, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], fixed, threads, mod.bytes.length, mask);
+    ins.forEach((x, i) => fixed[i] < 0 && copyIn(a, x, bf && i < 4, at[i]));
+    a.run(mod, a.kernels(mod), true, p.B * p.K, threads, desc);
+    res.forEach((x, i) => fixed[5 + i] < 0 && copyOut(a, at[5 + i], x));
+  } finally {
+    a.end();
+  }
+  return res;
 }
 
 /**
@@ -390,14 +490,14 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
  * (caller storage of each result's dtype and element count: `Backend.executeIntoAll`), else
  * into fresh storage.
  */
-export type SystolicAttentionKernel = (inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[]) => StorageArray[];
+export type SystolicAttentionKernel = (inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host?: ArenaHost | null) => StorageArray[];
 
 /** The systolic kernels of the fused attention primitives, by primitive name (backend.ts dispatches on it). */
 export const systolicAttentionKernels: Record<string, SystolicAttentionKernel> = {
   // (the inference primitive has no use for the logsumexp: not formed)
-  dot_product_attention: (inputs, params, outAvals, relaxed, outs) => {
+  dot_product_attention: (inputs, params, outAvals, relaxed, outs, host = null) => {
     const out = storage(outAvals[0].dtype, inputs[0].data.length, outs?.[0]);
-    forward(inputs, params, relaxed, out, null);
+    forward(inputs, params, relaxed, out, null, host);
     return [out];
   },
   dot_product_attention_fwd: attentionFwdSystolic,

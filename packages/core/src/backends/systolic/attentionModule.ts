@@ -15,7 +15,8 @@
  *   (dS^T Q, P^T dO), chunk after chunk in query order
  * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg)`: one row: logits = s * scale over
  *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
- *   max and sum written at mlOut (the caller forms lse = max + log(sum)).
+ *   max and sum written at mlOut (`lseRows` forms the logsumexp).
+ * - `lseRows(src, dst, n)`: dst[i] = max + log(sum) (f32) for the n (max, sum) pairs at src.
  * - `gradRow(s, dp, c, n, scale, lse, bf16, mrow, neg)`: one row of the backward pass: P =
  *   exp(s * scale - lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
  *   With `bf16` set the logits and dP are first rounded to bf16 (the composite's bf16 matmul
@@ -40,11 +41,19 @@ export const QB = 128;
 /** Maximum pages of the (shared) memory the modules import: 1 GiB. */
 export const MAX_PAGES = 16384;
 
-const EXP_LO = -87.3; // below this exp() is taken as 0 (2^-126 is the smallest normal)
+/** exp's lower clamp: round(-88 log2 e) = -127, whose 2^n has all bits 0, so exp gives +0 at and below it (and for NaN). */
+const EXP_MIN = -88;
+/** exp's upper clamp (the backward's rows: logsumexp is an operand there). */
+const EXP_MAX = 88.3;
 const LOG2E = 1.4426950408889634;
 const LN2_HI = 0.693359375;
 const LN2_LO = -2.12194440e-4;
-const EXP_POLY = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
+/**
+ * exp(r) = 1 + r + r^2 P(r) on |r| <= ln2 / 2 with P of degree 4, highest coefficient first
+ * (fitted to the least maximum relative error of exp, 3.1e-9 in exact arithmetic; in f32 the
+ * result is within 2 ulp of exp, see the tests). Cephes' P of degree 5 is more than f32 needs.
+ */
+const EXP_POLY = [0.0013814519786259922, 0.00836874362005683, 0.04166839094707451, 0.16666520411684735, 0.4999999343218045];
 
 /** Emits `acc + a * b` for three v128 locals (leaves the sum on the stack). */
 function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: number): void {
@@ -57,40 +66,128 @@ const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v)
 /** Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels': nearest even, NaN kept quiet); uses local `t`. */
 const roundBf16 = (f: FunctionBuilder, t: number): void => convert(f, t, false, false);
 
+/**
+ * Rounds the v128 on the stack to bf16, nearest even, for values that are never a NaN with a
+ * payload (P: quotients and exps of finite or default-NaN values); uses local `t`. 5 operations
+ * against `roundBf16`'s 8: a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
+ */
+function roundBf16Plain(f: FunctionBuilder, t: number): void {
+  f.tee(t).v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add);
+  f.get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const([1, 1, 1, 1]).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
+  f.v128Const([0xffff0000, 0xffff0000, 0xffff0000, 0xffff0000]).simd(SIMD.v128_and);
+}
+
 /** 1.5 * 2^23: adding it rounds a float of magnitude below 2^22 to an integer (nearest even) held in the low mantissa bits. */
 const MAGIC = 12582912;
 
+/** a * b + c for the v128s the three callbacks push (fused with relaxed SIMD), left on the stack. */
+function fma(f: FunctionBuilder, relaxed: boolean, a: () => void, b: () => void, c: () => void): void {
+  a();
+  b();
+  if (relaxed) {
+    c();
+    f.simd(SIMD.f32x4_relaxed_madd);
+  } else {
+    f.simd(SIMD.f32x4_mul);
+    c();
+    f.simd(SIMD.f32x4_add);
+  }
+}
+
+/** c - a * b for local a, constant b and local c (fused with relaxed SIMD), left on the stack. */
+function fnma(f: FunctionBuilder, relaxed: boolean, a: number, b: number, c: number): void {
+  if (relaxed) {
+    splatF(f.get(a), b).get(c).simd(SIMD.f32x4_relaxed_nmadd);
+  } else {
+    splatF(f.get(c).get(a), b).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub);
+  }
+}
+
 /**
- * exp of the v128 on the stack (Cephes' expf polynomial; inputs below EXP_LO give 0). Uses
- * locals x, n, m, t. n = round(x log2 e) comes from the magic-number addition (its bits give
- * 2^n directly), which avoids f32x4.nearest and i32x4.trunc_sat (a long sequence in V8).
+ * exp of the v128 on the stack, left on the stack; uses v128 locals x, n, t. The input is
+ * clamped to [EXP_MIN, EXP_MAX] (EXP_MAX only with `upper`; NaN becomes EXP_MIN), so inputs at
+ * or below EXP_MIN and NaN give +0. n = round(x log2 e) comes from adding 1.5 * 2^23 (the sum's
+ * bits give 2^n directly; no f32x4.nearest or trunc_sat, long sequences in V8); r = x - n ln2 in
+ * two steps (Cody and Waite); exp(r) by EXP_POLY; then times 2^n. With relaxed SIMD the products
+ * and sums are fused (FMA where the runtime fuses them).
  */
-function expV(f: FunctionBuilder, x: number, n: number, m: number, t: number): void {
-  f.tee(x);
-  splatF(f, EXP_LO).simd(SIMD.f32x4_ge).set(m);
-  f.get(x);
-  splatF(f, EXP_LO).simd(SIMD.f32x4_pmax);
-  splatF(f, 88.3).simd(SIMD.f32x4_pmin).set(x);
-  f.get(x);
-  splatF(f, LOG2E).simd(SIMD.f32x4_mul);
-  splatF(f, MAGIC).simd(SIMD.f32x4_add).tee(t);
+function expV(f: FunctionBuilder, relaxed: boolean, upper: boolean, x: number, n: number, t: number): void {
+  f.set(x);
+  splatF(f, EXP_MIN).get(x).simd(SIMD.f32x4_pmax); // (pmax(a, b) is a < b ? b : a: NaN gives a)
+  if (upper) splatF(f, EXP_MAX).simd(SIMD.f32x4_pmin);
+  f.set(x);
+  fma(f, relaxed, () => f.get(x), () => splatF(f, LOG2E), () => splatF(f, MAGIC));
+  f.tee(t);
   splatF(f, MAGIC).simd(SIMD.f32x4_sub).set(n);
-  // r = x - n ln2_hi - n ln2_lo
-  f.get(x).get(n);
-  splatF(f, LN2_HI).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).get(n);
-  splatF(f, LN2_LO).simd(SIMD.f32x4_mul).simd(SIMD.f32x4_sub).set(x);
+  fnma(f, relaxed, n, LN2_HI, x);
+  f.set(x);
+  fnma(f, relaxed, n, LN2_LO, x);
+  f.set(x);
   splatF(f, EXP_POLY[0]);
   for (let i = 1; i < EXP_POLY.length; i++) {
-    f.get(x).simd(SIMD.f32x4_mul);
-    splatF(f, EXP_POLY[i]).simd(SIMD.f32x4_add);
+    f.set(n); // (n is free from here on: the polynomial's running value)
+    fma(f, relaxed, () => f.get(n), () => f.get(x), () => splatF(f, EXP_POLY[i]));
   }
-  // p * r^2 + r + 1
-  f.get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_mul).get(x).simd(SIMD.f32x4_add);
+  // P r^2 + r + 1
+  f.set(n);
+  fma(f, relaxed, () => f.get(n), () => f.get(x).get(x).simd(SIMD.f32x4_mul), () => f.get(x));
   splatF(f, 1).simd(SIMD.f32x4_add);
   // * 2^n: the bits of t are MAGIC's plus n, and MAGIC's bits vanish under the shift by 23
   f.get(t).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_add).i32Const(23).simd(SIMD.i32x4_shl);
-  // then zero where the input was below EXP_LO
-  f.simd(SIMD.f32x4_mul).get(m).simd(SIMD.v128_and);
+  f.simd(SIMD.f32x4_mul);
+}
+
+// Scalar f64 and conversion opcodes the logarithm uses.
+const F64 = { sub: 0xa1, mul: 0xa2, div: 0xa3, gt: 0x64, f32Gt: 0x5e, convertI32: 0xb7, const: 0x44, reinterpretF32: 0xbc, f32ReinterpretI32: 0xbe } as const;
+const f64Const = (f: FunctionBuilder, v: number): FunctionBuilder => f.op(F64.const, ...new Uint8Array(new Float64Array([v]).buffer));
+
+/**
+ * Pushes the f32 `mx + log(sum)` for f32 locals mx and sum (sum 0 or at least 1, as a softmax
+ * row's sum of exps: never NaN, never subnormal), evaluated in f64 and rounded once, as
+ * `Math.fround(mx + Math.log(sum))` is (they differ only where the f64 results straddle an f32
+ * rounding tie): sum = 2^e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with s = (m - 1)
+ * / (m + 1) by its series to s^19 (|s| <= 0.172: the next term is below 2^-53). sum 0 gives
+ * mx - inf. Uses locals e (i32), m, s, z (f64).
+ */
+function logSumExp(f: FunctionBuilder, mx: number, sum: number, e: number, m: number, s: number, z: number): void {
+  f.get(sum).f32Const(0).op(F64.f32Gt).if('f64');
+  f.get(sum).op(F64.reinterpretF32).tee(e).i32Const(0x7fffff).op(OP.i32_and).i32Const(0x3f800000).op(OP.i32_or).op(F64.f32ReinterpretI32).op(OP.f64_promote_f32).set(m);
+  f.get(e).i32Const(23).op(OP.i32_shr_u).i32Const(127).op(OP.i32_sub).set(e);
+  f64Const(f.get(m), Math.SQRT2).op(F64.gt).if();
+  f64Const(f.get(m), 0.5).op(F64.mul).set(m);
+  f.get(e).i32Const(1).op(OP.i32_add).set(e);
+  f.end();
+  f64Const(f.get(m), 1).op(F64.sub);
+  f64Const(f.get(m), 1).op(OP.f64_add).op(F64.div).tee(s).get(s).op(F64.mul).set(z);
+  f64Const(f, 1 / 19);
+  for (let k = 8; k >= 0; k--) f64Const(f.get(z).op(F64.mul), 1 / (2 * k + 1)).op(OP.f64_add);
+  // 2 s p + e ln2
+  f.get(s).op(F64.mul);
+  f64Const(f, 2).op(F64.mul);
+  f.get(e).op(F64.convertI32);
+  f64Const(f, Math.LN2).op(F64.mul).op(OP.f64_add);
+  f.else();
+  f64Const(f, -Infinity);
+  f.end();
+  f.get(mx).op(OP.f64_promote_f32).op(OP.f64_add).op(OP.f32_demote_f64);
+}
+
+/** `lseRows(src, dst, n)`: the logsumexp of n softmax rows from their (max, sum) pairs (`logSumExp`); rows are independent, so their f64 chains overlap. */
+function buildLseRows(m: ModuleBuilder): number {
+  return m.addFunction('lseRows', ['i32', 'i32', 'i32'], [], (f) => {
+    const [src, dst, n] = [0, 1, 2];
+    const [i, mx, sum] = [f.local('i32'), f.local('f32'), f.local('f32')];
+    const [e, lm, ls, lz] = [f.local('i32'), f.local('f64'), f.local('f64'), f.local('f64')];
+    forLoop(f, i, n, () => {
+      f.get(src).mem(OP.f32_load).set(mx);
+      f.get(src).mem(OP.f32_load, 4).set(sum);
+      f.get(dst);
+      logSumExp(f, mx, sum, e, lm, ls, lz);
+      f.mem(OP.f32_store);
+      bump(f, src, 8);
+      bump(f, dst, 4);
+    });
+  });
 }
 
 /** Horizontal reduction of v128 local `v` with a scalar f32 op (max or add). */
@@ -99,9 +196,10 @@ function horizontal(f: FunctionBuilder, v: number, op: number): void {
   for (let l = 1; l < 4; l++) f.get(v).simd(SIMD.f32x4_extract_lane).op(l).op(op);
 }
 
-/** A counted loop `for (i = 0; i < n; i++) body` over local i (n a local); `body` must not branch out. */
-function forLoop(f: FunctionBuilder, i: number, n: number, body: () => void): void {
-  f.i32Const(0).set(i);
+/** A counted loop `for (i = from; i < n; i++) body` over local i (n and `from` locals; from 0 when not given); `body` must not branch out. */
+function forLoop(f: FunctionBuilder, i: number, n: number, body: () => void, from?: number): void {
+  if (from === undefined) f.i32Const(0).set(i);
+  else f.get(from).set(i);
   f.block().get(i).get(n).op(OP.i32_ge_s).brIf(0).loop();
   body();
   f.get(i).i32Const(1).op(OP.i32_add).tee(i).get(n).op(OP.i32_lt_s).brIf(0);
@@ -288,10 +386,11 @@ interface RowLocals {
   lim: number;
   mp: number;
   negv: number;
+  nf: number;
 }
 
 function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: number, nv: number): RowLocals {
-  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128') };
+  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128'), nf: f.local('i32') };
 }
 
 /**
@@ -301,16 +400,17 @@ function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: numbe
  * address in local `p`.
  */
 function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: () => void): void {
-  const { i, p, v, t, nv, idx, lim, mp, negv } = locals;
+  const { i, p, v, t, nv, idx, lim, mp, negv, nf } = locals;
   f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
+  // nf = min(c, n) / 4: the vectors before it are all visible (no -inf to put in)
+  f.get(c).get(n).get(c).get(n).op(OP.i32_lt_s).op(OP.select).i32Const(2).op(OP.i32_shr_u).set(nf);
   f.get(s).set(p);
-  f.v128Const([0, 1, 2, 3]).set(idx);
   f.get(c).simd(SIMD.i32x4_splat).set(lim);
   if (masked) {
     f.get(mrow).set(mp);
     f.get(neg).simd(SIMD.f32x4_splat).set(negv);
   }
-  forLoop(f, i, nv, () => {
+  const vector = (tail: boolean): void => {
     f.get(p).simdMem(SIMD.v128_load).set(v);
     f.get(bf16).if().get(v);
     roundBf16(f, t);
@@ -322,20 +422,45 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
       f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
       bump(f, mp, 4);
     }
-    f.get(v);
-    splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
-    f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
+    if (tail) {
+      f.get(v);
+      splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
+      f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
+    }
     each();
     bump(f, p, 16);
+  };
+  forLoop(f, i, nf, () => vector(false));
+  // the rest: column indices 4 nf + (0, 1, 2, 3) on
+  f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
+  forLoop(f, i, nv, () => vector(true), nf);
+}
+
+/** `expv(src, dst, nv, upper)`: dst = exp(src) over nv 4-float vectors, the row kernels' exp (`upper`: with the upper clamp), for its accuracy test. */
+function buildExp(m: ModuleBuilder, relaxed: boolean): void {
+  m.addFunction('expv', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [src, dst, nv, upper] = [0, 1, 2, 3];
+    const [i, x, n, t] = [f.local('i32'), f.local('v128'), f.local('v128'), f.local('v128')];
+    forLoop(f, i, nv, () => {
+      f.get(upper).if();
+      f.get(dst).get(src).simdMem(SIMD.v128_load);
+      expV(f, relaxed, true, x, n, t);
+      f.simdMem(SIMD.v128_store).else();
+      f.get(dst).get(src).simdMem(SIMD.v128_load);
+      expV(f, relaxed, false, x, n, t);
+      f.simdMem(SIMD.v128_store).end();
+      bump(f, src, 16);
+      bump(f, dst, 16);
+    });
   });
 }
 
-function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
+function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
   // (s, p, c, n, scale, mlOut, bf16, mrow, neg)
   return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32'], [], (f) => {
     const [s, p, c, n, scale, ml, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, x, en, em, et, mx] = Array.from({ length: 8 }, () => f.local('v128'));
+    const [v, t, acc, x, en, et, mx] = Array.from({ length: 7 }, () => f.local('v128'));
     const sum = f.local('f32');
     const locals = rowLocals(f, i, ptr, v, t, nv);
     // pass 1: logits in place, running max
@@ -352,7 +477,7 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
     f.get(p).set(q);
     forLoop(f, i, nv, () => {
       f.get(q).get(ptr).simdMem(SIMD.v128_load).get(mx).simd(SIMD.f32x4_sub);
-      expV(f, x, en, em, et);
+      expV(f, relaxed, false, x, en, et);
       f.tee(v).simdMem(SIMD.v128_store);
       f.get(acc).get(v).simd(SIMD.f32x4_add).set(acc);
       bump(f, ptr, 16);
@@ -367,19 +492,19 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean): number {
     f.get(p).set(q);
     forLoop(f, i, nv, () => {
       f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
-      roundBf16(f, t);
+      roundBf16Plain(f, t);
       f.simdMem(SIMD.v128_store);
       bump(f, q, 16);
     });
   });
 }
 
-function buildGradRow(m: ModuleBuilder, masked: boolean): number {
+function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
   // (s, dp, c, n, scale, lse, bf16, mrow, neg)
   return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32', 'i32', 'f32'], [], (f) => {
     const [s, dp, c, n, scale, lse, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, x, en, em, et, l, g, dd] = Array.from({ length: 10 }, () => f.local('v128'));
+    const [v, t, acc, x, en, et, l, g, dd] = Array.from({ length: 9 }, () => f.local('v128'));
     const locals = rowLocals(f, i, ptr, v, t, nv);
     f.get(lse).simd(SIMD.f32x4_splat).set(l);
     f.v128Const([0, 0, 0, 0]).set(acc);
@@ -387,7 +512,7 @@ function buildGradRow(m: ModuleBuilder, masked: boolean): number {
     // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
     rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
-      expV(f, x, en, em, et);
+      expV(f, relaxed, true, x, en, et);
       f.tee(v).simdMem(SIMD.v128_store);
       f.get(q).simdMem(SIMD.v128_load).set(g);
       f.get(bf16).if().get(g);
@@ -409,7 +534,7 @@ function buildGradRow(m: ModuleBuilder, masked: boolean): number {
       roundBf16(f, t);
       f.simdMem(SIMD.v128_store);
       f.get(ptr).get(v);
-      roundBf16(f, t);
+      roundBf16Plain(f, t);
       f.simdMem(SIMD.v128_store);
       bump(f, ptr, 16);
       bump(f, q, 16);
@@ -497,7 +622,7 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { st
   return { stageRows, stageCols, unstageRows };
 }
 
-/** The job descriptor (i32 slots at byte 0 of memory) the item drivers read; attention.ts writes it. */
+/** The job descriptor (i32 slots from the byte address the item drivers are given) they read; attention.ts writes it. */
 export const DESC = {
   T: 0, N: 1, S: 2, K: 3, G: 4, TP: 5, CAUSAL: 6, BF16: 7, SCALE: 8,
   /** raw operands and results (byte addresses): q, k, v, out | dOut, ml | lse, dq, dk, dv */
@@ -531,6 +656,7 @@ interface Fns {
   transGemm: number;
   softmaxRow: number;
   gradRow: number;
+  lseRows: number;
   stageRows: number;
   stageCols: number;
   unstageRows: number;
@@ -543,8 +669,8 @@ interface Fns {
  */
 function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
   for (const dir of ['fwd', 'bwd'] as const) {
-    m.addFunction(`${dir}Item`, ['i32', 'i32'], [], (f) => {
-      const [item, tid] = [0, 1];
+    m.addFunction(`${dir}Item`, ['i32', 'i32', 'i32'], [], (f) => {
+      const [item, tid, desc] = [0, 1, 2];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i] = [L(), L(), L()];
@@ -552,9 +678,9 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const scale = f.local('f32');
       const [rscale, neg] = [f.local('f32'), f.local('f32')];
       const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
-      const slot = (k: number): FunctionBuilder => f.i32Const(0).mem(OP.i32_load, k * 4);
+      const slot = (k: number): FunctionBuilder => f.get(desc).mem(OP.i32_load, k * 4);
       for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
-      f.i32Const(0).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
+      f.get(desc).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
       slot(DESC.SCRATCH);
       f.get(tid);
       slot(DESC.SCRATCH_BYTES).op(OP.i32_mul).op(OP.i32_add).set(scr);
@@ -591,6 +717,11 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const stageQ = (dst: keyof typeof off, src: number): void => {
         slot(src).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).get(T).get(off[dst]).get(tp).call(fn.stageRows);
+      };
+      // pushes the row index (b*N + n)*T + t (t a local, or null: the i32 on the stack), for the ML / lse slot
+      const rowIndex = (tl: number | null): void => {
+        if (tl !== null) f.get(tl);
+        f.get(b).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).get(T).op(OP.i32_mul).op(OP.i32_add);
       };
       forLoop(f, g, G, () => {
         f.get(kh).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).set(n);
@@ -650,20 +781,13 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           f.get(c).get(cols).get(rscale);
-          // row index (b*N + n)*T + t, for the ml / lse slot
-          const rowIndex = (): void => {
-            f.get(b).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).get(T).op(OP.i32_mul).get(t).op(OP.i32_add);
-          };
           if (dir === 'fwd') {
-            // (m, l) of real rows into ML[row], padding rows into this thread's scratch
-            slot(DESC.ML);
-            rowIndex();
-            f.i32Const(8).op(OP.i32_mul).op(OP.i32_add);
-            f.get(off.ml).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+            // (max, sum) of row t into this thread's scratch (lseRows takes them after the last block)
+            f.get(off.ml).get(t).i32Const(8).op(OP.i32_mul).op(OP.i32_add);
             f.get(bf16).get(mrow).get(neg).call(fn.softmaxRow);
           } else {
             slot(DESC.ML);
-            rowIndex();
+            rowIndex(t);
             f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
             f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
             f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
@@ -699,6 +823,14 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         }
         f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
         f.end().end();
+        if (dir === 'fwd') {
+          // the logsumexp of the T real rows into ML[row]
+          f.get(off.ml);
+          slot(DESC.ML);
+          f.i32Const(0);
+          rowIndex(null);
+          f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(T).call(fn.lseRows);
+        }
         f.get(off.o).get(T);
         slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).call(fn.unstageRows);
@@ -721,11 +853,13 @@ export interface AttentionKernels {
   transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
   softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
+  lseRows(src: number, dst: number, n: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
-  fwdItem(item: number, tid: number): void;
-  bwdItem(item: number, tid: number): void;
+  fwdItem(item: number, tid: number, desc: number): void;
+  bwdItem(item: number, tid: number, desc: number): void;
+  expv(src: number, dst: number, nv: number, upper: number): void;
 }
 
 /** A compiled kernel module, its bytes (for worker threads, which compile their own) and a process-unique id. */
@@ -745,24 +879,26 @@ export const compiledAttentionModules = (): number => modules.size;
  * count `sp` (a multiple of 8), cached; the query count is the job's (any T runs on one
  * module); `masked`: with the mask code (a job without a mask runs a module without it).
  */
-export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false): AttentionModule {
+export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false, maxPages = MAX_PAGES): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
-  const key = `${H},${sp},${relaxed},${shared},${masked}`;
+  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
-    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
+    m.importMemory('env', 'mem', shared ? { initial: 1, maximum: maxPages, shared: true } : { initial: 1 });
     const fns: Fns = {
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
       transposeBlock: buildTransposeBlock(m, sp),
       transGemm: buildTransGemm(m, hp, sp, relaxed),
-      softmaxRow: buildSoftmaxRow(m, masked),
-      gradRow: buildGradRow(m, masked),
+      softmaxRow: buildSoftmaxRow(m, masked, relaxed),
+      gradRow: buildGradRow(m, masked, relaxed),
+      lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp),
     };
     buildDrivers(m, H, hp, sp, masked, fns);
+    buildExp(m, relaxed);
     const bytes = m.toBytes();
     mod = { module: new WA.Module(bytes), bytes, id: modules.size + 1 };
     modules.set(key, mod);

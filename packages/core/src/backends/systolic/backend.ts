@@ -108,7 +108,7 @@ export class SystolicBackend implements Backend {
     } else if (this.flushSubnormals && prim.name === 'convert_element_type' && inAvals[0].dtype === 'float32' && outAvals[0].dtype === 'bfloat16') {
       outs = [bf16.encode(host[0].data as Float32Array, { flushSubnormals: true })];
     } else if (Object.hasOwn(systolicAttentionKernels, prim.name)) {
-      outs = systolicAttentionKernels[prim.name](host, params as AttentionParams, outAvals, this.relaxed && wasmFeatures().relaxedSimd);
+      outs = systolicAttentionKernels[prim.name](host, params as AttentionParams, outAvals, this.relaxed && wasmFeatures().relaxedSimd, undefined, this.arenaHost());
     } else {
       outs = prim.impl(host, params, outAvals);
     }
@@ -130,7 +130,7 @@ export class SystolicBackend implements Backend {
   /** The fused attention primitives into caller storage (see `Backend.executeIntoAll`). */
   executeIntoAll(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[], outs: StorageArray[]): boolean {
     if (!Object.hasOwn(systolicAttentionKernels, prim.name) || !attentionStorageFits(outAvals, outs)) return false;
-    systolicAttentionKernels[prim.name](hostArrays(inputs, inAvals), params as AttentionParams, outAvals, this.relaxed && wasmFeatures().relaxedSimd, outs);
+    systolicAttentionKernels[prim.name](hostArrays(inputs, inAvals), params as AttentionParams, outAvals, this.relaxed && wasmFeatures().relaxedSimd, outs, this.arenaHost());
     this.charge(prim, inAvals, params, outAvals);
     return true;
   }

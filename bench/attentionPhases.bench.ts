@@ -1,0 +1,191 @@
+/**
+ * `pnpm --filter @tpukit/bench attention:phases`: where one call of the fused attention's
+ * kernels (core's `dot_product_attention_fwd` / `_bwd` on the systolic backend, one thread)
+ * spends its time, phase by phase. Each phase is timed alone: the module's exported kernels are
+ * called in a loop with the same arguments, in the same order, as the item drivers call them
+ * for every item of one call (own wasm memory, operands laid out as the drivers see them), so
+ * a phase's time is its kernels' time without the others. Also timed: one whole call as the
+ * backend runs it (`attentionFwdSystolic` / `attentionBwdSystolic`: copies in and out, driver,
+ * logsumexp), and the copies alone. Prints median CPU ms per call of each.
+ *
+ * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
+ * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
+ * checkout's; e.g. /work/main/packages/core/src for main's kernels in an A/B).
+ */
+import { loadavg } from 'node:os';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { median } from './timing';
+
+const src = resolve(process.env.ATTN_CORE_SRC ?? resolve(import.meta.dirname, '../packages/core/src'));
+const load = async <T>(rel: string): Promise<T> => (await import(pathToFileURL(resolve(src, rel)).href)) as T;
+const modMod = await load<typeof import('../packages/core/src/backends/systolic/attentionModule')>('backends/systolic/attentionModule.ts');
+const attnMod = await load<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');
+const { wasmFeatures } = await load<typeof import('../packages/core/src/wasm/features')>('wasm/features.ts');
+const { setNumThreads } = await load<typeof import('../packages/core/src/threads')>('threads.ts');
+
+const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
+const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
+const RUNS = Number(process.env.ATTN_BENCH_RUNS ?? 30);
+if (![B, T, N, H].every((x) => Number.isInteger(x) && x > 0)) throw new Error(`bench:attention:phases: ATTN_BENCH_SHAPE must be four positive integers B,T,N,H; got ${JSON.stringify(process.env.ATTN_BENCH_SHAPE)}`);
+const relaxed = wasmFeatures().relaxedSimd;
+setNumThreads(1);
+
+const S = T;
+const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
+const [tp, hp, sp] = [ceil(T, 4), ceil(H, 8), ceil(S, 8)];
+const items = B * N;
+const scale = 1 / Math.sqrt(H);
+
+/** Median process CPU ms of `fn` over RUNS runs after 3 warm-up runs. */
+function cpuMs(fn: () => void): number {
+  for (let i = 0; i < 3; i++) fn();
+  const xs: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const c0 = process.cpuUsage();
+    fn();
+    const c = process.cpuUsage(c0);
+    xs.push((c.user + c.system) / 1000);
+  }
+  return median(xs);
+}
+
+// --- whole calls, as the backend runs them ---
+const rnd = (n: number): Float32Array => Float32Array.from({ length: n }, () => Math.random() * 2 - 1);
+const shape = [B, T, N, H];
+const host = (data: Float32Array | Uint8Array, s: number[], dtype = 'float32') => ({ data, shape: s, dtype }) as never;
+const [q, k, v, dO] = [rnd(B * T * N * H), rnd(B * T * N * H), rnd(B * T * N * H), rnd(B * T * N * H)];
+const params = { isCausal: causal, scale } as never;
+const av = (s: number[], dtype = 'float32') => ({ shape: s, dtype }) as never;
+const fwdOuts = [new Float32Array(q.length), new Float32Array(B * N * T)];
+const bwdOuts = [new Float32Array(q.length), new Float32Array(q.length), new Float32Array(q.length)];
+const fwdCall = (): void => {
+  attnMod.attentionFwdSystolic([host(q, shape), host(k, shape), host(v, shape)], params, [av(shape), av([B, N, T])], relaxed, fwdOuts as never);
+};
+fwdCall();
+const lse = fwdOuts[1].slice();
+const bwdCall = (): void => {
+  attnMod.attentionBwdSystolic([host(q, shape), host(k, shape), host(v, shape), host(lse, [B, N, T]), host(dO, shape)], params, [av(shape), av(shape), av(shape)], relaxed, bwdOuts as never);
+};
+
+// --- the kernels alone, in a memory of our own ---
+const mod = modMod.attentionModule(H, sp, relaxed, false, false);
+const rawBytes = q.length * 4;
+// raw q, k, v, dO | out, dq, dk, dv | ml; then the scratch
+const RAW = 1 << 16;
+const rawAt = (i: number): number => RAW + i * ceil(rawBytes, 64);
+const ML = rawAt(8);
+const SCR = ceil(ML + B * N * T * 8, 64);
+const off: Record<string, number> = {};
+{
+  const sizes: Record<string, number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: 4 * sp, p: 4 * sp, ml: 2 * tp, dsT: sp * modMod.QB, pT: sp * modMod.QB };
+  let at = SCR;
+  for (const name of modMod.SCRATCH) {
+    off[name] = at;
+    at += ceil(sizes[name], 16) * 4;
+  }
+  off.end = at;
+}
+const { WA } = await load<typeof import('../packages/core/src/wasm/webassemblyTypes')>('wasm/webassemblyTypes.ts');
+const memory = new WA.Memory({ initial: Math.ceil(off.end / 65536) + 1 });
+const kx = new WA.Instance(mod.module, { env: { mem: memory } }).exports as unknown as import('../packages/core/src/backends/systolic/attentionModule').AttentionKernels;
+const f32 = new Float32Array(memory.buffer);
+[q, k, v, dO].forEach((x, i) => f32.set(x, rawAt(i) >> 2));
+const QSTRIDE = N * H * 4;
+const itemOff = (it: number): number => (Math.floor(it / N) * T * N + (it % N)) * H * 4;
+const colsOf = (t0: number): number => (causal ? ceil(Math.max(1, Math.min(S, t0 + 4)), 8) : sp);
+const lim = (t: number): number => (t >= T ? 0 : causal ? Math.min(S, t + 1) : S);
+const NEG = -0.7 * 3.4028234663852886e38;
+
+// Fill the scratch once with a real item's staged operands, P and dS, so the kernels see real data.
+kx.stageCols(rawAt(1), QSTRIDE, S, off.kt);
+kx.stageRows(rawAt(1), QSTRIDE, S, off.kb, sp);
+kx.stageRows(rawAt(2), QSTRIDE, S, off.v, sp);
+kx.stageRows(rawAt(0), QSTRIDE, T, off.q, tp);
+kx.stageRows(rawAt(3), QSTRIDE, T, off.do, tp);
+
+const lseJs = new Float32Array(items * T);
+const eachBlock = (fn: (t0: number, cols: number) => void): void => {
+  for (let it = 0; it < items; it++) for (let t0 = 0; t0 < tp; t0 += 4) fn(t0, colsOf(t0));
+};
+const phases: [string, 'fwd' | 'bwd', () => void][] = [
+  ['stage K^T, V (rows), Q', 'fwd', () => {
+    for (let it = 0; it < items; it++) {
+      kx.stageCols(rawAt(1) + itemOff(it), QSTRIDE, S, off.kt);
+      kx.stageRows(rawAt(2) + itemOff(it), QSTRIDE, S, off.v, sp);
+      kx.stageRows(rawAt(0) + itemOff(it), QSTRIDE, T, off.q, tp);
+    }
+  }],
+  ['Q K^T (scores)', 'fwd', () => eachBlock((t0, cols) => kx.scores(off.q + t0 * hp * 4, off.kt, off.s, cols >> 3))],
+  ['softmax rows (3 passes, exp)', 'fwd', () => eachBlock((t0, cols) => {
+    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, ML, 0, 0, NEG);
+  })],
+  ['logsumexp (lseRows)', 'fwd', () => {
+    // (main's kernels before attn1t formed it in JS: a loop with Math.log, timed the same way)
+    if (kx.lseRows) for (let it = 0; it < items; it++) kx.lseRows(off.ml, ML + it * T * 4, T);
+    else for (let i = 0, m = ML >> 2; i < items * T; i++, m += 2) lseJs[i] = f32[m] + Math.log(f32[m + 1]);
+  }],
+  ['P V (rowsTimes)', 'fwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.v, off.o + t0 * hp * 4, cols))],
+  ['unstage O', 'fwd', () => {
+    for (let it = 0; it < items; it++) kx.unstageRows(off.o, T, rawAt(4) + itemOff(it), QSTRIDE);
+  }],
+  ['stage K^T, K, V^T, Q, dO', 'bwd', () => {
+    for (let it = 0; it < items; it++) {
+      kx.stageCols(rawAt(1) + itemOff(it), QSTRIDE, S, off.kt);
+      kx.stageRows(rawAt(1) + itemOff(it), QSTRIDE, S, off.kb, sp);
+      kx.stageCols(rawAt(2) + itemOff(it), QSTRIDE, S, off.v);
+      kx.stageRows(rawAt(0) + itemOff(it), QSTRIDE, T, off.q, tp);
+      kx.stageRows(rawAt(3) + itemOff(it), QSTRIDE, T, off.do, tp);
+    }
+  }],
+  ['Q K^T + dO V^T (2 scores)', 'bwd', () => eachBlock((t0, cols) => {
+    kx.scores(off.q + t0 * hp * 4, off.kt, off.s, cols >> 3);
+    kx.scores(off.do + t0 * hp * 4, off.v, off.p, cols >> 3);
+  })],
+  ['grad rows (exp, D, dS)', 'bwd', () => eachBlock((t0, cols) => {
+    for (let r = 0; r < 4; r++) kx.gradRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, 1.5, 0, 0, NEG);
+  })],
+  ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.kb, off.o + t0 * hp * 4, cols))],
+  ['transpose dS, P', 'bwd', () => eachBlock((t0, cols) => {
+    kx.transposeBlock(off.p, off.dsT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
+    kx.transposeBlock(off.s, off.pT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
+  })],
+  ['dS^T Q, P^T dO (transGemm)', 'bwd', () => {
+    for (let it = 0; it < items; it++)
+      for (let c0 = 0; c0 < tp; c0 += modMod.QB) {
+        const rows = Math.min(modMod.QB, tp - c0);
+        kx.transGemm(off.dsT, off.q, off.dk, causal ? 1 : 0, c0, rows);
+        kx.transGemm(off.pT, off.do, off.dv, causal ? 1 : 0, c0, rows);
+      }
+  }],
+  ['unstage dQ, dK, dV', 'bwd', () => {
+    for (let it = 0; it < items; it++) {
+      kx.unstageRows(off.o, T, rawAt(5) + itemOff(it), QSTRIDE);
+      kx.unstageRows(off.dk, S, rawAt(6) + itemOff(it), QSTRIDE);
+      kx.unstageRows(off.dv, S, rawAt(7) + itemOff(it), QSTRIDE);
+    }
+  }],
+];
+const copy = (n: number): (() => void) => {
+  const big = new Float32Array(memory.buffer, RAW, q.length * 8);
+  return () => {
+    for (let i = 0; i < n; i++) big.set(q, i * q.length);
+  };
+};
+
+console.log(`bench:attention:phases: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, 1 thread, ${relaxed ? 'relaxed' : 'plain'} SIMD, median CPU ms per call of ${RUNS}; sources ${src}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+for (const dir of ['fwd', 'bwd'] as const) {
+  const whole = cpuMs(dir === 'fwd' ? fwdCall : bwdCall);
+  const copies = cpuMs(copy(dir === 'fwd' ? 4 : 8));
+  let sum = 0;
+  const rows: string[] = [];
+  for (const [name, d, fn] of phases) {
+    if (d !== dir) continue;
+    const ms = cpuMs(fn);
+    sum += ms;
+    rows.push(`    ${name.padEnd(34)} ${ms.toFixed(3).padStart(7)} ms`);
+  }
+  console.log(`  ${dir}: whole call ${whole.toFixed(3)} ms; ${dir === 'fwd' ? 4 : 8} operand/result copies of ${(rawBytes / 2 ** 20).toFixed(2)} MiB ${copies.toFixed(3)} ms; kernels alone:`);
+  for (const r of rows) console.log(r);
+  console.log(`    ${'sum of the kernel phases'.padEnd(34)} ${sum.toFixed(3).padStart(7)} ms; whole - copies - phases ${(whole - copies - sum).toFixed(3)} ms (driver, logsumexp, caches)`);
+}
