@@ -20,6 +20,7 @@
  * `mhlo.sharding`. No real XLA was available to compile
  * the output; tests check its structure.
  */
+import type { Array } from '@tpukit/core';
 import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
 import { getPrimitive, operandPrecisions } from '@tpukit/core/internal';
@@ -32,9 +33,42 @@ export function tensorType(s: ShapedArray): string {
   return `tensor<${s.shape.map((d) => `${d}x`).join('')}${ELT[s.dtype] ?? s.dtype}>`;
 }
 
+/** The combiner region of each scatter primitive (`null`: the update replaces the operand). */
+const SCATTER_COMBINER: Record<string, string | null> = { scatter: null, 'scatter-add': 'add', 'scatter-mul': 'multiply', 'scatter-min': 'minimum', 'scatter-max': 'maximum' };
+/** Primitives that are one StableHLO op of another name, with no attributes. */
+const ONE_OP: Record<string, string> = {
+  round: 'round_nearest_afz',
+  round_nearest_even: 'round_nearest_even',
+  is_finite: 'is_finite',
+  shift_left: 'shift_left',
+  shift_right_arithmetic: 'shift_right_arithmetic',
+  shift_right_logical: 'shift_right_logical',
+};
+
 const REDUCER: Record<string, string> = { reduce_sum: 'add', reduce_max: 'maximum', reduce_min: 'minimum', reduce_prod: 'multiply', reduce_and: 'and', reduce_or: 'or' };
 /** Primitives with their own case in `emitInstruction` below. */
-const STRUCTURED = new Set(['integer_pow', 'square', 'broadcast_in_dim', 'transpose', 'squeeze', 'rev', 'iota', 'concatenate', 'select_n', 'slice', 'pad', 'dot_general', 'debug_callback']);
+const STRUCTURED = new Set([
+  'integer_pow',
+  'square',
+  'broadcast_in_dim',
+  'transpose',
+  'squeeze',
+  'rev',
+  'iota',
+  'concatenate',
+  'select_n',
+  'slice',
+  'pad',
+  'dot_general',
+  'debug_callback',
+  'gather',
+  ...Object.keys(SCATTER_COMBINER),
+  'dynamic_slice',
+  'dynamic_update_slice',
+  'bitcast_convert_type',
+  'exp2',
+  ...Object.keys(ONE_OP),
+]);
 
 /**
  * Whether a primitive exports as StableHLO ops (else as a `tpukit.<name>` custom call): one op
@@ -70,6 +104,19 @@ function denseLiteral(vals: ArrayLike<number>, shape: readonly number[], dtype: 
   return `dense<${nest(0)}>`;
 }
 
+/** `name = [a, b]`, or nothing for an empty list (the attribute's default). */
+const dimList = (name: string, xs: readonly number[]): string[] => (xs.length ? [`${name} = [${xs.join(', ')}]`] : []);
+const isFloatType = (dt: string): boolean => dt.startsWith('float') || dt === 'bfloat16';
+const compareType = (dt: string): string => (isFloatType(dt) ? 'FLOAT' : dt.startsWith('uint') || dt === 'bool' ? 'UNSIGNED' : 'SIGNED');
+
+/** jax.lax's default fill for gather's 'fill' mode: NaN, the most negative signed, the largest unsigned, true. */
+function gatherFill(dtype: string): number {
+  if (isFloatType(dtype)) return NaN;
+  if (dtype === 'bool') return 1;
+  const bits = dtype.endsWith('8') ? 8 : dtype.endsWith('16') ? 16 : 32;
+  return dtype.startsWith('uint') ? 2 ** bits - 1 : -(2 ** (bits - 1));
+}
+
 class Emitter {
   lines: string[] = [];
   private names = new Map<HloInstruction, string>();
@@ -89,6 +136,25 @@ class Emitter {
   }
   bind(i: HloInstruction, s: string): void {
     this.names.set(i, s);
+  }
+  /** A constant of `dtype` broadcast to `shape` (two ops); returns its name. */
+  splat(v: number, dtype: string, shape: readonly number[]): string {
+    const sty = tensorType({ shape: [], dtype: dtype as never, weakType: false });
+    const c = this.fresh();
+    this.op(c, 'stablehlo.constant', [], `value = dense<${fmtScalar(v, dtype)}> : ${sty}`, [], [sty]);
+    if (shape.length === 0) return c;
+    const b = this.fresh();
+    this.op(b, 'stablehlo.broadcast_in_dim', [c], 'broadcast_dimensions = array<i64>', [sty], [tensorType({ shape, dtype: dtype as never, weakType: false })]);
+    return b;
+  }
+  /** `limits` (one per index-vector entry) broadcast along the last dimension of `shape`. */
+  vectorConstant(limits: readonly number[], dtype: string, shape: readonly number[]): string {
+    const vty = tensorType({ shape: [limits.length], dtype: dtype as never, weakType: false });
+    const c = this.fresh();
+    this.op(c, 'stablehlo.constant', [], `value = ${denseLiteral(limits, [limits.length], dtype)} : ${vty}`, [], [vty]);
+    const b = this.fresh();
+    this.op(b, 'stablehlo.broadcast_in_dim', [c], `broadcast_dimensions = array<i64: ${shape.length - 1}>`, [vty], [tensorType({ shape, dtype: dtype as never, weakType: false })]);
+    return b;
   }
   op(result: string | null, opName: string, operands: string[], attrs: string, inTypes: string[], outTypes: string[], region = ''): void {
     const out = outTypes.length === 1 ? outTypes[0] : `(${outTypes.join(', ')})`;
@@ -156,7 +222,15 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
     e.op(r, 'stablehlo.constant', [], `value = ${denseLiteral(l.dataSync() as ArrayLike<number>, l.shape, l.dtype)} : ${outTypes[0]}`, [], outTypes);
     return;
   }
-  const name = i.prim!.name;
+  if (!i.prim) {
+    // The per-device program of a partitioned (SPMD) executable: its collectives and per-device
+    // slices have no StableHLO form here.
+    throw new Error(
+      `xla-lite export: ${i.opcode}.${i.id} (an instruction of a partitioned per-device program) has no StableHLO form; ` +
+        'export the sharded program before partitioning with lower(...).asStableHlo(), which carries mhlo.sharding for XLA to partition',
+    );
+  }
+  const name = i.prim.name;
   const p = i.params as Record<string, any>;
   // with_sharding_constraint, as JAX lowers it under GSPMD.
   if (name === 'sharding_constraint') return e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "Sharding", mhlo.sharding = ${JSON.stringify(String(p.sharding))}`, inTypes, outTypes);
@@ -196,6 +270,21 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
         return e.op(r, 'stablehlo.pad', ins, `edge_padding_low = ${i64s(cfg.map((c) => c[0]))}, edge_padding_high = ${i64s(cfg.map((c) => c[1]))}, interior_padding = ${i64s(cfg.map((c) => c[2]))}`, inTypes, outTypes);
       break;
     }
+    case 'gather':
+      return emitGather(e, r, i, ins, inTypes, outTypes);
+    case 'dynamic_slice':
+      return e.op(r, 'stablehlo.dynamic_slice', ins, `slice_sizes = ${i64s(p.sliceSizes)}`, inTypes, outTypes);
+    case 'dynamic_update_slice':
+      return e.op(r, 'stablehlo.dynamic_update_slice', ins, '', inTypes, outTypes);
+    case 'bitcast_convert_type':
+      return e.op(r, 'stablehlo.bitcast_convert', ins, '', inTypes, outTypes);
+    case 'exp2': {
+      // As JAX lowers it: exp(log(2) * x).
+      const ln2 = e.splat(Math.LN2, i.operands[0].shape.dtype, i.operands[0].shape.shape);
+      const m = e.fresh();
+      e.op(m, 'stablehlo.multiply', [ln2, ins[0]], '', [inTypes[0], inTypes[0]], outTypes);
+      return e.op(r, 'stablehlo.exponential', [m], '', outTypes, outTypes);
+    }
     case 'dot_general': {
       const [[lc, rc], [lb, rb]] = p.dimensionNumbers;
       const dn = `#stablehlo.dot<lhs_batching_dimensions = [${lb.join(', ')}], rhs_batching_dimensions = [${rb.join(', ')}], lhs_contracting_dimensions = [${lc.join(', ')}], rhs_contracting_dimensions = [${rc.join(', ')}]>`;
@@ -203,6 +292,8 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
       return e.op(r, 'stablehlo.dot_general', ins, `dot_dimension_numbers = ${dn}${pc}`, inTypes, outTypes);
     }
     default:
+      if (name in SCATTER_COMBINER) return emitScatter(e, r, i, ins, inTypes, outTypes);
+      if (ONE_OP[name]) return e.op(r, `stablehlo.${ONE_OP[name]}`, ins, '', inTypes, outTypes);
       break;
   }
   const direction = prim.elementwise?.compare;
@@ -218,12 +309,105 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
     const initVal = name === 'reduce_sum' || name === 'reduce_or' ? 0 : name === 'reduce_prod' || name === 'reduce_and' ? 1 : name === 'reduce_max' ? -Infinity : Infinity;
     const initLit = x.dtype === 'bool' ? fmtScalar(initVal, 'bool') : x.dtype.startsWith('int') || x.dtype.startsWith('uint') ? String(name === 'reduce_max' ? (x.dtype === 'int32' ? -2147483648 : 0) : name === 'reduce_min' ? (x.dtype === 'int32' ? 2147483647 : 4294967295) : initVal) : fmtScalar(initVal, x.dtype);
     e.op(init, 'stablehlo.constant', [], `value = dense<${initLit}> : ${sty}`, [], [sty]);
-    const region = ` ({\n^bb0(%lhs: ${sty}, %rhs: ${sty}):\n  %s = "stablehlo.${REDUCER[name]}"(%lhs, %rhs) : (${sty}, ${sty}) -> ${sty}\n  "stablehlo.return"(%s) : (${sty}) -> ()\n})`;
-    return e.op(r, 'stablehlo.reduce', [ins[0], init], `dimensions = ${i64s(p.axes)}`, [inTypes[0], sty], outTypes, region);
+    return e.op(r, 'stablehlo.reduce', [ins[0], init], `dimensions = ${i64s(p.axes)}`, [inTypes[0], sty], outTypes, combinerRegion(REDUCER[name], sty));
   }
   // No StableHLO lowering here: a custom call naming the primitive, with its parameters as JSON.
   const cfg = JSON.stringify(Object.fromEntries(Object.entries(p).filter(([, v]) => typeof v !== 'object' || v === null || (globalThis.Array.isArray(v) && v.every((x) => typeof x !== 'object' || globalThis.Array.isArray(x))))));
   e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "tpukit.${name}", backend_config = ${JSON.stringify(cfg)}`, inTypes, outTypes);
+}
+
+/** A scalar-combiner region (`^bb0(%lhs, %rhs)`): `op(lhs, rhs)`, or `rhs` when `op` is null. */
+function combinerRegion(op: string | null, sty: string): string {
+  const body = op === null ? '' : `  %s = "stablehlo.${op}"(%lhs, %rhs) : (${sty}, ${sty}) -> ${sty}\n`;
+  return ` ({\n^bb0(%lhs: ${sty}, %rhs: ${sty}):\n${body}  "stablehlo.return"(${op === null ? '%rhs' : '%s'}) : (${sty}) -> ()\n})`;
+}
+
+/**
+ * Whether each index vector of `indices` (its last dimension) lies in [0, upper] componentwise:
+ * an i1 tensor of the batch shape (indices without the last dimension).
+ */
+function indicesInBounds(e: Emitter, idx: string, shape: readonly number[], dtype: string, upper: readonly number[]): string {
+  const ity = tensorType({ shape, dtype: dtype as never, weakType: false });
+  const bty = tensorType({ shape, dtype: 'bool', weakType: false });
+  const cmp = (dir: string, rhs: string): string => {
+    const c = e.fresh();
+    e.op(c, 'stablehlo.compare', [idx, rhs], `comparison_direction = #stablehlo<comparison_direction ${dir}>, compare_type = #stablehlo<comparison_type ${compareType(dtype)}>`, [ity, ity], [bty]);
+    return c;
+  };
+  const lo = cmp('GE', e.splat(0, dtype, shape));
+  const hi = cmp('LE', e.vectorConstant(upper, dtype, shape));
+  const both = e.fresh();
+  e.op(both, 'stablehlo.and', [lo, hi], '', [bty, bty], [bty]);
+  const t = e.fresh();
+  const sty = 'tensor<i1>';
+  e.op(t, 'stablehlo.constant', [], 'value = dense<true> : tensor<i1>', [], [sty]);
+  const out = e.fresh();
+  const outTy = tensorType({ shape: shape.slice(0, -1), dtype: 'bool', weakType: false });
+  e.op(out, 'stablehlo.reduce', [both, t], `dimensions = array<i64: ${shape.length - 1}>`, [bty, sty], [outTy], combinerRegion('and', sty));
+  return out;
+}
+
+/**
+ * `gather` as `stablehlo.gather` (the index vector is the last dimension of the indices, as in
+ * JAX). 'clip' and 'promise_in_bounds' are XLA's native clamping; 'fill' is lowered as JAX
+ * lowers it: the clamped gather, then the fill value selected wherever a start index was out
+ * of bounds (a slice that does not fit).
+ */
+function emitGather(e: Emitter, r: string, i: HloInstruction, ins: string[], inTypes: string[], outTypes: string[]): void {
+  const p = i.params as { dimensionNumbers: Record<string, number[]>; sliceSizes: number[]; mode: string; fillValue: number | null; indicesAreSorted: boolean };
+  const dn = p.dimensionNumbers;
+  const [x, idx] = [i.operands[0].shape, i.operands[1].shape];
+  const fields = [
+    ...dimList('offset_dims', dn.offsetDims),
+    ...dimList('collapsed_slice_dims', dn.collapsedSliceDims),
+    ...dimList('operand_batching_dims', dn.operandBatchingDims),
+    ...dimList('start_indices_batching_dims', dn.startIndicesBatchingDims),
+    ...dimList('start_index_map', dn.startIndexMap),
+    `index_vector_dim = ${idx.shape.length - 1}`,
+  ];
+  const attrs = `dimension_numbers = #stablehlo.gather<${fields.join(', ')}>, indices_are_sorted = ${p.indicesAreSorted}, slice_sizes = ${i64s(p.sliceSizes)}`;
+  if (p.mode !== 'fill') return e.op(r, 'stablehlo.gather', ins, attrs, inTypes, outTypes);
+  const g = e.fresh();
+  e.op(g, 'stablehlo.gather', ins, attrs, inTypes, outTypes);
+  const ok = indicesInBounds(e, ins[1], idx.shape, idx.dtype, dn.startIndexMap.map((d) => x.shape[d] - p.sliceSizes[d]));
+  const out = i.shapes[0];
+  const batchDims = out.shape.map((_, d) => d).filter((d) => !dn.offsetDims.includes(d));
+  const mty = tensorType({ shape: out.shape, dtype: 'bool', weakType: false });
+  const mask = e.fresh();
+  e.op(mask, 'stablehlo.broadcast_in_dim', [ok], `broadcast_dimensions = ${i64s(batchDims)}`, [tensorType({ shape: idx.shape.slice(0, -1), dtype: 'bool', weakType: false })], [mty]);
+  const fill = e.splat(p.fillValue ?? gatherFill(out.dtype), out.dtype, out.shape);
+  e.op(r, 'stablehlo.select', [mask, g, fill], '', [mty, outTypes[0], outTypes[0]], outTypes);
+}
+
+/**
+ * The scatter family as `stablehlo.scatter` with the combiner as its update region. 'fill'
+ * (FILL_OR_DROP) and 'promise_in_bounds' are XLA's native behaviour (an update window that does
+ * not fit is skipped); 'clip' clamps the start indices first, as JAX lowers it.
+ */
+function emitScatter(e: Emitter, r: string, i: HloInstruction, ins: string[], inTypes: string[], outTypes: string[]): void {
+  const p = i.params as { dimensionNumbers: Record<string, number[]>; mode: string; indicesAreSorted: boolean; uniqueIndices: boolean };
+  const dn = p.dimensionNumbers;
+  const [x, idx, upd] = i.operands.map((o) => o.shape);
+  let indices = ins[1];
+  if (p.mode === 'clip') {
+    const windowDims = x.shape.map((_, d) => d).filter((d) => !dn.insertedWindowDims.includes(d) && !dn.operandBatchingDims.includes(d));
+    const size = (d: number): number => (windowDims.includes(d) ? upd.shape[dn.updateWindowDims[windowDims.indexOf(d)]] : 1);
+    const lo = e.splat(0, idx.dtype, idx.shape);
+    const hi = e.vectorConstant(dn.scatterDimsToOperandDims.map((d) => x.shape[d] - size(d)), idx.dtype, idx.shape);
+    indices = e.fresh();
+    e.op(indices, 'stablehlo.clamp', [lo, ins[1], hi], '', [inTypes[1], inTypes[1], inTypes[1]], [inTypes[1]]);
+  }
+  const fields = [
+    ...dimList('update_window_dims', dn.updateWindowDims),
+    ...dimList('inserted_window_dims', dn.insertedWindowDims),
+    ...dimList('input_batching_dims', dn.operandBatchingDims),
+    ...dimList('scatter_indices_batching_dims', dn.scatterIndicesBatchingDims),
+    ...dimList('scatter_dims_to_operand_dims', dn.scatterDimsToOperandDims),
+    `index_vector_dim = ${idx.shape.length - 1}`,
+  ];
+  const sty = tensorType({ shape: [], dtype: x.dtype, weakType: false });
+  const attrs = `scatter_dimension_numbers = #stablehlo.scatter<${fields.join(', ')}>, indices_are_sorted = ${p.indicesAreSorted}, unique_indices = ${p.uniqueIndices}`;
+  e.op(r, 'stablehlo.scatter', [ins[0], indices, ins[2]], attrs, inTypes, outTypes, combinerRegion(SCATTER_COMBINER[i.prim!.name], sty));
 }
 
 /** GSPMD shardings to attach (XLA's text form per argument and result), as JAX's lowering does. */
@@ -235,9 +419,16 @@ export interface StableHloShardings {
 
 const shardingAttr = (s: string | undefined): string => (s === undefined ? '' : ` {mhlo.sharding = ${JSON.stringify(s)}}`);
 
-function funcText(c: HloComputation, name: string, sh: StableHloShardings | null): string {
+function funcText(c: HloComputation, name: string, sh: StableHloShardings | null, consts: readonly Array[]): string {
   const e = new Emitter('    ');
-  const args = c.params.map((p, k) => {
+  // Hoisted constants (the leading parameters) become constants; the arguments are renumbered.
+  consts.forEach((v, k) => {
+    const ty = tensorType(c.params[k].shape);
+    const r = e.fresh();
+    e.op(r, 'stablehlo.constant', [], `value = ${denseLiteral(v.dataSync() as ArrayLike<number>, v.shape, v.dtype)} : ${ty}`, [], [ty]);
+    e.bind(c.params[k], r);
+  });
+  const args = c.params.slice(consts.length).map((p, k) => {
     e.bind(p, `%arg${k}`);
     return `%arg${k}: ${tensorType(p.shape)}${shardingAttr(sh?.args[k])}`;
   });
@@ -252,8 +443,9 @@ function funcText(c: HloComputation, name: string, sh: StableHloShardings | null
  * arguments and results carry `mhlo.sharding` and the module `mhlo.num_partitions`, so a real
  * XLA partitions the program the same way.
  */
-export function toStableHlo(m: HloModule, shardings: StableHloShardings | null = null): string {
+export function toStableHlo(m: HloModule, shardings: StableHloShardings | null = null, consts: readonly Array[] = []): string {
   const modName = m.name.replace(/[^A-Za-z0-9_]/g, '_');
   const attrs = shardings ? ` attributes {mhlo.num_partitions = ${shardings.numPartitions} : i32, mhlo.num_replicas = 1 : i32}` : '';
-  return `module @${modName}${attrs} {\n${funcText(m.entry, 'main', shardings)}\n}\n`;
+  if (consts.length > m.entry.params.length) throw new Error(`xla-lite export: ${consts.length} hoisted constants for ${m.entry.params.length} parameters`);
+  return `module @${modName}${attrs} {\n${funcText(m.entry, 'main', shardings, consts)}\n}\n`;
 }

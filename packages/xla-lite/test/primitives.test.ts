@@ -10,8 +10,7 @@ import { FUSED_OPS, hasStableHlo, lowerJaxpr, opcodeOf } from '../src/internal';
 /** Primitives StableHLO export writes as `stablehlo.custom_call @tpukit.<name>`, and why. */
 const R0 = 'a CHLO op (chlo.*) in the JAX lowering, which this StableHLO export does not emit';
 const R1 = 'a higher-order primitive: its sub-programs are separate HLO computations, not exported inline';
-const R2 = 'a StableHLO op with regions or dimension numbers (reduce / reduce_window / sort / gather / scatter) not written by this exporter yet';
-const R3 = 'a one-op StableHLO mapping not added to the exporter yet';
+const R2 = 'a StableHLO op with regions (reduce over two operands / reduce_window / sort) not written by this exporter yet';
 const R5 = 'only transposed, never evaluated (forward-mode differentiation of the fused attention is an error); the fused attention itself exports as standard ops (passes/exportExpansion.ts)';
 const R4 = 'JAX lowers it as a hash of integer ops (CPU) or a custom call (GPU); kept as one custom call';
 const STABLEHLO_CUSTOM_CALLS: Record<string, string> = {
@@ -46,22 +45,6 @@ const STABLEHLO_CUSTOM_CALLS: Record<string, string> = {
   cumprod: R2,
   cumsum: R2,
   sort: R2,
-  gather: R2,
-  scatter: R2,
-  'scatter-add': R2,
-  'scatter-max': R2,
-  'scatter-min': R2,
-  'scatter-mul': R2,
-  dynamic_slice: R2,
-  dynamic_update_slice: R2,
-  bitcast_convert_type: R3,
-  exp2: R3,
-  is_finite: R3,
-  round: R3,
-  round_nearest_even: R3,
-  shift_left: R3,
-  shift_right_arithmetic: R3,
-  shift_right_logical: R3,
   threefry2x32: R4,
 };
 

@@ -1,0 +1,222 @@
+/**
+ * Writes StableHLO modules exported by tpukit, with tpukit's own inputs and outputs, for
+ * run_stablehlo.py to compile and run with a real XLA (FIDELITY.md at the repo root says what ran).
+ *
+ *     npx tsx packages/mesh/tools/export_stablehlo_cases.ts OUT_DIR
+ *
+ * For each case NAME: NAME.opt.mlir (`compile().asStableHlo()`, the optimised module: fusions
+ * inline, fused attention / one-hot gathers expanded), NAME.low.mlir (`lower().asStableHlo()`,
+ * the unoptimised module), NAME.npz (arg0.. inputs, out0.. tpukit's outputs, float32 / int32)
+ * and an entry in cases.json (tolerances, what to expect). Inputs are deterministic.
+ */
+import { type Array, lax, nn, np, random, setDefaultMatmulPrecision, valueAndGrad } from '@tpukit/core';
+import { jit } from '@tpukit/xla-lite';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { tinyTransformerLoss, tinyTransformerParams, tinyTokens } from '../../xla-lite/test/tinyTransformer';
+import { makeMesh, NamedSharding, P, setCpuDeviceCount } from '../src/index';
+import { writeNpz, type NpyArray } from './npz';
+
+type Fn = (...xs: Array[]) => Array | Array[];
+interface Case {
+  name: string;
+  fn: Fn;
+  args: Array[];
+  /** |got - want| <= atol + rtol |want| for each output element, per XLA platform. */
+  tol: { atol: number; rtol: number };
+  /** Looser tolerance on GPU, where XLA's DEFAULT f32 dot may use TF32. */
+  gpuTol?: { atol: number; rtol: number };
+  note: string;
+  shardings?: { in: NamedSharding[]; out?: NamedSharding | NamedSharding[] };
+  partitions?: number;
+}
+
+const rnd = (seed: number, shape: number[], scale = 1): Array => np.multiply(random.normal(random.key(seed), shape), scale);
+const ints = (n: number, mod: number, shape: number[], s = 0): Array => np.array(Int32Array.from({ length: n }, (_, i) => (i * 7 + s * 3) % mod)).reshape(shape);
+
+function cases(): Case[] {
+  const out: Case[] = [];
+  const F32 = { atol: 1e-5, rtol: 1e-5 };
+  out.push({
+    name: 'elementwise',
+    note: 'broadcast add/mul/div, tanh/exp/log/sqrt/abs, compare + select, integer ops, converts',
+    fn: (a, b, i) => [
+      np.add(np.tanh(np.add(np.multiply(a, 2), b)), np.divide(np.exp(b), np.add(np.square(a), 1))),
+      np.where(np.greater(a, 0), np.sqrt(np.abs(a)), np.multiply(np.log(np.add(np.abs(a), 1)), 0.1)),
+      np.add(np.multiply(i, 3), np.remainder(i, 5)),
+      np.asarray(np.add(a, b), 'bfloat16'),
+      np.maximum(np.minimum(a, 0.5), -0.5),
+    ],
+    args: [rnd(1, [4, 5]), rnd(2, [5]), ints(20, 13, [4, 5])],
+    tol: F32,
+  });
+  for (const prec of ['default', 'high', 'highest'] as const) {
+    out.push({
+      name: `dot_${prec}`,
+      note: `f32 matmul + batched dot_general with precision ${prec} (tpukit: ${prec === 'default' ? '1 bf16 pass' : prec === 'high' ? '3 bf16 passes' : '6 bf16 passes'})`,
+      fn: (a, b, c) => [lax.dot(a, b, { precision: prec }), lax.dotGeneral(c, c, [[[2], [2]], [[0], [0]]], { precision: prec })],
+      args: [rnd(3, [8, 33]), rnd(4, [33, 6]), rnd(5, [3, 4, 17])],
+      // bf16 operands (8 significant bits) in one pass: relative error ~2^-8 per product.
+      tol: prec === 'default' ? { atol: 5e-2, rtol: 2e-2 } : prec === 'high' ? { atol: 1e-4, rtol: 1e-4 } : F32,
+    });
+  }
+  out.push({
+    name: 'dot_bf16',
+    note: 'bf16 x bf16 -> f32 (preferred_element_type), as a TPU MXU matmul',
+    fn: (a, b) => lax.dot(np.asarray(a, 'bfloat16'), np.asarray(b, 'bfloat16'), { preferredElementType: 'float32' }),
+    args: [rnd(6, [8, 40]), rnd(7, [40, 5])],
+    tol: { atol: 1e-4, rtol: 1e-4 },
+  });
+  out.push({
+    name: 'reductions',
+    note: 'sum / max / min / prod over axes, mean, logsumexp-style softmax',
+    fn: (a) => [np.sum(a, { axis: 1 }), np.max(a, { axis: 0 }), np.min(a), np.prod(np.add(np.multiply(a, 0.1), 1), { axis: -1 }), np.mean(a, { axis: [0, 2] }), nn.logSoftmax(a, { axis: -1 })],
+    args: [rnd(8, [3, 7, 5])],
+    tol: F32,
+  });
+  out.push({
+    name: 'gather_onehot',
+    note: 'np.take rows (embedding gather), nn.oneHot, take_along_axis',
+    fn: (t, i, j) => [np.take(t, i, { axis: 0 }), nn.oneHot(j, 6), np.sum(np.multiply(np.take(t, i, { axis: 0 }), 2), { axis: -1 })],
+    args: [rnd(9, [11, 4]), ints(6, 11, [2, 3], 1), ints(5, 6, [5], 2)],
+    tol: F32,
+  });
+  out.push({
+    name: 'gather_modes',
+    note: "np.take in 'fill' mode with negative and out-of-bounds indices (NaN / fill value), in 'clip' mode, and the scatter-add of its gradient with repeated indices",
+    fn: (t, i) => {
+      const [val, g] = valueAndGrad((x: Array) => np.sum(np.multiply(np.take(x, i, { axis: 0, mode: 'clip' }), np.arange(24, undefined, 1, 'float32').reshape([6, 4]))))(t) as unknown as [Array, Array];
+      return [np.take(t, i, { axis: 0 }), np.take(t, i, { axis: 0, mode: 'fill', fillValue: -7 }), np.take(t, i, { axis: 1, mode: 'clip' }), val, g];
+    },
+    args: [rnd(20, [5, 4]), np.array(Int32Array.from([0, -1, 7, 4, 2, 2]))],
+    tol: F32,
+  });
+  out.push({
+    name: 'misc_ops',
+    note: 'dynamic_slice / dynamic_update_slice (clamped starts), shifts, round (away / even), is_finite, exp2, bitcast_convert_type',
+    fn: (a, u, n, s) => [
+      lax.dynamicSlice(a, [s, np.array(3, 'int32')], [2, 3]),
+      lax.dynamicUpdateSlice(a, u, [np.array(3, 'int32'), s]),
+      lax.shiftLeft(n, np.array(Int32Array.from([1, 2, 3, 31]))),
+      lax.shiftRightArithmetic(n, np.array(Int32Array.from([1, 2, 3, 31]))),
+      lax.shiftRightLogical(n, np.array(Int32Array.from([1, 2, 3, 31]))),
+      lax.round(np.multiply(a, 2.5)),
+      lax.round(np.multiply(a, 2.5), 1),
+      lax.isFinite(np.divide(1, np.subtract(a, 0.125))),
+      lax.isFinite(np.divide(np.subtract(a, 0.125), np.subtract(a, 0.125))),
+      lax.exp2(a),
+      lax.bitcastConvertType(a, 'int32'),
+    ],
+    args: [np.array(Float32Array.from({ length: 20 }, (_, i) => (i - 9.5) / 4)).reshape([4, 5]), rnd(21, [2, 2]), np.array(Int32Array.from([5, -7, 1 << 20, -1])), np.array(1, 'int32')],
+    tol: F32,
+  });
+  const q = rnd(10, [2, 5, 4, 8]);
+  const k = rnd(11, [2, 7, 2, 8]);
+  const v = rnd(12, [2, 7, 2, 8]);
+  out.push({
+    name: 'attention_fwd',
+    note: 'nn.dotProductAttention (fused on systolic; exported expanded), causal, grouped-query heads (N=4, K=2), T != S',
+    fn: (a, b, c) => nn.dotProductAttention(a, b, c, { isCausal: true }),
+    args: [q, k, v],
+    tol: { atol: 2e-2, rtol: 2e-2 },
+  });
+  out.push({
+    name: 'attention_grad',
+    note: 'value and gradient (dq, dk, dv) of sum(attention * w): the fused backward, expanded',
+    fn: (a, b, c, w) => {
+      const [val, g] = valueAndGrad((x: Array[]) => np.sum(np.multiply(nn.dotProductAttention(x[0], x[1], x[2], { isCausal: true }), w)))([a, b, c]) as unknown as [Array, Array[]];
+      return [val, ...g];
+    },
+    args: [q, k, v, rnd(13, [2, 5, 4, 8])],
+    tol: { atol: 3e-2, rtol: 3e-2 },
+  });
+  const dims = { V: 16, D: 8, H: 2, F: 16, T: 6, B: 2 };
+  const params = tinyTransformerParams(dims);
+  const names = Object.keys(params).sort();
+  const loss = tinyTransformerLoss(dims, (x, g) => np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(np.mean(np.square(x), { axis: -1, keepdims: true }), 1e-6)))), g));
+  out.push({
+    name: 'tiny_transformer_step',
+    note: 'value and gradient of the tiny transformer loss (xla-lite/test/tinyTransformer.ts, RMSNorm): embedding gather, attention, gelu MLP, tied log-softmax',
+    fn: (...xs) => {
+      const tokens = xs[names.length];
+      const targets = xs[names.length + 1];
+      const [val, g] = valueAndGrad((p: Record<string, Array>) => loss(p, tokens, targets))(Object.fromEntries(names.map((n, i) => [n, xs[i]]))) as unknown as [Array, Record<string, Array>];
+      return [val, ...names.map((n) => g[n])];
+    },
+    args: [...names.map((n) => params[n]), tinyTokens(dims, 1), tinyTokens(dims, 2)],
+    // Default-precision dots: tpukit rounds operands to bf16; XLA (CPU) multiplies in f32.
+    tol: { atol: 1e-3, rtol: 1e-2 },
+  });
+  // Sharded (GSPMD) modules: mhlo.sharding on arguments / results, mhlo.num_partitions.
+  setCpuDeviceCount(8);
+  const m2 = makeMesh([2], ['x']);
+  const m42 = makeMesh([4, 2], ['x', 'y']);
+  const S = (m: ReturnType<typeof makeMesh>, ...spec: (string | null)[]) => new NamedSharding(m, P(...spec));
+  out.push({
+    name: 'sharded_matmul_2',
+    note: 'Megatron pair on 2 devices: x replicated, w1 column-split, w2 row-split, result replicated',
+    fn: (x, w1, w2) => np.matmul(np.maximum(np.matmul(x, w1, { precision: 'highest' }), 0), w2, { precision: 'highest' }),
+    args: [rnd(14, [4, 8]), rnd(15, [8, 16]), rnd(16, [16, 8])],
+    shardings: { in: [S(m2, null, null), S(m2, null, 'x'), S(m2, 'x', null)], out: S(m2, null, null) },
+    partitions: 2,
+    tol: F32,
+  });
+  out.push({
+    name: 'sharded_mlp_8',
+    note: 'data x model parallel on a 4x2 mesh: batch on x, hidden on y; tanh MLP with a mean loss',
+    fn: (x, w1, w2) => {
+      const y = np.matmul(np.tanh(np.matmul(x, w1, { precision: 'highest' })), w2, { precision: 'highest' });
+      return [y, np.mean(np.square(y))];
+    },
+    args: [rnd(17, [8, 6]), rnd(18, [6, 4]), rnd(19, [4, 6])],
+    shardings: { in: [S(m42, 'x', null), S(m42, null, 'y'), S(m42, 'y', null)], out: [S(m42, 'x', null), S(m42)] },
+    partitions: 8,
+    tol: F32,
+  });
+  return out;
+}
+
+const toNpy = (a: Array): NpyArray => ({ shape: a.shape, dtype: a.dtype, data: a.dataSync() as ArrayLike<number> });
+
+function main(): void {
+  const dir = process.argv[2];
+  if (!dir) throw new Error('usage: export_stablehlo_cases.ts OUT_DIR');
+  mkdirSync(dir, { recursive: true });
+  setDefaultMatmulPrecision('default');
+  const index: Record<string, unknown>[] = [];
+  for (const c of cases()) {
+    const opts = c.shardings ? { inShardings: c.shardings.in, ...(c.shardings.out ? { outShardings: c.shardings.out } : {}) } : {};
+    const jf = jit(c.fn as (...xs: Array[]) => Array, opts as never);
+    const lowered = jf.lower(...c.args);
+    const entry: Record<string, unknown> = { name: c.name, note: c.note, tol: c.tol, gpuTol: c.gpuTol ?? c.tol, partitions: c.partitions ?? 1, modules: [] };
+    // A partitioned program's optimised module is its per-device program (collectives, local
+    // slices), which has no StableHLO form: XLA gets the sharded program before partitioning.
+    if (c.shardings) entry.optSkipped = 'a partitioned executable exports only before partitioning (lower().asStableHlo() with mhlo.sharding)';
+    for (const [kind, get] of [
+      ['low', () => lowered.asStableHlo()],
+      ['opt', () => lowered.compile().asStableHlo()],
+    ] as const) {
+      if (kind === 'opt' && c.shardings) continue;
+      try {
+        const text = get();
+        writeFileSync(path.join(dir, `${c.name}.${kind}.mlir`), text);
+        (entry.modules as string[]).push(kind);
+        entry[`${kind}CustomCalls`] = [...text.matchAll(/call_target_name = "([^"]+)"/g)].map((m) => m[1]);
+      } catch (e) {
+        entry[`${kind}Error`] = String(e).slice(0, 300);
+      }
+    }
+    const res = jf(...c.args) as Array | Array[];
+    const outs = Array.isArray(res) ? res : [res];
+    const arrays: Record<string, NpyArray> = {};
+    c.args.forEach((a, i) => (arrays[`arg${i}`] = toNpy(a)));
+    outs.forEach((a, i) => (arrays[`out${i}`] = toNpy(a)));
+    entry.outDtypes = outs.map((a) => a.dtype);
+    writeNpz(path.join(dir, `${c.name}.npz`), arrays);
+    index.push(entry);
+    console.log(`${c.name}: modules ${(entry.modules as string[]).join(', ')}; ${outs.length} output(s)`);
+  }
+  writeFileSync(path.join(dir, 'cases.json'), JSON.stringify(index, null, 1));
+}
+
+main();
