@@ -2,7 +2,7 @@
 """Compiles and runs every module export_stablehlo_cases.ts wrote, with real XLA, and compares
 the results with tpukit's.
 
-    python3 check_stablehlo_cases.py DIR [--json results.json] [--dry]
+    python3 check_stablehlo_cases.py DIR [--json results.json] [--save-outputs xla.npz] [--dry]
 
 Runs on the platform JAX picks (JAX_PLATFORMS=cpu for CPU; for the sharded cases on CPU set
 XLA_FLAGS=--xla_force_host_platform_device_count=8). A case whose partition count exceeds the
@@ -30,6 +30,11 @@ def main(argv):
         i = rest.index("--json")
         out_json = rest[i + 1]
         del rest[i:i + 2]
+    out_npz = None
+    if "--save-outputs" in rest:
+        i = rest.index("--save-outputs")
+        out_npz = rest[i + 1]
+        del rest[i:i + 2]
     d = rest[0]
     cases = json.load(open(os.path.join(d, "cases.json")))
     if dry:
@@ -45,6 +50,7 @@ def main(argv):
     platform = devices[0].platform
     print(f"stablehlo cases on {platform}: {len(devices)} device(s), jax {jax.__version__}")
     rows = []
+    saved: dict = {}
     for c in cases:
         tol = c["gpuTol"] if platform == "gpu" else c["tol"]
         feed = np.load(os.path.join(d, f"{c['name']}.npz"))
@@ -66,7 +72,7 @@ def main(argv):
             text = open(os.path.join(d, f"{tag}.mlir")).read()
             t0 = time.time()
             try:
-                outs, how, _ = rs.run_module(jax, text, feed)
+                outs, how, _, exe = rs.run_module(jax, text, feed)
             except Exception as e:  # noqa: BLE001 - reported, the next case runs
                 msg = f"{type(e).__name__}: {e}"
                 print(f"ERROR {tag}: {msg[:1500]}")
@@ -79,7 +85,21 @@ def main(argv):
             status = "PASS" if ok else "FAIL"
             print(f"{status} {tag}: {len(outs)} output(s), worst ratio {worst:.3g} (rtol {tol['rtol']}, atol {tol['atol']}), "
                   f"{time.time() - t0:.2f}s via {how}; {detail}")
-            rows.append({"case": tag, "status": status, "worst": worst, "via": how, "detail": detail})
+            row = {"case": tag, "status": status, "worst": worst, "via": how, "detail": detail}
+            for k, o in enumerate(outs):
+                saved[f"{tag}.out{k}"] = np.asarray(o).astype(np.float32) if str(np.asarray(o).dtype) == "bfloat16" else np.asarray(o)
+            if c["partitions"] > 1:
+                # GSPMD: the collectives XLA's partitioner chose, next to the ones tpukit's did.
+                try:
+                    xla_hlo = "\n".join(m.to_string() for m in exe.hlo_modules())
+                except Exception as e:  # noqa: BLE001
+                    xla_hlo = f"(no HLO text: {e})"
+                row["xla_collectives"] = rs.collective_counts(xla_hlo)
+                row["tpukit_collectives"] = c.get("tpukitCollectives")
+                print(f"INFO {tag}: collectives XLA {row['xla_collectives']} / tpukit {row['tpukit_collectives']}")
+            rows.append(row)
+    if out_npz:
+        np.savez_compressed(out_npz, **saved)
     if out_json:
         json.dump({"platform": platform, "jax": jax.__version__, "devices": len(devices), "rows": rows}, open(out_json, "w"), indent=1)
     return 0

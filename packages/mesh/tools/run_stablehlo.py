@@ -149,7 +149,8 @@ def place_inputs(jax, args, feed, devices, seed=0):
 
 
 def run_module(jax, text: str, feed=None, devices=None, seed=0):
-    """Compiles and runs `text`; returns (outputs as numpy arrays, entry point, devices used)."""
+    """Compiles and runs `text`; returns (outputs as numpy arrays, entry point, devices used,
+    the loaded executable)."""
     args, results, n = parse_signature(text)
     devices = list(devices if devices is not None else jax.devices())
     if len(devices) < n:
@@ -170,7 +171,15 @@ def run_module(jax, text: str, feed=None, devices=None, seed=0):
                 full = np.empty(shape, dtype=piece.dtype)
             full[idx] = piece
         outs.append(full)
-    return outs, how, devices
+    return outs, how, devices, exe
+
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def collective_counts(hlo_text: str) -> dict:
+    """How many of each collective an HLO module's text holds (XLA's `%x = ... all-reduce(`)."""
+    return {c: n for c in COLLECTIVES if (n := len(re.findall(r"\b" + c + r"(?:-start)?\(", hlo_text)))}
 
 
 def compare(outs, want, rtol, atol):
@@ -213,7 +222,7 @@ def main(argv=None) -> int:
     text = open(a.module, encoding="utf-8").read()
     feed = np.load(a.inputs) if a.inputs else None
     try:
-        outs, how, devices = run_module(jax, text, feed, seed=a.seed)
+        outs, how, devices, _ = run_module(jax, text, feed, seed=a.seed)
     except RuntimeError as e:
         print(str(e), file=sys.stderr)
         return 2
