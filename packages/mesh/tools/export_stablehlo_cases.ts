@@ -112,6 +112,34 @@ function cases(): Case[] {
     args: [np.array(Float32Array.from({ length: 20 }, (_, i) => (i - 9.5) / 4)).reshape([4, 5]), rnd(21, [2, 2]), np.array(Int32Array.from([5, -7, 1 << 20, -1])), np.array(1, 'int32')],
     tol: F32,
   });
+  out.push({
+    name: 'arg_cum_sort',
+    note: 'argmax / argmin (ties: first index), cumsum (forward, reverse), cumprod, cummax, cummin on int32, sort with NaN and -0, sortKeyVal, a 2-key sort',
+    fn: (a, n, k2) => {
+      const [sk, sv] = lax.sortKeyVal(a, np.multiply(a, 10), 0);
+      const [m0, m1] = lax.sort([k2, n], { dimension: 0, numKeys: 2 }) as Array[];
+      return [lax.argmax(a, 1), lax.argmin(a, 0), lax.cumsum(a, 1), lax.cumsum(a, 0, true), lax.cumprod(np.add(np.multiply(a, 0.1), 1), 1), lax.cummax(a, 1), lax.cummin(n, 0), lax.sort(np.divide(a, np.subtract(a, 0.25)), { dimension: 1 }), lax.sort(np.log(a), { dimension: 0 }), sk, sv, m0, m1];
+    },
+    args: [np.array(Float32Array.from([0.5, -1, 2, 2, 0.25, 3, -0, 0, 1, 0.25, 0.5, -2])).reshape([3, 4]), np.array(Int32Array.from([5, -3, 9, 5, 0, -7])), np.array(Int32Array.from([2, 1, 2, 1, 2, 1]))],
+    tol: F32,
+  });
+  out.push({
+    name: 'chlo_ops',
+    note: 'ops JAX lowers to CHLO: erf, erfc, erf_inv, lgamma, digamma, sinh, cosh, asin, acos, atan, asinh, acosh, atanh, nextafter',
+    fn: (a, b) => [lax.erf(a), lax.erfc(a), lax.erfInv(np.multiply(a, 0.3)), lax.lgamma(b), lax.digamma(b), lax.sinh(a), lax.cosh(a), lax.asin(np.multiply(a, 0.3)), lax.acos(np.multiply(a, 0.3)), lax.atan(a), lax.asinh(a), lax.acosh(b), lax.atanh(np.multiply(a, 0.3)), lax.nextafter(a, b)],
+    args: [np.array(Float32Array.from({ length: 12 }, (_, i) => (i - 5.5) / 2.2)).reshape([3, 4]), np.array(Float32Array.from({ length: 12 }, (_, i) => 1.25 + i * 0.7)).reshape([3, 4])],
+    tol: { atol: 2e-6, rtol: 2e-5 },
+  });
+  out.push({
+    name: 'random_in_jit',
+    note: 'jax.random inside jit (threefry2x32 expanded into uint32 ops): bits, split, uniform, normal, randint from a key argument',
+    fn: (key) => {
+      const [k1, k2] = random.splitKeys(key);
+      return [random.bits(key, [5]), random.split(key, 3), random.uniform(k1, [3, 4], { minval: -1, maxval: 2 }), random.normal(k2, [6]), random.randint(key, [7], 0, 10)];
+    },
+    args: [random.key(42)],
+    tol: { atol: 1e-6, rtol: 1e-6 },
+  });
   const q = rnd(10, [2, 5, 4, 8]);
   const k = rnd(11, [2, 7, 2, 8]);
   const v = rnd(12, [2, 7, 2, 8]);

@@ -45,6 +45,26 @@ const ONE_OP: Record<string, string> = {
   shift_right_logical: 'shift_right_logical',
 };
 
+/** Primitives JAX lowers to one CHLO op (`chlo.*`), which XLA's StableHLO import legalizes. */
+const CHLO: Record<string, string> = {
+  acos: 'acos',
+  acosh: 'acosh',
+  asin: 'asin',
+  asinh: 'asinh',
+  atan: 'atan',
+  atanh: 'atanh',
+  cosh: 'cosh',
+  sinh: 'sinh',
+  erf: 'erf',
+  erf_inv: 'erf_inv',
+  erfc: 'erfc',
+  digamma: 'digamma',
+  lgamma: 'lgamma',
+  nextafter: 'next_after',
+};
+/** The cumulative primitives: the reduce_window combiner of each. */
+const CUMULATIVE: Record<string, string> = { cumsum: 'add', cumprod: 'multiply', cummax: 'maximum', cummin: 'minimum' };
+
 const REDUCER: Record<string, string> = { reduce_sum: 'add', reduce_max: 'maximum', reduce_min: 'minimum', reduce_prod: 'multiply', reduce_and: 'and', reduce_or: 'or' };
 /** Primitives with their own case in `emitInstruction` below. */
 const STRUCTURED = new Set([
@@ -68,6 +88,12 @@ const STRUCTURED = new Set([
   'bitcast_convert_type',
   'exp2',
   ...Object.keys(ONE_OP),
+  ...Object.keys(CHLO),
+  ...Object.keys(CUMULATIVE),
+  'argmax',
+  'argmin',
+  'sort',
+  'threefry2x32',
 ]);
 
 /**
@@ -294,6 +320,11 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
     default:
       if (name in SCATTER_COMBINER) return emitScatter(e, r, i, ins, inTypes, outTypes);
       if (ONE_OP[name]) return e.op(r, `stablehlo.${ONE_OP[name]}`, ins, '', inTypes, outTypes);
+      if (CHLO[name]) return e.op(r, `chlo.${CHLO[name]}`, ins, '', inTypes, outTypes);
+      if (CUMULATIVE[name]) return emitCumulative(e, r, i, ins, inTypes, outTypes);
+      if (name === 'argmax' || name === 'argmin') return emitArgReduce(e, i, ins, inTypes);
+      if (name === 'sort') return emitSort(e, r, i, ins, inTypes, outTypes);
+      if (name === 'threefry2x32') return emitThreefry(e, i, ins, inTypes);
       break;
   }
   const direction = prim.elementwise?.compare;
@@ -408,6 +439,158 @@ function emitScatter(e: Emitter, r: string, i: HloInstruction, ins: string[], in
   const sty = tensorType({ shape: [], dtype: x.dtype, weakType: false });
   const attrs = `scatter_dimension_numbers = #stablehlo.scatter<${fields.join(', ')}>, indices_are_sorted = ${p.indicesAreSorted}, unique_indices = ${p.uniqueIndices}`;
   e.op(r, 'stablehlo.scatter', [ins[0], indices, ins[2]], attrs, inTypes, outTypes, combinerRegion(SCATTER_COMBINER[i.prim!.name], sty));
+}
+
+const scalarType = (dtype: string): string => tensorType({ shape: [], dtype: dtype as never, weakType: false });
+const isIntType = (dt: string): boolean => dt.startsWith('int') || dt.startsWith('uint');
+/** The identity of max (`-inf`, or the smallest integer) / min as a literal of `dtype`. */
+function extremeInit(dtype: string, forMax: boolean): string {
+  if (!isIntType(dtype)) return fmtScalar(forMax ? -Infinity : Infinity, dtype);
+  const bits = dtype.endsWith('8') ? 8 : 32;
+  if (dtype.startsWith('uint')) return String(forMax ? 0 : 2 ** bits - 1);
+  return String(forMax ? -(2 ** (bits - 1)) : 2 ** (bits - 1) - 1);
+}
+/** A region-local compare line: `%name = compare(a, b)` on scalars of `dtype`. */
+const cmpLine = (name: string, a: string, b: string, dir: string, dtype: string): string =>
+  `  ${name} = "stablehlo.compare"(${a}, ${b}) {comparison_direction = #stablehlo<comparison_direction ${dir}>, compare_type = #stablehlo<comparison_type ${compareType(dtype)}>} : (${scalarType(dtype)}, ${scalarType(dtype)}) -> tensor<i1>`;
+const binLine = (name: string, op: string, a: string, b: string, ty: string): string => `  ${name} = "stablehlo.${op}"(${a}, ${b}) : (${ty}, ${ty}) -> ${ty}`;
+
+/**
+ * cumsum / cumprod / cummax / cummin as JAX lowers them for TPU: a `reduce_window` along the
+ * axis with a window of the axis length, padded in front (behind for `reverse`).
+ */
+function emitCumulative(e: Emitter, r: string, i: HloInstruction, ins: string[], inTypes: string[], outTypes: string[]): void {
+  const p = i.params as { axis: number; reverse: boolean };
+  const x = i.operands[0].shape;
+  const name = i.prim!.name;
+  const n = x.shape[p.axis];
+  const init = e.fresh();
+  const sty = scalarType(x.dtype);
+  const lit = name === 'cumsum' ? (isIntType(x.dtype) ? '0' : fmtScalar(0, x.dtype)) : name === 'cumprod' ? (isIntType(x.dtype) ? '1' : fmtScalar(1, x.dtype)) : extremeInit(x.dtype, name === 'cummax');
+  e.op(init, 'stablehlo.constant', [], `value = dense<${lit}> : ${sty}`, [], [sty]);
+  const window = x.shape.map((_, d) => (d === p.axis ? n : 1));
+  const pad = x.shape.map((_, d) => (d === p.axis ? (p.reverse ? [0, n - 1] : [n - 1, 0]) : [0, 0]));
+  const attrs = `window_dimensions = ${i64s(window)}, padding = dense<[${pad.map(([a, b]) => `[${a}, ${b}]`).join(', ')}]> : tensor<${x.shape.length}x2xi64>`;
+  e.op(r, 'stablehlo.reduce_window', [ins[0], init], attrs, [inTypes[0], sty], outTypes, combinerRegion(CUMULATIVE[name], sty));
+}
+
+/**
+ * argmax / argmin as JAX lowers them: a two-operand `reduce` over (values, iota) that keeps the
+ * larger (smaller) value, a NaN over a number, and on ties the smaller index.
+ */
+function emitArgReduce(e: Emitter, i: HloInstruction, ins: string[], inTypes: string[]): void {
+  const p = i.params as { axis: number; indexDtype: string };
+  const x = i.operands[0].shape;
+  const forMax = i.prim!.name === 'argmax';
+  const ity = tensorType({ shape: x.shape, dtype: p.indexDtype as never, weakType: false });
+  const iota = e.fresh();
+  e.op(iota, 'stablehlo.iota', [], `iota_dimension = ${p.axis} : i64`, [], [ity]);
+  const [sv, si] = [scalarType(x.dtype), scalarType(p.indexDtype)];
+  const [v0, i0] = [e.fresh(), e.fresh()];
+  e.op(v0, 'stablehlo.constant', [], `value = dense<${extremeInit(x.dtype, forMax)}> : ${sv}`, [], [sv]);
+  e.op(i0, 'stablehlo.constant', [], `value = dense<0> : ${si}`, [], [si]);
+  const b = 'tensor<i1>';
+  const region = [
+    ` ({\n^bb0(%av: ${sv}, %ai: ${si}, %bv: ${sv}, %bi: ${si}):`,
+    cmpLine('%better', '%av', '%bv', forMax ? 'GT' : 'LT', x.dtype),
+    cmpLine('%isnan', '%av', '%av', 'NE', x.dtype),
+    binLine('%pickv', 'or', '%better', '%isnan', b),
+    cmpLine('%same', '%av', '%bv', 'EQ', x.dtype),
+    cmpLine('%first', '%ai', '%bi', 'LT', p.indexDtype),
+    binLine('%tie', 'and', '%same', '%first', b),
+    binLine('%picki', 'or', '%pickv', '%tie', b),
+    `  %v = "stablehlo.select"(%pickv, %av, %bv) : (${b}, ${sv}, ${sv}) -> ${sv}`,
+    `  %i = "stablehlo.select"(%picki, %ai, %bi) : (${b}, ${si}, ${si}) -> ${si}`,
+    `  "stablehlo.return"(%v, %i) : (${sv}, ${si}) -> ()\n})`,
+  ].join('\n');
+  const out = i.shapes[0];
+  const red = e.fresh();
+  e.op(red, 'stablehlo.reduce', [ins[0], iota, v0, i0], `dimensions = array<i64: ${p.axis}>`, [inTypes[0], ity, sv, si], [tensorType({ shape: out.shape, dtype: x.dtype, weakType: false }), tensorType(out)], region);
+  e.bind(i, `${red}#1`);
+}
+
+/**
+ * `sort` as a stable `stablehlo.sort` whose comparator orders the first `numKeys` operands
+ * lexicographically, floats ascending with NaNs last (core's sort order; -0 equals 0).
+ */
+function emitSort(e: Emitter, r: string, i: HloInstruction, ins: string[], inTypes: string[], outTypes: string[]): void {
+  const p = i.params as { dimension: number; numKeys: number };
+  const dts = i.operands.map((o) => o.shape.dtype);
+  const b = 'tensor<i1>';
+  const args = dts.map((dt, k) => `%a${k}: ${scalarType(dt)}, %b${k}: ${scalarType(dt)}`).join(', ');
+  const lines = [` ({\n^bb0(${args}):`];
+  // lt(x, y): x < y, or y is NaN and x is not. Lexicographic: lt0 | (eq0 & (lt1 | (eq1 & ...))).
+  const lt = (k: number, x: string, y: string, tag: string): string => {
+    if (!isFloatType(dts[k])) {
+      lines.push(cmpLine(`%${tag}`, x, y, 'LT', dts[k]));
+      return `%${tag}`;
+    }
+    lines.push(cmpLine(`%${tag}l`, x, y, 'LT', dts[k]), cmpLine(`%${tag}yn`, y, y, 'NE', dts[k]), cmpLine(`%${tag}xo`, x, x, 'EQ', dts[k]));
+    lines.push(binLine(`%${tag}n`, 'and', `%${tag}yn`, `%${tag}xo`, b), binLine(`%${tag}`, 'or', `%${tag}l`, `%${tag}n`, b));
+    return `%${tag}`;
+  };
+  let acc: string | null = null;
+  for (let k = p.numKeys - 1; k >= 0; k--) {
+    const less = lt(k, `%a${k}`, `%b${k}`, `lt${k}`);
+    if (acc === null) {
+      acc = less;
+      continue;
+    }
+    const more = lt(k, `%b${k}`, `%a${k}`, `gt${k}`);
+    lines.push(binLine(`%ne${k}`, 'or', less, more, b));
+    lines.push(`  %t${k} = "stablehlo.constant"() {value = dense<true> : tensor<i1>} : () -> tensor<i1>`);
+    lines.push(binLine(`%eq${k}`, 'xor', `%ne${k}`, `%t${k}`, b));
+    lines.push(binLine(`%and${k}`, 'and', `%eq${k}`, acc, b));
+    lines.push(binLine(`%lex${k}`, 'or', less, `%and${k}`, b));
+    acc = `%lex${k}`;
+  }
+  lines.push(`  "stablehlo.return"(${acc}) : (${b}) -> ()\n})`);
+  e.op(r, 'stablehlo.sort', ins, `dimension = ${p.dimension} : i64, is_stable = true`, inTypes, outTypes, lines.join('\n'));
+}
+
+/**
+ * The threefry2x32 block cipher expanded into uint32 ops (JAX's CPU/GPU lowering: 20 rounds of
+ * add / rotate / xor with 5 key injections), so random draws inside a jitted function export
+ * as standard ops. The four operands are broadcast to the output shape first.
+ */
+function emitThreefry(e: Emitter, i: HloInstruction, ins: string[], inTypes: string[]): void {
+  const shape = i.shapes[0].shape;
+  const ty = tensorType({ shape, dtype: 'uint32', weakType: false });
+  const consts = new Map<number, string>();
+  const k = (v: number): string => {
+    let c = consts.get(v);
+    if (c === undefined) consts.set(v, (c = e.splat(v >>> 0, 'uint32', shape)));
+    return c;
+  };
+  const [k0, k1, x0, x1] = ins.map((n, j) => {
+    const s = i.operands[j].shape.shape;
+    if (s.length === shape.length && s.every((d, q) => d === shape[q])) return n;
+    const out = e.fresh();
+    const lead = shape.length - s.length;
+    e.op(out, 'stablehlo.broadcast_in_dim', [n], `broadcast_dimensions = ${i64s(s.map((_, q) => q + lead))}`, [inTypes[j]], [ty]);
+    return out;
+  });
+  const bin = (op: string, a: string, b: string): string => {
+    const out = e.fresh();
+    e.op(out, `stablehlo.${op}`, [a, b], '', [ty, ty], [ty]);
+    return out;
+  };
+  const ks = [k0, k1, bin('xor', bin('xor', k0, k1), k(0x1bd11bda))];
+  const rot = [
+    [13, 15, 26, 6],
+    [17, 29, 16, 24],
+  ];
+  let a = bin('add', x0, ks[0]);
+  let b = bin('add', x1, ks[1]);
+  for (let block = 0; block < 5; block++) {
+    for (const rr of rot[block % 2]) {
+      a = bin('add', a, b);
+      b = bin('xor', bin('or', bin('shift_left', b, k(rr)), bin('shift_right_logical', b, k(32 - rr))), a);
+    }
+    a = bin('add', a, ks[(block + 1) % 3]);
+    b = bin('add', bin('add', b, ks[(block + 2) % 3]), k(block + 1));
+  }
+  e.outputs.set(i, [a, b]);
 }
 
 /** GSPMD shardings to attach (XLA's text form per argument and result), as JAX's lowering does. */

@@ -3,7 +3,7 @@
 // XLA cannot run, the one-op mappings, closed-over constants embedded instead of left as extra
 // arguments, and a clear error for a partitioned per-device program. These check the text;
 // the numbers were checked against XLA on the device (packages/mesh/tools/check_stablehlo_cases.py).
-import { type Array, grad, lax, np } from '@tpukit/core';
+import { type Array, grad, lax, np, random } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../src/internal';
 import { M1, S } from './gridSharding';
@@ -101,5 +101,38 @@ describe('a partitioned program', () => {
     const lowered = g.lower(np.ones([4, 4]), np.ones([4, 4]));
     expect(lowered.asStableHlo()).toContain('mhlo.sharding = "{devices=[1,2]0,1}"');
     expect(() => lowered.compile().asStableHlo()).toThrow(/xla-lite export: all-reduce\.\d+ \(an instruction of a partitioned per-device program\) has no StableHLO form; export the sharded program before partitioning with lower\(\.\.\.\)\.asStableHlo\(\)/);
+  });
+});
+
+describe('ops with regions and CHLO ops that were custom calls', () => {
+  const a = np.array(Float32Array.from([0.5, -1, 2, 2, 0.25, 3, -0, 0, 1, 0.25, 0.5, -2])).reshape([3, 4]);
+
+  it('argmax is a two-operand reduce over (values, iota) keeping the first of ties; cumsum a reduce_window', () => {
+    const text = jit((x: Array) => [lax.argmax(x, 1), lax.cumsum(x, 1, true), lax.cummax(x, 0)]).lower(a).asStableHlo();
+    expect(text).not.toContain('custom_call');
+    expect(text).toMatch(/%(\d+):2 = "stablehlo\.reduce"\(%arg0, %\d+, %\d+, %\d+\) \(\{\n\^bb0\(%av: tensor<f32>, %ai: tensor<i32>, %bv: tensor<f32>, %bi: tensor<i32>\):/);
+    expect(text).toContain('%first = "stablehlo.compare"(%ai, %bi) {comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type SIGNED>}');
+    expect(text).toMatch(/"func\.return"\(%\d+#1, /);
+    // reverse: padded behind; forward: in front.
+    expect(text).toContain('window_dimensions = array<i64: 1, 4>, padding = dense<[[0, 0], [0, 3]]> : tensor<2x2xi64>');
+    expect(text).toContain('window_dimensions = array<i64: 3, 1>, padding = dense<[[2, 0], [0, 0]]> : tensor<2x2xi64>');
+  });
+
+  it('sort is a stable stablehlo.sort whose comparator puts NaNs last and orders keys lexicographically', () => {
+    const k2 = np.array(Int32Array.from([2, 1, 2]));
+    const text = jit((x: Array, k: Array) => [lax.sort(x, { dimension: 1 }), ...(lax.sort([k, k], { dimension: 0, numKeys: 2 }) as Array[])]).lower(a, k2).asStableHlo();
+    expect(text).toMatch(/"stablehlo\.sort"\(%arg0\) \(\{\n\^bb0\(%a0: tensor<f32>, %b0: tensor<f32>\):/);
+    expect(text).toContain('%lt0yn = "stablehlo.compare"(%b0, %b0) {comparison_direction = #stablehlo<comparison_direction NE>');
+    expect(text).toContain('dimension = 1 : i64, is_stable = true');
+    expect(text).toMatch(/"stablehlo\.return"\(%lex0\)/);
+  });
+
+  it('CHLO ops, and threefry2x32 expanded into uint32 ops (random inside jit)', () => {
+    const text = jit((x: Array, k: Array) => [lax.erfInv(np.multiply(x, 0.3)), lax.lgamma(np.add(np.abs(x), 1)), lax.sinh(x), random.bits(k, [3])]).lower(a, random.key(1)).asStableHlo();
+    expect(text).not.toContain('custom_call');
+    for (const op of ['chlo.erf_inv', 'chlo.lgamma', 'chlo.sinh']) expect(text).toContain(`"${op}"`);
+    // 20 rounds: 20 left rotations (shift_left + shift_right_logical + or) per Threefry call.
+    expect(ops(text).filter((o) => o === 'stablehlo.shift_left').length).toBe(20);
+    expect(text).toContain('value = dense<466688986> : tensor<ui32>'); // the key-schedule parity 0x1BD11BDA
   });
 });
