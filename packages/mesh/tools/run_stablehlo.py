@@ -16,11 +16,12 @@ zeros for integer ones); float inputs are converted to the element type the modu
 (bf16 included). `--expect` holds `out0`, ... to compare with. On CPU, a module with N
 partitions needs `XLA_FLAGS=--xla_force_host_platform_device_count=N`.
 
-Status (FIDELITY.md at the repo root has the runs): verified with jax/jaxlib 0.10.2 on CPU
-(1, 2 and 8 forced host devices) through the first entry point below
-(`jax._src.compiler.backend_compile_and_load` on a module parsed in JAX's MLIR context). The
-fallbacks (the client's `compile_and_load` / `compile` on the text) are kept for other jaxlib
-versions and were not needed there.
+Status (FIDELITY.md at the repo root has the runs): verified 2026-11-26 with jax/jaxlib 0.10.2
+on CPU and 0.11.2 on CPU (1, 2 and 8 forced host devices) and an NVIDIA H200 (single-device
+modules), through the first entry point below (`jax._src.compiler.backend_compile_and_load` on a
+module parsed in JAX's MLIR context). The fallbacks (the client's `compile_and_load` / `compile`
+on the text) are kept for other jaxlib versions and were not exercised. Sharded modules ran on
+CPU devices only (the GPU machine had one GPU).
 """
 from __future__ import annotations
 
