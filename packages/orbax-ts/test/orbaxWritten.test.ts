@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { type Array as TArray, np } from '@tpukit/core';
 import { CheckpointManager, ShapeDtypeStruct, args } from '../src/index';
+import { encodeValues } from '../tools/bitsEncoding';
 import { SplitSharding, tmpDir } from './helpers';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'orbax_written');
@@ -22,17 +23,6 @@ function open(variant: string): CheckpointManager {
   return new CheckpointManager(dir, { readOnly: true });
 }
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-/** An array's values as the fixture encodes them (floats as hex bit patterns). */
-function encode(a: TArray): (string | number)[] {
-  return globalThis.Array.from(a.dataSync() as ArrayLike<number>, (v) => {
-    if (a.dtype !== 'float32' && a.dtype !== 'bfloat16') return Number(v);
-    f32[0] = v;
-    return a.dtype === 'bfloat16' ? (u32[0] >>> 16).toString(16).padStart(4, '0') : u32[0].toString(16).padStart(8, '0');
-  });
-}
-
 function expectLeaf(got: unknown, want: Leaf, where: string): void {
   if ('value' in want) {
     expect(got, where).toBe(want.value);
@@ -40,7 +30,7 @@ function expectLeaf(got: unknown, want: Leaf, where: string): void {
   }
   const a = got as TArray;
   expect([a.dtype, a.shape], where).toEqual([want.dtype, want.shape]);
-  expect(encode(a), where).toEqual(want.values);
+  expect(encodeValues(a), where).toEqual(want.values);
 }
 
 const state = expected.zarr2_raw['3'].state;

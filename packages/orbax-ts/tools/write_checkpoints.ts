@@ -12,6 +12,7 @@ import { type Array, type Device, type Index, type Sharding, fromStorage, makeAr
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CheckpointManager, args, saveSafetensors } from '../src/index';
+import { encodeValues } from './bitsEncoding';
 
 const devs = globalThis.Array.from({ length: 8 }, (_, id): Device => ({ id, deviceKind: 'virtual', platform: 'cpu', processIndex: 0 }));
 /** A grid sharding: axis k split into parts[k] equal blocks, `replicas` copies of each tile. */
@@ -67,19 +68,10 @@ function sharded(shape: number[], dtype: 'float32' | 'bfloat16' | 'int32', k: nu
   });
 }
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
 function encodeLeaf(x: unknown): unknown {
   if (x !== null && typeof x === 'object' && 'dtype' in (x as object) && 'shape' in (x as object)) {
     const a = x as Array;
-    const vals = globalThis.Array.from(a.dataSync() as ArrayLike<number>, (v) => {
-      if (a.dtype === 'float32' || a.dtype === 'bfloat16') {
-        f32[0] = v;
-        return a.dtype === 'bfloat16' ? (u32[0] >>> 16).toString(16).padStart(4, '0') : u32[0].toString(16).padStart(8, '0');
-      }
-      return a.dtype === 'bool' ? (v ? 1 : 0) : Number(v);
-    });
-    return { dtype: a.dtype, shape: a.shape, values: vals };
+    return { dtype: a.dtype, shape: a.shape, values: encodeValues(a) };
   }
   return { value: x };
 }
