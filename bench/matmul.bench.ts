@@ -185,9 +185,14 @@ function phaseReport(one: () => void, two: () => void): void {
   for (let i = 0; i < RUNS; i++) one();
   console.log(`        1t phases (ms per product; an item of a batch run item by item counts as one): stage ${ms(ph.stage, ph.products)} pack ${ms(ph.pack, ph.products)} (stage included) gemm ${ms(ph.gemm, ph.products)} sink ${ms(ph.sink, ph.products)}`);
   systolic.resetGemmPhases();
+  // The job's whole time (wake-up to every worker done) is the worker pool's own timing.
+  const jobs = wasm.poolJobTimes;
+  const [wasOn, jobs0, ms0] = [jobs.enabled, jobs.jobs, jobs.ms];
+  jobs.enabled = true;
   for (let i = 0; i < RUNS; i++) two();
+  jobs.enabled = wasOn;
   const p = ph.pool;
-  if (p.products > 0) console.log(`        2t calling thread (ms from wake-up): staged ${ms(p.staged, p.products)} packed ${ms(p.gate, p.products)} own tiles done ${ms(p.callerTilesDone, p.products)} all done ${ms(p.done, p.products)}; it computed ${p.callerTiles}/${p.tiles} tiles`);
+  if (p.products > 0) console.log(`        2t calling thread (ms from wake-up): staged ${ms(p.staged, p.products)} packed ${ms(p.gate, p.products)} own tiles done ${ms(p.callerTilesDone, p.products)} all done ${ms(jobs.ms - ms0, jobs.jobs - jobs0)}; it computed ${p.callerTiles}/${p.tiles} tiles`);
   else console.log('        2t: run item by item (batched.ts), not timed per phase');
 }
 
@@ -217,6 +222,98 @@ async function gptShapes(): Promise<void> {
 }
 
 /**
+ * The operands and destination of GPT dot `c` in engine `e`'s memory, as the compiled step's
+ * arena holds them (read in place, the result written there): a run of mxuDotGeneral, its
+ * destination, and a release of the regions.
+ */
+function dotInEngine(e: GemmEngine, c: DotCase, ha = rand(c[1].reduce((x, y) => x * y, 1)), hb = rand(c[2].reduce((x, y) => x * y, 1))): { run: () => void; into: Float32Array; release: () => void } {
+  const [, ls, rs, dn] = c;
+  const outLen = dotCaseFlops(c) / 2 / dn[0][0].reduce((x, d) => x * ls[d], 1);
+  const params = { dimensionNumbers: dn, precision: null, preferredElementType: null };
+  const out = aval([outLen], 'float32');
+  const addrs: number[] = [];
+  const view = (x: Float32Array): Float32Array => {
+    const addr = e.reserve(x.byteLength); // (grows the memory: take the buffer after)
+    addrs.push(addr);
+    const v = new Float32Array(e.buffer(), addr, x.length);
+    v.set(x);
+    return v;
+  };
+  const lhs = { data: view(ha), shape: ls, dtype: 'float32' as const };
+  const rhs = { data: view(hb), shape: rs, dtype: 'float32' as const };
+  const into = view(new Float32Array(outLen));
+  return { run: () => void mxuDotGeneral(e, lhs, rhs, params, out, { flushSubnormals: false }, into), into, release: () => addrs.forEach((a) => e.release(a)) };
+}
+
+/**
+ * `MATMUL_ONLY=account`: where a GPT dot's one-thread time goes, with its operands and
+ * destination in the GEMM memory as in the compiled step, by the phase timer's per-shape sums
+ * (`systolic.gemmPhases.byShape`): packing A, packing B, edges, kernel, sink, and the rest of
+ * the call (views, planning: the per-call overhead). 'warm': the call repeated (operands in
+ * cache); 'cold': 48 MiB of other memory read before each call, as a step's operands come
+ * after other work. GFLOP/s of the call and of its kernel alone. Then the same on two threads
+ * (`accountPool`).
+ */
+async function account(): Promise<void> {
+  systolic.setNumThreads(1);
+  const e = systolic.backend.engine; // (takes the thread setting)
+  const ph = systolic.gemmPhases;
+  const junk = new Float32Array(12 << 20);
+  let sink = 0;
+  const evict = (): void => {
+    for (let i = 0; i < junk.length; i += 16) sink += junk[i];
+  };
+  console.log(`\n[7] GPT dots, 1 thread, operands and destination in the GEMM memory: ms per call by phase (least of ${RUNS} runs: wall clock, so the least disturbed)`);
+  console.log(`    ${'dot'.padEnd(34)} ${'cache'.padEnd(5)} ${['call', 'packA', 'packB', 'edges', 'kernel', 'sink', 'other'].map((x) => x.padStart(7)).join('')}   GFLOP/s call / kernel`);
+  for (const c of GPT_DOTS.slice(0, 10)) {
+    const d = dotInEngine(e, c);
+    for (const cold of [false, true]) {
+      const rows: number[][] = [];
+      for (let r = 0; r < RUNS + 1; r++) {
+        if (cold) evict();
+        systolic.resetGemmPhases();
+        ph.enabled = true;
+        d.run();
+        ph.enabled = false;
+        const v = [...ph.byShape.values()][0];
+        if (r > 0) rows.push([v.call, v.packA, v.packB, v.edges, v.gemm, v.sink, v.call - v.packA - v.packB - v.edges - v.gemm - v.sink]);
+      }
+      const med = rows[0].map((_, j) => Math.min(...rows.map((x) => x[j])));
+      const fl = dotCaseFlops(c);
+      console.log(`    ${c[0].padEnd(34)} ${(cold ? 'cold' : 'warm').padEnd(5)} ${med.map((x) => x.toFixed(3).padStart(7)).join('')}   ${fmt(fl / med[0] / 1e6)} / ${fmt(fl / med[4] / 1e6)}`);
+    }
+    d.release();
+  }
+  if (sink === 42) console.log('');
+  await accountPool();
+}
+
+/**
+ * The same dots on two threads, operands and destination in the GEMM memory, the pool's tiles
+ * (default) against its opt-in row blocks (`TPUKIT_GEMM_BLOCK_ROWS_POOL=1`: each thread packs the
+ * A rows it multiplies), interleaved per round: wall ms per call (median of RUNS * 2) and
+ * CPU-seconds per second (under 1.9 the second core was not free: the ratio means nothing then).
+ */
+async function accountPool(): Promise<void> {
+  systolic.setNumThreads(2);
+  const e = systolic.backend.engine; // (takes the thread setting)
+  const saved = e.blockRowsPool;
+  console.log(`\n[8] GPT dots, 2 threads, operands and destination in the GEMM memory: wall ms per call, tiles vs row blocks (median of ${RUNS * 2})`);
+  for (const c of GPT_DOTS.slice(0, 10)) {
+    const d = dotInEngine(e, c);
+    const mode = (on: boolean) => () => {
+      e.blockRowsPool = on;
+      d.run();
+    };
+    const r = await interleaved([mode(false), mode(true)], RUNS * 2, 2);
+    console.log(`    ${c[0].padEnd(34)} tiles ${r.ms[0].toFixed(3)}  row blocks ${r.ms[1].toFixed(3)}  row blocks / tiles ${(1 / r.speedup[1]).toFixed(3)}x   CPU-s/s ${r.cpuPerWall[0].toFixed(2)} / ${r.cpuPerWall[1].toFixed(2)}`);
+    d.release();
+  }
+  e.blockRowsPool = saved;
+  systolic.setNumThreads(1);
+}
+
+/**
  * `MATMUL_ONLY=shape`: the GEMM's 5 x 8 micro-kernel (opt-in) against the default 4 x 8 kernel
  * on the GPT's dots, one thread, each engine in one process with its operands
  * and destination in its own memory (as the compiled step's arena holds them: no staging, the
@@ -229,25 +326,11 @@ async function shapeAB(): Promise<void> {
   const label = (g: GemmShape): string => `${g.mr}x${g.nv * 4}`;
   console.log(`\n[6] micro-kernel ${label(GEMM_SHAPE_5X8)} vs ${label(GEMM_SHAPE_4X8)} (default), GPT dots, 1 thread, operands and destination in the engine memory, by CPU time`);
   for (const c of GPT_DOTS) {
-    const [name, ls, rs, dn] = c;
+    const [name, ls, rs] = c;
     const fl = dotCaseFlops(c);
-    const outLen = fl / 2 / dn[0][0].reduce((x, d) => x * ls[d], 1);
     const ha = rand(ls.reduce((x, y) => x * y, 1));
     const hb = rand(rs.reduce((x, y) => x * y, 1));
-    const params = { dimensionNumbers: dn, precision: null, preferredElementType: null };
-    const out = aval([outLen], 'float32');
-    const runs = engines.map((e) => {
-      const view = (x: Float32Array): Float32Array => {
-        const addr = e.reserve(x.byteLength); // (grows the memory: take the buffer after)
-        const v = new Float32Array(e.buffer(), addr, x.length);
-        v.set(x);
-        return v;
-      };
-      const lhs = { data: view(ha), shape: ls, dtype: 'float32' as const };
-      const rhs = { data: view(hb), shape: rs, dtype: 'float32' as const };
-      const into = view(new Float32Array(outLen));
-      return { run: () => void mxuDotGeneral(e, lhs, rhs, params, out, { flushSubnormals: false }, into), into };
-    });
+    const runs = engines.map((e) => dotInEngine(e, c, ha, hb));
     const r = await interleaved(runs.map((x) => x.run), RUNS * 2, 2);
     if (!runs[0].into.every((x, i) => Object.is(x, runs[1].into[i]))) throw new Error(`bench:matmul: ${name}: the ${label(GEMM_SHAPE_5X8)} and ${label(GEMM_SHAPE_4X8)} kernels give different results`);
     const cpuG = (k: number): string => fmt(fl / (r.ms[k] * r.cpuPerWall[k]) / 1e6);
@@ -269,6 +352,11 @@ async function main(): Promise<void> {
   if (process.env.MATMUL_ONLY === 'shape') {
     console.log(`matmul benchmark, micro-kernel shapes: medians of ${RUNS * 2} interleaved runs; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
     await shapeAB();
+    return;
+  }
+  if (process.env.MATMUL_ONLY === 'account') {
+    console.log(`matmul benchmark, GPT dots by phase; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+    await account();
     return;
   }
   if (process.env.MATMUL_ONLY === 'gpt') {

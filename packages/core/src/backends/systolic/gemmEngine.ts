@@ -17,9 +17,10 @@ import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
 import { type BatchEngine, type BatchRunner, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
-import { packFunctionName } from './packKernels';
+import { packFunctionName, touchArgs } from './packKernels';
 import { type PackJob, Stager, TimedStager, chunkCall, planPackJob } from './packPlan';
-import { gemmPhases, phaseClock } from './phases';
+import { gemmPhases, phaseClock, shapePhases } from './phases';
+import { getNumThreads } from '../../threads';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
 export const MAX_PAGES = 32768;
@@ -46,6 +47,13 @@ export interface ParallelJob {
    * threads still multiply.
    */
   rows?: (r0: number, r1: number) => void;
+  /**
+   * Optional (never with `rows`): A's packing, left out of `packs`, to be done one MC row block
+   * at a time by the thread that then multiplies that block (`GemmEngine.rowBlocks`): thread t
+   * packs its blocks at `args.ap + t * mc * kp * 4`; the packed area holds `aRows` rows.
+   */
+  rowBlockA?: PackJob;
+  aRows?: number;
 }
 
 /** Runs one product over several threads; false when it could not (the caller runs it alone). */
@@ -94,6 +102,29 @@ export class GemmEngine implements BatchEngine {
   private readonly placement: OperandPlacement = { srcA: 0, srcB: 0, inA: false, inB: false, end: 0 };
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
+  /** Arguments of one `touch_rows` call (reused). */
+  private readonly touchCall: number[] = [0, 0, 0, 0];
+  /**
+   * Whether operands read in place are swept before they are packed (`PackJob.touch`): on by
+   * default; `TPUKIT_GEMM_TOUCH=0` in the environment turns it off (an A/B switch for
+   * benchmarks: the packed bits are the same either way).
+   */
+  touchInPlace = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_TOUCH !== '0';
+  /**
+   * Whether one-thread products pack an in-place A block by block (`rowBlocks`): on by default;
+   * `TPUKIT_GEMM_BLOCK_ROWS=0` in the environment turns it off (an A/B switch for benchmarks: the
+   * results are the same bits either way).
+   */
+  blockRows = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_BLOCK_ROWS !== '0';
+  /**
+   * The same on the thread pool: each thread packs the row blocks of A it then multiplies
+   * (`ParallelJob.rowBlockA`). Off by default (`TPUKIT_GEMM_BLOCK_ROWS_POOL=1` turns it on): its
+   * blocks (MC rows by all columns) are coarser than the pool's tiles, and its two-thread effect
+   * could not be measured on the shared machine (BENCHMARKS.md, gemmstep). Same bits either way.
+   */
+  blockRowsPool = typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_BLOCK_ROWS_POOL === '1';
+  /** Phase timer only: how long packing A and packing B took in the current product (ms). */
+  private readonly packMs: number[] = [0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
   private readonly regions: { addr: number; bytes: number }[] = [];
   /** Every buffer object this memory has handed out (see `holds`). */
@@ -258,7 +289,11 @@ export class GemmEngine implements BatchEngine {
     // a staged copy in the scratch; the others are packed in TypeScript from their host arrays.
     const { srcA, srcB, inA, inB, end } = placeOperands(this, a.bits, b.bits, simdA, simdB, this.floor, this.placement);
     const ap = end;
-    const bp = align(ap + mp * kp * 4);
+    // A read in place may be packed by row blocks (`rowBlocks`); on the pool each thread packs
+    // its blocks into its own part of A's packed area, so the area holds a block per thread.
+    const blockA = simdA && inA && this.blockRows && this.rowBlocks(a, M, kp);
+    const aRows = blockA && this.blockRowsPool && this.parallel ? Math.max(mp, getNumThreads() * this.shape.mc) : mp;
+    const bp = align(ap + aRows * kp * 4);
     const direct = cAddr >= 0;
     const cp = direct ? cAddr : align(bp + np * kp * 4);
     // C has M rows (the kernel writes no padding rows), np columns.
@@ -286,8 +321,8 @@ export class GemmEngine implements BatchEngine {
     const minChunks = big && this.parallel ? MIN_PACK_CHUNKS : 1;
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
-      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks) : null;
-      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks) : null;
+      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
+      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks, inB) : null;
       const hostPack = (): void => {
         if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
         if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
@@ -309,33 +344,123 @@ export class GemmEngine implements BatchEngine {
       let t1 = t0;
       let t2 = t0;
       let alone = false;
-      if (!(big && this.parallel && this.parallel({ args, stager, hostPack, packs, edges, overlap: bi === 0 ? prepare : undefined, rows }))) {
+      let blocked = false;
+      let tp = t0; // (phase timer: when the last up-front packing ended)
+      if (!(big && this.parallel && this.parallel(this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows)))) {
         alone = true;
         hostPack();
+        // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
+        blocked = blockA && jobA !== null;
+        this.packMs[0] = 0;
+        this.packMs[1] = 0;
+        tp = t0;
         // One thread: copy a chunk, pack it while its source is still in cache.
-        for (const j of packs) {
+        for (let p = 0; p < packs.length; p++) {
+          const j = packs[p];
+          if (blocked && j === jobA) continue;
           const fn = this.packFns[j.fn];
           for (let i = 0; i < j.chunks; i++) {
             stager.to(chunkCall(j, i, call));
+            if (j.touch) this.touchChunk(call, j.R, j.esz);
             fn(call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+          }
+          if (timed) {
+            const now = phaseClock();
+            this.packMs[j === jobA ? 0 : 1] = now - tp;
+            tp = now;
           }
         }
         stager.to(stager.end);
         edges();
         t1 = phaseClock();
-        this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
+        if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed);
+        else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
       }
       sink(bi, c / 4, np);
       if (timed && alone) {
+        const t3 = phaseClock();
+        const [packA, packB] = this.packMs;
+        const inGemm = blocked ? packA : 0; // (A's packing ran between the kernel's blocks)
         gemmPhases.products++;
         gemmPhases.stage += this.timedStager.ms;
         this.timedStager.ms = 0; // (a batch stages everything with its first product)
-        gemmPhases.pack += t1 - t0;
-        gemmPhases.gemm += t2 - t1;
-        gemmPhases.sink += phaseClock() - t2;
+        gemmPhases.pack += t1 - t0 + inGemm;
+        gemmPhases.gemm += t2 - t1 - inGemm;
+        gemmPhases.sink += t3 - t2;
+        const sp = shapePhases(this.shapeKey(a, b, simdA, simdB, direct));
+        sp.products++;
+        sp.packA += packA;
+        sp.packB += packB;
+        sp.edges += t1 - tp;
+        sp.gemm += t2 - t1 - inGemm;
+        sp.sink += t3 - t2;
       }
     }
+  }
+
+  /**
+   * The pool's job for one product: A's packing by row blocks (`rowBlockA`, B alone in chunks)
+   * when `blockA` is given, `blockRowsPool` is on, and no early row hand-over is asked for;
+   * else every packing in chunks.
+   */
+  private parallelJob(args: GemmArgs, stager: Stager, hostPack: () => void, packs: PackJob[], edges: () => void, overlap: (() => void) | undefined, rows: ((r0: number, r1: number) => void) | undefined, blockA: PackJob | null, jobB: PackJob | null, aRows: number): ParallelJob {
+    if (blockA && jobB && this.blockRowsPool && rows === undefined) return { args, stager, hostPack, packs: [jobB], edges, overlap, rowBlockA: blockA, aRows };
+    return { args, stager, hostPack, packs, edges, overlap, rows };
+  }
+
+  /**
+   * Whether a one-thread product packs A (read in place) one MC row block at a time into the
+   * start of its packed area, right before the kernel multiplies that block (`gemmRowBlocks`),
+   * instead of packing all of A first: the packed block is then still in L2 when the kernel
+   * reads it, where a whole packed A of a few MiB went out to memory and back (a [2048,512]
+   * operand: ~0.25-0.3 ms of a 6 ms product; BENCHMARKS.md, gemmstep). Only for a 'kc' A (k
+   * contiguous: a block's source is one run of whole rows; an 'rc' block reads a slice of every
+   * k row, which packed slower by blocks) that needs no TypeScript edges (whole panels, k a
+   * multiple of 4, no k padding) and has several row blocks. The kernel computes every element
+   * over the same K order: the same bits.
+   */
+  private rowBlocks(a: OperandView, M: number, kp: number): boolean {
+    const { mr, mc } = this.shape;
+    return M > mc && M % mr === 0 && kp === a.k && a.ks === 1 && a.rs !== 1 && a.k % 4 === 0;
+  }
+
+  /** The blocked one-thread product of `rowBlocks`: for each MC row block, pack it at `ap`, then multiply its rows. */
+  private gemmRowBlocks(jobA: PackJob, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
+    const { mc } = this.shape;
+    let packMs = 0;
+    for (let i0 = 0; i0 < M; i0 += mc) packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed);
+    this.packMs[0] = packMs;
+  }
+
+  /**
+   * Packs rows [i0, i1) of A (`jobA`'s operand, 'kc') at byte address `area`, then multiplies
+   * them into C's rows [i0, i1) on this thread (a row block of `rowBlocks`; the thread pool's
+   * calling thread runs its blocks here too). Returns the packing's ms when `timed`, else 0.
+   */
+  rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false): number {
+    const [src, rs, ks, , k] = jobA.args;
+    const call = this.call;
+    const t = timed ? phaseClock() : 0;
+    call[0] = src + i0 * rs * jobA.esz;
+    call[1] = rs;
+    call[2] = ks;
+    call[3] = (i1 - i0) / jobA.R;
+    call[4] = k;
+    call[5] = kp;
+    call[6] = area;
+    if (jobA.touch) this.touchChunk(call, jobA.R, jobA.esz);
+    this.packFns[jobA.fn](call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+    const packMs = timed ? phaseClock() - t : 0;
+    // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
+    this.exports.gemm(area - i0 * kp * 4, bp, c, M, np, kp, i0, i1, 0, np);
+    return packMs;
+  }
+
+  /** The phase timer's key of a product (see `gemmPhases.byShape`). */
+  shapeKey(a: OperandView, b: OperandView, simdA = true, simdB = true, direct = false): string {
+    const lay = (v: OperandView, simd: boolean): string => (!simd ? 'host' : v.rs === 1 ? 'rc' : 'kc');
+    return `${a.rows}x${a.k}x${b.rows} A:${lay(a, simdA)} B:${lay(b, simdB)}${direct ? ' -> C' : ''}`;
   }
 
   /**
@@ -380,13 +505,19 @@ export class GemmEngine implements BatchEngine {
     this.packFns[fn](src, rs, ks, panels, k, kp, dst);
   }
 
+  /** Sweeps the source of packing call `call` (`touch_rows`, see packKernels.ts) on this thread. */
+  touchChunk(call: readonly number[], R: number, esz: number): void {
+    const t = touchArgs(call, R, esz, this.touchCall);
+    this.exports.touch_rows(t[0], t[1], t[2], t[3]);
+  }
+
   /** The SIMD kernel call (in chunks) that packs a staged one-pass operand's whole panels / k quads. */
-  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, minChunks: number): PackJob {
+  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, minChunks: number, inPlace: boolean): PackJob {
     const layout = v.rs === 1 ? 'rc' : 'kc';
     const full = Math.floor(v.rows / R);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
-    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, minChunks);
+    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, minChunks, inPlace && this.touchInPlace);
   }
 
   /**

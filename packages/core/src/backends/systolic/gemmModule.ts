@@ -30,7 +30,7 @@
  * the same K order either way.
  */
 import { type FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
-import { addOutputFunctions, addPackFunctions } from './packKernels';
+import { addOutputFunctions, addPackFunctions, addTouchFunction } from './packKernels';
 
 export interface GemmShape {
   /** Rows per micro-tile. */
@@ -63,9 +63,11 @@ export const GEMM_SHAPE_5X8: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll
 
 export const DEFAULT_GEMM_SHAPE: GemmShape = GEMM_SHAPE_4X8;
 
-/** The module's GEMM export (see above); its packing and output functions are looked up by name. */
+/** The module's GEMM export (see above) and its source sweep; its packing and output functions are looked up by name. */
 export interface GemmExports {
   gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
+  /** Sweeps rows of a packing source into the caches (see packKernels.ts `addTouchFunction`). */
+  touch_rows(src: number, rowBytes: number, stride: number, rows: number): number;
 }
 
 export interface GemmModuleOptions {
@@ -251,5 +253,6 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
   });
   addPackFunctions(m);
   addOutputFunctions(m);
+  addTouchFunction(m);
   return m.toBytes();
 }

@@ -19,6 +19,7 @@ import type { HostArray, ShapedArray } from '../../primitive';
 import { sizeOf, stridesOf } from '../../shape';
 import type { GemmEngine } from './gemmEngine';
 import { HI, LO, MID, type OperandView } from './pack';
+import { gemmPhases, shapePhases } from './phases';
 
 /** Term pairs per pass, smallest first (so the large terms are added last). */
 export const PASSES: Record<'default' | 'high' | 'highest', { a: number[]; b: number[] }> = {
@@ -113,6 +114,22 @@ export interface MxuOptions {
  * else a new array.
  */
 export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null = null): StorageArray {
+  if (!gemmPhases.enabled) return dotGeneral(engine, lhs, rhs, params, out, opts, into);
+  // The phase timer: the whole call, by the shape key of its products.
+  const t0 = performance.now();
+  const r = dotGeneral(engine, lhs, rhs, params, out, opts, into);
+  const t = performance.now() - t0;
+  const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
+  const L = side(lhs, lb, freeDims(lhs.shape.length, lc, lb), lc);
+  const R = side(rhs, rb, freeDims(rhs.shape.length, rc, rb), rc);
+  const direct = engine.resultTarget(into, L.batchOffsets.length, L.view.rows, R.view.rows, L.view.bits, R.view.bits) >= 0;
+  const sp = shapePhases(engine.shapeKey(L.view, R.view, true, true, direct));
+  sp.calls++;
+  sp.call += t;
+  return r;
+}
+
+function dotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null): StorageArray {
   const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
   const L = side(lhs, lb, freeDims(lhs.shape.length, lc, lb), lc);
   const R = side(rhs, rb, freeDims(rhs.shape.length, rc, rb), rc);

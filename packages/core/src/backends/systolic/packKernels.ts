@@ -177,6 +177,58 @@ function emitRcBlocks(
   f.end().end();
 }
 
+/**
+ * `touch_rows(src, rowBytes, stride, rows) -> i32`: reads one 32-bit word (the first) of every
+ * 64-byte line that rows [src + r * stride, + rowBytes), r < rows, overlap, and returns their
+ * xor (so the loads are kept). A packing chunk whose source lies in memory written long before
+ * (an arena's operand: out of the caches by the time its dot runs) is swept this way first: the
+ * lines then arrive as one sequential stream that the hardware prefetcher follows, where the
+ * packing kernel's own reads ('rc': one 64-byte piece of every k row, 2 KiB or more apart) each
+ * wait for memory in turn (BENCHMARKS.md, gemmstep).
+ */
+export function addTouchFunction(m: ModuleBuilder): void {
+  m.addFunction('touch_rows', ['i32', 'i32', 'i32', 'i32'], ['i32'], (f) => {
+    const [src, rowBytes, stride, rows] = [0, 1, 2, 3];
+    const acc = f.local('i32');
+    const a = f.local('i32');
+    const end = f.local('i32');
+    f.get(rows).op(OP.i32_eqz).if().i32Const(0).op(OP.return).end();
+    f.get(rowBytes).op(OP.i32_eqz).if().i32Const(0).op(OP.return).end();
+    f.loop(); // rows
+    f.get(src).i32Const(-64).op(OP.i32_and).set(a);
+    // end: past the line of the row's last byte
+    f.get(src).get(rowBytes).op(OP.i32_add).i32Const(63).op(OP.i32_add).i32Const(-64).op(OP.i32_and).set(end);
+    f.loop(); // the row's lines
+    f.get(acc).get(a).mem(OP.i32_load, 0, 4).op(OP.i32_xor).set(acc);
+    f.get(a).i32Const(64).op(OP.i32_add).tee(a).get(end).op(OP.i32_lt_u).brIf(0);
+    f.end();
+    f.get(src).get(stride).op(OP.i32_add).set(src);
+    f.get(rows).i32Const(1).op(OP.i32_sub).tee(rows).brIf(0);
+    f.end();
+    f.get(acc);
+  });
+}
+
+/**
+ * The `touch_rows` arguments that cover the source of packing call `call` (src, rs, ks, panels,
+ * k, kp, dst; `R` rows per panel, `esz` bytes per element), written into `out` [src, rowBytes,
+ * stride, rows]: the k rows of an 'rc' operand (rs 1), the R x panels rows of a 'kc' one.
+ */
+export function touchArgs(call: readonly number[], R: number, esz: number, out: number[]): number[] {
+  const [src, rs, ks, panels, k] = call;
+  out[0] = src;
+  if (rs === 1) {
+    out[1] = panels * R * esz;
+    out[2] = ks * esz;
+    out[3] = k;
+  } else {
+    out[1] = k * esz;
+    out[2] = rs * esz;
+    out[3] = panels * R;
+  }
+  return out;
+}
+
 export function addPackFunctions(m: ModuleBuilder): void {
   for (const layout of ['rc', 'kc'] as const) {
     for (const R of PACK_ROWS) {

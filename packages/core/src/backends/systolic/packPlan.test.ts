@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import * as bf16 from '../../bf16';
 import { GemmEngine } from './gemmEngine';
 import { HI, packOperand } from './pack';
-import { PACK_ROWS, packFunctionName } from './packKernels';
+import { PACK_ROWS, packFunctionName, touchArgs } from './packKernels';
 import { Stager, STAGE_CHUNK_BYTES, chunkCall, planPackJob } from './packPlan';
 
 const engine = new GemmEngine({ relaxed: false });
@@ -122,6 +122,57 @@ describe('packPlan', () => {
         },
       ),
       { numRuns: 80 },
+    );
+  });
+
+  it('touch_rows reads one word of each 64-byte line each row overlaps (the xor of line values, row by row)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 64, max: 600 }), // src
+        fc.integer({ min: 1, max: 300 }), // bytes per row
+        fc.integer({ min: 0, max: 400 }), // stride past the row
+        fc.integer({ min: 0, max: 6 }), // rows
+        fc.integer({ min: 0, max: 1000 }),
+        (src, rowBytes, gap, rows, seed) => {
+          const stride = rowBytes + gap;
+          const end = src + rows * stride + 64;
+          engine.ensure(end + 64);
+          // Every word of line L holds the line's value v(L): whichever word the sweep reads.
+          const v = (line: number): number => (Math.imul(line + seed, 2654435761) ^ (line << 7)) | 0;
+          const i32 = new Int32Array(engine.u32.buffer);
+          for (let w = 0; w < (end + 64) / 4; w++) i32[w] = v(Math.floor((w * 4) / 64));
+          let want = 0;
+          for (let r = 0; r < rows; r++) {
+            const first = Math.floor((src + r * stride) / 64);
+            const last = Math.floor((src + r * stride + rowBytes - 1) / 64);
+            for (let line = first; line <= last; line++) want ^= v(line);
+          }
+          expect(engine.exports.touch_rows(src, rowBytes, stride, rows)).toBe(want);
+          expect(engine.exports.touch_rows(src, 0, stride, rows)).toBe(0);
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+
+  it('touchArgs covers every source element a packing call reads (both layouts, strided)', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('rc' as const, 'kc' as const), fc.constantFrom(...PACK_ROWS), fc.boolean(), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 0, max: 5 }), (layout, R, isBf16, panels, kIn, pad) => {
+        const { k, rs, ks, esz } = operand(layout, R, panels, kIn, pad, isBf16);
+        const src = 128;
+        const [s0, rowBytes, stride, rows] = touchArgs([src, rs, ks, panels, k, k, 0], R, esz, []);
+        // Each element (row, kk) at src + (row * rs + kk * ks) * esz lies inside one swept row.
+        for (let row = 0; row < panels * R; row++) {
+          for (let kk = 0; kk < k; kk++) {
+            const at = src + (row * rs + kk * ks) * esz;
+            const r = Math.floor((at - s0) / stride);
+            expect(r >= 0 && r < rows && at + esz <= s0 + r * stride + rowBytes, `${layout} R${R} row ${row} k ${kk}`).toBe(true);
+          }
+        }
+        // ...and the rows sweep nothing past the operand's last element.
+        expect(s0 + (rows - 1) * stride + rowBytes).toBe(src + ((panels * R - 1) * rs + (k - 1) * ks + 1) * esz);
+      }),
+      { numRuns: 60 },
     );
   });
 

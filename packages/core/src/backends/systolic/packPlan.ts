@@ -31,6 +31,12 @@ export interface PackJob {
   per: number;
   /** Number of chunks. */
   chunks: number;
+  /**
+   * Whether each chunk's source is swept line by line (`touch_rows`, packKernels.ts) before it
+   * is packed: for operands read in place from memory written long before (not for staged
+   * copies, which are in cache).
+   */
+  touch: boolean;
 }
 
 /** Staging copies of about this many bytes: small enough that packing starts early, large enough to be cheap. */
@@ -43,14 +49,14 @@ const SERIAL_PACK_BYTES = 256 * 1024;
  * a few per thread, so a slowed thread takes fewer); chunks are also kept near
  * `SERIAL_PACK_BYTES` of source so that packing can follow staging closely.
  */
-export function planPackJob(fn: string, args: PackJob['args'], R: number, esz: number, minChunks: number): PackJob {
+export function planPackJob(fn: string, args: PackJob['args'], R: number, esz: number, minChunks: number, touch = false): PackJob {
   const [, rs, , panels, k] = args;
   const axis: 0 | 1 = rs === 1 ? 1 : 0;
   const units = axis === 0 ? panels : k;
   const sourceBytes = panels * R * k * esz;
   const want = Math.max(minChunks, Math.ceil(sourceBytes / SERIAL_PACK_BYTES));
   const per = Math.max(1, Math.ceil(units / Math.min(units, want)));
-  return { fn, args, R, esz, axis, per, chunks: panels === 0 || k === 0 ? 0 : Math.ceil(units / per) };
+  return { fn, args, R, esz, axis, per, chunks: panels === 0 || k === 0 ? 0 : Math.ceil(units / per), touch };
 }
 
 /**

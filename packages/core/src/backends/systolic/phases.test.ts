@@ -71,6 +71,28 @@ describe('systolic GEMM phase timer', () => {
     }
   });
 
+  it('sums one-thread products by shape and operand layout: parts within the whole call', () => {
+    const wall = timed(() => {
+      dot(96, 200, 64);
+      dot(96, 200, 64);
+      dot(40, 8, 16);
+    });
+    // [m,k] x [k,n]: A's k and B's columns are contiguous.
+    expect([...gemmPhases.byShape.keys()].sort()).toEqual(['40x8x16 A:kc B:rc', '96x200x64 A:kc B:rc']);
+    const big = gemmPhases.byShape.get('96x200x64 A:kc B:rc')!;
+    expect([big.products, big.calls]).toEqual([2, 2]);
+    expect(gemmPhases.byShape.get('40x8x16 A:kc B:rc')).toMatchObject({ products: 1, calls: 1 });
+    for (const p of gemmPhases.byShape.values()) {
+      const parts = p.packA + p.packB + p.edges + p.gemm + p.sink;
+      expect(p.gemm).toBeGreaterThan(0);
+      expect(Math.min(p.packA, p.packB, p.edges, p.sink)).toBeGreaterThanOrEqual(0);
+      expect(parts).toBeLessThanOrEqual(p.call);
+    }
+    expect(big.call + gemmPhases.byShape.get('40x8x16 A:kc B:rc')!.call).toBeLessThanOrEqual(wall);
+    resetGemmPhases();
+    expect(gemmPhases.byShape.size).toBe(0);
+  });
+
   it('counts each item of an item-by-item batch, with its staging, kernels and sink', () => {
     const a = np.ones([6, 32, 16]);
     const b = np.ones([6, 16, 32]);

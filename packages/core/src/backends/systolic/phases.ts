@@ -21,13 +21,46 @@ export const gemmPhases = {
   /**
    * Products split over the thread pool (`threads.ts`), as seen by the calling thread: ms from
    * waking the workers until it had staged the operands (`staged`), until packing was complete
-   * and the tiles opened (`gate`), until it found no tile left (`callerTilesDone`), and until
-   * every worker was done (`done`), summed over `products`; with the tiles computed in all and
-   * by the calling thread. A late `gate` after `staged` means packing lagged the staging; a
-   * `done` well past `callerTilesDone` means the last tiles were unbalanced.
+   * and the tiles opened (`gate`), and until it found no tile left (`callerTilesDone`), summed
+   * over `products`; with the tiles computed in all and by the calling thread. A late `gate`
+   * after `staged` means packing lagged the staging. The job's whole wall time (wake-up to every
+   * worker done) and the calling thread's wait for the workers are the worker pools' own
+   * timings (`poolJobTimes`, wasm/workerPool.ts: the one source of pool job times); a job that
+   * ends well past `callerTilesDone` had unbalanced last tiles.
    */
-  pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, done: 0, tiles: 0, callerTiles: 0 },
+  pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, tiles: 0, callerTiles: 0 },
+  /**
+   * The one-thread products again, by shape (`M x K x N`, each operand's layout: 'rc' rows
+   * contiguous, 'kc' k contiguous, 'host' packed in TypeScript; '-> C' when the result is written
+   * straight into its destination): packing of A and of B (each with its staging), the
+   * TypeScript edges, the kernel, the sink, and `call`: the whole `dot_general` call on the
+   * backend (operand views, planning, all of the above), so `call` less the parts is the per-call
+   * overhead.
+   */
+  byShape: new Map<string, ShapePhases>(),
 };
+
+/** Per-shape sums of the phase timer (ms; see `gemmPhases.byShape`). */
+export interface ShapePhases {
+  products: number;
+  packA: number;
+  packB: number;
+  edges: number;
+  gemm: number;
+  sink: number;
+  calls: number;
+  call: number;
+}
+
+/** The per-shape record for `key`, created on first use (timer on only). */
+export function shapePhases(key: string): ShapePhases {
+  let s = gemmPhases.byShape.get(key);
+  if (!s) {
+    s = { products: 0, packA: 0, packB: 0, edges: 0, gemm: 0, sink: 0, calls: 0, call: 0 };
+    gemmPhases.byShape.set(key, s);
+  }
+  return s;
+}
 
 /** The current time when the timer is on, else 0 (no clock read). */
 export function phaseClock(): number {
@@ -42,4 +75,5 @@ export function resetGemmPhases(): void {
   gemmPhases.gemm = 0;
   gemmPhases.sink = 0;
   for (const k of Object.keys(gemmPhases.pool) as Array<keyof typeof gemmPhases.pool>) gemmPhases.pool[k] = 0;
+  gemmPhases.byShape.clear();
 }

@@ -45,9 +45,9 @@ const STAGED = 7; // byte address below which the operands are staged (see packP
 // job (MODE 1): pk pkStride bOff cp cStride mp np kp items table activeWorkers, then at JOB+13/14
 // the staged addresses of its two operands, and per operand (PACKS): fn rs ks panels k sourceSpan.
 const JOB = 8;
-const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts)
-const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis
-const PACK_SLOTS = 13;
+const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts); 2: one product split into row blocks, each thread packing the A rows it multiplies
+const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis touch
+const PACK_SLOTS = 14;
 const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
 const MAX_WORKERS = 255;
 const NONE = 0x7fffffff; // CUR of a worker with no tile left
@@ -64,6 +64,7 @@ const { module, memory, control, id, start, packNames } = workerData;
 const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
 const gemm = inst.exports.gemm;
 const packs = packNames.map((n) => inst.exports[n]);
+const touch = inst.exports.touch_rows;
 const c = new Int32Array(control);
 // Chunk i of the packing kernels (packPlan.ts chunkCall): waits until the calling thread has
 // staged its source, then packs it. Skipped once the job has failed.
@@ -79,6 +80,8 @@ function packChunk(i) {
   for (let s = 0; s < ${SPIN} && v < need; s++) v = Atomics.load(c, ${STAGED});
   while (v < need && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
   if (Atomics.load(c, ${ERR}) !== 0) return;
+  // (touchArgs in packKernels.ts: an in-place source is swept before it is packed)
+  if (c[o + 13] !== 0) { if (rs === 1) touch(src, panels * R * esz, ks * esz, k); else touch(src, k * esz, rs * esz, panels * R); }
   packs[c[o]](src, rs, ks, panels, k, kp, dst);
 }
 // A batch job (batched.ts): items [0, items) taken from TILE_NEXT, each packed into this
@@ -105,6 +108,22 @@ function batchItems() {
     Atomics.store(t, 2 * items + i, 1);
   }
 }
+// A row-block job (MODE 2): after B is packed, blocks of MC rows taken from TILE_NEXT; each
+// packed by this worker into its own area (from JOB: A's packed area, one block per thread)
+// from A's descriptor (the second packing slots, no chunks), then multiplied over all columns
+// (GemmEngine.rowBlock).
+function rowBlocks() {
+  const o = ${PACKS + PACK_SLOTS};
+  const fa = packs[c[o]], rs = c[o + 2], ks = c[o + 3], k = c[o + 5], R = c[o + 8], esz = c[o + 9];
+  const mp = c[${JOB} + 3], np = c[${JOB} + 4], kp = c[${JOB} + 5], mc = c[${JOB} + 6], blocks = c[${JOB} + 9];
+  const area = c[${JOB}] + (id + 1) * mc * kp * 4;
+  for (let b = Atomics.add(c, ${TILE_NEXT}, 1); b < blocks; b = Atomics.add(c, ${TILE_NEXT}, 1)) {
+    const i0 = b * mc, i1 = Math.min(mp, i0 + mc), src = c[o + 1] + i0 * rs * esz;
+    if (c[o + 13] !== 0) touch(src, k * esz, rs * esz, i1 - i0);
+    fa(src, rs, ks, (i1 - i0) / R, k, kp, area);
+    gemm(area - i0 * kp * 4, c[${JOB} + 1], c[${JOB} + 2], mp, np, kp, i0, i1, 0, np);
+  }
+}
 let seen = start;
 for (;;) {
   ${IDLE_WAIT}
@@ -127,7 +146,8 @@ for (;;) {
       }
       for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
       while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
-      const tiles = c[${JOB} + 9], cols = c[${JOB} + 8];
+      if (c[${MODE}] === 2) rowBlocks();
+      const tiles = c[${MODE}] === 2 ? 0 : c[${JOB} + 9], cols = c[${JOB} + 8];
       // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
       for (;;) {
         Atomics.store(c, ${CUR} + id, Atomics.load(c, ${TILE_NEXT}));
@@ -226,12 +246,14 @@ class Pool {
     const nr = this.engine.nr;
     const { ap, bp, cp, mp, np, kp } = job.args;
     const c = this.control;
-    // Small tiles keep both threads busy to the end (see planTiles).
-    const { tileRows, tileCols, rowTiles, colTiles } = planTiles(mp, np, kp, mr, nr, mc, threads);
+    // Small tiles keep both threads busy to the end (see planTiles); with A packed by row
+    // blocks (job.rowBlockA), a tile is an MC row block over all columns.
+    const blockA = job.rowBlockA ?? null;
+    const { tileRows, tileCols, rowTiles, colTiles } = blockA ? { tileRows: mc, tileCols: np, rowTiles: Math.ceil(mp / mc), colTiles: 1 } : planTiles(mp, np, kp, mr, nr, mc, threads);
     c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
     c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
     c[JOB + 10] = threads - 1;
-    c[MODE] = 0;
+    c[MODE] = blockA ? 2 : 0;
     let chunks = 0;
     const jobs: Array<PackJob | null> = [null, null];
     for (let o = 0; o < 2; o++) {
@@ -246,8 +268,18 @@ class Pool {
       jobs[o] = p;
       c[d] = index;
       for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
-      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = p.chunks; c[d + 11] = p.per; c[d + 12] = p.axis;
+      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = p.chunks; c[d + 11] = p.per; c[d + 12] = p.axis; c[d + 13] = p.touch ? 1 : 0;
       chunks += p.chunks;
+    }
+    if (blockA) {
+      // A's descriptor in the second packing slots, with no chunks (its blocks come with the tiles).
+      const d = PACKS + PACK_SLOTS;
+      if (c[d + 10] !== 0) throw new Error('systolic threads: a row-block job packs only B in chunks');
+      const index = PACK_NAMES.indexOf(blockA.fn);
+      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${blockA.fn}`);
+      c[d] = index;
+      for (let i = 0; i < 7; i++) c[d + 1 + i] = blockA.args[i];
+      c[d + 8] = blockA.R; c[d + 9] = blockA.esz; c[d + 11] = blockA.per; c[d + 12] = blockA.axis; c[d + 13] = blockA.touch ? 1 : 0;
     }
     const stager = job.stager;
     Atomics.store(c, DONE, 0);
@@ -281,6 +313,7 @@ class Pool {
       for (let i = Atomics.add(c, PACK_NEXT, 1); i < chunks; i = Atomics.add(c, PACK_NEXT, 1)) {
         const p = i < first ? jobs[0]! : jobs[1]!;
         chunkCall(p, i < first ? i : i - first, call);
+        if (p.touch) e.touchChunk(call, p.R, p.esz);
         e.runPackKernel(p.fn, call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
         Atomics.add(c, PACK_DONE, 1);
       }
@@ -312,7 +345,13 @@ class Pool {
     if (!failed && Atomics.load(c, ERR) === 0) {
       try {
         job.overlap?.();
-        for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
+        if (blockA) {
+          for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
+            e.rowBlock(blockA, ap, bp, cp, mp, np, kp, t * mc, Math.min(mp, (t + 1) * mc));
+            mine++;
+          }
+        }
+        for (let t = blockA ? tiles : Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
           const r = Math.floor(t / colTiles);
           const i0 = r * tileRows;
           const j0 = (t - r * colTiles) * tileCols;
@@ -347,7 +386,6 @@ class Pool {
       p.staged += tStaged - t0;
       p.gate += tGate - t0;
       p.callerTilesDone += tMine - t0;
-      p.done += phaseClock() - t0;
       p.tiles += tiles;
       p.callerTiles += mine;
     }
@@ -484,6 +522,8 @@ export function applyThreads(engine: GemmEngine): void {
     }
   };
   engine.parallel = (job) => {
+    // (a row-block job needs a packing area per thread: laid out for this many threads)
+    if (job.rowBlockA && n * engine.shape.mc > (job.aRows ?? 0)) return false;
     if (!started()) return false;
     p.run(job, n);
     return true;
