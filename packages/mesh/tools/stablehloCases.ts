@@ -130,6 +130,22 @@ export function cases(opts: { sharded?: boolean } = {}): Case[] {
     args: [random.key(42)],
     tol: { atol: 1e-6, rtol: 1e-6 },
   });
+  out.push({
+    name: 'control_flow',
+    note: 'while_loop, scan (forward and reverse, closing over an array), cond on a predicate, switch with 3 branches and an out-of-range index, and the gradient of a scanned tanh RNN (a transposed scan)',
+    fn: (x, w, seq, k) => {
+      const [, y] = lax.whileLoop((c: Array[]) => np.less(c[0], 5), (c: Array[]) => [np.add(c[0], 1), np.add(np.multiply(c[1], 1.5), c[0])], [np.array(0, 'int32'), x]) as Array[];
+      const [h, hs] = lax.scan((c: Array, r: Array) => [np.tanh(np.add(np.matmul(c, w, { precision: 'highest' }), r)), np.multiply(c, 2)], np.zeros([3]), seq) as [Array, Array];
+      const [hr, hsr] = lax.scan((c: Array, r: Array) => [np.add(c, r), c], np.zeros([3]), seq, { reverse: true }) as [Array, Array];
+      const c1 = lax.cond(np.greater(np.sum(x), 0), (a: Array) => np.sin(a), (a: Array) => np.cos(a), x);
+      const c2 = lax.switch(k, [(a: Array) => np.add(a, 1), (a: Array) => np.multiply(a, 3), (a: Array) => np.negative(a)], x);
+      const rnnLoss = (ww: Array) => np.sum(np.square((lax.scan((c: Array, r: Array) => [np.tanh(np.add(np.matmul(c, ww, { precision: 'highest' }), r)), c], np.zeros([3]), seq) as [Array, Array])[0]));
+      const [lv, gw] = valueAndGrad(rnnLoss)(w) as unknown as [Array, Array];
+      return [y, h, hs, hr, hsr, c1, c2, lv, gw];
+    },
+    args: [rnd(22, [3]), rnd(23, [3, 3], 0.5), rnd(24, [4, 3]), np.array(7, 'int32')],
+    tol: { atol: 2e-5, rtol: 2e-5 },
+  });
   const q = rnd(10, [2, 5, 4, 8]);
   const k = rnd(11, [2, 7, 2, 8]);
   const v = rnd(12, [2, 7, 2, 8]);

@@ -9,13 +9,10 @@ import { FUSED_OPS, hasStableHlo, lowerJaxpr, opcodeOf } from '../src/internal';
 
 /** Primitives StableHLO export writes as `stablehlo.custom_call @tpukit.<name>`, and why. */
 const R0 = 'chlo.top_k in the JAX lowering (with its k attribute and two results), not written by this exporter yet';
-const R1 = 'a higher-order primitive: its sub-programs are separate HLO computations, not exported inline';
+const R1 = 'a call wrapper (pjit, remat, custom derivatives) whose sub-program is a separate HLO computation, not exported inline (while, scan and cond are)';
 const R5 = 'only transposed, never evaluated (forward-mode differentiation of the fused attention is an error); the fused attention itself exports as standard ops (passes/exportExpansion.ts)';
 const STABLEHLO_CUSTOM_CALLS: Record<string, string> = {
   top_k: R0,
-  cond: R1,
-  scan: R1,
-  while: R1,
   pjit: R1,
   remat: R1,
   custom_jvp_call: R1,

@@ -136,3 +136,25 @@ describe('ops with regions and CHLO ops that were custom calls', () => {
     expect(text).toContain('value = dense<466688986> : tensor<ui32>'); // the key-schedule parity 0x1BD11BDA
   });
 });
+
+describe('control flow exports as regions (it was a custom call)', () => {
+  it('while_loop is stablehlo.while, scan a while over dynamic slices of xs, cond a stablehlo.case on the clamped index', () => {
+    const x = np.ones([3]);
+    const f = (v: Array, k: Array) => {
+      const [, y] = lax.whileLoop((c: Array[]) => np.less(c[0], 5), (c: Array[]) => [np.add(c[0], 1), np.multiply(c[1], 2)], [np.array(0, 'int32'), v]) as Array[];
+      const [h, hs] = lax.scan((c: Array, r: Array) => [np.add(c, r), c], np.zeros([3]), np.ones([4, 3]), { reverse: true }) as [Array, Array];
+      const s = lax.switch(k, [(a: Array) => np.add(a, 1), (a: Array) => np.negative(a)], v);
+      return [y, h, hs, s];
+    };
+    const text = jit(f).lower(x, np.array(1, 'int32')).asStableHlo();
+    expect(text).not.toContain('custom_call');
+    expect(ops(text).filter((o) => o === 'stablehlo.while').length).toBe(2);
+    expect(text).toMatch(/= "stablehlo\.while"\(%\d+, %arg0\) \(\{\n\^bb0\(%wc\d+_0: tensor<i32>, %wc\d+_1: tensor<3xf32>\):/);
+    // scan: x_i sliced out at i (reverse: length - 1 - i), y_i written back at the same index.
+    expect(text).toContain('"stablehlo.dynamic_slice"');
+    expect(text).toContain('"stablehlo.dynamic_update_slice"');
+    expect(text).toContain('value = dense<3> : tensor<i32>'); // length - 1 for the reversed scan
+    expect(text).toMatch(/"stablehlo\.case"\(%\d+\) \(\{\n/);
+    expect(ops(text)).toContain('stablehlo.clamp');
+  });
+});
