@@ -9,13 +9,19 @@ argument declares, runs it, and prints or saves the results, optionally comparin
 the results tpukit computed.
 
     python3 run_stablehlo.py module.mlir [--inputs in.npz] [--expect out.npz] [--out got.npz]
+                             [--rtol 1e-5] [--atol 1e-5]
 
 `--inputs` holds arrays `arg0`, `arg1`, ... (default: seeded standard-normal float inputs,
-zeros for integer ones). `--expect` holds `out0`, ... to compare with (rtol/atol 1e-5).
+zeros for integer ones); float inputs are converted to the element type the module declares
+(bf16 included). `--expect` holds `out0`, ... to compare with. On CPU, a module with N
+partitions needs `XLA_FLAGS=--xla_force_host_platform_device_count=N`.
 
-Status: written against JAX's internal compile path (jax._src.compiler, the same entry
-points jax.jit uses) with fallbacks for older jaxlib spellings. It has NOT been run against a
-real JAX here (no JAX or accelerator was available); treat it as unverified.
+Status (FIDELITY.md at the repo root has the runs): verified 2026-11-26 with jax/jaxlib 0.10.2
+on CPU and 0.11.2 on CPU (1, 2 and 8 forced host devices) and an NVIDIA H200 (single-device
+modules), through the first entry point below (`jax._src.compiler.backend_compile_and_load` on a
+module parsed in JAX's MLIR context). The fallbacks (the client's `compile_and_load` / `compile`
+on the text) are kept for other jaxlib versions and were not exercised. Sharded modules ran on
+CPU devices only (the GPU machine had one GPU).
 """
 from __future__ import annotations
 
@@ -68,23 +74,138 @@ def named_sharding(jax, hlo: str, rank: int, devices):
     return NamedSharding(mesh, PartitionSpec(*names[:rank]))
 
 
-def compile_module(jax, text: str, devices):
+def placement(jax, hlo: str, rank: int, devices):
+    """The sharding to place an argument (or read a result) with: a GSPMDSharding over `devices`
+    in the executable's partition order where this JAX has it (partition i is devices[i], as
+    the tile assignment numbers them), else the equivalent NamedSharding."""
+    try:
+        from jax._src.lib import xla_client as xc
+        from jax._src.sharding_impls import GSPMDSharding
+        return GSPMDSharding(tuple(devices), xc.HloSharding.from_string(hlo))
+    except (ImportError, AttributeError, TypeError):
+        return named_sharding(jax, hlo, rank, devices)
+
+
+def _entry_points(jax, text: str, devices):
+    """(name, thunk) for each way of compiling `text` this runner knows, most current first."""
     from jax._src import compiler
-    from jax._src.interpreters import mlir
     from jax._src.lib import xla_client as xc
-    from jax._src.lib.mlir import ir
 
     n = len(devices)
     backend = devices[0].client
     options = compiler.get_compile_options(num_replicas=1, num_partitions=n,
-                                           device_assignment=np.array(devices, dtype=object).reshape(1, n),
-                                           use_spmd_partitioning=True)
-    with mlir.make_ir_context():
-        module = ir.Module.parse(text)
+                                           device_assignment=np.array(devices, dtype=object).reshape(1, n))
+    options.executable_build_options.use_spmd_partitioning = n > 1
+    device_list = xc.DeviceList(tuple(devices))
+
+    def parsed():
+        from jax._src.interpreters import mlir
+        from jax._src.lib.mlir import ir
+        with mlir.make_ir_context():
+            module = ir.Module.parse(text)
+            return compiler.backend_compile_and_load(backend, module, device_list, options, [])
+
+    yield "jax._src.compiler.backend_compile_and_load(ir.Module)", parsed
+    yield "client.compile_and_load(text)", lambda: backend.compile_and_load(text, device_list, options)
+    yield "client.compile(text)", lambda: backend.compile(text, options)
+
+
+def compile_module(jax, text: str, devices):
+    """Compiles `text` for `devices`; returns (executable, the entry point that worked)."""
+    errors = []
+    for name, thunk in _entry_points(jax, text, devices):
         try:
-            return compiler.backend_compile_and_load(backend, module, xc.DeviceList(tuple(devices)), options, [])
-        except AttributeError:  # older jaxlib: one compile() that also loads
-            return backend.compile(text, options)
+            return thunk(), name
+        except Exception as e:  # noqa: BLE001 - every entry point's failure is reported
+            errors.append(f"{name}: {type(e).__name__}: {e}")
+            # A module XLA rejects fails the same way on every entry point: stop at the first
+            # error that is not about the entry point itself being absent.
+            if not isinstance(e, (AttributeError, TypeError, ImportError)):
+                break
+    raise RuntimeError("run_stablehlo: XLA did not compile the module:\n  " + "\n  ".join(errors))
+
+
+def place_inputs(jax, args, feed, devices, seed=0):
+    """The module's inputs as jax Arrays laid out as its arguments' shardings say."""
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for k, ((shape, dt), hlo) in enumerate(args):
+        dtype = MLIR_DTYPES.get(dt)
+        if dtype is None:
+            raise ValueError(f"run_stablehlo: argument {k} has element type {dt}, which this runner does not read")
+        if feed is not None:
+            x = np.asarray(feed[f"arg{k}"])
+        elif dtype == "bfloat16" or np.issubdtype(np.dtype(dtype), np.floating):
+            x = rng.standard_normal(shape).astype(np.float32)
+        else:
+            x = np.zeros(shape, dtype=dtype)
+        if tuple(x.shape) != shape:
+            raise ValueError(f"run_stablehlo: input arg{k} has shape {x.shape}; the module wants {shape}")
+        x = np.asarray(jax.numpy.asarray(x, dtype=jax.numpy.bfloat16 if dtype == "bfloat16" else dtype))
+        s = placement(jax, hlo, len(shape), devices)
+        index = s.devices_indices_map(shape)
+        pieces = [jax.device_put(x[index[d]], d) for d in devices]
+        inputs.append(jax.make_array_from_single_device_arrays(shape, s, pieces))
+    return inputs
+
+
+def run_module(jax, text: str, feed=None, devices=None, seed=0):
+    """Compiles and runs `text`; returns (outputs as numpy arrays, entry point, devices used,
+    the loaded executable)."""
+    args, results, n = parse_signature(text)
+    devices = list(devices if devices is not None else jax.devices())
+    if len(devices) < n:
+        raise RuntimeError(f"run_stablehlo: the module wants {n} partitions; JAX found {len(devices)} devices "
+                           f"({devices[0].platform}). On CPU set XLA_FLAGS=--xla_force_host_platform_device_count={n}.")
+    devices = devices[:n]
+    exe, how = compile_module(jax, text, devices)
+    inputs = place_inputs(jax, args, feed, devices, seed)
+    pieces = exe.execute_sharded(inputs).disassemble_into_single_device_arrays()
+    outs = []
+    for ((shape, _), hlo), per_dev in zip(results, pieces):
+        s = placement(jax, hlo, len(shape), devices)
+        by_dev = {p.devices().pop() if hasattr(p, "devices") else p.device: p for p in per_dev}
+        full = None
+        for d, idx in s.devices_indices_map(shape).items():
+            piece = np.asarray(by_dev[d])
+            if full is None:
+                full = np.empty(shape, dtype=piece.dtype)
+            full[idx] = piece
+        outs.append(full)
+    return outs, how, devices, exe
+
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def collective_counts(hlo_text: str) -> dict:
+    """How many of each collective an HLO module's text holds (XLA's `%x = ... all-reduce(`)."""
+    return {c: n for c in COLLECTIVES if (n := len(re.findall(r"\b" + c + r"(?:-start)?\(", hlo_text)))}
+
+
+def compare(outs, want, rtol, atol):
+    """[(k, ok, worst |diff| / (atol + rtol |want|), max |diff|)] per output."""
+    rows = []
+    for k, o in enumerate(outs):
+        w = np.asarray(want[f"out{k}"])
+        g = np.asarray(o)
+        if g.shape != w.shape:
+            rows.append((k, False, float("inf"), f"shape {g.shape} != {w.shape}"))
+            continue
+        if g.dtype == np.bool_ or w.dtype == np.bool_ or np.issubdtype(w.dtype, np.integer):
+            bad = int(np.sum(g.astype(np.int64) != w.astype(np.int64)))
+            rows.append((k, bad == 0, float(bad), f"{bad} differ"))
+            continue
+        g = g.astype(np.float32)
+        w = w.astype(np.float32)
+        same = (g == w) | (np.isnan(g) & np.isnan(w))
+        with np.errstate(invalid="ignore"):
+            diff = np.where(same, 0.0, np.abs(g - w))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        scale = atol + rtol * np.where(np.isfinite(w), np.abs(w), 0.0)
+        ratio = float(np.max(diff / scale)) if diff.size else 0.0
+        rows.append((k, bool(ratio <= 1.0), ratio, f"max |diff| {float(np.max(diff)) if diff.size else 0.0:.3g}"))
+    return rows
 
 
 def main(argv=None) -> int:
@@ -94,55 +215,31 @@ def main(argv=None) -> int:
     ap.add_argument("--expect")
     ap.add_argument("--out")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--atol", type=float, default=1e-5)
     a = ap.parse_args(argv)
 
     import jax
 
     text = open(a.module, encoding="utf-8").read()
-    args, results, n = parse_signature(text)
-    devices = jax.devices()
-    if len(devices) < n:
-        print(f"run_stablehlo: the module wants {n} partitions; JAX found {len(devices)} devices "
-              f"({devices[0].platform}). On CPU set XLA_FLAGS=--xla_force_host_platform_device_count={n}.",
-              file=sys.stderr)
-        return 2
-    devices = devices[:n]
-    print(f"run_stablehlo: {n} partition(s) on {[str(d) for d in devices]}")
-
     feed = np.load(a.inputs) if a.inputs else None
-    rng = np.random.default_rng(a.seed)
-    inputs = []
-    for k, ((shape, dt), hlo) in enumerate(args):
-        dtype = MLIR_DTYPES.get(dt)
-        if dtype is None:
-            raise ValueError(f"run_stablehlo: argument {k} has element type {dt}, which this runner does not read")
-        if feed is not None:
-            x = np.asarray(feed[f"arg{k}"])
-        elif np.issubdtype(np.dtype(dtype) if dtype != "bfloat16" else np.float32, np.floating):
-            x = rng.standard_normal(shape).astype(np.float32)
-        else:
-            x = np.zeros(shape, dtype=dtype)
-        if tuple(x.shape) != shape:
-            raise ValueError(f"run_stablehlo: input arg{k} has shape {x.shape}; the module wants {shape}")
-        x = jax.numpy.asarray(x, dtype=jax.numpy.bfloat16 if dtype == "bfloat16" else dtype)
-        inputs.append(jax.device_put(x, named_sharding(jax, hlo, len(shape), devices)))
-
-    exe = compile_module(jax, text, devices)
-    res = exe.execute_sharded(inputs)
-    pieces = res.disassemble_into_single_device_arrays()
-    outs = []
-    for k, (((shape, _), hlo), per_dev) in enumerate(zip(results, pieces)):
-        s = named_sharding(jax, hlo, len(shape), devices)
-        outs.append(np.asarray(jax.make_array_from_single_device_arrays(shape, s, list(per_dev))))
-        print(f"out{k}: shape {shape} sharding {hlo}\n{outs[-1]}")
+    try:
+        outs, how, devices, _ = run_module(jax, text, feed, seed=a.seed)
+    except RuntimeError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    print(f"run_stablehlo: {len(devices)} partition(s) on {[str(d) for d in devices]} via {how}")
+    for k, o in enumerate(outs):
+        print(f"out{k}: shape {o.shape}\n{o}")
     if a.out:
         np.savez(a.out, **{f"out{k}": o for k, o in enumerate(outs)})
     if a.expect:
-        want = np.load(a.expect)
-        for k, o in enumerate(outs):
-            if not np.allclose(o, want[f"out{k}"], rtol=1e-5, atol=1e-5):
-                print(f"run_stablehlo: out{k} differs from {a.expect}", file=sys.stderr)
-                return 1
+        rows = compare(outs, np.load(a.expect), a.rtol, a.atol)
+        for k, ok, _, what in rows:
+            if not ok:
+                print(f"run_stablehlo: out{k} differs from {a.expect} ({what})", file=sys.stderr)
+        if not all(ok for _, ok, _, _ in rows):
+            return 1
         print(f"run_stablehlo: all {len(outs)} output(s) match {a.expect}")
     return 0
 

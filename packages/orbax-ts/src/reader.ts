@@ -12,6 +12,7 @@ import { Array as TArray, type DType, type Index, type Sharding, SingleDeviceSha
 import { JsonRestore, ShapeDtypeStruct, StandardRestore } from './args';
 import { copyBox, intersect } from './box';
 import { CHECKPOINT_METADATA, CHECKSUMS, COMMIT_MARKER, JSON_ITEM_FILE, PYTREE_METADATA, checkInside, safeComponent, stepDirName } from './layout';
+import { orbaxLayoutProblem, orbaxSection } from './orbaxRead';
 import { type LeafRecord, type TpukitSection, decodeTree } from './treeMetadata';
 import { type ChecksumManifest, crc32 } from './writer';
 import { ITEMSIZE, chunkGrid, chunkKey, forEachCoord, parseZArray } from './zarr';
@@ -27,7 +28,8 @@ function storageOf(buf: Uint8Array, dtype: DType, n: number): any {
 /** A committed step opened for reading. */
 export class StepReader {
   readonly dir: string;
-  readonly manifest: ChecksumManifest;
+  /** The checksum manifest; null for a step Python Orbax wrote (nothing to verify against). */
+  readonly manifest: ChecksumManifest | null;
   readonly metadata: Record<string, unknown>;
 
   constructor(readonly root: string, readonly step: number) {
@@ -36,8 +38,15 @@ export class StepReader {
     checkInside(root, markerPath, 'restore');
     const marker = fs.readFileSync(markerPath, 'utf8');
     const m = /tpukit _CHECKSUMS crc32=([0-9a-f]{8})/.exec(marker);
-    if (!m) throw new Error(`restore: ${markerPath} has no tpukit checksum line; this step was not written by tpukit and cannot be verified`);
     const mpath = path.join(this.dir, CHECKSUMS);
+    if (!m && !fs.existsSync(mpath)) {
+      // Committed by Python Orbax (its marker, no tpukit manifest): read without verification;
+      // the paths are still checked to stay inside the step directory.
+      this.manifest = null;
+      this.metadata = this.readJson(CHECKPOINT_METADATA) as Record<string, unknown>;
+      return;
+    }
+    if (!m) throw new Error(`restore: ${markerPath} has no tpukit checksum line but ${CHECKSUMS} exists; the checkpoint at step ${step} is corrupt`);
     checkInside(root, mpath, 'restore');
     const mbytes = fs.readFileSync(mpath);
     const got = crc32(mbytes);
@@ -51,6 +60,12 @@ export class StepReader {
   /** Checks `rel` (built from safe components) against the manifest and the filesystem. */
   #locate(rel: string): { file: string; real: string; size: number } {
     const file = path.join(this.dir, ...rel.split('/'));
+    if (this.manifest === null) {
+      const real = checkInside(this.dir, file, 'restore');
+      const st = fs.lstatSync(real);
+      if (!st.isFile()) throw new Error(`restore: ${file} is not a regular file`);
+      return { file, real, size: st.size };
+    }
     const entry = Object.prototype.hasOwnProperty.call(this.manifest.files, rel) ? this.manifest.files[rel] : undefined;
     if (!entry) throw new Error(`restore: ${file} is not listed in ${path.join(this.dir, CHECKSUMS)}; the checkpoint at step ${this.step} is incomplete or corrupt`);
     const real = checkInside(this.dir, file, 'restore');
@@ -62,6 +77,7 @@ export class StepReader {
 
   /** Throws, naming the file, unless `bytes` match the manifest's CRC-32 for `rel`. */
   #verify(rel: string, bytes: Uint8Array): Uint8Array {
+    if (this.manifest === null) return bytes;
     const got = crc32(bytes);
     const want = this.manifest.files[rel].crc32;
     if (got !== want) throw new Error(`restore: checksum mismatch in ${path.join(this.dir, ...rel.split('/'))}: expected CRC-32 ${want}, got ${got}; the checkpoint at step ${this.step} is corrupt`);
@@ -241,9 +257,14 @@ function leafValue(leaf: LeafRecord): unknown {
 }
 
 function readSection(r: StepReader, item: string): TpukitSection {
+  const itemDir = path.join(r.dir, item);
+  if (r.manifest === null && !fs.existsSync(path.join(itemDir, PYTREE_METADATA))) {
+    throw new Error(`restore: ${itemDir} has no ${PYTREE_METADATA}${orbaxLayoutProblem(itemDir, {}) ? `: ${orbaxLayoutProblem(itemDir, {})}` : ''}`);
+  }
   const doc = r.readJson(`${item}/${PYTREE_METADATA}`) as { tpukit?: TpukitSection };
   const sec = doc?.tpukit;
   const file = path.join(r.dir, item, PYTREE_METADATA);
+  if (!sec && r.manifest === null) return orbaxSection(r, item, doc as Record<string, unknown>);
   if (!sec || sec.format !== 1 || !Array.isArray(sec.leaves)) throw new Error(`restore: ${file} has no tpukit section (format 1); only checkpoints written by tpukit can be restored`);
   for (const l of sec.leaves) {
     if (typeof l !== 'object' || l === null || typeof l.path !== 'string') throw new Error(`restore: ${file}: malformed leaf record ${JSON.stringify(l)}`);

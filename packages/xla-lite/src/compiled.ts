@@ -39,6 +39,13 @@ export interface CompileOptions extends PipelineOptions {
 abstract class Stage {
   abstract get module(): HloModule;
 
+  /**
+   * Closed-over constants that `jit` hoisted to the program's leading inputs. The StableHLO
+   * export writes them as `stablehlo.constant`s (as JAX does), so the module's arguments are the
+   * function's own; `call` / `run` still take them first.
+   */
+  exportConsts: readonly Array[] = [];
+
   /** The module as HLO text. */
   asText(): string {
     return moduleText(this.module);
@@ -46,7 +53,7 @@ abstract class Stage {
 
   /** The module as StableHLO MLIR text. */
   asStableHlo(): string {
-    return toStableHlo(this.module);
+    return toStableHlo(this.module, null, this.exportConsts);
   }
 
   /**
@@ -147,6 +154,8 @@ export class Lowered extends Stage {
   compile(opts: CompileOptions = {}): Compiled {
     const module = this.shown ? lowerJaxpr(this.jaxpr, `jit_${this.name}`) : (this.lowered ?? lowerJaxpr(this.jaxpr, `jit_${this.name}`));
     this.lowered = null;
-    return new Compiled(module, this.name, opts.donateArgnums ?? this.donateArgnums, { ...envDefaults(), ...opts }, false, opts.donateLabels ?? this.donateLabels);
+    const compiled = new Compiled(module, this.name, opts.donateArgnums ?? this.donateArgnums, { ...envDefaults(), ...opts }, false, opts.donateLabels ?? this.donateLabels);
+    compiled.exportConsts = this.exportConsts;
+    return compiled;
   }
 }

@@ -24,7 +24,9 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: XlaJitOptions
     const sharded = jitted.lowerPartitioned(...args) as SpmdLowered | null;
     if (sharded !== null) return sharded;
     const t = jitted.trace(...args);
-    return new Lowered(t.jaxpr, t.name, t.donateArgnums, t.donateLabels);
+    const lowered = new Lowered(t.jaxpr, t.name, t.donateArgnums, t.donateLabels);
+    lowered.exportConsts = t.consts;
+    return lowered;
   };
   return jitted;
 }

@@ -272,7 +272,6 @@ export function categorical(k: PRNGKeyArray, logits: ArrayLike, opts: { axis?: n
 // Integers
 
 const INT_DTYPES: readonly DType[] = ['int8', 'uint8', 'int32', 'uint32'];
-const UNSIGNED_OF: Partial<Record<DType, DType>> = { int8: 'uint8', uint8: 'uint8', int32: 'uint32', uint32: 'uint32' };
 
 /** JAX's `_convert_and_clip_integer`: clip to the range both dtypes can hold, then convert. */
 function convertAndClip(x: Array, dtype: DType): Array {
@@ -303,6 +302,17 @@ export function randint(k: PRNGKeyArray, shape: readonly number[], minval: Array
   const s = shapeArg('randint', shape);
   const lo0 = intParam('randint', 'minval', minval);
   const hi0 = intParam('randint', 'maxval', maxval);
+  if (d === 'int8' || d === 'uint8') {
+    // As jax.random.randint does for dtypes narrower than 32 bits (to keep the modulo bias
+    // small): the bounds become int32 clipped to [min, max] and [min, max + 1] of the dtype, the
+    // draw is made in int32, and the result is converted.
+    const [dl, dh] = intRange(d);
+    const clip32 = (x: Array, hi: number): Array => {
+      const x32 = lax.convertElementType(x, 'int32');
+      return lax.min(lax.max(x32, full(dl, 'int32', x.shape)), full(hi, 'int32', x.shape));
+    };
+    return lax.convertElementType(randint(k, s, clip32(lo0, dh), clip32(hi0, dh + 1), 'int32'), d);
+  }
   checkParamShape('randint', 'minval', lo0.shape, s);
   checkParamShape('randint', 'maxval', hi0.shape, s);
   // Where maxval exceeds the dtype's maximum (randint(k, s, 0, 256, 'uint8')), the span grows by one.
@@ -314,27 +324,24 @@ export function randint(k: PRNGKeyArray, shape: readonly number[], minval: Array
   const outOfRange = pb(lax.gt(hi0, broadcastTo(dmax, hi0.shape)));
   const lo = pb(convertAndClip(lo0, d));
   const hi = pb(convertAndClip(hi0, d));
-  const nbits = d === 'int8' || d === 'uint8' ? 8 : 32;
-  const ud = UNSIGNED_OF[d]!;
+  // Only int32 / uint32 reach this point: the draw is made from 32-bit words in uint32.
+  const nbits = 32;
+  const ud: DType = 'uint32';
   const keys = split(k);
   const [k1, k2] = [takeInBounds(keys, asArray(0, { dtype: 'int32' }), 0), takeInBounds(keys, asArray(1, { dtype: 'int32' }), 0)];
-  const asU = (b: Array): Array => (ud === 'uint32' ? b : lax.convertElementType(b, ud));
-  const higher = asU(randomBits(k1, nbits, s, 'randint'));
-  const lower = asU(randomBits(k2, nbits, s, 'randint'));
+  const higher = randomBits(k1, nbits, s, 'randint');
+  const lower = randomBits(k2, nbits, s, 'randint');
   const one = full(1, ud, ps);
   let span = lax.convertElementType(lax.sub(hi, lo), ud);
   span = lax.select(lax.le(hi, lo), one, span);
   span = lax.select(lax.bitwiseAnd(outOfRange, lax.gt(hi, lo)), lax.add(span, one), span);
-  // multiplier = 2^nbits mod span, computed in the unsigned dtype exactly as JAX does (including
-  // its wraparound for 8-bit dtypes).
+  // multiplier = 2^nbits mod span, computed in the unsigned dtype exactly as JAX does.
   let mult = lax.rem(full(2 ** (nbits / 2), ud, ps), span);
   mult = lax.rem(lax.mul(mult, mult), span);
   if (ps.length === 0 && canFuse(higher, lower, span, mult, lo)) {
-    const out = allocStorage(d, sizeOf(s)) as Int32Array | Uint32Array | Int8Array | Uint8Array;
+    const out = allocStorage(d, sizeOf(s)) as Int32Array | Uint32Array;
     const scalar = (x: Array): number => x._storage()[0];
-    const h = higher._storage() as Uint32Array | Uint8Array;
-    const l = lower._storage() as Uint32Array | Uint8Array;
-    randintInto(out, h, l, scalar(span), scalar(mult), scalar(lo), ud === 'uint8' ? 0xff : -1);
+    randintInto(out, higher._storage() as Uint32Array, lower._storage() as Uint32Array, scalar(span), scalar(mult), scalar(lo), -1);
     return Array._fromStorage(out, s, d);
   }
   const spanS = broadcastTo(span, s, 'random.randint');

@@ -1,7 +1,7 @@
 /**
  * Samplers that push one uniform draw through an inverse CDF, as jax/_src/random.py writes
  * them: exponential (-log1p(-u)), laplace (sign(u) log1p(-|u|) on (-1, 1)), logistic
- * (log(u / (1 - u)) on [eps, 1)), pareto (exp(exponential / b)) and weibullMin. Same bits, same float ops
+ * (log(u) - log1p(-u) on [tiny, 1)), pareto (exp(exponential / b)) and weibullMin. Same bits, same float ops
  * in the same dtype as JAX, so their values follow jax.random's like uniform's do.
  */
 import { Array } from '../array';
@@ -39,8 +39,8 @@ export function logistic(k: PRNGKeyArray, shape: readonly number[] = [], opts: D
   checkKey('logistic', k);
   const dtype = floatDType('logistic', opts.dtype);
   const s = shapeArg('logistic', shape);
-  const x = uniformCore(k, s, dtype, finfo(dtype).eps, 1, 'logistic');
-  return lax.log(lax.div(x, lax.sub(full(1, dtype, s), x)));
+  const x = uniformCore(k, s, dtype, finfo(dtype).tiny, 1, 'logistic');
+  return lax.sub(lax.log(x), lax.log1p(lax.neg(x)));
 }
 
 /**

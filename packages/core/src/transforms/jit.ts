@@ -312,6 +312,8 @@ export interface Traced {
   /** Flat input positions of donated arguments, and what each is to the user. */
   readonly donateArgnums: readonly number[];
   readonly donateLabels: readonly string[];
+  /** The hoisted constants' values (the jaxpr's leading inputs), for exports that embed them. */
+  readonly consts: readonly Array[];
 }
 
 export interface Jitted<F extends (...args: any[]) => any> {
@@ -512,7 +514,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       }
       pos += n;
     });
-    const traced: Traced = { jaxpr, name, donateArgnums: donated.map((d) => d + consts.length), donateLabels: labels };
+    const traced: Traced = { jaxpr, name, donateArgnums: donated.map((d) => d + consts.length), donateLabels: labels, consts };
     return { traced, consts, outTree: outTree!, donated };
   };
 
