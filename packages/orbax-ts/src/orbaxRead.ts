@@ -12,7 +12,6 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { tree } from '@tpukit/core';
 import { PYTREE_METADATA, STRINGS_FILE, safeComponent } from './layout';
-import type { StepReader } from './reader';
 import { type LeafRecord, type TpukitSection, encodeTreeDef } from './treeMetadata';
 import { parseZArray } from './zarr';
 
@@ -38,8 +37,15 @@ export function orbaxLayoutProblem(itemDir: string, meta: Record<string, unknown
   return null;
 }
 
+/** What this module reads a step through (reader.ts's StepReader, named here so the two files do not import each other). */
+export interface StepFiles {
+  readonly dir: string;
+  readFile(rel: string): Uint8Array;
+  readJson(rel: string): unknown;
+}
+
 /** One Python scalar leaf: the 0-d array's single chunk, decoded as Orbax's ScalarHandler wrote it. */
-function readScalar(r: StepReader, item: string, name: string): LeafBody {
+function readScalar(r: StepFiles, item: string, name: string): LeafBody {
   const file = path.join(r.dir, item, name, '.zarray');
   const z = r.readJson(`${item}/${name}/.zarray`) as Record<string, unknown>;
   if (z?.compressor !== null) throw new Error(compressed(file, z?.compressor));
@@ -67,7 +73,7 @@ function readScalar(r: StepReader, item: string, name: string): LeafBody {
  * The tpukit view (tree encoding + leaf records) of an item Orbax wrote, so the regular restore
  * path (targets, strictness, shardings) applies to it unchanged.
  */
-export function orbaxSection(r: StepReader, item: string, meta: Record<string, unknown>): TpukitSection {
+export function orbaxSection(r: StepFiles, item: string, meta: Record<string, unknown>): TpukitSection {
   const itemDir = path.join(r.dir, item);
   const file = path.join(itemDir, PYTREE_METADATA);
   const problem = orbaxLayoutProblem(itemDir, meta);
