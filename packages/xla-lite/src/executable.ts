@@ -34,7 +34,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { countOutputCopy, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
+import { countOutputCopy, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
@@ -73,13 +73,23 @@ function holdsProgram(params: Record<string, unknown>): boolean {
   return Object.values(params).some((v) => isProgram(v) || (globalThis.Array.isArray(v) && v.some(isProgram)));
 }
 
+/**
+ * The plan without in-place tuple outputs for multi-output fusions that run their JavaScript
+ * kernel (no wasm kernel covers them): those outputs are computed into fresh arrays and copied
+ * into the donated storage at the end of the call, as any other paired output.
+ */
+function withoutJsTuples(plan: DonationPlan, c: HloModule['entry'], prog: WasmProgram | null): DonationPlan {
+  const kept = [...plan.inPlaceTuple].filter(([k]) => prog?.steps.get(c.instructions[k])?.outputs != null);
+  return kept.length === plan.inPlaceTuple.size ? plan : { ...plan, inPlaceTuple: new Map(kept) };
+}
+
 export function buildExecutable(mod: HloModule, name: string, donation: DonationPlan | null = null): { run: (args: Array[]) => Array[]; stats: ExecutableStats; donor: DonationRuntime | null } {
-  const donor = donation && new DonationRuntime(donation, name);
-  const donating = donor !== null && donor.active;
   const c = mod.entry;
   const slot = new Map<HloInstruction, number>();
   c.instructions.forEach((i, k) => slot.set(i, k));
   const wasmProgram = WasmProgram.build(c, name);
+  const donor = donation && new DonationRuntime(withoutJsTuples(donation, c, wasmProgram), name);
+  const donating = donor !== null && donor.active;
   const steps: Step[] = c.instructions.map((i, k): Step => {
     const ins = i.operands.map((o) => slot.get(o)!);
     switch (i.opcode) {
@@ -132,8 +142,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   };
   // An output of the executable gets a fresh buffer instead of a reused one: the caller keeps
   // it, and a reused buffer would be copied again at the end of the call.
-  const isOutput = new Uint8Array(c.instructions.length);
-  for (const o of c.outputs) isOutput[slot.get(o)!] = 1;
+  const isOutput = Uint8Array.from(c.instructions, (i) => (isOutputValue(c, i) ? 1 : 0));
   const pools = (k: number): boolean => pooling && isOutput[k] === 0;
   /** The reused result buffer of a step (made on its first call). */
   const poolBuf = (s: { pool: Float32Array | Uint8Array | null }, n: number, bool = false): Float32Array | Uint8Array => {

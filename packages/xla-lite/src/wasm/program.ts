@@ -86,6 +86,15 @@ export function isStorageAlias(i: HloInstruction, outputs: readonly HloInstructi
   return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
 
+/**
+ * Whether `i` (with `q`: `i` or element `q` of its tuple, read through get-tuple-element) is an
+ * output of `c`. The caller keeps an output, so it gets fresh storage instead of a buffer
+ * reused call after call (which would have to be copied again at the end of the call).
+ */
+export function isOutputValue(c: HloComputation, i: HloInstruction, q?: number): boolean {
+  return c.outputs.some((o) => o === i || (q !== undefined && o.opcode === 'get-tuple-element' && o.operands[0] === i && (o.params as { index: number }).index === q));
+}
+
 const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0 };
 
 /**
@@ -383,7 +392,7 @@ export class WasmProgram implements PoolProgram {
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
-        fresh: l.inst.shapes.map((_, q) => (l.inst.isTuple ? tupleReaders(l.inst, q) : users.get(l.inst)!).includes(null)),
+        fresh: l.inst.shapes.map((_, q) => isOutputValue(c, l.inst, q)),
       });
     });
     // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
@@ -427,24 +436,25 @@ export class WasmProgram implements PoolProgram {
 
   /** `n` elements from byte address `addr` of the arena: a fresh array, or the step's reused buffer. */
   private copyOut(s: WasmStep, q: number, addr: number, n: number, bool: boolean): Float32Array | Uint8Array {
-    traffic.copiedOutBytes += bool ? n : 4 * n;
-    if (!this.pooling || s.fresh[q]) return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
+    if (!this.pooling || s.fresh[q]) {
+      traffic.copiedOutBytes += bool ? n : 4 * n;
+      return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
+    }
     let buf = s.pool[q];
     if (buf === null) {
       buf = bool ? new Uint8Array(n) : new Float32Array(n);
       s.pool[q] = buf;
       this.pooled.add(buf.buffer);
     }
-    if (bool) buf.set(this.u8.subarray(addr, addr + n));
-    else buf.set(this.f32.subarray(addr / 4, addr / 4 + n));
-    return buf;
+    return this.copyInto(buf, addr);
   }
 
-  /** A float32 output copied out of the arena into `dest` (a donated argument's storage). */
-  private into(dest: Float32Array, addr: number, sh: HloInstruction['shape']): Array {
-    traffic.copiedOutBytes += 4 * dest.length;
-    dest.set(this.f32.subarray(addr / 4, addr / 4 + dest.length));
-    return fromStorage(dest, sh.shape, sh.dtype);
+  /** Copies `dest.length` elements (bool: bytes) from byte address `addr` of the arena into `dest` (a reused buffer, a donated argument's storage); returns `dest`. */
+  private copyInto<T extends Float32Array | Uint8Array>(dest: T, addr: number): T {
+    traffic.copiedOutBytes += dest.byteLength;
+    if (dest instanceof Uint8Array) dest.set(this.u8.subarray(addr, addr + dest.length));
+    else dest.set(this.f32.subarray(addr / 4, addr / 4 + dest.length));
+    return dest;
   }
 
   /** A float32 output `q` of step `s` copied out of the arena. */
@@ -492,20 +502,14 @@ export class WasmProgram implements PoolProgram {
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
         const d = dests !== null && q < dests.length ? dests[q] : null;
-        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? this.into(d, x.addr, x.shape) : x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
     if (dest === null && o.view) return this.viewOf(o.addr, o.n, o.inst.shape);
     if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
-    let data: Float32Array | Uint8Array;
-    if (dest !== null && dest.length === o.n && dest instanceof Uint8Array === o.bool) {
-      data = dest;
-      traffic.copiedOutBytes += o.bool ? o.n : 4 * o.n;
-      if (o.bool) data.set(this.u8.subarray(o.addr, o.addr + o.n));
-      else data.set(this.f32.subarray(o.addr / 4, o.addr / 4 + o.n));
-    } else data = this.copyOut(s, 0, o.addr, o.n, o.bool);
+    const data = dest !== null && dest.length === o.n && dest instanceof Uint8Array === o.bool ? this.copyInto(dest, o.addr) : this.copyOut(s, 0, o.addr, o.n, o.bool);
     const r = fromStorage(data, sh.shape, sh.dtype);
     return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
   }
