@@ -107,6 +107,45 @@ describe('fused attention under jit', () => {
     expect(later.res.map(bits)).toEqual(call(off, x2).res.map(bits));
   });
 
+  it('with zero-copy dots the fused results that kernels read lie in the arena: q, k, v not copied out for it, dq, dk, dv not copied in, bit-identical', () => {
+    // Biased projections: the bias gradients are column sums (wasm kernels) over dq, dk, dv, and
+    // the biased q, k, v (wasm epilogues) are the attention's operands.
+    const [B, T, H, Dh, D] = [2, 16, 2, 8, 16];
+    const xs = [8, 9].map((s) => random.normal(random.key(s), [B, T, D]));
+    const ws = [0, 1, 2, 3].map((i) => random.normal(random.key(20 + i), [D, H * Dh]));
+    const bs = [0, 1, 2].map((i) => random.normal(random.key(30 + i), [H * Dh]));
+    const attn = (wq: Array, wk: Array, wv: Array, wo: Array, bq: Array, bk: Array, bv: Array, xx: Array): Array => {
+      const proj = (w: Array, b: Array) => np.reshape(np.add(np.matmul(xx, w), b), [B, T, H, Dh]);
+      const o = nn.dotProductAttention(proj(wq, bq), proj(wk, bk), proj(wv, bv), { isCausal: true });
+      return np.sum(np.square(np.matmul(np.reshape(o, [B, T, H * Dh]), wo)));
+    };
+    const bits = (a: Array) => [...new Uint32Array((toStorage(a) as Float32Array).slice().buffer)];
+    const run = (zeroCopy: boolean) => {
+      setZeroCopyDots(zeroCopy);
+      try {
+        const f = jit(valueAndGrad(attn, { argnums: [0, 1, 2, 3, 4, 5, 6] }));
+        return xs.map((x) => {
+          const t0 = arenaTraffic();
+          const [l, gs] = f(...ws, ...bs, x) as [Array, Array[]];
+          const t1 = arenaTraffic();
+          return { bits: [l, ...gs].map(bits), into: t1.copiedInBytes - t0.copiedInBytes, out: t1.copiedOutBytes - t0.copiedOutBytes };
+        });
+      } finally {
+        setZeroCopyDots(true);
+      }
+    };
+    const on = run(true);
+    const off = run(false);
+    const qkv = 3 * 4 * B * T * H * Dh;
+    on.forEach((a, s) => {
+      expect(a.bits, `call ${s}`).toEqual(off[s].bits);
+      // (Calls after the first compile: dq, dk, dv written into the arena by the backend, q, k, v read there.)
+      expect(off[s].into - a.into, `call ${s}: bytes not copied in`).toBeGreaterThanOrEqual(qkv);
+      expect(off[s].out - a.out, `call ${s}: bytes not copied out`).toBeGreaterThanOrEqual(qkv);
+    });
+    expect(on[1].bits).not.toEqual(on[0].bits);
+  });
+
   it('exports to StableHLO as standard ops (no tpukit custom call; see exportExpansion.test.ts)', () => {
     for (const text of [jit(grad(loss)).lower(q, k, v).asStableHlo(), jit(grad(loss)).lower(q, k, v).compile().asStableHlo()]) {
       expect(text).not.toContain('custom_call');

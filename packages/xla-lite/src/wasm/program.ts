@@ -95,6 +95,14 @@ export function isOutputValue(c: HloComputation, i: HloInstruction, q?: number):
   return c.outputs.some((o) => o === i || (q !== undefined && o.opcode === 'get-tuple-element' && o.operands[0] === i && (o.params as { index: number }).index === q));
 }
 
+/**
+ * The fused attention's primitives: their kernels read their operands only while they run and
+ * keep nothing of them (core's systolic kernels copy q, k, v, dO, ... into the attention's own
+ * memory), and write their float32 results into caller storage (`Backend.executeIntoAll`). With
+ * zero-copy dots they are handed views of the arena and write into regions of it.
+ */
+const FUSED_ATTENTION: ReadonlySet<string> = new Set(['dot_product_attention', 'dot_product_attention_fwd', 'dot_product_attention_bwd']);
+
 const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0 };
 
 /**
@@ -185,6 +193,12 @@ export class WasmProgram implements PoolProgram {
    * kernel reads it).
    */
   readonly directDots = new Map<HloInstruction, { key: number; view: Float32Array }>();
+  /**
+   * Multi-output core primitives (the fused attention) whose results the executable has the
+   * backend write into these arena regions (one per result, never reused within a call; see
+   * `build`): wasm kernels read them there, dots in place. Every call must write them.
+   */
+  readonly resultRegions = new Map<HloInstruction, Float32Array[]>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
@@ -261,12 +275,14 @@ export class WasmProgram implements PoolProgram {
     const host = zeroCopyHost();
     const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
-    // JavaScript kernels; a kOutput's dot included), dots, and storage-sharing reshapes whose
-    // own readers are such steps. With zero-copy dots these read views of the arena, so their
-    // reads keep a value alive there too.
+    // JavaScript kernels; a kOutput's dot included), dots, the fused attention (its kernels copy
+    // their operands into their own memory and return fresh or caller storage), and
+    // storage-sharing reshapes whose own readers are such steps. With zero-copy dots these read
+    // views of the arena, so their reads keep a value alive there too.
     const isDot = (u: HloInstruction): boolean => u.opcode !== 'fusion' && u.prim?.name === 'dot_general' && !u.isTuple;
-    const transient = (u: HloInstruction | null): boolean => u !== null && (u.opcode === 'fusion' || isDot(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
-    const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (u.opcode === 'fusion' || isDot(u) || isStorageAlias(u, c.outputs)));
+    const readsOnly = (u: HloInstruction): boolean => u.opcode === 'fusion' || isDot(u) || (u.opcode !== 'fusion' && FUSED_ATTENTION.has(u.prim?.name ?? ''));
+    const transient = (u: HloInstruction | null): boolean => u !== null && (readsOnly(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
+    const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (readsOnly(u) || isStorageAlias(u, c.outputs)));
     // With zero-copy dots, float32 dots and transposes (primitives the backend runs into caller
     // storage) that only transient steps read write their results into the arena too, where
     // the dots reading them find them in place.
@@ -295,10 +311,26 @@ export class WasmProgram implements PoolProgram {
     };
     const layouts: { inst: HloInstruction; plan: FusionPlan; at: KernelAddresses; inputs: Staged[]; acc: number }[] = [];
     const kernels: [HloInstruction, FusionPlan][] = [...plans, ...[...epilogues].map(([f, e]): [HloInstruction, FusionPlan] => [f, e.plan])];
+    // The readers of output q of a multi-output instruction (through its get-tuple-element).
+    const tupleReaders = (f: HloInstruction, q: number): (HloInstruction | null)[] =>
+      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? users.get(g)! : []));
     // Multi-output (row) fusions: each output in a region of its own, never reused, so wasm
-    // kernels reading a get-tuple-element read it there (no staged copy).
+    // kernels reading a get-tuple-element read it there (no staged copy). So do the fused
+    // attention's results (zero-copy dots) when a wasm kernel reads one and only transient steps
+    // read any: the backend writes them there (`resultRegions`), where the dots also read them
+    // in place (they are no longer copied into the arena for the kernels, e.g. the bias
+    // gradients' column sums over dq, dk, dv).
     const tupleOut = new Map<HloInstruction, number[]>();
-    for (const f of plans.keys()) {
+    // Whether a wasm kernel reads `u`'s operand (directly or through reshapes, as `root` sees them).
+    const kernelReads = (u: HloInstruction | null): boolean => u !== null && (reads(u) || (u.opcode === 'reshape' && users.get(u)!.some(kernelReads)));
+    const intoRegions = (i: HloInstruction): boolean =>
+      host !== null &&
+      i.isTuple &&
+      i.opcode !== 'fusion' &&
+      FUSED_ATTENTION.has(i.prim?.name ?? '') &&
+      i.shapes.every((sh, q) => sh.dtype === 'float32' && !sh.weakType && tupleReaders(i, q).every(transient)) &&
+      i.shapes.some((_, q) => tupleReaders(i, q).some(kernelReads));
+    for (const f of [...plans.keys(), ...c.instructions.filter(intoRegions)]) {
       if (!f.isTuple) continue;
       tupleOut.set(
         f,
@@ -368,8 +400,6 @@ export class WasmProgram implements PoolProgram {
       else prog.f32.set(s as Float32Array, addr / 4);
     }
     // An output of a multi-output fusion leaves the arena when anything but a wasm kernel reads it.
-    const tupleReaders = (f: HloInstruction, q: number): (HloInstruction | null)[] =>
-      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? users.get(g)! : []));
     const tupleCopied = (f: HloInstruction, q: number): boolean => tupleReaders(f, q).some((u) => u === null || !plans.has(u));
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
@@ -404,6 +434,7 @@ export class WasmProgram implements PoolProgram {
       if (slot === undefined || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
       if (resident.has(r) || (key >= 0 && r.prim?.name === 'dot_general' && users.get(r)!.every((u) => u !== null && plans.has(u)))) prog.directDots.set(r, { key, view: prog.view(off + slot.offset, numel(r.shape)) });
     }
+    for (const [i, at] of tupleOut) if (!plans.has(i)) prog.resultRegions.set(i, i.shapes.map((sh, q) => prog.view(off + at[q], numel(sh))));
     return prog;
   }
 
