@@ -37,7 +37,7 @@
  * moves or invalidates the region or views of it. `setZeroCopyDots(false)` (or the environment
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
-import { type Array, fromStorage, lax, toStorage } from '@tpukit/core';
+import { type Array, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { type ArenaHost, arenaHost, wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
@@ -176,6 +176,12 @@ export interface WasmStep {
    * reused buffer would have to be copied again at the end of the call.
    */
   readonly fresh: readonly boolean[];
+  /**
+   * Per output: the Array handed on as a view of the arena (zero-copy), made on the first call
+   * and handed on again by later ones (the region and the view never move; only transient steps
+   * of one call read it, so no caller sees its contents change).
+   */
+  readonly views: (Array | null)[];
 }
 
 let nextId = 1;
@@ -423,6 +429,7 @@ export class WasmProgram implements PoolProgram {
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
         fresh: l.inst.shapes.map((_, q) => isOutputValue(c, l.inst, q)),
+        views: new globalThis.Array(l.inst.shapes.length).fill(null),
       });
     });
     // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
@@ -460,10 +467,13 @@ export class WasmProgram implements PoolProgram {
   }
 
   /** A float32 value of the arena handed on in place (zero-copy): a view valid until its region is reused (see the file comment). */
-  private viewOf(addr: number, n: number, sh: HloInstruction['shape']): Array {
+  private viewOf(s: WasmStep, q: number, addr: number, n: number, sh: HloInstruction['shape']): Array {
     traffic.viewBytes += 4 * n;
-    return fromStorage(this.f32.subarray(addr / 4, addr / 4 + n), sh.shape, sh.dtype);
+    const v = s.views[q];
+    // (Made again when the call runs under another backend than the one it was made under.)
+    return v !== null && v._backend === getBackend() ? v : (s.views[q] = fromStorage(this.f32.subarray(addr / 4, addr / 4 + n), sh.shape, sh.dtype));
   }
+
 
   /** `n` elements from byte address `addr` of the arena: a fresh array, or the step's reused buffer. */
   private copyOut(s: WasmStep, q: number, addr: number, n: number, bool: boolean): Float32Array | Uint8Array {
@@ -533,11 +543,11 @@ export class WasmProgram implements PoolProgram {
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
         const d = dests !== null && q < dests.length ? dests[q] : null;
-        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(s, q, x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
-    if (dest === null && o.view) return this.viewOf(o.addr, o.n, o.inst.shape);
+    if (dest === null && o.view) return this.viewOf(s, 0, o.addr, o.n, o.inst.shape);
     if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
     const data = dest !== null && dest.length === o.n && dest instanceof Uint8Array === o.bool ? this.copyInto(dest, o.addr) : this.copyOut(s, 0, o.addr, o.n, o.bool);
