@@ -27,12 +27,14 @@
  * Zero-copy dots: when the current backend offers its kernels' memory as an arena host (core's
  * `arenaHost()`: the systolic backend's GEMM memory, shared) the arena is a region reserved in
  * THAT memory instead of a memory of its own, and every address is offset by the region's
- * base. A float32 fusion result that only dots, other fusions and storage-sharing reshapes
- * read (`view`) is then not copied out: it is handed on as a view of the arena, which the GEMM
- * packs in place (no copy out of the arena, no staging into the GEMM's memory), and a dot
- * writing into the arena writes into the same memory. Such a value stays live in the arena
- * until its last reader of any kind (buffer assignment counts those reads too), and no view
- * reaches anything that outlives its step (outputs, primitives other than dots). The region is
+ * base. A float32 fusion result that only dots, other fusions, the fused attention and
+ * storage-sharing reshapes read (`view`) is then not copied out: it is handed on as a view of
+ * the arena, which the GEMM packs in place (no copy out of the arena, no staging into the GEMM's
+ * memory), and a dot writing into the arena writes into the same memory. Such a value stays
+ * live in the arena until its last reader of any kind (buffer assignment counts those reads
+ * too), and no view reaches anything that outlives its step (outputs, other primitives). The
+ * fused attention's results that wasm kernels read are written by the backend into regions of
+ * the arena of their own (`resultRegions`), so they are not copied in either. The region is
  * released when the program is garbage-collected. The memory is shared, so its growth never
  * moves or invalidates the region or views of it. `setZeroCopyDots(false)` (or the environment
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
@@ -286,7 +288,7 @@ export class WasmProgram implements PoolProgram {
     // storage-sharing reshapes whose own readers are such steps. With zero-copy dots these read
     // views of the arena, so their reads keep a value alive there too.
     const isDot = (u: HloInstruction): boolean => u.opcode !== 'fusion' && u.prim?.name === 'dot_general' && !u.isTuple;
-    const readsOnly = (u: HloInstruction): boolean => u.opcode === 'fusion' || isDot(u) || (u.opcode !== 'fusion' && FUSED_ATTENTION.has(u.prim?.name ?? ''));
+    const readsOnly = (u: HloInstruction): boolean => u.opcode === 'fusion' || isDot(u) || FUSED_ATTENTION.has(u.prim?.name ?? '');
     const transient = (u: HloInstruction | null): boolean => u !== null && (readsOnly(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
     const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (readsOnly(u) || isStorageAlias(u, c.outputs)));
     // With zero-copy dots, float32 dots and transposes (primitives the backend runs into caller
