@@ -31,7 +31,9 @@
  * costs the next threaded matmul ~5-10 ms, which a training run never pays); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
  * writes tpukit's optimised loss-and-gradient HLO there (GPT_BENCH_STABLEHLO=file: as StableHLO); TPUKIT_PROFILE=1 prints xla-lite's
  * per-instruction profile of one tpukit step per thread count after the timed rounds (and the
- * operand bytes staged / read in place / copied out of the arena in it); GPT_BENCH_COPIES=1 adds
+ * operand bytes staged / read in place / copied out of the arena in it, its CPU time by thread
+ * group and the garbage-collection pauses that fell inside it; each trainer runs one untimed
+ * step before its profiled one, GPT_BENCH_PROFILE_WARM=0 profiles the first step after switching); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`).
  * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
  * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
@@ -44,6 +46,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
 import { arenaTraffic, getKernelThreads, jit, profile, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import { type HloComputation, nominalFlopsOf } from '@tpukit/xla-lite/internal';
@@ -579,19 +582,39 @@ async function main(): Promise<void> {
   if (typeof t1 !== 'string' && i1 >= 0) console.log(`  tpukit 1t / torch 1t             ${(median(tps[i1]) / t1.tps).toFixed(2)}x; by CPU time ${(median(cpuTps[i1]) / t1.cpu).toFixed(2)}x (torch not interleaved: it runs after the rounds)`);
   if (typeof t2 !== 'string' && i2 >= 0) console.log(`  tpukit 2t / torch 2t             ${(median(tps[i2]) / t2.tps).toFixed(2)}x (target >= 1)`);
   if (process.env.TPUKIT_PROFILE === '1') {
+    // Garbage collections during each profiled step (their pauses land inside some instruction's time).
+    const gcs: PerformanceEntry[] = [];
+    const gcObserver = new PerformanceObserver((list) => gcs.push(...list.getEntries()));
+    gcObserver.observe({ entryTypes: ['gc'] });
     for (const tr of trainers) {
       if (!tr.name.startsWith('tpukit')) continue;
       tr.prepare?.();
+      // One untimed step first: the first step after switching trainers pays for the previous
+      // trainer's garbage (V8's concurrent marking on the second core) and cold caches, which a
+      // training run pays once; the profiled step is a steady-state one.
+      if (process.env.GPT_BENCH_PROFILE_WARM !== '0') await tr.steps(at++, 1);
       profile.reset();
       const e0 = { ...systolic.backend.engine.traffic };
       const a0 = arenaTraffic();
+      // (Entries arrive asynchronously: let those of earlier work in before the step starts.)
+      await new Promise((r) => setTimeout(r, 0));
+      gcs.length = 0;
+      const th0 = threadSnapshot();
+      const t0 = performance.now();
       await tr.steps(at, 1);
+      const t1 = performance.now();
+      const th = threadTimesSince(th0);
       const e1 = systolic.backend.engine.traffic;
       const a1 = arenaTraffic();
+      await new Promise((r) => setTimeout(r, 0));
       const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
       console.log(`\n  profile of one ${tr.name} step:\n${profile.report({ top: 25, by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
+      const inStep = gcs.filter((g) => g.startTime < t1 && g.startTime + g.duration > t0);
+      const kinds: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' };
+      console.log(`  that step: ${(t1 - t0).toFixed(1)} ms wall; CPU ms main ${th.run.main.toFixed(1)} | workers ${th.run.workers.toFixed(1)} | background ${th.run.background.toFixed(1)}; GC pauses in it: ${inStep.map((g) => `${kinds[(g as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'gc'} ${g.duration.toFixed(1)} ms at +${(g.startTime - t0).toFixed(1)}`).join(', ') || 'none'}`);
       console.log(`  operand traffic of that step: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB; results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);
     }
+    gcObserver.disconnect();
   }
 }
 

@@ -89,8 +89,10 @@ export class Compiled extends Stage {
     super();
     const t0 = performance.now();
     this.passStats = preoptimized ? emptyPassStats() : optimize(module, opts);
-    this.donation = planDonation(module.entry, donateArgnums, name, donateLabels);
-    const exe = build(module, name, this.donation);
+    const planned = planDonation(module.entry, donateArgnums, name, donateLabels);
+    const exe = build(module, name, planned);
+    // (The executable's plan: tuple outputs written in place only where a wasm kernel runs the fusion.)
+    this.donation = exe.donor?.plan ?? planned;
     this.exec = exe.run;
     this.donor = exe.donor;
     this.stats = exe.stats;

@@ -35,7 +35,9 @@ export interface DonationPlan {
   /**
    * Entry instruction index of a multi-output loop fusion -> (its output index -> donated flat
    * input): outputs a WebAssembly kernel's copy out of its arena writes straight into donated
-   * storage (the kernel has read all its inputs by then).
+   * storage (the kernel has read all its inputs by then). The executable keeps only fusions a
+   * wasm kernel runs (`Compiled.donation` is that plan): a JavaScript kernel's outputs are
+   * copied at the end of the call like any other paired output.
    */
   readonly inPlaceTuple: ReadonlyMap<number, ReadonlyMap<number, number>>;
   /** Donated flat inputs that no output can reuse (left alive). */

@@ -34,7 +34,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { countOutputCopy, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
+import { countOutputCopy, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
@@ -43,7 +43,7 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null }
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
 
 export interface ExecutableStats {
@@ -73,13 +73,23 @@ function holdsProgram(params: Record<string, unknown>): boolean {
   return Object.values(params).some((v) => isProgram(v) || (globalThis.Array.isArray(v) && v.some(isProgram)));
 }
 
+/**
+ * The plan without in-place tuple outputs for multi-output fusions that run their JavaScript
+ * kernel (no wasm kernel covers them): those outputs are computed into fresh arrays and copied
+ * into the donated storage at the end of the call, as any other paired output.
+ */
+function withoutJsTuples(plan: DonationPlan, c: HloModule['entry'], prog: WasmProgram | null): DonationPlan {
+  const kept = [...plan.inPlaceTuple].filter(([k]) => prog?.steps.get(c.instructions[k])?.outputs != null);
+  return kept.length === plan.inPlaceTuple.size ? plan : { ...plan, inPlaceTuple: new Map(kept) };
+}
+
 export function buildExecutable(mod: HloModule, name: string, donation: DonationPlan | null = null): { run: (args: Array[]) => Array[]; stats: ExecutableStats; donor: DonationRuntime | null } {
-  const donor = donation && new DonationRuntime(donation, name);
-  const donating = donor !== null && donor.active;
   const c = mod.entry;
   const slot = new Map<HloInstruction, number>();
   c.instructions.forEach((i, k) => slot.set(i, k));
   const wasmProgram = WasmProgram.build(c, name);
+  const donor = donation && new DonationRuntime(withoutJsTuples(donation, c, wasmProgram), name);
+  const donating = donor !== null && donor.active;
   const steps: Step[] = c.instructions.map((i, k): Step => {
     const ins = i.operands.map((o) => slot.get(o)!);
     switch (i.opcode) {
@@ -105,7 +115,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null, regions: wasmProgram?.resultRegions.get(i) ?? null };
     }
   });
   // Results of dots and transposes (primitives the backend can run into caller storage), of
@@ -132,8 +142,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   };
   // An output of the executable gets a fresh buffer instead of a reused one: the caller keeps
   // it, and a reused buffer would be copied again at the end of the call.
-  const isOutput = new Uint8Array(c.instructions.length);
-  for (const o of c.outputs) isOutput[slot.get(o)!] = 1;
+  const isOutput = Uint8Array.from(c.instructions, (i) => (isOutputValue(c, i) ? 1 : 0));
   const pools = (k: number): boolean => pooling && isOutput[k] === 0;
   /** The reused result buffer of a step (made on its first call). */
   const poolBuf = (s: { pool: Float32Array | Uint8Array | null }, n: number, bool = false): Float32Array | Uint8Array => {
@@ -242,6 +251,19 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         if (s.into && pools(s.out)) {
           // (The result's shape is the physical one the parameters give, as evalPrimitive's.)
           vals[s.out] = runInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(s.inst.shape)) as Float32Array);
+          break;
+        }
+        if (s.regions !== null) {
+          // Results the wasm kernels read in arena regions (the fused attention, zero-copy): the
+          // backend writes them there; when it declines, its results are copied there.
+          const r = s.intoAll ? evalPrimitiveIntoAll(s.inst.prim!, s.buf, s.params, s.regions) : null;
+          if (r === null) {
+            s.intoAll = false;
+            const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
+            for (let q = 0; q < outs.length; q++) s.regions[q].set(toStorage(outs[q]) as Float32Array);
+            vals[s.out] = outs;
+          } else vals[s.out] = r;
+          s.buf.fill(null as never);
           break;
         }
         if (s.intoAll && pools(s.out) && getBackend().executeIntoAll !== undefined) {

@@ -2,6 +2,7 @@
 // compiled training step runs each of its primitives as one instruction, results equal the eager
 // run, and StableHLO export writes them as custom calls.
 import { type Array, grad, nn, np, random, setBackend, getBackend, systolic, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arenaTraffic, jit, setZeroCopyDots } from '../src/index';
 
@@ -105,6 +106,74 @@ describe('fused attention under jit', () => {
     expect(a.res.map(bits)).toEqual(kept);
     expect(later.res.map(bits)).not.toEqual(kept);
     expect(later.res.map(bits)).toEqual(call(off, x2).res.map(bits));
+  });
+
+  /**
+   * A biased attention block's value and gradients (the bias gradients are column sums, wasm
+   * kernels, over dq, dk, dv; the biased q, k, v, wasm epilogues, are the attention's operands),
+   * compiled with zero-copy dots on or off and called on each of `xs`: each call's result bits
+   * and the bytes it copied into and out of the arena.
+   */
+  const biasedAttention = (dims: { B: number; T: number; H: number; Dh: number; D: number }, seed: number, zeroCopy: boolean) => {
+    const { B, T, H, Dh, D } = dims;
+    const xs = [0, 1].map((s) => random.normal(random.key(seed + s), [B, T, D]));
+    const ws = [0, 1, 2, 3].map((i) => random.normal(random.key(seed + 10 + i), i < 3 ? [D, H * Dh] : [H * Dh, D]));
+    const bs = [0, 1, 2].map((i) => random.normal(random.key(seed + 20 + i), [H * Dh]));
+    const attn = (wq: Array, wk: Array, wv: Array, wo: Array, bq: Array, bk: Array, bv: Array, xx: Array): Array => {
+      const proj = (w: Array, b: Array) => np.reshape(np.add(np.matmul(xx, w), b), [B, T, H, Dh]);
+      const o = nn.dotProductAttention(proj(wq, bq), proj(wk, bk), proj(wv, bv), { isCausal: true });
+      return np.sum(np.square(np.matmul(np.reshape(o, [B, T, H * Dh]), wo)));
+    };
+    const bits = (a: Array) => [...new Uint32Array((toStorage(a) as Float32Array).slice().buffer)];
+    setZeroCopyDots(zeroCopy);
+    try {
+      const f = jit(valueAndGrad(attn, { argnums: [0, 1, 2, 3, 4, 5, 6] }));
+      return xs.map((x) => {
+        const t0 = arenaTraffic();
+        const [l, gs] = f(...ws, ...bs, x) as [Array, Array[]];
+        const t1 = arenaTraffic();
+        return { bits: [l, ...gs].map(bits), into: t1.copiedInBytes - t0.copiedInBytes, out: t1.copiedOutBytes - t0.copiedOutBytes };
+      });
+    } finally {
+      setZeroCopyDots(true);
+    }
+  };
+
+  it('with zero-copy dots the fused results that kernels read lie in the arena: q, k, v not copied out for it, dq, dk, dv not copied in, bit-identical', () => {
+    const dims = { B: 2, T: 16, H: 2, Dh: 8, D: 16 };
+    const on = biasedAttention(dims, 8, true);
+    const off = biasedAttention(dims, 8, false);
+    const qkv = 3 * 4 * dims.B * dims.T * dims.H * dims.Dh;
+    on.forEach((a, s) => {
+      expect(a.bits, `call ${s}`).toEqual(off[s].bits);
+      // (dq, dk, dv written into the arena by the backend, q, k, v read there: every call.)
+      expect(off[s].into - a.into, `call ${s}: bytes not copied in`).toBeGreaterThanOrEqual(qkv);
+      expect(off[s].out - a.out, `call ${s}: bytes not copied out`).toBeGreaterThanOrEqual(qkv);
+    });
+    expect(on[1].bits).not.toEqual(on[0].bits);
+    // A backend that declines to write into caller storage: its fresh results are copied into the regions.
+    const b = getBackend() as { executeIntoAll?: unknown };
+    const own = Object.getOwnPropertyDescriptor(b, 'executeIntoAll');
+    Object.defineProperty(b, 'executeIntoAll', { value: undefined, configurable: true, writable: true });
+    try {
+      biasedAttention(dims, 8, true).forEach((a, s) => expect(a.bits, `declined, call ${s}`).toEqual(off[s].bits));
+    } finally {
+      if (own) Object.defineProperty(b, 'executeIntoAll', own);
+      else delete b.executeIntoAll;
+    }
+    expect(typeof (getBackend() as { executeIntoAll?: unknown }).executeIntoAll).toBe('function');
+  });
+
+  it('law: zero-copy (attention views and result regions) equals the copying path, call after call, for any block shape', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1, max: 3 }), fc.constantFrom(4, 8, 12), fc.integer({ min: 1, max: 24 }), fc.integer({ min: 0, max: 1000 }), (B, T, H, Dh, D, seed) => {
+        const dims = { B, T, H, Dh, D };
+        const on = biasedAttention(dims, seed, true);
+        const off = biasedAttention(dims, seed, false);
+        on.forEach((a, s) => expect(a.bits, `call ${s}`).toEqual(off[s].bits));
+      }),
+      { numRuns: 6 },
+    );
   });
 
   it('exports to StableHLO as standard ops (no tpukit custom call; see exportExpansion.test.ts)', () => {

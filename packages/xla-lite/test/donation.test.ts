@@ -6,9 +6,17 @@ import { type Array, lax, np, toStorage } from '@tpukit/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../src/index';
+import { setWasmKernels } from '../src/internal';
 
 const f32 = (x: number[]) => np.array(x, 'float32');
 const vals = (a: unknown) => [...(a as Array).dataSync()];
+
+/** An Adam update: p, m, v updated by one 3-output loop fusion (m2 is an output and read by p2's computation). */
+const adam = (p: Array, m: Array, v: Array, g: Array) => {
+  const m2 = np.add(np.multiply(m, 0.9), np.multiply(g, 0.1));
+  const v2 = np.add(np.multiply(v, 0.999), np.multiply(np.square(g), 0.001));
+  return [np.subtract(p, np.multiply(np.divide(m2, np.add(np.sqrt(v2), 1e-8)), 3e-4)), m2, v2];
+};
 
 describe('donateArgnums', () => {
   it('writes the output into the donated storage (a fusion, in place) and deletes the input', () => {
@@ -157,12 +165,6 @@ describe('donateArgnums', () => {
   });
 
   it('a multi-output fusion (an Adam update) writes each donated output straight into its argument, no end copy', () => {
-    // p, m, v updated by one 3-output loop fusion (m2 is an output and read by p2's computation).
-    const adam = (p: Array, m: Array, v: Array, g: Array) => {
-      const m2 = np.add(np.multiply(m, 0.9), np.multiply(g, 0.1));
-      const v2 = np.add(np.multiply(v, 0.999), np.multiply(np.square(g), 0.001));
-      return [np.subtract(p, np.multiply(np.divide(m2, np.add(np.sqrt(v2), 1e-8)), 3e-4)), m2, v2];
-    };
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 1, max: 1000 }), (n, seed) => {
         const data = (k: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.7 + seed * k) * (k === 2 ? 0.5 + 0.4 * Math.cos(i) : 1));
@@ -185,6 +187,27 @@ describe('donateArgnums', () => {
       }),
       { numRuns: 8 },
     );
+  });
+
+  it('a multi-output fusion on its JavaScript kernel plans no in-place tuple outputs: all three are copied, none counted as written in place', () => {
+    const arg = (k: number) => f32([1, 2, 3, 4, 5].map((x) => x * (k + 1) * 0.25));
+    const args = (): [Array, Array, Array, Array] => [arg(0), arg(1), arg(2), arg(3)];
+    setWasmKernels(false);
+    try {
+      const want = (jit(adam)(...args()) as Array[]).map(vals);
+      const c = jit(adam, { donateArgnums: [0, 1, 2] }).lower(...args()).compile();
+      expect(c.stats.wasmKernels).toBe(0);
+      expect(c.stats.multiOpFusions).toBeGreaterThan(0);
+      expect(c.donation.inPlaceTuple.size).toBe(0);
+      const a = args();
+      const storages = a.slice(0, 3).map((x) => toStorage(x));
+      const outs = c.call(a);
+      expect(outs.map(vals)).toEqual(want);
+      outs.forEach((o, q) => expect(toStorage(o)).toBe(storages[q]));
+      expect(c.donationStats()).toEqual({ inPlaceWrites: c.donation.inPlace.size, copies: 3 - c.donation.inPlace.size });
+    } finally {
+      setWasmKernels(true);
+    }
   });
 
   it('Compiled.call (ahead of time) deletes what it reused too', () => {

@@ -57,6 +57,42 @@ describe('WorkerPool', () => {
     }
   });
 
+  it.runIf(WorkerPool.available())('a polling worker sees a job announced without a wake-up; a sleeping one does not', () => {
+    // A job announced by bumping the generation WITHOUT Atomics.notify reaches a worker only
+    // through its idle poll: with the poll on (a long one) the worker runs it; with it off the
+    // worker sleeps through it until notified. (No timing decides this: a worker asleep in
+    // Atomics.wait cannot see an un-notified change, however long it is given.)
+    for (const us of [500_000, 0]) {
+      setWorkerIdleSpinMicros(us);
+      const c = new Int32Array(new SharedArrayBuffer(16));
+      const pool = new WorkerPool(SOURCE, c, GEN, 100);
+      const started = pool.ensure(1);
+      setWorkerIdleSpinMicros(before);
+      expect(started).toBe(true);
+      try {
+        // Job 1 with a wake-up: the worker is running, then goes to poll (or sleep) right after.
+        pool.wake();
+        pool.waitFor(DONE, 1);
+        // Give the worker time to reach its idle wait (a bump before that would be seen by its
+        // check of the generation, poll or not): 50 ms, well inside the 500 ms poll.
+        Atomics.wait(c, SUM + 1, 0, 50);
+        Atomics.add(c, GEN, 1); // job 2, no notify
+        const seen = Atomics.wait(c, DONE, 1, us > 0 ? 5_000 : 200);
+        if (us > 0) expect(seen === 'ok' || Atomics.load(c, DONE) === 2, 'the polling worker ran the un-notified job').toBe(true);
+        else {
+          expect(seen, 'the sleeping worker did not run the un-notified job').toBe('timed-out');
+          expect(Atomics.load(c, DONE)).toBe(1);
+          Atomics.notify(c, GEN);
+          pool.waitFor(DONE, 2);
+        }
+        expect(Atomics.load(c, SUM)).toBe(3);
+      } finally {
+        Atomics.store(c, GEN, -1);
+        Atomics.notify(c, GEN);
+      }
+    }
+  });
+
   it.runIf(WorkerPool.available())('poolJobTimes counts finished jobs and the time waited for workers only while enabled', () => {
     const c = new Int32Array(new SharedArrayBuffer(16));
     const pool = new WorkerPool(SOURCE, c, GEN, 100);

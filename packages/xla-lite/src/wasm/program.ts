@@ -27,17 +27,19 @@
  * Zero-copy dots: when the current backend offers its kernels' memory as an arena host (core's
  * `arenaHost()`: the systolic backend's GEMM memory, shared) the arena is a region reserved in
  * THAT memory instead of a memory of its own, and every address is offset by the region's
- * base. A float32 fusion result that only dots, other fusions and storage-sharing reshapes
- * read (`view`) is then not copied out: it is handed on as a view of the arena, which the GEMM
- * packs in place (no copy out of the arena, no staging into the GEMM's memory), and a dot
- * writing into the arena writes into the same memory. Such a value stays live in the arena
- * until its last reader of any kind (buffer assignment counts those reads too), and no view
- * reaches anything that outlives its step (outputs, primitives other than dots). The region is
+ * base. A float32 fusion result that only dots, other fusions, the fused attention and
+ * storage-sharing reshapes read (`view`) is then not copied out: it is handed on as a view of
+ * the arena, which the GEMM packs in place (no copy out of the arena, no staging into the GEMM's
+ * memory), and a dot writing into the arena writes into the same memory. Such a value stays
+ * live in the arena until its last reader of any kind (buffer assignment counts those reads
+ * too), and no view reaches anything that outlives its step (outputs, other primitives). The
+ * fused attention's results that wasm kernels read are written by the backend into regions of
+ * the arena of their own (`resultRegions`), so they are not copied in either. The region is
  * released when the program is garbage-collected. The memory is shared, so its growth never
  * moves or invalidates the region or views of it. `setZeroCopyDots(false)` (or the environment
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
-import { type Array, fromStorage, lax, toStorage } from '@tpukit/core';
+import { type Array, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { type ArenaHost, arenaHost, wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
@@ -85,6 +87,23 @@ export function isStorageAlias(i: HloInstruction, outputs: readonly HloInstructi
   const x = i.operands[0];
   return x.opcode !== 'parameter' && x.opcode !== 'constant' && !x.isTuple && x.layout === null && !outputs.includes(x) && !outputs.includes(i) && x.shape.dtype === i.shape.dtype;
 }
+
+/**
+ * Whether `i` (with `q`: `i` or element `q` of its tuple, read through get-tuple-element) is an
+ * output of `c`. The caller keeps an output, so it gets fresh storage instead of a buffer
+ * reused call after call (which would have to be copied again at the end of the call).
+ */
+export function isOutputValue(c: HloComputation, i: HloInstruction, q?: number): boolean {
+  return c.outputs.some((o) => o === i || (q !== undefined && o.opcode === 'get-tuple-element' && o.operands[0] === i && (o.params as { index: number }).index === q));
+}
+
+/**
+ * The fused attention's primitives: their kernels read their operands only while they run and
+ * keep nothing of them (core's systolic kernels copy q, k, v, dO, ... into the attention's own
+ * memory), and write their float32 results into caller storage (`Backend.executeIntoAll`). With
+ * zero-copy dots they are handed views of the arena and write into regions of it.
+ */
+const FUSED_ATTENTION: ReadonlySet<string> = new Set(['dot_product_attention', 'dot_product_attention_fwd', 'dot_product_attention_bwd']);
 
 const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0 };
 
@@ -159,6 +178,12 @@ export interface WasmStep {
    * reused buffer would have to be copied again at the end of the call.
    */
   readonly fresh: readonly boolean[];
+  /**
+   * Per output: the Array handed on as a view of the arena (zero-copy), made on the first call
+   * and handed on again by later ones (the region and the view never move; only transient steps
+   * of one call read it, so no caller sees its contents change).
+   */
+  readonly views: (Array | null)[];
 }
 
 let nextId = 1;
@@ -176,6 +201,12 @@ export class WasmProgram implements PoolProgram {
    * kernel reads it).
    */
   readonly directDots = new Map<HloInstruction, { key: number; view: Float32Array }>();
+  /**
+   * Multi-output core primitives (the fused attention) whose results the executable has the
+   * backend write into these arena regions (one per result, never reused within a call; see
+   * `build`): wasm kernels read them there, dots in place. Every call must write them.
+   */
+  readonly resultRegions = new Map<HloInstruction, Float32Array[]>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
   private gen = 0;
@@ -252,12 +283,14 @@ export class WasmProgram implements PoolProgram {
     const host = zeroCopyHost();
     const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
-    // JavaScript kernels; a kOutput's dot included), dots, and storage-sharing reshapes whose
-    // own readers are such steps. With zero-copy dots these read views of the arena, so their
-    // reads keep a value alive there too.
+    // JavaScript kernels; a kOutput's dot included), dots, the fused attention (its kernels copy
+    // their operands into their own memory and return fresh or caller storage), and
+    // storage-sharing reshapes whose own readers are such steps. With zero-copy dots these read
+    // views of the arena, so their reads keep a value alive there too.
     const isDot = (u: HloInstruction): boolean => u.opcode !== 'fusion' && u.prim?.name === 'dot_general' && !u.isTuple;
-    const transient = (u: HloInstruction | null): boolean => u !== null && (u.opcode === 'fusion' || isDot(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
-    const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (u.opcode === 'fusion' || isDot(u) || isStorageAlias(u, c.outputs)));
+    const readsOnly = (u: HloInstruction): boolean => u.opcode === 'fusion' || isDot(u) || FUSED_ATTENTION.has(u.prim?.name ?? '');
+    const transient = (u: HloInstruction | null): boolean => u !== null && (readsOnly(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
+    const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (readsOnly(u) || isStorageAlias(u, c.outputs)));
     // With zero-copy dots, float32 dots and transposes (primitives the backend runs into caller
     // storage) that only transient steps read write their results into the arena too, where
     // the dots reading them find them in place.
@@ -286,10 +319,26 @@ export class WasmProgram implements PoolProgram {
     };
     const layouts: { inst: HloInstruction; plan: FusionPlan; at: KernelAddresses; inputs: Staged[]; acc: number }[] = [];
     const kernels: [HloInstruction, FusionPlan][] = [...plans, ...[...epilogues].map(([f, e]): [HloInstruction, FusionPlan] => [f, e.plan])];
+    // The readers of output q of a multi-output instruction (through its get-tuple-element).
+    const tupleReaders = (f: HloInstruction, q: number): (HloInstruction | null)[] =>
+      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? users.get(g)! : []));
     // Multi-output (row) fusions: each output in a region of its own, never reused, so wasm
-    // kernels reading a get-tuple-element read it there (no staged copy).
+    // kernels reading a get-tuple-element read it there (no staged copy). So do the fused
+    // attention's results (zero-copy dots) when a wasm kernel reads one and only transient steps
+    // read any: the backend writes them there (`resultRegions`), where the dots also read them
+    // in place (they are no longer copied into the arena for the kernels, e.g. the bias
+    // gradients' column sums over dq, dk, dv).
     const tupleOut = new Map<HloInstruction, number[]>();
-    for (const f of plans.keys()) {
+    // Whether a wasm kernel reads `u`'s operand (directly or through reshapes, as `root` sees them).
+    const kernelReads = (u: HloInstruction | null): boolean => u !== null && (reads(u) || (u.opcode === 'reshape' && users.get(u)!.some(kernelReads)));
+    const intoRegions = (i: HloInstruction): boolean =>
+      host !== null &&
+      i.isTuple &&
+      i.opcode !== 'fusion' &&
+      FUSED_ATTENTION.has(i.prim?.name ?? '') &&
+      i.shapes.every((sh, q) => sh.dtype === 'float32' && !sh.weakType && tupleReaders(i, q).every(transient)) &&
+      i.shapes.some((_, q) => tupleReaders(i, q).some(kernelReads));
+    for (const f of [...plans.keys(), ...c.instructions.filter(intoRegions)]) {
       if (!f.isTuple) continue;
       tupleOut.set(
         f,
@@ -359,8 +408,6 @@ export class WasmProgram implements PoolProgram {
       else prog.f32.set(s as Float32Array, addr / 4);
     }
     // An output of a multi-output fusion leaves the arena when anything but a wasm kernel reads it.
-    const tupleReaders = (f: HloInstruction, q: number): (HloInstruction | null)[] =>
-      users.get(f)!.flatMap((g) => (g === null || g.opcode !== 'get-tuple-element' ? [g] : (g.params as { index: number }).index === q ? users.get(g)! : []));
     const tupleCopied = (f: HloInstruction, q: number): boolean => tupleReaders(f, q).some((u) => u === null || !plans.has(u));
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
@@ -383,7 +430,8 @@ export class WasmProgram implements PoolProgram {
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!) },
         acc: l.acc,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
-        fresh: l.inst.shapes.map((_, q) => (l.inst.isTuple ? tupleReaders(l.inst, q) : users.get(l.inst)!).includes(null)),
+        fresh: l.inst.shapes.map((_, q) => isOutputValue(c, l.inst, q)),
+        views: new globalThis.Array(l.inst.shapes.length).fill(null),
       });
     });
     // A float32 dot that only wasm loop/row kernels read (not an output, not read through a
@@ -395,6 +443,7 @@ export class WasmProgram implements PoolProgram {
       if (slot === undefined || r.shape.dtype !== 'float32' || r.shape.weakType) continue;
       if (resident.has(r) || (key >= 0 && r.prim?.name === 'dot_general' && users.get(r)!.every((u) => u !== null && plans.has(u)))) prog.directDots.set(r, { key, view: prog.view(off + slot.offset, numel(r.shape)) });
     }
+    for (const [i, at] of tupleOut) if (!plans.has(i)) prog.resultRegions.set(i, i.shapes.map((sh, q) => prog.view(off + at[q], numel(sh))));
     return prog;
   }
 
@@ -420,31 +469,35 @@ export class WasmProgram implements PoolProgram {
   }
 
   /** A float32 value of the arena handed on in place (zero-copy): a view valid until its region is reused (see the file comment). */
-  private viewOf(addr: number, n: number, sh: HloInstruction['shape']): Array {
+  private viewOf(s: WasmStep, q: number, addr: number, n: number, sh: HloInstruction['shape']): Array {
     traffic.viewBytes += 4 * n;
-    return fromStorage(this.f32.subarray(addr / 4, addr / 4 + n), sh.shape, sh.dtype);
+    const v = s.views[q];
+    // (Made again when the call runs under another backend than the one it was made under.)
+    return v !== null && v._backend === getBackend() ? v : (s.views[q] = fromStorage(this.f32.subarray(addr / 4, addr / 4 + n), sh.shape, sh.dtype));
   }
+
 
   /** `n` elements from byte address `addr` of the arena: a fresh array, or the step's reused buffer. */
   private copyOut(s: WasmStep, q: number, addr: number, n: number, bool: boolean): Float32Array | Uint8Array {
-    traffic.copiedOutBytes += bool ? n : 4 * n;
-    if (!this.pooling || s.fresh[q]) return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
+    if (!this.pooling || s.fresh[q]) {
+      traffic.copiedOutBytes += bool ? n : 4 * n;
+      return bool ? this.u8.slice(addr, addr + n) : this.f32.slice(addr / 4, addr / 4 + n);
+    }
     let buf = s.pool[q];
     if (buf === null) {
       buf = bool ? new Uint8Array(n) : new Float32Array(n);
       s.pool[q] = buf;
       this.pooled.add(buf.buffer);
     }
-    if (bool) buf.set(this.u8.subarray(addr, addr + n));
-    else buf.set(this.f32.subarray(addr / 4, addr / 4 + n));
-    return buf;
+    return this.copyInto(buf, addr);
   }
 
-  /** A float32 output copied out of the arena into `dest` (a donated argument's storage). */
-  private into(dest: Float32Array, addr: number, sh: HloInstruction['shape']): Array {
-    traffic.copiedOutBytes += 4 * dest.length;
-    dest.set(this.f32.subarray(addr / 4, addr / 4 + dest.length));
-    return fromStorage(dest, sh.shape, sh.dtype);
+  /** Copies `dest.length` elements (bool: bytes) from byte address `addr` of the arena into `dest` (a reused buffer, a donated argument's storage); returns `dest`. */
+  private copyInto<T extends Float32Array | Uint8Array>(dest: T, addr: number): T {
+    traffic.copiedOutBytes += dest.byteLength;
+    if (dest instanceof Uint8Array) dest.set(this.u8.subarray(addr, addr + dest.length));
+    else dest.set(this.f32.subarray(addr / 4, addr / 4 + dest.length));
+    return dest;
   }
 
   /** A float32 output `q` of step `s` copied out of the arena. */
@@ -492,20 +545,14 @@ export class WasmProgram implements PoolProgram {
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
         const d = dests !== null && q < dests.length ? dests[q] : null;
-        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? this.into(d, x.addr, x.shape) : x.view ? this.viewOf(x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(s, q, x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
-    if (dest === null && o.view) return this.viewOf(o.addr, o.n, o.inst.shape);
+    if (dest === null && o.view) return this.viewOf(s, 0, o.addr, o.n, o.inst.shape);
     if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
-    let data: Float32Array | Uint8Array;
-    if (dest !== null && dest.length === o.n && dest instanceof Uint8Array === o.bool) {
-      data = dest;
-      traffic.copiedOutBytes += o.bool ? o.n : 4 * o.n;
-      if (o.bool) data.set(this.u8.subarray(o.addr, o.addr + o.n));
-      else data.set(this.f32.subarray(o.addr / 4, o.addr / 4 + o.n));
-    } else data = this.copyOut(s, 0, o.addr, o.n, o.bool);
+    const data = dest !== null && dest.length === o.n && dest instanceof Uint8Array === o.bool ? this.copyInto(dest, o.addr) : this.copyOut(s, 0, o.addr, o.n, o.bool);
     const r = fromStorage(data, sh.shape, sh.dtype);
     return sh.weakType ? lax.convertElementType(r, sh.dtype, true) : r;
   }
