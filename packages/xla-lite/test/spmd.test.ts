@@ -359,6 +359,15 @@ describe('sharded jit', () => {
     expect(t).toMatch(/-> \(tensor<4x4xf32> \{mhlo.sharding = "\{devices=\[2,1\]0,1\}"\}\)/);
   });
 
+  it('exports a closed-over constant as a module constant, not as a leading argument', () => {
+    const w = rand([4, 4], 3);
+    const f = jit((a: Array) => np.matmul(a, w), { inShardings: [S(M1, 'x', null)], outShardings: S(M1, 'x', null) });
+    const t = f.lower(rand([4, 4], 1)).asStableHlo();
+    expect(t).toMatch(/func\.func public @main\(%arg0: tensor<4x4xf32> \{mhlo.sharding = "\{devices=\[2,1\]0,1\}"\}\) ->/);
+    expect(t).not.toContain('%arg1');
+    expect(t).toContain('"stablehlo.constant"() {value = dense<');
+  });
+
   it('bad inputs: a dimension not divisible by its shards, mismatched meshes, wrong outShardings count', () => {
     const f = jit((a: Array) => np.negative(a), { inShardings: [S(M1, 'x', null)] });
     expect(() => f(rand([3, 4], 1))).toThrow(/jit\(fn\): argument 0 \(a\): sharding GridSharding.* does not split shape \[3,4\] into even tiles/);

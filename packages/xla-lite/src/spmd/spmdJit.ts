@@ -99,15 +99,20 @@ export class SpmdLowered extends Lowered {
     donateArgnums: readonly number[],
     donateLabels: readonly string[],
     readonly spec: SpmdSpec,
+    /** The closed-over constants hoisted into the leading parameters: the export embeds them. */
+    consts: readonly Array[] = [],
   ) {
     super(jaxpr, name, donateArgnums, donateLabels);
+    this.exportConsts = consts;
     for (const [i, s] of annotate(this.module, spec)) i.params.sharding = String(s);
   }
 
   /** StableHLO with `mhlo.sharding` on the arguments and results (GSPMD style, as JAX emits without Shardy). */
   override asStableHlo(): string {
     const outs = this.module.entry.outputs.map((o, k) => String(this.spec.outShardings[k] ?? o.params.sharding));
-    return toStableHlo(this.module, { numPartitions: this.spec.devices.length, args: this.spec.inShardings.map(String), results: outs });
+    // The hoisted constants become module constants, so the arguments (and their shardings) are the caller's alone.
+    const args = this.spec.inShardings.slice(this.exportConsts.length).map(String);
+    return toStableHlo(this.module, { numPartitions: this.spec.devices.length, args, results: outs }, this.exportConsts);
   }
 
   override compile(): Compiled {
@@ -354,7 +359,7 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
       }
       pos += nl;
     });
-    return { lowered: new SpmdLowered(hoisted.jaxpr, fname, donated, labels, spec), outTree: traced.outTree, consts: hoisted.consts, dyn };
+    return { lowered: new SpmdLowered(hoisted.jaxpr, fname, donated, labels, spec, hoisted.consts), outTree: traced.outTree, consts: hoisted.consts, dyn };
   };
 
   const flatArgs = (dyn: unknown[]): Array[] => tree.flatten(dyn.filter((_, i) => !staticNums.includes(i)), { isLeaf: (x) => x instanceof Array })[0] as Array[];
