@@ -315,8 +315,38 @@ describe('fused attention in the backend\'s memory (operands and results read an
       const over = evalPrimitiveIntoAll(attentionBwdP, [qv, kv, vv, lv, wv], params, [views[3], views[8], views[9]])!;
       expect(attentionStats().copiedBytes - s2.copiedBytes).toBe(4 * q.size);
       expect([...f32(over[0])]).toEqual([...f32(grads[0])]);
+      // The same overlap through a view taken after the memory grew (a new buffer object over the same bytes)
+      const big = host.reserve(64 << 20);
+      try {
+        const dqAfterGrow = new Float32Array(host.buffer(), views[3].byteOffset, views[3].length);
+        expect(dqAfterGrow.buffer === views[3].buffer, 'the memory grew: a new buffer object').toBe(false);
+        dqAfterGrow.set(f32(w)); // dO again (the call above wrote dq over it)
+        const s3 = attentionStats();
+        const grown = evalPrimitiveIntoAll(attentionBwdP, [qv, kv, vv, lv, wv], params, [dqAfterGrow, views[8], views[9]])!;
+        expect(attentionStats().copiedBytes - s3.copiedBytes).toBe(4 * q.size);
+        expect([...f32(grown[0])]).toEqual([...f32(grads[0])]);
+      } finally {
+        host.release(big);
+      }
     } finally {
       host.release(addr);
+    }
+  });
+
+  it('the arena host holds views inside reserved regions only, not in a released gap below the floor', () => {
+    const host = getBackend().arenaHost?.() ?? null;
+    if (host === null || host.holds === undefined) return; // (no shared memory on this runtime)
+    const r1 = host.reserve(4096);
+    const r2 = host.reserve(4096);
+    try {
+      const inR1 = new Float32Array(host.buffer(), r1, 16);
+      expect(host.holds(inR1)).toBe(true);
+      expect(host.holds(new Float32Array(host.buffer(), r1 + 4096 - 32, 16)), 'running past the region').toBe(false);
+      host.release(r1);
+      expect(host.holds(inR1), 'released').toBe(false);
+      expect(host.holds(new Float32Array(host.buffer(), r2, 16))).toBe(true);
+    } finally {
+      host.release(r2);
     }
   });
 });

@@ -393,12 +393,19 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
   return { desc, at: rawAt };
 }
 
-/** Whether the bytes of `x` and `y` overlap (views of one buffer). */
-const overlaps = (x: StorageArray, y: StorageArray): boolean => x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+/**
+ * Whether the bytes of `x` and `y` overlap: views of one buffer, or both in the arena's memory
+ * (growing a shared memory hands out a new buffer object for the same bytes, so identity alone
+ * would miss an overlap between views taken before and after a grow).
+ */
+function overlaps(a: Arena, x: StorageArray, y: StorageArray): boolean {
+  if (x.buffer !== y.buffer && !(a.inPlace(x) >= 0 && a.inPlace(y) >= 0)) return false;
+  return x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+}
 
 /** Where the kernels find the operands `ins` and write the results `outs`: in place (their byte addresses) where the arena may, else -1 (copied); a result that shares bytes with an operand is not written in place. Counts the bytes of each. */
 function placements(a: Arena, ins: StorageArray[], outs: StorageArray[]): number[] {
-  const fixed = [...ins.map((x) => a.inPlace(x)), ...outs.map((x) => (ins.some((y) => overlaps(x, y)) ? -1 : a.inPlace(x)))];
+  const fixed = [...ins.map((x) => a.inPlace(x)), ...outs.map((x) => (ins.some((y) => overlaps(a, x, y)) ? -1 : a.inPlace(x)))];
   [...ins, ...outs].forEach((x, i) => {
     if (fixed[i] >= 0) stats.inPlaceBytes += x.byteLength;
     else stats.copiedBytes += x.byteLength;

@@ -787,7 +787,9 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.get(bf16).get(mrow).get(neg).call(fn.softmaxRow);
           } else {
             slot(DESC.ML);
-            rowIndex(t);
+            // Padding rows (t >= T) load row T-1's value, which the select below discards: no read past the caller's lse.
+            f.get(t).get(T).i32Const(1).op(OP.i32_sub).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+            rowIndex(null);
             f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
             f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
             f.get(bf16).get(mrow).get(neg).call(fn.gradRow);

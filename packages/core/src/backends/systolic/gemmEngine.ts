@@ -166,7 +166,19 @@ export class GemmEngine implements BatchEngine {
    * is its address) instead of staging a copy, and write a destination there directly.
    */
   holds(v: ArrayBufferView): boolean {
-    return this.shared && this.buffers.has(v.buffer) && v.byteOffset + v.byteLength <= this.floor;
+    if (!this.shared || !this.buffers.has(v.buffer)) return false;
+    // Inside one reserved region (not a released gap, where a caller's per-call scratch may land).
+    const regions = this.regions;
+    let lo = 0;
+    let hi = regions.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const r = regions[mid];
+      if (v.byteOffset < r.addr) hi = mid - 1;
+      else if (v.byteOffset >= r.addr + r.bytes) lo = mid + 1;
+      else return v.byteOffset + v.byteLength <= r.addr + r.bytes;
+    }
+    return false;
   }
 
   /** Byte address where per-product scratch starts: the end of the reserved regions (kept sorted and disjoint). */
