@@ -44,11 +44,25 @@ export interface StepFiles {
   readJson(rel: string): unknown;
 }
 
+/** Dict keys a restored tree may not have: assigning them walks or sets Object.prototype. */
+const UNSAFE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** Every sequence in the rebuilt tree has all its elements (Orbax names each index it saved). */
+function checkDense(node: unknown, file: string): void {
+  if (typeof node !== 'object' || node === null || node instanceof Slot) return;
+  if (globalThis.Array.isArray(node)) {
+    for (let i = 0; i < node.length; i++) {
+      if (!(i in node)) throw new Error(`restore: ${file}: a sequence of ${node.length} elements has no element ${i}`);
+      checkDense(node[i], file);
+    }
+  } else for (const v of Object.values(node)) checkDense(v, file);
+}
+
 /** One Python scalar leaf: the 0-d array's single chunk, decoded as Orbax's ScalarHandler wrote it. */
 function readScalar(r: StepFiles, item: string, name: string): LeafBody {
   const file = path.join(r.dir, item, name, '.zarray');
   const z = r.readJson(`${item}/${name}/.zarray`) as Record<string, unknown>;
-  if (z?.compressor !== null) throw new Error(compressed(file, z?.compressor));
+  if (z?.compressor !== null && z?.compressor !== undefined) throw new Error(compressed(file, z.compressor));
   const bytes = r.readFile(`${item}/${name}/0`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const need = (n: number): void => {
@@ -100,22 +114,27 @@ export function orbaxSection(r: StepFiles, item: string, meta: Record<string, un
     else if (vt === 'List') value = [];
     else throw new Error(`restore: ${file}: leaf ${keyStr} has value_type ${JSON.stringify(vt)}, which orbax-ts does not read (jax.Array, np.ndarray, scalar, string, None, Dict, List)`);
     // Walk / create the containers: key_type 1 is a sequence index, 2 a dict key.
+    const entries = Object.keys(tm as Record<string, unknown>).length;
     root ??= keys[0].key_type === 1 ? [] : {};
     let node: Record<string, unknown> | unknown[] = root;
     keys.forEach((k, d) => {
       const isSeq = k.key_type === 1;
       const key = isSeq ? Number(k.key) : String(k.key);
-      if (isSeq && !(Number.isSafeInteger(key) && (key as number) >= 0)) throw new Error(`restore: ${file}: sequence index ${JSON.stringify(k.key)} in ${keyStr}`);
+      // A sequence holds at most one element per tree_metadata entry (no sparse arrays from a huge index).
+      if (isSeq && !(Number.isSafeInteger(key) && (key as number) >= 0 && (key as number) < entries)) throw new Error(`restore: ${file}: sequence index ${JSON.stringify(k.key)} in ${keyStr} (the tree has ${entries} entries)`);
+      // Keys that would reach Object.prototype instead of a container of the tree.
+      if (!isSeq && UNSAFE_KEYS.has(key as string)) throw new Error(`restore: ${file}: tree_metadata entry ${keyStr} has the key ${JSON.stringify(key)}, which orbax-ts does not restore`);
       const last = d === keys.length - 1;
       const nextIsSeq = !last && keys[d + 1].key_type === 1;
       const container = node as Record<string | number, unknown>;
       if (last) container[key] = value;
       else {
-        container[key] ??= nextIsSeq ? [] : {};
+        if (!Object.hasOwn(container, key)) container[key] = nextIsSeq ? [] : {};
         node = container[key] as Record<string, unknown> | unknown[];
       }
     });
   }
+  checkDense(root, file);
   const [pairs, def] = tree.flattenWithPath(root ?? {});
   const leaves = (pairs as [Parameters<typeof tree.keystr>[0], unknown][]).map(([p, slot]) => {
     if (!(slot instanceof Slot)) throw new Error(`restore: ${file}: unexpected leaf at ${tree.keystr(p)}`);

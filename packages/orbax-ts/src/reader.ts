@@ -265,6 +265,9 @@ function readSection(r: StepReader, item: string): TpukitSection {
   const sec = doc?.tpukit;
   const file = path.join(r.dir, item, PYTREE_METADATA);
   if (!sec && r.manifest === null) return orbaxSection(r, item, doc as Record<string, unknown>);
+  // A tpukit section is always committed with a checksum manifest: a step that lost both the
+  // manifest and the marker's checksum line must not pass as an (unverified) Orbax-written one.
+  if (sec && r.manifest === null) throw new Error(`restore: ${file} was written by tpukit but the step has no ${CHECKSUMS} and no checksum line in ${COMMIT_MARKER}; the checkpoint at step ${r.step} is corrupt`);
   if (!sec || sec.format !== 1 || !Array.isArray(sec.leaves)) throw new Error(`restore: ${file} has no tpukit section (format 1); only checkpoints written by tpukit can be restored`);
   for (const l of sec.leaves) {
     if (typeof l !== 'object' || l === null || typeof l.path !== 'string') throw new Error(`restore: ${file}: malformed leaf record ${JSON.stringify(l)}`);

@@ -87,5 +87,35 @@ describe('orbax-ts restores a checkpoint the Python Orbax wrote (use_ocdbt=False
     const again = new CheckpointManager(dir, { readOnly: true });
     await expect(again.restore(1)).rejects.toThrow(/_CHECKSUMS/);
     await again.close();
+    // Dropping the marker's checksum line too does not make it pass as an unverified Orbax step.
+    const marker = path.join(dir, '1', 'commit_success.txt');
+    fs.writeFileSync(marker, fs.readFileSync(marker, 'utf8').split('\n').filter((l) => !l.startsWith('tpukit ')).join('\n'));
+    const third = new CheckpointManager(dir, { readOnly: true });
+    await expect(third.restore(1)).rejects.toThrow(/was written by tpukit but the step has no _CHECKSUMS and no checksum line in commit_success\.txt; the checkpoint at step 1 is corrupt/);
+    await third.close();
+  });
+
+  it('bad tree_metadata: keys reaching Object.prototype, a huge or missing sequence index, are refused with the entry named', async () => {
+    const edit = (change: (tm: Record<string, any>) => void): CheckpointManager => {
+      const mgr = open('zarr2_raw');
+      const file = path.join(mgr.directory, '3', 'state', '_METADATA');
+      const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
+      change(doc.tree_metadata);
+      fs.writeFileSync(file, JSON.stringify(doc));
+      return mgr;
+    };
+    const leaf = (keys: [string, number][]) => ({ key_metadata: keys.map(([key, key_type]) => ({ key, key_type })), value_metadata: { value_type: 'None' } });
+    const cases: [(tm: Record<string, any>) => void, RegExp][] = [
+      [(tm) => (tm["('params', 'b')"].key_metadata[0].key = '__proto__'), /tree_metadata entry \('params', 'b'\) has the key "__proto__", which orbax-ts does not restore/],
+      [(tm) => (tm["('x', 'constructor')"] = leaf([['x', 2], ['constructor', 2]])), /has the key "constructor"/],
+      [(tm) => (tm["('xs', 1000000000)"] = leaf([['xs', 2], ['1000000000', 1]])), /sequence index "1000000000" in \('xs', 1000000000\) \(the tree has 8 entries\)/],
+      [(tm) => (tm["('xs', 1)"] = leaf([['xs', 2], ['1', 1]])), /a sequence of 2 elements has no element 0/],
+    ];
+    for (const [change, message] of cases) {
+      const mgr = edit(change);
+      await expect(mgr.restore(3), String(message)).rejects.toThrow(message);
+      await mgr.close();
+    }
+    expect(({} as Record<string, unknown>).b, 'Object.prototype untouched').toBeUndefined();
   });
 });
