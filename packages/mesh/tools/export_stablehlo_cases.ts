@@ -2,8 +2,9 @@
  * Writes StableHLO modules exported by tpukit, with tpukit's own inputs and outputs, for
  * run_stablehlo.py to compile and run with a real XLA (FIDELITY.md at the repo root says what ran).
  *
- *     npx tsx packages/mesh/tools/export_stablehlo_cases.ts OUT_DIR
+ *     npx tsx packages/mesh/tools/export_stablehlo_cases.ts OUT_DIR [--wrappers]
  *
+ * `--wrappers` writes `wrapperCases()` (nested jit, remat, custom derivatives, top_k) instead.
  * For each case NAME: NAME.opt.mlir (`compile().asStableHlo()`, the optimised module: fusions
  * inline, fused attention / one-hot gathers expanded), NAME.low.mlir (`lower().asStableHlo()`,
  * the unoptimised module), NAME.npz (arg0.. inputs, out0.. tpukit's outputs, float32 / int32)
@@ -14,17 +15,17 @@ import { jit } from '@tpukit/xla-lite';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { writeNpz, type NpyArray } from './npz';
-import { cases } from './stablehloCases';
+import { cases, wrapperCases } from './stablehloCases';
 
 const toNpy = (a: Array): NpyArray => ({ shape: a.shape, dtype: a.dtype, data: a.dataSync() as ArrayLike<number> });
 
 function main(): void {
   const dir = process.argv[2];
-  if (!dir) throw new Error('usage: export_stablehlo_cases.ts OUT_DIR');
+  if (!dir) throw new Error('usage: export_stablehlo_cases.ts OUT_DIR [--wrappers]');
   mkdirSync(dir, { recursive: true });
   setDefaultMatmulPrecision('default');
   const index: Record<string, unknown>[] = [];
-  for (const c of cases()) {
+  for (const c of process.argv.includes('--wrappers') ? wrapperCases() : cases()) {
     const opts = c.shardings ? { inShardings: c.shardings.in, ...(c.shardings.out ? { outShardings: c.shardings.out } : {}) } : {};
     const jf = jit(c.fn as (...xs: Array[]) => Array, opts as never);
     const lowered = jf.lower(...c.args);

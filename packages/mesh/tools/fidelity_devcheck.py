@@ -5,6 +5,7 @@ prepare_devcheck.sh, which copies the tools and the tpukit-made artifacts next t
 
     tools/   jax_random_fixture.py run_stablehlo.py check_stablehlo_cases.py check_orbax.py
     shlo/    export_stablehlo_cases.ts output (modules, npz, cases.json)
+    shlo_wrappers/  the same with --wrappers (nested jit, remat, custom derivatives, top_k)
     ock/     write_checkpoints.ts output (orbax-ts checkpoints, expected.json, model.safetensors)
 
     OUT=dir python3 check.py [--dry]
@@ -78,6 +79,8 @@ def main(argv) -> int:
     if dry:
         step("random fixture specs (dry)", ["jax_random_fixture.py", "--dry"], 60)
         step("stablehlo cases (dry)", ["check_stablehlo_cases.py", os.path.join(HERE, "shlo"), "--dry"], 60)
+        if os.path.isdir(os.path.join(HERE, "shlo_wrappers")):
+            step("stablehlo wrapper cases (dry)", ["check_stablehlo_cases.py", os.path.join(HERE, "shlo_wrappers"), "--dry"], 60)
         step("orbax-ts checkpoints (dry)", ["check_orbax.py", "read", os.path.join(HERE, "ock"), "--dry"], 60)
         return 0
     versions()
@@ -94,6 +97,10 @@ def main(argv) -> int:
     shlo = os.path.join(HERE, "shlo")
     step("2a. StableHLO modules on GPU", ["check_stablehlo_cases.py", shlo, "--json", os.path.join(OUT, "stablehlo_gpu.json"), "--save-outputs", os.path.join(OUT, "xla_outputs_gpu.npz")], 240)
     step("2b. StableHLO modules on CPU (8 host devices)", ["check_stablehlo_cases.py", shlo, "--json", os.path.join(OUT, "stablehlo_cpu.json"), "--save-outputs", os.path.join(OUT, "xla_outputs_cpu.npz")], 240, CPU_ENV)
+    wrap = os.path.join(HERE, "shlo_wrappers")
+    if os.path.isdir(wrap):
+        step("2c. StableHLO call wrappers and top_k on GPU", ["check_stablehlo_cases.py", wrap, "--json", os.path.join(OUT, "stablehlo_wrappers_gpu.json"), "--save-outputs", os.path.join(OUT, "xla_wrappers_gpu.npz")], 120)
+        step("2d. StableHLO call wrappers and top_k on CPU", ["check_stablehlo_cases.py", wrap, "--json", os.path.join(OUT, "stablehlo_wrappers_cpu.json"), "--save-outputs", os.path.join(OUT, "xla_wrappers_cpu.npz")], 120, CPU_ENV)
     ock = os.path.join(HERE, "ock")
     step("3a. Orbax / TensorStore / safetensors read orbax-ts files", ["check_orbax.py", "read", ock, "--json", os.path.join(OUT, "orbax_read.json")], 180)
     written = os.path.join(HERE, "orbax_written")
@@ -105,7 +112,7 @@ def main(argv) -> int:
     except Exception as e:  # noqa: BLE001
         print(f"ERROR tar of Orbax-written checkpoints: {e}")
     results = {}
-    for name in ("stablehlo_gpu", "stablehlo_cpu", "orbax_read", "orbax_write"):
+    for name in ("stablehlo_gpu", "stablehlo_cpu", "stablehlo_wrappers_gpu", "stablehlo_wrappers_cpu", "orbax_read", "orbax_write"):
         p = os.path.join(OUT, f"{name}.json")
         if os.path.exists(p):
             results[name] = json.load(open(p))

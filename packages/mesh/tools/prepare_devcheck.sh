@@ -13,5 +13,6 @@ cp "$root/packages/core/tools/jax_random_fixture.py" "$root/packages/mesh/tools/
   "$root/packages/mesh/tools/check_stablehlo_cases.py" "$root/packages/orbax-ts/tools/check_orbax.py" "$dest/tools/"
 cd "$root"
 npx tsx packages/mesh/tools/export_stablehlo_cases.ts "$dest/shlo"
+npx tsx packages/mesh/tools/export_stablehlo_cases.ts "$dest/shlo_wrappers" --wrappers
 npx tsx packages/orbax-ts/tools/write_checkpoints.ts "$dest/ock"
 du -sh "$dest"

@@ -3,7 +3,8 @@
  * deterministic inputs and the tolerances their comparison uses. `export_stablehlo_cases.ts`
  * writes them out; `test/xlaOutputs.test.ts` compares tpukit with the outputs XLA produced.
  */
-import { type Array, lax, nn, np, random, valueAndGrad } from '@tpukit/core';
+import { type Array, checkpoint, customJvp, customVjp, grad, lax, nn, np, random, valueAndGrad } from '@tpukit/core';
+import { jit } from '@tpukit/xla-lite';
 import { tinyTransformerLoss, tinyTransformerParams, tinyTokens } from '../../xla-lite/test/tinyTransformer';
 import { makeMesh, NamedSharding, P, setCpuDeviceCount } from '../src/index';
 
@@ -213,3 +214,69 @@ export function cases(opts: { sharded?: boolean } = {}): Case[] {
   return out;
 }
 
+
+/**
+ * The call wrappers and top_k, which were `tpukit.*` custom calls until 2026-11-26 (helper
+ * exportwrap): checked on CPU only (jax 0.10.2 on the development machine, FIDELITY.md), so
+ * they are kept apart from `cases()`, whose fixture holds GPU and CPU results.
+ */
+export function wrapperCases(): Case[] {
+  const F32 = { atol: 1e-5, rtol: 1e-5 };
+  // A nested jit with two outputs, called twice (the second time on its own outputs).
+  const inner = jit((a: Array, b: Array) => [np.tanh(np.add(np.matmul(a, b, { precision: 'highest' }), 1)), np.multiply(np.sum(a, { axis: 0 }), 2)]);
+  const scaled = jit((a: Array) => np.multiply(np.sin(a), 3));
+  const block = (w: Array, x: Array) => np.sum(np.square(np.tanh(np.matmul(np.tanh(np.matmul(x, w, { precision: 'highest' })), w, { precision: 'highest' }))));
+  // Softplus with a hand-written derivative (JAX's docs example), and a clipped-gradient identity.
+  const softplus = customJvp((x: Array) => np.log1p(np.exp(x)));
+  softplus.defjvp(([x]: [Array], [t]: [Array]) => [softplus(x), np.multiply(t, np.divide(1, np.add(1, np.exp(np.negative(x)))))]);
+  const clipGrad = customVjp((x: Array, y: Array) => np.multiply(np.sin(x), y));
+  clipGrad.defvjp(
+    (x: Array, y: Array) => [np.multiply(np.sin(x), y), [x, y]],
+    ([x, y]: Array[], ct: Array) => [np.clip(np.multiply(np.multiply(np.cos(x), y), ct), -0.5, 0.5), np.multiply(np.sin(x), ct)],
+  );
+  const nanTies = np.array(Float32Array.from([0.5, Number.NaN, 2, 2, -0, 0, -1, 0.5, 3, Number.NaN, -Infinity, 0.25, 7, 7, 7, 7, 7, 7, -2, 1, Number.NaN, Number.NaN, 1, -2])).reshape([4, 6]);
+  return [
+    {
+      name: 'top_k',
+      note: 'lax.topK along the last axis with NaNs (largest), ties and -0 / 0 (lower index first), on float32 rows, a 3-d int32 operand, and k = 0 / k = n',
+      fn: (x, n) => [...lax.topK(x, 3), ...lax.topK(n, 2), ...lax.topK(x, 6), lax.topK(x, 0)[0]],
+      args: [nanTies, np.array(Int32Array.from({ length: 24 }, (_, i) => ((i * 5) % 7) - 3)).reshape([2, 3, 4])],
+      tol: F32,
+    },
+    {
+      name: 'nested_jit',
+      note: 'a jit inside the exported jit (pjit), called twice, with two outputs; a one-output jit inside a scan body',
+      fn: (a, b) => {
+        const [t, s] = inner(a, b) as Array[];
+        const [t2] = inner(t, np.ones([4, 4])) as Array[];
+        const [c] = lax.scan((c: Array, r: Array) => [np.add(c, scaled(r) as Array), c], np.zeros([4]), t2) as [Array, Array];
+        return [t, s, t2, c];
+      },
+      args: [rnd(30, [3, 4]), rnd(31, [4, 4], 0.5)],
+      tol: F32,
+    },
+    {
+      name: 'remat',
+      note: "checkpoint (remat) forward, and the gradient of a checkpointed block with the default policy and with 'dots_saveable'",
+      fn: (w, x) => [
+        checkpoint(block)(w, x),
+        grad(checkpoint(block))(w, x),
+        grad((ww: Array) => checkpoint(block, { policy: 'dots_saveable' })(ww, x))(w),
+      ],
+      args: [rnd(32, [5, 5], 0.5), rnd(33, [3, 5])],
+      tol: { atol: 2e-5, rtol: 2e-5 },
+    },
+    {
+      name: 'custom_derivatives',
+      note: 'customJvp softplus and a customVjp with a clipped cotangent: their primal values (custom_jvp_call / custom_vjp_call) and gradients (the rules)',
+      fn: (x, y) => [
+        softplus(x),
+        clipGrad(x, y),
+        grad((a: Array) => np.sum(softplus(a)))(x),
+        ...(grad((a: Array, b: Array) => np.sum(clipGrad(a, b)), { argnums: [0, 1] })(x, y) as Array[]),
+      ],
+      args: [rnd(34, [7], 3), rnd(35, [7], 2)],
+      tol: F32,
+    },
+  ];
+}

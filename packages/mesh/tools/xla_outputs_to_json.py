@@ -2,7 +2,7 @@
 """Turns the XLA results check_stablehlo_cases.py saved (--save-outputs, one .npz per platform)
 into the JSON fixture test/xlaOutputs.test.ts compares tpukit with.
 
-    python3 xla_outputs_to_json.py OUT.json gpu=xla_outputs_gpu.npz cpu=xla_outputs_cpu.npz
+    python3 xla_outputs_to_json.py OUT.json gpu=xla_outputs_gpu.npz cpu=xla_outputs_cpu.npz [--jax 0.11.2]
 
 Only the unoptimised module's results (`<case>.low.out<k>`) are kept (the optimised module gave
 the same within the tolerances). Floats are written as shortest round-trip decimals of their
@@ -22,6 +22,11 @@ def enc(x):
 
 def main(argv):
     out = {}
+    version = "0.11.2"
+    if "--jax" in argv:
+        i = argv.index("--jax")
+        version = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
     for spec in argv[1:]:
         platform, path = spec.split("=", 1)
         data = np.load(path)
@@ -35,7 +40,7 @@ def main(argv):
         for v in cases.values():
             v.sort(key=lambda o: o["index"])
         out[platform] = cases
-    json.dump({"jax": "0.11.2", "source": "packages/mesh/tools/check_stablehlo_cases.py --save-outputs (FIDELITY.md)", "platforms": out}, open(argv[0], "w"), separators=(",", ":"))
+    json.dump({"jax": version, "source": "packages/mesh/tools/check_stablehlo_cases.py --save-outputs (FIDELITY.md)", "platforms": out}, open(argv[0], "w"), separators=(",", ":"))
     return 0
 
 

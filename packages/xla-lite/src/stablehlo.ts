@@ -6,9 +6,12 @@
  * `bf16` and `i1`. Attributes follow the StableHLO spec (broadcast_dimensions, permutation,
  * #stablehlo.dot dimension numbers, #stablehlo<comparison_direction>, regions for reduce,
  * reduce_window, sort, scatter, while and case), CHLO ops where JAX emits them, gather / scatter,
- * threefry expanded into uint32 ops, and control flow (while, scan as JAX lowers it, cond). Ops
- * with no lowering here (the call wrappers, top_k) are emitted as
- * `stablehlo.custom_call @tpukit.<primitive>`: valid MLIR, but a real XLA cannot run them. The fused attention (`dot_product_attention`, `_fwd`, `_bwd`) and the one-hot
+ * threefry expanded into uint32 ops, control flow (while, scan as JAX lowers it, cond), top_k
+ * as a stable sort and a slice, and the call wrappers (nested jit, remat, custom_jvp /
+ * custom_vjp calls) inline as their body / primal function. The only primitives left as
+ * `stablehlo.custom_call @tpukit.<primitive>` (valid MLIR that a real XLA cannot run) are the
+ * linearized `custom_lin` / `dot_product_attention_lin`, which are only transposed, never in a
+ * program that runs forward (test/primitives.test.ts). The fused attention (`dot_product_attention`, `_fwd`, `_bwd`) and the one-hot
  * gathers / segment sums are instead expanded into standard ops (dot_general, the mask by
  * select, exp / reduce softmax with float32 accumulation; see passes/exportExpansion.ts), so
  * the text of a training step that uses them stays runnable by a real XLA. An optimised module (`Compiled.asStableHlo()`) exports each fusion's body inline
@@ -67,6 +70,13 @@ const CHLO: Record<string, string> = {
 const CUMULATIVE: Record<string, string> = { cumsum: 'add', cumprod: 'multiply', cummax: 'maximum', cummin: 'minimum' };
 
 const REDUCER: Record<string, string> = { reduce_sum: 'add', reduce_max: 'maximum', reduce_min: 'minimum', reduce_prod: 'multiply', reduce_and: 'and', reduce_or: 'or' };
+/**
+ * Call wrappers whose one sub-computation (`called[0]`: nested jit's jaxpr, remat's body, a
+ * custom derivative's primal function) is exported inline, as its ops: what JAX's lowering of
+ * them amounts to once XLA inlines its private `func.call`s (the derivative rules are gone by
+ * export time, and remat's body runs as is in a forward pass).
+ */
+const WRAPPERS = ['pjit', 'remat', 'custom_jvp_call', 'custom_vjp_call'];
 /** Primitives with their own case in `emitInstruction` below. */
 const STRUCTURED = new Set([
   'integer_pow',
@@ -98,6 +108,8 @@ const STRUCTURED = new Set([
   'while',
   'scan',
   'cond',
+  'top_k',
+  ...WRAPPERS,
 ]);
 
 /**
@@ -224,7 +236,7 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   }
   // A fused kernel of xla-lite's own (attention, one-hot gathers) exports as its standard-op
   // expansion; a fusion as its body (StableHLO has no fusion op): both inline, op by op.
-  const body = expandForExport(i) ?? (i.opcode === 'fusion' ? i.called[0] : null);
+  const body = expandForExport(i) ?? (i.opcode === 'fusion' || (i.prim && WRAPPERS.includes(i.prim.name)) ? i.called[0] : null);
   if (body) return emitInline(e, i, body);
   if (i.opcode === 'copy') {
     // A layout change only (layout assignment): StableHLO tensors carry no layout.
@@ -328,6 +340,7 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
       if (CUMULATIVE[name]) return emitCumulative(e, r, i, ins, inTypes, outTypes);
       if (name === 'argmax' || name === 'argmin') return emitArgReduce(e, i, ins, inTypes);
       if (name === 'sort') return emitSort(e, r, i, ins, inTypes, outTypes);
+      if (name === 'top_k') return emitTopK(e, i, ins, inTypes);
       if (name === 'threefry2x32') return emitThreefry(e, i, ins, inTypes);
       if (name === 'while') return emitWhile(e, i, ins, inTypes);
       if (name === 'scan') return emitScan(e, i, ins, inTypes);
@@ -553,6 +566,38 @@ function emitSort(e: Emitter, r: string, i: HloInstruction, ins: string[], inTyp
   }
   lines.push(`  "stablehlo.return"(${acc}) : (${b}) -> ()\n})`);
   e.op(r, 'stablehlo.sort', ins, `dimension = ${p.dimension} : i64, is_stable = true`, inTypes, outTypes, lines.join('\n'));
+}
+
+/**
+ * `top_k` as a stable descending `stablehlo.sort` of (x, iota) along the last dimension, then a
+ * slice of the first k of each: core's order (NaN largest, -0 equal to 0, ties keep the lower
+ * index first). Unlike `chlo.top_k` this states the order of NaNs and ties explicitly.
+ */
+function emitTopK(e: Emitter, i: HloInstruction, ins: string[], inTypes: string[]): void {
+  const x = i.operands[0].shape;
+  const last = x.shape.length - 1;
+  const ity = tensorType({ shape: x.shape, dtype: 'int32', weakType: false });
+  const iota = e.fresh();
+  e.op(iota, 'stablehlo.iota', [], `iota_dimension = ${last} : i64`, [], [ity]);
+  const [sv, si, b] = [scalarType(x.dtype), scalarType('int32'), 'tensor<i1>'];
+  const lines = [` ({\n^bb0(%a0: ${sv}, %b0: ${sv}, %a1: ${si}, %b1: ${si}):`, cmpLine('%gt', '%a0', '%b0', 'GT', x.dtype)];
+  let before = '%gt';
+  if (isFloatType(x.dtype)) {
+    // a before b: a > b, or a is NaN and b is not.
+    lines.push(cmpLine('%an', '%a0', '%a0', 'NE', x.dtype), cmpLine('%bo', '%b0', '%b0', 'EQ', x.dtype), binLine('%nan', 'and', '%an', '%bo', b), binLine('%first', 'or', '%gt', '%nan', b));
+    before = '%first';
+  }
+  lines.push(`  "stablehlo.return"(${before}) : (${b}) -> ()\n})`);
+  const s = e.fresh();
+  e.op(s, 'stablehlo.sort', [ins[0], iota], `dimension = ${last} : i64, is_stable = true`, [inTypes[0], ity], [inTypes[0], ity], lines.join('\n'));
+  const limits = i.shapes[0].shape;
+  const attrs = `start_indices = ${i64s(limits.map(() => 0))}, limit_indices = ${i64s(limits)}, strides = ${i64s(limits.map(() => 1))}`;
+  const outs = i.shapes.map((o, k) => {
+    const r = e.fresh();
+    e.op(r, 'stablehlo.slice', [`${s}#${k}`], attrs, [k === 0 ? inTypes[0] : ity], [tensorType(o)]);
+    return r;
+  });
+  e.outputs.set(i, outs);
 }
 
 /**

@@ -32,7 +32,7 @@ describe('asStableHlo', () => {
     checkSsa(text);
   });
 
-  it('writes bf16, i1 compares and selects, and custom calls for ops without a lowering here', () => {
+  it('writes bf16, i1 compares and selects, and top_k as a stable descending sort of (x, iota) and two slices', () => {
     const f = (a: any) => {
       const c = lax.convertElementType(a, 'bfloat16');
       const m = np.where(np.greater(a, 0), a, np.multiply(a, 0.1));
@@ -43,8 +43,9 @@ describe('asStableHlo', () => {
     expect(text).toContain('-> tensor<4x3xbf16>');
     expect(text).toMatch(/"stablehlo\.compare"\(%arg0, %\d+\) \{comparison_direction = #stablehlo<comparison_direction GT>, compare_type = #stablehlo<comparison_type FLOAT>\} : \(tensor<4x3xf32>, tensor<4x3xf32>\) -> tensor<4x3xi1>/);
     expect(text).toMatch(/"stablehlo\.select"\(%\d+, %\w+, %\d+\) : \(tensor<4x3xi1>, tensor<4x3xf32>, tensor<4x3xf32>\)/);
-    expect(text).toMatch(/%\d+:2 = "stablehlo\.custom_call"\(.*\) \{call_target_name = "tpukit\.top_k"/);
-    expect(text).toMatch(/%\d+#1/);
+    expect(text).not.toContain('custom_call');
+    expect(text).toMatch(/%(\d+):2 = "stablehlo\.sort"\(%\d+, %\d+\) \(\{\n\^bb0\(%a0: tensor<f32>, %b0: tensor<f32>, %a1: tensor<i32>, %b1: tensor<i32>\):[^]*\}\) \{dimension = 1 : i64, is_stable = true\}/);
+    expect(text).toMatch(/"stablehlo\.slice"\(%\d+#1\) \{start_indices = array<i64: 0, 0>, limit_indices = array<i64: 4, 2>, strides = array<i64: 1, 1>\} : \(tensor<4x3xi32>\) -> tensor<4x2xi32>/);
     checkSsa(text);
   });
 

@@ -1,11 +1,12 @@
 // StableHLO export fixes found by compiling tpukit's modules with a real XLA (FIDELITY.md at the
 // repo root): gather / scatter as stablehlo.gather / stablehlo.scatter instead of custom calls
 // XLA cannot run, the one-op mappings, closed-over constants embedded instead of left as extra
-// arguments, and a clear error for a partitioned per-device program. These check the text;
+// arguments, a clear error for a partitioned per-device program, and (helper exportwrap, XLA
+// 0.10.2 on CPU) the call wrappers and top_k, which XLA rejected as tpukit.* custom calls. These check the text;
 // the numbers were checked against XLA on the device (packages/mesh/tools/check_stablehlo_cases.py).
-import { type Array, grad, lax, np, random } from '@tpukit/core';
+import { type Array, checkpoint, customJvp, customVjp, grad, lax, makeJaxpr, np, random } from '@tpukit/core';
 import { describe, expect, it } from 'vitest';
-import { jit } from '../src/internal';
+import { jit, lowerJaxpr } from '../src/internal';
 import { M1, S } from './gridSharding';
 
 const t = np.array(Float32Array.from({ length: 20 }, (_, i) => i / 4)).reshape([5, 4]);
@@ -156,5 +157,64 @@ describe('control flow exports as regions (it was a custom call)', () => {
     expect(text).toContain('value = dense<3> : tensor<i32>'); // length - 1 for the reversed scan
     expect(text).toMatch(/"stablehlo\.case"\(%\d+\) \(\{\n/);
     expect(ops(text)).toContain('stablehlo.clamp');
+  });
+});
+
+describe('call wrappers export inline and top_k as a sort (XLA rejected tpukit.pjit / remat / custom_*_call / top_k)', () => {
+  const x = np.array(Float32Array.from([0.5, -1, 2, 0.25]));
+  /** The wrapper primitives a function's lowered (unoptimised) HLO module holds. */
+  const wrappers = (f: (v: Array) => unknown): string[] =>
+    lowerJaxpr(makeJaxpr(f)(x))
+      .computations.flatMap((c) => c.instructions)
+      .map((i) => i.prim?.name ?? '')
+      .filter((n) => ['pjit', 'remat', 'custom_jvp_call', 'custom_vjp_call'].includes(n));
+  /** Both exports of jit(f) at x: neither holds a custom call. */
+  const texts = (f: (v: Array) => unknown): string[] => {
+    const lowered = jit(f as (v: Array) => Array).lower(x);
+    const out = [lowered.asStableHlo(), lowered.compile().asStableHlo()];
+    for (const t of out) expect(t).not.toContain('custom_call');
+    return out;
+  };
+  const count = (text: string, op: string): number => ops(text).filter((o) => o === op).length;
+
+  it('a nested jit is its body, once per call', () => {
+    const inner = jit((a: Array) => np.tanh(np.add(a, 1)));
+    const f = (v: Array) => inner(inner(v) as Array);
+    expect(wrappers(f)).toEqual(['pjit', 'pjit']);
+    const [low] = texts(f);
+    expect(count(low, 'stablehlo.tanh')).toBe(2);
+  });
+
+  it("remat is its body (forward); its gradients (the remat is resolved by then) export too", () => {
+    const body = (v: Array) => np.sum(np.sin(np.multiply(v, v)));
+    expect(wrappers(checkpoint(body))).toEqual(['remat']);
+    expect(count(texts(checkpoint(body))[0], 'stablehlo.sine')).toBe(1);
+    expect(count(texts(grad(checkpoint(body)))[0], 'stablehlo.cosine')).toBeGreaterThan(0);
+    texts(grad(checkpoint(body, { policy: 'dots_saveable' })));
+  });
+
+  it('a customJvp / customVjp call is its primal function; the rules appear only under grad', () => {
+    const softplus = customJvp((v: Array) => np.log1p(np.exp(v)));
+    softplus.defjvp(([v]: [Array], [t]: [Array]) => [softplus(v), np.multiply(t, np.divide(1, np.add(1, np.exp(np.negative(v)))))]);
+    expect(wrappers(softplus)).toEqual(['custom_jvp_call']);
+    const [fwd] = texts(softplus);
+    expect(ops(fwd)).toContain('stablehlo.log_plus_one');
+    expect(ops(fwd)).not.toContain('stablehlo.negate');
+    expect(ops(texts(grad((v: Array) => np.sum(softplus(v))))[0])).toContain('stablehlo.negate');
+    const scaled = customVjp((v: Array) => np.sin(v));
+    scaled.defvjp((v: Array) => [np.sin(v), v], (v: Array, ct: Array) => [np.multiply(np.cos(v), np.multiply(ct, 4))]);
+    expect(wrappers(scaled)).toEqual(['custom_vjp_call']);
+    expect(ops(texts(scaled)[0])).not.toContain('stablehlo.cosine');
+    expect(ops(texts(grad((v: Array) => np.sum(scaled(v))))[0])).toContain('stablehlo.cosine');
+  });
+
+  it('top_k on integers compares with GT only (no NaN terms); k = 0 slices nothing', () => {
+    const n = np.array(Int32Array.from([3, 1, 3, 2, 0, 5])).reshape([2, 3]);
+    const text = jit((v: Array) => [...lax.topK(v, 2), lax.topK(v, 0)[0]]).lower(n).asStableHlo();
+    expect(text).not.toContain('custom_call');
+    expect(text).toContain('%gt = "stablehlo.compare"(%a0, %b0) {comparison_direction = #stablehlo<comparison_direction GT>, compare_type = #stablehlo<comparison_type SIGNED>}');
+    expect(text).toMatch(/"stablehlo\.return"\(%gt\)/);
+    expect(text).not.toContain('%nan');
+    expect(text).toContain('limit_indices = array<i64: 2, 0>');
   });
 });
