@@ -133,6 +133,8 @@ function fmtScalar(v: number, dtype: string): string {
       b.setFloat32(0, v);
       return `0x${b.getUint32(0).toString(16).toUpperCase().padStart(8, '0')}`;
     }
+    // 16-bit types as their bit patterns: float16 (5 exponent bits) and bfloat16 (8) differ.
+    if (dtype === 'float16') return Number.isNaN(v) ? '0x7E00' : v > 0 ? '0x7C00' : '0xFC00';
     return Number.isNaN(v) ? '0x7FC0' : v > 0 ? '0x7F80' : '0xFF80';
   }
   const s = v.toExponential();
@@ -358,7 +360,7 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
     const sty = tensorType({ shape: [], dtype: x.dtype, weakType: false });
     const init = e.fresh();
     const initVal = name === 'reduce_sum' || name === 'reduce_or' ? 0 : name === 'reduce_prod' || name === 'reduce_and' ? 1 : name === 'reduce_max' ? -Infinity : Infinity;
-    const initLit = x.dtype === 'bool' ? fmtScalar(initVal, 'bool') : x.dtype.startsWith('int') || x.dtype.startsWith('uint') ? String(name === 'reduce_max' ? (x.dtype === 'int32' ? -2147483648 : 0) : name === 'reduce_min' ? (x.dtype === 'int32' ? 2147483647 : 4294967295) : initVal) : fmtScalar(initVal, x.dtype);
+    const initLit = x.dtype === 'bool' ? fmtScalar(initVal, 'bool') : name === 'reduce_max' || name === 'reduce_min' ? extremeInit(x.dtype, name === 'reduce_max') : fmtScalar(initVal, x.dtype);
     e.op(init, 'stablehlo.constant', [], `value = dense<${initLit}> : ${sty}`, [], [sty]);
     return e.op(r, 'stablehlo.reduce', [ins[0], init], `dimensions = ${i64s(p.axes)}`, [inTypes[0], sty], outTypes, combinerRegion(REDUCER[name], sty));
   }

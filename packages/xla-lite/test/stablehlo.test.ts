@@ -32,6 +32,23 @@ describe('asStableHlo', () => {
     checkSsa(text);
   });
 
+  it('reduce_max / reduce_min start from each dtype\'s own extreme: float16 -inf is 0xFC00 (not bf16 bits), int8 from -128 / 127, uint8 from 0 / 255', () => {
+    const init = (dtype: 'float16' | 'bfloat16' | 'int8' | 'uint8' | 'int32', f: (a: any) => any): string => {
+      const text = jit((a: any) => f(lax.convertElementType(a, dtype))).lower(np.ones([4])).asStableHlo();
+      const m = /"stablehlo\.constant"\(\) \{value = dense<([^>]+)> : tensor<(?:f16|bf16|i8|ui8|i32)>\}[^\n]*\n[^\n]*"stablehlo\.reduce"/.exec(text);
+      expect(m, text).not.toBeNull();
+      return m![1];
+    };
+    expect(init('float16', (a) => np.max(a))).toBe('0xFC00');
+    expect(init('float16', (a) => np.min(a))).toBe('0x7C00');
+    expect(init('bfloat16', (a) => np.max(a))).toBe('0xFF80');
+    expect(init('int8', (a) => np.max(a))).toBe('-128');
+    expect(init('int8', (a) => np.min(a))).toBe('127');
+    expect(init('uint8', (a) => np.max(a))).toBe('0');
+    expect(init('uint8', (a) => np.min(a))).toBe('255');
+    expect(init('int32', (a) => np.min(a))).toBe('2147483647');
+  });
+
   it('writes bf16, i1 compares and selects, and top_k as a stable descending sort of (x, iota) and two slices', () => {
     const f = (a: any) => {
       const c = lax.convertElementType(a, 'bfloat16');
