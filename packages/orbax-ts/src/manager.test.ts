@@ -24,7 +24,7 @@ describe('CheckpointManager', () => {
     const files = fs.readdirSync(path.join(dir, '1')).sort();
     expect(files).toEqual(['_CHECKPOINT_METADATA', '_CHECKSUMS', 'commit_success.txt', 'iter', 'metrics', 'state']);
     // As Orbax's handlers lay it out: arrays and Python scalars as Zarr arrays, strings in _strings.json.
-    expect(fs.readdirSync(path.join(dir, '1', 'state')).sort()).toEqual(['_METADATA', '_strings.json', 'layers.0', 'params.b', 'params.w', 'step']);
+    expect(fs.readdirSync(path.join(dir, '1', 'state')).sort()).toEqual(['_METADATA', '_sharding', '_strings.json', 'layers.0', 'params.b', 'params.w', 'step']);
     expect(JSON.parse(fs.readFileSync(path.join(dir, '1', 'state', '_strings.json'), 'utf8'))).toEqual({ name: 'run-a' });
     expect(JSON.parse(fs.readFileSync(path.join(dir, '1', 'state', 'step', '.zarray'), 'utf8'))).toMatchObject({ shape: [], chunks: [], dtype: '<i8' });
     expect([...fs.readFileSync(path.join(dir, '1', 'state', 'step', '0'))]).toEqual([7, 0, 0, 0, 0, 0, 0, 0]);

@@ -12,13 +12,14 @@ import { JsonSave, type SaveArg, StandardSave } from './args';
 import { copyBox } from './box';
 import { type Alloc, freshAlloc } from './snapshotPool';
 import { JSON_ITEM_FILE, PYTREE_METADATA, STRINGS_FILE } from './layout';
+import { SHARDING_FILE, shardingDocument } from './orbaxSharding';
 import { type LeafRecord, type TpukitSection, emptyNodes, encodeTreeDef, keyMetadata, keyTupleString, paramName } from './treeMetadata';
 import type { FileToWrite } from './writer';
 import { ITEMSIZE, chunkGrid, chunkKey, forEachCoord, makeZArray, scalarZArray } from './zarr';
 
 const encoder = new TextEncoder();
 /** File names of an item directory that no parameter may take. */
-const RESERVED = new Set([PYTREE_METADATA, STRINGS_FILE, '_sharding', 'manifest.ocdbt']);
+const RESERVED = new Set([PYTREE_METADATA, STRINGS_FILE, SHARDING_FILE, 'manifest.ocdbt']);
 /** JSON as bytes in a buffer of its own (transferable, unlike Buffer's shared pool). */
 export const jsonBytes = (x: unknown): Uint8Array => encoder.encode(JSON.stringify(x));
 
@@ -127,6 +128,7 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
   const treeMetadata: Record<string, unknown> = {};
   const names = new Map<string, string>();
   const strings: Record<string, string> = {};
+  const arrayNames: string[] = [];
   const claim = (path: KeyPath, where: string): string => {
     const name = paramName(path, opName);
     if (RESERVED.has(name)) throw new Error(`${opName}: leaf ${where} would be stored as "${name}", a file name Orbax reserves in an item directory (${[...RESERVED].join(', ')}); rename the key`);
@@ -144,6 +146,7 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
     if (leaf instanceof TArray) {
       const name = claim(path, where);
       const plan = planArray(leaf, alloc, defer);
+      arrayNames.push(name);
       files.push({ rel: `${name}/.zarray`, data: jsonBytes(makeZArray({ shape: leaf.shape.slice(), chunks: plan.chunks, dtype: leaf.dtype })) });
       for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data, ready: p.ready });
       leaves.push({ kind: 'array', path: pathStr, name, dtype: leaf.dtype, shape: leaf.shape.slice(), chunks: plan.chunks, sharding: String(leaf.sharding) });
@@ -168,6 +171,8 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
   // Empty containers and null/undefined: leaves of Orbax's tree_metadata, skipped on deserialize.
   for (const { path, typestr } of emptyNodes(def)) entry(path, typestr, true);
   if (Object.keys(strings).length > 0) files.push({ rel: STRINGS_FILE, data: jsonBytes(strings) });
+  // What Orbax needs to restore the arrays without a target (see orbaxSharding.ts).
+  if (arrayNames.length > 0) files.push({ rel: SHARDING_FILE, data: jsonBytes(shardingDocument(arrayNames)) });
   const tpukit: TpukitSection = { format: 1, tree: enc, leaves };
   const metadata = {
     tree_metadata: treeMetadata,

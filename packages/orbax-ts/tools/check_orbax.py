@@ -64,6 +64,16 @@ def flat_paths(tree, prefix=()):
     return out
 
 
+def replicated_everywhere(restored) -> list[str]:
+    """Problems unless every jax.Array in `restored` is fully replicated over all of jax.devices()."""
+    import jax
+    problems = []
+    for path, x in flat_paths(restored).items():
+        if isinstance(x, jax.Array) and (not x.sharding.is_fully_replicated or set(x.sharding.device_set) != set(jax.devices())):
+            problems.append(f"{path}: sharding {x.sharding} is not replicated over {jax.devices()}")
+    return problems
+
+
 def compare_tree(restored, expected) -> list[str]:
     got = flat_paths(restored)
     problems = []
@@ -174,12 +184,35 @@ def read(d: str, dry: bool) -> list:
                     return compare_tree(restored, leaves)
                 report(rows, f"orbax PyTreeCheckpointer.restore(PyTreeRestore(target, restore_args)) {name}/{step}/{item}", via_pytree)
 
+                def via_standard_no_target(item=item, leaves=leaves):
+                    # orbax-ts's `_sharding` names no device: every array comes back replicated
+                    # over all of jax.devices(), whatever they are.
+                    restored = ocp.StandardCheckpointer().restore(os.path.join(sdir, item))
+                    return compare_tree(restored, leaves) + replicated_everywhere(restored)
+                report(rows, f"orbax StandardCheckpointer.restore() without a target {name}/{step}/{item}", via_standard_no_target)
+
                 def via_no_target(item=item, leaves=leaves):
-                    # Expected to fail: orbax-ts writes no `_sharding` file (Orbax's would name
-                    # the saving process's JAX devices), so Orbax needs shardings from the caller.
                     restored = ocp.PyTreeCheckpointer().restore(os.path.join(sdir, item))
-                    return compare_tree(restored, leaves)
-                report(rows, f"orbax PyTreeCheckpointer.restore() without a target (expected to need one) {name}/{step}/{item}", via_no_target)
+                    return compare_tree(restored, leaves) + replicated_everywhere(restored)
+                report(rows, f"orbax PyTreeCheckpointer.restore() without a target {name}/{step}/{item}", via_no_target)
+
+        def via_manager_no_args(root=root, steps=steps):
+            # CheckpointManager.restore(step) with no args: the handlers come from the step's
+            # _CHECKPOINT_METADATA, the shardings from each item's `_sharding`.
+            problems = []
+            with ocp.CheckpointManager(root) as mgr:
+                for step, items in steps.items():
+                    restored = mgr.restore(int(step))
+                    for item, leaves in items.items():
+                        # A step saved as one unnamed item restores as that item itself.
+                        got = restored if list(items) == ["default"] else restored[item]
+                        if "value" in leaves:
+                            if got != leaves["value"]:
+                                problems.append(f"{step}/{item}: {got!r} != {leaves['value']!r}")
+                        else:
+                            problems += [f"{step}/{item}/{p}" for p in compare_tree(got, leaves) + replicated_everywhere(got)]
+            return problems
+        report(rows, f"orbax CheckpointManager.restore(step) without args {name} steps {sorted(steps)}", via_manager_no_args)
 
         def via_manager(root=root, steps=steps):
             problems = []
