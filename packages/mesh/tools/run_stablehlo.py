@@ -184,8 +184,13 @@ def collective_counts(hlo_text: str) -> dict:
 
 
 def compare(outs, want, rtol, atol):
-    """[(k, ok, worst |diff| / (atol + rtol |want|), max |diff|)] per output."""
+    """[(k, ok, worst |diff| / (atol + rtol |want|), max |diff|)] per output; a row k = -1 when
+    the number of outputs differs. With rtol = atol = 0 floats must match bit for bit in sign
+    too (-0 is not 0)."""
     rows = []
+    n_want = len([name for name in want.files if name.startswith("out")]) if hasattr(want, "files") else len(want)
+    if n_want != len(outs):
+        rows.append((-1, False, float("inf"), f"{len(outs)} output(s), expected {n_want}"))
     for k, o in enumerate(outs):
         w = np.asarray(want[f"out{k}"])
         g = np.asarray(o)
@@ -199,11 +204,15 @@ def compare(outs, want, rtol, atol):
         g = g.astype(np.float32)
         w = w.astype(np.float32)
         same = (g == w) | (np.isnan(g) & np.isnan(w))
+        if rtol == 0 and atol == 0:
+            same &= np.isnan(g) | (np.signbit(g) == np.signbit(w))
         with np.errstate(invalid="ignore"):
             diff = np.where(same, 0.0, np.abs(g - w))
-        diff = np.where(np.isnan(diff), np.inf, diff)
+        diff = np.where(np.isnan(diff) | (~same & (diff == 0)), np.inf, diff)  # NaN vs number, -0 vs 0 (exact only)
         scale = atol + rtol * np.where(np.isfinite(w), np.abs(w), 0.0)
-        ratio = float(np.max(diff / scale)) if diff.size else 0.0
+        # An exact comparison (scale 0): 0 where equal, inf where not (no 0/0).
+        r = np.divide(diff, scale, out=np.where(diff > 0, np.inf, 0.0), where=scale > 0)
+        ratio = float(np.max(r)) if diff.size else 0.0
         rows.append((k, bool(ratio <= 1.0), ratio, f"max |diff| {float(np.max(diff)) if diff.size else 0.0:.3g}"))
     return rows
 
@@ -237,7 +246,7 @@ def main(argv=None) -> int:
         rows = compare(outs, np.load(a.expect), a.rtol, a.atol)
         for k, ok, _, what in rows:
             if not ok:
-                print(f"run_stablehlo: out{k} differs from {a.expect} ({what})", file=sys.stderr)
+                print(f"run_stablehlo: {'outputs' if k < 0 else f'out{k}'} differ from {a.expect} ({what})", file=sys.stderr)
         if not all(ok for _, ok, _, _ in rows):
             return 1
         print(f"run_stablehlo: all {len(outs)} output(s) match {a.expect}")
