@@ -88,25 +88,3 @@ describe('Array', () => {
     expect(s.data).toBe(x);
   });
 });
-
-describe('Array avals (shared when frozen, copied otherwise)', () => {
-  it('an Array never sees later changes to the aval it was made from, and shares a frozen one', async () => {
-    const { Array: Arr, frozenAval } = await import('./array');
-    const x = np.array([1, 2, 3, 4, 5, 6]).reshape([2, 3]);
-    const shape = [2, 3];
-    const loose = { shape, dtype: 'float32' as const, weakType: false };
-    const y = new Arr(loose, x._backend, x._bufferOn(x._backend!));
-    shape[0] = 3;
-    loose.weakType = true;
-    expect(y.shape).toEqual([2, 3]);
-    expect(y.weakType).toBe(false);
-    expect(Object.isFrozen(y.aval) && Object.isFrozen(y.aval.shape)).toBe(true);
-    // A frozen aval is shared as it is (no copy per Array of a compiled call).
-    const z = new Arr(y.aval, x._backend, x._bufferOn(x._backend!));
-    expect(z.aval).toBe(y.aval);
-    expect(frozenAval(y.aval)).toBe(y.aval);
-    // A frozen object around a mutable shape is still copied.
-    const half = Object.freeze({ shape: [2, 3], dtype: 'float32' as const, weakType: false });
-    expect(frozenAval(half)).not.toBe(half);
-  });
-});

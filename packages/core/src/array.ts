@@ -72,16 +72,6 @@ export interface IndexUpdate {
 
 const finalizer = new FinalizationRegistry<{ backend: Backend; buf: unknown }>(({ backend, buf }) => backend.dispose(buf));
 
-/**
- * `aval` as an Array keeps it: frozen, shape included. A frozen aval (one an Array already holds,
- * or a compiled program's memo) is shared as it is, so making the many Arrays of a compiled call
- * copies no shapes; any other is copied once and frozen.
- */
-export function frozenAval(aval: ShapedArray): ShapedArray {
-  if (Object.isFrozen(aval) && Object.isFrozen(aval.shape)) return aval;
-  return Object.freeze({ shape: Object.freeze(aval.shape.slice()), dtype: aval.dtype, weakType: aval.weakType });
-}
-
 export class Array {
   readonly aval: ShapedArray;
   /** @internal */ _backend: Backend | null;
@@ -131,7 +121,7 @@ export class Array {
 
   /** @internal Use `np.array` / `np.asarray` to make arrays. */
   constructor(aval: ShapedArray, backend: Backend | null, buf: unknown, sharding: Sharding = defaultSharding) {
-    this.aval = frozenAval(aval);
+    this.aval = { shape: Object.freeze(aval.shape.slice()), dtype: aval.dtype, weakType: aval.weakType };
     this._backend = backend;
     this._buf = buf;
     this._sharding = sharding;

@@ -5,7 +5,7 @@
  * Array subclass whose `_trace` is a Trace, and the innermost trace among the arguments (or the
  * dynamic trace, when one is set) processes the primitive.
  */
-import { Array, frozenAval, type TraceLike } from './array';
+import { Array, type TraceLike } from './array';
 import { getBackend } from './backend';
 import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
@@ -80,7 +80,7 @@ function outAvalsOf(prim: Primitive, args: Array[], params: unknown, memo: IntoM
   for (let i = 0; hit && i < args.length; i++) hit = sameAval(args[i].aval, memo.avals[i]);
   if (!hit) {
     const avals = args.map((a) => a.aval);
-    memo.outAvals = prim.abstractEval(avals, params).map(frozenAval);
+    memo.outAvals = prim.abstractEval(avals, params);
     memo.avals = avals;
     memo.prim = prim;
     memo.params = params;
