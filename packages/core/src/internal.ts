@@ -27,7 +27,7 @@ export {
   type TransposeRule,
   UndefPrimal,
 } from './primitive';
-export { bind, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, setDynamicTrace, type Trace } from './trace';
+export { bind, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, intoMemo, type IntoMemo, setDynamicTrace, type Trace } from './trace';
 export { dotGeneralP } from './lax/dot';
 export { Jaxpr, type JaxprEqn, Lit, Var } from './transforms/jaxpr';
 export { evalJaxpr } from './transforms/eval';

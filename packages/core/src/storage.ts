@@ -5,7 +5,7 @@
  * data back into an Array. Neither copies on the reference backend; treat the data as read-only.
  */
 import { Array } from './array';
-import { type DType, type StorageArray, allocStorage, checkDType } from './dtype';
+import { type DType, type StorageArray, allocStorage, checkDType, isStorageOf } from './dtype';
 import { type Shape, fmt, sizeOf } from './shape';
 
 /**
@@ -24,11 +24,14 @@ export function toStorage(x: Array): StorageArray {
  */
 export function fromStorage(data: StorageArray, shape: Shape, dtype: DType): Array {
   checkDType(dtype, 'fromStorage');
-  if (!shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new RangeError(`fromStorage: shape ${fmt(shape)} must hold non-negative integers`);
+  // (Called per result by compiled programs: plain loops, nothing allocated but the Array.)
+  for (let i = 0; i < shape.length; i++) {
+    const d = shape[i];
+    if (!Number.isSafeInteger(d) || d < 0) throw new RangeError(`fromStorage: shape ${fmt(shape)} must hold non-negative integers`);
+  }
   const n = sizeOf(shape);
-  const expected = allocStorage(dtype, 0).constructor;
-  if (data.constructor !== expected) {
-    throw new TypeError(`fromStorage: ${dtype} is stored as ${expected.name}; got ${data.constructor.name}`);
+  if (!isStorageOf(data, dtype)) {
+    throw new TypeError(`fromStorage: ${dtype} is stored as ${allocStorage(dtype, 0).constructor.name}; got ${data.constructor.name}`);
   }
   if (data.length !== n) {
     throw new RangeError(`fromStorage: shape ${fmt(shape)} has ${n} elements; got ${data.length} values of ${dtype}`);

@@ -9,6 +9,7 @@ import { Array, type TraceLike } from './array';
 import { getBackend } from './backend';
 import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
+import type { ShapedArray } from './aval';
 import { sizeOf } from './shape';
 import { checkArrayBytes } from './sizeGuard';
 
@@ -40,44 +41,107 @@ export function bind1(prim: Primitive, args: Array[], params: unknown): Array {
 }
 
 /**
+ * What `evalPrimitiveInto(All)` worked out for one call site (a compiled program's instruction),
+ * reused while the arguments' avals stay the same: the argument avals, the result avals the
+ * primitive's shape rule gave for them, and a scratch list for the backend buffers. Make one
+ * per call site with `intoMemo()`; the result avals are recomputed when any argument's shape,
+ * dtype or weak type changes.
+ */
+export interface IntoMemo {
+  /** @internal */ prim: Primitive | null;
+  /** @internal */ params: unknown;
+  /** @internal */ avals: ShapedArray[];
+  /** @internal */ outAvals: ShapedArray[];
+  /** @internal */ bufs: unknown[];
+}
+
+/** A fresh memo for one call site of `evalPrimitiveInto(All)`. */
+export function intoMemo(): IntoMemo {
+  return { prim: null, params: undefined, avals: [], outAvals: [], bufs: [] };
+}
+
+const sameAval = (a: ShapedArray, b: ShapedArray): boolean => {
+  if (a === b) return true;
+  if (a.dtype !== b.dtype || a.weakType !== b.weakType || a.shape.length !== b.shape.length) return false;
+  for (let i = 0; i < a.shape.length; i++) if (a.shape[i] !== b.shape[i]) return false;
+  return true;
+};
+
+/**
+ * The result avals of `prim` on `args`: the memo's when it holds them for this primitive, these
+ * parameters and equal argument avals (no allocation), else the shape rule's (then kept in it).
+ */
+function outAvalsOf(prim: Primitive, args: Array[], params: unknown, memo: IntoMemo | undefined): { avals: ShapedArray[]; outAvals: ShapedArray[] } {
+  if (memo === undefined) {
+    const avals = args.map((a) => a.aval);
+    return { avals, outAvals: prim.abstractEval(avals, params) };
+  }
+  let hit = memo.prim === prim && memo.params === params && memo.avals.length === args.length;
+  for (let i = 0; hit && i < args.length; i++) hit = sameAval(args[i].aval, memo.avals[i]);
+  if (!hit) {
+    const avals = args.map((a) => a.aval);
+    memo.outAvals = prim.abstractEval(avals, params);
+    memo.avals = avals;
+    memo.prim = prim;
+    memo.params = params;
+  }
+  return memo;
+}
+
+/** The arguments' buffers on `backend`: in the memo's scratch list when there is one (cleared by `releaseBufs`). */
+function bufsOf(args: Array[], backend: ReturnType<typeof getBackend>, memo: IntoMemo | undefined): unknown[] {
+  const bufs = memo === undefined ? new globalThis.Array<unknown>(args.length) : memo.bufs;
+  if (bufs.length !== args.length) bufs.length = args.length;
+  for (let i = 0; i < args.length; i++) bufs[i] = args[i]._bufferOn(backend);
+  return bufs;
+}
+
+const releaseBufs = (memo: IntoMemo | undefined): void => {
+  if (memo !== undefined) memo.bufs.fill(null);
+};
+
+/**
  * Runs single-output primitive `prim` on concrete arrays on the current backend with its result
  * written into `out` (host storage of the result's dtype and element count, owned by the caller,
  * e.g. a compiler's reused result buffer or a view of its arena); the returned Array shares
  * `out`. Returns null when the backend cannot write this primitive into caller storage (see
- * `Backend.executeInto`): run `evalPrimitive` instead.
+ * `Backend.executeInto`): run `evalPrimitive` instead. `memo` (from `intoMemo()`, one per call
+ * site) skips the shape rule while the arguments' avals repeat.
  */
-export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknown, out: StorageArray): Array | null {
+export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknown, out: StorageArray, memo?: IntoMemo): Array | null {
   const backend = getBackend();
   if (backend.executeInto === undefined || prim.rules.eval !== undefined) return null;
-  const avals = args.map((a) => a.aval);
-  const outAvals = prim.abstractEval(avals, params);
+  const { avals, outAvals } = outAvalsOf(prim, args, params, memo);
   if (outAvals.length !== 1) return null;
-  const n = sizeOf(outAvals[0].shape);
-  if (out.length !== n) throw new RangeError(`evalPrimitiveInto(${prim.name}): the result has ${n} elements (${outAvals[0].dtype}[${outAvals[0].shape.join(',')}]) but the destination holds ${out.length}`);
-  const bufs = args.map((a) => a._bufferOn(backend));
-  if (!backend.executeInto(prim, bufs, avals, params, outAvals[0], out)) return null;
-  return new Array(outAvals[0], backend, out);
+  const o = outAvals[0];
+  const n = sizeOf(o.shape);
+  if (out.length !== n) throw new RangeError(`evalPrimitiveInto(${prim.name}): the result has ${n} elements (${o.dtype}[${o.shape.join(',')}]) but the destination holds ${out.length}`);
+  const bufs = bufsOf(args, backend, memo);
+  const ok = backend.executeInto(prim, bufs, avals, params, o, out);
+  releaseBufs(memo);
+  return ok ? new Array(o, backend, out) : null;
 }
 
 /**
  * `evalPrimitiveInto` for a primitive with several results: result i written into `outs[i]`
  * (host storage of its dtype and element count, owned by the caller); the returned Arrays share
  * them. Returns null when the backend cannot (see `Backend.executeIntoAll`): run
- * `evalPrimitive` instead.
+ * `evalPrimitive` instead. `memo` as for `evalPrimitiveInto`.
  */
-export function evalPrimitiveIntoAll(prim: Primitive, args: Array[], params: unknown, outs: readonly StorageArray[]): Array[] | null {
+export function evalPrimitiveIntoAll(prim: Primitive, args: Array[], params: unknown, outs: readonly StorageArray[], memo?: IntoMemo): Array[] | null {
   const backend = getBackend();
   if (backend.executeIntoAll === undefined || prim.rules.eval !== undefined) return null;
-  const avals = args.map((a) => a.aval);
-  const outAvals = prim.abstractEval(avals, params);
+  const { avals, outAvals } = outAvalsOf(prim, args, params, memo);
   if (outAvals.length !== outs.length) throw new RangeError(`evalPrimitiveIntoAll(${prim.name}): the primitive has ${outAvals.length} results but ${outs.length} destinations were given`);
-  outAvals.forEach((o, i) => {
+  for (let i = 0; i < outAvals.length; i++) {
+    const o = outAvals[i];
     const n = sizeOf(o.shape);
     if (outs[i].length !== n) throw new RangeError(`evalPrimitiveIntoAll(${prim.name}): result ${i} has ${n} elements (${o.dtype}[${o.shape.join(',')}]) but its destination holds ${outs[i].length}`);
-  });
-  const bufs = args.map((a) => a._bufferOn(backend));
-  if (!backend.executeIntoAll(prim, bufs, avals, params, outAvals, outs as StorageArray[])) return null;
-  return outAvals.map((o, i) => new Array(o, backend, outs[i]));
+  }
+  const bufs = bufsOf(args, backend, memo);
+  const ok = backend.executeIntoAll(prim, bufs, avals, params, outAvals, outs as StorageArray[]);
+  releaseBufs(memo);
+  return ok ? outAvals.map((o, i) => new Array(o, backend, outs[i])) : null;
 }
 
 /**

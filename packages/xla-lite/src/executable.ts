@@ -23,7 +23,7 @@
  * their donated storage.
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll } from '@tpukit/core/internal';
+import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, type IntoMemo, intoMemo } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
@@ -43,8 +43,8 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null }
-  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null };
+  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null; memo: IntoMemo }
+  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null; memo: IntoMemo };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
@@ -110,12 +110,12 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         const wasm = wasmProgram?.epilogues.get(i);
         // A float32 dot under a wasm epilogue writes its result straight into the epilogue's arena buffer.
         const arena = wasm && parts.dot.shape.dtype === 'float32' ? wasmProgram!.view(wasm.acc, numel(parts.dot.shape)) : null;
-        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1), wasm, arena, pool: null };
+        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1), wasm, arena, pool: null, memo: intoMemo() };
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
-        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null, regions: wasmProgram?.resultRegions.get(i) ?? null };
+        return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null, regions: wasmProgram?.resultRegions.get(i) ?? null, memo: intoMemo() };
     }
   });
   // Results of dots and transposes (primitives the backend can run into caller storage), of
@@ -153,8 +153,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     return s.pool;
   };
   /** Runs a float32 dot (or another primitive with a kernel into caller storage) into `dest` when the backend can (else into a fresh array). */
-  const runInto = (prim: HloInstruction['prim'], ins: Array[], params: unknown, dest: Float32Array | null): Array => {
-    const d = (dest !== null ? evalPrimitiveInto(prim!, ins, params, dest) : null) ?? evalPrimitive(prim!, ins, params)[0];
+  const runInto = (prim: HloInstruction['prim'], ins: Array[], params: unknown, dest: Float32Array | null, memo: IntoMemo): Array => {
+    const d = (dest !== null ? evalPrimitiveInto(prim!, ins, params, dest, memo) : null) ?? evalPrimitive(prim!, ins, params)[0];
     ins.fill(null as never);
     return d;
   };
@@ -213,7 +213,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         // The dot on the current backend, then its epilogue in place over the dot's buffer.
         s.dotBuf[0] = vals[s.dotIns[0]] as Array;
         s.dotBuf[1] = vals[s.dotIns[1]] as Array;
-        if (s.arena !== null && evalPrimitiveInto(s.dot.prim!, s.dotBuf, s.params, s.arena) !== null) {
+        if (s.arena !== null && evalPrimitiveInto(s.dot.prim!, s.dotBuf, s.params, s.arena, s.memo) !== null) {
           // The dot's result is in the arena already: the epilogue runs there, and its result is
           // copied out only where something other than a wasm kernel reads it.
           s.dotBuf.fill(null as never);
@@ -221,7 +221,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           break;
         }
         const sh = s.inst.shape;
-        const acc = toStorage(runInto(s.dot.prim, s.dotBuf, s.params, pools(s.out) && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null)) as Float32Array;
+        const acc = toStorage(runInto(s.dot.prim, s.dotBuf, s.params, pools(s.out) && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null, s.memo)) as Float32Array;
         if (s.wasm) {
           vals[s.out] = wasmProgram!.runEpilogue(s.wasm, acc, vals);
           break;
@@ -240,7 +240,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         if (s.direct !== null) {
           // Only wasm kernels (or, zero-copy, only steps reading it in place) read this dot or
           // transpose: its result goes straight into its arena buffer.
-          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, s.direct.view);
+          const r = evalPrimitiveInto(s.inst.prim!, s.buf, s.params, s.direct.view, s.memo);
           if (r !== null) {
             s.buf.fill(null as never);
             wasmProgram!.markStaged(s.direct.key);
@@ -250,13 +250,13 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         }
         if (s.into && pools(s.out)) {
           // (The result's shape is the physical one the parameters give, as evalPrimitive's.)
-          vals[s.out] = runInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(s.inst.shape)) as Float32Array);
+          vals[s.out] = runInto(s.inst.prim, s.buf, s.params, poolBuf(s, numel(s.inst.shape)) as Float32Array, s.memo);
           break;
         }
         if (s.regions !== null) {
           // Results the wasm kernels read in arena regions (the fused attention, zero-copy): the
           // backend writes them there; when it declines, its results are copied there.
-          const r = s.intoAll ? evalPrimitiveIntoAll(s.inst.prim!, s.buf, s.params, s.regions) : null;
+          const r = s.intoAll ? evalPrimitiveIntoAll(s.inst.prim!, s.buf, s.params, s.regions, s.memo) : null;
           if (r === null) {
             s.intoAll = false;
             const outs = evalPrimitive(s.inst.prim!, s.buf, s.params);
@@ -270,7 +270,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
           // A multi-result primitive the backend writes into caller storage (the fused attention):
           // every result into its reused buffer (no fresh arrays, no GC pressure per call).
           s.pools ??= s.inst.shapes.map((sh) => reusedFloats(s, numel(sh)));
-          const r = evalPrimitiveIntoAll(s.inst.prim!, s.buf, s.params, s.pools);
+          const r = evalPrimitiveIntoAll(s.inst.prim!, s.buf, s.params, s.pools, s.memo);
           if (r !== null) {
             s.buf.fill(null as never);
             vals[s.out] = r;

@@ -203,6 +203,36 @@ describe('one-hot dots (embedding and its weight gradient)', () => {
     expect(gather).toEqual([1, 2, Infinity, 4, NaN, 6]);
   });
 
+  it('the gather\'s cached row views follow the table: other shapes, new values, a grown scratch', () => {
+    // (Small integers: exact in bfloat16, so a gathered row equals the table row on both backends.)
+    const run = (V: number, N: number, M: number, seed: number) => {
+      const table = Float32Array.from({ length: V * N }, (_, i) => ((i * 5 + seed) % 17) - 8);
+      const index = Int32Array.from({ length: M }, (_, m) => ((m * 3 + seed) % (V + 2)) - 1);
+      const p = { classes: V, precision: null, dtype: 'float32', nominalFlops: 0 };
+      const got = evalPrimitive(oneHotGatherP, [np.array(table).reshape([V, N]), np.array(index, 'int32')], p)[0].dataSync() as Float32Array;
+      const want = new Float32Array(M * N);
+      index.forEach((v, m) => {
+        if (v >= 0 && v < V) want.set(table.subarray(v * N, v * N + N), m * N);
+      });
+      expect(globalThis.Array.from(got)).toEqual(globalThis.Array.from(want));
+    };
+    for (const backend of ['systolic', 'reference'] as const) {
+      withBackend(backend, () => {
+        run(4, 3, 8, 0);
+        run(6, 2, 12, 1); // another row length over the same scratch
+        run(3, 2, 6, 2); // fewer rows of the same length: cached views reused
+        run(4, 3, 8, 3); // the first shape again, other values
+        run(300, 64, 600, 4); // the scratch grows: views of the new buffer
+        run(4, 3, 8, 5);
+        // A segment sum over 2M bfloat16 values grows the scratch the rounded table lies in
+        // (the gather's shape is unchanged): the cached views must not read the old buffer.
+        const values = np.ones([2048, 1024]).astype('bfloat16');
+        evalPrimitive(oneHotSegmentSumP, [values, np.zeros([2048], 'int32')], { classes: 2, precision: null, dtype: 'float32', nominalFlops: 0 });
+        run(4, 3, 8, 6);
+      });
+    }
+  });
+
   it('the primitives reject bad operands with errors naming the operation and the values', () => {
     const p = { classes: 4, precision: null, dtype: 'float32', nominalFlops: 0 };
     const t = np.ones([4, 3]);

@@ -147,6 +147,21 @@ function operandRow(x: HostArray, v: number, n: number, row: Row, mode: Mode): v
   roundRow(row.f, 0, n, row, mode);
 }
 
+/**
+ * Views of rows 0..v-1 (n values each) of `t`, reused while `t` is the same array and the row
+ * length repeats: the gather's rounded table always lies at the start of the f32 scratch, so
+ * the views are made again only when that scratch grows or the table's shape changes.
+ */
+let rowViews: { of: Float32Array | null; n: number; rows: Float32Array[] } = { of: null, n: 0, rows: [] };
+function tableRows(t: Float32Array, v: number, n: number): Float32Array[] {
+  const c = rowViews;
+  if (c.of !== null && c.n === n && c.rows.length >= v && c.of.buffer === t.buffer && c.of.byteOffset === t.byteOffset && c.of.length >= v * n) return c.rows;
+  const rows = new globalThis.Array<Float32Array>(v);
+  for (let r = 0; r < v; r++) rows[r] = t.subarray(r * n, (r + 1) * n);
+  rowViews = { of: t, n, rows };
+  return rows;
+}
+
 /** The float32 values of a float32 or bfloat16 host array. */
 function valuesOf(x: HostArray): Float32Array {
   if (x.dtype === 'float32') return x.data as Float32Array;
@@ -197,11 +212,14 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
     const t = table.dtype === 'float32' ? f32Scratch(V * N).subarray(0, V * N) : src;
     roundOperand(src, t, mode);
     for (let i = 0; i < t.length; i++) t[i] += 0;
+    // Each row a block copy from a cached view of the rounded table's row (a per-element loop
+    // over M·N values was most of this kernel's time).
+    const rows = tableRows(t, V, N);
     for (let m = 0; m < M; m++) {
       const v = rowOf(idx[m], V);
       const o = m * N;
       if (v < 0) acc.fill(0, o, o + N);
-      else for (let n = 0, a = v * N; n < N; n++) acc[o + n] = t[a + n];
+      else acc.set(rows[v], o);
     }
   } else {
     // A large table (a real vocabulary): only the gathered rows are read and rounded (M·N elements).
