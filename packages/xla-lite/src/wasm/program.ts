@@ -99,8 +99,9 @@ export function isOutputValue(c: HloComputation, i: HloInstruction, q?: number):
 
 /**
  * The fused attention's primitives: their kernels read their operands only while they run and
- * keep nothing of them (core's systolic kernels copy q, k, v, dO, ... into the attention's own
- * memory), and write their float32 results into caller storage (`Backend.executeIntoAll`). With
+ * keep nothing of them after the call (core's systolic kernels read q, k, v, dO, ... in place
+ * when they lie in the backend's memory, else copy them in), and write their float32 results
+ * into caller storage (`Backend.executeIntoAll`). With
  * zero-copy dots they are handed views of the arena and write into regions of it.
  */
 const FUSED_ATTENTION: ReadonlySet<string> = new Set(['dot_product_attention', 'dot_product_attention_fwd', 'dot_product_attention_bwd']);
@@ -283,8 +284,8 @@ export class WasmProgram implements PoolProgram {
     const host = zeroCopyHost();
     const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
-    // JavaScript kernels; a kOutput's dot included), dots, the fused attention (its kernels copy
-    // their operands into their own memory and return fresh or caller storage), and
+    // JavaScript kernels; a kOutput's dot included), dots, the fused attention (its kernels read
+    // their operands only during the call, in place or copied, and return fresh or caller storage), and
     // storage-sharing reshapes whose own readers are such steps. With zero-copy dots these read
     // views of the arena, so their reads keep a value alive there too.
     const isDot = (u: HloInstruction): boolean => u.opcode !== 'fusion' && u.prim?.name === 'dot_general' && !u.isTuple;
