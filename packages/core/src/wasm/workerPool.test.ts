@@ -24,6 +24,17 @@ describe('WorkerPool', () => {
   const before = getWorkerIdleSpinMicros();
   afterAll(() => setWorkerIdleSpinMicros(before));
 
+  /** A pool of one worker started with an idle poll of `us` (the setting is read when a pool starts its workers; later tests get the default again). */
+  const startPool = (us: number): { c: Int32Array; pool: WorkerPool } => {
+    setWorkerIdleSpinMicros(us);
+    const c = new Int32Array(new SharedArrayBuffer(16));
+    const pool = new WorkerPool(SOURCE, c, GEN, 100);
+    const started = pool.ensure(1);
+    setWorkerIdleSpinMicros(before);
+    expect(started).toBe(true);
+    return { c, pool };
+  };
+
   it('rejects a bad idle poll setting, naming the value', () => {
     expect(() => setWorkerIdleSpinMicros(-1)).toThrow(/setWorkerIdleSpinMicros: us must be a number in 0\.\.1e6; got -1/);
     expect(() => setWorkerIdleSpinMicros(Number.NaN)).toThrow(/got NaN/);
@@ -33,13 +44,7 @@ describe('WorkerPool', () => {
 
   it.runIf(WorkerPool.available())('runs every job exactly once whether the worker sleeps at once or polls first', () => {
     for (const us of [0, 2000]) {
-      setWorkerIdleSpinMicros(us);
-      const c = new Int32Array(new SharedArrayBuffer(16));
-      const pool = new WorkerPool(SOURCE, c, GEN, 100);
-      // (The setting is read when a pool starts its workers: later tests get the default again.)
-      const started = pool.ensure(1);
-      setWorkerIdleSpinMicros(before);
-      expect(started).toBe(true);
+      const { c, pool } = startPool(us);
       let want = 0;
       // Back to back (caught by the poll when it is on) and after pauses longer than the poll.
       for (let j = 1; j <= 40; j++) {
@@ -63,12 +68,7 @@ describe('WorkerPool', () => {
     // worker sleeps through it until notified. (No timing decides this: a worker asleep in
     // Atomics.wait cannot see an un-notified change, however long it is given.)
     for (const us of [500_000, 0]) {
-      setWorkerIdleSpinMicros(us);
-      const c = new Int32Array(new SharedArrayBuffer(16));
-      const pool = new WorkerPool(SOURCE, c, GEN, 100);
-      const started = pool.ensure(1);
-      setWorkerIdleSpinMicros(before);
-      expect(started).toBe(true);
+      const { c, pool } = startPool(us);
       try {
         // Job 1 with a wake-up: the worker is running, then goes to poll (or sleep) right after.
         pool.wake();
