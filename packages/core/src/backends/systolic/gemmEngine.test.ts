@@ -11,10 +11,25 @@ import { type Array as TArray, fromStorage, lax, registerBackend, setNumThreads,
 import { evalPrimitiveInto } from '../../internal';
 import { dotGeneralP } from '../../lax/dot';
 import { SystolicBackend } from './backend';
+import type { GemmEngine } from './gemmEngine';
+import { threadsAvailable } from './threads';
 import { gemmPhases, resetGemmPhases } from './phases';
 
 const backend = new SystolicBackend('systolic-engine-test');
 registerBackend(backend);
+// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130), chosen as the environment chooses it.
+const backend5 = new SystolicBackend('systolic-engine-test-5x8');
+registerBackend(backend5);
+const engine5 = ((): GemmEngine => {
+  const env = process.env.TPUKIT_GEMM_KERNEL;
+  process.env.TPUKIT_GEMM_KERNEL = '5x8';
+  try {
+    return backend5.engine;
+  } finally {
+    if (env === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
+    else process.env.TPUKIT_GEMM_KERNEL = env;
+  }
+})();
 afterAll(() => setNumThreads(null));
 
 function data(n: number, seed: number): Float32Array {
@@ -22,13 +37,88 @@ function data(n: number, seed: number): Float32Array {
 }
 const bits = (a: TArray): number[] => Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
 
+/** The engine's counters that say which packing path a product took. */
+const counters = (e: GemmEngine): [number, number, number] => [e.traffic.rowBlockedProducts, e.traffic.poolRowBlockJobs, e.traffic.sweptChunks];
+const poolProducts = (): number => gemmPhases.pool.products;
+
+/**
+ * One case: the in-place product (into a fresh output, then into a destination in the GEMM
+ * memory) gives the host path's bits, and the counters show the path it took: A packed by row
+ * blocks on one thread or as the pool's row-block job exactly when `rowBlocks` applies ('kc' A,
+ * M a multiple of MR and past one MC block; K is always a multiple of 4 here), and sources
+ * swept exactly when `touch` is on. Returns the pool row-block jobs it ran.
+ */
+function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: number, transA: boolean, touch: boolean, blockRows: boolean, threads: number): number {
+  const { mr, mc } = engine.shape;
+  const defaults = [engine.touchInPlace, engine.blockRows, engine.blockRowsPool] as const;
+  setNumThreads(1);
+  const ha = data(M * K, M + K);
+  const hb = data(K * N, N);
+  const aShape = transA ? [K, M] : [M, K];
+  const dn: [[number[], number[]], [number[], number[]]] = [[[transA ? 0 : 1], [0]], [[], []]];
+  const host = withBackend(name, () => lax.dotGeneral(fromStorage(ha, aShape, 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
+  const addr = engine.reserve(ha.byteLength);
+  const dest = engine.reserve(M * N * 4);
+  const blocks = blockRows && !transA && M % mr === 0 && M > mc;
+  let poolBlockJobs = 0;
+  // Runs one in-place product; checks the counters against the path it must take (`direct`: into a destination, no early row hand-over).
+  const counted = (direct: boolean, product: () => void): void => {
+    const [rb0, pj0, sw0] = counters(engine);
+    const pool0 = poolProducts();
+    product();
+    const [rb1, pj1, sw1] = counters(engine);
+    const onPool = poolProducts() > pool0;
+    const poolBlocked = blocks && onPool && direct;
+    expect(rb1 - rb0).toBe(blocks && !onPool ? 1 : 0);
+    expect(pj1 - pj0).toBe(poolBlocked ? 1 : 0);
+    if (!touch) expect(sw1 - sw0).toBe(0);
+    else if (blocks && (!onPool || poolBlocked)) expect(sw1 - sw0).toBe(Math.ceil(M / mc));
+    else expect(sw1 - sw0).toBeGreaterThan(0);
+    poolBlockJobs += pj1 - pj0;
+  };
+  try {
+    const view = new Float32Array(engine.buffer(), addr, ha.length);
+    view.set(ha);
+    engine.touchInPlace = touch;
+    engine.blockRows = blockRows;
+    engine.blockRowsPool = blockRows;
+    // No packed panels left over from the host product: the scratch is poisoned.
+    engine.f32.fill(Number.NaN, engine.floor / 4);
+    setNumThreads(threads);
+    resetGemmPhases();
+    gemmPhases.enabled = true;
+    let inPlace: TArray | null = null;
+    counted(false, () => {
+      inPlace = withBackend(name, () => lax.dotGeneral(fromStorage(view, aShape, 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
+    });
+    expect(bits(inPlace!)).toEqual(bits(host));
+    // (the in-place product went through the engine: on this thread, or split on the pool)
+    if (threads === 1 || M * K * Math.ceil(N / 8) * 8 < 1 << 21) expect([...gemmPhases.byShape.values()].reduce((n, p) => n + p.products, 0)).toBe(1);
+    else if (engine.parallel) expect(gemmPhases.pool.products).toBe(1);
+    // Into a destination in the GEMM memory too (as a compiled step's arena: the kernel writes
+    // there when N is a multiple of the panel width, with no early row hand-over).
+    const into = new Float32Array(engine.buffer(), dest, M * N).fill(Number.NaN);
+    counted(N % engine.nr === 0, () => {
+      withBackend(name, () => evalPrimitiveInto(dotGeneralP, [fromStorage(view, aShape, 'float32'), fromStorage(hb, [K, N], 'float32')], { dimensionNumbers: dn, precision: null, preferredElementType: null }, into));
+    });
+    expect(Array.from(new Uint32Array(into.slice().buffer))).toEqual(bits(host));
+  } finally {
+    [engine.touchInPlace, engine.blockRows, engine.blockRowsPool] = defaults;
+    gemmPhases.enabled = false;
+    setNumThreads(1);
+    engine.release(addr);
+    engine.release(dest);
+  }
+  return poolBlockJobs;
+}
+
 describe('GemmEngine packing of in-place operands', () => {
-  it.runIf(backend.engine.shared)('row-blocked packing of A and the source sweep give the host path\'s bits (both A layouts, K past a K block; 1, 2 and 3 threads)', () => {
-    const engine = backend.engine;
-    const defaults = [engine.touchInPlace, engine.blockRows, engine.blockRowsPool] as const;
+  // Each property also runs a fixed case that must take the pool's row-block job (where worker threads run).
+  const property = (name: string, engine: GemmEngine, ms: number[], poolCase: [number, number, number, boolean, boolean, boolean, number]): void => {
+    let poolBlockJobs = 0;
     fc.assert(
       fc.property(
-        fc.constantFrom(132, 256, 260, 388), // M: several MC = 128 row blocks, a short last one
+        fc.constantFrom(...ms),
         fc.constantFrom(8, 100, 600), // K (600: two K blocks of the kernel)
         fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(8, 16, 64)), // N (a multiple of 8: written straight into the destination)
         fc.boolean(), // A stored [K, M] (rows contiguous, 'rc') instead of [M, K] ('kc')
@@ -36,44 +126,22 @@ describe('GemmEngine packing of in-place operands', () => {
         fc.boolean(), // pack A by row blocks (on one thread and on the pool)
         fc.constantFrom(1, 2, 3), // threads (the pool: each thread packs the row blocks it multiplies)
         (M, K, N, transA, touch, blockRows, threads) => {
-          setNumThreads(1);
-          const ha = data(M * K, M + K);
-          const hb = data(K * N, N);
-          const aShape = transA ? [K, M] : [M, K];
-          const dn: [[number[], number[]], [number[], number[]]] = [[[transA ? 0 : 1], [0]], [[], []]];
-          const host = withBackend('systolic-engine-test', () => lax.dotGeneral(fromStorage(ha, aShape, 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
-          const addr = engine.reserve(ha.byteLength);
-          const dest = engine.reserve(M * N * 4);
-          try {
-            const view = new Float32Array(engine.buffer(), addr, ha.length);
-            view.set(ha);
-            engine.touchInPlace = touch;
-            engine.blockRows = blockRows;
-            engine.blockRowsPool = blockRows;
-            // No packed panels left over from the host product: the scratch is poisoned.
-            engine.f32.fill(Number.NaN, engine.floor / 4);
-            setNumThreads(threads);
-            resetGemmPhases();
-            gemmPhases.enabled = true;
-            const inPlace = withBackend('systolic-engine-test', () => lax.dotGeneral(fromStorage(view, aShape, 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
-            gemmPhases.enabled = false;
-            expect(bits(inPlace)).toEqual(bits(host));
-            // Into a destination in the GEMM memory too (as a compiled step's arena: the kernel writes there).
-            const into = new Float32Array(engine.buffer(), dest, M * N).fill(Number.NaN);
-            withBackend('systolic-engine-test', () => evalPrimitiveInto(dotGeneralP, [fromStorage(view, aShape, 'float32'), fromStorage(hb, [K, N], 'float32')], { dimensionNumbers: dn, precision: null, preferredElementType: null }, into));
-            expect(Array.from(new Uint32Array(into.slice().buffer))).toEqual(bits(host));
-            // (the in-place product went through the engine: on this thread, or split on the pool)
-            if (threads === 1 || M * K * Math.ceil(N / 8) * 8 < 1 << 21) expect([...gemmPhases.byShape.values()].reduce((n, p) => n + p.products, 0)).toBe(1);
-            else if (engine.parallel) expect(gemmPhases.pool.products).toBe(1);
-          } finally {
-            [engine.touchInPlace, engine.blockRows, engine.blockRowsPool] = defaults;
-            gemmPhases.enabled = false;
-            engine.release(addr);
-            engine.release(dest);
-          }
+          poolBlockJobs += checkCase(name, engine, M, K, N, transA, touch, blockRows, threads);
         },
       ),
-      { numRuns: 40 },
+      { numRuns: 40, examples: [poolCase] },
     );
+    if (threadsAvailable(engine)) expect(poolBlockJobs).toBeGreaterThan(0);
+  };
+
+  it.runIf(backend.engine.shared)('row-blocked packing of A and the source sweep give the host path\'s bits (4 x 8 kernel; both A layouts, K past a K block; 1, 2 and 3 threads)', () => {
+    // M: several MC = 128 row blocks, a short last one; 130 is no multiple of MR = 4 (not blocked)
+    property('systolic-engine-test', backend.engine, [130, 132, 256, 260, 388], [388, 600, 64, false, true, true, 2]);
+  });
+
+  it.runIf(engine5.shared)('the same with the 5 x 8 kernel (MR 5, MC 130: blocked when M is a multiple of 5 past 130)', () => {
+    expect(engine5.shape.mr).toBe(5);
+    // 132 and 388 are no multiples of 5 (not blocked); 135 has a short last block
+    property('systolic-engine-test-5x8', engine5, [132, 135, 260, 390, 388], [390, 600, 64, false, true, true, 3]);
   });
 });

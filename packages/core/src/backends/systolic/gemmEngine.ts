@@ -77,6 +77,12 @@ export interface OperandTraffic {
   inPlaceBytes: number;
   /** Bytes of results the GEMM wrote straight into a destination in its memory (no copy out of its accumulator). */
   resultInPlaceBytes: number;
+  /** One-thread products whose A was packed by row blocks (`GemmEngine.rowBlocks`). */
+  rowBlockedProducts: number;
+  /** Products the thread pool ran as a row-block job (each thread packing the A rows it multiplies, `ParallelJob.rowBlockA`). */
+  poolRowBlockJobs: number;
+  /** Packing calls (chunks or row blocks) whose in-place source was swept first (`touchInPlace`), on any thread. */
+  sweptChunks: number;
 }
 
 export class GemmEngine implements BatchEngine {
@@ -130,7 +136,7 @@ export class GemmEngine implements BatchEngine {
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
-  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0 };
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0 };
   readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape = defaultShape() }: { relaxed: boolean; shape?: GemmShape }) {
@@ -363,6 +369,7 @@ export class GemmEngine implements BatchEngine {
         hostPack();
         // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
         blocked = blockA && jobA !== null;
+        if (blocked) this.traffic.rowBlockedProducts++;
         this.packMs[0] = 0;
         this.packMs[1] = 0;
         tp = t0;
@@ -519,6 +526,7 @@ export class GemmEngine implements BatchEngine {
 
   /** Sweeps the source of packing call `call` (`touch_rows`, see packKernels.ts) on this thread. */
   touchChunk(call: readonly number[], R: number, esz: number): void {
+    this.traffic.sweptChunks++;
     const t = touchArgs(call, R, esz, this.touchCall);
     this.exports.touch_rows(t[0], t[1], t[2], t[3]);
   }

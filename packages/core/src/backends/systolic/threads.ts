@@ -46,6 +46,7 @@ const STAGED = 7; // byte address below which the operands are staged (see packP
 // the staged addresses of its two operands, and per operand (PACKS): fn rs ks panels k sourceSpan.
 const JOB = 8;
 const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts); 2: one product split into row blocks, each thread packing the A rows it multiplies
+const SWEPT = JOB + 15; // in-place sources the workers swept (touch_rows calls) in the current job (GemmEngine.traffic.sweptChunks)
 const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis touch
 const PACK_SLOTS = 14;
 const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
@@ -81,7 +82,7 @@ function packChunk(i) {
   while (v < need && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
   if (Atomics.load(c, ${ERR}) !== 0) return;
   // (touchArgs in packKernels.ts: an in-place source is swept before it is packed)
-  if (c[o + 13] !== 0) { if (rs === 1) touch(src, panels * R * esz, ks * esz, k); else touch(src, k * esz, rs * esz, panels * R); }
+  if (c[o + 13] !== 0) { if (rs === 1) touch(src, panels * R * esz, ks * esz, k); else touch(src, k * esz, rs * esz, panels * R); Atomics.add(c, ${SWEPT}, 1); }
   packs[c[o]](src, rs, ks, panels, k, kp, dst);
 }
 // A batch job (batched.ts): items [0, items) taken from TILE_NEXT, each packed into this
@@ -119,7 +120,7 @@ function rowBlocks() {
   const area = c[${JOB}] + (id + 1) * mc * kp * 4;
   for (let b = Atomics.add(c, ${TILE_NEXT}, 1); b < blocks; b = Atomics.add(c, ${TILE_NEXT}, 1)) {
     const i0 = b * mc, i1 = Math.min(mp, i0 + mc), src = c[o + 1] + i0 * rs * esz;
-    if (c[o + 13] !== 0) touch(src, k * esz, rs * esz, i1 - i0);
+    if (c[o + 13] !== 0) { touch(src, k * esz, rs * esz, i1 - i0); Atomics.add(c, ${SWEPT}, 1); }
     fa(src, rs, ks, (i1 - i0) / R, k, kp, area);
     gemm(area - i0 * kp * 4, c[${JOB} + 1], c[${JOB} + 2], mp, np, kp, i0, i1, 0, np);
   }
@@ -289,6 +290,7 @@ class Pool {
     Atomics.store(c, TILE_NEXT, 0);
     Atomics.store(c, GATE, 0);
     Atomics.store(c, STAGED, stager.staged);
+    Atomics.store(c, SWEPT, 0);
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
     const t0 = phaseClock();
     this.pool.wake();
@@ -380,6 +382,8 @@ class Pool {
     tMine = phaseClock();
     this.pool.waitFor(DONE, all);
     this.pool.finished();
+    e.traffic.sweptChunks += Atomics.load(c, SWEPT);
+    if (blockA) e.traffic.poolRowBlockJobs++;
     if (gemmPhases.enabled) {
       const p = gemmPhases.pool;
       p.products++;
