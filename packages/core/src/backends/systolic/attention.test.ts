@@ -14,13 +14,23 @@ import { attentionBwdSystolic, attentionFwdSystolic, attentionScratchBytes, atte
 import { type AttentionKernels, QB, attentionModule } from './attentionModule';
 import { wasmFeatures } from '../../wasm/features';
 import { WA } from '../../wasm/webassemblyTypes';
-import { getBackend } from '../../backend';
+import { type ArenaHost, getBackend, registerBackend, withBackend } from '../../backend';
 import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
 import { fromStorage, toStorage } from '../../storage';
 import { configure, withLedger } from './index';
+import { SystolicBackend } from './backend';
 
 onBackend('systolic');
+
+/** Whether the systolic backend has an arena host here (a shared GEMM memory needs WebAssembly threads): tests of in-place operands run only then, and show as skipped elsewhere. */
+const sharedMemory = wasmFeatures().threads;
+/** The systolic backend's arena host (call inside a test that runs only with `sharedMemory`). */
+function arenaHostOf(): ArenaHost & { holds(v: ArrayBufferView): boolean } {
+  const host = getBackend().arenaHost?.() ?? null;
+  if (host === null || host.holds === undefined) throw new Error('the systolic backend has no arena host that holds views, though this runtime has shared memory');
+  return host as ArenaHost & { holds(v: ArrayBufferView): boolean };
+}
 
 const f32 = (a: Array): Float32Array => Float32Array.from(np.astype(a, 'float32').dataSync() as Float32Array);
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
@@ -282,9 +292,8 @@ describe('fused attention in the backend\'s memory (operands and results read an
   const c: Case = { b: 2, t: 11, s: 11, k: 2, g: 2, h: 7, causal: true, dtype: 'float32', seed: 21 };
   const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
 
-  it('operands and results in reserved regions of the arena host are used in place, bit-identical to copies; a result sharing bytes with an operand is copied', () => {
-    const host = getBackend().arenaHost?.() ?? null;
-    if (host === null || host.holds === undefined) return; // (no shared memory on this runtime: nothing is in place)
+  it.runIf(sharedMemory)('operands and results in reserved regions of the arena host are used in place, bit-identical to copies; a result sharing bytes with an operand is copied', () => {
+    const host = arenaHostOf();
     const [q, k, v, w] = operands(c);
     const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
     const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
@@ -333,9 +342,8 @@ describe('fused attention in the backend\'s memory (operands and results read an
     }
   });
 
-  it('the arena host holds views inside reserved regions only, not in a released gap below the floor', () => {
-    const host = getBackend().arenaHost?.() ?? null;
-    if (host === null || host.holds === undefined) return; // (no shared memory on this runtime)
+  it.runIf(sharedMemory)('the arena host holds views inside reserved regions only, not in a released gap below the floor', () => {
+    const host = arenaHostOf();
     const r1 = host.reserve(4096);
     const r2 = host.reserve(4096);
     try {
@@ -373,8 +381,7 @@ describe('fused attention in a memory of its own (no arena host: a runtime witho
 });
 
 describe('fused attention when the backend makes a new engine (a relaxed-SIMD switch)', () => {
-  it('moves to the new engine\'s memory and back, giving the same bits as before the switches, on 2 threads', () => {
-    if (!wasmFeatures().relaxedSimd) return;
+  it.runIf(wasmFeatures().relaxedSimd)('moves to the new engine\'s memory and back, giving the same bits as before the switches, on 2 threads', () => {
     const c: Case = { b: 2, t: 9, s: 9, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 8 };
     const [q, k, v] = operands(c);
     const run = () => withThreads(2, () => f32(attend('fused', true)(q, k, v)));
@@ -387,6 +394,66 @@ describe('fused attention when the backend makes a new engine (a relaxed-SIMD sw
       configure({ relaxedSimd: true });
     }
     expect([...run()]).toEqual([...before]);
+  });
+});
+
+describe('fused attention when the backend\'s memory cannot hold the job (its reserve gives -1)', () => {
+  it.runIf(sharedMemory)('runs in the attention\'s own memory instead, operands held by the host copied, the same bits as in place, forward and backward, on 1 and 2 threads', () => {
+    const real = arenaHostOf();
+    // A host over the same memory that holds the operands' views but has no room for a job.
+    const full: ArenaHost = { memory: real.memory, maxPages: real.maxPages, reserve: () => -1, release: (a) => real.release(a), buffer: () => real.buffer(), holds: (v) => real.holds(v) };
+    const c: Case = { b: 2, t: 10, s: 10, k: 1, g: 2, h: 8, causal: true, dtype: 'float32', seed: 13 };
+    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+    const [q, k, v, w] = operands(c);
+    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const relaxed = wasmFeatures().relaxedSimd;
+    const ops = [q, k, v, lse, w];
+    const addr = real.reserve(4 * ops.reduce((n, a) => n + ceil(a.size, 16), 0));
+    try {
+      let at = addr;
+      // The operands lie in reserved regions of the host (in place, were there room for the job).
+      const held = ops.map((a) => {
+        const x = new Float32Array(real.buffer(), at, a.size);
+        x.set(f32(a));
+        at += 4 * ceil(a.size, 16);
+        return { data: x, shape: a.shape, dtype: a.dtype };
+      });
+      const av = (a: Array) => ({ shape: a.shape, dtype: a.dtype, weakType: false });
+      for (const threads of [1, 2])
+        withThreads(threads, () => {
+          const s0 = attentionStats();
+          const fwd = attentionFwdSystolic(held.slice(0, 3), params, [av(out), av(lse)], relaxed, undefined, full);
+          const bwd = attentionBwdSystolic(held, params, grads.map(av), relaxed, undefined, full);
+          const s1 = attentionStats();
+          expect(s1.ownMemoryFallbacks - s0.ownMemoryFallbacks, 'jobs moved to the own memory').toBe(2);
+          expect(s1.inPlaceBytes - s0.inPlaceBytes, 'nothing in place').toBe(0);
+          expect(s1.copiedBytes - s0.copiedBytes).toBe(4 * (3 * q.size + 3 * k.size + 3 * v.size + 2 * lse.size + w.size + out.size));
+          expect([...fwd[0]], `out, ${threads} threads`).toEqual([...f32(out)]);
+          expect([...fwd[1]], `lse, ${threads} threads`).toEqual([...f32(lse)]);
+          bwd.forEach((g, i) => expect([...g], `d${'qkv'[i]}, ${threads} threads`).toEqual([...f32(grads[i])]));
+        });
+    } finally {
+      real.release(addr);
+    }
+  });
+});
+
+describe('fused attention on two systolic backends in turn', () => {
+  it.runIf(sharedMemory)('keeps one arena (and worker pool) per backend memory: alternating calls make no new one, and give each backend\'s bits on 2 threads', () => {
+    const other = new SystolicBackend('systolic-attention-second');
+    registerBackend(other);
+    const c: Case = { b: 2, t: 9, s: 9, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 17 };
+    const [q, k, v] = operands(c);
+    const run = (name: string) => withBackend(name, () => withThreads(2, () => [...f32(attend('fused', true)(q, k, v))]));
+    const want = run('systolic');
+    expect(run('systolic-attention-second')).toEqual(want);
+    const a0 = attentionStats().arenas;
+    for (let i = 0; i < 3; i++) {
+      expect(run('systolic')).toEqual(want);
+      expect(run('systolic-attention-second')).toEqual(want);
+    }
+    expect(attentionStats().arenas - a0, 'arenas made while alternating').toBe(0);
   });
 });
 
@@ -633,8 +700,7 @@ describe('the row kernels\' exp (softmax forward, P in the backward)', () => {
     return 2 ** (Math.max(e, -126) - 23);
   };
   for (const relaxed of [false, true]) {
-    it(`is within 2 ulp of Math.exp on [-87.3, 88.3], 0 at and below -88 and for NaN, ${relaxed ? 'relaxed (FMA)' : 'plain'} SIMD`, () => {
-      if (relaxed && !wasmFeatures().relaxedSimd) return;
+    it.skipIf(relaxed && !wasmFeatures().relaxedSimd)(`is within 2 ulp of Math.exp on [-87.3, 88.3], 0 at and below -88 and for NaN, ${relaxed ? 'relaxed (FMA)' : 'plain'} SIMD`, () => {
       const memory = new WA.Memory({ initial: 32 });
       const k = new WA.Instance(attentionModule(8, 8, relaxed, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
       const xs: number[] = [];

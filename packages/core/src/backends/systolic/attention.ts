@@ -103,7 +103,7 @@ const MOD_BYTES_AT = 256;
  * one, so that operands and results the caller keeps there are read and written in place, else
  * a memory of the attention's own (shared when threads can run; grown as needed). Each call
  * lays its job out in a region of it (`begin` / `end`): reserved in the host, byte 0 on in the
- * own memory.
+ * own memory. A job the host's memory cannot hold runs in the own memory instead (`runJob`).
  */
 class Arena {
   readonly shared: boolean;
@@ -113,8 +113,8 @@ class Arena {
   i32!: Int32Array;
   u8!: Uint8Array;
   private readonly instances = new Map<number, AttentionKernels>();
-  private pool: WorkerPool | null = null;
-  readonly control: Int32Array;
+  /** Its worker threads (started on first use) and their control block, kept apart from the host (see `crews`). */
+  readonly crew: Crew;
   /** The current job's region: byte address and bytes (-1: none). */
   private base = -1;
 
@@ -122,7 +122,8 @@ class Arena {
     this.shared = host !== null || (wasmFeatures().threads && WorkerPool.available());
     this.maxPages = host ? host.maxPages : MAX_PAGES;
     this.memory = host ? host.memory : new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
-    this.control = this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64);
+    this.crew = { control: this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64), pool: null };
+    crews.add(this.crew);
     this.views();
   }
 
@@ -149,13 +150,17 @@ class Arena {
     return this.host?.holds?.(x) === true && x instanceof Float32Array ? x.byteOffset : -1;
   }
 
-  /** Starts a job: a region of `bytes` for its descriptor, staged operands and scratch; returns its byte address. */
+  /**
+   * Starts a job: a region of `bytes` for its descriptor, staged operands and scratch; returns
+   * its byte address, or -1 when the host's memory cannot hold it (its limit, or the room it
+   * keeps for products: the caller runs the job in the own memory).
+   */
   begin(bytes: number): number {
     if (this.base >= 0) throw new Error('dot_product_attention (systolic): a job is already running in this memory');
     const limit = this.maxPages * 65536;
     if (this.host) {
       const at = bytes <= limit ? this.host.reserve(bytes) : -1;
-      if (at < 0) throw new RangeError(`dot_product_attention (systolic): needs ${bytes} bytes of wasm memory; the backend's memory cannot hold them (its most is ${limit})`);
+      if (at < 0) return -1;
       this.base = at;
     } else {
       const have = this.memory.buffer.byteLength;
@@ -182,8 +187,8 @@ class Arena {
       for (let i = 0; i < items; i++) run(i, 0, desc);
       return;
     }
-    const c = this.control;
-    const pool = this.pool!;
+    const c = this.crew.control;
+    const pool = this.crew.pool!;
     // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
     new Uint8Array(this.memory.buffer, desc + MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
     c[MOD_ID] = mod.id;
@@ -209,48 +214,79 @@ class Arena {
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
   }
 
-  /** Ends the pool's workers (this arena's memory is no longer the backend's); its items computed go to `retiredWorkerItems`. */
-  retire(): void {
-    retiredWorkerItems += Atomics.load(this.control, WORKER_ITEMS);
-    Atomics.store(this.control, WORKER_ITEMS, 0);
-    if (this.pool === null) return;
-    Atomics.store(this.control, GEN, -1);
-    Atomics.notify(this.control, GEN);
-    this.pool = null;
-  }
-
   /** Starts the pool with at least `n` workers; false when workers cannot run here. */
   private startPool(n: number): boolean {
     if (!this.shared || !WorkerPool.available()) return false;
-    this.pool ??= new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ memory: this.memory }));
-    return this.pool.ensure(n);
+    // (the workers' data names the memory, not this arena: a crew must not keep its host alive, see `crews`)
+    const memory = this.memory;
+    this.crew.pool ??= new WorkerPool(WORKER_SOURCE, this.crew.control, GEN, SPIN, () => ({ memory }));
+    return this.crew.pool.ensure(n);
   }
 }
 
-/** The arena of the attention's own memory, and the one over the backend's arena host (remade when the host changes). */
+/** An arena's worker pool (null until started) and its control block. */
+interface Crew {
+  readonly control: Int32Array;
+  pool: WorkerPool | null;
+}
+
+/** Ends a crew's workers (its memory is no longer in use); the items they computed go to `retiredWorkerItems`. */
+function retire(crew: Crew): void {
+  retiredWorkerItems += Atomics.load(crew.control, WORKER_ITEMS);
+  Atomics.store(crew.control, WORKER_ITEMS, 0);
+  crews.delete(crew);
+  if (crew.pool === null) return;
+  Atomics.store(crew.control, GEN, -1);
+  Atomics.notify(crew.control, GEN);
+  crew.pool = null;
+}
+
+/** The arena of the attention's own memory. */
 let ownArena: Arena | null = null;
-let hostArena: Arena | null = null;
+/**
+ * The arena over each arena host in use (several systolic backends or engines alternate without
+ * restarting workers). When a host is dropped (the backend made a new engine, e.g. on a
+ * relaxed-SIMD switch) its arena goes with it and `dropped` ends its workers, which would
+ * otherwise keep the old memory alive.
+ */
+const hostArenas = new WeakMap<ArenaHost, Arena>();
+const dropped = new FinalizationRegistry<Crew>(retire);
+/** The crews of arenas in use (for `attentionStats`). */
+const crews = new Set<Crew>();
+/** Arenas made (for tests: one per host, not one per call). */
+let arenasMade = 0;
 
 /** Items that worker threads of arenas no longer in use computed. */
 let retiredWorkerItems = 0;
 
 function arenaFor(host: ArenaHost | null): Arena {
-  if (host === null) return (ownArena ??= new Arena(null));
-  if (hostArena?.host !== host) {
-    // (the backend made a new engine, e.g. on a relaxed-SIMD switch: the old memory's workers end)
-    hostArena?.retire();
-    hostArena = new Arena(host);
+  if (host === null) return (ownArena ??= newArena(null));
+  let a = hostArenas.get(host);
+  if (a === undefined) {
+    a = newArena(host);
+    hostArenas.set(host, a);
+    dropped.register(host, a.crew);
   }
-  return hostArena;
+  return a;
 }
 
-/** Counters of the fused attention's jobs: all, those run on the pool, the items worker threads computed, and the kernel modules compiled. */
-export function attentionStats(): { jobs: number; pooled: number; workerItems: number; modules: number; inPlaceBytes: number; copiedBytes: number } {
-  const workerItems = [ownArena, hostArena].reduce((n, a) => n + (a ? Atomics.load(a.control, WORKER_ITEMS) : 0), retiredWorkerItems);
-  return { ...stats, workerItems, modules: compiledAttentionModules() };
+function newArena(host: ArenaHost | null): Arena {
+  arenasMade++;
+  return new Arena(host);
 }
-/** Jobs, pooled jobs, and bytes of operands and results read or written in place (in the backend's memory) or copied in or out. */
-const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0 };
+
+/**
+ * Counters of the fused attention's jobs: all, those run on the pool, the items worker threads
+ * computed, the kernel modules compiled, bytes in place and copied, jobs the backend's memory
+ * could not hold (run in the own memory), and arenas made.
+ */
+export function attentionStats(): { jobs: number; pooled: number; workerItems: number; modules: number; inPlaceBytes: number; copiedBytes: number; ownMemoryFallbacks: number; arenas: number } {
+  let workerItems = retiredWorkerItems;
+  for (const c of crews) workerItems += Atomics.load(c.control, WORKER_ITEMS);
+  return { ...stats, workerItems, modules: compiledAttentionModules(), arenas: arenasMade };
+}
+/** Jobs, pooled jobs, bytes of operands and results read or written in place (in the backend's memory) or copied in or out, and jobs moved to the own memory. */
+const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0, ownMemoryFallbacks: 0 };
 
 /**
  * For tests: with `callerTakesItems` false, the calling thread of a pooled job takes no items and
@@ -350,9 +386,10 @@ export function attentionScratchBytes(T: number, S: number, H: number, backward:
  * writes the descriptor at its start: the raw operand/result regions (f32 element counts `raw`,
  * in DESC order from QR; where `fixed` has an address >= 0 the kernels use that one in place and
  * no region is placed), the mask's regions when there is one (staged, see `stageMask`), then one
- * scratch area per thread. Returns the descriptor's byte address and the raw regions' addresses.
+ * scratch area per thread. Returns the descriptor's byte address and the raw regions' addresses,
+ * or null when the arena's host cannot hold the job (nothing begun).
  */
-function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backward: boolean, raw: number[], fixed: number[], threads: number, modBytes: number, mask?: HostArray): { desc: number; at: number[] } {
+function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backward: boolean, raw: number[], fixed: number[], threads: number, modBytes: number, mask?: HostArray): { desc: number; at: number[] } | null {
   const { tp } = p;
   const { offs, bytes: scratch } = scratchLayout(tp, p.hp, p.sp, backward);
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
@@ -364,6 +401,7 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
   const rel = raw.map((n, i) => (fixed[i] >= 0 ? -1 : place(n)));
   const maskRel = maskRegions(p, mask).map(place);
   const desc = a.begin(at + scratch * threads);
+  if (desc < 0) return null;
   const rawAt = rel.map((r, i) => (r < 0 ? fixed[i] : desc + r));
   const d = a.i32;
   const o = desc >> 2;
@@ -403,14 +441,9 @@ function overlaps(a: Arena, x: StorageArray, y: StorageArray): boolean {
   return x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
 }
 
-/** Where the kernels find the operands `ins` and write the results `outs`: in place (their byte addresses) where the arena may, else -1 (copied); a result that shares bytes with an operand is not written in place. Counts the bytes of each. */
+/** Where the kernels find the operands `ins` and write the results `outs`: in place (their byte addresses) where the arena may, else -1 (copied); a result that shares bytes with an operand is not written in place. */
 function placements(a: Arena, ins: StorageArray[], outs: StorageArray[]): number[] {
-  const fixed = [...ins.map((x) => a.inPlace(x)), ...outs.map((x) => (ins.some((y) => overlaps(a, x, y)) ? -1 : a.inPlace(x)))];
-  [...ins, ...outs].forEach((x, i) => {
-    if (fixed[i] >= 0) stats.inPlaceBytes += x.byteLength;
-    else stats.copiedBytes += x.byteLength;
-  });
-  return fixed;
+  return [...ins.map((x) => a.inPlace(x)), ...outs.map((x) => (ins.some((y) => overlaps(a, x, y)) ? -1 : a.inPlace(x)))];
 }
 
 /** Copies a host operand into wasm memory at byte `dst` as f32 (bf16 storage is widened). */
@@ -445,19 +478,53 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
     lse?.fill(-Infinity);
     return;
   }
-  const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed, mask !== undefined, host);
   const rows = p.B * p.N * p.T;
-  const ins = [q.data, k.data, v.data];
-  const fixed = placements(a, ins, lse === null ? [out] : [out, lse]);
+  const job: Job = { p, params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: false, ins: [q.data, k.data, v.data], bfIns: 3, outs: lse === null ? [out] : [out, lse] };
+  runJob(job, [q.data.length, k.data.length, v.data.length, q.data.length, rows], host);
+}
+
+/** One call of a kernel: its sizes, parameters, operands (the first `bfIns` in bf16 storage when `bf`) and results. */
+interface Job {
+  p: Plan;
+  params: AttentionParams;
+  relaxed: boolean;
+  mask: HostArray | undefined;
+  bf: boolean;
+  backward: boolean;
+  ins: StorageArray[];
+  bfIns: number;
+  outs: StorageArray[];
+}
+
+/**
+ * Runs a job in the arena of `host` (f32 element counts of its raw regions `raw`, see `layout`):
+ * operands and results in place where they may be, the others copied in and out. When the host's
+ * memory cannot hold the job (full, or at its cap), it runs in the attention's own memory
+ * instead, everything copied (as before the arena host existed), rather than failing.
+ */
+function runJob(job: Job, raw: number[], host: ArenaHost | null): void {
+  const { p, ins, outs } = job;
+  const { a, mod, threads } = setup(p, job.relaxed, job.mask !== undefined, host);
+  const fixed = placements(a, ins, outs);
+  let laid: { desc: number; at: number[] } | null = null;
   try {
-    const { desc, at } = layout(a, p, params, bf, false, [q.data.length, k.data.length, v.data.length, q.data.length, rows], fixed, threads, mod.bytes.length, mask);
-    ins.forEach((x, i) => fixed[i] < 0 && copyIn(a, x, bf, at[i]));
-    a.run(mod, a.kernels(mod), false, p.B * p.K, threads, desc);
-    if (fixed[3] < 0) copyOut(a, at[3], out);
-    if (lse !== null && fixed[4] < 0) copyOut(a, at[4], lse);
+    laid = layout(a, p, job.params, job.bf, job.backward, raw, fixed, threads, mod.bytes.length, job.mask);
+    if (laid !== null) {
+      const { desc, at } = laid;
+      [...ins, ...outs].forEach((x, i) => {
+        if (fixed[i] >= 0) stats.inPlaceBytes += x.byteLength;
+        else stats.copiedBytes += x.byteLength;
+      });
+      ins.forEach((x, i) => fixed[i] < 0 && copyIn(a, x, job.bf && i < job.bfIns, at[i]));
+      a.run(mod, a.kernels(mod), job.backward, p.B * p.K, threads, desc);
+      outs.forEach((x, i) => fixed[ins.length + i] < 0 && copyOut(a, at[ins.length + i], x));
+    }
   } finally {
     a.end();
+  }
+  if (laid === null) {
+    stats.ownMemoryFallbacks++;
+    runJob(job, raw, null);
   }
 }
 
@@ -476,19 +543,9 @@ export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParam
   const p = plan(q, k);
   const res = outAvals.map((o, i) => storage(o.dtype, inputs[i].data.length, outs?.[i]));
   if (q.data.length === 0 || k.data.length === 0) return res.map((x) => x.fill(0));
-  const bf = q.dtype === 'bfloat16';
-  const { a, mod, threads } = setup(p, relaxed, mask !== undefined, host);
   const [nq, nk] = [q.data.length, k.data.length];
-  const ins = [q.data, k.data, v.data, dout.data, lse.data];
-  const fixed = placements(a, ins, res);
-  try {
-    const { desc, at } = layout(a, p, params, bf, true, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], fixed, threads, mod.bytes.length, mask);
-    ins.forEach((x, i) => fixed[i] < 0 && copyIn(a, x, bf && i < 4, at[i]));
-    a.run(mod, a.kernels(mod), true, p.B * p.K, threads, desc);
-    res.forEach((x, i) => fixed[5 + i] < 0 && copyOut(a, at[5 + i], x));
-  } finally {
-    a.end();
-  }
+  const job: Job = { p, params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: true, ins: [q.data, k.data, v.data, dout.data, lse.data], bfIns: 4, outs: res };
+  runJob(job, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], host);
   return res;
 }
 
