@@ -4,6 +4,9 @@
 // reference with the MXU's roundings; vmap and jit; 1 vs 2 threads; bad inputs; the cost ledger.
 // With a boolean mask (random, segment, rows that see no key, broadcast over heads or batch) the
 // same laws against the composite, vmap over a batched mask, and bad masks.
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
@@ -454,6 +457,37 @@ describe('fused attention on two systolic backends in turn', () => {
       expect(run('systolic-attention-second')).toEqual(want);
     }
     expect(attentionStats().arenas - a0, 'arenas made while alternating').toBe(0);
+  });
+});
+
+// A child process (node --expose-gc, TypeScript through tsx) makes 4 engines in turn, runs an
+// attention on 2 threads over each (one worker per engine's memory), drops them, collects them
+// and prints how many threads it started and how many are left (Linux: /proc/self/task).
+const DROPPED_ENGINES_SCRIPT = `
+const dir = process.argv[1];
+const { readdirSync } = await import('node:fs');
+const { GemmEngine } = await import(dir + '/gemmEngine.ts');
+const { attentionFwdSystolic } = await import(dir + '/attention.ts');
+const { setNumThreads } = await import(dir + '/../../threads.ts');
+const threads = () => readdirSync('/proc/self/task').length;
+setNumThreads(2);
+const q = { data: Float32Array.from({ length: 512 }, (_, i) => Math.sin(i)), shape: [2, 16, 2, 8], dtype: 'float32' };
+const av = (shape) => ({ shape, dtype: 'float32', weakType: false });
+const t0 = threads();
+for (let i = 0; i < 4; i++) attentionFwdSystolic([q, q, q], { scale: 0.3, isCausal: true }, [av([2, 16, 2, 8]), av([2, 2, 16])], false, undefined, new GemmEngine({ relaxed: false }));
+await new Promise((r) => setTimeout(r, 200));
+const t1 = threads();
+for (let i = 0; i < 20 && threads() > t0; i++) { gc(); await new Promise((r) => setTimeout(r, 100)); }
+console.log(JSON.stringify({ started: t1 - t0, left: threads() - t0 }));
+`;
+
+describe('fused attention over engines that are dropped', () => {
+  it.runIf(sharedMemory && existsSync('/proc/self/task'))('ends the workers of a dropped engine\'s memory once the engine is collected (in a child process with --expose-gc)', () => {
+    const dir = fileURLToPath(new URL('.', import.meta.url)).replace(/\/$/, '');
+    const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', DROPPED_ENGINES_SCRIPT, dir], { encoding: 'utf8', timeout: 60_000 });
+    const { started, left } = JSON.parse(out.trim().split('\n').pop()!) as { started: number; left: number };
+    expect(started, 'a worker per engine\'s memory').toBe(4);
+    expect(left, 'workers left after the engines were collected').toBe(0);
   });
 });
 
