@@ -477,17 +477,20 @@ const t0 = threads();
 for (let i = 0; i < 4; i++) attentionFwdSystolic([q, q, q], { scale: 0.3, isCausal: true }, [av([2, 16, 2, 8]), av([2, 2, 16])], false, undefined, new GemmEngine({ relaxed: false }));
 await new Promise((r) => setTimeout(r, 200));
 const t1 = threads();
-for (let i = 0; i < 20 && threads() > t0; i++) { gc(); await new Promise((r) => setTimeout(r, 100)); }
-console.log(JSON.stringify({ started: t1 - t0, left: threads() - t0 }));
+// V8 may start helper threads of its own meanwhile (GC, compilers): wait until at least 4 threads
+// have ended, not until the count is back to t0.
+for (let i = 0; i < 60 && threads() > t1 - 4; i++) { gc(); await new Promise((r) => setTimeout(r, 100)); }
+console.log(JSON.stringify({ started: t1 - t0, ended: t1 - threads() }));
 `;
 
 describe('fused attention over engines that are dropped', () => {
   it.runIf(sharedMemory && existsSync('/proc/self/task'))('ends the workers of a dropped engine\'s memory once the engine is collected (in a child process with --expose-gc)', () => {
     const dir = fileURLToPath(new URL('.', import.meta.url)).replace(/\/$/, '');
     const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', DROPPED_ENGINES_SCRIPT, dir], { encoding: 'utf8', timeout: 60_000 });
-    const { started, left } = JSON.parse(out.trim().split('\n').pop()!) as { started: number; left: number };
-    expect(started, 'a worker per engine\'s memory').toBe(4);
-    expect(left, 'workers left after the engines were collected').toBe(0);
+    const { started, ended } = JSON.parse(out.trim().split('\n').pop()!) as { started: number; ended: number };
+    // (Thread counts include V8's own helper threads, which come and go: bounds, not equalities.)
+    expect(started, 'a worker per engine\'s memory').toBeGreaterThanOrEqual(4);
+    expect(ended, 'threads ended after the engines were collected').toBeGreaterThanOrEqual(4);
   });
 });
 
