@@ -493,6 +493,15 @@ class Pool {
 }
 
 const pools = new WeakMap<GemmEngine, Pool>();
+/**
+ * Ends the workers of an engine that was dropped (a backend made a new engine, e.g. on a
+ * relaxed-SIMD switch): they would otherwise wait forever and keep its memory alive. The held
+ * value is the control block alone, which must not reference the engine.
+ */
+const droppedEngines = new FinalizationRegistry<Int32Array>((control) => {
+  Atomics.store(control, GEN, -1);
+  Atomics.notify(control, GEN);
+});
 /** The thread count each engine's runners were last installed for (the backend asks on every product). */
 const installed = new WeakMap<GemmEngine, number>();
 
@@ -510,6 +519,7 @@ export function applyThreads(engine: GemmEngine): void {
   if (!pool) {
     pool = new Pool(engine);
     pools.set(engine, pool);
+    droppedEngines.register(engine, pool.control);
   }
   const p = pool;
   // Workers that cannot start here (sandbox, resource limits): run on the calling thread, and
