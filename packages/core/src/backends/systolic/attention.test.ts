@@ -4,14 +4,12 @@
 // reference with the MXU's roundings; vmap and jit; 1 vs 2 threads; bad inputs; the cost ledger.
 // With a boolean mask (random, segment, rows that see no key, broadcast over heads or batch) the
 // same laws against the composite, vmap over a batched mask, and bad masks.
-import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
 import type { DType } from '../../dtype';
 import { onBackend } from '../../../test/backend';
+import { canCountThreads, runDroppedEnginesScript } from '../../../test/droppedEngines';
 import { setNumThreads } from '../../threads';
 import { attentionBwdSystolic, attentionFwdSystolic, attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
 import { type AttentionKernels, QB, attentionModule } from './attentionModule';
@@ -460,35 +458,26 @@ describe('fused attention on two systolic backends in turn', () => {
   });
 });
 
-// A child process (node --expose-gc, TypeScript through tsx) makes 4 engines in turn, runs an
-// attention on 2 threads over each (one worker per engine's memory), drops them, collects them
-// and prints how many threads it started and how many are left (Linux: /proc/self/task).
+// A child process makes 4 engines in turn, runs an attention on 2 threads over each (one worker
+// per engine's memory), drops them, collects them and prints how many threads it started and
+// how many ended.
 const DROPPED_ENGINES_SCRIPT = `
-const dir = process.argv[1];
-const { readdirSync } = await import('node:fs');
 const { GemmEngine } = await import(dir + '/gemmEngine.ts');
 const { attentionFwdSystolic } = await import(dir + '/attention.ts');
 const { setNumThreads } = await import(dir + '/../../threads.ts');
-const threads = () => readdirSync('/proc/self/task').length;
 setNumThreads(2);
 const q = { data: Float32Array.from({ length: 512 }, (_, i) => Math.sin(i)), shape: [2, 16, 2, 8], dtype: 'float32' };
 const av = (shape) => ({ shape, dtype: 'float32', weakType: false });
 const t0 = threads();
 for (let i = 0; i < 4; i++) attentionFwdSystolic([q, q, q], { scale: 0.3, isCausal: true }, [av([2, 16, 2, 8]), av([2, 2, 16])], false, undefined, new GemmEngine({ relaxed: false }));
-await new Promise((r) => setTimeout(r, 200));
+await sleep(200);
 const t1 = threads();
-// V8 may start helper threads of its own meanwhile (GC, compilers): wait until at least 4 threads
-// have ended, not until the count is back to t0.
-for (let i = 0; i < 60 && threads() > t1 - 4; i++) { gc(); await new Promise((r) => setTimeout(r, 100)); }
-console.log(JSON.stringify({ started: t1 - t0, ended: t1 - threads() }));
+console.log(JSON.stringify({ started: t1 - t0, ended: await endedSince(t1, 4) }));
 `;
 
 describe('fused attention over engines that are dropped', () => {
-  it.runIf(sharedMemory && existsSync('/proc/self/task'))('ends the workers of a dropped engine\'s memory once the engine is collected (in a child process with --expose-gc)', () => {
-    const dir = fileURLToPath(new URL('.', import.meta.url)).replace(/\/$/, '');
-    const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', DROPPED_ENGINES_SCRIPT, dir], { encoding: 'utf8', timeout: 60_000 });
-    const { started, ended } = JSON.parse(out.trim().split('\n').pop()!) as { started: number; ended: number };
-    // (Thread counts include V8's own helper threads, which come and go: bounds, not equalities.)
+  it.runIf(sharedMemory && canCountThreads)('ends the workers of a dropped engine\'s memory once the engine is collected (in a child process with --expose-gc)', () => {
+    const { started, ended } = runDroppedEnginesScript<{ started: number; ended: number }>(DROPPED_ENGINES_SCRIPT);
     expect(started, 'a worker per engine\'s memory').toBeGreaterThanOrEqual(4);
     expect(ended, 'threads ended after the engines were collected').toBeGreaterThanOrEqual(4);
   });

@@ -1,21 +1,14 @@
 // A dropped GEMM engine's worker threads end once the engine is garbage-collected (its pool is
-// keyed by the engine in a WeakMap; a FinalizationRegistry tells the workers to stop). Run in a
-// child process (node --expose-gc, TypeScript through tsx) that counts its threads on Linux.
-import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+// keyed by the engine in a WeakMap; a FinalizationRegistry tells the workers to stop).
 import { describe, expect, it } from 'vitest';
+import { canCountThreads, runDroppedEnginesScript } from '../../../test/droppedEngines';
 
 const SCRIPT = `
-const dir = process.argv[1];
-const { readdirSync } = await import('node:fs');
 const { GemmEngine } = await import(dir + '/gemmEngine.ts');
 const { mxuDotGeneral } = await import(dir + '/mxuDot.ts');
 const { applyThreads } = await import(dir + '/threads.ts');
 const { setNumThreads } = await import(dir + '/../../threads.ts');
 const { aval } = await import(dir + '/../../aval.ts');
-const threads = () => readdirSync('/proc/self/task').length;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 setNumThreads(2);
 const n = 512;
 const lhs = { data: Float32Array.from({ length: n * n }, (_, i) => Math.sin(i)), shape: [n, n], dtype: 'float32' };
@@ -36,16 +29,12 @@ for (let i = 0; i < 4; i++) makeAndRun();
 await sleep(200);
 const t1 = threads();
 engines = null;
-// V8 may start helper threads of its own meanwhile: wait until 4 threads have ended, not for t0.
-for (let i = 0; i < 60 && threads() > t1 - 4; i++) { gc(); await sleep(100); }
-console.log(JSON.stringify({ used, started: t1 - t0, ended: t1 - threads() }));
+console.log(JSON.stringify({ used, started: t1 - t0, ended: await endedSince(t1, 4) }));
 `;
 
 describe('systolic threads of dropped engines', () => {
-  it.runIf(typeof SharedArrayBuffer !== 'undefined' && existsSync('/proc/self/task'))('end once the engine is collected (in a child process with --expose-gc)', () => {
-    const dir = fileURLToPath(new URL('.', import.meta.url)).replace(/\/$/, '');
-    const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', SCRIPT, dir], { encoding: 'utf8', timeout: 60_000 });
-    const { used, started, ended } = JSON.parse(out.trim().split('\n').pop()!) as { used: number; started: number; ended: number };
+  it.runIf(canCountThreads)('end once the engine is collected (in a child process with --expose-gc)', () => {
+    const { used, started, ended } = runDroppedEnginesScript<{ used: number; started: number; ended: number }>(SCRIPT);
     expect(used, 'each engine ran its product on the pool').toBe(4);
     // (Thread counts include V8's own helper threads, which come and go: bounds, not equalities.)
     expect(started, 'a worker per engine').toBeGreaterThanOrEqual(4);

@@ -1,0 +1,33 @@
+// Runs a script in a child process (node --expose-gc, TypeScript through tsx) that makes systolic
+// engines, drops them and counts the process's threads (Linux: /proc/self/task), for the tests
+// that a dropped engine's worker threads end once it is collected.
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** Whether this runtime can count its threads (Linux) and share memory with workers. */
+export const canCountThreads = typeof SharedArrayBuffer !== 'undefined' && existsSync('/proc/self/task');
+
+/**
+ * What the script body sees: `dir` (the systolic backend's source folder), `threads()`,
+ * `sleep(ms)` and `endedSince(t1, n)`: collects garbage until `n` threads have ended since
+ * the count `t1` (at most ~6 s) and returns how many did. V8 starts helper threads of its own
+ * (GC, compilers) at any time, so callers compare with bounds, not equalities.
+ */
+const PRELUDE = `
+const dir = process.argv[1];
+const { readdirSync } = await import('node:fs');
+const threads = () => readdirSync('/proc/self/task').length;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const endedSince = async (t1, n) => {
+  for (let i = 0; i < 60 && threads() > t1 - n; i++) { gc(); await sleep(100); }
+  return t1 - threads();
+};
+`;
+
+/** Runs `body` after the prelude; returns the JSON value its last printed line holds. */
+export function runDroppedEnginesScript<T>(body: string): T {
+  const dir = fileURLToPath(new URL('../src/backends/systolic', import.meta.url));
+  const out = execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', PRELUDE + body, dir], { encoding: 'utf8', timeout: 60_000 });
+  return JSON.parse(out.trim().split('\n').pop()!) as T;
+}
