@@ -5,6 +5,7 @@
  * the module wants bf16), integers as int32 / uint32 / uint8 / int8, booleans as `|b1`.
  */
 import { writeFileSync } from 'node:fs';
+import * as zlib from 'node:zlib';
 
 export interface NpyArray {
   shape: readonly number[];
@@ -43,17 +44,6 @@ export function npyBytes(a: NpyArray): Uint8Array {
   return bytes;
 }
 
-const CRC = Uint32Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-function crc32(b: Uint8Array): number {
-  let c = 0xffffffff;
-  for (let i = 0; i < b.length; i++) c = CRC[(c ^ b[i]) & 0xff] ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-
 /** A zip archive of `files` (name -> bytes), every entry stored (method 0). */
 export function zipStored(files: Record<string, Uint8Array>): Uint8Array {
   const parts: Uint8Array[] = [];
@@ -61,7 +51,7 @@ export function zipStored(files: Record<string, Uint8Array>): Uint8Array {
   let offset = 0;
   for (const [name, data] of Object.entries(files)) {
     const nm = new TextEncoder().encode(name);
-    const crc = crc32(data);
+    const crc = zlib.crc32(data);
     const local = new DataView(new ArrayBuffer(30));
     local.setUint32(0, 0x04034b50, true);
     local.setUint16(4, 20, true);
@@ -89,14 +79,7 @@ export function zipStored(files: Record<string, Uint8Array>): Uint8Array {
   end.setUint16(10, Object.keys(files).length, true);
   end.setUint32(12, cenSize, true);
   end.setUint32(16, offset, true);
-  const all = [...parts, ...central, new Uint8Array(end.buffer)];
-  const out = new Uint8Array(all.reduce((s, p) => s + p.length, 0));
-  let at = 0;
-  for (const p of all) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return new Uint8Array(Buffer.concat([...parts, ...central, new Uint8Array(end.buffer)]));
 }
 
 /** Writes `arrays` (name -> array) as an `.npz` file at `path`. */
