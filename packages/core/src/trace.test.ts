@@ -11,7 +11,7 @@ const params = { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, pref
 const mat = (r: number, c: number, s: number): Array => np.array(Float32Array.from({ length: r * c }, (_, i) => ((i * 7 + s) % 11) - 5)).reshape([r, c]);
 
 describe('evalPrimitiveInto with a memo', () => {
-  it('recomputes the result shape when the arguments change shape or dtype, and agrees with matmul on both backends', () => {
+  it('recomputes the result shape when the arguments change shape or dtype, agrees with matmul on systolic, and the reference backend declines', () => {
     const memo = intoMemo();
     const cases: [number, number, number][] = [[2, 3, 4], [2, 3, 4], [5, 3, 2], [5, 3, 2], [1, 7, 1], [2, 3, 4]];
     for (const backend of ['systolic', 'reference'] as const) {
@@ -21,19 +21,30 @@ describe('evalPrimitiveInto with a memo', () => {
           const b = mat(k, n, j + 1);
           const out = new Float32Array(m * n);
           const r = evalPrimitiveInto(dot, [a, b], params, out, memo);
-          if (r === null) return; // (a backend without executeInto)
-          expect(r.shape).toEqual([m, n]);
+          if (backend === 'reference') {
+            // The reference dot has no kernel into caller storage: it declines, memo or not.
+            expect(r, `${backend} ${m}x${k}x${n}`).toBeNull();
+            return;
+          }
+          expect(r, `${backend} ${m}x${k}x${n}`).not.toBeNull();
+          expect(r!.shape).toEqual([m, n]);
           expect(globalThis.Array.from(r.dataSync() as Float32Array)).toEqual(globalThis.Array.from(np.matmul(a, b).dataSync() as Float32Array));
         });
       });
     }
     // A different dtype on the same call site: the memo's float32 result aval must not be reused.
-    withBackend('systolic', () => {
+    // (transpose has a reference kernel into caller storage for any dtype; the MXU dot writes float32 only.)
+    withBackend('reference', () => {
+      const transpose = getPrimitive('transpose');
+      const tMemo = intoMemo();
+      const perm = { permutation: [1, 0] }; // one params object: the memo keys on its identity
       const a = mat(2, 3, 0);
-      const b = mat(3, 4, 1);
-      evalPrimitiveInto(dot, [a, b], params, new Float32Array(8), memo);
-      const r = evalPrimitiveInto(dot, [a.astype('bfloat16'), b.astype('bfloat16')], params, new Uint16Array(8), memo);
-      if (r !== null) expect(r.dtype).toBe('bfloat16');
+      const f = evalPrimitiveInto(transpose, [a], perm, new Float32Array(6), tMemo);
+      expect(f!.dtype).toBe('float32');
+      const r = evalPrimitiveInto(transpose, [a.astype('bfloat16')], perm, new Uint16Array(6), tMemo);
+      expect(r).not.toBeNull();
+      expect(r!.dtype).toBe('bfloat16');
+      expect(r!.shape).toEqual([3, 2]);
     });
   });
 
