@@ -10,7 +10,7 @@ import { getBackend } from './backend';
 import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
 import type { ShapedArray } from './aval';
-import { sizeOf } from './shape';
+import { shapesEqual, sizeOf } from './shape';
 import { checkArrayBytes } from './sizeGuard';
 
 export interface Trace extends TraceLike {
@@ -60,12 +60,7 @@ export function intoMemo(): IntoMemo {
   return { prim: null, params: undefined, avals: [], outAvals: [], bufs: [] };
 }
 
-const sameAval = (a: ShapedArray, b: ShapedArray): boolean => {
-  if (a === b) return true;
-  if (a.dtype !== b.dtype || a.weakType !== b.weakType || a.shape.length !== b.shape.length) return false;
-  for (let i = 0; i < a.shape.length; i++) if (a.shape[i] !== b.shape[i]) return false;
-  return true;
-};
+const sameAval = (a: ShapedArray, b: ShapedArray): boolean => a === b || (a.dtype === b.dtype && a.weakType === b.weakType && shapesEqual(a.shape, b.shape));
 
 /**
  * The result avals of `prim` on `args`: the memo's when it holds them for this primitive, these

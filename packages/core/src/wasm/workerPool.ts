@@ -50,6 +50,12 @@ export function idleWaitSource(gen: number): string {
   Atomics.wait(c, ${gen}, seen);`;
 }
 
+/** Ends a pool's workers: generation -1 in its control block (the workers' loop exits on it), then a wake-up. Needs no reference to the pool, so a FinalizationRegistry can call it. */
+export function endWorkers(control: Int32Array, gen: number): void {
+  Atomics.store(control, gen, -1);
+  Atomics.notify(control, gen);
+}
+
 /**
  * Where the calling thread's time goes around pool jobs, summed over every pool that reports
  * (the GEMM pool and xla-lite's kernel pool): jobs, wall ms from `wake` to `finished`, and wall

@@ -41,7 +41,7 @@ import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, WorkerPool } from '../../wasm/workerPool';
 import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
@@ -147,7 +147,7 @@ class Arena {
 
   /** The byte address of `x` when the kernels may read or write it in place (f32 in a reserved region of the host's memory), else -1. */
   inPlace(x: StorageArray): number {
-    return this.host?.holds?.(x) === true && x instanceof Float32Array ? x.byteOffset : -1;
+    return x instanceof Float32Array && this.host?.holds?.(x) === true ? x.byteOffset : -1;
   }
 
   /**
@@ -236,8 +236,7 @@ function retire(crew: Crew): void {
   Atomics.store(crew.control, WORKER_ITEMS, 0);
   crews.delete(crew);
   if (crew.pool === null) return;
-  Atomics.store(crew.control, GEN, -1);
-  Atomics.notify(crew.control, GEN);
+  endWorkers(crew.control, GEN);
   crew.pool = null;
 }
 
@@ -432,18 +431,24 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
 }
 
 /**
- * Whether the bytes of `x` and `y` overlap: views of one buffer, or both in the arena's memory
- * (growing a shared memory hands out a new buffer object for the same bytes, so identity alone
- * would miss an overlap between views taken before and after a grow).
+ * Where the kernels find the operands `ins` and write the results `outs`: in place (their byte
+ * addresses) where the arena may, else -1 (copied). A result that shares bytes with an operand
+ * is not written in place: views of one buffer, or both in the arena's memory (growing a shared
+ * memory hands out a new buffer object for the same bytes, so buffer identity alone would miss
+ * an overlap between views taken before and after a grow).
  */
-function overlaps(a: Arena, x: StorageArray, y: StorageArray): boolean {
-  if (x.buffer !== y.buffer && !(a.inPlace(x) >= 0 && a.inPlace(y) >= 0)) return false;
-  return x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
-}
-
-/** Where the kernels find the operands `ins` and write the results `outs`: in place (their byte addresses) where the arena may, else -1 (copied); a result that shares bytes with an operand is not written in place. */
 function placements(a: Arena, ins: StorageArray[], outs: StorageArray[]): number[] {
-  return [...ins.map((x) => a.inPlace(x)), ...outs.map((x) => (ins.some((y) => overlaps(a, x, y)) ? -1 : a.inPlace(x)))];
+  const at = ins.map((x) => a.inPlace(x));
+  for (const x of outs) {
+    const ax = a.inPlace(x);
+    let shared = false;
+    for (let j = 0; ax >= 0 && !shared && j < ins.length; j++) {
+      const y = ins[j];
+      shared = (x.buffer === y.buffer || at[j] >= 0) && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+    }
+    at.push(ax >= 0 && !shared ? ax : -1);
+  }
+  return at;
 }
 
 /** Copies a host operand into wasm memory at byte `dst` as f32 (bf16 storage is widened). */
@@ -511,10 +516,11 @@ function runJob(job: Job, raw: number[], host: ArenaHost | null): void {
     laid = layout(a, p, job.params, job.bf, job.backward, raw, fixed, threads, mod.bytes.length, job.mask);
     if (laid !== null) {
       const { desc, at } = laid;
-      [...ins, ...outs].forEach((x, i) => {
-        if (fixed[i] >= 0) stats.inPlaceBytes += x.byteLength;
-        else stats.copiedBytes += x.byteLength;
-      });
+      for (let i = 0; i < fixed.length; i++) {
+        const bytes = (i < ins.length ? ins[i] : outs[i - ins.length]).byteLength;
+        if (fixed[i] >= 0) stats.inPlaceBytes += bytes;
+        else stats.copiedBytes += bytes;
+      }
       ins.forEach((x, i) => fixed[i] < 0 && copyIn(a, x, job.bf && i < job.bfIns, at[i]));
       a.run(mod, a.kernels(mod), job.backward, p.B * p.K, threads, desc);
       outs.forEach((x, i) => fixed[ins.length + i] < 0 && copyOut(a, at[ins.length + i], x));

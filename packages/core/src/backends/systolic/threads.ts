@@ -21,7 +21,7 @@
  */
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
-import { idleWaitSource, WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, idleWaitSource, WorkerPool } from '../../wasm/workerPool';
 import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { PACK_ROWS, packFunctionName } from './packKernels';
@@ -498,10 +498,7 @@ const pools = new WeakMap<GemmEngine, Pool>();
  * relaxed-SIMD switch): they would otherwise wait forever and keep its memory alive. The held
  * value is the control block alone, which must not reference the engine.
  */
-const droppedEngines = new FinalizationRegistry<Int32Array>((control) => {
-  Atomics.store(control, GEN, -1);
-  Atomics.notify(control, GEN);
-});
+const droppedEngines = new FinalizationRegistry<Int32Array>((control) => endWorkers(control, GEN));
 /** The thread count each engine's runners were last installed for (the backend asks on every product). */
 const installed = new WeakMap<GemmEngine, number>();
 
