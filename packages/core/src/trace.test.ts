@@ -28,7 +28,7 @@ describe('evalPrimitiveInto with a memo', () => {
           }
           expect(r, `${backend} ${m}x${k}x${n}`).not.toBeNull();
           expect(r!.shape).toEqual([m, n]);
-          expect(globalThis.Array.from(r.dataSync() as Float32Array)).toEqual(globalThis.Array.from(np.matmul(a, b).dataSync() as Float32Array));
+          expect(globalThis.Array.from(r!.dataSync() as Float32Array)).toEqual(globalThis.Array.from(np.matmul(a, b).dataSync() as Float32Array));
         });
       });
     }
