@@ -150,6 +150,8 @@ function denseLiteral(vals: ArrayLike<number>, shape: readonly number[], dtype: 
 
 /** `name = [a, b]`, or nothing for an empty list (the attribute's default). */
 const dimList = (name: string, xs: readonly number[]): string[] => (xs.length ? [`${name} = [${xs.join(', ')}]`] : []);
+/** The body of a #stablehlo.gather / #stablehlo.scatter: the non-empty dimension lists, then index_vector_dim. */
+const dimNumbers = (lists: [string, readonly number[]][], indexVectorDim: number): string => [...lists.flatMap(([n, xs]) => dimList(n, xs)), `index_vector_dim = ${indexVectorDim}`].join(', ');
 const isFloatType = (dt: string): boolean => dt.startsWith('float') || dt === 'bfloat16';
 const compareType = (dt: string): string => (isFloatType(dt) ? 'FLOAT' : dt.startsWith('uint') || dt === 'bool' ? 'UNSIGNED' : 'SIGNED');
 
@@ -221,11 +223,7 @@ function callbackId(cb: object): number {
  * tuple has no value: reading it throws, see `Emitter.name`).
  */
 function emitInline(e: Emitter, i: HloInstruction, body: HloComputation): void {
-  body.params.forEach((p, k) => e.bind(p, e.name(i.operands[k])));
-  for (const m of body.instructions) emitInstruction(e, m);
-  const outs = body.outputs.map((o) => e.name(o));
-  if (i.isTuple) e.outputs.set(i, outs);
-  else e.bind(i, outs[0]);
+  bindOutputs(e, i, emitCall(e, body, i.operands.map((o) => e.name(o))));
 }
 
 function emitInstruction(e: Emitter, i: HloInstruction): void {
@@ -410,15 +408,8 @@ function emitGather(e: Emitter, r: string, i: HloInstruction, ins: string[], inT
   const p = i.params as { dimensionNumbers: Record<string, number[]>; sliceSizes: number[]; mode: string; fillValue: number | null; indicesAreSorted: boolean };
   const dn = p.dimensionNumbers;
   const [x, idx] = [i.operands[0].shape, i.operands[1].shape];
-  const fields = [
-    ...dimList('offset_dims', dn.offsetDims),
-    ...dimList('collapsed_slice_dims', dn.collapsedSliceDims),
-    ...dimList('operand_batching_dims', dn.operandBatchingDims),
-    ...dimList('start_indices_batching_dims', dn.startIndicesBatchingDims),
-    ...dimList('start_index_map', dn.startIndexMap),
-    `index_vector_dim = ${idx.shape.length - 1}`,
-  ];
-  const attrs = `dimension_numbers = #stablehlo.gather<${fields.join(', ')}>, indices_are_sorted = ${p.indicesAreSorted}, slice_sizes = ${i64s(p.sliceSizes)}`;
+  const fields = dimNumbers([['offset_dims', dn.offsetDims], ['collapsed_slice_dims', dn.collapsedSliceDims], ['operand_batching_dims', dn.operandBatchingDims], ['start_indices_batching_dims', dn.startIndicesBatchingDims], ['start_index_map', dn.startIndexMap]], idx.shape.length - 1);
+  const attrs = `dimension_numbers = #stablehlo.gather<${fields}>, indices_are_sorted = ${p.indicesAreSorted}, slice_sizes = ${i64s(p.sliceSizes)}`;
   if (p.mode !== 'fill') return e.op(r, 'stablehlo.gather', ins, attrs, inTypes, outTypes);
   const g = e.fresh();
   e.op(g, 'stablehlo.gather', ins, attrs, inTypes, outTypes);
@@ -450,16 +441,9 @@ function emitScatter(e: Emitter, r: string, i: HloInstruction, ins: string[], in
     indices = e.fresh();
     e.op(indices, 'stablehlo.clamp', [lo, ins[1], hi], '', [inTypes[1], inTypes[1], inTypes[1]], [inTypes[1]]);
   }
-  const fields = [
-    ...dimList('update_window_dims', dn.updateWindowDims),
-    ...dimList('inserted_window_dims', dn.insertedWindowDims),
-    ...dimList('input_batching_dims', dn.operandBatchingDims),
-    ...dimList('scatter_indices_batching_dims', dn.scatterIndicesBatchingDims),
-    ...dimList('scatter_dims_to_operand_dims', dn.scatterDimsToOperandDims),
-    `index_vector_dim = ${idx.shape.length - 1}`,
-  ];
+  const fields = dimNumbers([['update_window_dims', dn.updateWindowDims], ['inserted_window_dims', dn.insertedWindowDims], ['input_batching_dims', dn.operandBatchingDims], ['scatter_indices_batching_dims', dn.scatterIndicesBatchingDims], ['scatter_dims_to_operand_dims', dn.scatterDimsToOperandDims]], idx.shape.length - 1);
   const sty = tensorType({ shape: [], dtype: x.dtype, weakType: false });
-  const attrs = `scatter_dimension_numbers = #stablehlo.scatter<${fields.join(', ')}>, indices_are_sorted = ${p.indicesAreSorted}, unique_indices = ${p.uniqueIndices}`;
+  const attrs = `scatter_dimension_numbers = #stablehlo.scatter<${fields}>, indices_are_sorted = ${p.indicesAreSorted}, unique_indices = ${p.uniqueIndices}`;
   e.op(r, 'stablehlo.scatter', [ins[0], indices, ins[2]], attrs, inTypes, outTypes, combinerRegion(SCATTER_COMBINER[i.prim!.name], sty));
 }
 
