@@ -58,11 +58,17 @@ function checkDense(node: unknown, file: string): void {
   } else for (const v of Object.values(node)) checkDense(v, file);
 }
 
+/** An Orbax array's .zarray, refused with the use_compression hint when its chunks are compressed (parseZArray's own refusal lacks it). */
+function plainZArray(r: StepFiles, item: string, name: string): Record<string, unknown> {
+  const z = r.readJson(`${item}/${name}/.zarray`) as Record<string, unknown>;
+  if (z?.compressor !== null && z?.compressor !== undefined) throw new Error(compressed(path.join(r.dir, item, name, '.zarray'), z.compressor));
+  return z;
+}
+
 /** One Python scalar leaf: the 0-d array's single chunk, decoded as Orbax's ScalarHandler wrote it. */
 function readScalar(r: StepFiles, item: string, name: string): LeafBody {
   const file = path.join(r.dir, item, name, '.zarray');
-  const z = r.readJson(`${item}/${name}/.zarray`) as Record<string, unknown>;
-  if (z?.compressor !== null && z?.compressor !== undefined) throw new Error(compressed(file, z.compressor));
+  const z = plainZArray(r, item, name);
   const bytes = r.readFile(`${item}/${name}/0`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const need = (n: number): void => {
@@ -96,6 +102,7 @@ export function orbaxSection(r: StepFiles, item: string, meta: Record<string, un
   if (typeof tm !== 'object' || tm === null) throw new Error(`restore: ${file} has neither a tpukit section nor Orbax's tree_metadata`);
   let strings: Record<string, unknown> | null = null;
   let root: Record<string, unknown> | unknown[] | null = null;
+  const entries = Object.keys(tm as Record<string, unknown>).length;
   for (const [keyStr, entry] of Object.entries(tm as Record<string, unknown>)) {
     const e = entry as { key_metadata?: { key: unknown; key_type: unknown }[]; value_metadata?: { value_type?: unknown } };
     const keys = e?.key_metadata;
@@ -114,7 +121,6 @@ export function orbaxSection(r: StepFiles, item: string, meta: Record<string, un
     else if (vt === 'List') value = [];
     else throw new Error(`restore: ${file}: leaf ${keyStr} has value_type ${JSON.stringify(vt)}, which orbax-ts does not read (jax.Array, np.ndarray, scalar, string, None, Dict, List)`);
     // Walk / create the containers: key_type 1 is a sequence index, 2 a dict key.
-    const entries = Object.keys(tm as Record<string, unknown>).length;
     root ??= keys[0].key_type === 1 ? [] : {};
     let node: Record<string, unknown> | unknown[] = root;
     keys.forEach((k, d) => {
@@ -141,12 +147,7 @@ export function orbaxSection(r: StepFiles, item: string, meta: Record<string, un
     const rec = { ...slot.rec, path: tree.keystr(p) } as LeafRecord;
     if (rec.kind === 'array') {
       // dtype, shape and chunks come from the array's own .zarray (read when it is planned).
-      const zfile = path.join(itemDir, rec.name, '.zarray');
-      const z = r.readJson(`${item}/${rec.name}/.zarray`) as Record<string, unknown>;
-      if (z?.compressor !== null && z?.compressor !== undefined) {
-        throw new Error(compressed(zfile, z.compressor));
-      }
-      const info = parseZArray(z, zfile);
+      const info = parseZArray(plainZArray(r, item, rec.name), path.join(itemDir, rec.name, '.zarray'));
       Object.assign(rec, { dtype: info.dtype, shape: info.shape, chunks: info.chunks });
     }
     return rec;
