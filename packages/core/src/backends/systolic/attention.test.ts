@@ -391,6 +391,8 @@ describe('fused attention when the backend makes a new engine (a relaxed-SIMD sw
       configure({ relaxedSimd: false });
       const plain = run();
       expect(plain.length).toBe(before.length);
+      // Without FMA only the rounding of the products changes: the same values within float32 noise.
+      expect(maxAbs(plain.map((x, i) => x - before[i]))).toBeLessThanOrEqual(1e-5 * Math.max(1, maxAbs(before)));
     } finally {
       configure({ relaxedSimd: true });
     }
@@ -731,7 +733,10 @@ describe('the row kernels\' exp (softmax forward, P in the backward)', () => {
       const k = new WA.Instance(attentionModule(8, 8, relaxed, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
       const xs: number[] = [];
       for (let x = -90; x <= 90; x += 0.0137) xs.push(Math.fround(x));
-      for (let i = 0; i < 20000; i++) xs.push(Math.fround(-Math.random() * Math.random() * 90));
+      // (a fixed-seed stream, so a failure replays: x = -u1 * u2 * 90)
+      let seed = 12345;
+      const u = (): number => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+      for (let i = 0; i < 20000; i++) xs.push(Math.fround(-u() * u() * 90));
       xs.push(0, -0, 1e-30, -1e-30, -88, -88.5, -87.3, -Infinity, Infinity, NaN, 88.3, 88.7, -1000, 1000);
       while (xs.length % 4 !== 0) xs.push(0);
       xs.forEach((x, i) => (xs[i] = Math.fround(x))); // (the values the kernel sees)
