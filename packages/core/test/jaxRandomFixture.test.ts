@@ -162,6 +162,11 @@ for (const file of ['jax_random_gpu.json', 'jax_random_cpu.json']) {
     });
 
     const cases = fixture.cases.filter((c) => c.out !== undefined);
+    // Cases JAX rejected (the generator records an error) must raise in tpukit too: none are silently dropped.
+    const rejected = fixture.cases.filter((c) => c.out === undefined);
+    it.each(rejected.map((c) => [JSON.stringify(c), c] as const))('JAX rejected %s: tpukit throws too', (_, c) => {
+      expect(() => replay(c).dataSync()).toThrow();
+    });
     it.each(cases.map((c) => [JSON.stringify({ ...c, out: undefined }), c] as const))('%s', (_, c) => {
       const want = c.out!;
       const got = replay(c);
