@@ -315,7 +315,7 @@ export function randint(k: PRNGKeyArray, shape: readonly number[], minval: Array
   }
   checkParamShape('randint', 'minval', lo0.shape, s);
   checkParamShape('randint', 'maxval', hi0.shape, s);
-  // Where maxval exceeds the dtype's maximum (randint(k, s, 0, 256, 'uint8')), the span grows by one.
+  // Where maxval exceeds the dtype's maximum (randint(k, s, 0, 2 ** 31, 'int32')), the span grows by one.
   // The span and multiplier are elementwise in the parameters, so they are computed at the
   // parameters' (usually scalar) broadcast shape and only then broadcast to the output shape.
   const ps = broadcastShapes('random.randint', lo0.shape, hi0.shape);

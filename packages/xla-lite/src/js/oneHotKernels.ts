@@ -204,8 +204,8 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
   const mode = modeFor(table.dtype, p.precision);
   const acc = p.dtype === 'float32' ? (out as Float32Array) : accScratch(M * N).subarray(0, M * N);
   const idx = index.data as ArrayLike<number>;
-  // (Row copies by index: no subarray views, nothing allocated per row. -0 + 0 = +0: a one-hot
-  // row's sum starts from +0 products.)
+  // (Row copies by index, nothing allocated per row: block copies from row views cached per
+  // table, or element loops. -0 + 0 = +0: a one-hot row's sum starts from +0 products.)
   if (V <= M) {
     // More rows gathered than the table has: the table rounded once (V·N elements), then rows copied.
     const src = valuesOf(table);
