@@ -159,7 +159,7 @@ const compareType = (dt: string): string => (isFloatType(dt) ? 'FLOAT' : dt.star
 function gatherFill(dtype: string): number {
   if (isFloatType(dtype)) return NaN;
   if (dtype === 'bool') return 1;
-  const bits = dtype.endsWith('8') ? 8 : dtype.endsWith('16') ? 16 : 32;
+  const bits = dtype.endsWith('8') ? 8 : 32; // the integer dtypes: int8, uint8, int32, uint32
   return dtype.startsWith('uint') ? 2 ** bits - 1 : -(2 ** (bits - 1));
 }
 
