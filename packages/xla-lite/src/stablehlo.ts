@@ -277,7 +277,12 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   // with_sharding_constraint, as JAX lowers it under GSPMD.
   if (name === 'sharding_constraint') return e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "Sharding", mhlo.sharding = ${JSON.stringify(String(p.sharding))}`, inTypes, outTypes);
   const prim = i.prim!;
-  if (prim.stablehlo) return e.op(r, `stablehlo.${prim.stablehlo}`, ins, '', inTypes, outTypes);
+  if (prim.stablehlo) {
+    e.op(r, `stablehlo.${prim.stablehlo}`, ins, '', inTypes, outTypes);
+    // A several-result op (optimization_barrier): its get-tuple-elements read %r#k.
+    if (i.isTuple) e.outputs.set(i, results(r, outTypes.length));
+    return;
+  }
   switch (name) {
     case 'integer_pow': {
       const c = e.fresh();
