@@ -64,7 +64,7 @@ describe('checkpoint under jit', () => {
   const B = 1024;
   const D = 16;
   const H = 512;
-  const ws = Array.from({ length: L }, (_, i) => [np.multiply(random.normal(random.key(10 + i), [D, H]), 0.1), np.multiply(random.normal(random.key(20 + i), [H, D]), 0.1)]);
+  const ws = globalThis.Array.from({ length: L }, (_: unknown, i: number) => [np.multiply(random.normal(random.key(10 + i), [D, H]), 0.1), np.multiply(random.normal(random.key(20 + i), [H, D]), 0.1)]);
   const x = random.normal(random.key(1), [B, D]);
   const layer = (h: Array, w: Array[]) => np.add(h, np.matmul(np.tanh(np.matmul(h, w[0])), w[1]));
   const model = (wrap: (f: typeof layer) => typeof layer) => (p: Array[][], h: Array) => {

@@ -325,7 +325,7 @@ describe('lax.optimizationBarrier', () => {
     // d/dx sum(barrier(x)^2 * 3) = 6x: jvp and transpose pass tangents and cotangents through.
     expectAllclose(grad((v: Array) => np.sum(np.multiply(np.square(lax.optimizationBarrier(v)), 3)))(a) as Array, [6, -12, 18], { rtol: 1e-6 });
     const [, t] = jvp((v: Array) => lax.optimizationBarrier(np.sin(v)), [a], [np.onesLike(a)]);
-    expectAllclose(t as Array, Array.from(a.dataSync(), (v) => Math.cos(v)), { rtol: 1e-6 });
+    expectAllclose(t as Array, globalThis.Array.from(a.dataSync(), (v: number) => Math.cos(v)), { rtol: 1e-6 });
     // A barrier over an integer and a float operand: the integer carries no tangent.
     const g = grad((v: Array) => np.sum(np.multiply(lax.optimizationBarrier([v, b])[0], 2)))(a) as Array;
     expectAllclose(g, [2, 2, 2], { rtol: 0 });
