@@ -134,11 +134,11 @@ const releaseBufs = (memo: IntoMemo | undefined): void => {
  *
  * `bands` (optional) receives the result in bands of elements [e0, e1) of `out`, each as soon
  * as it is final: in order, together exactly [0, n) once, all before this returns (none when
- * it returns null), on the calling thread. A backend that computes a product by rows hands over
- * its finished row blocks while the rest is still being computed (the systolic backend's
- * dot_general: after each row block on one thread, between tiles with a thread pool), so an
- * elementwise epilogue can run over them while they are in cache; whatever the backend did not
- * hand over comes as one last band. The callback must not write `out` outside its band nor
+ * it returns null), on the calling thread. A backend that computes a product by rows may hand
+ * over its finished rows while the rest is still being computed (the systolic backend's
+ * dot_general on its thread pool, between the calling thread's tiles), so an elementwise
+ * epilogue runs over them there, while the other threads still multiply; whatever the backend
+ * did not hand over comes as one last band. The callback must not write `out` outside its band nor
  * read `out` past it.
  */
 export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknown, out: StorageArray, memo?: IntoMemo, bands?: ResultBands): Array | null {

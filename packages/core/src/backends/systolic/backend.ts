@@ -119,7 +119,7 @@ export class SystolicBackend implements Backend {
   /**
    * dot_general on floating operands with a float32 result (on the MXU), or a primitive with a
    * reference kernel into caller storage (`implInto`), written into the caller's `out` (see
-   * `Backend.executeInto`). A dot hands its finished row blocks to `bands` (see `mxuDotGeneral`).
+   * `Backend.executeInto`). A dot on the thread pool hands its finished rows to `bands` (see `mxuDotGeneral`).
    */
   executeInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray, bands?: ResultBands): boolean {
     if (prim.name === 'dot_general') {

@@ -1,9 +1,9 @@
 /**
- * `evalPrimitiveInto`'s result bands: the systolic dot_general hands over its finished rows
- * (one thread: after each MC row block; thread pool: between the calling thread's tiles and
- * while it waits), and core hands over the rest, so the bands cover the result exactly once, in
- * order, each final when it arrives. An elementwise epilogue run over each band in place gives
- * the same bits as the same epilogue after the product.
+ * `evalPrimitiveInto`'s result bands: the systolic dot_general on its thread pool hands over its
+ * finished rows (between the calling thread's tiles and while it waits), and core hands over the
+ * rest (all of it on one thread), so the bands cover the result exactly once, in order, each
+ * final when it arrives. An elementwise epilogue run over each band in place gives the same bits
+ * as the same epilogue after the product.
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -94,13 +94,13 @@ describe('evalPrimitiveInto bands (systolic dot_general)', () => {
           }
         },
       ),
-      { numRuns: 60 },
+      { numRuns: 40 },
     );
   });
 
   for (const threads of [1, 2])
     for (const aInMemory of [false, true])
-      it(`a product written straight into the engine memory hands over whole rows (one thread: each MC row block), ${threads} thread(s), A ${aInMemory ? 'read in place' : 'staged'}`, () => {
+      it(`a product written straight into the engine memory hands over whole rows (one thread: all at the end), ${threads} thread(s), A ${aInMemory ? 'read in place' : 'staged'}`, () => {
         setNumThreads(threads);
         // [512, 128] x [128, 128]: 4 row blocks of 128, and large enough for the pool.
         const M = 512;
@@ -118,7 +118,7 @@ describe('evalPrimitiveInto bands (systolic dot_general)', () => {
           for (const [, e1] of seen) expect(e1 % 128).toBe(0);
           // (On the pool, how many bands the calling thread sees depends on the timing.)
           if (threads === 1) {
-            expect(seen.map(([e0]) => e0 / 128)).toEqual([0, 128, 256, 384]);
+            expect(seen).toEqual([[0, M * 128]]);
             expect(engine.traffic.rowBlockedProducts - t0.rowBlockedProducts).toBe(aInMemory ? 1 : 0);
           }
           expect(bitsOf(r.view)).toEqual(bitsOf(want.map(epi)));

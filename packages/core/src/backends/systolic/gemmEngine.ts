@@ -131,8 +131,6 @@ export class GemmEngine implements BatchEngine {
   blockRowsPool = typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_BLOCK_ROWS_POOL === '1';
   /** Phase timer only: how long packing A and packing B took in the current product (ms). */
   private readonly packMs: number[] = [0, 0];
-  /** Phase timer only: how long the current one-thread product spent handing rows over between its blocks (ms). */
-  private bandMs = 0;
   /** Regions held by `reserve`, in address order (byte address, bytes). */
   private readonly regions: { addr: number; bytes: number }[] = [];
   /** Every buffer object this memory has handed out (see `holds`). */
@@ -270,11 +268,11 @@ export class GemmEngine implements BatchEngine {
    * touching the output array: with a thread pool the calling thread does it while the workers
    * multiply (the first product of a batch only); without one it is not called.
    *
-   * `rowsReady` (optional, first product of a batch) receives accumulator rows [r0, r1) (r1 <=
-   * M) as soon as they are final, in increasing order, before the sink is called for that
-   * product; the sink then only needs the rows it was not given. With a thread pool; on one
-   * thread only for a result written in place (`cAddr`), after each MC row block (the block
-   * still in cache).
+   * `rowsReady` (optional, first product of a batch, thread pool only) receives accumulator rows
+   * [r0, r1) (r1 <= M) as soon as they are final, in increasing order, before the sink is
+   * called for that product; the sink then only needs the rows it was not given. (One thread
+   * hands over nothing early: an epilogue run over each MC row block between the kernel's
+   * blocks measured 0.5-3% slower per product than after it; BENCHMARKS.md, epiband.)
    *
    * `cAddr` (optional): the byte address from `resultTarget` of the caller's destination of all
    * the products, [batch, M, N]; each product's C is then written there directly (the sink gets
@@ -396,22 +394,13 @@ export class GemmEngine implements BatchEngine {
         stager.to(stager.end);
         edges();
         t1 = phaseClock();
-        this.bandMs = 0;
-        const bandRows = direct ? rows : undefined;
-        if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed, bandRows);
-        else if (bandRows) {
-          // Rows handed over per MC row block as soon as it is multiplied (every element over the same K order: the same bits).
-          const { mc } = this.shape;
-          for (let i0 = 0; i0 < M; i0 += mc) {
-            this.exports.gemm(ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), 0, np);
-            this.bandRows(bandRows, i0, Math.min(M, i0 + mc), timed);
-          }
-        } else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
-        t2 = phaseClock() - this.bandMs;
+        if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed);
+        else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
+        t2 = phaseClock();
       }
       sink(bi, c / 4, np);
       if (timed && alone) {
-        const t3 = phaseClock(); // (t2 left out the row hand-overs between the kernel's blocks: they count as sink time)
+        const t3 = phaseClock();
         const [packA, packB] = this.packMs;
         const inGemm = blocked ? packA : 0; // (A's packing ran between the kernel's blocks)
         gemmPhases.products++;
@@ -457,26 +446,12 @@ export class GemmEngine implements BatchEngine {
     return M > mc && M % mr === 0 && kp === a.k && a.ks === 1 && a.rs !== 1 && a.k % 4 === 0;
   }
 
-  /**
-   * The blocked one-thread product of `rowBlocks`: for each MC row block, pack it at `ap`, then
-   * multiply its rows, then hand them to `rows` (when given).
-   */
-  private gemmRowBlocks(jobA: PackJob, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean, rows: ((r0: number, r1: number) => void) | undefined): void {
+  /** The blocked one-thread product of `rowBlocks`: for each MC row block, pack it at `ap`, then multiply its rows. */
+  private gemmRowBlocks(jobA: PackJob, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
     const { mc } = this.shape;
     let packMs = 0;
-    for (let i0 = 0; i0 < M; i0 += mc) {
-      packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed);
-      if (rows) this.bandRows(rows, i0, Math.min(M, i0 + mc), timed);
-    }
+    for (let i0 = 0; i0 < M; i0 += mc) packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed);
     this.packMs[0] = packMs;
-  }
-
-  /** Hands rows [r0, r1) to `rows` on this thread; with the phase timer, adds the time it took to `bandMs`. */
-  private bandRows(rows: (r0: number, r1: number) => void, r0: number, r1: number, timed: boolean): void {
-    if (!timed) return rows(r0, r1);
-    const t = phaseClock();
-    rows(r0, r1);
-    this.bandMs += phaseClock() - t;
   }
 
   /**

@@ -112,11 +112,10 @@ export interface MxuOptions {
  * Runs dot_general for floating operands on the engine; returns the output storage: `into` when
  * given (a float32 result's caller-owned destination, with exactly the result's element count),
  * else a new array. `bands` (with `into`): receives elements [e0, e1) of `into` as soon as they
- * are final, in order from 0 (see `Backend.executeInto`); a single product whose result the
- * GEMM writes straight into `into` hands over its row blocks as they are finished (one thread:
- * after each MC row block; thread pool: between the calling thread's tiles and while it waits
- * for the workers), one copied row by row (thread pool) after their copy; the rest is left to
- * the caller.
+ * are final, in order from 0 (see `Backend.executeInto`): on the thread pool a single product
+ * hands over its finished rows between the calling thread's tiles and while it waits for the
+ * workers (rows copied out of the accumulator after their copy); the rest (all of it on one
+ * thread) is left to the caller.
  */
 export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null = null, bands?: (e0: number, e1: number) => void): StorageArray {
   if (!gemmPhases.enabled) return dotGeneral(engine, lhs, rhs, params, out, opts, into, bands);
@@ -177,8 +176,7 @@ function dotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: 
   const cAddr = engine.resultTarget(into, B, M, N, L.view.bits, R.view.bits);
   // With a thread pool, rows of a single f32 result are copied into the pre-allocated output as
   // soon as they are final, while other threads still multiply; the sink copies the rest. Rows
-  // written in place or copied so are handed to `bands` (a result written in place: on one
-  // thread too, after each row block).
+  // written in place or copied so are handed to `bands`.
   let early = 0;
   const rowsReady = single && (cAddr < 0 || bands !== undefined) ? (c: number, ldc: number, r0: number, r1: number): void => {
     if (r0 !== early) return;
