@@ -13,6 +13,8 @@ const seq = (shape: number[], s: number): Array => {
   const n = shape.reduce((a, b) => a * b, 1);
   return np.array(globalThis.Array.from({ length: n }, (_, i) => Math.sin(i * s + 0.3) * (1 + (i % 5) * 0.25)), 'float32').reshape(shape);
 };
+/** The setting from the environment (off unless TPUKIT_EPILOGUE_BANDS=1), restored after each test. */
+const initial = epilogueBandsEnabled();
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
 
 /** The epilogues the GPT step has: bias add, bias + tanh-GELU, and the GELU derivative times the incoming gradient. */
@@ -33,7 +35,7 @@ function runWith(f: (...a: Array[]) => Array, args: Array[], bands: boolean): nu
     const c = withBackend('systolic', () => jit(f).lower(...args).compile());
     return bits(withBackend('systolic', () => c.call(args))[0]);
   } finally {
-    setEpilogueBands(true);
+    setEpilogueBands(initial);
   }
 }
 
@@ -65,7 +67,7 @@ const split = new SplitBands('systolic-split-bands');
 registerBackend(split);
 
 afterEach(() => {
-  setEpilogueBands(true);
+  setEpilogueBands(initial);
   setKernelThreads(null);
   setNumThreads(null);
   vi.restoreAllMocks();
@@ -73,6 +75,7 @@ afterEach(() => {
 
 describe('banded dot epilogues', () => {
   it('law: banded == unbanded for random shapes and epilogues, 1-3 threads', () => {
+    setEpilogueBands(true);
     expect(epilogueBandsEnabled()).toBe(true);
     const band = vi.spyOn(WasmProgram.prototype, 'runEpilogueBand');
     fc.assert(
@@ -124,7 +127,7 @@ describe('banded dot epilogues', () => {
             try {
               return withBackend('systolic-split-bands', () => jit(f).lower(x, w, b, h).compile());
             } finally {
-              setEpilogueBands(true);
+              setEpilogueBands(initial);
             }
           };
           const on = bits(withBackend('systolic-split-bands', () => compile(true).call([x, w, b, h]))[0]);
@@ -162,7 +165,8 @@ describe('banded dot epilogues', () => {
       }
     });
 
-  it('setEpilogueBands rejects a non-boolean by name', () => {
+  it('is off unless TPUKIT_EPILOGUE_BANDS=1; setEpilogueBands rejects a non-boolean by name', () => {
+    expect(initial).toBe(process.env.TPUKIT_EPILOGUE_BANDS === '1');
     expect(() => setEpilogueBands(1 as unknown as boolean)).toThrow(/setEpilogueBands: on must be a boolean; got 1/);
   });
 });

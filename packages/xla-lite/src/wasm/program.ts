@@ -75,15 +75,17 @@ export function zeroCopyDotsEnabled(): boolean {
   return zeroCopy;
 }
 
-let epilogueBands = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_EPILOGUE_BANDS !== '0';
+let epilogueBands = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_EPILOGUE_BANDS === '1';
 
 /**
- * Turns banded dot epilogues on (default; off when the environment variable
- * `TPUKIT_EPILOGUE_BANDS` is `0`) or off, for executables built afterwards: a dot that writes
- * its result straight into its wasm epilogue's arena buffer hands over each finished band of
- * rows (core's `evalPrimitiveInto` bands), and the epilogue runs over it at once, while it is
- * still in cache, instead of in a second pass (and a second pool job) after the product.
- * Results are bit-identical either way.
+ * Turns banded dot epilogues on or off (default off; on when the environment variable
+ * `TPUKIT_EPILOGUE_BANDS` is `1`), for executables built afterwards: a dot that writes its
+ * result straight into its wasm epilogue's arena buffer hands over each finished band of rows
+ * (core's `evalPrimitiveInto` bands; the systolic GEMM on its thread pool), and the calling
+ * thread runs the epilogue over it between its GEMM tiles, instead of as a second pass (a
+ * second pool job) after the product. Off by default: its two-thread effect on the GPT step
+ * could not be shown on the shared 2-vCPU machine (BENCHMARKS.md, epiband). Results are
+ * bit-identical either way.
  */
 export function setEpilogueBands(on: boolean): void {
   if (typeof on !== 'boolean') throw new TypeError(`setEpilogueBands: on must be a boolean; got ${String(on)}`);
