@@ -34,7 +34,9 @@
  * operand bytes staged / read in place / copied out of the arena in it, its CPU time by thread
  * group and the garbage-collection pauses that fell inside it; each trainer runs one untimed
  * step before its profiled one, GPT_BENCH_PROFILE_WARM=0 profiles the first step after switching); GPT_BENCH_COPIES=1 adds
- * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`).
+ * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`);
+ * GPT_BENCH_BANDED=1 adds "tpukit Nt banded" peers whose dot epilogues run per finished band of
+ * the dot's rows instead of as a second pass after the product (xla-lite's `setEpilogueBands`).
  * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
  * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
  * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
@@ -48,7 +50,7 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
-import { arenaTraffic, getKernelThreads, jit, profile, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
+import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import { type HloComputation, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { wasm } from '@tpukit/core/internal';
@@ -71,6 +73,8 @@ const ROUNDS = Number(process.env.GPT_BENCH_ROUNDS ?? 5);
 const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
 /** Zero-copy dots as the environment sets them (TPUKIT_ZERO_COPY=0: off); GPT_BENCH_COPIES=1 adds peers with them off. */
 const ZERO_COPY = zeroCopyDotsEnabled();
+/** Banded dot epilogues as the environment sets them (TPUKIT_EPILOGUE_BANDS=1: on); GPT_BENCH_BANDED=1 adds peers with them on. */
+const BANDS = epilogueBandsEnabled();
 const TOKENS = B * T;
 
 /** Parameter count and FLOPs per token, from the configuration. */
@@ -273,7 +277,7 @@ function tStep(p: TParams, opt: TOpt, batch: { x: Array; y: Array }, lrt: Array)
  * tpukit's trainer. `fused`: the step is one jitted function (`tStep`, donated state); otherwise
  * `jit(valueAndGrad(loss))` plus a jitted Adam, two programs per step.
  */
-function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false): Trainer {
+function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false, banded = false): Trainer {
   return withBackend('systolic', () => {
     let p: TParams = {};
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
@@ -287,7 +291,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
     const ys = data.map((d) => np.array(d.y).reshape([B, T]));
     let t = 0;
     const trainer: Trainer = {
-      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}`,
+      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}${banded ? ' banded' : ''}`,
       prepare() {
         systolic.setNumThreads(threads);
         withBackend('systolic', () => np.matmul(warm, np.transpose(warm)).dataSync());
@@ -296,6 +300,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
         systolic.setNumThreads(threads);
         // (Read when the programs compile, at the first call.)
         setZeroCopyDots(!copies && ZERO_COPY);
+        setEpilogueBands(banded || BANDS);
         let loss = NaN;
         withBackend('systolic', () => {
           for (let s = 0; s < n; s++) {
@@ -492,6 +497,8 @@ async function main(): Promise<void> {
   for (const th of cores >= 2 ? [1, 2] : [1]) for (const fused of [false, true]) if (keep(`tpukit ${th}t${fused ? ' step' : ''}`)) trainers.push(tpukitTrainer(host, data, th, fused));
   // GPT_BENCH_COPIES=1 adds peers with zero-copy dots off (arena copies; issue 14's A/B).
   if (process.env.GPT_BENCH_COPIES === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t`)) trainers.push(tpukitTrainer(host, data, th, false, true));
+  // GPT_BENCH_BANDED=1 adds peers whose dot epilogues run per finished band of rows (issue 14's A/B of banded epilogues).
+  if (process.env.GPT_BENCH_BANDED === '1') for (const th of cores >= 2 ? [1, 2] : [1]) for (const fused of [false, true]) if (keep(`tpukit ${th}t${fused ? ' step' : ''}`)) trainers.push(tpukitTrainer(host, data, th, fused, false, true));
   const jx = keep('jax-js 1t') ? await jaxjsTrainer(host, data) : null;
   if (jx) trainers.push(jx);
   // Warm-up: compile and run two steps each (same data), and show that the losses agree.
@@ -515,7 +522,7 @@ async function main(): Promise<void> {
   let at = 2;
   const losses = trainers.map(() => NaN);
   // Per-round ratios of named trainers (wall and CPU time), medians reported below.
-  const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t'], ['tpukit 1t', 'tpukit 1t copies'], ['tpukit 2t', 'tpukit 2t copies']];
+  const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t'], ['tpukit 1t', 'tpukit 1t copies'], ['tpukit 2t', 'tpukit 2t copies'], ['tpukit 1t banded', 'tpukit 1t'], ['tpukit 2t banded', 'tpukit 2t'], ['tpukit 1t step banded', 'tpukit 1t step'], ['tpukit 2t step banded', 'tpukit 2t step']];
   const idx = (name: string) => trainers.findIndex((t) => t.name === name);
   const ratios = new Map(pairs.filter(([x, y]) => idx(x) >= 0 && idx(y) >= 0).map(([x, y]) => [`${x} / ${y}`, { x: idx(x), y: idx(y), wall: [] as number[], cpu: [] as number[] }]));
   for (let r = 0; r < ROUNDS; r++) {

@@ -10,6 +10,13 @@ import type { KernelPrimitive } from './kernel';
 import { showValue } from './describe';
 import type { WasmMemory } from './wasm/webassemblyTypes';
 
+/**
+ * Receives elements [e0, e1) of a result as soon as they are final (see `Backend.executeInto`
+ * and `evalPrimitiveInto`): e.g. to run an elementwise epilogue over a product's finished rows
+ * while they are still in cache.
+ */
+export type ResultBands = (e0: number, e1: number) => void;
+
 export interface Backend {
   readonly name: string;
   /** True when buffers hold memory the garbage collector cannot see (wasm heap, GPU): such
@@ -36,9 +43,13 @@ export interface Backend {
    * of the output's dtype and element count that the caller owns (a compiler's reused buffer or
    * a region of its arena), instead of allocating a buffer. Returns false when this backend does
    * not do that for this primitive and these types (the caller then uses `execute`). Absent:
-   * never.
+   * never. `bands` (optional): the backend may hand over elements [e0, e1) of `out` as soon as
+   * they are final, before it returns (a dot_general's finished rows): in increasing order,
+   * the first from 0, each from where the previous one ended, on the calling thread; it need
+   * not reach the end (core's `evalPrimitiveInto` hands over the rest). It must not call
+   * `bands` when it returns false.
    */
-  executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean;
+  executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray, bands?: ResultBands): boolean;
   /**
    * Capability: `executeInto` for a primitive with several results (such as the fused
    * attention's out and logsumexp): every result into its own caller storage in `outs` (dtype

@@ -35,7 +35,7 @@ export { moveBdim } from './transforms/batching';
 export { type CompileRequest, type Compiler, type Executable, getCompiler, type PartitionedPath, registerCompiler } from './transforms/jit';
 export { fnId } from './transforms/jitSignature';
 export { referenceBackend } from './backends/reference';
-export { type ArenaHost, arenaHost } from './backend';
+export { type ArenaHost, arenaHost, type ResultBands } from './backend';
 export { GemmEngine } from './backends/systolic/gemmEngine';
 export { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmShape } from './backends/systolic/gemmModule';
 export { mxuDotGeneral } from './backends/systolic/mxuDot';

@@ -6,7 +6,7 @@
  * dynamic trace, when one is set) processes the primitive.
  */
 import { Array, type TraceLike } from './array';
-import { getBackend } from './backend';
+import { getBackend, type ResultBands } from './backend';
 import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
 import type { ShapedArray } from './aval';
@@ -53,11 +53,40 @@ export interface IntoMemo {
   /** @internal */ avals: ShapedArray[];
   /** @internal */ outAvals: ShapedArray[];
   /** @internal */ bufs: unknown[];
+  /** @internal */ relay: BandRelay | null;
 }
 
 /** A fresh memo for one call site of `evalPrimitiveInto(All)`. */
 export function intoMemo(): IntoMemo {
-  return { prim: null, params: undefined, avals: [], outAvals: [], bufs: [] };
+  return { prim: null, params: undefined, avals: [], outAvals: [], bufs: [], relay: null };
+}
+
+/**
+ * Passes a backend's finished bands of a result on to the caller's `ResultBands` (reused per
+ * call site): checks that they follow each other from 0 and stay inside the result, and
+ * remembers how far they reached, so that `evalPrimitiveInto` hands over the rest at the end.
+ */
+interface BandRelay {
+  bands: ResultBands | null;
+  done: number;
+  n: number;
+  name: string;
+  readonly fn: ResultBands;
+}
+
+function bandRelay(): BandRelay {
+  const r: BandRelay = {
+    bands: null,
+    done: 0,
+    n: 0,
+    name: '',
+    fn: (e0, e1) => {
+      if (e0 !== r.done || !(e1 >= e0 && e1 <= r.n)) throw new RangeError(`evalPrimitiveInto(${r.name}): the backend handed over elements [${e0}, ${e1}) of ${r.n} after [0, ${r.done})`);
+      if (e1 > e0) r.bands!(e0, e1);
+      r.done = e1;
+    },
+  };
+  return r;
 }
 
 const sameAval = (a: ShapedArray, b: ShapedArray): boolean => a === b || (a.dtype === b.dtype && a.weakType === b.weakType && shapesEqual(a.shape, b.shape));
@@ -102,8 +131,17 @@ const releaseBufs = (memo: IntoMemo | undefined): void => {
  * `out`. Returns null when the backend cannot write this primitive into caller storage (see
  * `Backend.executeInto`): run `evalPrimitive` instead. `memo` (from `intoMemo()`, one per call
  * site) skips the shape rule while the arguments' avals repeat.
+ *
+ * `bands` (optional) receives the result in bands of elements [e0, e1) of `out`, each as soon
+ * as it is final: in order, together exactly [0, n) once, all before this returns (none when
+ * it returns null), on the calling thread. A backend that computes a product by rows may hand
+ * over its finished rows while the rest is still being computed (the systolic backend's
+ * dot_general on its thread pool, between the calling thread's tiles), so an elementwise
+ * epilogue runs over them there, while the other threads still multiply; whatever the backend
+ * did not hand over comes as one last band. The callback must not write `out` outside its band nor
+ * read `out` past it.
  */
-export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknown, out: StorageArray, memo?: IntoMemo): Array | null {
+export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknown, out: StorageArray, memo?: IntoMemo, bands?: ResultBands): Array | null {
   const backend = getBackend();
   if (backend.executeInto === undefined || prim.rules.eval !== undefined) return null;
   const { avals, outAvals } = outAvalsOf(prim, args, params, memo);
@@ -111,9 +149,27 @@ export function evalPrimitiveInto(prim: Primitive, args: Array[], params: unknow
   const o = outAvals[0];
   const n = sizeOf(o.shape);
   if (out.length !== n) throw new RangeError(`evalPrimitiveInto(${prim.name}): the result has ${n} elements (${o.dtype}[${o.shape.join(',')}]) but the destination holds ${out.length}`);
+  let relay: BandRelay | null = null;
+  if (bands !== undefined) {
+    if (typeof bands !== 'function') throw new TypeError(`evalPrimitiveInto(${prim.name}): bands must be a function (e0, e1) => void; got ${typeof bands}`);
+    relay = memo === undefined ? bandRelay() : (memo.relay ??= bandRelay());
+    relay.bands = bands;
+    relay.done = 0;
+    relay.n = n;
+    relay.name = prim.name;
+  }
   const bufs = bufsOf(args, backend, memo);
-  const ok = backend.executeInto(prim, bufs, avals, params, o, out);
-  releaseBufs(memo);
+  let ok: boolean;
+  try {
+    ok = backend.executeInto(prim, bufs, avals, params, o, out, relay?.fn);
+  } finally {
+    releaseBufs(memo);
+    if (relay !== null) relay.bands = null;
+  }
+  if (relay !== null) {
+    if (!ok && relay.done > 0) throw new Error(`evalPrimitiveInto(${prim.name}): the backend handed over ${relay.done} of ${n} elements and then declined the primitive`);
+    if (ok && relay.done < n) bands!(relay.done, n);
+  }
   return ok ? new Array(o, backend, out) : null;
 }
 

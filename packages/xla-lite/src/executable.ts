@@ -23,7 +23,7 @@
  * their donated storage.
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, type IntoMemo, intoMemo } from '@tpukit/core/internal';
+import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime } from './donation';
@@ -34,7 +34,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { countOutputCopy, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
+import { countOutputCopy, epilogueBandsEnabled, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
 type Step =
   | { kind: 'param'; out: number; index: number }
@@ -44,7 +44,7 @@ type Step =
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null; memo: IntoMemo }
-  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; pool: Float32Array | Uint8Array | null; memo: IntoMemo };
+  | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; bands: ResultBands | undefined; pool: Float32Array | Uint8Array | null; memo: IntoMemo };
 
 export interface ExecutableStats {
   /** Generated kernels executed per call (fusions, including single-op ones). */
@@ -110,7 +110,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         const wasm = wasmProgram?.epilogues.get(i);
         // A float32 dot under a wasm epilogue writes its result straight into the epilogue's arena buffer.
         const arena = wasm && parts.dot.shape.dtype === 'float32' ? wasmProgram!.view(wasm.acc, numel(parts.dot.shape)) : null;
-        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1), wasm, arena, pool: null, memo: intoMemo() };
+        // There the epilogue runs over each band of the dot's rows as soon as it is finished (see setEpilogueBands).
+        const bands = arena !== null && wasm!.band !== null && epilogueBandsEnabled() ? (e0: number, e1: number): void => wasmProgram!.runEpilogueBand(wasm!, e0, e1) : undefined;
+        return { kind: 'output', out: k, dotIns, epiIns, inst: i, dot: parts.dot, params: physicalParams(parts.dot), dotBuf: new globalThis.Array(2), kernel, buf: new globalThis.Array(epiIns.length + 1), wasm, arena, bands, pool: null, memo: intoMemo() };
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
@@ -213,12 +215,16 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         // The dot on the current backend, then its epilogue in place over the dot's buffer.
         s.dotBuf[0] = vals[s.dotIns[0]] as Array;
         s.dotBuf[1] = vals[s.dotIns[1]] as Array;
-        if (s.arena !== null && evalPrimitiveInto(s.dot.prim!, s.dotBuf, s.params, s.arena, s.memo) !== null) {
-          // The dot's result is in the arena already: the epilogue runs there, and its result is
-          // copied out only where something other than a wasm kernel reads it.
-          s.dotBuf.fill(null as never);
-          vals[s.out] = wasmProgram!.run(s.wasm!, vals);
-          break;
+        if (s.arena !== null) {
+          // With bands, the epilogue's inputs go into the arena first: it runs over the dot's rows as they are finished.
+          if (s.bands !== undefined) wasmProgram!.stage(s.wasm!, vals);
+          if (evalPrimitiveInto(s.dot.prim!, s.dotBuf, s.params, s.arena, s.memo, s.bands) !== null) {
+            // The dot's result is in the arena already: the epilogue runs there (or has run, by
+            // bands), and its result is copied out only where something other than a wasm kernel reads it.
+            s.dotBuf.fill(null as never);
+            vals[s.out] = wasmProgram!.run(s.wasm!, vals, null, null, s.bands !== undefined);
+            break;
+          }
         }
         const sh = s.inst.shape;
         const acc = toStorage(runInto(s.dot.prim, s.dotBuf, s.params, pools(s.out) && s.dot.shape.dtype === 'float32' ? (poolBuf(s, numel(s.dot.shape)) as Float32Array) : null, s.memo)) as Float32Array;

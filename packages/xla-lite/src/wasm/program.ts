@@ -44,7 +44,7 @@ import { type ArenaHost, arenaHost, wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
-import { emitKernel, planFusion, planRowFusion } from './emitKernel';
+import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
 import { type FusionPlan, type KernelAddresses, PARALLEL_WORK, type ParamSource } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 
@@ -73,6 +73,27 @@ export function setZeroCopyDots(on: boolean): void {
 
 export function zeroCopyDotsEnabled(): boolean {
   return zeroCopy;
+}
+
+let epilogueBands = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_EPILOGUE_BANDS === '1';
+
+/**
+ * Turns banded dot epilogues on or off (default off; on when the environment variable
+ * `TPUKIT_EPILOGUE_BANDS` is `1`), for executables built afterwards: a dot that writes its
+ * result straight into its wasm epilogue's arena buffer hands over each finished band of rows
+ * (core's `evalPrimitiveInto` bands; the systolic GEMM on its thread pool), and the calling
+ * thread runs the epilogue over it between its GEMM tiles, instead of as a second pass (a
+ * second pool job) after the product. Off by default: its two-thread effect on the GPT step
+ * could not be shown on the shared 2-vCPU machine (BENCHMARKS.md, epiband). Results are
+ * bit-identical either way.
+ */
+export function setEpilogueBands(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setEpilogueBands: on must be a boolean; got ${String(on)}`);
+  epilogueBands = on;
+}
+
+export function epilogueBandsEnabled(): boolean {
+  return epilogueBands;
 }
 
 /**
@@ -167,6 +188,8 @@ export interface WasmStep {
   readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean; view: boolean };
   /** For a dot epilogue: where the dot's result is copied in (else -1). */
   readonly acc: number;
+  /** For a dot epilogue (a loop kernel): its items' element layout, rows of `L` elements in `perRow` chunks of CHUNK (see `runEpilogueBand`); else null. */
+  readonly band: { readonly L: number; readonly perRow: number } | null;
   /** Most threads the kernel may use (row kernels: one scratch row set per thread). */
   readonly maxThreads: number;
   /** A multi-output fusion's outputs (float32), each copied out when read outside wasm kernels; the step's value is then the list (null where not copied). */
@@ -430,6 +453,7 @@ export class WasmProgram implements PoolProgram {
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!) },
         acc: l.acc,
+        band: l.acc >= 0 && l.plan.kind === 'loop' ? { L: l.plan.L, perRow: l.plan.chunksPerRow } : null,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
         fresh: l.inst.shapes.map((_, q) => isOutputValue(c, l.inst, q)),
         views: new globalThis.Array(l.inst.shapes.length).fill(null),
@@ -457,6 +481,25 @@ export class WasmProgram implements PoolProgram {
   runEpilogue(s: WasmStep, acc: Float32Array, vals: readonly (Array | Array[] | null)[]): Array {
     this.f32.set(acc, s.acc / 4);
     return this.run(s, vals, acc) as Array;
+  }
+
+  /**
+   * Runs dot epilogue `s` (a loop kernel over the dot's result in its arena buffer) over
+   * elements [e0, e1) of the dot's result, which the dot has just finished (core's
+   * `evalPrimitiveInto` bands): the work items that end inside [0, e1) and not inside [0, e0),
+   * so consecutive bands from 0 to the end run every item once, in order; an item that spans a
+   * band's end runs with the next band. Its inputs must be staged first (`stage`). A band of
+   * every item (a backend that hands over the whole result at once) runs on the kernel pool as
+   * `run` would; smaller ones on this thread, between the product's row blocks. Once the last
+   * band has run, `run(s, vals, null, null, true)` hands on the result.
+   */
+  runEpilogueBand(s: WasmStep, e0: number, e1: number): void {
+    const b = s.band;
+    if (b === null) throw new Error(`xla-lite ${this.name}: kernel k${s.fn} is not a dot epilogue loop`);
+    const lo = itemsBelow(b, e0);
+    const hi = itemsBelow(b, e1);
+    if (lo === 0 && hi === s.items) this.items(s);
+    else if (hi > lo) s.kernel(lo, hi, 0);
   }
 
   /** Copies results into buffers reused call after call (see `pooling`). */
@@ -517,12 +560,8 @@ export class WasmProgram implements PoolProgram {
     this.gen = (this.gen + 1) | 0 || 1;
   }
 
-  /**
-   * Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the
-   * result out if needed, into `dest` when given (a donated argument's storage); a
-   * multi-output fusion's output q into `dests[q]` when that is given.
-   */
-  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null, dests: readonly (Float32Array | Uint8Array | null)[] | null = null): Array | Array[] | null {
+  /** Copies the inputs of step `s` that are not in the arena yet in this call (each value once per call). */
+  stage(s: WasmStep, vals: readonly (Array | Array[] | null)[]): void {
     const inputs = s.inputs;
     for (let i = 0; i < inputs.length; i++) {
       const x = inputs[i];
@@ -533,11 +572,28 @@ export class WasmProgram implements PoolProgram {
       if (x.bool) this.u8.set(data as Uint8Array, x.addr);
       else this.f32.set(data as Float32Array, x.addr / 4);
     }
-    if (s.items > 0) {
-      const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
-      const chunk = Math.max(1, Math.floor(s.items / (4 * threads)));
-      if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items, 0);
-      if (s.finalItems > 0) s.kernel(s.items, s.items + s.finalItems, 0);
+  }
+
+  /** Runs every work item of `s` (on the kernel pool when large). */
+  private items(s: WasmStep): void {
+    if (s.items <= 0) return;
+    const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
+    const chunk = Math.max(1, Math.floor(s.items / (4 * threads)));
+    if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items, 0);
+    if (s.finalItems > 0) s.kernel(s.items, s.items + s.finalItems, 0);
+  }
+
+  /**
+   * Runs one fusion: stages its inputs, runs the kernel (on the pool when large), copies the
+   * result out if needed, into `dest` when given (a donated argument's storage); a
+   * multi-output fusion's output q into `dests[q]` when that is given. `computed`: the kernel
+   * has already run over every item in this call (a dot epilogue run by bands): only the
+   * result is handed on.
+   */
+  run(s: WasmStep, vals: readonly (Array | Array[] | null)[], dest: Float32Array | Uint8Array | null = null, dests: readonly (Float32Array | Uint8Array | null)[] | null = null, computed = false): Array | Array[] | null {
+    if (!computed) {
+      this.stage(s, vals);
+      this.items(s);
     }
     const o = s.out;
     if (s.outputs !== null) {
@@ -559,6 +615,9 @@ export class WasmProgram implements PoolProgram {
   }
 }
 
+
+/** How many of a loop kernel's items (rows of `L` elements, each in `perRow` chunks of CHUNK) end within its first `e` elements. */
+const itemsBelow = (b: { L: number; perRow: number }, e: number): number => Math.floor(e / b.L) * b.perRow + Math.floor((e % b.L) / CHUNK);
 
 /** Moves every arena address of the kernels' layouts and the constants by `base` (the arena's region in a host memory). */
 function shift(layouts: { at: KernelAddresses; inputs: Staged[]; acc: number }[], constants: { addr: number }[], base: number): void {

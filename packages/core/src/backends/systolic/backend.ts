@@ -9,7 +9,7 @@
  * collectives of partitioned programs are costed by the ledgers' interconnect model.
  */
 import * as bf16 from '../../bf16';
-import type { ArenaHost, Backend, HostKernelCapability } from '../../backend';
+import type { ArenaHost, Backend, HostKernelCapability, ResultBands } from '../../backend';
 import type { StorageArray } from '../../dtype';
 import type { DotGeneralParams } from '../../lax/dot';
 import type { Primitive, ShapedArray } from '../../primitive';
@@ -116,12 +116,16 @@ export class SystolicBackend implements Backend {
     return outs;
   }
 
-  /** dot_general on floating operands with a float32 result (on the MXU), or a primitive with a reference kernel into caller storage (`implInto`), written into the caller's `out` (see `Backend.executeInto`). */
-  executeInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray): boolean {
+  /**
+   * dot_general on floating operands with a float32 result (on the MXU), or a primitive with a
+   * reference kernel into caller storage (`implInto`), written into the caller's `out` (see
+   * `Backend.executeInto`). A dot on the thread pool hands its finished rows to `bands` (see `mxuDotGeneral`).
+   */
+  executeInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray, bands?: ResultBands): boolean {
     if (prim.name === 'dot_general') {
       if (!FLOAT.has(inAvals[0].dtype) || outAval.dtype !== 'float32' || !(out instanceof Float32Array)) return false;
       const host = hostArrays(inputs, inAvals);
-      mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAval, { flushSubnormals: this.flushSubnormals }, out);
+      mxuDotGeneral(this.engine, host[0], host[1], params as DotGeneralParams, outAval, { flushSubnormals: this.flushSubnormals }, out, bands);
     } else if (!hostExecuteInto(prim, inputs, inAvals, params, outAval, out)) return false;
     this.charge(prim, inAvals, params, [outAval]);
     return true;

@@ -111,13 +111,17 @@ export interface MxuOptions {
 /**
  * Runs dot_general for floating operands on the engine; returns the output storage: `into` when
  * given (a float32 result's caller-owned destination, with exactly the result's element count),
- * else a new array.
+ * else a new array. `bands` (with `into`): receives elements [e0, e1) of `into` as soon as they
+ * are final, in order from 0 (see `Backend.executeInto`): on the thread pool a single product
+ * hands over its finished rows between the calling thread's tiles and while it waits for the
+ * workers (rows copied out of the accumulator after their copy); the rest (all of it on one
+ * thread) is left to the caller.
  */
-export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null = null): StorageArray {
-  if (!gemmPhases.enabled) return dotGeneral(engine, lhs, rhs, params, out, opts, into);
+export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null = null, bands?: (e0: number, e1: number) => void): StorageArray {
+  if (!gemmPhases.enabled) return dotGeneral(engine, lhs, rhs, params, out, opts, into, bands);
   // The phase timer: the whole call, by the shape key of its products.
   const t0 = performance.now();
-  const r = dotGeneral(engine, lhs, rhs, params, out, opts, into);
+  const r = dotGeneral(engine, lhs, rhs, params, out, opts, into, bands);
   const t = performance.now() - t0;
   const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
   const L = side(lhs, lb, freeDims(lhs.shape.length, lc, lb), lc);
@@ -129,7 +133,7 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   return r;
 }
 
-function dotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null): StorageArray {
+function dotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null, bands: ((e0: number, e1: number) => void) | undefined): StorageArray {
   const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
   const L = side(lhs, lb, freeDims(lhs.shape.length, lc, lb), lc);
   const R = side(rhs, rb, freeDims(rhs.shape.length, rc, rb), rc);
@@ -171,15 +175,20 @@ function dotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: 
   // the sink then finds the result in place.
   const cAddr = engine.resultTarget(into, B, M, N, L.view.bits, R.view.bits);
   // With a thread pool, rows of a single f32 result are copied into the pre-allocated output as
-  // soon as they are final, while other threads still multiply; the sink copies the rest.
+  // soon as they are final, while other threads still multiply; the sink copies the rest. Rows
+  // written in place or copied so are handed to `bands`.
   let early = 0;
-  const rowsReady = single && cAddr < 0 ? (c: number, ldc: number, r0: number, r1: number): void => {
-    const p = pre as Float32Array | null;
-    if (!p || r0 !== early) return;
-    const f32 = engine.f32;
-    if (ldc === N) p.set(f32.subarray(c + r0 * N, c + r1 * N), r0 * N);
-    else for (let i = r0; i < r1; i++) p.set(f32.subarray(c + i * ldc, c + i * ldc + N), i * N);
+  const rowsReady = single && (cAddr < 0 || bands !== undefined) ? (c: number, ldc: number, r0: number, r1: number): void => {
+    if (r0 !== early) return;
+    if (cAddr < 0) {
+      const p = pre as Float32Array | null;
+      if (!p) return;
+      const f32 = engine.f32;
+      if (ldc === N) p.set(f32.subarray(c + r0 * N, c + r1 * N), r0 * N);
+      else for (let i = r0; i < r1; i++) p.set(f32.subarray(c + i * ldc, c + i * ldc + N), i * N);
+    }
     early = r1;
+    if (bands !== undefined && into !== null) bands(r0 * N, r1 * N);
   } : undefined;
   engine.batchedProduct(L.view, L.batchOffsets, R.view, R.batchOffsets, passes.a, passes.b, opts.flushSubnormals, 'dot_general', (bi, c, ldc) => {
     if (out.dtype === 'bfloat16') {

@@ -291,7 +291,10 @@ class Pool {
     Atomics.store(c, GATE, 0);
     Atomics.store(c, STAGED, stager.staged);
     Atomics.store(c, SWEPT, 0);
-    for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, w < threads - 1 ? 0 : NONE);
+    // A worker that has not reached the tiles yet bounds nothing: every tile it will take is at
+    // or past TILE_NEXT as read after its CUR (it stores CUR before it takes a tile), so bands
+    // of the tiles this thread finished meanwhile are handed over without waiting for it.
+    for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
     const t0 = phaseClock();
     this.pool.wake();
 
@@ -340,6 +343,7 @@ class Pool {
     // Output rows handed to job.rows so far (in whole tile rows).
     let bands = 0;
     const bandsDone = (): number => {
+      // (TILE_NEXT read before the workers' CUR: see where CUR is reset above)
       let below = Atomics.load(c, TILE_NEXT);
       for (let w = 0; w < all; w++) below = Math.min(below, Atomics.load(c, CUR + w));
       return Math.floor(Math.min(below, tiles) / colTiles);
