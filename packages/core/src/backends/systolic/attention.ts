@@ -41,7 +41,7 @@ import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { endWorkers, WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, idleWaitSource, WorkerPool } from '../../wasm/workerPool';
 import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
@@ -61,13 +61,16 @@ const WORKER_ITEMS = 10; // items the workers computed, all jobs
 const DESC_AT = 11; // the job's descriptor (byte address)
 const SPIN = 4000;
 
+/** Between jobs: poll the generation a while (off unless set), then sleep (see idleWaitSource). */
+const IDLE_WAIT = idleWaitSource(GEN);
+
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
 const { control, id, start, memory } = workerData;
 const c = new Int32Array(control);
 let inst = null, modId = -1, seen = start;
 for (;;) {
-  Atomics.wait(c, ${GEN}, seen);
+  ${IDLE_WAIT}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
   if (id < c[${ACTIVE}]) {
@@ -210,6 +213,7 @@ class Arena {
       failure = e;
     }
     pool.waitFor(DONE, pool.workers.length);
+    pool.finished();
     if (failure !== null) throw failure;
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
   }
@@ -219,7 +223,7 @@ class Arena {
     if (!this.shared || !WorkerPool.available()) return false;
     // (the workers' data names the memory, not this arena: a crew must not keep its host alive, see `crews`)
     const memory = this.memory;
-    this.crew.pool ??= new WorkerPool(WORKER_SOURCE, this.crew.control, GEN, SPIN, () => ({ memory }));
+    this.crew.pool ??= new WorkerPool(WORKER_SOURCE, this.crew.control, GEN, SPIN, () => ({ memory }), 'attention');
     return this.crew.pool.ensure(n);
   }
 }
