@@ -94,8 +94,9 @@ export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number;
   byPool: {},
 };
 
-/** The pool of the last job announced while timing was on (for `poolJobTimes.switches`). */
-let lastPool: WorkerPool | null = null;
+/** Pools made (their ids), and the id of the pool of the last job announced while timing was on (for `poolJobTimes.switches`; an id, so no pool is kept alive). */
+let pools = 0;
+let lastPool = 0;
 
 export class WorkerPool {
   readonly workers: PoolWorker[] = [];
@@ -104,6 +105,7 @@ export class WorkerPool {
   /** The job's `wake` in epoch ms (comparable with the workers' wake stamps), and the stamps (one slot per worker). */
   #wakeAt = 0;
   #stamps: Float64Array | null = null;
+  readonly #id = ++pools;
 
   /**
    * @param source the workers' program (CommonJS, run with `eval: true`)
@@ -153,8 +155,8 @@ export class WorkerPool {
     if (poolJobTimes.enabled) {
       this.#t0 = performance.now();
       this.#wakeAt = performance.timeOrigin + this.#t0;
-      if (lastPool !== this) poolJobTimes.switches++;
-      lastPool = this;
+      if (lastPool !== this.#id) poolJobTimes.switches++;
+      lastPool = this.#id;
     }
     Atomics.add(this.control, this.gen, 1);
     Atomics.notify(this.control, this.gen);
