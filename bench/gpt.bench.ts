@@ -518,7 +518,7 @@ async function main(): Promise<void> {
   // Per round, each thread group's CPU and wait time (threadTimes.ts): who used the cores.
   const groups = trainers.map((): ThreadGroupTimes[] => []);
   // With TPUKIT_POOL_TIMES=1: per round, the calling thread's wall ms inside pool jobs and waiting in them.
-  const jobs = trainers.map((): { n: number; ms: number; wait: number; wall: number }[] => []);
+  const jobs = trainers.map((): { n: number; ms: number; wait: number; wall: number; switches: number; pools: Record<string, wasm.PoolJobCounts> }[] => []);
   let at = 2;
   const losses = trainers.map(() => NaN);
   // Per-round ratios of named trainers (wall and CPU time), medians reported below.
@@ -531,7 +531,7 @@ async function main(): Promise<void> {
     for (let k = 0; k < trainers.length; k++) {
       trainers[k].prepare?.();
       const th0 = threadSnapshot();
-      const pj0 = { ...wasm.poolJobTimes };
+      const pj0 = structuredClone(wasm.poolJobTimes);
       const c0 = process.cpuUsage();
       const t0 = performance.now();
       losses[k] = await trainers[k].steps(at, STEPS);
@@ -540,7 +540,12 @@ async function main(): Promise<void> {
       const cpu = process.cpuUsage(c0);
       groups[k].push(threadTimesSince(th0));
       const pj = wasm.poolJobTimes;
-      jobs[k].push({ n: pj.jobs - pj0.jobs, ms: pj.ms - pj0.ms, wait: pj.waitMs - pj0.waitMs, wall: ms });
+      const pools: Record<string, wasm.PoolJobCounts> = {};
+      for (const [name, p] of Object.entries(pj.byPool)) {
+        const b = pj0.byPool[name];
+        pools[name] = b ? { jobs: p.jobs - b.jobs, ms: p.ms - b.ms, waitMs: p.waitMs - b.waitMs, wakes: p.wakes - b.wakes, wakeMs: p.wakeMs - b.wakeMs, unwoken: p.unwoken - b.unwoken } : { ...p };
+      }
+      jobs[k].push({ n: pj.jobs - pj0.jobs, ms: pj.ms - pj0.ms, wait: pj.waitMs - pj0.waitMs, wall: ms, switches: pj.switches - pj0.switches, pools });
       round.push((STEPS * TOKENS) / (ms / 1000));
       roundCpu.push((STEPS * TOKENS) / ((cpu.user + cpu.system) / 1e6));
       tps[k].push(round[k]);
@@ -569,10 +574,21 @@ async function main(): Promise<void> {
     });
   }
   if (wasm.poolJobTimes.enabled) {
-    console.log('  pool jobs per step (GEMM and kernel pools; median over rounds): jobs, wall ms from wake-up to done (of which waiting for workers), wall ms outside them');
+    console.log('  pool jobs per step (GEMM, kernel and attention pools; median over rounds): jobs, wall ms from wake-up to done (of which waiting for workers), wall ms outside them');
     trainers.forEach((tr, k) => {
       const m = (f: (j: (typeof jobs)[number][number]) => number): string => (median(jobs[k].map(f)) / STEPS).toFixed(0);
       console.log(`    ${tr.name.padEnd(14)} ${m((j) => j.n)} jobs, ${m((j) => j.ms)} ms (${m((j) => j.wait)}), outside ${m((j) => j.wall - j.ms)} ms`);
+    });
+    console.log('  per pool (GEMM = unnamed; median over rounds, per step): jobs, ms in them (waiting), mean wake-up of the first worker in us, jobs done before any worker woke; switches = jobs on another pool than the job before');
+    trainers.forEach((tr, k) => {
+      const names = [...new Set(jobs[k].flatMap((j) => Object.keys(j.pools)))].filter((n) => jobs[k].some((j) => (j.pools[n]?.jobs ?? 0) > 0));
+      const per = (f: (j: (typeof jobs)[number][number]) => number, digits = 0): string => (median(jobs[k].map(f)) / STEPS).toFixed(digits);
+      const pool = (n: string): string => {
+        const p = (f: (c: wasm.PoolJobCounts) => number, d = 0): string => per((j) => (j.pools[n] ? f(j.pools[n]) : 0), d);
+        const wake = median(jobs[k].map((j) => (j.pools[n]?.wakes ? (1000 * j.pools[n].wakeMs) / j.pools[n].wakes : 0)));
+        return `${n} ${p((c) => c.jobs)} jobs ${p((c) => c.ms, 1)} ms (${p((c) => c.waitMs, 1)}), wake ${wake.toFixed(0)} us, unwoken ${p((c) => c.unwoken)}`;
+      };
+      if (names.length > 0) console.log(`    ${tr.name.padEnd(14)} switches ${per((j) => j.switches)}; ${names.map(pool).join('; ')}`);
     });
   }
   torch.forEach((x, k) => console.log(`    torch ${k + 1}t       ${typeof x === 'string' ? x : `${x.tps.toFixed(0).padStart(6)} tok/s  ${((x.tps * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x.tps) * 1000).toFixed(0)} ms/step  per CPU-second ${x.cpu.toFixed(0).padStart(6)} tok (one run of ${Math.max(10, ROUNDS * STEPS)} steps)`}`));

@@ -93,6 +93,46 @@ describe('WorkerPool', () => {
     }
   });
 
+  it.runIf(WorkerPool.available())('poolJobTimes counts jobs per pool, switches between pools and the workers\' wake-ups', () => {
+    const make = (name: string): { c: Int32Array; pool: WorkerPool } => {
+      const c = new Int32Array(new SharedArrayBuffer(16));
+      const pool = new WorkerPool(SOURCE, c, GEN, 100, () => ({}), name);
+      expect(pool.ensure(1)).toBe(true);
+      return { c, pool };
+    };
+    const a = make('test-a');
+    const b = make('test-b');
+    const enabled = poolJobTimes.enabled;
+    const before = { ...poolJobTimes };
+    try {
+      poolJobTimes.enabled = true;
+      // A, A, B, A: three switches (the first job follows some other pool's, or none).
+      for (const [{ c, pool }, j] of [[a, 1], [a, 2], [b, 1], [a, 3]] as const) {
+        pool.wake();
+        pool.waitFor(DONE, j);
+        pool.finished();
+        expect(Atomics.load(c, DONE)).toBe(j);
+      }
+      expect(poolJobTimes.switches - before.switches).toBe(3);
+      expect(poolJobTimes.jobs - before.jobs).toBe(4);
+      const pa = poolJobTimes.byPool['test-a'];
+      const pb = poolJobTimes.byPool['test-b'];
+      expect([pa.jobs, pb.jobs]).toEqual([3, 1]);
+      // Each job waited for its worker, which stamped its wake-up first: every job has one.
+      expect([pa.wakes, pa.unwoken, pb.wakes, pb.unwoken]).toEqual([3, 0, 1, 0]);
+      expect(pa.wakeMs).toBeGreaterThan(0);
+      expect(pa.wakeMs).toBeLessThanOrEqual(pa.ms);
+      expect(pa.waitMs).toBeGreaterThan(0);
+      expect(poolJobTimes.wakes - before.wakes).toBe(4);
+    } finally {
+      poolJobTimes.enabled = enabled;
+      for (const { c } of [a, b]) {
+        Atomics.store(c, GEN, -1);
+        Atomics.notify(c, GEN);
+      }
+    }
+  });
+
   it.runIf(WorkerPool.available())('poolJobTimes counts finished jobs and the time waited for workers only while enabled', () => {
     const c = new Int32Array(new SharedArrayBuffer(16));
     const pool = new WorkerPool(SOURCE, c, GEN, 100);

@@ -10,7 +10,7 @@
  * Node only: elsewhere, or when workers cannot start, `ensure` answers false from then on and
  * the runner computes on the calling thread.
  */
-import { nodeModule } from '../threads';
+import { MAX_THREADS, nodeModule } from '../threads';
 
 /** What the pool needs of a Node worker. */
 export interface PoolWorker {
@@ -47,8 +47,15 @@ export function setWorkerIdleSpinMicros(us: number): void {
  */
 export function idleWaitSource(gen: number): string {
   return `if (workerData.idleSpin > 0) { const until = performance.now() + workerData.idleSpin / 1000; while (Atomics.load(c, ${gen}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(c, ${gen}) === seen; s++); }
-  Atomics.wait(c, ${gen}, seen);`;
+  Atomics.wait(c, ${gen}, seen);
+  ${WAKE_STAMP}`;
 }
+
+/**
+ * A worker's record of when it woke (or its poll saw a job): epoch milliseconds into its slot of
+ * the pool's `wakeStamps` (a view made once per worker), for `poolJobTimes`' wake-up latency.
+ */
+const WAKE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[workerData.id] = performance.timeOrigin + performance.now();`;
 
 /** Ends a pool's workers: generation -1 in its control block (the workers' loop exits on it), then a wake-up. Needs no reference to the pool, so a FinalizationRegistry can call it. */
 export function endWorkers(control: Int32Array, gen: number): void {
@@ -56,23 +63,49 @@ export function endWorkers(control: Int32Array, gen: number): void {
   Atomics.notify(control, gen);
 }
 
+/** One pool's (or all pools') job counters in `poolJobTimes`. */
+export interface PoolJobCounts {
+  /** Jobs finished (`wake` to `finished`). */
+  jobs: number;
+  /** Calling-thread wall ms from `wake` to `finished`. */
+  ms: number;
+  /** Of that, wall ms in `waitFor` / `waitForZero` (polling or asleep, waiting for workers). */
+  waitMs: number;
+  /** Jobs in which a worker woke before `finished`, and the ms from `wake` to the first such wake-up, summed. */
+  wakes: number;
+  wakeMs: number;
+  /** Jobs finished before any worker woke for them (the calling thread did all the work). */
+  unwoken: number;
+}
+
+const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0 });
+
 /**
- * Where the calling thread's time goes around pool jobs, summed over every pool that reports
- * (the GEMM pool and xla-lite's kernel pool): jobs, wall ms from `wake` to `finished`, and wall
- * ms spent in `waitFor` / `waitForZero` (polling or asleep, waiting for workers). Off unless
- * `enabled` (env `TPUKIT_POOL_TIMES=1`): one boolean test per job when off.
+ * Where the calling thread's time goes around pool jobs (see `PoolJobCounts`), summed over every
+ * pool that reports (the GEMM pool, xla-lite's kernel pool, the fused attention's pool) and per
+ * pool name in `byPool` (`WorkerPool`'s `name`), plus `switches`: jobs that went to a different
+ * pool than the job before (each such job wakes another set of workers). Off unless `enabled`
+ * (env `TPUKIT_POOL_TIMES=1`): one boolean test per job when off.
  */
-export const poolJobTimes = {
+export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number; byPool: Record<string, PoolJobCounts> } = {
   enabled: (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_POOL_TIMES === '1',
-  jobs: 0,
-  ms: 0,
-  waitMs: 0,
+  ...counts(),
+  switches: 0,
+  byPool: {},
 };
+
+/** Pools made (their ids), and the id of the pool of the last job announced while timing was on (for `poolJobTimes.switches`; an id, so no pool is kept alive). */
+let pools = 0;
+let lastPool = 0;
 
 export class WorkerPool {
   readonly workers: PoolWorker[] = [];
   #broken = false;
   #t0 = 0;
+  /** The job's `wake` in epoch ms (comparable with the workers' wake stamps), and the stamps (one slot per worker). */
+  #wakeAt = 0;
+  #stamps: Float64Array | null = null;
+  readonly #id = ++pools;
 
   /**
    * @param source the workers' program (CommonJS, run with `eval: true`)
@@ -80,6 +113,7 @@ export class WorkerPool {
    * @param gen the control slot holding the job generation
    * @param spin polls of a slot before sleeping on it
    * @param data extra `workerData` for worker `id`
+   * @param name the pool's key in `poolJobTimes.byPool`
    */
   constructor(
     private readonly source: string,
@@ -87,6 +121,7 @@ export class WorkerPool {
     private readonly gen: number,
     private readonly spin: number,
     private readonly data: (id: number) => object = () => ({}),
+    readonly name = 'unnamed',
   ) {}
 
   /** Whether worker threads can run here (Node's worker_threads and a shared memory). */
@@ -102,7 +137,8 @@ export class WorkerPool {
     try {
       while (this.workers.length < n) {
         const id = this.workers.length;
-        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, ...this.data(id) } });
+        this.#stamps ??= new Float64Array(new SharedArrayBuffer(8 * MAX_THREADS));
+        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, ...this.data(id) } });
         w.unref();
         this.workers.push(w);
       }
@@ -116,7 +152,12 @@ export class WorkerPool {
 
   /** Announces a job: bumps the generation and wakes every worker. */
   wake(): void {
-    if (poolJobTimes.enabled) this.#t0 = performance.now();
+    if (poolJobTimes.enabled) {
+      this.#t0 = performance.now();
+      this.#wakeAt = performance.timeOrigin + this.#t0;
+      if (lastPool !== this.#id) poolJobTimes.switches++;
+      lastPool = this.#id;
+    }
     Atomics.add(this.control, this.gen, 1);
     Atomics.notify(this.control, this.gen);
   }
@@ -137,7 +178,7 @@ export class WorkerPool {
       if (v >= target) break;
       Atomics.wait(this.control, i, v);
     }
-    if (t0 !== 0) poolJobTimes.waitMs += performance.now() - t0;
+    if (t0 !== 0) this.#waited(performance.now() - t0);
   }
 
   /** Waits until slot `i` is zero or less (a count of workers inside a job). */
@@ -150,15 +191,32 @@ export class WorkerPool {
       if (v <= 0) break;
       Atomics.wait(c, i, v);
     }
-    if (t0 !== 0) poolJobTimes.waitMs += performance.now() - t0;
+    if (t0 !== 0) this.#waited(performance.now() - t0);
+  }
+
+  #waited(ms: number): void {
+    poolJobTimes.waitMs += ms;
+    (poolJobTimes.byPool[this.name] ??= counts()).waitMs += ms;
   }
 
   /** Ends the job `wake` announced, for `poolJobTimes`. */
   finished(): void {
     // (Skipped when timing was switched on after this job's `wake`: its start is unknown.)
     if (!poolJobTimes.enabled || this.#t0 === 0) return;
-    poolJobTimes.jobs++;
-    poolJobTimes.ms += performance.now() - this.#t0;
+    const ms = performance.now() - this.#t0;
+    // The first worker to wake after this job's wake-up (stamps of earlier wake-ups are older).
+    let first = Infinity;
+    const st = this.#stamps;
+    if (st !== null) for (let i = 0; i < this.workers.length; i++) if (st[i] >= this.#wakeAt && st[i] < first) first = st[i];
+    const mine = (poolJobTimes.byPool[this.name] ??= counts());
+    for (const t of [poolJobTimes, mine]) {
+      t.jobs++;
+      t.ms += ms;
+      if (first < Infinity) {
+        t.wakes++;
+        t.wakeMs += first - this.#wakeAt;
+      } else t.unwoken++;
+    }
     this.#t0 = 0;
   }
 }

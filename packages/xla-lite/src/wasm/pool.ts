@@ -128,7 +128,7 @@ export function kernelThreadsAvailable(): boolean {
 
 const control = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
 /** The workers (core's shared worker-thread machinery, as the systolic GEMM uses). */
-const pool = new wasm.WorkerPool(WORKER_SOURCE, control, GEN, SPIN);
+const pool = new wasm.WorkerPool(WORKER_SOURCE, control, GEN, SPIN, () => ({}), 'kernels');
 const workers = pool.workers;
 let jobs = 0;
 

@@ -219,6 +219,39 @@ describe('fused attention on the systolic backend', () => {
     }
   });
 
+  it('a worker that wakes after the calling thread computed every item is not waited for, and joins the next job', () => {
+    if (typeof SharedArrayBuffer === 'undefined') return;
+    const c: Case = { b: 2, t: 19, s: 19, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 7 };
+    const [q, k, v] = operands(c);
+    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
+    const run = (n: number) => withThreads(n, () => [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
+    const one = run(1);
+    run(2); // the worker exists (and has the module)
+    // Held workers cannot join: calls that waited for them would never return.
+    const before = attentionStats();
+    attentionTesting.holdWorkers = true;
+    let held: number[][];
+    try {
+      held = run(2);
+    } finally {
+      attentionTesting.holdWorkers = false;
+    }
+    const mid = attentionStats();
+    expect(held).toEqual(one);
+    expect(mid.pooled - before.pooled).toBeGreaterThanOrEqual(2);
+    expect(mid.workerItems).toBe(before.workerItems);
+    // Released at the next job, the worker leaves the closed jobs alone and computes this one's items.
+    attentionTesting.callerTakesItems = false;
+    let after: number[][];
+    try {
+      after = run(2);
+    } finally {
+      attentionTesting.callerTakesItems = true;
+    }
+    expect(after).toEqual(one);
+    expect(attentionStats().workerItems).toBeGreaterThan(mid.workerItems);
+  });
+
   it('falls back to the composite where the fused kernel does not apply; explicit fused rejects it', () => {
     const [q, k, v] = operands({ b: 1, t: 4, s: 4, k: 1, g: 1, h: 3, causal: true, dtype: 'float32', seed: 1 });
     const mask = np.tri(4, 4, 0, 'bool');

@@ -41,14 +41,14 @@ import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { endWorkers, WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, idleWaitSource, WorkerPool } from '../../wasm/workerPool';
 import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 
 // Control slots of the pool (Int32 in a SharedArrayBuffer).
 const GEN = 0; // job generation (bumped to wake the workers; -1 ends them)
-const DONE = 1; // workers finished with the current job
+const DONE = 1; // items computed in the current job (by any thread)
 const ERR = 2; // set by a worker that failed
 const NEXT = 3; // next item to take
 const ITEMS = 4;
@@ -59,7 +59,13 @@ const MOD_AT = 8;
 const ACTIVE = 9; // workers that take items in this job
 const WORKER_ITEMS = 10; // items the workers computed, all jobs
 const DESC_AT = 11; // the job's descriptor (byte address)
+const OPEN = 12; // the generation of the job workers may still join (0 once closed)
+const INSIDE = 13; // workers between joining a job and leaving it
+const HOLD = 14; // tests only (`attentionTesting.holdWorkers`): a woken worker waits while this is 1
 const SPIN = 4000;
+
+/** Between jobs: poll the generation a while (off unless set), then sleep (see idleWaitSource). */
+const IDLE_WAIT = idleWaitSource(GEN);
 
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
@@ -67,30 +73,41 @@ const { control, id, start, memory } = workerData;
 const c = new Int32Array(control);
 let inst = null, modId = -1, seen = start;
 for (;;) {
-  Atomics.wait(c, ${GEN}, seen);
+  ${IDLE_WAIT}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  if (id < c[${ACTIVE}]) {
+  while (Atomics.load(c, ${HOLD}) === 1) Atomics.wait(c, ${HOLD}, 1);
+  Atomics.add(c, ${INSIDE}, 1);
+  // A job already closed (its items all computed by the time this worker woke) is left alone.
+  if (Atomics.load(c, ${OPEN}) === seen && id < c[${ACTIVE}] && Atomics.load(c, ${NEXT}) < c[${ITEMS}]) {
+    let run = null;
     try {
       if (c[${MOD_ID}] !== modId) {
         const bytes = new Uint8Array(memory.buffer, c[${MOD_AT}], c[${MOD_LEN}]).slice();
         inst = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { mem: memory } });
         modId = c[${MOD_ID}];
       }
-      const run = c[${MODE}] === 0 ? inst.exports.fwdItem : inst.exports.bwdItem;
-      const items = c[${ITEMS}], desc = c[${DESC_AT}];
-      let done = 0;
-      for (let i = Atomics.add(c, ${NEXT}, 1); i < items; i = Atomics.add(c, ${NEXT}, 1)) {
-        run(i, id + 1, desc);
-        done++;
-      }
-      Atomics.add(c, ${WORKER_ITEMS}, done);
+      run = c[${MODE}] === 0 ? inst.exports.fwdItem : inst.exports.bwdItem;
     } catch (e) {
       Atomics.store(c, ${ERR}, 1);
     }
+    const items = c[${ITEMS}], desc = c[${DESC_AT}];
+    let done = 0;
+    // (an item taken counts as done even when it failed: the calling thread waits for the count, then sees ERR)
+    for (let i = run ? Atomics.add(c, ${NEXT}, 1) : items; i < items; i = Atomics.add(c, ${NEXT}, 1)) {
+      try {
+        run(i, id + 1, desc);
+        done++;
+      } catch (e) {
+        Atomics.store(c, ${ERR}, 1);
+      }
+      Atomics.add(c, ${DONE}, 1);
+      Atomics.notify(c, ${DONE});
+    }
+    Atomics.add(c, ${WORKER_ITEMS}, done);
   }
-  Atomics.add(c, ${DONE}, 1);
-  Atomics.notify(c, ${DONE});
+  Atomics.sub(c, ${INSIDE}, 1);
+  Atomics.notify(c, ${INSIDE});
 }
 `;
 
@@ -201,15 +218,31 @@ class Arena {
     Atomics.store(c, NEXT, 0);
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
+    Atomics.store(c, OPEN, Atomics.load(c, GEN) + 1);
+    if (attentionTesting.holdWorkers !== (c[HOLD] === 1)) {
+      Atomics.store(c, HOLD, attentionTesting.holdWorkers ? 1 : 0);
+      Atomics.notify(c, HOLD);
+    }
     pool.wake();
     stats.pooled++;
     let failure: unknown = null;
-    try {
-      if (attentionTesting.callerTakesItems) for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) run(i, 0, desc);
-    } catch (e) {
-      failure = e;
+    if (attentionTesting.callerTakesItems) {
+      for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) {
+        try {
+          run(i, 0, desc);
+        } catch (e) {
+          failure ??= e;
+        }
+        Atomics.add(c, DONE, 1);
+      }
     }
-    pool.waitFor(DONE, pool.workers.length);
+    // Every item is taken: wait for those still being computed, then close the job, so that a
+    // worker waking only now (its core busy elsewhere) leaves at once instead of being waited
+    // for; wait for the workers inside to leave before the control block and the region are reused.
+    pool.waitFor(DONE, items);
+    Atomics.store(c, OPEN, 0);
+    pool.waitForZero(INSIDE);
+    pool.finished();
     if (failure !== null) throw failure;
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
   }
@@ -219,7 +252,7 @@ class Arena {
     if (!this.shared || !WorkerPool.available()) return false;
     // (the workers' data names the memory, not this arena: a crew must not keep its host alive, see `crews`)
     const memory = this.memory;
-    this.crew.pool ??= new WorkerPool(WORKER_SOURCE, this.crew.control, GEN, SPIN, () => ({ memory }));
+    this.crew.pool ??= new WorkerPool(WORKER_SOURCE, this.crew.control, GEN, SPIN, () => ({ memory }), 'attention');
     return this.crew.pool.ensure(n);
   }
 }
@@ -290,9 +323,11 @@ const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0, ownMemoryFa
 /**
  * For tests: with `callerTakesItems` false, the calling thread of a pooled job takes no items and
  * only waits, so that every item is computed by a worker (which of the threads takes an item is
- * otherwise up to the scheduler: a test cannot count on the worker getting any).
+ * otherwise up to the scheduler: a test cannot count on the worker getting any). With
+ * `holdWorkers` true, workers woken for the next pooled jobs stop before joining them until a
+ * job starts with it false again (a worker that wakes too late for its job).
  */
-export const attentionTesting = { callerTakesItems: true };
+export const attentionTesting = { callerTakesItems: true, holdWorkers: false };
 
 /** Sizes and padded sizes of one call. */
 interface Plan {

@@ -229,7 +229,7 @@ class Pool {
 
   constructor(private readonly engine: GemmEngine) {
     this.module = new WA.Module(engine.bytes);
-    this.pool = new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ module: this.module, memory: this.engine.memory, packNames: PACK_NAMES }));
+    this.pool = new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ module: this.module, memory: this.engine.memory, packNames: PACK_NAMES }), 'gemm');
   }
 
   /** Starts workers until there are `n`; throws when they cannot start. */
