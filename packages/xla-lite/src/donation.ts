@@ -17,7 +17,9 @@
  * argument's storage instead of allocating; every other paired output is copied into it at the
  * end, so each paired output Array shares the donated storage. This needs the argument's buffer
  * to be host storage on the current backend (the reference backend); otherwise the output is
- * left where it was computed. Core's `pjit` then marks the donated inputs deleted.
+ * left where it was computed. Core's `pjit` then marks the donated inputs deleted. With
+ * zero-copy dots, an output a wasm kernel writes in place that nothing else reads stays in the
+ * wasm arena between calls instead (`resident`; `wasm/program.ts`, `Resident`).
  *
  * Values that may share an argument's storage: the argument, anything a core primitive computed
  * from it (a primitive may return an operand's buffer as is, e.g. a reshape or a loop carry),
@@ -149,6 +151,11 @@ export class DonationRuntime {
   constructor(
     readonly plan: DonationPlan,
     private readonly name: string,
+    /**
+     * Donated arguments whose paired output stays in the wasm arena between calls
+     * (`wasm/program.ts`, `Resident`): it is neither written into nor copied into their storage.
+     */
+    private readonly resident: ReadonlySet<number> = new Set(),
   ) {
     this.donatedParams = [...new Set(plan.outputToParam.values())];
   }
@@ -173,7 +180,7 @@ export class DonationRuntime {
   /** Where the fusion at entry instruction `step` writes its output this call (null: allocate). */
   target(step: number, args: readonly Array[]): Float32Array | Uint8Array | null {
     const j = this.plan.inPlace.get(step);
-    if (j === undefined) return null;
+    if (j === undefined || this.resident.has(j)) return null;
     const s = hostStorage(args[j]);
     if (!(s instanceof Float32Array || s instanceof Uint8Array)) return null;
     this.counts.inPlaceWrites++;
@@ -195,7 +202,7 @@ export class DonationRuntime {
     }
     let any = false;
     for (const [q, j] of m) {
-      const s = hostStorage(args[j]);
+      const s = this.resident.has(j) ? null : hostStorage(args[j]);
       d[q] = s instanceof Float32Array || s instanceof Uint8Array ? s : null;
       if (d[q] !== null) {
         any = true;
@@ -208,7 +215,7 @@ export class DonationRuntime {
   /** Whether `land` will copy output `k` (now `out`) into a donated argument's storage this call. */
   landsInPlace(k: number, out: Array, args: readonly Array[]): boolean {
     const j = this.plan.outputToParam.get(k);
-    if (j === undefined || out === args[j]) return false;
+    if (j === undefined || out === args[j] || this.resident.has(j)) return false;
     const dst = hostStorage(args[j]);
     const src = toStorage(out);
     return dst !== null && src.constructor === dst.constructor && src.length === dst.length;
@@ -219,7 +226,7 @@ export class DonationRuntime {
     for (const [k, j] of this.plan.outputToParam) {
       const a = args[j];
       const out = res[k];
-      if (out === a) continue;
+      if (out === a || this.resident.has(j)) continue;
       const dst = hostStorage(a);
       if (dst === null) continue;
       const src = toStorage(out);

@@ -87,8 +87,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const c = mod.entry;
   const slot = new Map<HloInstruction, number>();
   c.instructions.forEach((i, k) => slot.set(i, k));
-  const wasmProgram = WasmProgram.build(c, name);
-  const donor = donation && new DonationRuntime(withoutJsTuples(donation, c, wasmProgram), name);
+  const wasmProgram = WasmProgram.build(c, name, donation);
+  const donor = donation && new DonationRuntime(withoutJsTuples(donation, c, wasmProgram), name, new Set(wasmProgram?.residents.map((r) => r.param)));
   const donating = donor !== null && donor.active;
   const steps: Step[] = c.instructions.map((i, k): Step => {
     const ins = i.operands.map((o) => slot.get(o)!);
@@ -292,7 +292,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
     const t0 = profiling() ? performance.now() : 0;
-    wasmProgram?.begin();
+    wasmProgram?.begin(args);
     if (t0 === 0) {
       for (const s of steps) exec(s, args);
     } else {
