@@ -35,6 +35,10 @@
  * group and the garbage-collection pauses that fell inside it; each trainer runs one untimed
  * step before its profiled one, GPT_BENCH_PROFILE_WARM=0 profiles the first step after switching); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`).
+ * GPT_BENCH_DONATE_ADAM=1 jits the two-program trainers' Adam with its state donated
+ * (`jit(tAdam, { donateArgnums: [0, 1, 2] })`, as the one-executable step donates it): p, m, v
+ * then stay in the Adam's arena between steps instead of being copied in and out (default: not
+ * donated, the issue's plain `jit(tAdam)`).
  * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
  * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
  * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
@@ -71,6 +75,7 @@ const ROUNDS = Number(process.env.GPT_BENCH_ROUNDS ?? 5);
 const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
 /** Zero-copy dots as the environment sets them (TPUKIT_ZERO_COPY=0: off); GPT_BENCH_COPIES=1 adds peers with them off. */
 const ZERO_COPY = zeroCopyDotsEnabled();
+const DONATE_ADAM = process.env.GPT_BENCH_DONATE_ADAM === '1';
 const TOKENS = B * T;
 
 /** Parameter count and FLOPs per token, from the configuration. */
@@ -279,7 +284,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
     let opt: TOpt = { m: tree.map((a: Array) => np.zerosLike(a), p) as TParams, v: tree.map((a: Array) => np.zerosLike(a), p) as TParams };
     const vg = jit(valueAndGrad(tLoss));
-    const adam = jit(tAdam);
+    const adam = jit(tAdam, DONATE_ADAM ? { donateArgnums: [0, 1, 2] } : {});
     const step = jit(tStep, { donateArgnums: [0, 1] });
     const xs = data.map((d) => np.array(d.x).reshape([B, T]));
     // A matmul large enough for the GEMM's threads (see `prepare`).
