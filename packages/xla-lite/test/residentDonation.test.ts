@@ -7,8 +7,12 @@ import { type Array, np, toStorage, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { arenaTraffic, jit, setZeroCopyDots } from '../src/index';
+import { setResidentDonation } from '../src/internal';
 
-afterEach(() => setZeroCopyDots(true));
+afterEach(() => {
+  setZeroCopyDots(true);
+  setResidentDonation(true);
+});
 
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
 
@@ -126,5 +130,24 @@ describe('donated state resident in the arena', () => {
     expect(a.map(bits)).toEqual(b.map(bits));
     expect(p1.isDeleted()).toBe(false);
     expect(bits(p1)).toEqual(bits(q1));
+  });
+
+  it('setResidentDonation(false) keeps donated outputs in the donated storage (same values), and rejects a non-boolean', () => {
+    const on = adamJit(true);
+    const off = adamJit(true);
+    const n = 64;
+    const lr = np.array(0.02, 'float32');
+    const args = () => [data(n, 1), data(n, 2), np.abs(data(n, 3)), data(n, 4), lr];
+    const a = on(...args());
+    const given = args();
+    const storages = given.slice(0, 3).map((x) => toStorage(x));
+    const t0 = arenaTraffic().residentBytes;
+    setResidentDonation(false); // (read when the program compiles, at its first call)
+    const b = off(...given);
+    setResidentDonation(true);
+    expect(arenaTraffic().residentBytes - t0).toBe(0);
+    expect(b.map(bits)).toEqual(a.map(bits));
+    b.forEach((x, q) => expect(toStorage(x)).toBe(storages[q]));
+    expect(() => setResidentDonation(1 as unknown as boolean)).toThrow(/setResidentDonation: on must be a boolean; got 1/);
   });
 });

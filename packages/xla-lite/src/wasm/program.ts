@@ -172,6 +172,18 @@ interface Resident {
   last: Array | null;
 }
 
+let residentOn = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_RESIDENT_DONATION !== '0';
+
+/**
+ * Turns donated state resident in the arena (`Resident`) on (default; off when the environment
+ * variable `TPUKIT_RESIDENT_DONATION` is `0`) or off, for programs built afterwards (A/B runs:
+ * off, donated outputs are copied out of the arena into the donated storage as before).
+ */
+export function setResidentDonation(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setResidentDonation: on must be a boolean; got ${String(on)}`);
+  residentOn = on;
+}
+
 /** A resident output's view -> its program: an Array viewing the arena keeps the region reserved. */
 const keepAlive = new WeakMap<Float32Array, WasmProgram>();
 
@@ -417,7 +429,7 @@ export class WasmProgram implements PoolProgram {
     // Donated outputs that can stay in the arena (see `Resident`): written into their
     // argument's region (placed here if no kernel reads the argument) instead of their own.
     const residentAt: { l: (typeof layouts)[number]; q: number; j: number; addr: number }[] = [];
-    if (host !== null && donation !== null)
+    if (host !== null && donation !== null && residentOn)
       for (const l of layouts) {
         if (l.acc >= 0 || l.plan.kind !== 'loop') continue;
         const k = index.get(l.inst)!;
