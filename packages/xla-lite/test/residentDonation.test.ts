@@ -6,10 +6,11 @@
 import { type Array, np, toStorage, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { arenaTraffic, jit, setZeroCopyDots } from '../src/index';
+import { arenaTraffic, jit, setKernelThreads, setZeroCopyDots } from '../src/index';
 import { setResidentDonation } from '../src/internal';
 
 afterEach(() => {
+  setKernelThreads(null);
   setZeroCopyDots(true);
   setResidentDonation(true);
 });
@@ -41,13 +42,16 @@ function adamJit(resident: boolean) {
 describe('donated state resident in the arena', () => {
   it('equals the copying path bit for bit over several calls, and copies nothing in or out after the first', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 5000 }), fc.integer({ min: 2, max: 5 }), fc.integer({ min: 0, max: 1000 }), (n, calls, seed) => {
+      // 2-D shapes with odd rows too (partial vectors at every row's end, kernels split over rows).
+      fc.property(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 1, max: 700 }), fc.integer({ min: 2, max: 5 }), fc.integer({ min: 0, max: 1000 }), (rows, cols, calls, seed) => {
+        const n = rows * cols;
+        const at = (x: Array) => x.reshape([rows, cols]);
         const on = adamJit(true);
         const off = adamJit(false);
-        let a = [data(n, seed), np.zeros([n]), np.zeros([n])];
-        let b = [data(n, seed), np.zeros([n]), np.zeros([n])];
+        let a = [at(data(n, seed)), np.zeros([rows, cols]), np.zeros([rows, cols])];
+        let b = [at(data(n, seed)), np.zeros([rows, cols]), np.zeros([rows, cols])];
         for (let t = 0; t < calls; t++) {
-          const g = data(n, seed + t + 1);
+          const g = at(data(n, seed + t + 1));
           const lr = np.array(1e-2 * (t + 1), 'float32');
           const t0 = arenaTraffic();
           const ra = on(...a, g, lr);
@@ -149,5 +153,24 @@ describe('donated state resident in the arena', () => {
     expect(b.map(bits)).toEqual(a.map(bits));
     b.forEach((x, q) => expect(toStorage(x)).toBe(storages[q]));
     expect(() => setResidentDonation(1 as unknown as boolean)).toThrow(/setResidentDonation: on must be a boolean; got 1/);
+  });
+
+  it('a large update split over the kernel pool (2 threads) equals the copying path on 1 thread', () => {
+    const n = 64 * 4096;
+    const at = (x: Array) => x.reshape([64, 4096]);
+    const off = adamJit(false);
+    const on = adamJit(true);
+    let b = [at(data(n, 1)), np.zeros([64, 4096]), np.zeros([64, 4096])];
+    const want: number[][][] = [];
+    for (let t = 0; t < 3; t++) {
+      b = off(...b, at(data(n, t + 2)), np.array(0.01 * (t + 1), 'float32'));
+      want.push(b.map(bits));
+    }
+    setKernelThreads(2);
+    let a = [at(data(n, 1)), np.zeros([64, 4096]), np.zeros([64, 4096])];
+    for (let t = 0; t < 3; t++) {
+      a = on(...a, at(data(n, t + 2)), np.array(0.01 * (t + 1), 'float32'));
+      expect(a.map(bits)).toEqual(want[t]);
+    }
   });
 });
