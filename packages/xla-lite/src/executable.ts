@@ -20,7 +20,9 @@
  * Donation (see `donation.ts`) hooks in at two points: a fusion planned to land in a donated
  * argument writes into that argument's storage instead of allocating (a wasm kernel's result
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
- * their donated storage.
+ * their donated storage. With zero-copy dots, an in-place donated output of a wasm loop fusion
+ * that nothing else reads stays in the arena between calls instead (`wasm/program.ts`,
+ * `Resident`; `begin(args)` moves out those the caller kept).
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, type IntoMemo, intoMemo } from '@tpukit/core/internal';

@@ -159,7 +159,7 @@ export function reserveFloats(host: ArenaHost, owner: object, n: number): Float3
  * as the donated argument (Adam's state, a training step's parameters), it is already in place:
  * no copy in, and the call overwrites it (the argument is then deleted, as JAX deletes donated
  * buffers; using it raises an error naming the function and argument). When the caller kept
- * it instead and passes something else, it is copied out of the arena first (`enter`:
+ * it instead and passes something else, it is copied out of the arena first (`begin`:
  * the Array is rebound to a fresh copy of its values), so a kept output never changes. Dots and
  * other programs read it in place meanwhile. The view keeps its program (and so its arena
  * region) alive (`keepAlive`).
