@@ -37,6 +37,10 @@
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`);
  * GPT_BENCH_BANDED=1 adds "tpukit Nt banded" peers whose dot epilogues run per finished band of
  * the dot's rows instead of as a second pass after the product (xla-lite's `setEpilogueBands`).
+ * GPT_BENCH_DONATE_ADAM=1 jits the two-program trainers' Adam with its state donated
+ * (`jit(tAdam, { donateArgnums: [0, 1, 2] })`, as the one-executable step donates it): p, m, v
+ * then stay in the Adam's arena between steps instead of being copied in and out (default: not
+ * donated, the issue's plain `jit(tAdam)`).
  * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
  * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
  * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
@@ -75,6 +79,7 @@ const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
 const ZERO_COPY = zeroCopyDotsEnabled();
 /** Banded dot epilogues as the environment sets them (TPUKIT_EPILOGUE_BANDS=1: on); GPT_BENCH_BANDED=1 adds peers with them on. */
 const BANDS = epilogueBandsEnabled();
+const DONATE_ADAM = process.env.GPT_BENCH_DONATE_ADAM === '1';
 const TOKENS = B * T;
 
 /** Parameter count and FLOPs per token, from the configuration. */
@@ -283,7 +288,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
     let opt: TOpt = { m: tree.map((a: Array) => np.zerosLike(a), p) as TParams, v: tree.map((a: Array) => np.zerosLike(a), p) as TParams };
     const vg = jit(valueAndGrad(tLoss));
-    const adam = jit(tAdam);
+    const adam = jit(tAdam, DONATE_ADAM ? { donateArgnums: [0, 1, 2] } : {});
     const step = jit(tStep, { donateArgnums: [0, 1] });
     const xs = data.map((d) => np.array(d.x).reshape([B, T]));
     // A matmul large enough for the GEMM's threads (see `prepare`).
@@ -635,7 +640,7 @@ async function main(): Promise<void> {
       const inStep = gcs.filter((g) => g.startTime < t1 && g.startTime + g.duration > t0);
       const kinds: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' };
       console.log(`  that step: ${(t1 - t0).toFixed(1)} ms wall; CPU ms main ${th.run.main.toFixed(1)} | workers ${th.run.workers.toFixed(1)} | background ${th.run.background.toFixed(1)}; GC pauses in it: ${inStep.map((g) => `${kinds[(g as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'gc'} ${g.duration.toFixed(1)} ms at +${(g.startTime - t0).toFixed(1)}`).join(', ') || 'none'}`);
-      console.log(`  operand traffic of that step: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB; results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);
+      console.log(`  operand traffic of that step: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB, donated outputs kept in it ${mib(a1.residentBytes - a0.residentBytes)} MiB (moved out for a caller keeping them ${mib(a1.evacuatedBytes - a0.evacuatedBytes)} MiB); results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);
     }
     gcObserver.disconnect();
   }

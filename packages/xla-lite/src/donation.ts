@@ -17,7 +17,9 @@
  * argument's storage instead of allocating; every other paired output is copied into it at the
  * end, so each paired output Array shares the donated storage. This needs the argument's buffer
  * to be host storage on the current backend (the reference backend); otherwise the output is
- * left where it was computed. Core's `pjit` then marks the donated inputs deleted.
+ * left where it was computed. Core's `pjit` then marks the donated inputs deleted. With
+ * zero-copy dots, an output a wasm kernel writes in place that nothing else reads stays in the
+ * wasm arena between calls instead (`resident`; `wasm/program.ts`, `Resident`).
  *
  * Values that may share an argument's storage: the argument, anything a core primitive computed
  * from it (a primitive may return an operand's buffer as is, e.g. a reshape or a loop carry),
@@ -50,6 +52,24 @@ const sameType = (a: HloInstruction, b: HloInstruction): boolean =>
   a.shape.dtype === b.shape.dtype && a.shape.shape.length === b.shape.shape.length && a.shape.shape.every((d, i) => d === b.shape.shape[i]);
 
 const typeStr = (i: HloInstruction): string => `${i.shape.dtype}[${i.shape.shape.join(',')}]`;
+
+/**
+ * The operands of fusion `f` that its output `q` (null: its only output) is computed from: the
+ * body's parameters its value reaches, as `f`'s operands.
+ */
+function fusionInputs(f: HloInstruction, q: number | null): HloInstruction[] {
+  const body = f.called[0];
+  const seen = new Set<HloInstruction>();
+  const found = new Set<HloInstruction>();
+  const walk = (i: HloInstruction): void => {
+    if (seen.has(i)) return;
+    seen.add(i);
+    if (i.opcode === 'parameter') found.add(f.operands[i.paramIndex]);
+    for (const o of i.operands) walk(o);
+  };
+  if (body !== undefined) walk(body.outputs[q ?? 0] ?? body.outputs[0]);
+  return [...found];
+}
 
 /** Every instruction that may share storage with `p` (see the file comment). */
 function aliasClosure(c: HloComputation, p: HloInstruction): Set<HloInstruction> {
@@ -111,7 +131,22 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
       const s = slot(k);
       return s !== undefined && s.region === 'donated' && s.offset === j && s.size === bytesOf(p.shape);
     });
-    const k = fromAssignment ?? candidates.find(canWriteInPlace) ?? candidates[0];
+    // Of the outputs that can be written in place, one computed from this argument (or values
+    // computed from it) with the fewest other inputs: in an optimizer update (p, m, v -> p', m',
+    // v', one fusion) an argument then mostly takes its own successor (m takes m', not p', which
+    // also reads m), so the output comes back as this argument next step and stays in the arena
+    // (wasm/program.ts, `Resident`). A heuristic: in the GPT step 0.6 MiB of 9.6 still land in
+    // another leaf's argument (a weight still read after its update fusion cannot take its own).
+    const own = (k: number): number => {
+      const o = outs[k];
+      const f = o.opcode === 'get-tuple-element' ? o.operands[0] : o;
+      if (f.opcode !== 'fusion') return Infinity;
+      const ins = fusionInputs(f, f === o ? null : (o.params as { index: number }).index);
+      return ins.some((x) => closure.has(x)) ? ins.length : Infinity;
+    };
+    const inPlaceOk = candidates.filter(canWriteInPlace);
+    const closest = inPlaceOk.reduce<number | undefined>((best, k) => (own(k) < (best === undefined ? Infinity : own(best)) ? k : best), undefined);
+    const k = fromAssignment ?? closest ?? inPlaceOk[0] ?? candidates[0];
     taken.add(k);
     outputToParam.set(k, j);
     if (canWriteInPlace(k)) {
@@ -149,6 +184,11 @@ export class DonationRuntime {
   constructor(
     readonly plan: DonationPlan,
     private readonly name: string,
+    /**
+     * Donated arguments whose paired output stays in the wasm arena between calls
+     * (`wasm/program.ts`, `Resident`): it is neither written into nor copied into their storage.
+     */
+    private readonly resident: ReadonlySet<number> = new Set(),
   ) {
     this.donatedParams = [...new Set(plan.outputToParam.values())];
   }
@@ -173,7 +213,7 @@ export class DonationRuntime {
   /** Where the fusion at entry instruction `step` writes its output this call (null: allocate). */
   target(step: number, args: readonly Array[]): Float32Array | Uint8Array | null {
     const j = this.plan.inPlace.get(step);
-    if (j === undefined) return null;
+    if (j === undefined || this.resident.has(j)) return null;
     const s = hostStorage(args[j]);
     if (!(s instanceof Float32Array || s instanceof Uint8Array)) return null;
     this.counts.inPlaceWrites++;
@@ -195,7 +235,7 @@ export class DonationRuntime {
     }
     let any = false;
     for (const [q, j] of m) {
-      const s = hostStorage(args[j]);
+      const s = this.resident.has(j) ? null : hostStorage(args[j]);
       d[q] = s instanceof Float32Array || s instanceof Uint8Array ? s : null;
       if (d[q] !== null) {
         any = true;
@@ -208,7 +248,7 @@ export class DonationRuntime {
   /** Whether `land` will copy output `k` (now `out`) into a donated argument's storage this call. */
   landsInPlace(k: number, out: Array, args: readonly Array[]): boolean {
     const j = this.plan.outputToParam.get(k);
-    if (j === undefined || out === args[j]) return false;
+    if (j === undefined || out === args[j] || this.resident.has(j)) return false;
     const dst = hostStorage(args[j]);
     const src = toStorage(out);
     return dst !== null && src.constructor === dst.constructor && src.length === dst.length;
@@ -219,7 +259,7 @@ export class DonationRuntime {
     for (const [k, j] of this.plan.outputToParam) {
       const a = args[j];
       const out = res[k];
-      if (out === a) continue;
+      if (out === a || this.resident.has(j)) continue;
       const dst = hostStorage(a);
       if (dst === null) continue;
       const src = toStorage(out);

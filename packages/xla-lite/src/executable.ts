@@ -20,7 +20,9 @@
  * Donation (see `donation.ts`) hooks in at two points: a fusion planned to land in a donated
  * argument writes into that argument's storage instead of allocating (a wasm kernel's result
  * is copied out of the arena into it), and at the end the other paired outputs are moved into
- * their donated storage.
+ * their donated storage. With zero-copy dots, an in-place donated output of a wasm loop fusion
+ * that nothing else reads stays in the arena between calls instead (`wasm/program.ts`,
+ * `Resident`; `begin(args)` moves out those the caller kept).
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
@@ -87,8 +89,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const c = mod.entry;
   const slot = new Map<HloInstruction, number>();
   c.instructions.forEach((i, k) => slot.set(i, k));
-  const wasmProgram = WasmProgram.build(c, name);
-  const donor = donation && new DonationRuntime(withoutJsTuples(donation, c, wasmProgram), name);
+  const wasmProgram = WasmProgram.build(c, name, donation);
+  const donor = donation && new DonationRuntime(withoutJsTuples(donation, c, wasmProgram), name, new Set(wasmProgram?.residents.map((r) => r.param)));
   const donating = donor !== null && donor.active;
   const steps: Step[] = c.instructions.map((i, k): Step => {
     const ins = i.operands.map((o) => slot.get(o)!);
@@ -298,7 +300,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
     const t0 = profiling() ? performance.now() : 0;
-    wasmProgram?.begin();
+    wasmProgram?.begin(args);
     if (t0 === 0) {
       for (const s of steps) exec(s, args);
     } else {

@@ -8,6 +8,7 @@ export * from './index';
 export { computationCost, memoryAnalysis } from './analysis';
 export { cacheKey } from './diskCache';
 export { buildExecutable } from './executable';
+export { setResidentDonation } from './wasm/program';
 export { bytesOf, HloComputation, HloInstruction, HloModule, makeInstruction, numel } from './hlo';
 export { compileFusionKernel } from './js/fusionKernels';
 export { compileKernel, type FusedKernel, kernelSource } from './js/kernel';

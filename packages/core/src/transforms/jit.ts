@@ -198,10 +198,16 @@ pjit.rules.eval = (args: Array[], params: PjitParams): Array[] => {
     unusable = hit.exe.unusableDonations ?? [];
   }
   // Donated inputs are deleted (JAX semantics); one returned as an output as is stays alive.
+  // (Sets of the outputs and their buffers: a training step donates and returns hundreds of leaves.)
+  if (donateArgnums.length === 0) return outs;
+  const returned = new Set<Array>(outs);
+  const bufs = new Map<unknown, Array>();
+  for (const o of outs) bufs.set(o._buf, o);
   donateArgnums.forEach((d, k) => {
     const a = args[d];
-    if (unusable.includes(d) || outs.includes(a)) return;
-    const sharesBuffer = outs.some((o) => o._buf === a._buf && o._backend === a._backend);
+    if (unusable.includes(d) || returned.has(a)) return;
+    const o = bufs.get(a._buf);
+    const sharesBuffer = o !== undefined && (o._backend === a._backend || outs.some((x) => x._buf === a._buf && x._backend === a._backend));
     a._markDeleted(`it was donated to jit(${name}) as ${donateLabels?.[k] ?? `input ${d}`} and its buffer reused; use that call's outputs instead`, !sharesBuffer);
   });
   return outs;

@@ -41,6 +41,7 @@
  */
 import { type Array, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { type ArenaHost, arenaHost, wasm } from '@tpukit/core/internal';
+import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
@@ -127,7 +128,7 @@ export function isOutputValue(c: HloComputation, i: HloInstruction, q?: number):
  */
 const FUSED_ATTENTION: ReadonlySet<string> = new Set(['dot_product_attention', 'dot_product_attention_fwd', 'dot_product_attention_bwd']);
 
-const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0 };
+const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0, residentBytes: 0, evacuatedBytes: 0 };
 
 /**
  * Bytes copied into arenas (arguments and results of core primitives that wasm kernels read),
@@ -135,9 +136,12 @@ const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopie
  * donated storage), bytes handed on as views instead (zero-copy dots) and bytes of outputs
  * copied at the end of a call out of buffers an executable reuses call after call (an output
  * computed into such a buffer; outputs normally get fresh ones), summed over every executable
- * since the process started (benchmarks and tests take differences).
+ * since the process started (benchmarks and tests take differences). `residentBytes`: donated
+ * outputs handed out where they lie in the arena (`Resident`: neither copied out nor, when
+ * donated back, in); `evacuatedBytes`: such outputs the caller kept, copied out of the arena
+ * before a call overwrote them.
  */
-export function arenaTraffic(): { copiedInBytes: number; copiedOutBytes: number; viewBytes: number; outputCopiedBytes: number } {
+export function arenaTraffic(): { copiedInBytes: number; copiedOutBytes: number; viewBytes: number; outputCopiedBytes: number; residentBytes: number; evacuatedBytes: number } {
   return { ...traffic };
 }
 
@@ -166,6 +170,43 @@ export function reserveFloats(host: ArenaHost, owner: object, n: number): Float3
   return new Float32Array(host.buffer(), addr, n);
 }
 
+/**
+ * Donated state kept in the arena between calls. With zero-copy dots (the arena in the
+ * backend's shared memory, which never moves), a float32 output that a wasm loop fusion writes
+ * in place over a donated argument (the donation plan's `inPlace` / `inPlaceTuple`: the
+ * argument's last read is at or before that fusion, elementwise) and that nothing else in the
+ * program reads is written into the argument's own arena region and handed out as an Array
+ * viewing it (`last`): no copy out of the arena. When the next call is given that Array back
+ * as the donated argument (Adam's state, a training step's parameters), it is already in place:
+ * no copy in, and the call overwrites it (the argument is then deleted, as JAX deletes donated
+ * buffers; using it raises an error naming the function and argument). When the caller kept
+ * it instead and passes something else, it is copied out of the arena first (`begin`:
+ * the Array is rebound to a fresh copy of its values), so a kept output never changes. Dots and
+ * other programs read it in place meanwhile. The view keeps its program (and so its arena
+ * region) alive (`keepAlive`).
+ */
+interface Resident {
+  /** The donated flat argument whose region holds the output. */
+  readonly param: number;
+  readonly view: Float32Array;
+  /** The Array handed out by the last call (null once deleted, evacuated or never made). */
+  last: Array | null;
+}
+
+let residentOn = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_RESIDENT_DONATION !== '0';
+
+/**
+ * Turns donated state resident in the arena (`Resident`) on (default; off when the environment
+ * variable `TPUKIT_RESIDENT_DONATION` is `0`) or off, for programs built afterwards (A/B runs:
+ * off, donated outputs are copied out of the arena into the donated storage as before).
+ */
+export function setResidentDonation(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setResidentDonation: on must be a boolean; got ${String(on)}`);
+  residentOn = on;
+}
+
+/** A resident output's view -> its program: an Array viewing the arena keeps the region reserved. */
+const keepAlive = new WeakMap<Float32Array, WasmProgram>();
 
 interface Staged {
   /** Index in the executable's value table. */
@@ -175,6 +216,8 @@ interface Staged {
   addr: number;
   n: number;
   bool: boolean;
+  /** Set when the region is a resident output's (`Resident`): an argument already there is not copied. */
+  res: Resident | null;
 }
 
 export interface WasmStep {
@@ -185,7 +228,7 @@ export interface WasmStep {
   readonly finalItems: number;
   readonly parallel: boolean;
   readonly inputs: readonly Staged[];
-  readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean; view: boolean };
+  readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean; view: boolean; res: Resident | null };
   /** For a dot epilogue: where the dot's result is copied in (else -1). */
   readonly acc: number;
   /** For a dot epilogue (a loop kernel): its items' element layout, rows of `L` elements in `perRow` chunks of CHUNK (see `runEpilogueBand`); else null. */
@@ -193,7 +236,7 @@ export interface WasmStep {
   /** Most threads the kernel may use (row kernels: one scratch row set per thread). */
   readonly maxThreads: number;
   /** A multi-output fusion's outputs (float32), each copied out when read outside wasm kernels; the step's value is then the list (null where not copied). */
-  readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean; view: boolean }[] | null;
+  readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean; view: boolean; res: Resident | null }[] | null;
   /** Result buffers reused call after call when the program pools its copies (one per output; see `poolResults`). */
   readonly pool: (Float32Array | Uint8Array | null)[];
   /**
@@ -233,6 +276,8 @@ export class WasmProgram implements PoolProgram {
   readonly resultRegions = new Map<HloInstruction, Float32Array[]>();
   /** Kernels of dot epilogues, by their kOutput fusion (run through `runEpilogue`). */
   readonly epilogues = new Map<HloInstruction, WasmStep>();
+  /** Donated outputs kept in the arena between calls (see `Resident`). */
+  readonly residents: Resident[] = [];
   private gen = 0;
   /**
    * Whether results copied out of the arena go into buffers kept from the previous call (set by
@@ -267,7 +312,7 @@ export class WasmProgram implements PoolProgram {
   }
 
   /** Builds the program for the wasm-covered fusions of `c` (null when none, or wasm kernels are off). */
-  static build(c: HloComputation, name: string): WasmProgram | null {
+  static build(c: HloComputation, name: string, donation: DonationPlan | null = null): WasmProgram | null {
     if (!wasmKernelsEnabled()) return null;
     const plans = new Map<HloInstruction, FusionPlan>();
     for (const i of c.instructions) {
@@ -394,7 +439,7 @@ export class WasmProgram implements PoolProgram {
         // Copied in per call: into the defining value's buffer, or a region of its own.
         const slot = ba.slots.get(r);
         const at = slot ? slot.offset : place(r.opcode === 'parameter' ? r : o, bytesOf(o.shape));
-        inputs.push({ val: index.get(o)!, key: keyOf(slot || r.opcode === 'parameter' ? r : o), addr: at, n, bool });
+        inputs.push({ val: index.get(o)!, key: keyOf(slot || r.opcode === 'parameter' ? r : o), addr: at, n, bool, res: null });
         return { addr: at };
       };
       const params: ParamSource[] = epi ? [{ addr: acc }, ...epi.operands.map(sources)] : f.operands.map(sources);
@@ -404,6 +449,22 @@ export class WasmProgram implements PoolProgram {
       const more = regions ? regions.slice(1) : [];
       layouts.push({ inst: f, plan, at: { params, out, scratch, more }, inputs, acc });
     }
+    // Donated outputs that can stay in the arena (see `Resident`): written into their
+    // argument's region (placed here if no kernel reads the argument) instead of their own.
+    const residentAt: { l: (typeof layouts)[number]; q: number; j: number; addr: number }[] = [];
+    if (host !== null && donation !== null && residentOn)
+      for (const l of layouts) {
+        if (l.acc >= 0 || l.plan.kind !== 'loop') continue;
+        const k = index.get(l.inst)!;
+        const single = donation.inPlace.get(k);
+        const m = l.inst.isTuple ? donation.inPlaceTuple.get(k) : single === undefined ? undefined : new Map([[0, single]]);
+        if (m === undefined) continue;
+        for (const [q, j] of m) {
+          const sh = l.inst.shapes[q];
+          const readers = l.inst.isTuple ? tupleReaders(l.inst, q) : users.get(l.inst)!;
+          if (sh.dtype === 'float32' && !sh.weakType && readers.every((u) => u === null)) residentAt.push({ l, q, j, addr: place(c.params[j], bytesOf(sh)) });
+        }
+      }
     const bytes = top + 64;
     let pages = Math.max(1, Math.ceil(bytes / 65536));
     // Addresses are i32 arithmetic: arenas of 2 GiB and more keep the JavaScript kernels.
@@ -412,6 +473,7 @@ export class WasmProgram implements PoolProgram {
     const base = host !== null ? host.reserve(bytes) : -1;
     const inHost = base >= 0;
     if (inHost) {
+      for (const { l, q, addr } of residentAt) l.at = q === 0 ? { ...l.at, out: addr } : { ...l.at, more: l.at.more!.map((a, p) => (p === q - 1 ? addr : a)) };
       pages = Math.ceil((base + bytes) / 65536);
       shift(layouts, constants, base);
     }
@@ -431,6 +493,17 @@ export class WasmProgram implements PoolProgram {
       if (s instanceof Uint8Array) prog.u8.set(s, addr);
       else prog.f32.set(s as Float32Array, addr / 4);
     }
+    const resAt = new Map<number, Resident>();
+    if (inHost)
+      for (const { j, addr } of residentAt) {
+        const sh = c.params[j].shape;
+        const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), last: null };
+        keepAlive.set(r.view, prog);
+        prog.residents.push(r);
+        resAt.set(base + addr, r);
+        for (const l of layouts) for (const x of l.inputs) if (x.addr === base + addr && !x.bool) x.res = r;
+      }
+    const resOf = (addr: number, sh: HloInstruction['shape']): Resident | null => (sh.dtype === 'float32' && !sh.weakType ? (resAt.get(addr) ?? null) : null);
     // An output of a multi-output fusion leaves the arena when anything but a wasm kernel reads it.
     const tupleCopied = (f: HloInstruction, q: number): boolean => tupleReaders(f, q).some((u) => u === null || !plans.has(u));
     // With the arena in the backend's memory, a float32 result that only transient steps read
@@ -449,9 +522,9 @@ export class WasmProgram implements PoolProgram {
         finalItems: l.plan.finalItems,
         parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
-        outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)) })) : null,
+        outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)), res: resOf(q === 0 ? out : l.at.more![q - 1], sh) })) : null,
         inputs: l.inputs,
-        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!) },
+        out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!), res: l.inst.isTuple ? null : resOf(out, l.inst.shape) },
         acc: l.acc,
         band: l.acc >= 0 && l.plan.kind === 'loop' ? { L: l.plan.L, perRow: l.plan.chunksPerRow } : null,
         pool: new globalThis.Array(l.inst.shapes.length).fill(null),
@@ -555,9 +628,29 @@ export class WasmProgram implements PoolProgram {
     if (key >= 0) this.stamps[key] = this.gen;
   }
 
-  /** Starts a call: values staged in earlier calls are stale. */
-  begin(): void {
+  /**
+   * Starts a call: values staged in earlier calls are stale. A resident output of the last call
+   * (see `Resident`) that is not given back as its donated argument is copied out of the arena
+   * first, if the caller still holds it, since this call overwrites its region.
+   */
+  begin(args: readonly Array[]): void {
     this.gen = (this.gen + 1) | 0 || 1;
+    const rs = this.residents;
+    for (let k = 0; k < rs.length; k++) {
+      const r = rs[k];
+      const a = r.last;
+      if (a === null || a === args[r.param]) continue;
+      r.last = null;
+      if (a.isDeleted() || a._buf !== r.view) continue;
+      traffic.evacuatedBytes += r.view.byteLength;
+      a._buf = r.view.slice();
+    }
+  }
+
+  /** The resident output `r` (see `Resident`): an Array viewing its region, which the arena keeps until the next call. */
+  private resident(r: Resident, sh: HloInstruction['shape']): Array {
+    traffic.residentBytes += r.view.byteLength;
+    return (r.last = fromStorage(r.view, sh.shape, sh.dtype));
   }
 
   /** Copies the inputs of step `s` that are not in the arena yet in this call (each value once per call). */
@@ -568,6 +661,7 @@ export class WasmProgram implements PoolProgram {
       if (this.stamps[x.key] === this.gen) continue;
       this.stamps[x.key] = this.gen;
       const data = toStorage(vals[x.val] as Array);
+      if (data === x.res?.view) continue; // (a resident output given back: already in place)
       traffic.copiedInBytes += data.byteLength;
       if (x.bool) this.u8.set(data as Uint8Array, x.addr);
       else this.f32.set(data as Float32Array, x.addr / 4);
@@ -602,10 +696,11 @@ export class WasmProgram implements PoolProgram {
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
         const d = dests !== null && q < dests.length ? dests[q] : null;
-        outs[q] = d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(s, q, x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        outs[q] = x.res !== null ? this.resident(x.res, x.shape) : d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(s, q, x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
+    if (o.res !== null) return this.resident(o.res, o.inst.shape);
     if (dest === null && o.view) return this.viewOf(s, 0, o.addr, o.n, o.inst.shape);
     if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
