@@ -5,22 +5,16 @@
  * thread and on the pool, through every packing path (single product, batched items, multi-pass).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Array, fromStorage, lax, registerBackend, setNumThreads, toStorage, withBackend } from '../../index';
+import { type Array, fromStorage, lax, setNumThreads, toStorage, withBackend } from '../../index';
 import { arenaHost, evalPrimitiveInto } from '../../internal';
 import { dotGeneralP } from '../../lax/dot';
-import { SystolicBackend } from './backend';
+import { systolicTestBackend, wavyData } from './testBackend';
 
-const backend = new SystolicBackend('systolic-arena-test');
-registerBackend(backend);
-const engine = backend.engine;
+const { backend, engine } = systolicTestBackend('systolic-arena-test');
 
 afterEach(() => setNumThreads(null));
 
-function data(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.731 + seed) * (1 + (i % 7));
-  return out;
-}
+const data = wavyData;
 
 /** `x` copied into a fresh region of the engine's memory, as an Array over the view. */
 function inArena(x: Float32Array, shape: number[]): { arr: Array; addr: number } {

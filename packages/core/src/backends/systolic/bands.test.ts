@@ -15,18 +15,13 @@ import { dotGeneralP } from '../../lax/dot';
 import { transposeP } from '../../lax/structural';
 import type { Primitive, ShapedArray } from '../../primitive';
 import { SystolicBackend } from './backend';
+import { systolicTestBackend, wavyData } from './testBackend';
 
-const backend = new SystolicBackend('systolic-bands-test');
-registerBackend(backend);
-const engine = backend.engine;
+const { backend, engine } = systolicTestBackend('systolic-bands-test');
 
 afterEach(() => setNumThreads(null));
 
-function data(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.731 + seed) * (1 + (i % 7));
-  return out;
-}
+const data = wavyData;
 
 const bitsOf = (x: Float32Array): Uint32Array => new Uint32Array(x.slice().buffer);
 /** The test's epilogue: not idempotent, so a band run twice changes the result, and a skipped one leaves the product's value. */
