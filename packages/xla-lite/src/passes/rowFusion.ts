@@ -133,6 +133,15 @@ function cloneBroadcast(
   return made && remaining.length === 0;
 }
 
+/**
+ * Whether group `g` becomes a kRow fusion: a row length of at least 2, a row reduction, and a
+ * row value broadcast back to full shape. Groups only grow, so once true it stays true.
+ */
+function fuses(g: Group, c: HloComputation, groupOf: Map<HloInstruction, Group>, roles: Map<HloInstruction, Role>, ms = c.instructions.filter((i) => groupOf.get(i) === g)): boolean {
+  if (g.k === null || prod(g.shape.slice(g.k)) < 2) return false;
+  return ms.some((m) => roles.get(m) === 'reduce') && ms.some((m) => roles.get(m) === 'rowBroadcast' && groupOf.get(m.operands[0]) === g);
+}
+
 /** Fuses row groups of `c`; returns the number of kRow fusions made. */
 export function fuseRows(c: HloComputation, mod?: HloModule): number {
   const users = c.users();
@@ -140,15 +149,20 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
   const roles = new Map<HloInstruction, Role>();
   const groups: Group[] = [];
   const pos = new Map(c.instructions.map((i, j) => [i, j]));
-  const end = c.instructions.length;
   for (let j = c.instructions.length - 1; j >= 0; j--) {
     const i = c.instructions[j];
-    // Join the group of a user when every other user comes after that group's root: then the
+    // Join the group of a user when every other user runs after that group's root: then the
     // value can also leave the fusion as an extra output (multi-output fusion) without a cycle,
-    // as a forward softmax's exp and sum do when the backward pass reads them again.
+    // as a forward softmax's exp and sum do when the backward pass reads them again. A user in
+    // a group that is already sure to become a fusion runs at that group's root (a backward
+    // norm's `2 * sqrt(var + eps)`, computed early, runs inside the backward row kernel).
     // Broadcasts and index values never leave a fusion (recomputing them is free;
     // materialising is not).
-    const after = (u: HloInstruction | null, g: Group): boolean => (u === null ? end : pos.get(u)!) > pos.get(g.root)!;
+    const after = (u: HloInstruction | null, g: Group): boolean => {
+      if (u === null) return true;
+      const h = groupOf.get(u);
+      return pos.get(h !== undefined && h !== g && fuses(h, c, groupOf, roles) ? h.root : u)! > pos.get(g.root)!;
+    };
     const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
     if (cheap && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
     const us = users.get(i)!;
@@ -188,10 +202,7 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
   let made = 0;
   for (const g of groups) {
     const ms = c.instructions.filter((i) => groupOf.get(i) === g);
-    if (g.k === null || prod(g.shape.slice(g.k)) < 2) continue;
-    const reduces = ms.filter((m) => roles.get(m) === 'reduce');
-    const roundTrip = ms.some((m) => roles.get(m) === 'rowBroadcast' && groupOf.get(m.operands[0]) === g);
-    if (reduces.length === 0 || !roundTrip) continue;
+    if (!fuses(g, c, groupOf, roles, ms)) continue;
     outlineFusion(c, ms, g.root, 'kRow', mod);
     made++;
   }
