@@ -1,6 +1,6 @@
 // Row (kRow) fusion: softmax, log-softmax, layer norm, RMSNorm and their gradients, on
 // hand-written HLO and through jit.
-import { grad, nn, np } from '@tpukit/core';
+import { grad, nn, np, valueAndGrad } from '@tpukit/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildExecutable, compileRowKernel, dce, fuseRows, HloModule, jit, rowKernelSource } from '../src/internal';
@@ -173,6 +173,38 @@ describe('multi-output row fusion', () => {
           expectAllclose(v, want[k], { rtol: 2e-4, atol: 2e-4 });
         });
         expect(c.costAnalysis().bytesAccessed).toBeLessThan(unfused.costAnalysis().bytesAccessed);
+      }),
+      { numRuns: 12 },
+    );
+  });
+
+  it('a cross-entropy training step: the one-hot of the labels is recomputed by the backward row kernel, not written by the forward one', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 9 }), fc.integer({ min: 3, max: 40 }), fc.integer({ min: 0, max: 99 }), (rows, V, s) => {
+        const h = np.array(Float32Array.from({ length: 2 * rows * 8 }, (_, i) => Math.sin(i * 1.3 + s))).reshape([2, rows, 8]);
+        const e = np.array(Float32Array.from({ length: V * 8 }, (_, i) => Math.cos(i * 0.7 + s) * 0.5)).reshape([V, 8]);
+        const y = np.array(Int32Array.from({ length: 2 * rows }, (_, i) => (i * 7 + s) % V), 'int32').reshape([2, rows]);
+        // The LM head between the forward and the backward row kernels, as in a GPT.
+        const loss = (a: any, m: any, t: any) => np.negative(np.mean(np.sum(np.multiply(nn.logSoftmax(np.matmul(a, np.transpose(m))), nn.oneHot(t, V)), { axis: -1 })));
+        // (value and gradient: the forward's loss is a row-reduction root of its own kernel)
+        const dl = (a: any, m: any, t: any) => {
+          const [l, [ga, gm]] = valueAndGrad(loss, { argnums: [0, 1] } as any)(a, m, t) as any;
+          return [l, ga, gm];
+        };
+        const c = jit(dl).lower(h, e, y).compile();
+        const rowsK = c.module.entry.instructions.filter((i) => i.opcode === 'fusion' && i.params.kind === 'kRow');
+        expect(rowsK).toHaveLength(2);
+        const [fwd, bwd] = rowsK;
+        // The forward kernel writes exp and the row sums for the backward; the one-hot it does not.
+        for (const o of fwd.called[0].outputs) expect(o.prim?.name).not.toBe('convert_element_type');
+        expect(bwd.called[0].instructions.some((m) => m.prim?.name === 'iota')).toBe(true);
+        const got = c.call([h, e, y]);
+        const plain = jit(dl).lower(h, e, y).compile({ rowFusion: false }).call([h, e, y]);
+        const want = dl(h, e, y) as any[];
+        got.forEach((v, k) => {
+          expectAllclose(v, plain[k], { rtol: 1e-5, atol: 1e-6 });
+          expectAllclose(v, want[k], { rtol: 1e-4, atol: 1e-5 });
+        });
       }),
       { numRuns: 12 },
     );

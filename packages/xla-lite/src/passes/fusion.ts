@@ -100,6 +100,24 @@ export function isIndexValue(x: HloInstruction): boolean {
   return true;
 }
 
+/**
+ * A value any kernel computes from what it reads at row or vector size: made by cheap
+ * (`REMAT_OPS`) or comparison ops from broadcasts (of anything), float32 iotas and scalar
+ * constants alone, such as a one-hot of labels (`labels[row] == iota`). Row fusion recomputes
+ * one in every fusion reading it, as it does broadcasts, instead of writing it at full size
+ * (an index value is the case without broadcasts of non-scalars).
+ */
+export function isBroadcastValue(x: HloInstruction, memo = new Map<HloInstruction, boolean>()): boolean {
+  let r = memo.get(x);
+  if (r !== undefined) return r;
+  const name = x.prim?.name;
+  if (x.isTuple || name === undefined) r = false;
+  else if (name === 'broadcast_in_dim' || name === 'iota') r = isFusible(x);
+  else r = (REMAT_OPS.has(name) || COMPARE.has(name)) && isFusible(x) && x.operands.every((o) => (o.opcode === 'constant' && numel(o.shape) === 1) || isBroadcastValue(o, memo));
+  memo.set(x, r);
+  return r;
+}
+
 /** Reductions the kernel generator fuses with their producers: float32 sum/max over a leading or trailing run of axes. */
 export function isFusibleReduce(i: HloInstruction): boolean {
   const name = i.prim?.name;

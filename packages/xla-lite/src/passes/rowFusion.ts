@@ -21,7 +21,7 @@
  * Groups without that round trip are left to elementwise fusion (kLoop/kInput).
  */
 import { type HloComputation, HloInstruction, type HloModule, numel } from '../hlo';
-import { isFusible, isIndexValue, outlineFusion } from './fusion';
+import { isBroadcastValue, isFusible, isIndexValue, outlineFusion } from './fusion';
 
 interface Group {
   /** The loop shape S. */
@@ -156,14 +156,14 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
     // as a forward softmax's exp and sum do when the backward pass reads them again. A user in
     // a group that is already sure to become a fusion runs at that group's root (a backward
     // norm's `2 * sqrt(var + eps)`, computed early, runs inside the backward row kernel).
-    // Broadcasts and index values never leave a fusion (recomputing them is free;
-    // materialising is not).
+    // Broadcasts, index values and values made from broadcasts alone (a one-hot of labels)
+    // never leave a fusion (recomputing them is free; materialising is not).
     const after = (u: HloInstruction | null, g: Group): boolean => {
       if (u === null) return true;
       const h = groupOf.get(u);
       return pos.get(h !== undefined && h !== g && fuses(h, c, groupOf, roles) ? h.root : u)! > pos.get(g.root)!;
     };
-    const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
+    const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i) || isBroadcastValue(i);
     if (cheap && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
     const us = users.get(i)!;
     const candidates = [...new Set(us.map((u) => (u === null ? undefined : groupOf.get(u))).filter((g): g is Group => g !== undefined))];
