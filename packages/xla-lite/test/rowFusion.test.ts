@@ -3,7 +3,7 @@
 import { grad, nn, np, valueAndGrad } from '@tpukit/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { buildExecutable, compileRowKernel, dce, fuseRows, HloModule, jit, rowKernelSource } from '../src/internal';
+import { buildExecutable, compileRowKernel, dce, fuseRows, type HloInstruction, HloModule, jit, rowKernelSource } from '../src/internal';
 import { B, expectAllclose, f32, prims } from './build';
 
 const seq = (n: number, s = 1) => np.array(Array.from({ length: n }, (_, i) => 2 * Math.sin(i * s)), 'float32');
@@ -161,6 +161,10 @@ describe('multi-output row fusion', () => {
         const fusions = c.module.entry.instructions.filter((i) => i.opcode === 'fusion');
         const rowsK = fusions.filter((i) => i.params.kind === 'kRow');
         expect(rowsK).toHaveLength(2);
+        // The forward norm writes y and x - mean (full size) and its row values; γ's gradient
+        // recomputes x̂ = (x - mean) * rstd from them instead of reading a written x̂.
+        expect(rowsK[0].shapes.filter((sh) => sh.shape.join() === `${rows},${n}`)).toHaveLength(2);
+        expect(rowsK[0].called[0].outputs.map((o) => o.prim?.name)).not.toContain('mul');
         // No separate variance sum, no kernels on [rows, 1] values: the forward norm is whole.
         expect(fusions.filter((i) => i.params.kind === 'kInput' && i.shapes.some((sh) => sh.shape.join() === String(rows)))).toHaveLength(0);
         expect(fusions.filter((i) => i.shapes.every((sh) => sh.shape.join() === `${rows},1`))).toHaveLength(0);
@@ -208,5 +212,30 @@ describe('multi-output row fusion', () => {
       }),
       { numRuns: 12 },
     );
+  });
+
+  it('an extra output that loop fusion can recompute from the other outputs is dropped, unless its reader would contract it or is not a loop fusion', () => {
+    // e = (x - mean) * broadcast(q), where x - mean and q leave the row fusion anyway.
+    const build = (reader: 'mul' | 'add' | 'dot') => {
+      const b = new B();
+      const x = b.param(f32(4, 8));
+      const w = b.param(f32(8, 8));
+      const bc = (v: HloInstruction) => b.op('broadcast_in_dim', [v], { shape: [4, 8], broadcastDimensions: [0] });
+      const xc = b.op('sub', [x, bc(b.op('reduce_sum', [x], { axes: [1] }))]);
+      const q = b.op('reduce_sum', [b.op('square', [xc])], { axes: [1] });
+      const e = b.op('mul', [xc, bc(q)]);
+      const y = b.op('sub', [b.op('mul', [e, e]), x]);
+      const d = b.op('dot_general', [y, w], { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, preferredElementType: null });
+      const later = b.op('mul', [b.op('mul', [xc, d]), bc(q)]);
+      const r = reader === 'dot' ? b.op('dot_general', [e, w], { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, preferredElementType: null }) : b.op(reader, [e, d]);
+      const c = b.out(b.op('add', [r, later]));
+      expect(fuseRows(c)).toBe(1);
+      dce(c);
+      return c.instructions.find((i) => i.opcode === 'fusion')!;
+    };
+    const full = (f: HloInstruction) => f.shapes.filter((sh) => sh.shape.join() === '4,8').length;
+    expect(full(build('mul'))).toBe(2); // y and x - mean; e recomputed by its reader
+    expect(full(build('add'))).toBe(3); // e + d would become one fused multiply-add
+    expect(full(build('dot'))).toBe(3); // a dot reads e: it is written either way
   });
 });

@@ -201,7 +201,20 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
  * Elementwise ops cheap enough to recompute in every loop fusion reading them (XLA's
  * "inexpensive" elementwise ops: no division, no transcendental).
  */
-const REMAT_OPS: ReadonlySet<string> = new Set(['neg', 'abs', 'square', 'sign', 'floor', 'ceil', 'add', 'sub', 'mul', 'max', 'min', 'select_n', 'convert_element_type', 'stop_gradient']);
+export const REMAT_OPS: ReadonlySet<string> = new Set(['neg', 'abs', 'square', 'sign', 'floor', 'ceil', 'add', 'sub', 'mul', 'max', 'min', 'select_n', 'convert_element_type', 'stop_gradient']);
+
+/**
+ * Whether a wasm kernel would contract the product `m`, read by `readers` (once per operand
+ * slot) inside one fusion, into one fused multiply-add with its reader (emitExpr.ts: a product
+ * that is not an output, used once, by an add or as a sub's subtrahend). Recomputing a value
+ * somewhere it would be contracted changes its rounding, so rematerialisation avoids that.
+ */
+export function contractsInto(m: HloInstruction, readers: readonly HloInstruction[]): boolean {
+  if (m.prim?.name !== 'mul' || readers.length !== 1) return false;
+  const u = readers[0];
+  const un = u.prim?.name;
+  return un === 'add' || (un === 'sub' && u.operands[1] === m && u.operands[0] !== m);
+}
 
 /**
  * Whether the fusible float32 value `i`, whose readers are all members of two or more loop
@@ -234,11 +247,7 @@ function rematerializes(
   const free = (o: HloInstruction): boolean => numel(o.shape) === 1 || o.prim?.name === 'broadcast_in_dim' || isIndexValue(o);
   const full = [...new Set(i.operands)].filter((o) => !free(o));
   for (const [g, gus] of byGroup) {
-    if (name === 'mul' && gus.length === 1) {
-      const u = gus[0];
-      const un = u.prim?.name;
-      if (un === 'add' || (un === 'sub' && u.operands[1] === i && u.operands[0] !== i)) return false;
-    }
+    if (contractsInto(i, gus)) return false;
     const fresh = full.filter((o) => !users.get(o)!.some((u) => u !== null && group.get(u) === g));
     if (fresh.length > 1) return false;
     if (fresh.length === 1 && isFusible(fresh[0]) && !users.get(fresh[0])!.some((u) => u !== i && (u === null || group.get(u) !== g))) return false;

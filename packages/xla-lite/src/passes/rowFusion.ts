@@ -21,7 +21,8 @@
  * Groups without that round trip are left to elementwise fusion (kLoop/kInput).
  */
 import { type HloComputation, HloInstruction, type HloModule, numel } from '../hlo';
-import { isBroadcastValue, isFusible, isIndexValue, outlineFusion } from './fusion';
+import { dce } from './dce';
+import { contractsInto, isBroadcastValue, isFusible, isFusibleReduce, isIndexValue, outlineFusion, REMAT_OPS } from './fusion';
 
 interface Group {
   /** The loop shape S. */
@@ -134,6 +135,59 @@ function cloneBroadcast(
 }
 
 /**
+ * Drops the extra outputs of the row fusion `f` that the loop fusions reading them can
+ * recompute from what `f` writes anyway: a cheap elementwise value (`REMAT_OPS`) of `f`'s
+ * other outputs, its inputs and broadcasts of those, read only by instructions elementwise
+ * fusion takes. Each is rebuilt after `f` from those values (elementwise fusion then folds it
+ * into its readers) and `f` no longer writes it: a training step's layer norm writes
+ * x - mean and 1/sqrt(var + eps) for its backward anyway, so γ's gradient recomputes
+ * x̂ = (x - mean) * rstd instead of reading a written x̂. A product is kept where taking it out
+ * of the outputs (or recomputing it) would let a kernel contract it into a fused multiply-add.
+ */
+function dropRecomputableOutputs(c: HloComputation, f: HloInstruction): void {
+  const body = f.called[0];
+  const gtesOf = (): Map<number, HloInstruction> => new Map(c.instructions.filter((i) => i.opcode === 'get-tuple-element' && i.operands[0] === f).map((i) => [(i.params as { index: number }).index, i]));
+  for (let k = body.outputs.length - 1; k >= 1; k--) {
+    const e = body.outputs[k];
+    const gtes = gtesOf();
+    const g = gtes.get(k);
+    const users = c.users();
+    if (!g || e.prim === null || !REMAT_OPS.has(e.prim.name) || e.shape.dtype !== 'float32' || body.outputs.indexOf(e) !== k) continue;
+    const readers = users.get(g)!;
+    if (readers.length === 0 || readers.some((u) => u === null || !(isFusible(u) || isFusibleReduce(u)))) continue;
+    const inside = body.instructions.flatMap((m) => m.operands.filter((o) => o === e).map(() => m));
+    if (contractsInto(e, readers as HloInstruction[]) || contractsInto(e, inside)) continue;
+    const outside = (o: HloInstruction): HloInstruction | undefined => (o.opcode === 'parameter' ? f.operands[o.paramIndex] : body.outputs.indexOf(o) !== k ? gtes.get(body.outputs.indexOf(o)) : undefined);
+    const made: HloInstruction[] = [];
+    const ops = e.operands.map((o) => {
+      const v = outside(o);
+      if (v !== undefined || o.prim?.name !== 'broadcast_in_dim') return v;
+      const src = outside(o.operands[0]);
+      if (src === undefined) return undefined;
+      const bcast = new HloInstruction(o.opcode, o.shapes, [src], o.params, o.prim);
+      made.push(bcast);
+      return bcast;
+    });
+    if (ops.some((o) => o === undefined)) continue;
+    const copy = new HloInstruction(e.opcode, e.shapes, ops as HloInstruction[], e.params, e.prim);
+    made.push(copy);
+    c.instructions.splice(c.instructions.indexOf(g), 1, ...made);
+    c.replaceUses(g, copy);
+    body.outputs.splice(k, 1);
+    f.shapes.splice(k, 1);
+    for (const [j, h] of gtes) if (j > k) h.params = { ...h.params, index: j - 1 };
+  }
+  dce(body);
+  if (f.shapes.length === 1) {
+    const g0 = gtesOf().get(0);
+    if (g0) {
+      c.replaceUses(g0, f);
+      c.instructions.splice(c.instructions.indexOf(g0), 1);
+    }
+  }
+}
+
+/**
  * Whether group `g` becomes a kRow fusion: a row length of at least 2, a row reduction, and a
  * row value broadcast back to full shape. Groups only grow, so once true it stays true.
  */
@@ -203,7 +257,7 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
   for (const g of groups) {
     const ms = c.instructions.filter((i) => groupOf.get(i) === g);
     if (!fuses(g, c, groupOf, roles, ms)) continue;
-    outlineFusion(c, ms, g.root, 'kRow', mod);
+    dropRecomputableOutputs(c, outlineFusion(c, ms, g.root, 'kRow', mod));
     made++;
   }
   // Broadcast clones sit where the original was; a fusion consuming another's extra output sits
