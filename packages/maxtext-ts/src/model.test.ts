@@ -48,6 +48,19 @@ describe('model', () => {
     }
   });
 
+  it('remat_policy lowers the compiled step\'s peak memory with unrolled layers (the recomputation is not merged back)', () => {
+    const wide = ['base_emb_dim=32', 'base_num_query_heads=4', 'base_num_kv_heads=4', 'head_dim=8', 'base_mlp_dim=512', 'max_target_length=64', 'dtype=float32', 'scan_layers=false', 'base_num_decoder_layers=4'];
+    const b = batchOf(256, 8, 64, 7);
+    const peak = (remat: string): number => {
+      const m = modelConfig(loadConfig('tiny', [...wide, `remat_policy=${remat}`]));
+      const p = initParams(m, random.key(8));
+      return jit(valueAndGrad((q: Params) => loss(q, b, m))).lower(p).compile().memoryAnalysis().peakBytes;
+    };
+    const [none, full, minimal] = [peak('none'), peak('full'), peak('minimal')];
+    expect(full).toBeLessThan(0.8 * none);
+    expect(minimal).toBeLessThan(none);
+  });
+
   it('attention does not cross a packed segment boundary', () => {
     const m = modelConfig(loadConfig('tiny', tinyish));
     const p = initParams(m, random.key(5));

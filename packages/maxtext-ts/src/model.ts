@@ -12,7 +12,8 @@
  * - `scan_layers`: layer parameters are stacked on a leading axis and the blocks run under
  *   `lax.scan` (one traced block); otherwise a JS loop over `layers_<i>`.
  * - `remat_policy`: each block is wrapped in core's `checkpoint` (full = nothing saveable,
- *   minimal = matmul outputs saveable); `none` keeps every activation.
+ *   minimal = matmul outputs saveable; `preventCse` off under `scan_layers`, as MaxText);
+ *   `none` keeps every activation.
  * - `dtype` activations (bf16 by default) with `weight_dtype` parameters (f32): weights are cast
  *   at use, norms and the softmax run in f32, logits and the loss are f32.
  *
@@ -219,7 +220,8 @@ export function forward(params: Params, tokens: Array, segmentIds: Array, positi
   const mask = segmentMask(segmentIds);
   const attend: Attend = (q, k, v) => nn.dotProductAttention(q, k, v, { mask, isCausal: true, implementation: m.attention });
   const run = (h: Array, p: Tree): Array => block(h, p, positions, m, attend);
-  const step = m.remat === 'none' ? run : checkpoint(run, { policy: m.remat === 'full' ? 'nothing_saveable' : 'dots_saveable' });
+  // As MaxText: prevent_cse only outside scan (a scanned body cannot be merged with the forward pass).
+  const step = m.remat === 'none' ? run : checkpoint(run, { policy: m.remat === 'full' ? 'nothing_saveable' : 'dots_saveable', preventCse: !m.scanLayers });
   const dec = params.decoder as Tree;
   if (m.scanLayers) {
     [x] = lax.scan((h: Array, p: Tree) => [step(h, p), null], x, dec.layers);

@@ -15,7 +15,7 @@ import { jit } from '@tpukit/xla-lite';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { writeNpz, type NpyArray } from './npz';
-import { cases, wrapperCases } from './stablehloCases';
+import { caseModules, cases, jitOptions, wrapperCases } from './stablehloCases';
 
 const toNpy = (a: Array): NpyArray => ({ shape: a.shape, dtype: a.dtype, data: a.dataSync() as ArrayLike<number> });
 
@@ -26,18 +26,9 @@ function main(): void {
   setDefaultMatmulPrecision('default');
   const index: Record<string, unknown>[] = [];
   for (const c of process.argv.includes('--wrappers') ? wrapperCases() : cases()) {
-    const opts = c.shardings ? { inShardings: c.shardings.in, ...(c.shardings.out ? { outShardings: c.shardings.out } : {}) } : {};
-    const jf = jit(c.fn as (...xs: Array[]) => Array, opts as never);
-    const lowered = jf.lower(...c.args);
     const entry: Record<string, unknown> = { name: c.name, note: c.note, tol: c.tol, gpuTol: c.gpuTol ?? c.tol, partitions: c.partitions ?? 1, modules: [] };
-    // A partitioned program's optimised module is its per-device program (collectives, local
-    // slices), which has no StableHLO form: XLA gets the sharded program before partitioning.
     if (c.shardings) entry.optSkipped = 'a partitioned executable exports only before partitioning (lower().asStableHlo() with mhlo.sharding)';
-    for (const [kind, get] of [
-      ['low', () => lowered.asStableHlo()],
-      ['opt', () => lowered.compile().asStableHlo()],
-    ] as const) {
-      if (kind === 'opt' && c.shardings) continue;
+    for (const { kind, text: get } of caseModules(c)) {
       try {
         const text = get();
         writeFileSync(path.join(dir, `${c.name}.${kind}.mlir`), text);
@@ -49,12 +40,12 @@ function main(): void {
     }
     if (c.shardings) {
       // The collectives tpukit's own partitioner chose, for comparison with XLA's.
-      const hlo = jit(c.fn as (...xs: Array[]) => Array, opts as never).lower(...c.args).compile().asText();
+      const hlo = jit(c.fn as (...xs: Array[]) => Array, jitOptions(c) as never).lower(...c.args).compile().asText();
       entry.tpukitCollectives = Object.fromEntries(
         ['all-reduce', 'all-gather', 'reduce-scatter', 'all-to-all', 'collective-permute'].map((k) => [k, (hlo.match(new RegExp(`\\b${k}\\(`, 'g')) ?? []).length]).filter(([, n]) => (n as number) > 0),
       );
     }
-    const res = jf(...c.args) as Array | Array[];
+    const res = jit(c.fn as (...xs: Array[]) => Array, jitOptions(c) as never)(...c.args) as Array | Array[];
     const outs = Array.isArray(res) ? res : [res];
     const arrays: Record<string, NpyArray> = {};
     c.args.forEach((a, i) => (arrays[`arg${i}`] = toNpy(a)));

@@ -5,6 +5,7 @@
  */
 import { type Array, checkpoint, customJvp, customVjp, grad, lax, nn, np, random, valueAndGrad } from '@tpukit/core';
 import { jit } from '@tpukit/xla-lite';
+import { createHash } from 'node:crypto';
 import { tinyTransformerLoss, tinyTransformerParams, tinyTokens } from '../../xla-lite/test/tinyTransformer';
 import { makeMesh, NamedSharding, P, setCpuDeviceCount } from '../src/index';
 
@@ -20,6 +21,22 @@ export interface Case {
   note: string;
   shardings?: { in: NamedSharding[]; out?: NamedSharding | NamedSharding[] };
   partitions?: number;
+}
+
+/** The jit options of a case (its shardings, if any). */
+export const jitOptions = (c: Case): Record<string, unknown> => (c.shardings ? { inShardings: c.shardings.in, ...(c.shardings.out ? { outShardings: c.shardings.out } : {}) } : {});
+
+/**
+ * The StableHLO modules exported for a case: 'low' (`lower().asStableHlo()`, unoptimised) and,
+ * for a single-device case, 'opt' (`compile().asStableHlo()`: fusions inline, fused attention and
+ * one-hot gathers expanded). A partitioned program's optimised module is its per-device program
+ * (collectives, local slices), which has no StableHLO form, so a sharded case has 'low' only.
+ * `text` throws where the export refuses the case.
+ */
+export function caseModules(c: Case): { kind: 'low' | 'opt'; text: () => string }[] {
+  const lowered = jit(c.fn as (...xs: Array[]) => Array, jitOptions(c) as never).lower(...c.args);
+  const low = { kind: 'low' as const, text: () => lowered.asStableHlo() };
+  return c.shardings ? [low] : [low, { kind: 'opt' as const, text: () => lowered.compile().asStableHlo() }];
 }
 
 const rnd = (seed: number, shape: number[], scale = 1): Array => np.multiply(random.normal(random.key(seed), shape), scale);
@@ -279,4 +296,25 @@ export function wrapperCases(): Case[] {
       tol: F32,
     },
   ];
+}
+
+/**
+ * `{ "<case>.<low|opt>": sha256 of the module text }` for every module the fidelity check
+ * exports (cases() and wrapperCases()); a module the export refuses is "refused: <message>".
+ * Under the 'default' matmul precision, as the export script runs.
+ */
+export function moduleDigests(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const c of [...cases(), ...wrapperCases()]) {
+    for (const { kind, text } of caseModules(c)) {
+      let digest: string;
+      try {
+        digest = createHash('sha256').update(text()).digest('hex');
+      } catch (e) {
+        digest = `refused: ${String(e).slice(0, 200)}`;
+      }
+      out[`${c.name}.${kind}`] = digest;
+    }
+  }
+  return out;
 }

@@ -60,18 +60,13 @@ export class StepReader {
   /** Checks `rel` (built from safe components) against the manifest and the filesystem. */
   #locate(rel: string): { file: string; real: string; size: number } {
     const file = path.join(this.dir, ...rel.split('/'));
-    if (this.manifest === null) {
-      const real = checkInside(this.dir, file, 'restore');
-      const st = fs.lstatSync(real);
-      if (!st.isFile()) throw new Error(`restore: ${file} is not a regular file`);
-      return { file, real, size: st.size };
-    }
-    const entry = Object.prototype.hasOwnProperty.call(this.manifest.files, rel) ? this.manifest.files[rel] : undefined;
-    if (!entry) throw new Error(`restore: ${file} is not listed in ${path.join(this.dir, CHECKSUMS)}; the checkpoint at step ${this.step} is incomplete or corrupt`);
+    // Without a manifest (a checkpoint Orbax wrote) any regular file inside the step is read.
+    const entry = this.manifest === null ? null : Object.prototype.hasOwnProperty.call(this.manifest.files, rel) ? this.manifest.files[rel] : undefined;
+    if (entry === undefined) throw new Error(`restore: ${file} is not listed in ${path.join(this.dir, CHECKSUMS)}; the checkpoint at step ${this.step} is incomplete or corrupt`);
     const real = checkInside(this.dir, file, 'restore');
     const st = fs.lstatSync(real);
     if (!st.isFile()) throw new Error(`restore: ${file} is not a regular file`);
-    if (st.size !== entry.size) throw new Error(`restore: ${file} has ${st.size} bytes, expected ${entry.size}; the checkpoint at step ${this.step} is corrupt`);
+    if (entry !== null && st.size !== entry.size) throw new Error(`restore: ${file} has ${st.size} bytes, expected ${entry.size}; the checkpoint at step ${this.step} is corrupt`);
     return { file, real, size: st.size };
   }
 

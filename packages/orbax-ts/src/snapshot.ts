@@ -128,7 +128,6 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
   const treeMetadata: Record<string, unknown> = {};
   const names = new Map<string, string>();
   const strings: Record<string, string> = {};
-  const arrayNames: string[] = [];
   const claim = (path: KeyPath, where: string): string => {
     const name = paramName(path, opName);
     if (RESERVED.has(name)) throw new Error(`${opName}: leaf ${where} would be stored as "${name}", a file name Orbax reserves in an item directory (${[...RESERVED].join(', ')}); rename the key`);
@@ -146,7 +145,6 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
     if (leaf instanceof TArray) {
       const name = claim(path, where);
       const plan = planArray(leaf, alloc, defer);
-      arrayNames.push(name);
       files.push({ rel: `${name}/.zarray`, data: jsonBytes(makeZArray({ shape: leaf.shape.slice(), chunks: plan.chunks, dtype: leaf.dtype })) });
       for (const p of plan.pieces) files.push({ rel: `${name}/${p.key}`, data: p.data, ready: p.ready });
       leaves.push({ kind: 'array', path: pathStr, name, dtype: leaf.dtype, shape: leaf.shape.slice(), chunks: plan.chunks, sharding: String(leaf.sharding) });
@@ -172,6 +170,7 @@ export function planStandardItem(item: unknown, opName: string, alloc: Alloc | n
   for (const { path, typestr } of emptyNodes(def)) entry(path, typestr, true);
   if (Object.keys(strings).length > 0) files.push({ rel: STRINGS_FILE, data: jsonBytes(strings) });
   // What Orbax needs to restore the arrays without a target (see orbaxSharding.ts).
+  const arrayNames = leaves.flatMap((l) => (l.kind === 'array' ? [l.name] : []));
   if (arrayNames.length > 0) files.push({ rel: SHARDING_FILE, data: jsonBytes(shardingDocument(arrayNames)) });
   const tpukit: TpukitSection = { format: 1, tree: enc, leaves };
   const metadata = {

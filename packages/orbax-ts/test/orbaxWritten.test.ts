@@ -1,5 +1,5 @@
 // Checkpoints written by the real Python Orbax (orbax-checkpoint 0.12.4 with JAX 0.11.2, on the
-// device machine; tools/check_orbax.py `write`, FIDELITY.md): orbax-ts restores the plain layout
+// device machine, and mixed_raw with JAX 0.10.2 on CPU; tools/check_orbax.py `write`, FIDELITY.md): orbax-ts restores the plain layout
 // (use_ocdbt=False, use_zarr3=False, use_compression=False) exactly, with and without a target,
 // and refuses Orbax's default OCDBT layout, zstd-compressed Zarr v2 and Zarr v3 with an error
 // that names the option to save with. expected.json holds the values Orbax saved (exact bits).
@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { type Array as TArray, np } from '@tpukit/core';
 import { CheckpointManager, ShapeDtypeStruct, args } from '../src/index';
 import { encodeValues } from '../tools/bitsEncoding';
+import { describeTree, mixedTree } from '../tools/mixedTree';
 import { SplitSharding, tmpDir } from './helpers';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'orbax_written');
@@ -44,6 +45,19 @@ describe('orbax-ts restores a checkpoint the Python Orbax wrote (use_ocdbt=False
     expect(Object.keys(out)).toEqual(['state']);
     expect(Object.keys(out.state).sort()).toEqual(['count', 'ids', 'lr', 'params', 'step']);
     for (const [p, leaf] of Object.entries(state)) expectLeaf(at(out.state, p), leaf, p);
+    await mgr.close();
+  });
+
+  it('without a target, a tree of booleans, strings, numbers, lists, a tuple, None and empty containers: as Orbax itself restores it', async () => {
+    // mixed_raw was written by Orbax 0.12.4 (jax 0.10.2, CPU, development machine) from
+    // check_orbax.py's mixed_tree; mixed_restored.json is what Orbax's own no-target restore
+    // returned (its tuple comes back as a list).
+    const mgr = open('mixed_raw');
+    const out = await mgr.restore(3);
+    const want = JSON.parse(fs.readFileSync(path.join(fixtures, 'mixed_restored.json'), 'utf8')) as unknown;
+    expect(describeTree(out.state)).toEqual(want);
+    // The same tree as tpukit builds it (mixedTree.ts, what write_checkpoints.ts saves for Orbax).
+    expect(describeTree(mixedTree())).toEqual(want);
     await mgr.close();
   });
 

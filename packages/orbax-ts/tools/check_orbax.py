@@ -123,6 +123,58 @@ def unflatten(expected, make):
     return fix(root)
 
 
+def mixed_tree(jnp):
+    """The tree of non-array leaves and containers both sides write (write_checkpoints.ts' mixedTree)."""
+    return {
+        "flags": {"on": True, "off": False},
+        "name": "tiny-gpt",
+        "layers": [jnp.arange(3, dtype=jnp.float32), {"k": jnp.ones((2, 2), jnp.int32), "tag": "l1"}],
+        "pair": (jnp.asarray(np.float32(2.5)), 4),
+        "none": None,
+        "empty_d": {},
+        "empty_l": [],
+        "n": -3,
+        "x": 1e-3,
+    }
+
+
+def describe(x, tuples_as_lists=False):
+    """A tree as type-tagged JSON: {"dict": ...}, {"list": ...}, {"array": {dtype, shape, values}}, {"bool": true}, ..."""
+    import jax
+    if isinstance(x, dict):
+        return {"dict": {k: describe(v, tuples_as_lists) for k, v in x.items()}}
+    if isinstance(x, (list, tuple)):
+        tag = "list" if isinstance(x, list) or tuples_as_lists else "tuple"
+        return {tag: [describe(v, tuples_as_lists) for v in x]}
+    if x is None:
+        return {"none": None}
+    if isinstance(x, (np.ndarray, jax.Array)):
+        a = np.asarray(x)
+        return {"array": {"dtype": str(a.dtype), "shape": list(a.shape), "values": a.reshape(-1).tolist()}}
+    return {type(x).__name__: x}
+
+
+def read_mixed(d: str) -> list:
+    """Orbax restores orbax-ts's mixed tree (bools, strings, lists, a tuple, None, empty containers)
+    with no target exactly as it restores the same tree it saved itself (tuples come back as lists)."""
+    import jax.numpy as jnp
+    import orbax.checkpoint as ocp
+    rows: list = []
+    want = describe(mixed_tree(jnp), tuples_as_lists=True)
+    root = os.path.join(d, "mixed")
+
+    def check(got):
+        return [] if describe(got) == want else [f"restored {json.dumps(describe(got))[:400]}, expected {json.dumps(want)[:400]}"]
+    report(rows, "mixed tree: PyTreeCheckpointer().restore(item dir), no target", lambda: check(ocp.PyTreeCheckpointer().restore(os.path.join(root, "3", "state"))))
+    report(rows, "mixed tree: StandardCheckpointer().restore(item dir), no target", lambda: check(ocp.StandardCheckpointer().restore(os.path.join(root, "3", "state"))))
+
+    def via_manager():
+        with ocp.CheckpointManager(root) as m:
+            return check(m.restore(3)["state"])
+    report(rows, "mixed tree: CheckpointManager(dir).restore(3), no args", via_manager)
+    return rows
+
+
 def read(d: str, dry: bool) -> list:
     expected = json.load(open(os.path.join(d, "expected.json")))
     if dry:
@@ -294,7 +346,8 @@ def read_safetensors(d: str) -> list:
 
 
 def write(out: str) -> list:
-    """Orbax writes: its default layout (OCDBT), and use_ocdbt=False with Zarr v2 and v3."""
+    """Orbax writes: its default layout (OCDBT), and use_ocdbt=False with Zarr v2 and v3; and a tree of
+    non-array leaves and containers in the plain layout, with what Orbax restores from it."""
     import jax
     import jax.numpy as jnp
     import ml_dtypes
@@ -346,6 +399,19 @@ def write(out: str) -> list:
             return []
         report(rows, f"orbax writes {name} {kw}", go)
     json.dump(expected, open(os.path.join(out, "expected.json"), "w"))
+
+    def mixed():
+        # The plain layout orbax-ts reads, and what Orbax itself restores from it with no target.
+        d = os.path.join(out, "mixed_raw")
+        kw = {"use_ocdbt": False, "use_zarr3": False, "use_compression": False}
+        with ocp.CheckpointManager(d, item_handlers={"state": ocp.PyTreeCheckpointHandler(**kw)}) as mgr:
+            mgr.save(3, args=ocp.args.Composite(state=ocp.args.PyTreeSave(mixed_tree(jnp))))
+            mgr.wait_until_finished()
+        with ocp.CheckpointManager(d, item_handlers={"state": ocp.PyTreeCheckpointHandler(**kw)}) as mgr:
+            got = mgr.restore(3, args=ocp.args.Composite(state=ocp.args.PyTreeRestore()))["state"]
+        json.dump(describe(got), open(os.path.join(out, "mixed_restored.json"), "w"), indent=1)
+        return []
+    report(rows, "orbax writes mixed_raw (bools, strings, lists, a tuple, None, empty containers)", mixed)
     return rows
 
 
@@ -361,6 +427,8 @@ def main(argv):
         rows = read(d, dry)
         if not dry and os.path.exists(os.path.join(d, "model.safetensors")):
             rows += read_safetensors(d)
+        if not dry and os.path.isdir(os.path.join(d, "mixed")):
+            rows += read_mixed(d)
     else:
         rows = write(d)
     if out_json:

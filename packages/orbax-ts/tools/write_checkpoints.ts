@@ -13,6 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { CheckpointManager, args, saveSafetensors } from '../src/index';
 import { encodeValues } from './bitsEncoding';
+import { mixedTree } from './mixedTree';
 
 const devs = globalThis.Array.from({ length: 8 }, (_, id): Device => ({ id, deviceKind: 'virtual', platform: 'cpu', processIndex: 0 }));
 /** A grid sharding: axis k split into parts[k] equal blocks, `replicas` copies of each tile. */
@@ -132,6 +133,13 @@ async function main(): Promise<void> {
     const params = { embed: fill([6, 4], 'bfloat16', 7), layers: [{ w: fill([4, 4], 'float32', 8), b: fill([4], 'float32', 9) }], ids: fill([5], 'int32', 10), mask: np.array([true, false, true], 'bool') };
     saveSafetensors(path.join(out, 'model.safetensors'), params, { metadata: { format: 'pt', source: 'tpukit' } });
     writeFileSync(path.join(out, 'expected_safetensors.json'), JSON.stringify(describe(params)));
+  }
+  // 4. Non-array leaves and containers (mixedTree.ts): check_orbax.py compares Orbax's restore
+  //    with what Orbax restores from the same tree it saved itself.
+  {
+    const mgr = new CheckpointManager(path.join(out, 'mixed'), { enableAsyncCheckpointing: false });
+    await mgr.save(3, args.Composite({ state: args.StandardSave(mixedTree()) }));
+    await mgr.close();
   }
   writeFileSync(path.join(out, 'expected.json'), JSON.stringify(expected));
   console.log(`write_checkpoints: ${Object.keys(expected).join(', ')} -> ${out}`);

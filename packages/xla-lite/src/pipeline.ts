@@ -10,6 +10,7 @@
  */
 import type { HloModule } from './hlo';
 import { algebraicSimplify } from './passes/algebraic';
+import { dropBarriers } from './passes/barriers';
 import { constantFold } from './passes/constantFolding';
 import { cse } from './passes/cse';
 import { dce } from './passes/dce';
@@ -50,9 +51,9 @@ export interface PipelineOptions {
   oneHot?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion', number>;
 
-export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0 });
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
@@ -91,6 +92,8 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
       else stats.dce += dce(c);
     }
   }
+  // No pass below merges computations: the optimization barriers have done their job.
+  stats.barriers = dropBarriers(c);
   if (opts.layout !== false) stats.layout += insertLayoutCopies(c);
   if (opts.fuse !== false) {
     if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod);

@@ -159,7 +159,7 @@ const compareType = (dt: string): string => (isFloatType(dt) ? 'FLOAT' : dt.star
 function gatherFill(dtype: string): number {
   if (isFloatType(dtype)) return NaN;
   if (dtype === 'bool') return 1;
-  const bits = dtype.endsWith('8') ? 8 : dtype.endsWith('16') ? 16 : 32;
+  const bits = dtype.endsWith('8') ? 8 : 32; // the integer dtypes: int8, uint8, int32, uint32
   return dtype.startsWith('uint') ? 2 ** bits - 1 : -(2 ** (bits - 1));
 }
 
@@ -277,7 +277,12 @@ function emitInstruction(e: Emitter, i: HloInstruction): void {
   // with_sharding_constraint, as JAX lowers it under GSPMD.
   if (name === 'sharding_constraint') return e.op(r, 'stablehlo.custom_call', ins, `call_target_name = "Sharding", mhlo.sharding = ${JSON.stringify(String(p.sharding))}`, inTypes, outTypes);
   const prim = i.prim!;
-  if (prim.stablehlo) return e.op(r, `stablehlo.${prim.stablehlo}`, ins, '', inTypes, outTypes);
+  if (prim.stablehlo) {
+    e.op(r, `stablehlo.${prim.stablehlo}`, ins, '', inTypes, outTypes);
+    // A several-result op (optimization_barrier): its get-tuple-elements read %r#k.
+    if (i.isTuple) e.outputs.set(i, results(r, outTypes.length));
+    return;
+  }
   switch (name) {
     case 'integer_pow': {
       const c = e.fresh();

@@ -7,4 +7,5 @@
 export * from './ops';
 export { cond, switchBranches as switch } from '../transforms/cond';
 export { scan } from '../transforms/scan';
+export { optimizationBarrier } from '../transforms/checkpoint';
 export { foriLoop, whileLoop } from '../transforms/while';

@@ -24,6 +24,48 @@ import { backwardPass, isUndef, type TransposeRule } from './transpose';
 import { traceFlat } from './tracing';
 import { showValue } from '../describe';
 
+/**
+ * `optimization_barrier` (jax.lax.optimization_barrier): the identity on its operands, which a
+ * compiler may not look through. Under jit, xla-lite's common-subexpression elimination leaves
+ * it and what reads it alone, so a computation fed by a barrier is not merged with the same
+ * computation on the barrier's operands; it is how `checkpoint` keeps its recomputation in
+ * the backward pass (below). Outside a compiled function it does nothing.
+ */
+export const optimizationBarrierP = definePrimitive<Record<string, never>>({
+  name: 'optimization_barrier',
+  hlo: 'opt-barrier',
+  stablehlo: 'optimization_barrier',
+  abstractEval: (avals) => avals,
+  impl() {
+    throw new Error('optimization_barrier: runs through its eval rule');
+  },
+});
+optimizationBarrierP.rules.eval = (args: Array[]) => args;
+/** The barrier over the non-null entries of `xs` (one bind), nulls kept. */
+const barrierOfPresent = (xs: (Array | null)[]): (Array | null)[] => {
+  const present = xs.filter((x): x is Array => x !== null);
+  if (present.length === 0) return xs;
+  const outs = bind(optimizationBarrierP, present, {});
+  let k = 0;
+  return xs.map((x) => (x === null ? null : outs[k++]));
+};
+optimizationBarrierP.rules.jvp = ((primals, tangents) => [bind(optimizationBarrierP, primals, {}), barrierOfPresent(tangents)]) satisfies JvpRule;
+optimizationBarrierP.rules.transpose = ((cts, args) => {
+  const through = barrierOfPresent(cts);
+  return args.map((a, i) => (isUndef(a) ? through[i] : null));
+}) satisfies TransposeRule;
+optimizationBarrierP.rules.batch = ((vals, dims) => [bind(optimizationBarrierP, vals, {}), dims]) satisfies BatchRule;
+
+/**
+ * `jax.lax.optimization_barrier`: returns `operand` (a pytree of arrays) unchanged, as values a
+ * compiler may not merge with or compute from what it was given (see `optimizationBarrierP`).
+ */
+export function optimizationBarrier<T>(operand: T): T {
+  const [leaves, def] = arrayLeaves([operand], 'optimizationBarrier');
+  if (leaves.length === 0) return operand;
+  return (tree.unflatten(def, bind(optimizationBarrierP, leaves, {})) as [T])[0];
+}
+
 export type SaveablePolicy = (prim: Primitive, params: any) => boolean;
 
 /** Named policies (jax.checkpoint_policies). */
@@ -43,6 +85,8 @@ interface RematParams {
   readonly jaxpr: ClosedJaxpr;
   readonly policy: SaveablePolicy;
   readonly policyName: string;
+  /** Whether the backward pass's recomputation reads its inputs through an optimization barrier. */
+  readonly preventCse: boolean;
 }
 
 export const rematP = definePrimitive<RematParams>({
@@ -138,8 +182,12 @@ rematP.rules.partialEval = ((trace, tracers, params: RematParams) => {
   const nSaved = saved.length;
   const staged = traceFlat(
     (...xs) => {
-      const kin = xs.slice(0, nIn);
-      const sv = xs.slice(nIn, nIn + nSaved);
+      // As JAX lowers a differentiated remat with prevent_cse: the recomputation reads its inputs
+      // through a barrier, so under jit it is not merged with the forward pass's own copy (which
+      // would keep the forward intermediates alive: no memory saved).
+      const fed = params.preventCse && nIn + nSaved > 0 ? bind(optimizationBarrierP, xs.slice(0, nIn + nSaved), {}) : xs.slice(0, nIn + nSaved);
+      const kin = fed.slice(0, nIn);
+      const sv = fed.slice(nIn);
       const uin = xs.slice(nIn + nSaved);
       const m = new Map<JaxprEqn, Array[]>();
       let k = 0;
@@ -163,6 +211,14 @@ rematP.rules.partialEval = ((trace, tracers, params: RematParams) => {
 export interface CheckpointOptions {
   /** Which intermediates to keep for the backward pass (default: nothing_saveable). */
   policy?: SaveablePolicy | keyof typeof byName;
+  /**
+   * Keep a compiler from merging the backward pass's recomputation with the forward pass
+   * (default true, as JAX's `prevent_cse`): the recomputation reads its inputs through an
+   * `optimization_barrier`. Without it, under `jit` common-subexpression elimination turns the
+   * recomputation back into the forward values, which then stay alive until the backward pass.
+   * `false` where that cannot happen (JAX's advice: inside `scan`).
+   */
+  preventCse?: boolean;
 }
 
 /** `jax.checkpoint`: `f` with its intermediates recomputed in the backward pass per `policy`. */
@@ -171,6 +227,8 @@ export function checkpoint<F extends (...args: any[]) => any>(f: F, opts: Checkp
   const policy = typeof p === 'string' ? byName[p] : p;
   if (!policy) throw new Error(`checkpoint: unknown policy ${showValue(p)}; use one of ${Object.keys(byName).join(', ')} or a function`);
   const policyName = typeof p === 'string' ? p : p.name || 'custom';
+  const preventCse = opts.preventCse ?? true;
+  if (typeof preventCse !== 'boolean') throw new Error(`checkpoint: preventCse must be a boolean, got ${showValue(preventCse)}`);
   return ((...args: unknown[]) => {
     const [leaves, inTree] = arrayLeaves(args, 'checkpoint');
     let outTree: tree.TreeDef | null = null;
@@ -181,7 +239,7 @@ export function checkpoint<F extends (...args: any[]) => any>(f: F, opts: Checkp
     }, leaves.map((l) => l.aval), 'checkpoint');
     const j = c.jaxpr;
     const hoisted = c.consts.length ? new ClosedJaxpr(new Jaxpr([], [...j.constvars, ...j.invars], j.eqns, j.outs), []) : c;
-    const outs = bind(rematP, [...c.consts, ...leaves], { jaxpr: hoisted, policy, policyName } satisfies RematParams);
+    const outs = bind(rematP, [...c.consts, ...leaves], { jaxpr: hoisted, policy, policyName, preventCse } satisfies RematParams);
     return tree.unflatten(outTree!, outs);
   }) as F;
 }

@@ -296,4 +296,49 @@ describe('checkpoint', () => {
     expect(counts.nothing_saveable).toBeLessThan(linPlain.jaxpr.consts.length);
     expectAllclose(vmap(grad((ww: Array) => np.sum(checkpoint(block)(ww, x))))(np.stack([w, w])) as Array, [...plain.dataSync(), ...plain.dataSync()], { rtol: 1e-6 });
   });
+  test('checkpoint: preventCse must be a boolean', () => {
+    expect(() => checkpoint(block, { preventCse: 'yes' as never })).toThrow(/checkpoint: preventCse must be a boolean, got "?yes/);
+  });
+
+  test('the backward recomputation reads its inputs through an optimization barrier unless preventCse is false', () => {
+    const count = (preventCse: boolean): number => {
+      const j = makeJaxpr((ww: Array) => grad((v: Array) => np.sum(checkpoint(block, { preventCse })(v, x)))(ww))(w);
+      return j.jaxpr.eqns.filter((e) => e.prim.name === 'optimization_barrier').length;
+    };
+    expect(count(true)).toBe(1);
+    expect(count(false)).toBe(0);
+    // everything_saveable recomputes nothing: no barrier.
+    const all = makeJaxpr((ww: Array) => grad((v: Array) => np.sum(checkpoint(block, { policy: 'everything_saveable' })(v, x)))(ww))(w);
+    expect(all.jaxpr.eqns.some((e) => e.prim.name === 'optimization_barrier')).toBe(false);
+  });
+});
+
+describe('lax.optimizationBarrier', () => {
+  const a = np.array([1, -2, 3]).astype('float32');
+  const b = np.array([[4, 5]]).astype('int32');
+  test('is the identity on a pytree, eagerly and under the transformations', () => {
+    const out = lax.optimizationBarrier({ a, pair: [b, a] });
+    expect(out.a.dataSync()).toEqual(a.dataSync());
+    expect(out.pair[0].dtype).toBe('int32');
+    expect(out.pair[0].dataSync()).toEqual(b.dataSync());
+    expect(lax.optimizationBarrier({})).toEqual({});
+    // d/dx sum(barrier(x)^2 * 3) = 6x: jvp and transpose pass tangents and cotangents through.
+    expectAllclose(grad((v: Array) => np.sum(np.multiply(np.square(lax.optimizationBarrier(v)), 3)))(a) as Array, [6, -12, 18], { rtol: 1e-6 });
+    const [, t] = jvp((v: Array) => lax.optimizationBarrier(np.sin(v)), [a], [np.onesLike(a)]);
+    expectAllclose(t as Array, globalThis.Array.from(a.dataSync(), (v: number) => Math.cos(v)), { rtol: 1e-6 });
+    // A barrier over an integer and a float operand: the integer carries no tangent.
+    const g = grad((v: Array) => np.sum(np.multiply(lax.optimizationBarrier([v, b])[0], 2)))(a) as Array;
+    expectAllclose(g, [2, 2, 2], { rtol: 0 });
+    const batched = vmap((v: Array) => lax.optimizationBarrier(np.multiply(v, 2)))(np.stack([a, a])) as Array;
+    expect(batched.shape).toEqual([2, 3]);
+    expectAllclose(batched, [2, -4, 6, 2, -4, 6], { rtol: 0 });
+  });
+
+  test('stages as one optimization_barrier equation over all leaves', () => {
+    const j = makeJaxpr((u: Array, v: Array) => lax.optimizationBarrier([u, v]))(a, b);
+    const eqns = j.jaxpr.eqns.filter((e) => e.prim.name === 'optimization_barrier');
+    expect(eqns.length).toBe(1);
+    expect(eqns[0].inputs.length).toBe(2);
+    expect(eqns[0].outBinders.map((v) => v.aval.dtype)).toEqual(['float32', 'int32']);
+  });
 });

@@ -3,8 +3,9 @@
  * parameters and operands compute the same value (every core primitive is pure), so later
  * copies are replaced by the first. Constants are merged by value (small ones only), and
  * instructions that call computations or have effects (two identical `debug.print`s print
- * twice) are left alone. Returns how many were replaced.
+ * twice) are left alone, and so are optimization barriers. Returns how many were replaced.
  */
+import { BARRIER } from './barriers';
 import { hasEffect } from '../effects';
 import type { HloComputation, HloInstruction } from '../hlo';
 
@@ -19,7 +20,8 @@ function paramKey(p: Record<string, unknown>): string | null {
 }
 
 function key(i: HloInstruction, ids: Map<HloInstruction, number>): string | null {
-  if (i.opcode === 'parameter' || i.called.length || hasEffect(i)) return null;
+  // Two optimization barriers over the same values stay two (passes/barriers.ts).
+  if (i.opcode === 'parameter' || i.opcode === BARRIER || i.called.length || hasEffect(i)) return null;
   if (i.opcode === 'constant') {
     const l = i.literal!;
     if (l.size > MAX_CONST_KEY) return null;
