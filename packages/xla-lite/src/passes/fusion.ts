@@ -15,6 +15,8 @@
  * index computation, while a shared one would be a kernel of its own writing the full array
  * that every consumer then reads back. Readers
  * outside any group (a dot, a program output) keep the original, materialised for them.
+ * Likewise a cheap elementwise value read only by loop groups is recomputed in each of them
+ * when that reads no more arrays than reading it back would (`rematerializes`).
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
 
