@@ -5,11 +5,14 @@
  * once per variant (`setWasmKernels(false)` gives the JS kernel); threads are switched with
  * `setKernelThreads`. Also a fused row reduction (sum of exp over the last axis), and one whose
  * 4M-element loop reads two 2048-element broadcasts (kernel-bound: no large copies), and two
- * row fusions (softmax, layer norm: JS row kernel vs wasm row kernel). Env:
+ * row fusions (softmax, layer norm: JS row kernel vs wasm row kernel). Last, the reference GPT's
+ * MLP sub-block (pre-layer-norm, tanh-GELU, residual; forward and backward at bench:gpt's
+ * shapes, systolic backend, one thread) compiled with and without loop-fusion
+ * rematerialisation (`rematerialize`), interleaved: CPU ms per call, bytes, kernels. Env:
  * FUSION_BENCH_N (default 1048576), FUSION_BENCH_ROUNDS (default 15).
  */
-import { type Array, nn, np } from '@tpukit/core';
-import { type Compiled, lower, setKernelThreads, setWasmKernels } from '@tpukit/xla-lite';
+import { type Array, nn, np, systolic, valueAndGrad, withBackend } from '@tpukit/core';
+import { type Compiled, jit, lower, setKernelThreads, setWasmKernels } from '@tpukit/xla-lite';
 import { median } from './timing';
 
 const N = Number(process.env.FUSION_BENCH_N ?? 1 << 20);
@@ -81,3 +84,46 @@ for (const [name, f, arg] of cases) {
   console.log(`  wasm, 2 threads  ${median(t.w2).toFixed(2)} ms  -> 1 thread / 2 threads ${median(r.w1W2).toFixed(2)}x`);
   console.log(`  largest difference JS vs wasm: ${worst.toExponential(2)} (largest |value| ${scale.toFixed(3)})`);
 }
+
+// The GPT's MLP sub-block, forward and backward, with and without rematerialisation.
+withBackend('systolic', () => {
+  systolic.setNumThreads(1);
+  setKernelThreads(1);
+  const v = (n: number, s: number, scale = 0.5) => np.array(Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + s) * scale));
+  const gelu = (a: Array) => np.multiply(np.multiply(a, 0.5), np.add(1, np.tanh(np.multiply(0.7978845834732056, np.add(a, np.multiply(0.044715, np.multiply(np.multiply(a, a), a)))))));
+  const norm = (a: Array, g: Array, b: Array) => {
+    const c = np.subtract(a, np.mean(a, { axis: -1, keepdims: true }));
+    return np.add(np.multiply(np.multiply(c, np.reciprocal(np.sqrt(np.add(np.mean(np.square(c), { axis: -1, keepdims: true }), 1e-5)))), g), b);
+  };
+  type P = { g: Array; b: Array; w1: Array; b1: Array; w2: Array; b2: Array };
+  const block = (p: P, h: Array) => np.sum(np.sin(np.add(h, np.add(np.matmul(gelu(np.add(np.matmul(norm(h, p.g, p.b), p.w1), p.b1)), p.w2), p.b2))));
+  const p: P = { g: np.add(v(128, 1), 1), b: v(128, 2), w1: v(128 * 512, 3).reshape([128, 512]), b1: v(512, 4), w2: v(512 * 128, 5).reshape([512, 128]), b2: v(128, 6) };
+  const h = v(16 * 128 * 128, 7, 2).reshape([16, 128, 128]);
+  const args = [...Object.values(p), h];
+  const f = (...a: Array[]) => valueAndGrad(block)({ g: a[0], b: a[1], w1: a[2], b1: a[3], w2: a[4], b2: a[5] }, a[6]);
+  const on = jit(f).lower(...args).compile({ rematerialize: true });
+  const off = jit(f).lower(...args).compile({ rematerialize: false });
+  const cpu = (c: Compiled): number => {
+    const c0 = process.cpuUsage();
+    c.call(args)[0].dataSync();
+    const d = process.cpuUsage(c0);
+    return (d.user + d.system) / 1000;
+  };
+  const t = { on: [] as number[], off: [] as number[], ratio: [] as number[] };
+  for (let k = 0; k < ROUNDS + 2; k++) {
+    // (alternating which runs first)
+    const onFirst = k % 2 === 1;
+    const x0 = cpu(onFirst ? on : off);
+    const x1 = cpu(onFirst ? off : on);
+    const [a, b] = onFirst ? [x0, x1] : [x1, x0];
+    if (k < 2) continue;
+    t.on.push(a);
+    t.off.push(b);
+    t.ratio.push(b / a);
+  }
+  const mib = (c: Compiled) => (c.costAnalysis().bytesAccessed / 2 ** 20).toFixed(1);
+  console.log('\nGPT MLP sub-block [16,128,128] -> 512 -> 128, value and gradient, 1 thread (systolic dots)');
+  console.log(`  rematerialize off  ${median(t.off).toFixed(2)} ms CPU per call, ${off.stats.fusedKernels} kernels, ${mib(off)} MiB accessed`);
+  console.log(`  rematerialize on   ${median(t.on).toFixed(2)} ms CPU per call, ${on.stats.fusedKernels} kernels, ${mib(on)} MiB accessed -> off / on ${median(t.ratio).toFixed(3)}x`);
+  setKernelThreads(null);
+});

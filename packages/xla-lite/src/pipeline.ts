@@ -37,6 +37,13 @@ export interface PipelineOptions {
   /** Fuse dots with their elementwise epilogue into kOutput fusions (default true; needs `fuse`). */
   outputFusion?: boolean;
   /**
+   * Recompute cheap elementwise values (add, mul, ...) inside every loop fusion reading them
+   * instead of writing them once and reading them back (passes/fusion.ts `rematerializes`;
+   * default true, false when the environment sets TPUKIT_FUSION_REMAT=0 at compile time; the
+   * compile cache's key sees the option, not the environment).
+   */
+  rematerialize?: boolean;
+  /**
    * Rewrite dots with a one-hot operand into row gathers / segment sums (passes/oneHotDot.ts;
    * default true; `jit` and `Lowered.compile()` default to false when the environment sets
    * TPUKIT_ONEHOT=0).
@@ -90,7 +97,8 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
   if (opts.layout !== false) stats.layout += insertLayoutCopies(c);
   if (opts.fuse !== false) {
     if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod);
-    stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1);
+    const remat = opts.rematerialize ?? (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_FUSION_REMAT !== '0';
+    stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1, remat);
     if (opts.outputFusion !== false) stats.outputFusion = fuseDotEpilogues(c, mod);
     stats.dce += dce(c);
   }

@@ -1,8 +1,9 @@
 // Row (kRow) fusion: softmax, log-softmax, layer norm, RMSNorm and their gradients, on
 // hand-written HLO and through jit.
-import { grad, nn, np } from '@tpukit/core';
+import { grad, nn, np, valueAndGrad } from '@tpukit/core';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { buildExecutable, compileRowKernel, dce, fuseRows, HloModule, jit, rowKernelSource } from '../src/internal';
+import { buildExecutable, compileRowKernel, dce, fuseRows, type HloInstruction, HloModule, jit, rowKernelSource } from '../src/internal';
 import { B, expectAllclose, f32, prims } from './build';
 
 const seq = (n: number, s = 1) => np.array(Array.from({ length: n }, (_, i) => 2 * Math.sin(i * s)), 'float32');
@@ -142,5 +143,99 @@ describe('multi-output row fusion', () => {
       expect(multi[0].shapes).toHaveLength(3); // softmax, exp and the row sums
       expectAllclose(c.call([x, w])[0], grad(loss)(x, w), { rtol: 1e-5, atol: 1e-6 });
     }
+  });
+
+  it('a pre-norm residual block, forward and backward: the forward layer norm is one row kernel though its backward reads 2*sqrt(var+eps), computed early', () => {
+    // JAX's derivative of sqrt is computed in the forward pass, before the norm's output; it
+    // belongs to the backward row group, which runs after the forward one.
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 9 }), fc.integer({ min: 10, max: 24 }), fc.integer({ min: 0, max: 99 }), (rows, n, s) => {
+        const x = np.array(Float32Array.from({ length: rows * n }, (_, i) => Math.sin(i * 1.1 + s) * 2 + 0.5)).reshape([rows, n]);
+        const w = np.array(Float32Array.from({ length: n * n }, (_, i) => Math.cos(i * 0.7 + s) * 0.3)).reshape([n, n]);
+        const g = seq(n, 0.3);
+        const b = seq(n, 0.7);
+        const block = (a: any, m: any, gg: any, bb: any) => np.add(a, np.matmul(layerNorm(a, gg, bb), m));
+        const loss = (a: any, m: any, gg: any, bb: any) => np.sum(np.sin(block(a, m, gg, bb)));
+        const dl = grad(loss, { argnums: [0, 1, 2, 3] } as any);
+        const c = jit(dl).lower(x, w, g, b).compile();
+        const fusions = c.module.entry.instructions.filter((i) => i.opcode === 'fusion');
+        const rowsK = fusions.filter((i) => i.params.kind === 'kRow');
+        expect(rowsK).toHaveLength(2);
+        // The forward norm writes y and x - mean (full size) and its row values; γ's gradient
+        // recomputes x̂ = (x - mean) * rstd from them instead of reading a written x̂.
+        expect(rowsK[0].shapes.filter((sh) => sh.shape.join() === `${rows},${n}`)).toHaveLength(2);
+        expect(rowsK[0].called[0].outputs.map((o) => o.prim?.name)).not.toContain('mul');
+        // No separate variance sum, no kernels on [rows, 1] values: the forward norm is whole.
+        expect(fusions.filter((i) => i.params.kind === 'kInput' && i.shapes.some((sh) => sh.shape.join() === String(rows)))).toHaveLength(0);
+        expect(fusions.filter((i) => i.shapes.every((sh) => sh.shape.join() === `${rows},1`))).toHaveLength(0);
+        const unfused = jit(dl).lower(x, w, g, b).compile({ rowFusion: false });
+        const got = c.call([x, w, g, b]);
+        const plain = unfused.call([x, w, g, b]);
+        const want = dl(x, w, g, b) as any[];
+        got.forEach((v, k) => {
+          expectAllclose(v, plain[k], { rtol: 2e-5, atol: 2e-5 });
+          expectAllclose(v, want[k], { rtol: 2e-4, atol: 2e-4 });
+        });
+        expect(c.costAnalysis().bytesAccessed).toBeLessThan(unfused.costAnalysis().bytesAccessed);
+      }),
+      { numRuns: 12 },
+    );
+  });
+
+  it('a cross-entropy training step: the one-hot of the labels is recomputed by the backward row kernel, not written by the forward one', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 9 }), fc.integer({ min: 3, max: 40 }), fc.integer({ min: 0, max: 99 }), (rows, V, s) => {
+        const h = np.array(Float32Array.from({ length: 2 * rows * 8 }, (_, i) => Math.sin(i * 1.3 + s))).reshape([2, rows, 8]);
+        const e = np.array(Float32Array.from({ length: V * 8 }, (_, i) => Math.cos(i * 0.7 + s) * 0.5)).reshape([V, 8]);
+        const y = np.array(Int32Array.from({ length: 2 * rows }, (_, i) => (i * 7 + s) % V), 'int32').reshape([2, rows]);
+        // The LM head between the forward and the backward row kernels, as in a GPT.
+        const loss = (a: any, m: any, t: any) => np.negative(np.mean(np.sum(np.multiply(nn.logSoftmax(np.matmul(a, np.transpose(m))), nn.oneHot(t, V)), { axis: -1 })));
+        // (value and gradient: the forward's loss is a row-reduction root of its own kernel)
+        const dl = (a: any, m: any, t: any) => {
+          const [l, [ga, gm]] = valueAndGrad(loss, { argnums: [0, 1] } as any)(a, m, t) as any;
+          return [l, ga, gm];
+        };
+        const c = jit(dl).lower(h, e, y).compile();
+        const rowsK = c.module.entry.instructions.filter((i) => i.opcode === 'fusion' && i.params.kind === 'kRow');
+        expect(rowsK).toHaveLength(2);
+        const [fwd, bwd] = rowsK;
+        // The forward kernel writes exp and the row sums for the backward; the one-hot it does not.
+        for (const o of fwd.called[0].outputs) expect(o.prim?.name).not.toBe('convert_element_type');
+        expect(bwd.called[0].instructions.some((m) => m.prim?.name === 'iota')).toBe(true);
+        const got = c.call([h, e, y]);
+        const plain = jit(dl).lower(h, e, y).compile({ rowFusion: false }).call([h, e, y]);
+        const want = dl(h, e, y) as any[];
+        got.forEach((v, k) => {
+          expectAllclose(v, plain[k], { rtol: 1e-5, atol: 1e-6 });
+          expectAllclose(v, want[k], { rtol: 1e-4, atol: 1e-5 });
+        });
+      }),
+      { numRuns: 12 },
+    );
+  });
+
+  it('an extra output that loop fusion can recompute from the other outputs is dropped, unless its reader would contract it or is not a loop fusion', () => {
+    // e = (x - mean) * broadcast(q), where x - mean and q leave the row fusion anyway.
+    const build = (reader: 'mul' | 'add' | 'dot') => {
+      const b = new B();
+      const x = b.param(f32(4, 8));
+      const w = b.param(f32(8, 8));
+      const bc = (v: HloInstruction) => b.op('broadcast_in_dim', [v], { shape: [4, 8], broadcastDimensions: [0] });
+      const xc = b.op('sub', [x, bc(b.op('reduce_sum', [x], { axes: [1] }))]);
+      const q = b.op('reduce_sum', [b.op('square', [xc])], { axes: [1] });
+      const e = b.op('mul', [xc, bc(q)]);
+      const y = b.op('sub', [b.op('mul', [e, e]), x]);
+      const d = b.op('dot_general', [y, w], { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, preferredElementType: null });
+      const later = b.op('mul', [b.op('mul', [xc, d]), bc(q)]);
+      const r = reader === 'dot' ? b.op('dot_general', [e, w], { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, preferredElementType: null }) : b.op(reader, [e, d]);
+      const c = b.out(b.op('add', [r, later]));
+      expect(fuseRows(c)).toBe(1);
+      dce(c);
+      return c.instructions.find((i) => i.opcode === 'fusion')!;
+    };
+    const full = (f: HloInstruction) => f.shapes.filter((sh) => sh.shape.join() === '4,8').length;
+    expect(full(build('mul'))).toBe(2); // y and x - mean; e recomputed by its reader
+    expect(full(build('add'))).toBe(3); // e + d would become one fused multiply-add
+    expect(full(build('dot'))).toBe(3); // a dot reads e: it is written either way
   });
 });

@@ -15,6 +15,8 @@
  * index computation, while a shared one would be a kernel of its own writing the full array
  * that every consumer then reads back. Readers
  * outside any group (a dot, a program output) keep the original, materialised for them.
+ * Likewise a cheap elementwise value read only by loop groups is recomputed in each of them
+ * when that reads no more arrays than reading it back would (`rematerializes`).
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
 
@@ -100,6 +102,24 @@ export function isIndexValue(x: HloInstruction): boolean {
   return true;
 }
 
+/**
+ * A value any kernel computes from what it reads at row or vector size: made by cheap
+ * (`REMAT_OPS`) or comparison ops from broadcasts (of anything), float32 iotas and scalar
+ * constants alone, such as a one-hot of labels (`labels[row] == iota`). Row fusion recomputes
+ * one in every fusion reading it, as it does broadcasts, instead of writing it at full size
+ * (an index value is the case without broadcasts of non-scalars).
+ */
+export function isBroadcastValue(x: HloInstruction, memo = new Map<HloInstruction, boolean>()): boolean {
+  let r = memo.get(x);
+  if (r !== undefined) return r;
+  const name = x.prim?.name;
+  if (x.isTuple || name === undefined) r = false;
+  else if (name === 'broadcast_in_dim' || name === 'iota') r = isFusible(x);
+  else r = (REMAT_OPS.has(name) || COMPARE.has(name)) && isFusible(x) && x.operands.every((o) => (o.opcode === 'constant' && numel(o.shape) === 1) || isBroadcastValue(o, memo));
+  memo.set(x, r);
+  return r;
+}
+
 /** Reductions the kernel generator fuses with their producers: float32 sum/max over a leading or trailing run of axes. */
 export function isFusibleReduce(i: HloInstruction): boolean {
   const name = i.prim?.name;
@@ -117,8 +137,10 @@ let fusionCounter = 0;
 /**
  * Fuses elementwise groups of `c` (and reductions with their elementwise producers); returns
  * the number of fusion instructions created. `minSize` is the smallest group worth a kernel.
+ * `remat` (default true) recomputes cheap values in every group reading them
+ * (`rematerializes`) and lets a value leave a group for readers whose own fusion runs later.
  */
-export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2): number {
+export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2, remat = true): number {
   const users = c.users();
   const group = new Map<HloInstruction, number>();
   const roots: HloInstruction[] = [];
@@ -126,14 +148,27 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
   const loopShape: string[] = [];
   const pos = new Map(c.instructions.map((x, j) => [x, j]));
   const end = c.instructions.length;
+  /**
+   * Where `u` runs: a member of a group runs inside that group's fusion, at its root (with
+   * `minSize` <= 2 every group whose root is not `u` itself becomes a fusion).
+   */
+  const at = (u: HloInstruction | null): number => {
+    if (u === null) return end;
+    const h = group.get(u);
+    return pos.get(remat && h !== undefined && minSize <= 2 ? roots[h] : u)!;
+  };
   /** Whether `u` (outside group g) runs after g's fusion, so it can read an extra output of it. */
-  const after = (u: HloInstruction | null, g: number): boolean => (u === null ? end : pos.get(u)!) > pos.get(roots[g])!;
+  const after = (u: HloInstruction | null, g: number): boolean => at(u) > pos.get(roots[g])!;
   for (let k = c.instructions.length - 1; k >= 0; k--) {
     const i = c.instructions[k];
     const reduce = isFusibleReduce(i);
     if (!reduce && !isFusible(i)) continue;
     const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
     if (cheap && duplicateBroadcast(c, k, users, group, loopShape, pos)) continue;
+    // A cheap elementwise value read by several loop groups is recomputed in each of them
+    // instead of written by one and read back by the others (XLA duplicates inexpensive
+    // producers into every consumer fusion the same way).
+    if (remat && !cheap && !reduce && rematerializes(i, users, group, loopShape) && duplicateBroadcast(c, k, users, group, loopShape, pos)) continue;
     const us = users.get(i)!;
     const g = !reduce && us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
     const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === loopShape[g];
@@ -165,6 +200,64 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2)
 }
 
 /**
+ * Elementwise ops cheap enough to recompute in every loop fusion reading them (XLA's
+ * "inexpensive" elementwise ops: no division, no transcendental).
+ */
+export const REMAT_OPS: ReadonlySet<string> = new Set(['neg', 'abs', 'square', 'sign', 'floor', 'ceil', 'add', 'sub', 'mul', 'max', 'min', 'select_n', 'convert_element_type', 'stop_gradient']);
+
+/**
+ * Whether a wasm kernel would contract the product `m`, read by `readers` (once per operand
+ * slot) inside one fusion, into one fused multiply-add with its reader (emitExpr.ts: a product
+ * that is not an output, used once, by an add or as a sub's subtrahend). Recomputing a value
+ * somewhere it would be contracted changes its rounding, so rematerialisation avoids that.
+ */
+export function contractsInto(m: HloInstruction, readers: readonly HloInstruction[]): boolean {
+  if (m.prim?.name !== 'mul' || readers.length !== 1) return false;
+  const u = readers[0];
+  const un = u.prim?.name;
+  return un === 'add' || (un === 'sub' && u.operands[1] === m && u.operands[0] !== m);
+}
+
+/**
+ * Whether the fusible float32 value `i`, whose readers are all members of two or more loop
+ * groups of its shape, is better recomputed inside each of them than written once and read
+ * back: it is a cheap op (`REMAT_OPS`), and for every reading group at most one of its
+ * full-size operands is not already read by that group, and such an operand is written for
+ * some other reader anyway (so each group reads at most as many arrays as before and `i`'s
+ * own write disappears). Broadcast and index-value operands are free (computed in the
+ * kernel). A product whose only reader in a group is an add (or the subtrahend of a sub) is
+ * left alone: the wasm kernel would contract that pair into one fused multiply-add and round
+ * differently from the value written once, and recomputing must not change results.
+ */
+function rematerializes(
+  i: HloInstruction,
+  users: Map<HloInstruction, (HloInstruction | null)[]>,
+  group: Map<HloInstruction, number>,
+  loopShape: string[],
+): boolean {
+  const name = i.prim?.name;
+  if (name === undefined || !REMAT_OPS.has(name) || i.shape.dtype !== 'float32') return false;
+  const us = users.get(i)!;
+  const shape = i.shape.shape.join();
+  const byGroup = new Map<number, HloInstruction[]>();
+  for (const u of us) {
+    const g = u === null ? undefined : group.get(u);
+    if (g === undefined || loopShape[g] !== shape) return false;
+    byGroup.set(g, [...(byGroup.get(g) ?? []), u!]);
+  }
+  if (byGroup.size < 2) return false;
+  const free = (o: HloInstruction): boolean => numel(o.shape) === 1 || o.prim?.name === 'broadcast_in_dim' || isIndexValue(o);
+  const full = [...new Set(i.operands)].filter((o) => !free(o));
+  for (const [g, gus] of byGroup) {
+    if (contractsInto(i, gus)) return false;
+    const fresh = full.filter((o) => !users.get(o)!.some((u) => u !== null && group.get(u) === g));
+    if (fresh.length > 1) return false;
+    if (fresh.length === 1 && isFusible(fresh[0]) && !users.get(fresh[0])!.some((u) => u !== i && (u === null || group.get(u) !== g))) return false;
+  }
+  return true;
+}
+
+/**
  * Gives each group reading the broadcast `c.instructions[k]` its own copy of it (inserted at
  * `k`, so program order holds; the copy joins that group), when its readers are not already
  * all in one group. A group gets a copy only if the broadcast has its loop shape. The original
@@ -190,14 +283,14 @@ function duplicateBroadcast(
   }
   const allInOne = byGroup.size === 1 && us.every((u) => u !== null && byGroup.has(group.get(u)!));
   if (byGroup.size === 0 || allInOne) return false;
-  const srcs = [...new Set(i.operands)].map((o) => users.get(o)).filter((u) => u !== undefined);
+  // (users lists hold a reader once per operand slot: `mul(x, x)` is in x's list twice)
   for (const [g, gus] of byGroup) {
     const copy = new HloInstruction(i.opcode, i.shapes, i.operands, i.params, i.prim);
     c.instructions.splice(k, 0, copy);
     for (const u of gus) u.operands = u.operands.map((o) => (o === i ? copy : o));
-    users.set(copy, gus);
+    users.set(copy, us.filter((u) => u !== null && gus.includes(u)));
     pos.set(copy, pos.get(i)!);
-    for (const src of srcs) src.push(copy);
+    for (const o of i.operands) users.get(o)?.push(copy);
     group.set(copy, g);
   }
   const rest = us.filter((u) => u === null || !byGroup.has(group.get(u)!));
@@ -205,7 +298,10 @@ function duplicateBroadcast(
   if (rest.length > 0) return false;
   c.instructions.splice(c.instructions.indexOf(i), 1);
   users.delete(i);
-  for (const src of srcs) src.splice(src.indexOf(i), 1);
+  for (const o of i.operands) {
+    const src = users.get(o);
+    if (src) src.splice(src.indexOf(i), 1);
+  }
   return true;
 }
 

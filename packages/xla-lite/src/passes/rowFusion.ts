@@ -21,7 +21,8 @@
  * Groups without that round trip are left to elementwise fusion (kLoop/kInput).
  */
 import { type HloComputation, HloInstruction, type HloModule, numel } from '../hlo';
-import { isFusible, isIndexValue, outlineFusion } from './fusion';
+import { dce } from './dce';
+import { contractsInto, isBroadcastValue, isFusible, isFusibleReduce, isIndexValue, outlineFusion, REMAT_OPS } from './fusion';
 
 interface Group {
   /** The loop shape S. */
@@ -133,6 +134,68 @@ function cloneBroadcast(
   return made && remaining.length === 0;
 }
 
+/**
+ * Drops the extra outputs of the row fusion `f` that the loop fusions reading them can
+ * recompute from what `f` writes anyway: a cheap elementwise value (`REMAT_OPS`) of `f`'s
+ * other outputs, its inputs and broadcasts of those, read only by instructions elementwise
+ * fusion takes. Each is rebuilt after `f` from those values (elementwise fusion then folds it
+ * into its readers) and `f` no longer writes it: a training step's layer norm writes
+ * x - mean and 1/sqrt(var + eps) for its backward anyway, so γ's gradient recomputes
+ * x̂ = (x - mean) * rstd instead of reading a written x̂. A product is kept where taking it out
+ * of the outputs (or recomputing it) would let a kernel contract it into a fused multiply-add.
+ */
+function dropRecomputableOutputs(c: HloComputation, f: HloInstruction): void {
+  const body = f.called[0];
+  const gtesOf = (): Map<number, HloInstruction> => new Map(c.instructions.filter((i) => i.opcode === 'get-tuple-element' && i.operands[0] === f).map((i) => [(i.params as { index: number }).index, i]));
+  for (let k = body.outputs.length - 1; k >= 1; k--) {
+    const e = body.outputs[k];
+    const gtes = gtesOf();
+    const g = gtes.get(k);
+    const users = c.users();
+    if (!g || e.prim === null || !REMAT_OPS.has(e.prim.name) || e.shape.dtype !== 'float32' || body.outputs.indexOf(e) !== k) continue;
+    const readers = users.get(g)!;
+    if (readers.length === 0 || readers.some((u) => u === null || !(isFusible(u) || isFusibleReduce(u)))) continue;
+    const inside = body.instructions.flatMap((m) => m.operands.filter((o) => o === e).map(() => m));
+    if (contractsInto(e, readers as HloInstruction[]) || contractsInto(e, inside)) continue;
+    const outside = (o: HloInstruction): HloInstruction | undefined => (o.opcode === 'parameter' ? f.operands[o.paramIndex] : body.outputs.indexOf(o) !== k ? gtes.get(body.outputs.indexOf(o)) : undefined);
+    const made: HloInstruction[] = [];
+    const ops = e.operands.map((o) => {
+      const v = outside(o);
+      if (v !== undefined || o.prim?.name !== 'broadcast_in_dim') return v;
+      const src = outside(o.operands[0]);
+      if (src === undefined) return undefined;
+      const bcast = new HloInstruction(o.opcode, o.shapes, [src], o.params, o.prim);
+      made.push(bcast);
+      return bcast;
+    });
+    if (ops.some((o) => o === undefined)) continue;
+    const copy = new HloInstruction(e.opcode, e.shapes, ops as HloInstruction[], e.params, e.prim);
+    made.push(copy);
+    c.instructions.splice(c.instructions.indexOf(g), 1, ...made);
+    c.replaceUses(g, copy);
+    body.outputs.splice(k, 1);
+    f.shapes.splice(k, 1);
+    for (const [j, h] of gtes) if (j > k) h.params = { ...h.params, index: j - 1 };
+  }
+  dce(body);
+  if (f.shapes.length === 1) {
+    const g0 = gtesOf().get(0);
+    if (g0) {
+      c.replaceUses(g0, f);
+      c.instructions.splice(c.instructions.indexOf(g0), 1);
+    }
+  }
+}
+
+/**
+ * Whether group `g` becomes a kRow fusion: a row length of at least 2, a row reduction, and a
+ * row value broadcast back to full shape. Groups only grow, so once true it stays true.
+ */
+function fuses(g: Group, c: HloComputation, groupOf: Map<HloInstruction, Group>, roles: Map<HloInstruction, Role>, ms = c.instructions.filter((i) => groupOf.get(i) === g)): boolean {
+  if (g.k === null || prod(g.shape.slice(g.k)) < 2) return false;
+  return ms.some((m) => roles.get(m) === 'reduce') && ms.some((m) => roles.get(m) === 'rowBroadcast' && groupOf.get(m.operands[0]) === g);
+}
+
 /** Fuses row groups of `c`; returns the number of kRow fusions made. */
 export function fuseRows(c: HloComputation, mod?: HloModule): number {
   const users = c.users();
@@ -140,16 +203,21 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
   const roles = new Map<HloInstruction, Role>();
   const groups: Group[] = [];
   const pos = new Map(c.instructions.map((i, j) => [i, j]));
-  const end = c.instructions.length;
   for (let j = c.instructions.length - 1; j >= 0; j--) {
     const i = c.instructions[j];
-    // Join the group of a user when every other user comes after that group's root: then the
+    // Join the group of a user when every other user runs after that group's root: then the
     // value can also leave the fusion as an extra output (multi-output fusion) without a cycle,
-    // as a forward softmax's exp and sum do when the backward pass reads them again.
-    // Broadcasts and index values never leave a fusion (recomputing them is free;
-    // materialising is not).
-    const after = (u: HloInstruction | null, g: Group): boolean => (u === null ? end : pos.get(u)!) > pos.get(g.root)!;
-    const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i);
+    // as a forward softmax's exp and sum do when the backward pass reads them again. A user in
+    // a group that is already sure to become a fusion runs at that group's root (a backward
+    // norm's `2 * sqrt(var + eps)`, computed early, runs inside the backward row kernel).
+    // Broadcasts, index values and values made from broadcasts alone (a one-hot of labels)
+    // never leave a fusion (recomputing them is free; materialising is not).
+    const after = (u: HloInstruction | null, g: Group): boolean => {
+      if (u === null) return true;
+      const h = groupOf.get(u);
+      return pos.get(h !== undefined && h !== g && fuses(h, c, groupOf, roles) ? h.root : u)! > pos.get(g.root)!;
+    };
+    const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i) || isBroadcastValue(i);
     if (cheap && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
     const us = users.get(i)!;
     const candidates = [...new Set(us.map((u) => (u === null ? undefined : groupOf.get(u))).filter((g): g is Group => g !== undefined))];
@@ -188,11 +256,8 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
   let made = 0;
   for (const g of groups) {
     const ms = c.instructions.filter((i) => groupOf.get(i) === g);
-    if (g.k === null || prod(g.shape.slice(g.k)) < 2) continue;
-    const reduces = ms.filter((m) => roles.get(m) === 'reduce');
-    const roundTrip = ms.some((m) => roles.get(m) === 'rowBroadcast' && groupOf.get(m.operands[0]) === g);
-    if (reduces.length === 0 || !roundTrip) continue;
-    outlineFusion(c, ms, g.root, 'kRow', mod);
+    if (!fuses(g, c, groupOf, roles, ms)) continue;
+    dropRecomputableOutputs(c, outlineFusion(c, ms, g.root, 'kRow', mod));
     made++;
   }
   // Broadcast clones sit where the original was; a fusion consuming another's extra output sits
