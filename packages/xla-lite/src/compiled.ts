@@ -22,7 +22,17 @@ import { moduleText } from './text';
  * one-hot pass off (for A/B runs). Options passed explicitly (`compile({ oneHot: true })`,
  * `setPipelineOptions`) win.
  */
-export const envDefaults = (): PipelineOptions => ((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_ONEHOT === '0' ? { oneHot: false } : {});
+/** An environment variable, where there is a process environment. */
+const env = (name: string): string | undefined => (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
+/**
+ * The pipeline options the environment sets (TPUKIT_ONEHOT=0: no one-hot rewrite;
+ * TPUKIT_FUSION_REMAT=0: no loop-fusion rematerialisation). They are options, so the compile
+ * caches' keys see them.
+ */
+export const envDefaults = (): PipelineOptions => ({
+  ...(env('TPUKIT_ONEHOT') === '0' ? { oneHot: false } : {}),
+  ...(env('TPUKIT_FUSION_REMAT') === '0' ? { rematerialize: false } : {}),
+});
 
 export interface CompileOptions extends PipelineOptions {
   /** Flat argument positions whose buffers may be reused for outputs. */

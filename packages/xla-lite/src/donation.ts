@@ -28,6 +28,7 @@
 import { Array, getBackend, type StorageArray, toStorage } from '@tpukit/core';
 import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
 import { assignBuffers } from './passes/bufferAssignment';
+import { isResidentView } from './wasm/residentViews';
 
 export interface DonationPlan {
   /** Output index -> donated flat input whose storage holds it after the call. */
@@ -165,12 +166,18 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
   return { outputToParam, inPlace, inPlaceTuple, unusable, warning };
 }
 
-/** The storage of a donated argument when outputs can be written into it here, else null. */
+/**
+ * The storage of a donated argument when outputs can be written into it here, else null. Not a
+ * resident view of a wasm arena (another program's donated state, `wasm/residentViews.ts`):
+ * that program's next call overwrites its region, so an output landing there would change
+ * under its caller; such an argument is donated without reuse (its output gets storage of its
+ * own).
+ */
 function hostStorage(a: Array): StorageArray | null {
   const b = a._backend;
   if (b === null || b.manualMemory || b !== getBackend() || a.isDeleted()) return null;
   const s = b.toHost(a._buf, a.aval);
-  return s === a._buf ? s : null;
+  return s === a._buf && !isResidentView(s) ? s : null;
 }
 
 /** Applies a plan on each call: the in-place targets for fusions, then the copies into donated storage. */

@@ -7,6 +7,7 @@
 export * from './index';
 export { computationCost, memoryAnalysis } from './analysis';
 export { cacheKey } from './diskCache';
+export { envDefaults } from './compiled';
 export { buildExecutable } from './executable';
 export { setResidentDonation } from './wasm/program';
 export { bytesOf, HloComputation, HloInstruction, HloModule, makeInstruction, numel } from './hlo';

@@ -39,8 +39,8 @@ export interface PipelineOptions {
   /**
    * Recompute cheap elementwise values (add, mul, ...) inside every loop fusion reading them
    * instead of writing them once and reading them back (passes/fusion.ts `rematerializes`;
-   * default true, false when the environment sets TPUKIT_FUSION_REMAT=0 at compile time; the
-   * compile cache's key sees the option, not the environment).
+   * default true; `jit` and `Lowered.compile()` default to false when the environment sets
+   * TPUKIT_FUSION_REMAT=0, through `envDefaults`, so the compile caches' keys see it).
    */
   rematerialize?: boolean;
   /**
@@ -97,8 +97,7 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
   if (opts.layout !== false) stats.layout += insertLayoutCopies(c);
   if (opts.fuse !== false) {
     if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod);
-    const remat = opts.rematerialize ?? (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_FUSION_REMAT !== '0';
-    stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1, remat);
+    stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1, opts.rematerialize ?? true);
     if (opts.outputFusion !== false) stats.outputFusion = fuseDotEpilogues(c, mod);
     stats.dce += dce(c);
   }

@@ -120,6 +120,31 @@ describe('donated state resident in the arena', () => {
     expect(next.map(bits)).toEqual(off(...want.map((w) => np.array(new Float32Array(new Uint32Array(w).buffer), 'float32')), g, lr).map(bits));
   });
 
+  it("a resident output donated to another function: that function's output does not land in the first one's arena region", () => {
+    // Reviewer's case: f keeps p1 in its arena; g (whose output q is also read by a sum, so not
+    // resident in g) takes p1 donated; before the fix g wrote q into p1's storage, f's region,
+    // and f's next call changed q under its caller.
+    withBackend('systolic', () => {
+      const f = jit((p: Array, gr: Array) => np.subtract(p, np.multiply(gr, 0.5)), { donateArgnums: 0 });
+      const g = jit((p: Array, gr: Array) => {
+        const q = np.add(p, np.multiply(gr, 2));
+        return [q, np.sum(np.multiply(q, q))];
+      }, { donateArgnums: 0 });
+      const n = 100;
+      const p1 = f(data(n, 1), data(n, 2)) as Array;
+      const s1 = toStorage(p1);
+      const [q] = g(p1, data(n, 3)) as Array[];
+      expect(p1.isDeleted()).toBe(true);
+      expect(toStorage(q)).not.toBe(s1);
+      const before = bits(q);
+      f(data(n, 7), data(n, 8));
+      expect(bits(q)).toEqual(before);
+      // And q's values are g's update of f's: p1 = d1 - d2 / 2, q = p1 + 2 d3.
+      const want = np.add(np.subtract(data(n, 1), np.multiply(data(n, 2), 0.5)), np.multiply(data(n, 3), 2));
+      expect(bits(q)).toEqual(bits(want));
+    });
+  });
+
   it('a resident output passed back in another argument position is read with its own values', () => {
     // p1 (resident in argument 0's region) comes back as the gradient while argument 0 gets
     // another array: its region is overwritten, so p1 must be moved out first.

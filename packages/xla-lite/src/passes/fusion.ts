@@ -252,7 +252,11 @@ function rematerializes(
     if (contractsInto(i, gus)) return false;
     const fresh = full.filter((o) => !users.get(o)!.some((u) => u !== null && group.get(u) === g));
     if (fresh.length > 1) return false;
-    if (fresh.length === 1 && isFusible(fresh[0]) && !users.get(fresh[0])!.some((u) => u !== i && (u === null || group.get(u) !== g))) return false;
+    // A fresh fusible operand must be written anyway: read by an output, by an instruction no
+    // loop group holds, or by a group other than this one and its own (a reader fused with it
+    // does not make it written: recomputing `i` would then move a write, not remove one).
+    const written = (f: HloInstruction): boolean => users.get(f)!.some((u) => u !== i && (u === null || group.get(u) === undefined || (group.get(u) !== g && group.get(u) !== group.get(f))));
+    if (fresh.length === 1 && isFusible(fresh[0]) && !written(fresh[0])) return false;
   }
   return true;
 }

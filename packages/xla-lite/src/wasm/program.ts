@@ -48,6 +48,7 @@ import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
 import { type FusionPlan, type KernelAddresses, PARALLEL_WORK, type ParamSource } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
+import { residentViews } from './residentViews';
 
 let enabled = true;
 
@@ -206,7 +207,7 @@ export function setResidentDonation(on: boolean): void {
 }
 
 /** A resident output's view -> its program: an Array viewing the arena keeps the region reserved. */
-const keepAlive = new WeakMap<Float32Array, WasmProgram>();
+const keepAlive = residentViews;
 
 interface Staged {
   /** Index in the executable's value table. */
