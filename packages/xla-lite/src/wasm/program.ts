@@ -230,7 +230,7 @@ export interface WasmStep {
   readonly parallel: boolean;
   readonly inputs: readonly Staged[];
   readonly out: { addr: number; n: number; bool: boolean; inst: HloInstruction; copyOut: boolean; view: boolean; res: Resident | null };
-  /** For a dot epilogue: where the dot's result is copied in (else -1). */
+  /** For a dot epilogue: where the dot's result lies in the arena (written there by the dot, or copied in; else -1). */
   readonly acc: number;
   /** For a dot epilogue (a loop kernel): its items' element layout, rows of `L` elements in `perRow` chunks of CHUNK (see `runEpilogueBand`); else null. */
   readonly band: { readonly L: number; readonly perRow: number } | null;
@@ -324,10 +324,10 @@ export class WasmProgram implements PoolProgram {
       const p = kind === 'kRow' ? planRowFusion(i.called[0]) : planFusion(i.called[0]);
       if (p) plans.set(i, p);
     }
-    // Dot epilogues (kOutput): the dot runs as its core primitive; its result is copied into
-    // the fusion's arena buffer, the epilogue runs there in place and the result is copied
-    // back into the dot's buffer (which the executable returns, as with the JavaScript
-    // epilogue); wasm kernels reading the fusion read its arena buffer.
+    // Dot epilogues (kOutput): the dot runs as its core primitive and writes its float32 result
+    // straight into the fusion's arena buffer (zero-copy dots; else it is copied in, `acc`);
+    // the epilogue runs there in place, after the product or per finished band of rows
+    // (`runEpilogueBand`, opt-in); wasm kernels reading the fusion read its arena buffer.
     const epilogues = new Map<HloInstruction, { plan: FusionPlan; operands: HloInstruction[] }>();
     for (const i of c.instructions) {
       if (i.opcode !== 'fusion' || (i.params as { kind?: string }).kind !== 'kOutput') continue;
