@@ -196,8 +196,12 @@ function fuses(g: Group, c: HloComputation, groupOf: Map<HloInstruction, Group>,
   return ms.some((m) => roles.get(m) === 'reduce') && ms.some((m) => roles.get(m) === 'rowBroadcast' && groupOf.get(m.operands[0]) === g);
 }
 
-/** Fuses row groups of `c`; returns the number of kRow fusions made. */
-export function fuseRows(c: HloComputation, mod?: HloModule): number {
+/**
+ * Fuses row groups of `c`; returns the number of kRow fusions made. `recompute` (default true):
+ * drop the extra outputs loop fusions can recompute (`dropRecomputableOutputs`).
+ */
+export function fuseRows(c: HloComputation, mod?: HloModule, recompute = true): number {
+  if (typeof recompute !== 'boolean') throw new TypeError(`fuseRows: recompute must be a boolean; got ${String(recompute)}`);
   const users = c.users();
   const groupOf = new Map<HloInstruction, Group>();
   const roles = new Map<HloInstruction, Role>();
@@ -257,7 +261,8 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
   for (const g of groups) {
     const ms = c.instructions.filter((i) => groupOf.get(i) === g);
     if (!fuses(g, c, groupOf, roles, ms)) continue;
-    dropRecomputableOutputs(c, outlineFusion(c, ms, g.root, 'kRow', mod));
+    const f = outlineFusion(c, ms, g.root, 'kRow', mod);
+    if (recompute) dropRecomputableOutputs(c, f);
     made++;
   }
   // Broadcast clones sit where the original was; a fusion consuming another's extra output sits
