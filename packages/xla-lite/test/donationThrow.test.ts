@@ -41,4 +41,24 @@ describe('a call that throws after writing over a donated argument', () => {
         expect(() => f(p1, g)).toThrow(/deleted/);
       });
     });
+  it('a donated argument no kernel wrote over (its output is copied in at the end) stays usable, and a retry gives the right values', () => {
+    const boom = { on: true };
+    const f = jit(function mix(p: Array, w: Array) {
+      const p2 = np.matmul(p, w);
+      debug.callback(() => {
+        if (boom.on) throw new Error('boom');
+      });
+      return p2;
+    }, { donateArgnums: 0 });
+    withBackend('systolic', () => {
+      const p = data(16, 1).reshape([4, 4]);
+      const w = data(16, 2).reshape([4, 4]);
+      const want = [...(np.matmul(p, w).dataSync() as Float32Array)];
+      expect(() => f(p, w)).toThrow(/boom/);
+      expect(p.isDeleted()).toBe(false);
+      boom.on = false;
+      expect([...((f(p, w) as Array).dataSync() as Float32Array)]).toEqual(want);
+      expect(p.isDeleted()).toBe(true);
+    });
+  });
 });
