@@ -36,6 +36,7 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
+import { isResidentView } from './wasm/residentViews';
 import { countOutputCopy, epilogueBandsEnabled, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
 type Step =
@@ -295,28 +296,51 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       }
     }
   };
+  /**
+   * A call threw at step `at` (its steps up to `at` may have run): a donated argument that a
+   * fusion among them writes over (in its own storage, or in the arena region where it lies
+   * resident) may already hold updated values, so it is deleted, as a successful call would
+   * delete it: a retry with it would apply the update twice. Others stay usable.
+   */
+  const writers: [step: number, param: number][] = donor === null ? [] : [...donor.plan.inPlace, ...[...donor.plan.inPlaceTuple].flatMap(([k, m]) => [...m.values()].map((j): [number, number] => [k, j]))];
+  const deleteOverwritten = (at: number, args: readonly Array[], e: unknown): void => {
+    for (const [k, j] of writers) {
+      const a = args[j];
+      if (k > at || a.isDeleted()) continue;
+      const r = wasmProgram?.residents.find((x) => x.param === j);
+      const b = a._backend;
+      const written = r !== undefined ? a._buf === r.view : b !== null && !b.manualMemory && b === getBackend() && b.toHost(a._buf, a.aval) === a._buf && !isResidentView(a._buf as ArrayBufferView);
+      if (written) a._markDeleted(`jit(${name}) threw (${e instanceof Error ? e.message : String(e)}) after writing over its donated input ${j}, which now holds part of that call's update; it is deleted so that a retry does not apply the update twice`, false);
+    }
+  };
   // Profiler records (see profile.ts): made on the first profiled call, one per step plus the call.
   let prof: ProfileRecord[] | null = null;
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
     const t0 = profiling() ? performance.now() : 0;
     wasmProgram?.begin(args);
-    if (t0 === 0) {
-      for (const s of steps) exec(s, args);
-    } else {
-      prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];
-      const cpu0 = cpuNow();
-      let cpu = cpu0;
-      for (let k = 0; k < steps.length; k++) {
-        const t = performance.now();
-        exec(steps[k], args);
-        prof[k].ms += performance.now() - t;
-        const cpu1 = cpuNow();
-        prof[k].cpuMs += cpu1 - cpu;
-        cpu = cpu1;
-        prof[k].calls++;
+    let at = 0; // the step running (for `deleteOverwritten` when one throws)
+    try {
+      if (t0 === 0) {
+        for (; at < steps.length; at++) exec(steps[at], args);
+      } else {
+        prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];
+        const cpu0 = cpuNow();
+        let cpu = cpu0;
+        for (; at < steps.length; at++) {
+          const t = performance.now();
+          exec(steps[at], args);
+          prof[at].ms += performance.now() - t;
+          const cpu1 = cpuNow();
+          prof[at].cpuMs += cpu1 - cpu;
+          cpu = cpu1;
+          prof[at].calls++;
+        }
+        prof[steps.length].cpuMs += cpu - cpu0;
       }
-      prof[steps.length].cpuMs += cpu - cpu0;
+    } catch (e) {
+      if (donating) deleteOverwritten(at, args, e);
+      throw e;
     }
     const res = outSlots.map((k) => vals[k] as Array);
     vals.fill(null);

@@ -34,6 +34,12 @@ export interface PipelineOptions {
   layout?: boolean;
   /** Fuse softmax/norm row patterns into kRow fusions (default true; needs `fuse`). */
   rowFusion?: boolean;
+  /**
+   * Drop a kRow fusion's extra outputs that the loop fusions reading them can recompute from
+   * its other outputs (passes/rowFusion.ts `dropRecomputableOutputs`; default true; needs
+   * `rowFusion`). Off: the row kernel writes them and its readers read them back.
+   */
+  rowRecompute?: boolean;
   /** Fuse dots with their elementwise epilogue into kOutput fusions (default true; needs `fuse`). */
   outputFusion?: boolean;
   /**
@@ -96,7 +102,7 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
   stats.barriers = dropBarriers(c);
   if (opts.layout !== false) stats.layout += insertLayoutCopies(c);
   if (opts.fuse !== false) {
-    if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod);
+    if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod, opts.rowRecompute ?? true);
     stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1, opts.rematerialize ?? true);
     if (opts.outputFusion !== false) stats.outputFusion = fuseDotEpilogues(c, mod);
     stats.dce += dce(c);

@@ -59,6 +59,8 @@ optimizationBarrierP.rules.batch = ((vals, dims) => [bind(optimizationBarrierP, 
 /**
  * `jax.lax.optimization_barrier`: returns `operand` (a pytree of arrays) unchanged, as values a
  * compiler may not merge with or compute from what it was given (see `optimizationBarrierP`).
+ * JS number and boolean leaves come back as arrays (numbers weakly typed), as JAX turns Python
+ * scalars into arrays.
  */
 export function optimizationBarrier<T>(operand: T): T {
   const [leaves, def] = arrayLeaves([operand], 'optimizationBarrier');

@@ -334,6 +334,21 @@ describe('lax.optimizationBarrier', () => {
     expectAllclose(batched, [2, -4, 6, 2, -4, 6], { rtol: 0 });
   });
 
+  test('JS number and boolean leaves become arrays (weakly typed numbers, as JAX makes Python scalars), eagerly and under jit', () => {
+    const one = lax.optimizationBarrier(3) as unknown as Array;
+    expect([one.dtype, one.weakType, one.shape, [...one.dataSync()]]).toEqual(['int32', true, [], [3]]);
+    const [x, y, z] = lax.optimizationBarrier([2.5, true, a]) as unknown as Array[];
+    expect([x.dtype, x.weakType, [...x.dataSync()]]).toEqual(['float32', true, [2.5]]);
+    expect([y.dtype, y.shape, [...y.dataSync()]]).toEqual(['bool', [], [1]]);
+    expect(z.dataSync()).toEqual(a.dataSync());
+    // Weak: a barrier'd 3 times a float32 array stays float32 (an int32 array would promote it).
+    const j = jit((v: Array) => np.multiply(v, lax.optimizationBarrier(3) as unknown as Array));
+    const r = j(a) as Array;
+    expect(r.dtype).toBe('float32');
+    expectAllclose(r, [3, -6, 9], { rtol: 0 });
+    expect(() => lax.optimizationBarrier(['x'] as never)).toThrow(/optimizationBarrier: leaf 0 of the pytree is .*; expected an Array/);
+  });
+
   test('stages as one optimization_barrier equation over all leaves', () => {
     const j = makeJaxpr((u: Array, v: Array) => lax.optimizationBarrier([u, v]))(a, b);
     const eqns = j.jaxpr.eqns.filter((e) => e.prim.name === 'optimization_barrier');

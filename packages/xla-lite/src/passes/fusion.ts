@@ -262,10 +262,12 @@ function rematerializes(
 }
 
 /**
- * Gives each group reading the broadcast `c.instructions[k]` its own copy of it (inserted at
- * `k`, so program order holds; the copy joins that group), when its readers are not already
- * all in one group. A group gets a copy only if the broadcast has its loop shape. The original
- * keeps the other readers; with none left it is removed. Returns whether it was removed.
+ * Gives each group reading `c.instructions[k]` its own copy of it (inserted at `k`, so program
+ * order holds; the copy joins that group), when its readers are not already all in one group:
+ * a broadcast (or index value), which costs nothing inside a kernel, or a cheap value that
+ * `rematerializes` chose to recompute in each group reading it. A group gets a copy only if
+ * the value has its loop shape. The original keeps the other readers; with none left it is
+ * removed. Returns whether it was removed.
  */
 function duplicateBroadcast(
   c: HloComputation,

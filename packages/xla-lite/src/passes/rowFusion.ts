@@ -30,6 +30,8 @@ interface Group {
   /** Number of row dims (k), once a reduction or row broadcast fixed it. */
   k: number | null;
   root: HloInstruction;
+  /** Its instructions, kept as they join (`fuses` reads them per (instruction, user) pair). */
+  members: HloInstruction[];
 }
 
 const eqShape = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((d, i) => d === b[i]);
@@ -120,8 +122,7 @@ function cloneBroadcast(
     // Its program position: just before its first user (where it is needed).
     pos.set(clone, Math.min(...gus.map((u) => pos.get(u)!)) - 0.5);
     g.k = r.k;
-    groupOf.set(clone, g);
-    roles.set(clone, r.role);
+    join(clone, g, r.role, groupOf, roles);
     made = true;
   }
   users.set(i, remaining);
@@ -187,17 +188,29 @@ function dropRecomputableOutputs(c: HloComputation, f: HloInstruction): void {
   }
 }
 
+/** Puts `i` in group `g` with role `role`. */
+function join(i: HloInstruction, g: Group, role: Role, groupOf: Map<HloInstruction, Group>, roles: Map<HloInstruction, Role>): void {
+  groupOf.set(i, g);
+  roles.set(i, role);
+  g.members.push(i);
+}
+
 /**
  * Whether group `g` becomes a kRow fusion: a row length of at least 2, a row reduction, and a
  * row value broadcast back to full shape. Groups only grow, so once true it stays true.
  */
-function fuses(g: Group, c: HloComputation, groupOf: Map<HloInstruction, Group>, roles: Map<HloInstruction, Role>, ms = c.instructions.filter((i) => groupOf.get(i) === g)): boolean {
+function fuses(g: Group, groupOf: Map<HloInstruction, Group>, roles: Map<HloInstruction, Role>): boolean {
   if (g.k === null || prod(g.shape.slice(g.k)) < 2) return false;
+  const ms = g.members;
   return ms.some((m) => roles.get(m) === 'reduce') && ms.some((m) => roles.get(m) === 'rowBroadcast' && groupOf.get(m.operands[0]) === g);
 }
 
-/** Fuses row groups of `c`; returns the number of kRow fusions made. */
-export function fuseRows(c: HloComputation, mod?: HloModule): number {
+/**
+ * Fuses row groups of `c`; returns the number of kRow fusions made. `recompute` (default true):
+ * drop the extra outputs loop fusions can recompute (`dropRecomputableOutputs`).
+ */
+export function fuseRows(c: HloComputation, mod?: HloModule, recompute = true): number {
+  if (typeof recompute !== 'boolean') throw new TypeError(`fuseRows: recompute must be a boolean; got ${String(recompute)}`);
   const users = c.users();
   const groupOf = new Map<HloInstruction, Group>();
   const roles = new Map<HloInstruction, Role>();
@@ -215,7 +228,7 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
     const after = (u: HloInstruction | null, g: Group): boolean => {
       if (u === null) return true;
       const h = groupOf.get(u);
-      return pos.get(h !== undefined && h !== g && fuses(h, c, groupOf, roles) ? h.root : u)! > pos.get(g.root)!;
+      return pos.get(h !== undefined && h !== g && fuses(h, groupOf, roles) ? h.root : u)! > pos.get(g.root)!;
     };
     const cheap = i.prim?.name === 'broadcast_in_dim' || isIndexValue(i) || isBroadcastValue(i);
     if (cheap && cloneBroadcast(c, i, j, users, groupOf, roles, pos)) continue;
@@ -228,36 +241,43 @@ export function fuseRows(c: HloComputation, mod?: HloModule): number {
       const r = roleIn(i, g);
       if (!r) return false;
       g.k = r.k;
-      groupOf.set(i, g);
-      roles.set(i, r.role);
+      join(i, g, r.role, groupOf, roles);
       return true;
     });
     if (joined) continue;
     // Start a group at a full-shape elementwise op or at a trailing-axes reduction.
     if (!i.isTuple && i.shape.dtype === 'float32') {
-      const fresh: Group = { shape: i.shape.shape, k: null, root: i };
+      const fresh: Group = { shape: i.shape.shape, k: null, root: i, members: [] };
       if (isFusible(i)) {
         groups.push(fresh);
-        groupOf.set(i, fresh);
-        roles.set(i, 'full');
+        join(i, fresh, 'full', groupOf, roles);
         continue;
       }
       const isReduce = i.prim?.name === 'reduce_sum' || i.prim?.name === 'reduce_max';
-      const red: Group = { shape: isReduce ? i.operands[0].shape.shape : [], k: null, root: i };
+      const red: Group = { shape: isReduce ? i.operands[0].shape.shape : [], k: null, root: i, members: [] };
       const k = isReduce ? rowDimsOfReduce(i, red) : null;
       if (k !== null) {
         red.k = k;
         groups.push(red);
-        groupOf.set(i, red);
-        roles.set(i, 'reduce');
+        join(i, red, 'reduce', groupOf, roles);
       }
     }
   }
   let made = 0;
+  // Each group's members in program order (one pass; clones sit where they were inserted).
+  const ordered = new Map<Group, HloInstruction[]>();
+  for (const i of c.instructions) {
+    const g = groupOf.get(i);
+    if (g === undefined) continue;
+    const l = ordered.get(g);
+    if (l === undefined) ordered.set(g, [i]);
+    else l.push(i);
+  }
   for (const g of groups) {
-    const ms = c.instructions.filter((i) => groupOf.get(i) === g);
-    if (!fuses(g, c, groupOf, roles, ms)) continue;
-    dropRecomputableOutputs(c, outlineFusion(c, ms, g.root, 'kRow', mod));
+    const ms = ordered.get(g) ?? [];
+    if (!fuses(g, groupOf, roles)) continue;
+    const f = outlineFusion(c, ms, g.root, 'kRow', mod);
+    if (recompute) dropRecomputableOutputs(c, f);
     made++;
   }
   // Broadcast clones sit where the original was; a fusion consuming another's extra output sits

@@ -252,6 +252,27 @@ describe('fused attention on the systolic backend', () => {
     expect(attentionStats().workerItems).toBeGreaterThan(mid.workerItems);
   });
 
+  it('a worker that fails to build its module takes and counts the items: the call raises (not waits forever), and the next call works', () => {
+    if (typeof SharedArrayBuffer === 'undefined') return;
+    const c: Case = { b: 2, t: 23, s: 23, k: 2, g: 1, h: 8, causal: false, dtype: 'float32', seed: 9 };
+    const [q, k, v] = operands(c);
+    const run = (n: number) => withThreads(n, () => [...f32(attend('fused', true)(q, k, v))]);
+    const one = run(1);
+    // The caller takes no items, so only the failing worker can count them (it used to take none).
+    attentionTesting.callerTakesItems = false;
+    attentionTesting.breakModule = true;
+    try {
+      expect(() => run(2)).toThrow(/dot_product_attention \(systolic\): a worker thread failed/);
+    } finally {
+      attentionTesting.breakModule = false;
+    }
+    try {
+      expect(run(2)).toEqual(one);
+    } finally {
+      attentionTesting.callerTakesItems = true;
+    }
+  });
+
   it('falls back to the composite where the fused kernel does not apply; explicit fused rejects it', () => {
     const [q, k, v] = operands({ b: 1, t: 4, s: 4, k: 1, g: 1, h: 3, causal: true, dtype: 'float32', seed: 1 });
     const mask = np.tri(4, 4, 0, 'bool');

@@ -93,8 +93,10 @@ for (;;) {
     }
     const items = c[${ITEMS}], desc = c[${DESC_AT}];
     let done = 0;
-    // (an item taken counts as done even when it failed: the calling thread waits for the count, then sees ERR)
-    for (let i = run ? Atomics.add(c, ${NEXT}, 1) : items; i < items; i = Atomics.add(c, ${NEXT}, 1)) {
+    // (an item taken counts as done even when it failed: the calling thread waits for the count,
+    // then sees ERR. A worker whose module failed to build still takes items, each failing at
+    // once: a caller that takes none waits for every item to be counted.)
+    for (let i = Atomics.add(c, ${NEXT}, 1); i < items; i = Atomics.add(c, ${NEXT}, 1)) {
       try {
         run(i, id + 1, desc);
         done++;
@@ -208,8 +210,9 @@ class Arena {
     const pool = this.crew.pool!;
     // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
     new Uint8Array(this.memory.buffer, desc + MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
-    c[MOD_ID] = mod.id;
-    c[MOD_LEN] = mod.bytes.length;
+    // (`attentionTesting.breakModule`: an id no worker has built and no bytes, so building fails)
+    c[MOD_ID] = attentionTesting.breakModule ? -2 : mod.id;
+    c[MOD_LEN] = attentionTesting.breakModule ? 0 : mod.bytes.length;
     c[MOD_AT] = desc + MOD_BYTES_AT;
     c[DESC_AT] = desc;
     c[MODE] = backward ? 1 : 0;
@@ -325,9 +328,10 @@ const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0, ownMemoryFa
  * only waits, so that every item is computed by a worker (which of the threads takes an item is
  * otherwise up to the scheduler: a test cannot count on the worker getting any). With
  * `holdWorkers` true, workers woken for the next pooled jobs stop before joining them until a
- * job starts with it false again (a worker that wakes too late for its job).
+ * job starts with it false again (a worker that wakes too late for its job). With `breakModule`
+ * true, workers fail to build the module of the next pooled jobs (the job then fails).
  */
-export const attentionTesting = { callerTakesItems: true, holdWorkers: false };
+export const attentionTesting = { callerTakesItems: true, holdWorkers: false, breakModule: false };
 
 /** Sizes and padded sizes of one call. */
 interface Plan {
