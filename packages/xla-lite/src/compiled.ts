@@ -16,22 +16,17 @@ import { lowerJaxpr } from './lower';
 import { emptyPassStats, optimize, type PassStats, type PipelineOptions } from './pipeline';
 import { toStableHlo } from './stablehlo';
 import { moduleText } from './text';
+import { envVar } from './env';
 
 /**
- * Pipeline defaults the environment sets, read at each compile: TPUKIT_ONEHOT=0 turns the
- * one-hot pass off (for A/B runs). Options passed explicitly (`compile({ oneHot: true })`,
- * `setPipelineOptions`) win.
- */
-/** An environment variable, where there is a process environment. */
-const env = (name: string): string | undefined => (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
-/**
- * The pipeline options the environment sets (TPUKIT_ONEHOT=0: no one-hot rewrite;
- * TPUKIT_FUSION_REMAT=0: no loop-fusion rematerialisation). They are options, so the compile
- * caches' keys see them.
+ * Pipeline defaults the environment sets, read at each compile (for A/B runs): TPUKIT_ONEHOT=0
+ * turns the one-hot pass off, TPUKIT_FUSION_REMAT=0 loop-fusion rematerialisation. They are
+ * options, so the compile caches' keys see them; options passed explicitly
+ * (`compile({ oneHot: true })`, `setPipelineOptions`) win.
  */
 export const envDefaults = (): PipelineOptions => ({
-  ...(env('TPUKIT_ONEHOT') === '0' ? { oneHot: false } : {}),
-  ...(env('TPUKIT_FUSION_REMAT') === '0' ? { rematerialize: false } : {}),
+  ...(envVar('TPUKIT_ONEHOT') === '0' ? { oneHot: false } : {}),
+  ...(envVar('TPUKIT_FUSION_REMAT') === '0' ? { rematerialize: false } : {}),
 });
 
 export interface CompileOptions extends PipelineOptions {

@@ -173,7 +173,7 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
  * under its caller; such an argument is donated without reuse (its output gets storage of its
  * own).
  */
-function hostStorage(a: Array): StorageArray | null {
+export function hostStorage(a: Array): StorageArray | null {
   const b = a._backend;
   if (b === null || b.manualMemory || b !== getBackend() || a.isDeleted()) return null;
   const s = b.toHost(a._buf, a.aval);

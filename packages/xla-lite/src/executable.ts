@@ -28,7 +28,7 @@ import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from
 import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
-import { type DonationPlan, DonationRuntime } from './donation';
+import { type DonationPlan, DonationRuntime, hostStorage } from './donation';
 import { hasEffect } from './effects';
 import { compileFusionKernel } from './js/fusionKernels';
 import type { FusedKernel } from './js/kernel';
@@ -36,7 +36,6 @@ import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
 import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
-import { isResidentView } from './wasm/residentViews';
 import { countOutputCopy, epilogueBandsEnabled, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
 type Step =
@@ -308,8 +307,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       const a = args[j];
       if (k > at || a.isDeleted()) continue;
       const r = wasmProgram?.residents.find((x) => x.param === j);
-      const b = a._backend;
-      const written = r !== undefined ? a._buf === r.view : b !== null && !b.manualMemory && b === getBackend() && b.toHost(a._buf, a.aval) === a._buf && !isResidentView(a._buf as ArrayBufferView);
+      const written = r !== undefined ? a._buf === r.view : hostStorage(a) !== null;
       if (written) a._markDeleted(`jit(${name}) threw (${e instanceof Error ? e.message : String(e)}) after writing over its donated input ${j}, which now holds part of that call's update; it is deleted so that a retry does not apply the update twice`, false);
     }
   };

@@ -187,7 +187,8 @@ rematP.rules.partialEval = ((trace, tracers, params: RematParams) => {
       // As JAX lowers a differentiated remat with prevent_cse: the recomputation reads its inputs
       // through a barrier, so under jit it is not merged with the forward pass's own copy (which
       // would keep the forward intermediates alive: no memory saved).
-      const fed = params.preventCse && nIn + nSaved > 0 ? bind(optimizationBarrierP, xs.slice(0, nIn + nSaved), {}) : xs.slice(0, nIn + nSaved);
+      const recomputeIns = xs.slice(0, nIn + nSaved);
+      const fed = params.preventCse && recomputeIns.length > 0 ? bind(optimizationBarrierP, recomputeIns, {}) : recomputeIns;
       const kin = fed.slice(0, nIn);
       const sv = fed.slice(nIn);
       const uin = xs.slice(nIn + nSaved);

@@ -41,6 +41,7 @@ import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
 import { rowStructure } from './rowPlan';
 import { rowsKernel } from './rowsKernel';
+import { envVar } from '../env';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
@@ -63,7 +64,7 @@ export const COL_CHUNK = 1024;
  * took longer on two threads than unsplit (BENCHMARKS.md, "par3").
  */
 export const COL_BLOCK_ROWS = 256;
-const envBlocks = Number((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_COL_ROW_BLOCKS ?? 1);
+const envBlocks = Number(envVar('TPUKIT_COL_ROW_BLOCKS') ?? 1);
 let colBlockLimit = Number.isInteger(envBlocks) && envBlocks >= 1 && envBlocks <= 16 ? envBlocks : 1;
 
 /** Most row blocks a column reduction is split into (1 = not split, the default; env `TPUKIT_COL_ROW_BLOCKS`); applies to executables built afterwards. */

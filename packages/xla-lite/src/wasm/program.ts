@@ -49,6 +49,7 @@ import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
 import { type FusionPlan, type KernelAddresses, PARALLEL_WORK, type ParamSource } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
+import { envVar } from '../env';
 
 let enabled = true;
 
@@ -61,7 +62,7 @@ export function wasmKernelsEnabled(): boolean {
   return enabled && wasm.wasmFeatures().simd;
 }
 
-let zeroCopy = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_ZERO_COPY !== '0';
+let zeroCopy = envVar('TPUKIT_ZERO_COPY') !== '0';
 
 /**
  * Turns zero-copy dots on (default; off when the environment variable `TPUKIT_ZERO_COPY` is
@@ -77,7 +78,7 @@ export function zeroCopyDotsEnabled(): boolean {
   return zeroCopy;
 }
 
-let epilogueBands = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_EPILOGUE_BANDS === '1';
+let epilogueBands = envVar('TPUKIT_EPILOGUE_BANDS') === '1';
 
 /**
  * Turns banded dot epilogues on or off (default off; on when the environment variable
@@ -184,7 +185,7 @@ export function reserveFloats(host: ArenaHost, owner: object, n: number): Float3
  * it instead and passes something else, it is copied out of the arena first (`begin`:
  * the Array is rebound to a fresh copy of its values), so a kept output never changes. Dots and
  * other programs read it in place meanwhile. The view keeps its program (and so its arena
- * region) alive (`keepAlive`).
+ * region) alive (`residentViews`).
  */
 interface Resident {
   /** The donated flat argument whose region holds the output. */
@@ -194,7 +195,7 @@ interface Resident {
   last: Array | null;
 }
 
-let residentOn = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_RESIDENT_DONATION !== '0';
+let residentOn = envVar('TPUKIT_RESIDENT_DONATION') !== '0';
 
 /**
  * Turns donated state resident in the arena (`Resident`) on (default; off when the environment
@@ -206,8 +207,6 @@ export function setResidentDonation(on: boolean): void {
   residentOn = on;
 }
 
-/** A resident output's view -> its program: an Array viewing the arena keeps the region reserved. */
-const keepAlive = residentViews;
 
 interface Staged {
   /** Index in the executable's value table. */
@@ -499,7 +498,7 @@ export class WasmProgram implements PoolProgram {
       for (const { j, addr } of residentAt) {
         const sh = c.params[j].shape;
         const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), last: null };
-        keepAlive.set(r.view, prog);
+        residentViews.set(r.view, prog); // (an Array viewing the arena keeps the region reserved)
         prog.residents.push(r);
         resAt.set(base + addr, r);
         for (const l of layouts) for (const x of l.inputs) if (x.addr === base + addr && !x.bool) x.res = r;

@@ -120,6 +120,22 @@ function withThreads<T>(n: number, f: () => T): T {
   }
 }
 
+/** Runs `f` with the attention pool's test hooks set as given, restoring their defaults after. */
+function withHooks<T>(hooks: Partial<typeof attentionTesting>, f: () => T): T {
+  Object.assign(attentionTesting, hooks);
+  try {
+    return f();
+  } finally {
+    Object.assign(attentionTesting, { callerTakesItems: true, holdWorkers: false, breakModule: false });
+  }
+}
+
+/** The fused attention's output and the gradients of sum(out^2) on `n` threads, as plain numbers. */
+const fusedAndGrads = (q: Array, k: Array, v: Array) => {
+  const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
+  return (n: number) => withThreads(n, () => [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
+};
+
 const attend = (impl: 'fused' | 'xla', causal: boolean) => (q: Array, k: Array, v: Array): Array => nn.dotProductAttention(q, k, v, { isCausal: causal, implementation: impl });
 
 describe('fused attention on the systolic backend', () => {
@@ -197,21 +213,14 @@ describe('fused attention on the systolic backend', () => {
   it('1 and 2 threads give bit-identical results, and the worker thread computes items', () => {
     const c: Case = { b: 3, t: 37, s: 37, k: 2, g: 2, h: 12, causal: true, dtype: 'float32', seed: 5 };
     const [q, k, v] = operands(c);
-    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
-    const run = (n: number) => withThreads(n, () => [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
+    const run = fusedAndGrads(q, k, v);
     const one = run(1);
     expect(run(2)).toEqual(one);
     if (typeof SharedArrayBuffer !== 'undefined') {
       // Which thread takes an item is up to the scheduler; with the calling thread taking none,
       // the worker must compute every item of every pooled job, and the results must not change.
       const before = attentionStats();
-      attentionTesting.callerTakesItems = false;
-      let two: number[][];
-      try {
-        two = run(2);
-      } finally {
-        attentionTesting.callerTakesItems = true;
-      }
+      const two = withHooks({ callerTakesItems: false }, () => run(2));
       const after = attentionStats();
       expect(two).toEqual(one);
       expect(after.pooled - before.pooled).toBeGreaterThanOrEqual(2);
@@ -223,31 +232,18 @@ describe('fused attention on the systolic backend', () => {
     if (typeof SharedArrayBuffer === 'undefined') return;
     const c: Case = { b: 2, t: 19, s: 19, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 7 };
     const [q, k, v] = operands(c);
-    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
-    const run = (n: number) => withThreads(n, () => [attend('fused', true)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
+    const run = fusedAndGrads(q, k, v);
     const one = run(1);
     run(2); // the worker exists (and has the module)
     // Held workers cannot join: calls that waited for them would never return.
     const before = attentionStats();
-    attentionTesting.holdWorkers = true;
-    let held: number[][];
-    try {
-      held = run(2);
-    } finally {
-      attentionTesting.holdWorkers = false;
-    }
+    const held = withHooks({ holdWorkers: true }, () => run(2));
     const mid = attentionStats();
     expect(held).toEqual(one);
     expect(mid.pooled - before.pooled).toBeGreaterThanOrEqual(2);
     expect(mid.workerItems).toBe(before.workerItems);
     // Released at the next job, the worker leaves the closed jobs alone and computes this one's items.
-    attentionTesting.callerTakesItems = false;
-    let after: number[][];
-    try {
-      after = run(2);
-    } finally {
-      attentionTesting.callerTakesItems = true;
-    }
+    const after = withHooks({ callerTakesItems: false }, () => run(2));
     expect(after).toEqual(one);
     expect(attentionStats().workerItems).toBeGreaterThan(mid.workerItems);
   });
@@ -259,18 +255,8 @@ describe('fused attention on the systolic backend', () => {
     const run = (n: number) => withThreads(n, () => [...f32(attend('fused', true)(q, k, v))]);
     const one = run(1);
     // The caller takes no items, so only the failing worker can count them (it used to take none).
-    attentionTesting.callerTakesItems = false;
-    attentionTesting.breakModule = true;
-    try {
-      expect(() => run(2)).toThrow(/dot_product_attention \(systolic\): a worker thread failed/);
-    } finally {
-      attentionTesting.breakModule = false;
-    }
-    try {
-      expect(run(2)).toEqual(one);
-    } finally {
-      attentionTesting.callerTakesItems = true;
-    }
+    withHooks({ callerTakesItems: false, breakModule: true }, () => expect(() => run(2)).toThrow(/dot_product_attention \(systolic\): a worker thread failed/));
+    withHooks({ callerTakesItems: false }, () => expect(run(2)).toEqual(one));
   });
 
   it('falls back to the composite where the fused kernel does not apply; explicit fused rejects it', () => {
