@@ -314,6 +314,57 @@ async function accountPool(): Promise<void> {
 }
 
 /**
+ * `MATMUL_ONLY=kblocks`: the weight gradients (both operands 'rc', K = 2048), one thread, operands
+ * and destination in the GEMM memory as the compiled step has them: packed one K block at a time
+ * inside the kernel's loops (`GemmEngine.blockK`, the default) against both operands packed whole
+ * first (`TPUKIT_GEMM_K_BLOCKS=0`), interleaved per round, warm and cold (48 MiB of other memory
+ * read before each call), by process CPU time: median per-round ratio, least and median CPU ms.
+ * The results must be the same bits (checked).
+ */
+async function kBlocksAB(): Promise<void> {
+  systolic.setNumThreads(1);
+  const e = systolic.backend.engine; // (takes the thread setting)
+  const saved = e.blockK;
+  const junk = new Float32Array(12 << 20);
+  let sink = 0;
+  const evict = (): void => {
+    for (let i = 0; i < junk.length; i += 16) sink += junk[i];
+  };
+  const cases: DotCase[] = [
+    ...GPT_DOTS.filter(([name]) => name.startsWith('dW')),
+    ['dW lm/emb [2048,256]^Tx[2048,128]', [16, 128, 256], [16, 128, 128], [[[0, 1], [0, 1]], [[], []]]],
+  ];
+  console.log(`\n[9] weight gradients, 1 thread, in the GEMM memory: K-blocked packing vs whole operands first, by CPU time (${RUNS * 2} interleaved rounds)`);
+  for (const c of cases) {
+    const d = dotInEngine(e, c);
+    const results: Uint32Array[] = [];
+    const fl = dotCaseFlops(c);
+    for (const cold of [false, true]) {
+      // CPU ms of the calls alone (the eviction runs inside the interleaved round, outside this)
+      const cpu: number[][] = [[], []];
+      const mode = (on: boolean) => () => {
+        if (cold) evict();
+        e.blockK = on;
+        const c0 = process.cpuUsage();
+        d.run();
+        const u = process.cpuUsage(c0);
+        cpu[on ? 0 : 1].push((u.user + u.system) / 1000);
+        if (results.length < 2) results.push(new Uint32Array(d.into.slice().buffer));
+      };
+      await interleaved([mode(true), mode(false)], RUNS * 2, 2);
+      for (const v of cpu) v.splice(0, 2); // (the warm-up runs)
+      const ratio = median(cpu[1].map((x, r) => x / cpu[0][r]));
+      const g = (v: number[]): string => `${Math.min(...v).toFixed(3)} / ${median(v).toFixed(3)} ms (${fmt(fl / median(v) / 1e6)} GFLOP/s)`;
+      console.log(`    ${c[0].padEnd(34)} ${cold ? 'cold' : 'warm'}  K-blocked ${g(cpu[0])}   whole ${g(cpu[1])}   whole / K-blocked ${ratio.toFixed(3)}x`);
+    }
+    if (!results[0].every((x, i) => x === results[1][i])) throw new Error(`bench:matmul: ${c[0]}: K-blocked and whole-operand packing give different results`);
+    d.release();
+  }
+  e.blockK = saved;
+  if (sink === 42) console.log('');
+}
+
+/**
  * `MATMUL_ONLY=shape`: the GEMM's 5 x 8 micro-kernel (opt-in) against the default 4 x 8 kernel
  * on the GPT's dots, one thread, each engine in one process with its operands
  * and destination in its own memory (as the compiled step's arena holds them: no staging, the
@@ -357,6 +408,11 @@ async function main(): Promise<void> {
   if (process.env.MATMUL_ONLY === 'account') {
     console.log(`matmul benchmark, GPT dots by phase; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
     await account();
+    return;
+  }
+  if (process.env.MATMUL_ONLY === 'kblocks') {
+    console.log(`matmul benchmark, weight gradients' K-blocked packing; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+    await kBlocksAB();
     return;
   }
   if (process.env.MATMUL_ONLY === 'gpt') {

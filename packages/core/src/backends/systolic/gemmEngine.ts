@@ -83,6 +83,8 @@ export interface OperandTraffic {
   poolRowBlockJobs: number;
   /** Packing calls (chunks or row blocks) whose in-place source was swept first (`touchInPlace`), on any thread. */
   sweptChunks: number;
+  /** One-thread products packed one K block at a time inside the kernel's loops (`GemmEngine.kBlocks`). */
+  kBlockedProducts: number;
 }
 
 export class GemmEngine implements BatchEngine {
@@ -129,6 +131,13 @@ export class GemmEngine implements BatchEngine {
    * could not be measured on the shared machine (BENCHMARKS.md, gemmstep). Same bits either way.
    */
   blockRowsPool = typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_BLOCK_ROWS_POOL === '1';
+  /**
+   * Whether one-thread products of two in-place 'rc' operands with several K blocks (the weight
+   * gradients) pack each K block of both operands right before the kernel multiplies it
+   * (`kBlocks`): on by default; `TPUKIT_GEMM_K_BLOCKS=0` in the environment turns it off (an A/B
+   * switch for benchmarks: the results are the same bits either way).
+   */
+  blockK = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_K_BLOCKS !== '0';
   /** Phase timer only: how long packing A and packing B took in the current product (ms). */
   private readonly packMs: number[] = [0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
@@ -136,7 +145,7 @@ export class GemmEngine implements BatchEngine {
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
-  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0 };
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0 };
   readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape = defaultShape() }: { relaxed: boolean; shape?: GemmShape }) {
@@ -365,6 +374,7 @@ export class GemmEngine implements BatchEngine {
       let t2 = t0;
       let alone = false;
       let blocked = false;
+      let kBlocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
       if (!(big && this.parallel && this.parallel(this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows)))) {
         alone = true;
@@ -372,13 +382,16 @@ export class GemmEngine implements BatchEngine {
         // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
         blocked = blockA && jobA !== null;
         if (blocked) this.traffic.rowBlockedProducts++;
+        // Both operands read in place by K blocks inside the kernel's loops (see `kBlocks`).
+        kBlocked = !blocked && jobA !== null && jobB !== null && inA && inB && this.kBlocks(a, b, M, N, kp);
+        if (kBlocked) this.traffic.kBlockedProducts++;
         this.packMs[0] = 0;
         this.packMs[1] = 0;
         tp = t0;
         // One thread: copy a chunk, pack it while its source is still in cache.
         for (let p = 0; p < packs.length; p++) {
           const j = packs[p];
-          if (blocked && j === jobA) continue;
+          if ((blocked && j === jobA) || kBlocked) continue;
           const fn = this.packFns[j.fn];
           for (let i = 0; i < j.chunks; i++) {
             stager.to(chunkCall(j, i, call));
@@ -395,6 +408,7 @@ export class GemmEngine implements BatchEngine {
         edges();
         t1 = phaseClock();
         if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed);
+        else if (kBlocked && jobA && jobB) this.gemmKBlocks(jobA, jobB, ap, c, M, np, kp, timed);
         else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
       }
@@ -402,7 +416,8 @@ export class GemmEngine implements BatchEngine {
       if (timed && alone) {
         const t3 = phaseClock();
         const [packA, packB] = this.packMs;
-        const inGemm = blocked ? packA : 0; // (A's packing ran between the kernel's blocks)
+        // (A's packing, or both operands', ran between the kernel's blocks)
+        const inGemm = blocked ? packA : kBlocked ? packA + packB : 0;
         gemmPhases.products++;
         gemmPhases.stage += this.timedStager.ms;
         this.timedStager.ms = 0; // (a batch stages everything with its first product)
@@ -476,6 +491,85 @@ export class GemmEngine implements BatchEngine {
     // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
     this.exports.gemm(area - i0 * kp * 4, bp, c, M, np, kp, i0, i1, 0, np);
     return packMs;
+  }
+
+  /**
+   * Whether a one-thread product of two operands read in place packs them one K block at a time
+   * inside the kernel's loops (`gemmKBlocks`) instead of packing both whole first: for each K
+   * block, each MC row block of A is packed just before its rows are multiplied, and each pair
+   * of B's column panels just before its first use (then kept for the other row blocks). The
+   * packed blocks (A 256 KiB, B at most `K_BLOCK_MAX_B` bytes) are then read from L2, where a
+   * whole packed A of several MiB went out to memory and came back once per K block. For 'rc'
+   * operands (rows contiguous, each K block's source a run of k rows) with several K blocks and
+   * several row blocks, whole panels on both sides (no TypeScript edges: M a multiple of MR, N
+   * of NR, K unpadded): the weight gradients whose lhs is the large operand ([512,2048] x
+   * [2048,128] in the GPT: 2-5% less CPU, BENCHMARKS.md, gemm6). With one row block (M <= MC)
+   * B's panels, packed one pair at a time, are used once, and packing them that way cost what
+   * the kernel gained ([128,2048] x [2048,512]: no gain), so those keep the whole-operand path.
+   * Every element of C sees the same K order and the same f32 stores and reloads between K
+   * blocks as in `gemm`: the same bits.
+   */
+  private kBlocks(a: OperandView, b: OperandView, M: number, N: number, kp: number): boolean {
+    const { mr, mc, kc } = this.shape;
+    return this.blockK && a.rs === 1 && b.rs === 1 && kp > kc && kp === a.k && M > mc && M % mr === 0 && N % this.nr === 0 && N * kc * 4 <= K_BLOCK_MAX_B;
+  }
+
+  /**
+   * The product of `kBlocks` on this thread: for each K block [pc, pc + kc), for each MC row
+   * block of A, pack its rows at `ap` (panel stride kc), then for each pair of B's column panels
+   * (packed right after A's block, panel stride kc, during the first row block) run the micro-kernel down
+   * the block's row panels, accumulating into C from the second K block on.
+   */
+  private gemmKBlocks(jobA: PackJob, jobB: PackJob, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
+    const { mr, mc, kc: KC } = this.shape;
+    const nr = this.nr;
+    // The B block right after the A block (A's and B's packed areas hold both: min(mc, M) <= mp
+    // rows and np columns of KC < kp), so the two lie together in L2 and never alias each other.
+    const bp = align(ap + Math.min(mc, M) * KC * 4);
+    const [srcA, , ksA] = jobA.args;
+    const [srcB, , ksB] = jobB.args;
+    const ea = jobA.esz;
+    const eb = jobB.esz;
+    const packA = this.packFns[jobA.fn];
+    const packB = this.packFns[jobB.fn];
+    const { micro, touch_rows: touch } = this.exports;
+    const ldc = np * 4;
+    let msA = 0;
+    let msB = 0;
+    for (let pc = 0; pc < kp; pc += KC) {
+      const kc = Math.min(KC, kp - pc);
+      const accumulate = pc > 0 ? 1 : 0;
+      for (let i0 = 0; i0 < M; i0 += mc) {
+        const rows = Math.min(mc, M - i0);
+        const t0 = timed ? phaseClock() : 0;
+        const a = srcA + (i0 + pc * ksA) * ea;
+        if (jobA.touch) this.touchRows(touch, a, rows * ea, ksA * ea, kc);
+        packA(a, 1, ksA, rows / mr, kc, kc, ap);
+        if (timed) msA += phaseClock() - t0;
+        for (let j = 0; j < np; j += 2 * nr) {
+          const w = Math.min(2 * nr, np - j);
+          const bj = bp + j * kc * 4;
+          if (i0 === 0) {
+            const t1 = timed ? phaseClock() : 0;
+            const b = srcB + (j + pc * ksB) * eb;
+            if (jobB.touch) this.touchRows(touch, b, w * eb, ksB * eb, kc);
+            packB(b, 1, ksB, w / nr, kc, kc, bj);
+            if (timed) msB += phaseClock() - t1;
+          }
+          const cj = c + (i0 * np + j) * 4;
+          micro(ap, bj, cj, kc, ldc, accumulate, rows / mr, kc * mr * 4);
+          if (w > nr) micro(ap, bj + nr * kc * 4, cj + nr * 4, kc, ldc, accumulate, rows / mr, kc * mr * 4);
+        }
+      }
+    }
+    this.packMs[0] = msA;
+    this.packMs[1] = msB;
+  }
+
+  /** Sweeps `rows` source rows of `rowBytes` bytes, `stride` bytes apart, from `src` (`touch_rows`) on this thread. */
+  private touchRows(touch: GemmExports['touch_rows'], src: number, rowBytes: number, stride: number, rows: number): void {
+    this.traffic.sweptChunks++;
+    touch(src, rowBytes, stride, rows);
   }
 
   /** The phase timer's key of a product (see `gemmPhases.byShape`). */
@@ -571,6 +665,9 @@ function defaultShape(): GemmShape {
   if (env === '5x8') return GEMM_SHAPE_5X8;
   throw new Error(`systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got ${JSON.stringify(env)}`);
 }
+
+/** The largest packed B block (N x KC f32) a K-blocked product keeps for its row blocks (`GemmEngine.kBlocks`): about L2. */
+const K_BLOCK_MAX_B = 1 << 20;
 
 /** Packing chunks per operand at least (so up to 4 threads each take several). */
 const MIN_PACK_CHUNKS = 16;

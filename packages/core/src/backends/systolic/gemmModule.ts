@@ -66,6 +66,12 @@ export const DEFAULT_GEMM_SHAPE: GemmShape = GEMM_SHAPE_4X8;
 /** The module's GEMM export (see above) and its source sweep; its packing and output functions are looked up by name. */
 export interface GemmExports {
   gemm(ap: number, bp: number, cp: number, mp: number, np: number, kp: number, i0: number, i1: number, j0: number, j1: number): void;
+  /**
+   * The micro-kernel (see `emitMicro`): `panels` MR x NR tiles down one column panel, A row
+   * panels `aStride` bytes apart, C tiles MR rows (`ldc` bytes each) apart; `accumulate` 1 adds
+   * to C, 0 overwrites it. For drivers that pack as they go (`GemmEngine.kBlocks`).
+   */
+  micro(a: number, b: number, c: number, kc: number, ldc: number, accumulate: number, panels: number, aStride: number): void;
   /** Sweeps rows of a packing source into the caches (see packKernels.ts `addTouchFunction`). */
   touch_rows(src: number, rowBytes: number, stride: number, rows: number): number;
 }

@@ -1,0 +1,156 @@
+/**
+ * K-blocked packing (`GemmEngine.blockK`): a one-thread product of two 'rc' operands read in
+ * place, with several K blocks and several row blocks, packs each K block of A and B right before
+ * the micro-kernel multiplies it instead of packing both operands whole first. It changes speed
+ * only: the law below compares it, bit for bit, with the whole-operand path over shapes at and
+ * around the blocks' edges, both storage dtypes, subnormal flushing, a destination in the GEMM
+ * memory or a fresh output, both micro-kernels, and checks by the engine's counter
+ * (`traffic.kBlockedProducts`) that exactly the products the conditions name took it.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { aval } from '../../aval';
+import { bf16 } from '../../index';
+import { wasmFeatures } from '../../wasm/features';
+import { GemmEngine } from './gemmEngine';
+import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8 } from './gemmModule';
+import { mxuDotGeneral } from './mxuDot';
+
+function data(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.37 + seed) * 2 ** ((i % 9) - 4) + (i % 11 === 0 ? 3e-39 : 0);
+  return out;
+}
+
+type Dtype = 'float32' | 'bfloat16';
+
+interface Case {
+  batch: number;
+  M: number;
+  K: number;
+  N: number;
+  /** lhs stored [K, M] ('rc': rows contiguous) rather than [M, K]. */
+  lhsT: boolean;
+  /** rhs stored [K, N] ('rc') rather than [N, K]. */
+  rhsT: boolean;
+  dtype: Dtype;
+  flush: boolean;
+  direct: boolean;
+  seed: number;
+}
+
+const relaxed = wasmFeatures().relaxedSimd;
+const engines = [new GemmEngine({ relaxed, shape: GEMM_SHAPE_4X8 }), new GemmEngine({ relaxed, shape: GEMM_SHAPE_5X8 })];
+
+/**
+ * Runs case `c` on engine `e` with K blocks off, then on, both operands in `e`'s memory; expects
+ * the same bits and returns how many products took the K-blocked path.
+ */
+function check(e: GemmEngine, c: Case): number {
+  const { batch: B, M, K, N, lhsT, rhsT, dtype, flush, direct, seed } = c;
+  const store = (x: Float32Array): Float32Array | Uint16Array => (dtype === 'bfloat16' ? bf16.encode(x) : x);
+  const addrs: number[] = [];
+  const inMemory = (x: Float32Array | Uint16Array): Float32Array | Uint16Array => {
+    const addr = e.reserve(x.byteLength); // (grows the memory: take the buffer after)
+    addrs.push(addr);
+    const v = x instanceof Uint16Array ? new Uint16Array(e.buffer(), addr, x.length) : new Float32Array(e.buffer(), addr, x.length);
+    v.set(x);
+    return v;
+  };
+  const saved = e.blockK;
+  try {
+    const lhs = { data: inMemory(store(data(B * M * K, seed))), shape: lhsT ? [B, K, M] : [B, M, K], dtype };
+    const rhs = { data: inMemory(store(data(B * K * N, seed + 1))), shape: rhsT ? [B, K, N] : [B, N, K], dtype };
+    const params = { dimensionNumbers: [[[lhsT ? 1 : 2], [rhsT ? 1 : 2]], [[0], [0]]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
+    const out = aval([B, M, N], 'float32');
+    const run = (on: boolean): Uint32Array => {
+      e.blockK = on;
+      e.f32.fill(Number.NaN, e.floor / 4); // poisoned scratch: nothing packed before may reach a result
+      if (!direct) {
+        const r = mxuDotGeneral(e, lhs, rhs, params, out, { flushSubnormals: flush }) as Float32Array;
+        return new Uint32Array(r.slice().buffer);
+      }
+      const into = inMemory(new Float32Array(B * M * N).fill(Number.NaN)) as Float32Array;
+      mxuDotGeneral(e, lhs, rhs, params, out, { flushSubnormals: flush }, into);
+      return new Uint32Array(into.slice().buffer);
+    };
+    const want = run(false);
+    const before = e.traffic.kBlockedProducts;
+    const got = run(true);
+    // (the first differing element, not a diff of up to 200k numbers)
+    expect(got.findIndex((x, i) => x !== want[i])).toBe(-1);
+    expect(got.length).toBe(want.length);
+    return e.traffic.kBlockedProducts - before;
+  } finally {
+    e.blockK = saved;
+    for (const a of addrs) e.release(a);
+  }
+}
+
+/** Whether case `c` must take the K-blocked path on engine `e` (one product per batch element). */
+function qualifies(e: GemmEngine, c: Case): boolean {
+  const { mr, mc, kc } = e.shape;
+  return c.lhsT && c.rhsT && c.K > kc && c.M > mc && c.M % mr === 0 && c.N % e.nr === 0 && c.N * kc * 4 <= 1 << 20;
+}
+
+describe('systolic GEMM: K-blocked packing of in-place weight-gradient operands', () => {
+  it.runIf(engines[0].shared)('gives the whole-operand path\'s bits, and is taken exactly where its conditions hold (4 x 8 and 5 x 8 kernels)', () => {
+    let taken = 0;
+    fc.assert(
+      fc.property(
+        fc.record({
+          batch: fc.constant(1),
+          M: fc.constantFrom(64, 128, 130, 132, 135, 256, 260, 390),
+          K: fc.constantFrom(8, 512, 513, 600, 1030, 1100),
+          N: fc.constantFrom(5, 8, 16, 24, 40, 64, 512, 520),
+          lhsT: fc.boolean(),
+          rhsT: fc.boolean(),
+          dtype: fc.constantFrom('float32' as const, 'bfloat16' as const),
+          flush: fc.boolean(),
+          direct: fc.boolean(),
+          seed: fc.integer({ min: 0, max: 1000 }),
+        }),
+        fc.integer({ min: 0, max: 1 }),
+        (c, which) => {
+          const e = engines[which];
+          const n = check(e, c);
+          expect(n).toBe(qualifies(e, c) ? 1 : 0);
+          taken += n;
+        },
+      ),
+      {
+        numRuns: 40,
+        endOnFailure: true, // (shrinking would rerun products of up to 100 MFLOP many times)
+        // The GPT's weight gradients, and edges of the conditions.
+        examples: [
+          [{ batch: 1, M: 512, K: 2048, N: 128, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, seed: 1 }, 0],
+          [{ batch: 1, M: 256, K: 1030, N: 512, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: false, seed: 2 }, 0],
+          [{ batch: 1, M: 260, K: 600, N: 24, lhsT: true, rhsT: true, dtype: 'float32', flush: true, direct: true, seed: 3 }, 1],
+          [{ batch: 1, M: 132, K: 513, N: 520, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: false, seed: 4 }, 0],
+          // one row block (M = MC): whole operands
+          [{ batch: 1, M: 128, K: 600, N: 64, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, seed: 6 }, 0],
+          [{ batch: 1, M: 130, K: 600, N: 64, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, seed: 7 }, 1],
+        ],
+      },
+    );
+    expect(taken).toBeGreaterThan(0);
+  });
+
+  it.runIf(engines[0].shared)('a batch of large products takes it product by product', () => {
+    const c: Case = { batch: 2, M: 260, K: 600, N: 512, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, seed: 5 };
+    expect(check(engines[0], c)).toBe(2);
+  });
+
+  it('is on by default, and TPUKIT_GEMM_K_BLOCKS=0 turns it off for engines made after', () => {
+    const before = process.env.TPUKIT_GEMM_K_BLOCKS;
+    try {
+      delete process.env.TPUKIT_GEMM_K_BLOCKS;
+      expect(new GemmEngine({ relaxed: false }).blockK).toBe(true);
+      process.env.TPUKIT_GEMM_K_BLOCKS = '0';
+      expect(new GemmEngine({ relaxed: false }).blockK).toBe(false);
+    } finally {
+      if (before === undefined) delete process.env.TPUKIT_GEMM_K_BLOCKS;
+      else process.env.TPUKIT_GEMM_K_BLOCKS = before;
+    }
+  });
+});
