@@ -496,33 +496,32 @@ export class GemmEngine implements BatchEngine {
   /**
    * Whether a one-thread product of two operands read in place packs them one K block at a time
    * inside the kernel's loops (`gemmKBlocks`) instead of packing both whole first: for each K
-   * block, each MC row block of A is packed just before its rows are multiplied, and each pair
-   * of B's column panels just before its first use (then kept for the other row blocks). The
-   * packed blocks (A 256 KiB, B at most `K_BLOCK_MAX_B` bytes) are then read from L2, where a
-   * whole packed A of several MiB went out to memory and came back once per K block. For 'rc'
-   * operands (rows contiguous, each K block's source a run of k rows) with several K blocks and
-   * several row blocks, whole panels on both sides (no TypeScript edges: M a multiple of MR, N
-   * of NR, K unpadded): the weight gradients whose lhs is the large operand ([512,2048] x
-   * [2048,128] in the GPT: 2-5% less CPU, BENCHMARKS.md, gemm6). With one row block (M <= MC)
-   * B's panels, packed one pair at a time, are used once, and packing them that way cost what
-   * the kernel gained ([128,2048] x [2048,512]: no gain), so those keep the whole-operand path.
+   * block, B's block is packed (in chunks swept in address order), then each MC row block of A
+   * just before its rows are multiplied. The packed blocks (A 128 KiB, B at most
+   * `K_BLOCK_MAX_B`) are then read from L2, where whole packed operands of several MiB went out
+   * to memory and came back once per K block (the GPT's weight gradients: 8-14% less CPU per
+   * product, BENCHMARKS.md, gemm6). For 'rc' operands (rows contiguous, so a K block's source
+   * is a run of k rows) with several K blocks and whole panels on both sides (no TypeScript
+   * edges: M a multiple of MR, N of NR, K unpadded): the weight gradients of a training step.
    * Every element of C sees the same K order and the same f32 stores and reloads between K
    * blocks as in `gemm`: the same bits.
    */
   private kBlocks(a: OperandView, b: OperandView, M: number, N: number, kp: number): boolean {
-    const { mr, mc, kc } = this.shape;
-    return this.blockK && a.rs === 1 && b.rs === 1 && kp > kc && kp === a.k && M > mc && M % mr === 0 && N % this.nr === 0 && N * kc * 4 <= K_BLOCK_MAX_B;
+    return this.blockK && a.rs === 1 && b.rs === 1 && kp > K_BLOCK_KC && kp === a.k && M % this.shape.mr === 0 && N % this.nr === 0 && N * K_BLOCK_KC * 4 <= K_BLOCK_MAX_B;
   }
 
   /**
-   * The product of `kBlocks` on this thread: for each K block [pc, pc + kc), for each MC row
-   * block of A, pack its rows at `ap` (panel stride kc), then for each pair of B's column panels
-   * (packed right after A's block, panel stride kc, during the first row block) run the micro-kernel down
-   * the block's row panels, accumulating into C from the second K block on.
+   * The product of `kBlocks` on this thread. For each K block [pc, pc + kc) (`K_BLOCK_KC`): B's
+   * block is packed first, all column panels (panel stride kc) in chunks of k rows of about
+   * `K_BLOCK_CHUNK` source bytes, each chunk's rows swept in address order just before it is
+   * packed (as the whole-operand path packs); then for each MC row block of A, its rows are
+   * swept and packed at `ap` (panel stride kc), and the micro-kernel runs down them for every
+   * column panel, accumulating into C from the second K block on.
    */
   private gemmKBlocks(jobA: PackJob, jobB: PackJob, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
-    const { mr, mc, kc: KC } = this.shape;
+    const { mr, mc } = this.shape;
     const nr = this.nr;
+    const KC = K_BLOCK_KC;
     // The B block right after the A block (A's and B's packed areas hold both: min(mc, M) <= mp
     // rows and np columns of KC < kp), so the two lie together in L2 and never alias each other.
     const bp = align(ap + Math.min(mc, M) * KC * 4);
@@ -534,32 +533,30 @@ export class GemmEngine implements BatchEngine {
     const packB = this.packFns[jobB.fn];
     const { micro, touch_rows: touch } = this.exports;
     const ldc = np * 4;
+    const chunk = Math.max(1, Math.floor(K_BLOCK_CHUNK / (np * eb)));
     let msA = 0;
     let msB = 0;
     for (let pc = 0; pc < kp; pc += KC) {
       const kc = Math.min(KC, kp - pc);
       const accumulate = pc > 0 ? 1 : 0;
+      const t0 = timed ? phaseClock() : 0;
+      for (let k0 = 0; k0 < kc; k0 += chunk) {
+        const kk = Math.min(chunk, kc - k0);
+        const b = srcB + (pc + k0) * ksB * eb;
+        if (jobB.touch) this.touchRows(touch, b, np * eb, ksB * eb, kk);
+        packB(b, 1, ksB, np / nr, kk, kc, bp + k0 * nr * 4);
+      }
+      const t1 = timed ? phaseClock() : 0;
+      if (timed) msB += t1 - t0;
       for (let i0 = 0; i0 < M; i0 += mc) {
         const rows = Math.min(mc, M - i0);
-        const t0 = timed ? phaseClock() : 0;
+        const t2 = timed ? phaseClock() : 0;
         const a = srcA + (i0 + pc * ksA) * ea;
         if (jobA.touch) this.touchRows(touch, a, rows * ea, ksA * ea, kc);
         packA(a, 1, ksA, rows / mr, kc, kc, ap);
-        if (timed) msA += phaseClock() - t0;
-        for (let j = 0; j < np; j += 2 * nr) {
-          const w = Math.min(2 * nr, np - j);
-          const bj = bp + j * kc * 4;
-          if (i0 === 0) {
-            const t1 = timed ? phaseClock() : 0;
-            const b = srcB + (j + pc * ksB) * eb;
-            if (jobB.touch) this.touchRows(touch, b, w * eb, ksB * eb, kc);
-            packB(b, 1, ksB, w / nr, kc, kc, bj);
-            if (timed) msB += phaseClock() - t1;
-          }
-          const cj = c + (i0 * np + j) * 4;
-          micro(ap, bj, cj, kc, ldc, accumulate, rows / mr, kc * mr * 4);
-          if (w > nr) micro(ap, bj + nr * kc * 4, cj + nr * 4, kc, ldc, accumulate, rows / mr, kc * mr * 4);
-        }
+        if (timed) msA += phaseClock() - t2;
+        const cRow = c + i0 * np * 4;
+        for (let j = 0; j < np; j += nr) micro(ap, bp + j * kc * 4, cRow + j * 4, kc, ldc, accumulate, rows / mr, kc * mr * 4);
       }
     }
     this.packMs[0] = msA;
@@ -666,8 +663,17 @@ function defaultShape(): GemmShape {
   throw new Error(`systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got ${JSON.stringify(env)}`);
 }
 
-/** The largest packed B block (N x KC f32) a K-blocked product keeps for its row blocks (`GemmEngine.kBlocks`): about L2. */
-const K_BLOCK_MAX_B = 1 << 20;
+/**
+ * K blocks of a K-blocked product (`GemmEngine.kBlocks`): 256 k, so A's block (128 KiB), B's block
+ * of up to 512 columns (512 KiB) and a packing chunk's source stay in L2 together. Any K block
+ * gives the same bits (C is stored and reloaded in f32 between blocks); 128 and 512 measured
+ * within a few % of it (BENCHMARKS.md, gemm6).
+ */
+const K_BLOCK_KC = 256;
+/** Source bytes of B swept and packed per chunk in a K-blocked product (about 128 k rows of a 512-column f32 operand). */
+const K_BLOCK_CHUNK = 256 * 1024;
+/** The largest packed B block (N x K_BLOCK_KC f32) a K-blocked product keeps for its row blocks: half of L2. */
+const K_BLOCK_MAX_B = 512 * 1024;
 
 /** Packing chunks per operand at least (so up to 4 threads each take several). */
 const MIN_PACK_CHUNKS = 16;
