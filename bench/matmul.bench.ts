@@ -245,6 +245,24 @@ function dotInEngine(e: GemmEngine, c: DotCase, ha = rand(c[1].reduce((x, y) => 
   return { run: () => void mxuDotGeneral(e, lhs, rhs, params, out, { flushSubnormals: false }, into), into, release: () => addrs.forEach((a) => e.release(a)) };
 }
 
+/** Evictions' sum, printed never (it keeps the reads); see `oneThreadCold`. */
+let evicted = 0;
+
+/**
+ * The systolic backend's GEMM engine set to one thread, and `evict`: reads 48 MiB of other memory,
+ * so that the next call finds its operands out of the caches, as a step's operands come after
+ * other work.
+ */
+function oneThreadCold(): { e: GemmEngine; evict: () => void } {
+  systolic.setNumThreads(1);
+  const e = systolic.backend.engine; // (takes the thread setting)
+  const junk = new Float32Array(12 << 20);
+  const evict = (): void => {
+    for (let i = 0; i < junk.length; i += 16) evicted += junk[i];
+  };
+  return { e, evict };
+}
+
 /**
  * `MATMUL_ONLY=account`: where a GPT dot's one-thread time goes, with its operands and
  * destination in the GEMM memory as in the compiled step, by the phase timer's per-shape sums
@@ -255,14 +273,8 @@ function dotInEngine(e: GemmEngine, c: DotCase, ha = rand(c[1].reduce((x, y) => 
  * (`accountPool`).
  */
 async function account(): Promise<void> {
-  systolic.setNumThreads(1);
-  const e = systolic.backend.engine; // (takes the thread setting)
+  const { e, evict } = oneThreadCold();
   const ph = systolic.gemmPhases;
-  const junk = new Float32Array(12 << 20);
-  let sink = 0;
-  const evict = (): void => {
-    for (let i = 0; i < junk.length; i += 16) sink += junk[i];
-  };
   console.log(`\n[7] GPT dots, 1 thread, operands and destination in the GEMM memory: ms per call by phase (least of ${RUNS} runs: wall clock, so the least disturbed)`);
   console.log(`    ${'dot'.padEnd(34)} ${'cache'.padEnd(5)} ${['call', 'packA', 'packB', 'edges', 'kernel', 'sink', 'other'].map((x) => x.padStart(7)).join('')}   GFLOP/s call / kernel`);
   for (const c of GPT_DOTS.slice(0, 10)) {
@@ -284,7 +296,7 @@ async function account(): Promise<void> {
     }
     d.release();
   }
-  if (sink === 42) console.log('');
+  if (evicted === 42) console.log('');
   await accountPool();
 }
 
@@ -322,14 +334,8 @@ async function accountPool(): Promise<void> {
  * The results must be the same bits (checked).
  */
 async function kBlocksAB(): Promise<void> {
-  systolic.setNumThreads(1);
-  const e = systolic.backend.engine; // (takes the thread setting)
+  const { e, evict } = oneThreadCold();
   const saved = e.blockK;
-  const junk = new Float32Array(12 << 20);
-  let sink = 0;
-  const evict = (): void => {
-    for (let i = 0; i < junk.length; i += 16) sink += junk[i];
-  };
   const cases: DotCase[] = [
     ...GPT_DOTS.filter(([name]) => name.startsWith('dW')),
     ['dW lm/emb [2048,256]^Tx[2048,128]', [16, 128, 256], [16, 128, 128], [[[0, 1], [0, 1]], [[], []]]],
@@ -361,7 +367,7 @@ async function kBlocksAB(): Promise<void> {
     d.release();
   }
   e.blockK = saved;
-  if (sink === 42) console.log('');
+  if (evicted === 42) console.log('');
 }
 
 /**
