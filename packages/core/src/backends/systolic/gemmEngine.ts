@@ -20,6 +20,7 @@ import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName, touchArgs } from './packKernels';
 import { type PackJob, Stager, TimedStager, chunkCall, planPackJob } from './packPlan';
 import { gemmPhases, phaseClock, shapePhases } from './phases';
+import { envSwitch, envVar } from '../../env';
 import { getNumThreads } from '../../threads';
 
 /** Memory ceiling: 2 GiB keeps every address a positive i32. */
@@ -117,27 +118,27 @@ export class GemmEngine implements BatchEngine {
    * default; `TPUKIT_GEMM_TOUCH=0` in the environment turns it off (an A/B switch for
    * benchmarks: the packed bits are the same either way).
    */
-  touchInPlace = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_TOUCH !== '0';
+  touchInPlace = envSwitch('TPUKIT_GEMM_TOUCH', true);
   /**
    * Whether one-thread products pack an in-place A block by block (`rowBlocks`): on by default;
    * `TPUKIT_GEMM_BLOCK_ROWS=0` in the environment turns it off (an A/B switch for benchmarks: the
    * results are the same bits either way).
    */
-  blockRows = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_BLOCK_ROWS !== '0';
+  blockRows = envSwitch('TPUKIT_GEMM_BLOCK_ROWS', true);
   /**
    * The same on the thread pool: each thread packs the row blocks of A it then multiplies
    * (`ParallelJob.rowBlockA`). Off by default (`TPUKIT_GEMM_BLOCK_ROWS_POOL=1` turns it on): its
    * blocks (MC rows by all columns) are coarser than the pool's tiles, and its two-thread effect
    * could not be measured on the shared machine (BENCHMARKS.md, gemmstep). Same bits either way.
    */
-  blockRowsPool = typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_BLOCK_ROWS_POOL === '1';
+  blockRowsPool = envSwitch('TPUKIT_GEMM_BLOCK_ROWS_POOL', false);
   /**
    * Whether one-thread products of two in-place 'rc' operands with several K blocks (the weight
    * gradients) pack each K block of both operands right before the kernel multiplies it
    * (`kBlocks`): on by default; `TPUKIT_GEMM_K_BLOCKS=0` in the environment turns it off (an A/B
    * switch for benchmarks: the results are the same bits either way).
    */
-  blockK = typeof process === 'undefined' || process.env?.TPUKIT_GEMM_K_BLOCKS !== '0';
+  blockK = envSwitch('TPUKIT_GEMM_K_BLOCKS', true);
   /** Phase timer only: how long packing A and packing B took in the current product (ms). */
   private readonly packMs: number[] = [0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
@@ -499,7 +500,7 @@ export class GemmEngine implements BatchEngine {
    * block, B's block is packed (in chunks swept in address order), then each MC row block of A
    * just before its rows are multiplied. The packed blocks (A 128 KiB, B at most
    * `K_BLOCK_MAX_B`) are then read from L2, where whole packed operands of several MiB went out
-   * to memory and came back once per K block (the GPT's weight gradients: 8-14% less CPU per
+   * to memory and came back once per K block (the GPT's weight gradients: 2-7% less CPU per
    * product, BENCHMARKS.md, gemm6). For 'rc' operands (rows contiguous, so a K block's source
    * is a run of k rows) with several K blocks and whole panels on both sides (no TypeScript
    * edges: M a multiple of MR, N of NR, K unpadded): the weight gradients of a training step.
@@ -507,7 +508,7 @@ export class GemmEngine implements BatchEngine {
    * blocks as in `gemm`: the same bits.
    */
   private kBlocks(a: OperandView, b: OperandView, M: number, N: number, kp: number): boolean {
-    return this.blockK && a.rs === 1 && b.rs === 1 && kp > K_BLOCK_KC && kp === a.k && M % this.shape.mr === 0 && N % this.nr === 0 && N * K_BLOCK_KC * 4 <= K_BLOCK_MAX_B;
+    return this.blockK && K_BLOCK_KC % this.shape.unroll === 0 && a.rs === 1 && b.rs === 1 && kp > K_BLOCK_KC && kp === a.k && M % this.shape.mr === 0 && N % this.nr === 0 && N * K_BLOCK_KC * 4 <= K_BLOCK_MAX_B;
   }
 
   /**
@@ -619,9 +620,8 @@ export class GemmEngine implements BatchEngine {
 
   /** Sweeps the source of packing call `call` (`touch_rows`, see packKernels.ts) on this thread. */
   touchChunk(call: readonly number[], R: number, esz: number): void {
-    this.traffic.sweptChunks++;
     const t = touchArgs(call, R, esz, this.touchCall);
-    this.exports.touch_rows(t[0], t[1], t[2], t[3]);
+    this.touchRows(this.exports.touch_rows, t[0], t[1], t[2], t[3]);
   }
 
   /** The SIMD kernel call (in chunks) that packs a staged one-pass operand's whole panels / k quads. */
@@ -657,7 +657,7 @@ const HI_ONLY = [HI];
  * in the environment (an A/B switch for benchmarks; the results are the same bits).
  */
 function defaultShape(): GemmShape {
-  const env = typeof process !== 'undefined' ? process.env?.TPUKIT_GEMM_KERNEL : undefined;
+  const env = envVar('TPUKIT_GEMM_KERNEL');
   if (env === undefined || env === '' || env === '4x8') return DEFAULT_GEMM_SHAPE;
   if (env === '5x8') return GEMM_SHAPE_5X8;
   throw new Error(`systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got ${JSON.stringify(env)}`);
@@ -666,8 +666,8 @@ function defaultShape(): GemmShape {
 /**
  * K blocks of a K-blocked product (`GemmEngine.kBlocks`): 256 k, so A's block (128 KiB), B's block
  * of up to 512 columns (512 KiB) and a packing chunk's source stay in L2 together. Any K block
- * gives the same bits (C is stored and reloaded in f32 between blocks); 128 and 512 measured
- * within a few % of it (BENCHMARKS.md, gemm6).
+ * gives the same bits (C is stored and reloaded in f32 between blocks). Other sizes were timed
+ * only for a variant that was not kept (128 / 1024, BENCHMARKS.md, gemm6).
  */
 const K_BLOCK_KC = 256;
 /** Source bytes of B swept and packed per chunk in a K-blocked product (about 128 k rows of a 512-column f32 operand). */

@@ -77,11 +77,16 @@ function check(e: GemmEngine, c: Case): number {
     };
     const want = run(false);
     const before = e.traffic.kBlockedProducts;
+    const swept = e.traffic.sweptChunks;
     const got = run(true);
+    const n = e.traffic.kBlockedProducts - before;
+    // Each K block's source rows are swept before they are packed: at least B's block (one chunk
+    // or more) and each MC row block of A, per K block of each product that took the path.
+    if (n > 0 && e.touchInPlace) expect(e.traffic.sweptChunks - swept).toBeGreaterThanOrEqual(n * Math.ceil(K / 256) * (1 + Math.ceil(M / e.shape.mc)));
     // (the first differing element, not a diff of up to 200k numbers)
     expect(got.findIndex((x, i) => x !== want[i])).toBe(-1);
     expect(got.length).toBe(want.length);
-    return e.traffic.kBlockedProducts - before;
+    return n;
   } finally {
     e.blockK = saved;
     for (const a of addrs) e.release(a);
@@ -142,6 +147,12 @@ describe('systolic GEMM: K-blocked packing of in-place weight-gradient operands'
     expect(check(engines[0], c)).toBe(2);
   });
 
+  it.runIf(engines[0].shared)('is not taken by a micro-kernel whose K unroll does not divide the K block (the K loop would run past it)', () => {
+    const e = new GemmEngine({ relaxed, shape: { ...GEMM_SHAPE_4X8, unroll: 3, kc: 510 } });
+    const c: Case = { batch: 1, M: 8, K: 600, N: 8, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: false, seed: 9 };
+    expect(check(e, c)).toBe(0);
+  });
+
   it('is on by default, and TPUKIT_GEMM_K_BLOCKS=0 turns it off for engines made after', () => {
     const before = process.env.TPUKIT_GEMM_K_BLOCKS;
     try {
@@ -149,6 +160,8 @@ describe('systolic GEMM: K-blocked packing of in-place weight-gradient operands'
       expect(new GemmEngine({ relaxed: false }).blockK).toBe(true);
       process.env.TPUKIT_GEMM_K_BLOCKS = '0';
       expect(new GemmEngine({ relaxed: false }).blockK).toBe(false);
+      process.env.TPUKIT_GEMM_K_BLOCKS = 'off';
+      expect(() => new GemmEngine({ relaxed: false })).toThrow(/TPUKIT_GEMM_K_BLOCKS must be 0 or 1; got "off"/);
     } finally {
       if (before === undefined) delete process.env.TPUKIT_GEMM_K_BLOCKS;
       else process.env.TPUKIT_GEMM_K_BLOCKS = before;

@@ -11,8 +11,10 @@
  * timed sink, so the loops over packing chunks and items never read the clock themselves; off,
  * a product costs a few boolean tests.
  */
+import { envSwitch } from '../../env';
+
 export const gemmPhases = {
-  enabled: typeof process !== 'undefined' && process.env?.TPUKIT_GEMM_PHASES === '1',
+  enabled: envSwitch('TPUKIT_GEMM_PHASES', false),
   products: 0,
   pack: 0,
   stage: 0,
