@@ -48,7 +48,26 @@ export function setWorkerIdleSpinMicros(us: number): void {
 export function idleWaitSource(gen: number): string {
   return `if (workerData.idleSpin > 0) { const until = performance.now() + workerData.idleSpin / 1000; while (Atomics.load(c, ${gen}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(c, ${gen}) === seen; s++); }
   Atomics.wait(c, ${gen}, seen);
-  ${WAKE_STAMP}`;
+  ${WAKE_STAMP}
+  ${HOLD}`;
+}
+
+/** Slot 0: 1 while `holdWorkers(true)` holds woken workers back (tests); shared by every pool's workers. */
+const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(4));
+
+/** A woken worker waits here while `holdWorkers` is on, before it looks at the job (a view made once per worker). */
+const HOLD = `if (workerData.hold) { const h = (globalThis.__tpukitHold ??= new Int32Array(workerData.hold)); while (Atomics.load(h, 0) === 1) Atomics.wait(h, 0, 1); }`;
+
+/**
+ * Tests only: with `on`, every pool's workers that wake from now on wait before looking at the job
+ * (as a worker without a core would), until `holdWorkers(false)`. Returns the shared slot (1 while
+ * held), so that a test can release it from another thread.
+ */
+export function holdWorkers(on: boolean): Int32Array | null {
+  if (held === null) return null;
+  Atomics.store(held, 0, on ? 1 : 0);
+  if (!on) Atomics.notify(held, 0);
+  return held;
 }
 
 /**
@@ -56,6 +75,24 @@ export function idleWaitSource(gen: number): string {
  * the pool's `wakeStamps` (a view made once per worker), for `poolJobTimes`' wake-up latency.
  */
 const WAKE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[workerData.id] = performance.timeOrigin + performance.now();`;
+
+/**
+ * A worker's part of one job under the join protocol every pool uses (JavaScript source, inside
+ * the worker's loop right after it read the generation into `seen`): it counts itself into
+ * control slot `inside`, runs `body` only when the job it woke for is still open (slot `open`
+ * holds its generation, see `WorkerPool.openJob`) and `condition` holds, then counts itself out.
+ * A worker that wakes after the calling thread closed the job (`closeJob`: every piece of work
+ * taken, the caller computing what no worker took) leaves it alone, so the caller never waits for
+ * a worker that had no core when the job started, only for those inside it.
+ */
+export function joinSource(open: number, inside: number, condition: string, body: string): string {
+  return `Atomics.add(c, ${inside}, 1);
+  if (Atomics.load(c, ${open}) === seen && (${condition})) {
+    ${body}
+  }
+  Atomics.sub(c, ${inside}, 1);
+  Atomics.notify(c, ${inside});`;
+}
 
 /** Ends a pool's workers: generation -1 in its control block (the workers' loop exits on it), then a wake-up. Needs no reference to the pool, so a FinalizationRegistry can call it. */
 export function endWorkers(control: Int32Array, gen: number): void {
@@ -138,7 +175,7 @@ export class WorkerPool {
       while (this.workers.length < n) {
         const id = this.workers.length;
         this.#stamps ??= new Float64Array(new SharedArrayBuffer(8 * MAX_THREADS));
-        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, ...this.data(id) } });
+        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, hold: held?.buffer, ...this.data(id) } });
         w.unref();
         this.workers.push(w);
       }
@@ -148,6 +185,23 @@ export class WorkerPool {
       return false;
     }
     return true;
+  }
+
+  /**
+   * Opens the next job for workers to join (see `joinSource`): slot `open` gets the generation
+   * the next `wake` announces. Call before `wake`.
+   */
+  openJob(open: number): void {
+    Atomics.store(this.control, open, Atomics.load(this.control, this.gen) + 1);
+  }
+
+  /**
+   * Closes the job: a worker that has not joined it yet leaves it alone when it wakes; then waits
+   * until the workers inside (slot `inside`) have left. Call once no work is left to take.
+   */
+  closeJob(open: number, inside: number): void {
+    Atomics.store(this.control, open, 0);
+    this.waitForZero(inside);
   }
 
   /** Announces a job: bumps the generation and wakes every worker. */
