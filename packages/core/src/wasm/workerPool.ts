@@ -20,7 +20,10 @@ export interface PoolWorker {
 
 type WorkerCtor = new (src: string, opts: object) => PoolWorker;
 
-const envSpin = Number((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_WORKER_SPIN_US ?? NaN);
+const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+const envSpin = Number(env?.TPUKIT_WORKER_SPIN_US ?? NaN);
+/** Env `TPUKIT_POOL_SPIN`: polls the calling thread spends on a control slot before it sleeps (overrides each pool's own; benchmarks comparing settings). */
+const envPolls = Number(env?.TPUKIT_POOL_SPIN ?? NaN);
 
 /**
  * The microseconds a worker keeps polling for the next job after finishing one before it sleeps in
@@ -76,6 +79,9 @@ export function holdWorkers(on: boolean): Int32Array | null {
  */
 const WAKE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[workerData.id] = performance.timeOrigin + performance.now();`;
 
+/** When a worker leaves a job it joined (slot MAX_THREADS + id of the same stamps), for `poolJobTimes.byPool[name].lateMs`. */
+const LEAVE_STAMP = `if (workerData.wakeStamps) globalThis.__tpukitWakeStamps[${MAX_THREADS} + workerData.id] = performance.timeOrigin + performance.now();`;
+
 /**
  * A worker's part of one job under the join protocol every pool uses (JavaScript source, inside
  * the worker's loop right after it read the generation into `seen`): it counts itself into
@@ -89,6 +95,7 @@ export function joinSource(open: number, inside: number, condition: string, body
   return `Atomics.add(c, ${inside}, 1);
   if (Atomics.load(c, ${open}) === seen && (${condition})) {
     ${body}
+    ${LEAVE_STAMP}
   }
   Atomics.sub(c, ${inside}, 1);
   Atomics.notify(c, ${inside});`;
@@ -113,9 +120,18 @@ export interface PoolJobCounts {
   wakeMs: number;
   /** Jobs finished before any worker woke for them (the calling thread did all the work). */
   unwoken: number;
+  /** Times the calling thread went to sleep (`Atomics.wait`) in `waitFor` / `waitForZero`, its polls spent, and wall ms asleep. */
+  sleeps: number;
+  sleptMs: number;
+  /**
+   * Closing a job (`closeJob`) after sleeping: wall ms from the last worker leaving the job to the
+   * calling thread running again (its wake-up latency), summed, and how many such closes.
+   */
+  lateMs: number;
+  lateCloses: number;
 }
 
-const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0 });
+const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0, sleeps: 0, sleptMs: 0, lateMs: 0, lateCloses: 0 });
 
 /**
  * Where the calling thread's time goes around pool jobs (see `PoolJobCounts`), summed over every
@@ -143,12 +159,14 @@ export class WorkerPool {
   #wakeAt = 0;
   #stamps: Float64Array | null = null;
   readonly #id = ++pools;
+  /** Polls of a control slot the calling thread spends before sleeping on it. */
+  readonly spin: number;
 
   /**
    * @param source the workers' program (CommonJS, run with `eval: true`)
    * @param control the shared control block
    * @param gen the control slot holding the job generation
-   * @param spin polls of a slot before sleeping on it
+   * @param spin polls of a slot before sleeping on it (env `TPUKIT_POOL_SPIN` overrides)
    * @param data extra `workerData` for worker `id`
    * @param name the pool's key in `poolJobTimes.byPool`
    */
@@ -156,10 +174,12 @@ export class WorkerPool {
     private readonly source: string,
     readonly control: Int32Array,
     private readonly gen: number,
-    private readonly spin: number,
+    spin: number,
     private readonly data: (id: number) => object = () => ({}),
     readonly name = 'unnamed',
-  ) {}
+  ) {
+    this.spin = Number.isInteger(envPolls) && envPolls >= 0 ? envPolls : spin;
+  }
 
   /** Whether worker threads can run here (Node's worker_threads and a shared memory). */
   static available(): boolean {
@@ -174,7 +194,7 @@ export class WorkerPool {
     try {
       while (this.workers.length < n) {
         const id = this.workers.length;
-        this.#stamps ??= new Float64Array(new SharedArrayBuffer(8 * MAX_THREADS));
+        this.#stamps ??= new Float64Array(new SharedArrayBuffer(16 * MAX_THREADS));
         const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, hold: held?.buffer, ...this.data(id) } });
         w.unref();
         this.workers.push(w);
@@ -201,7 +221,20 @@ export class WorkerPool {
    */
   closeJob(open: number, inside: number): void {
     Atomics.store(this.control, open, 0);
-    this.waitForZero(inside);
+    const slept = this.waitForZero(inside);
+    if (slept && this.#t0 !== 0 && this.#stamps !== null) {
+      // (the last worker to leave this job woke the calling thread: how long that took)
+      let last = 0;
+      for (let i = 0; i < this.workers.length; i++) last = Math.max(last, this.#stamps[MAX_THREADS + i]);
+      if (last >= this.#wakeAt) {
+        const late = performance.timeOrigin + performance.now() - last;
+        const mine = (poolJobTimes.byPool[this.name] ??= counts());
+        for (const t of [poolJobTimes, mine]) {
+          t.lateMs += late;
+          t.lateCloses++;
+        }
+      }
+    }
   }
 
   /** Announces a job: bumps the generation and wakes every worker. */
@@ -224,33 +257,49 @@ export class WorkerPool {
     return v;
   }
 
-  /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. */
-  waitFor(i: number, target: number): void {
+  /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. Returns whether it slept. */
+  waitFor(i: number, target: number): boolean {
     const t0 = poolJobTimes.enabled ? performance.now() : 0;
+    let sleeps = 0;
+    let slept = 0;
     for (;;) {
       const v = this.poll(i, target);
       if (v >= target) break;
+      const t = t0 !== 0 ? performance.now() : 0;
       Atomics.wait(this.control, i, v);
+      sleeps++;
+      if (t0 !== 0) slept += performance.now() - t;
     }
-    if (t0 !== 0) this.#waited(performance.now() - t0);
+    if (t0 !== 0) this.#waited(performance.now() - t0, sleeps, slept);
+    return sleeps > 0;
   }
 
-  /** Waits until slot `i` is zero or less (a count of workers inside a job). */
-  waitForZero(i: number): void {
+  /** Waits until slot `i` is zero or less (a count of workers inside a job). Returns whether it slept. */
+  waitForZero(i: number): boolean {
     const c = this.control;
     const t0 = poolJobTimes.enabled ? performance.now() : 0;
+    let sleeps = 0;
+    let slept = 0;
     for (;;) {
       let v = Atomics.load(c, i);
       for (let s = 0; s < this.spin && v > 0; s++) v = Atomics.load(c, i);
       if (v <= 0) break;
+      const t = t0 !== 0 ? performance.now() : 0;
       Atomics.wait(c, i, v);
+      sleeps++;
+      if (t0 !== 0) slept += performance.now() - t;
     }
-    if (t0 !== 0) this.#waited(performance.now() - t0);
+    if (t0 !== 0) this.#waited(performance.now() - t0, sleeps, slept);
+    return sleeps > 0;
   }
 
-  #waited(ms: number): void {
-    poolJobTimes.waitMs += ms;
-    (poolJobTimes.byPool[this.name] ??= counts()).waitMs += ms;
+  #waited(ms: number, sleeps: number, slept: number): void {
+    const mine = (poolJobTimes.byPool[this.name] ??= counts());
+    for (const t of [poolJobTimes, mine]) {
+      t.waitMs += ms;
+      t.sleeps += sleeps;
+      t.sleptMs += slept;
+    }
   }
 
   /** Ends the job `wake` announced, for `poolJobTimes`. */

@@ -382,7 +382,7 @@ class Pool {
         // Hand out the rows the workers inside finish while this thread waits for them (polling;
         // after SPIN polls without progress it sleeps until they have all left).
         if (job.rows) {
-          for (let idle = 0; bands < rowTiles && idle < SPIN && Atomics.load(c, INSIDE) > 0 && Atomics.load(c, ERR) === 0; idle++) {
+          for (let idle = 0, spin = this.pool.spin; bands < rowTiles && idle < spin && Atomics.load(c, INSIDE) > 0 && Atomics.load(c, ERR) === 0; idle++) {
             const done = bandsDone();
             if (done > bands) {
               job.rows(bands * tileRows, (bands = done) * tileRows);
@@ -491,7 +491,7 @@ class Pool {
             job.sink(s, job.cp + s * job.cStride);
             s++;
             idle = 0;
-          } else if (++idle > SPIN) {
+          } else if (++idle > this.pool.spin) {
             this.pool.waitForZero(INSIDE);
             if (Atomics.load(tab, flags + s) !== 1) break;
           }
