@@ -7,7 +7,7 @@ import { evalPrimitiveInto } from '../../internal';
 import { dotGeneralP } from '../../lax/dot';
 import { holdWorkers, WorkerPool } from '../../wasm/workerPool';
 import { batchedStats } from './batched';
-import { planTiles } from './threads';
+import { planTiles, TILE_SPLIT } from './threads';
 
 function data(n: number, seed: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * 3);
@@ -163,12 +163,16 @@ describe('systolic threads', () => {
         const colsAtMin = t.tileCols <= 16 || t.tileCols === np;
         if (!(rowsAtMin && colsAtMin) && !atMinimum) {
           expect(tiles).toBeGreaterThanOrEqual(4 * threads);
-          if (tiles < 8 * threads) expect(t.tileRows * t.tileCols * kp).toBeLessThanOrEqual(1 << 22);
+          if (tiles < TILE_SPLIT.manyTilesPerThread * threads) expect(t.tileRows * t.tileCols * kp).toBeLessThanOrEqual(TILE_SPLIT.maxTileWork);
         }
       }),
     );
-    // The reference GPT's weight gradient ([128,512], K = 2048) on 2 threads: 16 tiles, not 8 long ones.
-    expect(planTiles(128, 512, 2048, 4, 8, 128, 2)).toEqual({ tileRows: 64, tileCols: 64, rowTiles: 2, colTiles: 8 });
+    // The reference GPT's weight gradient ([128,512], K = 2048) on 2 threads: 32 tiles of 2^22
+    // multiply-adds (16 of 2^23 with TPUKIT_GEMM_FINE_TILES=0), not 8 long ones; its [2048,512] x
+    // [512,128] products 32 tiles (16 of 128 x 128 at 2^23).
+    const fine = TILE_SPLIT.maxTileWork === 1 << 21;
+    expect(planTiles(128, 512, 2048, 4, 8, 128, 2)).toEqual(fine ? { tileRows: 64, tileCols: 32, rowTiles: 2, colTiles: 16 } : { tileRows: 64, tileCols: 64, rowTiles: 2, colTiles: 8 });
+    expect(planTiles(2048, 128, 512, 4, 8, 128, 2)).toEqual(fine ? { tileRows: 128, tileCols: 64, rowTiles: 16, colTiles: 2 } : { tileRows: 128, tileCols: 128, rowTiles: 16, colTiles: 1 });
     // A large square product keeps MC x 128 tiles.
     expect(planTiles(1024, 1024, 1024, 4, 8, 128, 2)).toEqual({ tileRows: 128, tileCols: 128, rowTiles: 8, colTiles: 8 });
   });

@@ -188,14 +188,21 @@ const TILE_COLS = 128;
 /** Tiles per thread below which tiles are narrowed (so every thread has several to take). */
 const MIN_TILES_PER_THREAD = 4;
 /**
- * Multiply-adds of one tile at most (2^22: about 0.16 ms on one core): a long-K product's tiles
+ * Multiply-adds of one tile at most (2^21: about 0.08 ms on one core): a long-K product's tiles
  * are cut smaller, so that the last tile, which one thread computes while the others may have
  * none left, is short. (The weight gradients of bench:gpt, [128,512] with K = 2048, made 8 tiles
- * of 0.7 ms each: a 5-3 split between two threads costs a whole tile.)
+ * of 0.7 ms each: a 5-3 split between two threads costs a whole tile.) At 2^22 with 8 tiles per
+ * thread, the GPT's [2048,512] x [512,128] products and its K = 2048 weight gradients ran 8-16
+ * tiles of 0.16-0.33 ms on two threads, and scaled worst of its plain products (1.54x, 1.61x);
+ * the finer split cost no measurable CPU on one core (BENCHMARKS.md "par6"). Env
+ * `TPUKIT_GEMM_FINE_TILES=0` restores 2^22 and 8 (A/B runs).
  */
-const MAX_TILE_WORK = 1 << 22;
+const FINE_TILES = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_GEMM_FINE_TILES !== '0';
+const MAX_TILE_WORK = FINE_TILES ? 1 << 21 : 1 << 22;
 /** Tiles per thread from which a tile's work no longer matters (a one-tile imbalance is small). */
-const MANY_TILES_PER_THREAD = 8;
+const MANY_TILES_PER_THREAD = FINE_TILES ? 16 : 8;
+/** The split's limits, for tests. */
+export const TILE_SPLIT = { maxTileWork: MAX_TILE_WORK, manyTilesPerThread: MANY_TILES_PER_THREAD } as const;
 /** The least tile height and width (in rows and columns) the narrowing goes down to. */
 const MIN_TILE_SIDE = 16;
 
