@@ -591,8 +591,9 @@ async function main(): Promise<void> {
       const pool = (n: string): string => {
         const p = (f: (c: wasm.PoolJobCounts) => number, d = 0): string => per((j) => (j.pools[n] ? f(j.pools[n]) : 0), d);
         const wake = median(jobs[k].map((j) => (j.pools[n]?.wakes ? (1000 * j.pools[n].wakeMs) / j.pools[n].wakes : 0)));
-        const late = median(jobs[k].map((j) => (j.pools[n]?.lateCloses ? (1000 * j.pools[n].lateMs) / j.pools[n].lateCloses : 0)));
-        return `${n} ${p((c) => c.jobs)} jobs ${p((c) => c.ms, 1)} ms (${p((c) => c.waitMs, 1)}), wake ${wake.toFixed(0)} us, unwoken ${p((c) => c.unwoken)}, slept ${p((c) => c.sleeps)}x ${p((c) => c.sleptMs, 1)} ms, woken ${late.toFixed(0)} us after the last worker left`;
+        const closes = jobs[k].filter((j) => (j.pools[n]?.lateCloses ?? 0) > 0);
+        const late = closes.length > 0 ? `${median(closes.map((j) => (1000 * j.pools[n].lateMs) / j.pools[n].lateCloses)).toFixed(0)} us` : '- (no close after a sleep)';
+        return `${n} ${p((c) => c.jobs)} jobs ${p((c) => c.ms, 1)} ms (${p((c) => c.waitMs, 1)}), wake ${wake.toFixed(0)} us, unwoken ${p((c) => c.unwoken)}, slept ${p((c) => c.sleeps)}x ${p((c) => c.sleptMs, 1)} ms, woken ${late} after the last worker left`;
       };
       if (names.length > 0) console.log(`    ${tr.name.padEnd(14)} switches ${per((j) => j.switches)}; ${names.map(pool).join('; ')}`);
     });

@@ -80,7 +80,7 @@ export function holdWorkers(on: boolean): Int32Array | null {
 const WAKE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[workerData.id] = performance.timeOrigin + performance.now();`;
 
 /** When a worker leaves a job it joined (slot MAX_THREADS + id of the same stamps), for `poolJobTimes.byPool[name].lateMs`. */
-const LEAVE_STAMP = `if (workerData.wakeStamps) globalThis.__tpukitWakeStamps[${MAX_THREADS} + workerData.id] = performance.timeOrigin + performance.now();`;
+const LEAVE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[${MAX_THREADS} + workerData.id] = performance.timeOrigin + performance.now();`;
 
 /**
  * A worker's part of one job under the join protocol every pool uses (JavaScript source, inside
