@@ -1,6 +1,6 @@
 /** The shared worker machinery: workers that poll for the next job before sleeping still see every job once. */
 import { afterAll, describe, expect, it } from 'vitest';
-import { getWorkerIdleSpinMicros, idleWaitSource, poolJobTimes, setWorkerIdleSpinMicros, WorkerPool } from './workerPool';
+import { getWorkerIdleSpinMicros, holdWorkers, idleWaitSource, joinSource, poolJobTimes, setWorkerIdleSpinMicros, WorkerPool } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -18,6 +18,26 @@ for (;;) {
   Atomics.add(c, ${SUM}, seen);
   Atomics.store(c, ${DONE}, seen);
   Atomics.notify(c, ${DONE});
+}`;
+
+const OPEN = 3;
+const INSIDE = 4;
+const NAP = 5; // milliseconds a joined worker sleeps before leaving
+const LOOKED = 6; // the last generation the worker looked at (joined or left alone)
+const SLOTS = 8;
+
+// A worker under the join protocol: inside a job it joined, it adds the job's generation to SUM, then naps NAP ms.
+const JOINING = `
+const { workerData } = require('node:worker_threads');
+const c = new Int32Array(workerData.control);
+let seen = workerData.start;
+for (;;) {
+  ${idleWaitSource(GEN)}
+  seen = Atomics.load(c, ${GEN});
+  if (seen < 0) break;
+  ${joinSource(OPEN, INSIDE, 'true', `Atomics.add(c, ${SUM}, seen); Atomics.notify(c, ${SUM}); if (c[${NAP}] > 0) Atomics.wait(c, ${SLOTS - 1}, 0, c[${NAP}]);`)}
+  Atomics.store(c, ${LOOKED}, seen);
+  Atomics.notify(c, ${LOOKED});
 }`;
 
 describe('WorkerPool', () => {
@@ -130,6 +150,49 @@ describe('WorkerPool', () => {
         Atomics.store(c, GEN, -1);
         Atomics.notify(c, GEN);
       }
+    }
+  });
+
+  it.runIf(WorkerPool.available())('join protocol: a worker that wakes after the job closed leaves it alone; closing waits for the workers inside', () => {
+    const c = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
+    const pool = new WorkerPool(JOINING, c, GEN, 100, () => ({}), 'test-join');
+    expect(pool.ensure(1)).toBe(true);
+    // (with `joined`, the calling thread waits until the worker is inside before closing)
+    const job = (nap: number, joined?: number): void => {
+      c[NAP] = nap;
+      pool.openJob(OPEN);
+      pool.wake();
+      if (joined !== undefined) pool.waitFor(SUM, joined);
+      pool.closeJob(OPEN, INSIDE);
+      pool.finished();
+    };
+    const enabled = poolJobTimes.enabled;
+    try {
+      // Job 1 with the worker held before it joins: closing it does not wait for the worker, and
+      // the released worker finds it closed and leaves it (SUM never gets generation 1).
+      holdWorkers(true);
+      job(0);
+      expect(Atomics.load(c, INSIDE)).toBe(0);
+      holdWorkers(false);
+      pool.waitFor(LOOKED, 1);
+      expect(Atomics.load(c, SUM), 'the late worker left the closed job alone').toBe(0);
+      // Job 2, joined (generation 2 when the worker sees it; job 1's late wake-up may already
+      // read it): closing waits for the worker inside, which naps 20 ms, so the calling thread
+      // sleeps and counts that, and its wake-up after the worker left.
+      poolJobTimes.enabled = true;
+      const before = { ...(poolJobTimes.byPool['test-join'] ?? { sleeps: 0, lateCloses: 0, lateMs: 0 }) };
+      job(20, 2);
+      expect(Atomics.load(c, INSIDE)).toBe(0);
+      expect(Atomics.load(c, SUM), 'only the open job was run').toBe(2);
+      const after = poolJobTimes.byPool['test-join'];
+      expect(after.sleeps - before.sleeps).toBeGreaterThanOrEqual(1);
+      expect(after.lateCloses - before.lateCloses).toBe(1);
+      expect(after.lateMs - before.lateMs).toBeGreaterThanOrEqual(0);
+    } finally {
+      holdWorkers(false);
+      poolJobTimes.enabled = enabled;
+      Atomics.store(c, GEN, -1);
+      Atomics.notify(c, GEN);
     }
   });
 

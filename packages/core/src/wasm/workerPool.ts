@@ -20,7 +20,10 @@ export interface PoolWorker {
 
 type WorkerCtor = new (src: string, opts: object) => PoolWorker;
 
-const envSpin = Number((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_WORKER_SPIN_US ?? NaN);
+const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+const envSpin = Number(env?.TPUKIT_WORKER_SPIN_US ?? NaN);
+/** Env `TPUKIT_POOL_SPIN`: polls the calling thread spends on a control slot before it sleeps (overrides each pool's own; benchmarks comparing settings). */
+const envPolls = Number(env?.TPUKIT_POOL_SPIN ?? NaN);
 
 /**
  * The microseconds a worker keeps polling for the next job after finishing one before it sleeps in
@@ -48,7 +51,26 @@ export function setWorkerIdleSpinMicros(us: number): void {
 export function idleWaitSource(gen: number): string {
   return `if (workerData.idleSpin > 0) { const until = performance.now() + workerData.idleSpin / 1000; while (Atomics.load(c, ${gen}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(c, ${gen}) === seen; s++); }
   Atomics.wait(c, ${gen}, seen);
-  ${WAKE_STAMP}`;
+  ${WAKE_STAMP}
+  ${HOLD}`;
+}
+
+/** Slot 0: 1 while `holdWorkers(true)` holds woken workers back (tests); shared by every pool's workers. */
+const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(4));
+
+/** A woken worker waits here while `holdWorkers` is on, before it looks at the job (a view made once per worker). */
+const HOLD = `if (workerData.hold) { const h = (globalThis.__tpukitHold ??= new Int32Array(workerData.hold)); while (Atomics.load(h, 0) === 1) Atomics.wait(h, 0, 1); }`;
+
+/**
+ * Tests only: with `on`, every pool's workers that wake from now on wait before looking at the job
+ * (as a worker without a core would), until `holdWorkers(false)`. Returns the shared slot (1 while
+ * held), so that a test can release it from another thread.
+ */
+export function holdWorkers(on: boolean): Int32Array | null {
+  if (held === null) return null;
+  Atomics.store(held, 0, on ? 1 : 0);
+  if (!on) Atomics.notify(held, 0);
+  return held;
 }
 
 /**
@@ -56,6 +78,28 @@ export function idleWaitSource(gen: number): string {
  * the pool's `wakeStamps` (a view made once per worker), for `poolJobTimes`' wake-up latency.
  */
 const WAKE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[workerData.id] = performance.timeOrigin + performance.now();`;
+
+/** When a worker leaves a job it joined (slot MAX_THREADS + id of the same stamps), for `poolJobTimes.byPool[name].lateMs`. */
+const LEAVE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[${MAX_THREADS} + workerData.id] = performance.timeOrigin + performance.now();`;
+
+/**
+ * A worker's part of one job under the join protocol every pool uses (JavaScript source, inside
+ * the worker's loop right after it read the generation into `seen`): it counts itself into
+ * control slot `inside`, runs `body` only when the job it woke for is still open (slot `open`
+ * holds its generation, see `WorkerPool.openJob`) and `condition` holds, then counts itself out.
+ * A worker that wakes after the calling thread closed the job (`closeJob`: every piece of work
+ * taken, the caller computing what no worker took) leaves it alone, so the caller never waits for
+ * a worker that had no core when the job started, only for those inside it.
+ */
+export function joinSource(open: number, inside: number, condition: string, body: string): string {
+  return `Atomics.add(c, ${inside}, 1);
+  if (Atomics.load(c, ${open}) === seen && (${condition})) {
+    ${body}
+    ${LEAVE_STAMP}
+  }
+  Atomics.sub(c, ${inside}, 1);
+  Atomics.notify(c, ${inside});`;
+}
 
 /** Ends a pool's workers: generation -1 in its control block (the workers' loop exits on it), then a wake-up. Needs no reference to the pool, so a FinalizationRegistry can call it. */
 export function endWorkers(control: Int32Array, gen: number): void {
@@ -76,9 +120,18 @@ export interface PoolJobCounts {
   wakeMs: number;
   /** Jobs finished before any worker woke for them (the calling thread did all the work). */
   unwoken: number;
+  /** Times the calling thread went to sleep (`Atomics.wait`) in `waitFor` / `waitForZero`, its polls spent, and wall ms asleep. */
+  sleeps: number;
+  sleptMs: number;
+  /**
+   * Closing a job (`closeJob`) after sleeping: wall ms from the last worker leaving the job to the
+   * calling thread running again (its wake-up latency), summed, and how many such closes.
+   */
+  lateMs: number;
+  lateCloses: number;
 }
 
-const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0 });
+const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0, sleeps: 0, sleptMs: 0, lateMs: 0, lateCloses: 0 });
 
 /**
  * Where the calling thread's time goes around pool jobs (see `PoolJobCounts`), summed over every
@@ -106,12 +159,14 @@ export class WorkerPool {
   #wakeAt = 0;
   #stamps: Float64Array | null = null;
   readonly #id = ++pools;
+  /** Polls of a control slot the calling thread spends before sleeping on it. */
+  readonly spin: number;
 
   /**
    * @param source the workers' program (CommonJS, run with `eval: true`)
    * @param control the shared control block
    * @param gen the control slot holding the job generation
-   * @param spin polls of a slot before sleeping on it
+   * @param spin polls of a slot before sleeping on it (env `TPUKIT_POOL_SPIN` overrides)
    * @param data extra `workerData` for worker `id`
    * @param name the pool's key in `poolJobTimes.byPool`
    */
@@ -119,10 +174,12 @@ export class WorkerPool {
     private readonly source: string,
     readonly control: Int32Array,
     private readonly gen: number,
-    private readonly spin: number,
+    spin: number,
     private readonly data: (id: number) => object = () => ({}),
     readonly name = 'unnamed',
-  ) {}
+  ) {
+    this.spin = Number.isInteger(envPolls) && envPolls >= 0 ? envPolls : spin;
+  }
 
   /** Whether worker threads can run here (Node's worker_threads and a shared memory). */
   static available(): boolean {
@@ -137,8 +194,8 @@ export class WorkerPool {
     try {
       while (this.workers.length < n) {
         const id = this.workers.length;
-        this.#stamps ??= new Float64Array(new SharedArrayBuffer(8 * MAX_THREADS));
-        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, ...this.data(id) } });
+        this.#stamps ??= new Float64Array(new SharedArrayBuffer(16 * MAX_THREADS));
+        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, hold: held?.buffer, ...this.data(id) } });
         w.unref();
         this.workers.push(w);
       }
@@ -148,6 +205,36 @@ export class WorkerPool {
       return false;
     }
     return true;
+  }
+
+  /**
+   * Opens the next job for workers to join (see `joinSource`): slot `open` gets the generation
+   * the next `wake` announces. Call before `wake`.
+   */
+  openJob(open: number): void {
+    Atomics.store(this.control, open, Atomics.load(this.control, this.gen) + 1);
+  }
+
+  /**
+   * Closes the job: a worker that has not joined it yet leaves it alone when it wakes; then waits
+   * until the workers inside (slot `inside`) have left. Call once no work is left to take.
+   */
+  closeJob(open: number, inside: number): void {
+    Atomics.store(this.control, open, 0);
+    const slept = this.waitForZero(inside);
+    if (slept && this.#t0 !== 0 && this.#stamps !== null) {
+      // (the last worker to leave this job woke the calling thread: how long that took)
+      let last = 0;
+      for (let i = 0; i < this.workers.length; i++) last = Math.max(last, this.#stamps[MAX_THREADS + i]);
+      if (last >= this.#wakeAt) {
+        const late = performance.timeOrigin + performance.now() - last;
+        const mine = (poolJobTimes.byPool[this.name] ??= counts());
+        for (const t of [poolJobTimes, mine]) {
+          t.lateMs += late;
+          t.lateCloses++;
+        }
+      }
+    }
   }
 
   /** Announces a job: bumps the generation and wakes every worker. */
@@ -170,33 +257,49 @@ export class WorkerPool {
     return v;
   }
 
-  /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. */
-  waitFor(i: number, target: number): void {
+  /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. Returns whether it slept. */
+  waitFor(i: number, target: number): boolean {
     const t0 = poolJobTimes.enabled ? performance.now() : 0;
+    let sleeps = 0;
+    let slept = 0;
     for (;;) {
       const v = this.poll(i, target);
       if (v >= target) break;
+      const t = t0 !== 0 ? performance.now() : 0;
       Atomics.wait(this.control, i, v);
+      sleeps++;
+      if (t0 !== 0) slept += performance.now() - t;
     }
-    if (t0 !== 0) this.#waited(performance.now() - t0);
+    if (t0 !== 0) this.#waited(performance.now() - t0, sleeps, slept);
+    return sleeps > 0;
   }
 
-  /** Waits until slot `i` is zero or less (a count of workers inside a job). */
-  waitForZero(i: number): void {
+  /** Waits until slot `i` is zero or less (a count of workers inside a job). Returns whether it slept. */
+  waitForZero(i: number): boolean {
     const c = this.control;
     const t0 = poolJobTimes.enabled ? performance.now() : 0;
+    let sleeps = 0;
+    let slept = 0;
     for (;;) {
       let v = Atomics.load(c, i);
       for (let s = 0; s < this.spin && v > 0; s++) v = Atomics.load(c, i);
       if (v <= 0) break;
+      const t = t0 !== 0 ? performance.now() : 0;
       Atomics.wait(c, i, v);
+      sleeps++;
+      if (t0 !== 0) slept += performance.now() - t;
     }
-    if (t0 !== 0) this.#waited(performance.now() - t0);
+    if (t0 !== 0) this.#waited(performance.now() - t0, sleeps, slept);
+    return sleeps > 0;
   }
 
-  #waited(ms: number): void {
-    poolJobTimes.waitMs += ms;
-    (poolJobTimes.byPool[this.name] ??= counts()).waitMs += ms;
+  #waited(ms: number, sleeps: number, slept: number): void {
+    const mine = (poolJobTimes.byPool[this.name] ??= counts());
+    for (const t of [poolJobTimes, mine]) {
+      t.waitMs += ms;
+      t.sleeps += sleeps;
+      t.sleptMs += slept;
+    }
   }
 
   /** Ends the job `wake` announced, for `poolJobTimes`. */

@@ -48,6 +48,30 @@ const SPIN = 4000;
 /** Between jobs: poll the generation a while, then sleep (core's `wasm.idleWaitSource`). */
 const IDLE_WAIT = wasm.idleWaitSource(GEN);
 
+/** A worker's part of a job it joined (see WORKER_SOURCE): chunks of the job's items until none are left. */
+const JOB_SOURCE = `
+    let k = null;
+    try {
+      drain();
+      k = programs.get(c[${PID}])[c[${FN}]];
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1);
+    }
+    if (k) {
+      const items = c[${ITEMS}], ch = c[${CHUNK}];
+      for (let i = Atomics.add(c, ${NEXT}, ch); i < items; i = Atomics.add(c, ${NEXT}, ch)) {
+        const e = Math.min(items, i + ch);
+        try {
+          k(i, e, id + 1);
+        } catch (err) {
+          Atomics.store(c, ${ERR}, 1);
+        }
+        Atomics.add(c, ${DONE_ITEMS}, e - i);
+        Atomics.notify(c, ${DONE_ITEMS});
+      }
+    }
+`;
+
 const WORKER_SOURCE = `
 const { parentPort, workerData, receiveMessageOnPort } = require('node:worker_threads');
 const c = new Int32Array(workerData.control);
@@ -71,31 +95,7 @@ for (;;) {
   ${IDLE_WAIT}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  Atomics.add(c, ${INSIDE}, 1);
-  if (Atomics.load(c, ${OPEN}) === seen && id < c[${ACTIVE}]) {
-    let k = null;
-    try {
-      drain();
-      k = programs.get(c[${PID}])[c[${FN}]];
-    } catch (e) {
-      Atomics.store(c, ${ERR}, 1);
-    }
-    if (k) {
-      const items = c[${ITEMS}], ch = c[${CHUNK}];
-      for (let i = Atomics.add(c, ${NEXT}, ch); i < items; i = Atomics.add(c, ${NEXT}, ch)) {
-        const e = Math.min(items, i + ch);
-        try {
-          k(i, e, id + 1);
-        } catch (err) {
-          Atomics.store(c, ${ERR}, 1);
-        }
-        Atomics.add(c, ${DONE_ITEMS}, e - i);
-        Atomics.notify(c, ${DONE_ITEMS});
-      }
-    }
-  }
-  Atomics.sub(c, ${INSIDE}, 1);
-  Atomics.notify(c, ${INSIDE});
+  ${wasm.joinSource(OPEN, INSIDE, `id < c[${ACTIVE}]`, JOB_SOURCE)}
 }
 `;
 
@@ -164,7 +164,7 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   Atomics.store(c, NEXT, 0);
   Atomics.store(c, DONE_ITEMS, 0);
   Atomics.store(c, ERR, 0);
-  Atomics.store(c, OPEN, Atomics.load(c, GEN) + 1);
+  pool.openJob(OPEN);
   pool.wake();
   jobs++;
   let failed: unknown = null;
@@ -181,8 +181,7 @@ export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: n
   // worker waking only now (its core busy elsewhere) leaves at once instead of being waited
   // for, and wait for the workers inside to leave before the control block is reused.
   pool.waitFor(DONE_ITEMS, items);
-  Atomics.store(c, OPEN, 0);
-  pool.waitForZero(INSIDE);
+  pool.closeJob(OPEN, INSIDE);
   pool.finished();
   if (failed) throw failed;
   if (Atomics.load(c, ERR) !== 0) throw new Error(`xla-lite ${name}: a kernel worker thread failed (setKernelThreads(1) runs kernels on the calling thread only)`);

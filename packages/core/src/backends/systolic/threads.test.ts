@@ -1,10 +1,13 @@
 /** The worker pool: products split over threads equal the single-thread products bit for bit. */
+import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { lax, np, systolic, withBackend } from '../../index';
+import { type Array as TArray, lax, np, systolic, withBackend } from '../../index';
 import { evalPrimitiveInto } from '../../internal';
 import { dotGeneralP } from '../../lax/dot';
-import { planTiles } from './threads';
+import { holdWorkers, WorkerPool } from '../../wasm/workerPool';
+import { batchedStats } from './batched';
+import { planTiles, TILE_SPLIT } from './threads';
 
 function data(n: number, seed: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * 3);
@@ -160,14 +163,67 @@ describe('systolic threads', () => {
         const colsAtMin = t.tileCols <= 16 || t.tileCols === np;
         if (!(rowsAtMin && colsAtMin) && !atMinimum) {
           expect(tiles).toBeGreaterThanOrEqual(4 * threads);
-          if (tiles < 8 * threads) expect(t.tileRows * t.tileCols * kp).toBeLessThanOrEqual(1 << 22);
+          if (tiles < TILE_SPLIT.manyTilesPerThread * threads) expect(t.tileRows * t.tileCols * kp).toBeLessThanOrEqual(TILE_SPLIT.maxTileWork);
         }
       }),
     );
-    // The reference GPT's weight gradient ([128,512], K = 2048) on 2 threads: 16 tiles, not 8 long ones.
-    expect(planTiles(128, 512, 2048, 4, 8, 128, 2)).toEqual({ tileRows: 64, tileCols: 64, rowTiles: 2, colTiles: 8 });
+    // The reference GPT's weight gradient ([128,512], K = 2048) on 2 threads: 32 tiles of 2^22
+    // multiply-adds (16 of 2^23 with TPUKIT_GEMM_FINE_TILES=0), not 8 long ones; its [2048,512] x
+    // [512,128] products 32 tiles (16 of 128 x 128 at 2^23).
+    const fine = TILE_SPLIT.maxTileWork === 1 << 21;
+    expect(planTiles(128, 512, 2048, 4, 8, 128, 2)).toEqual(fine ? { tileRows: 64, tileCols: 32, rowTiles: 2, colTiles: 16 } : { tileRows: 64, tileCols: 64, rowTiles: 2, colTiles: 8 });
+    expect(planTiles(2048, 128, 512, 4, 8, 128, 2)).toEqual(fine ? { tileRows: 128, tileCols: 64, rowTiles: 16, colTiles: 2 } : { tileRows: 128, tileCols: 128, rowTiles: 16, colTiles: 1 });
     // A large square product keeps MC x 128 tiles.
     expect(planTiles(1024, 1024, 1024, 4, 8, 128, 2)).toEqual({ tileRows: 128, tileCols: 128, rowTiles: 8, colTiles: 8 });
+  });
+
+  it.runIf(WorkerPool.available())('returns without waiting for a worker that has not joined the job (one held before it looks at it), bit-identical', () => {
+    // A worker woken while its core is taken (V8's garbage collection threads, other processes)
+    // joins late; the calling thread computes every tile or item no worker took and must not
+    // wait for it. Held workers stand in for that here: a product split by tiles, the same into
+    // a host destination handed over by row bands, and a batch of per-head products.
+    type Dims = [[number[], number[]], [number[], number[]]];
+    const params = (dn: Dims) => ({ dimensionNumbers: dn, precision: null, preferredElementType: null });
+    const x = np.array(data(16 * 128 * 128, 1)).reshape([16, 128, 128]);
+    const w = np.array(data(128 * 512, 2)).reshape([128, 512]);
+    const [Bn, T, H, Dh] = [3, 128, 4, 32];
+    const q = np.array(data(Bn * T * H * Dh, 3)).reshape([Bn, T, H, Dh]);
+    const k = np.array(data(Bn * T * H * Dh, 4)).reshape([Bn, T, H, Dh]);
+    const cases: [string, TArray, TArray, Dims, boolean][] = [
+      ['tiles', x, w, [[[2], [0]], [[], []]], false],
+      ['tiles into a host destination by row bands', x, w, [[[2], [0]], [[], []]], true],
+      ['batch of products', q, k, [[[3], [3]], [[0, 2], [0, 2]]], false],
+    ];
+    const run = ([, a, b, dn, into]: (typeof cases)[number]): Float32Array =>
+      withBackend('systolic', () => {
+        systolic.backend.engine.f32.fill(NaN);
+        if (!into) return lax.dotGeneral(a, b, dn).dataSync() as Float32Array;
+        const dest = new Float32Array(16 * 128 * 512).fill(NaN);
+        evalPrimitiveInto(dotGeneralP, [a, b], params(dn), dest);
+        return dest;
+      });
+    systolic.setNumThreads(1);
+    const one = cases.map(run);
+    systolic.setNumThreads(2);
+    cases.forEach(run); // the workers are started and have run a job
+    const hold = holdWorkers(true)!;
+    // A safety net that decides nothing on a correct pool: a thread that lets the workers go after
+    // 20 s, so that a calling thread waiting for them returns (and the checks below fail) instead of hanging.
+    const releaser = new Worker('const h = new Int32Array(require("node:worker_threads").workerData.hold); Atomics.wait(h, 0, 1, 20000); Atomics.store(h, 0, 0); Atomics.notify(h, 0);', { eval: true, workerData: { hold: hold.buffer } });
+    try {
+      const pooled = batchedStats.pooled;
+      cases.forEach((c, i) => {
+        const two = run(c);
+        expect(Atomics.load(hold, 0), `${c[0]}: the calling thread waited for the held worker`).toBe(1);
+        expect(firstDifference(two, one[i]), c[0]).toBe(-1);
+      });
+      expect(batchedStats.pooled, 'the batch ran as a pool job').toBe(pooled + 1);
+    } finally {
+      holdWorkers(false);
+      void releaser.terminate();
+    }
+    // Released, the held workers find the jobs closed and leave them; the next jobs run as before.
+    cases.forEach((c, i) => expect(firstDifference(run(c), one[i]), `${c[0]} after the release`).toBe(-1));
   });
 
   it('rejects a bad thread count, naming the argument', () => {

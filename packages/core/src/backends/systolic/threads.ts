@@ -11,8 +11,12 @@
  * edges, and opens a gate; then every thread takes C tiles (MC rows x a column range)
  * from a second counter until none are left. Taking work from counters instead of a fixed split
  * keeps both threads busy to the end when one of them is slowed (a busy machine, the calling
- * thread's own serial work). Each output element is computed by one thread with the same K
- * order, whatever the tiling, so results do not depend on the thread count.
+ * thread's own serial work). Workers join a job only while it is open (core's join protocol,
+ * `joinSource`): the calling thread closes it once every tile (or item) is taken and waits only
+ * for the workers inside, so a worker woken while its core was held (V8's garbage collection
+ * threads, other processes) never holds up a product the calling thread finished alone. Each
+ * output element is computed by one thread with the same K order, whatever the tiling, so
+ * results do not depend on the thread count.
  *
  * The worker is a few lines of plain JavaScript with no imports (the kernels arrive as a
  * compiled WebAssembly.Module), started from a string (`eval: true`), so the same code works
@@ -21,7 +25,7 @@
  */
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
-import { endWorkers, idleWaitSource, WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
 import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, ParallelJob } from './gemmEngine';
 import { PACK_ROWS, packFunctionName } from './packKernels';
@@ -34,7 +38,7 @@ for (const layout of ['rc', 'kc'] as const) for (const R of PACK_ROWS) for (cons
 
 // The control block (Int32 slots). Counters first, then the job, then two packing descriptors.
 const GEN = 0; // job generation: bumped to wake the workers; -1 ends them
-const DONE = 1; // workers finished with the current job
+const INSIDE = 1; // workers inside the current job (core's join protocol, workerPool.ts joinSource)
 const ERR = 2; // set by a worker that failed
 const PACK_NEXT = 3; // next packing chunk to take
 const PACK_DONE = 4; // packing chunks finished
@@ -44,7 +48,9 @@ const STAGED = 7; // byte address below which the operands are staged (see packP
 // The job (from JOB): ap bp cp mp np kp tileRows tileCols colTiles tiles activeWorkers; a batch
 // job (MODE 1): pk pkStride bOff cp cStride mp np kp items table activeWorkers, then at JOB+13/14
 // the staged addresses of its two operands, and per operand (PACKS): fn rs ks panels k sourceSpan.
+// OPEN (JOB+12): the generation of the job workers may still join, 0 once the calling thread closed it.
 const JOB = 8;
+const OPEN = JOB + 12;
 const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts); 2: one product split into row blocks, each thread packing the A rows it multiplies
 const SWEPT = JOB + 15; // in-place sources the workers swept (touch_rows calls) in the current job (GemmEngine.traffic.sweptChunks)
 const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis touch
@@ -58,6 +64,44 @@ const SPIN = 4000;
 
 /** Between jobs: poll the generation a while, then sleep (see idleWaitSource). */
 const IDLE_WAIT = idleWaitSource(GEN);
+
+/** A worker's part of a job it joined (see WORKER_SOURCE): a batch job, or packing then tiles (or row blocks). */
+const JOB_SOURCE = `
+  if (c[${MODE}] === 1) {
+    try {
+      batchItems();
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1); // the calling thread sees it once this worker has left the job
+    }
+  } else {
+    try {
+      const chunks = c[${PACKS} + 10] + c[${PACKS + PACK_SLOTS} + 10];
+      for (let i = Atomics.add(c, ${PACK_NEXT}, 1); i < chunks; i = Atomics.add(c, ${PACK_NEXT}, 1)) {
+        packChunk(i);
+        Atomics.add(c, ${PACK_DONE}, 1);
+        Atomics.notify(c, ${PACK_DONE});
+      }
+      for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
+      while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
+      if (c[${MODE}] === 2) rowBlocks();
+      const tiles = c[${MODE}] === 2 ? 0 : c[${JOB} + 9], cols = c[${JOB} + 8];
+      // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
+      for (;;) {
+        Atomics.store(c, ${CUR} + id, Atomics.load(c, ${TILE_NEXT}));
+        const t = Atomics.add(c, ${TILE_NEXT}, 1);
+        if (t >= tiles) break;
+        Atomics.store(c, ${CUR} + id, t);
+        const r = (t / cols) | 0;
+        const i0 = r * c[${JOB} + 6], j0 = (t - r * cols) * c[${JOB} + 7];
+        gemm(c[${JOB}], c[${JOB} + 1], c[${JOB} + 2], c[${JOB} + 3], c[${JOB} + 4], c[${JOB} + 5], i0, Math.min(c[${JOB} + 3], i0 + c[${JOB} + 6]), j0, Math.min(c[${JOB} + 4], j0 + c[${JOB} + 7]));
+      }
+    } catch (e) {
+      Atomics.store(c, ${ERR}, 1); // reported by the calling thread; never leave it waiting
+      Atomics.notify(c, ${PACK_DONE});
+    }
+  }
+  Atomics.store(c, ${CUR} + id, ${NONE});
+`;
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -130,43 +174,7 @@ for (;;) {
   ${IDLE_WAIT}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  if (id < c[${JOB} + 10] && c[${MODE}] === 1) {
-    try {
-      batchItems();
-    } catch (e) {
-      Atomics.store(c, ${ERR}, 1);
-      Atomics.notify(c, ${DONE});
-    }
-  } else if (id < c[${JOB} + 10]) {
-    try {
-      const chunks = c[${PACKS} + 10] + c[${PACKS + PACK_SLOTS} + 10];
-      for (let i = Atomics.add(c, ${PACK_NEXT}, 1); i < chunks; i = Atomics.add(c, ${PACK_NEXT}, 1)) {
-        packChunk(i);
-        Atomics.add(c, ${PACK_DONE}, 1);
-        Atomics.notify(c, ${PACK_DONE});
-      }
-      for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
-      while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
-      if (c[${MODE}] === 2) rowBlocks();
-      const tiles = c[${MODE}] === 2 ? 0 : c[${JOB} + 9], cols = c[${JOB} + 8];
-      // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
-      for (;;) {
-        Atomics.store(c, ${CUR} + id, Atomics.load(c, ${TILE_NEXT}));
-        const t = Atomics.add(c, ${TILE_NEXT}, 1);
-        if (t >= tiles) break;
-        Atomics.store(c, ${CUR} + id, t);
-        const r = (t / cols) | 0;
-        const i0 = r * c[${JOB} + 6], j0 = (t - r * cols) * c[${JOB} + 7];
-        gemm(c[${JOB}], c[${JOB} + 1], c[${JOB} + 2], c[${JOB} + 3], c[${JOB} + 4], c[${JOB} + 5], i0, Math.min(c[${JOB} + 3], i0 + c[${JOB} + 6]), j0, Math.min(c[${JOB} + 4], j0 + c[${JOB} + 7]));
-      }
-    } catch (e) {
-      Atomics.store(c, ${ERR}, 1); // reported by the calling thread; never leave it waiting
-      Atomics.notify(c, ${PACK_DONE});
-    }
-  }
-  Atomics.store(c, ${CUR} + id, ${NONE});
-  Atomics.add(c, ${DONE}, 1);
-  Atomics.notify(c, ${DONE});
+  ${joinSource(OPEN, INSIDE, `id < c[${JOB} + 10]`, JOB_SOURCE)}
 }
 `;
 
@@ -180,14 +188,21 @@ const TILE_COLS = 128;
 /** Tiles per thread below which tiles are narrowed (so every thread has several to take). */
 const MIN_TILES_PER_THREAD = 4;
 /**
- * Multiply-adds of one tile at most (2^22: about 0.16 ms on one core): a long-K product's tiles
+ * Multiply-adds of one tile at most (2^21: about 0.08 ms on one core): a long-K product's tiles
  * are cut smaller, so that the last tile, which one thread computes while the others may have
  * none left, is short. (The weight gradients of bench:gpt, [128,512] with K = 2048, made 8 tiles
- * of 0.7 ms each: a 5-3 split between two threads costs a whole tile.)
+ * of 0.7 ms each: a 5-3 split between two threads costs a whole tile.) At 2^22 with 8 tiles per
+ * thread, the GPT's [2048,512] x [512,128] products and its K = 2048 weight gradients ran 8-16
+ * tiles of 0.16-0.33 ms on two threads, and scaled worst of its plain products (1.54x, 1.61x);
+ * the finer split cost no measurable CPU on one core (BENCHMARKS.md "par6"). Env
+ * `TPUKIT_GEMM_FINE_TILES=0` restores 2^22 and 8 (A/B runs).
  */
-const MAX_TILE_WORK = 1 << 22;
+const FINE_TILES = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_GEMM_FINE_TILES !== '0';
+const MAX_TILE_WORK = FINE_TILES ? 1 << 21 : 1 << 22;
 /** Tiles per thread from which a tile's work no longer matters (a one-tile imbalance is small). */
-const MANY_TILES_PER_THREAD = 8;
+const MANY_TILES_PER_THREAD = FINE_TILES ? 16 : 8;
+/** The split's limits, for tests. */
+export const TILE_SPLIT = { maxTileWork: MAX_TILE_WORK, manyTilesPerThread: MANY_TILES_PER_THREAD } as const;
 /** The least tile height and width (in rows and columns) the narrowing goes down to. */
 const MIN_TILE_SIDE = 16;
 
@@ -283,7 +298,6 @@ class Pool {
       c[d + 8] = blockA.R; c[d + 9] = blockA.esz; c[d + 11] = blockA.per; c[d + 12] = blockA.axis; c[d + 13] = blockA.touch ? 1 : 0;
     }
     const stager = job.stager;
-    Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, PACK_NEXT, 0);
     Atomics.store(c, PACK_DONE, 0);
@@ -296,6 +310,7 @@ class Pool {
     // of the tiles this thread finished meanwhile are handed over without waiting for it.
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
     const t0 = phaseClock();
+    this.pool.openJob(OPEN);
     this.pool.wake();
 
     const e = this.engine;
@@ -368,10 +383,13 @@ class Pool {
             if (done > bands) job.rows(bands * tileRows, (bands = done) * tileRows);
           }
         }
-        // No tile left for this thread: hand out the rows the workers finish while it waits for
-        // them (polling; after SPIN polls without progress it sleeps until they are all done).
+        // Every tile is taken: close the job, so that a worker that has not joined it yet (no
+        // core when it was woken) leaves it alone instead of being waited for.
+        Atomics.store(c, OPEN, 0);
+        // Hand out the rows the workers inside finish while this thread waits for them (polling;
+        // after SPIN polls without progress it sleeps until they have all left).
         if (job.rows) {
-          for (let idle = 0; bands < rowTiles && idle < SPIN && Atomics.load(c, DONE) < all && Atomics.load(c, ERR) === 0; idle++) {
+          for (let idle = 0, spin = this.pool.spin; bands < rowTiles && idle < spin && Atomics.load(c, INSIDE) > 0 && Atomics.load(c, ERR) === 0; idle++) {
             const done = bandsDone();
             if (done > bands) {
               job.rows(bands * tileRows, (bands = done) * tileRows);
@@ -384,7 +402,7 @@ class Pool {
       }
     }
     tMine = phaseClock();
-    this.pool.waitFor(DONE, all);
+    this.pool.closeJob(OPEN, INSIDE);
     this.pool.finished();
     e.traffic.sweptChunks += Atomics.load(c, SWEPT);
     if (blockA) e.traffic.poolRowBlockJobs++;
@@ -435,15 +453,14 @@ class Pool {
       Atomics.add(c, STAGED, 1);
       Atomics.notify(c, STAGED);
     };
-    Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, TILE_NEXT, 0);
     Atomics.store(c, STAGED, 0);
     Atomics.store(c, JOB + 13, sa.staged);
     Atomics.store(c, JOB + 14, sb.staged);
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
+    this.pool.openJob(OPEN);
     this.pool.wake();
-    const all = this.pool.workers.length;
     let failed: unknown = null;
     const tab = new Int32Array(e.memory.buffer, job.table, 3 * items);
     try {
@@ -472,15 +489,17 @@ class Pool {
           Atomics.store(tab, flags + i, 1);
           for (; s < items && Atomics.load(tab, flags + s) === 1; s++) job.sink(s, job.cp + s * job.cStride);
         }
-        // No item left to take: hand out the workers' items as they finish (polling; after SPIN
-        // polls without progress, sleep until every worker is done).
+        // Every item is taken: close the job (a worker that has not joined yet leaves it alone),
+        // then hand out the items of the workers inside as they finish (polling; after SPIN polls
+        // without progress, sleep until those workers have left).
+        Atomics.store(c, OPEN, 0);
         for (let idle = 0; s < items && Atomics.load(c, ERR) === 0; ) {
           if (Atomics.load(tab, flags + s) === 1) {
             job.sink(s, job.cp + s * job.cStride);
             s++;
             idle = 0;
-          } else if (++idle > SPIN) {
-            this.pool.waitFor(DONE, all);
+          } else if (++idle > this.pool.spin) {
+            this.pool.waitForZero(INSIDE);
             if (Atomics.load(tab, flags + s) !== 1) break;
           }
         }
@@ -488,7 +507,7 @@ class Pool {
         failed = err;
       }
     }
-    this.pool.waitFor(DONE, all);
+    this.pool.closeJob(OPEN, INSIDE);
     this.pool.finished();
     batchedStats.workerItems += items - mine;
     if (failed) throw failed;
