@@ -46,6 +46,7 @@
  * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
  * On Linux the bench prints each trainer's CPU time per step by thread group (threadTimes.ts);
  * TPUKIT_POOL_TIMES=1 adds the calling thread's wall time inside worker-pool jobs.
+ * GPT_BENCH_WARMUP (default 2) sets the untimed warm-up steps per trainer.
  * GPT_BENCH_GC=1 adds, per trainer, the calling thread's GC pauses per step (gcTimes.ts) and each
  * round's background CPU per step in order (a falling series is V8 still optimising JavaScript).
  */
@@ -78,6 +79,10 @@ const B2 = 0.999;
 const EPS = 1e-8;
 const ROUNDS = Number(process.env.GPT_BENCH_ROUNDS ?? 5);
 const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
+// Untimed warm-up steps per trainer (compile + 2 by default). V8 keeps optimising the step's
+// JavaScript for some 30-60 steps (background CPU; GPT_BENCH_GC=1 shows it per round), so a
+// larger value measures the steady state of a long training run.
+const WARMUP = Number(process.env.GPT_BENCH_WARMUP ?? 2);
 /** Zero-copy dots as the environment sets them (TPUKIT_ZERO_COPY=0: off); GPT_BENCH_COPIES=1 adds peers with them off. */
 const ZERO_COPY = zeroCopyDotsEnabled();
 /** Banded dot epilogues as the environment sets them (TPUKIT_EPILOGUE_BANDS=1: on); GPT_BENCH_BANDED=1 adds peers with them on. */
@@ -513,10 +518,10 @@ async function main(): Promise<void> {
   const first: string[] = [];
   for (const tr of trainers) {
     const t0 = performance.now();
-    const l = await tr.steps(0, 2);
-    first.push(`${tr.name} loss ${l.toFixed(4)} (compile + 2 steps ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+    const l = await tr.steps(0, WARMUP);
+    first.push(`${tr.name} loss ${l.toFixed(4)} (compile + ${WARMUP} steps ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   }
-  console.log(`  after 2 steps: ${first.join('; ')}`);
+  console.log(`  after ${WARMUP} steps: ${first.join('; ')}`);
   const tps = trainers.map((): number[] => []);
   // Tokens per second of this process's CPU time (user + system, all threads): on a shared
   // machine a one-thread run's CPU time does not count the time other processes held the core.
@@ -530,7 +535,7 @@ async function main(): Promise<void> {
   // With GPT_BENCH_GC=1: per round, each trainer's timed window (GC pauses are read after the rounds).
   const gc = process.env.GPT_BENCH_GC === '1' ? gcRecorder() : null;
   const windows = trainers.map((): [number, number][] => []);
-  let at = 2;
+  let at = WARMUP;
   const losses = trainers.map(() => NaN);
   // Per-round ratios of named trainers (wall and CPU time), medians reported below.
   const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t'], ['tpukit 1t', 'tpukit 1t copies'], ['tpukit 2t', 'tpukit 2t copies'], ['tpukit 1t banded', 'tpukit 1t'], ['tpukit 2t banded', 'tpukit 2t'], ['tpukit 1t step banded', 'tpukit 1t step'], ['tpukit 2t step banded', 'tpukit 2t step']];
