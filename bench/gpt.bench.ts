@@ -46,6 +46,9 @@
  * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
  * On Linux the bench prints each trainer's CPU time per step by thread group (threadTimes.ts);
  * TPUKIT_POOL_TIMES=1 adds the calling thread's wall time inside worker-pool jobs.
+ * GPT_BENCH_WARMUP (default 2) sets the untimed warm-up steps per trainer.
+ * GPT_BENCH_GC=1 adds, per trainer, the calling thread's GC pauses per step (gcTimes.ts) and each
+ * round's background CPU per step in order (a falling series is V8 still optimising JavaScript).
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -58,6 +61,7 @@ import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, set
 import { type HloComputation, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { wasm } from '@tpukit/core/internal';
+import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
 import { threadSnapshot, threadTimesAvailable, threadTimesSince, type ThreadGroupTimes } from './threadTimes';
 import { median } from './timing';
 
@@ -75,6 +79,10 @@ const B2 = 0.999;
 const EPS = 1e-8;
 const ROUNDS = Number(process.env.GPT_BENCH_ROUNDS ?? 5);
 const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
+// Untimed warm-up steps per trainer (compile + 2 by default). V8 keeps optimising the step's
+// JavaScript for some 30-60 steps (background CPU; GPT_BENCH_GC=1 shows it per round), so a
+// larger value measures the steady state of a long training run.
+const WARMUP = Number(process.env.GPT_BENCH_WARMUP ?? 2);
 /** Zero-copy dots as the environment sets them (TPUKIT_ZERO_COPY=0: off); GPT_BENCH_COPIES=1 adds peers with them off. */
 const ZERO_COPY = zeroCopyDotsEnabled();
 /** Banded dot epilogues as the environment sets them (TPUKIT_EPILOGUE_BANDS=1: on); GPT_BENCH_BANDED=1 adds peers with them on. */
@@ -510,10 +518,10 @@ async function main(): Promise<void> {
   const first: string[] = [];
   for (const tr of trainers) {
     const t0 = performance.now();
-    const l = await tr.steps(0, 2);
-    first.push(`${tr.name} loss ${l.toFixed(4)} (compile + 2 steps ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+    const l = await tr.steps(0, WARMUP);
+    first.push(`${tr.name} loss ${l.toFixed(4)} (compile + ${WARMUP} steps ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   }
-  console.log(`  after 2 steps: ${first.join('; ')}`);
+  console.log(`  after ${WARMUP} steps: ${first.join('; ')}`);
   const tps = trainers.map((): number[] => []);
   // Tokens per second of this process's CPU time (user + system, all threads): on a shared
   // machine a one-thread run's CPU time does not count the time other processes held the core.
@@ -524,7 +532,10 @@ async function main(): Promise<void> {
   const groups = trainers.map((): ThreadGroupTimes[] => []);
   // With TPUKIT_POOL_TIMES=1: per round, the calling thread's wall ms inside pool jobs and waiting in them.
   const jobs = trainers.map((): { n: number; ms: number; wait: number; wall: number; switches: number; pools: Record<string, wasm.PoolJobCounts> }[] => []);
-  let at = 2;
+  // With GPT_BENCH_GC=1: per round, each trainer's timed window (GC pauses are read after the rounds).
+  const gc = process.env.GPT_BENCH_GC === '1' ? gcRecorder() : null;
+  const windows = trainers.map((): [number, number][] => []);
+  let at = WARMUP;
   const losses = trainers.map(() => NaN);
   // Per-round ratios of named trainers (wall and CPU time), medians reported below.
   const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t'], ['tpukit 1t', 'tpukit 1t copies'], ['tpukit 2t', 'tpukit 2t copies'], ['tpukit 1t banded', 'tpukit 1t'], ['tpukit 2t banded', 'tpukit 2t'], ['tpukit 1t step banded', 'tpukit 1t step'], ['tpukit 2t step banded', 'tpukit 2t step']];
@@ -544,6 +555,7 @@ async function main(): Promise<void> {
       const ms = performance.now() - t0;
       const cpu = process.cpuUsage(c0);
       groups[k].push(threadTimesSince(th0));
+      windows[k].push([t0, t0 + ms]);
       const pj = wasm.poolJobTimes;
       const pools: Record<string, wasm.PoolJobCounts> = {};
       for (const [name, p] of Object.entries(pj.byPool)) {
@@ -577,6 +589,17 @@ async function main(): Promise<void> {
       const m = (f: (g: ThreadGroupTimes) => number): string => (median(groups[k].map(f)) / STEPS).toFixed(0);
       console.log(`    ${tr.name.padEnd(14)} ${m((g) => g.run.main)} (${m((g) => g.wait.main)}) | ${m((g) => g.run.workers)} (${m((g) => g.wait.workers)}) | ${m((g) => g.run.background)} (${m((g) => g.wait.background)})`);
     });
+  }
+  if (gc) {
+    await gc.settle();
+    console.log('  GC pauses of the calling thread per step (median over rounds: count by kind, ms) and background CPU ms per step by round, in order');
+    trainers.forEach((tr, k) => {
+      const w: GcWindow[] = windows[k].map(([t0, t1]) => gc.within(t0, t1));
+      const kinds = [...new Set(w.flatMap((x) => Object.keys(x.count)))].sort();
+      const per = (xs: number[]): string => (median(xs) / STEPS).toFixed(2);
+      console.log(`    ${tr.name.padEnd(14)} ${kinds.map((n) => `${n} ${per(w.map((x) => x.count[n] ?? 0))}`).join(', ') || 'none'}; ${per(w.map((x) => x.ms))} ms; background ${groups[k].map((g) => (g.run.background / STEPS).toFixed(0)).join(' ')}`);
+    });
+    gc.stop();
   }
   if (wasm.poolJobTimes.enabled) {
     console.log('  pool jobs per step (GEMM, kernel and attention pools; median over rounds): jobs, wall ms from wake-up to done (of which waiting for workers), wall ms outside them');
@@ -640,8 +663,7 @@ async function main(): Promise<void> {
       const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
       console.log(`\n  profile of one ${tr.name} step:\n${profile.report({ top: 25, by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
       const inStep = gcs.filter((g) => g.startTime < t1 && g.startTime + g.duration > t0);
-      const kinds: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' };
-      console.log(`  that step: ${(t1 - t0).toFixed(1)} ms wall; CPU ms main ${th.run.main.toFixed(1)} | workers ${th.run.workers.toFixed(1)} | background ${th.run.background.toFixed(1)}; GC pauses in it: ${inStep.map((g) => `${kinds[(g as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? 0] ?? 'gc'} ${g.duration.toFixed(1)} ms at +${(g.startTime - t0).toFixed(1)}`).join(', ') || 'none'}`);
+      console.log(`  that step: ${(t1 - t0).toFixed(1)} ms wall; CPU ms main ${th.run.main.toFixed(1)} | workers ${th.run.workers.toFixed(1)} | background ${th.run.background.toFixed(1)}; GC pauses in it: ${inStep.map((g) => `${gcKind(g)} ${g.duration.toFixed(1)} ms at +${(g.startTime - t0).toFixed(1)}`).join(', ') || 'none'}`);
       console.log(`  operand traffic of that step: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB, donated outputs kept in it ${mib(a1.residentBytes - a0.residentBytes)} MiB (moved out for a caller keeping them ${mib(a1.evacuatedBytes - a0.evacuatedBytes)} MiB); results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);
     }
     gcObserver.disconnect();

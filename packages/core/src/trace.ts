@@ -204,10 +204,15 @@ export function evalPrimitive(prim: Primitive, args: Array[], params: unknown): 
   const evalRule = prim.rules.eval as ((args: Array[], params: unknown) => Array[]) | undefined;
   if (evalRule !== undefined) return evalRule(args, params);
   const backend = getBackend();
-  const avals = args.map((a) => a.aval);
+  // (Loops rather than arrow functions: this runs per primitive of every call; see tree.ts on closures.)
+  const avals: ShapedArray[] = new globalThis.Array(args.length);
+  const bufs: unknown[] = new globalThis.Array(args.length);
+  for (let i = 0; i < args.length; i++) avals[i] = args[i].aval;
   const outAvals = prim.abstractEval(avals, params);
   for (let i = 0; i < outAvals.length; i++) checkArrayBytes(prim.name, outAvals[i].shape, outAvals[i].dtype);
-  const bufs = args.map((a) => a._bufferOn(backend));
+  for (let i = 0; i < args.length; i++) bufs[i] = args[i]._bufferOn(backend);
   const outs = backend.execute(prim, bufs, avals, params, outAvals);
-  return outs.map((b, i) => new Array(outAvals[i], backend, b));
+  const res: Array[] = new globalThis.Array(outs.length);
+  for (let i = 0; i < outs.length; i++) res[i] = new Array(outAvals[i], backend, outs[i]);
+  return res;
 }

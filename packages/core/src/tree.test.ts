@@ -24,6 +24,22 @@ describe('tree', () => {
     );
   });
 
+  it("each leaf's path leads to it, and a structure's text names dict keys in sorted order", () => {
+    const follow = (t: unknown, path: tree.KeyPath): unknown =>
+      path.reduce<unknown>((node, e) => (e.kind === 'seq' ? (node as unknown[])[e.idx] : e.kind === 'dict' ? (node as Record<string, unknown>)[e.key] : undefined), t);
+    fc.assert(
+      fc.property(treeArb, (t) => {
+        const [pairs, def] = tree.flattenWithPath(t);
+        for (const [path, leaf] of pairs) expect(follow(t, path)).toBe(leaf);
+        if (t !== null && typeof t === 'object' && !Array.isArray(t)) {
+          const keys = Object.keys(t).sort();
+          expect(String(def).startsWith(`{${keys.length ? `${JSON.stringify(keys[0])}: ` : '}'}`)).toBe(true);
+          expect(String(def).split(', ').length).toBeGreaterThanOrEqual(keys.length);
+        }
+      }),
+    );
+  });
+
   it('visits object keys in sorted order, Maps in insertion order, null as an empty node', () => {
     expect(tree.leaves({ b: 1, a: [2, 3], c: null })).toEqual([2, 3, 1]);
     expect(tree.leaves(new Map<string, number>([['z', 1], ['a', 2]]))).toEqual([1, 2]);

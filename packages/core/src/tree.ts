@@ -26,22 +26,35 @@ interface NodeKind {
 
 const registered = new Map<Function, NodeKind>();
 
+// The built-in kinds and the walks below loop instead of passing arrow functions to map /
+// forEach / reduce: a closure made per call loses its optimised code at every major GC (V8 holds
+// it weakly once no closure instance is alive), and jit flattens its arguments on every call,
+// so each major GC used to send these closures back to TurboFan (BENCHMARKS.md, bgc).
 const listKind: NodeKind = {
   name: 'list',
-  flatten: (n: unknown[]) => ({ children: n, keys: n.map((_, idx) => ({ kind: 'seq', idx }) as const), aux: n.length }),
+  flatten: (n: unknown[]) => {
+    const keys: KeyEntry[] = new globalThis.Array(n.length);
+    for (let idx = 0; idx < n.length; idx++) keys[idx] = { kind: 'seq', idx };
+    return { children: n, keys, aux: n.length };
+  },
   unflatten: (_aux, ch) => ch,
 };
 const dictKind: NodeKind = {
   name: 'dict',
   flatten: (n: Record<string, unknown>) => {
     const ks = Object.keys(n).sort();
-    return { children: ks.map((k) => n[k]), keys: ks.map((key) => ({ kind: 'dict', key }) as const), aux: ks };
+    const children: unknown[] = new globalThis.Array(ks.length);
+    const keys: KeyEntry[] = new globalThis.Array(ks.length);
+    for (let i = 0; i < ks.length; i++) {
+      children[i] = n[ks[i]];
+      keys[i] = { kind: 'dict', key: ks[i] };
+    }
+    return { children, keys, aux: ks };
   },
   unflatten: (aux, ch) => {
     const o: Record<string, unknown> = {};
-    (aux as string[]).forEach((k, i) => {
-      o[k] = ch[i];
-    });
+    const ks = aux as string[];
+    for (let i = 0; i < ks.length; i++) o[ks[i]] = ch[i];
     return o;
   },
 };
@@ -114,12 +127,7 @@ export class TreeDef {
     if (leaves.length !== this.numLeaves) {
       throw new Error(`tree.unflatten: structure ${this} has ${this.numLeaves} leaves; got ${leaves.length}`);
     }
-    let pos = 0;
-    const build = (d: TreeDef): unknown => {
-      if (d.kind === null) return leaves[pos++];
-      return d.kind.unflatten(d.aux, d.children.map(build));
-    };
-    return build(this) as PyTree<L>;
+    return rebuild(this, leaves, { pos: 0 }) as PyTree<L>;
   }
 
   equals(other: TreeDef): boolean {
@@ -134,11 +142,24 @@ export class TreeDef {
     switch (this.kind) {
       case noneKind: return String(this.aux === undefined ? 'undefined' : 'null');
       case listKind: return `[${ch.join(', ')}]`;
-      case dictKind: return `{${(this.aux as string[]).map((k, i) => `${JSON.stringify(k)}: ${ch[i]}`).join(', ')}}`;
+      case dictKind: {
+        const ks = this.aux as string[];
+        let out = '{';
+        for (let i = 0; i < ks.length; i++) out += `${i > 0 ? ', ' : ''}${JSON.stringify(ks[i])}: ${ch[i]}`;
+        return `${out}}`;
+      }
       case mapKind: return `Map(${(this.aux as unknown[]).map((k, i) => `${String(k)} => ${ch[i]}`).join(', ')})`;
       default: return `${this.kind.name}(${ch.join(', ')})`;
     }
   }
+}
+
+/** The tree of structure `d` over `leaves` from `at.pos` on (`TreeDef.unflatten`). */
+function rebuild(d: TreeDef, leaves: readonly unknown[], at: { pos: number }): unknown {
+  if (d.kind === null) return leaves[at.pos++];
+  const ch: unknown[] = new globalThis.Array(d.children.length);
+  for (let i = 0; i < ch.length; i++) ch[i] = rebuild(d.children[i], leaves, at);
+  return d.kind.unflatten(d.aux, ch);
 }
 
 function auxEqual(a: unknown, b: unknown): boolean {
@@ -178,14 +199,17 @@ function build(x: unknown, w: Walk): TreeDef {
   }
   const { children, keys, aux } = kind.flatten(x);
   w.ancestors.push(node);
-  const defs = children.map((c, i) => {
+  const defs: TreeDef[] = new globalThis.Array(children.length);
+  let numLeaves = 0;
+  for (let i = 0; i < children.length; i++) {
     w.keys.push(keys[i]);
-    const d = build(c, w);
+    const d = build(children[i], w);
     w.keys.pop();
-    return d;
-  });
+    defs[i] = d;
+    numLeaves += d.numLeaves;
+  }
   w.ancestors.pop();
-  return new TreeDef(kind, aux, defs, defs.reduce((n, d) => n + d.numLeaves, 0));
+  return new TreeDef(kind, aux, defs, numLeaves);
 }
 
 /** Leaves in a stable order and the structure to rebuild them (jax.tree_util.tree_flatten). */

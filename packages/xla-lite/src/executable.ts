@@ -340,7 +340,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       if (donating) deleteOverwritten(at, args, e);
       throw e;
     }
-    const res = outSlots.map((k) => vals[k] as Array);
+    // (A loop, not an arrow function made per call: those lose their optimised code at every major GC.)
+    const res: Array[] = new globalThis.Array(outSlots.length);
+    for (let k = 0; k < res.length; k++) res[k] = vals[outSlots[k]] as Array;
     vals.fill(null);
     if (pooling) {
       for (let k = 0; k < res.length; k++) {

@@ -44,15 +44,22 @@ export class Jaxpr {
   ) {}
 
   get inAvals(): ShapedArray[] {
-    return this.invars.map((v) => v.aval);
+    return avalsOf(this.invars);
   }
   get outAvals(): ShapedArray[] {
-    return this.outs.map((v) => v.aval);
+    return avalsOf(this.outs);
   }
 
   toString(): string {
     return new Printer().jaxpr(this, '');
   }
+}
+
+/** The avals of `xs` (a loop: these getters run on every jitted call; see tree.ts on closures). */
+function avalsOf(xs: readonly (Var | Atom)[]): ShapedArray[] {
+  const out: ShapedArray[] = new globalThis.Array(xs.length);
+  for (let k = 0; k < xs.length; k++) out[k] = xs[k].aval;
+  return out;
 }
 
 /** A jaxpr with values for its constvars. */

@@ -135,12 +135,21 @@ const compiled = new WeakMap<ClosedJaxpr, Map<string, { compiler: Compiler; exe:
 
 const multiDevice = (s: Sharding | null | undefined): s is Sharding => s != null && s.deviceSet.length > 1;
 
+// The per-call checks below are loops, not arrow functions passed to some / map: a closure made
+// per call loses its optimised code at every major GC (see tree.ts), and these run on every call.
+
+/** Whether some argument spans several devices. */
+function anyMultiDevice(args: readonly Array[]): boolean {
+  for (let k = 0; k < args.length; k++) if (multiDevice(args[k].sharding)) return true;
+  return false;
+}
+
 /**
  * The shardings one pjit call runs with: the parameters' where given, else each argument's own
  * when it spans several devices; null when nothing does. All must span the same devices.
  */
 function callShardings(args: readonly Array[], p: PjitParams): (ProgramShardings & { key: string }) | null {
-  if (p.inShardings === undefined && p.outShardings === undefined && !args.some((a) => multiDevice(a.sharding))) return null;
+  if (p.inShardings === undefined && p.outShardings === undefined && !anyMultiDevice(args)) return null;
   const ins = args.map((a, k) => p.inShardings?.[k] ?? (multiDevice(a.sharding) ? a.sharding : null));
   const outs = p.outShardings ?? p.jaxpr.outAvals.map(() => null);
   if (!ins.some(multiDevice) && !outs.some(multiDevice)) return null;
@@ -203,15 +212,22 @@ pjit.rules.eval = (args: Array[], params: PjitParams): Array[] => {
   const returned = new Set<Array>(outs);
   const bufs = new Map<unknown, Array>();
   for (const o of outs) bufs.set(o._buf, o);
-  donateArgnums.forEach((d, k) => {
+  for (let k = 0; k < donateArgnums.length; k++) {
+    const d = donateArgnums[k];
     const a = args[d];
-    if (unusable.includes(d) || returned.has(a)) return;
+    if (unusable.includes(d) || returned.has(a)) continue;
     const o = bufs.get(a._buf);
-    const sharesBuffer = o !== undefined && (o._backend === a._backend || outs.some((x) => x._buf === a._buf && x._backend === a._backend));
+    const sharesBuffer = o !== undefined && (o._backend === a._backend || sharesBufferOf(outs, a));
     a._markDeleted(`it was donated to jit(${name}) as ${donateLabels?.[k] ?? `input ${d}`} and its buffer reused; use that call's outputs instead`, !sharesBuffer);
-  });
+  }
   return outs;
 };
+
+/** Whether some output holds `a`'s buffer on `a`'s backend. */
+function sharesBufferOf(outs: readonly Array[], a: Array): boolean {
+  for (const x of outs) if (x._buf === a._buf && x._backend === a._backend) return true;
+  return false;
+}
 
 const warnedOpByOp = new WeakSet<ClosedJaxpr>();
 /**
@@ -381,7 +397,7 @@ function checkDonations(name: string, donated: readonly number[], labels: readon
 /** An argument deleted by an earlier donation (or disposed) is an error naming the function and the argument. */
 function checkLive(call: FlatCall, args: readonly unknown[], fname: string, names: readonly string[]): void {
   let pos = 0;
-  args.forEach((_, i) => {
+  for (let i = 0; i < args.length; i++) {
     const n = call.inTree.children[i].numLeaves;
     for (let k = 0; k < n; k++) {
       const l = call.leaves[pos + k];
@@ -393,7 +409,23 @@ function checkLive(call: FlatCall, args: readonly unknown[], fname: string, name
       }
     }
     pos += n;
-  });
+  }
+}
+
+/** Whether some flat leaf carries a multi-device sharding into the call. */
+function anyCarriedSharding(leaves: readonly unknown[]): boolean {
+  for (let k = 0; k < leaves.length; k++) if (carriedSharding(leaves[k]) !== null) return true;
+  return false;
+}
+
+/** The call's flat leaves as Arrays (JS numbers and booleans converted). */
+function leafArrays(leaves: readonly unknown[]): Array[] {
+  const out: Array[] = new globalThis.Array(leaves.length);
+  for (let k = 0; k < leaves.length; k++) {
+    const l = leaves[k];
+    out[k] = l instanceof Array ? l : asArray(l as number | boolean);
+  }
+  return out;
 }
 
 /** The outputs of a jitted function as flat Arrays, or an error naming the leaf that is not one. */
@@ -451,7 +483,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   const tracedShardings = (args: unknown[], call: FlatCall, nConsts: number, nOuts: number): { inShardings: (Sharding | null)[]; outShardings: (Sharding | null)[] } | null => {
     const inOpt = opts.inShardings ?? null;
     const outOpt = opts.outShardings ?? null;
-    if (inOpt === null && outOpt === null && !call.leaves.some((l) => carriedSharding(l) !== null)) return null;
+    if (inOpt === null && outOpt === null && !anyCarriedSharding(call.leaves)) return null;
     if (globalThis.Array.isArray(inOpt) && inOpt.length !== args.length) {
       throw new Error(`jit(${name}): inShardings has ${inOpt.length} entries but the call passes ${args.length} positional arguments (give one per argument, null to keep an argument's own)`);
     }
@@ -594,15 +626,20 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       return withSink(() => path.call(args, call.key, (ms) => sink.compileMs.push(ms)));
     }
     const { entry, call } = prepare(args, true);
-    const leaves = call.leaves.map((l) => (l instanceof Array ? l : asArray(l as number | boolean)));
+    const leaves = leafArrays(call.leaves);
     if (entry.donated.length) checkDonations(name, entry.donated, entry.traced.donateLabels, leaves, entry.consts);
     const { traced } = entry;
-    const sharded = tracedShardings(args, call, entry.consts.length, traced.jaxpr.outAvals.length);
-    return withSink(() => {
+    const sharded = tracedShardings(args, call, entry.consts.length, traced.jaxpr.jaxpr.outs.length);
+    // (withSink's work inline: no closure per call.)
+    const prev = activeSink;
+    activeSink = sink;
+    try {
       const params: PjitParams = { jaxpr: traced.jaxpr, name, donateArgnums: traced.donateArgnums, donateLabels: traced.donateLabels, ...sharded };
-      const outs = bind(pjit, [...entry.consts, ...leaves], params);
+      const outs = bind(pjit, entry.consts.length === 0 ? leaves : [...entry.consts, ...leaves], params);
       return tree.unflatten(entry.outTree, outs);
-    });
+    } finally {
+      activeSink = prev;
+    }
   }) as unknown as Jitted<F>;
   Object.defineProperty(jitted, 'traceCount', { get: () => traceCount + (route?.path.traceCount ?? 0) });
   jitted.trace = ((...args: unknown[]) => prepare(args, false).entry.traced) as Jitted<F>['trace'];

@@ -123,8 +123,16 @@ function shardingOf(l: Array): string {
 
 /** Per Array leaf its sharding ('' for the default), or [] when every leaf has the default. */
 function leafShardings(leaves: readonly unknown[]): string[] {
-  const sh = (leaves.filter((l) => l instanceof Array) as Array[]).map(shardingOf);
-  return sh.some((x) => x !== '') ? sh : [];
+  const sh: string[] = [];
+  let any = false;
+  for (let k = 0; k < leaves.length; k++) {
+    const l = leaves[k];
+    if (!(l instanceof Array)) continue;
+    const x = shardingOf(l);
+    sh.push(x);
+    any ||= x !== '';
+  }
+  return any ? sh : [];
 }
 
 /** One argument's part of the abstract signature: its types and (when not default) its leaves' shardings. */
@@ -153,40 +161,53 @@ export interface SignatureSpec {
   readonly names: readonly string[];
 }
 
-/** One flatten of `args` and its abstract signature (see the file comment). */
+/** The flatten options of a call's arguments (one object: no closure made per call). */
+const ARG_LEAVES: tree.FlattenOptions = { isLeaf: isArgLeaf };
+
+/**
+ * One flatten of `args` and its abstract signature (see the file comment). Plain loops rather
+ * than arrow functions per call: those lose their optimised code at every major GC (see tree.ts).
+ */
 export function flattenCall(args: readonly unknown[], spec: SignatureSpec): FlatCall {
   const { fname, staticNums, staticNames, names } = spec;
-  const staticParts: string[][] = args.map(() => []);
-  const dyn = args.map((a, i) => {
+  const staticParts: string[][] = new globalThis.Array(args.length);
+  const dyn: unknown[] = new globalThis.Array(args.length);
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    const parts: string[] = (staticParts[i] = []);
     if (staticNums.includes(i)) {
-      staticParts[i].push(`static ${hashStatic(a, `argument ${i}`, fname)}`);
-      return null;
-    }
-    if (staticNames.length && isPlain(a)) {
+      parts.push(`static ${hashStatic(a, `argument ${i}`, fname)}`);
+      dyn[i] = null;
+    } else if (staticNames.length && isPlain(a)) {
       const rest: Record<string, unknown> = {};
       for (const k of Object.keys(a).sort()) {
-        if (staticNames.includes(k)) staticParts[i].push(`${k}=static ${hashStatic(a[k], `argument ${i}.${k}`, fname)}`);
+        if (staticNames.includes(k)) parts.push(`${k}=static ${hashStatic(a[k], `argument ${i}.${k}`, fname)}`);
         else rest[k] = a[k];
       }
-      return rest;
-    }
-    return a;
-  });
-  const [leaves, inTree] = tree.flatten(dyn, { isLeaf: isArgLeaf });
+      dyn[i] = rest;
+    } else dyn[i] = a;
+  }
+  const [leaves, inTree] = tree.flatten(dyn, ARG_LEAVES);
   let pos = 0;
-  const sigs = args.map((a, i): ArgSig => {
+  const sigs: ArgSig[] = new globalThis.Array(args.length);
+  let key = '';
+  for (let i = 0; i < args.length; i++) {
     const td = inTree.children[i];
     const mine = leaves.slice(pos, pos + td.numLeaves);
     pos += td.numLeaves;
-    if (staticNums.includes(i)) return { types: staticParts[i][0], shardings: [] };
-    const argName = `argument ${i}${names[i] ? ` (${names[i]})` : ''}`;
-    const whole = td.isLeaf;
-    mine.forEach((l, k) => checkLeaf(l, `${argName}${whole ? '' : ` leaf ${k}`}`, i, fname));
-    let types = whole ? describeLeaf(a) : `${String(td)} ${mine.map(describeLeaf).join(',')}`;
-    if (staticParts[i].length) types = `{${staticParts[i].join('; ')}} ${types}`;
-    return { types, shardings: leafShardings(mine) };
-  });
-  return { leaves, inTree, sigs, key: sigs.map(sigKey).join('|') };
+    if (staticNums.includes(i)) sigs[i] = { types: staticParts[i][0], shardings: [] };
+    else {
+      const argName = `argument ${i}${names[i] ? ` (${names[i]})` : ''}`;
+      const whole = td.isLeaf;
+      // (An Array leaf always passes: the message is built only for the others.)
+      for (let k = 0; k < mine.length; k++) if (!(mine[k] instanceof Array)) checkLeaf(mine[k], `${argName}${whole ? '' : ` leaf ${k}`}`, i, fname);
+      let types = whole ? describeLeaf(args[i]) : `${String(td)} ${mine.map(describeLeaf).join(',')}`;
+      if (staticParts[i].length) types = `{${staticParts[i].join('; ')}} ${types}`;
+      sigs[i] = { types, shardings: leafShardings(mine) };
+    }
+    key += `${i > 0 ? '|' : ''}${sigKey(sigs[i])}`;
+  }
+  return { leaves, inTree, sigs, key };
 }
 
 /** Why a new signature missed the cache: which argument changed and how. */

@@ -298,6 +298,12 @@ const nonDefault = (s: Sharding): boolean => s.deviceSet.length > 1;
  * The sharded path of xla-lite's jit: `active(args)` says whether this call takes it;
  * `lower(args)` traces and annotates; compiled programs are cached by the caller's signature key.
  */
+/** Array leaves (tracers included): one options object, no closure per call. */
+const ARRAY_LEAVES: tree.FlattenOptions = { isLeaf: (x) => x instanceof Array };
+
+/** Whether `inShardings` / `outShardings` as given asks for a sharding (a Sharding, or a list with one). */
+const given = (o: unknown): boolean => (globalThis.Array.isArray(o) ? o.some((s) => s !== null) : o != null);
+
 export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & { staticArgnums?: number | readonly number[]; donateArgnums?: number | readonly number[] }, fname: string, names: readonly string[]) {
   const list = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
   const staticNums = list(opts.staticArgnums);
@@ -307,13 +313,20 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
   const cache = new Map<string, { compiled: SpmdCompiled; outTree: tree.TreeDef; consts: Array[] }>();
   const argName = (i: number) => `argument ${i}${names[i] ? ` (${names[i]})` : ''}`;
 
+  // Asked on every call of the jitted function: plain loops, no closures made per call (they
+  // lose their optimised code at every major GC; see core's tree.ts).
   const active = (args: unknown[]): boolean => {
     // Static arguments are not leaves (core's jit checks they are hashable, cyclic ones included).
-    const leaves = tree.flatten(args.filter((_, i) => !staticNums.includes(i)), { isLeaf: (x) => x instanceof Array })[0];
-    if (leaves.some(isTracerLike)) return false;
-    const given = [...list(inOpt as Sharding | (Sharding | null)[] | undefined), ...list(outOpt as Sharding | (Sharding | null)[] | undefined)];
-    if (given.some((s) => s !== null)) return true;
-    return leaves.some((l) => l instanceof Array && nonDefault(l.sharding));
+    const dyn: unknown[] = [];
+    for (let i = 0; i < args.length; i++) if (!staticNums.includes(i)) dyn.push(args[i]);
+    const leaves = tree.flatten(dyn, ARRAY_LEAVES)[0];
+    let sharded = false;
+    for (let k = 0; k < leaves.length; k++) {
+      const l = leaves[k];
+      if (isTracerLike(l)) return false;
+      if (!sharded && l instanceof Array && nonDefault(l.sharding)) sharded = true;
+    }
+    return sharded || given(inOpt) || given(outOpt);
   };
 
   const trace = (args: unknown[]) => {
@@ -362,7 +375,7 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
     return { lowered: new SpmdLowered(hoisted.jaxpr, fname, donated, labels, spec, hoisted.consts), outTree: traced.outTree, consts: hoisted.consts, dyn };
   };
 
-  const flatArgs = (dyn: unknown[]): Array[] => tree.flatten(dyn.filter((_, i) => !staticNums.includes(i)), { isLeaf: (x) => x instanceof Array })[0] as Array[];
+  const flatArgs = (dyn: unknown[]): Array[] => tree.flatten(dyn.filter((_, i) => !staticNums.includes(i)), ARRAY_LEAVES)[0] as Array[];
 
   let traces = 0;
   return {
