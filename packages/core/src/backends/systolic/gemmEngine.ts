@@ -228,7 +228,8 @@ export class GemmEngine implements BatchEngine {
 
   /** Releases a region from `reserve` (its memory may be handed out again). */
   release(addr: number): void {
-    const k = this.regions.findIndex((r) => r.addr === addr);
+    let k = this.regions.length - 1;
+    while (k >= 0 && this.regions[k].addr !== addr) k--; // (a loop, not a closure per call: see BENCHMARKS.md, bgc)
     if (k < 0) throw new RangeError(`systolic release: no region is reserved at address ${addr}`);
     this.regions.splice(k, 1);
   }
