@@ -77,12 +77,19 @@ const LR = 3e-4;
 const B1 = 0.9;
 const B2 = 0.999;
 const EPS = 1e-8;
-const ROUNDS = Number(process.env.GPT_BENCH_ROUNDS ?? 5);
-const STEPS = Number(process.env.GPT_BENCH_STEPS ?? 3);
+/** A count from the environment: an integer >= `min`, or the bench stops with the variable's name and value. */
+function envCount(name: string, dflt: number, min: number): number {
+  const raw = process.env[name];
+  const v = raw === undefined || raw === '' ? dflt : Number(raw);
+  if (!Number.isInteger(v) || v < min) throw new Error(`bench:gpt: ${name} must be an integer >= ${min}; got ${JSON.stringify(raw)}`);
+  return v;
+}
+const ROUNDS = envCount('GPT_BENCH_ROUNDS', 5, 1);
+const STEPS = envCount('GPT_BENCH_STEPS', 3, 1);
 // Untimed warm-up steps per trainer (compile + 2 by default). V8 keeps optimising the step's
 // JavaScript for some 30-60 steps (background CPU; GPT_BENCH_GC=1 shows it per round), so a
 // larger value measures the steady state of a long training run.
-const WARMUP = Number(process.env.GPT_BENCH_WARMUP ?? 2);
+const WARMUP = envCount('GPT_BENCH_WARMUP', 2, 0);
 /** Zero-copy dots as the environment sets them (TPUKIT_ZERO_COPY=0: off); GPT_BENCH_COPIES=1 adds peers with them off. */
 const ZERO_COPY = zeroCopyDotsEnabled();
 /** Banded dot epilogues as the environment sets them (TPUKIT_EPILOGUE_BANDS=1: on); GPT_BENCH_BANDED=1 adds peers with them on. */
@@ -597,7 +604,7 @@ async function main(): Promise<void> {
       const w: GcWindow[] = windows[k].map(([t0, t1]) => gc.within(t0, t1));
       const kinds = [...new Set(w.flatMap((x) => Object.keys(x.count)))].sort();
       const per = (xs: number[]): string => (median(xs) / STEPS).toFixed(2);
-      console.log(`    ${tr.name.padEnd(14)} ${kinds.map((n) => `${n} ${per(w.map((x) => x.count[n] ?? 0))}`).join(', ') || 'none'}; ${per(w.map((x) => x.ms))} ms; background ${groups[k].map((g) => (g.run.background / STEPS).toFixed(0)).join(' ')}`);
+      console.log(`    ${tr.name.padEnd(14)} ${kinds.map((n) => `${n} ${per(w.map((x) => x.count[n] ?? 0))}`).join(', ') || 'none'}; ${per(w.map((x) => x.ms))} ms; background ${threadTimesAvailable ? groups[k].map((g) => (g.run.background / STEPS).toFixed(0)).join(' ') : 'not available (no per-thread times here)'}`);
     });
     gc.stop();
   }

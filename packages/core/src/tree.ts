@@ -62,9 +62,20 @@ const mapKind: NodeKind = {
   name: 'Map',
   flatten: (n: Map<unknown, unknown>) => {
     const ks = [...n.keys()];
-    return { children: ks.map((k) => n.get(k)), keys: ks.map((key) => ({ kind: 'map', key }) as const), aux: ks };
+    const children: unknown[] = new globalThis.Array(ks.length);
+    const keys: KeyEntry[] = new globalThis.Array(ks.length);
+    for (let i = 0; i < ks.length; i++) {
+      children[i] = n.get(ks[i]);
+      keys[i] = { kind: 'map', key: ks[i] };
+    }
+    return { children, keys, aux: ks };
   },
-  unflatten: (aux, ch) => new Map((aux as unknown[]).map((k, i) => [k, ch[i]])),
+  unflatten: (aux, ch) => {
+    const ks = aux as unknown[];
+    const m = new Map<unknown, unknown>();
+    for (let i = 0; i < ks.length; i++) m.set(ks[i], ch[i]);
+    return m;
+  },
 };
 const noneKind: NodeKind = {
   name: 'None',
@@ -88,7 +99,9 @@ export function registerNode<T extends object>(
     flatten: (n: T) => {
       const [children, aux] = flatten(n);
       const names = opts.keys?.(n);
-      return { children, aux, keys: children.map((_, i) => (names ? { kind: 'attr', name: names[i] } : { kind: 'seq', idx: i }) as KeyEntry) };
+      const keys: KeyEntry[] = new globalThis.Array(children.length);
+      for (let i = 0; i < children.length; i++) keys[i] = names ? { kind: 'attr', name: names[i] } : { kind: 'seq', idx: i };
+      return { children, aux, keys };
     },
     unflatten: (aux, ch) => unflatten(aux, ch),
   });

@@ -376,18 +376,18 @@ const asList = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [
  */
 function checkDonations(name: string, donated: readonly number[], labels: readonly string[], leaves: readonly Array[], consts: readonly Array[]): void {
   const pos = new Map<Array, number>(); // donated Array -> its index in `donated`
-  donated.forEach((d, k) => {
-    const a = leaves[d];
-    if (a instanceof Tracer) return;
+  for (let k = 0; k < donated.length; k++) {
+    const a = leaves[donated[k]];
+    if (a instanceof Tracer) continue;
     const prev = pos.get(a);
     if (prev !== undefined) throw new Error(`jit(${name}): the same ${avalStr(a.aval)} Array is donated twice (${labels[prev]} and ${labels[k]}); a buffer can be donated once per call`);
     pos.set(a, k);
-  });
+  }
   if (pos.size === 0) return;
-  leaves.forEach((l, j) => {
-    const k = pos.get(l);
+  for (let j = 0; j < leaves.length; j++) {
+    const k = pos.get(leaves[j]);
     if (k !== undefined && donated[k] !== j) throw new Error(`jit(${name}): ${labels[k]} is donated but the same Array is also passed as flat input ${j}; pass a copy or do not donate it`);
-  });
+  }
   for (const c of consts) {
     const k = pos.get(c);
     if (k !== undefined) throw new Error(`jit(${name}): ${labels[k]} is donated but the function also closes over the same Array; pass a copy or do not donate it`);

@@ -232,7 +232,11 @@ export function explainMiss(prev: readonly ArgSig[], next: readonly ArgSig[], na
 
 /** Parameter names of a function, best effort, for messages. */
 export function paramNamesOf(f: (...a: any[]) => unknown): string[] {
-  const m = /^[^(]*\(([^)]*)\)/.exec(Function.prototype.toString.call(f));
+  const src = Function.prototype.toString.call(f);
+  // A one-parameter arrow without parentheses (`t => ...`, as esbuild emits `(t: T) => ...`).
+  const bare = /^\s*(?:async\s+)?([A-Za-z_$][\w$]*)\s*=>/.exec(src);
+  if (bare) return [bare[1]];
+  const m = /^[^(]*\(([^)]*)\)/.exec(src);
   if (!m) return [];
   return m[1].split(',').map((s) => s.trim().replace(/[=:].*$/, '').replace(/^\.\.\./, '').trim());
 }

@@ -294,15 +294,20 @@ export interface ShardingOptions {
 const isTracerLike = (x: unknown): boolean => x instanceof Array && x.constructor !== Array;
 const nonDefault = (s: Sharding): boolean => s.deviceSet.length > 1;
 
+/** Array leaves (tracers included): one options object, no closure per call. */
+const ARRAY_LEAVES: tree.FlattenOptions = { isLeaf: (x) => x instanceof Array };
+
+/** Whether `inShardings` / `outShardings` as given asks for a sharding (a Sharding, or a list with one). A loop: see `active`. */
+function given(o: unknown): boolean {
+  if (!globalThis.Array.isArray(o)) return o != null;
+  for (const s of o) if (s !== null) return true;
+  return false;
+}
+
 /**
  * The sharded path of xla-lite's jit: `active(args)` says whether this call takes it;
  * `lower(args)` traces and annotates; compiled programs are cached by the caller's signature key.
  */
-/** Array leaves (tracers included): one options object, no closure per call. */
-const ARRAY_LEAVES: tree.FlattenOptions = { isLeaf: (x) => x instanceof Array };
-
-/** Whether `inShardings` / `outShardings` as given asks for a sharding (a Sharding, or a list with one). */
-const given = (o: unknown): boolean => (globalThis.Array.isArray(o) ? o.some((s) => s !== null) : o != null);
 
 export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & { staticArgnums?: number | readonly number[]; donateArgnums?: number | readonly number[] }, fname: string, names: readonly string[]) {
   const list = <T>(x: T | readonly T[] | undefined): T[] => (x === undefined ? [] : globalThis.Array.isArray(x) ? [...(x as T[])] : [x as T]);
