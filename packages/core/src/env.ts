@@ -21,3 +21,16 @@ export function envSwitch(name: string, dflt: boolean): boolean {
   if (v === '0') return false;
   throw new Error(`tpukit: environment variable ${name} must be 0 or 1; got ${JSON.stringify(v)}`);
 }
+
+/**
+ * A number from the environment: unset or empty gives undefined; otherwise it must be an integer in
+ * [min, max] (`integer`) or a finite number in that range, or this throws naming the variable and
+ * the value.
+ */
+export function envNumber(name: string, min: number, max: number, integer = true): number | undefined {
+  const v = envVar(name);
+  if (v === undefined || v === '') return undefined;
+  const x = Number(v);
+  if ((integer ? !Number.isInteger(x) : !Number.isFinite(x)) || x < min || x > max) throw new Error(`tpukit: environment variable ${name} must be ${integer ? 'an integer' : 'a number'} in ${min}..${max}; got ${JSON.stringify(v)}`);
+  return x;
+}

@@ -196,6 +196,39 @@ describe('WorkerPool', () => {
     }
   });
 
+  it.runIf(WorkerPool.available())('join protocol: a job body that throws still counts its worker out, and the dead worker neither crashes the process nor holds up later jobs', async () => {
+    const THROWING = JOINING.replace(`Atomics.notify(c, ${SUM});`, `Atomics.notify(c, ${SUM}); throw new Error('job body failed');`);
+    expect(THROWING).not.toBe(JOINING);
+    const c = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
+    const pool = new WorkerPool(THROWING, c, GEN, 100, () => ({}), 'test-throw');
+    expect(pool.ensure(1)).toBe(true);
+    try {
+      c[NAP] = 0;
+      pool.openJob(OPEN);
+      pool.wake();
+      pool.waitFor(SUM, 1); // the worker is inside the job (it added before throwing)
+      // Without the count-out on throw INSIDE would stay 1 and closeJob would wait forever: poll
+      // with a deadline instead, so that a regression fails rather than hangs.
+      const deadline = Date.now() + 5000;
+      while (Atomics.load(c, INSIDE) !== 0 && Date.now() < deadline) Atomics.wait(c, INSIDE, 1, 10);
+      expect(Atomics.load(c, INSIDE)).toBe(0);
+      pool.closeJob(OPEN, INSIDE);
+      pool.finished();
+      // Let the worker's 'error' event arrive (an unhandled one would end the test run), then a
+      // second job: its worker is dead, so the job closes at once, unjoined.
+      await new Promise((r) => setTimeout(r, 200));
+      expect(pool.ensure(2), 'no more workers start after one died').toBe(false);
+      pool.openJob(OPEN);
+      pool.wake();
+      pool.closeJob(OPEN, INSIDE);
+      pool.finished();
+      expect(Atomics.load(c, SUM)).toBe(1);
+    } finally {
+      Atomics.store(c, GEN, -1);
+      Atomics.notify(c, GEN);
+    }
+  });
+
   it.runIf(WorkerPool.available())('poolJobTimes counts finished jobs and the time waited for workers only while enabled', () => {
     const c = new Int32Array(new SharedArrayBuffer(16));
     const pool = new WorkerPool(SOURCE, c, GEN, 100);

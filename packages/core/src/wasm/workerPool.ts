@@ -10,26 +10,26 @@
  * Node only: elsewhere, or when workers cannot start, `ensure` answers false from then on and
  * the runner computes on the calling thread.
  */
+import { envNumber, envSwitch } from '../env';
 import { MAX_THREADS, nodeModule } from '../threads';
 
 /** What the pool needs of a Node worker. */
 export interface PoolWorker {
   unref(): void;
   postMessage(msg: unknown): void;
+  on?(event: 'error', listener: (err: unknown) => void): unknown;
 }
 
 type WorkerCtor = new (src: string, opts: object) => PoolWorker;
 
-const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
-const envSpin = Number(env?.TPUKIT_WORKER_SPIN_US ?? NaN);
 /** Env `TPUKIT_POOL_SPIN`: polls the calling thread spends on a control slot before it sleeps (overrides each pool's own; benchmarks comparing settings). */
-const envPolls = Number(env?.TPUKIT_POOL_SPIN ?? NaN);
+const envPolls = envNumber('TPUKIT_POOL_SPIN', 0, 1e9);
 
 /**
  * The microseconds a worker keeps polling for the next job after finishing one before it sleeps in
  * `Atomics.wait` (env `TPUKIT_WORKER_SPIN_US` overrides; read when a worker starts). 0: sleep at once.
  */
-let idleSpin = Number.isFinite(envSpin) && envSpin >= 0 ? envSpin : 0;
+let idleSpin = envNumber('TPUKIT_WORKER_SPIN_US', 0, 1e6, false) ?? 0;
 
 export function getWorkerIdleSpinMicros(): number {
   return idleSpin;
@@ -93,12 +93,15 @@ const LEAVE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ?
  */
 export function joinSource(open: number, inside: number, condition: string, body: string): string {
   return `Atomics.add(c, ${inside}, 1);
-  if (Atomics.load(c, ${open}) === seen && (${condition})) {
-    ${body}
-    ${LEAVE_STAMP}
-  }
-  Atomics.sub(c, ${inside}, 1);
-  Atomics.notify(c, ${inside});`;
+  try {
+    if (Atomics.load(c, ${open}) === seen && (${condition})) {
+      ${body}
+      ${LEAVE_STAMP}
+    }
+  } finally {
+    Atomics.sub(c, ${inside}, 1); // (also when the body throws: the calling thread must never wait for a worker that left)
+    Atomics.notify(c, ${inside});
+  }`;
 }
 
 /** Ends a pool's workers: generation -1 in its control block (the workers' loop exits on it), then a wake-up. Needs no reference to the pool, so a FinalizationRegistry can call it. */
@@ -141,7 +144,7 @@ const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wake
  * (env `TPUKIT_POOL_TIMES=1`): one boolean test per job when off.
  */
 export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number; byPool: Record<string, PoolJobCounts> } = {
-  enabled: (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_POOL_TIMES === '1',
+  enabled: envSwitch('TPUKIT_POOL_TIMES', false),
   ...counts(),
   switches: 0,
   byPool: {},
@@ -178,7 +181,7 @@ export class WorkerPool {
     private readonly data: (id: number) => object = () => ({}),
     readonly name = 'unnamed',
   ) {
-    this.spin = Number.isInteger(envPolls) && envPolls >= 0 ? envPolls : spin;
+    this.spin = envPolls ?? spin;
   }
 
   /** Whether worker threads can run here (Node's worker_threads and a shared memory). */
@@ -197,6 +200,12 @@ export class WorkerPool {
         this.#stamps ??= new Float64Array(new SharedArrayBuffer(16 * MAX_THREADS));
         const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, hold: held?.buffer, ...this.data(id) } });
         w.unref();
+        // A worker that dies (its program throws outside a job) must not take the process with it:
+        // the pool starts no more workers, and the jobs it announces are computed by the calling
+        // thread and the workers left (a dead worker never joins a job, so nobody waits for it).
+        w.on?.('error', () => {
+          this.#broken = true;
+        });
         this.workers.push(w);
       }
     } catch {

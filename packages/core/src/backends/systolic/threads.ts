@@ -23,6 +23,7 @@
  * from the TypeScript sources under vitest and from the built package, and needs no separate
  * worker file. Node only for now: browsers would need a Blob-URL worker and a non-blocking wait.
  */
+import { envSwitch } from '../../env';
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
@@ -197,7 +198,7 @@ const MIN_TILES_PER_THREAD = 4;
  * the finer split cost no measurable CPU on one core (BENCHMARKS.md "par6"). Env
  * `TPUKIT_GEMM_FINE_TILES=0` restores 2^22 and 8 (A/B runs).
  */
-const FINE_TILES = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.TPUKIT_GEMM_FINE_TILES !== '0';
+const FINE_TILES = envSwitch('TPUKIT_GEMM_FINE_TILES', true);
 const MAX_TILE_WORK = FINE_TILES ? 1 << 21 : 1 << 22;
 /** Tiles per thread from which a tile's work no longer matters (a one-tile imbalance is small). */
 const MANY_TILES_PER_THREAD = FINE_TILES ? 16 : 8;
@@ -387,7 +388,7 @@ class Pool {
         // core when it was woken) leaves it alone instead of being waited for.
         Atomics.store(c, OPEN, 0);
         // Hand out the rows the workers inside finish while this thread waits for them (polling;
-        // after SPIN polls without progress it sleeps until they have all left).
+        // after the pool's spin (`TPUKIT_POOL_SPIN`) polls without progress it sleeps until they have all left).
         if (job.rows) {
           for (let idle = 0, spin = this.pool.spin; bands < rowTiles && idle < spin && Atomics.load(c, INSIDE) > 0 && Atomics.load(c, ERR) === 0; idle++) {
             const done = bandsDone();
@@ -459,10 +460,10 @@ class Pool {
     Atomics.store(c, JOB + 13, sa.staged);
     Atomics.store(c, JOB + 14, sb.staged);
     for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
+    const tab = new Int32Array(e.memory.buffer, job.table, 3 * items); // (before the job opens: nothing may throw between wake and the try)
     this.pool.openJob(OPEN);
     this.pool.wake();
     let failed: unknown = null;
-    const tab = new Int32Array(e.memory.buffer, job.table, 3 * items);
     try {
       // Stage in item order, each operand as far as the next item reads: the workers start on
       // the first items while the later ones are still being copied.
@@ -490,7 +491,7 @@ class Pool {
           for (; s < items && Atomics.load(tab, flags + s) === 1; s++) job.sink(s, job.cp + s * job.cStride);
         }
         // Every item is taken: close the job (a worker that has not joined yet leaves it alone),
-        // then hand out the items of the workers inside as they finish (polling; after SPIN polls
+        // then hand out the items of the workers inside as they finish (polling; after the pool's spin polls
         // without progress, sleep until those workers have left).
         Atomics.store(c, OPEN, 0);
         for (let idle = 0; s < items && Atomics.load(c, ERR) === 0; ) {
