@@ -156,7 +156,8 @@ let lastPool = 0;
 
 export class WorkerPool {
   readonly workers: PoolWorker[] = [];
-  #broken = false;
+  /** Set when workers cannot start or one died: no more are started. An object of its own, so that a worker's error listener can set it without holding the pool (a running worker is a GC root; through the listener it would keep the pool and its runner's engine alive, and the FinalizationRegistry that ends the workers of a dropped engine would never run). */
+  readonly #state = { broken: false };
   #t0 = 0;
   /** The job's `wake` in epoch ms (comparable with the workers' wake stamps), and the stamps (one slot per worker). */
   #wakeAt = 0;
@@ -191,7 +192,8 @@ export class WorkerPool {
 
   /** Starts workers until there are `n`; false (now and from then on) when they cannot start. */
   ensure(n: number): boolean {
-    if (this.#broken) return false;
+    const state = this.#state;
+    if (state.broken) return false;
     const wt = nodeModule<{ Worker: WorkerCtor }>('node:worker_threads');
     if (!wt) return false;
     try {
@@ -204,13 +206,13 @@ export class WorkerPool {
         // the pool starts no more workers, and the jobs it announces are computed by the calling
         // thread and the workers left (a dead worker never joins a job, so nobody waits for it).
         w.on?.('error', () => {
-          this.#broken = true;
+          state.broken = true;
         });
         this.workers.push(w);
       }
     } catch {
       // Workers cannot start here (sandbox, resource limits): the runner computes alone from now on.
-      this.#broken = true;
+      state.broken = true;
       return false;
     }
     return true;
