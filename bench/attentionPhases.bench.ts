@@ -6,7 +6,10 @@
  * for every item of one call (own wasm memory, operands laid out as the drivers see them), so
  * a phase's time is its kernels' time without the others. Also timed: one whole call as the
  * backend runs it (`attentionFwdSystolic` / `attentionBwdSystolic`: copies in and out, driver,
- * logsumexp), and the copies alone. Prints median CPU ms per call of each.
+ * logsumexp), the same call with operands and results in place in an arena host's memory (as
+ * in a compiled step, where xla-lite hands the kernels arena views: no copies, but the operands
+ * and results are read and written where they lie, cache-cold lines included), and the copies
+ * alone. Prints median CPU ms per call of each.
  *
  * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
@@ -23,6 +26,7 @@ const modMod = await load<typeof import('../packages/core/src/backends/systolic/
 const attnMod = await load<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');
 const { wasmFeatures } = await load<typeof import('../packages/core/src/wasm/features')>('wasm/features.ts');
 const { setNumThreads } = await load<typeof import('../packages/core/src/threads')>('threads.ts');
+const { WA } = await load<typeof import('../packages/core/src/wasm/webassemblyTypes')>('wasm/webassemblyTypes.ts');
 
 const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
 const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
@@ -68,6 +72,53 @@ const bwdCall = (): void => {
   attnMod.attentionBwdSystolic([host(q, shape), host(k, shape), host(v, shape), host(lse, [B, N, T]), host(dO, shape)], params, [av(shape), av(shape), av(shape)], relaxed, bwdOuts as never);
 };
 
+// --- whole calls with operands and results in place: in an arena host's memory, as in a compiled step ---
+/** A bump-allocating arena host (the GEMM engine's role in a compiled step): regions from 64 on, released in reverse order. */
+function benchHost(): import('../packages/core/src/backend').ArenaHost & { region(n: number): Float32Array } {
+  const maxPages = 16384;
+  const memory = new WA.Memory({ initial: 1024, maximum: maxPages, shared: true });
+  let top = 64;
+  const held: [number, number][] = [];
+  const reserve = (bytes: number): number => {
+    const at = ceil(top, 64);
+    if (at + bytes > memory.buffer.byteLength) memory.grow(Math.ceil((at + bytes - memory.buffer.byteLength) / 65536));
+    held.push([at, bytes]);
+    top = at + bytes;
+    return at;
+  };
+  return {
+    memory,
+    maxPages,
+    reserve,
+    release(addr: number) {
+      const i = held.findIndex(([a]) => a === addr);
+      held.splice(i, 1);
+      top = held.length ? held[held.length - 1][0] + held[held.length - 1][1] : 64;
+    },
+    buffer: () => memory.buffer,
+    holds: (v: ArrayBufferView) => v.buffer === memory.buffer && held.some(([a, n]) => v.byteOffset >= a && v.byteOffset + v.byteLength <= a + n),
+    region(n: number): Float32Array {
+      const at = reserve(n * 4);
+      return new Float32Array(memory.buffer, at, n);
+    },
+  };
+}
+const arena = benchHost();
+const [qA, kA, vA, dA] = [q, k, v, dO].map((x) => {
+  const r = arena.region(x.length);
+  r.set(x);
+  return r;
+});
+const fwdOutsA = [arena.region(q.length), arena.region(B * N * T)];
+const bwdOutsA = [arena.region(q.length), arena.region(q.length), arena.region(q.length)];
+const fwdInPlace = (): void => {
+  attnMod.attentionFwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape)], params, [av(shape), av([B, N, T])], relaxed, fwdOutsA as never, arena);
+};
+fwdInPlace();
+const bwdInPlace = (): void => {
+  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(fwdOutsA[1], [B, N, T]), host(dA, shape)], params, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
+};
+
 // --- the kernels alone, in a memory of our own ---
 const mod = modMod.attentionModule(H, sp, relaxed, false, false);
 const rawBytes = q.length * 4;
@@ -86,7 +137,6 @@ const off: Record<string, number> = {};
   }
   off.end = at;
 }
-const { WA } = await load<typeof import('../packages/core/src/wasm/webassemblyTypes')>('wasm/webassemblyTypes.ts');
 const memory = new WA.Memory({ initial: Math.ceil(off.end / 65536) + 1 });
 const kx = new WA.Instance(mod.module, { env: { mem: memory } }).exports as unknown as import('../packages/core/src/backends/systolic/attentionModule').AttentionKernels;
 const f32 = new Float32Array(memory.buffer);
@@ -118,7 +168,7 @@ const phases: [string, 'fwd' | 'bwd', () => void][] = [
   }],
   ['Q K^T (scores)', 'fwd', () => eachBlock((t0, cols) => kx.scores(off.q + t0 * hp * 4, off.kt, off.s, cols >> 3))],
   ['softmax rows (3 passes, exp)', 'fwd', () => eachBlock((t0, cols) => {
-    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, ML, 0, 0, NEG);
+    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, off.ml + (t0 + r) * 8, 0, 0, NEG);
   })],
   ['logsumexp (lseRows)', 'fwd', () => {
     // (main's kernels before attn1t formed it in JS: a loop with Math.log, timed the same way)
@@ -176,6 +226,7 @@ const copy = (n: number): (() => void) => {
 console.log(`bench:attention:phases: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, 1 thread, ${relaxed ? 'relaxed' : 'plain'} SIMD, median CPU ms per call of ${RUNS}; sources ${src}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
 for (const dir of ['fwd', 'bwd'] as const) {
   const whole = cpuMs(dir === 'fwd' ? fwdCall : bwdCall);
+  const inPlace = cpuMs(dir === 'fwd' ? fwdInPlace : bwdInPlace);
   const copies = cpuMs(copy(dir === 'fwd' ? 4 : 8));
   let sum = 0;
   const rows: string[] = [];
@@ -188,4 +239,5 @@ for (const dir of ['fwd', 'bwd'] as const) {
   console.log(`  ${dir}: whole call ${whole.toFixed(3)} ms; ${dir === 'fwd' ? 4 : 8} operand/result copies of ${(rawBytes / 2 ** 20).toFixed(2)} MiB ${copies.toFixed(3)} ms; kernels alone:`);
   for (const r of rows) console.log(r);
   console.log(`    ${'sum of the kernel phases'.padEnd(34)} ${sum.toFixed(3).padStart(7)} ms; whole - copies - phases ${(whole - copies - sum).toFixed(3)} ms (driver, logsumexp, caches)`);
+  console.log(`    ${'whole call in place (arena host)'.padEnd(34)} ${inPlace.toFixed(3).padStart(7)} ms; in place - phases ${(inPlace - sum).toFixed(3)} ms`);
 }
