@@ -828,4 +828,23 @@ describe('the forward\'s logsumexp (lseRows: max + log(sum) in f64, rounded once
     expect(f32[2 * n + 4]).toBe(-Infinity);
     expect(f32[2 * n + 5]).toBeNaN();
   });
+
+  it('4 rows at a time (f64x2) equal the rows one at a time (scalar f64), bit for bit, for any row count', () => {
+    const memory = new WA.Memory({ initial: 4 });
+    const k = new WA.Instance(attentionModule(8, 8, false, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
+    const f32 = new Float32Array(memory.buffer);
+    const edge = fc.constantFrom(0, 1, Math.SQRT2, Math.fround(Math.SQRT2), 2 ** 24, Infinity, -Infinity, NaN, -0);
+    const pair = fc.tuple(fc.oneof(fc.float({ noNaN: true }), edge), fc.oneof(fc.float({ min: 1, max: 2 ** 30, noNaN: true }), edge));
+    fc.assert(
+      fc.property(fc.array(pair, { minLength: 1, maxLength: 41 }), (pairs) => {
+        const n = pairs.length;
+        pairs.forEach(([mx, sum], i) => f32.set([mx, sum], 2 * i));
+        const [all, one] = [2 * n, 3 * n];
+        k.lseRows(0, 4 * all, n);
+        for (let i = 0; i < n; i++) k.lseRows(8 * i, 4 * (one + i), 1);
+        for (let i = 0; i < n; i++) expect(Object.is(f32[all + i], f32[one + i]), `row ${i} of ${n}: (${pairs[i]}) gives ${f32[all + i]}, one at a time ${f32[one + i]}`).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
 });

@@ -172,13 +172,77 @@ function logSumExp(f: FunctionBuilder, mx: number, sum: number, e: number, m: nu
   f.get(mx).op(OP.f64_promote_f32).op(OP.f64_add).op(OP.f32_demote_f64);
 }
 
-/** `lseRows(src, dst, n)`: the logsumexp of n softmax rows from their (max, sum) pairs (`logSumExp`); rows are independent, so their f64 chains overlap. */
+/**
+ * `logSumExp` for 4 rows at once, as two f64x2 halves: the same operations in the same order
+ * on each lane, so each lane's result is bit-for-bit the scalar one's. For v128 locals mx and sum
+ * (4 f32 each), leaves the 4 f32 results on the stack; uses v128 locals e, m, lo (and the f64
+ * scratch locals s, z). m > sqrt 2 is compared in f32 (no f32 lies between fround(sqrt 2), which
+ * is below sqrt 2, and sqrt 2: the same answer as the scalar f64 compare).
+ */
+function logSumExp4(f: FunctionBuilder, mx: number, sum: number, e: number, m: number, lo: number, s: number, z: number): void {
+  const f64s = (v: number): FunctionBuilder => f64Const(f, v).simd(SIMD.f64x2_splat);
+  // e = exponent, m = mantissa in [1, 2); then [sqrt(1/2), sqrt(2)) and e + 1 where halved
+  f.get(sum).i32Const(23).simd(SIMD.i32x4_shr_u).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_sub).set(e);
+  f.get(sum).v128Const([0x7fffff, 0x7fffff, 0x7fffff, 0x7fffff]).simd(SIMD.v128_and).v128Const([0x3f800000, 0x3f800000, 0x3f800000, 0x3f800000]).simd(SIMD.v128_or).set(m);
+  f.get(m);
+  splatF(f, Math.SQRT2).simd(SIMD.f32x4_gt).set(lo);
+  f.get(m);
+  splatF(f, 0.5).simd(SIMD.f32x4_mul).get(m).get(lo).simd(SIMD.v128_bitselect).set(m);
+  f.get(e).get(lo).simd(SIMD.i32x4_sub).set(e);
+  for (const half of [0, 1]) {
+    const low = (v: number): FunctionBuilder => (half === 0 ? f.get(v) : (f.get(v).get(v), shuffle32(f, [2, 3, 2, 3]), f));
+    low(m).simd(SIMD.f64x2_promote_low_f32x4).set(s);
+    // z = s^2 for s = (m - 1) / (m + 1) (m, then s, in local s)
+    f.get(s);
+    f64s(1).simd(SIMD.f64x2_sub).get(s);
+    f64s(1).simd(SIMD.f64x2_add).simd(SIMD.f64x2_div).tee(s).get(s).simd(SIMD.f64x2_mul).set(z);
+    f64s(1 / 19);
+    for (let k = 8; k >= 0; k--) {
+      f.get(z).simd(SIMD.f64x2_mul);
+      f64s(1 / (2 * k + 1)).simd(SIMD.f64x2_add);
+    }
+    f.get(s).simd(SIMD.f64x2_mul);
+    f64s(2).simd(SIMD.f64x2_mul);
+    low(e).simd(SIMD.f64x2_convert_low_i32x4_s);
+    f64s(Math.LN2).simd(SIMD.f64x2_mul).simd(SIMD.f64x2_add);
+    low(mx).simd(SIMD.f64x2_promote_low_f32x4).simd(SIMD.f64x2_add).simd(SIMD.f32x4_demote_f64x2_zero);
+    if (half === 0) f.set(lo);
+  }
+  f.set(m);
+  f.get(lo).get(m);
+  shuffle32(f, [0, 1, 4, 5]);
+  // rows whose sum is not > 0 (0, or NaN): mx - inf, as the scalar's f64 -inf + mx rounds
+  f.get(mx);
+  splatF(f, -Infinity).simd(SIMD.f32x4_add);
+  f.get(sum).v128Const([0, 0, 0, 0]).simd(SIMD.f32x4_gt).simd(SIMD.v128_bitselect);
+}
+
+/**
+ * `lseRows(src, dst, n)`: the logsumexp of n softmax rows from their (max, sum) pairs, 4 rows at
+ * a time (`logSumExp4`) and the last n mod 4 one by one (`logSumExp`, bit-identical per row).
+ */
 function buildLseRows(m: ModuleBuilder): number {
   return m.addFunction('lseRows', ['i32', 'i32', 'i32'], [], (f) => {
     const [src, dst, n] = [0, 1, 2];
-    const [i, mx, sum] = [f.local('i32'), f.local('f32'), f.local('f32')];
+    const [i, n4, mx, sum] = [f.local('i32'), f.local('i32'), f.local('f32'), f.local('f32')];
     const [e, lm, ls, lz] = [f.local('i32'), f.local('f64'), f.local('f64'), f.local('f64')];
-    forLoop(f, i, n, () => {
+    const [vmx, vsum, ve, vm, vlo, vs, vz] = Array.from({ length: 7 }, () => f.local('v128'));
+    f.get(n).i32Const(2).op(OP.i32_shr_u).set(n4);
+    forLoop(f, i, n4, () => {
+      f.get(src).simdMem(SIMD.v128_load).get(src).simdMem(SIMD.v128_load, 16).set(vsum).set(vmx);
+      f.get(vmx).get(vsum);
+      shuffle32(f, [1, 3, 5, 7]);
+      f.get(vmx).get(vsum);
+      shuffle32(f, [0, 2, 4, 6]);
+      f.set(vmx).set(vsum);
+      f.get(dst);
+      logSumExp4(f, vmx, vsum, ve, vm, vlo, vs, vz);
+      f.simdMem(SIMD.v128_store);
+      bump(f, src, 32);
+      bump(f, dst, 16);
+    });
+    f.get(n).i32Const(3).op(OP.i32_and).set(n4);
+    forLoop(f, i, n4, () => {
       f.get(src).mem(OP.f32_load).set(mx);
       f.get(src).mem(OP.f32_load, 4).set(sum);
       f.get(dst);
