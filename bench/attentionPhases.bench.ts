@@ -8,8 +8,8 @@
  * backend runs it (`attentionFwdSystolic` / `attentionBwdSystolic`: copies in and out, driver,
  * logsumexp), the same call with operands and results in place in an arena host's memory (as
  * in a compiled step, where xla-lite hands the kernels arena views: no copies, but the operands
- * and results are read and written where they lie, cache-cold lines included), and the copies
- * alone. Prints median CPU ms per call of each.
+ * and results are read and written where they lie, cache-cold lines included), that call with P
+ * kept (`saveProbs`: the forward writes probs, the backward reads it), and the copies alone. Prints median CPU ms per call of each.
  *
  * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
@@ -76,7 +76,7 @@ const bwdCall = (): void => {
 /** A bump-allocating arena host (the GEMM engine's role in a compiled step): regions from 64 on, released in reverse order. */
 function benchHost(): import('../packages/core/src/backend').ArenaHost & { region(n: number): Float32Array } {
   const maxPages = 16384;
-  const memory = new WA.Memory({ initial: 1024, maximum: maxPages, shared: true });
+  const memory = new WA.Memory({ initial: 4096, maximum: maxPages, shared: true });
   let top = 64;
   const held: [number, number][] = [];
   const reserve = (bytes: number): number => {
@@ -117,6 +117,16 @@ const fwdInPlace = (): void => {
 fwdInPlace();
 const bwdInPlace = (): void => {
   attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(fwdOutsA[1], [B, N, T]), host(dA, shape)], params, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
+};
+// (the same with P kept: the forward also writes probs [B, N, T, S], the backward reads it instead of recomputing P)
+const keptParams = { isCausal: causal, scale, saveProbs: true } as never;
+const probsA = arena.region(B * N * T * S);
+const fwdKept = (): void => {
+  attnMod.attentionFwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape)], keptParams, [av(shape), av([B, N, T]), av([B, N, T, S])], relaxed, [...fwdOutsA, probsA] as never, arena);
+};
+fwdKept();
+const bwdKept = (): void => {
+  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(probsA, [B, N, T, S]), host(dA, shape)], keptParams, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
 };
 
 // --- the kernels alone, in a memory of our own ---
@@ -227,6 +237,8 @@ console.log(`bench:attention:phases: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal
 for (const dir of ['fwd', 'bwd'] as const) {
   const whole = cpuMs(dir === 'fwd' ? fwdCall : bwdCall);
   const inPlace = cpuMs(dir === 'fwd' ? fwdInPlace : bwdInPlace);
+  // (older sources without saveProbs: their forward returns 2 results and ignores the flag)
+  const kept = cpuMs(dir === 'fwd' ? fwdKept : bwdKept);
   const copies = cpuMs(copy(dir === 'fwd' ? 4 : 8));
   let sum = 0;
   const rows: string[] = [];
@@ -240,4 +252,5 @@ for (const dir of ['fwd', 'bwd'] as const) {
   for (const r of rows) console.log(r);
   console.log(`    ${'sum of the kernel phases'.padEnd(34)} ${sum.toFixed(3).padStart(7)} ms; whole - copies - phases ${(whole - copies - sum).toFixed(3)} ms (driver, logsumexp, caches)`);
   console.log(`    ${'whole call in place (arena host)'.padEnd(34)} ${inPlace.toFixed(3).padStart(7)} ms; in place - phases ${(inPlace - sum).toFixed(3)} ms`);
+  console.log(`    ${'the same with P kept (saveProbs)'.padEnd(34)} ${kept.toFixed(3).padStart(7)} ms; kept / not ${(kept / inPlace).toFixed(3)}`);
 }

@@ -73,6 +73,15 @@ describe('StableHLO expansions of fused kernels', () => {
           const lse = evalPrimitive(getPrimitive('dot_product_attention_fwd'), [q, k, v, ...extra], params)[1];
           const bwd = both('dot_product_attention_bwd', [q, k, v, lse, dout, ...extra], params);
           ['dq', 'dk', 'dv'].forEach((name, j) => expectClose(bwd.expanded[j], bwd.fused[j], atol, rtol, name));
+          // with P kept: the forward's third result, and the backward reading it
+          const kept = { ...params, saveProbs: true };
+          const fwdP = both('dot_product_attention_fwd', [q, k, v, ...extra], kept);
+          expect(fwdP.expanded.length).toBe(3);
+          expectClose(fwdP.expanded[2], fwdP.fused[2], atol, rtol, 'probs');
+          const probs = evalPrimitive(getPrimitive('dot_product_attention_fwd'), [q, k, v, ...extra], kept)[2];
+          const bwdP = both('dot_product_attention_bwd', [q, k, v, probs, dout, ...extra], kept);
+          expect(bwdP.text).not.toMatch(/ exp/);
+          ['dq', 'dk', 'dv'].forEach((name, j) => expectClose(bwdP.expanded[j], bwdP.fused[j], atol, rtol, `${name} (P kept)`));
         });
       });
     }

@@ -9,8 +9,8 @@
  *   and/or causality, `s <= t` from two iotas) by select: hidden logits become -0.7 * float32
  *   max, or 0 in a row that sees no key at all (so that row is uniform and its logsumexp is
  *   log S, as the fused kernels define it); softmax as max-reduce, exp, sum-reduce; the
- *   weighted sum as a second dot_general. The backward pass recomputes P = exp(logits - lse)
- *   and forms dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) (zero where hidden), dQ =
+ *   weighted sum as a second dot_general; with `saveProbs` the forward also returns P. The
+ *   backward pass recomputes P = exp(logits - lse) (or takes the kept P, `saveProbs`) and forms dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) (zero where hidden), dQ =
  *   scale dS K, dK = scale dS^T Q. Grouped-query heads read their key/value head through a
  *   broadcast; dK and dV sum over the group. bfloat16 operands are converted to float32 first
  *   (the MXU's bf16 passes round float32 operands back to bf16 under the default precision).
@@ -135,11 +135,11 @@ function attentionDimsOf(i: HloInstruction): AttnShape {
   return { B, T, N, H, S, K, G: N / K };
 }
 
-/** [out, lse] of the fused forward attention. */
+/** [out, lse] of the fused forward attention, and P with `saveProbs`. */
 function attentionForward(i: HloInstruction, withLse: boolean): HloComputation {
   const { b, ps } = start(i, `expand_${i.prim!.name}.${i.id}`);
   const [q, k, v, mask] = ps;
-  const p = i.params as { scale: number; isCausal: boolean };
+  const p = i.params as { scale: number; isCausal: boolean; saveProbs?: boolean };
   const d = attentionDimsOf(i);
   const vis = visibility(b, d, p.isCausal, mask);
   const L = logits(b, q, perQueryHead(b, k, d), d, p.scale, vis);
@@ -151,21 +151,21 @@ function attentionForward(i: HloInstruction, withLse: boolean): HloComputation {
   const out = b.convert(b.transpose(o, [0, 2, 1, 3]), q.shape.dtype);
   b.c.outputs = [out];
   if (withLse) b.c.outputs.push(b.op('add', [m.row, b.op('log', [z.row])]));
+  if (withLse && p.saveProbs === true) b.c.outputs.push(P);
   return b.c;
 }
 
-/** [dq, dk, dv] of the fused backward attention (q, k, v, lse, dOut[, mask]). */
+/** [dq, dk, dv] of the fused backward attention (q, k, v, lse | probs, dOut[, mask]). */
 function attentionBackward(i: HloInstruction): HloComputation {
   const { b, ps } = start(i, `expand_${i.prim!.name}.${i.id}`);
-  const [q, k, v, lse, dout, mask] = ps;
-  const p = i.params as { scale: number; isCausal: boolean };
+  const [q, k, v, res, dout, mask] = ps;
+  const p = i.params as { scale: number; isCausal: boolean; saveProbs?: boolean };
   const d = attentionDimsOf(i);
   const shape = [d.B, d.N, d.T, d.S];
   const vis = visibility(b, d, p.isCausal, mask);
   const kN = perQueryHead(b, k, d);
   const vN = perQueryHead(b, v, d);
-  const L = logits(b, q, kN, d, p.scale, vis);
-  const P = b.op('exp', [b.op('sub', [L, b.bcast(lse, shape, [0, 1, 2])])]);
+  const P = p.saveProbs === true ? res : b.op('exp', [b.op('sub', [logits(b, q, kN, d, p.scale, vis), b.bcast(res, shape, [0, 1, 2])])]);
   const dO = b.f32(dout);
   // dV[b,s,n,h] = sum_t P[b,n,t,s] dO[b,t,n,h]; dP[b,n,t,s] = sum_h dO[b,t,n,h] V[b,s,n,h].
   const dV = b.transpose(b.dot(P, dO, [[2], [1]], [[0, 1], [0, 2]], null, 'float32'), [0, 2, 1, 3]);

@@ -23,6 +23,9 @@
  *   results). In a masked module the logits whose mask byte (from address `mrow` on) is 0 become
  *   `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform); modules
  *   built without a mask ignore both.
+ * - `gradRowP(s, dp, n, scale, bf16)`: the same from a P the forward kept (read into s by
+ *   `loadRows`): no logits, mask or exp. `softmaxRow`'s `keep` leaves the row's f32 P in s,
+ *   and `saveRows` writes a block's rows of it into probs [.., S] (zeros past the block's keys).
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
@@ -520,9 +523,9 @@ function buildExp(m: ModuleBuilder, relaxed: boolean): void {
 }
 
 function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
-  // (s, p, c, n, scale, mlOut, bf16, mrow, neg)
-  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32'], [], (f) => {
-    const [s, p, c, n, scale, ml, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+  // (s, p, c, n, scale, mlOut, bf16, mrow, neg, keep)
+  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32', 'i32'], [], (f) => {
+    const [s, p, c, n, scale, ml, bf16, mrow, neg, keep] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const [v, t, acc, x, en, et, mx] = Array.from({ length: 7 }, () => f.local('v128'));
     const sum = f.local('f32');
@@ -551,15 +554,26 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): n
     f.set(sum);
     f.get(ml).get(mx).simd(SIMD.f32x4_extract_lane).op(0).mem(OP.f32_store);
     f.get(ml).get(sum).mem(OP.f32_store, 4);
-    // pass 3: p = bf16(e / sum)
+    // pass 3: p = bf16(e / sum); with keep, also s = e / sum (P in f32, for the probs result)
     f.get(sum).simd(SIMD.f32x4_splat).set(acc);
     f.get(p).set(q);
-    forLoop(f, i, nv, () => {
-      f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
-      roundBf16Plain(f, t);
-      f.simdMem(SIMD.v128_store);
-      bump(f, q, 16);
-    });
+    f.get(s).set(ptr);
+    const pass3 = (kept: boolean): void =>
+      forLoop(f, i, nv, () => {
+        f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
+        if (kept) {
+          f.tee(v).get(ptr).get(v).simdMem(SIMD.v128_store);
+          bump(f, ptr, 16);
+        }
+        roundBf16Plain(f, t);
+        f.simdMem(SIMD.v128_store);
+        bump(f, q, 16);
+      });
+    f.get(keep).if();
+    pass3(true);
+    f.else();
+    pass3(false);
+    f.end();
   });
 }
 
@@ -586,24 +600,131 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
       f.set(acc);
       bump(f, q, 16);
     });
-    horizontal(f, acc, OP.f32_add);
-    f.simd(SIMD.f32x4_splat).set(dd);
-    f.get(scale).simd(SIMD.f32x4_splat).set(l);
-    // pass 2: dp <- bf16(P (dP - D) scale), s <- bf16(P)
+    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
+  });
+}
+
+/**
+ * The end of both gradient row kernels, from the row's P (in s, f32) and dP (in dp, rounded
+ * when bf16) with the partial sums of P dP in v128 local acc: D = sum P dP, then pass 2: dp <-
+ * bf16(P (dP - D) scale), s <- bf16(P).
+ */
+function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scale: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: number; dd: number; l: number }): void {
+  const { i, ptr, nv, q, v, t, acc, dd, l } = r;
+  horizontal(f, acc, OP.f32_add);
+  f.simd(SIMD.f32x4_splat).set(dd);
+  f.get(scale).simd(SIMD.f32x4_splat).set(l);
+  f.get(s).set(ptr);
+  f.get(dp).set(q);
+  forLoop(f, i, nv, () => {
+    f.get(ptr).simdMem(SIMD.v128_load).set(v);
+    f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
+    roundBf16(f, t);
+    f.simdMem(SIMD.v128_store);
+    f.get(ptr).get(v);
+    roundBf16Plain(f, t);
+    f.simdMem(SIMD.v128_store);
+    bump(f, ptr, 16);
+    bump(f, q, 16);
+  });
+}
+
+/**
+ * `gradRowP(s, dp, n, scale, bf16)`: `gradRow` for a row whose P the forward pass kept (s holds
+ * it, f32, 0 at hidden keys: `loadRows`): no logits, mask or exp; dP rounded to bf16 when
+ * `bf16`, D = sum P dP, then `gradRowFinish`.
+ */
+function buildGradRowP(m: ModuleBuilder): number {
+  return m.addFunction('gradRowP', ['i32', 'i32', 'i32', 'f32', 'i32'], [], (f) => {
+    const [s, dp, n, scale, bf16] = [0, 1, 2, 3, 4];
+    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const [v, t, acc, g, dd, l] = Array.from({ length: 6 }, () => f.local('v128'));
+    f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
+    f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(s).set(ptr);
     f.get(dp).set(q);
     forLoop(f, i, nv, () => {
       f.get(ptr).simdMem(SIMD.v128_load).set(v);
-      f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
+      f.get(q).simdMem(SIMD.v128_load).set(g);
+      f.get(bf16).if().get(g);
       roundBf16(f, t);
-      f.simdMem(SIMD.v128_store);
-      f.get(ptr).get(v);
-      roundBf16Plain(f, t);
-      f.simdMem(SIMD.v128_store);
+      f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
+      madd(f, false, v, g, acc);
+      f.set(acc);
       bump(f, ptr, 16);
       bump(f, q, 16);
     });
+    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
   });
+}
+
+/**
+ * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
+ * for `rows` rows and the first n columns of each:
+ * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S
+ * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
+ *   rows..4 all zeros (padding rows: P = 0)
+ */
+function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadRows: number } {
+  const build = (name: 'saveRows' | 'loadRows'): number =>
+    m.addFunction(name, ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+      const [src, dst, rows, n, S] = [0, 1, 2, 3, 4];
+      const [r, j, lim, end, four] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+      const save = name === 'saveRows';
+      const [srcRow, dstRow] = save ? [sp * 4, -1] : [-1, sp * 4];
+      f.i32Const(ROWS).set(four);
+      // lim = min(n, S): copied; end = S (save) or n (load): zeros from lim to end
+      f.get(n).get(S).get(n).get(S).op(OP.i32_lt_s).op(OP.select).set(lim);
+      f.get(save ? S : n).set(end);
+      // (a vector loop while 4 more fit, then one by one: never past a row's end)
+      const span = (from: number | null, to: number, body: (vec: boolean) => void): void => {
+        if (from === null) f.i32Const(0).set(j);
+        f.block().loop();
+        f.get(j).i32Const(4).op(OP.i32_add).get(to).op(OP.i32_gt_s).brIf(1);
+        body(true);
+        f.get(j).i32Const(4).op(OP.i32_add).set(j);
+        f.br(0);
+        f.end().end();
+        f.block().loop();
+        f.get(j).get(to).op(OP.i32_ge_s).brIf(1);
+        body(false);
+        f.get(j).i32Const(1).op(OP.i32_add).set(j);
+        f.br(0);
+        f.end().end();
+      };
+      const at = (base: number): FunctionBuilder => f.get(base).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add);
+      forLoop(f, r, four, () => {
+        f.get(r).get(rows).op(OP.i32_lt_s).if();
+        span(null, lim, (vec) => {
+          at(dst);
+          at(src);
+          if (vec) f.simdMem(SIMD.v128_load).simdMem(SIMD.v128_store);
+          else f.mem(OP.f32_load).mem(OP.f32_store);
+        });
+        span(j, end, (vec) => {
+          at(dst);
+          if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
+          else f.f32Const(0).mem(OP.f32_store);
+        });
+        f.else();
+        if (!save) {
+          f.i32Const(0).set(j);
+          span(j, n, (vec) => {
+            at(dst);
+            if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
+            else f.f32Const(0).mem(OP.f32_store);
+          });
+        }
+        f.end();
+        for (const [ptr, row] of [[src, srcRow], [dst, dstRow]] as const) {
+          f.get(ptr);
+          if (row < 0) f.get(S).i32Const(2).op(OP.i32_shl);
+          else f.i32Const(row);
+          f.op(OP.i32_add).set(ptr);
+        }
+      });
+    });
+  return { saveRows: build('saveRows'), loadRows: build('loadRows') };
 }
 
 /** A scalar f32 at `addr + off` as lane 0 of a v128 (load32_zero). */
@@ -704,6 +825,11 @@ export const DESC = {
    * zero bytes (the mask of a row that sees no key)
    */
   MR: 34, FR: 35, MB: 36, MN: 37, FB: 38, FN: 39, ZR: 40,
+  /**
+   * 1: P is kept (`saveProbs`): the forward writes it, f32 [B, N, T, S], at the raw slot after
+   * lse (DQR's); the backward reads it from the residual slot (ML's) instead of recomputing it
+   */
+  PROBS: 41,
 } as const;
 
 /**
@@ -720,6 +846,9 @@ interface Fns {
   transGemm: number;
   softmaxRow: number;
   gradRow: number;
+  gradRowP: number;
+  saveRows: number;
+  loadRows: number;
   lseRows: number;
   stageRows: number;
   stageCols: number;
@@ -737,13 +866,13 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const [item, tid, desc] = [0, 1, 2];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
-      const [koff, qoff, i] = [L(), L(), L()];
+      const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
       const scale = f.local('f32');
       const [rscale, neg] = [f.local('f32'), f.local('f32')];
       const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
       const slot = (k: number): FunctionBuilder => f.get(desc).mem(OP.i32_load, k * 4);
-      for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
+      for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16], [probs, DESC.PROBS]] as const) slot(k).set(loc);
       f.get(desc).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
       slot(DESC.SCRATCH);
       f.get(tid);
@@ -766,7 +895,10 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         stageKV('kt', DESC.KR, true);
         stageKV('v', DESC.VR, false);
       } else {
+        // (with P kept there is no Q K^T to form: K^T is not staged)
+        f.get(probs).i32Const(0).op(OP.i32_eq).if();
         stageKV('kt', DESC.KR, true);
+        f.end();
         stageKV('kb', DESC.KR, false);
         stageKV('v', DESC.VR, true);
         // zero dK and dV (adjacent)
@@ -810,8 +942,19 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
+        // this block's first row of probs (used only when P is kept)
+        slot(dir === 'fwd' ? DESC.DQR : DESC.ML);
+        rowIndex(t0);
+        f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(prow);
+        // the block's rows of P (backward, kept) or its logits
+        if (dir === 'bwd') {
+          f.get(probs).if();
+          f.get(prow).get(off.s).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.loadRows);
+          f.else();
+        }
         rowBlock('q');
         f.get(off.kt).get(off.s).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+        if (dir === 'bwd') f.end();
         if (dir === 'bwd') {
           rowBlock('do');
           f.get(off.v).get(off.p).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
@@ -842,13 +985,23 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.end().end();
           }
           // the row's S and P (dP) addresses
-          f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-          f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          const rowAddrs = (): void => {
+            f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+            f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          };
+          if (dir === 'bwd') {
+            // P kept: the row's P is in s already (0 at hidden keys, uniform in a row that sees none)
+            f.get(probs).if();
+            rowAddrs();
+            f.get(cols).get(rscale).get(bf16).call(fn.gradRowP);
+            f.else();
+          }
+          rowAddrs();
           f.get(c).get(cols).get(rscale);
           if (dir === 'fwd') {
             // (max, sum) of row t into this thread's scratch (lseRows takes them after the last block)
             f.get(off.ml).get(t).i32Const(8).op(OP.i32_mul).op(OP.i32_add);
-            f.get(bf16).get(mrow).get(neg).call(fn.softmaxRow);
+            f.get(bf16).get(mrow).get(neg).get(probs).call(fn.softmaxRow);
           } else {
             slot(DESC.ML);
             // Padding rows (t >= T) load row T-1's value, which the select below discards: no read past the caller's lse.
@@ -857,9 +1010,14 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
             f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
             f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
+            f.end();
           }
         });
         if (dir === 'fwd') {
+          // P kept: the block's real rows (f32, left in s by softmaxRow) into probs
+          f.get(probs).if();
+          f.get(off.s).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.saveRows);
+          f.end();
           f.get(off.p).get(off.v);
           rowBlock('o');
           f.get(cols).call(fn.rowsTimes);
@@ -917,8 +1075,11 @@ export interface AttentionKernels {
   rowsTimes(a: number, b: number, out: number, nk: number): void;
   transposeBlock(src: number, dst: number, cols: number, total: number): void;
   transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
-  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number): void;
+  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number, keep: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
+  gradRowP(s: number, dp: number, n: number, scale: number, bf16: number): void;
+  saveRows(src: number, dst: number, rows: number, n: number, S: number): void;
+  loadRows(src: number, dst: number, rows: number, n: number, S: number): void;
   lseRows(src: number, dst: number, n: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
@@ -960,6 +1121,8 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       transGemm: buildTransGemm(m, hp, sp, relaxed),
       softmaxRow: buildSoftmaxRow(m, masked, relaxed),
       gradRow: buildGradRow(m, masked, relaxed),
+      gradRowP: buildGradRowP(m),
+      ...buildProbsRows(m, sp),
       lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp),
     };
