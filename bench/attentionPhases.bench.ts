@@ -10,6 +10,8 @@
  * in a compiled step, where xla-lite hands the kernels arena views: no copies, but the operands
  * and results are read and written where they lie, cache-cold lines included), that call with P
  * kept (`saveProbs`: the forward writes probs, the backward reads it), and the copies alone. Prints median CPU ms per call of each.
+ * Last, P kept against recomputed over 4 layers' calls as a training step makes them (forwards,
+ * then backwards in reverse, other memory touched in between), alternating.
  *
  * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
@@ -126,7 +128,7 @@ const fwdKept = (): void => {
 };
 fwdKept();
 const bwdKept = (): void => {
-  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(probsA, [B, N, T, S]), host(dA, shape)], keptParams, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
+  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(fwdOutsA[1], [B, N, T]), host(dA, shape), host(probsA, [B, N, T, S])], keptParams, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
 };
 
 // --- the kernels alone, in a memory of our own ---
@@ -178,7 +180,7 @@ const phases: [string, 'fwd' | 'bwd', () => void][] = [
   }],
   ['Q K^T (scores)', 'fwd', () => eachBlock((t0, cols) => kx.scores(off.q + t0 * hp * 4, off.kt, off.s, cols >> 3))],
   ['softmax rows (3 passes, exp)', 'fwd', () => eachBlock((t0, cols) => {
-    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, off.ml + (t0 + r) * 8, 0, 0, NEG);
+    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, off.ml + (t0 + r) * 8, 0, 0, NEG, 0);
   })],
   ['logsumexp (lseRows)', 'fwd', () => {
     // (main's kernels before attn1t formed it in JS: a loop with Math.log, timed the same way)
@@ -237,7 +239,7 @@ console.log(`bench:attention:phases: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal
 for (const dir of ['fwd', 'bwd'] as const) {
   const whole = cpuMs(dir === 'fwd' ? fwdCall : bwdCall);
   const inPlace = cpuMs(dir === 'fwd' ? fwdInPlace : bwdInPlace);
-  // (older sources without saveProbs: their forward returns 2 results and ignores the flag)
+  // (older sources without saveProbs: their forward returns 2 results and the backward ignores probs)
   const kept = cpuMs(dir === 'fwd' ? fwdKept : bwdKept);
   const copies = cpuMs(copy(dir === 'fwd' ? 4 : 8));
   let sum = 0;
@@ -253,4 +255,46 @@ for (const dir of ['fwd', 'bwd'] as const) {
   console.log(`    ${'sum of the kernel phases'.padEnd(34)} ${sum.toFixed(3).padStart(7)} ms; whole - copies - phases ${(whole - copies - sum).toFixed(3)} ms (driver, logsumexp, caches)`);
   console.log(`    ${'whole call in place (arena host)'.padEnd(34)} ${inPlace.toFixed(3).padStart(7)} ms; in place - phases ${(inPlace - sum).toFixed(3)} ms`);
   console.log(`    ${'the same with P kept (saveProbs)'.padEnd(34)} ${kept.toFixed(3).padStart(7)} ms; kept / not ${(kept / inPlace).toFixed(3)}`);
+}
+
+// --- P kept vs recomputed as a step has them: L layers' forward calls, then their backward calls in
+// reverse, with a 8 MiB pass over other memory before each call (the step's other ops between), so
+// probs is written and read back cache-cold; interleaved, the order alternating per step ---
+{
+  const L = 4;
+  const layer = () => ({ ins: [q, k, v, dO].map((x) => {
+    const r = arena.region(x.length);
+    r.set(x);
+    return r;
+  }), fo: [arena.region(q.length), arena.region(B * N * T), arena.region(B * N * T * S)], bo: [0, 1, 2].map(() => arena.region(q.length)) });
+  const layers = Array.from({ length: L }, layer);
+  const plain = { isCausal: causal, scale } as never;
+  const fwdL = (l: number, kept: boolean): void => {
+    const { ins: [ql, kl, vl], fo } = layers[l];
+    attnMod.attentionFwdSystolic([host(ql, shape), host(kl, shape), host(vl, shape)], kept ? keptParams : plain, kept ? [av(shape), av([B, N, T]), av([B, N, T, S])] : [av(shape), av([B, N, T])], relaxed, (kept ? fo : fo.slice(0, 2)) as never, arena);
+  };
+  const bwdL = (l: number, kept: boolean): void => {
+    const { ins: [ql, kl, vl, dl], fo, bo } = layers[l];
+    const probs = kept ? [host(fo[2], [B, N, T, S])] : [];
+    attnMod.attentionBwdSystolic([host(ql, shape), host(kl, shape), host(vl, shape), host(fo[1], [B, N, T]), host(dl, shape), ...probs], kept ? keptParams : plain, [av(shape), av(shape), av(shape)], relaxed, bo as never, arena);
+  };
+  const other = arena.region(2 << 20);
+  const timed = (fn: () => void, i: number): number => {
+    other.fill(i);
+    const c0 = process.cpuUsage();
+    fn();
+    const c = process.cpuUsage(c0);
+    return (c.user + c.system) / 1000;
+  };
+  const step = (kept: boolean): [number, number] => {
+    let [f, b] = [0, 0];
+    for (let l = 0; l < L; l++) f += timed(() => fwdL(l, kept), l);
+    for (let l = L - 1; l >= 0; l--) b += timed(() => bwdL(l, kept), l);
+    return [f / L, b / L];
+  };
+  for (let i = 0; i < 3; i++) [false, true].forEach(step);
+  const res: Record<'kept' | 'not', [number, number][]> = { kept: [], not: [] };
+  for (let i = 0; i < RUNS; i++) for (const kept of i % 2 ? [false, true] : [true, false]) res[kept ? 'kept' : 'not'].push(step(kept));
+  const m = (xs: [number, number][], j: 0 | 1): number => median(xs.map((x) => x[j]));
+  console.log(`  P kept vs recomputed, ${L} layers' calls as in a step (probs written and read cache-cold), median CPU ms per call of ${RUNS} steps: fwd ${m(res.not, 0).toFixed(3)} -> ${m(res.kept, 0).toFixed(3)}, bwd ${m(res.not, 1).toFixed(3)} -> ${m(res.kept, 1).toFixed(3)}, pair ${(m(res.not, 0) + m(res.not, 1)).toFixed(3)} -> ${(m(res.kept, 0) + m(res.kept, 1)).toFixed(3)}`);
 }

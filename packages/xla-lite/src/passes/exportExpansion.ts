@@ -10,7 +10,8 @@
  *   max, or 0 in a row that sees no key at all (so that row is uniform and its logsumexp is
  *   log S, as the fused kernels define it); softmax as max-reduce, exp, sum-reduce; the
  *   weighted sum as a second dot_general; with `saveProbs` the forward also returns P. The
- *   backward pass recomputes P = exp(logits - lse) (or takes the kept P, `saveProbs`) and forms dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) (zero where hidden), dQ =
+ *   backward pass recomputes P = exp(logits - lse) (also when the forward kept P: it ignores
+ *   that last operand, so the exported text does not depend on `saveProbs`) and forms dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) (zero where hidden), dQ =
  *   scale dS K, dK = scale dS^T Q. Grouped-query heads read their key/value head through a
  *   broadcast; dK and dV sum over the group. bfloat16 operands are converted to float32 first
  *   (the MXU's bf16 passes round float32 operands back to bf16 under the default precision).
@@ -155,17 +156,19 @@ function attentionForward(i: HloInstruction, withLse: boolean): HloComputation {
   return b.c;
 }
 
-/** [dq, dk, dv] of the fused backward attention (q, k, v, lse | probs, dOut[, mask]). */
+/** [dq, dk, dv] of the fused backward attention (q, k, v, lse, dOut[, mask][, probs]). */
 function attentionBackward(i: HloInstruction): HloComputation {
   const { b, ps } = start(i, `expand_${i.prim!.name}.${i.id}`);
-  const [q, k, v, res, dout, mask] = ps;
-  const p = i.params as { scale: number; isCausal: boolean; saveProbs?: boolean };
+  const [q, k, v, lse, dout] = ps;
+  const mask = ps[5]?.shape.dtype === 'bool' ? ps[5] : undefined;
+  const p = i.params as { scale: number; isCausal: boolean };
   const d = attentionDimsOf(i);
   const shape = [d.B, d.N, d.T, d.S];
   const vis = visibility(b, d, p.isCausal, mask);
   const kN = perQueryHead(b, k, d);
   const vN = perQueryHead(b, v, d);
-  const P = p.saveProbs === true ? res : b.op('exp', [b.op('sub', [logits(b, q, kN, d, p.scale, vis), b.bcast(res, shape, [0, 1, 2])])]);
+  const L = logits(b, q, kN, d, p.scale, vis);
+  const P = b.op('exp', [b.op('sub', [L, b.bcast(lse, shape, [0, 1, 2])])]);
   const dO = b.f32(dout);
   // dV[b,s,n,h] = sum_t P[b,n,t,s] dO[b,t,n,h]; dP[b,n,t,s] = sum_h dO[b,t,n,h] V[b,s,n,h].
   const dV = b.transpose(b.dot(P, dO, [[2], [1]], [[0, 1], [0, 2]], null, 'float32'), [0, 2, 1, 3]);

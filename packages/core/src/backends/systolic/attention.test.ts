@@ -188,11 +188,11 @@ describe('fused attention on the systolic backend', () => {
         const [p, pw] = [f32(probs), f32(want)];
         for (let i = 0; i < p.length; i++) if (pw[i] === 0) expect(p[i], `probs[${i}] of a hidden key`).toBe(0);
         const wm = mask ? [mask] : [];
-        const fromP = evalPrimitive(attentionBwdP, [q, k, v, probs, w, ...wm], kept).map((x) => [...f32(x)]);
+        const fromP = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...wm, probs], kept).map((x) => [...f32(x)]);
         const fromLse = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...wm], { scale: kept.scale, isCausal: c.causal }).map((x) => [...f32(x)]);
         const tol = c.dtype === 'bfloat16' ? 3e-2 : 1e-5;
         fromP.forEach((g, i) => g.forEach((x, j) => expect(Math.abs(x - fromLse[i][j]), `d${'qkv'[i]}[${j}] ${JSON.stringify(c)}`).toBeLessThanOrEqual(tol * Math.max(1, Math.abs(fromLse[i][j])))));
-        const twice = evalPrimitive(attentionBwdP, [q, k, v, np.multiply(probs, 2), w, ...wm], kept);
+        const twice = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...wm, np.multiply(probs, 2)], kept);
         expect([...f32(twice[2])]).toEqual(fromP[2].map((x) => 2 * x));
       }),
       { numRuns: 25 },
@@ -203,8 +203,11 @@ describe('fused attention on the systolic backend', () => {
     const c: Case = { b: 2, t: 4, s: 5, k: 1, g: 2, h: 3, causal: false, dtype: 'float32', seed: 1 };
     const [q, k, v, w] = operands(c);
     const [, lse, probs] = evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: true });
-    expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w], { scale: 1, isCausal: false, saveProbs: true })).toThrow('dot_product_attention_bwd: probs must be float32 [2,2,4,5]; got float32[2,2,4]');
+    const kept = { scale: 1, isCausal: false, saveProbs: true };
+    expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w, lse], kept)).toThrow('dot_product_attention_bwd: probs must be float32 [2,2,4,5]; got float32[2,2,4]');
+    expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w], kept)).toThrow('dot_product_attention_bwd: expected 6 or 7 operands (query, key, value, lse, dOut[, mask], probs); got 5');
     expect(() => evalPrimitive(attentionBwdP, [q, k, v, probs, w], { scale: 1, isCausal: false })).toThrow('dot_product_attention_bwd: lse must be float32 [2,2,4]; got float32[2,2,4,5]');
+    expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w, probs, probs, probs], kept)).toThrow('dot_product_attention_bwd: expected 6 or 7 operands (query, key, value, lse, dOut[, mask], probs); got 8');
     expect(() => evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: 1 as never })).toThrow('dot_product_attention_fwd: saveProbs must be a boolean when given; got 1');
   });
 
@@ -356,9 +359,9 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
       expect(toStorage(g)).toBe(into[i]);
       expect([...f32(g)]).toEqual([...f32(fresh[i])]);
     });
-    const grads = evalPrimitive(attentionBwdP, [q, k, v, fresh[2], w], kept);
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, fresh[1], w, fresh[2]], kept);
     const gInto = grads.map((g) => stale(g.size));
-    const gGot = evalPrimitiveIntoAll(attentionBwdP, [q, k, v, fresh[2], w], kept, gInto)!;
+    const gGot = evalPrimitiveIntoAll(attentionBwdP, [q, k, v, fresh[1], w, fresh[2]], kept, gInto)!;
     gGot.forEach((g, i) => expect([...f32(g)]).toEqual([...f32(grads[i])]));
   });
 

@@ -595,9 +595,13 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
   return [out, lse, probs];
 }
 
-/** The backward kernel: [dq, dk, dv] from (q, k, v, lse | probs, dOut) (into `outs` when given). */
+/** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut[, mask][, probs]) (into `outs` when given): P read from probs when it is there (`saveProbs`), else recomputed from lse. */
 export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host: ArenaHost | null = null): StorageArray[] {
-  const [q, k, v, lse, dout, mask] = inputs;
+  const kept = params.saveProbs === true;
+  const [q, k, v, lseIn, dout] = inputs;
+  const mask = inputs.length > (kept ? 6 : 5) ? inputs[5] : undefined;
+  // (the kernels read P's rows at the residual's slot when it is kept: lse is not needed then)
+  const lse = kept ? inputs[inputs.length - 1] : lseIn;
   const p = plan(q, k);
   const res = outAvals.map((o, i) => storage(o.dtype, inputs[i].data.length, outs?.[i]));
   if (q.data.length === 0 || k.data.length === 0) return res.map((x) => x.fill(0));
