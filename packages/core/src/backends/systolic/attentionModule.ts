@@ -25,7 +25,8 @@
  *   built without a mask ignore both.
  * - `gradRowP(s, dp, n, scale, bf16)`: the same from a P the forward kept (read into s by
  *   `loadRows`): no logits, mask or exp. `softmaxRow`'s `keep` leaves the row's f32 P in s,
- *   and `saveRows` writes a block's rows of it into probs [.., S] (zeros past the block's keys).
+ *   and `saveRows` writes a block's rows of it into probs [.., S] (over zeros: the driver fills
+ *   each head's rows with memory.fill first).
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
@@ -661,7 +662,9 @@ function buildGradRowP(m: ModuleBuilder): number {
 /**
  * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
  * for `rows` rows and the first n columns of each:
- * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S
+ * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S) (the forward driver
+ *   zeroes a head's rows of probs first, with memory.fill: cheaper than vector stores of zeros
+ *   into cache-cold lines)
  * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
  *   rows..4 all zeros (padding rows: P = 0)
  */
@@ -673,9 +676,9 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
       const save = name === 'saveRows';
       const [srcRow, dstRow] = save ? [sp * 4, -1] : [-1, sp * 4];
       f.i32Const(ROWS).set(four);
-      // lim = min(n, S): copied; end = S (save) or n (load): zeros from lim to end
+      // lim = min(n, S): copied; zeros from lim to end = n (load; save: none, end = lim)
       f.get(n).get(S).get(n).get(S).op(OP.i32_lt_s).op(OP.select).set(lim);
-      f.get(save ? S : n).set(end);
+      f.get(save ? lim : n).set(end);
       // (a vector loop while 4 more fit, then one by one: never past a row's end)
       const span = (from: number | null, to: number, body: (vec: boolean) => void): void => {
         if (from === null) f.i32Const(0).set(j);
@@ -931,6 +934,17 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         }
         stageQ('q', DESC.QR);
         if (dir === 'bwd') stageQ('do', DESC.OR);
+        if (dir === 'fwd') {
+          // P kept: this head's rows of probs all zeros first (memory.fill), the blocks' keys then written over them
+          f.get(probs).if();
+          slot(DESC.DQR);
+          f.i32Const(0);
+          rowIndex(null);
+          f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
+          f.i32Const(0).get(T).get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul);
+          f.op(0xfc, 0x0b, 0x00);
+          f.end();
+        }
         f.i32Const(0).set(t0);
         f.block().loop();
         // cols = causal ? ceil8(max(1, min(S, t0 + 4))) : sp
