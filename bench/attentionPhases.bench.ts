@@ -6,7 +6,12 @@
  * for every item of one call (own wasm memory, operands laid out as the drivers see them), so
  * a phase's time is its kernels' time without the others. Also timed: one whole call as the
  * backend runs it (`attentionFwdSystolic` / `attentionBwdSystolic`: copies in and out, driver,
- * logsumexp), and the copies alone. Prints median CPU ms per call of each.
+ * logsumexp), the same call with operands and results in place in an arena host's memory (as
+ * in a compiled step, where xla-lite hands the kernels arena views: no copies, but the operands
+ * and results are read and written where they lie, cache-cold lines included), that call with P
+ * kept (`saveProbs`: the forward writes probs, the backward reads it), and the copies alone. Prints median CPU ms per call of each.
+ * Last, P kept against recomputed over 4 layers' calls as a training step makes them (forwards,
+ * then backwards in reverse, other memory touched in between), alternating.
  *
  * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
@@ -23,6 +28,7 @@ const modMod = await load<typeof import('../packages/core/src/backends/systolic/
 const attnMod = await load<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');
 const { wasmFeatures } = await load<typeof import('../packages/core/src/wasm/features')>('wasm/features.ts');
 const { setNumThreads } = await load<typeof import('../packages/core/src/threads')>('threads.ts');
+const { WA } = await load<typeof import('../packages/core/src/wasm/webassemblyTypes')>('wasm/webassemblyTypes.ts');
 
 const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
 const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
@@ -68,6 +74,63 @@ const bwdCall = (): void => {
   attnMod.attentionBwdSystolic([host(q, shape), host(k, shape), host(v, shape), host(lse, [B, N, T]), host(dO, shape)], params, [av(shape), av(shape), av(shape)], relaxed, bwdOuts as never);
 };
 
+// --- whole calls with operands and results in place: in an arena host's memory, as in a compiled step ---
+/** A bump-allocating arena host (the GEMM engine's role in a compiled step): regions from 64 on, released in reverse order. */
+function benchHost(): import('../packages/core/src/backend').ArenaHost & { region(n: number): Float32Array } {
+  const maxPages = 16384;
+  const memory = new WA.Memory({ initial: 4096, maximum: maxPages, shared: true });
+  let top = 64;
+  const held: [number, number][] = [];
+  const reserve = (bytes: number): number => {
+    const at = ceil(top, 64);
+    if (at + bytes > memory.buffer.byteLength) memory.grow(Math.ceil((at + bytes - memory.buffer.byteLength) / 65536));
+    held.push([at, bytes]);
+    top = at + bytes;
+    return at;
+  };
+  return {
+    memory,
+    maxPages,
+    reserve,
+    release(addr: number) {
+      const i = held.findIndex(([a]) => a === addr);
+      held.splice(i, 1);
+      top = held.length ? held[held.length - 1][0] + held[held.length - 1][1] : 64;
+    },
+    buffer: () => memory.buffer,
+    holds: (v: ArrayBufferView) => v.buffer === memory.buffer && held.some(([a, n]) => v.byteOffset >= a && v.byteOffset + v.byteLength <= a + n),
+    region(n: number): Float32Array {
+      const at = reserve(n * 4);
+      return new Float32Array(memory.buffer, at, n);
+    },
+  };
+}
+const arena = benchHost();
+const [qA, kA, vA, dA] = [q, k, v, dO].map((x) => {
+  const r = arena.region(x.length);
+  r.set(x);
+  return r;
+});
+const fwdOutsA = [arena.region(q.length), arena.region(B * N * T)];
+const bwdOutsA = [arena.region(q.length), arena.region(q.length), arena.region(q.length)];
+const fwdInPlace = (): void => {
+  attnMod.attentionFwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape)], params, [av(shape), av([B, N, T])], relaxed, fwdOutsA as never, arena);
+};
+fwdInPlace();
+const bwdInPlace = (): void => {
+  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(fwdOutsA[1], [B, N, T]), host(dA, shape)], params, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
+};
+// (the same with P kept: the forward also writes probs [B, N, T, S], the backward reads it instead of recomputing P)
+const keptParams = { isCausal: causal, scale, saveProbs: true } as never;
+const probsA = arena.region(B * N * T * S);
+const fwdKept = (): void => {
+  attnMod.attentionFwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape)], keptParams, [av(shape), av([B, N, T]), av([B, N, T, S])], relaxed, [...fwdOutsA, probsA] as never, arena);
+};
+fwdKept();
+const bwdKept = (): void => {
+  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(fwdOutsA[1], [B, N, T]), host(dA, shape), host(probsA, [B, N, T, S])], keptParams, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
+};
+
 // --- the kernels alone, in a memory of our own ---
 const mod = modMod.attentionModule(H, sp, relaxed, false, false);
 const rawBytes = q.length * 4;
@@ -86,7 +149,6 @@ const off: Record<string, number> = {};
   }
   off.end = at;
 }
-const { WA } = await load<typeof import('../packages/core/src/wasm/webassemblyTypes')>('wasm/webassemblyTypes.ts');
 const memory = new WA.Memory({ initial: Math.ceil(off.end / 65536) + 1 });
 const kx = new WA.Instance(mod.module, { env: { mem: memory } }).exports as unknown as import('../packages/core/src/backends/systolic/attentionModule').AttentionKernels;
 const f32 = new Float32Array(memory.buffer);
@@ -118,7 +180,7 @@ const phases: [string, 'fwd' | 'bwd', () => void][] = [
   }],
   ['Q K^T (scores)', 'fwd', () => eachBlock((t0, cols) => kx.scores(off.q + t0 * hp * 4, off.kt, off.s, cols >> 3))],
   ['softmax rows (3 passes, exp)', 'fwd', () => eachBlock((t0, cols) => {
-    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, ML, 0, 0, NEG);
+    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, off.ml + (t0 + r) * 8, 0, 0, NEG, 0);
   })],
   ['logsumexp (lseRows)', 'fwd', () => {
     // (main's kernels before attn1t formed it in JS: a loop with Math.log, timed the same way)
@@ -176,6 +238,9 @@ const copy = (n: number): (() => void) => {
 console.log(`bench:attention:phases: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, 1 thread, ${relaxed ? 'relaxed' : 'plain'} SIMD, median CPU ms per call of ${RUNS}; sources ${src}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
 for (const dir of ['fwd', 'bwd'] as const) {
   const whole = cpuMs(dir === 'fwd' ? fwdCall : bwdCall);
+  const inPlace = cpuMs(dir === 'fwd' ? fwdInPlace : bwdInPlace);
+  // (older sources without saveProbs: their forward returns 2 results and the backward ignores probs)
+  const kept = cpuMs(dir === 'fwd' ? fwdKept : bwdKept);
   const copies = cpuMs(copy(dir === 'fwd' ? 4 : 8));
   let sum = 0;
   const rows: string[] = [];
@@ -188,4 +253,48 @@ for (const dir of ['fwd', 'bwd'] as const) {
   console.log(`  ${dir}: whole call ${whole.toFixed(3)} ms; ${dir === 'fwd' ? 4 : 8} operand/result copies of ${(rawBytes / 2 ** 20).toFixed(2)} MiB ${copies.toFixed(3)} ms; kernels alone:`);
   for (const r of rows) console.log(r);
   console.log(`    ${'sum of the kernel phases'.padEnd(34)} ${sum.toFixed(3).padStart(7)} ms; whole - copies - phases ${(whole - copies - sum).toFixed(3)} ms (driver, logsumexp, caches)`);
+  console.log(`    ${'whole call in place (arena host)'.padEnd(34)} ${inPlace.toFixed(3).padStart(7)} ms; in place - phases ${(inPlace - sum).toFixed(3)} ms`);
+  console.log(`    ${'the same with P kept (saveProbs)'.padEnd(34)} ${kept.toFixed(3).padStart(7)} ms; kept / not ${(kept / inPlace).toFixed(3)}`);
+}
+
+// --- P kept vs recomputed as a step has them: L layers' forward calls, then their backward calls in
+// reverse, with a 8 MiB pass over other memory before each call (the step's other ops between), so
+// probs is written and read back cache-cold; interleaved, the order alternating per step ---
+{
+  const L = 4;
+  const layer = () => ({ ins: [q, k, v, dO].map((x) => {
+    const r = arena.region(x.length);
+    r.set(x);
+    return r;
+  }), fo: [arena.region(q.length), arena.region(B * N * T), arena.region(B * N * T * S)], bo: [0, 1, 2].map(() => arena.region(q.length)) });
+  const layers = Array.from({ length: L }, layer);
+  const plain = { isCausal: causal, scale } as never;
+  const fwdL = (l: number, kept: boolean): void => {
+    const { ins: [ql, kl, vl], fo } = layers[l];
+    attnMod.attentionFwdSystolic([host(ql, shape), host(kl, shape), host(vl, shape)], kept ? keptParams : plain, kept ? [av(shape), av([B, N, T]), av([B, N, T, S])] : [av(shape), av([B, N, T])], relaxed, (kept ? fo : fo.slice(0, 2)) as never, arena);
+  };
+  const bwdL = (l: number, kept: boolean): void => {
+    const { ins: [ql, kl, vl, dl], fo, bo } = layers[l];
+    const probs = kept ? [host(fo[2], [B, N, T, S])] : [];
+    attnMod.attentionBwdSystolic([host(ql, shape), host(kl, shape), host(vl, shape), host(fo[1], [B, N, T]), host(dl, shape), ...probs], kept ? keptParams : plain, [av(shape), av(shape), av(shape)], relaxed, bo as never, arena);
+  };
+  const other = arena.region(2 << 20);
+  const timed = (fn: () => void, i: number): number => {
+    other.fill(i);
+    const c0 = process.cpuUsage();
+    fn();
+    const c = process.cpuUsage(c0);
+    return (c.user + c.system) / 1000;
+  };
+  const step = (kept: boolean): [number, number] => {
+    let [f, b] = [0, 0];
+    for (let l = 0; l < L; l++) f += timed(() => fwdL(l, kept), l);
+    for (let l = L - 1; l >= 0; l--) b += timed(() => bwdL(l, kept), l);
+    return [f / L, b / L];
+  };
+  for (let i = 0; i < 3; i++) [false, true].forEach(step);
+  const res: Record<'kept' | 'not', [number, number][]> = { kept: [], not: [] };
+  for (let i = 0; i < RUNS; i++) for (const kept of i % 2 ? [false, true] : [true, false]) res[kept ? 'kept' : 'not'].push(step(kept));
+  const m = (xs: [number, number][], j: 0 | 1): number => median(xs.map((x) => x[j]));
+  console.log(`  P kept vs recomputed, ${L} layers' calls as in a step (probs written and read cache-cold), median CPU ms per call of ${RUNS} steps: fwd ${m(res.not, 0).toFixed(3)} -> ${m(res.kept, 0).toFixed(3)}, bwd ${m(res.not, 1).toFixed(3)} -> ${m(res.kept, 1).toFixed(3)}, pair ${(m(res.not, 0) + m(res.not, 1)).toFixed(3)} -> ${(m(res.kept, 0) + m(res.kept, 1)).toFixed(3)}`);
 }

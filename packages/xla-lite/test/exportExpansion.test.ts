@@ -73,6 +73,17 @@ describe('StableHLO expansions of fused kernels', () => {
           const lse = evalPrimitive(getPrimitive('dot_product_attention_fwd'), [q, k, v, ...extra], params)[1];
           const bwd = both('dot_product_attention_bwd', [q, k, v, lse, dout, ...extra], params);
           ['dq', 'dk', 'dv'].forEach((name, j) => expectClose(bwd.expanded[j], bwd.fused[j], atol, rtol, name));
+          // with P kept: the forward's third result, and the backward reading it
+          const kept = { ...params, saveProbs: true };
+          const fwdP = both('dot_product_attention_fwd', [q, k, v, ...extra], kept);
+          expect(fwdP.expanded.length).toBe(3);
+          expectClose(fwdP.expanded[2], fwdP.fused[2], atol, rtol, 'probs');
+          const probs = evalPrimitive(getPrimitive('dot_product_attention_fwd'), [q, k, v, ...extra], kept)[2];
+          // (the expansion recomputes P from lse: the same text as without the kept P)
+          const bwdP = both('dot_product_attention_bwd', [q, k, v, lse, dout, ...extra, probs], kept);
+          const ops = (t: string): string => t.replace(/parameter /g, '');
+          expect(ops(bwdP.text)).toBe(ops(bwd.text));
+          ['dq', 'dk', 'dv'].forEach((name, j) => expectClose(bwdP.expanded[j], bwdP.fused[j], atol, rtol, `${name} (P kept)`));
         });
       });
     }

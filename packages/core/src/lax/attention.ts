@@ -7,10 +7,17 @@
  *   grouped-query attention) -> out [B, T, N, H]: what `nn.dotProductAttention` binds.
  * - `dot_product_attention_fwd`: the same with the per-row logsumexp of the scaled logits, lse
  *   [B, N, T] float32 (the residual the backward pass recomputes P from); what its jvp binds.
- * - `dot_product_attention_lin`: the linear map (tq, tk, tv) -> tOut at (q, k, v, lse); only
- *   transposed (to `dot_product_attention_bwd`), never evaluated: forward-mode differentiation
- *   (jvp, jacfwd) of the fused attention is an error, as for JAX's cuDNN attention.
- * - `dot_product_attention_bwd`: (query, key, value, lse, dOut) -> (dQuery, dKey, dValue).
+ *   With `saveProbs` it also returns P itself, probs [B, N, T, S] float32 (the softmax, 0 at
+ *   hidden keys), a last operand of `_lin` and `_bwd` then, and a kernel may read P from it
+ *   instead of recomputing it from lse (the systolic one does: no Q K^T, no exp; the StableHLO
+ *   export still recomputes): the jvp sets it while P has at most
+ *   `attentionOptions.saveProbsMaxElements` elements (the composite keeps the same P as its
+ *   residual; past the limit the fused attention keeps only its O(T) residual).
+ * - `dot_product_attention_lin`: the linear map (tq, tk, tv) -> tOut at (q, k, v, lse[, probs]);
+ *   only transposed (to `dot_product_attention_bwd`), never evaluated: forward-mode
+ *   differentiation (jvp, jacfwd) of the fused attention is an error, as for JAX's cuDNN attention.
+ * - `dot_product_attention_bwd`: (query, key, value, lse, dOut[, mask][, probs]) -> (dQuery, dKey,
+ *   dValue) (probs, last, with `saveProbs`).
  *
  * So reverse mode is jvp + partial evaluation + transpose like every other primitive, and the
  * staged program holds plain primitives with plain parameters (no functions: it can be sent to
@@ -38,6 +45,20 @@ import { broadcastInDim, moveBdim, reshape, zerosOf } from './structural';
 export interface AttentionParams {
   readonly scale: number;
   readonly isCausal: boolean;
+  /** The forward also returns P (probs), a last operand of the backward and `_lin` (see the file comment); set by the jvp rule, absent = false. */
+  readonly saveProbs?: boolean;
+}
+
+/**
+ * The largest P (B N T S elements) the jvp keeps from the forward pass for the backward; larger
+ * ones are recomputed from the logsumexp. 0 always recomputes (the O(T)-memory residual), as
+ * `TPUKIT_ATTENTION_SAVE_PROBS=0` in the environment at load time does (for A/B runs).
+ */
+export const attentionOptions = { saveProbsMaxElements: typeof process !== 'undefined' && process.env?.TPUKIT_ATTENTION_SAVE_PROBS === '0' ? 0 : 2 ** 24 };
+
+/** Whether the jvp saves P for query [B,T,N,H] and key [B,S,K,H] (see `attentionOptions`). */
+export function savesProbs(q: readonly number[], k: readonly number[]): boolean {
+  return q[0] * q[2] * q[1] * k[1] <= attentionOptions.saveProbsMaxElements;
 }
 
 /** The sizes of an attention call, read from query [B,T,N,H] and key [B,S,K,H]. */
@@ -82,6 +103,25 @@ export function checkAttentionOperands(op: string, avals: readonly ShapedArray[]
 function checkParams(op: string, p: AttentionParams): void {
   if (typeof p.scale !== 'number' || !Number.isFinite(p.scale)) throw new TypeError(`${op}: scale must be a finite number; got ${String(p.scale)}`);
   if (typeof p.isCausal !== 'boolean') throw new TypeError(`${op}: isCausal must be a boolean; got ${String(p.isCausal)}`);
+  if (p.saveProbs !== undefined && typeof p.saveProbs !== 'boolean') throw new TypeError(`${op}: saveProbs must be a boolean when given; got ${String(p.saveProbs)}`);
+}
+
+/** Checks a residual operand: lse float32 [B, N, T], or probs float32 [B, N, T, S]. */
+function checkResidual(op: string, name: 'lse' | 'probs', res: ShapedArray | undefined, q: readonly number[], k: readonly number[]): void {
+  const [b, t, n] = q;
+  const want = name === 'probs' ? [b, n, t, k[1]] : [b, n, t];
+  if (res === undefined || res.dtype !== 'float32' || res.shape.join() !== want.join()) throw new TypeError(`${op}: ${name} must be float32 [${want}]; got ${res === undefined ? 'none' : `${res.dtype}[${res.shape}]`}`);
+}
+
+/**
+ * The operands of `_bwd` or `_lin` (`fixed` of them before the optional mask) split: with
+ * `saveProbs` the last is probs, and a mask is there when one more operand is left.
+ */
+function splitKept<T>(op: string, xs: readonly T[], fixed: number, p: AttentionParams, what: string): { xs: T[]; mask: T | undefined; probs: T | undefined } {
+  const kept = p.saveProbs === true ? 1 : 0;
+  const n = xs.length - kept;
+  if (n !== fixed && n !== fixed + 1) throw new TypeError(`${op}: expected ${fixed + kept} or ${fixed + kept + 1} operands (${what}[, mask]${kept ? ', probs' : ''}); got ${xs.length}`);
+  return { xs: xs.slice(0, fixed), mask: n > fixed ? xs[fixed] : undefined, probs: kept ? xs[xs.length - 1] : undefined };
 }
 
 /** The composite's stand-in for a hidden logit (nn.ts: -0.7 * float32 max), as float32. */
@@ -107,11 +147,13 @@ function foldBatch(prim: () => Primitive<AttentionParams>, arity: number): Batch
   return (vals, dims, params, size) => {
     const b = vals[0].shape[dims[0] === 0 ? 1 : 0];
     const xs = vals.map((v, i) => {
+      // (the operand after the fixed ones is the mask when it is bool; a kept probs may follow)
+      const isMask = i === arity && v.dtype === 'bool';
       // an unmapped mask with batch 1 serves every folded item as it is
-      if (i === arity && dims[i] === null && v.shape[0] === 1) return v;
+      if (isMask && dims[i] === null && v.shape[0] === 1) return v;
       let m = moveBdim(v, dims[i], 0, size);
       // a mapped mask with batch 1 is broadcast to the query's batch before folding
-      if (i === arity && m.shape[1] !== b) m = broadcastInDim(m, [size, b, ...m.shape.slice(2)], [0, 1, 2, 3, 4]);
+      if (isMask && m.shape[1] !== b) m = broadcastInDim(m, [size, b, ...m.shape.slice(2)], [0, 1, 2, 3, 4]);
       return reshape(m, [size * m.shape[1], ...m.shape.slice(2)]);
     });
     const outs = bind(prim(), xs, params);
@@ -159,6 +201,7 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
   const row = new RowVisibility(ma, p.isCausal, T, S);
   const out = new Float64Array(B * T * N * H);
   const lse = new Float32Array(B * N * T);
+  const probs = p.saveProbs === true ? new Float32Array(B * N * T * S) : null;
   const e = new Float64Array(S);
   for (let b = 0; b < B; b++)
     for (let n = 0; n < N; n++) {
@@ -180,19 +223,22 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
         for (let s = 0; s < S; s++) {
           if (e[s] === 0) continue;
           const w = e[s] / z;
+          if (probs) probs[((b * N + n) * T + t) * S + s] = w;
           const vo = ((b * S + s) * K + kh) * H;
           for (let h = 0; h < H; h++) out[qo + h] += w * v[vo + h];
         }
       }
     }
-  return [numbersToStorage(Float32Array.from(out), qa.dtype), lse];
+  const res: StorageArray[] = [numbersToStorage(Float32Array.from(out), qa.dtype), lse];
+  return probs ? [...res, probs] : res;
 }
 
-/** The reference backward kernel (recomputes P from q, k and lse; dS = P (dP - rowsum(P dP))). */
+/** The reference backward kernel (recomputes P from q, k and lse, or reads the kept probs; dS = P (dP - rowsum(P dP))). */
 function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
-  const [qa, ka, va, la, da, ma] = inputs;
+  const { xs: [qa, ka, va, la, da], mask: ma, probs: pa } = splitKept(BWD, inputs, 5, p, 'query, key, value, lse, dOut');
   const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
   const [q, k, v, lse, dout] = [qa, ka, va, la, da].map((a) => storageToNumbers(a.data, a.dtype));
+  const probs = pa === undefined ? null : storageToNumbers(pa.data, pa.dtype);
   const row = new RowVisibility(ma, p.isCausal, T, S);
   const [dq, dk, dv] = [new Float64Array(q.length), new Float64Array(k.length), new Float64Array(v.length)];
   const P = new Float64Array(S);
@@ -202,7 +248,8 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
       const kh = Math.floor(n / G);
       for (let t = 0; t < T; t++) {
         const qo = ((b * T + t) * N + n) * H;
-        const l = lse[(b * N + n) * T + t];
+        const r = (b * N + n) * T + t;
+        const l = lse[r];
         const none = row.at(b, n, t).none;
         let D = 0;
         for (let s = 0; s < S; s++) {
@@ -213,7 +260,7 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
             d += q[qo + h] * k[ko + h];
             g += dout[qo + h] * v[ko + h];
           }
-          P[s] = none ? Math.exp(-l) : row.vis(s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
+          P[s] = probs ? probs[r * S + s] : none ? Math.exp(-l) : row.vis(s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
           dP[s] = g;
           D += P[s] * g;
         }
@@ -243,13 +290,12 @@ export const attentionFwdP: Primitive<AttentionParams> = definePrimitive<Attenti
 export const attentionBwdP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
   name: BWD,
   abstractEval(avals, p) {
-    if (avals.length !== 5 && avals.length !== 6) throw new TypeError(`${BWD}: expected 5 or 6 operands (query, key, value, lse, dOut[, mask]); got ${avals.length}`);
     checkParams(BWD, p);
-    checkAttentionOperands(BWD, avals.slice(0, 3), ['query', 'key', 'value']);
-    const [q, k, v, lse, dout, mask] = avals;
+    const { xs: [q, k, v, lse, dout], mask, probs } = splitKept(BWD, avals, 5, p, 'query, key, value, lse, dOut');
+    checkAttentionOperands(BWD, [q, k, v], ['query', 'key', 'value']);
     checkMask(BWD, mask, q.shape, k.shape);
-    const [b, t, n] = q.shape;
-    if (lse.dtype !== 'float32' || lse.shape.join() !== [b, n, t].join()) throw new TypeError(`${BWD}: lse must be float32 [${[b, n, t]}]; got ${lse.dtype}[${lse.shape}]`);
+    checkResidual(BWD, 'lse', lse, q.shape, k.shape);
+    if (p.saveProbs === true) checkResidual(BWD, 'probs', probs, q.shape, k.shape);
     if (dout.dtype !== q.dtype || dout.shape.join() !== q.shape.join()) throw new TypeError(`${BWD}: dOut must be ${q.dtype}[${q.shape}] like the output; got ${dout.dtype}[${dout.shape}]`);
     return [q, k, v].map((a) => ({ shape: a.shape, dtype: a.dtype, weakType: false }));
   },
@@ -267,19 +313,23 @@ function forwardAvals(op: string, avals: ShapedArray[], p: AttentionParams): Sha
   const [q, k, , mask] = avals;
   checkMask(op, mask, q.shape, k.shape);
   const [b, t, n] = q.shape;
-  return [
+  const outs: ShapedArray[] = [
     { shape: q.shape, dtype: q.dtype, weakType: false },
     { shape: [b, n, t], dtype: 'float32', weakType: false },
   ];
+  if (p.saveProbs === true) outs.push({ shape: [b, n, t, k.shape[1]], dtype: 'float32', weakType: false });
+  return outs;
 }
 
 export const attentionLinP: Primitive<AttentionParams> = definePrimitive<AttentionParams>({
   name: LIN,
   abstractEval(avals, p) {
-    if (avals.length !== 7 && avals.length !== 8) throw new TypeError(`${LIN}: expected 7 or 8 operands (query, key, value, lse, their three tangents[, mask]); got ${avals.length}`);
     checkParams(LIN, p);
-    checkAttentionOperands(LIN, [...avals.slice(0, 3), ...avals.slice(4, 7)], ['query', 'key', 'value', 'query tangent', 'key tangent', 'value tangent']);
-    checkMask(LIN, avals[7], avals[0].shape, avals[1].shape);
+    const { xs, mask, probs } = splitKept(LIN, avals, 7, p, 'query, key, value, lse, their three tangents');
+    checkAttentionOperands(LIN, [...xs.slice(0, 3), ...xs.slice(4, 7)], ['query', 'key', 'value', 'query tangent', 'key tangent', 'value tangent']);
+    checkMask(LIN, mask, xs[0].shape, xs[1].shape);
+    checkResidual(LIN, 'lse', xs[3], xs[0].shape, xs[1].shape);
+    if (p.saveProbs === true) checkResidual(LIN, 'probs', probs, xs[0].shape, xs[1].shape);
     return [{ shape: avals[0].shape, dtype: avals[0].dtype, weakType: false }];
   },
   impl() {
@@ -287,10 +337,10 @@ export const attentionLinP: Primitive<AttentionParams> = definePrimitive<Attenti
   },
   rules: (self) => ({
     transpose: (([ct], args, p) => {
-      const [q, k, v, lse] = args as Array[];
-      const mask = args[7] as Array | undefined;
-      if (args.slice(0, 4).some(isUndef) || (mask !== undefined && isUndef(mask)) || ct === null) return args.map(() => null);
-      const [dq, dk, dv] = attentionBwd(q, k, v, lse, ct, p, mask);
+      const { xs, mask, probs } = splitKept(LIN, args as Array[], 7, p, 'query, key, value, lse, their three tangents');
+      const [q, k, v, lse] = xs;
+      if (xs.slice(0, 4).some(isUndef) || (mask !== undefined && isUndef(mask)) || (probs !== undefined && isUndef(probs)) || ct === null) return args.map(() => null);
+      const [dq, dk, dv] = attentionBwd(q, k, v, lse, ct, p, mask, probs);
       return [null, null, null, null, ...[dq, dk, dv].map((d, i) => (isUndef(args[4 + i]) ? d : null)), ...args.slice(7).map(() => null)];
     }) satisfies TransposeRule,
     batch: foldBatch(() => self, 7),
@@ -304,10 +354,12 @@ export const attentionP: Primitive<AttentionParams> = definePrimitive<AttentionP
   rules: (self) => ({
     jvp: (primals, tangents, p) => {
       const [q, k, v, mask] = primals;
-      const [out, lse] = attentionFwd(q, k, v, p, mask);
-      if (tangents.slice(0, 3).every((t) => t === null)) return [[out], [null]];
+      if (tangents.slice(0, 3).every((t) => t === null)) return [[attentionFwd(q, k, v, p, mask)[0]], [null]];
+      // (the residual: P when it is small enough, else the logsumexp to recompute P from)
+      const lp: AttentionParams = { ...p, saveProbs: savesProbs(q.shape, k.shape) };
+      const [out, lse, probs] = attentionFwd(q, k, v, lp, mask);
       const ts = tangents.slice(0, 3).map((t, i) => t ?? zerosOf(primals[i].aval));
-      return [[out], [bind(attentionLinP, [q, k, v, lse, ...ts, ...primals.slice(3)], p)[0]]];
+      return [[out], [bind(attentionLinP, [q, k, v, lse, ...ts, ...primals.slice(3), ...(probs === undefined ? [] : [probs])], lp)[0]]];
     },
     transpose: NON_LINEAR,
     batch: foldBatch(() => self, 3),
@@ -319,8 +371,9 @@ const withMask = (xs: Array[], mask: Array | undefined): Array[] => (mask === un
 /** Binds the attention primitive: out (mask: optional bool [B|1, N|1, T, S], true = attend). */
 export const attention = (q: Array, k: Array, v: Array, params: AttentionParams, mask?: Array): Array => bind(attentionP, withMask([q, k, v], mask), params)[0];
 
-/** Binds the forward primitive: [out, lse]. */
+/** Binds the forward primitive: [out, lse], and probs with `saveProbs`. */
 export const attentionFwd = (q: Array, k: Array, v: Array, params: AttentionParams, mask?: Array): Array[] => bind(attentionFwdP, withMask([q, k, v], mask), params);
 
-/** Binds the backward primitive: [dq, dk, dv]. */
-export const attentionBwd = (q: Array, k: Array, v: Array, lse: Array, dout: Array, params: AttentionParams, mask?: Array): Array[] => bind(attentionBwdP, withMask([q, k, v, lse, dout], mask), params);
+/** Binds the backward primitive: [dq, dk, dv] (`probs`: the forward's kept P, with `saveProbs`). */
+export const attentionBwd = (q: Array, k: Array, v: Array, lse: Array, dout: Array, params: AttentionParams, mask?: Array, probs?: Array): Array[] =>
+  bind(attentionBwdP, [...withMask([q, k, v, lse, dout], mask), ...(probs === undefined ? [] : [probs])], params);

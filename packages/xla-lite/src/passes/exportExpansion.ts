@@ -9,8 +9,9 @@
  *   and/or causality, `s <= t` from two iotas) by select: hidden logits become -0.7 * float32
  *   max, or 0 in a row that sees no key at all (so that row is uniform and its logsumexp is
  *   log S, as the fused kernels define it); softmax as max-reduce, exp, sum-reduce; the
- *   weighted sum as a second dot_general. The backward pass recomputes P = exp(logits - lse)
- *   and forms dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) (zero where hidden), dQ =
+ *   weighted sum as a second dot_general; with `saveProbs` the forward also returns P. The
+ *   backward pass recomputes P = exp(logits - lse) (also when the forward kept P: it ignores
+ *   that last operand, so the exported text does not depend on `saveProbs`) and forms dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) (zero where hidden), dQ =
  *   scale dS K, dK = scale dS^T Q. Grouped-query heads read their key/value head through a
  *   broadcast; dK and dV sum over the group. bfloat16 operands are converted to float32 first
  *   (the MXU's bf16 passes round float32 operands back to bf16 under the default precision).
@@ -135,11 +136,11 @@ function attentionDimsOf(i: HloInstruction): AttnShape {
   return { B, T, N, H, S, K, G: N / K };
 }
 
-/** [out, lse] of the fused forward attention. */
+/** [out, lse] of the fused forward attention, and P with `saveProbs`. */
 function attentionForward(i: HloInstruction, withLse: boolean): HloComputation {
   const { b, ps } = start(i, `expand_${i.prim!.name}.${i.id}`);
   const [q, k, v, mask] = ps;
-  const p = i.params as { scale: number; isCausal: boolean };
+  const p = i.params as { scale: number; isCausal: boolean; saveProbs?: boolean };
   const d = attentionDimsOf(i);
   const vis = visibility(b, d, p.isCausal, mask);
   const L = logits(b, q, perQueryHead(b, k, d), d, p.scale, vis);
@@ -151,13 +152,15 @@ function attentionForward(i: HloInstruction, withLse: boolean): HloComputation {
   const out = b.convert(b.transpose(o, [0, 2, 1, 3]), q.shape.dtype);
   b.c.outputs = [out];
   if (withLse) b.c.outputs.push(b.op('add', [m.row, b.op('log', [z.row])]));
+  if (withLse && p.saveProbs === true) b.c.outputs.push(P);
   return b.c;
 }
 
-/** [dq, dk, dv] of the fused backward attention (q, k, v, lse, dOut[, mask]). */
+/** [dq, dk, dv] of the fused backward attention (q, k, v, lse, dOut[, mask][, probs]). */
 function attentionBackward(i: HloInstruction): HloComputation {
   const { b, ps } = start(i, `expand_${i.prim!.name}.${i.id}`);
-  const [q, k, v, lse, dout, mask] = ps;
+  const [q, k, v, lse, dout] = ps;
+  const mask = ps[5]?.shape.dtype === 'bool' ? ps[5] : undefined;
   const p = i.params as { scale: number; isCausal: boolean };
   const d = attentionDimsOf(i);
   const shape = [d.B, d.N, d.T, d.S];

@@ -16,7 +16,7 @@ import { type AttentionKernels, QB, attentionModule } from './attentionModule';
 import { wasmFeatures } from '../../wasm/features';
 import { WA } from '../../wasm/webassemblyTypes';
 import { type ArenaHost, getBackend, registerBackend, withBackend } from '../../backend';
-import { attention, attentionBwdP, attentionFwdP } from '../../lax/attention';
+import { attention, attentionBwdP, attentionFwdP, attentionOptions } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
 import { fromStorage, toStorage } from '../../storage';
 import { configure, withLedger } from './index';
@@ -130,6 +130,17 @@ function withHooks<T>(hooks: Partial<typeof attentionTesting>, f: () => T): T {
   }
 }
 
+/** `f()` with the jvp keeping P for the backward (`kept`, the default for these sizes) or recomputing it (the O(T)-memory residual). */
+function withProbsKept<T>(kept: boolean, f: () => T): T {
+  const was = attentionOptions.saveProbsMaxElements;
+  attentionOptions.saveProbsMaxElements = kept ? 2 ** 24 : 0;
+  try {
+    return f();
+  } finally {
+    attentionOptions.saveProbsMaxElements = was;
+  }
+}
+
 /** The fused attention's output and the gradients of sum(out^2) on `n` threads, as plain numbers. */
 const fusedAndGrads = (q: Array, k: Array, v: Array) => {
   const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
@@ -148,19 +159,61 @@ describe('fused attention on the systolic backend', () => {
     close(attend('fused', true)(q, k, v), attend('xla', true)(q, k, v), 1e-2, 'forward');
   });
 
-  it('law: forward and gradients equal the composite within bf16 tolerance (odd dims, T != S, GQA, both dtypes)', () => {
+  it('law: forward and gradients equal the composite within bf16 tolerance (odd dims, T != S, GQA, both dtypes; P kept or recomputed)', () => {
     fc.assert(
-      fc.property(caseArb, (c) => {
+      fc.property(caseArb, fc.boolean(), (c, kept) => withProbsKept(kept, () => {
         const [q, k, v, w] = operands(c);
         const tol = c.dtype === 'bfloat16' ? 5e-2 : 2e-2;
         close(attend('fused', c.causal)(q, k, v), attend('xla', c.causal)(q, k, v), tol, `forward ${JSON.stringify(c)}`);
         const loss = (impl: 'fused' | 'xla') => (a: Array, b: Array, d: Array) => np.sum(np.multiply(np.astype(attend(impl, c.causal)(a, b, d), 'float32'), np.astype(w, 'float32')));
         const gf = grad(loss('fused'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
         const gc = grad(loss('xla'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
-        gf.forEach((g, i) => close(g, gc[i], tol * 2, `d${'qkv'[i]} ${JSON.stringify(c)}`));
+        gf.forEach((g, i) => close(g, gc[i], tol * 2, `d${'qkv'[i]} ${JSON.stringify(c)}, P kept: ${kept}`));
+      })),
+      { numRuns: 30 },
+    );
+  });
+
+  it('law: the kept P is the softmax (the reference kernel\'s within bf16 operand rounding; exactly 0 at hidden keys), and the backward reads it: gradients from it equal the recomputed ones, and doubling it doubles dV exactly', () => {
+    fc.assert(
+      fc.property(caseArb, fc.boolean(), (c, masked) => {
+        const [q, k, v, w] = operands(c);
+        const mask = masked ? maskOf([c.b, 1, c.t, c.s], c.seed, 0.5) : undefined;
+        const kept = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: true };
+        const xs = mask ? [q, k, v, mask] : [q, k, v];
+        const [, lse, probs] = evalPrimitive(attentionFwdP, xs, kept);
+        expect(probs.shape).toEqual([c.b, c.k * c.g, c.t, c.s]);
+        const want = withBackend('reference', () => evalPrimitive(attentionFwdP, xs, kept)[2]);
+        close(probs, want, 2e-2, `probs ${JSON.stringify(c)}`);
+        const [p, pw] = [f32(probs), f32(want)];
+        for (let i = 0; i < p.length; i++) if (pw[i] === 0) expect(p[i], `probs[${i}] of a hidden key`).toBe(0);
+        const wm = mask ? [mask] : [];
+        const fromP = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...wm, probs], kept).map((x) => [...f32(x)]);
+        const fromLse = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...wm], { scale: kept.scale, isCausal: c.causal }).map((x) => [...f32(x)]);
+        // (P from exp(s - lse) and the forward's e / sum may differ in an ulp, which can flip a bf16
+        // rounding of P or dS: a few 2^-8 of one term)
+        const tol = c.dtype === 'bfloat16' ? 3e-2 : 1e-2;
+        fromP.forEach((g, i) => {
+          const lim = tol * Math.max(1, g.reduce((m, x) => Math.max(m, Math.abs(x)), 0));
+          g.forEach((x, j) => expect(Math.abs(x - fromLse[i][j]), `d${'qkv'[i]}[${j}] ${JSON.stringify(c)}`).toBeLessThanOrEqual(lim));
+        });
+        const twice = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...wm, np.multiply(probs, 2)], kept);
+        expect([...f32(twice[2])]).toEqual(fromP[2].map((x) => 2 * x));
       }),
       { numRuns: 25 },
     );
+  });
+
+  it('bad residuals: the backward names probs or lse and the shape it needs', () => {
+    const c: Case = { b: 2, t: 4, s: 5, k: 1, g: 2, h: 3, causal: false, dtype: 'float32', seed: 1 };
+    const [q, k, v, w] = operands(c);
+    const [, lse, probs] = evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: true });
+    const kept = { scale: 1, isCausal: false, saveProbs: true };
+    expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w, lse], kept)).toThrow('dot_product_attention_bwd: probs must be float32 [2,2,4,5]; got float32[2,2,4]');
+    expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w], kept)).toThrow('dot_product_attention_bwd: expected 6 or 7 operands (query, key, value, lse, dOut[, mask], probs); got 5');
+    expect(() => evalPrimitive(attentionBwdP, [q, k, v, probs, w], { scale: 1, isCausal: false })).toThrow('dot_product_attention_bwd: lse must be float32 [2,2,4]; got float32[2,2,4,5]');
+    expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w, probs, probs, probs], kept)).toThrow('dot_product_attention_bwd: expected 6 or 7 operands (query, key, value, lse, dOut[, mask], probs); got 8');
+    expect(() => evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: 1 as never })).toThrow('dot_product_attention_fwd: saveProbs must be a boolean when given; got 1');
   });
 
   it('law: forward equals a plain-JS reference with the MXU roundings', () => {
@@ -216,6 +269,7 @@ describe('fused attention on the systolic backend', () => {
     const run = fusedAndGrads(q, k, v);
     const one = run(1);
     expect(run(2)).toEqual(one);
+    withProbsKept(false, () => expect(run(2)).toEqual(run(1)));
     if (typeof SharedArrayBuffer !== 'undefined') {
       // Which thread takes an item is up to the scheduler; with the calling thread taking none,
       // the worker must compute every item of every pooled job, and the results must not change.
@@ -298,6 +352,22 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
       expect(toStorage(g)).toBe(gInto[i]);
       expect([...f32(g)]).toEqual([...f32(grads[i])]);
     });
+  });
+
+  it('with P kept: probs (hidden keys included) and the gradients from it overwrite stale storage, bit-identical to fresh results', () => {
+    const [q, k, v, w] = operands(c);
+    const kept = { ...params, saveProbs: true };
+    const fresh = evalPrimitive(attentionFwdP, [q, k, v], kept);
+    const into = fresh.map((x) => stale(x.size));
+    const got = evalPrimitiveIntoAll(attentionFwdP, [q, k, v], kept, into)!;
+    got.forEach((g, i) => {
+      expect(toStorage(g)).toBe(into[i]);
+      expect([...f32(g)]).toEqual([...f32(fresh[i])]);
+    });
+    const grads = evalPrimitive(attentionBwdP, [q, k, v, fresh[1], w, fresh[2]], kept);
+    const gInto = grads.map((g) => stale(g.size));
+    const gGot = evalPrimitiveIntoAll(attentionBwdP, [q, k, v, fresh[1], w, fresh[2]], kept, gInto)!;
+    gGot.forEach((g, i) => expect([...f32(g)]).toEqual([...f32(grads[i])]));
   });
 
   it('declines storage of the wrong type (null: the caller runs it fresh) and rejects wrong lengths naming the primitive', () => {
@@ -551,7 +621,7 @@ describe('fused attention with NaN operands', () => {
 });
 
 describe('fused attention in the cost ledger', () => {
-  it('costs what the cycle model gives the composite\'s matmuls: the forward exactly, the backward plus a recomputed Q K^T', () => {
+  it('costs what the cycle model gives the composite\'s matmuls: the forward exactly, the backward too with P kept, plus a recomputed Q K^T without', () => {
     const c: Case = { b: 2, t: 16, s: 24, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 2 };
     const [q, k, v] = operands(c);
     const mxu = (impl: 'fused' | 'xla', withGrad: boolean) => {
@@ -564,20 +634,22 @@ describe('fused attention in the cost ledger', () => {
     const compositeAll = mxu('xla', true);
     expect(compositeFwd.map((e) => e.op)).toEqual(['dot_general', 'dot_general']);
     expect(compositeAll.length).toBe(6);
-    const [fwd, bwd] = mxu('fused', true);
-    expect(fwd.op).toBe('dot_product_attention_fwd');
-    expect(bwd.op).toBe('dot_product_attention_bwd');
-    // forward: Q K^T and P V, as the composite's two dots
-    expect({ flops: fwd.flops, computeCycles: fwd.computeCycles }).toEqual(sum(compositeFwd));
-    // backward: the composite's four backward dots' FLOPs; cycles also recompute Q K^T, and the
-    // transposed products (dS^T Q, P^T dO) are modelled as [S, T] x [T, H] whatever orientation
-    // the composite's dots took
     const compositeBwd = sum(compositeAll.slice(2));
-    expect(bwd.flops).toBe(compositeBwd.flops);
-    const rest = bwd.computeCycles - compositeFwd[0].computeCycles;
-    expect(rest / compositeBwd.computeCycles).toBeGreaterThan(0.95);
-    expect(rest / compositeBwd.computeCycles).toBeLessThan(1.05);
-    expect(bwd.seconds).toBeGreaterThan(0);
+    for (const kept of [true, false]) {
+      const [fwd, bwd] = withProbsKept(kept, () => mxu('fused', true));
+      expect(fwd.op).toBe('dot_product_attention_fwd');
+      expect(bwd.op).toBe('dot_product_attention_bwd');
+      // forward: Q K^T and P V, as the composite's two dots
+      expect({ flops: fwd.flops, computeCycles: fwd.computeCycles }).toEqual(sum(compositeFwd));
+      // backward: the composite's four backward dots' FLOPs; cycles also recompute Q K^T unless P
+      // was kept, and the transposed products (dS^T Q, P^T dO) are modelled as [S, T] x [T, H]
+      // whatever orientation the composite's dots took
+      expect(bwd.flops).toBe(compositeBwd.flops);
+      const rest = bwd.computeCycles - (kept ? 0 : compositeFwd[0].computeCycles);
+      expect(rest / compositeBwd.computeCycles, `P kept: ${kept}`).toBeGreaterThan(0.95);
+      expect(rest / compositeBwd.computeCycles, `P kept: ${kept}`).toBeLessThan(1.05);
+      expect(bwd.seconds).toBeGreaterThan(0);
+    }
   });
 });
 
@@ -610,17 +682,17 @@ describe('fused attention with a mask', () => {
 
   it('law: forward and gradients equal the composite (random masks, rows that see no key, broadcast over batch or heads)', () => {
     fc.assert(
-      fc.property(maskCase, ({ c, mb, mn, density }) => {
+      fc.property(maskCase, fc.boolean(), ({ c, mb, mn, density }, kept) => withProbsKept(kept, () => {
         const [q, k, v, w] = operands(c);
         const mask = maskOf([mb ? c.b : 1, mn ? c.k * c.g : 1, c.t, c.s], c.seed, density);
         const tol = c.dtype === 'bfloat16' ? 5e-2 : 2e-2;
-        const what = JSON.stringify({ c, mb, mn, density });
+        const what = JSON.stringify({ c, mb, mn, density, kept });
         close(attendMasked('fused', c.causal, mask)(q, k, v), attendMasked('xla', c.causal, mask)(q, k, v), tol, `forward ${what}`);
         const loss = (impl: 'fused' | 'xla') => (a: Array, b: Array, d: Array) => np.sum(np.multiply(np.astype(attendMasked(impl, c.causal, mask)(a, b, d), 'float32'), np.astype(w, 'float32')));
         const gf = grad(loss('fused'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
         const gc = grad(loss('xla'), { argnums: [0, 1, 2] })(q, k, v) as Array[];
         gf.forEach((g, i) => close(g, gc[i], tol * 2, `d${'qkv'[i]} ${what}`));
-      }),
+      })),
       { numRuns: 30 },
     );
   });
@@ -687,6 +759,7 @@ describe('fused attention with a mask', () => {
     const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(np.astype(attendMasked('fused', true, mask)(a, b, d), 'float32')));
     const run = (n: number) => withThreads(n, () => [attendMasked('fused', true, mask)(q, k, v), ...(grad(gl, { argnums: [0, 1, 2] })(q, k, v) as Array[])].map((x) => [...f32(x)]));
     expect(run(2)).toEqual(run(1));
+    withProbsKept(false, () => expect(run(2)).toEqual(run(1)));
   });
 
   it('bad masks: clear errors naming the operation, the argument and the shapes or dtype', () => {
@@ -827,5 +900,24 @@ describe('the forward\'s logsumexp (lseRows: max + log(sum) in f64, rounded once
     expect(differ, 'rows that differ from Math.log by an ulp').toBeLessThanOrEqual(2);
     expect(f32[2 * n + 4]).toBe(-Infinity);
     expect(f32[2 * n + 5]).toBeNaN();
+  });
+
+  it('4 rows at a time (f64x2) equal the rows one at a time (scalar f64), bit for bit, for any row count', () => {
+    const memory = new WA.Memory({ initial: 4 });
+    const k = new WA.Instance(attentionModule(8, 8, false, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
+    const f32 = new Float32Array(memory.buffer);
+    const edge = fc.constantFrom(0, 1, Math.SQRT2, Math.fround(Math.SQRT2), 2 ** 24, Infinity, -Infinity, NaN, -0);
+    const pair = fc.tuple(fc.oneof(fc.float({ noNaN: true }), edge), fc.oneof(fc.float({ min: 1, max: 2 ** 30, noNaN: true }), edge));
+    fc.assert(
+      fc.property(fc.array(pair, { minLength: 1, maxLength: 41 }), (pairs) => {
+        const n = pairs.length;
+        pairs.forEach(([mx, sum], i) => f32.set([mx, sum], 2 * i));
+        const [all, one] = [2 * n, 3 * n];
+        k.lseRows(0, 4 * all, n);
+        for (let i = 0; i < n; i++) k.lseRows(8 * i, 4 * (one + i), 1);
+        for (let i = 0; i < n; i++) expect(Object.is(f32[all + i], f32[one + i]), `row ${i} of ${n}: (${pairs[i]}) gives ${f32[all + i]}, one at a time ${f32[one + i]}`).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
   });
 });

@@ -3,7 +3,9 @@
  * style of FlashAttention with two-pass row softmax: per batch item and key/value head, the
  * query rows go in blocks of 4; each block computes its logits only up to the last key its rows
  * may see (under `isCausal` the key blocks above the diagonal are skipped), the softmax in f32,
- * and P V. The backward pass recomputes P from q, k and the forward's logsumexp, and forms
+ * and P V. The backward pass recomputes P from q, k and the forward's logsumexp, or, when the
+ * forward kept P (`saveProbs`: it wrote each block's f32 rows into probs [B, N, T, S], zeros at
+ * hidden keys), reads it back (no Q K^T, no exp, K^T not staged), and forms
  * dS = P (dP - rowsum(P dP)) (the composite's softmax gradient), dq = dS k, dk += dS^T q,
  * dv += P^T dO, again only over visible keys; the G query heads that share a key/value head
  * (grouped-query attention) run in one item, so dk and dv accumulate without races.
@@ -454,6 +456,7 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
   set(DESC.TP, tp);
   set(DESC.CAUSAL, params.isCausal ? 1 : 0);
   set(DESC.BF16, bf ? 1 : 0);
+  set(DESC.PROBS, params.saveProbs === true ? 1 : 0);
   a.f32[o + DESC.SCALE] = params.scale;
   rawAt.forEach((r, i) => set(DESC.QR + i, r));
   set(DESC.QSTRIDE, p.N * p.H * 4);
@@ -513,18 +516,23 @@ function setup(p: Plan, relaxed: boolean, masked: boolean, host: ArenaHost | nul
   return { a, mod: attentionModule(p.H, p.sp, relaxed, a.shared, masked, a.maxPages), threads: Math.max(1, Math.min(getNumThreads(), p.B * p.K)) };
 }
 
-/** The forward pass into `out` and, unless null (the inference primitive), the per-row logsumexp into `lse`. */
-function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean, out: StorageArray, lse: Float32Array | null, host: ArenaHost | null): void {
+/**
+ * The forward pass into `out` and, unless null (the inference primitive), the per-row logsumexp
+ * into `lse` and, with `params.saveProbs`, P into `probs`.
+ */
+function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean, out: StorageArray, lse: Float32Array | null, host: ArenaHost | null, probs: Float32Array | null = null): void {
   const [q, k, v, mask] = inputs;
   const p = plan(q, k);
   if (q.data.length === 0 || k.data.length === 0) {
     out.fill(0);
     lse?.fill(-Infinity);
+    probs?.fill(0);
     return;
   }
   const rows = p.B * p.N * p.T;
-  const job: Job = { p, params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: false, ins: [q.data, k.data, v.data], bfIns: 3, outs: lse === null ? [out] : [out, lse] };
-  runJob(job, [q.data.length, k.data.length, v.data.length, q.data.length, rows], host);
+  const outs = lse === null ? [out] : probs === null ? [out, lse] : [out, lse, probs];
+  const job: Job = { p, params: lse === null ? { ...params, saveProbs: false } : params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: false, ins: [q.data, k.data, v.data], bfIns: 3, outs };
+  runJob(job, [q.data.length, k.data.length, v.data.length, q.data.length, rows, ...(probs === null ? [] : [probs.length])], host);
 }
 
 /** One call of a kernel: its sizes, parameters, operands (the first `bfIns` in bf16 storage when `bf`) and results. */
@@ -573,18 +581,27 @@ function runJob(job: Job, raw: number[], host: ArenaHost | null): void {
   }
 }
 
-/** The forward kernel: [out, lse] (into `outs` when given). */
+/** The forward kernel: [out, lse], and probs with `saveProbs` (into `outs` when given). */
 export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host: ArenaHost | null = null): StorageArray[] {
-  const q = inputs[0];
+  const [q, k] = inputs;
   const out = storage(outAvals[0].dtype, q.data.length, outs?.[0]);
   const lse = storage('float32', q.shape[0] * q.shape[2] * q.shape[1], outs?.[1]) as Float32Array;
-  forward(inputs, params, relaxed, out, lse, host);
-  return [out, lse];
+  if (params.saveProbs !== true) {
+    forward(inputs, params, relaxed, out, lse, host);
+    return [out, lse];
+  }
+  const probs = storage('float32', q.shape[0] * q.shape[2] * q.shape[1] * k.shape[1], outs?.[2]) as Float32Array;
+  forward(inputs, params, relaxed, out, lse, host, probs);
+  return [out, lse, probs];
 }
 
-/** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut) (into `outs` when given). */
+/** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut[, mask][, probs]) (into `outs` when given): P read from probs when it is there (`saveProbs`), else recomputed from lse. */
 export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host: ArenaHost | null = null): StorageArray[] {
-  const [q, k, v, lse, dout, mask] = inputs;
+  const kept = params.saveProbs === true;
+  const [q, k, v, lseIn, dout] = inputs;
+  const mask = inputs.length > (kept ? 6 : 5) ? inputs[5] : undefined;
+  // (the kernels read P's rows at the residual's slot when it is kept: lse is not needed then)
+  const lse = kept ? inputs[inputs.length - 1] : lseIn;
   const p = plan(q, k);
   const res = outAvals.map((o, i) => storage(o.dtype, inputs[i].data.length, outs?.[i]));
   if (q.data.length === 0 || k.data.length === 0) return res.map((x) => x.fill(0));

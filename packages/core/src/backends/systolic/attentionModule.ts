@@ -23,6 +23,10 @@
  *   results). In a masked module the logits whose mask byte (from address `mrow` on) is 0 become
  *   `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform); modules
  *   built without a mask ignore both.
+ * - `gradRowP(s, dp, n, scale, bf16)`: the same from a P the forward kept (read into s by
+ *   `loadRows`): no logits, mask or exp. `softmaxRow`'s `keep` leaves the row's f32 P in s,
+ *   and `saveRows` writes a block's rows of it into probs [.., S] (over zeros: the driver fills
+ *   each head's rows with memory.fill first).
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
@@ -172,13 +176,77 @@ function logSumExp(f: FunctionBuilder, mx: number, sum: number, e: number, m: nu
   f.get(mx).op(OP.f64_promote_f32).op(OP.f64_add).op(OP.f32_demote_f64);
 }
 
-/** `lseRows(src, dst, n)`: the logsumexp of n softmax rows from their (max, sum) pairs (`logSumExp`); rows are independent, so their f64 chains overlap. */
+/**
+ * `logSumExp` for 4 rows at once, as two f64x2 halves: the same operations in the same order
+ * on each lane, so each lane's result is bit-for-bit the scalar one's. For v128 locals mx and sum
+ * (4 f32 each), leaves the 4 f32 results on the stack; uses v128 locals e, m, lo (and the f64
+ * scratch locals s, z). m > sqrt 2 is compared in f32 (no f32 lies between fround(sqrt 2), which
+ * is below sqrt 2, and sqrt 2: the same answer as the scalar f64 compare).
+ */
+function logSumExp4(f: FunctionBuilder, mx: number, sum: number, e: number, m: number, lo: number, s: number, z: number): void {
+  const f64s = (v: number): FunctionBuilder => f64Const(f, v).simd(SIMD.f64x2_splat);
+  // e = exponent, m = mantissa in [1, 2); then [sqrt(1/2), sqrt(2)) and e + 1 where halved
+  f.get(sum).i32Const(23).simd(SIMD.i32x4_shr_u).v128Const([127, 127, 127, 127]).simd(SIMD.i32x4_sub).set(e);
+  f.get(sum).v128Const([0x7fffff, 0x7fffff, 0x7fffff, 0x7fffff]).simd(SIMD.v128_and).v128Const([0x3f800000, 0x3f800000, 0x3f800000, 0x3f800000]).simd(SIMD.v128_or).set(m);
+  f.get(m);
+  splatF(f, Math.SQRT2).simd(SIMD.f32x4_gt).set(lo);
+  f.get(m);
+  splatF(f, 0.5).simd(SIMD.f32x4_mul).get(m).get(lo).simd(SIMD.v128_bitselect).set(m);
+  f.get(e).get(lo).simd(SIMD.i32x4_sub).set(e);
+  for (const half of [0, 1]) {
+    const low = (v: number): FunctionBuilder => (half === 0 ? f.get(v) : (f.get(v).get(v), shuffle32(f, [2, 3, 2, 3]), f));
+    low(m).simd(SIMD.f64x2_promote_low_f32x4).set(s);
+    // z = s^2 for s = (m - 1) / (m + 1) (m, then s, in local s)
+    f.get(s);
+    f64s(1).simd(SIMD.f64x2_sub).get(s);
+    f64s(1).simd(SIMD.f64x2_add).simd(SIMD.f64x2_div).tee(s).get(s).simd(SIMD.f64x2_mul).set(z);
+    f64s(1 / 19);
+    for (let k = 8; k >= 0; k--) {
+      f.get(z).simd(SIMD.f64x2_mul);
+      f64s(1 / (2 * k + 1)).simd(SIMD.f64x2_add);
+    }
+    f.get(s).simd(SIMD.f64x2_mul);
+    f64s(2).simd(SIMD.f64x2_mul);
+    low(e).simd(SIMD.f64x2_convert_low_i32x4_s);
+    f64s(Math.LN2).simd(SIMD.f64x2_mul).simd(SIMD.f64x2_add);
+    low(mx).simd(SIMD.f64x2_promote_low_f32x4).simd(SIMD.f64x2_add).simd(SIMD.f32x4_demote_f64x2_zero);
+    if (half === 0) f.set(lo);
+  }
+  f.set(m);
+  f.get(lo).get(m);
+  shuffle32(f, [0, 1, 4, 5]);
+  // rows whose sum is not > 0 (0, or NaN): mx - inf, as the scalar's f64 -inf + mx rounds
+  f.get(mx);
+  splatF(f, -Infinity).simd(SIMD.f32x4_add);
+  f.get(sum).v128Const([0, 0, 0, 0]).simd(SIMD.f32x4_gt).simd(SIMD.v128_bitselect);
+}
+
+/**
+ * `lseRows(src, dst, n)`: the logsumexp of n softmax rows from their (max, sum) pairs, 4 rows at
+ * a time (`logSumExp4`) and the last n mod 4 one by one (`logSumExp`, bit-identical per row).
+ */
 function buildLseRows(m: ModuleBuilder): number {
   return m.addFunction('lseRows', ['i32', 'i32', 'i32'], [], (f) => {
     const [src, dst, n] = [0, 1, 2];
-    const [i, mx, sum] = [f.local('i32'), f.local('f32'), f.local('f32')];
+    const [i, n4, mx, sum] = [f.local('i32'), f.local('i32'), f.local('f32'), f.local('f32')];
     const [e, lm, ls, lz] = [f.local('i32'), f.local('f64'), f.local('f64'), f.local('f64')];
-    forLoop(f, i, n, () => {
+    const [vmx, vsum, ve, vm, vlo, vs, vz] = Array.from({ length: 7 }, () => f.local('v128'));
+    f.get(n).i32Const(2).op(OP.i32_shr_u).set(n4);
+    forLoop(f, i, n4, () => {
+      f.get(src).simdMem(SIMD.v128_load).get(src).simdMem(SIMD.v128_load, 16).set(vsum).set(vmx);
+      f.get(vmx).get(vsum);
+      shuffle32(f, [1, 3, 5, 7]);
+      f.get(vmx).get(vsum);
+      shuffle32(f, [0, 2, 4, 6]);
+      f.set(vmx).set(vsum);
+      f.get(dst);
+      logSumExp4(f, vmx, vsum, ve, vm, vlo, vs, vz);
+      f.simdMem(SIMD.v128_store);
+      bump(f, src, 32);
+      bump(f, dst, 16);
+    });
+    f.get(n).i32Const(3).op(OP.i32_and).set(n4);
+    forLoop(f, i, n4, () => {
       f.get(src).mem(OP.f32_load).set(mx);
       f.get(src).mem(OP.f32_load, 4).set(sum);
       f.get(dst);
@@ -456,9 +524,9 @@ function buildExp(m: ModuleBuilder, relaxed: boolean): void {
 }
 
 function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
-  // (s, p, c, n, scale, mlOut, bf16, mrow, neg)
-  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32'], [], (f) => {
-    const [s, p, c, n, scale, ml, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+  // (s, p, c, n, scale, mlOut, bf16, mrow, neg, keep)
+  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32', 'i32'], [], (f) => {
+    const [s, p, c, n, scale, ml, bf16, mrow, neg, keep] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const [v, t, acc, x, en, et, mx] = Array.from({ length: 7 }, () => f.local('v128'));
     const sum = f.local('f32');
@@ -487,15 +555,26 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): n
     f.set(sum);
     f.get(ml).get(mx).simd(SIMD.f32x4_extract_lane).op(0).mem(OP.f32_store);
     f.get(ml).get(sum).mem(OP.f32_store, 4);
-    // pass 3: p = bf16(e / sum)
+    // pass 3: p = bf16(e / sum); with keep, also s = e / sum (P in f32, for the probs result)
     f.get(sum).simd(SIMD.f32x4_splat).set(acc);
     f.get(p).set(q);
-    forLoop(f, i, nv, () => {
-      f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
-      roundBf16Plain(f, t);
-      f.simdMem(SIMD.v128_store);
-      bump(f, q, 16);
-    });
+    f.get(s).set(ptr);
+    const pass3 = (kept: boolean): void =>
+      forLoop(f, i, nv, () => {
+        f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
+        if (kept) {
+          f.tee(v).get(ptr).get(v).simdMem(SIMD.v128_store);
+          bump(f, ptr, 16);
+        }
+        roundBf16Plain(f, t);
+        f.simdMem(SIMD.v128_store);
+        bump(f, q, 16);
+      });
+    f.get(keep).if();
+    pass3(true);
+    f.else();
+    pass3(false);
+    f.end();
   });
 }
 
@@ -522,24 +601,133 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
       f.set(acc);
       bump(f, q, 16);
     });
-    horizontal(f, acc, OP.f32_add);
-    f.simd(SIMD.f32x4_splat).set(dd);
-    f.get(scale).simd(SIMD.f32x4_splat).set(l);
-    // pass 2: dp <- bf16(P (dP - D) scale), s <- bf16(P)
+    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
+  });
+}
+
+/**
+ * The end of both gradient row kernels, from the row's P (in s, f32) and dP (in dp, rounded
+ * when bf16) with the partial sums of P dP in v128 local acc: D = sum P dP, then pass 2: dp <-
+ * bf16(P (dP - D) scale), s <- bf16(P).
+ */
+function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scale: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: number; dd: number; l: number }): void {
+  const { i, ptr, nv, q, v, t, acc, dd, l } = r;
+  horizontal(f, acc, OP.f32_add);
+  f.simd(SIMD.f32x4_splat).set(dd);
+  f.get(scale).simd(SIMD.f32x4_splat).set(l);
+  f.get(s).set(ptr);
+  f.get(dp).set(q);
+  forLoop(f, i, nv, () => {
+    f.get(ptr).simdMem(SIMD.v128_load).set(v);
+    f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
+    roundBf16(f, t);
+    f.simdMem(SIMD.v128_store);
+    f.get(ptr).get(v);
+    roundBf16Plain(f, t);
+    f.simdMem(SIMD.v128_store);
+    bump(f, ptr, 16);
+    bump(f, q, 16);
+  });
+}
+
+/**
+ * `gradRowP(s, dp, n, scale, bf16)`: `gradRow` for a row whose P the forward pass kept (s holds
+ * it, f32, 0 at hidden keys: `loadRows`): no logits, mask or exp; dP rounded to bf16 when
+ * `bf16`, D = sum P dP, then `gradRowFinish`.
+ */
+function buildGradRowP(m: ModuleBuilder): number {
+  return m.addFunction('gradRowP', ['i32', 'i32', 'i32', 'f32', 'i32'], [], (f) => {
+    const [s, dp, n, scale, bf16] = [0, 1, 2, 3, 4];
+    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const [v, t, acc, g, dd, l] = Array.from({ length: 6 }, () => f.local('v128'));
+    f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
+    f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(s).set(ptr);
     f.get(dp).set(q);
     forLoop(f, i, nv, () => {
       f.get(ptr).simdMem(SIMD.v128_load).set(v);
-      f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
+      f.get(q).simdMem(SIMD.v128_load).set(g);
+      f.get(bf16).if().get(g);
       roundBf16(f, t);
-      f.simdMem(SIMD.v128_store);
-      f.get(ptr).get(v);
-      roundBf16Plain(f, t);
-      f.simdMem(SIMD.v128_store);
+      f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
+      madd(f, false, v, g, acc);
+      f.set(acc);
       bump(f, ptr, 16);
       bump(f, q, 16);
     });
+    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
   });
+}
+
+/**
+ * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
+ * for `rows` rows and the first n columns of each:
+ * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S) (the forward driver
+ *   zeroes a head's rows of probs first, with memory.fill: cheaper than vector stores of zeros
+ *   into cache-cold lines)
+ * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
+ *   rows..4 all zeros (padding rows: P = 0)
+ */
+function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadRows: number } {
+  const build = (name: 'saveRows' | 'loadRows'): number =>
+    m.addFunction(name, ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+      const [src, dst, rows, n, S] = [0, 1, 2, 3, 4];
+      const [r, j, lim, end, four] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+      const save = name === 'saveRows';
+      const [srcRow, dstRow] = save ? [sp * 4, -1] : [-1, sp * 4];
+      f.i32Const(ROWS).set(four);
+      // lim = min(n, S): copied; zeros from lim to end = n (load; save: none, end = lim)
+      f.get(n).get(S).get(n).get(S).op(OP.i32_lt_s).op(OP.select).set(lim);
+      f.get(save ? lim : n).set(end);
+      // (a vector loop while 4 more fit, then one by one: never past a row's end)
+      const span = (from: number | null, to: number, body: (vec: boolean) => void): void => {
+        if (from === null) f.i32Const(0).set(j);
+        f.block().loop();
+        f.get(j).i32Const(4).op(OP.i32_add).get(to).op(OP.i32_gt_s).brIf(1);
+        body(true);
+        f.get(j).i32Const(4).op(OP.i32_add).set(j);
+        f.br(0);
+        f.end().end();
+        f.block().loop();
+        f.get(j).get(to).op(OP.i32_ge_s).brIf(1);
+        body(false);
+        f.get(j).i32Const(1).op(OP.i32_add).set(j);
+        f.br(0);
+        f.end().end();
+      };
+      const at = (base: number): FunctionBuilder => f.get(base).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add);
+      forLoop(f, r, four, () => {
+        f.get(r).get(rows).op(OP.i32_lt_s).if();
+        span(null, lim, (vec) => {
+          at(dst);
+          at(src);
+          if (vec) f.simdMem(SIMD.v128_load).simdMem(SIMD.v128_store);
+          else f.mem(OP.f32_load).mem(OP.f32_store);
+        });
+        span(j, end, (vec) => {
+          at(dst);
+          if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
+          else f.f32Const(0).mem(OP.f32_store);
+        });
+        f.else();
+        if (!save) {
+          f.i32Const(0).set(j);
+          span(j, n, (vec) => {
+            at(dst);
+            if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
+            else f.f32Const(0).mem(OP.f32_store);
+          });
+        }
+        f.end();
+        for (const [ptr, row] of [[src, srcRow], [dst, dstRow]] as const) {
+          f.get(ptr);
+          if (row < 0) f.get(S).i32Const(2).op(OP.i32_shl);
+          else f.i32Const(row);
+          f.op(OP.i32_add).set(ptr);
+        }
+      });
+    });
+  return { saveRows: build('saveRows'), loadRows: build('loadRows') };
 }
 
 /** A scalar f32 at `addr + off` as lane 0 of a v128 (load32_zero). */
@@ -640,6 +828,11 @@ export const DESC = {
    * zero bytes (the mask of a row that sees no key)
    */
   MR: 34, FR: 35, MB: 36, MN: 37, FB: 38, FN: 39, ZR: 40,
+  /**
+   * 1: P is kept (`saveProbs`): the forward writes it, f32 [B, N, T, S], at the raw slot after
+   * lse (DQR's); the backward reads it from the residual slot (ML's) instead of recomputing it
+   */
+  PROBS: 41,
 } as const;
 
 /**
@@ -656,6 +849,9 @@ interface Fns {
   transGemm: number;
   softmaxRow: number;
   gradRow: number;
+  gradRowP: number;
+  saveRows: number;
+  loadRows: number;
   lseRows: number;
   stageRows: number;
   stageCols: number;
@@ -673,13 +869,13 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const [item, tid, desc] = [0, 1, 2];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
-      const [koff, qoff, i] = [L(), L(), L()];
+      const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
       const scale = f.local('f32');
       const [rscale, neg] = [f.local('f32'), f.local('f32')];
       const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
       const slot = (k: number): FunctionBuilder => f.get(desc).mem(OP.i32_load, k * 4);
-      for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16]] as const) slot(k).set(loc);
+      for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16], [probs, DESC.PROBS]] as const) slot(k).set(loc);
       f.get(desc).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
       slot(DESC.SCRATCH);
       f.get(tid);
@@ -702,7 +898,10 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         stageKV('kt', DESC.KR, true);
         stageKV('v', DESC.VR, false);
       } else {
+        // (with P kept there is no Q K^T to form: K^T is not staged)
+        f.get(probs).i32Const(0).op(OP.i32_eq).if();
         stageKV('kt', DESC.KR, true);
+        f.end();
         stageKV('kb', DESC.KR, false);
         stageKV('v', DESC.VR, true);
         // zero dK and dV (adjacent)
@@ -735,6 +934,17 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         }
         stageQ('q', DESC.QR);
         if (dir === 'bwd') stageQ('do', DESC.OR);
+        if (dir === 'fwd') {
+          // P kept: this head's rows of probs all zeros first (memory.fill), the blocks' keys then written over them
+          f.get(probs).if();
+          slot(DESC.DQR);
+          f.i32Const(0);
+          rowIndex(null);
+          f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
+          f.i32Const(0).get(T).get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul);
+          f.op(0xfc, 0x0b, 0x00);
+          f.end();
+        }
         f.i32Const(0).set(t0);
         f.block().loop();
         // cols = causal ? ceil8(max(1, min(S, t0 + 4))) : sp
@@ -746,8 +956,19 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
+        // this block's first row of probs (used only when P is kept)
+        slot(dir === 'fwd' ? DESC.DQR : DESC.ML);
+        rowIndex(t0);
+        f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(prow);
+        // the block's rows of P (backward, kept) or its logits
+        if (dir === 'bwd') {
+          f.get(probs).if();
+          f.get(prow).get(off.s).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.loadRows);
+          f.else();
+        }
         rowBlock('q');
         f.get(off.kt).get(off.s).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+        if (dir === 'bwd') f.end();
         if (dir === 'bwd') {
           rowBlock('do');
           f.get(off.v).get(off.p).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
@@ -778,13 +999,23 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.end().end();
           }
           // the row's S and P (dP) addresses
-          f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-          f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          const rowAddrs = (): void => {
+            f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+            f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          };
+          if (dir === 'bwd') {
+            // P kept: the row's P is in s already (0 at hidden keys, uniform in a row that sees none)
+            f.get(probs).if();
+            rowAddrs();
+            f.get(cols).get(rscale).get(bf16).call(fn.gradRowP);
+            f.else();
+          }
+          rowAddrs();
           f.get(c).get(cols).get(rscale);
           if (dir === 'fwd') {
             // (max, sum) of row t into this thread's scratch (lseRows takes them after the last block)
             f.get(off.ml).get(t).i32Const(8).op(OP.i32_mul).op(OP.i32_add);
-            f.get(bf16).get(mrow).get(neg).call(fn.softmaxRow);
+            f.get(bf16).get(mrow).get(neg).get(probs).call(fn.softmaxRow);
           } else {
             slot(DESC.ML);
             // Padding rows (t >= T) load row T-1's value, which the select below discards: no read past the caller's lse.
@@ -793,9 +1024,14 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
             f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
             f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
+            f.end();
           }
         });
         if (dir === 'fwd') {
+          // P kept: the block's real rows (f32, left in s by softmaxRow) into probs
+          f.get(probs).if();
+          f.get(off.s).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.saveRows);
+          f.end();
           f.get(off.p).get(off.v);
           rowBlock('o');
           f.get(cols).call(fn.rowsTimes);
@@ -853,8 +1089,11 @@ export interface AttentionKernels {
   rowsTimes(a: number, b: number, out: number, nk: number): void;
   transposeBlock(src: number, dst: number, cols: number, total: number): void;
   transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
-  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number): void;
+  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number, keep: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
+  gradRowP(s: number, dp: number, n: number, scale: number, bf16: number): void;
+  saveRows(src: number, dst: number, rows: number, n: number, S: number): void;
+  loadRows(src: number, dst: number, rows: number, n: number, S: number): void;
   lseRows(src: number, dst: number, n: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
@@ -896,6 +1135,8 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       transGemm: buildTransGemm(m, hp, sp, relaxed),
       softmaxRow: buildSoftmaxRow(m, masked, relaxed),
       gradRow: buildGradRow(m, masked, relaxed),
+      gradRowP: buildGradRowP(m),
+      ...buildProbsRows(m, sp),
       lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp),
     };

@@ -62,12 +62,14 @@ export function opCost(prim: Primitive, inAvals: readonly ShapedArray[], params:
   }
   if (prim.name === 'dot_product_attention' || prim.name === 'dot_product_attention_fwd' || prim.name === 'dot_product_attention_bwd') {
     // The fused attention is MXU work: per (batch, head) the matmuls it runs (QK^T and PV forward;
-    // QK^T recomputed, dO V^T, P^T dO, dS K, dS^T Q backward), each one bf16 pass. Model FLOPs
-    // count the matmuls the composite would do (2 forward, 4 backward), not the recomputation.
+    // QK^T recomputed unless P was kept (`saveProbs`), dO V^T, P^T dO, dS K, dS^T Q backward), each
+    // one bf16 pass. Model FLOPs count the matmuls the composite would do (2 forward, 4
+    // backward), not the recomputation. (Kept P's bytes are in memBytes: a result, then an operand.)
     const [b, t, n, h] = inAvals[0].shape;
     const s = inAvals[1].shape[1];
     const fwd = prim.name !== 'dot_product_attention_bwd';
-    const gemms = fwd ? [[t, h, s], [t, s, h]] : [[t, h, s], [t, h, s], [s, t, h], [t, s, h], [s, t, h]];
+    const recompute: number[][] = (params as { saveProbs?: boolean }).saveProbs === true ? [] : [[t, h, s]];
+    const gemms = fwd ? [[t, h, s], [t, s, h]] : [...recompute, [t, h, s], [s, t, h], [t, s, h], [s, t, h]];
     const units = { rows: preset.mxuRows, cols: preset.mxuCols, model: 'overlapped' as const, units: preset.mxusPerCore * preset.coresPerChip };
     const cycles = t * s * h === 0 ? 0 : b * n * gemms.reduce((acc, [m, k, nn]) => acc + gemmCycles({ m, k, n: nn }, units).cycles, 0);
     const flops = (fwd ? 2 : 4) * 2 * b * n * t * s * h;
