@@ -182,7 +182,14 @@ describe('exponential, laplace, logistic, pareto', () => {
   ] as const)('%s: mean and variance within 5 sigma', (_name, f, mu, v) => {
     fc.assert(
       fc.property(seed, (s) => {
-        const xs = flat(f(random.key(s)));
+        // As in JAX, logistic's uniform draws are multiples of 2^-23 clamped to finfo.tiny, so about
+        // one sample in 2^23 is the floor's atom at log(tiny) ~ -87.3 (seed -2040856595 has one);
+        // it moves the variance of 20,000 samples by ~0.38, far outside the bounds below, while a
+        // true draw beyond |x| = 80 has probability ~1e-35 (exponential and laplace use log1p(-u),
+        // whose draws stay within ~16). Leave such atoms out of the moments.
+        const all = flat(f(random.key(s)));
+        const xs = all.filter((x) => Math.abs(x) < 80);
+        expect(all.length - xs.length).toBeLessThanOrEqual(2);
         const m = moments(xs);
         expect(Math.abs(m.mean - mu)).toBeLessThan(5 * Math.sqrt(v / xs.length));
         // Variance of the sample variance ~ (mu4 - v^2) / n; these kurtoses are at most 9 v^2.
