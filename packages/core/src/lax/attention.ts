@@ -8,7 +8,9 @@
  * - `dot_product_attention_fwd`: the same with the per-row logsumexp of the scaled logits, lse
  *   [B, N, T] float32 (the residual the backward pass recomputes P from); what its jvp binds.
  *   With `saveProbs` it also returns P itself, probs [B, N, T, S] float32 (the softmax, 0 at
- *   hidden keys), a last operand of `_lin` and `_bwd` then, and a kernel may read P from it
+ *   hidden keys), a last operand of `_lin` and `_bwd` then (it must be that forward's P: a
+ *   kernel reads only the keys it may see, so other values at hidden keys give backend-dependent
+ *   results), and a kernel may read P from it
  *   instead of recomputing it from lse (the systolic one does: no Q K^T, no exp; the StableHLO
  *   export still recomputes): the jvp sets it while P has at most
  *   `attentionOptions.saveProbsMaxElements` elements (the composite keeps the same P as its
@@ -35,6 +37,7 @@
  * softmax. vmap folds the mapped axis into the batch. The fwd and bwd primitives have no jvp
  * rules: grad of grad is an error naming the primitive it meets.
  */
+import { envSwitch } from '../env';
 import type { Array } from '../array';
 import { numbersToStorage, storageToNumbers } from '../array';
 import type { StorageArray } from '../dtype';
@@ -52,9 +55,11 @@ export interface AttentionParams {
 /**
  * The largest P (B N T S elements) the jvp keeps from the forward pass for the backward; larger
  * ones are recomputed from the logsumexp. 0 always recomputes (the O(T)-memory residual), as
- * `TPUKIT_ATTENTION_SAVE_PROBS=0` in the environment at load time does (for A/B runs).
+ * `TPUKIT_ATTENTION_SAVE_PROBS=0` in the environment at load time does (for A/B runs; `1` or
+ * unset keeps, anything else throws). The limit is checked on the traced call's shapes: under
+ * `vmap` the kept P is the mapped size times that (the batching rules fold the batch into B).
  */
-export const attentionOptions = { saveProbsMaxElements: typeof process !== 'undefined' && process.env?.TPUKIT_ATTENTION_SAVE_PROBS === '0' ? 0 : 2 ** 24 };
+export const attentionOptions = { saveProbsMaxElements: envSwitch('TPUKIT_ATTENTION_SAVE_PROBS', true) ? 2 ** 24 : 0 };
 
 /** Whether the jvp saves P for query [B,T,N,H] and key [B,S,K,H] (see `attentionOptions`). */
 export function savesProbs(q: readonly number[], k: readonly number[]): boolean {

@@ -248,7 +248,7 @@ describe('fused attention on the systolic backend', () => {
     }
   });
 
-  it('vmap equals a loop; jit equals eager', () => {
+  it.each([true, false])('vmap equals a loop; jit equals eager (P kept: %s)', (kept) => withProbsKept(kept, () => {
     const c: Case = { b: 1, t: 6, s: 6, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 3 };
     const xs = [0, 1, 2].map((i) => operands({ ...c, seed: 10 + i }));
     const stack = (j: number) => np.stack(xs.map((x) => x[j]));
@@ -261,6 +261,24 @@ describe('fused attention on the systolic backend', () => {
     const [q, k, v] = xs[0];
     expect([...f32(jit(f)(q, k, v))]).toEqual([...f32(f(q, k, v))]);
     expect([...f32(jit(grad(gl))(q, k, v))]).toEqual([...f32(grad(gl)(q, k, v))]);
+  }));
+
+  it('P is kept up to saveProbsMaxElements elements (B N T S) inclusive, recomputed past it', () => {
+    const c: Case = { b: 2, t: 5, s: 5, k: 1, g: 3, h: 4, causal: true, dtype: 'float32', seed: 4 };
+    const [q, k, v] = operands(c);
+    const el = 2 * 3 * 5 * 5; // B N T S
+    const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
+    const kept = (limit: number): boolean => {
+      const was = attentionOptions.saveProbsMaxElements;
+      attentionOptions.saveProbsMaxElements = limit;
+      try {
+        return /save_?[Pp]robs=True|saveProbs: ?true/.test(String(makeJaxpr(grad(gl))(q, k, v)));
+      } finally {
+        attentionOptions.saveProbsMaxElements = was;
+      }
+    };
+    expect(kept(el)).toBe(true);
+    expect(kept(el - 1)).toBe(false);
   });
 
   it('1 and 2 threads give bit-identical results, and the worker thread computes items', () => {
@@ -726,7 +744,7 @@ describe('fused attention with a mask', () => {
     }
   });
 
-  it('vmap over a batched mask equals a loop (mask batch 1 or B, mapped or not); jit equals eager', () => {
+  it.each([true, false])('vmap over a batched mask equals a loop (mask batch 1 or B, mapped or not); jit equals eager (P kept: %s)', (kept) => withProbsKept(kept, () => {
     const c: Case = { b: 2, t: 9, s: 9, k: 1, g: 2, h: 5, causal: true, dtype: 'float32', seed: 6 };
     const xs = [0, 1, 2].map((i) => operands({ ...c, seed: 20 + i }));
     const stack = (j: number) => np.stack(xs.map((x) => x[j]));
@@ -750,7 +768,7 @@ describe('fused attention with a mask', () => {
       const eg = grad(gl, { argnums: [0, 1, 2] })(q, k, v, masks[0]) as Array[];
       jg.forEach((g, j) => expect([...f32(g)]).toEqual([...f32(eg[j])]));
     }
-  });
+  }));
 
   it('1 and 2 threads give bit-identical results with a mask', () => {
     const c: Case = { b: 3, t: 37, s: 37, k: 2, g: 2, h: 12, causal: true, dtype: 'bfloat16', seed: 8 };

@@ -13,7 +13,7 @@
  *   [sp, QB] (QB query rows at a time, so the backward's scratch does not grow with T)
  * - `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[sp, rows] B[t0.., hp] for one chunk
  *   (dS^T Q, P^T dO), chunk after chunk in query order
- * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg)`: one row: logits = s * scale over
+ * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg, keep)`: one row: logits = s * scale over
  *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
  *   max and sum written at mlOut (`lseRows` forms the logsumexp).
  * - `lseRows(src, dst, n)`: dst[i] = max + log(sum) (f32) for the n (max, sum) pairs at src.
