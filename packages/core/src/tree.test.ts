@@ -3,15 +3,19 @@ import { describe, expect, it } from 'vitest';
 import * as tree from './tree';
 
 const leafArb = fc.oneof(fc.integer(), fc.string({ maxLength: 3 }), fc.boolean());
-const treeArb: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
-  node: fc.oneof(
-    { depthSize: 'small', withCrossShrink: true },
-    leafArb,
-    fc.constant(null),
-    fc.array(tie('node'), { maxLength: 3 }),
-    fc.dictionary(fc.string({ minLength: 1, maxLength: 3 }), tie('node'), { maxKeys: 3 }),
-  ),
-})).node;
+/** Trees of leaves, nulls, lists and dicts, plus nodes that `extra` builds from two subtrees. */
+const treesWith = (...extra: ((node: fc.Arbitrary<unknown>) => fc.Arbitrary<unknown>)[]): fc.Arbitrary<unknown> =>
+  fc.letrec((tie) => ({
+    node: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      leafArb,
+      fc.constant(null),
+      fc.array(tie('node'), { maxLength: 3 }),
+      fc.dictionary(fc.string({ minLength: 1, maxLength: 3 }), tie('node'), { maxKeys: 3 }),
+      ...extra.map((x) => x(tie('node'))),
+    ),
+  })).node;
+const treeArb = treesWith();
 
 describe('tree', () => {
   it('flatten then unflatten is identity', () => {
@@ -29,17 +33,10 @@ describe('tree', () => {
       constructor(readonly x: unknown, readonly y: unknown) {}
     }
     tree.registerNode(Box, (b) => [[b.x, b.y], null], (_aux, [x, y]) => new Box(x, y), { keys: () => ['x', 'y'] });
-    const richArb: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
-      node: fc.oneof(
-        { depthSize: 'small', withCrossShrink: true },
-        leafArb,
-        fc.constant(null),
-        fc.array(tie('node'), { maxLength: 3 }),
-        fc.dictionary(fc.string({ minLength: 1, maxLength: 3 }), tie('node'), { maxKeys: 3 }),
-        fc.array(fc.tuple(fc.string({ maxLength: 2 }), tie('node')), { maxLength: 3 }).map((es) => new Map(es)),
-        fc.tuple(tie('node'), tie('node')).map(([x, y]) => new Box(x, y)),
-      ),
-    })).node;
+    const richArb = treesWith(
+      (node) => fc.array(fc.tuple(fc.string({ maxLength: 2 }), node), { maxLength: 3 }).map((es) => new Map(es)),
+      (node) => fc.tuple(node, node).map(([x, y]) => new Box(x, y)),
+    );
     const follow = (t: unknown, path: tree.KeyPath): unknown => {
       let node = t;
       for (const e of path) {

@@ -6,8 +6,8 @@ const GEN = 0;
 const DONE = 1;
 const SUM = 2;
 
-// A worker that adds its job's generation to SUM once per job, then reports the job done.
-const SOURCE = `
+/** A test worker's program: the pool's job loop around `job` (JavaScript run once per generation seen). */
+const workerLoop = (job: string): string => `
 const { workerData } = require('node:worker_threads');
 const c = new Int32Array(workerData.control);
 let seen = workerData.start;
@@ -15,10 +15,13 @@ for (;;) {
   ${idleWaitSource(GEN)}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  Atomics.add(c, ${SUM}, seen);
-  Atomics.store(c, ${DONE}, seen);
-  Atomics.notify(c, ${DONE});
+  ${job}
 }`;
+
+// A worker that adds its job's generation to SUM once per job, then reports the job done.
+const SOURCE = workerLoop(`Atomics.add(c, ${SUM}, seen);
+  Atomics.store(c, ${DONE}, seen);
+  Atomics.notify(c, ${DONE});`);
 
 const OPEN = 3;
 const INSIDE = 4;
@@ -27,18 +30,9 @@ const LOOKED = 6; // the last generation the worker looked at (joined or left al
 const SLOTS = 8;
 
 // A worker under the join protocol: inside a job it joined, it adds the job's generation to SUM, then naps NAP ms.
-const JOINING = `
-const { workerData } = require('node:worker_threads');
-const c = new Int32Array(workerData.control);
-let seen = workerData.start;
-for (;;) {
-  ${idleWaitSource(GEN)}
-  seen = Atomics.load(c, ${GEN});
-  if (seen < 0) break;
-  ${joinSource(OPEN, INSIDE, 'true', `Atomics.add(c, ${SUM}, seen); Atomics.notify(c, ${SUM}); if (c[${NAP}] > 0) Atomics.wait(c, ${SLOTS - 1}, 0, c[${NAP}]);`)}
+const JOINING = workerLoop(`${joinSource(OPEN, INSIDE, 'true', `Atomics.add(c, ${SUM}, seen); Atomics.notify(c, ${SUM}); if (c[${NAP}] > 0) Atomics.wait(c, ${SLOTS - 1}, 0, c[${NAP}]);`)}
   Atomics.store(c, ${LOOKED}, seen);
-  Atomics.notify(c, ${LOOKED});
-}`;
+  Atomics.notify(c, ${LOOKED});`);
 
 describe('WorkerPool', () => {
   const before = getWorkerIdleSpinMicros();
