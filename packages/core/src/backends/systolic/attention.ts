@@ -43,7 +43,7 @@ import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { endWorkers, idleWaitSource, WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
 import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
@@ -69,19 +69,8 @@ const SPIN = 4000;
 /** Between jobs: poll the generation a while (off unless set), then sleep (see idleWaitSource). */
 const IDLE_WAIT = idleWaitSource(GEN);
 
-const WORKER_SOURCE = `
-const { workerData } = require('node:worker_threads');
-const { control, id, start, memory } = workerData;
-const c = new Int32Array(control);
-let inst = null, modId = -1, seen = start;
-for (;;) {
-  ${IDLE_WAIT}
-  seen = Atomics.load(c, ${GEN});
-  if (seen < 0) break;
-  while (Atomics.load(c, ${HOLD}) === 1) Atomics.wait(c, ${HOLD}, 1);
-  Atomics.add(c, ${INSIDE}, 1);
-  // A job already closed (its items all computed by the time this worker woke) is left alone.
-  if (Atomics.load(c, ${OPEN}) === seen && id < c[${ACTIVE}] && Atomics.load(c, ${NEXT}) < c[${ITEMS}]) {
+/** A worker's part of a job it joined: build the job's module when it changed, then take items until none are left. */
+const ATTENTION_JOB = `
     let run = null;
     try {
       if (c[${MOD_ID}] !== modId) {
@@ -109,9 +98,21 @@ for (;;) {
       Atomics.notify(c, ${DONE});
     }
     Atomics.add(c, ${WORKER_ITEMS}, done);
-  }
-  Atomics.sub(c, ${INSIDE}, 1);
-  Atomics.notify(c, ${INSIDE});
+`;
+
+const WORKER_SOURCE = `
+const { workerData } = require('node:worker_threads');
+const { control, id, start, memory } = workerData;
+const c = new Int32Array(control);
+let inst = null, modId = -1, seen = start;
+for (;;) {
+  ${IDLE_WAIT}
+  seen = Atomics.load(c, ${GEN});
+  if (seen < 0) break;
+  while (Atomics.load(c, ${HOLD}) === 1) Atomics.wait(c, ${HOLD}, 1);
+  // (core's join protocol: a job already closed, its items all computed by the time this worker
+  // woke, is left alone; a worker inside is waited for)
+  ${joinSource(OPEN, INSIDE, `id < c[${ACTIVE}] && Atomics.load(c, ${NEXT}) < c[${ITEMS}]`, ATTENTION_JOB)}
 }
 `;
 
@@ -223,7 +224,7 @@ class Arena {
     Atomics.store(c, NEXT, 0);
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
-    Atomics.store(c, OPEN, Atomics.load(c, GEN) + 1);
+    pool.openJob(OPEN);
     if (attentionTesting.holdWorkers !== (c[HOLD] === 1)) {
       Atomics.store(c, HOLD, attentionTesting.holdWorkers ? 1 : 0);
       Atomics.notify(c, HOLD);
@@ -245,8 +246,7 @@ class Arena {
     // worker waking only now (its core busy elsewhere) leaves at once instead of being waited
     // for; wait for the workers inside to leave before the control block and the region are reused.
     pool.waitFor(DONE, items);
-    Atomics.store(c, OPEN, 0);
-    pool.waitForZero(INSIDE);
+    pool.closeJob(OPEN, INSIDE);
     pool.finished();
     if (failure !== null) throw failure;
     if (Atomics.load(c, ERR) !== 0) throw new Error('dot_product_attention (systolic): a worker thread failed');
