@@ -531,7 +531,7 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
   }
   const rows = p.B * p.N * p.T;
   const outs = lse === null ? [out] : probs === null ? [out, lse] : [out, lse, probs];
-  const job: Job = { p, params: lse === null ? { ...params, saveProbs: false } : params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: false, ins: [q.data, k.data, v.data], bfIns: 3, outs };
+  const job: Job = { p, params: lse === null && params.saveProbs === true ? { ...params, saveProbs: false } : params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: false, ins: [q.data, k.data, v.data], bfIns: 3, outs };
   runJob(job, [q.data.length, k.data.length, v.data.length, q.data.length, rows, ...(probs === null ? [] : [probs.length])], host);
 }
 
