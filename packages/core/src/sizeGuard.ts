@@ -9,6 +9,7 @@
  * JS values, and the fused random samplers. The limit is `TPUKIT_MAX_ARRAY_BYTES` (a byte count,
  * optionally with a KiB/MiB/GiB/TiB suffix) when set, else 4 GiB; `setMaxArrayBytes` changes it.
  */
+import { envVar } from './env';
 import { showValue } from './describe';
 import { type DType, itemsize } from './dtype';
 
@@ -30,7 +31,7 @@ export function parseBytes(text: string, what: string): number {
 let limit: number | undefined;
 
 function fromEnv(): number {
-  const env = typeof process !== 'undefined' ? process.env?.TPUKIT_MAX_ARRAY_BYTES : undefined;
+  const env = envVar('TPUKIT_MAX_ARRAY_BYTES');
   return env === undefined || env === '' ? DEFAULT_MAX_ARRAY_BYTES : parseBytes(env, 'TPUKIT_MAX_ARRAY_BYTES');
 }
 

@@ -3,7 +3,9 @@
  * (same results, op by op, plain debugging; nothing is traced, cached or counted). Also set by
  * the environment variable `TPUKIT_DISABLE_JIT=1` at load time.
  */
-let disabled = typeof process !== 'undefined' && process.env?.TPUKIT_DISABLE_JIT === '1';
+import { envSwitch } from '../env';
+
+let disabled = envSwitch('TPUKIT_DISABLE_JIT', false);
 
 export function isJitDisabled(): boolean {
   return disabled;
