@@ -47,6 +47,8 @@ export interface DonationPlan {
   readonly unusable: readonly number[];
   /** JAX's warning for unusable donations, or null. */
   readonly warning: string | null;
+  /** How messages name donated flat input `j`: the caller's label (e.g. "argument 0 (params) leaf 3"), else `input j`. */
+  readonly describe: (j: number) => string;
 }
 
 const sameType = (a: HloInstruction, b: HloInstruction): boolean =>
@@ -87,7 +89,8 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
   const inPlace = new Map<number, number>();
   const inPlaceTuple = new Map<number, Map<number, number>>();
   const unusable: number[] = [];
-  if (donated.length === 0) return { outputToParam, inPlace, inPlaceTuple, unusable, warning: null };
+  const describe = (j: number): string => labels[donated.indexOf(j)] ?? `input ${j}`;
+  if (donated.length === 0) return { outputToParam, inPlace, inPlaceTuple, unusable, warning: null, describe };
   const ba = assignBuffers(c, donated);
   const pos = new Map(c.instructions.map((i, k) => [i, k]));
   const taken = new Set<number>();
@@ -161,9 +164,9 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
     }
   }
   const warning = unusable.length
-    ? `jit(${name}): Some donated buffers were not usable: ${unusable.map((j) => `${labels[donated.indexOf(j)] ?? `input ${j}`} ${typeStr(c.params[j])}`).join(', ')} (no output of the same shape and dtype can take them; they are not deleted)`
+    ? `jit(${name}): Some donated buffers were not usable: ${unusable.map((j) => `${describe(j)} ${typeStr(c.params[j])}`).join(', ')} (no output of the same shape and dtype can take them; they are not deleted)`
     : null;
-  return { outputToParam, inPlace, inPlaceTuple, unusable, warning };
+  return { outputToParam, inPlace, inPlaceTuple, unusable, warning, describe };
 }
 
 /**

@@ -308,7 +308,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       if (k > at || a.isDeleted()) continue;
       const r = wasmProgram?.residents.find((x) => x.param === j);
       const written = r !== undefined ? a._buf === r.view : hostStorage(a) !== null;
-      if (written) a._markDeleted(`jit(${name}) threw (${e instanceof Error ? e.message : String(e)}) after writing over its donated input ${j}, which now holds part of that call's update; it is deleted so that a retry does not apply the update twice`, false);
+      if (written) a._markDeleted(`jit(${name}) threw (${e instanceof Error ? e.message : String(e)}) after writing over its donated ${donor!.plan.describe(j)}, which now holds part of that call's update; it is deleted so that a retry does not apply the update twice`, false);
     }
   };
   // Profiler records (see profile.ts): made on the first profiled call, one per step plus the call.
