@@ -16,7 +16,7 @@ import { lowerJaxpr } from './lower';
 import { emptyPassStats, optimize, type PassStats, type PipelineOptions } from './pipeline';
 import { toStableHlo } from './stablehlo';
 import { moduleText } from './text';
-import { envVar } from './env';
+import { envVar } from '@tpukit/core/internal';
 
 /**
  * Pipeline defaults the environment sets, read at each compile (for A/B runs): TPUKIT_ONEHOT=0

@@ -9,7 +9,7 @@
  * per step, allocated once); timing a call only adds to them. `profile.report()` prints the
  * breakdown by category (dot, fusion kinds, primitives) and the most expensive instructions.
  */
-import { envVar } from './env';
+import { envVar } from '@tpukit/core/internal';
 import type { HloInstruction } from './hlo';
 
 export interface ProfileRecord {

@@ -77,10 +77,15 @@ export function holdWorkers(on: boolean): Int32Array | null {
  * A worker's record of when it woke (or its poll saw a job): epoch milliseconds into its slot of
  * the pool's `wakeStamps` (a view made once per worker), for `poolJobTimes`' wake-up latency.
  */
-const WAKE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[workerData.id] = performance.timeOrigin + performance.now();`;
+const WAKE_STAMP = stampSource('workerData.id');
+
+/** A worker's epoch-ms stamp into slot `slot` (JavaScript expression) of its pool's `wakeStamps`. */
+function stampSource(slot: string): string {
+  return `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[${slot}] = performance.timeOrigin + performance.now();`;
+}
 
 /** When a worker leaves a job it joined (slot MAX_THREADS + id of the same stamps), for `poolJobTimes.byPool[name].lateMs`. */
-const LEAVE_STAMP = `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[${MAX_THREADS} + workerData.id] = performance.timeOrigin + performance.now();`;
+const LEAVE_STAMP = stampSource(`${MAX_THREADS} + workerData.id`);
 
 /**
  * A worker's part of one job under the join protocol every pool uses (JavaScript source, inside

@@ -49,7 +49,7 @@ import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
 import { type FusionPlan, type KernelAddresses, PARALLEL_WORK, type ParamSource } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
-import { envVar } from '../env';
+import { envVar } from '@tpukit/core/internal';
 
 let enabled = true;
 

@@ -43,7 +43,7 @@ import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, holdWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
 import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
@@ -63,7 +63,6 @@ const WORKER_ITEMS = 10; // items the workers computed, all jobs
 const DESC_AT = 11; // the job's descriptor (byte address)
 const OPEN = 12; // the generation of the job workers may still join (0 once closed)
 const INSIDE = 13; // workers between joining a job and leaving it
-const HOLD = 14; // tests only (`attentionTesting.holdWorkers`): a woken worker waits while this is 1
 const SPIN = 4000;
 
 /** Between jobs: poll the generation a while (off unless set), then sleep (see idleWaitSource). */
@@ -109,7 +108,6 @@ for (;;) {
   ${IDLE_WAIT}
   seen = Atomics.load(c, ${GEN});
   if (seen < 0) break;
-  while (Atomics.load(c, ${HOLD}) === 1) Atomics.wait(c, ${HOLD}, 1);
   // (core's join protocol: a job already closed, its items all computed by the time this worker
   // woke, is left alone; a worker inside is waited for)
   ${joinSource(OPEN, INSIDE, `id < c[${ACTIVE}] && Atomics.load(c, ${NEXT}) < c[${ITEMS}]`, ATTENTION_JOB)}
@@ -225,9 +223,9 @@ class Arena {
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     pool.openJob(OPEN);
-    if (attentionTesting.holdWorkers !== (c[HOLD] === 1)) {
-      Atomics.store(c, HOLD, attentionTesting.holdWorkers ? 1 : 0);
-      Atomics.notify(c, HOLD);
+    if (attentionTesting.holdWorkers !== hookHolds) {
+      hookHolds = attentionTesting.holdWorkers;
+      holdWorkers(hookHolds); // (core's hold: woken workers wait before they look at a job)
     }
     pool.wake();
     stats.pooled++;
@@ -324,6 +322,9 @@ export function attentionStats(): { jobs: number; pooled: number; workerItems: n
 }
 /** Jobs, pooled jobs, bytes of operands and results read or written in place (in the backend's memory) or copied in or out, and jobs moved to the own memory. */
 const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0, ownMemoryFallbacks: 0 };
+
+/** Whether `attentionTesting.holdWorkers` last turned core's `holdWorkers` on (applied when a pooled job starts). */
+let hookHolds = false;
 
 /**
  * For tests: with `callerTakesItems` false, the calling thread of a pooled job takes no items and
