@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels, setZeroCopyDots } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
 import { colRowBlocks, getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
+import { getColumnParallelWork, PARALLEL_WORK, setColumnParallelWork } from '../src/wasm/fusionPlan';
 import { compileBoth, type Fn } from './wasmCompare';
 
 /** `expectAllclose`, with equal infinities counting as equal. */
@@ -302,7 +303,9 @@ describe('fallback to the JavaScript kernels', () => {
 
 describe('threads and the arena', () => {
   it('results do not depend on the thread count', () => {
-    // Rows wider than COL_CHUNK (1024), so that column reductions have several items (the last one ending in a partial vector).
+    // Rows wider than COL_CHUNK (1024), so that column reductions have several spans (the last one ending in a partial vector), on threads.
+    const threshold = getColumnParallelWork();
+    setColumnParallelWork(PARALLEL_WORK);
     const x = rand([129, 2101], 5);
     const b = rand([2101], 6);
     const other = rand([129, 2101], 7);
@@ -329,7 +332,62 @@ describe('threads and the arena', () => {
       expectAllclose(np.array(out[0]).reshape(f(x, b).shape), f(x, b), { rtol: 1e-5, atol: 1e-5 });
     }
     setKernelThreads(null);
+    setColumnParallelWork(threshold);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(8);
+  });
+
+  it('column reductions on any thread count: each column summed over its rows in order in float64, rounded once (property)', () => {
+    // Rows of up to ~1.2k columns (several narrow items, spans split between threads, partial
+    // vectors at a row's end), enough rows to run on threads; sum or max, with a fused product
+    // by a broadcast weight; [K, A, L] reduced over axes 0 and 1, or over axis 0 only (A groups
+    // of L columns: the weight runs along L only, so the kernel's rows are L columns wide).
+    const before = poolStats().parallelJobs;
+    // Column reductions of any size past PARALLEL_WORK on threads (the default threshold is higher).
+    const threshold = getColumnParallelWork();
+    setColumnParallelWork(PARALLEL_WORK);
+    fc.assert(
+      fc.property(
+        fc.record({ K: fc.integer({ min: 1, max: 700 }), A: fc.constantFrom(1, 1, 2, 3), L: fc.oneof(fc.integer({ min: 1, max: 300 }), fc.integer({ min: 1000, max: 1200 })), max: fc.boolean(), groups: fc.boolean(), seed: fc.integer({ min: 1, max: 10000 }) }),
+        ({ K, A, L, max, groups, seed }) => {
+          const shape = [K, A, L];
+          const x = rand(shape, seed);
+          const c = rand([L], seed + 1);
+          const axis = groups ? 0 : [0, 1];
+          const f: Fn = (a, w) => (max ? np.max(np.multiply(a, w), { axis }) : np.sum(np.multiply(a, w), { axis }));
+          const { wasm } = compileBoth(f, [x, c]);
+          expect(wasm.stats.wasmKernels).toBe(1);
+          const xs = x.dataSync();
+          const cs = c.dataSync();
+          const G = groups ? A : 1;
+          const rows = groups ? K : K * A;
+          const want = new Float32Array(G * L);
+          for (let g = 0; g < G; g++)
+            for (let j = 0; j < L; j++) {
+              let acc = max ? -Infinity : 0;
+              for (let k = 0; k < rows; k++) {
+                const v = Math.fround(xs[(k * G + g) * L + j] * cs[j]);
+                acc = max ? Math.max(acc, v) : acc + v;
+              }
+              want[g * L + j] = acc;
+            }
+          for (const t of [1, 2, 3]) {
+            setKernelThreads(1);
+            wasm.call([rand(shape, seed + 2), c]);
+            setKernelThreads(t);
+            expect(wasm.call([x, c])[0].dataSync()).toEqual(want);
+          }
+          setKernelThreads(null);
+        },
+      ),
+      { numRuns: 40, examples: [[{ K: 700, A: 3, L: 128, max: false, seed: 3, groups: false }], [{ K: 600, A: 2, L: 1100, max: false, seed: 5, groups: true }], [{ K: 700, A: 3, L: 130, max: true, seed: 4, groups: true }]] },
+    );
+    setColumnParallelWork(threshold);
+    if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
+  });
+
+  it('setColumnParallelWork rejects bad thresholds', () => {
+    expect(() => setColumnParallelWork(0)).toThrow(/setColumnParallelWork: work must be a positive integer; got 0/);
+    expect(() => setColumnParallelWork(1.5)).toThrow(/got 1\.5/);
   });
 
   it('setColumnRowBlocks rejects bad limits', () => {

@@ -1,7 +1,9 @@
 /**
  * Column reductions (reduced axes leading): work items are (group of L output columns, chunk
- * of COL_CHUNK columns); each chunk accumulates in a float64 scratch row over the K reduced
- * rows in order, then rounds to float32 once.
+ * of COL_ITEM columns); a kernel call sums each run of consecutive items of one group (at most
+ * COL_CHUNK columns) as one span: a float64 scratch row accumulates over the K reduced rows in
+ * order, then rounds to float32 once. Each column is summed the same way whatever the span, so
+ * how the pool hands items to threads never changes a result.
  *
  * Split by rows (`plan.rowBlocks` = B > 1, opt-in: `setColumnRowBlocks` in emitKernel.ts): items
  * [0, items) are (group, chunk, block of ceil(K / B) rows), each summing its rows in order into
@@ -13,11 +15,12 @@
 import { wasm } from '@tpukit/core/internal';
 import type { E } from './vecBuilder';
 import type { KernelScope } from './kernelScope';
+import { COL_CHUNK } from './fusionPlan';
 
 const { OP, SIMD } = wasm;
 
 export function columnReduceKernel(k: KernelScope): void {
-  const { f, b, plan, at, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, columns, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
+  const { f, b, plan, at, lo, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, columns, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
   const init = plan.isMax ? -Infinity : 0;
   // Column reduction: scratch[blk][g*W + j] (float64) accumulates over the block's reduced rows.
   const G = plan.groups;
@@ -122,13 +125,29 @@ export function columnReduceKernel(k: KernelScope): void {
     f.op(OP.i32_lt_s).brIf(0);
     f.end();
   };
+  if (!split) {
+    // Items [lo, hi) in spans: the run of consecutive items of one group, at most `span` of
+    // them, is one pass over the K rows (a thread reads its columns of each row front to back;
+    // one thread gets the same spans as before the columns were split into narrow items).
+    const span = Math.max(1, Math.floor(COL_CHUNK / plan.chunk));
+    const e = I();
+    f.get(lo).set(item);
+    f.block().loop();
+    f.get(item).get(hi).op(OP.i32_ge_u).brIf(1);
+    groupChunk(() => void f.get(item));
+    // e = min(hi, item + span, end of g's items); j1 = the span's end column.
+    set(e, () => f.get(item).i32Const(span).op(OP.i32_add));
+    f.get(e).get(hi).op(OP.i32_gt_u).if().get(hi).set(e).end();
+    f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).i32Const(cpr).op(OP.i32_add).tee(sp).op(OP.i32_gt_u).if().get(sp).set(e).end();
+    set(j1, () => f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub).i32Const(plan.chunk).op(OP.i32_mul));
+    f.get(j1).i32Const(L).op(OP.i32_gt_s).if().i32Const(L).set(j1).end();
+    accumulate();
+    writeOut();
+    f.get(e).set(item).br(0);
+    f.end().end();
+    return;
+  }
   forItems(() => {
-    if (!split) {
-      groupChunk(() => void f.get(item));
-      accumulate();
-      writeOut();
-      return;
-    }
     f.get(item).i32Const(plan.items).op(OP.i32_lt_u).if();
     // (group, chunk, block) = item: accumulate the block into its own scratch.
     set(gc, () => f.get(item).i32Const(B).op(OP.i32_div_u));

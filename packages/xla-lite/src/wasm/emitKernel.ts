@@ -35,7 +35,7 @@ import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
-import { type Broadcast, type FusionPlan, iotaPlaceable, type KernelAddresses, minIotaSplit, PARALLEL_WORK } from './fusionPlan';
+import { type Broadcast, COL_CHUNK, COL_ITEM, COL_POOL_COLUMNS, type FusionPlan, iotaPlaceable, type KernelAddresses, minIotaSplit, PARALLEL_WORK } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
@@ -45,14 +45,7 @@ import { envVar } from '@tpukit/core/internal';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
-/**
- * Columns per column-reduction work item (a multiple of 4): wide, so that an item reads whole
- * rows (or 4 KiB of each) front to back; its float64 scratch (8 KiB) stays in L1. Narrow chunks
- * read a few cache lines per row at the row stride, which is slow on a cold input (an in-step call):
- * a sum over f32[2048, 512] fresh from the GEMM took 1.0-1.45 ms with 64-column chunks against
- * 0.25 ms with whole rows (BENCHMARKS.md, "colsum"). Summation order per column is unchanged.
- */
-export const COL_CHUNK = 1024;
+export { COL_CHUNK, COL_ITEM } from './fusionPlan';
 
 /**
  * Column reductions split by rows (opt-in): a reduction with fewer (group, chunk) items than
@@ -158,7 +151,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: kind === 'col' ? COL_CHUNK : CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, minPoolChunk: 1, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -172,11 +165,15 @@ export function planFusion(body: HloComputation): FusionPlan | null {
     plan.K = axes.reduce((a, t) => a * shape[t], 1);
     plan.groups = L === 0 ? 0 : N / L;
     plan.groupWidth = Math.ceil(L / 4) * 4;
-    plan.chunksPerRow = Math.ceil(L / COL_CHUNK);
+    plan.rowBlocks = colRowBlocks(plan.K, plan.groups * Math.ceil(L / COL_CHUNK), plan.work);
+    // Unsplit: narrow items, summed in spans of up to COL_CHUNK columns (columnReduceKernel.ts);
+    // split by rows: one item per COL_CHUNK columns and block.
+    plan.chunk = plan.rowBlocks > 1 ? COL_CHUNK : COL_ITEM;
+    plan.chunksPerRow = Math.ceil(L / plan.chunk);
     const columnItems = plan.groups * plan.chunksPerRow;
-    plan.rowBlocks = colRowBlocks(plan.K, columnItems, plan.work);
     plan.items = columnItems * plan.rowBlocks;
     plan.finalItems = plan.rowBlocks > 1 ? columnItems : 0;
+    plan.minPoolChunk = plan.rowBlocks > 1 ? 1 : Math.ceil(COL_POOL_COLUMNS / COL_ITEM);
     plan.scratchBytes = plan.groups * plan.groupWidth * 8 * plan.rowBlocks;
   }
   return plan;
@@ -207,7 +204,7 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   const scratchThreads = scratchRowBytes === 0 ? 0 : Math.max(1, Math.min(ROW_SCRATCH_THREADS, Math.floor(ROW_SCRATCH_BYTES / scratchRowBytes)));
   return {
     kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, finalItems: 0, rowBlocks: 1, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
-    broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
+    broadcasts, chunk: rs.C, minPoolChunk: 1, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
   };
 }
 

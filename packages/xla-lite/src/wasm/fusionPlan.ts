@@ -3,6 +3,7 @@
  * (emitKernel.ts) and the arena addresses the kernel is emitted for (program.ts). They sit below
  * the emitters (emitKernel.ts, kernelScope.ts and the per-kind kernels), which all read them.
  */
+import { envNumber } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction } from '../hlo';
 import type { RowStructure } from './rowPlan';
 
@@ -44,6 +45,8 @@ export interface FusionPlan {
   broadcasts: Broadcast[];
   /** Columns per work item (loop and column kinds). */
   chunk: number;
+  /** Fewest items the pool hands a thread at a time (`poolChunk`): column reductions take whole spans of columns. */
+  minPoolChunk: number;
   /** Bytes of float64 scratch (column reductions). */
   scratchBytes: number;
   /** Elements of the loop space, weighted for transcendentals (to decide on threads). */
@@ -56,6 +59,56 @@ export interface FusionPlan {
 
 /** Work (loop elements, transcendentals weighted) above which a kernel is split across threads. */
 export const PARALLEL_WORK = 1 << 16;
+
+/**
+ * Columns per column-reduction span (a multiple of COL_ITEM): a kernel call sums each run of
+ * consecutive items of one group, up to this many columns, in one pass over the rows, so that
+ * a thread reads whole rows (or 4 KiB of each) front to back; the span's float64 scratch (8 KiB)
+ * stays in L1. Narrow passes read a few cache lines per row at the row stride, which is slow
+ * on a cold input (an in-step call): a sum over f32[2048, 512] fresh from the GEMM took 1.0-1.45
+ * ms with 64-column items against 0.25 ms with whole rows (BENCHMARKS.md, "colsum").
+ * Summation order per column does not depend on the span.
+ */
+export const COL_CHUNK = 1024;
+/** Columns per column-reduction work item (a multiple of 4 dividing COL_CHUNK): narrow, so that threads can split rows of 128 columns. */
+export const COL_ITEM = 32;
+/** Fewest columns a thread takes from a column reduction at a time (unless that is more than its share): 1 KiB of each row. */
+export const COL_POOL_COLUMNS = 256;
+
+/**
+ * Work above which a column reduction (not split by rows) runs on threads, its spans of columns
+ * split between them (env `TPUKIT_COL_PARALLEL_WORK`, `setColumnParallelWork`). Higher than
+ * PARALLEL_WORK: a column sum streams its input once at a few G elements/s, so the GPT step's
+ * bias-gradient sums (2^18-2^20 elements, 0.06-0.3 ms) are about as long as a sleeping worker's
+ * wake-up (50-130 us mean in the 2t step) plus the pool job's joins, and measured no faster on
+ * two threads (BENCHMARKS.md, "red7"). At 2^22 elements (>= 1 ms) a wake-up is a small part.
+ */
+export const COL_PARALLEL_WORK = 1 << 22;
+let colParallelWork = envNumber('TPUKIT_COL_PARALLEL_WORK', 1, 2 ** 52) ?? COL_PARALLEL_WORK;
+
+/** Sets the work above which column reductions run on threads (`COL_PARALLEL_WORK` by default); applies to executables built afterwards. */
+export function setColumnParallelWork(work: number): void {
+  if (!Number.isInteger(work) || work < 1) throw new RangeError(`setColumnParallelWork: work must be a positive integer; got ${work}`);
+  colParallelWork = work;
+}
+
+export function getColumnParallelWork(): number {
+  return colParallelWork;
+}
+
+/** Whether a kernel of `plan` is worth running on threads: several items and enough work (column reductions: `setColumnParallelWork`). */
+export function runsOnThreads(plan: FusionPlan): boolean {
+  return plan.items >= 2 && plan.work >= (plan.kind === 'col' && plan.rowBlocks === 1 ? colParallelWork : PARALLEL_WORK);
+}
+
+/**
+ * Items per pool chunk for a kernel of `items` items on `threads` threads: about a quarter of a
+ * thread's share (the threads balance by taking chunks from a shared counter), at least
+ * `minChunk` and at most one thread's share.
+ */
+export function poolChunk(items: number, threads: number, minChunk: number): number {
+  return Math.max(1, Math.min(Math.ceil(items / threads), Math.max(minChunk, Math.floor(items / (4 * threads)))));
+}
 
 /**
  * The one iota placement rule of the wasm kernels (both `planFusion` and `planRowFusion` plan by

@@ -46,7 +46,7 @@ import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
-import { type FusionPlan, type KernelAddresses, PARALLEL_WORK, type ParamSource } from './fusionPlan';
+import { type FusionPlan, type KernelAddresses, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
 import { envVar } from '@tpukit/core/internal';
@@ -235,6 +235,8 @@ export interface WasmStep {
   readonly band: { readonly L: number; readonly perRow: number } | null;
   /** Most threads the kernel may use (row kernels: one scratch row set per thread). */
   readonly maxThreads: number;
+  /** Fewest items a thread takes at a time (`poolChunk`). */
+  readonly minChunk: number;
   /** A multi-output fusion's outputs (float32), each copied out when read outside wasm kernels; the step's value is then the list (null where not copied). */
   readonly outputs: readonly { addr: number; n: number; shape: HloInstruction['shape']; copyOut: boolean; view: boolean; res: Resident | null }[] | null;
   /** Result buffers reused call after call when the program pools its copies (one per output; see `poolResults`). */
@@ -520,8 +522,9 @@ export class WasmProgram implements PoolProgram {
         kernel: inst.exports[`k${k}`] as (lo: number, hi: number, thread?: number) => void,
         items: l.plan.items,
         finalItems: l.plan.finalItems,
-        parallel: shared && !mixed && l.plan.items >= 2 && l.plan.work >= PARALLEL_WORK,
+        parallel: shared && !mixed && runsOnThreads(l.plan),
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
+        minChunk: l.plan.minPoolChunk,
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)), res: resOf(q === 0 ? out : l.at.more![q - 1], sh) })) : null,
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!), res: l.inst.isTuple ? null : resOf(out, l.inst.shape) },
@@ -672,8 +675,7 @@ export class WasmProgram implements PoolProgram {
   private items(s: WasmStep): void {
     if (s.items <= 0) return;
     const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
-    const chunk = Math.max(1, Math.floor(s.items / (4 * threads)));
-    if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, chunk, threads, this.name)) s.kernel(0, s.items, 0);
+    if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, poolChunk(s.items, threads, s.minChunk), threads, this.name)) s.kernel(0, s.items, 0);
     if (s.finalItems > 0) s.kernel(s.items, s.items + s.finalItems, 0);
   }
 
