@@ -338,8 +338,8 @@ describe('threads and the arena', () => {
 
   it('column reductions on any thread count: each column summed over its rows in order in float64, rounded once (property)', () => {
     // Rows of up to ~1.2k columns (several narrow items, spans split between threads, partial
-    // vectors at a row's end), enough rows to run on threads; sum or max, with a fused product
-    // by a broadcast weight; [K, A, L] reduced over axes 0 and 1, or over axis 0 only (A groups
+    // vectors at a row's end), enough rows to run on threads, rows added 4 at a time or one at a
+    // time; sum or max, with a fused product by a broadcast weight; [K, A, L] reduced over axes 0 and 1, or over axis 0 only (A groups
     // of L columns: the weight runs along L only, so the kernel's rows are L columns wide).
     const before = poolStats().parallelJobs;
     // Column reductions of any size past PARALLEL_WORK on threads (the default threshold is higher).
@@ -347,11 +347,12 @@ describe('threads and the arena', () => {
     setColumnParallelWork(PARALLEL_WORK);
     fc.assert(
       fc.property(
-        fc.record({ K: fc.integer({ min: 1, max: 700 }), A: fc.constantFrom(1, 1, 2, 3), L: fc.oneof(fc.integer({ min: 1, max: 300 }), fc.integer({ min: 1000, max: 1200 })), max: fc.boolean(), groups: fc.boolean(), seed: fc.integer({ min: 1, max: 10000 }) }),
-        ({ K, A, L, max, groups, seed }) => {
+        fc.record({ K: fc.integer({ min: 1, max: 700 }), A: fc.constantFrom(1, 1, 2, 3), L: fc.oneof(fc.integer({ min: 1, max: 300 }), fc.integer({ min: 1000, max: 1200 })), max: fc.boolean(), groups: fc.boolean(), perRow: fc.boolean(), seed: fc.integer({ min: 1, max: 10000 }) }),
+        ({ K, A, L, max, groups, perRow, seed }) => {
           const shape = [K, A, L];
           const x = rand(shape, seed);
-          const c = rand([L], seed + 1);
+          // The weight runs along the columns, or is one value per row (along the reduced dims).
+          const c = perRow ? rand([K, A, 1], seed + 1) : rand([L], seed + 1);
           const axis = groups ? 0 : [0, 1];
           const f: Fn = (a, w) => (max ? np.max(np.multiply(a, w), { axis }) : np.sum(np.multiply(a, w), { axis }));
           const { wasm } = compileBoth(f, [x, c]);
@@ -365,7 +366,7 @@ describe('threads and the arena', () => {
             for (let j = 0; j < L; j++) {
               let acc = max ? -Infinity : 0;
               for (let k = 0; k < rows; k++) {
-                const v = Math.fround(xs[(k * G + g) * L + j] * cs[j]);
+                const v = Math.fround(xs[(k * G + g) * L + j] * cs[perRow ? k * G + g : j]);
                 acc = max ? Math.max(acc, v) : acc + v;
               }
               want[g * L + j] = acc;
@@ -379,7 +380,7 @@ describe('threads and the arena', () => {
           setKernelThreads(null);
         },
       ),
-      { numRuns: 40, examples: [[{ K: 700, A: 3, L: 128, max: false, seed: 3, groups: false }], [{ K: 600, A: 2, L: 1100, max: false, seed: 5, groups: true }], [{ K: 700, A: 3, L: 130, max: true, seed: 4, groups: true }]] },
+      { numRuns: 40, examples: [[{ K: 700, A: 3, L: 128, max: false, seed: 3, groups: false, perRow: false }], [{ K: 600, A: 2, L: 1100, max: false, seed: 5, groups: true, perRow: false }], [{ K: 700, A: 3, L: 130, max: true, seed: 4, groups: true, perRow: true }]] },
     );
     setColumnParallelWork(threshold);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
