@@ -18,7 +18,7 @@ export { jit, lower, type XlaJitOptions, type XlaJitted } from './jit';
 export type { PassStats, PipelineOptions } from './pipeline';
 export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads } from './wasm/pool';
 export { getColumnRowBlocks, setColumnRowBlocks } from './wasm/emitKernel';
-export { getColumnParallelWork, setColumnParallelWork } from './wasm/fusionPlan';
+export { getColumnParallelWork, getParallelWork, setColumnParallelWork, setParallelWork } from './wasm/fusionPlan';
 export { arenaTraffic, epilogueBandsEnabled, setEpilogueBands, setWasmKernels, setZeroCopyDots, wasmKernelsEnabled, zeroCopyDotsEnabled } from './wasm/program';
 export { GSPMDSharding, HloSharding } from './spmd/hloSharding';
 export { type ShardingOptions, SpmdCompiled, SpmdLowered, type SpmdSpec } from './spmd/spmdJit';

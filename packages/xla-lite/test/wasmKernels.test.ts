@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels, setZeroCopyDots } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
 import { colRowBlocks, getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
-import { getColumnParallelWork, PARALLEL_WORK, setColumnParallelWork } from '../src/wasm/fusionPlan';
+import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 import { compileBoth, type Fn } from './wasmCompare';
 
 /** `expectAllclose`, with equal infinities counting as equal. */
@@ -386,9 +386,11 @@ describe('threads and the arena', () => {
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
   });
 
-  it('setColumnParallelWork rejects bad thresholds', () => {
-    expect(() => setColumnParallelWork(0)).toThrow(/setColumnParallelWork: work must be a positive integer; got 0/);
+  it('setColumnParallelWork and setParallelWork reject bad thresholds', () => {
+    expect(() => setColumnParallelWork(0)).toThrow(/setColumnParallelWork: work must be a positive integer or Infinity; got 0/);
     expect(() => setColumnParallelWork(1.5)).toThrow(/got 1\.5/);
+    expect(() => setParallelWork(1000)).toThrow(/setParallelWork: work must be an integer >= 65536; got 1000/);
+    expect(() => setParallelWork(Number.NaN)).toThrow(/got NaN/);
   });
 
   it('setColumnRowBlocks rejects bad limits', () => {
@@ -402,6 +404,9 @@ describe('threads and the arena', () => {
     let split = 0;
     const limit = getColumnRowBlocks();
     setColumnRowBlocks(4);
+    // Split reductions of any size past PARALLEL_WORK on threads (the default threshold is higher).
+    const threshold = getParallelWork();
+    setParallelWork(PARALLEL_WORK);
     fc.assert(
       fc.property(
         fc.record({ K1: fc.integer({ min: 1, max: 1500 }), K2: fc.constantFrom(1, 1, 2, 3), L: fc.integer({ min: 1, max: 70 }), max: fc.boolean(), seed: fc.integer({ min: 1, max: 10000 }) }),
@@ -444,6 +449,7 @@ describe('threads and the arena', () => {
       { numRuns: 40, examples: [[{ K1: 1025, K2: 1, L: 67, max: false, seed: 3 }], [{ K1: 700, K2: 3, L: 33, max: true, seed: 4 }]] },
     );
     setColumnRowBlocks(limit);
+    setParallelWork(threshold);
     expect(split).toBeGreaterThan(0);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
   });

@@ -7,7 +7,8 @@
 import { type Array, grad, nn, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Compiled, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setWasmKernels } from '../src/index';
+import { type Compiled, getParallelWork, kernelThreadsAvailable, lower, poolStats, setKernelThreads, setParallelWork, setWasmKernels } from '../src/index';
+import { PARALLEL_WORK } from '../src/wasm/fusionPlan';
 import { planRowFusion, ROW_SCRATCH_THREADS } from '../src/wasm/emitKernel';
 import { expectAllclose } from './build';
 import { compileBoth, type Fn } from './wasmCompare';
@@ -149,6 +150,9 @@ describe('row kernels and threads', () => {
     const g = rand([301], 9, 1);
     const b = rand([301], 10, 1);
     const before = poolStats().parallelJobs;
+    // Kernels of this size on threads (the default threshold is higher).
+    const threshold = getParallelWork();
+    setParallelWork(PARALLEL_WORK);
     const fns: [Fn, Array[]][] = [
       [(a) => nn.softmax(a), [x]],
       [layerNorm, [x, g, b]],
@@ -170,6 +174,7 @@ describe('row kernels and threads', () => {
       expectAllclose(np.array(out[0]).reshape(x.shape), f(...args), { rtol: 1e-4, atol: 1e-5 });
     }
     setKernelThreads(null);
+    setParallelWork(threshold);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(6);
   });
 

@@ -57,8 +57,30 @@ export interface FusionPlan {
   scratchThreads: number;
 }
 
-/** Work (loop elements, transcendentals weighted) above which a kernel is split across threads. */
+/** Work (loop elements, transcendentals weighted) below which a kernel never runs on threads (and a column reduction is never split by rows). */
 export const PARALLEL_WORK = 1 << 16;
+
+/**
+ * Work from which a kernel runs on threads by default (env `TPUKIT_PARALLEL_WORK`,
+ * `setParallelWork`). A pool job costs the worker's wake-up, w = 50-130 us mean in the GPT's 2t
+ * step (the kernel pool's worker sleeps through the GEMMs between kernels): the calling thread
+ * starts at once and the worker joins w later, so a kernel of T ms on one thread takes about
+ * (T + w) / 2 on two, a gain only past T = w. 2^18 work is ~0.1-0.2 ms of loop or row kernel
+ * (0.4-0.8 ns per unit here); the GPT's Adam updates of 2^16 elements took 0.05 ms each on one
+ * thread and 0.06 on two (BENCHMARKS.md, "red7").
+ */
+export const THREAD_WORK = 1 << 18;
+let threadWork = envNumber('TPUKIT_PARALLEL_WORK', PARALLEL_WORK, 2 ** 52) ?? THREAD_WORK;
+
+/** Sets the work from which kernels run on threads (THREAD_WORK by default; at least PARALLEL_WORK); applies to executables built afterwards. */
+export function setParallelWork(work: number): void {
+  if (!Number.isInteger(work) || work < PARALLEL_WORK) throw new RangeError(`setParallelWork: work must be an integer >= ${PARALLEL_WORK}; got ${work}`);
+  threadWork = work;
+}
+
+export function getParallelWork(): number {
+  return threadWork;
+}
 
 /**
  * Columns per column-reduction span (a multiple of COL_ITEM): a kernel call sums each run of
@@ -76,19 +98,20 @@ export const COL_ITEM = 32;
 export const COL_POOL_COLUMNS = 256;
 
 /**
- * Work above which a column reduction (not split by rows) runs on threads, its spans of columns
- * split between them (env `TPUKIT_COL_PARALLEL_WORK`, `setColumnParallelWork`). Higher than
- * PARALLEL_WORK: a column sum streams its input once at a few G elements/s, so the GPT step's
- * bias-gradient sums (2^18-2^20 elements, 0.06-0.3 ms) are about as long as a sleeping worker's
- * wake-up (50-130 us mean in the 2t step) plus the pool job's joins, and measured no faster on
- * two threads (BENCHMARKS.md, "red7"). At 2^22 elements (>= 1 ms) a wake-up is a small part.
+ * Work from which a column reduction (not split by rows) runs on threads, its spans of columns
+ * split between them (env `TPUKIT_COL_PARALLEL_WORK`, `setColumnParallelWork`); off (infinite)
+ * by default. Split by columns, each thread reads part of every row, and such passes over an
+ * input fresh from a GEMM are slow (a sum over f32[2048, 512] took 0.33 ms as whole rows and
+ * 0.43 ms as two 256-column spans computed by the calling thread alone; "colsum" measured the
+ * same for narrow chunks); and the GPT step's bias-gradient sums (0.06-0.3 ms) are about as long
+ * as a worker's wake-up. Measured slower on two threads at every size tried (BENCHMARKS.md, "red7").
  */
-export const COL_PARALLEL_WORK = 1 << 22;
+export const COL_PARALLEL_WORK = Number.POSITIVE_INFINITY;
 let colParallelWork = envNumber('TPUKIT_COL_PARALLEL_WORK', 1, 2 ** 52) ?? COL_PARALLEL_WORK;
 
-/** Sets the work above which column reductions run on threads (`COL_PARALLEL_WORK` by default); applies to executables built afterwards. */
+/** Sets the work from which column reductions run on threads (off by default: `COL_PARALLEL_WORK`); applies to executables built afterwards. */
 export function setColumnParallelWork(work: number): void {
-  if (!Number.isInteger(work) || work < 1) throw new RangeError(`setColumnParallelWork: work must be a positive integer; got ${work}`);
+  if (work !== Number.POSITIVE_INFINITY && (!Number.isInteger(work) || work < 1)) throw new RangeError(`setColumnParallelWork: work must be a positive integer or Infinity; got ${work}`);
   colParallelWork = work;
 }
 
@@ -96,9 +119,9 @@ export function getColumnParallelWork(): number {
   return colParallelWork;
 }
 
-/** Whether a kernel of `plan` is worth running on threads: several items and enough work (column reductions: `setColumnParallelWork`). */
+/** Whether a kernel of `plan` is worth running on threads: several items and enough work (`setParallelWork`; column reductions not split by rows: `setColumnParallelWork`). */
 export function runsOnThreads(plan: FusionPlan): boolean {
-  return plan.items >= 2 && plan.work >= (plan.kind === 'col' && plan.rowBlocks === 1 ? colParallelWork : PARALLEL_WORK);
+  return plan.items >= 2 && plan.work >= PARALLEL_WORK && plan.work >= (plan.kind === 'col' && plan.rowBlocks === 1 ? colParallelWork : threadWork);
 }
 
 /**
