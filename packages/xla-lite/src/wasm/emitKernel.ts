@@ -20,10 +20,12 @@
  *   sum in float64 (two f64x2 accumulators, i.e. four interleaved float64 partial sums, then
  *   added; this differs from the reference's sequential float64 sum by at most about
  *   K·2^-53·Σ|x| before the final rounding to float32);
- * - column reduction (reduced axes leading): (group of L output columns, chunk of COL_CHUNK columns);
- *   each chunk accumulates in a float64 scratch row over the K reduced rows in order; with few
- *   such items, also (block of rows): each block sums into its own scratch row, and final items
- *   add the blocks in order and write the output (opt-in, `setColumnRowBlocks`).
+ * - column reduction (reduced axes leading): (group of L output columns, chunk of COL_ITEM
+ *   columns); a call's consecutive items of one group (up to COL_CHUNK columns) accumulate as
+ *   one span in a float64 scratch row over the K reduced rows in order; with few column
+ *   chunks, split instead by (chunk of COL_CHUNK columns, block of rows): each block sums into
+ *   its own scratch row, and final items add the blocks in order and write the output (opt-in,
+ *   `setColumnRowBlocks`).
  * - rows (a kRow fusion, `rowPlan.ts`): one row each; per stage, row values splatted, then a
  *   walk of the row computing that stage's full values (those a later stage reads go to the
  *   thread's scratch rows, `k(lo, hi, thread)`), writing outputs and accumulating the next
