@@ -5,11 +5,11 @@
 // (reused across calls and between temporaries) never corrupting arrays already returned.
 import { type Array, nn, np, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels, setZeroCopyDots } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
 import { colRowBlocks, getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
-import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
+import { COL_PARALLEL_WORK, getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork, THREAD_WORK } from '../src/wasm/fusionPlan';
 import { compileBoth, type Fn } from './wasmCompare';
 
 /** `expectAllclose`, with equal infinities counting as equal. */
@@ -302,6 +302,47 @@ describe('fallback to the JavaScript kernels', () => {
 });
 
 describe('threads and the arena', () => {
+  // The thresholds and thread counts the tests below change are global: restored after each test, failing or not.
+  const saved = { work: getParallelWork(), col: getColumnParallelWork(), blocks: getColumnRowBlocks() };
+  afterEach(() => {
+    setKernelThreads(null);
+    setParallelWork(saved.work);
+    setColumnParallelWork(saved.col);
+    setColumnRowBlocks(saved.blocks);
+  });
+
+  it('the thresholds decide which kernels run on threads (job counts)', () => {
+    // A loop kernel of 2^17 elements (between PARALLEL_WORK and THREAD_WORK), and a column sum of 2^18.
+    const x = rand([128, 1024], 11);
+    const y = rand([256, 1024], 12);
+    const loop = compileBoth((a) => np.add(np.multiply(a, a), 1), [x]).wasm;
+    const col = compileBoth((a) => np.sum(np.multiply(a, a), { axis: 0 }), [y]).wasm;
+    const jobs = (c: typeof loop, arg: Array) => {
+      const before = poolStats().parallelJobs;
+      c.call([arg]);
+      return poolStats().parallelJobs - before;
+    };
+    setKernelThreads(2);
+    expect(getParallelWork()).toBe(THREAD_WORK);
+    expect(getColumnParallelWork()).toBe(COL_PARALLEL_WORK);
+    expect(jobs(loop, x)).toBe(0);
+    expect(jobs(col, y)).toBe(0);
+    if (!kernelThreadsAvailable()) return;
+    // Thresholds apply to executables built afterwards.
+    setParallelWork(PARALLEL_WORK);
+    setColumnParallelWork(PARALLEL_WORK);
+    expect(jobs(compileBoth((a) => np.add(np.multiply(a, a), 1), [x]).wasm, x)).toBeGreaterThan(0);
+    expect(jobs(compileBoth((a) => np.sum(np.multiply(a, a), { axis: 0 }), [y]).wasm, y)).toBeGreaterThan(0);
+  });
+
+  it('a column reduction is split by rows only where the split runs on threads', () => {
+    setColumnRowBlocks(4);
+    // [2048, 70] summed over rows: 143,360 work, past PARALLEL_WORK but below the default thread threshold.
+    expect(colRowBlocks(2048, 1, 2048 * 70)).toBe(1);
+    setParallelWork(PARALLEL_WORK);
+    expect(colRowBlocks(2048, 1, 2048 * 70)).toBe(4);
+  });
+
   it('results do not depend on the thread count', () => {
     // Rows wider than COL_CHUNK (1024), so that column reductions have several spans (the last one ending in a partial vector), on threads.
     const threshold = getColumnParallelWork();
@@ -338,8 +379,7 @@ describe('threads and the arena', () => {
 
   it('column reductions on any thread count: each column summed over its rows in order in float64, rounded once (property)', () => {
     // Rows of up to ~1.2k columns (several narrow items, spans split between threads, partial
-    // vectors at a row's end), enough rows to run on threads, rows added 4 at a time or one at a
-    // time; sum or max, with a fused product by a broadcast weight; [K, A, L] reduced over axes 0 and 1, or over axis 0 only (A groups
+    // vectors at a row's end), enough rows to run on threads; sum or max, with a fused product by a broadcast weight; [K, A, L] reduced over axes 0 and 1, or over axis 0 only (A groups
     // of L columns: the weight runs along L only, so the kernel's rows are L columns wide).
     const before = poolStats().parallelJobs;
     // Column reductions of any size past PARALLEL_WORK on threads (the default threshold is higher).
@@ -387,8 +427,10 @@ describe('threads and the arena', () => {
   });
 
   it('setColumnParallelWork and setParallelWork reject bad thresholds', () => {
-    expect(() => setColumnParallelWork(0)).toThrow(/setColumnParallelWork: work must be a positive integer or Infinity; got 0/);
-    expect(() => setColumnParallelWork(1.5)).toThrow(/got 1\.5/);
+    expect(() => setColumnParallelWork(0)).toThrow(/setColumnParallelWork: work must be an integer >= 65536 or Infinity; got 0/);
+    expect(() => setColumnParallelWork(70000.5)).toThrow(/got 70000\.5/);
+    expect(() => setColumnParallelWork(5)).toThrow(/got 5/);
+    expect(() => setColumnParallelWork(Number.NaN)).toThrow(/got NaN/);
     expect(() => setParallelWork(1000)).toThrow(/setParallelWork: work must be an integer >= 65536; got 1000/);
     expect(() => setParallelWork(Number.NaN)).toThrow(/got NaN/);
   });

@@ -153,28 +153,31 @@ describe('row kernels and threads', () => {
     // Kernels of this size on threads (the default threshold is higher).
     const threshold = getParallelWork();
     setParallelWork(PARALLEL_WORK);
-    const fns: [Fn, Array[]][] = [
-      [(a) => nn.softmax(a), [x]],
-      [layerNorm, [x, g, b]],
-      [gradOf(rmsNorm), [x, g]],
-    ];
-    for (const [f, args] of fns) {
-      const { wasm } = compileBoth(f, args);
-      rowFusionsRunAsWasm(wasm);
-      const out: Float32Array[] = [];
-      for (const t of [1, 2, 3]) {
-        // Other data through the arena first (one thread), so a row a thread skipped cannot pass.
-        setKernelThreads(1);
-        wasm.call([other, ...args.slice(1)]);
-        setKernelThreads(t);
-        out.push(wasm.call(args)[0].dataSync() as Float32Array);
+    try {
+      const fns: [Fn, Array[]][] = [
+        [(a) => nn.softmax(a), [x]],
+        [layerNorm, [x, g, b]],
+        [gradOf(rmsNorm), [x, g]],
+      ];
+      for (const [f, args] of fns) {
+        const { wasm } = compileBoth(f, args);
+        rowFusionsRunAsWasm(wasm);
+        const out: Float32Array[] = [];
+        for (const t of [1, 2, 3]) {
+          // Other data through the arena first (one thread), so a row a thread skipped cannot pass.
+          setKernelThreads(1);
+          wasm.call([other, ...args.slice(1)]);
+          setKernelThreads(t);
+          out.push(wasm.call(args)[0].dataSync() as Float32Array);
+        }
+        expect(out[1]).toEqual(out[0]);
+        expect(out[2]).toEqual(out[0]);
+        expectAllclose(np.array(out[0]).reshape(x.shape), f(...args), { rtol: 1e-4, atol: 1e-5 });
       }
-      expect(out[1]).toEqual(out[0]);
-      expect(out[2]).toEqual(out[0]);
-      expectAllclose(np.array(out[0]).reshape(x.shape), f(...args), { rtol: 1e-4, atol: 1e-5 });
+    } finally {
+      setKernelThreads(null);
+      setParallelWork(threshold);
     }
-    setKernelThreads(null);
-    setParallelWork(threshold);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(6);
   });
 

@@ -37,21 +37,22 @@ import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
-import { type Broadcast, COL_CHUNK, COL_ITEM, COL_POOL_COLUMNS, type FusionPlan, iotaPlaceable, type KernelAddresses, minIotaSplit, PARALLEL_WORK } from './fusionPlan';
+import { type Broadcast, COL_CHUNK, COL_ITEM, COL_POOL_COLUMNS, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
 import { rowStructure } from './rowPlan';
 import { rowsKernel } from './rowsKernel';
-import { envVar } from '@tpukit/core/internal';
+import { envNumber } from '@tpukit/core/internal';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
 export { COL_CHUNK, COL_ITEM } from './fusionPlan';
 
 /**
- * Column reductions split by rows (opt-in): a reduction with fewer (group, chunk) items than
- * the block limit, large enough to run on threads (PARALLEL_WORK), is split into at most that
+ * Column reductions split by rows (opt-in): a reduction with fewer (group, span) items (spans
+ * of COL_CHUNK columns) than the block limit, large enough to run on threads (`getParallelWork`:
+ * a split reduction runs on threads from that work, so a smaller one is not split), is split into at most that
  * many blocks of at least COL_BLOCK_ROWS reduced rows each. The block count depends on the shape
  * and the limit only, never on the thread count, and the blocks' float64 sums are added in block
  * order, so results are the same on any number of threads (but not bit-identical to the unsplit
@@ -59,8 +60,7 @@ export { COL_CHUNK, COL_ITEM } from './fusionPlan';
  * took longer on two threads than unsplit (BENCHMARKS.md, "par3").
  */
 export const COL_BLOCK_ROWS = 256;
-const envBlocks = Number(envVar('TPUKIT_COL_ROW_BLOCKS') ?? 1);
-let colBlockLimit = Number.isInteger(envBlocks) && envBlocks >= 1 && envBlocks <= 16 ? envBlocks : 1;
+let colBlockLimit = envNumber('TPUKIT_COL_ROW_BLOCKS', 1, 16) ?? 1;
 
 /** Most row blocks a column reduction is split into (1 = not split, the default; env `TPUKIT_COL_ROW_BLOCKS`); applies to executables built afterwards. */
 export function setColumnRowBlocks(n: number): void {
@@ -72,9 +72,9 @@ export function getColumnRowBlocks(): number {
   return colBlockLimit;
 }
 
-/** Row blocks of a column reduction over K rows with `items` (group, chunk) items and `work` (see setColumnRowBlocks). */
+/** Row blocks of a column reduction over K rows with `items` (group, span) items and `work` (see setColumnRowBlocks). */
 export function colRowBlocks(K: number, items: number, work: number): number {
-  if (items >= colBlockLimit || work < PARALLEL_WORK) return 1;
+  if (items >= colBlockLimit || work < getParallelWork()) return 1;
   return Math.max(1, Math.min(colBlockLimit, Math.floor(K / COL_BLOCK_ROWS)));
 }
 

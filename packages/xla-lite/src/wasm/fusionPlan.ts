@@ -105,13 +105,15 @@ export const COL_POOL_COLUMNS = 256;
  * 0.43 ms as two 256-column spans computed by the calling thread alone; "colsum" measured the
  * same for narrow chunks); and the GPT step's bias-gradient sums (0.06-0.3 ms) are about as long
  * as a worker's wake-up. Measured slower on two threads at every size tried (BENCHMARKS.md, "red7").
+ * The environment variable, when set, is an integer >= PARALLEL_WORK (unset = off); the setter
+ * also takes Infinity (off again).
  */
 export const COL_PARALLEL_WORK = Number.POSITIVE_INFINITY;
-let colParallelWork = envNumber('TPUKIT_COL_PARALLEL_WORK', 1, 2 ** 52) ?? COL_PARALLEL_WORK;
+let colParallelWork = envNumber('TPUKIT_COL_PARALLEL_WORK', PARALLEL_WORK, 2 ** 52) ?? COL_PARALLEL_WORK;
 
-/** Sets the work from which column reductions run on threads (off by default: `COL_PARALLEL_WORK`); applies to executables built afterwards. */
+/** Sets the work from which column reductions run on threads (off by default: `COL_PARALLEL_WORK`; at least PARALLEL_WORK, or Infinity); applies to executables built afterwards. */
 export function setColumnParallelWork(work: number): void {
-  if (work !== Number.POSITIVE_INFINITY && (!Number.isInteger(work) || work < 1)) throw new RangeError(`setColumnParallelWork: work must be a positive integer or Infinity; got ${work}`);
+  if (work !== Number.POSITIVE_INFINITY && (!Number.isInteger(work) || work < PARALLEL_WORK)) throw new RangeError(`setColumnParallelWork: work must be an integer >= ${PARALLEL_WORK} or Infinity; got ${work}`);
   colParallelWork = work;
 }
 
@@ -121,7 +123,7 @@ export function getColumnParallelWork(): number {
 
 /** Whether a kernel of `plan` is worth running on threads: several items and enough work (`setParallelWork`; column reductions not split by rows: `setColumnParallelWork`). */
 export function runsOnThreads(plan: FusionPlan): boolean {
-  return plan.items >= 2 && plan.work >= PARALLEL_WORK && plan.work >= (plan.kind === 'col' && plan.rowBlocks === 1 ? colParallelWork : threadWork);
+  return plan.items >= 2 && plan.work >= (plan.kind === 'col' && plan.rowBlocks === 1 ? colParallelWork : threadWork);
 }
 
 /**
