@@ -32,7 +32,7 @@ import { avalStr } from './jaxpr';
 import { partialEvalCall, type PartialEvalRule, PETracer } from './partialEval';
 import { isUndef, transposeJaxpr, type TransposeRule, UndefPrimal } from './transpose';
 import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
-import { type ArgSig, explainMiss, type FlatCall, flattenCall, isPlain, leafAval, paramNamesOf } from './jitSignature';
+import { type ArgSig, explainMiss, type FlatCall, flattenCall, isPlain, leafAval, paramNamesOf, type SignatureSpec } from './jitSignature';
 import { isJitDisabled } from './disableJit';
 import { hoist } from './controlFlow';
 import { traceFlat } from './tracing';
@@ -459,7 +459,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   const donate = asList(opts.donateArgnums);
   const name = f.name || 'fn';
   const names = paramNamesOf(f);
-  const spec = { fname: name, staticNums, staticNames, names };
+  const spec: SignatureSpec = { fname: name, staticNums, staticNames, names, last: null };
   const warnAfter = opts.warnAfterRecompiles ?? 10;
   const sink: CallSink = { compileMs: [], warn: opts.onWarning ?? ((m: string) => console.warn(m)) };
   const cache = new Map<string, CacheEntry>();
