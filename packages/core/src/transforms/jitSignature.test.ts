@@ -54,7 +54,7 @@ describe("flattenCall's reuse of the last call's signature", () => {
         let prev: unknown[] | null = null;
         for (const [c, repeat] of calls) {
           // (Half the calls repeat the previous call's types with new Arrays: the reuse path.)
-          const args = repeat && prev !== null ? prev.map((a) => tree.map((x: unknown) => (x instanceof ArrayClass ? np.zerosLike(x) : x), a)) : build(c);
+          const args: unknown[] = repeat && prev !== null ? prev.map((a) => tree.map((x: unknown) => (x instanceof ArrayClass ? np.zerosLike(x) : x), a)) : build(c);
           const got = flattenCall(args, s);
           const want = flattenCall(args, spec());
           expect(got.key).toBe(want.key);
