@@ -47,6 +47,8 @@
  * On Linux the bench prints each trainer's CPU time per step by thread group (threadTimes.ts);
  * TPUKIT_POOL_TIMES=1 adds the calling thread's wall time inside worker-pool jobs.
  * GPT_BENCH_WARMUP (default 2) sets the untimed warm-up steps per trainer.
+ * GPT_BENCH_SIZE=tiny runs the same model at V=16 d=8 L=4 H=2 T=8 B=2: the per-call overhead of a
+ * step (with GPT_BENCH_STEPS in the hundreds; ms CPU per step is its number).
  * GPT_BENCH_GC=1 adds, per trainer, the calling thread's GC pauses per step (gcTimes.ts) and each
  * round's background CPU per step in order (a falling series is V8 still optimising JavaScript).
  */
@@ -65,14 +67,25 @@ import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
 import { threadSnapshot, threadTimesAvailable, threadTimesSince, type ThreadGroupTimes } from './threadTimes';
 import { median } from './timing';
 
-const V = 256;
-const D = 128;
+/**
+ * GPT_BENCH_SIZE=tiny: the same model and step at V=16 d=8 L=4 H=2 T=8 B=2 (the same program,
+ * the same instructions and leaves): every kernel takes microseconds, so a step measures the
+ * per-call work around them (jit's signature, the executable's dispatch, arguments and
+ * results). Tokens are the corpus bytes modulo V; the issue's size checks are skipped.
+ */
+const SIZE = process.env.GPT_BENCH_SIZE ?? 'issue';
+if (SIZE !== 'issue' && SIZE !== 'tiny') throw new Error(`bench:gpt: GPT_BENCH_SIZE must be issue or tiny; got ${JSON.stringify(SIZE)}`);
+const TINY = SIZE === 'tiny';
+/** Digits of the per-step milliseconds printed (tiny steps take about a millisecond). */
+const MS_DIGITS = TINY ? 3 : 0;
+const V = TINY ? 16 : 256;
+const D = TINY ? 8 : 128;
 const L = 4;
-const H = 4;
+const H = TINY ? 2 : 4;
 const DH = D / H;
 const F = 4 * D;
-const T = 128;
-const B = 16;
+const T = TINY ? 8 : 128;
+const B = TINY ? 2 : 16;
 const LR = 3e-4;
 const B1 = 0.9;
 const B2 = 0.999;
@@ -172,8 +185,8 @@ function batches(count: number): { x: Int32Array; y: Int32Array }[] {
     for (let b = 0; b < B; b++) {
       const at = next() % (text.length - T - 1);
       for (let t = 0; t < T; t++) {
-        x[b * T + t] = text[at + t];
-        y[b * T + t] = text[at + t + 1];
+        x[b * T + t] = text[at + t] % V;
+        y[b * T + t] = text[at + t + 1] % V;
       }
     }
     return { x, y };
@@ -348,7 +361,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
 /** Checks the model size and counts the matmul FLOPs of tpukit's compiled step; throws on a mismatch. */
 function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>): void {
   const n = Object.values(host.values).reduce((a, v) => a + v.length, 0);
-  if (n !== PARAMS || PARAMS !== 842_496) throw new Error(`bench:gpt: the model has ${n} parameters (configured ${PARAMS}); the issue's model has 842,496`);
+  if (n !== PARAMS || (!TINY && PARAMS !== 842_496)) throw new Error(`bench:gpt: the model has ${n} parameters (configured ${PARAMS}); the issue's model has 842,496`);
   withBackend('systolic', () => {
     const p: TParams = {};
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v).reshape(host.shapes[k]);
@@ -588,12 +601,12 @@ async function main(): Promise<void> {
   trainers.forEach((tr, k) => {
     const x = median(tps[k]);
     const cpu = median(cpuTps[k]);
-    console.log(`    ${tr.name.padEnd(14)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(0)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(0)} ms CPU/step)  CPU-s per wall-s ${median(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
+    console.log(`    ${tr.name.padEnd(14)} ${x.toFixed(0).padStart(6)} tok/s  ${((x * FLOPS_PER_TOKEN) / 1e9).toFixed(1).padStart(5)} GFLOP/s  ${((TOKENS / x) * 1000).toFixed(MS_DIGITS)} ms/step  per CPU-second ${cpu.toFixed(0).padStart(6)} tok (${((TOKENS / cpu) * 1000).toFixed(MS_DIGITS)} ms CPU/step)  CPU-s per wall-s ${median(cpuPerWall[k]).toFixed(2)}  loss after ${at} steps ${losses[k].toFixed(4)}`);
   });
   if (threadTimesAvailable) {
     console.log('  CPU ms per step by thread (median over rounds; waiting for a CPU in brackets): main | worker pools (GEMM, kernels, attention) | V8 and libuv background (concurrent GC, compiler)');
     trainers.forEach((tr, k) => {
-      const m = (f: (g: ThreadGroupTimes) => number): string => (median(groups[k].map(f)) / STEPS).toFixed(0);
+      const m = (f: (g: ThreadGroupTimes) => number): string => (median(groups[k].map(f)) / STEPS).toFixed(MS_DIGITS);
       console.log(`    ${tr.name.padEnd(14)} ${m((g) => g.run.main)} (${m((g) => g.wait.main)}) | ${m((g) => g.run.workers)} (${m((g) => g.wait.workers)}) | ${m((g) => g.run.background)} (${m((g) => g.wait.background)})`);
     });
   }

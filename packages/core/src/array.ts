@@ -121,7 +121,10 @@ export class Array {
 
   /** @internal Use `np.array` / `np.asarray` to make arrays. */
   constructor(aval: ShapedArray, backend: Backend | null, buf: unknown, sharding: Sharding = defaultSharding) {
-    this.aval = { shape: Object.freeze(aval.shape.slice()), dtype: aval.dtype, weakType: aval.weakType };
+    // A frozen shape is shared (nobody can change it), any other is copied and frozen: compiled
+    // programs make hundreds of Arrays per call from the same frozen shapes.
+    const shape = aval.shape;
+    this.aval = { shape: Object.isFrozen(shape) ? shape : Object.freeze(shape.slice()), dtype: aval.dtype, weakType: aval.weakType };
     this._backend = backend;
     this._buf = buf;
     this._sharding = sharding;

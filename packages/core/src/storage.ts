@@ -36,5 +36,5 @@ export function fromStorage(data: StorageArray, shape: Shape, dtype: DType): Arr
   if (data.length !== n) {
     throw new RangeError(`fromStorage: shape ${fmt(shape)} has ${n} elements; got ${data.length} values of ${dtype}`);
   }
-  return Array._fromStorage(data, shape.slice(), dtype);
+  return Array._fromStorage(data, shape, dtype); // (the Array copies the shape, or shares it when frozen)
 }

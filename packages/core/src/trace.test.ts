@@ -48,6 +48,27 @@ describe('evalPrimitiveInto with a memo', () => {
     });
   });
 
+  it("hands out results sharing one frozen shape per memo hit, without touching a shape rule's own list", () => {
+    withBackend('systolic', () => {
+      const memo = intoMemo();
+      const a = mat(2, 3, 0);
+      const b = mat(3, 4, 1);
+      const r1 = evalPrimitiveInto(dot, [a, b], params, new Float32Array(8), memo)!;
+      const r2 = evalPrimitiveInto(dot, [a, b], params, new Float32Array(8), memo)!;
+      expect(r1.shape).toEqual([2, 4]);
+      expect(r2.shape).toBe(r1.shape);
+      expect(Object.isFrozen(r1.shape)).toBe(true);
+      // A rule returning a list it keeps (a program's outAvals): the memo copies, the list stays as it was.
+      const kept = [{ shape: [2, 4], dtype: 'float32' as const, weakType: false }];
+      const keeping = { ...dot, abstractEval: () => kept } as unknown as typeof dot;
+      const m2 = intoMemo();
+      const r3 = evalPrimitiveInto(keeping, [a, b], params, new Float32Array(8), m2)!;
+      expect(r3.shape).toEqual([2, 4]);
+      expect(kept[0].shape).not.toBe(r3.shape);
+      expect(Object.isFrozen(kept[0].shape)).toBe(false);
+    });
+  });
+
   it('checks the destination on every call, memo hit or not, naming the primitive and the sizes', () => {
     withBackend('systolic', () => {
       const memo = intoMemo();

@@ -104,7 +104,12 @@ function outAvalsOf(prim: Primitive, args: Array[], params: unknown, memo: IntoM
   for (let i = 0; hit && i < args.length; i++) hit = sameAval(args[i].aval, memo.avals[i]);
   if (!hit) {
     const avals = args.map((a) => a.aval);
-    memo.outAvals = prim.abstractEval(avals, params);
+    // (Frozen copies of the result shapes: the Arrays made from them per call share them.)
+    // (A new list: a shape rule may return a list it keeps, such as a program's outAvals.)
+    const given = prim.abstractEval(avals, params);
+    const outs: ShapedArray[] = new globalThis.Array(given.length);
+    for (let i = 0; i < given.length; i++) outs[i] = { shape: Object.freeze(given[i].shape.slice()), dtype: given[i].dtype, weakType: given[i].weakType };
+    memo.outAvals = outs;
     memo.avals = avals;
     memo.prim = prim;
     memo.params = params;

@@ -19,8 +19,8 @@ export type KeyPath = readonly KeyEntry[];
 
 interface NodeKind {
   readonly name: string;
-  /** Children and the auxiliary data needed to rebuild the node. */
-  flatten(node: any): { children: unknown[]; keys: KeyEntry[]; aux: unknown };
+  /** Children and the auxiliary data needed to rebuild the node; their keys when `withKeys` (else null: nothing made per child). */
+  flatten(node: any, withKeys: boolean): { children: unknown[]; keys: KeyEntry[] | null; aux: unknown };
   unflatten(aux: unknown, children: unknown[]): unknown;
 }
 
@@ -32,7 +32,8 @@ const registered = new Map<Function, NodeKind>();
 // so each major GC used to send these closures back to TurboFan (BENCHMARKS.md, bgc).
 const listKind: NodeKind = {
   name: 'list',
-  flatten: (n: unknown[]) => {
+  flatten: (n: unknown[], withKeys: boolean) => {
+    if (!withKeys) return { children: n, keys: null, aux: n.length };
     const keys: KeyEntry[] = new globalThis.Array(n.length);
     for (let idx = 0; idx < n.length; idx++) keys[idx] = { kind: 'seq', idx };
     return { children: n, keys, aux: n.length };
@@ -41,13 +42,13 @@ const listKind: NodeKind = {
 };
 const dictKind: NodeKind = {
   name: 'dict',
-  flatten: (n: Record<string, unknown>) => {
+  flatten: (n: Record<string, unknown>, withKeys: boolean) => {
     const ks = Object.keys(n).sort();
     const children: unknown[] = new globalThis.Array(ks.length);
-    const keys: KeyEntry[] = new globalThis.Array(ks.length);
+    const keys: KeyEntry[] | null = withKeys ? new globalThis.Array(ks.length) : null;
     for (let i = 0; i < ks.length; i++) {
       children[i] = n[ks[i]];
-      keys[i] = { kind: 'dict', key: ks[i] };
+      if (keys !== null) keys[i] = { kind: 'dict', key: ks[i] };
     }
     return { children, keys, aux: ks };
   },
@@ -60,13 +61,13 @@ const dictKind: NodeKind = {
 };
 const mapKind: NodeKind = {
   name: 'Map',
-  flatten: (n: Map<unknown, unknown>) => {
+  flatten: (n: Map<unknown, unknown>, withKeys: boolean) => {
     const ks = [...n.keys()];
     const children: unknown[] = new globalThis.Array(ks.length);
-    const keys: KeyEntry[] = new globalThis.Array(ks.length);
+    const keys: KeyEntry[] | null = withKeys ? new globalThis.Array(ks.length) : null;
     for (let i = 0; i < ks.length; i++) {
       children[i] = n.get(ks[i]);
-      keys[i] = { kind: 'map', key: ks[i] };
+      if (keys !== null) keys[i] = { kind: 'map', key: ks[i] };
     }
     return { children, keys, aux: ks };
   },
@@ -96,8 +97,9 @@ export function registerNode<T extends object>(
   if (registered.has(cls)) throw new Error(`tree.registerNode: ${cls.name} is already registered`);
   registered.set(cls, {
     name: cls.name,
-    flatten: (n: T) => {
+    flatten: (n: T, withKeys: boolean) => {
       const [children, aux] = flatten(n);
+      if (!withKeys) return { children, aux, keys: null };
       const names = opts.keys?.(n);
       const keys: KeyEntry[] = new globalThis.Array(children.length);
       for (let i = 0; i < children.length; i++) keys[i] = names ? { kind: 'attr', name: names[i] } : { kind: 'seq', idx: i };
@@ -144,9 +146,12 @@ export class TreeDef {
   }
 
   equals(other: TreeDef): boolean {
-    if (this.kind !== other.kind || this.children.length !== other.children.length) return false;
+    if (this === other) return true;
+    if (this.kind !== other.kind || this.children.length !== other.children.length || this.numLeaves !== other.numLeaves) return false;
     if (this.kind !== null && !auxEqual(this.aux, other.aux)) return false;
-    return this.children.every((c, i) => c.equals(other.children[i]));
+    // (A loop: jit compares a call's structure with the last call's on every call.)
+    for (let i = 0; i < this.children.length; i++) if (!this.children[i].equals(other.children[i])) return false;
+    return true;
   }
 
   toString(): string {
@@ -176,7 +181,11 @@ function rebuild(d: TreeDef, leaves: readonly unknown[], at: { pos: number }): u
 }
 
 function auxEqual(a: unknown, b: unknown): boolean {
-  if (globalThis.Array.isArray(a) && globalThis.Array.isArray(b)) return a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
+  if (globalThis.Array.isArray(a) && globalThis.Array.isArray(b)) {
+    if (a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+    return true;
+  }
   return Object.is(a, b) || JSON.stringify(a) === JSON.stringify(b);
 }
 
@@ -192,32 +201,43 @@ interface Walk {
   paths: KeyEntry[][] | null;
   /** The container nodes from the root to the current node, for cycle detection. */
   ancestors: object[];
-  /** The key of each step from the root to the current node (one per ancestor after the root). */
-  keys: KeyEntry[];
+  /** The key of each step from the root to the current node (one per ancestor after the root); null when keys are not tracked (plain `flatten`). */
+  keys: KeyEntry[] | null;
 }
+
+/**
+ * Every leaf's structure: one shared node (a TreeDef is immutable), so a flatten allocates
+ * nothing per leaf but the leaf's place in the list.
+ */
+const LEAF = new TreeDef(null, undefined, Object.freeze([]) as readonly TreeDef[], 1);
+
+/** Thrown by an untracked walk (`keys` null) that met a cycle: `flatten` walks again with keys for the message. */
+const CYCLE_UNTRACKED = Symbol('tree cycle');
 
 function build(x: unknown, w: Walk): TreeDef {
   const kind = w.opts?.isLeaf?.(x) ? null : kindOf(x);
   if (kind === null) {
     w.leaves.push(x);
-    w.paths?.push(w.keys.slice());
-    return new TreeDef(null, undefined, [], 1);
+    w.paths?.push(w.keys!.slice());
+    return LEAF;
   }
   const node = x as object;
   const seen = w.ancestors.indexOf(node);
   if (seen >= 0) {
+    if (w.keys === null) throw CYCLE_UNTRACKED;
     const at = keystr(w.keys) || 'the root';
     const to = keystr(w.keys.slice(0, seen)) || 'the root';
     throw new Error(`tree: the pytree has a cycle: the ${kind.name} node at ${at} is the same object as its ancestor at ${to}; a pytree must be a tree (no node may contain itself)`);
   }
-  const { children, keys, aux } = kind.flatten(x);
+  const keyed = w.keys !== null;
+  const { children, keys, aux } = kind.flatten(x, keyed);
   w.ancestors.push(node);
   const defs: TreeDef[] = new globalThis.Array(children.length);
   let numLeaves = 0;
   for (let i = 0; i < children.length; i++) {
-    w.keys.push(keys[i]);
+    if (keyed) w.keys!.push(keys![i]);
     const d = build(children[i], w);
-    w.keys.pop();
+    if (keyed) w.keys!.pop();
     defs[i] = d;
     numLeaves += d.numLeaves;
   }
@@ -227,9 +247,16 @@ function build(x: unknown, w: Walk): TreeDef {
 
 /** Leaves in a stable order and the structure to rebuild them (jax.tree_util.tree_flatten). */
 export function flatten<L = unknown>(x: unknown, opts?: FlattenOptions): [L[], TreeDef] {
+  // (Without key paths: jit flattens its arguments on every call. A cycle is walked again with
+  // them, for the message naming where it closes.)
   const leaves: unknown[] = [];
-  const def = build(x, { opts, leaves, paths: null, ancestors: [], keys: [] });
-  return [leaves as L[], def];
+  try {
+    return [leaves as L[], build(x, { opts, leaves, paths: null, ancestors: [], keys: null })];
+  } catch (e) {
+    if (e !== CYCLE_UNTRACKED) throw e;
+    build(x, { opts, leaves: [], paths: null, ancestors: [], keys: [] });
+    throw new Error('tree: unreachable (a cycle found without key paths was not found with them)');
+  }
 }
 
 export function unflatten<L>(def: TreeDef, leaves: readonly L[]): PyTree<L> {
@@ -264,11 +291,11 @@ export function flattenUpTo(def: TreeDef, x: unknown, what = 'tree'): unknown[] 
     if (k !== d.kind) {
       throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} is ${describe(v)}, expected a ${d.kind.name} node (structure ${d})`);
     }
-    const { children, keys, aux } = k.flatten(v);
+    const { children, keys, aux } = k.flatten(v, true);
     if (children.length !== d.children.length || !auxEqual(aux, d.aux)) {
       throw new Error(`tree: ${what} at ${keystr(path) || 'the root'} has a different ${k.name} structure: ${showValue(aux)} vs ${showValue(d.aux)}`);
     }
-    children.forEach((c, i) => walk(d.children[i], c, [...path, keys[i]]));
+    children.forEach((c, i) => walk(d.children[i], c, [...path, keys![i]]));
   };
   walk(def, x, []);
   return out;

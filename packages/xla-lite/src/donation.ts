@@ -23,7 +23,11 @@
  *
  * Values that may share an argument's storage: the argument, anything a core primitive computed
  * from it (a primitive may return an operand's buffer as is, e.g. a reshape or a loop carry),
- * transitively, and tuple elements of those. Fusions always write fresh storage.
+ * transitively, and tuple elements of those. Fusions and dots always write fresh storage (a
+ * dot's result is computed into storage of its own, never an operand's buffer), so the values
+ * computed from them do not count: a weight read by a backward dot whose product feeds later
+ * primitives (attention's output projection: dot, reshape, the attention backward) is last read
+ * by that dot, and its update can still be written in place.
  */
 import { Array, getBackend, type StorageArray, toStorage } from '@tpukit/core';
 import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
@@ -74,11 +78,14 @@ function fusionInputs(f: HloInstruction, q: number | null): HloInstruction[] {
   return [...found];
 }
 
+/** Whether `i` always writes storage of its own (never an operand's buffer): fusions, dots. */
+const writesFresh = (i: HloInstruction): boolean => i.opcode === 'fusion' || i.prim?.name === 'dot_general';
+
 /** Every instruction that may share storage with `p` (see the file comment). */
 function aliasClosure(c: HloComputation, p: HloInstruction): Set<HloInstruction> {
   const set = new Set<HloInstruction>([p]);
   for (const i of c.instructions) {
-    if (set.has(i) || i.opcode === 'fusion' || i.opcode === 'constant' || i.opcode === 'parameter') continue;
+    if (set.has(i) || writesFresh(i) || i.opcode === 'constant' || i.opcode === 'parameter') continue;
     if (i.operands.some((o) => set.has(o))) set.add(i);
   }
   return set;
@@ -139,8 +146,8 @@ export function planDonation(c: HloComputation, donated: readonly number[], name
     // computed from it) with the fewest other inputs: in an optimizer update (p, m, v -> p', m',
     // v', one fusion) an argument then mostly takes its own successor (m takes m', not p', which
     // also reads m), so the output comes back as this argument next step and stays in the arena
-    // (wasm/program.ts, `Resident`). A heuristic: in the GPT step 0.6 MiB of 9.6 still land in
-    // another leaf's argument (a weight still read after its update fusion cannot take its own).
+    // (wasm/program.ts, `Resident`). A heuristic; in the GPT step every leaf takes its own (0.6
+    // MiB landed in other leaves' arguments while a dot's product counted as sharing its operand).
     const own = (k: number): number => {
       const o = outs[k];
       const f = o.opcode === 'get-tuple-element' ? o.operands[0] : o;

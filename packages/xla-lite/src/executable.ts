@@ -42,7 +42,7 @@ type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
   | { kind: 'gte'; out: number; src: number; index: number }
-  | { kind: 'alias'; out: number; src: number; inst: HloInstruction }
+  | { kind: 'alias'; out: number; src: number; inst: HloInstruction; shape: readonly number[] }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
   | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null; memo: IntoMemo }
@@ -118,7 +118,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       }
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
-        if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i };
+        // (The result's shape frozen once: every call's Array shares it.)
+        if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i, shape: Object.freeze(i.shape.shape.slice()) };
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null, regions: wasmProgram?.resultRegions.get(i) ?? null, memo: intoMemo() };
     }
   });
@@ -178,8 +179,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         break;
       case 'alias': {
         // A row-major reshape is the same elements: the result shares its operand's storage.
-        const sh = s.inst.shape;
-        vals[s.out] = fromStorage(toStorage(vals[s.src] as Array), sh.shape, sh.dtype);
+        vals[s.out] = fromStorage(toStorage(vals[s.src] as Array), s.shape, s.inst.shape.dtype);
         break;
       }
       case 'fusion': {

@@ -161,6 +161,39 @@ describe('donated state resident in the arena', () => {
     expect(bits(p1)).toEqual(bits(q1));
   });
 
+  it("a weight read by a dot whose product later primitives read is still updated in place (a dot's result never shares the weight's storage)", () => {
+    // The GPT step's attention output projection: the backward dot reads wo, its product goes
+    // through a reshape and further dots placed after wo's update fusion. Before, the planner
+    // counted those products as possibly sharing wo's storage, so wo's update could not be
+    // written in place and took another same-shape leaf's region (moved out and in every call).
+    const step = (w: Array, m: Array, x: Array): Array[] => {
+      const y = np.matmul(x, w); // reads w (a dot: fresh storage)
+      const m2 = np.add(np.multiply(m, 0.9), np.multiply(y.reshape([-1]).get(np.arange(0, 16)).reshape([4, 4]), 0.1));
+      const w2 = np.subtract(w, np.multiply(m2, 0.01)); // w's update, before the dot below in program order
+      const z = np.matmul(y.reshape([4, 4]), y.reshape([4, 4])); // reads y after the update
+      return [w2, m2, z];
+    };
+    const on = jit(step, { donateArgnums: [0, 1] });
+    const plain = jit(step);
+    withBackend('systolic', () => {
+      let a = [data(16, 1).reshape([4, 4]), np.zeros([4, 4])];
+      let b = [data(16, 1).reshape([4, 4]), np.zeros([4, 4])];
+      for (let t = 0; t < 4; t++) {
+        const x = data(16, t + 2).reshape([4, 4]);
+        const t0 = arenaTraffic();
+        const ra = on(a[0], a[1], x) as Array[];
+        const t1 = arenaTraffic();
+        const rb = plain(b[0], b[1], x) as Array[];
+        expect(ra.map(bits)).toEqual(rb.map(bits));
+        // Both donated outputs stay in their own argument's region: nothing moved out, neither copied in again.
+        expect(t1.residentBytes - t0.residentBytes).toBe(2 * 64);
+        expect(t1.evacuatedBytes - t0.evacuatedBytes).toBe(0);
+        a = [ra[0], ra[1]];
+        b = [rb[0], rb[1]];
+      }
+    });
+  });
+
   it('setResidentDonation(false) keeps donated outputs in the donated storage (same values), and rejects a non-boolean', () => {
     const on = adamJit(true);
     const off = adamJit(true);

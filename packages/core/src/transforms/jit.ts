@@ -32,7 +32,7 @@ import { avalStr } from './jaxpr';
 import { partialEvalCall, type PartialEvalRule, PETracer } from './partialEval';
 import { isUndef, transposeJaxpr, type TransposeRule, UndefPrimal } from './transpose';
 import { type BatchRule, moveBdim, vmapJaxpr } from './batching';
-import { type ArgSig, explainMiss, type FlatCall, flattenCall, isPlain, leafAval, paramNamesOf } from './jitSignature';
+import { type ArgSig, explainMiss, type FlatCall, flattenCall, isPlain, leafAval, paramNamesOf, type SignatureSpec } from './jitSignature';
 import { isJitDisabled } from './disableJit';
 import { hoist } from './controlFlow';
 import { traceFlat } from './tracing';
@@ -212,16 +212,28 @@ pjit.rules.eval = (args: Array[], params: PjitParams): Array[] => {
   const returned = new Set<Array>(outs);
   const bufs = new Map<unknown, Array>();
   for (const o of outs) bufs.set(o._buf, o);
+  const reasons = donationReasons(name, donateArgnums, donateLabels);
   for (let k = 0; k < donateArgnums.length; k++) {
     const d = donateArgnums[k];
     const a = args[d];
     if (unusable.includes(d) || returned.has(a)) continue;
     const o = bufs.get(a._buf);
     const sharesBuffer = o !== undefined && (o._backend === a._backend || sharesBufferOf(outs, a));
-    a._markDeleted(`it was donated to jit(${name}) as ${donateLabels?.[k] ?? `input ${d}`} and its buffer reused; use that call's outputs instead`, !sharesBuffer);
+    a._markDeleted(reasons[k], !sharesBuffer);
   }
   return outs;
 };
+
+/** Per program's donated inputs (its `donateArgnums` list), why each is deleted after a call: made once, not per call. */
+const reasonsByProgram = new WeakMap<readonly number[], { name: string; labels: readonly string[] | undefined; reasons: string[] }>();
+function donationReasons(name: string, donateArgnums: readonly number[], donateLabels: readonly string[] | undefined): string[] {
+  const hit = reasonsByProgram.get(donateArgnums);
+  if (hit !== undefined && hit.name === name && hit.labels === donateLabels) return hit.reasons;
+  const reasons: string[] = new globalThis.Array(donateArgnums.length);
+  for (let k = 0; k < donateArgnums.length; k++) reasons[k] = `it was donated to jit(${name}) as ${donateLabels?.[k] ?? `input ${donateArgnums[k]}`} and its buffer reused; use that call's outputs instead`;
+  reasonsByProgram.set(donateArgnums, { name, labels: donateLabels, reasons });
+  return reasons;
+}
 
 /** Whether some output holds `a`'s buffer on `a`'s backend. */
 function sharesBufferOf(outs: readonly Array[], a: Array): boolean {
@@ -459,7 +471,7 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
   const donate = asList(opts.donateArgnums);
   const name = f.name || 'fn';
   const names = paramNamesOf(f);
-  const spec = { fname: name, staticNums, staticNames, names };
+  const spec: SignatureSpec = { fname: name, staticNums, staticNames, names, last: null };
   const warnAfter = opts.warnAfterRecompiles ?? 10;
   const sink: CallSink = { compileMs: [], warn: opts.onWarning ?? ((m: string) => console.warn(m)) };
   const cache = new Map<string, CacheEntry>();

@@ -1,5 +1,8 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { paramNamesOf } from './jitSignature';
+import { Array as ArrayClass, lax, np, tree } from '../index';
+import { SingleDeviceSharding } from '../device';
+import { flattenCall, paramNamesOf, type SignatureSpec } from './jitSignature';
 
 describe('paramNamesOf (argument names in jit messages)', () => {
   it('reads parenthesised, bare-arrow, async, default and rest parameters', () => {
@@ -16,5 +19,84 @@ describe('paramNamesOf (argument names in jit messages)', () => {
     expect(paramNamesOf(asyncBare)).toEqual(['t']);
     const named = new Function('return async => async')() as (x: unknown) => unknown;
     expect(paramNamesOf(named)).toEqual(['async']);
+  });
+});
+
+describe("flattenCall's reuse of the last call's signature", () => {
+  // The law: a spec that has seen earlier calls (and may reuse the last one's signature) gives
+  // every call the key and per-argument types a fresh spec gives it.
+  const dtypes = ['float32', 'int32', 'bfloat16'] as const;
+  const leafArb = fc.record({ shape: fc.array(fc.integer({ min: 1, max: 3 }), { maxLength: 2 }), dtype: fc.constantFrom(...dtypes), weak: fc.boolean() });
+  /** A call: an argument list whose pytrees vary in structure (keys, list lengths) and leaf types; numbers sometimes. */
+  const callArb = fc.record({
+    keys: fc.subarray(['a', 'b', 'c'], { minLength: 1 }),
+    listLen: fc.integer({ min: 0, max: 2 }),
+    leaves: fc.array(leafArb, { minLength: 6, maxLength: 6 }),
+    scalar: fc.option(fc.oneof(fc.integer({ min: -5, max: 5 }), fc.double({ min: -10, max: 10, noNaN: true }), fc.boolean()), { nil: undefined }),
+  });
+  const build = (c: { keys: string[]; listLen: number; leaves: { shape: number[]; dtype: (typeof dtypes)[number]; weak: boolean }[]; scalar: number | boolean | undefined }): unknown[] => {
+    const arr = (k: number) => {
+      const l = c.leaves[k];
+      const x = np.zeros(l.shape, l.dtype);
+      return l.weak ? lax.convertElementType(x, l.dtype, true) : x;
+    };
+    const dict: Record<string, unknown> = {};
+    c.keys.forEach((k, i) => (dict[k] = arr(i)));
+    const list = Array.from({ length: c.listLen }, (_, i) => arr(3 + i));
+    return c.scalar === undefined ? [dict, list, arr(5)] : [dict, list, c.scalar];
+  };
+  const spec = (): SignatureSpec => ({ fname: 'f', staticNums: [], staticNames: [], names: ['p', 'q', 'r'], last: null });
+
+  it('gives every call the key and types a fresh spec gives it', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(callArb, fc.boolean()), { minLength: 2, maxLength: 6 }), (calls) => {
+        const s = spec();
+        let prev: unknown[] | null = null;
+        for (const [c, repeat] of calls) {
+          // (Half the calls repeat the previous call's types with new Arrays: the reuse path.)
+          const args: unknown[] = repeat && prev !== null ? prev.map((a) => tree.map((x: unknown) => (x instanceof ArrayClass ? np.zerosLike(x) : x), a)) : build(c);
+          const got = flattenCall(args, s);
+          const want = flattenCall(args, spec());
+          expect(got.key).toBe(want.key);
+          expect(got.sigs.map((x) => x.types)).toEqual(want.sigs.map((x) => x.types));
+          expect(got.leaves).toEqual(want.leaves);
+          prev = args;
+        }
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  /** `x` under a sharding other than the default (one the signature names). */
+  const sharded = (x: ArrayClass): ArrayClass => {
+    const other = Object.create(SingleDeviceSharding.prototype) as SingleDeviceSharding;
+    Object.defineProperty(other, 'toString', { value: () => 'TestSharding(rows)' });
+    return new ArrayClass(x.aval, x._backend, x._buf, other);
+  };
+
+  it('reuses the signature object only for a repeated call, and holds no Array of the last call', () => {
+    const s = spec();
+    const a = flattenCall([{ w: np.zeros([2, 3]) }, [np.ones([4])], np.array(1)], s);
+    const b = flattenCall([{ w: np.ones([2, 3]) }, [np.zeros([4])], np.array(2)], s);
+    expect(b.sigs).toBe(a.sigs);
+    expect(b.key).toBe(a.key);
+    // Right after a call of a's signature, a changed shape, dtype, weak type, dict key or
+    // container kind with the same leaves is a new signature.
+    for (const args of [
+      [{ w: np.zeros([3, 2]) }, [np.ones([4])], np.array(1)],
+      [{ w: np.zeros([2, 3], 'int32') }, [np.ones([4])], np.array(1)],
+      [{ w: np.zeros([2, 3]) }, [np.ones([4])], np.array(1, 'int32')],
+      [{ v: np.zeros([2, 3]) }, [np.ones([4])], np.array(1)],
+      [{ w: np.zeros([2, 3]) }, new Map([['0', np.ones([4])]]), np.array(1)],
+      [{ w: np.zeros([2, 3]) }, [np.ones([4])], true],
+      [{ w: sharded(np.zeros([2, 3])) }, [np.ones([4])], np.array(1)],
+    ]) {
+      const base = flattenCall([{ w: np.zeros([2, 3]) }, [np.ones([4])], np.array(1)], s);
+      expect(flattenCall([{ w: np.ones([2, 3]) }, [np.ones([4])], np.array(3)], s).sigs).toBe(base.sigs);
+      const c = flattenCall(args, s);
+      expect(c.key).not.toBe(a.key);
+      expect(c.key).toBe(flattenCall(args, spec()).key);
+    }
+    expect(tree.leaves(s.last as unknown, { isLeaf: (x) => x instanceof ArrayClass }).some((x) => x instanceof ArrayClass)).toBe(false);
   });
 });

@@ -159,6 +159,47 @@ export interface SignatureSpec {
   readonly staticNames: readonly string[];
   /** Parameter names of the function, for messages. */
   readonly names: readonly string[];
+  /** The last call's signature, reused while the next call repeats it (`flattenCall`); set by `flattenCall`. */
+  last?: LastCall | null;
+}
+
+/**
+ * A call whose leaves were all Arrays with the default sharding and no static arguments: its
+ * structure, each leaf's abstract value (no Array held: their buffers stay collectable), and
+ * the signature built from them.
+ */
+interface LastCall {
+  readonly inTree: tree.TreeDef;
+  readonly avals: readonly ShapedArray[];
+  readonly sigs: ArgSig[];
+  readonly key: string;
+}
+
+/** Whether `leaves` are Arrays with the default sharding and `last`'s abstract values, leaf by leaf. */
+function sameLeaves(leaves: readonly unknown[], last: LastCall): boolean {
+  const avals = last.avals;
+  if (leaves.length !== avals.length) return false;
+  for (let k = 0; k < leaves.length; k++) {
+    const l = leaves[k];
+    if (!(l instanceof Array) || l._sharding !== defaultSharding) return false;
+    const a = l.aval;
+    const b = avals[k];
+    if (a === b) continue;
+    if (a.dtype !== b.dtype || a.weakType !== b.weakType || a.shape.length !== b.shape.length) return false;
+    for (let d = 0; d < a.shape.length; d++) if (a.shape[d] !== b.shape[d]) return false;
+  }
+  return true;
+}
+
+/** The call's abstract values when every leaf is an Array with the default sharding (what `sameLeaves` compares), else null. */
+function plainAvals(leaves: readonly unknown[]): ShapedArray[] | null {
+  const avals: ShapedArray[] = new globalThis.Array(leaves.length);
+  for (let k = 0; k < leaves.length; k++) {
+    const l = leaves[k];
+    if (!(l instanceof Array) || l._sharding !== defaultSharding) return null;
+    avals[k] = l.aval;
+  }
+  return avals;
 }
 
 /** The flatten options of a call's arguments (one object: no closure made per call). */
@@ -170,6 +211,13 @@ const ARG_LEAVES: tree.FlattenOptions = { isLeaf: isArgLeaf };
  */
 export function flattenCall(args: readonly unknown[], spec: SignatureSpec): FlatCall {
   const { fname, staticNums, staticNames, names } = spec;
+  // A call repeating the last one's structure and leaf types (a training loop) reuses its
+  // signature: no strings built per leaf, no long key hashed anew (the cache's Map holds it).
+  const last = spec.last;
+  if (last != null && staticNums.length === 0 && staticNames.length === 0) {
+    const [leaves, inTree] = tree.flatten(args, ARG_LEAVES);
+    if (inTree.equals(last.inTree) && sameLeaves(leaves, last)) return { leaves, inTree, sigs: last.sigs, key: last.key };
+  }
   const staticParts: string[][] = new globalThis.Array(args.length);
   const dyn: unknown[] = new globalThis.Array(args.length);
   for (let i = 0; i < args.length; i++) {
@@ -206,6 +254,10 @@ export function flattenCall(args: readonly unknown[], spec: SignatureSpec): Flat
       sigs[i] = { types, shardings: leafShardings(mine) };
     }
     key += `${i > 0 ? '|' : ''}${sigKey(sigs[i])}`;
+  }
+  if (staticNums.length === 0 && staticNames.length === 0) {
+    const avals = plainAvals(leaves);
+    spec.last = avals === null ? null : { inTree, avals, sigs, key };
   }
   return { leaves, inTree, sigs, key };
 }

@@ -152,13 +152,22 @@ function operandRow(x: HostArray, v: number, n: number, row: Row, mode: Mode): v
  * length repeats: the gather's rounded table always lies at the start of the f32 scratch, so
  * the views are made again only when that scratch grows or the table's shape changes.
  */
-let rowViews: { of: Float32Array | null; n: number; rows: Float32Array[] } = { of: null, n: 0, rows: [] };
+let rowsOf: Float32Array = new Float32Array(0);
+let rowsN = 0;
+let rowViews: Float32Array[] = [];
+/**
+ * Whether the cached row views are `t`'s (`tableRows` makes them). Checked in the gather's own
+ * body, not in a helper: a helper called once per step has no type feedback yet when the gather
+ * is optimised with it inlined, and the gather's optimised code deoptimised on its first
+ * comparison, "insufficient type feedback", 7-23 times in the first 60 GPT steps, each time
+ * compiled again.
+ */
 function tableRows(t: Float32Array, v: number, n: number): Float32Array[] {
-  const c = rowViews;
-  if (c.of !== null && c.n === n && c.rows.length >= v && c.of.buffer === t.buffer && c.of.byteOffset === t.byteOffset && c.of.length >= v * n) return c.rows;
   const rows = new globalThis.Array<Float32Array>(v);
   for (let r = 0; r < v; r++) rows[r] = t.subarray(r * n, (r + 1) * n);
-  rowViews = { of: t, n, rows };
+  rowsOf = t;
+  rowsN = n;
+  rowViews = rows;
   return rows;
 }
 
@@ -214,7 +223,7 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
     for (let i = 0; i < t.length; i++) t[i] += 0;
     // Each row a block copy from a cached view of the rounded table's row (a per-element loop
     // over M·N values was most of this kernel's time).
-    const rows = tableRows(t, V, N);
+    const rows = rowsN === N && rowViews.length >= V && rowsOf.buffer === t.buffer && rowsOf.byteOffset === t.byteOffset && rowsOf.length >= V * N ? rowViews : tableRows(t, V, N);
     for (let m = 0; m < M; m++) {
       const v = rowOf(idx[m], V);
       const o = m * N;

@@ -39,7 +39,7 @@
  * moves or invalidates the region or views of it. `setZeroCopyDots(false)` (or the environment
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
-import { type Array, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
+import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { type ArenaHost, arenaHost, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
@@ -191,6 +191,8 @@ interface Resident {
   /** The donated flat argument whose region holds the output. */
   readonly param: number;
   readonly view: Float32Array;
+  /** The argument's shape, frozen once (every Array handed out shares it: nothing copied per call). */
+  readonly shape: readonly number[];
   /** The Array handed out by the last call (null once deleted, evacuated or never made). */
   last: Array | null;
 }
@@ -499,7 +501,7 @@ export class WasmProgram implements PoolProgram {
     if (inHost)
       for (const { j, addr } of residentAt) {
         const sh = c.params[j].shape;
-        const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), last: null };
+        const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), shape: Object.freeze(sh.shape.slice()), last: null };
         residentViews.set(r.view, prog); // (an Array viewing the arena keeps the region reserved)
         prog.residents.push(r);
         resAt.set(base + addr, r);
@@ -651,9 +653,10 @@ export class WasmProgram implements PoolProgram {
   }
 
   /** The resident output `r` (see `Resident`): an Array viewing its region, which the arena keeps until the next call. */
-  private resident(r: Resident, sh: HloInstruction['shape']): Array {
-    traffic.residentBytes += r.view.byteLength;
-    return (r.last = fromStorage(r.view, sh.shape, sh.dtype));
+  private resident(r: Resident): Array {
+    traffic.residentBytes += 4 * r.view.length;
+    // (float32 and not weak, the view's length and the shape checked when the program was built.)
+    return (r.last = ArrayClass._fromStorage(r.view, r.shape, 'float32'));
   }
 
   /** Copies the inputs of step `s` that are not in the arena yet in this call (each value once per call). */
@@ -698,11 +701,11 @@ export class WasmProgram implements PoolProgram {
       for (let q = 0; q < outs.length; q++) {
         const x = s.outputs[q];
         const d = dests !== null && q < dests.length ? dests[q] : null;
-        outs[q] = x.res !== null ? this.resident(x.res, x.shape) : d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(s, q, x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
+        outs[q] = x.res !== null ? this.resident(x.res) : d !== null && d instanceof Float32Array && d.length === x.n && !x.shape.weakType ? fromStorage(this.copyInto(d, x.addr), x.shape.shape, x.shape.dtype) : x.view ? this.viewOf(s, q, x.addr, x.n, x.shape) : x.copyOut ? this.out(s, q, x.addr, x.n, x.shape) : (null as unknown as Array);
       }
       return outs;
     }
-    if (o.res !== null) return this.resident(o.res, o.inst.shape);
+    if (o.res !== null) return this.resident(o.res);
     if (dest === null && o.view) return this.viewOf(s, 0, o.addr, o.n, o.inst.shape);
     if (!o.copyOut && dest === null) return null;
     const sh = o.inst.shape;
