@@ -424,19 +424,22 @@ function threadCpu(): [number, number] {
  * compiled step has them), cold (48 MiB of other memory read before each call, outside the
  * measurement), one thread against the pool's two threads, interleaved per round: CPU ms of the
  * calling thread and of the other threads (workers) per call, and wall ms (median of RUNS * 2), plus
- * the median per-round ratio of the 2t call's total CPU to the 1t call's. Where a two-thread
- * product spends CPU beyond the one-thread product is what the 2t step pays on top (the 2t step is
- * CPU-bound on two cores). The results must be the same bits (checked).
+ * the median per-round ratio of each variant's total CPU to the 1t call's. Variants: '2t' (the
+ * defaults: row blocks for an in-place 'kc' A, K blocks for two in-place 'rc' operands), '2t tiles'
+ * (both off: `TPUKIT_GEMM_BLOCK_ROWS_POOL=0 TPUKIT_GEMM_K_BLOCKS_POOL=0`, main's path before gemm7),
+ * '2t held' (the defaults with the worker held: the calling thread computes every unit, so the
+ * path's own cost without a second thread). Where a two-thread product spends CPU beyond the
+ * one-thread product is what the 2t step pays on top (the 2t step is CPU-bound on two cores). The
+ * results must be the same bits (checked).
  */
 async function cpu2t(): Promise<void> {
   const { e, evict } = oneThreadCold();
-  // [label, threads, pool row blocks, pool K blocks, worker held (the calling thread computes every tile alone)]
+  // [label, threads, pool row blocks, pool K blocks, worker held (the calling thread computes every unit alone)]
   const variants: Array<[string, number, boolean, boolean, boolean]> = [
-    ['1t', 1, false, true, false],
-    ['2t', 2, false, true, false],
-    ['2t noKblk', 2, false, false, false],
-    ['2t rowblk', 2, true, true, false],
-    ['2t held', 2, false, true, true],
+    ['1t', 1, true, true, false],
+    ['2t', 2, true, true, false],
+    ['2t tiles', 2, false, false, false],
+    ['2t held', 2, true, true, true],
   ];
   console.log(`\n[10] GPT dots in the GEMM memory, cold: CPU ms per call (median of ${RUNS * 2} interleaved rounds; main = calling thread, wk = other threads; x = total CPU / 1t's, median per round)`);
   const sums = variants.map(() => 0);
@@ -478,7 +481,7 @@ async function cpu2t(): Promise<void> {
     d.release();
   }
   console.log(`    sum of medians (ms CPU): ${variants.map(([label], k) => `${label} ${sums[k].toFixed(2)}`).join(', ')}`);
-  e.blockRowsPool = false;
+  e.blockRowsPool = true;
   e.blockKPool = true;
   systolic.setNumThreads(1);
   if (evicted === 42) console.log('');

@@ -15,7 +15,7 @@ import { evalPrimitiveInto } from '../../internal';
 import { dotGeneralP } from '../../lax/dot';
 import { SystolicBackend } from './backend';
 import type { GemmEngine } from './gemmEngine';
-import { threadsAvailable } from './threads';
+import { poolRowBlockRows, poolTestHooks, threadsAvailable } from './threads';
 import { gemmPhases, resetGemmPhases } from './phases';
 
 const backend = new SystolicBackend('systolic-engine-test');
@@ -75,7 +75,8 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
     expect(rb1 - rb0).toBe(blocks && !onPool ? 1 : 0);
     expect(pj1 - pj0).toBe(poolBlocked ? 1 : 0);
     if (!touch) expect(sw1 - sw0).toBe(0);
-    else if (blocks && (!onPool || poolBlocked)) expect(sw1 - sw0).toBe(Math.ceil(M / mc));
+    else if (blocks && !onPool) expect(sw1 - sw0).toBe(Math.ceil(M / mc));
+    else if (poolBlocked) expect(sw1 - sw0).toBe(Math.ceil(M / poolRowBlockRows(engine.shape, Math.ceil(N / engine.nr) * engine.nr, K)));
     else expect(sw1 - sw0).toBeGreaterThan(0);
     poolBlockJobs += pj1 - pj0;
   };
@@ -122,7 +123,7 @@ describe('GemmEngine packing of in-place operands', () => {
     fc.assert(
       fc.property(
         fc.constantFrom(...ms),
-        fc.constantFrom(8, 100, 600), // K (600: two K blocks of the kernel)
+        fc.constantFrom(8, 100, 600), // K (600: two K blocks of the kernel, and pool row blocks of half MC)
         fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(8, 16, 64)), // N (a multiple of 8: written straight into the destination)
         fc.boolean(), // A stored [K, M] (rows contiguous, 'rc') instead of [M, K] ('kc')
         fc.boolean(), // sweep in-place sources
@@ -146,5 +147,16 @@ describe('GemmEngine packing of in-place operands', () => {
     expect(engine5.shape.mr).toBe(5);
     // 132 and 388 are no multiples of 5 (not blocked); 135 has a short last block
     property('systolic-engine-test-5x8', engine5, [132, 135, 260, 390, 388], [390, 600, 64, false, true, true, 3]);
+  });
+
+  it.runIf(threadsAvailable(backend.engine) && threadsAvailable(engine5))('the workers\' own path: every tile and row block computed by a worker (the calling thread computes none)', () => {
+    poolTestHooks.callerComputes = false;
+    try {
+      // (blocks of half MC with K = 600, of MC with K = 100; a short last block)
+      for (const [M, K] of [[388, 600], [388, 100]]) expect(checkCase('systolic-engine-test', backend.engine, M, K, 64, false, true, true, 2)).toBe(1);
+      expect(checkCase('systolic-engine-test-5x8', engine5, 390, 600, 64, false, true, true, 3)).toBe(1);
+    } finally {
+      poolTestHooks.callerComputes = true;
+    }
   });
 });

@@ -147,11 +147,12 @@ export class GemmEngine implements BatchEngine {
   blockRows = envSwitch('TPUKIT_GEMM_BLOCK_ROWS', true);
   /**
    * The same on the thread pool: each thread packs the row blocks of A it then multiplies
-   * (`ParallelJob.rowBlockA`). Off by default (`TPUKIT_GEMM_BLOCK_ROWS_POOL=1` turns it on): its
-   * blocks (MC rows by all columns) are coarser than the pool's tiles, and its two-thread effect
-   * could not be measured on the shared machine (BENCHMARKS.md, gemmstep). Same bits either way.
+   * (`ParallelJob.rowBlockA`, blocks of `poolRowBlockRows`) instead of all threads packing A whole
+   * and then taking tiles. On by default: on two threads it took 3-7% less CPU than the tiles for
+   * the GPT's in-place 'kc' products (BENCHMARKS.md, gemm7); `TPUKIT_GEMM_BLOCK_ROWS_POOL=0` turns
+   * it off (an A/B switch for benchmarks: the same bits either way).
    */
-  blockRowsPool = envSwitch('TPUKIT_GEMM_BLOCK_ROWS_POOL', false);
+  blockRowsPool = envSwitch('TPUKIT_GEMM_BLOCK_ROWS_POOL', true);
   /**
    * Whether one-thread products of two in-place 'rc' operands with several K blocks (the weight
    * gradients) pack each K block of both operands right before the kernel multiplies it

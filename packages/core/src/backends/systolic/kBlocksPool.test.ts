@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
 import { holdWorkers } from '../../wasm/workerPool';
+import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
 import { PARALLEL_MIN_WORK } from './gemmEngine';
@@ -178,6 +179,15 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
     } finally {
       late.release();
       void (letGo as Worker | null)?.terminate();
+    }
+  });
+
+  it.runIf(shared)("the workers' own path: every K block packed and multiplied by workers (the calling thread computes none)", () => {
+    poolTestHooks.callerComputes = false;
+    try {
+      for (const threads of [2, 3]) expect(check({ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: threads === 2, threads, seed: 8 })).toBe(1);
+    } finally {
+      poolTestHooks.callerComputes = true;
     }
   });
 

@@ -312,6 +312,18 @@ const MAX_TILE_WORK = FINE_TILES ? 1 << 21 : 1 << 22;
 const MANY_TILES_PER_THREAD = FINE_TILES ? 16 : 8;
 /** The split's limits, for tests. */
 export const TILE_SPLIT = { maxTileWork: MAX_TILE_WORK, manyTilesPerThread: MANY_TILES_PER_THREAD } as const;
+/**
+ * Rows of A a thread packs and multiplies as one unit of a row-block job (`ParallelJob.rowBlockA`):
+ * MC, halved (to a multiple of MR) when such a block is more than MAX_TILE_WORK multiply-adds, so
+ * that the block one thread computes last while the others may have none left is short (the GPT's
+ * [2048,512] x [512,128] products: 32 blocks of 64 rows instead of 16 of 128, the same CPU,
+ * BENCHMARKS.md, gemm7).
+ */
+export function poolRowBlockRows(shape: { mr: number; mc: number }, np: number, kp: number): number {
+  const { mr, mc } = shape;
+  return mc * np * kp > MAX_TILE_WORK && mc >= 4 * mr ? Math.ceil(mc / 2 / mr) * mr : mc;
+}
+
 /** The least tile height and width (in rows and columns) the narrowing goes down to. */
 const MIN_TILE_SIDE = 16;
 
@@ -341,6 +353,19 @@ export function planTiles(mp: number, np: number, kp: number, mr: number, nr: nu
   const tileRows = rowPanels * mr;
   const tileCols = colPanels * nr;
   return { tileRows, tileCols, rowTiles: Math.ceil(mp / tileRows), colTiles: Math.ceil(np / tileCols) };
+}
+
+/**
+ * Tests only: with `callerComputes` false, the calling thread of a product job (tiles, row blocks,
+ * K blocks) computes none of its units and waits until the workers have taken them all, so that a
+ * test checks the workers' code path (a product the calling thread could finish alone otherwise
+ * rarely reaches a worker). Needs workers that run: it waits for them.
+ */
+export const poolTestHooks = { callerComputes: true };
+
+/** `poolTestHooks.callerComputes` false: waits until counter slot `next` has handed out `units` (polling, then 1 ms sleeps). */
+function leaveUnitsToWorkers(c: Int32Array, next: number, units: number): void {
+  for (let v = Atomics.load(c, next); v < units && Atomics.load(c, ERR) === 0; v = Atomics.load(c, next)) Atomics.wait(c, next, v, 1);
 }
 
 class Pool {
@@ -382,7 +407,8 @@ class Pool {
     // Small tiles keep both threads busy to the end (see planTiles); with A packed by row
     // blocks (job.rowBlockA), a tile is an MC row block over all columns.
     const blockA = job.rowBlockA ?? null;
-    const { tileRows, tileCols, rowTiles, colTiles } = blockA ? { tileRows: mc, tileCols: np, rowTiles: Math.ceil(mp / mc), colTiles: 1 } : planTiles(mp, np, kp, mr, nr, mc, threads);
+    const rb = blockA ? poolRowBlockRows(this.engine.shape, np, kp) : mc;
+    const { tileRows, tileCols, rowTiles, colTiles } = blockA ? { tileRows: rb, tileCols: np, rowTiles: Math.ceil(mp / rb), colTiles: 1 } : planTiles(mp, np, kp, mr, nr, mc, threads);
     c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
     c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
     c[JOB + 10] = threads - 1;
@@ -483,9 +509,10 @@ class Pool {
     if (!failed && Atomics.load(c, ERR) === 0) {
       try {
         job.overlap?.();
+        if (poolTestHooks.callerComputes === false) leaveUnitsToWorkers(c, TILE_NEXT, tiles);
         if (blockA) {
           for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
-            e.rowBlock(blockA, ap, bp, cp, mp, np, kp, t * mc, Math.min(mp, (t + 1) * mc));
+            e.rowBlock(blockA, ap, bp, cp, mp, np, kp, t * rb, Math.min(mp, (t + 1) * rb));
             mine++;
           }
         }
@@ -587,7 +614,8 @@ class Pool {
     let mine = 0;
     try {
       job.overlap?.();
-      mine = kBlockFns.stages(c, e.exports.micro, this.packs, e.exports.touch_rows);
+      if (poolTestHooks.callerComputes === false) leaveUnitsToWorkers(c, KB + 4 * (nb - 1) + 2, rowTiles * colTiles);
+      else mine = kBlockFns.stages(c, e.exports.micro, this.packs, e.exports.touch_rows);
     } catch (err) {
       failed = err;
       kBlockFns.fail(c);
