@@ -17,6 +17,7 @@ import { holdWorkers } from '../../wasm/workerPool';
 import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
+import { engineMemory } from '../../../test/engineMemory';
 import { PARALLEL_MIN_WORK } from './gemmEngine';
 
 function data(n: number, seed: number): Float32Array {
@@ -54,14 +55,7 @@ function check(c: Case, during?: () => void): number {
   const { M, K, N, lhsT, rhsT, dtype, flush, direct, threads, seed } = c;
   const e = engineWith(1);
   const store = (x: Float32Array): Float32Array | Uint16Array => (dtype === 'bfloat16' ? bf16.encode(x) : x);
-  const addrs: number[] = [];
-  const inMemory = (x: Float32Array | Uint16Array): Float32Array | Uint16Array => {
-    const addr = e.reserve(x.byteLength); // (grows the memory: take the buffer after)
-    addrs.push(addr);
-    const v = x instanceof Uint16Array ? new Uint16Array(e.buffer(), addr, x.length) : new Float32Array(e.buffer(), addr, x.length);
-    v.set(x);
-    return v;
-  };
+  const { inMemory, releaseAll } = engineMemory(e);
   const saved = [e.blockK, e.blockKPool];
   try {
     const lhs = { data: inMemory(store(data(M * K, seed))), shape: lhsT ? [K, M] : [M, K], dtype };
@@ -88,7 +82,7 @@ function check(c: Case, during?: () => void): number {
     return e.traffic.kBlockedPoolJobs - before;
   } finally {
     [e.blockK, e.blockKPool] = saved;
-    for (const a of addrs) e.release(a);
+    releaseAll();
   }
 }
 
@@ -188,22 +182,6 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
       for (const threads of [2, 3]) expect(check({ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: threads === 2, threads, seed: 8 })).toBe(1);
     } finally {
       poolTestHooks.callerComputes = true;
-    }
-  });
-
-  it('is on by default, and TPUKIT_GEMM_K_BLOCKS_POOL=0 turns it off for engines made after', async () => {
-    const { GemmEngine } = await import('./gemmEngine');
-    const saved = process.env.TPUKIT_GEMM_K_BLOCKS_POOL;
-    try {
-      delete process.env.TPUKIT_GEMM_K_BLOCKS_POOL;
-      expect(new GemmEngine({ relaxed: false }).blockKPool).toBe(true);
-      process.env.TPUKIT_GEMM_K_BLOCKS_POOL = '0';
-      expect(new GemmEngine({ relaxed: false }).blockKPool).toBe(false);
-      process.env.TPUKIT_GEMM_K_BLOCKS_POOL = 'yes';
-      expect(() => new GemmEngine({ relaxed: false })).toThrow(/TPUKIT_GEMM_K_BLOCKS_POOL must be 0 or 1; got "yes"/);
-    } finally {
-      if (saved === undefined) delete process.env.TPUKIT_GEMM_K_BLOCKS_POOL;
-      else process.env.TPUKIT_GEMM_K_BLOCKS_POOL = saved;
     }
   });
 });
