@@ -5,14 +5,15 @@
  * whole K. It changes speed only: the law compares it, bit for bit, with one thread's whole-operand
  * path over shapes at and around the edges (K blocks of 256, MC row blocks, the tile split), both
  * storage dtypes, flushing, a destination in the GEMM memory or a fresh output, 2 and 3 threads,
- * and checks by the engine's counter that exactly the products its conditions name took it. Then
+ * the 4 x 8 and 5 x 8 micro-kernels, and checks by the engine's counter that exactly the products its conditions name took it. Then
  * the calling thread alone (the worker held before it joins) and a worker that joins mid-product.
  */
 import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { aval } from '../../aval';
-import { bf16, systolic } from '../../index';
+import { bf16, registerBackend, systolic } from '../../index';
+import { SystolicBackend } from './backend';
 import { holdWorkers } from '../../wasm/workerPool';
 import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
@@ -37,13 +38,29 @@ interface Case {
   flush: boolean;
   direct: boolean;
   threads: number;
+  /** The 5 x 8 micro-kernel's engine (MR 5, MC 130) instead of the default 4 x 8. */
+  k5x8?: boolean;
   seed: number;
 }
 
+// A backend whose engine runs the 5 x 8 micro-kernel, chosen as the environment chooses it.
+const backend5 = new SystolicBackend('systolic-kblocks-pool-test-5x8');
+registerBackend(backend5);
+{
+  const env = process.env.TPUKIT_GEMM_KERNEL;
+  process.env.TPUKIT_GEMM_KERNEL = '5x8';
+  try {
+    void backend5.engine;
+  } finally {
+    if (env === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
+    else process.env.TPUKIT_GEMM_KERNEL = env;
+  }
+}
+
 /** The backend's engine with `threads` threads installed. */
-function engineWith(threads: number): GemmEngine {
+function engineWith(threads: number, k5x8 = false): GemmEngine {
   systolic.setNumThreads(threads);
-  return systolic.backend.engine;
+  return (k5x8 ? backend5 : systolic.backend).engine;
 }
 
 /**
@@ -52,8 +69,8 @@ function engineWith(threads: number): GemmEngine {
  * memory; expects the same bits and returns how many products the pool ran by K blocks.
  */
 function check(c: Case, during?: () => void): number {
-  const { M, K, N, lhsT, rhsT, dtype, flush, direct, threads, seed } = c;
-  const e = engineWith(1);
+  const { M, K, N, lhsT, rhsT, dtype, flush, direct, threads, k5x8, seed } = c;
+  const e = engineWith(1, k5x8);
   const store = (x: Float32Array): Float32Array | Uint16Array => (dtype === 'bfloat16' ? bf16.encode(x) : x);
   const { inMemory, releaseAll } = engineMemory(e);
   const saved = [e.blockK, e.blockKPool];
@@ -64,7 +81,7 @@ function check(c: Case, during?: () => void): number {
     const out = aval([M, N], 'float32');
     const into = direct ? (inMemory(new Float32Array(M * N)) as Float32Array) : null;
     const run = (t: number, on: boolean): Uint32Array => {
-      const eng = engineWith(t);
+      const eng = engineWith(t, k5x8);
       eng.blockK = on;
       eng.blockKPool = on;
       eng.f32.fill(Number.NaN, eng.floor / 4); // poisoned scratch: nothing packed before may reach a result
@@ -88,7 +105,7 @@ function check(c: Case, during?: () => void): number {
 
 /** Whether case `c` must run by K blocks on the pool. */
 function qualifies(c: Case): boolean {
-  const e = systolic.backend.engine;
+  const e = engineWith(1, c.k5x8);
   // (K blocks of 256; whole panels; B's block at most 512 columns; big enough for the pool)
   return c.lhsT && c.rhsT && c.K > 256 && c.M % e.shape.mr === 0 && c.N % e.nr === 0 && c.N <= 512 && c.M * c.N * c.K >= PARALLEL_MIN_WORK;
 }
@@ -117,7 +134,7 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
     fc.assert(
       fc.property(
         fc.record({
-          M: fc.constantFrom(4, 64, 128, 132, 256, 260, 512),
+          M: fc.constantFrom(4, 64, 128, 130, 132, 256, 260, 390, 512),
           K: fc.constantFrom(256, 300, 512, 600, 1030, 2048),
           N: fc.constantFrom(8, 16, 64, 128, 136, 512, 520),
           lhsT: fc.boolean(),
@@ -126,6 +143,7 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
           flush: fc.boolean(),
           direct: fc.boolean(),
           threads: fc.constantFrom(2, 3),
+          k5x8: fc.boolean(),
           seed: fc.integer({ min: 0, max: 1000 }),
         }),
         (c) => {
@@ -144,6 +162,7 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
           [{ M: 128, K: 2048, N: 128, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: true, threads: 3, seed: 3 }],
           [{ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'float32', flush: true, direct: false, threads: 3, seed: 4 }],
           [{ M: 132, K: 300, N: 520, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 5 }],
+          [{ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: false, direct: true, threads: 2, k5x8: true, seed: 9 }],
           [{ M: 512, K: 512, N: 512, lhsT: true, rhsT: false, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 6 }],
         ],
       },
@@ -180,6 +199,7 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
     poolTestHooks.callerComputes = false;
     try {
       for (const threads of [2, 3]) expect(check({ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: threads === 2, threads, seed: 8 })).toBe(1);
+      expect(check({ M: 390, K: 600, N: 64, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, k5x8: true, seed: 10 })).toBe(1);
     } finally {
       poolTestHooks.callerComputes = true;
     }
