@@ -204,4 +204,17 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
       poolTestHooks.callerComputes = true;
     }
   });
+
+  it.runIf(shared)('a worker that fails makes the product throw, naming the operation; the next product runs as before', () => {
+    const c: Case = { M: 128, K: 600, N: 64, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 11 };
+    poolTestHooks.callerComputes = false;
+    poolTestHooks.breakWorkers = true;
+    try {
+      expect(() => check(c)).toThrow(/dot_general: a systolic worker thread failed/);
+    } finally {
+      poolTestHooks.callerComputes = true;
+      poolTestHooks.breakWorkers = false;
+    }
+    expect(check(c)).toBe(1);
+  });
 });

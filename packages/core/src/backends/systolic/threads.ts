@@ -83,17 +83,18 @@ const IDLE_WAIT = idleWaitSource(GEN);
  * (the weight gradients, K = 2048), packed and multiplied one K block at a time as the one-thread
  * path does (`GemmEngine.kBlocks`), so that the packed blocks stay in the caches instead of whole
  * packed operands of several MiB going out to memory and back (on two threads the tiled path's
- * weight gradients took 7-14% more CPU than the one-thread product, BENCHMARKS.md, gemm7). Per K
- * block pc, in two alternating packed areas (A's block at `ap`, B's at `bp`, the second one a
- * block further): stage P(pc), chunks of k rows of A's and B's blocks, and stage T(pc), C tiles
- * multiplied over the block (accumulating from block 1 on). Every thread (the calling one and
- * each worker that joined) walks the stages in order, taking units of each from its counter
- * (KB + 4 * pc: P taken, P done, T taken, T done) until none are left. Before taking tiles of
- * T(pc) it waits until P(pc) is packed and T(pc - 1) is all done (C's tiles accumulate in K
- * order); P(pc) writes the area T(pc - 2) read, which is done once any thread took a tile of
- * T(pc - 1) (it waited for that). Every thread waits only for units already taken, so the calling
- * thread finishes alone when no worker joins. Each element of C sees the same K order and f32
- * stores between blocks as in `gemm`: the same bits on any number of threads.
+ * weight gradients took 11-19% more CPU than the one-thread product, 7-14% of it on one core;
+ * BENCHMARKS.md, gemm7). Per K block pc, in two alternating packed areas (A's block at `ap`, B's
+ * at `bp`, the second one a block further): stage P(pc), chunks of k rows of A's and B's blocks,
+ * and stage T(pc), C tiles multiplied over the block (accumulating from block 1 on). Every thread
+ * (the calling one and each worker that joined) walks the stages in order, taking units of each
+ * from its counter (KB + 4 * pc: P taken, P done, T taken, T done) until none are left. P(pc)
+ * first waits until T(pc - 2), which read the same area, is all done; T(pc) until P(pc) is all
+ * packed, and each of its tiles until the same tile of T(pc - 1) is done (KTILE + t counts the K
+ * blocks done per tile: C accumulates in K order, and a thread slowed in one tile holds up only
+ * that tile's successor). Every thread waits only for units already taken (it passed their stage
+ * itself), so the calling thread finishes alone when no worker joins. Each element of C sees the
+ * same K order and f32 stores between blocks as in `gemm`: the same bits on any number of threads.
  *
  * JavaScript source shared by the workers and the calling thread (compiled once there): defines
  * `kBlockStages(c, micro, packs, touch)` (returns the tiles this thread computed, -1 when another
@@ -143,8 +144,7 @@ function kBlockStages(c, micro, packs, touch) {
     if (Atomics.load(c, q + 2) >= tiles) continue;
     if (!kBlockWait(c, q + 1, chunks)) return -1;
     for (let t = Atomics.add(c, q + 2, 1); t < tiles; t = Atomics.add(c, q + 2, 1)) {
-      // Tile t accumulates onto its own result of K block pc - 1 (a thread that was slowed in
-      // another tile of pc - 1 holds up only that tile's successor).
+      // (tile t accumulates onto its own result of K block pc - 1)
       if (pc > 0 && !kBlockWait(c, ${KTILE} + t, pc)) return -1;
       const r = (t / cols) | 0, i0 = r * tr, i1 = Math.min(M, i0 + tr), j0 = (t - r * cols) * tc, j1 = Math.min(np, j0 + tc);
       for (let j = j0; j < j1; j += nr) micro(aBlk + i0 * kc * 4, bBlk + j * kc * 4, cp + (i0 * np + j) * 4, kc, np * 4, pc > 0 ? 1 : 0, (i1 - i0) / mr, kc * mr * 4);
@@ -289,6 +289,8 @@ export function threadsAvailable(engine: GemmEngine): boolean {
   return engine.shared && nodeModule('node:worker_threads') !== null;
 }
 
+const WORKER_FAILED = 'dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)';
+
 /** Source bytes of one packing chunk of a K-blocked job (k rows of all panels). */
 const K_BLOCK_CHUNK_BYTES = 64 * 1024;
 
@@ -359,13 +361,26 @@ export function planTiles(mp: number, np: number, kp: number, mr: number, nr: nu
  * Tests only: with `callerComputes` false, the calling thread of a product job (tiles, row blocks,
  * K blocks) computes none of its units and waits until the workers have taken them all, so that a
  * test checks the workers' code path (a product the calling thread could finish alone otherwise
- * rarely reaches a worker). Needs workers that run: it waits for them.
+ * rarely reaches a worker). Needs workers that run: it waits for them. With `breakWorkers`, the
+ * workers of a K-blocked job find a packing kernel that does not exist (they throw: the job's
+ * failure path).
  */
-export const poolTestHooks = { callerComputes: true };
+export const poolTestHooks = { callerComputes: true, breakWorkers: false };
 
-/** `poolTestHooks.callerComputes` false: waits until counter slot `next` has handed out `units` (polling, then 1 ms sleeps). */
+/**
+ * `poolTestHooks.callerComputes` false: waits until counter slot `next` has handed out `units`
+ * (1 ms sleeps); after 20 s it fails the job and throws (a test of a broken worker then fails
+ * rather than hangs).
+ */
 function leaveUnitsToWorkers(c: Int32Array, next: number, units: number): void {
-  for (let v = Atomics.load(c, next); v < units && Atomics.load(c, ERR) === 0; v = Atomics.load(c, next)) Atomics.wait(c, next, v, 1);
+  const until = performance.now() + 20000;
+  for (let v = Atomics.load(c, next); v < units && Atomics.load(c, ERR) === 0; v = Atomics.load(c, next)) {
+    if (performance.now() > until) {
+      kBlockFns.fail(c); // (the workers leave the job)
+      throw new Error('systolic threads (poolTestHooks): the workers left units of the job untaken for 20 s');
+    }
+    Atomics.wait(c, next, v, 1);
+  }
 }
 
 class Pool {
@@ -405,7 +420,7 @@ class Pool {
     const { ap, bp, cp, mp, np, kp } = job.args;
     const c = this.control;
     // Small tiles keep both threads busy to the end (see planTiles); with A packed by row
-    // blocks (job.rowBlockA), a tile is an MC row block over all columns.
+    // blocks (job.rowBlockA), a tile is a row block (poolRowBlockRows) over all columns.
     const blockA = job.rowBlockA ?? null;
     const rb = blockA ? poolRowBlockRows(this.engine.shape, np, kp) : mc;
     const { tileRows, tileCols, rowTiles, colTiles } = blockA ? { tileRows: rb, tileCols: np, rowTiles: Math.ceil(mp / rb), colTiles: 1 } : planTiles(mp, np, kp, mr, nr, mc, threads);
@@ -567,7 +582,7 @@ class Pool {
       }
     }
     if (failed) throw failed;
-    if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
+    if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
   }
   /**
    * Runs a K-blocked job (K_BLOCK_SOURCE) on this thread and `threads - 1` workers: one wake-up,
@@ -604,6 +619,7 @@ class Pool {
       const rowBytes = p.args[3] * p.R * p.esz;
       c[o + 8] = p.R; c[o + 9] = p.esz; c[o + 10] = 0; c[o + 11] = Math.max(1, Math.min(kb.kc, Math.floor(K_BLOCK_CHUNK_BYTES / rowBytes))); c[o + 12] = 1; c[o + 13] = p.touch ? 1 : 0;
     }
+    if (poolTestHooks.breakWorkers) c[PACKS] = -1;
     Atomics.store(c, ERR, 0);
     Atomics.store(c, SWEPT, 0);
     for (let i = KB; i < KB + 4 * nb; i++) Atomics.store(c, i, 0);
@@ -631,7 +647,7 @@ class Pool {
       p.callerTiles += Math.max(0, mine);
     }
     if (failed) throw failed;
-    if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
+    if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
     job.rows?.(0, mp);
   }
 
