@@ -17,22 +17,13 @@ import { SystolicBackend } from './backend';
 import type { GemmEngine } from './gemmEngine';
 import { poolRowBlockRows, poolTestHooks, threadsAvailable } from './threads';
 import { gemmPhases, resetGemmPhases } from './phases';
+import { backend5x8 } from '../../../test/systolicEngines';
 
 const backend = new SystolicBackend('systolic-engine-test');
 registerBackend(backend);
-// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130), chosen as the environment chooses it.
-const backend5 = new SystolicBackend('systolic-engine-test-5x8');
-registerBackend(backend5);
-const engine5 = ((): GemmEngine => {
-  const env = process.env.TPUKIT_GEMM_KERNEL;
-  process.env.TPUKIT_GEMM_KERNEL = '5x8';
-  try {
-    return backend5.engine;
-  } finally {
-    if (env === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
-    else process.env.TPUKIT_GEMM_KERNEL = env;
-  }
-})();
+// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130).
+const backend5 = backend5x8('systolic-engine-test-5x8');
+const engine5 = backend5.engine;
 afterAll(() => setNumThreads(null));
 
 function data(n: number, seed: number): Float32Array {

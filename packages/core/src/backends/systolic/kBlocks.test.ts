@@ -16,7 +16,7 @@ import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8 } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
-import { engineMemory } from '../../../test/engineMemory';
+import { engineMemory } from '../../../test/systolicEngines';
 
 function data(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);

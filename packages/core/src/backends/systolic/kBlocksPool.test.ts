@@ -12,13 +12,12 @@ import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { aval } from '../../aval';
-import { bf16, registerBackend, systolic } from '../../index';
-import { SystolicBackend } from './backend';
+import { bf16, systolic } from '../../index';
 import { holdWorkers } from '../../wasm/workerPool';
 import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
-import { engineMemory } from '../../../test/engineMemory';
+import { backend5x8, engineMemory } from '../../../test/systolicEngines';
 import { PARALLEL_MIN_WORK } from './gemmEngine';
 
 function data(n: number, seed: number): Float32Array {
@@ -43,19 +42,8 @@ interface Case {
   seed: number;
 }
 
-// A backend whose engine runs the 5 x 8 micro-kernel, chosen as the environment chooses it.
-const backend5 = new SystolicBackend('systolic-kblocks-pool-test-5x8');
-registerBackend(backend5);
-{
-  const env = process.env.TPUKIT_GEMM_KERNEL;
-  process.env.TPUKIT_GEMM_KERNEL = '5x8';
-  try {
-    void backend5.engine;
-  } finally {
-    if (env === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
-    else process.env.TPUKIT_GEMM_KERNEL = env;
-  }
-}
+// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130).
+const backend5 = backend5x8('systolic-kblocks-pool-test-5x8');
 
 /** The backend's engine with `threads` threads installed. */
 function engineWith(threads: number, k5x8 = false): GemmEngine {
