@@ -21,6 +21,7 @@ import '@tensorflow/tfjs-backend-wasm';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { type Array as TArray, type DType, lax, np, systolic, withBackend } from '@tpukit/core';
+import { threadSnapshot } from './threadTimes';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, GemmEngine, type GemmShape, aval, dotGeneralP, evalPrimitiveInto, mxuDotGeneral, wasm } from '@tpukit/core/internal';
 
 const RUNS = Number(process.env.RUNS ?? 9);
@@ -405,6 +406,87 @@ async function shapeAB(): Promise<void> {
   }
 }
 
+/**
+ * CPU ms of this process so far: [every thread (getrusage, exact for the calling thread too), the
+ * threads other than the calling one (`/proc/self/task/<tid>/schedstat`: exact for threads that
+ * are asleep, as the pool's workers are between jobs; the calling thread's own entry lags by up to
+ * a scheduler tick, so its time is the difference)].
+ */
+function threadCpu(): [number, number] {
+  const u = process.cpuUsage();
+  let rest = 0;
+  for (const [tid, [run]] of threadSnapshot()) if (tid !== process.pid) rest += run;
+  return [(u.user + u.system) / 1000, rest];
+}
+
+/**
+ * `MATMUL_ONLY=cpu2t`: each GPT dot with its operands and destination in the GEMM memory (as the
+ * compiled step has them), cold (48 MiB of other memory read before each call, outside the
+ * measurement), one thread against the pool's two threads, interleaved per round: CPU ms of the
+ * calling thread and of the other threads (workers) per call, and wall ms (median of RUNS * 2), plus
+ * the median per-round ratio of each variant's total CPU to the 1t call's. Variants: '2t' (the
+ * defaults: row blocks for an in-place 'kc' A, K blocks for two in-place 'rc' operands), '2t tiles'
+ * (both off: `TPUKIT_GEMM_BLOCK_ROWS_POOL=0 TPUKIT_GEMM_K_BLOCKS_POOL=0`, main's path before gemm7),
+ * '2t held' (the defaults with the worker held: the calling thread computes every unit, so the
+ * path's own cost without a second thread). Where a two-thread product spends CPU beyond the
+ * one-thread product is what the 2t step pays on top (the 2t step is CPU-bound on two cores). The
+ * results must be the same bits (checked).
+ */
+async function cpu2t(): Promise<void> {
+  const { e, evict } = oneThreadCold();
+  // [label, threads, pool row blocks, pool K blocks, worker held (the calling thread computes every unit alone)]
+  const variants: Array<[string, number, boolean, boolean, boolean]> = [
+    ['1t', 1, true, true, false],
+    ['2t', 2, true, true, false],
+    ['2t tiles', 2, false, false, false],
+    ['2t held', 2, true, true, true],
+  ];
+  console.log(`\n[10] GPT dots in the GEMM memory, cold: CPU ms per call (median of ${RUNS * 2} interleaved rounds; main = calling thread, wk = other threads; x = total CPU / 1t's, median per round)`);
+  const sums = variants.map(() => 0);
+  for (const c of GPT_DOTS.slice(0, 10)) {
+    const d = dotInEngine(e, c);
+    const rec = variants.map(() => ({ wall: [] as number[], main: [] as number[], rest: [] as number[] }));
+    let bits: Uint32Array | null = null;
+    const mode = (k: number) => () => {
+      const [, threads, rowBlocks, kBlocks, held] = variants[k];
+      systolic.setNumThreads(threads);
+      void systolic.backend.engine; // (installs the thread setting)
+      e.blockRowsPool = rowBlocks;
+      e.blockKPool = kBlocks;
+      evict();
+      if (held) wasm.holdWorkers(true);
+      const [a0, r0] = threadCpu();
+      const t0 = performance.now();
+      d.run();
+      const t1 = performance.now();
+      const [a1, r1] = threadCpu();
+      if (held) wasm.holdWorkers(false);
+      rec[k].wall.push(t1 - t0);
+      rec[k].main.push(a1 - a0 - (r1 - r0));
+      rec[k].rest.push(r1 - r0);
+      const got = new Uint32Array(d.into.slice().buffer);
+      if (bits === null) bits = got;
+      else if (!got.every((x, i) => x === bits![i])) throw new Error(`bench:matmul: ${c[0]}: ${variants[k][0]} gives different results`);
+    };
+    await interleaved(variants.map((_, k) => mode(k)), RUNS * 2, 2);
+    for (const r of rec) for (const v of [r.wall, r.main, r.rest]) v.splice(0, 2); // (the warm-up runs)
+    const tot = rec.map((r) => r.main.map((x, i) => x + r.rest[i]));
+    const f = (v: number[]): string => median(v).toFixed(2).padStart(5);
+    const parts = variants.map(([label], k) => {
+      sums[k] += median(tot[k]);
+      const x = k === 0 ? '' : ` ${median(tot[k].map((t, i) => t / tot[0][i])).toFixed(3)}x`;
+      return `${label} ${f(tot[k])}${k === 0 ? '' : ` (${f(rec[k].main)}+${f(rec[k].rest)})`}${x} w ${f(rec[k].wall)}`;
+    });
+    console.log(`    ${c[0].padEnd(33)} ${parts.join(' | ')}`);
+    d.release();
+  }
+  console.log(`    sum of medians (ms CPU): ${variants.map(([label], k) => `${label} ${sums[k].toFixed(2)}`).join(', ')}`);
+  e.blockRowsPool = true;
+  e.blockKPool = true;
+  systolic.setNumThreads(1);
+  if (evicted === 42) console.log('');
+}
+
 async function main(): Promise<void> {
   if (process.env.MATMUL_ONLY === 'shape') {
     console.log(`matmul benchmark, micro-kernel shapes: medians of ${RUNS * 2} interleaved runs; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
@@ -419,6 +501,11 @@ async function main(): Promise<void> {
   if (process.env.MATMUL_ONLY === 'kblocks') {
     console.log(`matmul benchmark, weight gradients' K-blocked packing; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
     await kBlocksAB();
+    return;
+  }
+  if (process.env.MATMUL_ONLY === 'cpu2t') {
+    console.log(`matmul benchmark, GPT dots' CPU on 1 and 2 threads; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+    await cpu2t();
     return;
   }
   if (process.env.MATMUL_ONLY === 'gpt') {

@@ -15,24 +15,15 @@ import { evalPrimitiveInto } from '../../internal';
 import { dotGeneralP } from '../../lax/dot';
 import { SystolicBackend } from './backend';
 import type { GemmEngine } from './gemmEngine';
-import { threadsAvailable } from './threads';
+import { poolRowBlockRows, poolTestHooks, threadsAvailable } from './threads';
 import { gemmPhases, resetGemmPhases } from './phases';
+import { backend5x8 } from '../../../test/systolicEngines';
 
 const backend = new SystolicBackend('systolic-engine-test');
 registerBackend(backend);
-// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130), chosen as the environment chooses it.
-const backend5 = new SystolicBackend('systolic-engine-test-5x8');
-registerBackend(backend5);
-const engine5 = ((): GemmEngine => {
-  const env = process.env.TPUKIT_GEMM_KERNEL;
-  process.env.TPUKIT_GEMM_KERNEL = '5x8';
-  try {
-    return backend5.engine;
-  } finally {
-    if (env === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
-    else process.env.TPUKIT_GEMM_KERNEL = env;
-  }
-})();
+// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130).
+const backend5 = backend5x8('systolic-engine-test-5x8');
+const engine5 = backend5.engine;
 afterAll(() => setNumThreads(null));
 
 function data(n: number, seed: number): Float32Array {
@@ -75,7 +66,8 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
     expect(rb1 - rb0).toBe(blocks && !onPool ? 1 : 0);
     expect(pj1 - pj0).toBe(poolBlocked ? 1 : 0);
     if (!touch) expect(sw1 - sw0).toBe(0);
-    else if (blocks && (!onPool || poolBlocked)) expect(sw1 - sw0).toBe(Math.ceil(M / mc));
+    else if (blocks && !onPool) expect(sw1 - sw0).toBe(Math.ceil(M / mc));
+    else if (poolBlocked) expect(sw1 - sw0).toBe(Math.ceil(M / poolRowBlockRows(engine.shape, Math.ceil(N / engine.nr) * engine.nr, K)));
     else expect(sw1 - sw0).toBeGreaterThan(0);
     poolBlockJobs += pj1 - pj0;
   };
@@ -122,7 +114,7 @@ describe('GemmEngine packing of in-place operands', () => {
     fc.assert(
       fc.property(
         fc.constantFrom(...ms),
-        fc.constantFrom(8, 100, 600), // K (600: two K blocks of the kernel)
+        fc.constantFrom(8, 100, 600), // K (600: two K blocks of the kernel, and pool row blocks of half MC)
         fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(8, 16, 64)), // N (a multiple of 8: written straight into the destination)
         fc.boolean(), // A stored [K, M] (rows contiguous, 'rc') instead of [M, K] ('kc')
         fc.boolean(), // sweep in-place sources
@@ -146,5 +138,16 @@ describe('GemmEngine packing of in-place operands', () => {
     expect(engine5.shape.mr).toBe(5);
     // 132 and 388 are no multiples of 5 (not blocked); 135 has a short last block
     property('systolic-engine-test-5x8', engine5, [132, 135, 260, 390, 388], [390, 600, 64, false, true, true, 3]);
+  });
+
+  it.runIf(threadsAvailable(backend.engine) && threadsAvailable(engine5))('the workers\' own path: every tile and row block computed by a worker (the calling thread computes none)', () => {
+    poolTestHooks.callerComputes = false;
+    try {
+      // (blocks of half MC with K = 600, of MC with K = 100; a short last block)
+      for (const [M, K] of [[388, 600], [388, 100]]) expect(checkCase('systolic-engine-test', backend.engine, M, K, 64, false, true, true, 2)).toBe(1);
+      expect(checkCase('systolic-engine-test-5x8', engine5, 390, 600, 64, false, true, true, 3)).toBe(1);
+    } finally {
+      poolTestHooks.callerComputes = true;
+    }
   });
 });

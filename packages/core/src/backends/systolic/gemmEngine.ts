@@ -55,6 +55,24 @@ export interface ParallelJob {
    */
   rowBlockA?: PackJob;
   aRows?: number;
+  /**
+   * Optional (never with `rowBlockA`): the product may run one K block at a time (`KBlockJob`;
+   * `packs` is then the fallback of a runner that cannot).
+   */
+  kBlocks?: KBlockJob;
+}
+
+/**
+ * A product of two 'rc' operands read in place (whole panels, K unpadded) that a runner packs and
+ * multiplies one K block of `kc` at a time (the thread pool's version of `GemmEngine.kBlocks`):
+ * `a` and `b` are the whole operands' packing calls (their `dst` unused); K block pc's packed
+ * blocks go to `args.ap` and `args.bp` for even pc and one block further for odd pc (panel stride
+ * kc * R * 4), so A's and B's packed areas must hold two blocks each.
+ */
+export interface KBlockJob {
+  a: PackJob;
+  b: PackJob;
+  kc: number;
 }
 
 /** Runs one product over several threads; false when it could not (the caller runs it alone). */
@@ -86,6 +104,8 @@ export interface OperandTraffic {
   sweptChunks: number;
   /** One-thread products packed one K block at a time inside the kernel's loops (`GemmEngine.kBlocks`). */
   kBlockedProducts: number;
+  /** Products the thread pool ran one K block at a time (`ParallelJob.kBlocks`). */
+  kBlockedPoolJobs: number;
 }
 
 export class GemmEngine implements BatchEngine {
@@ -127,11 +147,12 @@ export class GemmEngine implements BatchEngine {
   blockRows = envSwitch('TPUKIT_GEMM_BLOCK_ROWS', true);
   /**
    * The same on the thread pool: each thread packs the row blocks of A it then multiplies
-   * (`ParallelJob.rowBlockA`). Off by default (`TPUKIT_GEMM_BLOCK_ROWS_POOL=1` turns it on): its
-   * blocks (MC rows by all columns) are coarser than the pool's tiles, and its two-thread effect
-   * could not be measured on the shared machine (BENCHMARKS.md, gemmstep). Same bits either way.
+   * (`ParallelJob.rowBlockA`, blocks of `poolRowBlockRows`) instead of all threads packing A whole
+   * and then taking tiles. On by default: on two threads it took 3-7% less CPU than the tiles for
+   * the GPT's in-place 'kc' products (BENCHMARKS.md, gemm7); `TPUKIT_GEMM_BLOCK_ROWS_POOL=0` turns
+   * it off (an A/B switch for benchmarks: the same bits either way).
    */
-  blockRowsPool = envSwitch('TPUKIT_GEMM_BLOCK_ROWS_POOL', false);
+  blockRowsPool = envSwitch('TPUKIT_GEMM_BLOCK_ROWS_POOL', true);
   /**
    * Whether one-thread products of two in-place 'rc' operands with several K blocks (the weight
    * gradients) pack each K block of both operands right before the kernel multiplies it
@@ -139,6 +160,13 @@ export class GemmEngine implements BatchEngine {
    * switch for benchmarks: the results are the same bits either way).
    */
   blockK = envSwitch('TPUKIT_GEMM_K_BLOCKS', true);
+  /**
+   * The same on the thread pool (`ParallelJob.kBlocks`): every thread packs and multiplies K block
+   * by K block, instead of packing both operands whole and then splitting C into tiles over the
+   * whole K. On by default (with `blockK`); `TPUKIT_GEMM_K_BLOCKS_POOL=0` turns it off (an A/B
+   * switch for benchmarks: the same bits either way).
+   */
+  blockKPool = envSwitch('TPUKIT_GEMM_K_BLOCKS_POOL', true);
   /** Phase timer only: how long packing A and packing B took in the current product (ms). */
   private readonly packMs: number[] = [0, 0];
   /** Regions held by `reserve`, in address order (byte address, bytes). */
@@ -146,7 +174,7 @@ export class GemmEngine implements BatchEngine {
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
-  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0 };
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0 };
   readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape = defaultShape() }: { relaxed: boolean; shape?: GemmShape }) {
@@ -350,6 +378,8 @@ export class GemmEngine implements BatchEngine {
     // Packing is split into chunks for the pool's threads; a product the calling thread runs
     // alone packs each operand in as few kernel calls as its cache blocking allows.
     const minChunks = big && this.parallel ? MIN_PACK_CHUNKS : 1;
+    // Both operands read in place by K blocks on the pool too (see `KBlockJob`).
+    const poolKBlocks = big && this.parallel !== null && this.blockKPool && simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
       const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
@@ -378,7 +408,8 @@ export class GemmEngine implements BatchEngine {
       let blocked = false;
       let kBlocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
-      if (!(big && this.parallel && this.parallel(this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows)))) {
+      const kbJob = poolKBlocks && jobA && jobB ? { a: jobA, b: jobB, kc: K_BLOCK_KC } : null;
+      if (!(big && this.parallel && this.parallel(this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows, kbJob)))) {
         alone = true;
         hostPack();
         // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
@@ -439,11 +470,13 @@ export class GemmEngine implements BatchEngine {
 
   /**
    * The pool's job for one product: A's packing by row blocks (`rowBlockA`, B alone in chunks)
-   * when `blockA` is given, `blockRowsPool` is on, and no early row hand-over is asked for;
-   * else every packing in chunks.
+   * when `blockA` is given, `blockRowsPool` is on, and no early row hand-over is asked for; K
+   * block by K block when `kBlocks` is given (the chunked packings as the fallback); else every
+   * packing in chunks.
    */
-  private parallelJob(args: GemmArgs, stager: Stager, hostPack: () => void, packs: PackJob[], edges: () => void, overlap: (() => void) | undefined, rows: ((r0: number, r1: number) => void) | undefined, blockA: PackJob | null, jobB: PackJob | null, aRows: number): ParallelJob {
+  private parallelJob(args: GemmArgs, stager: Stager, hostPack: () => void, packs: PackJob[], edges: () => void, overlap: (() => void) | undefined, rows: ((r0: number, r1: number) => void) | undefined, blockA: PackJob | null, jobB: PackJob | null, aRows: number, kBlocks: KBlockJob | null): ParallelJob {
     if (blockA && jobB && this.blockRowsPool && rows === undefined) return { args, stager, hostPack, packs: [jobB], edges, overlap, rowBlockA: blockA, aRows };
+    if (kBlocks) return { args, stager, hostPack, packs, edges, overlap, rows, kBlocks };
     return { args, stager, hostPack, packs, edges, overlap, rows };
   }
 

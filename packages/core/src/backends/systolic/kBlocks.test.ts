@@ -16,6 +16,7 @@ import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8 } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
+import { engineMemory } from '../../../test/systolicEngines';
 
 function data(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);
@@ -50,14 +51,7 @@ const engines = [new GemmEngine({ relaxed, shape: GEMM_SHAPE_4X8 }), new GemmEng
 function check(e: GemmEngine, c: Case): number {
   const { batch: B, M, K, N, lhsT, rhsT, dtype, flush, direct, seed } = c;
   const store = (x: Float32Array): Float32Array | Uint16Array => (dtype === 'bfloat16' ? bf16.encode(x) : x);
-  const addrs: number[] = [];
-  const inMemory = (x: Float32Array | Uint16Array): Float32Array | Uint16Array => {
-    const addr = e.reserve(x.byteLength); // (grows the memory: take the buffer after)
-    addrs.push(addr);
-    const v = x instanceof Uint16Array ? new Uint16Array(e.buffer(), addr, x.length) : new Float32Array(e.buffer(), addr, x.length);
-    v.set(x);
-    return v;
-  };
+  const { inMemory, releaseAll } = engineMemory(e);
   const saved = e.blockK;
   try {
     const lhs = { data: inMemory(store(data(B * M * K, seed))), shape: lhsT ? [B, K, M] : [B, M, K], dtype };
@@ -89,7 +83,7 @@ function check(e: GemmEngine, c: Case): number {
     return n;
   } finally {
     e.blockK = saved;
-    for (const a of addrs) e.release(a);
+    releaseAll();
   }
 }
 
@@ -153,18 +147,20 @@ describe('systolic GEMM: K-blocked packing of in-place weight-gradient operands'
     expect(check(e, c)).toBe(0);
   });
 
-  it('is on by default, and TPUKIT_GEMM_K_BLOCKS=0 turns it off for engines made after', () => {
-    const before = process.env.TPUKIT_GEMM_K_BLOCKS;
-    try {
-      delete process.env.TPUKIT_GEMM_K_BLOCKS;
-      expect(new GemmEngine({ relaxed: false }).blockK).toBe(true);
-      process.env.TPUKIT_GEMM_K_BLOCKS = '0';
-      expect(new GemmEngine({ relaxed: false }).blockK).toBe(false);
-      process.env.TPUKIT_GEMM_K_BLOCKS = 'off';
-      expect(() => new GemmEngine({ relaxed: false })).toThrow(/TPUKIT_GEMM_K_BLOCKS must be 0 or 1; got "off"/);
-    } finally {
-      if (before === undefined) delete process.env.TPUKIT_GEMM_K_BLOCKS;
-      else process.env.TPUKIT_GEMM_K_BLOCKS = before;
+  it('is on by default, and TPUKIT_GEMM_K_BLOCKS=0 turns it off for engines made after (TPUKIT_GEMM_K_BLOCKS_POOL=0 the thread pool\'s K blocks alike)', () => {
+    for (const [name, flag] of [['TPUKIT_GEMM_K_BLOCKS', 'blockK'], ['TPUKIT_GEMM_K_BLOCKS_POOL', 'blockKPool']] as const) {
+      const before = process.env[name];
+      try {
+        delete process.env[name];
+        expect(new GemmEngine({ relaxed: false })[flag]).toBe(true);
+        process.env[name] = '0';
+        expect(new GemmEngine({ relaxed: false })[flag]).toBe(false);
+        process.env[name] = 'off';
+        expect(() => new GemmEngine({ relaxed: false })).toThrow(new RegExp(`${name} must be 0 or 1; got "off"`));
+      } finally {
+        if (before === undefined) delete process.env[name];
+        else process.env[name] = before;
+      }
     }
   });
 });

@@ -28,10 +28,13 @@ import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
 import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
-import type { GemmEngine, ParallelJob } from './gemmEngine';
+import type { GemmEngine, KBlockJob, ParallelJob } from './gemmEngine';
+import type { GemmExports } from './gemmModule';
 import { PACK_ROWS, packFunctionName } from './packKernels';
 import { type PackJob, chunkCall } from './packPlan';
 import { gemmPhases, phaseClock } from './phases';
+
+type PackFn = (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void;
 
 /** Every packing kernel, in a fixed order the workers index into. */
 const PACK_NAMES: string[] = [];
@@ -52,13 +55,22 @@ const STAGED = 7; // byte address below which the operands are staged (see packP
 // OPEN (JOB+12): the generation of the job workers may still join, 0 once the calling thread closed it.
 const JOB = 8;
 const OPEN = JOB + 12;
-const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts); 2: one product split into row blocks, each thread packing the A rows it multiplies
+const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts); 2: one product split into row blocks, each thread packing the A rows it multiplies; 3: one product by K blocks (K_BLOCK_SOURCE)
 const SWEPT = JOB + 15; // in-place sources the workers swept (touch_rows calls) in the current job (GemmEngine.traffic.sweptChunks)
 const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis touch
 const PACK_SLOTS = 14;
 const CUR = PACKS + 2 * PACK_SLOTS; // per worker: a lower bound of the tiles it may still compute
 const MAX_WORKERS = 255;
 const NONE = 0x7fffffff; // CUR of a worker with no tile left
+// A K-blocked job (MODE 3): per K block pc, four counters from KB + 4 * pc (see K_BLOCK_SOURCE).
+/** The most K blocks a K-blocked job may have (its counters' slots); a longer product runs by tiles. */
+export const MAX_K_BLOCKS = 64;
+const KB = CUR + MAX_WORKERS;
+/** The most C tiles per K block of a K-blocked job (its per-tile counters). */
+const MAX_K_BLOCK_TILES = 64;
+const KTILE = KB + 4 * MAX_K_BLOCKS; // per tile of a K-blocked job: K blocks done
+const KWAIT = KTILE + MAX_K_BLOCK_TILES; // threads asleep in kBlockWait
+const KSLOTS = KWAIT + 1; // end of the control block
 
 /** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
 const SPIN = 4000;
@@ -66,9 +78,100 @@ const SPIN = 4000;
 /** Between jobs: poll the generation a while, then sleep (see idleWaitSource). */
 const IDLE_WAIT = idleWaitSource(GEN);
 
+/**
+ * A K-blocked job (MODE 3, `ParallelJob.kBlocks`): the product of two 'rc' operands read in place
+ * (the weight gradients, K = 2048), packed and multiplied one K block at a time as the one-thread
+ * path does (`GemmEngine.kBlocks`), so that the packed blocks stay in the caches instead of whole
+ * packed operands of several MiB going out to memory and back (on two threads the tiled path's
+ * weight gradients took 11-19% more CPU than the one-thread product, 7-14% of it on one core;
+ * BENCHMARKS.md, gemm7). Per K block pc, in two alternating packed areas (A's block at `ap`, B's
+ * at `bp`, the second one a block further): stage P(pc), chunks of k rows of A's and B's blocks,
+ * and stage T(pc), C tiles multiplied over the block (accumulating from block 1 on). Every thread
+ * (the calling one and each worker that joined) walks the stages in order, taking units of each
+ * from its counter (KB + 4 * pc: P taken, P done, T taken, T done) until none are left. P(pc)
+ * first waits until T(pc - 2), which read the same area, is all done; T(pc) until P(pc) is all
+ * packed, and each of its tiles until the same tile of T(pc - 1) is done (KTILE + t counts the K
+ * blocks done per tile: C accumulates in K order, and a thread slowed in one tile holds up only
+ * that tile's successor). Every thread waits only for units already taken (it passed their stage
+ * itself), so the calling thread finishes alone when no worker joins. Each element of C sees the
+ * same K order and f32 stores between blocks as in `gemm`: the same bits on any number of threads.
+ *
+ * JavaScript source shared by the workers and the calling thread (compiled once there): defines
+ * `kBlockStages(c, micro, packs, touch)` (returns the tiles this thread computed, -1 when another
+ * thread failed) and `kBlockFail(c)` (marks the job failed and wakes every waiting thread).
+ */
+const K_BLOCK_SOURCE = `
+function kBlockWait(c, i, n) {
+  let v = Atomics.load(c, i);
+  for (let s = 0; s < ${SPIN} && v < n; s++) v = Atomics.load(c, i);
+  while (v < n) {
+    if (Atomics.load(c, ${ERR}) !== 0) return false;
+    Atomics.add(c, ${KWAIT}, 1);
+    Atomics.wait(c, i, v);
+    Atomics.sub(c, ${KWAIT}, 1);
+    v = Atomics.load(c, i);
+  }
+  return Atomics.load(c, ${ERR}) === 0;
+}
+function kBlockDone(c, i) {
+  Atomics.add(c, i, 1);
+  if (Atomics.load(c, ${KWAIT}) !== 0) Atomics.notify(c, i);
+}
+function kBlockFail(c) {
+  Atomics.store(c, ${ERR}, 1);
+  for (let q = ${KB}; q < ${KSLOTS}; q++) Atomics.notify(c, q);
+}
+function kBlockStages(c, micro, packs, touch) {
+  const A = ${PACKS}, B = ${PACKS + PACK_SLOTS};
+  const ap = c[${JOB}], bp = c[${JOB} + 1], cp = c[${JOB} + 2], M = c[${JOB} + 3], np = c[${JOB} + 4], kp = c[${JOB} + 5];
+  const tr = c[${JOB} + 6], tc = c[${JOB} + 7], cols = c[${JOB} + 8], tiles = c[${JOB} + 9], KC = c[${JOB} + 13], nb = c[${JOB} + 14];
+  const mr = c[A + 8], nr = c[B + 8];
+  let mine = 0;
+  for (let pc = 0; pc < nb; pc++) {
+    const k0 = pc * KC, kc = Math.min(KC, kp - k0), q = ${KB} + 4 * pc;
+    const aBlk = ap + (pc & 1) * M * KC * 4, bBlk = bp + (pc & 1) * np * KC * 4;
+    const ca = Math.ceil(kc / c[A + 11]), chunks = ca + Math.ceil(kc / c[B + 11]);
+    // P(pc) overwrites the packed blocks of pc - 2: its tiles must all be done.
+    if (Atomics.load(c, q) < chunks && (pc < 2 || kBlockWait(c, q - 5, tiles))) {
+      for (let i = Atomics.add(c, q, 1); i < chunks; i = Atomics.add(c, q, 1)) {
+        const o = i < ca ? A : B, per = c[o + 11], u = (i < ca ? i : i - ca) * per, k = Math.min(per, kc - u);
+        const esz = c[o + 9], src = c[o + 1] + (k0 + u) * c[o + 3] * esz;
+        if (c[o + 13] !== 0) { touch(src, c[o + 4] * c[o + 8] * esz, c[o + 3] * esz, k); Atomics.add(c, ${SWEPT}, 1); }
+        packs[c[o]](src, 1, c[o + 3], c[o + 4], k, kc, (o === A ? aBlk : bBlk) + u * c[o + 8] * 4);
+        kBlockDone(c, q + 1);
+      }
+    }
+    if (Atomics.load(c, q + 2) >= tiles) continue;
+    if (!kBlockWait(c, q + 1, chunks)) return -1;
+    for (let t = Atomics.add(c, q + 2, 1); t < tiles; t = Atomics.add(c, q + 2, 1)) {
+      // (tile t accumulates onto its own result of K block pc - 1)
+      if (pc > 0 && !kBlockWait(c, ${KTILE} + t, pc)) return -1;
+      const r = (t / cols) | 0, i0 = r * tr, i1 = Math.min(M, i0 + tr), j0 = (t - r * cols) * tc, j1 = Math.min(np, j0 + tc);
+      for (let j = j0; j < j1; j += nr) micro(aBlk + i0 * kc * 4, bBlk + j * kc * 4, cp + (i0 * np + j) * 4, kc, np * 4, pc > 0 ? 1 : 0, (i1 - i0) / mr, kc * mr * 4);
+      mine++;
+      kBlockDone(c, ${KTILE} + t);
+      kBlockDone(c, q + 3);
+    }
+  }
+  return mine;
+}
+`;
+
+/** The calling thread's copy of `kBlockStages` and `kBlockFail` (K_BLOCK_SOURCE). */
+const kBlockFns = new Function(`${K_BLOCK_SOURCE}; return { stages: kBlockStages, fail: kBlockFail };`)() as {
+  stages: (c: Int32Array, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows']) => number;
+  fail: (c: Int32Array) => void;
+};
+
 /** A worker's part of a job it joined (see WORKER_SOURCE): a batch job, or packing then tiles (or row blocks). */
 const JOB_SOURCE = `
-  if (c[${MODE}] === 1) {
+  if (c[${MODE}] === 3) {
+    try {
+      kBlockStages(c, micro, packs, touch);
+    } catch (e) {
+      kBlockFail(c); // the calling thread sees it once this worker has left the job
+    }
+  } else if (c[${MODE}] === 1) {
     try {
       batchItems();
     } catch (e) {
@@ -109,6 +212,7 @@ const { parentPort, workerData } = require('node:worker_threads');
 const { module, memory, control, id, start, packNames } = workerData;
 const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
 const gemm = inst.exports.gemm;
+const micro = inst.exports.micro;
 const packs = packNames.map((n) => inst.exports[n]);
 const touch = inst.exports.touch_rows;
 const c = new Int32Array(control);
@@ -170,6 +274,7 @@ function rowBlocks() {
     gemm(area - i0 * kp * 4, c[${JOB} + 1], c[${JOB} + 2], mp, np, kp, i0, i1, 0, np);
   }
 }
+${K_BLOCK_SOURCE}
 let seen = start;
 for (;;) {
   ${IDLE_WAIT}
@@ -183,6 +288,11 @@ for (;;) {
 export function threadsAvailable(engine: GemmEngine): boolean {
   return engine.shared && nodeModule('node:worker_threads') !== null;
 }
+
+const WORKER_FAILED = 'dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)';
+
+/** Source bytes of one packing chunk of a K-blocked job (k rows of all panels). */
+const K_BLOCK_CHUNK_BYTES = 64 * 1024;
 
 /** Width of a C tile in columns (with the MC rows of the GEMM's A block: 128 x 128 tiles). */
 const TILE_COLS = 128;
@@ -204,6 +314,18 @@ const MAX_TILE_WORK = FINE_TILES ? 1 << 21 : 1 << 22;
 const MANY_TILES_PER_THREAD = FINE_TILES ? 16 : 8;
 /** The split's limits, for tests. */
 export const TILE_SPLIT = { maxTileWork: MAX_TILE_WORK, manyTilesPerThread: MANY_TILES_PER_THREAD } as const;
+/**
+ * Rows of A a thread packs and multiplies as one unit of a row-block job (`ParallelJob.rowBlockA`):
+ * MC, halved (to a multiple of MR) when such a block is more than MAX_TILE_WORK multiply-adds, so
+ * that the block one thread computes last while the others may have none left is short (the GPT's
+ * [2048,512] x [512,128] products: 32 blocks of 64 rows instead of 16 of 128, the same CPU,
+ * BENCHMARKS.md, gemm7).
+ */
+export function poolRowBlockRows(shape: { mr: number; mc: number }, np: number, kp: number): number {
+  const { mr, mc } = shape;
+  return mc * np * kp > MAX_TILE_WORK && mc >= 4 * mr ? Math.ceil(mc / 2 / mr) * mr : mc;
+}
+
 /** The least tile height and width (in rows and columns) the narrowing goes down to. */
 const MIN_TILE_SIDE = 16;
 
@@ -235,16 +357,46 @@ export function planTiles(mp: number, np: number, kp: number, mr: number, nr: nu
   return { tileRows, tileCols, rowTiles: Math.ceil(mp / tileRows), colTiles: Math.ceil(np / tileCols) };
 }
 
+/**
+ * Tests only: with `callerComputes` false, the calling thread of a product job (tiles, row blocks,
+ * K blocks) computes none of its units and waits until the workers have taken them all, so that a
+ * test checks the workers' code path (a product the calling thread could finish alone otherwise
+ * rarely reaches a worker). Needs workers that run: it waits for them. With `breakWorkers`, the
+ * workers of a K-blocked job find a packing kernel that does not exist (they throw: the job's
+ * failure path).
+ */
+export const poolTestHooks = { callerComputes: true, breakWorkers: false };
+
+/**
+ * `poolTestHooks.callerComputes` false: waits until counter slot `next` has handed out `units`
+ * (1 ms sleeps); after 20 s it fails the job and throws (a test of a broken worker then fails
+ * rather than hangs).
+ */
+function leaveUnitsToWorkers(c: Int32Array, next: number, units: number): void {
+  const until = performance.now() + 20000;
+  for (let v = Atomics.load(c, next); v < units && Atomics.load(c, ERR) === 0; v = Atomics.load(c, next)) {
+    if (performance.now() > until) {
+      kBlockFns.fail(c); // (the workers leave the job)
+      throw new Error('systolic threads (poolTestHooks): the workers left units of the job untaken for 20 s');
+    }
+    Atomics.wait(c, next, v, 1);
+  }
+}
+
 class Pool {
-  readonly control = new Int32Array(new SharedArrayBuffer(4 * (CUR + MAX_WORKERS)));
+  readonly control = new Int32Array(new SharedArrayBuffer(4 * KSLOTS));
   /** The workers (core's shared worker-thread machinery). */
   readonly pool: WorkerPool;
   private module: WasmModule;
   /** Kernel arguments of one packing chunk (reused). */
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
+  /** The packing kernels of the calling thread's instance, in PACK_NAMES order. */
+  private readonly packs: PackFn[];
 
   constructor(private readonly engine: GemmEngine) {
     this.module = new WA.Module(engine.bytes);
+    const ex = engine.exports as unknown as Record<string, PackFn>;
+    this.packs = PACK_NAMES.map((n) => ex[n]);
     this.pool = new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ module: this.module, memory: this.engine.memory, packNames: PACK_NAMES }), 'gemm');
   }
 
@@ -259,14 +411,19 @@ class Pool {
    * while it waits for the workers' last ones), so copying the output overlaps the product.
    */
   run(job: ParallelJob, threads: number): void {
+    if (job.kBlocks && Math.ceil(job.args.kp / job.kBlocks.kc) <= MAX_K_BLOCKS && Math.ceil(job.args.mp / this.engine.shape.mc) <= MAX_K_BLOCK_TILES) {
+      this.runKBlocks(job, job.kBlocks, threads);
+      return;
+    }
     const { mr, mc } = this.engine.shape;
     const nr = this.engine.nr;
     const { ap, bp, cp, mp, np, kp } = job.args;
     const c = this.control;
     // Small tiles keep both threads busy to the end (see planTiles); with A packed by row
-    // blocks (job.rowBlockA), a tile is an MC row block over all columns.
+    // blocks (job.rowBlockA), a tile is a row block (poolRowBlockRows) over all columns.
     const blockA = job.rowBlockA ?? null;
-    const { tileRows, tileCols, rowTiles, colTiles } = blockA ? { tileRows: mc, tileCols: np, rowTiles: Math.ceil(mp / mc), colTiles: 1 } : planTiles(mp, np, kp, mr, nr, mc, threads);
+    const rb = blockA ? poolRowBlockRows(this.engine.shape, np, kp) : mc;
+    const { tileRows, tileCols, rowTiles, colTiles } = blockA ? { tileRows: rb, tileCols: np, rowTiles: Math.ceil(mp / rb), colTiles: 1 } : planTiles(mp, np, kp, mr, nr, mc, threads);
     c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
     c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
     c[JOB + 10] = threads - 1;
@@ -367,9 +524,10 @@ class Pool {
     if (!failed && Atomics.load(c, ERR) === 0) {
       try {
         job.overlap?.();
+        if (poolTestHooks.callerComputes === false) leaveUnitsToWorkers(c, TILE_NEXT, tiles);
         if (blockA) {
           for (let t = Atomics.add(c, TILE_NEXT, 1); t < tiles; t = Atomics.add(c, TILE_NEXT, 1)) {
-            e.rowBlock(blockA, ap, bp, cp, mp, np, kp, t * mc, Math.min(mp, (t + 1) * mc));
+            e.rowBlock(blockA, ap, bp, cp, mp, np, kp, t * rb, Math.min(mp, (t + 1) * rb));
             mine++;
           }
         }
@@ -424,8 +582,75 @@ class Pool {
       }
     }
     if (failed) throw failed;
-    if (Atomics.load(c, ERR) !== 0) throw new Error('dot_general: a systolic worker thread failed while computing its part of the product (setNumThreads(1) runs without workers)');
+    if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
   }
+  /**
+   * Runs a K-blocked job (K_BLOCK_SOURCE) on this thread and `threads - 1` workers: one wake-up,
+   * then every thread walks the K blocks' packing and tile stages; this thread closes the job once
+   * the last block's tiles are all taken. Output rows are handed to `job.rows` at the end (every
+   * row is final only after the last K block).
+   */
+  private runKBlocks(job: ParallelJob, kb: KBlockJob, threads: number): void {
+    const e = this.engine;
+    const { mr, mc } = e.shape;
+    const nr = e.nr;
+    const { ap, bp, cp, mp, np, kp } = job.args;
+    const c = this.control;
+    const nb = Math.ceil(kp / kb.kc);
+    // Tiles of a K block: MC rows (or all of them) by whole column panels, at least 4 per thread.
+    const tileRows = Math.min(mc, mp);
+    const rowTiles = Math.ceil(mp / tileRows);
+    const colPanels = np / nr;
+    const tileCols = nr * Math.ceil(colPanels / Math.min(colPanels, Math.max(1, Math.floor(MAX_K_BLOCK_TILES / rowTiles)), Math.ceil((MIN_TILES_PER_THREAD * threads) / rowTiles)));
+    const colTiles = Math.ceil(np / tileCols);
+    c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
+    c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
+    c[JOB + 10] = threads - 1;
+    c[MODE] = 3;
+    c[JOB + 13] = kb.kc;
+    c[JOB + 14] = nb;
+    c[KWAIT] = 0;
+    for (const [o, p] of [[PACKS, kb.a], [PACKS + PACK_SLOTS, kb.b]] as const) {
+      const index = PACK_NAMES.indexOf(p.fn);
+      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
+      c[o] = index;
+      for (let i = 0; i < 7; i++) c[o + 1 + i] = p.args[i];
+      // k rows per packing chunk: about K_BLOCK_CHUNK_BYTES of source
+      const rowBytes = p.args[3] * p.R * p.esz;
+      c[o + 8] = p.R; c[o + 9] = p.esz; c[o + 10] = 0; c[o + 11] = Math.max(1, Math.min(kb.kc, Math.floor(K_BLOCK_CHUNK_BYTES / rowBytes))); c[o + 12] = 1; c[o + 13] = p.touch ? 1 : 0;
+    }
+    if (poolTestHooks.breakWorkers) c[PACKS] = -1;
+    Atomics.store(c, ERR, 0);
+    Atomics.store(c, SWEPT, 0);
+    for (let i = KB; i < KB + 4 * nb; i++) Atomics.store(c, i, 0);
+    for (let i = KTILE; i < KTILE + rowTiles * colTiles; i++) Atomics.store(c, i, 0);
+    this.pool.openJob(OPEN);
+    this.pool.wake();
+    let failed: unknown = null;
+    let mine = 0;
+    try {
+      job.overlap?.();
+      if (poolTestHooks.callerComputes === false) leaveUnitsToWorkers(c, KB + 4 * (nb - 1) + 2, rowTiles * colTiles);
+      else mine = kBlockFns.stages(c, e.exports.micro, this.packs, e.exports.touch_rows);
+    } catch (err) {
+      failed = err;
+      kBlockFns.fail(c);
+    }
+    this.pool.closeJob(OPEN, INSIDE);
+    this.pool.finished();
+    e.traffic.sweptChunks += Atomics.load(c, SWEPT);
+    e.traffic.kBlockedPoolJobs++;
+    if (gemmPhases.enabled) {
+      const p = gemmPhases.pool;
+      p.products++;
+      p.tiles += nb * rowTiles * colTiles;
+      p.callerTiles += Math.max(0, mine);
+    }
+    if (failed) throw failed;
+    if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
+    job.rows?.(0, mp);
+  }
+
   /**
    * Runs a batch job (batched.ts) on this thread and `threads - 1` workers: one wake-up, then
    * every thread takes items from one counter; this thread stages the operands first (only it

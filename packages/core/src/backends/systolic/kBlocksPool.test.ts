@@ -1,0 +1,208 @@
+/**
+ * K-blocked products on the thread pool (`ParallelJob.kBlocks`, `GemmEngine.blockKPool`): a product
+ * of two 'rc' operands read in place (the weight gradients) is packed and multiplied K block by K
+ * block by every thread, instead of both operands packed whole and C split into tiles over the
+ * whole K. It changes speed only: the law compares it, bit for bit, with one thread's whole-operand
+ * path over shapes at and around the edges (K blocks of 256, MC row blocks, the tile split), both
+ * storage dtypes, flushing, a destination in the GEMM memory or a fresh output, 2 and 3 threads,
+ * the 4 x 8 and 5 x 8 micro-kernels, and checks by the engine's counter that exactly the products its conditions name took it. Then
+ * the calling thread alone (the worker held before it joins) and a worker that joins mid-product.
+ */
+import { Worker } from 'node:worker_threads';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { aval } from '../../aval';
+import { bf16, systolic } from '../../index';
+import { holdWorkers } from '../../wasm/workerPool';
+import { poolTestHooks } from './threads';
+import type { GemmEngine } from './gemmEngine';
+import { mxuDotGeneral } from './mxuDot';
+import { backend5x8, engineMemory } from '../../../test/systolicEngines';
+import { PARALLEL_MIN_WORK } from './gemmEngine';
+
+function data(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.37 + seed) * 2 ** ((i % 9) - 4) + (i % 11 === 0 ? 3e-39 : 0);
+  return out;
+}
+
+interface Case {
+  M: number;
+  K: number;
+  N: number;
+  /** lhs stored [K, M] ('rc') rather than [M, K]; rhs likewise [K, N]. */
+  lhsT: boolean;
+  rhsT: boolean;
+  dtype: 'float32' | 'bfloat16';
+  flush: boolean;
+  direct: boolean;
+  threads: number;
+  /** The 5 x 8 micro-kernel's engine (MR 5, MC 130) instead of the default 4 x 8. */
+  k5x8?: boolean;
+  seed: number;
+}
+
+// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130).
+const backend5 = backend5x8('systolic-kblocks-pool-test-5x8');
+
+/** The backend's engine with `threads` threads installed. */
+function engineWith(threads: number, k5x8 = false): GemmEngine {
+  systolic.setNumThreads(threads);
+  return (k5x8 ? backend5 : systolic.backend).engine;
+}
+
+/**
+ * Runs case `c` on one thread with K blocks off (the reference), then on `c.threads` threads with
+ * the pool's K blocks on (`during` runs right before that product), operands in the engine's
+ * memory; expects the same bits and returns how many products the pool ran by K blocks.
+ */
+function check(c: Case, during?: () => void): number {
+  const { M, K, N, lhsT, rhsT, dtype, flush, direct, threads, k5x8, seed } = c;
+  const e = engineWith(1, k5x8);
+  const store = (x: Float32Array): Float32Array | Uint16Array => (dtype === 'bfloat16' ? bf16.encode(x) : x);
+  const { inMemory, releaseAll } = engineMemory(e);
+  const saved = [e.blockK, e.blockKPool];
+  try {
+    const lhs = { data: inMemory(store(data(M * K, seed))), shape: lhsT ? [K, M] : [M, K], dtype };
+    const rhs = { data: inMemory(store(data(K * N, seed + 1))), shape: rhsT ? [K, N] : [N, K], dtype };
+    const params = { dimensionNumbers: [[[lhsT ? 0 : 1], [rhsT ? 0 : 1]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
+    const out = aval([M, N], 'float32');
+    const into = direct ? (inMemory(new Float32Array(M * N)) as Float32Array) : null;
+    const run = (t: number, on: boolean): Uint32Array => {
+      const eng = engineWith(t, k5x8);
+      eng.blockK = on;
+      eng.blockKPool = on;
+      eng.f32.fill(Number.NaN, eng.floor / 4); // poisoned scratch: nothing packed before may reach a result
+      if (into) into.fill(Number.NaN);
+      if (on) during?.();
+      const r = mxuDotGeneral(eng, lhs, rhs, params, out, { flushSubnormals: flush }, into ?? undefined) as Float32Array;
+      return new Uint32Array((into ?? r).slice().buffer);
+    };
+    const want = run(1, false);
+    const before = e.traffic.kBlockedPoolJobs;
+    const got = run(threads, true);
+    // (the first differing element, not a diff of up to 250k numbers)
+    expect(got.findIndex((x, i) => x !== want[i])).toBe(-1);
+    expect(got.length).toBe(want.length);
+    return e.traffic.kBlockedPoolJobs - before;
+  } finally {
+    [e.blockK, e.blockKPool] = saved;
+    releaseAll();
+  }
+}
+
+/** Whether case `c` must run by K blocks on the pool. */
+function qualifies(c: Case): boolean {
+  const e = engineWith(1, c.k5x8);
+  // (K blocks of 256; whole panels; B's block at most 512 columns; big enough for the pool)
+  return c.lhsT && c.rhsT && c.K > 256 && c.M % e.shape.mr === 0 && c.N % e.nr === 0 && c.N <= 512 && c.M * c.N * c.K >= PARALLEL_MIN_WORK;
+}
+
+/** Holds the pool's workers until `release()`; a helper thread lets them go after 20 s in any case (a caller waiting for them then fails instead of hanging). */
+function holdAll(): { hold: Int32Array; release: () => void } {
+  const hold = holdWorkers(true)!;
+  const releaser = new Worker('const h = new Int32Array(require("node:worker_threads").workerData.hold); Atomics.wait(h, 0, 1, 20000); Atomics.store(h, 0, 0); Atomics.notify(h, 0);', { eval: true, workerData: { hold: hold.buffer } });
+  return {
+    hold,
+    release: () => {
+      holdWorkers(false);
+      void releaser.terminate();
+    },
+  };
+}
+
+const shared = systolic.backend.engine.shared;
+
+describe('systolic threads: K-blocked weight-gradient products', () => {
+  const before = systolic.getNumThreads();
+  afterAll(() => systolic.setNumThreads(before));
+
+  it.runIf(shared)("give one thread's bits on 2 and 3 threads, and are taken exactly where their conditions hold", () => {
+    let taken = 0;
+    fc.assert(
+      fc.property(
+        fc.record({
+          M: fc.constantFrom(4, 64, 128, 130, 132, 256, 260, 390, 512),
+          K: fc.constantFrom(256, 300, 512, 600, 1030, 2048),
+          N: fc.constantFrom(8, 16, 64, 128, 136, 512, 520),
+          lhsT: fc.boolean(),
+          rhsT: fc.boolean(),
+          dtype: fc.constantFrom('float32' as const, 'bfloat16' as const),
+          flush: fc.boolean(),
+          direct: fc.boolean(),
+          threads: fc.constantFrom(2, 3),
+          k5x8: fc.boolean(),
+          seed: fc.integer({ min: 0, max: 1000 }),
+        }),
+        (c) => {
+          const n = check(c);
+          expect(n).toBe(qualifies(c) ? 1 : 0);
+          taken += n;
+        },
+      ),
+      {
+        numRuns: 30,
+        endOnFailure: true, // (shrinking would rerun products of up to 270 MFLOP many times)
+        // The GPT's weight gradients, and edges of the conditions.
+        examples: [
+          [{ M: 128, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 1 }],
+          [{ M: 512, K: 2048, N: 128, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: false, threads: 2, seed: 2 }],
+          [{ M: 128, K: 2048, N: 128, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: true, threads: 3, seed: 3 }],
+          [{ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'float32', flush: true, direct: false, threads: 3, seed: 4 }],
+          [{ M: 132, K: 300, N: 520, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 5 }],
+          [{ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: false, direct: true, threads: 2, k5x8: true, seed: 9 }],
+          [{ M: 512, K: 512, N: 512, lhsT: true, rhsT: false, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 6 }],
+        ],
+      },
+    );
+    expect(taken).toBeGreaterThan(0);
+  });
+
+  it.runIf(shared)('the calling thread finishes alone when the worker has not joined, and a worker joining mid-product changes no bit', () => {
+    const c: Case = { M: 512, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 7 };
+    check(c); // (the worker is started and has run a job)
+    const held = holdAll();
+    try {
+      expect(check(c)).toBe(1);
+      expect(Atomics.load(held.hold, 0), 'the calling thread waited for the held worker').toBe(1);
+    } finally {
+      held.release();
+    }
+    // Held again, and let go from another thread a few milliseconds into a ~40 ms product: the
+    // worker joins while K blocks are left (or after the job closed, on a slow machine).
+    const late = holdAll();
+    let letGo: Worker | null = null;
+    try {
+      const n = check(c, () => {
+        letGo = new Worker('const h = new Int32Array(require("node:worker_threads").workerData.hold); setTimeout(() => { Atomics.store(h, 0, 0); Atomics.notify(h, 0); }, 5);', { eval: true, workerData: { hold: late.hold.buffer } });
+      });
+      expect(n).toBe(1);
+    } finally {
+      late.release();
+      void (letGo as Worker | null)?.terminate();
+    }
+  });
+
+  it.runIf(shared)("the workers' own path: every K block packed and multiplied by workers (the calling thread computes none)", () => {
+    poolTestHooks.callerComputes = false;
+    try {
+      for (const threads of [2, 3]) expect(check({ M: 260, K: 1030, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: threads === 2, threads, seed: 8 })).toBe(1);
+      expect(check({ M: 390, K: 600, N: 64, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, k5x8: true, seed: 10 })).toBe(1);
+    } finally {
+      poolTestHooks.callerComputes = true;
+    }
+  });
+
+  it.runIf(shared)('a worker that fails makes the product throw, naming the operation; the next product runs as before', () => {
+    const c: Case = { M: 128, K: 600, N: 64, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, seed: 11 };
+    poolTestHooks.callerComputes = false;
+    poolTestHooks.breakWorkers = true;
+    try {
+      expect(() => check(c)).toThrow(/dot_general: a systolic worker thread failed/);
+    } finally {
+      poolTestHooks.callerComputes = true;
+      poolTestHooks.breakWorkers = false;
+    }
+    expect(check(c)).toBe(1);
+  });
+});
