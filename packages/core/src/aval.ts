@@ -3,7 +3,7 @@
  * and what an `Array` carries as `aval`. Below array.ts and primitive.ts, which both name it.
  */
 import type { DType } from './dtype';
-import type { Shape } from './shape';
+import { type Shape, shapesEqual } from './shape';
 
 /** The abstract value of an array: what tracing and shape rules see. */
 export interface ShapedArray {
@@ -14,4 +14,9 @@ export interface ShapedArray {
 
 export function aval(shape: Shape, dtype: DType, weakType = false): ShapedArray {
   return { shape, dtype, weakType };
+}
+
+/** Whether two abstract values have the same dtype, weak type and shape. */
+export function sameAval(a: ShapedArray, b: ShapedArray): boolean {
+  return a === b || (a.dtype === b.dtype && a.weakType === b.weakType && shapesEqual(a.shape, b.shape));
 }

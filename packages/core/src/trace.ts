@@ -9,8 +9,8 @@ import { Array, type TraceLike } from './array';
 import { getBackend, type ResultBands } from './backend';
 import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
-import type { ShapedArray } from './aval';
-import { shapesEqual, sizeOf } from './shape';
+import { sameAval, type ShapedArray } from './aval';
+import { sizeOf } from './shape';
 import { checkArrayBytes } from './sizeGuard';
 
 export interface Trace extends TraceLike {
@@ -88,8 +88,6 @@ function bandRelay(): BandRelay {
   };
   return r;
 }
-
-const sameAval = (a: ShapedArray, b: ShapedArray): boolean => a === b || (a.dtype === b.dtype && a.weakType === b.weakType && shapesEqual(a.shape, b.shape));
 
 /**
  * The result avals of `prim` on `args`: the memo's when it holds them for this primitive, these

@@ -155,8 +155,30 @@ export class TreeDef {
   }
 
   toString(): string {
+    return this.text(null);
+  }
+
+  /**
+   * The structure as `toString` writes it, but with each registered node's aux data and each
+   * Map key written by `auxText` (jit's cache key: two structures whose aux data differ must
+   * not share a trace, as in JAX, where a treedef's aux data is part of jit's cache key).
+   */
+  keyText(auxText: (aux: unknown) => string): string {
+    return this.text(auxText);
+  }
+
+  /** Whether every node is a list, a plain object or null/undefined (no Map, no registered class). */
+  get builtinsOnly(): boolean {
+    if (this.kind === null) return true;
+    if (this.kind !== listKind && this.kind !== dictKind && this.kind !== noneKind) return false;
+    for (let i = 0; i < this.children.length; i++) if (!this.children[i].builtinsOnly) return false;
+    return true;
+  }
+
+  private text(auxText: ((aux: unknown) => string) | null): string {
     if (this.kind === null) return '*';
-    const ch = this.children.map(String);
+    const ch: string[] = new globalThis.Array(this.children.length);
+    for (let i = 0; i < ch.length; i++) ch[i] = this.children[i].text(auxText);
     switch (this.kind) {
       case noneKind: return String(this.aux === undefined ? 'undefined' : 'null');
       case listKind: return `[${ch.join(', ')}]`;
@@ -166,8 +188,8 @@ export class TreeDef {
         for (let i = 0; i < ks.length; i++) out += `${i > 0 ? ', ' : ''}${JSON.stringify(ks[i])}: ${ch[i]}`;
         return `${out}}`;
       }
-      case mapKind: return `Map(${(this.aux as unknown[]).map((k, i) => `${String(k)} => ${ch[i]}`).join(', ')})`;
-      default: return `${this.kind.name}(${ch.join(', ')})`;
+      case mapKind: return `Map(${(this.aux as unknown[]).map((k, i) => `${auxText ? auxText(k) : String(k)} => ${ch[i]}`).join(', ')})`;
+      default: return `${this.kind.name}${auxText ? `<${auxText(this.aux)}>` : ''}(${ch.join(', ')})`;
     }
   }
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Array as ArrayClass, lax, np, tree } from '../index';
+import { Array as ArrayClass, jit, lax, np, tree } from '../index';
 import { SingleDeviceSharding } from '../device';
 import { flattenCall, paramNamesOf, type SignatureSpec } from './jitSignature';
 
@@ -32,7 +32,7 @@ describe("flattenCall's reuse of the last call's signature", () => {
     keys: fc.subarray(['a', 'b', 'c'], { minLength: 1 }),
     listLen: fc.integer({ min: 0, max: 2 }),
     leaves: fc.array(leafArb, { minLength: 6, maxLength: 6 }),
-    scalar: fc.option(fc.oneof(fc.integer({ min: -5, max: 5 }), fc.double({ min: -10, max: 10, noNaN: true }), fc.boolean()), { nil: undefined }),
+    scalar: fc.option(fc.oneof(fc.integer({ min: -5, max: 5 }), fc.double({ min: -10, max: 10, noNaN: true }), fc.boolean()), { nil: undefined, freq: 3 }),
   });
   const build = (c: { keys: string[]; listLen: number; leaves: { shape: number[]; dtype: (typeof dtypes)[number]; weak: boolean }[]; scalar: number | boolean | undefined }): unknown[] => {
     const arr = (k: number) => {
@@ -47,14 +47,33 @@ describe("flattenCall's reuse of the last call's signature", () => {
   };
   const spec = (): SignatureSpec => ({ fname: 'f', staticNums: [], staticNames: [], names: ['p', 'q', 'r'], last: null });
 
+  /** The previous call with one leaf changed (`n` picks the leaf and the change: weak type, dtype, one dimension, or a number for an Array). */
+  const tweak = (prev: unknown[], n: number): unknown[] => {
+    const [leaves, def] = tree.flatten(prev, { isLeaf: (x) => x instanceof ArrayClass });
+    const k = n % leaves.length;
+    const l = leaves[k];
+    const out = leaves.map((x) => (x instanceof ArrayClass ? np.zerosLike(x) : x));
+    if (!(l instanceof ArrayClass)) out[k] = np.array(1);
+    else {
+      const change = Math.floor(n / 7) % 4;
+      if (change === 0) out[k] = lax.convertElementType(np.zerosLike(l), l.dtype, !l.weakType);
+      else if (change === 1) out[k] = np.zeros(l.shape, l.dtype === 'float32' ? 'int32' : 'float32');
+      else if (change === 2) out[k] = np.zeros(l.shape.length ? [l.shape[0] + 1, ...l.shape.slice(1)] : [1], l.dtype);
+      else out[k] = 2.5;
+    }
+    return def.unflatten(out) as unknown[];
+  };
+
   it('gives every call the key and types a fresh spec gives it', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(callArb, fc.boolean()), { minLength: 2, maxLength: 6 }), (calls) => {
+      fc.property(fc.array(fc.tuple(callArb, fc.constantFrom('new', 'repeat', 'tweak'), fc.nat()), { minLength: 2, maxLength: 6 }), (calls) => {
         const s = spec();
         let prev: unknown[] | null = null;
-        for (const [c, repeat] of calls) {
-          // (Half the calls repeat the previous call's types with new Arrays: the reuse path.)
-          const args: unknown[] = repeat && prev !== null ? prev.map((a) => tree.map((x: unknown) => (x instanceof ArrayClass ? np.zerosLike(x) : x), a)) : build(c);
+        for (const [c, how, n] of calls) {
+          // The previous call's types with new Arrays (the reuse path), or that with one leaf
+          // changed (a near miss the reuse must reject), or a new call.
+          const args: unknown[] =
+            prev === null || how === 'new' ? build(c) : how === 'repeat' ? prev.map((a) => tree.map((x: unknown) => (x instanceof ArrayClass ? np.zerosLike(x) : x), a)) : tweak(prev, n);
           const got = flattenCall(args, s);
           const want = flattenCall(args, spec());
           expect(got.key).toBe(want.key);
@@ -63,8 +82,34 @@ describe("flattenCall's reuse of the last call's signature", () => {
           prev = args;
         }
       }),
-      { numRuns: 60 },
+      { numRuns: 80 },
     );
+  });
+
+  it("keys a registered node's aux data and a Map key's type (as JAX keys a treedef's aux data)", () => {
+    class Act {
+      constructor(readonly kind: string, readonly x: unknown) {}
+    }
+    tree.registerNode(Act, (a) => [[a.x], a.kind], (aux, ch) => new Act(aux as string, ch[0]));
+    const s = spec();
+    const a = flattenCall([new Act('double', np.zeros([2]))], s);
+    const b = flattenCall([new Act('plus1', np.zeros([2]))], s);
+    expect(b.key).not.toBe(a.key);
+    expect(flattenCall([new Act('double', np.ones([2]))], s).key).toBe(a.key);
+    // End to end: the second call traces anew instead of reusing the first call's program.
+    const f = jit((t: Act) => (t.kind === 'double' ? np.multiply(t.x as ArrayClass, 2) : np.add(t.x as ArrayClass, 1)));
+    expect(Array.from(f(new Act('double', np.array([5]))).dataSync())).toEqual([10]);
+    expect(Array.from(f(new Act('plus1', np.array([5]))).dataSync())).toEqual([6]);
+    const m1 = flattenCall([new Map([[1, np.zeros([2])]])], s);
+    const m2 = flattenCall([new Map([['1', np.zeros([2])]])], s);
+    expect(m2.key).not.toBe(m1.key);
+    // Objects as aux data or Map keys: by value when plain, else by identity.
+    const k1 = { id: 1 };
+    const k2 = { id: 1 };
+    expect(flattenCall([new Map([[k1, np.zeros([2])]])], s).key).toBe(flattenCall([new Map([[k2, np.zeros([2])]])], s).key);
+    const d1 = new Date(0);
+    const d2 = new Date(0);
+    expect(flattenCall([new Map([[d1, np.zeros([2])]])], s).key).not.toBe(flattenCall([new Map([[d2, np.zeros([2])]])], s).key);
   });
 
   /** `x` under a sharding other than the default (one the signature names). */

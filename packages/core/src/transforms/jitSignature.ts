@@ -1,5 +1,5 @@
 /**
- * The abstract signature `jit` caches by (one flatten of the arguments per call): per argument,
+ * The abstract signature `jit` caches by (one flatten of the arguments per call; a call repeating the last one's structure and leaf types reuses its signature): per argument,
  * its structure, shapes, dtypes and weak types, its static values, and the shardings of its
  * leaves other than the default single-device one. JS numbers and booleans are traced leaves
  * typed as JAX types Python scalars (`scalarType`: integers weak int32, other numbers weak
@@ -11,6 +11,7 @@ import { showValue } from '../describe';
 import { defaultSharding } from '../device';
 import { type DType, scalarType } from '../dtype';
 import type { ShapedArray } from '../primitive';
+import { sameAval } from '../aval';
 import * as tree from '../tree';
 import { isShapeDtypeStruct } from './tracing';
 
@@ -89,23 +90,37 @@ export function fnId(f: object): number {
 
 /** A stable key for a static value, or an error naming what is not hashable. */
 function hashStatic(v: unknown, where: string, fname: string): string {
-  const bad = (what: string): never => {
+  return valueKey(v, (what: string): never => {
     throw new TypeError(
       `jit(${fname}): static ${where} is not hashable: ${what}; pass a number, string, boolean, null, a function, or plain arrays/objects of those (Arrays must be traced arguments)`,
     );
-  };
+  });
+}
+
+/**
+ * A pytree node's aux data (or a Map key) in jit's cache key: by value where `hashStatic` can
+ * hash it, else by identity (Python's default `__hash__`/`__eq__` for an object without them).
+ */
+export function hashAux(v: unknown): string {
+  return valueKey(v, null);
+}
+
+/** `hashStatic`'s walk; what has no value key is `opaque`'s error, or by identity when `opaque` is null. */
+function valueKey(v: unknown, opaque: ((what: string) => never) | null): string {
   const seen = new Set<unknown>();
   const walk = (x: unknown): string => {
+    if (typeof x === 'number' && Object.is(x, -0)) return 'number:-0';
     if (x === null || x === undefined || typeof x === 'number' || typeof x === 'string' || typeof x === 'boolean' || typeof x === 'bigint') return `${typeof x}:${String(x)}`;
     // Functions are static by identity, named for messages.
     if (typeof x === 'function') return `fn:${x.name}#${fnId(x)}`;
     if (typeof x === 'symbol') return `sym:${String(x)}`;
-    if (x instanceof Array) return bad(`an Array ${describeLeaf(x)}`);
-    if (seen.has(x)) return bad('a cyclic object');
+    const id = `obj#${fnId(x as object)}`;
+    if (x instanceof Array) return opaque ? opaque(`an Array ${describeLeaf(x)}`) : id;
+    if (seen.has(x)) return opaque ? opaque('a cyclic object') : id;
     seen.add(x);
     if (globalThis.Array.isArray(x)) return `[${x.map(walk).join(',')}]`;
     if (isPlain(x)) return `{${Object.keys(x).sort().map((k) => `${k}:${walk(x[k])}`).join(',')}}`;
-    return bad(`a ${(x as object).constructor?.name ?? 'object'} (mutable objects have no value identity)`);
+    return opaque ? opaque(`a ${(x as object).constructor?.name ?? 'object'} (mutable objects have no value identity)`) : id;
   };
   return walk(v);
 }
@@ -175,18 +190,16 @@ interface LastCall {
   readonly key: string;
 }
 
+/** Whether `leaf` is an Array with the default sharding (the leaves a reused signature covers). */
+const isPlainLeaf = (leaf: unknown): leaf is Array => leaf instanceof Array && leaf._sharding === defaultSharding;
+
 /** Whether `leaves` are Arrays with the default sharding and `last`'s abstract values, leaf by leaf. */
 function sameLeaves(leaves: readonly unknown[], last: LastCall): boolean {
   const avals = last.avals;
   if (leaves.length !== avals.length) return false;
   for (let k = 0; k < leaves.length; k++) {
     const l = leaves[k];
-    if (!(l instanceof Array) || l._sharding !== defaultSharding) return false;
-    const a = l.aval;
-    const b = avals[k];
-    if (a === b) continue;
-    if (a.dtype !== b.dtype || a.weakType !== b.weakType || a.shape.length !== b.shape.length) return false;
-    for (let d = 0; d < a.shape.length; d++) if (a.shape[d] !== b.shape[d]) return false;
+    if (!isPlainLeaf(l) || !sameAval(l.aval, avals[k])) return false;
   }
   return true;
 }
@@ -196,7 +209,7 @@ function plainAvals(leaves: readonly unknown[]): ShapedArray[] | null {
   const avals: ShapedArray[] = new globalThis.Array(leaves.length);
   for (let k = 0; k < leaves.length; k++) {
     const l = leaves[k];
-    if (!(l instanceof Array) || l._sharding !== defaultSharding) return null;
+    if (!isPlainLeaf(l)) return null;
     avals[k] = l.aval;
   }
   return avals;
@@ -213,11 +226,11 @@ export function flattenCall(args: readonly unknown[], spec: SignatureSpec): Flat
   const { fname, staticNums, staticNames, names } = spec;
   // A call repeating the last one's structure and leaf types (a training loop) reuses its
   // signature: no strings built per leaf, no long key hashed anew (the cache's Map holds it).
+  // Without static arguments the flatten of `args` is the one the signature below needs.
+  const plain = staticNums.length === 0 && staticNames.length === 0;
+  const flat = plain ? tree.flatten(args, ARG_LEAVES) : null;
   const last = spec.last;
-  if (last != null && staticNums.length === 0 && staticNames.length === 0) {
-    const [leaves, inTree] = tree.flatten(args, ARG_LEAVES);
-    if (inTree.equals(last.inTree) && sameLeaves(leaves, last)) return { leaves, inTree, sigs: last.sigs, key: last.key };
-  }
+  if (flat !== null && last != null && flat[1].equals(last.inTree) && sameLeaves(flat[0], last)) return { leaves: flat[0], inTree: flat[1], sigs: last.sigs, key: last.key };
   const staticParts: string[][] = new globalThis.Array(args.length);
   const dyn: unknown[] = new globalThis.Array(args.length);
   for (let i = 0; i < args.length; i++) {
@@ -235,7 +248,7 @@ export function flattenCall(args: readonly unknown[], spec: SignatureSpec): Flat
       dyn[i] = rest;
     } else dyn[i] = a;
   }
-  const [leaves, inTree] = tree.flatten(dyn, ARG_LEAVES);
+  const [leaves, inTree] = flat ?? tree.flatten(dyn, ARG_LEAVES);
   let pos = 0;
   const sigs: ArgSig[] = new globalThis.Array(args.length);
   let key = '';
@@ -249,14 +262,17 @@ export function flattenCall(args: readonly unknown[], spec: SignatureSpec): Flat
       const whole = td.isLeaf;
       // (An Array leaf always passes: the message is built only for the others.)
       for (let k = 0; k < mine.length; k++) if (!(mine[k] instanceof Array)) checkLeaf(mine[k], `${argName}${whole ? '' : ` leaf ${k}`}`, i, fname);
-      let types = whole ? describeLeaf(args[i]) : `${String(td)} ${mine.map(describeLeaf).join(',')}`;
+      let types = whole ? describeLeaf(args[i]) : `${td.keyText(hashAux)} ${mine.map(describeLeaf).join(',')}`;
       if (staticParts[i].length) types = `{${staticParts[i].join('; ')}} ${types}`;
       sigs[i] = { types, shardings: leafShardings(mine) };
     }
     key += `${i > 0 ? '|' : ''}${sigKey(sigs[i])}`;
   }
-  if (staticNums.length === 0 && staticNames.length === 0) {
-    const avals = plainAvals(leaves);
+  if (plain) {
+    // Only lists, plain objects and null/undefined: `TreeDef.equals` compares their aux data
+    // exactly as the key does (a registered node's aux or a Map key is compared by value there
+    // but keyed by `hashAux`, and could hold Arrays the reused signature would keep alive).
+    const avals = inTree.builtinsOnly ? plainAvals(leaves) : null;
     spec.last = avals === null ? null : { inTree, avals, sigs, key };
   }
   return { leaves, inTree, sigs, key };
