@@ -15,8 +15,9 @@
  * `joinSource`): the calling thread closes it once every tile (or item) is taken and waits only
  * for the workers inside, so a worker woken while its core was held (V8's garbage collection
  * threads, other processes) never holds up a product the calling thread finished alone. Each
- * output element is computed by one thread with the same K order, whatever the tiling, so
- * results do not depend on the thread count.
+ * output element sees the same K order and f32 stores whatever the tiling (one thread computes
+ * it, or, in a K-blocked job, one thread per K block in block order), so results do not depend
+ * on the thread count.
  *
  * The worker is a few lines of plain JavaScript with no imports (the kernels arrive as a
  * compiled WebAssembly.Module), started from a string (`eval: true`), so the same code works
@@ -71,6 +72,8 @@ const MAX_K_BLOCK_TILES = 64;
 const KTILE = KB + 4 * MAX_K_BLOCKS; // per tile of a K-blocked job: K blocks done
 const KWAIT = KTILE + MAX_K_BLOCK_TILES; // threads asleep in kBlockWait
 const KSLOTS = KWAIT + 1; // end of the control block
+/** Added to every K-block counter when a job fails (more than any unit count: 4 * 64 blocks, 64 tiles). */
+const K_FAILED = 1 << 29;
 
 /** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
 const SPIN = 4000;
@@ -119,7 +122,9 @@ function kBlockDone(c, i) {
 }
 function kBlockFail(c) {
   Atomics.store(c, ${ERR}, 1);
-  for (let q = ${KB}; q < ${KSLOTS}; q++) Atomics.notify(c, q);
+  // Each counter moves past any count waited for before it is notified: a thread that read ERR
+  // as 0 just before and is about to sleep on the counter's old value returns at once.
+  for (let q = ${KB}; q < ${KWAIT}; q++) { Atomics.add(c, q, ${K_FAILED}); Atomics.notify(c, q); }
 }
 function kBlockStages(c, micro, packs, touch) {
   const A = ${PACKS}, B = ${PACKS + PACK_SLOTS};
@@ -201,6 +206,9 @@ const JOB_SOURCE = `
       }
     } catch (e) {
       Atomics.store(c, ${ERR}, 1); // reported by the calling thread; never leave it waiting
+      // (PACK_DONE moves past the chunk count first: a calling thread that read ERR as 0 just
+      // before and is about to sleep on PACK_DONE's old value returns at once.)
+      Atomics.add(c, ${PACK_DONE}, ${K_FAILED});
       Atomics.notify(c, ${PACK_DONE});
     }
   }
@@ -503,8 +511,11 @@ class Pool {
       if (Atomics.load(c, ERR) === 0) job.edges();
     } catch (err) {
       failed = err;
-      // Release workers waiting for staging; they skip the rest of the job.
+      // Release workers waiting for staging; they skip the rest of the job. (STAGED moves past
+      // every address first: a worker that read ERR as 0 just before and is about to sleep on
+      // STAGED's old value returns at once.)
       Atomics.store(c, ERR, 1);
+      Atomics.store(c, STAGED, NONE);
       Atomics.notify(c, STAGED);
     }
     tGate = phaseClock();
