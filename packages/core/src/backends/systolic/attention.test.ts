@@ -224,7 +224,7 @@ describe('fused attention on the systolic backend', () => {
       }),
       { numRuns: 40 },
     );
-    // the GPT-like row: causal, T = S = 4, no mask: lse log 1, log 2, log 3, log 4
+    // a causal head with T = S = 4, no mask: row t sees t + 1 keys, lse log 1, log 2, log 3, log 4
     const z = (len: number) => np.zeros([1, len, 1, 0]);
     const [, lse] = evalPrimitive(attentionFwdP, [z(4), z(4), z(4)], { scale: 1, isCausal: true });
     expect([...f32(lse)]).toEqual([1, 2, 3, 4].map((c) => Math.fround(Math.log(c))));
