@@ -111,7 +111,7 @@ core.setNumThreads(null);
 
 console.log(`bench:attention:threads: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, P kept, ${L} layers' calls as in a step${GEMM ? ' (and, alternating, with a 2-thread product before each)' : ''}, ${RUNS} steps per thread count, alternating; medians per call; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}; sources ${src}`);
 const f = (x: number, d = 3): string => x.toFixed(d).padStart(7);
-for (const [name, xs] of Object.entries(calls)) {
+for (const [name, xs] of Object.entries(calls).sort(([a], [b]) => (a < b ? -1 : 1))) {
   const m = (g: (c: Call) => number): number => median(xs.map(g));
   const busy = xs.reduce((a, c) => a + c.cpu, 0) / xs.reduce((a, c) => a + c.wall, 0);
   console.log(`  ${name.padEnd(22)}: wall ${f(m((c) => c.wall))} ms  CPU ${f(m((c) => c.cpu))} ms  CPU-s per wall-s ${busy.toFixed(2)}${name.includes('2t') ? `  worker items ${m((c) => c.workerItems)} of ${B * N}  first wake-up ${f(m((c) => c.wakeUs), 0)} us  caller's wait ${f(m((c) => c.waitUs), 0)} us` : ''}`);
