@@ -33,6 +33,7 @@ const { WA } = await load<typeof import('../packages/core/src/wasm/webassemblyTy
 const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
 const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
 const RUNS = Number(process.env.ATTN_BENCH_RUNS ?? 30);
+const WARMUP = 20;
 if (![B, T, N, H].every((x) => Number.isInteger(x) && x > 0)) throw new Error(`bench:attention:phases: ATTN_BENCH_SHAPE must be four positive integers B,T,N,H; got ${JSON.stringify(process.env.ATTN_BENCH_SHAPE)}`);
 const relaxed = wasmFeatures().relaxedSimd;
 setNumThreads(1);
@@ -43,9 +44,9 @@ const [tp, hp, sp] = [ceil(T, 4), ceil(H, 8), ceil(S, 8)];
 const items = B * N;
 const scale = 1 / Math.sqrt(H);
 
-/** Median process CPU ms of `fn` over RUNS runs after 3 warm-up runs. */
+/** Median process CPU ms of `fn` over RUNS runs after WARMUP warm-up runs (enough for V8 to optimise the calls' JavaScript and tier the kernels up). */
 function cpuMs(fn: () => void): number {
-  for (let i = 0; i < 3; i++) fn();
+  for (let i = 0; i < WARMUP; i++) fn();
   const xs: number[] = [];
   for (let i = 0; i < RUNS; i++) {
     const c0 = process.cpuUsage();

@@ -204,6 +204,32 @@ describe('fused attention on the systolic backend', () => {
     );
   });
 
+  it('an empty head dimension (H = 0, T and S > 0): the scores are 0, so each row\'s softmax is uniform over its visible keys (lse = log of their count, probs 1 / count), as on the reference backend; S = 0: lse -inf', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 11 }), fc.integer({ min: 0, max: 11 }), fc.integer({ min: 1, max: 3 }), fc.boolean(), fc.boolean(), fc.constantFrom<DType>('float32', 'bfloat16'), fc.integer({ min: 0, max: 1 << 20 }), (b, t, s, n, causal, masked, dtype, seed) => {
+        const mk = (i: number, len: number) => np.astype(random.normal(random.key(seed + i), [b, len, n, 0]), dtype);
+        const [q, k, v] = [mk(0, t), mk(1, s), mk(2, s)];
+        const mask = masked ? maskOf([b, 1, t, s], seed, 0.5) : undefined;
+        const params = { scale: 0.5, isCausal: causal, saveProbs: true };
+        const xs = mask ? [q, k, v, mask] : [q, k, v];
+        const got = evalPrimitive(attentionFwdP, xs, params).map(f32);
+        const want = withBackend('reference', () => evalPrimitive(attentionFwdP, xs, params)).map(f32);
+        // (2 threads: the same bits)
+        expect(withThreads(2, () => evalPrimitive(attentionFwdP, xs, params).map((x) => [...f32(x)]))).toEqual(got.map((x) => [...x]));
+        expect(got[0].length).toBe(0);
+        // (row t sees keys 0..t under causality: log(t + 1); a row that sees none is uniform over all S)
+        expect([...got[1]], `lse ${JSON.stringify({ b, t, s, n, causal, masked })}`).toEqual([...want[1]]);
+        expect(got[2].length).toBe(want[2].length);
+        got[2].forEach((x, i) => expect(Math.abs(x - want[2][i]), `probs[${i}]`).toBeLessThanOrEqual(2 ** -24 * want[2][i]));
+      }),
+      { numRuns: 40 },
+    );
+    // a causal head with T = S = 4, no mask: row t sees t + 1 keys, lse log 1, log 2, log 3, log 4
+    const z = (len: number) => np.zeros([1, len, 1, 0]);
+    const [, lse] = evalPrimitive(attentionFwdP, [z(4), z(4), z(4)], { scale: 1, isCausal: true });
+    expect([...f32(lse)]).toEqual([1, 2, 3, 4].map((c) => Math.fround(Math.log(c))));
+  });
+
   it('bad residuals: the backward names probs or lse and the shape it needs', () => {
     const c: Case = { b: 2, t: 4, s: 5, k: 1, g: 2, h: 3, causal: false, dtype: 'float32', seed: 1 };
     const [q, k, v, w] = operands(c);

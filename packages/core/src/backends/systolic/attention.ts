@@ -524,7 +524,10 @@ function setup(p: Plan, relaxed: boolean, masked: boolean, host: ArenaHost | nul
 function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean, out: StorageArray, lse: Float32Array | null, host: ArenaHost | null, probs: Float32Array | null = null): void {
   const [q, k, v, mask] = inputs;
   const p = plan(q, k);
-  if (q.data.length === 0 || k.data.length === 0) {
+  // Nothing to attend over: empty results, or (S = 0) rows over no key, whose logsumexp is log 0.
+  // An empty head dimension alone (H = 0) is not: every score is 0, and the kernels (operands
+  // zero-padded to hp) give each row the uniform softmax over its visible keys, as JAX does.
+  if (p.B * p.N * p.T * p.S === 0) {
     out.fill(0);
     lse?.fill(-Infinity);
     probs?.fill(0);
