@@ -145,7 +145,15 @@ describe('rematerialization of cheap values in loop fusion', () => {
         // max(v, 0) read by a loop group and by a dot's epilogue, where v = tanh(x) + x would
         // join the loop group: recomputing the max moved v's write there (and read one more
         // scalar), 108 bytes against 104.
-        examples: [[[[0, 0, 0, 0], [6, 0, 8, 5], [0, 3, 9, 3]], 1, false]],
+        // tanh(dot) read by tanh(tanh(dot)) and by the last dot's epilogue: as an extra output
+        // of the later group it was no longer the first dot's epilogue, 152 bytes against 140.
+        // dot * 0.5 recomputed in two groups: the dot's result stored and read twice instead of
+        // its epilogue's, plus the scalar, 136 against 132.
+        examples: [
+          [[[0, 0, 0, 0], [6, 0, 8, 5], [0, 3, 9, 3]], 1, false],
+          [[[0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 6, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 9, 7]], 1, false],
+          [[[0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 0, 0], [3, 0, 2, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 7, 3]], 1, false],
+        ],
       },
     );
   });

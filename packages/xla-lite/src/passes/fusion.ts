@@ -164,9 +164,13 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
    * later instructions joins, leaving it as an extra output (written once, where it is
    * computed, instead of by a kernel of its own that the group then reads back); undefined if
    * none. (float32 outputs only: the wasm loop kernel stores those; bool extras would leave it.)
+   * The only reader of a dot's result stays the root of a group of its own: output fusion
+   * (outputFusion.ts) then makes that single-output group the dot's epilogue and the dot's
+   * result is never stored, where as an extra output of another group the dot would write it
+   * and that group read it back.
    */
   const multiOutput = (i: HloInstruction): number | undefined => {
-    if (i.shape.dtype !== 'float32') return undefined;
+    if (i.shape.dtype !== 'float32' || readsOwnDot(i, users)) return undefined;
     const us = users.get(i)!;
     return [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && roots[h].shape.dtype === 'float32' && loopShape[h] === i.shape.shape.join() && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
   };
@@ -210,6 +214,15 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
 export const REMAT_OPS: ReadonlySet<string> = new Set(['neg', 'abs', 'square', 'sign', 'floor', 'ceil', 'add', 'sub', 'mul', 'max', 'min', 'select_n', 'convert_element_type', 'stop_gradient']);
 
 /**
+ * Whether `i` is the only reader of a dot's result: output fusion (outputFusion.ts) can then
+ * make `i`'s single-output loop group the dot's epilogue, and `i` is stored in place of the
+ * dot's result (its write costs nothing of its own).
+ */
+function readsOwnDot(i: HloInstruction, users: Map<HloInstruction, (HloInstruction | null)[]>): boolean {
+  return i.operands.some((o) => o.prim?.name === 'dot_general' && users.get(o)!.every((u) => u === i));
+}
+
+/**
  * Whether a wasm kernel would contract the product `m`, read by `readers` (once per operand
  * slot) inside one fusion, into one fused multiply-add with its reader (emitExpr.ts: a product
  * that is not an output, used once, by an add or as a sub's subtrahend). Recomputing a value
@@ -241,7 +254,9 @@ function rematerializes(
   multiOutput: (x: HloInstruction) => number | undefined,
 ): boolean {
   const name = i.prim?.name;
-  if (name === undefined || !REMAT_OPS.has(name) || i.shape.dtype !== 'float32') return false;
+  // A dot's epilogue is written in place of the dot's result: recomputing it removes no write
+  // (the dot's result is then stored and read back by every group instead).
+  if (name === undefined || !REMAT_OPS.has(name) || i.shape.dtype !== 'float32' || readsOwnDot(i, users)) return false;
   const us = users.get(i)!;
   const shape = i.shape.shape.join();
   const byGroup = new Map<number, HloInstruction[]>();
