@@ -147,11 +147,13 @@ describe('rematerialization of cheap values in loop fusion', () => {
         // scalar), 108 bytes against 104.
         // tanh(dot) read by tanh(tanh(dot)) and by the last dot's epilogue: as an extra output
         // of the later group it was no longer the first dot's epilogue, 152 bytes against 140.
+        // tanh(dot) + x the same, one step further from the dot (152 against 140).
         // dot * 0.5 recomputed in two groups: the dot's result stored and read twice instead of
         // its epilogue's, plus the scalar, 136 against 132.
         examples: [
           [[[0, 0, 0, 0], [6, 0, 8, 5], [0, 3, 9, 3]], 1, false],
           [[[0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 6, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 9, 7]], 1, false],
+          [[[0, 3, 0, 1], [0, 0, 0, 0], [0, 0, 2, 0], [0, 0, 6, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 3, 6, 3]], 1, false],
           [[[0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 0, 0], [3, 0, 2, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 7, 3]], 1, false],
         ],
       },

@@ -164,10 +164,10 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
    * later instructions joins, leaving it as an extra output (written once, where it is
    * computed, instead of by a kernel of its own that the group then reads back); undefined if
    * none. (float32 outputs only: the wasm loop kernel stores those; bool extras would leave it.)
-   * The only reader of a dot's result stays the root of a group of its own: output fusion
-   * (outputFusion.ts) then makes that single-output group the dot's epilogue and the dot's
-   * result is never stored, where as an extra output of another group the dot would write it
-   * and that group read it back.
+   * A value computed from a dot's result that only it reads (`readsOwnDot`) stays the root of
+   * a group of its own: output fusion (outputFusion.ts) then makes that single-output group the
+   * dot's epilogue and the dot's result is never stored, where as an extra output of another
+   * group the dot would write it and that group read it back.
    */
   const multiOutput = (i: HloInstruction): number | undefined => {
     if (i.shape.dtype !== 'float32' || readsOwnDot(i, users)) return undefined;
@@ -214,12 +214,26 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
 export const REMAT_OPS: ReadonlySet<string> = new Set(['neg', 'abs', 'square', 'sign', 'floor', 'ceil', 'add', 'sub', 'mul', 'max', 'min', 'select_n', 'convert_element_type', 'stop_gradient']);
 
 /**
- * Whether `i` is the only reader of a dot's result: output fusion (outputFusion.ts) can then
- * make `i`'s single-output loop group the dot's epilogue, and `i` is stored in place of the
- * dot's result (its write costs nothing of its own).
+ * Whether `i` computes from a dot's result that nothing else reads, through elementwise values
+ * that nothing but `i` (and values like them) reads: the loop group rooted at `i` would then
+ * hold that whole chain, and output fusion (outputFusion.ts) makes such a single-output group
+ * the dot's epilogue, storing `i` in place of the dot's result.
  */
 function readsOwnDot(i: HloInstruction, users: Map<HloInstruction, (HloInstruction | null)[]>): boolean {
-  return i.operands.some((o) => o.prim?.name === 'dot_general' && users.get(o)!.every((u) => u === i));
+  const cone = new Set([i]);
+  const stack = [i];
+  while (stack.length) {
+    for (const o of stack.pop()!.operands) {
+      if (cone.has(o) || !users.get(o)!.every((u) => u !== null && cone.has(u))) continue;
+      if (o.prim?.name === 'dot_general') {
+        if (o.shape.dtype === 'float32' && o.shape.shape.join() === i.shape.shape.join()) return true;
+      } else if (isFusible(o) && o.prim?.name !== 'broadcast_in_dim' && o.shape.shape.join() === i.shape.shape.join()) {
+        cone.add(o);
+        stack.push(o);
+      }
+    }
+  }
+  return false;
 }
 
 /**
