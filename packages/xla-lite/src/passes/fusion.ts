@@ -167,13 +167,18 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
    * A value computed from a dot's result that only it reads (`readsOwnDot`) stays the root of
    * a group of its own: output fusion (outputFusion.ts) then makes that single-output group the
    * dot's epilogue and the dot's result is never stored, where as an extra output of another
-   * group the dot would write it and that group read it back.
+   * group the dot would write it and that group read it back. Nor does a value join a group
+   * that would be a dot's epilogue (`epilogue`): an extra output would keep it from being one.
    */
   const multiOutput = (i: HloInstruction): number | undefined => {
     if (i.shape.dtype !== 'float32' || readsOwnDot(i, users)) return undefined;
     const us = users.get(i)!;
-    return [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && roots[h].shape.dtype === 'float32' && loopShape[h] === i.shape.shape.join() && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
+    return [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && roots[h].shape.dtype === 'float32' && loopShape[h] === i.shape.shape.join() && !epilogue(h) && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
   };
+  /** The dot results the members of each group read. */
+  const dotsRead = new Map<number, HloInstruction[]>();
+  /** Whether group h reads a dot's result of its loop shape that nothing outside h reads (output fusion can make h its epilogue). */
+  const epilogue = (h: number): boolean => (dotsRead.get(h) ?? []).some((d) => d.shape.dtype === 'float32' && d.shape.shape.join() === loopShape[h] && users.get(d)!.every((u) => u !== null && group.get(u) === h));
   for (let k = c.instructions.length - 1; k >= 0; k--) {
     const i = c.instructions[k];
     const reduce = isFusibleReduce(i);
@@ -195,6 +200,8 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
       roots.push(i);
       loopShape.push((reduce ? i.operands[0].shape : i.shape).shape.join());
     }
+    const dots = i.operands.filter((o) => o.prim?.name === 'dot_general');
+    if (dots.length) dotsRead.set(group.get(i)!, [...(dotsRead.get(group.get(i)!) ?? []), ...dots]);
   }
   const members: HloInstruction[][] = roots.map(() => []);
   for (const i of c.instructions) if (group.has(i)) members[group.get(i)!].push(i);
