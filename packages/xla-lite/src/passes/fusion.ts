@@ -159,21 +159,31 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
   };
   /** Whether `u` (outside group g) runs after g's fusion, so it can read an extra output of it. */
   const after = (u: HloInstruction | null, g: number): boolean => at(u) > pos.get(roots[g])!;
+  /** Whether `u` itself (not its group's fusion) comes after g's root: all that `after` allows without `remat`. */
+  const follows = (u: HloInstruction | null, g: number): boolean => (u === null ? end : pos.get(u)!) > pos.get(roots[g])!;
   /**
    * Multi-output fusion: the loop group an elementwise value `i` read by a loop group and by
    * later instructions joins, leaving it as an extra output (written once, where it is
    * computed, instead of by a kernel of its own that the group then reads back); undefined if
    * none. (float32 outputs only: the wasm loop kernel stores those; bool extras would leave it.)
-   * A value computed from a dot's result that only it reads (`readsOwnDot`) stays the root of
-   * a group of its own: output fusion (outputFusion.ts) then makes that single-output group the
-   * dot's epilogue and the dot's result is never stored, where as an extra output of another
-   * group the dot would write it and that group read it back. Nor does a value join a group
-   * that would be a dot's epilogue (`epilogue`): an extra output would keep it from being one.
+   * With `remat`, a reader counts as later when its group's fusion runs later (`after`); a
+   * join that needs that wider rule is not made when it would cost a dot epilogue, which
+   * fusion without `remat` keeps: for a value computed from a dot's result that only it reads
+   * (`readsOwnDot`; as the root of its own group, output fusion (outputFusion.ts) makes that
+   * group the dot's epilogue and the dot's result is never stored, where as an extra output
+   * the dot would write it and the group read it back), or into a group that would be a dot's
+   * epilogue (`epilogue`: an extra output would keep it from being one).
    */
   const multiOutput = (i: HloInstruction): number | undefined => {
-    if (i.shape.dtype !== 'float32' || readsOwnDot(i, users)) return undefined;
+    if (i.shape.dtype !== 'float32') return undefined;
     const us = users.get(i)!;
-    return [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && roots[h].shape.dtype === 'float32' && loopShape[h] === i.shape.shape.join() && !epilogue(h) && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
+    const ownDot = remat && readsOwnDot(i, users);
+    return [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => {
+      if (h === undefined || isFusibleReduce(roots[h]) || roots[h].shape.dtype !== 'float32' || loopShape[h] !== i.shape.shape.join()) return false;
+      const outside = us.filter((u) => u === null || group.get(u) !== h);
+      if (!outside.every((u) => after(u, h))) return false;
+      return outside.every((u) => follows(u, h)) || !(ownDot || epilogue(h));
+    });
   };
   /** The dot results the members of each group read. */
   const dotsRead = new Map<number, HloInstruction[]>();
@@ -275,9 +285,7 @@ function rematerializes(
   multiOutput: (x: HloInstruction) => number | undefined,
 ): boolean {
   const name = i.prim?.name;
-  // A dot's epilogue is written in place of the dot's result: recomputing it removes no write
-  // (the dot's result is then stored and read back by every group instead).
-  if (name === undefined || !REMAT_OPS.has(name) || i.shape.dtype !== 'float32' || readsOwnDot(i, users)) return false;
+  if (name === undefined || !REMAT_OPS.has(name) || i.shape.dtype !== 'float32') return false;
   const us = users.get(i)!;
   const shape = i.shape.shape.join();
   const byGroup = new Map<number, HloInstruction[]>();
