@@ -140,7 +140,26 @@ describe('rematerialization of cheap values in loop fusion', () => {
             .forEach((v: number, k: number) => expect(Math.abs(v - want[k])).toBeLessThanOrEqual(1e-4 * (1 + Math.abs(want[k]))));
         },
       ),
-      { numRuns: 60 },
+      {
+        numRuns: 60,
+        // max(v, 0) read by a loop group and by a dot's epilogue, where v = tanh(x) + x would
+        // join the loop group: recomputing the max moved v's write there (and read one more
+        // scalar), 108 bytes against 104.
+        // tanh(dot) read by tanh(tanh(dot)) and by the last dot's epilogue: as an extra output
+        // of the later group it was no longer the first dot's epilogue, 152 bytes against 140.
+        // tanh(dot) + x the same, one step further from the dot (152 against 140).
+        // tanh(x) read by tanh(dot) + tanh(x)'s group and by the last dot's epilogue: as an
+        // extra output it kept that group from being the first dot's epilogue (164 against 152).
+        // dot * 0.5 read by two groups: recomputed in both (136 bytes) rather than written as
+        // an extra output of the first (144).
+        examples: [
+          [[[0, 0, 0, 0], [6, 0, 8, 5], [0, 3, 9, 3]], 1, false],
+          [[[0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 6, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 9, 7]], 1, false],
+          [[[0, 3, 0, 1], [0, 0, 0, 0], [0, 0, 2, 0], [0, 0, 6, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 3, 6, 3]], 1, false],
+          [[[1, 3, 0, 3], [0, 0, 0, 0], [0, 0, 7, 8], [0, 0, 0, 0], [0, 3, 6, 5], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], 1, false],
+          [[[0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 0, 0], [3, 0, 2, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 7, 3]], 1, false],
+        ],
+      },
     );
   });
 

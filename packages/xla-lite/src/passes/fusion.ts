@@ -159,6 +159,36 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
   };
   /** Whether `u` (outside group g) runs after g's fusion, so it can read an extra output of it. */
   const after = (u: HloInstruction | null, g: number): boolean => at(u) > pos.get(roots[g])!;
+  /** Whether `u` itself (not its group's fusion) comes after g's root: all that `after` allows without `remat`. */
+  const follows = (u: HloInstruction | null, g: number): boolean => (u === null ? end : pos.get(u)!) > pos.get(roots[g])!;
+  /**
+   * Multi-output fusion: the loop group an elementwise value `i` read by a loop group and by
+   * later instructions joins, leaving it as an extra output (written once, where it is
+   * computed, instead of by a kernel of its own that the group then reads back); undefined if
+   * none. (float32 outputs only: the wasm loop kernel stores those; bool extras would leave it.)
+   * With `remat`, a reader counts as later when its group's fusion runs later (`after`); a
+   * join that needs that wider rule is not made when it would cost a dot epilogue, which
+   * fusion without `remat` keeps: for a value computed from a dot's result that only it reads
+   * (`readsOwnDot`; as the root of its own group, output fusion (outputFusion.ts) makes that
+   * group the dot's epilogue and the dot's result is never stored, where as an extra output
+   * the dot would write it and the group read it back), or into a group that would be a dot's
+   * epilogue (`epilogue`: an extra output would keep it from being one).
+   */
+  const multiOutput = (i: HloInstruction): number | undefined => {
+    if (i.shape.dtype !== 'float32') return undefined;
+    const us = users.get(i)!;
+    const ownDot = remat && readsOwnDot(i, users);
+    return [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => {
+      if (h === undefined || isFusibleReduce(roots[h]) || roots[h].shape.dtype !== 'float32' || loopShape[h] !== i.shape.shape.join()) return false;
+      const outside = us.filter((u) => u === null || group.get(u) !== h);
+      if (!outside.every((u) => after(u, h))) return false;
+      return outside.every((u) => follows(u, h)) || !(ownDot || epilogue(h));
+    });
+  };
+  /** The dot results the members of each group read. */
+  const dotsRead = new Map<number, HloInstruction[]>();
+  /** Whether group h reads a dot's result of its loop shape that nothing outside h reads (output fusion can make h its epilogue). */
+  const epilogue = (h: number): boolean => (dotsRead.get(h) ?? []).some((d) => d.shape.dtype === 'float32' && d.shape.shape.join() === loopShape[h] && users.get(d)!.every((u) => u !== null && group.get(u) === h));
   for (let k = c.instructions.length - 1; k >= 0; k--) {
     const i = c.instructions[k];
     const reduce = isFusibleReduce(i);
@@ -168,18 +198,11 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
     // A cheap elementwise value read by several loop groups is recomputed in each of them
     // instead of written by one and read back by the others (XLA duplicates inexpensive
     // producers into every consumer fusion the same way).
-    if (remat && !cheap && !reduce && rematerializes(i, users, group, loopShape) && duplicateBroadcast(c, k, users, group, loopShape, pos)) continue;
+    if (remat && !cheap && !reduce && rematerializes(i, users, group, loopShape, multiOutput) && duplicateBroadcast(c, k, users, group, loopShape, pos)) continue;
     const us = users.get(i)!;
     const g = !reduce && us.length > 0 && us[0] !== null ? group.get(us[0]) : undefined;
     const joins = g !== undefined && us.every((u) => u !== null && group.get(u) === g) && i.shape.shape.join() === loopShape[g];
-    // Multi-output fusion: an elementwise value read by a loop group and by later instructions
-    // joins that group and leaves it as an extra output (written once, where it is computed,
-    // instead of by a kernel of its own that the group then reads back).
-    // (float32 outputs only: the wasm loop kernel stores those; bool extras would leave it.)
-    const multi =
-      joins || reduce || cheap || i.shape.dtype !== 'float32'
-        ? undefined
-        : [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => h !== undefined && !isFusibleReduce(roots[h]) && roots[h].shape.dtype === 'float32' && loopShape[h] === i.shape.shape.join() && us.every((u) => (u !== null && group.get(u) === h) || after(u, h)));
+    const multi = joins || reduce || cheap ? undefined : multiOutput(i);
     if (joins) group.set(i, g);
     else if (multi !== undefined) group.set(i, multi);
     else {
@@ -187,6 +210,8 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
       roots.push(i);
       loopShape.push((reduce ? i.operands[0].shape : i.shape).shape.join());
     }
+    const dots = i.operands.filter((o) => o.prim?.name === 'dot_general');
+    if (dots.length) dotsRead.set(group.get(i)!, [...(dotsRead.get(group.get(i)!) ?? []), ...dots]);
   }
   const members: HloInstruction[][] = roots.map(() => []);
   for (const i of c.instructions) if (group.has(i)) members[group.get(i)!].push(i);
@@ -204,6 +229,29 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
  * "inexpensive" elementwise ops: no division, no transcendental).
  */
 export const REMAT_OPS: ReadonlySet<string> = new Set(['neg', 'abs', 'square', 'sign', 'floor', 'ceil', 'add', 'sub', 'mul', 'max', 'min', 'select_n', 'convert_element_type', 'stop_gradient']);
+
+/**
+ * Whether `i` computes from a dot's result that nothing else reads, through elementwise values
+ * that nothing but `i` (and values like them) reads: the loop group rooted at `i` would then
+ * hold that whole chain, and output fusion (outputFusion.ts) makes such a single-output group
+ * the dot's epilogue, storing `i` in place of the dot's result.
+ */
+function readsOwnDot(i: HloInstruction, users: Map<HloInstruction, (HloInstruction | null)[]>): boolean {
+  const cone = new Set([i]);
+  const stack = [i];
+  while (stack.length) {
+    for (const o of stack.pop()!.operands) {
+      if (cone.has(o) || !users.get(o)!.every((u) => u !== null && cone.has(u))) continue;
+      if (o.prim?.name === 'dot_general') {
+        if (o.shape.dtype === 'float32' && o.shape.shape.join() === i.shape.shape.join()) return true;
+      } else if (isFusible(o) && o.prim?.name !== 'broadcast_in_dim' && o.shape.shape.join() === i.shape.shape.join()) {
+        cone.add(o);
+        stack.push(o);
+      }
+    }
+  }
+  return false;
+}
 
 /**
  * Whether a wasm kernel would contract the product `m`, read by `readers` (once per operand
@@ -234,6 +282,7 @@ function rematerializes(
   users: Map<HloInstruction, (HloInstruction | null)[]>,
   group: Map<HloInstruction, number>,
   loopShape: string[],
+  multiOutput: (x: HloInstruction) => number | undefined,
 ): boolean {
   const name = i.prim?.name;
   if (name === undefined || !REMAT_OPS.has(name) || i.shape.dtype !== 'float32') return false;
@@ -254,8 +303,18 @@ function rematerializes(
     if (fresh.length > 1) return false;
     // A fresh fusible operand must be written anyway: read by an output, by an instruction no
     // loop group holds, or by a group other than this one and its own (a reader fused with it
-    // does not make it written: recomputing `i` would then move a write, not remove one).
-    const written = (f: HloInstruction): boolean => users.get(f)!.some((u) => u !== i && (u === null || group.get(u) === undefined || (group.get(u) !== g && group.get(u) !== group.get(f))));
+    // does not make it written: recomputing `i` would then move a write, not remove one). An
+    // operand not yet in a group (visited later, consumers first) whose other readers all sit
+    // in one group joins that group when `i`, not recomputed, would join it too (as an extra
+    // output): then it would not be written either.
+    const written = (f: HloInstruction): boolean => {
+      const others = users.get(f)!.filter((u) => u !== i);
+      if (others.some((u) => u === null || group.get(u) === undefined)) return true;
+      const gs = new Set(others.map((u) => group.get(u!)!));
+      const own = group.get(f);
+      if (own !== undefined) return [...gs].some((h) => h !== g && h !== own);
+      return gs.size > 1 || (gs.size === 1 && !gs.has(multiOutput(i)!));
+    };
     if (fresh.length === 1 && isFusible(fresh[0]) && !written(fresh[0])) return false;
   }
   return true;
