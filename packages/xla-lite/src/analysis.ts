@@ -56,6 +56,15 @@ function addInto(a: CostAnalysis, b: CostAnalysis, times = 1): void {
   a.mxuSeconds += b.mxuSeconds * times;
 }
 
+/**
+ * Bytes a fusion reads of operand `o`: none for a scalar constant (a compile-time value the
+ * kernel holds in a register; XLA fuses such constants into the fusion, so they are no
+ * parameter of it), else its size.
+ */
+function fusionOperandBytes(o: HloInstruction): number {
+  return o.opcode === 'constant' && numel(o.shape) === 1 ? 0 : bytesOf(o.shape);
+}
+
 function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
   const c = zero(preset);
   if (i.opcode === 'parameter' || i.opcode === 'constant' || i.opcode === 'get-tuple-element') return c;
@@ -82,12 +91,12 @@ function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {
       // The epilogue is applied to the dot's result before it is stored (in place here): only
       // its other inputs add traffic; the result is written once, already counted by the dot.
       const dotOperands = new Set(body.instructions.find((m) => m.prim?.name === 'dot_general')!.operands);
-      const epilogueIn = body.params.reduce((s, p, k) => s + (dotOperands.has(p) ? 0 : bytesOf(i.operands[k].shape)), 0);
+      const epilogueIn = body.params.reduce((s, p, k) => s + (dotOperands.has(p) ? 0 : fusionOperandBytes(i.operands[k])), 0);
       c.bytesAccessed = dotBytes + epilogueIn;
       c.seconds += epilogueIn / preset.hbmBandwidth;
       return c;
     }
-    c.bytesAccessed = i.operands.reduce((s, o) => s + bytesOf(o.shape), 0) + i.shapes.reduce((s, sh) => s + bytesOf(sh), 0);
+    c.bytesAccessed = i.operands.reduce((s, o) => s + fusionOperandBytes(o), 0) + i.shapes.reduce((s, sh) => s + bytesOf(sh), 0);
     c.seconds = c.bytesAccessed / preset.hbmBandwidth;
     return c;
   }

@@ -152,12 +152,17 @@ describe('rematerialization of cheap values in loop fusion', () => {
         // extra output it kept that group from being the first dot's epilogue (164 against 152).
         // dot * 0.5 read by two groups: recomputed in both (136 bytes) rather than written as
         // an extra output of the first (144).
+        // max(dot, 0) recomputed in two groups instead of being the dot's epilogue: each group
+        // reads the dot's result and the scalar 0, which the cost counted as 4 bytes read (a
+        // scalar constant is a compile-time value in the kernel, as XLA fuses it: now 0), 144
+        // against 140.
         examples: [
           [[[0, 0, 0, 0], [6, 0, 8, 5], [0, 3, 9, 3]], 1, false],
           [[[0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 6, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 9, 7]], 1, false],
           [[[0, 3, 0, 1], [0, 0, 0, 0], [0, 0, 2, 0], [0, 0, 6, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 3, 6, 3]], 1, false],
           [[[1, 3, 0, 3], [0, 0, 0, 0], [0, 0, 7, 8], [0, 0, 0, 0], [0, 3, 6, 5], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], 1, false],
           [[[0, 3, 0, 3], [0, 0, 0, 0], [0, 0, 0, 0], [3, 0, 2, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 3, 7, 3]], 1, false],
+          [[[0, 3, 0, 7], [0, 0, 0, 0], [6, 0, 7, 0], [0, 0, 0, 0], [0, 3, 0, 6]], 1, false],
         ],
       },
     );
