@@ -6,7 +6,8 @@
  * path over shapes at and around the edges (K blocks of 256, MC row blocks, the tile split), both
  * storage dtypes, flushing, a destination in the GEMM memory or a fresh output, 2 and 3 threads,
  * the 4 x 8 and 5 x 8 micro-kernels, and checks by the engine's counter that exactly the products its conditions name took it. Then
- * the calling thread alone (the worker held before it joins) and a worker that joins mid-product.
+ * the calling thread alone (the worker held before it joins) and a worker let go ~2 ms into the
+ * product, which then computes some of its tiles.
  */
 import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
@@ -19,6 +20,7 @@ import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
 import { backend5x8, engineMemory } from '../../../test/systolicEngines';
 import { PARALLEL_MIN_WORK } from './gemmEngine';
+import { gemmPhases } from './phases';
 
 function data(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);
@@ -168,19 +170,42 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
     } finally {
       held.release();
     }
-    // Held again, and let go from another thread a few milliseconds into a ~40 ms product: the
-    // worker joins while K blocks are left (or after the job closed, on a slow machine).
-    const late = holdAll();
-    let letGo: Worker | null = null;
+    // Held again, and let go from another thread (started and waiting beforehand) ~2 ms into
+    // the product: the worker joins while K blocks are left. Tried a few times, since a loaded
+    // machine may deschedule either thread (a runnable thread gets a core within the scheduler's latency, a few ms, against a ~20-40 ms product): some attempt must have the worker compute tiles.
+    const wasTimed = gemmPhases.enabled;
+    gemmPhases.enabled = true;
+    let joined = 0;
     try {
-      const n = check(c, () => {
-        letGo = new Worker('const h = new Int32Array(require("node:worker_threads").workerData.hold); setTimeout(() => { Atomics.store(h, 0, 0); Atomics.notify(h, 0); }, 5);', { eval: true, workerData: { hold: late.hold.buffer } });
-      });
-      expect(n).toBe(1);
+      for (let attempt = 0; attempt < 20 && joined === 0; attempt++) {
+        const late = holdAll();
+        const sig = new Int32Array(new SharedArrayBuffer(8)); // [ready, go]
+        const letGo = new Worker(
+          'const { workerData: w } = require("node:worker_threads"); const h = new Int32Array(w.hold), s = new Int32Array(w.sig); Atomics.store(s, 0, 1); Atomics.notify(s, 0); Atomics.wait(s, 1, 0, 20000); Atomics.wait(s, 0, 1, 2); Atomics.store(h, 0, 0); Atomics.notify(h, 0);',
+          { eval: true, workerData: { hold: late.hold.buffer, sig: sig.buffer } },
+        );
+        try {
+          Atomics.wait(sig, 0, 0, 20000); // (the releasing thread is running)
+          const p0 = { ...gemmPhases.pool };
+          expect(
+            check(c, () => {
+              Atomics.store(sig, 1, 1);
+              Atomics.notify(sig, 1);
+            }),
+          ).toBe(1);
+          const tiles = gemmPhases.pool.tiles - p0.tiles;
+          const caller = gemmPhases.pool.callerTiles - p0.callerTiles;
+          expect(caller).toBeGreaterThan(0);
+          if (caller < tiles) joined++;
+        } finally {
+          late.release();
+          void letGo.terminate();
+        }
+      }
     } finally {
-      late.release();
-      void (letGo as Worker | null)?.terminate();
+      gemmPhases.enabled = wasTimed;
     }
+    expect(joined, 'the released worker computed some K-block tiles in one of 20 attempts').toBeGreaterThan(0);
   });
 
   it.runIf(shared)("the workers' own path: every K block packed and multiplied by workers (the calling thread computes none)", () => {
