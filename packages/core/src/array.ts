@@ -18,7 +18,7 @@ import type { Device, Index, Sharding } from './interfaces';
 import type { ArgOptions, AxisArgs, CumOptions, ExtremumOptions, GetOptions, ReduceOptions, SortOptions, UpdateOptions, VarOptions } from './methodArgs';
 import type { ShapedArray } from './aval';
 import type { Slice } from './slice';
-import { type Shape, fmt, sizeOf } from './shape';
+import { type Shape, fmt, frozenShape, sizeOf } from './shape';
 
 /** Something that can trace: implemented by the transformations' traces. */
 export interface TraceLike {
@@ -124,7 +124,7 @@ export class Array {
     // A frozen shape is shared (nobody can change it), any other is copied and frozen: compiled
     // programs make hundreds of Arrays per call from the same frozen shapes.
     const shape = aval.shape;
-    this.aval = { shape: Object.isFrozen(shape) ? shape : Object.freeze(shape.slice()), dtype: aval.dtype, weakType: aval.weakType };
+    this.aval = { shape: frozenShape(shape), dtype: aval.dtype, weakType: aval.weakType };
     this._backend = backend;
     this._buf = buf;
     this._sharding = sharding;

@@ -26,6 +26,11 @@ export function stridesOf(shape: Shape): number[] {
   return st;
 }
 
+/** `s` itself when frozen (nobody can change it, so it may be shared), else a frozen copy. */
+export function frozenShape(s: Shape): Shape {
+  return Object.isFrozen(s) ? s : Object.freeze(s.slice());
+}
+
 export function shapesEqual(a: Shape, b: Shape): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;

@@ -10,7 +10,7 @@ import { getBackend, type ResultBands } from './backend';
 import type { StorageArray } from './dtype';
 import type { Primitive } from './primitive';
 import { sameAval, type ShapedArray } from './aval';
-import { sizeOf } from './shape';
+import { frozenShape, sizeOf } from './shape';
 import { checkArrayBytes } from './sizeGuard';
 
 export interface Trace extends TraceLike {
@@ -103,10 +103,10 @@ function outAvalsOf(prim: Primitive, args: Array[], params: unknown, memo: IntoM
   if (!hit) {
     const avals = args.map((a) => a.aval);
     // (Frozen copies of the result shapes: the Arrays made from them per call share them.)
-    // (A new list: a shape rule may return a list it keeps, such as a program's outAvals.)
+    // (A rule's own list is copied unless frozen: a shape rule may return a list it keeps, such as a program's outAvals.)
     const given = prim.abstractEval(avals, params);
     const outs: ShapedArray[] = new globalThis.Array(given.length);
-    for (let i = 0; i < given.length; i++) outs[i] = { shape: Object.freeze(given[i].shape.slice()), dtype: given[i].dtype, weakType: given[i].weakType };
+    for (let i = 0; i < given.length; i++) outs[i] = { shape: frozenShape(given[i].shape), dtype: given[i].dtype, weakType: given[i].weakType };
     memo.outAvals = outs;
     memo.avals = avals;
     memo.prim = prim;

@@ -15,7 +15,7 @@
  */
 import { systolic } from '@tpukit/core';
 import { type Primitive } from '@tpukit/core/internal';
-import { bytesOf, type HloComputation, type HloInstruction, numel } from './hlo';
+import { bytesOf, type HloComputation, type HloInstruction, isScalarConstant, numel } from './hlo';
 import { assignBuffers } from './passes/bufferAssignment';
 import { nominalFlopsOf } from './passes/oneHotDot';
 
@@ -62,7 +62,7 @@ function addInto(a: CostAnalysis, b: CostAnalysis, times = 1): void {
  * parameter of it), else its size.
  */
 function fusionOperandBytes(o: HloInstruction): number {
-  return o.opcode === 'constant' && numel(o.shape) === 1 ? 0 : bytesOf(o.shape);
+  return isScalarConstant(o) ? 0 : bytesOf(o.shape);
 }
 
 function instructionCost(i: HloInstruction, preset: TpuPreset): CostAnalysis {

@@ -142,3 +142,6 @@ export const numel = (s: ShapedArray): number => s.shape.reduce((a, b) => a * b,
 const ITEMSIZE: Record<string, number> = { float32: 4, int32: 4, uint32: 4, bfloat16: 2, float16: 2, int8: 1, uint8: 1, bool: 1 };
 /** Bytes of a buffer of this shape. */
 export const bytesOf = (s: ShapedArray): number => numel(s) * (ITEMSIZE[s.dtype] ?? 4);
+
+/** Whether `i` is a constant of one element (kernels take it as an immediate: no memory read). */
+export const isScalarConstant = (i: HloInstruction): boolean => i.opcode === 'constant' && numel(i.shape) === 1;

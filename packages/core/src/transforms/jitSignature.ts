@@ -114,13 +114,12 @@ function valueKey(v: unknown, opaque: ((what: string) => never) | null): string 
     // Functions are static by identity, named for messages.
     if (typeof x === 'function') return `fn:${x.name}#${fnId(x)}`;
     if (typeof x === 'symbol') return `sym:${String(x)}`;
-    const id = `obj#${fnId(x as object)}`;
-    if (x instanceof Array) return opaque ? opaque(`an Array ${describeLeaf(x)}`) : id;
-    if (seen.has(x)) return opaque ? opaque('a cyclic object') : id;
+    if (x instanceof Array) return opaque ? opaque(`an Array ${describeLeaf(x)}`) : `obj#${fnId(x)}`;
+    if (seen.has(x)) return opaque ? opaque('a cyclic object') : `obj#${fnId(x as object)}`;
     seen.add(x);
     if (globalThis.Array.isArray(x)) return `[${x.map(walk).join(',')}]`;
     if (isPlain(x)) return `{${Object.keys(x).sort().map((k) => `${k}:${walk(x[k])}`).join(',')}}`;
-    return opaque ? opaque(`a ${(x as object).constructor?.name ?? 'object'} (mutable objects have no value identity)`) : id;
+    return opaque ? opaque(`a ${(x as object).constructor?.name ?? 'object'} (mutable objects have no value identity)`) : `obj#${fnId(x as object)}`;
   };
   return walk(v);
 }
@@ -231,9 +230,10 @@ export function flattenCall(args: readonly unknown[], spec: SignatureSpec): Flat
   const flat = plain ? tree.flatten(args, ARG_LEAVES) : null;
   const last = spec.last;
   if (flat !== null && last != null && flat[1].equals(last.inTree) && sameLeaves(flat[0], last)) return { leaves: flat[0], inTree: flat[1], sigs: last.sigs, key: last.key };
+  // Static arguments and static fields split off (without any, `flat` is already the signature's flatten).
   const staticParts: string[][] = new globalThis.Array(args.length);
   const dyn: unknown[] = new globalThis.Array(args.length);
-  for (let i = 0; i < args.length; i++) {
+  for (let i = 0; flat === null && i < args.length; i++) {
     const a = args[i];
     const parts: string[] = (staticParts[i] = []);
     if (staticNums.includes(i)) {
@@ -263,7 +263,7 @@ export function flattenCall(args: readonly unknown[], spec: SignatureSpec): Flat
       // (An Array leaf always passes: the message is built only for the others.)
       for (let k = 0; k < mine.length; k++) if (!(mine[k] instanceof Array)) checkLeaf(mine[k], `${argName}${whole ? '' : ` leaf ${k}`}`, i, fname);
       let types = whole ? describeLeaf(args[i]) : `${td.keyText(hashAux)} ${mine.map(describeLeaf).join(',')}`;
-      if (staticParts[i].length) types = `{${staticParts[i].join('; ')}} ${types}`;
+      if (staticParts[i]?.length) types = `{${staticParts[i].join('; ')}} ${types}`;
       sigs[i] = { types, shardings: leafShardings(mine) };
     }
     key += `${i > 0 ? '|' : ''}${sigKey(sigs[i])}`;

@@ -273,8 +273,8 @@ export class WorkerPool {
     return v;
   }
 
-  /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. Returns whether it slept. */
-  waitFor(i: number, target: number): boolean {
+  /** Waits until slot `i` reaches `target`: polling first, then sleeping on it. */
+  waitFor(i: number, target: number): void {
     const t0 = poolJobTimes.enabled ? performance.now() : 0;
     let sleeps = 0;
     let slept = 0;
@@ -287,7 +287,6 @@ export class WorkerPool {
       if (t0 !== 0) slept += performance.now() - t;
     }
     if (t0 !== 0) this.#waited(performance.now() - t0, sleeps, slept);
-    return sleeps > 0;
   }
 
   /** Waits until slot `i` is zero or less (a count of workers inside a job). Returns whether it slept. */

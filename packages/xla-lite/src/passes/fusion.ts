@@ -18,7 +18,7 @@
  * Likewise a cheap elementwise value read only by loop groups is recomputed in each of them
  * when that reads no more arrays than reading it back would (`rematerializes`).
  */
-import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
+import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, isScalarConstant, numel } from '../hlo';
 
 /**
  * The primitives both fused-kernel generators implement (`js/kernel.ts` and
@@ -115,7 +115,7 @@ export function isBroadcastValue(x: HloInstruction, memo = new Map<HloInstructio
   const name = x.prim?.name;
   if (x.isTuple || name === undefined) r = false;
   else if (name === 'broadcast_in_dim' || name === 'iota') r = isFusible(x);
-  else r = (REMAT_OPS.has(name) || COMPARE.has(name)) && isFusible(x) && x.operands.every((o) => (o.opcode === 'constant' && numel(o.shape) === 1) || isBroadcastValue(o, memo));
+  else r = (REMAT_OPS.has(name) || COMPARE.has(name)) && isFusible(x) && x.operands.every((o) => isScalarConstant(o) || isBroadcastValue(o, memo));
   memo.set(x, r);
   return r;
 }

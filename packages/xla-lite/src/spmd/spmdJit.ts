@@ -315,6 +315,8 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
   const donate = list(opts.donateArgnums);
   const inOpt = opts.inShardings;
   const outOpt = opts.outShardings;
+  // (Fixed when the jit is made: not asked per call.)
+  const asksShardings = given(inOpt) || given(outOpt);
   const cache = new Map<string, { compiled: SpmdCompiled; outTree: tree.TreeDef; consts: Array[] }>();
   const argName = (i: number) => `argument ${i}${names[i] ? ` (${names[i]})` : ''}`;
 
@@ -331,7 +333,7 @@ export function shardedJit(f: (...a: any[]) => unknown, opts: ShardingOptions & 
       if (isTracerLike(l)) return false;
       if (!sharded && l instanceof Array && nonDefault(l.sharding)) sharded = true;
     }
-    return sharded || given(inOpt) || given(outOpt);
+    return sharded || asksShardings;
   };
 
   const trace = (args: unknown[]) => {

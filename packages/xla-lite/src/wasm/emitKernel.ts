@@ -47,7 +47,6 @@ import { envNumber } from '@tpukit/core/internal';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
-export { COL_CHUNK, COL_ITEM } from './fusionPlan';
 
 /**
  * Column reductions split by rows (opt-in): a reduction with fewer (group, span) items (spans

@@ -40,16 +40,15 @@
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
 import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { type ArenaHost, arenaHost, wasm } from '@tpukit/core/internal';
+import { type ArenaHost, arenaHost, envVar, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
-import { type HloComputation, type HloInstruction, bytesOf, numel } from '../hlo';
+import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
 import { type FusionPlan, type KernelAddresses, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
-import { envVar } from '@tpukit/core/internal';
 
 let enabled = true;
 
@@ -432,7 +431,7 @@ export class WasmProgram implements PoolProgram {
         const r = root(o);
         const n = numel(o.shape);
         const bool = o.shape.dtype === 'bool';
-        if (r.opcode === 'constant' && n === 1) return { imm: toStorage(r.literal!)[0] as number };
+        if (isScalarConstant(r)) return { imm: toStorage(r.literal!)[0] as number };
         if ((plans.has(r) && !r.isTuple) || epilogues.has(r)) return { addr: ba.slots.get(r)!.offset };
         if (r.opcode === 'get-tuple-element' && tupleOut.has(r.operands[0])) return { addr: tupleOut.get(r.operands[0])![(r.params as { index: number }).index] };
         if (r.opcode === 'constant') {

@@ -130,15 +130,20 @@ function withHooks<T>(hooks: Partial<typeof attentionTesting>, f: () => T): T {
   }
 }
 
-/** `f()` with the jvp keeping P for the backward (`kept`, the default for these sizes) or recomputing it (the O(T)-memory residual). */
-function withProbsKept<T>(kept: boolean, f: () => T): T {
+/** `f()` with P kept for the backward up to `limit` elements (B N T S) per call. */
+function withProbsLimit<T>(limit: number, f: () => T): T {
   const was = attentionOptions.saveProbsMaxElements;
-  attentionOptions.saveProbsMaxElements = kept ? 2 ** 24 : 0;
+  attentionOptions.saveProbsMaxElements = limit;
   try {
     return f();
   } finally {
     attentionOptions.saveProbsMaxElements = was;
   }
+}
+
+/** `f()` with the jvp keeping P for the backward (`kept`, the default for these sizes) or recomputing it (the O(T)-memory residual). */
+function withProbsKept<T>(kept: boolean, f: () => T): T {
+  return withProbsLimit(kept ? 2 ** 24 : 0, f);
 }
 
 /** The fused attention's output and the gradients of sum(out^2) on `n` threads, as plain numbers. */
@@ -294,15 +299,7 @@ describe('fused attention on the systolic backend', () => {
     const [q, k, v] = operands(c);
     const el = 2 * 3 * 5 * 5; // B N T S
     const gl = (a: Array, b: Array, d: Array) => np.sum(np.square(attend('fused', true)(a, b, d)));
-    const kept = (limit: number): boolean => {
-      const was = attentionOptions.saveProbsMaxElements;
-      attentionOptions.saveProbsMaxElements = limit;
-      try {
-        return /save_?[Pp]robs=True|saveProbs: ?true/.test(String(makeJaxpr(grad(gl))(q, k, v)));
-      } finally {
-        attentionOptions.saveProbsMaxElements = was;
-      }
-    };
+    const kept = (limit: number): boolean => withProbsLimit(limit, () => /save_?[Pp]robs=True|saveProbs: ?true/.test(String(makeJaxpr(grad(gl))(q, k, v))));
     expect(kept(el)).toBe(true);
     expect(kept(el - 1)).toBe(false);
   });

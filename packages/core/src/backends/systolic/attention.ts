@@ -590,13 +590,9 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
   const [q, k] = inputs;
   const out = storage(outAvals[0].dtype, q.data.length, outs?.[0]);
   const lse = storage('float32', q.shape[0] * q.shape[2] * q.shape[1], outs?.[1]) as Float32Array;
-  if (params.saveProbs !== true) {
-    forward(inputs, params, relaxed, out, lse, host);
-    return [out, lse];
-  }
-  const probs = storage('float32', q.shape[0] * q.shape[2] * q.shape[1] * k.shape[1], outs?.[2]) as Float32Array;
+  const probs = params.saveProbs === true ? (storage('float32', q.shape[0] * q.shape[2] * q.shape[1] * k.shape[1], outs?.[2]) as Float32Array) : null;
   forward(inputs, params, relaxed, out, lse, host, probs);
-  return [out, lse, probs];
+  return probs ? [out, lse, probs] : [out, lse];
 }
 
 /** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut[, mask][, probs]) (into `outs` when given): P read from probs when it is there (`saveProbs`), else recomputed from lse. */

@@ -391,6 +391,22 @@ function leaveUnitsToWorkers(c: Int32Array, next: number, units: number): void {
   }
 }
 
+/** Writes a product job's arguments and tile split into the control block (JOB .. JOB + 10). */
+function describeTiles(c: Int32Array, args: ParallelJob['args'], tileRows: number, tileCols: number, tiles: number, colTiles: number, threads: number): void {
+  c[JOB] = args.ap; c[JOB + 1] = args.bp; c[JOB + 2] = args.cp; c[JOB + 3] = args.mp; c[JOB + 4] = args.np; c[JOB + 5] = args.kp;
+  c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = tiles;
+  c[JOB + 10] = threads - 1;
+}
+
+/** Writes packing job `p` into the descriptor at slot `d` (PACKS layout) with `chunks` chunks of `per` units along `axis`. */
+function describePack(c: Int32Array, d: number, p: PackJob, chunks: number, per: number, axis: number): void {
+  const index = PACK_NAMES.indexOf(p.fn);
+  if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
+  c[d] = index;
+  for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
+  c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = chunks; c[d + 11] = per; c[d + 12] = axis; c[d + 13] = p.touch ? 1 : 0;
+}
+
 class Pool {
   readonly control = new Int32Array(new SharedArrayBuffer(4 * KSLOTS));
   /** The workers (core's shared worker-thread machinery). */
@@ -432,9 +448,7 @@ class Pool {
     const blockA = job.rowBlockA ?? null;
     const rb = blockA ? poolRowBlockRows(this.engine.shape, np, kp) : mc;
     const { tileRows, tileCols, rowTiles, colTiles } = blockA ? { tileRows: rb, tileCols: np, rowTiles: Math.ceil(mp / rb), colTiles: 1 } : planTiles(mp, np, kp, mr, nr, mc, threads);
-    c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
-    c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
-    c[JOB + 10] = threads - 1;
+    describeTiles(c, job.args, tileRows, tileCols, rowTiles * colTiles, colTiles, threads);
     c[MODE] = blockA ? 2 : 0;
     let chunks = 0;
     const jobs: Array<PackJob | null> = [null, null];
@@ -445,23 +459,15 @@ class Pool {
         c[d + 10] = 0;
         continue;
       }
-      const index = PACK_NAMES.indexOf(p.fn);
-      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
       jobs[o] = p;
-      c[d] = index;
-      for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
-      c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = p.chunks; c[d + 11] = p.per; c[d + 12] = p.axis; c[d + 13] = p.touch ? 1 : 0;
+      describePack(c, d, p, p.chunks, p.per, p.axis);
       chunks += p.chunks;
     }
     if (blockA) {
       // A's descriptor in the second packing slots, with no chunks (its blocks come with the tiles).
       const d = PACKS + PACK_SLOTS;
       if (c[d + 10] !== 0) throw new Error('systolic threads: a row-block job packs only B in chunks');
-      const index = PACK_NAMES.indexOf(blockA.fn);
-      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${blockA.fn}`);
-      c[d] = index;
-      for (let i = 0; i < 7; i++) c[d + 1 + i] = blockA.args[i];
-      c[d + 8] = blockA.R; c[d + 9] = blockA.esz; c[d + 11] = blockA.per; c[d + 12] = blockA.axis; c[d + 13] = blockA.touch ? 1 : 0;
+      describePack(c, d, blockA, 0, blockA.per, blockA.axis);
     }
     const stager = job.stager;
     Atomics.store(c, ERR, 0);
@@ -603,9 +609,9 @@ class Pool {
    */
   private runKBlocks(job: ParallelJob, kb: KBlockJob, threads: number): void {
     const e = this.engine;
-    const { mr, mc } = e.shape;
+    const { mc } = e.shape;
     const nr = e.nr;
-    const { ap, bp, cp, mp, np, kp } = job.args;
+    const { mp, np, kp } = job.args;
     const c = this.control;
     const nb = Math.ceil(kp / kb.kc);
     // Tiles of a K block: MC rows (or all of them) by whole column panels, at least 4 per thread.
@@ -614,21 +620,15 @@ class Pool {
     const colPanels = np / nr;
     const tileCols = nr * Math.ceil(colPanels / Math.min(colPanels, Math.max(1, Math.floor(MAX_K_BLOCK_TILES / rowTiles)), Math.ceil((MIN_TILES_PER_THREAD * threads) / rowTiles)));
     const colTiles = Math.ceil(np / tileCols);
-    c[JOB] = ap; c[JOB + 1] = bp; c[JOB + 2] = cp; c[JOB + 3] = mp; c[JOB + 4] = np; c[JOB + 5] = kp;
-    c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = rowTiles * colTiles;
-    c[JOB + 10] = threads - 1;
+    describeTiles(c, job.args, tileRows, tileCols, rowTiles * colTiles, colTiles, threads);
     c[MODE] = 3;
     c[JOB + 13] = kb.kc;
     c[JOB + 14] = nb;
     c[KWAIT] = 0;
     for (const [o, p] of [[PACKS, kb.a], [PACKS + PACK_SLOTS, kb.b]] as const) {
-      const index = PACK_NAMES.indexOf(p.fn);
-      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
-      c[o] = index;
-      for (let i = 0; i < 7; i++) c[o + 1 + i] = p.args[i];
       // k rows per packing chunk: about K_BLOCK_CHUNK_BYTES of source
       const rowBytes = p.args[3] * p.R * p.esz;
-      c[o + 8] = p.R; c[o + 9] = p.esz; c[o + 10] = 0; c[o + 11] = Math.max(1, Math.min(kb.kc, Math.floor(K_BLOCK_CHUNK_BYTES / rowBytes))); c[o + 12] = 1; c[o + 13] = p.touch ? 1 : 0;
+      describePack(c, o, p, 0, Math.max(1, Math.min(kb.kc, Math.floor(K_BLOCK_CHUNK_BYTES / rowBytes))), 1);
     }
     if (poolTestHooks.breakWorkers) c[PACKS] = -1;
     Atomics.store(c, ERR, 0);
