@@ -345,7 +345,6 @@ describe('threads and the arena', () => {
 
   it('results do not depend on the thread count', () => {
     // Rows wider than COL_CHUNK (1024), so that column reductions have several spans (the last one ending in a partial vector), on threads.
-    const threshold = getColumnParallelWork();
     setColumnParallelWork(PARALLEL_WORK);
     const x = rand([129, 2101], 5);
     const b = rand([2101], 6);
@@ -373,7 +372,6 @@ describe('threads and the arena', () => {
       expectAllclose(np.array(out[0]).reshape(f(x, b).shape), f(x, b), { rtol: 1e-5, atol: 1e-5 });
     }
     setKernelThreads(null);
-    setColumnParallelWork(threshold);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThanOrEqual(8);
   });
 
@@ -383,7 +381,6 @@ describe('threads and the arena', () => {
     // of L columns: the weight runs along L only, so the kernel's rows are L columns wide).
     const before = poolStats().parallelJobs;
     // Column reductions of any size past PARALLEL_WORK on threads (the default threshold is higher).
-    const threshold = getColumnParallelWork();
     setColumnParallelWork(PARALLEL_WORK);
     fc.assert(
       fc.property(
@@ -422,7 +419,6 @@ describe('threads and the arena', () => {
       ),
       { numRuns: 40, examples: [[{ K: 700, A: 3, L: 128, max: false, seed: 3, groups: false, perRow: false }], [{ K: 600, A: 2, L: 1100, max: false, seed: 5, groups: true, perRow: false }], [{ K: 700, A: 3, L: 130, max: true, seed: 4, groups: true, perRow: true }]] },
     );
-    setColumnParallelWork(threshold);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
   });
 
@@ -444,10 +440,8 @@ describe('threads and the arena', () => {
   it('column reductions split by rows: blocks summed in row order, added in block order, on any thread count (property)', () => {
     const before = poolStats().parallelJobs;
     let split = 0;
-    const limit = getColumnRowBlocks();
     setColumnRowBlocks(4);
     // Split reductions of any size past PARALLEL_WORK on threads (the default threshold is higher).
-    const threshold = getParallelWork();
     setParallelWork(PARALLEL_WORK);
     fc.assert(
       fc.property(
@@ -490,8 +484,6 @@ describe('threads and the arena', () => {
       ),
       { numRuns: 40, examples: [[{ K1: 1025, K2: 1, L: 67, max: false, seed: 3 }], [{ K1: 700, K2: 3, L: 33, max: true, seed: 4 }]] },
     );
-    setColumnRowBlocks(limit);
-    setParallelWork(threshold);
     expect(split).toBeGreaterThan(0);
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
   });

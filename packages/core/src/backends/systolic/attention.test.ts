@@ -14,6 +14,7 @@ import { setNumThreads } from '../../threads';
 import { attentionBwdSystolic, attentionFwdSystolic, attentionScratchBytes, attentionStats, attentionStorageFits, attentionTesting } from './attention';
 import { type AttentionKernels, QB, attentionModule } from './attentionModule';
 import { wasmFeatures } from '../../wasm/features';
+import { holdWorkers } from '../../wasm/workerPool';
 import { WA } from '../../wasm/webassemblyTypes';
 import { type ArenaHost, getBackend, registerBackend, withBackend } from '../../backend';
 import { attention, attentionBwdP, attentionFwdP, attentionOptions } from '../../lax/attention';
@@ -126,7 +127,7 @@ function withHooks<T>(hooks: Partial<typeof attentionTesting>, f: () => T): T {
   try {
     return f();
   } finally {
-    Object.assign(attentionTesting, { callerTakesItems: true, holdWorkers: false, breakModule: false });
+    Object.assign(attentionTesting, { callerTakesItems: true, breakModule: false });
   }
 }
 
@@ -332,12 +333,18 @@ describe('fused attention on the systolic backend', () => {
     run(2); // the worker exists (and has the module)
     // Held workers cannot join: calls that waited for them would never return.
     const before = attentionStats();
-    const held = withHooks({ holdWorkers: true }, () => run(2));
+    holdWorkers(true); // (core's hold: woken workers wait before they look at a job)
+    let held: ReturnType<typeof run>;
+    try {
+      held = run(2);
+    } finally {
+      holdWorkers(false);
+    }
     const mid = attentionStats();
     expect(held).toEqual(one);
     expect(mid.pooled - before.pooled).toBeGreaterThanOrEqual(2);
     expect(mid.workerItems).toBe(before.workerItems);
-    // Released at the next job, the worker leaves the closed jobs alone and computes this one's items.
+    // Released, the worker leaves the closed jobs alone and computes the next one's items.
     const after = withHooks({ callerTakesItems: false }, () => run(2));
     expect(after).toEqual(one);
     expect(attentionStats().workerItems).toBeGreaterThan(mid.workerItems);

@@ -43,7 +43,7 @@ import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { endWorkers, holdWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
+import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
 import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
@@ -223,10 +223,6 @@ class Arena {
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     pool.openJob(OPEN);
-    if (attentionTesting.holdWorkers !== hookHolds) {
-      hookHolds = attentionTesting.holdWorkers;
-      holdWorkers(hookHolds); // (core's hold: woken workers wait before they look at a job)
-    }
     pool.wake();
     stats.pooled++;
     let failure: unknown = null;
@@ -323,18 +319,14 @@ export function attentionStats(): { jobs: number; pooled: number; workerItems: n
 /** Jobs, pooled jobs, bytes of operands and results read or written in place (in the backend's memory) or copied in or out, and jobs moved to the own memory. */
 const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0, ownMemoryFallbacks: 0 };
 
-/** Whether `attentionTesting.holdWorkers` last turned core's `holdWorkers` on (applied when a pooled job starts). */
-let hookHolds = false;
-
 /**
  * For tests: with `callerTakesItems` false, the calling thread of a pooled job takes no items and
  * only waits, so that every item is computed by a worker (which of the threads takes an item is
  * otherwise up to the scheduler: a test cannot count on the worker getting any). With
- * `holdWorkers` true, workers woken for the next pooled jobs stop before joining them until a
- * job starts with it false again (a worker that wakes too late for its job). With `breakModule`
- * true, workers fail to build the module of the next pooled jobs (the job then fails).
+ * `breakModule` true, workers fail to build the module of the next pooled jobs (the job then
+ * fails). (A worker that wakes too late for its job: core's `holdWorkers`.)
  */
-export const attentionTesting = { callerTakesItems: true, holdWorkers: false, breakModule: false };
+export const attentionTesting = { callerTakesItems: true, breakModule: false };
 
 /** Sizes and padded sizes of one call. */
 interface Plan {
