@@ -62,7 +62,7 @@ import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@
 import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import { type HloComputation, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
-import { wasm } from '@tpukit/core/internal';
+import { envNumber, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
 import { threadSnapshot, threadTimesAvailable, threadTimesSince, type ThreadGroupTimes } from './threadTimes';
 import { median } from './timing';
@@ -90,13 +90,8 @@ const LR = 3e-4;
 const B1 = 0.9;
 const B2 = 0.999;
 const EPS = 1e-8;
-/** A count from the environment: an integer >= `min`, or the bench stops with the variable's name and value. */
-function envCount(name: string, dflt: number, min: number): number {
-  const raw = process.env[name];
-  const v = raw === undefined || raw === '' ? dflt : Number(raw);
-  if (!Number.isInteger(v) || v < min) throw new Error(`bench:gpt: ${name} must be an integer >= ${min}; got ${JSON.stringify(raw)}`);
-  return v;
-}
+/** A count from the environment: an integer >= `min` (core's envNumber: a bad value stops the bench naming the variable and value). */
+const envCount = (name: string, dflt: number, min: number): number => envNumber(name, min, 2 ** 52) ?? dflt;
 const ROUNDS = envCount('GPT_BENCH_ROUNDS', 5, 1);
 const STEPS = envCount('GPT_BENCH_STEPS', 3, 1);
 // Untimed warm-up steps per trainer (compile + 2 by default). V8 keeps optimising the step's
