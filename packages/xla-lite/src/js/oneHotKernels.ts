@@ -155,13 +155,7 @@ function operandRow(x: HostArray, v: number, n: number, row: Row, mode: Mode): v
 let rowsOf: Float32Array = new Float32Array(0);
 let rowsN = 0;
 let rowViews: Float32Array[] = [];
-/**
- * Whether the cached row views are `t`'s (`tableRows` makes them). Checked in the gather's own
- * body, not in a helper: a helper called once per step has no type feedback yet when the gather
- * is optimised with it inlined, and the gather's optimised code deoptimised on its first
- * comparison, "insufficient type feedback", 7-23 times in the first 60 GPT steps, each time
- * compiled again.
- */
+/** Views of `t`'s `v` rows of `n` values, cached (with `t`, `n`) for the next gathers of the same table. */
 function tableRows(t: Float32Array, v: number, n: number): Float32Array[] {
   const rows = new globalThis.Array<Float32Array>(v);
   for (let r = 0; r < v; r++) rows[r] = t.subarray(r * n, (r + 1) * n);
@@ -222,7 +216,11 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
     roundOperand(src, t, mode);
     for (let i = 0; i < t.length; i++) t[i] += 0;
     // Each row a block copy from a cached view of the rounded table's row (a per-element loop
-    // over M·N values was most of this kernel's time).
+    // over M·N values was most of this kernel's time). Whether the cached views are `t`'s is
+    // checked here, not in a helper: a helper called once per step has no type feedback yet
+    // when the gather is optimised with it inlined, and the gather's optimised code deoptimised
+    // on its first comparison, "insufficient type feedback", 7-23 times in the first 60 GPT
+    // steps, each time compiled again.
     const rows = rowsN === N && rowViews.length >= V && rowsOf.buffer === t.buffer && rowsOf.byteOffset === t.byteOffset && rowsOf.length >= V * N ? rowViews : tableRows(t, V, N);
     for (let m = 0; m < M; m++) {
       const v = rowOf(idx[m], V);
