@@ -37,7 +37,7 @@ import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
-import { type Broadcast, COL_CHUNK, COL_ITEM, COL_POOL_COLUMNS, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit } from './fusionPlan';
+import { type Broadcast, COL_CHUNK, COL_ITEM, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
@@ -152,7 +152,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, minPoolChunk: 1, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -174,7 +174,6 @@ export function planFusion(body: HloComputation): FusionPlan | null {
     const columnItems = plan.groups * plan.chunksPerRow;
     plan.items = columnItems * plan.rowBlocks;
     plan.finalItems = plan.rowBlocks > 1 ? columnItems : 0;
-    plan.minPoolChunk = plan.rowBlocks > 1 ? 1 : Math.ceil(COL_POOL_COLUMNS / COL_ITEM);
     plan.scratchBytes = plan.groups * plan.groupWidth * 8 * plan.rowBlocks;
   }
   return plan;
@@ -205,7 +204,7 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   const scratchThreads = scratchRowBytes === 0 ? 0 : Math.max(1, Math.min(ROW_SCRATCH_THREADS, Math.floor(ROW_SCRATCH_BYTES / scratchRowBytes)));
   return {
     kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, finalItems: 0, rowBlocks: 1, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
-    broadcasts, chunk: rs.C, minPoolChunk: 1, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
+    broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
   };
 }
 

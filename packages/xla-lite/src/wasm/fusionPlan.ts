@@ -45,8 +45,6 @@ export interface FusionPlan {
   broadcasts: Broadcast[];
   /** Columns per work item (loop and column kinds). */
   chunk: number;
-  /** Fewest items the pool hands a thread at a time (`poolChunk`): column reductions take whole spans of columns. */
-  minPoolChunk: number;
   /** Bytes of float64 scratch (column reductions). */
   scratchBytes: number;
   /** Elements of the loop space, weighted for transcendentals (to decide on threads). */
@@ -124,6 +122,11 @@ export function getColumnParallelWork(): number {
 /** Whether a kernel of `plan` is worth running on threads: several items and enough work (`setParallelWork`; column reductions not split by rows: `setColumnParallelWork`). */
 export function runsOnThreads(plan: FusionPlan): boolean {
   return plan.items >= 2 && plan.work >= (plan.kind === 'col' && plan.rowBlocks === 1 ? colParallelWork : threadWork);
+}
+
+/** Fewest items the pool hands a thread at a time (`poolChunk`): a column reduction not split by rows takes whole spans of COL_POOL_COLUMNS columns. */
+export function minPoolChunk(plan: FusionPlan): number {
+  return plan.kind === 'col' && plan.rowBlocks === 1 ? Math.ceil(COL_POOL_COLUMNS / COL_ITEM) : 1;
 }
 
 /**

@@ -46,7 +46,7 @@ import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, nu
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
-import { type FusionPlan, type KernelAddresses, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
+import { type FusionPlan, type KernelAddresses, minPoolChunk, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
 
@@ -525,7 +525,7 @@ export class WasmProgram implements PoolProgram {
         finalItems: l.plan.finalItems,
         parallel: shared && !mixed && runsOnThreads(l.plan),
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
-        minChunk: l.plan.minPoolChunk,
+        minChunk: minPoolChunk(l.plan),
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)), res: resOf(q === 0 ? out : l.at.more![q - 1], sh) })) : null,
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!), res: l.inst.isTuple ? null : resOf(out, l.inst.shape) },
