@@ -177,12 +177,13 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
   const multiOutput = (i: HloInstruction): number | undefined => {
     if (i.shape.dtype !== 'float32') return undefined;
     const us = users.get(i)!;
-    const ownDot = remat && readsOwnDot(i, users);
+    // (readsOwnDot walks the value's operands: asked only where the wider rule is needed)
+    let ownDot: boolean | undefined;
     return [...new Set(us.map((u) => (u === null ? undefined : group.get(u))))].find((h) => {
       if (h === undefined || isFusibleReduce(roots[h]) || roots[h].shape.dtype !== 'float32' || loopShape[h] !== i.shape.shape.join()) return false;
       const outside = us.filter((u) => u === null || group.get(u) !== h);
       if (!outside.every((u) => after(u, h))) return false;
-      return outside.every((u) => follows(u, h)) || !(ownDot || epilogue(h));
+      return outside.every((u) => follows(u, h)) || !((ownDot ??= remat && readsOwnDot(i, users)) || epilogue(h));
     });
   };
   /** The dot results the members of each group read. */
@@ -210,8 +211,13 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
       roots.push(i);
       loopShape.push((reduce ? i.operands[0].shape : i.shape).shape.join());
     }
-    const dots = i.operands.filter((o) => o.prim?.name === 'dot_general');
-    if (dots.length) dotsRead.set(group.get(i)!, [...(dotsRead.get(group.get(i)!) ?? []), ...dots]);
+    for (const o of i.operands) {
+      if (o.prim?.name !== 'dot_general') continue;
+      const h = group.get(i)!;
+      const read = dotsRead.get(h);
+      if (read) read.push(o);
+      else dotsRead.set(h, [o]);
+    }
   }
   const members: HloInstruction[][] = roots.map(() => []);
   for (const i of c.instructions) if (group.has(i)) members[group.get(i)!].push(i);
