@@ -617,15 +617,28 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
     return path !== null && path.active(args) ? path : null;
   };
 
-  /** Runs `fn` with this function's sink collecting compile times and warnings. */
-  const withSink = <T>(fn: () => T): T => {
+  /**
+   * `fn(a, b, c)` with this function's sink collecting compile times and warnings. The arguments
+   * are passed through (not captured) so that a call makes no closure.
+   */
+  const withSink = <A, B, C, T>(fn: (a: A, b: B, c: C) => T, a: A, b: B, c: C): T => {
     const prev = activeSink;
     activeSink = sink;
     try {
-      return fn();
+      return fn(a, b, c);
     } finally {
       activeSink = prev;
     }
+  };
+  const pushCompileMs = (ms: number): void => {
+    sink.compileMs.push(ms);
+  };
+  const callPartitioned = (path: PartitionedPath, args: unknown[], key: string): unknown => path.call(args, key, pushCompileMs);
+  const callTraced = (entry: CacheEntry, leaves: Array[], sharded: ReturnType<typeof tracedShardings>): unknown => {
+    const { traced } = entry;
+    const params: PjitParams = { jaxpr: traced.jaxpr, name, donateArgnums: traced.donateArgnums, donateLabels: traced.donateLabels, ...sharded };
+    const outs = bind(pjit, entry.consts.length === 0 ? leaves : [...entry.consts, ...leaves], params);
+    return tree.unflatten(entry.outTree, outs);
   };
 
   const jitted = ((...args: unknown[]) => {
@@ -635,23 +648,13 @@ export function jit<F extends (...args: any[]) => any>(f: F, opts: JitOptions = 
       const call = admit(args, true);
       record(call, partitionedSeen.has(call.key));
       partitionedSeen.add(call.key);
-      return withSink(() => path.call(args, call.key, (ms) => sink.compileMs.push(ms)));
+      return withSink(callPartitioned, path, args, call.key);
     }
     const { entry, call } = prepare(args, true);
     const leaves = leafArrays(call.leaves);
     if (entry.donated.length) checkDonations(name, entry.donated, entry.traced.donateLabels, leaves, entry.consts);
-    const { traced } = entry;
-    const sharded = tracedShardings(args, call, entry.consts.length, traced.jaxpr.jaxpr.outs.length);
-    // (withSink's work inline: no closure per call.)
-    const prev = activeSink;
-    activeSink = sink;
-    try {
-      const params: PjitParams = { jaxpr: traced.jaxpr, name, donateArgnums: traced.donateArgnums, donateLabels: traced.donateLabels, ...sharded };
-      const outs = bind(pjit, entry.consts.length === 0 ? leaves : [...entry.consts, ...leaves], params);
-      return tree.unflatten(entry.outTree, outs);
-    } finally {
-      activeSink = prev;
-    }
+    const sharded = tracedShardings(args, call, entry.consts.length, entry.traced.jaxpr.jaxpr.outs.length);
+    return withSink(callTraced, entry, leaves, sharded);
   }) as unknown as Jitted<F>;
   Object.defineProperty(jitted, 'traceCount', { get: () => traceCount + (route?.path.traceCount ?? 0) });
   jitted.trace = ((...args: unknown[]) => prepare(args, false).entry.traced) as Jitted<F>['trace'];
