@@ -593,16 +593,25 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
       expV(f, relaxed, true, x, en, et);
       f.tee(v).simdMem(SIMD.v128_store);
-      f.get(q).simdMem(SIMD.v128_load).set(g);
-      f.get(bf16).if().get(g);
-      roundBf16(f, t);
-      f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
-      madd(f, false, v, g, acc);
-      f.set(acc);
+      accumulatePdP(f, q, bf16, { v, g, t, acc });
       bump(f, q, 16);
     });
     gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
   });
+}
+
+/**
+ * Both gradient row kernels' pass-1 step for 4 lanes, with the lanes' P in v128 local v: g <-
+ * dP at q (rounded to bf16 and stored back when bf16), acc += P dP.
+ */
+function accumulatePdP(f: FunctionBuilder, q: number, bf16: number, r: { v: number; g: number; t: number; acc: number }): void {
+  const { v, g, t, acc } = r;
+  f.get(q).simdMem(SIMD.v128_load).set(g);
+  f.get(bf16).if().get(g);
+  roundBf16(f, t);
+  f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
+  madd(f, false, v, g, acc);
+  f.set(acc);
 }
 
 /**
@@ -646,12 +655,7 @@ function buildGradRowP(m: ModuleBuilder): number {
     f.get(dp).set(q);
     forLoop(f, i, nv, () => {
       f.get(ptr).simdMem(SIMD.v128_load).set(v);
-      f.get(q).simdMem(SIMD.v128_load).set(g);
-      f.get(bf16).if().get(g);
-      roundBf16(f, t);
-      f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
-      madd(f, false, v, g, acc);
-      f.set(acc);
+      accumulatePdP(f, q, bf16, { v, g, t, acc });
       bump(f, ptr, 16);
       bump(f, q, 16);
     });
@@ -729,6 +733,9 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
     });
   return { saveRows: build('saveRows'), loadRows: build('loadRows') };
 }
+
+/** `memory.fill` (0xfc 11, memory 0): fills [dst, dst + bytes) with a byte value (stack: dst, value, bytes). */
+const memoryFill = (f: FunctionBuilder): FunctionBuilder => f.op(0xfc, 0x0b, 0x00);
 
 /** A scalar f32 at `addr + off` as lane 0 of a v128 (load32_zero). */
 const loadScalar = (f: FunctionBuilder, addr: number, off: number): FunctionBuilder => f.get(addr).simdMem(SIMD.v128_load32_zero, off, 4);
@@ -942,7 +949,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           rowIndex(null);
           f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
           f.i32Const(0).get(T).get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul);
-          f.op(0xfc, 0x0b, 0x00);
+          memoryFill(f);
           f.end();
         }
         f.i32Const(0).set(t0);
