@@ -676,13 +676,12 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
   const build = (name: 'saveRows' | 'loadRows'): number =>
     m.addFunction(name, ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
       const [src, dst, rows, n, S] = [0, 1, 2, 3, 4];
-      const [r, j, lim, end, four] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+      const [r, j, lim, four] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
       const save = name === 'saveRows';
       const [srcRow, dstRow] = save ? [sp * 4, -1] : [-1, sp * 4];
       f.i32Const(ROWS).set(four);
-      // lim = min(n, S): copied; zeros from lim to end = n (load; save: none, end = lim)
+      // lim = min(n, S): copied; load: zeros from lim up to n (save writes none)
       f.get(n).get(S).get(n).get(S).op(OP.i32_lt_s).op(OP.select).set(lim);
-      f.get(save ? lim : n).set(end);
       // (a vector loop while 4 more fit, then one by one: never past a row's end)
       const span = (from: number | null, to: number, body: (vec: boolean) => void): void => {
         if (from === null) f.i32Const(0).set(j);
@@ -700,6 +699,13 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
         f.end().end();
       };
       const at = (base: number): FunctionBuilder => f.get(base).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add);
+      // (load) dst row's columns from j (null: 0) up to n all zeros
+      const zeros = (from: number | null): void =>
+        span(from, n, (vec) => {
+          at(dst);
+          if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
+          else f.f32Const(0).mem(OP.f32_store);
+        });
       forLoop(f, r, four, () => {
         f.get(r).get(rows).op(OP.i32_lt_s).if();
         span(null, lim, (vec) => {
@@ -708,19 +714,10 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
           if (vec) f.simdMem(SIMD.v128_load).simdMem(SIMD.v128_store);
           else f.mem(OP.f32_load).mem(OP.f32_store);
         });
-        span(j, end, (vec) => {
-          at(dst);
-          if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
-          else f.f32Const(0).mem(OP.f32_store);
-        });
-        f.else();
         if (!save) {
-          f.i32Const(0).set(j);
-          span(j, n, (vec) => {
-            at(dst);
-            if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
-            else f.f32Const(0).mem(OP.f32_store);
-          });
+          zeros(j);
+          f.else();
+          zeros(null);
         }
         f.end();
         for (const [ptr, row] of [[src, srcRow], [dst, dstRow]] as const) {
