@@ -921,6 +921,10 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         slot(src).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).get(T).get(off[dst]).get(tp).call(fn.stageRows);
       };
+      // the i32 on the stack (a count of rows of probs [.., S] f32) times their bytes, S * 4
+      const probsBytes = (): void => {
+        f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul);
+      };
       // pushes the row index (b*N + n)*T + t (t a local, or null: the i32 on the stack), for the ML / lse slot
       const rowIndex = (tl: number | null): void => {
         if (tl !== null) f.get(tl);
@@ -938,14 +942,17 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         }
         stageQ('q', DESC.QR);
         if (dir === 'bwd') stageQ('do', DESC.OR);
+        // this head's first row of probs (used only when P is kept; each block moves it on ROWS rows)
+        slot(dir === 'fwd' ? DESC.DQR : DESC.ML);
+        f.i32Const(0);
+        rowIndex(null);
+        probsBytes();
+        f.op(OP.i32_add).set(prow);
         if (dir === 'fwd') {
           // P kept: this head's rows of probs all zeros first (memory.fill), the blocks' keys then written over them
           f.get(probs).if();
-          slot(DESC.DQR);
-          f.i32Const(0);
-          rowIndex(null);
-          f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
-          f.i32Const(0).get(T).get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul);
+          f.get(prow).i32Const(0).get(T);
+          probsBytes();
           memoryFill(f);
           f.end();
         }
@@ -960,10 +967,6 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
-        // this block's first row of probs (used only when P is kept)
-        slot(dir === 'fwd' ? DESC.DQR : DESC.ML);
-        rowIndex(t0);
-        f.get(S).op(OP.i32_mul).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(prow);
         // the block's rows of P (backward, kept) or its logits
         if (dir === 'bwd') {
           f.get(probs).if();
@@ -1063,6 +1066,9 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           }
           f.end();
         }
+        f.get(prow).i32Const(ROWS);
+        probsBytes();
+        f.op(OP.i32_add).set(prow);
         f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(t0).get(tp).op(OP.i32_lt_s).brIf(0);
         f.end().end();
         if (dir === 'fwd') {
