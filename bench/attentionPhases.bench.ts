@@ -17,53 +17,38 @@
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
  * checkout's; e.g. /work/main/packages/core/src for main's kernels in an A/B).
  */
-import { loadavg } from 'node:os';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { attentionShape, aval as av, coreSrc, cpuWall, hostArray as host, loadAndTime, loadCore, positiveEnv, stepLayers } from './attentionHarness';
 import { median } from './timing';
 
-const src = resolve(process.env.ATTN_CORE_SRC ?? resolve(import.meta.dirname, '../packages/core/src'));
-const load = async <T>(rel: string): Promise<T> => (await import(pathToFileURL(resolve(src, rel)).href)) as T;
-const modMod = await load<typeof import('../packages/core/src/backends/systolic/attentionModule')>('backends/systolic/attentionModule.ts');
-const attnMod = await load<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');
-const { wasmFeatures } = await load<typeof import('../packages/core/src/wasm/features')>('wasm/features.ts');
-const { setNumThreads } = await load<typeof import('../packages/core/src/threads')>('threads.ts');
-const { WA } = await load<typeof import('../packages/core/src/wasm/webassemblyTypes')>('wasm/webassemblyTypes.ts');
+const modMod = await loadCore<typeof import('../packages/core/src/backends/systolic/attentionModule')>('backends/systolic/attentionModule.ts');
+const attnMod = await loadCore<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');
+const { wasmFeatures } = await loadCore<typeof import('../packages/core/src/wasm/features')>('wasm/features.ts');
+const { setNumThreads } = await loadCore<typeof import('../packages/core/src/threads')>('threads.ts');
+const { WA } = await loadCore<typeof import('../packages/core/src/wasm/webassemblyTypes')>('wasm/webassemblyTypes.ts');
 
-const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
-const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
-const RUNS = Number(process.env.ATTN_BENCH_RUNS ?? 30);
+const dims = attentionShape('attention:phases');
+const { B, T, N, H, S, causal, scale, shape } = dims;
+const RUNS = positiveEnv('attention:phases', 'ATTN_BENCH_RUNS', 30);
 const WARMUP = 20;
-if (![B, T, N, H].every((x) => Number.isInteger(x) && x > 0)) throw new Error(`bench:attention:phases: ATTN_BENCH_SHAPE must be four positive integers B,T,N,H; got ${JSON.stringify(process.env.ATTN_BENCH_SHAPE)}`);
 const relaxed = wasmFeatures().relaxedSimd;
 setNumThreads(1);
 
-const S = T;
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 const [tp, hp, sp] = [ceil(T, 4), ceil(H, 8), ceil(S, 8)];
 const items = B * N;
-const scale = 1 / Math.sqrt(H);
 
 /** Median process CPU ms of `fn` over RUNS runs after WARMUP warm-up runs (enough for V8 to optimise the calls' JavaScript and tier the kernels up). */
 function cpuMs(fn: () => void): number {
   for (let i = 0; i < WARMUP; i++) fn();
   const xs: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    const c0 = process.cpuUsage();
-    fn();
-    const c = process.cpuUsage(c0);
-    xs.push((c.user + c.system) / 1000);
-  }
+  for (let i = 0; i < RUNS; i++) xs.push(cpuWall(fn).cpu);
   return median(xs);
 }
 
 // --- whole calls, as the backend runs them ---
 const rnd = (n: number): Float32Array => Float32Array.from({ length: n }, () => Math.random() * 2 - 1);
-const shape = [B, T, N, H];
-const host = (data: Float32Array | Uint8Array, s: number[], dtype = 'float32') => ({ data, shape: s, dtype }) as never;
 const [q, k, v, dO] = [rnd(B * T * N * H), rnd(B * T * N * H), rnd(B * T * N * H), rnd(B * T * N * H)];
 const params = { isCausal: causal, scale } as never;
-const av = (s: number[], dtype = 'float32') => ({ shape: s, dtype }) as never;
 const fwdOuts = [new Float32Array(q.length), new Float32Array(B * N * T)];
 const bwdOuts = [new Float32Array(q.length), new Float32Array(q.length), new Float32Array(q.length)];
 const fwdCall = (): void => {
@@ -236,7 +221,7 @@ const copy = (n: number): (() => void) => {
   };
 };
 
-console.log(`bench:attention:phases: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, 1 thread, ${relaxed ? 'relaxed' : 'plain'} SIMD, median CPU ms per call of ${RUNS}; sources ${src}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+console.log(`bench:attention:phases: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, 1 thread, ${relaxed ? 'relaxed' : 'plain'} SIMD, median CPU ms per call of ${RUNS}; sources ${coreSrc}; ${loadAndTime()}`);
 for (const dir of ['fwd', 'bwd'] as const) {
   const whole = cpuMs(dir === 'fwd' ? fwdCall : bwdCall);
   const inPlace = cpuMs(dir === 'fwd' ? fwdInPlace : bwdInPlace);
@@ -262,36 +247,19 @@ for (const dir of ['fwd', 'bwd'] as const) {
 // reverse, with a 8 MiB pass over other memory before each call (the step's other ops between), so
 // probs is written and read back cache-cold; interleaved, the order alternating per step ---
 {
-  const L = 4;
-  const layer = () => ({ ins: [q, k, v, dO].map((x) => {
-    const r = arena.region(x.length);
-    r.set(x);
+  const operands = [q, k, v, dO];
+  const layers = stepLayers({ attn: attnMod, shape: dims, relaxed, arena, region: (n) => arena.region(n), operand: (i) => {
+    const r = arena.region(operands[i].length);
+    r.set(operands[i]);
     return r;
-  }), fo: [arena.region(q.length), arena.region(B * N * T), arena.region(B * N * T * S)], bo: [0, 1, 2].map(() => arena.region(q.length)) });
-  const layers = Array.from({ length: L }, layer);
-  const plain = { isCausal: causal, scale } as never;
-  const fwdL = (l: number, kept: boolean): void => {
-    const { ins: [ql, kl, vl], fo } = layers[l];
-    attnMod.attentionFwdSystolic([host(ql, shape), host(kl, shape), host(vl, shape)], kept ? keptParams : plain, kept ? [av(shape), av([B, N, T]), av([B, N, T, S])] : [av(shape), av([B, N, T])], relaxed, (kept ? fo : fo.slice(0, 2)) as never, arena);
-  };
-  const bwdL = (l: number, kept: boolean): void => {
-    const { ins: [ql, kl, vl, dl], fo, bo } = layers[l];
-    const probs = kept ? [host(fo[2], [B, N, T, S])] : [];
-    attnMod.attentionBwdSystolic([host(ql, shape), host(kl, shape), host(vl, shape), host(fo[1], [B, N, T]), host(dl, shape), ...probs], kept ? keptParams : plain, [av(shape), av(shape), av(shape)], relaxed, bo as never, arena);
-  };
-  const other = arena.region(2 << 20);
-  const timed = (fn: () => void, i: number): number => {
-    other.fill(i);
-    const c0 = process.cpuUsage();
-    fn();
-    const c = process.cpuUsage(c0);
-    return (c.user + c.system) / 1000;
-  };
+  } });
+  const L = layers.L;
   const step = (kept: boolean): [number, number] => {
-    let [f, b] = [0, 0];
-    for (let l = 0; l < L; l++) f += timed(() => fwdL(l, kept), l);
-    for (let l = L - 1; l >= 0; l--) b += timed(() => bwdL(l, kept), l);
-    return [f / L, b / L];
+    const ms = { fwd: 0, bwd: 0 };
+    layers.step(kept, (dir, call) => {
+      ms[dir] += cpuWall(call).cpu;
+    });
+    return [ms.fwd / L, ms.bwd / L];
   };
   for (let i = 0; i < 3; i++) [false, true].forEach(step);
   const res: Record<'kept' | 'not', [number, number][]> = { kept: [], not: [] };

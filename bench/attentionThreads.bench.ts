@@ -15,63 +15,37 @@
  * ATTN_BENCH_RUNS (steps per thread count, default 30), ATTN_THREADS_GEMM (default 0),
  * ATTN_CORE_SRC (the core sources to load, default this checkout's).
  */
-import { loadavg } from 'node:os';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { attentionShape, coreSrc, cpuWall, loadAndTime, loadCore, positiveEnv, stepLayers } from './attentionHarness';
 import { median } from './timing';
 
-const src = resolve(process.env.ATTN_CORE_SRC ?? resolve(import.meta.dirname, '../packages/core/src'));
-const load = async <T>(rel: string): Promise<T> => (await import(pathToFileURL(resolve(src, rel)).href)) as T;
-const core = await load<typeof import('../packages/core/src/index')>('index.ts');
-const { getBackend } = await load<typeof import('../packages/core/src/backend')>('backend.ts');
-const attn = await load<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');
-const { wasmFeatures } = await load<typeof import('../packages/core/src/wasm/features')>('wasm/features.ts');
-const { poolJobTimes } = await load<typeof import('../packages/core/src/wasm/workerPool')>('wasm/workerPool.ts');
+const core = await loadCore<typeof import('../packages/core/src/index')>('index.ts');
+const { getBackend } = await loadCore<typeof import('../packages/core/src/backend')>('backend.ts');
+const attn = await loadCore<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');
+const { wasmFeatures } = await loadCore<typeof import('../packages/core/src/wasm/features')>('wasm/features.ts');
+const { poolJobTimes } = await loadCore<typeof import('../packages/core/src/wasm/workerPool')>('wasm/workerPool.ts');
 
-const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
-const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
-const RUNS = Number(process.env.ATTN_BENCH_RUNS ?? 30);
+const dims = attentionShape('attention:threads');
+const { B, T, N, H, causal } = dims;
+const RUNS = positiveEnv('attention:threads', 'ATTN_BENCH_RUNS', 30);
 const GEMM = process.env.ATTN_THREADS_GEMM === '1';
-if (![B, T, N, H].every((x) => Number.isInteger(x) && x > 0)) throw new Error(`bench:attention:threads: ATTN_BENCH_SHAPE must be four positive integers B,T,N,H; got ${JSON.stringify(process.env.ATTN_BENCH_SHAPE)}`);
-if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`bench:attention:threads: ATTN_BENCH_RUNS must be a positive integer; got ${JSON.stringify(process.env.ATTN_BENCH_RUNS)}`);
 core.setBackend('systolic');
 const arena = getBackend().arenaHost?.() ?? null;
 if (arena === null) throw new Error('bench:attention:threads: the systolic backend has no arena memory here (no WebAssembly threads): nothing to measure on 2 threads');
 const relaxed = wasmFeatures().relaxedSimd;
 
-const S = T;
-const scale = 1 / Math.sqrt(H);
-const shape = [B, T, N, H];
-const host = (data: Float32Array, s: number[]) => ({ data, shape: s, dtype: 'float32' }) as never;
-const av = (s: number[]) => ({ shape: s, dtype: 'float32' }) as never;
 /** A region of the arena (reserved for the whole run), as a view. */
 const region = (n: number): Float32Array => {
   const at = arena.reserve(n * 4);
   if (at < 0) throw new Error(`bench:attention:threads: the arena cannot hold ${n * 4} more bytes`);
   return new Float32Array(arena.buffer(), at, n);
 };
-/** A region of n uniform values in [-1, 1). */
-const random = (n: number): Float32Array => {
-  const r = region(n);
-  for (let i = 0; i < n; i++) r[i] = Math.random() * 2 - 1;
+/** A region of uniform values in [-1, 1), one operand's size. */
+const random = (): Float32Array => {
+  const r = region(B * T * N * H);
+  for (let i = 0; i < r.length; i++) r[i] = Math.random() * 2 - 1;
   return r;
 };
-const params = { isCausal: causal, scale, saveProbs: true } as never;
-const L = 4;
-const layers = Array.from({ length: L }, () => ({
-  ins: [0, 1, 2, 3].map(() => random(B * T * N * H)),
-  fo: [region(B * T * N * H), region(B * N * T), region(B * N * T * S)],
-  bo: [0, 1, 2].map(() => region(B * T * N * H)),
-}));
-const fwd = (l: number): void => {
-  const { ins: [q, k, v], fo } = layers[l];
-  attn.attentionFwdSystolic([host(q, shape), host(k, shape), host(v, shape)], params, [av(shape), av([B, N, T]), av([B, N, T, S])], relaxed, fo as never, arena);
-};
-const bwd = (l: number): void => {
-  const { ins: [q, k, v, d], fo, bo } = layers[l];
-  attn.attentionBwdSystolic([host(q, shape), host(k, shape), host(v, shape), host(fo[1], [B, N, T]), host(d, shape), host(fo[2], [B, N, T, S])], params, [av(shape), av(shape), av(shape)], relaxed, bo as never, arena);
-};
-const other = region(2 << 20);
+const layers = stepLayers({ attn, shape: dims, relaxed, arena, region, operand: random });
 const ga = core.random.normal(core.random.key(1), [2048, 128]);
 const gb = core.random.normal(core.random.key(2), [128, 128]);
 
@@ -84,24 +58,17 @@ interface Call {
 }
 const calls: Record<string, Call[]> = {};
 poolJobTimes.enabled = true;
-const timed = (name: string, fn: () => void, i: number, record: boolean, gemm: boolean): void => {
-  other.fill(i);
-  if (gemm) core.np.matmul(ga, gb).dataSync();
-  const p0 = { ...(poolJobTimes.byPool.attention ?? { wakeMs: 0, waitMs: 0 }) };
-  const w0 = attn.attentionStats().workerItems;
-  const c0 = process.cpuUsage();
-  const t0 = performance.now();
-  fn();
-  const wall = performance.now() - t0;
-  const c = process.cpuUsage(c0);
-  const p1 = poolJobTimes.byPool.attention ?? { wakeMs: 0, waitMs: 0 };
-  if (record) (calls[name] ??= []).push({ wall, cpu: (c.user + c.system) / 1000, workerItems: attn.attentionStats().workerItems - w0, wakeUs: 1000 * (p1.wakeMs - p0.wakeMs), waitUs: 1000 * (p1.waitMs - p0.waitMs) });
-};
 const step = (threads: number, record: boolean, gemm: boolean): void => {
   core.setNumThreads(threads);
   const tag = `${threads}t${gemm ? ' after a product' : ''}`;
-  for (let l = 0; l < L; l++) timed(`fwd ${tag}`, () => fwd(l), l, record, gemm);
-  for (let l = L - 1; l >= 0; l--) timed(`bwd ${tag}`, () => bwd(l), l, record, gemm);
+  layers.step(true, (dir, call) => {
+    if (gemm) core.np.matmul(ga, gb).dataSync();
+    const p0 = { ...(poolJobTimes.byPool.attention ?? { wakeMs: 0, waitMs: 0 }) };
+    const w0 = attn.attentionStats().workerItems;
+    const { wall, cpu } = cpuWall(call);
+    const p1 = poolJobTimes.byPool.attention ?? { wakeMs: 0, waitMs: 0 };
+    if (record) (calls[`${dir} ${tag}`] ??= []).push({ wall, cpu, workerItems: attn.attentionStats().workerItems - w0, wakeUs: 1000 * (p1.wakeMs - p0.wakeMs), waitUs: 1000 * (p1.waitMs - p0.waitMs) });
+  });
 };
 // (warm-up: both thread counts until the kernels and the drivers' JavaScript are optimised)
 const variants: [number, boolean][] = [[1, false], [2, false], ...(GEMM ? ([[1, true], [2, true]] as [number, boolean][]) : [])];
@@ -109,7 +76,7 @@ for (let i = 0; i < 10; i++) for (const [n, g] of variants) step(n, false, g);
 for (let i = 0; i < RUNS; i++) for (const [n, g] of i % 2 ? variants : [...variants].reverse()) step(n, true, g);
 core.setNumThreads(null);
 
-console.log(`bench:attention:threads: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, P kept, ${L} layers' calls as in a step${GEMM ? ' (and, alternating, with a 2-thread product before each)' : ''}, ${RUNS} steps per thread count, alternating; medians per call; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}; sources ${src}`);
+console.log(`bench:attention:threads: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, P kept, ${layers.L} layers' calls as in a step${GEMM ? ' (and, alternating, with a 2-thread product before each)' : ''}, ${RUNS} steps per thread count, alternating; medians per call; ${loadAndTime()}; sources ${coreSrc}`);
 const f = (x: number, d = 3): string => x.toFixed(d).padStart(7);
 for (const [name, xs] of Object.entries(calls).sort(([a], [b]) => (a < b ? -1 : 1))) {
   const m = (g: (c: Call) => number): number => median(xs.map(g));
