@@ -198,42 +198,55 @@ class RowVisibility {
   }
 }
 
+/**
+ * The reference kernels' walk over the query rows (b, n, t) in that order: `fn(b, kh, qo, r)`
+ * after `row.at(b, n, t)`, with kh the row's key/value head, qo its first element in q
+ * [B, T, N, H] and r = (b N + n) T + t its row of lse and probs.
+ */
+function eachQueryRow(d: AttentionDims, row: RowVisibility, fn: (b: number, kh: number, qo: number, r: number) => void): void {
+  const { b: B, t: T, n: N, h: H, g: G } = d;
+  for (let b = 0; b < B; b++)
+    for (let n = 0; n < N; n++) {
+      const kh = Math.floor(n / G);
+      for (let t = 0; t < T; t++) {
+        row.at(b, n, t);
+        fn(b, kh, ((b * T + t) * N + n) * H, (b * N + n) * T + t);
+      }
+    }
+}
+
 /** The reference forward kernel: float64 loops, exact products. */
 function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
   const [qa, ka, va, ma] = inputs;
-  const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
+  const d = attentionDims(qa.shape, ka.shape);
+  const { b: B, t: T, n: N, h: H, s: S, k: K } = d;
   const [q, k, v] = [qa, ka, va].map((a) => storageToNumbers(a.data, a.dtype));
   const row = new RowVisibility(ma, p.isCausal, T, S);
   const out = new Float64Array(B * T * N * H);
   const lse = new Float32Array(B * N * T);
   const probs = p.saveProbs === true ? new Float32Array(B * N * T * S) : null;
   const e = new Float64Array(S);
-  for (let b = 0; b < B; b++)
-    for (let n = 0; n < N; n++) {
-      const kh = Math.floor(n / G);
-      for (let t = 0; t < T; t++) {
-        const qo = ((b * T + t) * N + n) * H;
-        const none = row.at(b, n, t).none;
-        let m = -Infinity;
-        for (let s = 0; s < S; s++) {
-          let d = 0;
-          const ko = ((b * S + s) * K + kh) * H;
-          for (let h = 0; h < H; h++) d += q[qo + h] * k[ko + h];
-          e[s] = none ? 0 : row.vis(s) ? Math.fround(d) * p.scale : -Infinity;
-          m = Math.max(m, e[s]);
-        }
-        let z = 0;
-        for (let s = 0; s < S; s++) z += e[s] = m === -Infinity ? 0 : Math.exp(e[s] - m);
-        lse[(b * N + n) * T + t] = m + Math.log(z);
-        for (let s = 0; s < S; s++) {
-          if (e[s] === 0) continue;
-          const w = e[s] / z;
-          if (probs) probs[((b * N + n) * T + t) * S + s] = w;
-          const vo = ((b * S + s) * K + kh) * H;
-          for (let h = 0; h < H; h++) out[qo + h] += w * v[vo + h];
-        }
-      }
+  eachQueryRow(d, row, (b, kh, qo, r) => {
+    const none = row.none;
+    let m = -Infinity;
+    for (let s = 0; s < S; s++) {
+      let dot = 0;
+      const ko = ((b * S + s) * K + kh) * H;
+      for (let h = 0; h < H; h++) dot += q[qo + h] * k[ko + h];
+      e[s] = none ? 0 : row.vis(s) ? Math.fround(dot) * p.scale : -Infinity;
+      m = Math.max(m, e[s]);
     }
+    let z = 0;
+    for (let s = 0; s < S; s++) z += e[s] = m === -Infinity ? 0 : Math.exp(e[s] - m);
+    lse[r] = m + Math.log(z);
+    for (let s = 0; s < S; s++) {
+      if (e[s] === 0) continue;
+      const w = e[s] / z;
+      if (probs) probs[r * S + s] = w;
+      const vo = ((b * S + s) * K + kh) * H;
+      for (let h = 0; h < H; h++) out[qo + h] += w * v[vo + h];
+    }
+  });
   const res: StorageArray[] = [numbersToStorage(Float32Array.from(out), qa.dtype), lse];
   return probs ? [...res, probs] : res;
 }
@@ -241,47 +254,42 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
 /** The reference backward kernel (recomputes P from q, k and lse, or reads the kept probs; dS = P (dP - rowsum(P dP))). */
 function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
   const { xs: [qa, ka, va, la, da], mask: ma, probs: pa } = splitKept(BWD, inputs, 5, p, 'query, key, value, lse, dOut');
-  const { b: B, t: T, n: N, h: H, s: S, k: K, g: G } = attentionDims(qa.shape, ka.shape);
+  const d = attentionDims(qa.shape, ka.shape);
+  const { t: T, h: H, s: S, k: K } = d;
   const [q, k, v, lse, dout] = [qa, ka, va, la, da].map((a) => storageToNumbers(a.data, a.dtype));
   const probs = pa === undefined ? null : storageToNumbers(pa.data, pa.dtype);
   const row = new RowVisibility(ma, p.isCausal, T, S);
   const [dq, dk, dv] = [new Float64Array(q.length), new Float64Array(k.length), new Float64Array(v.length)];
   const P = new Float64Array(S);
   const dP = new Float64Array(S);
-  for (let b = 0; b < B; b++)
-    for (let n = 0; n < N; n++) {
-      const kh = Math.floor(n / G);
-      for (let t = 0; t < T; t++) {
-        const qo = ((b * T + t) * N + n) * H;
-        const r = (b * N + n) * T + t;
-        const l = lse[r];
-        const none = row.at(b, n, t).none;
-        let D = 0;
-        for (let s = 0; s < S; s++) {
-          const ko = ((b * S + s) * K + kh) * H;
-          let d = 0;
-          let g = 0;
-          for (let h = 0; h < H; h++) {
-            d += q[qo + h] * k[ko + h];
-            g += dout[qo + h] * v[ko + h];
-          }
-          P[s] = probs ? probs[r * S + s] : none ? Math.exp(-l) : row.vis(s) ? Math.exp(Math.fround(d) * p.scale - l) : 0;
-          dP[s] = g;
-          D += P[s] * g;
-        }
-        for (let s = 0; s < S; s++) {
-          if (P[s] === 0) continue;
-          // (a row that sees no key has constant logits: no gradient reaches q or k)
-          const ds = none ? 0 : P[s] * (dP[s] - D) * p.scale;
-          const ko = ((b * S + s) * K + kh) * H;
-          for (let h = 0; h < H; h++) {
-            dq[qo + h] += ds * k[ko + h];
-            dk[ko + h] += ds * q[qo + h];
-            dv[ko + h] += P[s] * dout[qo + h];
-          }
-        }
+  eachQueryRow(d, row, (b, kh, qo, r) => {
+    const l = lse[r];
+    const none = row.none;
+    let D = 0;
+    for (let s = 0; s < S; s++) {
+      const ko = ((b * S + s) * K + kh) * H;
+      let dot = 0;
+      let g = 0;
+      for (let h = 0; h < H; h++) {
+        dot += q[qo + h] * k[ko + h];
+        g += dout[qo + h] * v[ko + h];
+      }
+      P[s] = probs ? probs[r * S + s] : none ? Math.exp(-l) : row.vis(s) ? Math.exp(Math.fround(dot) * p.scale - l) : 0;
+      dP[s] = g;
+      D += P[s] * g;
+    }
+    for (let s = 0; s < S; s++) {
+      if (P[s] === 0) continue;
+      // (a row that sees no key has constant logits: no gradient reaches q or k)
+      const ds = none ? 0 : P[s] * (dP[s] - D) * p.scale;
+      const ko = ((b * S + s) * K + kh) * H;
+      for (let h = 0; h < H; h++) {
+        dq[qo + h] += ds * k[ko + h];
+        dk[ko + h] += ds * q[qo + h];
+        dv[ko + h] += P[s] * dout[qo + h];
       }
     }
+  });
   return [dq, dk, dv].map((x) => numbersToStorage(Float32Array.from(x), qa.dtype));
 }
 
