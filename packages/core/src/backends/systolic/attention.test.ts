@@ -111,6 +111,23 @@ function operands(c: Case): [Array, Array, Array, Array] {
   return [mk(0, [c.b, c.t, c.k * c.g, c.h]), mk(1, [c.b, c.s, c.k, c.h]), mk(2, [c.b, c.s, c.k, c.h]), mk(3, [c.b, c.t, c.k * c.g, c.h])];
 }
 
+/** Case c's operands (w is dOut), params, and the backend's forward [out, lse] and backward [dq, dk, dv]: what direct calls are held against. */
+function evaluated(c: Case) {
+  const params = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal };
+  const [q, k, v, w] = operands(c);
+  const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
+  const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+  return { params, q, k, v, w, out, lse, grads };
+}
+
+/** Expects a forward's [out, lse] and a backward's [dq, dk, dv] (arrays, or float32 storage) to have `want`'s bits. */
+function expectBits(fwd: readonly (Array | ArrayLike<number>)[], bwd: readonly (Array | ArrayLike<number>)[], want: { out: Array; lse: Array; grads: Array[] }, where = ''): void {
+  const bits = (x: Array | ArrayLike<number>): number[] => (ArrayBuffer.isView(x) ? [...(x as Float32Array)] : [...f32(x as Array)]);
+  expect(bits(fwd[0]), `out${where}`).toEqual(bits(want.out));
+  expect(bits(fwd[1]), `lse${where}`).toEqual(bits(want.lse));
+  bwd.forEach((g, i) => expect(bits(g), `d${'qkv'[i]}${where}`).toEqual(bits(want.grads[i])));
+}
+
 /** `f()` with core's thread count set to n, then back to the default. */
 function withThreads<T>(n: number, f: () => T): T {
   setNumThreads(n);
@@ -449,13 +466,11 @@ describe('fused attention into caller storage (Backend.executeIntoAll)', () => {
 
 describe('fused attention in the backend\'s memory (operands and results read and written in place)', () => {
   const c: Case = { b: 2, t: 11, s: 11, k: 2, g: 2, h: 7, causal: true, dtype: 'float32', seed: 21 };
-  const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
 
   it.runIf(sharedMemory)('operands and results in reserved regions of the arena host are used in place, bit-identical to copies; a result sharing bytes with an operand is copied', () => {
     const host = arenaHostOf();
-    const [q, k, v, w] = operands(c);
-    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
-    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const want = evaluated(c);
+    const { params, q, k, v, w, out, lse, grads } = want;
     const sizes = [q.size, k.size, v.size, w.size, lse.size, out.size, lse.size, q.size, k.size, v.size];
     const addr = host.reserve(4 * sizes.reduce((x, y) => x + ceil(y, 16), 0));
     try {
@@ -475,9 +490,7 @@ describe('fused attention in the backend\'s memory (operands and results read an
       const s1 = attentionStats();
       expect(s1.copiedBytes - s0.copiedBytes, 'bytes copied in or out').toBe(0);
       expect(s1.inPlaceBytes - s0.inPlaceBytes).toBe(4 * (3 * q.size + 3 * k.size + 3 * v.size + 2 * lse.size + w.size + out.size));
-      expect([...f32(fwd[0])]).toEqual([...f32(out)]);
-      expect([...f32(fwd[1])]).toEqual([...f32(lse)]);
-      bwd.forEach((g, i) => expect([...f32(g)], `d${'qkv'[i]}`).toEqual([...f32(grads[i])]));
+      expectBits(fwd, bwd, want);
       // dq written over dO's own storage: copied out after the kernels read dO, so still the same dq
       const s2 = attentionStats();
       const over = evalPrimitiveIntoAll(attentionBwdP, [qv, kv, vv, lv, wv], params, [views[3], views[8], views[9]])!;
@@ -521,20 +534,16 @@ describe('fused attention in the backend\'s memory (operands and results read an
 describe('fused attention in a memory of its own (no arena host: a runtime without shared memory, direct calls)', () => {
   it('gives the same bits as in the backend\'s memory, forward and backward, on 1 and 2 threads', () => {
     const c: Case = { b: 2, t: 13, s: 13, k: 2, g: 2, h: 6, causal: true, dtype: 'float32', seed: 5 };
-    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
-    const [q, k, v, w] = operands(c);
-    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
-    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const want = evaluated(c);
+    const { params, q, k, v, w, out, lse, grads } = want;
     const relaxed = wasmFeatures().relaxedSimd;
     const host = (a: Array) => ({ data: toStorage(a), shape: a.shape, dtype: a.dtype });
     const av = (a: Array) => ({ shape: a.shape, dtype: a.dtype, weakType: false });
     for (const threads of [1, 2])
       withThreads(threads, () => {
         const fwd = attentionFwdSystolic([q, k, v].map(host), params, [av(out), av(lse)], relaxed);
-        expect([...fwd[0]], `out, ${threads} threads`).toEqual([...f32(out)]);
-        expect([...fwd[1]], `lse, ${threads} threads`).toEqual([...f32(lse)]);
         const bwd = attentionBwdSystolic([q, k, v, lse, w].map(host), params, grads.map(av), relaxed, undefined, null);
-        bwd.forEach((g, i) => expect([...g], `d${'qkv'[i]}, ${threads} threads`).toEqual([...f32(grads[i])]));
+        expectBits(fwd, bwd, want, `, ${threads} threads`);
       });
   });
 });
@@ -564,10 +573,8 @@ describe('fused attention when the backend\'s memory cannot hold the job (its re
     // A host over the same memory that holds the operands' views but has no room for a job.
     const full: ArenaHost = { memory: real.memory, maxPages: real.maxPages, reserve: () => -1, release: (a) => real.release(a), buffer: () => real.buffer(), holds: (v) => real.holds(v) };
     const c: Case = { b: 2, t: 10, s: 10, k: 1, g: 2, h: 8, causal: true, dtype: 'float32', seed: 13 };
-    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
-    const [q, k, v, w] = operands(c);
-    const [out, lse] = evalPrimitive(attentionFwdP, [q, k, v], params);
-    const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w], params);
+    const want = evaluated(c);
+    const { params, q, k, v, w, out, lse, grads } = want;
     const relaxed = wasmFeatures().relaxedSimd;
     const ops = [q, k, v, lse, w];
     const addr = real.reserve(4 * ops.reduce((n, a) => n + ceil(a.size, 16), 0));
@@ -590,9 +597,7 @@ describe('fused attention when the backend\'s memory cannot hold the job (its re
           expect(s1.ownMemoryFallbacks - s0.ownMemoryFallbacks, 'jobs moved to the own memory').toBe(2);
           expect(s1.inPlaceBytes - s0.inPlaceBytes, 'nothing in place').toBe(0);
           expect(s1.copiedBytes - s0.copiedBytes).toBe(4 * (3 * q.size + 3 * k.size + 3 * v.size + 2 * lse.size + w.size + out.size));
-          expect([...fwd[0]], `out, ${threads} threads`).toEqual([...f32(out)]);
-          expect([...fwd[1]], `lse, ${threads} threads`).toEqual([...f32(lse)]);
-          bwd.forEach((g, i) => expect([...g], `d${'qkv'[i]}, ${threads} threads`).toEqual([...f32(grads[i])]));
+          expectBits(fwd, bwd, want, `, ${threads} threads`);
         });
     } finally {
       real.release(addr);
