@@ -13,13 +13,12 @@
 import { loadavg } from 'node:os';
 import { type Array, grad, nn, np, random, setBackend, setNumThreads } from '@tpukit/core';
 import { jit } from '@tpukit/xla-lite';
+import { attentionShape, positiveEnv } from './attentionHarness';
 import { median } from './timing';
 
-const [B, T, N, H] = (process.env.ATTN_BENCH_SHAPE ?? '16,128,4,32').split(',').map(Number);
-const causal = (process.env.ATTN_BENCH_CAUSAL ?? '1') !== '0';
-const ROUNDS = Number(process.env.ATTN_BENCH_ROUNDS ?? 5);
-const CALLS = Number(process.env.ATTN_BENCH_CALLS ?? 20);
-if (![B, T, N, H].every((x) => Number.isInteger(x) && x > 0)) throw new Error(`bench:attention: ATTN_BENCH_SHAPE must be four positive integers B,T,N,H; got ${JSON.stringify(process.env.ATTN_BENCH_SHAPE)}`);
+const { B, T, N, H, causal } = attentionShape('attention');
+const ROUNDS = positiveEnv('attention', 'ATTN_BENCH_ROUNDS', 5);
+const CALLS = positiveEnv('attention', 'ATTN_BENCH_CALLS', 20);
 setBackend('systolic');
 const [q, k, v, w] = [1, 2, 3, 4].map((i) => random.normal(random.key(i), [B, T, N, H]));
 

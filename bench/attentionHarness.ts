@@ -62,6 +62,39 @@ export function cpuWall(fn: () => void): { wall: number; cpu: number } {
   return { wall, cpu: (c.user + c.system) / 1000 };
 }
 
+/** One layer's fused-attention calls, see `layerCalls`. */
+export interface LayerCalls {
+  /** The forward: out and lse into `fo[0]`, `fo[1]`; with `keep` (`saveProbs`) P into `fo[2]` too. */
+  fwd(keep: boolean): void;
+  /** The backward into `bo` (dq, dk, dv), reading lse from `fo[1]` and, with `keep`, P from `fo[2]` instead of recomputing it. */
+  bwd(keep: boolean): void;
+}
+
+/**
+ * One layer's forward and backward calls on the systolic kernels `attn`: operands `ins` (q, k,
+ * v, dO: B*T*N*H floats each), forward results `fo` (out, lse [B, N, T], P [B, N, T, S]) and
+ * backward results `bo` (dq, dk, dv), all in regions of `arena`, as xla-lite hands them over in a
+ * compiled step.
+ */
+export function layerCalls(o: { attn: SystolicAttention; shape: AttentionShape; relaxed: boolean; arena: ArenaHost; ins: Float32Array[]; fo: Float32Array[]; bo: Float32Array[] }): LayerCalls {
+  const { attn, relaxed, arena, ins, fo, bo } = o;
+  const { B, T, N, S, causal, scale, shape } = o.shape;
+  const plain = { isCausal: causal, scale } as never;
+  const kept = { isCausal: causal, scale, saveProbs: true } as never;
+  const [q, k, v, d] = ins.map((x) => hostArray(x, shape));
+  const lse = hostArray(fo[1], [B, N, T]);
+  const probs = hostArray(fo[2], [B, N, T, S]);
+  return {
+    fwd(keep) {
+      const outAvals = [aval(shape), aval([B, N, T]), ...(keep ? [aval([B, N, T, S])] : [])];
+      attn.attentionFwdSystolic([q, k, v], keep ? kept : plain, outAvals, relaxed, (keep ? fo : fo.slice(0, 2)) as never, arena);
+    },
+    bwd(keep) {
+      attn.attentionBwdSystolic([q, k, v, lse, d, ...(keep ? [probs] : [])], keep ? kept : plain, [aval(shape), aval(shape), aval(shape)], relaxed, bo as never, arena);
+    },
+  };
+}
+
 /** A step's attention calls, see `stepLayers`. */
 export interface StepLayers {
   readonly L: number;
@@ -84,24 +117,12 @@ export function stepLayers(o: { attn: SystolicAttention; shape: AttentionShape; 
   const { B, T, N, H, S, causal, scale, shape } = o.shape;
   const L = o.L ?? 4;
   const n = B * T * N * H;
-  const layers = Array.from({ length: L }, () => ({
-    ins: [0, 1, 2, 3].map((i) => o.operand(i)),
-    fo: [region(n), region(B * N * T), region(B * N * T * S)],
-    bo: [0, 1, 2].map(() => region(n)),
-  }));
+  const layers = Array.from({ length: L }, () =>
+    layerCalls({ attn, shape: o.shape, relaxed, arena, ins: [0, 1, 2, 3].map((i) => o.operand(i)), fo: [region(n), region(B * N * T), region(B * N * T * S)], bo: [0, 1, 2].map(() => region(n)) }),
+  );
   const other = region(2 << 20);
-  const plain = { isCausal: causal, scale } as never;
-  const kept = { isCausal: causal, scale, saveProbs: true } as never;
-  const fwd = (l: number, keep: boolean): void => {
-    const { ins: [q, k, v], fo } = layers[l];
-    const outAvals = [aval(shape), aval([B, N, T]), ...(keep ? [aval([B, N, T, S])] : [])];
-    attn.attentionFwdSystolic([hostArray(q, shape), hostArray(k, shape), hostArray(v, shape)], keep ? kept : plain, outAvals, relaxed, (keep ? fo : fo.slice(0, 2)) as never, arena);
-  };
-  const bwd = (l: number, keep: boolean): void => {
-    const { ins: [q, k, v, d], fo, bo } = layers[l];
-    const probs = keep ? [hostArray(fo[2], [B, N, T, S])] : [];
-    attn.attentionBwdSystolic([hostArray(q, shape), hostArray(k, shape), hostArray(v, shape), hostArray(fo[1], [B, N, T]), hostArray(d, shape), ...probs], keep ? kept : plain, [aval(shape), aval(shape), aval(shape)], relaxed, bo as never, arena);
-  };
+  const fwd = (l: number, keep: boolean): void => layers[l].fwd(keep);
+  const bwd = (l: number, keep: boolean): void => layers[l].bwd(keep);
   return {
     L,
     step(keep, time) {

@@ -17,7 +17,7 @@
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
  * checkout's; e.g. /work/main/packages/core/src for main's kernels in an A/B).
  */
-import { attentionShape, aval as av, coreSrc, cpuWall, hostArray as host, loadAndTime, loadCore, positiveEnv, stepLayers } from './attentionHarness';
+import { attentionShape, aval as av, coreSrc, cpuWall, hostArray as host, layerCalls, loadAndTime, loadCore, positiveEnv, stepLayers } from './attentionHarness';
 import { median } from './timing';
 
 const modMod = await loadCore<typeof import('../packages/core/src/backends/systolic/attentionModule')>('backends/systolic/attentionModule.ts');
@@ -92,30 +92,21 @@ function benchHost(): import('../packages/core/src/backend').ArenaHost & { regio
   };
 }
 const arena = benchHost();
-const [qA, kA, vA, dA] = [q, k, v, dO].map((x) => {
+/** A region of the arena holding a copy of `x`. */
+const inArena = (x: Float32Array): Float32Array => {
   const r = arena.region(x.length);
   r.set(x);
   return r;
-});
-const fwdOutsA = [arena.region(q.length), arena.region(B * N * T)];
-const bwdOutsA = [arena.region(q.length), arena.region(q.length), arena.region(q.length)];
-const fwdInPlace = (): void => {
-  attnMod.attentionFwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape)], params, [av(shape), av([B, N, T])], relaxed, fwdOutsA as never, arena);
 };
+// (in place: operands and results in the arena, as a compiled step has them; kept: the forward also
+// writes P [B, N, T, S], the backward reads it instead of recomputing P)
+const layer = layerCalls({ attn: attnMod, shape: dims, relaxed, arena, ins: [q, k, v, dO].map(inArena), fo: [arena.region(q.length), arena.region(B * N * T), arena.region(B * N * T * S)], bo: [0, 1, 2].map(() => arena.region(q.length)) });
+const fwdInPlace = (): void => layer.fwd(false);
 fwdInPlace();
-const bwdInPlace = (): void => {
-  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(fwdOutsA[1], [B, N, T]), host(dA, shape)], params, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
-};
-// (the same with P kept: the forward also writes probs [B, N, T, S], the backward reads it instead of recomputing P)
-const keptParams = { isCausal: causal, scale, saveProbs: true } as never;
-const probsA = arena.region(B * N * T * S);
-const fwdKept = (): void => {
-  attnMod.attentionFwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape)], keptParams, [av(shape), av([B, N, T]), av([B, N, T, S])], relaxed, [...fwdOutsA, probsA] as never, arena);
-};
+const bwdInPlace = (): void => layer.bwd(false);
+const fwdKept = (): void => layer.fwd(true);
 fwdKept();
-const bwdKept = (): void => {
-  attnMod.attentionBwdSystolic([host(qA, shape), host(kA, shape), host(vA, shape), host(fwdOutsA[1], [B, N, T]), host(dA, shape), host(probsA, [B, N, T, S])], keptParams, [av(shape), av(shape), av(shape)], relaxed, bwdOutsA as never, arena);
-};
+const bwdKept = (): void => layer.bwd(true);
 
 // --- the kernels alone, in a memory of our own ---
 const mod = modMod.attentionModule(H, sp, relaxed, false, false);
@@ -248,11 +239,7 @@ for (const dir of ['fwd', 'bwd'] as const) {
 // probs is written and read back cache-cold; interleaved, the order alternating per step ---
 {
   const operands = [q, k, v, dO];
-  const layers = stepLayers({ attn: attnMod, shape: dims, relaxed, arena, region: (n) => arena.region(n), operand: (i) => {
-    const r = arena.region(operands[i].length);
-    r.set(operands[i]);
-    return r;
-  } });
+  const layers = stepLayers({ attn: attnMod, shape: dims, relaxed, arena, region: (n) => arena.region(n), operand: (i) => inArena(operands[i]) });
   const L = layers.L;
   const step = (kept: boolean): [number, number] => {
     const ms = { fwd: 0, bwd: 0 };

@@ -122,7 +122,9 @@ function evaluated(c: Case) {
 
 /** Expects a forward's [out, lse] and a backward's [dq, dk, dv] (arrays, or float32 storage) to have `want`'s bits. */
 function expectBits(fwd: readonly (Array | ArrayLike<number>)[], bwd: readonly (Array | ArrayLike<number>)[], want: { out: Array; lse: Array; grads: Array[] }, where = ''): void {
-  const bits = (x: Array | ArrayLike<number>): number[] => (ArrayBuffer.isView(x) ? [...(x as Float32Array)] : [...f32(x as Array)]);
+  const bits = (x: Array | ArrayLike<number>): number[] => [...new Uint32Array((ArrayBuffer.isView(x) ? (x as Float32Array) : f32(x as Array)).slice().buffer)];
+  expect(fwd.length, `forward results${where}`).toBeGreaterThanOrEqual(2);
+  expect(bwd, `backward results${where}`).toHaveLength(3);
   expect(bits(fwd[0]), `out${where}`).toEqual(bits(want.out));
   expect(bits(fwd[1]), `lse${where}`).toEqual(bits(want.lse));
   bwd.forEach((g, i) => expect(bits(g), `d${'qkv'[i]}${where}`).toEqual(bits(want.grads[i])));
