@@ -134,6 +134,9 @@ export function isFusibleReduce(i: HloInstruction): boolean {
 
 let fusionCounter = 0;
 
+/** A fresh name for a fused computation (unique across every fusion pass). */
+export const fusedComputationName = (): string => `fused_computation.${fusionCounter++}`;
+
 /**
  * Fuses elementwise groups of `c` (and reductions with their elementwise producers); returns
  * the number of fusion instructions created. `minSize` is the smallest group worth a kernel.
@@ -384,7 +387,7 @@ function duplicateBroadcast(
  */
 export function outlineFusion(c: HloComputation, ms: HloInstruction[], root: HloInstruction, kind: string, mod?: HloModule): HloInstruction {
   const inGroup = new Set(ms);
-  const body = new Comp(`fused_computation.${fusionCounter++}`);
+  const body = new Comp(fusedComputationName());
   const map = new Map<HloInstruction, HloInstruction>();
   const externals: HloInstruction[] = [];
   for (const m of ms) {
