@@ -21,7 +21,7 @@ import { COL_CHUNK } from './fusionPlan';
 const { OP, SIMD } = wasm;
 
 export function columnReduceKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, lo, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, walk, reads, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
+  const { f, b, plan, at, opts, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, walk, reads, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
   const init = plan.isMax ? -Infinity : 0;
   // Column reduction: scratch[blk][g*W + j] (float64) accumulates over the block's reduced rows.
   const G = plan.groups;
@@ -143,20 +143,20 @@ export function columnReduceKernel(k: KernelScope): void {
     // one thread gets the same spans as before the columns were split into narrow items).
     const span = Math.max(1, Math.floor(COL_CHUNK / plan.chunk));
     const e = I();
-    f.get(lo).set(item);
-    f.block().loop();
-    f.get(item).get(hi).op(OP.i32_ge_u).brIf(1);
-    groupChunk(() => void f.get(item));
-    // e = min(hi, item + span, end of g's items); j1 = the span's end column.
-    set(e, () => f.get(item).i32Const(span).op(OP.i32_add));
-    f.get(e).get(hi).op(OP.i32_gt_u).if().get(hi).set(e).end();
-    f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).i32Const(cpr).op(OP.i32_add).tee(sp).op(OP.i32_gt_u).if().get(sp).set(e).end();
-    set(j1, () => f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub).i32Const(plan.chunk).op(OP.i32_mul));
-    f.get(j1).i32Const(L).op(OP.i32_gt_s).if().i32Const(L).set(j1).end();
-    accumulate();
-    writeOut();
-    f.get(e).set(item).br(0);
-    f.end().end();
+    forItems(
+      () => {
+        groupChunk(() => void f.get(item));
+        // e = min(hi, item + span, end of g's items); j1 = the span's end column.
+        set(e, () => f.get(item).i32Const(span).op(OP.i32_add));
+        f.get(e).get(hi).op(OP.i32_gt_u).if().get(hi).set(e).end();
+        f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).i32Const(cpr).op(OP.i32_add).tee(sp).op(OP.i32_gt_u).if().get(sp).set(e).end();
+        set(j1, () => f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub).i32Const(plan.chunk).op(OP.i32_mul));
+        f.get(j1).i32Const(L).op(OP.i32_gt_s).if().i32Const(L).set(j1).end();
+        accumulate();
+        writeOut();
+      },
+      () => void f.get(e).set(item),
+    );
     return;
   }
   forItems(() => {
