@@ -8,7 +8,8 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { B, f32 } from './build';
 import { columnReduction, fuseElementwise, fuseSiblingReductions, HloModule, jit, setKernelThreads, setWasmKernels } from '../src/internal';
-import { getColumnParallelWork, PARALLEL_WORK, setColumnParallelWork } from '../src/wasm/fusionPlan';
+import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
+import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 
 afterEach(() => {
   setWasmKernels(true);
@@ -147,5 +148,36 @@ describe('sibling fusion of column reductions', () => {
       setKernelThreads(null);
     }
     expect(merges).toBeGreaterThan(10); // the law exercises the merge
+  });
+  it('law: split by row blocks (opt-in), each output keeps its own blocks: merged == unmerged bit for bit, 1-3 threads equal', () => {
+    const saved = { work: getParallelWork(), blocks: getColumnRowBlocks() };
+    // Row blocks from PARALLEL_WORK (the split runs on threads from that work).
+    setParallelWork(PARALLEL_WORK);
+    try {
+      fc.assert(
+        fc.property(fc.integer({ min: 600, max: 1100 }), fc.integer({ min: 110, max: 160 }), fc.constantFrom(2, 3, 4), fc.boolean(), fc.integer({ min: 1, max: 1000 }), (K, L, blocks, max, seed) => {
+          setColumnRowBlocks(blocks);
+          const args = [data([K, L], seed), data([K, L], seed + 1)];
+          const red = (v: any) => (max ? np.max(v, { axis: 0 }) : np.sum(v, { axis: 0 }));
+          const f = (a: any, b: any) => [red(np.multiply(a, b)), red(a), red(np.tanh(a))];
+          const on = jit(f).lower(...args).compile();
+          const off = jit(f).lower(...args).compile({ siblingFusion: false });
+          expect(on.passStats.siblingFusion).toBe(2);
+          const want = off.call(args).map(bits);
+          for (const t of [1, 2, 3]) {
+            setKernelThreads(1);
+            on.call(args.map((_, k) => data([K, L], seed + 5 + k)));
+            setKernelThreads(t);
+            expect(on.call(args).map(bits)).toEqual(want);
+          }
+          setKernelThreads(null);
+        }),
+        { numRuns: 12 },
+      );
+    } finally {
+      setParallelWork(saved.work);
+      setColumnRowBlocks(saved.blocks);
+      setKernelThreads(null);
+    }
   });
 });
