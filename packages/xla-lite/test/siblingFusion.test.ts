@@ -157,7 +157,7 @@ describe('sibling fusion of column reductions', () => {
       fc.assert(
         fc.property(fc.integer({ min: 600, max: 1100 }), fc.integer({ min: 110, max: 160 }), fc.constantFrom(2, 3, 4), fc.boolean(), fc.integer({ min: 1, max: 1000 }), (K, L, blocks, max, seed) => {
           setColumnRowBlocks(blocks);
-          const args = [data([K, L], seed), data([K, L], seed + 1)];
+          const args: [any, any] = [data([K, L], seed), data([K, L], seed + 1)];
           const red = (v: any) => (max ? np.max(v, { axis: 0 }) : np.sum(v, { axis: 0 }));
           const f = (a: any, b: any) => [red(np.multiply(a, b)), red(a), red(np.tanh(a))];
           const on = jit(f).lower(...args).compile();
