@@ -20,13 +20,15 @@ import { envVar } from '@tpukit/core/internal';
 
 /**
  * Pipeline defaults the environment sets, read at each compile (for A/B runs): TPUKIT_ONEHOT=0
- * turns the one-hot pass off, TPUKIT_FUSION_REMAT=0 loop-fusion rematerialisation. They are
+ * turns the one-hot pass off, TPUKIT_FUSION_REMAT=0 loop-fusion rematerialisation,
+ * TPUKIT_SIBLING_FUSION=0 sibling multi-output fusion of column reductions. They are
  * options, so the compile caches' keys see them; options passed explicitly
  * (`compile({ oneHot: true })`, `setPipelineOptions`) win.
  */
 export const envDefaults = (): PipelineOptions => ({
   ...(envVar('TPUKIT_ONEHOT') === '0' ? { oneHot: false } : {}),
   ...(envVar('TPUKIT_FUSION_REMAT') === '0' ? { rematerialize: false } : {}),
+  ...(envVar('TPUKIT_SIBLING_FUSION') === '0' ? { siblingFusion: false } : {}),
 });
 
 export interface CompileOptions extends PipelineOptions {

@@ -143,5 +143,8 @@ const ITEMSIZE: Record<string, number> = { float32: 4, int32: 4, uint32: 4, bflo
 /** Bytes of a buffer of this shape. */
 export const bytesOf = (s: ShapedArray): number => numel(s) * (ITEMSIZE[s.dtype] ?? 4);
 
+/** A frozen copy of `s`'s dims, made once where a plan is built: every Array a step returns can then share it. */
+export const frozenShape = (s: ShapedArray): readonly number[] => Object.freeze(s.shape.slice());
+
 /** Whether `i` is a constant of one element (kernels take it as an immediate: no memory read). */
 export const isScalarConstant = (i: HloInstruction): boolean => i.opcode === 'constant' && numel(i.shape) === 1;

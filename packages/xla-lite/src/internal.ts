@@ -24,6 +24,7 @@ export { dce } from './passes/dce';
 export { FUSED_OPS, fuseElementwise, isFusible, outlineFusion } from './passes/fusion';
 export { assignLayouts, foldDotTransposes, gemmReadable, insertLayoutCopies, physicalParams } from './passes/layoutAssignment';
 export { fuseDotEpilogues, splitOutputFusion } from './passes/outputFusion';
+export { columnReduction, fuseSiblingReductions, MAX_SIBLING_OUTPUTS } from './passes/siblingFusion';
 export { fuseRows } from './passes/rowFusion';
 export { nominalFlopsOf, oneHotOf, rewriteOneHotDots } from './passes/oneHotDot';
 export { isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from './js/oneHotKernels';

@@ -4,7 +4,7 @@
  * the simplification passes again); one-hot dots as gathers / segment sums (then simplification
  * again); explicit layout copies where a dot still needs one;
  * row fusion (softmax/norm patterns, kRow), elementwise fusion (kLoop/kInput), dot epilogue
- * fusion (kOutput), then DCE once more. Passes run on the
+ * fusion (kOutput), sibling multi-output fusion of column reductions, then DCE once more. Passes run on the
  * entry computation (sub-computations of control flow execute through their core primitive,
  * see `executable.ts`). Each pass reports how many rewrites it made, shown by `passStats`.
  */
@@ -19,6 +19,7 @@ import { foldDotTransposes, insertLayoutCopies } from './passes/layoutAssignment
 import { fuseDotEpilogues } from './passes/outputFusion';
 import { rewriteOneHotDots } from './passes/oneHotDot';
 import { fuseRows } from './passes/rowFusion';
+import { fuseSiblingReductions } from './passes/siblingFusion';
 
 export interface PipelineOptions {
   /** Run elementwise fusion (default true). */
@@ -55,11 +56,17 @@ export interface PipelineOptions {
    * TPUKIT_ONEHOT=0).
    */
   oneHot?: boolean;
+  /**
+   * Merge column-reduction fusions that read a common array into one multi-output kInput
+   * fusion (passes/siblingFusion.ts; default true; needs `fuse`; `jit` and `Lowered.compile()`
+   * default to false when the environment sets TPUKIT_SIBLING_FUSION=0).
+   */
+  siblingFusion?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion', number>;
 
-export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0 });
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
@@ -105,6 +112,7 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
     if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod, opts.rowRecompute ?? true);
     stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1, opts.rematerialize ?? true);
     if (opts.outputFusion !== false) stats.outputFusion = fuseDotEpilogues(c, mod);
+    if (opts.siblingFusion !== false) stats.siblingFusion = fuseSiblingReductions(c, mod);
     stats.dce += dce(c);
   }
   return stats;

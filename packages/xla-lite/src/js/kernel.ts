@@ -140,14 +140,17 @@ export function reduceStep(r: HloInstruction, acc: string, v: string): string {
  * make one pass over the output; a fusion rooted at a reduction makes one pass over the
  * reduction's operand, computing the producers' values on the fly and accumulating in float64
  * (as the reference kernels do): rows when the reduced axes are trailing, columns (into a
- * float64 scratch row held by the kernel) when they are leading.
+ * float64 scratch row held by the kernel) when they are leading. A multi-output column
+ * reduction (sibling fusion, passes/siblingFusion.ts: every output a reduction of the same
+ * kind over the same axes) accumulates each output in its own scratch row in the same pass.
  */
 export function kernelSource(body: HloComputation): string {
   const names = new Map<HloInstruction, string>();
   const pre: string[] = [];
   const loop: string[] = [];
   const root = body.outputs[0];
-  const reduce = root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max' ? root : null;
+  const reduce = isReduce(root) ? root : null;
+  const reduces = reduce ? body.outputs : [];
   const loopShape = (reduce ? reduce.operands[0].shape : root.shape).shape;
   body.params.forEach((p, k) => {
     const v = `p${k}`;
@@ -162,7 +165,7 @@ export function kernelSource(body: HloComputation): string {
   // Coordinates of the loop index, needed only by broadcasts of non-scalar operands and iotas.
   if (body.instructions.some(needsCoordinates)) loop.push(...coordsCode(loopShape));
   body.instructions.forEach((m, k) => {
-    if (m.opcode === 'parameter' || m === reduce) return;
+    if (m.opcode === 'parameter' || reduces.includes(m)) return;
     const v = `t${k}`;
     names.set(m, v);
     loop.push(elementStatement(m, v, read));
@@ -179,17 +182,21 @@ export function kernelSource(body: HloComputation): string {
   const N = numel(reduce.shape);
   const v = read(reduce.operands[0]);
   if (axes[axes.length - 1] === loopShape.length - 1) {
+    if (reduces.length > 1) throw new Error(`xla-lite kernel: ${body.name} has ${reduces.length} row reductions; only column reductions have several outputs`);
     // Trailing axes: each output is a contiguous row of K values.
     return `${pre.join('\n')}\nfor (let o = 0; o < ${N}; o++) {\n  let acc = ${init};\n  for (let i = o * ${K}, e = i + ${K}; i < e; i++) {\n    ${loop.join('\n    ')}\n    ${step('acc', v)}\n  }\n  out[o] = acc;\n}`;
   }
-  // Leading axes: accumulate K rows of N values into a float64 scratch row.
-  return `${pre.join('\n')}\nconst acc = scratch;\nacc.fill(${init});\nfor (let i = 0; i < ${K * N}; i++) {\n  const j = i % ${N};\n  ${loop.join('\n  ')}\n  let a = acc[j];\n  ${step('a', v)}\n  acc[j] = a;\n}\nfor (let j = 0; j < ${N}; j++) out[j] = acc[j];`;
+  // Leading axes: accumulate K rows of N values into a float64 scratch row (one per output, at q * N).
+  const steps = reduces.map((r, q) => `let a${q} = acc[${q * N} + j];\n  ${step(`a${q}`, read(r.operands[0]))}\n  acc[${q * N} + j] = a${q};`);
+  const outs = reduces.map((_, q) => (q === 0 ? `out[j] = acc[j];` : `more[${q - 1}][j] = acc[${q * N} + j];`));
+  return `${pre.join('\n')}\nconst acc = scratch;\nacc.fill(${init});\nfor (let i = 0; i < ${K * N}; i++) {\n  const j = i % ${N};\n  ${loop.join('\n  ')}\n  ${steps.join('\n  ')}\n}\nfor (let j = 0; j < ${N}; j++) {\n  ${outs.join('\n  ')}\n}`;
 }
+
+const isReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';
 
 export function compileKernel(body: HloComputation): FusedKernel {
   const root = body.outputs[0];
-  const reduce = root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max';
-  const scratch = new Float64Array(reduce ? numel(root.shape) : 0);
+  const scratch = new Float64Array(isReduce(root) ? body.outputs.reduce((s, o) => s + numel(o.shape), 0) : 0);
   const fn = new Function('ins', 'out', 'n', 'scratch', 'more', kernelSource(body)) as (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, scratch: Float64Array, more: (Float32Array | Uint8Array)[] | undefined) => void;
   return (ins, out, n, more) => fn(ins, out, n, scratch, more);
 }

@@ -19,6 +19,7 @@
  * when that reads no more arrays than reading it back would (`rematerializes`).
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, isScalarConstant, numel } from '../hlo';
+import { epilogueDot } from './outputFusion';
 
 /**
  * The primitives both fused-kernel generators implement (`js/kernel.ts` and
@@ -134,6 +135,9 @@ export function isFusibleReduce(i: HloInstruction): boolean {
 
 let fusionCounter = 0;
 
+/** A fresh name for a fused computation (unique across every fusion pass). */
+export const fusedComputationName = (): string => `fused_computation.${fusionCounter++}`;
+
 /**
  * Fuses elementwise groups of `c` (and reductions with their elementwise producers); returns
  * the number of fusion instructions created. `minSize` is the smallest group worth a kernel.
@@ -189,7 +193,7 @@ export function fuseElementwise(c: HloComputation, mod?: HloModule, minSize = 2,
   /** The dot results the members of each group read. */
   const dotsRead = new Map<number, HloInstruction[]>();
   /** Whether group h reads a dot's result of its loop shape that nothing outside h reads (output fusion can make h its epilogue). */
-  const epilogue = (h: number): boolean => (dotsRead.get(h) ?? []).some((d) => d.shape.dtype === 'float32' && d.shape.shape.join() === loopShape[h] && users.get(d)!.every((u) => u !== null && group.get(u) === h));
+  const epilogue = (h: number): boolean => (dotsRead.get(h) ?? []).some((d) => epilogueDot(d, loopShape[h]) && users.get(d)!.every((u) => u !== null && group.get(u) === h));
   for (let k = c.instructions.length - 1; k >= 0; k--) {
     const i = c.instructions[k];
     const reduce = isFusibleReduce(i);
@@ -249,7 +253,7 @@ function readsOwnDot(i: HloInstruction, users: Map<HloInstruction, (HloInstructi
     for (const o of stack.pop()!.operands) {
       if (cone.has(o) || !users.get(o)!.every((u) => u !== null && cone.has(u))) continue;
       if (o.prim?.name === 'dot_general') {
-        if (o.shape.dtype === 'float32' && o.shape.shape.join() === i.shape.shape.join()) return true;
+        if (epilogueDot(o, i.shape.shape.join())) return true;
       } else if (isFusible(o) && o.prim?.name !== 'broadcast_in_dim' && o.shape.shape.join() === i.shape.shape.join()) {
         cone.add(o);
         stack.push(o);
@@ -384,7 +388,7 @@ function duplicateBroadcast(
  */
 export function outlineFusion(c: HloComputation, ms: HloInstruction[], root: HloInstruction, kind: string, mod?: HloModule): HloInstruction {
   const inGroup = new Set(ms);
-  const body = new Comp(`fused_computation.${fusionCounter++}`);
+  const body = new Comp(fusedComputationName());
   const map = new Map<HloInstruction, HloInstruction>();
   const externals: HloInstruction[] = [];
   for (const m of ms) {

@@ -14,7 +14,12 @@ import { type HloComputation, HloComputation as Comp, HloInstruction, type HloMo
 
 let outputCounter = 0;
 
-const sameType = (a: HloInstruction, b: HloInstruction): boolean => a.shape.dtype === b.shape.dtype && a.shape.shape.join() === b.shape.shape.join();
+/**
+ * Whether `d` is a dot whose result can be the input of an epilogue over a loop of `shape`
+ * (dims joined by commas): a float32 dot of that shape. The one rule this pass and
+ * elementwise fusion's choices around epilogues (passes/fusion.ts) share.
+ */
+export const epilogueDot = (d: HloInstruction, shape: string): boolean => d.prim?.name === 'dot_general' && !d.isTuple && d.shape.dtype === 'float32' && d.shape.shape.join() === shape;
 
 /** The parameter of a loop fusion's body fed by `operand`, when every use of it is elementwise (not a broadcast). */
 function elementwiseParam(f: HloInstruction, operand: HloInstruction): HloInstruction | null {
@@ -32,7 +37,7 @@ export function fuseDotEpilogues(c: HloComputation, mod?: HloModule): number {
   let made = 0;
   for (const f of [...c.instructions]) {
     if (f.opcode !== 'fusion' || (f.params as { kind: string }).kind !== 'kLoop' || f.isTuple || f.shape.dtype !== 'float32') continue;
-    const d = f.operands.find((o) => o.prim?.name === 'dot_general' && o.shape.dtype === 'float32' && sameType(o, f) && users.get(o)!.length === 1 && elementwiseParam(f, o) !== null);
+    const d = f.operands.find((o) => epilogueDot(o, f.shape.shape.join()) && users.get(o)!.length === 1 && elementwiseParam(f, o) !== null);
     if (!d) continue;
     const loop = f.called[0];
     const dp = elementwiseParam(f, d)!;

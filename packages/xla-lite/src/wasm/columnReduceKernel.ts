@@ -14,13 +14,14 @@
  */
 import { wasm } from '@tpukit/core/internal';
 import type { E } from './vecBuilder';
+import { emitElements } from './emitExpr';
 import type { KernelScope } from './kernelScope';
 import { COL_CHUNK } from './fusionPlan';
 
 const { OP, SIMD } = wasm;
 
 export function columnReduceKernel(k: KernelScope): void {
-  const { f, b, plan, at, lo, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, columns, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
+  const { f, b, plan, at, opts, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, walk, reads, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
   const init = plan.isMax ? -Infinity : 0;
   // Column reduction: scratch[blk][g*W + j] (float64) accumulates over the block's reduced rows.
   const G = plan.groups;
@@ -30,6 +31,11 @@ export function columnReduceKernel(k: KernelScope): void {
   const split = B > 1;
   const blockRows = Math.ceil(plan.K / B);
   const blockBytes = G * W * 8;
+  // Several outputs (a sibling fusion, every one the same reduction): each has its own scratch,
+  // B blocks long, and output address; all are accumulated in the same walk over the rows.
+  const outs = plan.body.outputs;
+  const outBytes = blockBytes * B;
+  const outAddr = (q: number): number => (q === 0 ? at.out : at.more![q - 1]);
   const g = I();
   const sp = I();
   // Split only: the item's (group, chunk) index, block, its scratch offset and its last row.
@@ -55,7 +61,7 @@ export function columnReduceKernel(k: KernelScope): void {
       f.get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub);
     });
   };
-  /** out[g*L + j] = float32(scratch[g*W + j]) over the chunk, adding the B blocks in order first. */
+  /** out_q[g*L + j] = float32(scratch_q[g*W + j]) for every output q over the chunk, adding the B blocks in order first. */
   const writeOut = (): void => {
     set(rowBase, () => f.get(g).i32Const(L).op(OP.i32_mul));
     const half = (off: number): E => {
@@ -63,25 +69,26 @@ export function columnReduceKernel(k: KernelScope): void {
       for (let q = 1; q < B; q++) v = b.op(op, v, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch + q * blockBytes + off, 16));
       return b.op(SIMD.f32x4_demote_f64x2_zero, v);
     };
-    const fromScratch = (): E => {
+    const fromScratch = (q: number): E => {
       set(sp, () => f.get(g).i32Const(W).op(OP.i32_mul).get(j).op(OP.i32_add).i32Const(3).op(OP.i32_shl));
-      const lo2 = half(0);
-      const hi2 = half(16);
+      const lo2 = half(q * outBytes);
+      const hi2 = half(q * outBytes + 16);
       return b.let(b.shuffle(lo2, hi2, [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]));
     };
+    const store = (partial: boolean): void => outs.forEach((_, q) => storeOut(fromScratch(q), partial, outAddr(q)));
     f.get(j0).set(j);
     f.block().loop();
     f.get(j1).get(j).op(OP.i32_sub).i32Const(4).op(OP.i32_lt_s).brIf(1);
     set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
     set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
-    storeOut(fromScratch(), false, at.out);
+    store(false);
     f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
     f.end().end();
     f.get(j).get(j1).op(OP.i32_lt_s).if();
     set(rem, () => f.get(j1).get(j).op(OP.i32_sub));
     set(ej, () => f.get(rowBase).get(j).op(OP.i32_add));
     set(ej4, () => f.get(ej).i32Const(2).op(OP.i32_shl));
-    storeOut(fromScratch(), true, at.out);
+    store(true);
     f.end();
   };
   /** Sums the item's rows (all K, or its block's) of its chunk into its scratch. */
@@ -91,11 +98,12 @@ export function columnReduceKernel(k: KernelScope): void {
     f.block().loop();
     f.get(j).get(j1).op(OP.i32_ge_u).brIf(1);
     scratchAt();
-    for (const off of [0, 16]) {
-      f.get(sp);
-      f64Const(init)();
-      f.simdMem(SIMD.v128_store, at.scratch + off, 16);
-    }
+    for (let q = 0; q < outs.length; q++)
+      for (const off of [0, 16]) {
+        f.get(sp);
+        f64Const(init)();
+        f.simdMem(SIMD.v128_store, at.scratch + q * outBytes + off, 16);
+      }
     f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
     f.end().end();
     if (plan.K === 0) return;
@@ -108,17 +116,21 @@ export function columnReduceKernel(k: KernelScope): void {
     f.loop();
     set(r, () => f.get(s).i32Const(G).op(OP.i32_mul).get(g).op(OP.i32_add));
     rowSetup();
-    const acc = (v: E): void => {
+    const acc = (v: E, base: number): void => {
       const x = b.let(v);
-      scratchAt();
       f.get(sp);
-      b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch, 16), b.op(SIMD.f64x2_promote_low_f32x4, x))();
-      f.simdMem(SIMD.v128_store, at.scratch, 16);
+      b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, base, 16), b.op(SIMD.f64x2_promote_low_f32x4, x))();
+      f.simdMem(SIMD.v128_store, base, 16);
       f.get(sp);
-      b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, at.scratch + 16, 16), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x)))();
-      f.simdMem(SIMD.v128_store, at.scratch + 16, 16);
+      b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, base + 16, 16), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x)))();
+      f.simdMem(SIMD.v128_store, base + 16, 16);
     };
-    columns(acc, acc);
+    // Every output's operand computed in one walk (the tail's read-past lanes land in the padded scratch).
+    walk(() => {
+      const vs = emitElements(b, plan.body, reads, opts, outs.map((o) => o.operands[0]));
+      scratchAt();
+      vs.forEach((v, q) => acc(v, at.scratch + q * outBytes));
+    });
     f.get(s).i32Const(1).op(OP.i32_add).tee(s);
     if (split) f.get(sEnd);
     else f.i32Const(plan.K);
@@ -131,20 +143,20 @@ export function columnReduceKernel(k: KernelScope): void {
     // one thread gets the same spans as before the columns were split into narrow items).
     const span = Math.max(1, Math.floor(COL_CHUNK / plan.chunk));
     const e = I();
-    f.get(lo).set(item);
-    f.block().loop();
-    f.get(item).get(hi).op(OP.i32_ge_u).brIf(1);
-    groupChunk(() => void f.get(item));
-    // e = min(hi, item + span, end of g's items); j1 = the span's end column.
-    set(e, () => f.get(item).i32Const(span).op(OP.i32_add));
-    f.get(e).get(hi).op(OP.i32_gt_u).if().get(hi).set(e).end();
-    f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).i32Const(cpr).op(OP.i32_add).tee(sp).op(OP.i32_gt_u).if().get(sp).set(e).end();
-    set(j1, () => f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub).i32Const(plan.chunk).op(OP.i32_mul));
-    f.get(j1).i32Const(L).op(OP.i32_gt_s).if().i32Const(L).set(j1).end();
-    accumulate();
-    writeOut();
-    f.get(e).set(item).br(0);
-    f.end().end();
+    forItems(
+      () => {
+        groupChunk(() => void f.get(item));
+        // e = min(hi, item + span, end of g's items); j1 = the span's end column.
+        set(e, () => f.get(item).i32Const(span).op(OP.i32_add));
+        f.get(e).get(hi).op(OP.i32_gt_u).if().get(hi).set(e).end();
+        f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).i32Const(cpr).op(OP.i32_add).tee(sp).op(OP.i32_gt_u).if().get(sp).set(e).end();
+        set(j1, () => f.get(e).get(g).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub).i32Const(plan.chunk).op(OP.i32_mul));
+        f.get(j1).i32Const(L).op(OP.i32_gt_s).if().i32Const(L).set(j1).end();
+        accumulate();
+        writeOut();
+      },
+      () => void f.get(e).set(item),
+    );
     return;
   }
   forItems(() => {

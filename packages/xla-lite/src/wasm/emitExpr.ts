@@ -53,9 +53,9 @@ export const POLYNOMIAL: ReadonlySet<string> = new Set(['exp', 'log', 'tanh', 'l
 const COMPARE: Record<string, number> = { eq: SIMD.f32x4_eq, ne: SIMD.f32x4_ne, lt: SIMD.f32x4_lt, le: SIMD.f32x4_le, gt: SIMD.f32x4_gt, ge: SIMD.f32x4_ge };
 const ARITH: Record<string, number> = { add: SIMD.f32x4_add, sub: SIMD.f32x4_sub, mul: SIMD.f32x4_mul, div: SIMD.f32x4_div, max: SIMD.f32x4_max, min: SIMD.f32x4_min };
 
-/** Whether every instruction of `body` (the reduction root aside) has an element emitter. */
-export function wasmCovers(body: HloComputation, skip?: HloInstruction): boolean {
-  return body.instructions.every((m) => m.opcode === 'parameter' || m === skip || (m.prim !== null && FUSED_OPS.has(m.prim.name)));
+/** Whether every instruction of `body` (the reduction roots in `skip` aside) has an element emitter. */
+export function wasmCovers(body: HloComputation, skip: readonly HloInstruction[] = []): boolean {
+  return body.instructions.every((m) => m.opcode === 'parameter' || skip.includes(m) || (m.prim !== null && FUSED_OPS.has(m.prim.name)));
 }
 
 const numelOf = (i: HloInstruction): number => numel(i.shape);

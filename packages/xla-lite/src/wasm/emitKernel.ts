@@ -112,15 +112,20 @@ function broadcastStrides(body: HloComputation, shape: readonly number[], rowVal
   return bst;
 }
 
+const sortedAxes = (r: HloInstruction): number[] => [...(r.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
+
 /** Plans the loops of a fused computation, or null when the wasm emitter does not cover it. */
 export function planFusion(body: HloComputation): FusionPlan | null {
   const root = body.outputs[0];
   if (root.isTuple) return null;
   const rname = root.prim?.name;
   const reduce = rname === 'reduce_sum' || rname === 'reduce_max' ? root : null;
-  // A multi-output loop fusion: every output float32 over the loop shape (stored side by side).
-  if (body.outputs.length > 1 && (reduce || body.outputs.some((o) => o.isTuple || o.shape.dtype !== 'float32' || o.shape.shape.join() !== root.shape.shape.join()))) return null;
-  if (!wasmCovers(body, reduce ?? undefined)) return null;
+  // A multi-output loop fusion: every output float32 over the loop shape (stored side by side);
+  // a multi-output column reduction (sibling fusion): every output the same reduction of an operand of the same shape.
+  const sameReduction = (o: HloInstruction): boolean =>
+    !o.isTuple && o.prim?.name === rname && o.operands[0].shape.shape.join() === reduce!.operands[0].shape.shape.join() && sortedAxes(o).join() === sortedAxes(reduce!).join();
+  if (body.outputs.length > 1 && (reduce ? !body.outputs.every(sameReduction) : body.outputs.some((o) => o.isTuple || o.shape.dtype !== 'float32' || o.shape.shape.join() !== root.shape.shape.join()))) return null;
+  if (!wasmCovers(body, reduce ? body.outputs : [])) return null;
   for (const m of body.instructions) {
     const dt = m.isTuple ? null : m.shape.dtype;
     if (dt !== 'float32' && dt !== 'bool') return null;
@@ -134,8 +139,9 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   let axes: number[] = [];
   let kind: FusionPlan['kind'] = 'loop';
   if (reduce) {
-    axes = [...(reduce.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
+    axes = sortedAxes(reduce);
     kind = axes[axes.length - 1] === R - 1 ? 'row' : 'col';
+    if (kind === 'row' && body.outputs.length > 1) return null;
   }
   // Iotas need a split where they are placeable (fusionPlan.ts's rule, shared with planRowFusion).
   const minD = Math.max(kind === 'row' ? axes[0] : kind === 'col' ? axes[axes.length - 1] + 1 : 0, minIotaSplit(body, R));
@@ -174,7 +180,8 @@ export function planFusion(body: HloComputation): FusionPlan | null {
     const columnItems = plan.groups * plan.chunksPerRow;
     plan.items = columnItems * plan.rowBlocks;
     plan.finalItems = plan.rowBlocks > 1 ? columnItems : 0;
-    plan.scratchBytes = plan.groups * plan.groupWidth * 8 * plan.rowBlocks;
+    // One scratch per output (a multi-output column reduction accumulates each in its own).
+    plan.scratchBytes = plan.groups * plan.groupWidth * 8 * plan.rowBlocks * body.outputs.length;
   }
   return plan;
 }

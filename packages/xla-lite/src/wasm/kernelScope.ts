@@ -183,12 +183,14 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
         f.simdMem(SIMD.v128_store32_lane, base + 4 * lane, 4).op(lane);
       });
   };
-  const forItems = (each: () => void): void => {
+  /** The loop over items [lo, hi): `each` at every `item`, then `advance` (default: the next item; a column reduction's span loop jumps past its span). */
+  const forItems = (each: () => void, advance: () => void = () => void f.get(item).i32Const(1).op(OP.i32_add).set(item)): void => {
     f.get(lo).set(item);
     f.block().loop();
     f.get(item).get(hi).op(OP.i32_ge_u).brIf(1);
     each();
-    f.get(item).i32Const(1).op(OP.i32_add).set(item).br(0);
+    advance();
+    f.br(0);
     f.end().end();
   };
   const chunkRange = (chunk: () => void): void => {

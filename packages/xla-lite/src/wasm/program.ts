@@ -42,7 +42,7 @@
 import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
 import { type ArenaHost, arenaHost, envVar, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
-import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
+import { type HloComputation, type HloInstruction, bytesOf, frozenShape, isScalarConstant, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
@@ -500,7 +500,7 @@ export class WasmProgram implements PoolProgram {
     if (inHost)
       for (const { j, addr } of residentAt) {
         const sh = c.params[j].shape;
-        const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), shape: Object.freeze(sh.shape.slice()), last: null };
+        const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), shape: frozenShape(sh), last: null };
         residentViews.set(r.view, prog); // (an Array viewing the arena keeps the region reserved)
         prog.residents.push(r);
         resAt.set(base + addr, r);

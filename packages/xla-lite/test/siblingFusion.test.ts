@@ -1,0 +1,183 @@
+// Sibling multi-output fusion of column reductions (passes/siblingFusion.ts): column sums (or
+// maxes) of one shape that read a common array become one kInput fusion with a tuple output,
+// reading that array once. Each output is still its own column reduction over the rows in
+// order: results are bit-identical to the unmerged program, on the wasm and the JavaScript
+// kernels and on any thread count; bytes never grow.
+import { np } from '@tpukit/core';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { B, f32 } from './build';
+import { columnReduction, fuseElementwise, fuseSiblingReductions, HloModule, jit, setKernelThreads, setWasmKernels } from '../src/internal';
+import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
+import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
+
+afterEach(() => {
+  setWasmKernels(true);
+  setKernelThreads(null);
+});
+
+const bits = (a: any): number[] => Array.from(new Uint32Array(Float32Array.from(a.dataSync() as Float32Array).buffer));
+const data = (shape: number[], seed: number): any => np.array(Float32Array.from({ length: shape.reduce((p, q) => p * q, 1) }, (_, i) => Math.sin(i * 0.731 + seed) * 2 + Math.cos(i * 0.37 * seed))).reshape(shape);
+const fusions = (c: any): any[] => c.module.entry.instructions.filter((i: any) => i.opcode === 'fusion');
+
+describe('sibling fusion of column reductions', () => {
+  it("LayerNorm's dgamma and dbeta: one kernel with two outputs reading dy once, same bits, fewer bytes", () => {
+    const dy = data([37, 133], 1);
+    const xhat = data([37, 133], 2);
+    const f = (d: any, x: any) => [np.sum(np.multiply(d, x), { axis: 0 }), np.sum(d, { axis: 0 })];
+    for (const wasm of [true, false]) {
+      setWasmKernels(wasm);
+      const on = jit(f).lower(dy, xhat).compile();
+      const off = jit(f).lower(dy, xhat).compile({ siblingFusion: false });
+      expect(on.passStats.siblingFusion).toBe(1);
+      expect(fusions(off)).toHaveLength(2);
+      expect(fusions(on)).toHaveLength(1);
+      expect(fusions(on)[0].shapes).toHaveLength(2);
+      expect(on.stats.wasmKernels).toBe(wasm ? 1 : 0);
+      // dy (37 x 133 float32) is read once instead of twice.
+      expect(off.costAnalysis().bytesAccessed - on.costAnalysis().bytesAccessed).toBe(37 * 133 * 4);
+      const a = on.call([dy, xhat]);
+      const b = off.call([dy, xhat]);
+      a.forEach((r: any, k: number) => expect(bits(r)).toEqual(bits(b[k])));
+    }
+  });
+
+  it('leaves reductions where one reads the other, and ones that share no array', () => {
+    const x = data([20, 9], 3);
+    const y = data([20, 9], 4);
+    // s2 reads s1 (through a broadcast): merging would put s1's reader inside its own producer.
+    const dependent = (a: any) => {
+      const s1 = np.sum(a, { axis: 0 });
+      return [s1, np.sum(np.multiply(a, s1), { axis: 0 })];
+    };
+    const c1 = jit(dependent).lower(x).compile();
+    expect(c1.passStats.siblingFusion).toBe(0);
+    expect(fusions(c1)).toHaveLength(2);
+    const c2 = jit((a: any, b: any) => [np.sum(a, { axis: 0 }), np.sum(np.square(b), { axis: 0 })]).lower(x, y).compile();
+    expect(c2.passStats.siblingFusion).toBe(0);
+    // A sum and a max of the same array reduce differently: two kernels.
+    const c3 = jit((a: any) => [np.sum(a, { axis: 0 }), np.max(a, { axis: 0 })]).lower(x).compile();
+    expect(c3.passStats.siblingFusion).toBe(0);
+  });
+
+  it('merges at most MAX_SIBLING_OUTPUTS outputs into one fusion, and readers of an earlier output that come before the later one still follow it', () => {
+    const b = new B();
+    const x = b.param(f32(6, 5));
+    const sums = Array.from({ length: 10 }, (_, k) => b.op('reduce_sum', [k === 0 ? x : b.op('mul', [x, b.op('broadcast_in_dim', [b.constant(k + 1)], { shape: [6, 5], broadcastDimensions: [] })])], { axes: [0] }));
+    // A reader of the first sum between the sums.
+    const early = b.op('exp', [sums[0]]);
+    const c = b.out(early, ...sums.slice(1));
+    c.instructions.splice(c.instructions.indexOf(early), 1);
+    c.instructions.splice(c.instructions.indexOf(sums[1]), 0, early);
+    const mod = new HloModule('m', c);
+    fuseElementwise(c, mod, 1);
+    expect(c.instructions.filter((i) => columnReduction(i) !== null)).toHaveLength(10);
+    expect(fuseSiblingReductions(c, mod)).toBe(8); // 10 -> one of 8 outputs and one of 2
+    const fs = c.instructions.filter((i) => columnReduction(i) !== null);
+    expect(fs.map((f) => f.shapes.length).sort()).toEqual([2, 8]);
+    const pos = new Map(c.instructions.map((i, k) => [i, k]));
+    for (const i of c.instructions) for (const o of i.operands) expect(pos.get(o)!).toBeLessThan(pos.get(i)!);
+  });
+
+  it('law: random programs of column reductions: merged == unmerged bit for bit (wasm and JavaScript kernels), bytes never grow, 1-3 threads equal', () => {
+    // Each program: arrays a, b, c of [K, A, L]; reductions over axis 0 (A groups) or axes 0-1
+    // of an elementwise expression of one or two of them, sums or maxes, some reading an
+    // earlier reduction (through a broadcast), in random order.
+    const EXPR = [
+      (p: any) => p,
+      (p: any) => np.square(p),
+      (p: any) => np.tanh(p),
+      (p: any, q: any) => np.multiply(p, q),
+      (p: any, q: any) => np.subtract(p, np.multiply(q, 0.5)),
+      (p: any, q: any) => np.add(np.exp(np.negative(np.abs(p))), q),
+    ];
+    const threshold = getColumnParallelWork();
+    // Column spans split between threads at any size past PARALLEL_WORK (off by default).
+    setColumnParallelWork(PARALLEL_WORK);
+    let merges = 0;
+    try {
+      fc.assert(
+        fc.property(
+          fc.record({
+            K: fc.integer({ min: 1, max: 90 }),
+            A: fc.constantFrom(1, 2, 3),
+            L: fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 250, max: 700 })),
+            groups: fc.boolean(),
+            max: fc.boolean(),
+            reds: fc.array(fc.tuple(fc.nat(5), fc.nat(2), fc.nat(2), fc.nat(4)), { minLength: 2, maxLength: 7 }),
+            seed: fc.integer({ min: 1, max: 1000 }),
+          }),
+          ({ K, A, L, groups, max, reds, seed }) => {
+            const shape = [K, A, L];
+            const args = [data(shape, seed), data(shape, seed + 1), data(shape, seed + 2)];
+            const axis = groups ? 0 : [0, 1];
+            const f = (...xs: any[]) => {
+              const outs: any[] = [];
+              for (const [e, i, j, dep] of reds) {
+                let v = EXPR[e](xs[i], xs[j]);
+                // Read an earlier reduction: a dependency the pass must respect.
+                if (dep === 0 && outs.length > 0) v = np.multiply(v, outs[outs.length - 1]);
+                outs.push(max ? np.max(v, { axis }) : np.sum(v, { axis }));
+              }
+              return outs;
+            };
+            for (const wasm of [true, false]) {
+              setWasmKernels(wasm);
+              const on = jit(f).lower(...args).compile();
+              const off = jit(f).lower(...args).compile({ siblingFusion: false });
+              merges += on.passStats.siblingFusion;
+              expect(on.costAnalysis().bytesAccessed).toBeLessThanOrEqual(off.costAnalysis().bytesAccessed);
+              expect(fusions(on).length + on.passStats.siblingFusion).toBe(fusions(off).length);
+              const b = off.call(args).map(bits);
+              const threads = wasm ? [1, 2, 3] : [1];
+              for (const t of threads) {
+                // Other data through the arena first, so a column a thread skipped cannot pass.
+                setKernelThreads(1);
+                on.call(args.map((_, k) => data(shape, seed + 7 + k)));
+                setKernelThreads(t);
+                expect(on.call(args).map(bits)).toEqual(b);
+              }
+              setKernelThreads(null);
+            }
+          },
+        ),
+        { numRuns: 40, examples: [[{ K: 64, A: 2, L: 300, groups: true, max: false, reds: [[3, 0, 1, 1], [0, 0, 0, 1], [0, 1, 1, 0], [1, 1, 2, 1]], seed: 3 }]] },
+      );
+    } finally {
+      setColumnParallelWork(threshold);
+      setKernelThreads(null);
+    }
+    expect(merges).toBeGreaterThan(10); // the law exercises the merge
+  });
+  it('law: split by row blocks (opt-in), each output keeps its own blocks: merged == unmerged bit for bit, 1-3 threads equal', () => {
+    const saved = { work: getParallelWork(), blocks: getColumnRowBlocks() };
+    // Row blocks from PARALLEL_WORK (the split runs on threads from that work).
+    setParallelWork(PARALLEL_WORK);
+    try {
+      fc.assert(
+        fc.property(fc.integer({ min: 600, max: 1100 }), fc.integer({ min: 110, max: 160 }), fc.constantFrom(2, 3, 4), fc.boolean(), fc.integer({ min: 1, max: 1000 }), (K, L, blocks, max, seed) => {
+          setColumnRowBlocks(blocks);
+          const args: [any, any] = [data([K, L], seed), data([K, L], seed + 1)];
+          const red = (v: any) => (max ? np.max(v, { axis: 0 }) : np.sum(v, { axis: 0 }));
+          const f = (a: any, b: any) => [red(np.multiply(a, b)), red(a), red(np.tanh(a))];
+          const on = jit(f).lower(...args).compile();
+          const off = jit(f).lower(...args).compile({ siblingFusion: false });
+          expect(on.passStats.siblingFusion).toBe(2);
+          const want = off.call(args).map(bits);
+          for (const t of [1, 2, 3]) {
+            setKernelThreads(1);
+            on.call(args.map((_, k) => data([K, L], seed + 5 + k)));
+            setKernelThreads(t);
+            expect(on.call(args).map(bits)).toEqual(want);
+          }
+          setKernelThreads(null);
+        }),
+        { numRuns: 12 },
+      );
+    } finally {
+      setParallelWork(saved.work);
+      setColumnRowBlocks(saved.blocks);
+      setKernelThreads(null);
+    }
+  });
+});
