@@ -16,19 +16,20 @@ import { lowerJaxpr } from './lower';
 import { emptyPassStats, optimize, type PassStats, type PipelineOptions } from './pipeline';
 import { toStableHlo } from './stablehlo';
 import { moduleText } from './text';
-import { envVar } from '@tpukit/core/internal';
+import { envSwitch } from '@tpukit/core/internal';
 
 /**
  * Pipeline defaults the environment sets, read at each compile (for A/B runs): TPUKIT_ONEHOT=0
  * turns the one-hot pass off, TPUKIT_FUSION_REMAT=0 loop-fusion rematerialisation,
  * TPUKIT_SIBLING_FUSION=0 sibling multi-output fusion of column reductions. They are
- * options, so the compile caches' keys see them; options passed explicitly
+ * options, so the compile caches' keys see them (any value but 0, 1 or empty throws naming the
+ * variable, so an A/B run never compares a build with itself); options passed explicitly
  * (`compile({ oneHot: true })`, `setPipelineOptions`) win.
  */
 export const envDefaults = (): PipelineOptions => ({
-  ...(envVar('TPUKIT_ONEHOT') === '0' ? { oneHot: false } : {}),
-  ...(envVar('TPUKIT_FUSION_REMAT') === '0' ? { rematerialize: false } : {}),
-  ...(envVar('TPUKIT_SIBLING_FUSION') === '0' ? { siblingFusion: false } : {}),
+  ...(envSwitch('TPUKIT_ONEHOT', true) ? {} : { oneHot: false }),
+  ...(envSwitch('TPUKIT_FUSION_REMAT', true) ? {} : { rematerialize: false }),
+  ...(envSwitch('TPUKIT_SIBLING_FUSION', true) ? {} : { siblingFusion: false }),
 });
 
 export interface CompileOptions extends PipelineOptions {

@@ -105,7 +105,9 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
       else stats.dce += dce(c);
     }
   }
-  // No pass below merges computations: the optimization barriers have done their job.
+  // No pass below merges equal computations (CSE ran above): the optimization barriers have done
+  // their job. (Sibling fusion below merges two different reductions of a common array into one
+  // kernel at the later one's place, which can keep the earlier one's other operands alive longer.)
   stats.barriers = dropBarriers(c);
   if (opts.layout !== false) stats.layout += insertLayoutCopies(c);
   if (opts.fuse !== false) {

@@ -3,11 +3,11 @@
 // reading that array once. Each output is still its own column reduction over the rows in
 // order: results are bit-identical to the unmerged program, on the wasm and the JavaScript
 // kernels and on any thread count; bytes never grow.
-import { np } from '@tpukit/core';
+import { debug, lax, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { B, f32 } from './build';
-import { columnReduction, fuseElementwise, fuseSiblingReductions, HloModule, jit, setKernelThreads, setWasmKernels } from '../src/internal';
+import { columnReduction, fuseElementwise, fuseSiblingReductions, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
 import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 
@@ -95,6 +95,7 @@ describe('sibling fusion of column reductions', () => {
     // Column spans split between threads at any size past PARALLEL_WORK (off by default).
     setColumnParallelWork(PARALLEL_WORK);
     let merges = 0;
+    const jobs0 = poolStats().parallelJobs;
     try {
       fc.assert(
         fc.property(
@@ -141,13 +142,15 @@ describe('sibling fusion of column reductions', () => {
             }
           },
         ),
-        { numRuns: 40, examples: [[{ K: 64, A: 2, L: 300, groups: true, max: false, reds: [[3, 0, 1, 1], [0, 0, 0, 1], [0, 1, 1, 0], [1, 1, 2, 1]], seed: 3 }]] },
+        // (the second example is large enough, 90 x 3 x 700, for its kernels to run on threads)
+        { numRuns: 40, examples: [[{ K: 64, A: 2, L: 300, groups: true, max: false, reds: [[3, 0, 1, 1], [0, 0, 0, 1], [0, 1, 1, 0], [1, 1, 2, 1]], seed: 3 }], [{ K: 90, A: 3, L: 700, groups: true, max: false, reds: [[3, 0, 1, 1], [0, 0, 0, 1], [1, 1, 2, 1]], seed: 5 }]] },
       );
     } finally {
       setColumnParallelWork(threshold);
       setKernelThreads(null);
     }
     expect(merges).toBeGreaterThan(10); // the law exercises the merge
+    expect(poolStats().parallelJobs).toBeGreaterThan(jobs0); // and the kernels on threads
   });
   it('law: split by row blocks (opt-in), each output keeps its own blocks: merged == unmerged bit for bit, 1-3 threads equal', () => {
     const saved = { work: getParallelWork(), blocks: getColumnRowBlocks() };
@@ -178,6 +181,73 @@ describe('sibling fusion of column reductions', () => {
       setParallelWork(saved.work);
       setColumnRowBlocks(saved.blocks);
       setKernelThreads(null);
+    }
+  });
+  it('leaves a pair with an effect between them alone (the merge could move the later one\'s operands, and their effects, above it)', () => {
+    const printed = debug.capturePrints();
+    try {
+      const x = data([8, 5], 4);
+      const f = (a: any) => {
+        const s1 = np.sum(a, { axis: 0 });
+        debug.print('A {}', s1);
+        const y = lax.whileLoop((c: any) => np.less(np.sum(c[1]), 1), (c: any) => {
+          debug.print('B');
+          return [np.add(c[0], 1), np.add(c[1], 1)];
+        }, [a, np.array(0, 'float32')])[0];
+        return [s1, np.sum(np.multiply(a, y), { axis: 0 })];
+      };
+      const c = jit(f).lower(x).compile();
+      expect(c.passStats.siblingFusion).toBe(0);
+      c.call([x]);
+      expect(printed.lines.map((l: string) => l[0])).toEqual(['A', 'B']);
+    } finally {
+      printed.restore();
+    }
+  });
+  it('leaves a pair alone when the merged kernel would split its rows into other blocks than one of them (a split changes the summation order)', () => {
+    const saved = { work: getParallelWork(), blocks: getColumnRowBlocks() };
+    setParallelWork(PARALLEL_WORK);
+    setColumnRowBlocks(4);
+    try {
+      // 600 x 100: the plain sum is too little work to split, the tanh sum is split; column 0's
+      // rows 2^25, 2, then 2^-35s sum to 2^25 in order, and to 2^25 + 4 from a later block's partial.
+      const K = 600;
+      const L = 100;
+      const v = new Float32Array(K * L);
+      v[0] = 2 ** 25;
+      v[L] = 2;
+      for (let r = 300; r < K; r++) v[r * L] = 2 ** -35;
+      const a = np.array(v).reshape([K, L]);
+      const f = (x: any) => [np.sum(x, { axis: 0 }), np.sum(np.tanh(x), { axis: 0 })];
+      const on = jit(f).lower(a).compile();
+      const off = jit(f).lower(a).compile({ siblingFusion: false });
+      expect(on.passStats.siblingFusion).toBe(0);
+      expect(on.call([a]).map(bits)).toEqual(off.call([a]).map(bits));
+      expect(on.call([a])[0].dataSync()[0]).toBe(2 ** 25);
+    } finally {
+      setParallelWork(saved.work);
+      setColumnRowBlocks(saved.blocks);
+    }
+  });
+  it('TPUKIT_SIBLING_FUSION=0 turns the pass off; a value other than 0 or 1 throws naming the variable (as TPUKIT_ONEHOT and TPUKIT_FUSION_REMAT)', () => {
+    const f = (d: any, x: any) => [np.sum(np.multiply(d, x), { axis: 0 }), np.sum(d, { axis: 0 })];
+    const args: [any, any] = [data([8, 5], 1), data([8, 5], 2)];
+    const names = ['TPUKIT_SIBLING_FUSION', 'TPUKIT_ONEHOT', 'TPUKIT_FUSION_REMAT'];
+    const saved = names.map((n) => process.env[n]);
+    try {
+      process.env.TPUKIT_SIBLING_FUSION = '0';
+      expect(jit(f).lower(...args).compile().passStats.siblingFusion).toBe(0);
+      process.env.TPUKIT_SIBLING_FUSION = '1';
+      expect(jit(f).lower(...args).compile().passStats.siblingFusion).toBe(1);
+      for (const n of names) {
+        for (const bad of ['off', 'false', ' 0']) {
+          process.env[n] = bad;
+          expect(() => jit(f).lower(...args).compile()).toThrow(new RegExp(`${n} must be 0 or 1; got "${bad}"`));
+        }
+        delete process.env[n];
+      }
+    } finally {
+      names.forEach((n, k) => (saved[k] === undefined ? delete process.env[n] : (process.env[n] = saved[k])));
     }
   });
 });

@@ -10,12 +10,17 @@
  * are bit-identical to the unmerged program.
  *
  * A pair is merged only when neither depends on the other (no path from one's output to the
- * other's operands); the merged fusion takes the later one's place and the computation is
- * re-sorted topologically. At most `MAX_SIBLING_OUTPUTS` outputs per fusion (each keeps a
+ * other's operands), no instruction between them has an effect (the re-sort below may move the
+ * later one's operands up, and effects keep their order: effects.ts), and the merged kernel
+ * splits its rows into as many blocks as each one's own kernel would (`TPUKIT_COL_ROW_BLOCKS`:
+ * the split depends on the body's cost, and a split changes the summation order); the merged
+ * fusion takes the later one's place and the computation is re-sorted topologically. At most `MAX_SIBLING_OUTPUTS` outputs per fusion (each keeps a
  * float64 scratch row per column span). Runs after elementwise and output fusion
  * (pipeline.ts), so it changes no decision of theirs.
  */
+import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule, numel } from '../hlo';
+import { planFusion } from '../wasm/emitKernel';
 import { fusedComputationName } from './fusion';
 
 /** Most outputs a merged sibling fusion gets. */
@@ -54,13 +59,16 @@ export function fuseSiblingReductions(c: HloComputation, mod?: HloModule): numbe
   for (;;) {
     const pair = findSiblings(c);
     if (!pair) return merged;
-    mergeSiblings(c, pair[0], pair[1], mod);
+    spliceMerged(c, pair[0], pair[1], pair[2], mod);
     merged++;
   }
 }
 
-/** The first mergeable pair (earlier, later) in program order, or null. */
-function findSiblings(c: HloComputation): [HloInstruction, HloInstruction] | null {
+/** Row blocks the kernel of fusion body `body` splits its rows into (1: not split, or no wasm kernel). */
+const rowBlocksOf = (body: HloComputation): number => planFusion(body)?.rowBlocks ?? 1;
+
+/** The first mergeable pair (earlier, later) in program order and their merged body, or null. */
+function findSiblings(c: HloComputation): [HloInstruction, HloInstruction, Merged] | null {
   const pos = new Map(c.instructions.map((x, j) => [x, j]));
   const users = c.users();
   const cands = c.instructions.filter((f) => columnReduction(f) !== null && (!f.isTuple || users.get(f)!.every((u) => u !== null && u.opcode === 'get-tuple-element')));
@@ -73,7 +81,10 @@ function findSiblings(c: HloComputation): [HloInstruction, HloInstruction] | nul
       const l = cands[b];
       if (columnReduction(l) !== key || e.shapes.length + l.shapes.length > MAX_SIBLING_OUTPUTS) continue;
       if (!l.operands.some((o) => shared.has(o))) continue;
-      if (!dependsOn(l, e, pos)) return [e, l];
+      if (dependsOn(l, e, pos) || c.instructions.slice(pos.get(e)! + 1, pos.get(l)!).some(hasEffect)) continue;
+      const m = mergedBody(e, l);
+      const blocks = rowBlocksOf(m.body);
+      if (blocks === rowBlocksOf(e.called[0]) && blocks === rowBlocksOf(l.called[0])) return [e, l, m];
     }
   }
   return null;
@@ -94,12 +105,14 @@ function dependsOn(later: HloInstruction, earlier: HloInstruction, pos: Map<HloI
   return false;
 }
 
-/**
- * Replaces fusions `a` and `b` (b later) by one fusion whose outputs are a's then b's, its
- * parameters their operands (each array once), its body copies of both bodies; readers read
- * the outputs through get-tuple-elements.
- */
-function mergeSiblings(c: HloComputation, a: HloInstruction, b: HloInstruction, mod?: HloModule): HloInstruction {
+/** A merged sibling fusion's body and its operands (the arrays its parameters stand for). */
+interface Merged {
+  body: HloComputation;
+  externals: HloInstruction[];
+}
+
+/** The body of fusions `a` and `b` merged: outputs a's then b's, parameters their operands (each array once), copies of both bodies. */
+function mergedBody(a: HloInstruction, b: HloInstruction): Merged {
   const body = new Comp(fusedComputationName());
   const externals: HloInstruction[] = [];
   const param = new Map<HloInstruction, HloInstruction>();
@@ -120,6 +133,11 @@ function mergeSiblings(c: HloComputation, a: HloInstruction, b: HloInstruction, 
     outputs.push(...src.outputs.map((o) => map.get(o)!));
   }
   body.outputs = outputs;
+  return { body, externals };
+}
+
+/** Replaces fusions `a` and `b` (b later) by one fusion of their merged body; readers read the outputs through get-tuple-elements. */
+function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, { body, externals }: Merged, mod?: HloModule): HloInstruction {
   const fusion = new HloInstruction('fusion', [...a.shapes, ...b.shapes], externals, { kind: 'kInput' }, null);
   fusion.called = [body];
   if (mod) {

@@ -1,8 +1,9 @@
 /**
  * Column reductions (reduced axes leading): work items are (group of L output columns, chunk
  * of COL_ITEM columns); a kernel call sums each run of consecutive items of one group (at most
- * COL_CHUNK columns) as one span: a float64 scratch row accumulates over the K reduced rows in
- * order, then rounds to float32 once. Each column is summed the same way whatever the span, so
+ * COL_CHUNK columns) as one span: a float64 scratch row per output (a sibling fusion has several,
+ * passes/siblingFusion.ts) accumulates over the K reduced rows in order, then rounds to float32
+ * once. Each column is summed the same way whatever the span, so
  * how the pool hands items to threads never changes a result.
  *
  * Split by rows (`plan.rowBlocks` = B > 1, opt-in: `setColumnRowBlocks` in emitKernel.ts): items

@@ -83,8 +83,8 @@ export function getParallelWork(): number {
 /**
  * Columns per column-reduction span (a multiple of COL_ITEM): a kernel call sums each run of
  * consecutive items of one group, up to this many columns, in one pass over the rows, so that
- * a thread reads whole rows (or 4 KiB of each) front to back; the span's float64 scratch (8 KiB)
- * stays in L1. Narrow passes read a few cache lines per row at the row stride, which is slow
+ * a thread reads whole rows (or 4 KiB of each) front to back; the span's float64 scratch (8 KiB
+ * per output: up to 64 KiB for a sibling fusion's 8 outputs, not timed) stays in L1 for one output. Narrow passes read a few cache lines per row at the row stride, which is slow
  * on a cold input (an in-step call): a sum over f32[2048, 512] fresh from the GEMM took 1.0-1.45
  * ms with 64-column items against 0.25 ms with whole rows (BENCHMARKS.md, "colsum").
  * Summation order per column does not depend on the span.
