@@ -280,7 +280,7 @@ const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wake
  * Where the calling thread's time goes around pool jobs (see `PoolJobCounts`), summed over every
  * pool that reports (the GEMM pool, xla-lite's kernel pool, the fused attention's pool) and per
  * pool name in `byPool` (`WorkerPool`'s `name`), plus `switches`: jobs that went to a different
- * pool than the job before (each such job wakes another set of workers). Off unless `enabled`
+ * pool than the job before (the same crew's workers run it, but their job code and data change). Off unless `enabled`
  * (env `TPUKIT_POOL_TIMES=1`): one boolean test per job when off.
  */
 export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number; byPool: Record<string, PoolJobCounts> } = {

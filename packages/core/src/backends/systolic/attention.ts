@@ -12,8 +12,8 @@
  *
  * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
  * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
- * worker threads over the same shared memory (a pool of this file's own, started on first use;
- * workers compile the module from its bytes, which the job leaves in memory). Each item is
+ * worker threads over the same shared memory (a pool of job kind 'attention' per memory over
+ * core's worker crew, whose workers also run the GEMM's and xla-lite's jobs; the workers compile the module from its bytes, which the job leaves in memory). Each item is
  * computed by one thread in a fixed order, so results do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded

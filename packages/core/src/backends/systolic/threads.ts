@@ -1,8 +1,9 @@
 /**
- * The worker pool behind the systolic GEMM (core's `wasm/workerPool.ts` starts, wakes and waits
- * for the workers; this file is the GEMM job protocol): `setNumThreads(n)` (default: the core
- * count). Every
- * worker instantiates the same compiled GEMM module over the same shared WebAssembly.Memory, so
+ * The worker pool behind the systolic GEMM (a pool of job kind 'gemm' over core's worker crew,
+ * `wasm/workerPool.ts`, which starts, wakes and waits for the workers that also run the fused
+ * attention's and xla-lite's jobs; this file is the GEMM job protocol): `setNumThreads(n)`
+ * (default: the core count). Every
+ * worker instantiates the engine's compiled GEMM module over its shared WebAssembly.Memory, so
  * the operands staged by the calling thread are visible to all. One product is one job, started
  * with a single wake-up: the calling thread first copies the host operands into wasm memory (only
  * it can read them) chunk by chunk, publishing how far it got, while the workers take chunks of
