@@ -47,12 +47,17 @@ describe('one worker crew for the GEMM, attention and kernel pools', () => {
         }),
         { numRuns: 12 },
       );
-      // The whole sequence again on 2 threads, kinds interleaved: every pool ran jobs on the crew.
+      // Kinds interleaved on 2 threads until the worker has joined a job of every pool (a worker
+      // running the wrong kind's code, or none, never joins: the calling thread computes alone and
+      // the results stay right, so this counts joins; bounded, not timed).
       setNumThreads(2);
-      for (const op of [0, 1, 2, 1, 0, 2, 2, 0, 1]) expect(bits(ops[op]())).toEqual(want[op]);
+      const joined = (): number[] => ['gemm', 'attention', 'kernels'].map((n) => wasm.poolJobTimes.byPool[n]?.joined ?? 0);
+      const j0 = joined();
+      for (let r = 0; r < 100 && joined().some((n, i) => n === j0[i]); r++) for (const op of [0, 1, 2]) expect(bits(ops[op]())).toEqual(want[op]);
+      joined().forEach((n, i) => expect(n - j0[i], `${['gemm', 'attention', 'kernels'][i]} pool jobs a worker joined`).toBeGreaterThan(0));
       const after = ['gemm', 'attention', 'kernels'].map(jobs);
-      after.forEach((n, i) => expect(n - before[i], `${['gemm', 'attention', 'kernels'][i]} pool jobs`).toBeGreaterThanOrEqual(3));
-      expect(wasm.poolJobTimes.switches - switches).toBeGreaterThanOrEqual(8);
+      after.forEach((n, i) => expect(n - before[i], `${['gemm', 'attention', 'kernels'][i]} pool jobs`).toBeGreaterThanOrEqual(1));
+      expect(wasm.poolJobTimes.switches - switches).toBeGreaterThanOrEqual(2);
       expect(wasm.crewStats().workers, 'one crew: at most 2 workers for 3 threads').toBeLessThanOrEqual(2);
     } finally {
       wasm.poolJobTimes.enabled = enabled;

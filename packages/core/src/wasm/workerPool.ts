@@ -263,6 +263,8 @@ export interface PoolJobCounts {
   wakeMs: number;
   /** Jobs finished before any worker woke for them (the calling thread did all the work). */
   unwoken: number;
+  /** Jobs a worker joined (ran its part of, `joinSource`): the others the calling thread computed alone. */
+  joined: number;
   /** Times the calling thread went to sleep (`Atomics.wait`) in `waitFor` / `waitForZero`, its polls spent, and wall ms asleep. */
   sleeps: number;
   sleptMs: number;
@@ -274,7 +276,7 @@ export interface PoolJobCounts {
   lateCloses: number;
 }
 
-const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0, sleeps: 0, sleptMs: 0, lateMs: 0, lateCloses: 0 });
+const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0, joined: 0, sleeps: 0, sleptMs: 0, lateMs: 0, lateCloses: 0 });
 
 /**
  * Where the calling thread's time goes around pool jobs (see `PoolJobCounts`), summed over every
@@ -468,10 +470,17 @@ export class WorkerPool {
     // The first worker to wake after this job's wake-up (stamps of earlier wake-ups are older).
     let first = Infinity;
     const st = stamps;
-    if (st !== null) for (let i = 0; i < this.#sentTo; i++) if (st[i] >= this.#wakeAt && st[i] < first) first = st[i];
+    // (and whether a worker left this job after joining it: its leave stamp is newer than the wake)
+    let joined = 0;
+    if (st !== null)
+      for (let i = 0; i < this.#sentTo; i++) {
+        if (st[i] >= this.#wakeAt && st[i] < first) first = st[i];
+        if (st[MAX_THREADS + i] >= this.#wakeAt) joined = 1;
+      }
     const mine = (poolJobTimes.byPool[this.name] ??= counts());
     for (const t of [poolJobTimes, mine]) {
       t.jobs++;
+      t.joined += joined;
       t.ms += ms;
       if (first < Infinity) {
         t.wakes++;
