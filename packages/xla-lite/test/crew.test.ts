@@ -23,7 +23,7 @@ describe('one worker crew for the GEMM, attention and kernel pools', () => {
   const k = random.normal(random.key(4), [2, 16, 4, 8]);
   const x = random.normal(random.key(5), [512, 512]);
   const kernel = jit((v: Array) => np.tanh(np.multiply(v, 1.5)));
-  const ops: Array<() => Array> = [
+  const ops: (() => Array)[] = [
     () => withBackend('systolic', () => np.matmul(a, b)),
     () => withBackend('systolic', () => nn.dotProductAttention(q, k, k, { isCausal: true, implementation: 'fused' })),
     () => withBackend('systolic', () => kernel(x) as Array),

@@ -29,6 +29,16 @@ const JOINING = workerKind('test-join', joiningSource(1));
 /** Another kind under the join protocol (adds ten times the generation). */
 const JOINING_TEN = workerKind('test-join-ten', joiningSource(10));
 
+/** A job under the join protocol whose joined worker naps `nap` ms; with `joined`, the calling thread waits until SUM reaches it (the worker is inside) before closing. */
+function joinJob({ c, pool }: { c: Int32Array; pool: WorkerPool }, nap: number, joined?: number): void {
+  c[NAP] = nap;
+  pool.openJob(OPEN);
+  pool.wake();
+  if (joined !== undefined) pool.waitFor(SUM, joined);
+  pool.closeJob(OPEN, INSIDE);
+  pool.finished();
+}
+
 describe('WorkerPool', () => {
   const before = getWorkerIdleSpinMicros();
   afterAll(() => setWorkerIdleSpinMicros(before));
@@ -140,16 +150,9 @@ describe('WorkerPool', () => {
   });
 
   it.runIf(WorkerPool.available())('join protocol: a worker that wakes after the job closed leaves it alone; closing waits for the workers inside', () => {
-    const { c, pool } = makePool(JOINING, 'test-join');
-    // (with `joined`, the calling thread waits until the worker is inside before closing)
-    const job = (nap: number, joined?: number): void => {
-      c[NAP] = nap;
-      pool.openJob(OPEN);
-      pool.wake();
-      if (joined !== undefined) pool.waitFor(SUM, joined);
-      pool.closeJob(OPEN, INSIDE);
-      pool.finished();
-    };
+    const p = makePool(JOINING, 'test-join');
+    const { c, pool } = p;
+    const job = (nap: number, joined?: number): void => joinJob(p, nap, joined);
     const enabled = poolJobTimes.enabled;
     try {
       // Job 1 with the worker held before it joins: closing it does not wait for the worker, and
@@ -181,14 +184,7 @@ describe('WorkerPool', () => {
   it.runIf(WorkerPool.available())('one worker runs jobs of two kinds back to back; a late worker leaves a closed job of another kind alone', () => {
     const a = makePool(JOINING, 'test-kind-a');
     const b = makePool(JOINING_TEN, 'test-kind-b');
-    const job = ({ c, pool }: { c: Int32Array; pool: WorkerPool }, joined?: number): void => {
-      c[NAP] = 0;
-      pool.openJob(OPEN);
-      pool.wake();
-      if (joined !== undefined) pool.waitFor(SUM, joined);
-      pool.closeJob(OPEN, INSIDE);
-      pool.finished();
-    };
+    const job = (p: { c: Int32Array; pool: WorkerPool }, joined?: number): void => joinJob(p, 0, joined);
     try {
       // Interleaved and joined (the worker is waited for inside each): a b b a b.
       job(a, 1);
