@@ -128,7 +128,7 @@ function drain() {
       const c = new Int32Array(x.control);
       const made = kinds.get(x.kind)(c, id, x.data, require);
       pools.set(x.pool, { c, gen: x.gen, last: x.start, job: typeof made === 'function' ? made : made.job, message: typeof made === 'function' ? null : made.message });
-    } else pools.get(x.pool)?.message(x.message);
+    } else pools.get(x.pool)?.message?.(x.message);
   }
   Atomics.store(cc, ${CHELD} + id, pools.size);
 }
