@@ -624,7 +624,7 @@ async function main(): Promise<void> {
       const m = (f: (j: (typeof jobs)[number][number]) => number): string => (median(jobs[k].map(f)) / STEPS).toFixed(0);
       console.log(`    ${tr.name.padEnd(14)} ${m((j) => j.n)} jobs, ${m((j) => j.ms)} ms (${m((j) => j.wait)}), outside ${m((j) => j.wall - j.ms)} ms`);
     });
-    console.log('  per pool (median over rounds, per step): jobs, ms in them (waiting), mean wake-up of the first worker in us, jobs done before any worker woke, times the calling thread slept waiting for workers and ms asleep, mean us from the last worker leaving a job to the calling thread running again (closes after a sleep); switches = jobs on another pool than the job before');
+    console.log('  per pool (median over rounds, per step): jobs, ms in them (waiting), mean wake-up of the first worker in us, jobs done before any worker woke, jobs a worker joined, times the calling thread slept waiting for workers and ms asleep, mean us from the last worker leaving a job to the calling thread running again (closes after a sleep); switches = jobs on another pool than the job before');
     trainers.forEach((tr, k) => {
       const names = [...new Set(jobs[k].flatMap((j) => Object.keys(j.pools)))].filter((n) => jobs[k].some((j) => (j.pools[n]?.jobs ?? 0) > 0));
       const per = (f: (j: (typeof jobs)[number][number]) => number, digits = 0): string => (median(jobs[k].map(f)) / STEPS).toFixed(digits);
@@ -633,7 +633,7 @@ async function main(): Promise<void> {
         const wake = median(jobs[k].map((j) => (j.pools[n]?.wakes ? (1000 * j.pools[n].wakeMs) / j.pools[n].wakes : 0)));
         const closes = jobs[k].filter((j) => (j.pools[n]?.lateCloses ?? 0) > 0);
         const late = closes.length > 0 ? `${median(closes.map((j) => (1000 * j.pools[n].lateMs) / j.pools[n].lateCloses)).toFixed(0)} us` : '- (no close after a sleep)';
-        return `${n} ${p((c) => c.jobs)} jobs ${p((c) => c.ms, 1)} ms (${p((c) => c.waitMs, 1)}), wake ${wake.toFixed(0)} us, unwoken ${p((c) => c.unwoken)}, slept ${p((c) => c.sleeps)}x ${p((c) => c.sleptMs, 1)} ms, woken ${late} after the last worker left`;
+        return `${n} ${p((c) => c.jobs)} jobs ${p((c) => c.ms, 1)} ms (${p((c) => c.waitMs, 1)}), wake ${wake.toFixed(0)} us, unwoken ${p((c) => c.unwoken)}, joined ${p((c) => c.joined)}, slept ${p((c) => c.sleeps)}x ${p((c) => c.sleptMs, 1)} ms, woken ${late} after the last worker left`;
       };
       if (names.length > 0) console.log(`    ${tr.name.padEnd(14)} switches ${per((j) => j.switches)}; ${names.map(pool).join('; ')}`);
     });

@@ -1,6 +1,7 @@
 // Runs a script in a child process (node --expose-gc, TypeScript through tsx) that makes systolic
-// engines, drops them and counts the process's threads (Linux: /proc/self/task), for the tests
-// that a dropped engine's worker threads end once it is collected.
+// engines, drops them and counts the process's threads (Linux: /proc/self/task) and the pools the
+// worker crew holds, for the tests that a dropped engine's pool leaves the workers (its module and
+// memory with it) once the engine is collected, and that engines share one worker set.
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -10,18 +11,21 @@ export const canCountThreads = typeof SharedArrayBuffer !== 'undefined' && exist
 
 /**
  * What the script body sees: `dir` (the systolic backend's source folder), `threads()`,
- * `sleep(ms)` and `endedSince(t1, n)`: collects garbage until `n` threads have ended since
- * the count `t1` (at most ~6 s) and returns how many did. V8 starts helper threads of its own
- * (GC, compilers) at any time, so callers compare with bounds, not equalities.
+ * `sleep(ms)`, `poolsHeld()` (the pools the crew's workers hold, summed over the workers) and
+ * `droppedSince(h1, n)`: collects garbage until `n` pools have left the workers since the count
+ * `h1` (at most ~6 s) and returns how many did. V8 starts helper threads of its own (GC,
+ * compilers) at any time, so callers compare thread counts with bounds, not equalities.
  */
 const PRELUDE = `
 const dir = process.argv[1];
 const { readdirSync } = await import('node:fs');
 const threads = () => readdirSync('/proc/self/task').length;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const endedSince = async (t1, n) => {
-  for (let i = 0; i < 60 && threads() > t1 - n; i++) { gc(); await sleep(100); }
-  return t1 - threads();
+const { crewStats } = await import(dir + '/../../wasm/workerPool.ts');
+const poolsHeld = () => crewStats().poolsHeld;
+const droppedSince = async (h1, n) => {
+  for (let i = 0; i < 60 && poolsHeld() > h1 - n; i++) { gc(); await sleep(100); }
+  return h1 - poolsHeld();
 };
 `;
 

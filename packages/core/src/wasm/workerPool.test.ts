@@ -1,27 +1,17 @@
-/** The shared worker machinery: workers that poll for the next job before sleeping still see every job once. */
+/** The shared worker machinery: one crew of workers runs the jobs of every pool, each pool's once, whether a worker sleeps between jobs or polls. */
 import { afterAll, describe, expect, it } from 'vitest';
-import { getWorkerIdleSpinMicros, holdWorkers, idleWaitSource, joinSource, poolJobTimes, setWorkerIdleSpinMicros, WorkerPool } from './workerPool';
+import { crewStats, getWorkerIdleSpinMicros, holdWorkers, joinSource, poolJobTimes, setWorkerIdleSpinMicros, workerKind, WorkerPool } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
 const SUM = 2;
 
-/** A test worker's program: the pool's job loop around `job` (JavaScript run once per generation seen). */
-const workerLoop = (job: string): string => `
-const { workerData } = require('node:worker_threads');
-const c = new Int32Array(workerData.control);
-let seen = workerData.start;
-for (;;) {
-  ${idleWaitSource(GEN)}
-  seen = Atomics.load(c, ${GEN});
-  if (seen < 0) break;
-  ${job}
-}`;
-
-// A worker that adds its job's generation to SUM once per job, then reports the job done.
-const SOURCE = workerLoop(`Atomics.add(c, ${SUM}, seen);
+// A kind whose worker adds its pool's job generation to SUM once per job, then reports the job done.
+const SUMMING = workerKind('test-sum', `return function job(seen) {
+  Atomics.add(c, ${SUM}, seen);
   Atomics.store(c, ${DONE}, seen);
-  Atomics.notify(c, ${DONE});`);
+  Atomics.notify(c, ${DONE});
+};`);
 
 const OPEN = 3;
 const INSIDE = 4;
@@ -29,23 +19,35 @@ const NAP = 5; // milliseconds a joined worker sleeps before leaving
 const LOOKED = 6; // the last generation the worker looked at (joined or left alone)
 const SLOTS = 8;
 
-// A worker under the join protocol: inside a job it joined, it adds the job's generation to SUM, then naps NAP ms.
-const JOINING = workerLoop(`${joinSource(OPEN, INSIDE, 'true', `Atomics.add(c, ${SUM}, seen); Atomics.notify(c, ${SUM}); if (c[${NAP}] > 0) Atomics.wait(c, ${SLOTS - 1}, 0, c[${NAP}]);`)}
+/** A job function under the join protocol: inside a job it joined, it adds the job's generation times `times` to SUM, then naps NAP ms. */
+const joiningSource = (times: number, extra = ''): string => `return function job(seen) {
+  ${joinSource(OPEN, INSIDE, 'true', `Atomics.add(c, ${SUM}, ${times} * seen); Atomics.notify(c, ${SUM}); ${extra} if (c[${NAP}] > 0) Atomics.wait(c, ${SLOTS - 1}, 0, c[${NAP}]);`)}
   Atomics.store(c, ${LOOKED}, seen);
-  Atomics.notify(c, ${LOOKED});`);
+  Atomics.notify(c, ${LOOKED});
+};`;
+const JOINING = workerKind('test-join', joiningSource(1));
+/** Another kind under the join protocol (adds ten times the generation). */
+const JOINING_TEN = workerKind('test-join-ten', joiningSource(10));
+
+/** A job under the join protocol whose joined worker naps `nap` ms; with `joined`, the calling thread waits until SUM reaches it (the worker is inside) before closing. */
+function joinJob({ c, pool }: { c: Int32Array; pool: WorkerPool }, nap: number, joined?: number): void {
+  c[NAP] = nap;
+  pool.openJob(OPEN);
+  pool.wake();
+  if (joined !== undefined) pool.waitFor(SUM, joined);
+  pool.closeJob(OPEN, INSIDE);
+  pool.finished();
+}
 
 describe('WorkerPool', () => {
   const before = getWorkerIdleSpinMicros();
   afterAll(() => setWorkerIdleSpinMicros(before));
 
-  /** A pool of one worker started with an idle poll of `us` (the setting is read when a pool starts its workers; later tests get the default again). */
-  const startPool = (us: number): { c: Int32Array; pool: WorkerPool } => {
-    setWorkerIdleSpinMicros(us);
-    const c = new Int32Array(new SharedArrayBuffer(16));
-    const pool = new WorkerPool(SOURCE, c, GEN, 100);
-    const started = pool.ensure(1);
-    setWorkerIdleSpinMicros(before);
-    expect(started).toBe(true);
+  /** A pool of kind `kind` with one worker (the crew's first; its control block `slots` long). */
+  const makePool = (kind = SUMMING, name = 'unnamed', slots = SLOTS): { c: Int32Array; pool: WorkerPool } => {
+    const c = new Int32Array(new SharedArrayBuffer(4 * slots));
+    const pool = new WorkerPool(kind, c, GEN, 100, () => ({}), name);
+    expect(pool.ensure(1)).toBe(true);
     return { c, pool };
   };
 
@@ -58,64 +60,66 @@ describe('WorkerPool', () => {
 
   it.runIf(WorkerPool.available())('runs every job exactly once whether the worker sleeps at once or polls first', () => {
     for (const us of [0, 2000]) {
-      const { c, pool } = startPool(us);
-      let want = 0;
-      // Back to back (caught by the poll when it is on) and after pauses longer than the poll.
-      for (let j = 1; j <= 40; j++) {
-        if (j % 10 === 0) {
-          const t = performance.now();
-          while (performance.now() - t < 4);
+      const { c, pool } = makePool();
+      setWorkerIdleSpinMicros(us);
+      try {
+        let want = 0;
+        // Back to back (caught by the poll when it is on) and after pauses longer than the poll.
+        for (let j = 1; j <= 40; j++) {
+          if (j % 10 === 0) {
+            const t = performance.now();
+            while (performance.now() - t < 4);
+          }
+          pool.wake();
+          want += j;
+          pool.waitFor(DONE, j);
         }
-        pool.wake();
-        want += j;
-        pool.waitFor(DONE, j);
+        expect(Atomics.load(c, SUM), `idle poll ${us} us`).toBe(want);
+      } finally {
+        setWorkerIdleSpinMicros(before);
+        pool.end();
       }
-      expect(Atomics.load(c, SUM), `idle poll ${us} us`).toBe(want);
-      Atomics.store(c, GEN, -1);
-      Atomics.notify(c, GEN);
     }
   });
 
   it.runIf(WorkerPool.available())('a polling worker sees a job announced without a wake-up; a sleeping one does not', () => {
-    // A job announced by bumping the generation WITHOUT Atomics.notify reaches a worker only
-    // through its idle poll: with the poll on (a long one) the worker runs it; with it off the
-    // worker sleeps through it until notified. (No timing decides this: a worker asleep in
-    // Atomics.wait cannot see an un-notified change, however long it is given.)
+    // A job announced WITHOUT Atomics.notify reaches a worker only through its idle poll: with the
+    // poll on (a long one) the worker runs it; with it off the worker sleeps through it until
+    // notified. (No timing decides this: a worker asleep in Atomics.wait cannot see an un-notified
+    // change, however long it is given.)
     for (const us of [500_000, 0]) {
-      const { c, pool } = startPool(us);
+      const { c, pool } = makePool();
+      setWorkerIdleSpinMicros(us);
       try {
         // Job 1 with a wake-up: the worker is running, then goes to poll (or sleep) right after.
         pool.wake();
         pool.waitFor(DONE, 1);
         // Give the worker time to reach its idle wait (a bump before that would be seen by its
         // check of the generation, poll or not): 50 ms, well inside the 500 ms poll.
-        Atomics.wait(c, SUM + 1, 0, 50);
-        Atomics.add(c, GEN, 1); // job 2, no notify
+        Atomics.wait(c, SLOTS - 1, 0, 50);
+        pool.wake(false); // job 2, no notify
         const seen = Atomics.wait(c, DONE, 1, us > 0 ? 5_000 : 200);
-        if (us > 0) expect(seen === 'ok' || Atomics.load(c, DONE) === 2, 'the polling worker ran the un-notified job').toBe(true);
-        else {
+        if (us > 0) {
+          expect(seen === 'ok' || Atomics.load(c, DONE) === 2, 'the polling worker ran the un-notified job').toBe(true);
+          expect(Atomics.load(c, SUM)).toBe(3);
+        } else {
           expect(seen, 'the sleeping worker did not run the un-notified job').toBe('timed-out');
           expect(Atomics.load(c, DONE)).toBe(1);
-          Atomics.notify(c, GEN);
-          pool.waitFor(DONE, 2);
+          // Job 3 with a wake-up: the worker runs it (job 2's generation it never saw is skipped).
+          pool.wake();
+          pool.waitFor(DONE, 3);
+          expect(Atomics.load(c, SUM)).toBe(4);
         }
-        expect(Atomics.load(c, SUM)).toBe(3);
       } finally {
-        Atomics.store(c, GEN, -1);
-        Atomics.notify(c, GEN);
+        setWorkerIdleSpinMicros(before);
+        pool.end();
       }
     }
   });
 
   it.runIf(WorkerPool.available())('poolJobTimes counts jobs per pool, switches between pools and the workers\' wake-ups', () => {
-    const make = (name: string): { c: Int32Array; pool: WorkerPool } => {
-      const c = new Int32Array(new SharedArrayBuffer(16));
-      const pool = new WorkerPool(SOURCE, c, GEN, 100, () => ({}), name);
-      expect(pool.ensure(1)).toBe(true);
-      return { c, pool };
-    };
-    const a = make('test-a');
-    const b = make('test-b');
+    const a = makePool(SUMMING, 'test-a');
+    const b = makePool(SUMMING, 'test-b');
     const enabled = poolJobTimes.enabled;
     const before = { ...poolJobTimes };
     try {
@@ -140,26 +144,15 @@ describe('WorkerPool', () => {
       expect(poolJobTimes.wakes - before.wakes).toBe(4);
     } finally {
       poolJobTimes.enabled = enabled;
-      for (const { c } of [a, b]) {
-        Atomics.store(c, GEN, -1);
-        Atomics.notify(c, GEN);
-      }
+      a.pool.end();
+      b.pool.end();
     }
   });
 
   it.runIf(WorkerPool.available())('join protocol: a worker that wakes after the job closed leaves it alone; closing waits for the workers inside', () => {
-    const c = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
-    const pool = new WorkerPool(JOINING, c, GEN, 100, () => ({}), 'test-join');
-    expect(pool.ensure(1)).toBe(true);
-    // (with `joined`, the calling thread waits until the worker is inside before closing)
-    const job = (nap: number, joined?: number): void => {
-      c[NAP] = nap;
-      pool.openJob(OPEN);
-      pool.wake();
-      if (joined !== undefined) pool.waitFor(SUM, joined);
-      pool.closeJob(OPEN, INSIDE);
-      pool.finished();
-    };
+    const p = makePool(JOINING, 'test-join');
+    const { c, pool } = p;
+    const job = (nap: number, joined?: number): void => joinJob(p, nap, joined);
     const enabled = poolJobTimes.enabled;
     try {
       // Job 1 with the worker held before it joins: closing it does not wait for the worker, and
@@ -170,9 +163,8 @@ describe('WorkerPool', () => {
       holdWorkers(false);
       pool.waitFor(LOOKED, 1);
       expect(Atomics.load(c, SUM), 'the late worker left the closed job alone').toBe(0);
-      // Job 2, joined (generation 2 when the worker sees it; job 1's late wake-up may already
-      // read it): closing waits for the worker inside, which naps 20 ms, so the calling thread
-      // sleeps and counts that, and its wake-up after the worker left.
+      // Job 2, joined: closing waits for the worker inside, which naps 20 ms, so the calling
+      // thread sleeps and counts that, and its wake-up after the worker left.
       poolJobTimes.enabled = true;
       const before = { ...(poolJobTimes.byPool['test-join'] ?? { sleeps: 0, lateCloses: 0, lateMs: 0 }) };
       job(20, 2);
@@ -185,48 +177,63 @@ describe('WorkerPool', () => {
     } finally {
       holdWorkers(false);
       poolJobTimes.enabled = enabled;
-      Atomics.store(c, GEN, -1);
-      Atomics.notify(c, GEN);
+      pool.end();
     }
   });
 
-  it.runIf(WorkerPool.available())('join protocol: a job body that throws still counts its worker out, and the dead worker neither crashes the process nor holds up later jobs', async () => {
-    const THROWING = JOINING.replace(`Atomics.notify(c, ${SUM});`, `Atomics.notify(c, ${SUM}); throw new Error('job body failed');`);
-    expect(THROWING).not.toBe(JOINING);
-    const c = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
-    const pool = new WorkerPool(THROWING, c, GEN, 100, () => ({}), 'test-throw');
-    expect(pool.ensure(1)).toBe(true);
+  it.runIf(WorkerPool.available())('one worker runs jobs of two kinds back to back; a late worker leaves a closed job of another kind alone', () => {
+    const a = makePool(JOINING, 'test-kind-a');
+    const b = makePool(JOINING_TEN, 'test-kind-b');
+    const job = (p: { c: Int32Array; pool: WorkerPool }, joined?: number): void => joinJob(p, 0, joined);
     try {
-      c[NAP] = 0;
-      pool.openJob(OPEN);
-      pool.wake();
-      pool.waitFor(SUM, 1); // the worker is inside the job (it added before throwing)
-      // Without the count-out on throw INSIDE would stay 1 and closeJob would wait forever: poll
-      // with a deadline instead, so that a regression fails rather than hangs.
-      const deadline = Date.now() + 5000;
-      while (Atomics.load(c, INSIDE) !== 0 && Date.now() < deadline) Atomics.wait(c, INSIDE, 1, 10);
-      expect(Atomics.load(c, INSIDE)).toBe(0);
-      pool.closeJob(OPEN, INSIDE);
-      pool.finished();
-      // Let the worker's 'error' event arrive (an unhandled one would end the test run), then a
-      // second job: its worker is dead, so the job closes at once, unjoined.
-      await new Promise((r) => setTimeout(r, 200));
-      expect(pool.ensure(2), 'no more workers start after one died').toBe(false);
-      pool.openJob(OPEN);
-      pool.wake();
-      pool.closeJob(OPEN, INSIDE);
-      pool.finished();
-      expect(Atomics.load(c, SUM)).toBe(1);
+      // Interleaved and joined (the worker is waited for inside each): a b b a b.
+      job(a, 1);
+      job(b, 10);
+      job(b, 10 + 20);
+      job(a, 1 + 2);
+      job(b, 30 + 30);
+      expect([Atomics.load(a.c, SUM), Atomics.load(b.c, SUM)]).toEqual([3, 60]);
+      // The worker held while a job of A and then a job of B are announced and closed: released,
+      // it reads the crew's latest job (B's, closed) and leaves it; A's it never looks at.
+      holdWorkers(true);
+      job(a);
+      job(b);
+      holdWorkers(false);
+      b.pool.waitFor(LOOKED, 4);
+      expect([Atomics.load(a.c, SUM), Atomics.load(b.c, SUM)], 'neither closed job was joined').toEqual([3, 60]);
+      expect(Atomics.load(a.c, LOOKED), 'A\'s job was missed, not joined').toBe(2);
+      expect([Atomics.load(a.c, INSIDE), Atomics.load(b.c, INSIDE)]).toEqual([0, 0]);
+      // Both pools still run their next jobs.
+      job(a, 3 + 4);
+      job(b, 60 + 50);
+      expect([Atomics.load(a.c, SUM), Atomics.load(b.c, SUM)]).toEqual([7, 110]);
     } finally {
-      Atomics.store(c, GEN, -1);
-      Atomics.notify(c, GEN);
+      holdWorkers(false);
+      a.pool.end();
+      b.pool.end();
     }
+  });
+
+  it.runIf(WorkerPool.available())('an ended pool leaves the workers (its data with it) while the crew lives on, and starts no more workers', () => {
+    const { pool } = makePool(SUMMING, 'test-end');
+    const other = makePool(SUMMING, 'test-end-other');
+    pool.wake();
+    pool.waitFor(DONE, 1);
+    const held = crewStats().poolsHeld;
+    pool.end();
+    // The workers are woken to read the drop at once: wait (with a deadline) until they did.
+    const deadline = Date.now() + 5000;
+    while (crewStats().poolsHeld !== held - 1 && Date.now() < deadline) Atomics.wait(other.c, SLOTS - 1, 0, 5);
+    expect(crewStats().poolsHeld, 'the worker dropped the ended pool').toBe(held - 1);
+    expect(pool.ensure(1)).toBe(false);
+    other.pool.wake();
+    other.pool.waitFor(DONE, 1);
+    expect(Atomics.load(other.c, SUM)).toBe(1);
+    other.pool.end();
   });
 
   it.runIf(WorkerPool.available())('poolJobTimes counts finished jobs and the time waited for workers only while enabled', () => {
-    const c = new Int32Array(new SharedArrayBuffer(16));
-    const pool = new WorkerPool(SOURCE, c, GEN, 100);
-    expect(pool.ensure(1)).toBe(true);
+    const { pool } = makePool();
     const job = (j: number): void => {
       pool.wake();
       pool.waitFor(DONE, j);
@@ -256,8 +263,37 @@ describe('WorkerPool', () => {
       expect(poolJobTimes.ms).toBe(mid.ms);
     } finally {
       poolJobTimes.enabled = before.enabled;
-      Atomics.store(c, GEN, -1);
-      Atomics.notify(c, GEN);
+      pool.end();
     }
+  });
+
+  // Last: the worker it kills is the crew's (this file's realm starts no more workers after it).
+  it.runIf(WorkerPool.available())('join protocol: a job body that throws still counts its worker out, and the dead worker neither crashes the process nor holds up later jobs', async () => {
+    const THROWING = workerKind('test-throw', joiningSource(1, `throw new Error('job body failed');`));
+    const { c, pool } = makePool(THROWING, 'test-throw');
+    const other = makePool(JOINING, 'test-throw-other');
+    c[NAP] = 0;
+    pool.openJob(OPEN);
+    pool.wake();
+    pool.waitFor(SUM, 1); // the worker is inside the job (it added before throwing)
+    // Without the count-out on throw INSIDE would stay 1 and closeJob would wait forever: poll
+    // with a deadline instead, so that a regression fails rather than hangs.
+    const deadline = Date.now() + 5000;
+    while (Atomics.load(c, INSIDE) !== 0 && Date.now() < deadline) Atomics.wait(c, INSIDE, 1, 10);
+    expect(Atomics.load(c, INSIDE)).toBe(0);
+    pool.closeJob(OPEN, INSIDE);
+    pool.finished();
+    // Let the worker's 'error' event arrive (an unhandled one would end the test run), then a
+    // job of each pool: their worker is dead, so each closes at once, unjoined.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(pool.ensure(2), 'no more workers start after one died').toBe(false);
+    expect(other.pool.ensure(2), 'for any pool').toBe(false);
+    for (const { pool: p } of [{ pool }, other]) {
+      p.openJob(OPEN);
+      p.wake();
+      p.closeJob(OPEN, INSIDE);
+      p.finished();
+    }
+    expect([Atomics.load(c, SUM), Atomics.load(other.c, SUM)]).toEqual([1, 0]);
   });
 });

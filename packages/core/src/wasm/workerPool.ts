@@ -1,14 +1,40 @@
 /**
- * The worker-thread machinery both parallel kernel runners share: the systolic GEMM pool
- * (`backends/systolic/threads.ts`) and @tpukit/xla-lite's generated-kernel pool. Workers are
- * plain JavaScript started from a source string (`eval: true`, `execArgv: []`, unref'ed so
- * they never keep the process alive); each gets the shared control block, its id and the job
- * generation it starts at in `workerData` (plus what the runner adds). A job is announced by
- * bumping the generation slot and notifying it; the calling thread waits on control slots by
- * polling a while, then sleeping with `Atomics.wait`. The runners keep their own protocols
- * (slot layout, worker loop); this class owns starting the workers, waking them and waiting.
- * Node only: elsewhere, or when workers cannot start, `ensure` answers false from then on and
- * the runner computes on the calling thread.
+ * The worker-thread machinery every parallel kernel runner shares: the systolic GEMM pool
+ * (`backends/systolic/threads.ts`), the fused attention's pool (`backends/systolic/attention.ts`)
+ * and @tpukit/xla-lite's generated-kernel pool. ONE worker set per JavaScript realm (the crew):
+ * one worker per spare thread runs the jobs of every pool, so that on two cores one worker, not
+ * one per pool, competes for the spare core, and a worker that just finished a job of one pool can
+ * find the next job of any pool during its idle poll instead of sleeping through it.
+ *
+ * - The crew: workers started on first use and grown on demand to the largest count any pool asks
+ *   for (`WorkerPool.ensure`), never ended (unref'ed: they never keep the process alive). Plain
+ *   JavaScript started from a source string (`eval: true`, `execArgv: []`), so the same code runs
+ *   from the TypeScript sources and from `dist/`. Its control block holds the crew's generation
+ *   (bumped to announce a job of any pool), the announced job's pool id and the idle poll.
+ * - Job kinds (`workerKind(name, source)`): a runner's worker-side program, the body of a function
+ *   of `(c, id, data, require)` (its pool's control block, the worker's id, the pool's data) that
+ *   sets up and returns the job function (called with the pool's job generation as `seen`), or
+ *   `{ job, message }` where `message(m)` receives what the runner posts (`WorkerPool.post`).
+ *   Compiled once per worker (posted with the first pool of the kind the worker gets).
+ * - Pools (`new WorkerPool(kind, control, gen, ...)`): one per runner instance (an engine's GEMM
+ *   pool, an attention arena's, xla-lite's kernel pool), each with its own control block and job
+ *   protocol (slot layout, the join protocol's OPEN/INSIDE slots, counters): a view of the crew
+ *   with the API each pool had when it owned its workers (ensure / openJob / wake / closeJob /
+ *   waitFor / finished). Its data (the GEMM module and memory, attention's memory) goes to each
+ *   worker by message, picked up with `receiveMessageOnPort` when the worker next wakes; `end()`
+ *   (a FinalizationRegistry of a dropped engine or arena calls `endPool(id)`) makes the workers
+ *   drop the pool and its data (they are woken to do it at once).
+ * - A job: the pool bumps its own generation, stores its id as the crew's job and bumps and
+ *   notifies the crew's generation. A woken worker (or one whose idle poll saw the bump) drains
+ *   its messages, reads the job's pool and, if it holds that pool and has not yet looked at that
+ *   pool's generation, runs the kind's job function, which joins the job only while it is still
+ *   open (`joinSource`). A worker that read a later job's pool runs that one instead; the one it
+ *   missed was closed without it (the calling thread never waits for a worker that did not join).
+ *
+ * The calling thread waits on control slots by polling a while, then sleeping with `Atomics.wait`.
+ * A worker that dies (an error outside a job's own error handling) stops the crew from growing:
+ * every pool's `ensure` answers false from then on and the runners compute on the calling thread.
+ * Node only: elsewhere `ensure` answers false. Each realm (mesh's device threads) has its own crew.
  */
 import { envNumber, envSwitch } from '../env';
 import { MAX_THREADS, nodeModule } from '../threads';
@@ -25,45 +51,40 @@ type WorkerCtor = new (src: string, opts: object) => PoolWorker;
 /** Env `TPUKIT_POOL_SPIN`: polls the calling thread spends on a control slot before it sleeps (overrides each pool's own; benchmarks comparing settings). */
 const envPolls = envNumber('TPUKIT_POOL_SPIN', 0, 1e9);
 
+// The crew's control block (Int32 slots).
+const CGEN = 0; // the crew's generation: bumped to announce a job of any pool
+const CPOOL = 1; // the announced job's pool id (0: none, the workers only read their messages)
+const CSPIN = 2; // the idle poll in microseconds (read by each worker before each idle wait)
+const CHELD = 3; // per worker from here: the pools it holds (for tests of dropped pools)
+const CSLOTS = CHELD + MAX_THREADS;
+
+const crewControl = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(4 * CSLOTS));
+
 /**
  * The microseconds a worker keeps polling for the next job after finishing one before it sleeps in
- * `Atomics.wait` (env `TPUKIT_WORKER_SPIN_US` overrides; read when a worker starts). 0: sleep at once.
+ * `Atomics.wait` (env `TPUKIT_WORKER_SPIN_US` overrides). 0: sleep at once. Read by the workers
+ * before every idle wait, so a change applies to running workers.
  */
 let idleSpin = envNumber('TPUKIT_WORKER_SPIN_US', 0, 1e6, false) ?? 0;
+if (crewControl !== null) Atomics.store(crewControl, CSPIN, idleSpin);
 
 export function getWorkerIdleSpinMicros(): number {
   return idleSpin;
 }
 
-/** Sets the idle poll of workers started from now on (benchmarks comparing settings). */
+/** Sets the workers' idle poll (benchmarks comparing settings); applies from their next idle wait. */
 export function setWorkerIdleSpinMicros(us: number): void {
   if (typeof us !== 'number' || !Number.isFinite(us) || us < 0 || us > 1e6) throw new RangeError(`setWorkerIdleSpinMicros: us must be a number in 0..1e6; got ${String(us)}`);
   idleSpin = us;
+  if (crewControl !== null) Atomics.store(crewControl, CSPIN, Math.round(us));
 }
 
-/**
- * The statement a worker program runs between jobs (JavaScript source): polls control slot
- * `gen` of the Int32Array `c` while it still equals the local `seen`, for
- * `workerData.idleSpin` microseconds, then sleeps on it. A job announced during the poll
- * starts without a futex wake-up (tens of microseconds, up to hundreds when the core has gone
- * idle in a virtual machine).
- */
-export function idleWaitSource(gen: number): string {
-  return `if (workerData.idleSpin > 0) { const until = performance.now() + workerData.idleSpin / 1000; while (Atomics.load(c, ${gen}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(c, ${gen}) === seen; s++); }
-  Atomics.wait(c, ${gen}, seen);
-  ${WAKE_STAMP}
-  ${HOLD}`;
-}
-
-/** Slot 0: 1 while `holdWorkers(true)` holds woken workers back (tests); shared by every pool's workers. */
+/** Slot 0: 1 while `holdWorkers(true)` holds woken workers back (tests). */
 const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(4));
 
-/** A woken worker waits here while `holdWorkers` is on, before it looks at the job (a view made once per worker). */
-const HOLD = `if (workerData.hold) { const h = (globalThis.__tpukitHold ??= new Int32Array(workerData.hold)); while (Atomics.load(h, 0) === 1) Atomics.wait(h, 0, 1); }`;
-
 /**
- * Tests only: with `on`, every pool's workers that wake from now on wait before looking at the job
- * (as a worker without a core would), until `holdWorkers(false)`. Returns the shared slot (1 while
+ * Tests only: with `on`, the workers that wake from now on wait before looking at the job (as a
+ * worker without a core would), until `holdWorkers(false)`. Returns the shared slot (1 while
  * held), so that a test can release it from another thread.
  */
 export function holdWorkers(on: boolean): Int32Array | null {
@@ -74,22 +95,142 @@ export function holdWorkers(on: boolean): Int32Array | null {
 }
 
 /**
- * A worker's record of when it woke (or its poll saw a job): epoch milliseconds into its slot of
- * the pool's `wakeStamps` (a view made once per worker), for `poolJobTimes`' wake-up latency.
+ * The workers' wake-up and leave stamps (epoch ms; slot id: when worker id woke or its poll saw a
+ * job, slot MAX_THREADS + id: when it last left a job it joined), for `poolJobTimes`. One set for
+ * the crew: a realm's calling thread runs one pool job at a time.
  */
-const WAKE_STAMP = stampSource('workerData.id');
+const stamps = typeof SharedArrayBuffer === 'undefined' ? null : new Float64Array(new SharedArrayBuffer(16 * MAX_THREADS));
 
-/** A worker's epoch-ms stamp into slot `slot` (JavaScript expression) of its pool's `wakeStamps`. */
-function stampSource(slot: string): string {
-  return `if (workerData.wakeStamps) (globalThis.__tpukitWakeStamps ??= new Float64Array(workerData.wakeStamps))[${slot}] = performance.timeOrigin + performance.now();`;
-}
-
-/** When a worker leaves a job it joined (slot MAX_THREADS + id of the same stamps), for `poolJobTimes.byPool[name].lateMs`. */
-const LEAVE_STAMP = stampSource(`${MAX_THREADS} + workerData.id`);
+/** The worker's stamp into slot `slot` (a JavaScript expression) of the crew's stamps (a global of the worker, see CREW_SOURCE). */
+const stampSource = (slot: string): string => `__tpukitStamps[${slot}] = performance.timeOrigin + performance.now();`;
 
 /**
- * A worker's part of one job under the join protocol every pool uses (JavaScript source, inside
- * the worker's loop right after it read the generation into `seen`): it counts itself into
+ * The crew's worker program. Between jobs: polls the crew's generation for the idle poll's
+ * microseconds, then sleeps on it; woken, it records the wake-up, waits while `holdWorkers`
+ * holds it, reads its messages (kinds to compile, pools to set up or drop, messages to pools) and
+ * runs the announced pool's job function once per generation of that pool.
+ */
+const CREW_SOURCE = `
+const { parentPort, workerData, receiveMessageOnPort } = require('node:worker_threads');
+const cc = new Int32Array(workerData.control);
+const id = workerData.id;
+globalThis.__tpukitStamps = new Float64Array(workerData.stamps);
+globalThis.__tpukitId = id;
+const hold = workerData.hold ? new Int32Array(workerData.hold) : null;
+const kinds = new Map();
+const pools = new Map();
+function drain() {
+  for (let m = receiveMessageOnPort(parentPort); m; m = receiveMessageOnPort(parentPort)) {
+    const x = m.message;
+    if (x.source !== undefined) kinds.set(x.kind, new Function('c', 'id', 'data', 'require', x.source));
+    else if (x.drop) pools.delete(x.pool);
+    else if (x.control !== undefined) {
+      const c = new Int32Array(x.control);
+      const made = kinds.get(x.kind)(c, id, x.data, require);
+      pools.set(x.pool, { c, gen: x.gen, last: x.start, job: typeof made === 'function' ? made : made.job, message: typeof made === 'function' ? null : made.message });
+    } else pools.get(x.pool)?.message?.(x.message);
+  }
+  Atomics.store(cc, ${CHELD} + id, pools.size);
+}
+let seen = workerData.start;
+for (;;) {
+  const us = Atomics.load(cc, ${CSPIN});
+  if (us > 0) { const until = performance.now() + us / 1000; while (Atomics.load(cc, ${CGEN}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(cc, ${CGEN}) === seen; s++); }
+  Atomics.wait(cc, ${CGEN}, seen);
+  ${stampSource('id')}
+  if (hold !== null) while (Atomics.load(hold, 0) === 1) Atomics.wait(hold, 0, 1);
+  seen = Atomics.load(cc, ${CGEN});
+  drain();
+  const p = pools.get(Atomics.load(cc, ${CPOOL}));
+  if (p === undefined) continue;
+  const g = Atomics.load(p.c, p.gen);
+  if (g === p.last) continue;
+  p.last = g;
+  p.job(g);
+}
+`;
+
+/** A job kind: a runner's worker-side program (see the file's header), compiled once per worker. */
+export interface WorkerKind {
+  readonly id: number;
+  readonly name: string;
+  readonly source: string;
+}
+
+let kinds = 0;
+
+/**
+ * Registers a job kind: `source` is the body of a function of `(c, id, data, require)` run once per
+ * pool of the kind in each worker, returning the job function `(seen) => void` or `{ job, message }`.
+ */
+export function workerKind(name: string, source: string): WorkerKind {
+  return { id: ++kinds, name, source };
+}
+
+/** The crew: its workers, the kinds each has compiled, and whether it may grow. */
+const crew = {
+  workers: [] as PoolWorker[],
+  /** Kind id -> workers [0, n) that have its source. */
+  kindsSent: new Map<number, number>(),
+  broken: false,
+};
+
+/** Starts crew workers until there are `n`; false (now and from then on) when they cannot start or one died. */
+function grow(n: number): boolean {
+  if (crew.broken || crewControl === null) return false;
+  if (crew.workers.length >= n) return true;
+  const wt = nodeModule<{ Worker: WorkerCtor }>('node:worker_threads');
+  if (!wt) return false;
+  try {
+    while (crew.workers.length < n) {
+      const id = crew.workers.length;
+      const w = new wt.Worker(CREW_SOURCE, { eval: true, execArgv: [], workerData: { control: crewControl.buffer, id, start: Atomics.load(crewControl, CGEN), stamps: stamps!.buffer, hold: held?.buffer } });
+      w.unref();
+      // A worker that dies (its program throws outside a job's own error handling) must not take
+      // the process with it: no more workers start, and the jobs pools announce are computed by
+      // the calling thread and the workers left (a dead worker never joins a job).
+      w.on?.('error', () => {
+        crew.broken = true;
+      });
+      crew.workers.push(w);
+    }
+  } catch {
+    // Workers cannot start here (sandbox, resource limits): the runners compute alone from now on.
+    crew.broken = true;
+    return false;
+  }
+  return true;
+}
+
+/** Announces pool `pool`'s job (0: none, the workers only read their messages) to the crew. */
+function announce(pool: number, notify: boolean): void {
+  const cc = crewControl!;
+  Atomics.store(cc, CPOOL, pool);
+  Atomics.add(cc, CGEN, 1);
+  if (notify) Atomics.notify(cc, CGEN);
+}
+
+/**
+ * Makes the workers drop pool `id` (its job function and data: an engine's module and memory), at
+ * once: they are woken to read the message. Needs no reference to the pool, so a
+ * FinalizationRegistry can call it.
+ */
+export function endPool(id: number): void {
+  if (crew.workers.length === 0) return;
+  for (const w of crew.workers) w.postMessage({ pool: id, drop: true });
+  announce(0, true);
+}
+
+/** The crew's workers and the pools they hold, summed over the workers (tests: a dropped pool leaves the workers). */
+export function crewStats(): { workers: number; poolsHeld: number } {
+  let poolsHeld = 0;
+  if (crewControl !== null) for (let i = 0; i < crew.workers.length; i++) poolsHeld += Atomics.load(crewControl, CHELD + i);
+  return { workers: crew.workers.length, poolsHeld };
+}
+
+/**
+ * A worker's part of one job under the join protocol every pool uses (JavaScript source, inside a
+ * kind's job function, with the pool's job generation in `seen`): it counts itself into
  * control slot `inside`, runs `body` only when the job it woke for is still open (slot `open`
  * holds its generation, see `WorkerPool.openJob`) and `condition` holds, then counts itself out.
  * A worker that wakes after the calling thread closed the job (`closeJob`: every piece of work
@@ -101,18 +242,12 @@ export function joinSource(open: number, inside: number, condition: string, body
   try {
     if (Atomics.load(c, ${open}) === seen && (${condition})) {
       ${body}
-      ${LEAVE_STAMP}
+      ${stampSource(`${MAX_THREADS} + __tpukitId`)}
     }
   } finally {
     Atomics.sub(c, ${inside}, 1); // (also when the body throws: the calling thread must never wait for a worker that left)
     Atomics.notify(c, ${inside});
   }`;
-}
-
-/** Ends a pool's workers: generation -1 in its control block (the workers' loop exits on it), then a wake-up. Needs no reference to the pool, so a FinalizationRegistry can call it. */
-export function endWorkers(control: Int32Array, gen: number): void {
-  Atomics.store(control, gen, -1);
-  Atomics.notify(control, gen);
 }
 
 /** One pool's (or all pools') job counters in `poolJobTimes`. */
@@ -128,6 +263,8 @@ export interface PoolJobCounts {
   wakeMs: number;
   /** Jobs finished before any worker woke for them (the calling thread did all the work). */
   unwoken: number;
+  /** Jobs a worker joined (ran its part of, `joinSource`): the others the calling thread computed alone. */
+  joined: number;
   /** Times the calling thread went to sleep (`Atomics.wait`) in `waitFor` / `waitForZero`, its polls spent, and wall ms asleep. */
   sleeps: number;
   sleptMs: number;
@@ -139,13 +276,13 @@ export interface PoolJobCounts {
   lateCloses: number;
 }
 
-const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0, sleeps: 0, sleptMs: 0, lateMs: 0, lateCloses: 0 });
+const counts = (): PoolJobCounts => ({ jobs: 0, ms: 0, waitMs: 0, wakes: 0, wakeMs: 0, unwoken: 0, joined: 0, sleeps: 0, sleptMs: 0, lateMs: 0, lateCloses: 0 });
 
 /**
  * Where the calling thread's time goes around pool jobs (see `PoolJobCounts`), summed over every
  * pool that reports (the GEMM pool, xla-lite's kernel pool, the fused attention's pool) and per
  * pool name in `byPool` (`WorkerPool`'s `name`), plus `switches`: jobs that went to a different
- * pool than the job before (each such job wakes another set of workers). Off unless `enabled`
+ * pool than the job before (the same crew's workers run it, but their job code and data change). Off unless `enabled`
  * (env `TPUKIT_POOL_TIMES=1`): one boolean test per job when off.
  */
 export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number; byPool: Record<string, PoolJobCounts> } = {
@@ -159,28 +296,34 @@ export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number;
 let pools = 0;
 let lastPool = 0;
 
+/**
+ * One runner's pool: its control block and job protocol over the realm's crew (see the file's
+ * header). `ensure(n)` grows the crew to `n` workers and sets the pool up in each; `wake`
+ * announces a job; `openJob` / `closeJob` / `waitFor` are the calling thread's side of the join
+ * protocol; `end` makes the workers drop the pool.
+ */
 export class WorkerPool {
-  readonly workers: PoolWorker[] = [];
-  /** Set when workers cannot start or one died: no more are started. An object of its own, so that a worker's error listener can set it without holding the pool (a running worker is a GC root; through the listener it would keep the pool and its runner's engine alive, and the FinalizationRegistry that ends the workers of a dropped engine would never run). */
-  readonly #state = { broken: false };
+  /** The pool's id in the crew (its jobs are announced with it). */
+  readonly id = ++pools;
+  /** Workers [0, sentTo) have this pool set up. */
+  #sentTo = 0;
+  #ended = false;
   #t0 = 0;
-  /** The job's `wake` in epoch ms (comparable with the workers' wake stamps), and the stamps (one slot per worker). */
+  /** The job's `wake` in epoch ms (comparable with the workers' wake stamps). */
   #wakeAt = 0;
-  #stamps: Float64Array | null = null;
-  readonly #id = ++pools;
   /** Polls of a control slot the calling thread spends before sleeping on it. */
   readonly spin: number;
 
   /**
-   * @param source the workers' program (CommonJS, run with `eval: true`)
-   * @param control the shared control block
-   * @param gen the control slot holding the job generation
+   * @param kind the workers' job code (`workerKind`)
+   * @param control the pool's shared control block
+   * @param gen the control slot holding the pool's job generation
    * @param spin polls of a slot before sleeping on it (env `TPUKIT_POOL_SPIN` overrides)
-   * @param data extra `workerData` for worker `id`
+   * @param data the pool's data for worker `id` (its kind's function gets it as `data`; sent once per worker)
    * @param name the pool's key in `poolJobTimes.byPool`
    */
   constructor(
-    private readonly source: string,
+    private readonly kind: WorkerKind,
     readonly control: Int32Array,
     private readonly gen: number,
     spin: number,
@@ -195,32 +338,34 @@ export class WorkerPool {
     return typeof SharedArrayBuffer !== 'undefined' && nodeModule('node:worker_threads') !== null;
   }
 
-  /** Starts workers until there are `n`; false (now and from then on) when they cannot start. */
+  /** Workers that have this pool (the first `size` of the crew's). */
+  get size(): number {
+    return this.#sentTo;
+  }
+
+  /** Grows the crew to `n` workers and sets this pool up in each; false (now and from then on) when workers cannot start or one died. */
   ensure(n: number): boolean {
-    const state = this.#state;
-    if (state.broken) return false;
-    const wt = nodeModule<{ Worker: WorkerCtor }>('node:worker_threads');
-    if (!wt) return false;
-    try {
-      while (this.workers.length < n) {
-        const id = this.workers.length;
-        this.#stamps ??= new Float64Array(new SharedArrayBuffer(16 * MAX_THREADS));
-        const w = new wt.Worker(this.source, { eval: true, execArgv: [], workerData: { control: this.control.buffer, id, start: Atomics.load(this.control, this.gen), idleSpin, wakeStamps: this.#stamps.buffer, hold: held?.buffer, ...this.data(id) } });
-        w.unref();
-        // A worker that dies (its program throws outside a job) must not take the process with it:
-        // the pool starts no more workers, and the jobs it announces are computed by the calling
-        // thread and the workers left (a dead worker never joins a job, so nobody waits for it).
-        w.on?.('error', () => {
-          state.broken = true;
-        });
-        this.workers.push(w);
-      }
-    } catch {
-      // Workers cannot start here (sandbox, resource limits): the runner computes alone from now on.
-      state.broken = true;
-      return false;
+    if (this.#ended || !grow(n)) return false;
+    for (let w = this.#sentTo; w < n; w++) {
+      const worker = crew.workers[w];
+      const k = crew.kindsSent.get(this.kind.id) ?? 0;
+      for (let v = k; v <= w; v++) crew.workers[v].postMessage({ kind: this.kind.id, source: this.kind.source });
+      if (k <= w) crew.kindsSent.set(this.kind.id, w + 1);
+      worker.postMessage({ pool: this.id, kind: this.kind.id, control: this.control.buffer, gen: this.gen, start: Atomics.load(this.control, this.gen), data: this.data(w) });
+      this.#sentTo = w + 1;
     }
     return true;
+  }
+
+  /** Posts `message` to this pool's function `message` in worker `w` (read when the worker next wakes). */
+  post(w: number, message: unknown): void {
+    crew.workers[w].postMessage({ pool: this.id, message });
+  }
+
+  /** Makes the workers drop this pool (see `endPool`); it starts no workers afterwards. */
+  end(): void {
+    this.#ended = true;
+    endPool(this.id);
   }
 
   /**
@@ -238,10 +383,10 @@ export class WorkerPool {
   closeJob(open: number, inside: number): void {
     Atomics.store(this.control, open, 0);
     const slept = this.waitForZero(inside);
-    if (slept && this.#t0 !== 0 && this.#stamps !== null) {
+    if (slept && this.#t0 !== 0 && stamps !== null) {
       // (the last worker to leave this job woke the calling thread: how long that took)
       let last = 0;
-      for (let i = 0; i < this.workers.length; i++) last = Math.max(last, this.#stamps[MAX_THREADS + i]);
+      for (let i = 0; i < this.#sentTo; i++) last = Math.max(last, stamps[MAX_THREADS + i]);
       if (last >= this.#wakeAt) {
         const late = performance.timeOrigin + performance.now() - last;
         const mine = (poolJobTimes.byPool[this.name] ??= counts());
@@ -253,16 +398,16 @@ export class WorkerPool {
     }
   }
 
-  /** Announces a job: bumps the generation and wakes every worker. */
-  wake(): void {
+  /** Announces a job: bumps the pool's generation and the crew's, and wakes the workers (`notify` false: tests of the idle poll). */
+  wake(notify = true): void {
     if (poolJobTimes.enabled) {
       this.#t0 = performance.now();
       this.#wakeAt = performance.timeOrigin + this.#t0;
-      if (lastPool !== this.#id) poolJobTimes.switches++;
-      lastPool = this.#id;
+      if (lastPool !== this.id) poolJobTimes.switches++;
+      lastPool = this.id;
     }
     Atomics.add(this.control, this.gen, 1);
-    Atomics.notify(this.control, this.gen);
+    announce(this.id, notify);
   }
 
   /** Polls slot `i` until it reaches `target` (or the spin budget passes); returns its last value. */
@@ -324,11 +469,18 @@ export class WorkerPool {
     const ms = performance.now() - this.#t0;
     // The first worker to wake after this job's wake-up (stamps of earlier wake-ups are older).
     let first = Infinity;
-    const st = this.#stamps;
-    if (st !== null) for (let i = 0; i < this.workers.length; i++) if (st[i] >= this.#wakeAt && st[i] < first) first = st[i];
+    const st = stamps;
+    // (and whether a worker left this job after joining it: its leave stamp is newer than the wake)
+    let joined = 0;
+    if (st !== null)
+      for (let i = 0; i < this.#sentTo; i++) {
+        if (st[i] >= this.#wakeAt && st[i] < first) first = st[i];
+        if (st[MAX_THREADS + i] >= this.#wakeAt) joined = 1;
+      }
     const mine = (poolJobTimes.byPool[this.name] ??= counts());
     for (const t of [poolJobTimes, mine]) {
       t.jobs++;
+      t.joined += joined;
       t.ms += ms;
       if (first < Infinity) {
         t.wakes++;

@@ -1,16 +1,15 @@
 /**
- * The worker pool that runs xla-lite's WebAssembly kernels on several threads. It is core's
- * `wasm.WorkerPool` (the one implementation the systolic GEMM pool,
- * `core/src/backends/systolic/threads.ts`, uses too: starting the workers, waking them, waiting
- * on control slots) with a job protocol of its own, because the GEMM pool is built around one
- * GEMM module while xla-lite has one module per compiled executable:
+ * The worker pool that runs xla-lite's WebAssembly kernels on several threads: a pool (job kind
+ * 'kernels', a control block and job protocol of its own) over core's worker crew
+ * (`wasm.WorkerPool`, `core/src/wasm/workerPool.ts`): one worker set per realm that runs the jobs
+ * of this pool, the systolic GEMM's and the fused attention's, so kernels and products never wake
+ * separate workers. The GEMM pool is built around one GEMM module while xla-lite has one module
+ * per compiled executable:
  *
- * - Workers are plain JavaScript started from a string (`eval: true`, no imports, no worker
- *   file), so the same code runs from the TypeScript sources under vitest and from `dist/`.
  * - Each executable's program (compiled `WebAssembly.Module` + its shared `WebAssembly.Memory`)
- *   is posted to a worker the first time it runs a kernel there; the worker, blocked in
- *   `Atomics.wait` between jobs, picks such messages up synchronously with
- *   `receiveMessageOnPort` when the next job starts. Programs that are garbage-collected on
+ *   is posted to a worker the first time it runs a kernel there (`WorkerPool.post`); the worker,
+ *   blocked in `Atomics.wait` between jobs, picks such messages up synchronously with
+ *   `receiveMessageOnPort` when it next wakes. Programs that are garbage-collected on
  *   the calling side are dropped by the workers (FinalizationRegistry).
  * - One job = one kernel over work items [0, items): a single wake-up, then every thread (the
  *   calling one included) takes chunks of items from a shared atomic counter until none are
@@ -30,7 +29,7 @@
 import { getNumThreads } from '@tpukit/core';
 import { wasm } from '@tpukit/core/internal';
 
-const GEN = 0; // job generation: bumped to wake the workers
+const GEN = 0; // the pool's job generation: bumped to announce a job
 const DONE_ITEMS = 1; // items computed in the current job
 const ERR = 2;
 const NEXT = 3; // next item to take
@@ -45,14 +44,10 @@ const SLOTS = 16;
 /** Polls of a control slot before sleeping on it. */
 const SPIN = 4000;
 
-/** Between jobs: poll the generation a while, then sleep (core's `wasm.idleWaitSource`). */
-const IDLE_WAIT = wasm.idleWaitSource(GEN);
-
-/** A worker's part of a job it joined (see WORKER_SOURCE): chunks of the job's items until none are left. */
+/** A worker's part of a job it joined (see KERNELS_KIND): chunks of the job's items until none are left. */
 const JOB_SOURCE = `
     let k = null;
     try {
-      drain();
       k = programs.get(c[${PID}])[c[${FN}]];
     } catch (e) {
       Atomics.store(c, ${ERR}, 1);
@@ -72,32 +67,33 @@ const JOB_SOURCE = `
     }
 `;
 
-const WORKER_SOURCE = `
-const { parentPort, workerData, receiveMessageOnPort } = require('node:worker_threads');
-const c = new Int32Array(workerData.control);
-const id = workerData.id;
+/**
+ * The kernel pool's job kind (core's worker crew): the programs the worker was sent (their
+ * kernels by index; one that fails to instantiate stays absent, so a job that needs it fails
+ * with ERR), and the job function.
+ */
+const KERNELS_KIND = wasm.workerKind('kernels', `
 const programs = new Map();
-function drain() {
-  for (let m = receiveMessageOnPort(parentPort); m; m = receiveMessageOnPort(parentPort)) {
-    const x = m.message;
-    if (x.drop !== undefined) programs.delete(x.drop);
-    else {
-      // Kernel k<fn> at index fn (no name built per job).
-      const ex = new WebAssembly.Instance(x.module, { env: { mem: x.memory, sin: Math.sin, cos: Math.cos } }).exports;
-      const ks = [];
-      for (const n of Object.keys(ex)) if (/^k[0-9]+$/.test(n)) ks[Number(n.slice(1))] = ex[n];
-      programs.set(x.id, ks);
-    }
+function message(x) {
+  if (x.drop !== undefined) {
+    programs.delete(x.drop);
+    return;
+  }
+  try {
+    // Kernel k<fn> at index fn (no name built per job).
+    const ex = new WebAssembly.Instance(x.module, { env: { mem: x.memory, sin: Math.sin, cos: Math.cos } }).exports;
+    const ks = [];
+    for (const n of Object.keys(ex)) if (/^k[0-9]+$/.test(n)) ks[Number(n.slice(1))] = ex[n];
+    programs.set(x.id, ks);
+  } catch (e) {
+    programs.delete(x.id);
   }
 }
-let seen = workerData.start;
-for (;;) {
-  ${IDLE_WAIT}
-  seen = Atomics.load(c, ${GEN});
-  if (seen < 0) break;
+function job(seen) {
   ${wasm.joinSource(OPEN, INSIDE, `id < c[${ACTIVE}]`, JOB_SOURCE)}
 }
-`;
+return { job, message };
+`);
 
 /** What the pool needs of a program: an id, the compiled module and its shared memory. */
 export interface PoolProgram {
@@ -127,18 +123,17 @@ export function kernelThreadsAvailable(): boolean {
 }
 
 const control = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
-/** The workers (core's shared worker-thread machinery, as the systolic GEMM uses). */
-const pool = new wasm.WorkerPool(WORKER_SOURCE, control, GEN, SPIN, () => ({}), 'kernels');
-const workers = pool.workers;
+/** The pool over core's worker crew (the workers the systolic GEMM and the fused attention use too). */
+const pool = new wasm.WorkerPool(KERNELS_KIND, control, GEN, SPIN, () => ({}), 'kernels');
 let jobs = 0;
 
 /** Kernel runs split across worker threads so far (for tests and benchmarks). */
 export function poolStats(): { parallelJobs: number; workers: number } {
-  return { parallelJobs: jobs, workers: workers.length };
+  return { parallelJobs: jobs, workers: pool.size };
 }
 
 const dropped = new FinalizationRegistry<number>((id) => {
-  for (const w of workers) w.postMessage({ drop: id });
+  for (let w = 0; w < pool.size; w++) pool.post(w, { drop: id });
 });
 
 /** Registers a program's owner so the workers drop the program once the owner is collected. */
@@ -153,7 +148,7 @@ export function trackProgram(owner: object, id: number): void {
  */
 export function runParallel(prog: PoolProgram, fn: number, k: (lo: number, hi: number, thread: number) => void, items: number, chunk: number, threads: number, name: string): boolean {
   if (!pool.ensure(threads - 1)) return false;
-  for (let w = prog.sentTo; w < threads - 1; w++) workers[w].postMessage({ id: prog.id, module: prog.module, memory: prog.memory });
+  for (let w = prog.sentTo; w < threads - 1; w++) pool.post(w, { id: prog.id, module: prog.module, memory: prog.memory });
   prog.sentTo = Math.max(prog.sentTo, threads - 1);
   const c = control;
   c[PID] = prog.id;

@@ -625,9 +625,9 @@ describe('fused attention on two systolic backends in turn', () => {
   });
 });
 
-// A child process makes 4 engines in turn, runs an attention on 2 threads over each (one worker
-// per engine's memory), drops them, collects them and prints how many threads it started and
-// how many ended.
+// A child process makes 4 engines in turn, runs an attention on 2 threads over each (a pool of
+// the crew's one worker per engine's memory), drops them, collects them and prints how many
+// threads it started, how many pools the worker held and how many it dropped.
 const DROPPED_ENGINES_SCRIPT = `
 const { GemmEngine } = await import(dir + '/gemmEngine.ts');
 const { attentionFwdSystolic } = await import(dir + '/attention.ts');
@@ -639,14 +639,16 @@ const t0 = threads();
 for (let i = 0; i < 4; i++) attentionFwdSystolic([q, q, q], { scale: 0.3, isCausal: true }, [av([2, 16, 2, 8]), av([2, 2, 16])], false, undefined, new GemmEngine({ relaxed: false }));
 await sleep(200);
 const t1 = threads();
-console.log(JSON.stringify({ started: t1 - t0, ended: await endedSince(t1, 4) }));
+const h1 = poolsHeld();
+console.log(JSON.stringify({ started: t1 - t0, held: h1, dropped: await droppedSince(h1, 4) }));
 `;
 
 describe('fused attention over engines that are dropped', () => {
-  it.runIf(sharedMemory && canCountThreads)('ends the workers of a dropped engine\'s memory once the engine is collected (in a child process with --expose-gc)', () => {
-    const { started, ended } = runDroppedEnginesScript<{ started: number; ended: number }>(DROPPED_ENGINES_SCRIPT);
-    expect(started, 'a worker per engine\'s memory').toBeGreaterThanOrEqual(4);
-    expect(ended, 'threads ended after the engines were collected').toBeGreaterThanOrEqual(4);
+  it.runIf(sharedMemory && canCountThreads)('drops the pool of a dropped engine\'s memory from the shared worker once the engine is collected (in a child process with --expose-gc)', () => {
+    const { started, held, dropped } = runDroppedEnginesScript<{ started: number; held: number; dropped: number }>(DROPPED_ENGINES_SCRIPT);
+    expect(held, 'a pool per engine\'s memory').toBe(4);
+    expect(started, 'one worker for them all').toBeLessThan(4);
+    expect(dropped, 'the pools left the worker after the engines were collected').toBe(4);
   });
 });
 

@@ -12,8 +12,8 @@
  *
  * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
  * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
- * worker threads over the same shared memory (a pool of this file's own, started on first use;
- * workers compile the module from its bytes, which the job leaves in memory). Each item is
+ * worker threads over the same shared memory (a pool of job kind 'attention' per memory over
+ * core's worker crew, whose workers also run the GEMM's and xla-lite's jobs; the workers compile the module from its bytes, which the job leaves in memory). Each item is
  * computed by one thread in a fixed order, so results do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
@@ -43,13 +43,13 @@ import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
+import { joinSource, workerKind, WorkerPool } from '../../wasm/workerPool';
 import { type AttentionKernels, type AttentionModule, DESC, MAX_PAGES, QB, ROWS, SCRATCH, attentionModule, compiledAttentionModules } from './attentionModule';
 
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 
 // Control slots of the pool (Int32 in a SharedArrayBuffer).
-const GEN = 0; // job generation (bumped to wake the workers; -1 ends them)
+const GEN = 0; // the pool's job generation (bumped to announce a job)
 const DONE = 1; // items computed in the current job (by any thread)
 const ERR = 2; // set by a worker that failed
 const NEXT = 3; // next item to take
@@ -64,9 +64,6 @@ const DESC_AT = 11; // the job's descriptor (byte address)
 const OPEN = 12; // the generation of the job workers may still join (0 once closed)
 const INSIDE = 13; // workers between joining a job and leaving it
 const SPIN = 4000;
-
-/** Between jobs: poll the generation a while (off unless set), then sleep (see idleWaitSource). */
-const IDLE_WAIT = idleWaitSource(GEN);
 
 /** A worker's part of a job it joined: build the job's module when it changed, then take items until none are left. */
 const ATTENTION_JOB = `
@@ -99,20 +96,16 @@ const ATTENTION_JOB = `
     Atomics.add(c, ${WORKER_ITEMS}, done);
 `;
 
-const WORKER_SOURCE = `
-const { workerData } = require('node:worker_threads');
-const { control, id, start, memory } = workerData;
-const c = new Int32Array(control);
-let inst = null, modId = -1, seen = start;
-for (;;) {
-  ${IDLE_WAIT}
-  seen = Atomics.load(c, ${GEN});
-  if (seen < 0) break;
+/** The attention pools' job kind (core's worker crew, workerPool.ts): per arena's pool in each worker, its memory (`data`), the instance of the last module built, and the job function. */
+const ATTENTION_KIND = workerKind('attention', `
+const { memory } = data;
+let inst = null, modId = -1;
+return function job(seen) {
   // (core's join protocol: a job already closed, its items all computed by the time this worker
   // woke, is left alone; a worker inside is waited for)
   ${joinSource(OPEN, INSIDE, `id < c[${ACTIVE}] && Atomics.load(c, ${NEXT}) < c[${ITEMS}]`, ATTENTION_JOB)}
-}
-`;
+};
+`);
 
 /** Where the job's module bytes are left for the workers: this many bytes after the descriptor. */
 const MOD_BYTES_AT = 256;
@@ -251,7 +244,7 @@ class Arena {
     if (!this.shared || !WorkerPool.available()) return false;
     // (the workers' data names the memory, not this arena: a crew must not keep its host alive, see `crews`)
     const memory = this.memory;
-    this.crew.pool ??= new WorkerPool(WORKER_SOURCE, this.crew.control, GEN, SPIN, () => ({ memory }), 'attention');
+    this.crew.pool ??= new WorkerPool(ATTENTION_KIND, this.crew.control, GEN, SPIN, () => ({ memory }), 'attention');
     return this.crew.pool.ensure(n);
   }
 }
@@ -262,13 +255,13 @@ interface Crew {
   pool: WorkerPool | null;
 }
 
-/** Ends a crew's workers (its memory is no longer in use); the items they computed go to `retiredWorkerItems`. */
+/** Makes the workers drop a crew's pool and its memory (no longer in use); the items they computed go to `retiredWorkerItems`. */
 function retire(crew: Crew): void {
   retiredWorkerItems += Atomics.load(crew.control, WORKER_ITEMS);
   Atomics.store(crew.control, WORKER_ITEMS, 0);
   crews.delete(crew);
   if (crew.pool === null) return;
-  endWorkers(crew.control, GEN);
+  crew.pool.end();
   crew.pool = null;
 }
 
@@ -277,8 +270,8 @@ let ownArena: Arena | null = null;
 /**
  * The arena over each arena host in use (several systolic backends or engines alternate without
  * restarting workers). When a host is dropped (the backend made a new engine, e.g. on a
- * relaxed-SIMD switch) its arena goes with it and `dropped` ends its workers, which would
- * otherwise keep the old memory alive.
+ * relaxed-SIMD switch) its arena goes with it and `dropped` makes the workers drop its pool,
+ * whose memory they would otherwise keep alive.
  */
 const hostArenas = new WeakMap<ArenaHost, Arena>();
 const dropped = new FinalizationRegistry<Crew>(retire);

@@ -1,8 +1,9 @@
 /**
- * The worker pool behind the systolic GEMM (core's `wasm/workerPool.ts` starts, wakes and waits
- * for the workers; this file is the GEMM job protocol): `setNumThreads(n)` (default: the core
- * count). Every
- * worker instantiates the same compiled GEMM module over the same shared WebAssembly.Memory, so
+ * The worker pool behind the systolic GEMM (a pool of job kind 'gemm' over core's worker crew,
+ * `wasm/workerPool.ts`, which starts, wakes and waits for the workers that also run the fused
+ * attention's and xla-lite's jobs; this file is the GEMM job protocol): `setNumThreads(n)`
+ * (default: the core count). Every
+ * worker instantiates the engine's compiled GEMM module over its shared WebAssembly.Memory, so
  * the operands staged by the calling thread are visible to all. One product is one job, started
  * with a single wake-up: the calling thread first copies the host operands into wasm memory (only
  * it can read them) chunk by chunk, publishing how far it got, while the workers take chunks of
@@ -27,7 +28,7 @@
 import { envSwitch } from '../../env';
 import { getNumThreads, nodeModule } from '../../threads';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
-import { endWorkers, idleWaitSource, joinSource, WorkerPool } from '../../wasm/workerPool';
+import { endPool, joinSource, workerKind, WorkerPool } from '../../wasm/workerPool';
 import { type BatchJob, batchedStats, runItem, sourceEnd } from './batched';
 import type { GemmEngine, KBlockJob, ParallelJob } from './gemmEngine';
 import type { GemmExports } from './gemmModule';
@@ -42,7 +43,7 @@ const PACK_NAMES: string[] = [];
 for (const layout of ['rc', 'kc'] as const) for (const R of PACK_ROWS) for (const b of [false, true]) for (const f of [false, true]) PACK_NAMES.push(packFunctionName(layout, R, b, f));
 
 // The control block (Int32 slots). Counters first, then the job, then two packing descriptors.
-const GEN = 0; // job generation: bumped to wake the workers; -1 ends them
+const GEN = 0; // the pool's job generation: bumped to announce a job
 const INSIDE = 1; // workers inside the current job (core's join protocol, workerPool.ts joinSource)
 const ERR = 2; // set by a worker that failed
 const PACK_NEXT = 3; // next packing chunk to take
@@ -77,9 +78,6 @@ const K_FAILED = 1 << 29;
 
 /** Spins this many polls on a control slot before sleeping on it (a wake-up costs far more). */
 const SPIN = 4000;
-
-/** Between jobs: poll the generation a while, then sleep (see idleWaitSource). */
-const IDLE_WAIT = idleWaitSource(GEN);
 
 /**
  * A K-blocked job (MODE 3, `ParallelJob.kBlocks`): the product of two 'rc' operands read in place
@@ -215,15 +213,17 @@ const JOB_SOURCE = `
   Atomics.store(c, ${CUR} + id, ${NONE});
 `;
 
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const { module, memory, control, id, start, packNames } = workerData;
+/**
+ * The GEMM pools' job kind (core's worker crew, workerPool.ts): per engine's pool in each worker,
+ * an instance of the engine's GEMM module over its memory (`data`), and the job function.
+ */
+const GEMM_KIND = workerKind('gemm', `
+const { module, memory, packNames } = data;
 const inst = new WebAssembly.Instance(module, { env: { mem: memory } });
 const gemm = inst.exports.gemm;
 const micro = inst.exports.micro;
 const packs = packNames.map((n) => inst.exports[n]);
 const touch = inst.exports.touch_rows;
-const c = new Int32Array(control);
 // Chunk i of the packing kernels (packPlan.ts chunkCall): waits until the calling thread has
 // staged its source, then packs it. Skipped once the job has failed.
 function packChunk(i) {
@@ -283,14 +283,10 @@ function rowBlocks() {
   }
 }
 ${K_BLOCK_SOURCE}
-let seen = start;
-for (;;) {
-  ${IDLE_WAIT}
-  seen = Atomics.load(c, ${GEN});
-  if (seen < 0) break;
+return function job(seen) {
   ${joinSource(OPEN, INSIDE, `id < c[${JOB} + 10]`, JOB_SOURCE)}
-}
-`;
+};
+`);
 
 /** Whether worker threads can run here (Node worker_threads and a shared memory). */
 export function threadsAvailable(engine: GemmEngine): boolean {
@@ -421,7 +417,7 @@ class Pool {
     this.module = new WA.Module(engine.bytes);
     const ex = engine.exports as unknown as Record<string, PackFn>;
     this.packs = PACK_NAMES.map((n) => ex[n]);
-    this.pool = new WorkerPool(WORKER_SOURCE, this.control, GEN, SPIN, () => ({ module: this.module, memory: this.engine.memory, packNames: PACK_NAMES }), 'gemm');
+    this.pool = new WorkerPool(GEMM_KIND, this.control, GEN, SPIN, () => ({ module: this.module, memory: this.engine.memory, packNames: PACK_NAMES }), 'gemm');
   }
 
   /** Starts workers until there are `n`; throws when they cannot start. */
@@ -480,7 +476,7 @@ class Pool {
     // A worker that has not reached the tiles yet bounds nothing: every tile it will take is at
     // or past TILE_NEXT as read after its CUR (it stores CUR before it takes a tile), so bands
     // of the tiles this thread finished meanwhile are handed over without waiting for it.
-    for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
+    for (let w = 0; w < this.pool.size; w++) Atomics.store(c, CUR + w, NONE);
     const t0 = phaseClock();
     this.pool.openJob(OPEN);
     this.pool.wake();
@@ -528,7 +524,7 @@ class Pool {
     // Open the gate whatever happened, so that no worker is left waiting.
     Atomics.store(c, GATE, 1);
     Atomics.notify(c, GATE);
-    const all = this.pool.workers.length;
+    const all = this.pool.size;
     const tiles = c[JOB + 9];
     // Output rows handed to job.rows so far (in whole tile rows).
     let bands = 0;
@@ -695,7 +691,7 @@ class Pool {
     Atomics.store(c, STAGED, 0);
     Atomics.store(c, JOB + 13, sa.staged);
     Atomics.store(c, JOB + 14, sb.staged);
-    for (let w = 0; w < this.pool.workers.length; w++) Atomics.store(c, CUR + w, NONE);
+    for (let w = 0; w < this.pool.size; w++) Atomics.store(c, CUR + w, NONE);
     const tab = new Int32Array(e.memory.buffer, job.table, 3 * items); // (before the job opens: nothing may throw between wake and the try)
     this.pool.openJob(OPEN);
     this.pool.wake();
@@ -754,11 +750,11 @@ class Pool {
 
 const pools = new WeakMap<GemmEngine, Pool>();
 /**
- * Ends the workers of an engine that was dropped (a backend made a new engine, e.g. on a
- * relaxed-SIMD switch): they would otherwise wait forever and keep its memory alive. The held
- * value is the control block alone, which must not reference the engine.
+ * Makes the crew's workers drop the pool of an engine that was dropped (a backend made a new
+ * engine, e.g. on a relaxed-SIMD switch): their instance of its module would otherwise keep its
+ * memory alive. The held value is the pool's id alone, which must not reference the engine.
  */
-const droppedEngines = new FinalizationRegistry<Int32Array>((control) => endWorkers(control, GEN));
+const droppedEngines = new FinalizationRegistry<number>(endPool);
 /** The thread count each engine's runners were last installed for (the backend asks on every product). */
 const installed = new WeakMap<GemmEngine, number>();
 
@@ -776,7 +772,7 @@ export function applyThreads(engine: GemmEngine): void {
   if (!pool) {
     pool = new Pool(engine);
     pools.set(engine, pool);
-    droppedEngines.register(engine, pool.control);
+    droppedEngines.register(engine, pool.pool.id);
   }
   const p = pool;
   // Workers that cannot start here (sandbox, resource limits): run on the calling thread, and
