@@ -122,7 +122,7 @@ function checkResidual(op: string, name: 'lse' | 'probs', res: ShapedArray | und
  * The operands of `_bwd` or `_lin` (`fixed` of them before the optional mask) split: with
  * `saveProbs` the last is probs, and a mask is there when one more operand is left.
  */
-function splitKept<T>(op: string, xs: readonly T[], fixed: number, p: AttentionParams, what: string): { xs: T[]; mask: T | undefined; probs: T | undefined } {
+export function splitKept<T>(op: string, xs: readonly T[], fixed: number, p: AttentionParams, what: string): { xs: T[]; mask: T | undefined; probs: T | undefined } {
   const kept = p.saveProbs === true ? 1 : 0;
   const n = xs.length - kept;
   if (n !== fixed && n !== fixed + 1) throw new TypeError(`${op}: expected ${fixed + kept} or ${fixed + kept + 1} operands (${what}[, mask]${kept ? ', probs' : ''}); got ${xs.length}`);

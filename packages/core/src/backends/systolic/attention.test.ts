@@ -17,7 +17,7 @@ import { wasmFeatures } from '../../wasm/features';
 import { holdWorkers } from '../../wasm/workerPool';
 import { WA } from '../../wasm/webassemblyTypes';
 import { type ArenaHost, getBackend, registerBackend, withBackend } from '../../backend';
-import { attention, attentionBwdP, attentionFwdP, attentionOptions } from '../../lax/attention';
+import { attention, attentionBwdP, attentionFwdP, attentionOptions, attentionP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
 import { fromStorage, toStorage } from '../../storage';
 import { configure, withLedger } from './index';
@@ -255,6 +255,17 @@ describe('fused attention on the systolic backend', () => {
     expect([...f32(lse)]).toEqual([1, 2, 3, 4].map((c) => Math.fround(Math.log(c))));
   });
 
+  it('the inference primitive ignores saveProbs (it has no probs output): the same bits as without it, nothing written past its output', () => {
+    const c: Case = { b: 2, t: 9, s: 9, k: 2, g: 1, h: 8, causal: true, dtype: 'float32', seed: 11 };
+    const [q, k, v] = operands(c);
+    const params = { scale: 1 / Math.sqrt(c.h), isCausal: true };
+    const [want] = evalPrimitive(attentionP, [q, k, v], params);
+    const [got] = evalPrimitive(attentionP, [q, k, v], { ...params, saveProbs: true });
+    expect([...new Uint32Array(f32(got).buffer)]).toEqual([...new Uint32Array(f32(want).buffer)]);
+    // (a forward told to keep P with no storage for it would write P over whatever follows its output)
+    const [again] = evalPrimitive(attentionP, [q, k, v], params);
+    expect([...new Uint32Array(f32(again).buffer)]).toEqual([...new Uint32Array(f32(want).buffer)]);
+  });
   it('bad residuals: the backward names probs or lse and the shape it needs', () => {
     const c: Case = { b: 2, t: 4, s: 5, k: 1, g: 2, h: 3, causal: false, dtype: 'float32', seed: 1 };
     const [q, k, v, w] = operands(c);

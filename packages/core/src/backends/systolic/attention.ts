@@ -38,7 +38,7 @@ import * as bf16 from '../../bf16';
 import type { ArenaHost } from '../../backend';
 import type { StorageArray } from '../../dtype';
 import type { HostArray, ShapedArray } from '../../primitive';
-import { type AttentionParams, attentionDims } from '../../lax/attention';
+import { type AttentionParams, attentionDims, splitKept } from '../../lax/attention';
 import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
@@ -415,7 +415,7 @@ export function attentionScratchBytes(T: number, S: number, H: number, backward:
  * scratch area per thread. Returns the descriptor's byte address and the raw regions' addresses,
  * or null when the arena's host cannot hold the job (nothing begun).
  */
-function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backward: boolean, raw: number[], fixed: number[], threads: number, modBytes: number, mask?: HostArray): { desc: number; at: number[] } | null {
+function layout(a: Arena, p: Plan, params: AttentionParams, keep: boolean, bf: boolean, backward: boolean, raw: number[], fixed: number[], threads: number, modBytes: number, mask?: HostArray): { desc: number; at: number[] } | null {
   const { tp } = p;
   const { offs, bytes: scratch } = scratchLayout(tp, p.hp, p.sp, backward);
   let at = ceil(MOD_BYTES_AT + modBytes, 64);
@@ -442,7 +442,7 @@ function layout(a: Arena, p: Plan, params: AttentionParams, bf: boolean, backwar
   set(DESC.TP, tp);
   set(DESC.CAUSAL, params.isCausal ? 1 : 0);
   set(DESC.BF16, bf ? 1 : 0);
-  set(DESC.PROBS, params.saveProbs === true ? 1 : 0);
+  set(DESC.PROBS, keep ? 1 : 0);
   a.f32[o + DESC.SCALE] = params.scale;
   rawAt.forEach((r, i) => set(DESC.QR + i, r));
   set(DESC.QSTRIDE, p.N * p.H * 4);
@@ -520,7 +520,7 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
   }
   const rows = p.B * p.N * p.T;
   const outs = lse === null ? [out] : probs === null ? [out, lse] : [out, lse, probs];
-  const job: Job = { p, params: lse === null && params.saveProbs === true ? { ...params, saveProbs: false } : params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: false, ins: [q.data, k.data, v.data], bfIns: 3, outs };
+  const job: Job = { p, params, keep: probs !== null, relaxed, mask, bf: q.dtype === 'bfloat16', backward: false, ins: [q.data, k.data, v.data], bfIns: 3, outs };
   runJob(job, [q.data.length, k.data.length, v.data.length, q.data.length, rows, ...(probs === null ? [] : [probs.length])], host);
 }
 
@@ -528,6 +528,8 @@ function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean,
 interface Job {
   p: Plan;
   params: AttentionParams;
+  /** P goes through the probs slot: the forward writes it (an output is there for it), the backward reads it instead of recomputing it (`saveProbs`). */
+  keep: boolean;
   relaxed: boolean;
   mask: HostArray | undefined;
   bf: boolean;
@@ -549,7 +551,7 @@ function runJob(job: Job, raw: number[], host: ArenaHost | null): void {
   const fixed = placements(a, ins, outs);
   let laid: { desc: number; at: number[] } | null = null;
   try {
-    laid = layout(a, p, job.params, job.bf, job.backward, raw, fixed, threads, mod.bytes.length, job.mask);
+    laid = layout(a, p, job.params, job.keep, job.bf, job.backward, raw, fixed, threads, mod.bytes.length, job.mask);
     if (laid !== null) {
       const { desc, at } = laid;
       for (let i = 0; i < fixed.length; i++) {
@@ -582,16 +584,14 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
 
 /** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut[, mask][, probs]) (into `outs` when given): P read from probs when it is there (`saveProbs`), else recomputed from lse. */
 export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host: ArenaHost | null = null): StorageArray[] {
-  const kept = params.saveProbs === true;
-  const [q, k, v, lseIn, dout] = inputs;
-  const mask = inputs.length > (kept ? 6 : 5) ? inputs[5] : undefined;
+  const { xs: [q, k, v, lseIn, dout], mask, probs } = splitKept('dot_product_attention_bwd', inputs, 5, params, 'query, key, value, lse, dOut');
   // (the kernels read P's rows at the residual's slot when it is kept: lse is not needed then)
-  const lse = kept ? inputs[inputs.length - 1] : lseIn;
+  const lse = probs ?? lseIn;
   const p = plan(q, k);
   const res = outAvals.map((o, i) => storage(o.dtype, inputs[i].data.length, outs?.[i]));
   if (q.data.length === 0 || k.data.length === 0) return res.map((x) => x.fill(0));
   const [nq, nk] = [q.data.length, k.data.length];
-  const job: Job = { p, params, relaxed, mask, bf: q.dtype === 'bfloat16', backward: true, ins: [q.data, k.data, v.data, dout.data, lse.data], bfIns: 4, outs: res };
+  const job: Job = { p, params, keep: probs !== undefined, relaxed, mask, bf: q.dtype === 'bfloat16', backward: true, ins: [q.data, k.data, v.data, dout.data, lse.data], bfIns: 4, outs: res };
   runJob(job, [nq, nk, nk, nq, lse.data.length, nq, nk, nk], host);
   return res;
 }
