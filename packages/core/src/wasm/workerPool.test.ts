@@ -1,6 +1,6 @@
 /** The shared worker machinery: one crew of workers runs the jobs of every pool, each pool's once, whether a worker sleeps between jobs or polls. */
 import { afterAll, describe, expect, it } from 'vitest';
-import { crewStats, getWorkerIdleSpinMicros, holdWorkers, joinSource, poolJobTimes, setWorkerIdleSpinMicros, workerKind, WorkerPool } from './workerPool';
+import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdWorkers, joinSource, poolJobTimes, setWorkerIdleSpinMicros, workerKind, WorkerPool } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -268,6 +268,48 @@ describe('WorkerPool', () => {
   });
 
   // Last: the worker it kills is the crew's (this file's realm starts no more workers after it).
+  it.runIf(WorkerPool.available())('a message posted to a pool after its worker read its messages, then its job announced, reaches the worker before the job (xla-lite posts a program a job needs that way)', () => {
+    // The job records the last message's value; the worker is held after reading its messages for
+    // an earlier job of the same pool while the message is posted and the next job announced.
+    const RECEIVED = 2;
+    const MESSAGED = workerKind('test-message', `let last = 0;
+      return { message(m) { last = m; }, job(seen) { Atomics.store(c, ${RECEIVED}, last); Atomics.store(c, ${DONE}, seen); Atomics.notify(c, ${DONE}); } };`);
+    const { c, pool } = makePool(MESSAGED, 'test-message');
+    pool.post(0, 7);
+    pool.wake();
+    pool.waitFor(DONE, Atomics.load(c, GEN));
+    expect(c[RECEIVED]).toBe(7);
+    const h = holdAfterRead(true)!;
+    try {
+      pool.wake(); // the worker wakes, reads its messages (none new), and stops
+      const deadline = Date.now() + 5_000;
+      while (Atomics.load(h, 2) !== 1 && Date.now() < deadline) Atomics.wait(h, 2, 0, 10);
+      expect(Atomics.load(h, 2)).toBe(1);
+      pool.post(0, 8);
+      pool.wake();
+    } finally {
+      holdAfterRead(false);
+    }
+    pool.waitFor(DONE, Atomics.load(c, GEN));
+    expect(c[RECEIVED]).toBe(8);
+    pool.end();
+  });
+
+  it.runIf(WorkerPool.available())('a pool whose setup throws in a worker is left out there: its jobs run without that worker, and the worker runs every other pool\'s jobs', () => {
+    const BAD = workerKind('test-bad-setup', `throw new Error('setup failed');`);
+    const failed = crewStats().setupsFailed;
+    const bad = makePool(BAD, 'test-bad-setup');
+    const good = makePool(SUMMING, 'test-good');
+    bad.pool.wake(); // (the worker reads the bad setup with this wake-up)
+    good.pool.wake();
+    const deadline = Date.now() + 5_000;
+    while (Atomics.load(good.c, DONE) !== Atomics.load(good.c, GEN) && Date.now() < deadline) Atomics.wait(good.c, DONE, Atomics.load(good.c, DONE), 10);
+    expect(Atomics.load(good.c, DONE), 'the worker lives on and runs the good pool\'s job').toBe(Atomics.load(good.c, GEN));
+    expect(crewStats().setupsFailed).toBe(failed + 1);
+    expect(bad.pool.ensure(1), 'the crew still grows').toBe(true);
+    bad.pool.end();
+    good.pool.end();
+  });
   it.runIf(WorkerPool.available())('join protocol: a job body that throws still counts its worker out, and the dead worker neither crashes the process nor holds up later jobs', async () => {
     const THROWING = workerKind('test-throw', joiningSource(1, `throw new Error('job body failed');`));
     const { c, pool } = makePool(THROWING, 'test-throw');

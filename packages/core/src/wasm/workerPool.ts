@@ -55,7 +55,8 @@ const envPolls = envNumber('TPUKIT_POOL_SPIN', 0, 1e9);
 const CGEN = 0; // the crew's generation: bumped to announce a job of any pool
 const CPOOL = 1; // the announced job's pool id (0: none, the workers only read their messages)
 const CSPIN = 2; // the idle poll in microseconds (read by each worker before each idle wait)
-const CHELD = 3; // per worker from here: the pools it holds (for tests of dropped pools)
+const CFAILED = 3; // pool setups that threw in a worker (the pool is left out there; `crewStats`)
+const CHELD = 4; // per worker from here: the pools it holds (for tests of dropped pools)
 const CSLOTS = CHELD + MAX_THREADS;
 
 const crewControl = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(4 * CSLOTS));
@@ -65,7 +66,7 @@ const crewControl = typeof SharedArrayBuffer === 'undefined' ? null : new Int32A
  * `Atomics.wait` (env `TPUKIT_WORKER_SPIN_US` overrides). 0: sleep at once. Read by the workers
  * before every idle wait, so a change applies to running workers.
  */
-let idleSpin = envNumber('TPUKIT_WORKER_SPIN_US', 0, 1e6, false) ?? 0;
+let idleSpin = Math.round(envNumber('TPUKIT_WORKER_SPIN_US', 0, 1e6, false) ?? 0);
 if (crewControl !== null) Atomics.store(crewControl, CSPIN, idleSpin);
 
 export function getWorkerIdleSpinMicros(): number {
@@ -75,18 +76,30 @@ export function getWorkerIdleSpinMicros(): number {
 /** Sets the workers' idle poll (benchmarks comparing settings); applies from their next idle wait. */
 export function setWorkerIdleSpinMicros(us: number): void {
   if (typeof us !== 'number' || !Number.isFinite(us) || us < 0 || us > 1e6) throw new RangeError(`setWorkerIdleSpinMicros: us must be a number in 0..1e6; got ${String(us)}`);
-  idleSpin = us;
-  if (crewControl !== null) Atomics.store(crewControl, CSPIN, Math.round(us));
+  idleSpin = Math.round(us);
+  if (crewControl !== null) Atomics.store(crewControl, CSPIN, idleSpin);
 }
 
-/** Slot 0: 1 while `holdWorkers(true)` holds woken workers back (tests). */
-const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(4));
+/** Slot 0: 1 while `holdWorkers(true)` holds woken workers back; slot 1: 1 while `holdAfterRead(true)` holds them after their first read of messages, slot 2: 1 while one is held there (tests). */
+const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(12));
 
 /**
  * Tests only: with `on`, the workers that wake from now on wait before looking at the job (as a
  * worker without a core would), until `holdWorkers(false)`. Returns the shared slot (1 while
  * held), so that a test can release it from another thread.
  */
+/**
+ * Tests only: with `on`, a woken worker stops right after it read the announced pool's id and its
+ * messages, before it looks at that pool's job (as a worker preempted there would), setting slot 2
+ * of the returned slots to 1 while it waits, until `holdAfterRead(false)`.
+ */
+export function holdAfterRead(on: boolean): Int32Array | null {
+  if (held === null) return null;
+  Atomics.store(held, 1, on ? 1 : 0);
+  if (!on) Atomics.notify(held, 1);
+  return held;
+}
+
 export function holdWorkers(on: boolean): Int32Array | null {
   if (held === null) return null;
   Atomics.store(held, 0, on ? 1 : 0);
@@ -122,12 +135,24 @@ const pools = new Map();
 function drain() {
   for (let m = receiveMessageOnPort(parentPort); m; m = receiveMessageOnPort(parentPort)) {
     const x = m.message;
-    if (x.source !== undefined) kinds.set(x.kind, new Function('c', 'id', 'data', 'require', x.source));
-    else if (x.drop) pools.delete(x.pool);
+    if (x.source !== undefined) {
+      try {
+        kinds.set(x.kind, new Function('c', 'id', 'data', 'require', x.source));
+      } catch {
+        // (a kind that does not compile: its pools are never set up here, their jobs run without this worker)
+      }
+    } else if (x.drop) pools.delete(x.pool);
     else if (x.control !== undefined) {
-      const c = new Int32Array(x.control);
-      const made = kinds.get(x.kind)(c, id, x.data, require);
-      pools.set(x.pool, { c, gen: x.gen, last: x.start, job: typeof made === 'function' ? made : made.job, message: typeof made === 'function' ? null : made.message });
+      // A pool whose setup throws (its kind missing, a module that does not instantiate) is left
+      // out in this worker: its jobs run on the calling thread and the other workers, and the
+      // worker lives on for every other pool.
+      try {
+        const c = new Int32Array(x.control);
+        const made = kinds.get(x.kind)(c, id, x.data, require);
+        pools.set(x.pool, { c, gen: x.gen, last: x.start, job: typeof made === 'function' ? made : made.job, message: typeof made === 'function' ? null : made.message });
+      } catch {
+        Atomics.add(cc, ${CFAILED}, 1);
+      }
     } else pools.get(x.pool)?.message?.(x.message);
   }
   Atomics.store(cc, ${CHELD} + id, pools.size);
@@ -140,11 +165,24 @@ for (;;) {
   ${stampSource('id')}
   if (hold !== null) while (Atomics.load(hold, 0) === 1) Atomics.wait(hold, 0, 1);
   seen = Atomics.load(cc, ${CGEN});
+  // (the pool id first: a pool's setup is posted before its id is announced, so the drain after
+  // reading the id sees the setup)
+  const pid = Atomics.load(cc, ${CPOOL});
   drain();
-  const p = pools.get(Atomics.load(cc, ${CPOOL}));
+  if (hold !== null && Atomics.load(hold, 1) === 1) {
+    Atomics.store(hold, 2, 1);
+    Atomics.notify(hold, 2);
+    while (Atomics.load(hold, 1) === 1) Atomics.wait(hold, 1, 1);
+    Atomics.store(hold, 2, 0);
+  }
+  const p = pools.get(pid);
   if (p === undefined) continue;
   const g = Atomics.load(p.c, p.gen);
   if (g === p.last) continue;
+  // The runner posts what job g needs (a program) before it bumps g: messages that arrived since
+  // the drain above (this worker may have read its messages before that post, waking for
+  // something else) are read now, before the job.
+  drain();
   p.last = g;
   p.job(g);
 }
@@ -218,14 +256,23 @@ function announce(pool: number, notify: boolean): void {
 export function endPool(id: number): void {
   if (crew.workers.length === 0) return;
   for (const w of crew.workers) w.postMessage({ pool: id, drop: true });
-  announce(0, true);
+  readMessages();
+}
+
+/**
+ * Wakes the crew's workers to read their messages now (a runner's drop of data it no longer
+ * needs, e.g. xla-lite's program of a collected executable) instead of at the next job. Call
+ * between jobs (a FinalizationRegistry callback is).
+ */
+export function readMessages(): void {
+  if (crew.workers.length > 0) announce(0, true);
 }
 
 /** The crew's workers and the pools they hold, summed over the workers (tests: a dropped pool leaves the workers). */
-export function crewStats(): { workers: number; poolsHeld: number } {
+export function crewStats(): { workers: number; poolsHeld: number; setupsFailed: number } {
   let poolsHeld = 0;
   if (crewControl !== null) for (let i = 0; i < crew.workers.length; i++) poolsHeld += Atomics.load(crewControl, CHELD + i);
-  return { workers: crew.workers.length, poolsHeld };
+  return { workers: crew.workers.length, poolsHeld, setupsFailed: crewControl === null ? 0 : Atomics.load(crewControl, CFAILED) };
 }
 
 /**

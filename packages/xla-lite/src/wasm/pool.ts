@@ -134,6 +134,8 @@ export function poolStats(): { parallelJobs: number; workers: number } {
 
 const dropped = new FinalizationRegistry<number>((id) => {
   for (let w = 0; w < pool.size; w++) pool.post(w, { drop: id });
+  // (woken to read the drops now: the program's module and memory go at once, not at the next job)
+  wasm.readMessages();
 });
 
 /** Registers a program's owner so the workers drop the program once the owner is collected. */

@@ -126,8 +126,8 @@ class Arena {
   i32!: Int32Array;
   u8!: Uint8Array;
   private readonly instances = new Map<number, AttentionKernels>();
-  /** Its worker threads (started on first use) and their control block, kept apart from the host (see `crews`). */
-  readonly crew: Crew;
+  /** Its pool over core's worker crew (set up on first use) and the pool's control block, kept apart from the host (see `arenaPools`). */
+  readonly arenaPool: ArenaPool;
   /** The current job's region: byte address and bytes (-1: none). */
   private base = -1;
 
@@ -135,8 +135,8 @@ class Arena {
     this.shared = host !== null || (wasmFeatures().threads && WorkerPool.available());
     this.maxPages = host ? host.maxPages : MAX_PAGES;
     this.memory = host ? host.memory : new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
-    this.crew = { control: this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64), pool: null };
-    crews.add(this.crew);
+    this.arenaPool = { control: this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64), pool: null };
+    arenaPools.add(this.arenaPool);
     this.views();
   }
 
@@ -200,8 +200,8 @@ class Arena {
       for (let i = 0; i < items; i++) run(i, 0, desc);
       return;
     }
-    const c = this.crew.control;
-    const pool = this.crew.pool!;
+    const c = this.arenaPool.control;
+    const pool = this.arenaPool.pool!;
     // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
     new Uint8Array(this.memory.buffer, desc + MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
     // (`attentionTesting.breakModule`: an id no worker has built and no bytes, so building fails)
@@ -242,27 +242,27 @@ class Arena {
   /** Starts the pool with at least `n` workers; false when workers cannot run here. */
   private startPool(n: number): boolean {
     if (!this.shared || !WorkerPool.available()) return false;
-    // (the workers' data names the memory, not this arena: a crew must not keep its host alive, see `crews`)
+    // (the workers' data names the memory, not this arena: an arena's pool must not keep its host alive, see `arenaPools`)
     const memory = this.memory;
-    this.crew.pool ??= new WorkerPool(ATTENTION_KIND, this.crew.control, GEN, SPIN, () => ({ memory }), 'attention');
-    return this.crew.pool.ensure(n);
+    this.arenaPool.pool ??= new WorkerPool(ATTENTION_KIND, this.arenaPool.control, GEN, SPIN, () => ({ memory }), 'attention');
+    return this.arenaPool.pool.ensure(n);
   }
 }
 
 /** An arena's worker pool (null until started) and its control block. */
-interface Crew {
+interface ArenaPool {
   readonly control: Int32Array;
   pool: WorkerPool | null;
 }
 
-/** Makes the workers drop a crew's pool and its memory (no longer in use); the items they computed go to `retiredWorkerItems`. */
-function retire(crew: Crew): void {
-  retiredWorkerItems += Atomics.load(crew.control, WORKER_ITEMS);
-  Atomics.store(crew.control, WORKER_ITEMS, 0);
-  crews.delete(crew);
-  if (crew.pool === null) return;
-  crew.pool.end();
-  crew.pool = null;
+/** Makes the workers drop an arena's pool and its memory (no longer in use); the items they computed go to `retiredWorkerItems`. */
+function retire(ap: ArenaPool): void {
+  retiredWorkerItems += Atomics.load(ap.control, WORKER_ITEMS);
+  Atomics.store(ap.control, WORKER_ITEMS, 0);
+  arenaPools.delete(ap);
+  if (ap.pool === null) return;
+  ap.pool.end();
+  ap.pool = null;
 }
 
 /** The arena of the attention's own memory. */
@@ -274,9 +274,9 @@ let ownArena: Arena | null = null;
  * whose memory they would otherwise keep alive.
  */
 const hostArenas = new WeakMap<ArenaHost, Arena>();
-const dropped = new FinalizationRegistry<Crew>(retire);
-/** The crews of arenas in use (for `attentionStats`). */
-const crews = new Set<Crew>();
+const dropped = new FinalizationRegistry<ArenaPool>(retire);
+/** The pools of arenas in use (for `attentionStats`). */
+const arenaPools = new Set<ArenaPool>();
 /** Arenas made (for tests: one per host, not one per call). */
 let arenasMade = 0;
 
@@ -289,7 +289,7 @@ function arenaFor(host: ArenaHost | null): Arena {
   if (a === undefined) {
     a = newArena(host);
     hostArenas.set(host, a);
-    dropped.register(host, a.crew);
+    dropped.register(host, a.arenaPool);
   }
   return a;
 }
@@ -306,7 +306,7 @@ function newArena(host: ArenaHost | null): Arena {
  */
 export function attentionStats(): { jobs: number; pooled: number; workerItems: number; modules: number; inPlaceBytes: number; copiedBytes: number; ownMemoryFallbacks: number; arenas: number } {
   let workerItems = retiredWorkerItems;
-  for (const c of crews) workerItems += Atomics.load(c.control, WORKER_ITEMS);
+  for (const c of arenaPools) workerItems += Atomics.load(c.control, WORKER_ITEMS);
   return { ...stats, workerItems, modules: compiledAttentionModules(), arenas: arenasMade };
 }
 /** Jobs, pooled jobs, bytes of operands and results read or written in place (in the backend's memory) or copied in or out, and jobs moved to the own memory. */
