@@ -36,6 +36,19 @@ describe('README example', () => {
     expect(jit(embed).lower(wte, x).compile({ oneHot: false }).passStats.oneHot).toBe(0);
   });
 
+  it('the sibling fusion example (pipeline step 5b) reads dy once for dgamma and dbeta, with the same bits', () => {
+    const dy = np.ones([2048, 128]);
+    const xhat = np.ones([2048, 128]);
+    const lnGrads = (dy: any, xhat: any) => [np.sum(np.multiply(dy, xhat), { axis: 0 }), np.sum(dy, { axis: 0 })];
+    const c = jit(lnGrads).lower(dy, xhat).compile();
+    expect(c.passStats.siblingFusion).toBe(1);
+    expect(strip(c.asText())).toMatch(/\(f32\[128\]\{0\}, f32\[128\]\{0\}\) fusion\(%Arg_0\.N, %Arg_1\.N\), kind=kInput/);
+    const apart = jit(lnGrads).lower(dy, xhat).compile({ siblingFusion: false });
+    expect(apart.costAnalysis().bytesAccessed - c.costAnalysis().bytesAccessed).toBe(1048576);
+    const [a, b] = [c.call([dy, xhat]), apart.call([dy, xhat])];
+    for (let i = 0; i < 2; i++) expect(Array.from(a[i].dataSync())).toEqual(Array.from(b[i].dataSync()));
+  });
+
   it('the Debugging example prints at run time and donates params', () => {
     const printed = debug.capturePrints();
     try {
