@@ -10,11 +10,10 @@
  * default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default 1), ATTN_BENCH_ROUNDS (default 5),
  * ATTN_BENCH_CALLS (per round, default 20).
  */
-import { loadavg } from 'node:os';
 import { type Array, grad, nn, np, random, setBackend, setNumThreads } from '@tpukit/core';
 import { jit } from '@tpukit/xla-lite';
 import { attentionShape, positiveEnv } from './attentionHarness';
-import { median } from './timing';
+import { cpuWall, loadAndTime, median } from './timing';
 
 const { B, T, N, H, causal } = attentionShape('attention');
 const ROUNDS = positiveEnv('attention', 'ATTN_BENCH_ROUNDS', 5);
@@ -44,20 +43,19 @@ for (const what of ['forward', 'fwd+bwd'] as const)
 
 const measure = (x: Variant, record: boolean): void => {
   setNumThreads(x.threads);
-  const c0 = process.cpuUsage();
-  const t0 = performance.now();
-  for (let i = 0; i < CALLS; i++) x.run();
-  const c = process.cpuUsage(c0);
+  const { wall, cpu } = cpuWall(() => {
+    for (let i = 0; i < CALLS; i++) x.run();
+  });
   if (!record) return;
-  x.wall.push((performance.now() - t0) / CALLS);
-  x.cpu.push((c.user + c.system) / 1000 / CALLS);
+  x.wall.push(wall / CALLS);
+  x.cpu.push(cpu / CALLS);
 };
 for (const x of variants) measure(x, false);
 for (let r = 0; r < ROUNDS; r++) for (const x of r % 2 === 0 ? variants : [...variants].reverse()) measure(x, true);
 setNumThreads(null);
 
 const by = (name: string): Variant => variants.find((x) => x.name === name)!;
-console.log(`bench:attention: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, ${ROUNDS} rounds x ${CALLS} calls, jitted; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+console.log(`bench:attention: [${B}, ${T}, ${N}, ${H}]${causal ? ' causal' : ''}, ${ROUNDS} rounds x ${CALLS} calls, jitted; ${loadAndTime()}`);
 for (const x of variants) {
   const ratio = x.cpu.reduce((a, b) => a + b, 0) / x.wall.reduce((a, b) => a + b, 0);
   console.log(`  ${x.name.padEnd(20)} ${median(x.wall).toFixed(2).padStart(7)} ms wall  ${median(x.cpu).toFixed(2).padStart(7)} ms CPU  CPU-s per wall-s ${ratio.toFixed(2)}`);

@@ -4,7 +4,6 @@
  * sources they load, operand descriptors, one call's CPU and wall time, the header's load and
  * time, and a training step's layers of attention calls with operands and results in arena memory.
  */
-import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { ArenaHost } from '../packages/core/src/backend';
@@ -49,18 +48,6 @@ export const hostArray = (data: Float32Array | Uint8Array, shape: number[], dtyp
 /** An abstract value (a result's shape and dtype). */
 export const aval = (shape: number[], dtype = 'float32') => ({ shape, dtype }) as never;
 
-/** `load a b c; <ISO time>`, for a bench's header line. */
-export const loadAndTime = (): string => `load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`;
-
-/** Wall ms and process CPU ms (all threads) of one call of `fn`. */
-export function cpuWall(fn: () => void): { wall: number; cpu: number } {
-  const c0 = process.cpuUsage();
-  const t0 = performance.now();
-  fn();
-  const wall = performance.now() - t0;
-  const c = process.cpuUsage(c0);
-  return { wall, cpu: (c.user + c.system) / 1000 };
-}
 
 /** One layer's fused-attention calls, see `layerCalls`. */
 export interface LayerCalls {
@@ -121,18 +108,16 @@ export function stepLayers(o: { attn: SystolicAttention; shape: AttentionShape; 
     layerCalls({ attn, shape: o.shape, relaxed, arena, ins: [0, 1, 2, 3].map((i) => o.operand(i)), fo: [region(n), region(B * N * T), region(B * N * T * S)], bo: [0, 1, 2].map(() => region(n)) }),
   );
   const other = region(2 << 20);
-  const fwd = (l: number, keep: boolean): void => layers[l].fwd(keep);
-  const bwd = (l: number, keep: boolean): void => layers[l].bwd(keep);
   return {
     L,
     step(keep, time) {
       for (let l = 0; l < L; l++) {
         other.fill(l);
-        time('fwd', () => fwd(l, keep));
+        time('fwd', () => layers[l].fwd(keep));
       }
       for (let l = L - 1; l >= 0; l--) {
         other.fill(l);
-        time('bwd', () => bwd(l, keep));
+        time('bwd', () => layers[l].bwd(keep));
       }
     },
   };

@@ -17,8 +17,8 @@
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
  * checkout's; e.g. /work/main/packages/core/src for main's kernels in an A/B).
  */
-import { attentionShape, aval as av, coreSrc, cpuWall, hostArray as host, layerCalls, loadAndTime, loadCore, positiveEnv, stepLayers } from './attentionHarness';
-import { median } from './timing';
+import { attentionShape, aval as av, coreSrc, hostArray as host, layerCalls, loadCore, positiveEnv, stepLayers } from './attentionHarness';
+import { cpuWall, loadAndTime, median } from './timing';
 
 const modMod = await loadCore<typeof import('../packages/core/src/backends/systolic/attentionModule')>('backends/systolic/attentionModule.ts');
 const attnMod = await loadCore<typeof import('../packages/core/src/backends/systolic/attention')>('backends/systolic/attention.ts');

@@ -15,8 +15,8 @@
  * ATTN_BENCH_RUNS (steps per thread count, default 30), ATTN_THREADS_GEMM (default 0),
  * ATTN_CORE_SRC (the core sources to load, default this checkout's).
  */
-import { attentionShape, coreSrc, cpuWall, loadAndTime, loadCore, positiveEnv, stepLayers } from './attentionHarness';
-import { median } from './timing';
+import { attentionShape, coreSrc, loadCore, positiveEnv, stepLayers } from './attentionHarness';
+import { cpuWall, loadAndTime, median } from './timing';
 
 const core = await loadCore<typeof import('../packages/core/src/index')>('index.ts');
 const { getBackend } = await loadCore<typeof import('../packages/core/src/backend')>('backend.ts');

@@ -122,12 +122,15 @@ function checkResidual(op: string, name: 'lse' | 'probs', res: ShapedArray | und
  * The operands of `_bwd` or `_lin` (`fixed` of them before the optional mask) split: with
  * `saveProbs` the last is probs, and a mask is there when one more operand is left.
  */
-export function splitKept<T>(op: string, xs: readonly T[], fixed: number, p: AttentionParams, what: string): { xs: T[]; mask: T | undefined; probs: T | undefined } {
+function splitKept<T>(op: string, xs: readonly T[], fixed: number, p: AttentionParams, what: string): { xs: T[]; mask: T | undefined; probs: T | undefined } {
   const kept = p.saveProbs === true ? 1 : 0;
   const n = xs.length - kept;
   if (n !== fixed && n !== fixed + 1) throw new TypeError(`${op}: expected ${fixed + kept} or ${fixed + kept + 1} operands (${what}[, mask]${kept ? ', probs' : ''}); got ${xs.length}`);
   return { xs: xs.slice(0, fixed), mask: n > fixed ? xs[fixed] : undefined, probs: kept ? xs[xs.length - 1] : undefined };
 }
+
+/** The backward's operands (query, key, value, lse, dOut[, mask][, probs]) split (see `splitKept`). */
+export const splitBwd = <T>(xs: readonly T[], p: AttentionParams): { xs: T[]; mask: T | undefined; probs: T | undefined } => splitKept(BWD, xs, 5, p, 'query, key, value, lse, dOut');
 
 /** The composite's stand-in for a hidden logit (nn.ts: -0.7 * float32 max), as float32. */
 export const MASKED_LOGIT = Math.fround(-0.7 * 3.4028234663852886e38);
@@ -253,7 +256,7 @@ function referenceFwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
 
 /** The reference backward kernel (recomputes P from q, k and lse, or reads the kept probs; dS = P (dP - rowsum(P dP))). */
 function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
-  const { xs: [qa, ka, va, la, da], mask: ma, probs: pa } = splitKept(BWD, inputs, 5, p, 'query, key, value, lse, dOut');
+  const { xs: [qa, ka, va, la, da], mask: ma, probs: pa } = splitBwd(inputs, p);
   const d = attentionDims(qa.shape, ka.shape);
   const { t: T, h: H, s: S, k: K } = d;
   const [q, k, v, lse, dout] = [qa, ka, va, la, da].map((a) => storageToNumbers(a.data, a.dtype));
@@ -304,7 +307,7 @@ export const attentionBwdP: Primitive<AttentionParams> = definePrimitive<Attenti
   name: BWD,
   abstractEval(avals, p) {
     checkParams(BWD, p);
-    const { xs: [q, k, v, lse, dout], mask, probs } = splitKept(BWD, avals, 5, p, 'query, key, value, lse, dOut');
+    const { xs: [q, k, v, lse, dout], mask, probs } = splitBwd(avals, p);
     checkAttentionOperands(BWD, [q, k, v], ['query', 'key', 'value']);
     checkMask(BWD, mask, q.shape, k.shape);
     checkResidual(BWD, 'lse', lse, q.shape, k.shape);

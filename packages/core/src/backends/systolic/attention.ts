@@ -38,7 +38,7 @@ import * as bf16 from '../../bf16';
 import type { ArenaHost } from '../../backend';
 import type { StorageArray } from '../../dtype';
 import type { HostArray, ShapedArray } from '../../primitive';
-import { type AttentionParams, attentionDims, splitKept } from '../../lax/attention';
+import { type AttentionParams, attentionDims, splitBwd } from '../../lax/attention';
 import { sizeOf } from '../../shape';
 import { getNumThreads } from '../../threads';
 import { wasmFeatures } from '../../wasm/features';
@@ -126,8 +126,8 @@ class Arena {
   i32!: Int32Array;
   u8!: Uint8Array;
   private readonly instances = new Map<number, AttentionKernels>();
-  /** Its pool over core's worker crew (set up on first use) and the pool's control block, kept apart from the host (see `arenaPools`). */
-  readonly arenaPool: ArenaPool;
+  /** Its pool over core's worker crew (set up in the workers on first use), kept apart from the host (see `arenaPools`). */
+  readonly pool: WorkerPool;
   /** The current job's region: byte address and bytes (-1: none). */
   private base = -1;
 
@@ -135,8 +135,10 @@ class Arena {
     this.shared = host !== null || (wasmFeatures().threads && WorkerPool.available());
     this.maxPages = host ? host.maxPages : MAX_PAGES;
     this.memory = host ? host.memory : new WA.Memory(this.shared ? { initial: 1, maximum: MAX_PAGES, shared: true } : { initial: 1 });
-    this.arenaPool = { control: this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64), pool: null };
-    arenaPools.add(this.arenaPool);
+    // (the workers' data names the memory, not this arena: an arena's pool must not keep its host alive, see `arenaPools`)
+    const memory = this.memory;
+    this.pool = new WorkerPool(ATTENTION_KIND, this.shared ? new Int32Array(new SharedArrayBuffer(64)) : new Int32Array(64), GEN, SPIN, () => ({ memory }), 'attention');
+    arenaPools.add(this.pool);
     this.views();
   }
 
@@ -200,8 +202,8 @@ class Arena {
       for (let i = 0; i < items; i++) run(i, 0, desc);
       return;
     }
-    const c = this.arenaPool.control;
-    const pool = this.arenaPool.pool!;
+    const pool = this.pool;
+    const c = pool.control;
     // (every job: a single-threaded job may have laid its operands over an earlier module's bytes)
     new Uint8Array(this.memory.buffer, desc + MOD_BYTES_AT, mod.bytes.length).set(mod.bytes);
     // (`attentionTesting.breakModule`: an id no worker has built and no bytes, so building fails)
@@ -242,27 +244,16 @@ class Arena {
   /** Starts the pool with at least `n` workers; false when workers cannot run here. */
   private startPool(n: number): boolean {
     if (!this.shared || !WorkerPool.available()) return false;
-    // (the workers' data names the memory, not this arena: an arena's pool must not keep its host alive, see `arenaPools`)
-    const memory = this.memory;
-    this.arenaPool.pool ??= new WorkerPool(ATTENTION_KIND, this.arenaPool.control, GEN, SPIN, () => ({ memory }), 'attention');
-    return this.arenaPool.pool.ensure(n);
+    return this.pool.ensure(n);
   }
 }
 
-/** An arena's worker pool (null until started) and its control block. */
-interface ArenaPool {
-  readonly control: Int32Array;
-  pool: WorkerPool | null;
-}
-
 /** Makes the workers drop an arena's pool and its memory (no longer in use); the items they computed go to `retiredWorkerItems`. */
-function retire(ap: ArenaPool): void {
-  retiredWorkerItems += Atomics.load(ap.control, WORKER_ITEMS);
-  Atomics.store(ap.control, WORKER_ITEMS, 0);
-  arenaPools.delete(ap);
-  if (ap.pool === null) return;
-  ap.pool.end();
-  ap.pool = null;
+function retire(pool: WorkerPool): void {
+  retiredWorkerItems += Atomics.load(pool.control, WORKER_ITEMS);
+  Atomics.store(pool.control, WORKER_ITEMS, 0);
+  arenaPools.delete(pool);
+  if (pool.size > 0) pool.end();
 }
 
 /** The arena of the attention's own memory. */
@@ -274,9 +265,9 @@ let ownArena: Arena | null = null;
  * whose memory they would otherwise keep alive.
  */
 const hostArenas = new WeakMap<ArenaHost, Arena>();
-const dropped = new FinalizationRegistry<ArenaPool>(retire);
+const dropped = new FinalizationRegistry<WorkerPool>(retire);
 /** The pools of arenas in use (for `attentionStats`). */
-const arenaPools = new Set<ArenaPool>();
+const arenaPools = new Set<WorkerPool>();
 /** Arenas made (for tests: one per host, not one per call). */
 let arenasMade = 0;
 
@@ -289,7 +280,7 @@ function arenaFor(host: ArenaHost | null): Arena {
   if (a === undefined) {
     a = newArena(host);
     hostArenas.set(host, a);
-    dropped.register(host, a.arenaPool);
+    dropped.register(host, a.pool);
   }
   return a;
 }
@@ -504,7 +495,7 @@ function setup(p: Plan, relaxed: boolean, masked: boolean, host: ArenaHost | nul
 
 /**
  * The forward pass into `out` and, unless null (the inference primitive), the per-row logsumexp
- * into `lse` and, with `params.saveProbs`, P into `probs`.
+ * into `lse` and, when `probs` is given, P into it (`params.saveProbs`).
  */
 function forward(inputs: HostArray[], params: AttentionParams, relaxed: boolean, out: StorageArray, lse: Float32Array | null, host: ArenaHost | null, probs: Float32Array | null = null): void {
   const [q, k, v, mask] = inputs;
@@ -584,7 +575,7 @@ export function attentionFwdSystolic(inputs: HostArray[], params: AttentionParam
 
 /** The backward kernel: [dq, dk, dv] from (q, k, v, lse, dOut[, mask][, probs]) (into `outs` when given): P read from probs when it is there (`saveProbs`), else recomputed from lse. */
 export function attentionBwdSystolic(inputs: HostArray[], params: AttentionParams, outAvals: ShapedArray[], relaxed: boolean, outs?: StorageArray[], host: ArenaHost | null = null): StorageArray[] {
-  const { xs: [q, k, v, lseIn, dout], mask, probs } = splitKept('dot_product_attention_bwd', inputs, 5, params, 'query, key, value, lse, dOut');
+  const { xs: [q, k, v, lseIn, dout], mask, probs } = splitBwd(inputs, params);
   // (the kernels read P's rows at the residual's slot when it is kept: lse is not needed then)
   const lse = probs ?? lseIn;
   const p = plan(q, k);
