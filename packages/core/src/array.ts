@@ -123,8 +123,7 @@ export class Array {
   constructor(aval: ShapedArray, backend: Backend | null, buf: unknown, sharding: Sharding = defaultSharding) {
     // A frozen shape is shared (nobody can change it), any other is copied and frozen: compiled
     // programs make hundreds of Arrays per call from the same frozen shapes.
-    const shape = aval.shape;
-    this.aval = { shape: frozenShape(shape), dtype: aval.dtype, weakType: aval.weakType };
+    this.aval = { shape: frozenShape(aval.shape), dtype: aval.dtype, weakType: aval.weakType };
     this._backend = backend;
     this._buf = buf;
     this._sharding = sharding;

@@ -3,7 +3,9 @@
  * products, results written there): `inMemory` copies an array into a region reserved for it and
  * returns the view; `releaseAll` gives every region back.
  */
+import { Worker } from 'node:worker_threads';
 import { registerBackend } from '../src/index';
+import { holdWorkers } from '../src/wasm/workerPool';
 import { SystolicBackend } from '../src/backends/systolic/backend';
 import type { GemmEngine } from '../src/backends/systolic/gemmEngine';
 
@@ -35,4 +37,28 @@ export function engineMemory(e: GemmEngine): { inMemory: <T extends Float32Array
     return v;
   };
   return { inMemory, releaseAll: () => addrs.splice(0).forEach((a) => e.release(a)) };
+}
+
+/** n operand values from `seed`: magnitudes 2^-4..2^4, a float32 subnormal every 11th (the GEMM tests' operands). */
+export function data(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.37 + seed) * 2 ** ((i % 9) - 4) + (i % 11 === 0 ? 3e-39 : 0);
+  return out;
+}
+
+/**
+ * Holds the pools' workers (`holdWorkers`) until `release()`; a helper thread lets them go after
+ * 20 s in any case, a safety net that decides nothing on a correct pool: a calling thread waiting
+ * for them then returns (and the test's checks fail) instead of hanging.
+ */
+export function holdAll(): { hold: Int32Array; release: () => void } {
+  const hold = holdWorkers(true)!;
+  const releaser = new Worker('const h = new Int32Array(require("node:worker_threads").workerData.hold); Atomics.wait(h, 0, 1, 20000); Atomics.store(h, 0, 0); Atomics.notify(h, 0);', { eval: true, workerData: { hold: hold.buffer } });
+  return {
+    hold,
+    release: () => {
+      holdWorkers(false);
+      void releaser.terminate();
+    },
+  };
 }

@@ -84,11 +84,6 @@ export function setWorkerIdleSpinMicros(us: number): void {
 const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(12));
 
 /**
- * Tests only: with `on`, the workers that wake from now on wait before looking at the job (as a
- * worker without a core would), until `holdWorkers(false)`. Returns the shared slot (1 while
- * held), so that a test can release it from another thread.
- */
-/**
  * Tests only: with `on`, a woken worker stops right after it read the announced pool's id and its
  * messages, before it looks at that pool's job (as a worker preempted there would), setting slot 2
  * of the returned slots to 1 while it waits, until `holdAfterRead(false)`.
@@ -100,6 +95,11 @@ export function holdAfterRead(on: boolean): Int32Array | null {
   return held;
 }
 
+/**
+ * Tests only: with `on`, the workers that wake from now on wait before looking at the job (as a
+ * worker without a core would), until `holdWorkers(false)`. Returns the shared slot (1 while
+ * held), so that a test can release it from another thread.
+ */
 export function holdWorkers(on: boolean): Int32Array | null {
   if (held === null) return null;
   Atomics.store(held, 0, on ? 1 : 0);
@@ -141,7 +141,10 @@ function drain() {
       } catch {
         // (a kind that does not compile: its pools are never set up here, their jobs run without this worker)
       }
-    } else if (x.drop) pools.delete(x.pool);
+    } else if (x.drop) {
+      pools.delete(x.pool);
+      Atomics.store(cc, ${CHELD} + id, pools.size);
+    }
     else if (x.control !== undefined) {
       // A pool whose setup throws (its kind missing, a module that does not instantiate) is left
       // out in this worker: its jobs run on the calling thread and the other workers, and the
@@ -150,12 +153,12 @@ function drain() {
         const c = new Int32Array(x.control);
         const made = kinds.get(x.kind)(c, id, x.data, require);
         pools.set(x.pool, { c, gen: x.gen, last: x.start, job: typeof made === 'function' ? made : made.job, message: typeof made === 'function' ? null : made.message });
+        Atomics.store(cc, ${CHELD} + id, pools.size);
       } catch {
         Atomics.add(cc, ${CFAILED}, 1);
       }
     } else pools.get(x.pool)?.message?.(x.message);
   }
-  Atomics.store(cc, ${CHELD} + id, pools.size);
 }
 let seen = workerData.start;
 for (;;) {
@@ -393,14 +396,13 @@ export class WorkerPool {
   /** Grows the crew to `n` workers and sets this pool up in each; false (now and from then on) when workers cannot start or one died. */
   ensure(n: number): boolean {
     if (this.#ended || !grow(n)) return false;
-    for (let w = this.#sentTo; w < n; w++) {
-      const worker = crew.workers[w];
-      const k = crew.kindsSent.get(this.kind.id) ?? 0;
-      for (let v = k; v <= w; v++) crew.workers[v].postMessage({ kind: this.kind.id, source: this.kind.source });
-      if (k <= w) crew.kindsSent.set(this.kind.id, w + 1);
-      worker.postMessage({ pool: this.id, kind: this.kind.id, control: this.control.buffer, gen: this.gen, start: Atomics.load(this.control, this.gen), data: this.data(w) });
-      this.#sentTo = w + 1;
-    }
+    if (this.#sentTo >= n) return true;
+    // The kind's source first, to the workers that lack it; then this pool's setup.
+    const k = crew.kindsSent.get(this.kind.id) ?? 0;
+    for (let v = k; v < n; v++) crew.workers[v].postMessage({ kind: this.kind.id, source: this.kind.source });
+    if (k < n) crew.kindsSent.set(this.kind.id, n);
+    for (let w = this.#sentTo; w < n; w++) crew.workers[w].postMessage({ pool: this.id, kind: this.kind.id, control: this.control.buffer, gen: this.gen, start: Atomics.load(this.control, this.gen), data: this.data(w) });
+    this.#sentTo = n;
     return true;
   }
 

@@ -379,7 +379,9 @@ export class GemmEngine implements BatchEngine {
     // alone packs each operand in as few kernel calls as its cache blocking allows.
     const minChunks = big && this.parallel ? MIN_PACK_CHUNKS : 1;
     // Both operands read in place by K blocks on the pool too (see `KBlockJob`).
-    const poolKBlocks = big && this.parallel !== null && this.blockKPool && simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
+    // (both operands SIMD-packed and read in place, in K blocks that fit: on one thread or the pool)
+    const kBlockable = simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
+    const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable;
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
       const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
@@ -416,7 +418,7 @@ export class GemmEngine implements BatchEngine {
         blocked = blockA && jobA !== null;
         if (blocked) this.traffic.rowBlockedProducts++;
         // Both operands read in place by K blocks inside the kernel's loops (see `kBlocks`).
-        kBlocked = !blocked && jobA !== null && jobB !== null && inA && inB && this.kBlocks(a, b, M, N, kp);
+        kBlocked = !blocked && kBlockable;
         if (kBlocked) this.traffic.kBlockedProducts++;
         this.packMs[0] = 0;
         this.packMs[1] = 0;

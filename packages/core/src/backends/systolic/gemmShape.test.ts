@@ -12,12 +12,8 @@ import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
 import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
+import { data } from '../../../test/systolicEngines';
 
-function data(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.37 + seed) * 2 ** ((i % 9) - 4) + (i % 11 === 0 ? 3e-39 : 0);
-  return out;
-}
 
 describe('systolic GEMM micro-kernel shapes', () => {
   const relaxedModes = wasmFeatures().relaxedSimd ? [true, false] : [false];

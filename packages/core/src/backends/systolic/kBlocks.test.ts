@@ -16,13 +16,8 @@ import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8 } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
-import { engineMemory } from '../../../test/systolicEngines';
+import { data, engineMemory } from '../../../test/systolicEngines';
 
-function data(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.37 + seed) * 2 ** ((i % 9) - 4) + (i % 11 === 0 ? 3e-39 : 0);
-  return out;
-}
 
 type Dtype = 'float32' | 'bfloat16';
 

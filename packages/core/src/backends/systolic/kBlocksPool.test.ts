@@ -9,24 +9,18 @@
  * the calling thread alone (the worker held before it joins) and a worker let go ~2 ms into the
  * product, which then computes some of its tiles.
  */
-import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
-import { holdWorkers } from '../../wasm/workerPool';
+import { Worker } from 'node:worker_threads';
 import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
-import { backend5x8, engineMemory } from '../../../test/systolicEngines';
+import { backend5x8, data, engineMemory, holdAll } from '../../../test/systolicEngines';
 import { PARALLEL_MIN_WORK } from './gemmEngine';
 import { gemmPhases } from './phases';
 
-function data(n: number, seed: number): Float32Array {
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.sin(i * 0.37 + seed) * 2 ** ((i % 9) - 4) + (i % 11 === 0 ? 3e-39 : 0);
-  return out;
-}
 
 interface Case {
   M: number;
@@ -100,18 +94,6 @@ function qualifies(c: Case): boolean {
   return c.lhsT && c.rhsT && c.K > 256 && c.M % e.shape.mr === 0 && c.N % e.nr === 0 && c.N <= 512 && c.M * c.N * c.K >= PARALLEL_MIN_WORK;
 }
 
-/** Holds the pool's workers until `release()`; a helper thread lets them go after 20 s in any case (a caller waiting for them then fails instead of hanging). */
-function holdAll(): { hold: Int32Array; release: () => void } {
-  const hold = holdWorkers(true)!;
-  const releaser = new Worker('const h = new Int32Array(require("node:worker_threads").workerData.hold); Atomics.wait(h, 0, 1, 20000); Atomics.store(h, 0, 0); Atomics.notify(h, 0);', { eval: true, workerData: { hold: hold.buffer } });
-  return {
-    hold,
-    release: () => {
-      holdWorkers(false);
-      void releaser.terminate();
-    },
-  };
-}
 
 const shared = systolic.backend.engine.shared;
 

@@ -1,11 +1,11 @@
 /** The worker pool: products split over threads equal the single-thread products bit for bit. */
-import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Array as TArray, lax, np, systolic, withBackend } from '../../index';
 import { evalPrimitiveInto } from '../../internal';
 import { dotGeneralP } from '../../lax/dot';
-import { holdWorkers, WorkerPool } from '../../wasm/workerPool';
+import { WorkerPool } from '../../wasm/workerPool';
+import { holdAll } from '../../../test/systolicEngines';
 import { batchedStats } from './batched';
 import { planTiles, TILE_SPLIT } from './threads';
 
@@ -206,10 +206,7 @@ describe('systolic threads', () => {
     const one = cases.map(run);
     systolic.setNumThreads(2);
     cases.forEach(run); // the workers are started and have run a job
-    const hold = holdWorkers(true)!;
-    // A safety net that decides nothing on a correct pool: a thread that lets the workers go after
-    // 20 s, so that a calling thread waiting for them returns (and the checks below fail) instead of hanging.
-    const releaser = new Worker('const h = new Int32Array(require("node:worker_threads").workerData.hold); Atomics.wait(h, 0, 1, 20000); Atomics.store(h, 0, 0); Atomics.notify(h, 0);', { eval: true, workerData: { hold: hold.buffer } });
+    const { hold, release } = holdAll();
     try {
       const pooled = batchedStats.pooled;
       cases.forEach((c, i) => {
@@ -219,8 +216,7 @@ describe('systolic threads', () => {
       });
       expect(batchedStats.pooled, 'the batch ran as a pool job').toBe(pooled + 1);
     } finally {
-      holdWorkers(false);
-      void releaser.terminate();
+      release();
     }
     // Released, the held workers find the jobs closed and leave them; the next jobs run as before.
     cases.forEach((c, i) => expect(firstDifference(run(c), one[i]), `${c[0]} after the release`).toBe(-1));

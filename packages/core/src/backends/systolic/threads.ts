@@ -394,11 +394,16 @@ function describeTiles(c: Int32Array, args: ParallelJob['args'], tileRows: numbe
   c[JOB + 10] = threads - 1;
 }
 
+/** The workers' index of packing kernel `fn` (`PACK_NAMES`). */
+function packIndex(fn: string): number {
+  const index = PACK_NAMES.indexOf(fn);
+  if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${fn}`);
+  return index;
+}
+
 /** Writes packing job `p` into the descriptor at slot `d` (PACKS layout) with `chunks` chunks of `per` units along `axis`. */
 function describePack(c: Int32Array, d: number, p: PackJob, chunks: number, per: number, axis: number): void {
-  const index = PACK_NAMES.indexOf(p.fn);
-  if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
-  c[d] = index;
+  c[d] = packIndex(p.fn);
   for (let i = 0; i < 7; i++) c[d + 1 + i] = p.args[i];
   c[d + 8] = p.R; c[d + 9] = p.esz; c[d + 10] = chunks; c[d + 11] = per; c[d + 12] = axis; c[d + 13] = p.touch ? 1 : 0;
 }
@@ -674,9 +679,7 @@ class Pool {
     c[JOB + 10] = threads - 1;
     c[MODE] = 1;
     for (const [o, p] of [[PACKS, pa], [PACKS + PACK_SLOTS, pb]] as const) {
-      const index = PACK_NAMES.indexOf(p.fn);
-      if (index < 0) throw new Error(`systolic threads: unknown packing kernel ${p.fn}`);
-      c[o] = index; c[o + 1] = p.rs; c[o + 2] = p.ks; c[o + 3] = p.panels; c[o + 4] = p.k; c[o + 5] = sourceEnd(job, o === PACKS ? 0 : 1, 0);
+      c[o] = packIndex(p.fn); c[o + 1] = p.rs; c[o + 2] = p.ks; c[o + 3] = p.panels; c[o + 4] = p.k; c[o + 5] = sourceEnd(job, o === PACKS ? 0 : 1, 0);
     }
     const [sa, sb] = stagers;
     // Staging progress: the staged address of each operand, and a sequence bumped on each change.
