@@ -30,6 +30,7 @@ export {
 export { bind, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, intoMemo, type IntoMemo, setDynamicTrace, type Trace } from './trace';
 export { dotGeneralP } from './lax/dot';
 export { envNumber, envSwitch, envVar } from './env';
+export { frozenShape } from './shape';
 export { Jaxpr, type JaxprEqn, Lit, Var } from './transforms/jaxpr';
 export { evalJaxpr } from './transforms/eval';
 export { moveBdim } from './transforms/batching';

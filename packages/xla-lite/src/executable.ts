@@ -25,9 +25,9 @@
  * `Resident`; `begin(args)` moves out those the caller kept).
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
+import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
 import type { HloInstruction, HloModule } from './hlo';
-import { frozenShape, numel } from './hlo';
+import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime, hostStorage } from './donation';
 import { hasEffect } from './effects';
 import { compileFusionKernel } from './js/fusionKernels';
@@ -119,7 +119,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       default:
         if (!i.prim) throw new Error(`xla-lite ${name}: instruction ${i.opcode} has no executable form`);
         // (The result's shape frozen once: every call's Array shares it.)
-        if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i, shape: frozenShape(i.shape) };
+        if (isStorageAlias(i, c.outputs)) return { kind: 'alias', out: k, src: ins[0], inst: i, shape: frozenShape(i.shape.shape) };
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null, regions: wasmProgram?.resultRegions.get(i) ?? null, memo: intoMemo() };
     }
   });

@@ -81,6 +81,19 @@ export class HloComputation {
     return i;
   }
 
+  /**
+   * Copies the instructions of `src` other than its parameters into this computation, in order,
+   * their operands through `map` (which holds a stand-in for each of `src`'s parameters and gets
+   * each copy); returns the copies of `src`'s outputs.
+   */
+  addCopies(src: HloComputation, map: Map<HloInstruction, HloInstruction>): HloInstruction[] {
+    for (const m of src.instructions) {
+      if (m.opcode === 'parameter') continue;
+      map.set(m, this.add(new HloInstruction(m.opcode, m.shapes, m.operands.map((o) => map.get(o)!), m.params, m.prim)));
+    }
+    return src.outputs.map((o) => map.get(o)!);
+  }
+
   /** Rewires every use of `from` (operands and outputs) to `to`. */
   replaceUses(from: HloInstruction, to: HloInstruction): void {
     for (const i of this.instructions) i.operands = i.operands.map((o) => (o === from ? to : o));
@@ -143,8 +156,6 @@ const ITEMSIZE: Record<string, number> = { float32: 4, int32: 4, uint32: 4, bflo
 /** Bytes of a buffer of this shape. */
 export const bytesOf = (s: ShapedArray): number => numel(s) * (ITEMSIZE[s.dtype] ?? 4);
 
-/** A frozen copy of `s`'s dims, made once where a plan is built: every Array a step returns can then share it. */
-export const frozenShape = (s: ShapedArray): readonly number[] => Object.freeze(s.shape.slice());
 
 /** Whether `i` is a constant of one element (kernels take it as an immediate: no memory read). */
 export const isScalarConstant = (i: HloInstruction): boolean => i.opcode === 'constant' && numel(i.shape) === 1;

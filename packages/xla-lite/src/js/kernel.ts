@@ -7,6 +7,7 @@
  * float32, Uint8Array for bool); the generated loop allocates nothing.
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
+import { isReduce } from './rowLevels';
 
 /** A generated kernel: reads `ins`, writes `out` (n elements) and, for a multi-output fusion, the extra outputs `more`. */
 export type FusedKernel = (ins: ArrayLike<number>[], out: Float32Array | Uint8Array, n: number, more?: (Float32Array | Uint8Array)[]) => void;
@@ -191,8 +192,6 @@ export function kernelSource(body: HloComputation): string {
   const outs = reduces.map((_, q) => (q === 0 ? `out[j] = acc[j];` : `more[${q - 1}][j] = acc[${q * N} + j];`));
   return `${pre.join('\n')}\nconst acc = scratch;\nacc.fill(${init});\nfor (let i = 0; i < ${K * N}; i++) {\n  const j = i % ${N};\n  ${loop.join('\n  ')}\n  ${steps.join('\n  ')}\n}\nfor (let j = 0; j < ${N}; j++) {\n  ${outs.join('\n  ')}\n}`;
 }
-
-const isReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';
 
 export function compileKernel(body: HloComputation): FusedKernel {
   const root = body.outputs[0];

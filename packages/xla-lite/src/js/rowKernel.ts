@@ -15,7 +15,7 @@
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { coordsCode, elementStatement, expr, type FusedKernel, reduceInit, reduceStep } from './kernel';
 import { isIndexValue } from '../passes/fusion';
-import { isRowReduce, rowLevels } from './rowLevels';
+import { isReduce, rowLevels } from './rowLevels';
 
 /** The generated source of a row fusion body, and the scratch rows it needs. */
 export function rowKernelSource(body: HloComputation): { source: string; scratchRows: number; rowLength: number } {
@@ -58,7 +58,7 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
   for (stage = 0; stage <= last; stage++) {
     // Row values of this level, once per row.
     for (const m of body.instructions) {
-      if (m.opcode === 'parameter' || full(m) || isRowReduce(m) || level.get(m) !== stage) continue;
+      if (m.opcode === 'parameter' || full(m) || isReduce(m) || level.get(m) !== stage) continue;
       const name = m.prim!.name;
       const v = `u${idx.get(m)}`;
       rowLoop.push(name === 'reshape' || name === 'broadcast_in_dim' ? `const ${v} = ${readRow(m.operands[0])};` : `const ${v} = ${expr(m, m.operands.map(readRow))};`, ...store(m, v, 'row'));
@@ -79,11 +79,11 @@ export function rowKernelSource(body: HloComputation): { source: string; scratch
       inner.push(...store(m, v, 'i'));
     }
     for (const r of accs) inner.push(reduceStep(r, `a${idx.get(r)}`, readFull(r.operands[0])));
-    if (stage === last && !isRowReduce(root)) inner.push(`out[i] = ${readFull(root)};`);
+    if (stage === last && !isReduce(root)) inner.push(`out[i] = ${readFull(root)};`);
     rowLoop.push(`for (let j = 0; j < ${C}; j++) {\n    ${inner.join('\n    ')}\n  }`);
     for (const r of accs) rowLoop.push(`const u${idx.get(r)} = Math.fround(a${idx.get(r)});`, ...store(r, `u${idx.get(r)}`, 'row'));
   }
-  if (isRowReduce(root)) rowLoop.push(`out[row] = u${idx.get(root)};`);
+  if (isReduce(root)) rowLoop.push(`out[row] = u${idx.get(root)};`);
   const source = `${pre.join('\n')}\nfor (let row = 0; row < ${R}; row++) {\n  const base = row * ${C};\n  ${rowLoop.join('\n  ')}\n}`;
   return { source, scratchRows: stored.size, rowLength: C };
 }

@@ -9,8 +9,8 @@
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { isIndexValue } from '../passes/fusion';
 
-/** A row reduction of a row fusion body. */
-export const isRowReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';
+/** A reduction (sum or max) of a fusion body: a row fusion's row reductions, a column fusion's outputs. */
+export const isReduce = (m: HloInstruction): boolean => m.prim?.name === 'reduce_sum' || m.prim?.name === 'reduce_max';
 
 export interface RowLevels {
   /** The loop shape S, its row dims k, rows R and row length C. */
@@ -32,20 +32,20 @@ export interface RowLevels {
 /** The levels of a row fusion body; null when it has no row reduction. */
 export function rowLevels(body: HloComputation): RowLevels | null {
   const root = body.outputs[0];
-  const reduces = body.instructions.filter(isRowReduce);
+  const reduces = body.instructions.filter(isReduce);
   if (reduces.length === 0) return null;
   const S = reduces[0].operands[0].shape.shape;
   const k = S.length - (reduces[0].params as { axes: readonly number[] }).axes.length;
   const R = S.slice(0, k).reduce((a, b) => a * b, 1);
   const C = S.slice(k).reduce((a, b) => a * b, 1);
-  const full = (m: HloInstruction): boolean => m.opcode !== 'parameter' && !isRowReduce(m) && numel(m.shape) === R * C;
+  const full = (m: HloInstruction): boolean => m.opcode !== 'parameter' && !isReduce(m) && numel(m.shape) === R * C;
   const level = new Map<HloInstruction, number>();
   for (const m of body.instructions) {
     if (m.opcode === 'parameter') level.set(m, 0);
-    else if (isRowReduce(m)) level.set(m, level.get(m.operands[0])! + 1);
+    else if (isReduce(m)) level.set(m, level.get(m.operands[0])! + 1);
     else level.set(m, Math.max(0, ...m.operands.map((o) => level.get(o)!)));
   }
-  const last = isRowReduce(root) ? level.get(root)! - 1 : level.get(root)!;
+  const last = isReduce(root) ? level.get(root)! - 1 : level.get(root)!;
   const stored = new Map<HloInstruction, number>();
   for (const m of body.instructions) {
     if (!full(m)) continue;

@@ -121,13 +121,19 @@ export function isBroadcastValue(x: HloInstruction, memo = new Map<HloInstructio
   return r;
 }
 
+/** A reduction's axes in increasing order. */
+export const sortedAxes = (r: HloInstruction): number[] => [...(r.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
+
+/** What makes two reductions the same loop (`reduce_sum|2048,128|0`): kind, operand shape and axes. */
+export const reductionKey = (r: HloInstruction): string => `${r.prim?.name}|${r.operands[0].shape.shape.join()}|${sortedAxes(r).join()}`;
+
 /** Reductions the kernel generator fuses with their producers: float32 sum/max over a leading or trailing run of axes. */
 export function isFusibleReduce(i: HloInstruction): boolean {
   const name = i.prim?.name;
   if ((name !== 'reduce_sum' && name !== 'reduce_max') || i.isTuple || i.shape.dtype !== 'float32') return false;
   const x = i.operands[0].shape;
   if (x.dtype !== 'float32') return false;
-  const axes = [...((i.params as { axes: readonly number[] }).axes)].sort((a, b) => a - b);
+  const axes = sortedAxes(i);
   if (axes.length === 0) return false;
   const contiguous = axes.every((a, k) => k === 0 || a === axes[k - 1] + 1);
   return contiguous && (axes[0] === 0 || axes[axes.length - 1] === x.shape.length - 1);

@@ -54,11 +54,7 @@ export function fuseDotEpilogues(c: HloComputation, mod?: HloModule): number {
     loop.params.forEach((p, k) => {
       if (p !== dp) map.set(p, param(f.operands[k]));
     });
-    for (const m of loop.instructions) {
-      if (m.opcode === 'parameter') continue;
-      map.set(m, body.add(new HloInstruction(m.opcode, m.shapes, m.operands.map((o) => map.get(o)!), m.params, m.prim)));
-    }
-    body.outputs = [map.get(loop.outputs[0])!];
+    body.outputs = [body.addCopies(loop, map)[0]];
     const fused = new HloInstruction('fusion', f.shapes, externals, { kind: 'kOutput' }, null);
     fused.called = [body];
     c.instructions[c.instructions.indexOf(f)] = fused;

@@ -21,7 +21,7 @@
 import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule, numel } from '../hlo';
 import { planFusion } from '../wasm/emitKernel';
-import { fusedComputationName } from './fusion';
+import { fusedComputationName, isFusibleReduce, reductionKey, sortedAxes } from './fusion';
 
 /** Most outputs a merged sibling fusion gets. */
 export const MAX_SIBLING_OUTPUTS = 8;
@@ -35,12 +35,10 @@ export function columnReduction(f: HloInstruction): string | null {
   if (f.opcode !== 'fusion' || (f.params as { kind?: string }).kind !== 'kInput') return null;
   let key: string | null = null;
   for (const o of f.called[0].outputs) {
-    const name = o.prim?.name;
-    if ((name !== 'reduce_sum' && name !== 'reduce_max') || o.isTuple || o.shape.dtype !== 'float32') return null;
-    const x = o.operands[0].shape.shape;
-    const axes = [...(o.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
-    if (axes.length === 0 || axes[0] !== 0 || axes[axes.length - 1] === x.length - 1 || !axes.every((a, k) => a === k)) return null;
-    const k = `${name}|${x.join()}|${axes.join()}`;
+    // (a leading run of axes, not the last: a column reduction, not a row one)
+    const axes = isFusibleReduce(o) ? sortedAxes(o) : [];
+    if (axes[0] !== 0 || axes[axes.length - 1] === o.operands[0].shape.shape.length - 1) return null;
+    const k = reductionKey(o);
     if (key !== null && k !== key) return null;
     key = k;
   }
@@ -125,12 +123,7 @@ function mergedBody(a: HloInstruction, b: HloInstruction): Merged {
   const outputs: HloInstruction[] = [];
   for (const f of [a, b]) {
     const src = f.called[0];
-    const map = new Map<HloInstruction, HloInstruction>(src.params.map((p, k) => [p, param.get(f.operands[k])!]));
-    for (const m of src.instructions) {
-      if (m.opcode === 'parameter') continue;
-      map.set(m, body.add(new HloInstruction(m.opcode, m.shapes, m.operands.map((o) => map.get(o)!), m.params, m.prim)));
-    }
-    outputs.push(...src.outputs.map((o) => map.get(o)!));
+    outputs.push(...body.addCopies(src, new Map(src.params.map((p, k) => [p, param.get(f.operands[k])!]))));
   }
   body.outputs = outputs;
   return { body, externals };

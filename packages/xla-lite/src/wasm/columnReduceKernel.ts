@@ -17,7 +17,7 @@ import { wasm } from '@tpukit/core/internal';
 import type { E } from './vecBuilder';
 import { emitElements } from './emitExpr';
 import type { KernelScope } from './kernelScope';
-import { COL_CHUNK } from './fusionPlan';
+import { COL_CHUNK, outputAddr } from './fusionPlan';
 
 const { OP, SIMD } = wasm;
 
@@ -36,7 +36,7 @@ export function columnReduceKernel(k: KernelScope): void {
   // B blocks long, and output address; all are accumulated in the same walk over the rows.
   const outs = plan.body.outputs;
   const outBytes = blockBytes * B;
-  const outAddr = (q: number): number => (q === 0 ? at.out : at.more![q - 1]);
+  const outAddr = (q: number): number => outputAddr(at, q);
   const g = I();
   const sp = I();
   // Split only: the item's (group, chunk) index, block, its scratch offset and its last row.

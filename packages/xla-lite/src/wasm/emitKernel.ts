@@ -34,6 +34,7 @@
  */
 import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
+import { reductionKey, sortedAxes } from '../passes/fusion';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
@@ -112,8 +113,6 @@ function broadcastStrides(body: HloComputation, shape: readonly number[], rowVal
   return bst;
 }
 
-const sortedAxes = (r: HloInstruction): number[] => [...(r.params as { axes: readonly number[] }).axes].sort((a, b) => a - b);
-
 /** Plans the loops of a fused computation, or null when the wasm emitter does not cover it. */
 export function planFusion(body: HloComputation): FusionPlan | null {
   const root = body.outputs[0];
@@ -122,8 +121,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const reduce = rname === 'reduce_sum' || rname === 'reduce_max' ? root : null;
   // A multi-output loop fusion: every output float32 over the loop shape (stored side by side);
   // a multi-output column reduction (sibling fusion): every output the same reduction of an operand of the same shape.
-  const sameReduction = (o: HloInstruction): boolean =>
-    !o.isTuple && o.prim?.name === rname && o.operands[0].shape.shape.join() === reduce!.operands[0].shape.shape.join() && sortedAxes(o).join() === sortedAxes(reduce!).join();
+  const sameReduction = (o: HloInstruction): boolean => !o.isTuple && reductionKey(o) === reductionKey(reduce!);
   if (body.outputs.length > 1 && (reduce ? !body.outputs.every(sameReduction) : body.outputs.some((o) => o.isTuple || o.shape.dtype !== 'float32' || o.shape.shape.join() !== root.shape.shape.join()))) return null;
   if (!wasmCovers(body, reduce ? body.outputs : [])) return null;
   for (const m of body.instructions) {

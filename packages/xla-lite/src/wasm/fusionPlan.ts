@@ -168,3 +168,6 @@ export interface KernelAddresses {
   /** Extra outputs of a multi-output (row) fusion. */
   more?: number[];
 }
+
+/** The address of output `q` of a kernel (0: `out`, then `more`). */
+export const outputAddr = (at: KernelAddresses, q: number): number => (q === 0 ? at.out : at.more![q - 1]);

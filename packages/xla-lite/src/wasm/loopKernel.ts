@@ -4,6 +4,7 @@
  */
 import { wasm } from '@tpukit/core/internal';
 import { emitElements } from './emitExpr';
+import { outputAddr } from './fusionPlan';
 import type { KernelScope } from './kernelScope';
 
 const { OP } = wasm;
@@ -17,6 +18,6 @@ export function loopKernel(k: KernelScope): void {
     chunkRange(() => f.get(item).get(r).i32Const(cpr).op(OP.i32_mul).op(OP.i32_sub));
     rowSetup();
     // Every output computed in one walk (one for a single-output fusion), each stored to its buffer.
-    walk((partial) => emitElements(b, plan.body, reads, opts, outs).forEach((v, q) => storeOut(v, partial, q === 0 ? at.out : at.more![q - 1])));
+    walk((partial) => emitElements(b, plan.body, reads, opts, outs).forEach((v, q) => storeOut(v, partial, outputAddr(at, q))));
   });
 }

@@ -40,13 +40,13 @@
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
 import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { type ArenaHost, arenaHost, envVar, wasm } from '@tpukit/core/internal';
+import { type ArenaHost, arenaHost, envVar, frozenShape, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
-import { type HloComputation, type HloInstruction, bytesOf, frozenShape, isScalarConstant, numel } from '../hlo';
+import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
-import { type FusionPlan, type KernelAddresses, minPoolChunk, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
+import { type FusionPlan, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
 
@@ -500,7 +500,7 @@ export class WasmProgram implements PoolProgram {
     if (inHost)
       for (const { j, addr } of residentAt) {
         const sh = c.params[j].shape;
-        const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), shape: frozenShape(sh), last: null };
+        const r: Resident = { param: j, view: prog.view(base + addr, numel(sh)), shape: frozenShape(sh.shape), last: null };
         residentViews.set(r.view, prog); // (an Array viewing the arena keeps the region reserved)
         prog.residents.push(r);
         resAt.set(base + addr, r);
@@ -526,7 +526,7 @@ export class WasmProgram implements PoolProgram {
         parallel: shared && !mixed && runsOnThreads(l.plan),
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
         minChunk: minPoolChunk(l.plan),
-        outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: q === 0 ? out : l.at.more![q - 1], n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)), res: resOf(q === 0 ? out : l.at.more![q - 1], sh) })) : null,
+        outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: outputAddr(l.at, q), n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)), res: resOf(outputAddr(l.at, q), sh) })) : null,
         inputs: l.inputs,
         out: { addr: out, n: outBool ? outBytes : outBytes / 4, bool: outBool, inst: l.inst, copyOut: users.get(l.inst)!.some((u) => u === null || !plans.has(u)), view: !l.inst.isTuple && viewable(l.inst.shape, users.get(l.inst)!), res: l.inst.isTuple ? null : resOf(out, l.inst.shape) },
         acc: l.acc,

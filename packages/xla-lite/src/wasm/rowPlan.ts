@@ -10,7 +10,7 @@
  * broadcast that is neither along the row nor constant along it): the JS row kernel runs then.
  */
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
-import { type RowLevels, isRowReduce, rowLevels } from '../js/rowLevels';
+import { type RowLevels, isReduce, rowLevels } from '../js/rowLevels';
 import { FUSED_OPS } from '../passes/fusion';
 
 export interface RowStage {
@@ -33,7 +33,7 @@ export function rowStructure(body: HloComputation): RowStructure | null {
   if (!levels) return null;
   const { R, C, reduces, full, level, last, stored } = levels;
   for (const m of body.instructions) {
-    if (m.opcode === 'parameter' || isRowReduce(m)) continue;
+    if (m.opcode === 'parameter' || isReduce(m)) continue;
     if (!m.prim || (!FUSED_OPS.has(m.prim.name) && m.prim.name !== 'reshape')) return null;
     if (m.shape.dtype !== 'float32' && m.shape.dtype !== 'bool') return null;
     // Bool row values would need a per-row mask; leave them to the JS kernel.
@@ -45,12 +45,12 @@ export function rowStructure(body: HloComputation): RowStructure | null {
   // Everything must be computed by some stage (the root reduction after the last one).
   for (const m of body.instructions) {
     if (m.opcode === 'parameter' || m === root) continue;
-    if ((isRowReduce(m) ? level.get(m.operands[0])! : level.get(m)!) > last) return null;
+    if ((isReduce(m) ? level.get(m.operands[0])! : level.get(m)!) > last) return null;
   }
   const extra = new Set(body.outputs.slice(1));
   const stages: RowStage[] = [];
   for (let L = 0; L <= last; L++) {
-    const rowValues = body.instructions.filter((m) => m.opcode !== 'parameter' && !full(m) && !isRowReduce(m) && level.get(m) === L);
+    const rowValues = body.instructions.filter((m) => m.opcode !== 'parameter' && !full(m) && !isReduce(m) && level.get(m) === L);
     const rs = reduces.filter((r) => level.get(r.operands[0]) === L);
     const targets = body.instructions.filter((m) => full(m) && level.get(m) === L && (stored.has(m) || extra.has(m) || (m === root && L === last)));
     stages.push({ rowValues, reduces: rs, targets });
