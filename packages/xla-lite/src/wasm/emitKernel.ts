@@ -30,7 +30,8 @@
  *   walk of the row computing that stage's full values (those a later stage reads go to the
  *   thread's scratch rows, `k(lo, hi, thread)`), writing outputs and accumulating the next
  *   reductions the same way as the row reduction above.
- * Max is NaN-propagating (`f32x4.max`), like the reference; it returns +0 for max(−0, +0).
+ * Max is NaN-propagating, like the reference, and returns +0 for max(−0, +0) (accumulated with
+ * `f32x4.pmax` plus NaN and +0 masks, `kernelScope.ts`).
  */
 import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';

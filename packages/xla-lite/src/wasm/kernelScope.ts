@@ -11,6 +11,9 @@ import { type E, VecBuilder } from './vecBuilder';
 
 const { OP, SIMD } = wasm;
 
+/** A reduction's accumulator locals (`newAcc`). */
+export type Acc = readonly [number, number, number];
+
 /** Declares the shared locals and helpers of kernel `f` (params lo, hi[, thread]) for `plan`. */
 export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: KernelAddresses, opts: ExprOptions) {
   const b = new VecBuilder(f);
@@ -208,18 +211,37 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
     const w = new Uint32Array(new Float64Array([c, c]).buffer);
     f.v128Const([w[0], w[1], w[2], w[3]]);
   };
-  /** Accumulates `v` into a0 (max: f32x4 lanes) or a0/a1 (sum: four float64 partial sums). */
-  const accumulateInto = (isMax: boolean, a0: number, a1: number, v: E): void => {
-    if (isMax) b.setTo(a0, b.op(SIMD.f32x4_max, b.get(a0), v));
-    else {
-      const x = b.let(v);
+  /**
+   * A reduction's accumulator locals: a sum's two f64x2 partial sums (a0, a1); a max's f32x4
+   * running maximum (a0) and two lane masks, NaN seen (a1) and +0 seen (a2).
+   */
+  const newAcc = (): Acc => [f.local('v128'), f.local('v128'), f.local('v128')];
+  /**
+   * Accumulates `v` into `acc`: a sum in four float64 partial sums; a max with `f32x4.pmax`
+   * (acc < v ? v : acc, one instruction), the NaN and +0 lanes it does not propagate kept
+   * in masks that `horizontal` applies once per row. `f32x4.max` itself (NaN-propagating,
+   * max(-0, +0) = +0) is about eight instructions on x64 in one dependency chain through the
+   * accumulator: a row max took ~1 ns per element against ~0.35 for a row sum (BENCHMARKS.md,
+   * "vm10"). Same results: each lane's maximum is the same number, NaN if it saw a NaN, +0
+   * for a zero maximum if it saw +0 (pmax keeps the first of equal values, -0 or +0).
+   */
+  const accumulateInto = (isMax: boolean, [a0, a1, a2]: Acc, v: E): void => {
+    const x = b.let(v);
+    if (isMax) {
+      b.setTo(a0, b.op(SIMD.f32x4_pmax, b.get(a0), x));
+      b.setTo(a1, b.or(b.get(a1), b.op(SIMD.f32x4_ne, x, x)));
+      b.setTo(a2, b.or(b.get(a2), b.op(SIMD.i32x4_eq, x, b.ki(0))));
+    } else {
       b.setTo(a0, b.op(SIMD.f64x2_add, b.get(a0), b.op(SIMD.f64x2_promote_low_f32x4, x)));
       b.setTo(a1, b.op(SIMD.f64x2_add, b.get(a1), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x))));
     }
   };
-  /** Pushes the float32 horizontal reduction of a0 (and a1). */
-  const horizontal = (isMax: boolean, a0: number, a1: number): void => {
+  /** Pushes the float32 horizontal reduction of `acc`. */
+  const horizontal = (isMax: boolean, [a0, a1, a2]: Acc): void => {
     if (isMax) {
+      // Lanes that saw a NaN are NaN; a zero maximum is +0 where the lane saw +0.
+      b.setTo(a0, b.sel(b.get(a1), b.k(NaN), b.get(a0)));
+      b.setTo(a0, b.sel(b.and(b.get(a2), b.op(SIMD.f32x4_eq, b.get(a0), b.k(0))), b.k(0), b.get(a0)));
       for (let lane = 0; lane < 4; lane++) {
         f.get(a0).simd(SIMD.f32x4_extract_lane).op(lane);
         if (lane > 0) f.op(OP.f32_max);
@@ -231,14 +253,17 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
       f.op(OP.f64_add).op(OP.f32_demote_f64);
     }
   };
-  const initAcc = (isMax: boolean, a0: number, a1: number): void => {
-    if (isMax) b.setTo(a0, b.k(-Infinity));
-    else {
+  const initAcc = (isMax: boolean, [a0, a1, a2]: Acc): void => {
+    if (isMax) {
+      b.setTo(a0, b.k(-Infinity));
+      b.setTo(a1, b.ki(0));
+      b.setTo(a2, b.ki(0));
+    } else {
       b.setTo(a0, f64Const(0));
       b.setTo(a1, f64Const(0));
     }
   };
-  return { f, b, plan, at, opts, lo, hi, I, item, r, rr, rowBase, j, j0, j1, ej, ej4, rem, s, body, L, d, shape, i32, set, scalar, addrOf, rowSetup, position, reads, value, walk, columns, laneStores, storeOut, forItems, chunkRange, laneMask, hiHalf, f64Const, accumulateInto, horizontal, initAcc };
+  return { f, b, plan, at, opts, lo, hi, I, item, r, rr, rowBase, j, j0, j1, ej, ej4, rem, s, body, L, d, shape, i32, set, scalar, addrOf, rowSetup, position, reads, value, walk, columns, laneStores, storeOut, forItems, chunkRange, laneMask, hiHalf, f64Const, newAcc, accumulateInto, horizontal, initAcc };
 }
 
 /** The shared scope the kernel of each fusion kind is written against. */

@@ -1,6 +1,6 @@
 /**
  * Row reductions (reduced axes trailing): one output per work item; float32 max in f32x4
- * lanes, sum in float64 (two f64x2 accumulators), then the horizontal reduction.
+ * lanes (`pmax` and two masks, kernelScope.ts), sum in float64 (two f64x2 accumulators), then the horizontal reduction.
  */
 import { wasm } from '@tpukit/core/internal';
 import type { E } from './vecBuilder';
@@ -9,13 +9,12 @@ import type { KernelScope } from './kernelScope';
 const { OP } = wasm;
 
 export function rowReduceKernel(k: KernelScope): void {
-  const { f, b, plan, at, item, r, j0, j1, s, L, i32, set, rowSetup, columns, forItems, laneMask, accumulateInto, horizontal, initAcc } = k;
+  const { f, b, plan, at, item, r, j0, j1, s, L, i32, set, rowSetup, columns, forItems, laneMask, newAcc, accumulateInto, horizontal, initAcc } = k;
   const q = plan.rowsPerOutput;
-  const a0 = f.local('v128');
-  const a1 = f.local('v128');
-  const accumulate = (v: E): void => accumulateInto(plan.isMax, a0, a1, v);
+  const acc = newAcc();
+  const accumulate = (v: E): void => accumulateInto(plan.isMax, acc, v);
   forItems(() => {
-    initAcc(plan.isMax, a0, a1);
+    initAcc(plan.isMax, acc);
     if (q > 0) {
       set(s, () => i32(0));
       f.loop();
@@ -29,7 +28,7 @@ export function rowReduceKernel(k: KernelScope): void {
     }
     // out[item] = horizontal reduction
     f.get(item).i32Const(2).op(OP.i32_shl);
-    horizontal(plan.isMax, a0, a1);
+    horizontal(plan.isMax, acc);
     f.mem(0x38 /* f32.store */, at.out, 4);
   });
 }

@@ -7,12 +7,12 @@ import { wasm } from '@tpukit/core/internal';
 import type { HloInstruction } from '../hlo';
 import { type ElementReads, emitElements } from './emitExpr';
 import type { E } from './vecBuilder';
-import type { KernelScope } from './kernelScope';
+import type { Acc, KernelScope } from './kernelScope';
 
 const { OP, SIMD } = wasm;
 
 export function rowsKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, accumulateInto, horizontal, initAcc } = k;
+  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, horizontal, initAcc } = k;
   // Row fusion: per row (one work item), each stage computes its row values (splatted),
   // then walks the row computing its full values, keeping those later stages read in this
   // thread's scratch rows, writing outputs, and accumulating the next level's reductions.
@@ -57,9 +57,9 @@ export function rowsKernel(k: KernelScope): void {
     f.get(r4).get(splat.get(m)!).simd(SIMD.f32x4_extract_lane).op(0);
     f.mem(0x38 /* f32.store */, addr, 4);
   };
-  const acc = new Map<HloInstruction, [number, number]>();
-  for (const st of rs.stages) for (const red of st.reduces) acc.set(red, [f.local('v128'), f.local('v128')]);
-  if (splat.has(root) && !acc.has(root)) acc.set(root, [f.local('v128'), f.local('v128')]);
+  const acc = new Map<HloInstruction, Acc>();
+  for (const st of rs.stages) for (const red of st.reduces) acc.set(red, newAcc());
+  if (splat.has(root) && !acc.has(root)) acc.set(root, newAcc());
   const stages = rs.stages.map((st, L) => ({ ...st, reduces: L === rs.stages.length - 1 && acc.has(root) && !st.reduces.includes(root) ? [...st.reduces, root] : st.reduces }));
   forItems(() => {
     set(r, () => f.get(item));
@@ -77,7 +77,7 @@ export function rowsKernel(k: KernelScope): void {
           if (extra.has(m)) storeRow(m, extra.get(m)!);
         });
       }
-      for (const red of st.reduces) initAcc(red.prim!.name === 'reduce_max', ...acc.get(red)!);
+      for (const red of st.reduces) initAcc(red.prim!.name === 'reduce_max', acc.get(red)!);
       const operands = st.reduces.map((red) => red.operands[0]);
       const targets = [...new Set([...st.targets, ...operands])];
       walk(
@@ -97,7 +97,7 @@ export function rowsKernel(k: KernelScope): void {
           for (const red of st.reduces) {
             const isMax = red.prim!.name === 'reduce_max';
             const v = val.get(red.operands[0])!;
-            accumulateInto(isMax, ...acc.get(red)!, partial ? b.sel(laneMask(), v, isMax ? b.k(-Infinity) : b.k(0)) : v);
+            accumulateInto(isMax, acc.get(red)!, partial ? b.sel(laneMask(), v, isMax ? b.k(-Infinity) : b.k(0)) : v);
           }
         },
         () => {
@@ -107,7 +107,7 @@ export function rowsKernel(k: KernelScope): void {
       );
       for (const red of st.reduces) {
         const isMax = red.prim!.name === 'reduce_max';
-        horizontal(isMax, ...acc.get(red)!);
+        horizontal(isMax, acc.get(red)!);
         f.simd(SIMD.f32x4_splat).set(splat.get(red)!);
         done.add(red);
         if (extra.has(red)) storeRow(red, extra.get(red)!);
