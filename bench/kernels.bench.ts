@@ -56,7 +56,7 @@ const fusionOnly = (c: string) => c.startsWith('fusion');
 const kRow = (c: string) => c === 'fusion kRow';
 const labelsOf = (b: number, t: number): Array => np.array(Int32Array.from({ length: b * t }, (_, i) => (i * 37) % 256), 'int32').reshape([b, t]);
 const cases: Case[] = [];
-for (const s of [0.25, 1.5]) {
+for (const s of (process.env.KERNELS_BENCH_STDS ?? "0.25,1.5").split(",").map(Number)) {
   cases.push({ name: `gelu fwd parts [16,128,512] std ${s}`, f: (h, b, w) => readBy(w, geluParts(h, b)), args: [arr([16, 128, 512], s, 1), arr([512], 0.02, 2), arr([512, 4], 1, 4)], n: ROWS * 512, pick: fusionOnly });
 }
 cases.push({ name: 'same bytes, 2 muls [16,128,512]', f: sameBytes, args: [arr([16, 128, 512], 0.25, 1), arr([512], 0.02, 2), arr([512, 4], 1, 4)], n: ROWS * 512, pick: fusionOnly });

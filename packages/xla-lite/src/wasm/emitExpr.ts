@@ -19,7 +19,7 @@ import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { FUSED_OPS } from '../passes/fusion';
 import type { E, VecBuilder } from './vecBuilder';
-import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
+import { type HostMath, type TanhOptions, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
 
 const { SIMD } = wasm;
 
@@ -42,6 +42,8 @@ export interface ElementReads {
 export interface ExprOptions {
   relaxed: boolean;
   host: HostMath;
+  /** How tanh emits its exp path (default: inline). */
+  tanh?: TanhOptions;
 }
 
 /**
@@ -184,7 +186,7 @@ export function emitElements(b: VecBuilder, body: HloComputation, reads: Element
         e = vlog(b, v(x));
         break;
       case 'tanh':
-        e = vtanh(b, v(x));
+        e = vtanh(b, v(x), opts.tanh);
         break;
       case 'logistic':
         e = vlogistic(b, v(x));

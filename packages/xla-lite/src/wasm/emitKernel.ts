@@ -41,11 +41,13 @@ import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
 import { type Broadcast, COL_CHUNK, COL_ITEM, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit } from './fusionPlan';
 import { kernelScope } from './kernelScope';
+import { VecBuilder } from './vecBuilder';
+import { vtanhLarge } from './vmath';
 import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
 import { rowStructure } from './rowPlan';
 import { rowsKernel } from './rowsKernel';
-import { envNumber } from '@tpukit/core/internal';
+import { envNumber, envVar } from '@tpukit/core/internal';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
@@ -77,6 +79,17 @@ export function getColumnRowBlocks(): number {
 export function colRowBlocks(K: number, items: number, work: number): number {
   if (items >= colBlockLimit || work < getParallelWork()) return 1;
   return Math.max(1, Math.min(colBlockLimit, Math.floor(K / COL_BLOCK_ROWS)));
+}
+
+/**
+ * Whether loop kernels with tanh may take its exp path by a call (`loopKernel.ts`; default on,
+ * env `TPUKIT_TANH_CALL=0` off); applies to executables built afterwards. The same values
+ * either way.
+ */
+let outOfLineTanh = envVar('TPUKIT_TANH_CALL') !== '0';
+
+export function setOutOfLineTanh(on: boolean): void {
+  outOfLineTanh = on;
 }
 
 /** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
@@ -214,8 +227,23 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   };
 }
 
+const tanhLargeOf = new WeakMap<wasm.ModuleBuilder, number>();
+
+/** The function of module `m` computing tanh's exp path for one vector (`vtanhLarge`), added on first use. */
+function tanhLargeFunction(m: wasm.ModuleBuilder): number {
+  let i = tanhLargeOf.get(m);
+  if (i === undefined) {
+    i = m.addFunction(null, ['v128'], ['v128'], (f) => vtanhLarge(new VecBuilder(f), () => void f.get(0))());
+    tanhLargeOf.set(m, i);
+  }
+  return i;
+}
+
 /** Adds `k<index>(lo, hi)` for `plan` to module `m`: the shared scope, then the loops of its fusion kind. */
-export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPlan, at: KernelAddresses, opts: ExprOptions): void {
+export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPlan, at: KernelAddresses, opts0: ExprOptions): void {
+  // Loop kernels with tanh get its exp path as a call too (`loopKernel.ts` picks per item).
+  const tanhCall = plan.kind === 'loop' && outOfLineTanh && plan.body.instructions.some((i) => i.prim?.name === 'tanh') ? tanhLargeFunction(m) : undefined;
+  const opts = tanhCall === undefined ? opts0 : { ...opts0, tanh: { call: tanhCall } };
   // Row kernels take the thread's index (0 = the calling thread), which picks its scratch rows.
   m.addFunction(`k${index}`, plan.kind === 'rows' ? ['i32', 'i32', 'i32'] : ['i32', 'i32'], [], (f) => {
     const k = kernelScope(f, plan, at, opts);

@@ -13,7 +13,8 @@
  * - log: subnormals pre-scaled by 2^23; x = m·2^e with m in [√½, √2); degree-9 polynomial in
  *   m − 1; log(0) = −Inf, log(x<0) = NaN, log(+Inf) = +Inf.
  * - tanh: odd polynomial for |x| < 0.625, else sign(x)·(1 − 2/(exp(2|x|)+1)) (computed only
- *   for vectors with such a lane).
+ *   for vectors with such a lane; in loop kernels, optionally by a call to a function of the
+ *   module computing it, `TanhOptions`).
  * - logistic: e = exp(−|x|); 1/(1+e) for x ≥ 0, e/(1+e) for x < 0 (as the reference does).
  * - log1p: u = 1+x; x when u = 1, else log(u)·x/(u−1) (Goldberg's correction).
  * - expm1: u = exp(x); x when u = 1, −1 when u−1 = −1, +Inf when u = +Inf, else
@@ -103,7 +104,22 @@ export function vlog(b: VecBuilder, x0: E): E {
 
 const SIGN = 0x80000000 | 0;
 
-export function vtanh(b: VecBuilder, x0: E): E {
+/** tanh's path for |x| >= 0.625 (and NaN): sign(x)·(1 − 2/(exp(2|x|)+1)). */
+export function vtanhLarge(b: VecBuilder, x0: E): E {
+  const x = b.let(x0);
+  const s = vexp(b, b.add(b.abs(x), b.abs(x)), false); // (2|x| >= 0)
+  return b.let(b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN))));
+}
+
+/** How a kernel emits tanh's exp path (`vtanh`). */
+export interface TanhOptions {
+  /** A function of the module computing `vtanhLarge` for one vector (v128 -> v128): called instead of the inline code. */
+  call?: number;
+  /** An i32 local counting the vectors that took the exp path. */
+  count?: number;
+}
+
+export function vtanh(b: VecBuilder, x0: E, opts: TanhOptions = {}): E {
   const f = b.f;
   const x = b.let(x0);
   const a = b.let(b.abs(x));
@@ -115,8 +131,9 @@ export function vtanh(b: VecBuilder, x0: E): E {
   const out = f.local('v128');
   b.op(SIMD.v128_any_true, b.op(SIMD.v128_not, isSmall))();
   f.if();
-  const s = vexp(b, b.add(a, a), false); // (2|x| >= 0)
-  const large = b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN)));
+  const { call, count } = opts;
+  if (count !== undefined) f.get(count).i32Const(1).op(wasm.OP.i32_add).set(count);
+  const large = call !== undefined ? () => void (x(), f.call(call)) : vtanhLarge(b, x);
   b.setTo(out, b.sel(isSmall, small, large));
   f.else();
   b.setTo(out, small);

@@ -1,0 +1,12 @@
+import { np } from '@tpukit/core';
+import { lower, setKernelThreads } from '@tpukit/xla-lite';
+setKernelThreads(1);
+const x = np.array(Float32Array.from({ length: 8 * 64 }, (_, i) => Math.sin(i) * 3)).reshape([8, 64]);
+const b = np.array(Float32Array.from({ length: 64 }, () => 0.01));
+const c = lower((x: any, b: any) => np.tanh(np.add(x, b)))(x, b).compile();
+console.log(c.stats.wasmKernels);
+const o = c.call([x, b])[0].dataSync();
+const want = np.tanh(np.add(x, b)).dataSync();
+const bad: number[] = [];
+for (let i = 0; i < o.length; i++) if (Math.abs(o[i] - want[i]) > 1e-5) bad.push(Math.floor(i / 64));
+console.log('rows with wrong values', [...new Set(bad)]);
