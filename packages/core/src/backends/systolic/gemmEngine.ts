@@ -405,9 +405,10 @@ export class GemmEngine implements BatchEngine {
     // (both operands SIMD-packed and read in place, in K blocks that fit: on one thread or the pool)
     const kBlockable = simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
     const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable;
-    // A product a group may defer: one product, read in place, no TypeScript packing or edges, C
-    // written straight into its destination, nothing asked of the calling thread meanwhile.
-    const groupFree = aOffs.length === 1 && direct && inA && inB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, true) && edgeFree(b, nr, kp, true);
+    // A product a group may defer: one product, packed by the SIMD kernels alone (no TypeScript
+    // packing or edges), C written straight into its destination, nothing asked of the calling
+    // thread meanwhile. (Operands not read in place are staged when it is deferred.)
+    const groupFree = aOffs.length === 1 && direct && simdA && simdB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, true) && edgeFree(b, nr, kp, true);
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
       const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
@@ -441,6 +442,7 @@ export class GemmEngine implements BatchEngine {
       // In a group (`beginGroup`), a product that needs nothing from this thread but its kernels runs later, with the others.
       if (this.groupJobs) {
         if (job && groupFree && this.defer(job, srcA, a.bits.byteLength, srcB, b.bits.byteLength, c, M * N * 4)) {
+          stager.to(stager.end);
           sink(bi, c / 4, np);
           continue;
         }
@@ -509,9 +511,10 @@ export class GemmEngine implements BatchEngine {
   /**
    * Opens a group of independent products: until `endGroup`, each product the pool would run as
    * a K-blocked or row-block job and that needs nothing from the calling thread but its kernels
-   * (operands read in place, whole panels, result written into its destination in this memory)
-   * is laid out in its own scratch and deferred (its sink sees the destination, not yet
-   * written); other products run at once as before. `endGroup(true)` then runs the deferred
+   * (SIMD-packed operands with whole panels, result written into its destination in this
+   * memory) is laid out in its own scratch, its operands staged there unless read in place,
+   * and deferred (its sink sees the destination, not yet written); other products run at once
+   * as before. `endGroup(true)` then runs the deferred
    * ones as one pool job (`GroupRunner`): one wake-up, each thread starting on a different
    * product. Returns false (nothing opened: run the products one by one) without a thread pool.
    * The products must be independent: none reads another's destination.
