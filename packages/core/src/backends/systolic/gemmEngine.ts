@@ -560,7 +560,6 @@ export class GemmEngine implements BatchEngine {
     const jobs = this.groupJobs!;
     if (!this.parallelGroup!.accepts(job)) return false;
     const r = this.groupRanges;
-    const meets = (x: number, xn: number, y: number, yn: number): boolean => x < y + yn && y < x + xn;
     let clash = jobs.length >= MAX_GROUP_PRODUCTS;
     for (let i = 0; i < r.length && !clash; i += 6) {
       clash = meets(c, cBytes, r[i], r[i + 1]) || meets(c, cBytes, r[i + 2], r[i + 3]) || meets(c, cBytes, r[i + 4], r[i + 5]) || meets(a, aBytes, r[i + 4], r[i + 5]) || meets(b, bBytes, r[i + 4], r[i + 5]);
@@ -821,6 +820,11 @@ const MIN_PACK_CHUNKS = 16;
 
 /** Below this many multiply-adds a product runs on the calling thread (dispatch costs more). */
 export const PARALLEL_MIN_WORK = 1 << 21;
+
+/** Whether byte ranges [x, x + xn) and [y, y + yn) overlap. */
+function meets(x: number, xn: number, y: number, yn: number): boolean {
+  return x < y + yn && y < x + xn;
+}
 
 function align(x: number): number {
   return Math.ceil(x / 64) * 64;
