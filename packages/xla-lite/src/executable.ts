@@ -390,9 +390,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
  * The dot groups of passes/dotGroups.ts as steps: the members of a group that write straight into
  * their arena buffers (`direct`), if at least two, become one 'dots' step at the last such
  * member's place (the others 'grouped', which do nothing), run with one core `evalDotsInto` call
- * (see `runDotGroup`). Between a group's members lie only other members and aliases the pass
- * moved up (none reads a member), so every operand is there at the last one and no step before
- * it reads a member's result. The other members run as their own steps.
+ * (see `runDotGroup`). No instruction between a group's members reads a member (the pass's
+ * condition), so every operand is there at the last one and no step before it reads a member's
+ * result. The other members run as their own steps.
  */
 function groupDotSteps(steps: Step[], c: HloModule['entry'], slot: Map<HloInstruction, number>): void {
   for (const g of dotGroupsOf(c)) {
