@@ -183,7 +183,8 @@ function kBlockStages(c, micro, packs, touch, base) {
  * before): the calling thread finishes alone when no worker joins.
  *
  * Defines `rowBlockLoop(c, b, tid, packs, touch, gemm)` (also the row-block job's, MODE 2, at
- * base 0) and `groupRun(c, tid, micro, packs, touch, gemm)` (false when another thread failed).
+ * base 0; returns the blocks it computed) and `groupRun(c, tid, micro, packs, touch, gemm)` (the
+ * units, row blocks and K-block tiles, this thread computed; -1 when another thread failed).
  */
 const GROUP_SOURCE = `
 function rowBlockLoop(c, b, tid, packs, touch, gemm) {
@@ -191,12 +192,14 @@ function rowBlockLoop(c, b, tid, packs, touch, gemm) {
   const fa = packs[c[o]], rs = c[o + 2], ks = c[o + 3], k = c[o + 5], R = c[o + 8], esz = c[o + 9];
   const mp = c[J + 3], np = c[J + 4], kp = c[J + 5], mc = c[J + 6], blocks = c[J + 9];
   const area = c[J] + tid * mc * kp * 4;
-  for (let r = Atomics.add(c, b + ${TILE_NEXT}, 1); r < blocks; r = Atomics.add(c, b + ${TILE_NEXT}, 1)) {
+  let mine = 0;
+  for (let r = Atomics.add(c, b + ${TILE_NEXT}, 1); r < blocks; r = Atomics.add(c, b + ${TILE_NEXT}, 1), mine++) {
     const i0 = r * mc, i1 = Math.min(mp, i0 + mc), src = c[o + 1] + i0 * rs * esz;
     if (c[o + 13] !== 0) { touch(src, k * esz, rs * esz, i1 - i0); Atomics.add(c, ${SWEPT}, 1); }
     fa(src, rs, ks, (i1 - i0) / R, k, kp, area);
     gemm(area - i0 * kp * 4, c[J + 1], c[J + 2], mp, np, kp, i0, i1, 0, np);
   }
+  return mine;
 }
 function groupRows(c, b, tid, packs, touch, gemm) {
   const chunks = c[b + ${PACKS} + 10];
@@ -204,18 +207,20 @@ function groupRows(c, b, tid, packs, touch, gemm) {
     chunkPack(c, b + ${PACKS}, i, packs, touch, null);
     kBlockDone(c, b + ${PACK_DONE});
   }
-  if (Atomics.load(c, b + ${TILE_NEXT}) >= c[b + ${JOB} + 9]) return true;
-  if (!kBlockWait(c, b + ${PACK_DONE}, chunks)) return false;
-  rowBlockLoop(c, b, tid, packs, touch, gemm);
-  return true;
+  if (Atomics.load(c, b + ${TILE_NEXT}) >= c[b + ${JOB} + 9]) return 0;
+  if (!kBlockWait(c, b + ${PACK_DONE}, chunks)) return -1;
+  return rowBlockLoop(c, b, tid, packs, touch, gemm);
 }
 function groupRun(c, tid, micro, packs, touch, gemm) {
   const n = c[${JOB}];
+  let mine = 0;
   for (let s = 0; s < n; s++) {
     const b = (1 + ((tid + s) % n)) * ${KSLOTS};
-    if (c[b + ${MODE}] === 3 ? kBlockStages(c, micro, packs, touch, b) < 0 : !groupRows(c, b, tid, packs, touch, gemm)) return false;
+    const u = c[b + ${MODE}] === 3 ? kBlockStages(c, micro, packs, touch, b) : groupRows(c, b, tid, packs, touch, gemm);
+    if (u < 0) return -1;
+    mine += u;
   }
-  return true;
+  return mine;
 }
 // Packing chunk i of the descriptor at slot o (packPlan.ts chunkCall): packs it once wait(need),
 // when given, says its source (up to byte address need) is staged.
@@ -235,7 +240,7 @@ function chunkPack(c, o, i, packs, touch, wait) {
 const kBlockFns = new Function(`${K_BLOCK_SOURCE}; ${GROUP_SOURCE}; return { stages: kBlockStages, fail: kBlockFail, group: groupRun };`)() as {
   stages: (c: Int32Array, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows'], base: number) => number;
   fail: (c: Int32Array) => void;
-  group: (c: Int32Array, tid: number, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows'], gemm: GemmExports['gemm']) => boolean;
+  group: (c: Int32Array, tid: number, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows'], gemm: GemmExports['gemm']) => number;
 };
 
 /** A worker's part of a job it joined (see WORKER_SOURCE): a batch job, or packing then tiles (or row blocks). */
@@ -719,6 +724,7 @@ class Pool {
     const n = jobs.length;
     if (n < 1 || n > MAX_GROUP) throw new RangeError(`dot_general group: a group job runs 1 to ${MAX_GROUP} products; got ${n}`);
     const last: Array<[number, number]> = []; // per product: the counter slot of its last units, and their count
+    let units = 0; // row blocks and K-block tiles of all the products
     for (let p = 0; p < n; p++) {
       const job = jobs[p];
       const base = (p + 1) * KSLOTS;
@@ -726,6 +732,7 @@ class Pool {
       if (job.kBlocks) {
         const { nb, tiles } = this.describeKBlocks(job, job.kBlocks, threads, base);
         last.push([base + KB + 4 * (nb - 1) + 2, tiles]);
+        units += nb * tiles;
         continue;
       }
       const { np, kp, mp } = job.args;
@@ -739,6 +746,7 @@ class Pool {
       if (poolTestHooks.breakWorkers) c[base + PACKS] = -1;
       for (const slot of [PACK_NEXT, PACK_DONE, TILE_NEXT]) Atomics.store(c, base + slot, 0);
       last.push([base + TILE_NEXT, blocks]);
+      units += blocks;
     }
     c[MODE] = 4;
     c[JOB] = n;
@@ -751,9 +759,10 @@ class Pool {
       this.pool.wake();
     }
     let failed: unknown = null;
+    let mine = 0;
     try {
-      if (!alone && poolTestHooks.callerComputes === false) for (const [slot, units] of last) leaveUnitsToWorkers(c, slot, units);
-      else kBlockFns.group(c, 0, e.exports.micro, this.packs, e.exports.touch_rows, e.exports.gemm);
+      if (!alone && poolTestHooks.callerComputes === false) for (const [slot, count] of last) leaveUnitsToWorkers(c, slot, count);
+      else mine = kBlockFns.group(c, 0, e.exports.micro, this.packs, e.exports.touch_rows, e.exports.gemm);
     } catch (err) {
       failed = err;
       kBlockFns.fail(c);
@@ -765,6 +774,12 @@ class Pool {
     e.traffic.sweptChunks += Atomics.load(c, SWEPT);
     e.traffic.groupJobs++;
     e.traffic.groupProducts += n;
+    if (gemmPhases.enabled) {
+      const p = gemmPhases.pool;
+      p.products += n;
+      p.tiles += units;
+      p.callerTiles += Math.max(0, mine);
+    }
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
   }
