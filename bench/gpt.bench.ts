@@ -62,7 +62,7 @@ import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
 import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
-import { type HloComputation, nominalFlopsOf } from '@tpukit/xla-lite/internal';
+import { dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { envNumber, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
@@ -366,6 +366,10 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
     const compiled = jit(valueAndGrad(tLoss)).lower(p, x, x).compile();
     if (process.env.GPT_BENCH_HLO) writeFileSync(process.env.GPT_BENCH_HLO, compiled.asText());
     if (process.env.GPT_BENCH_STABLEHLO) writeFileSync(process.env.GPT_BENCH_STABLEHLO, compiled.asStableHlo());
+    if (process.env.GPT_BENCH_TRAFFIC === '1') {
+      const shape = (i: HloInstruction): string => `${i.operands.map((o) => `[${o.shape.shape.join(',')}]`).join('x')}->[${i.shape.shape.join(',')}]`;
+      console.log(`  dot groups in jit(valueAndGrad(loss)) (passes/dotGroups.ts): ${compiled.passStats.dotGroups} dots in ${dotGroupsOf(compiled.module.entry).length} groups: ${dotGroupsOf(compiled.module.entry).map((g) => g.map(shape).join(' + ')).join('; ')}`);
+    }
     const counted = dotFlops(compiled.module.entry) / TOKENS;
     if (counted !== FLOPS_PER_TOKEN) throw new Error(`bench:gpt: the compiled step does ${counted} matmul FLOP per token; the hand count is ${FLOPS_PER_TOKEN}`);
   });
@@ -593,6 +597,8 @@ async function main(): Promise<void> {
     }
   }
   systolic.setNumThreads(cores);
+  // GPT_BENCH_TRAFFIC=1: the GEMM engine's path counters over the whole run (warm-up included), e.g. its group jobs (passes/dotGroups.ts).
+  if (process.env.GPT_BENCH_TRAFFIC === '1') console.log(`  GEMM traffic (whole run, ${WARMUP + ROUNDS * STEPS} steps per trainer): ${JSON.stringify(systolic.backend.engine.traffic)}`);
   const torch = [1, 2].map((n) => torchPeer(n, Math.max(10, ROUNDS * STEPS)));
   console.log(`  tokens/s (median of ${ROUNDS} rounds; effective GFLOP/s = tokens/s x ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP):`);
   trainers.forEach((tr, k) => {

@@ -487,7 +487,63 @@ async function cpu2t(): Promise<void> {
   if (evicted === 42) console.log('');
 }
 
+/**
+ * `MATMUL_ONLY=groups`: the GPT step's dot groups (xla-lite's passes/dotGroups.ts), operands and
+ * destinations in the GEMM memory, cold, in interleaved rounds: the products one by one on one
+ * thread ('1t'), one by one on two threads ('2t separate', one pool job each: main's path), and as
+ * one group on two threads ('2t group', `GemmEngine.beginGroup`: one job, each thread starting on
+ * its own product). CPU ms per group (all threads), wall ms, and the median per-round ratio of
+ * CPU to 1t's; results checked bit-identical.
+ */
+async function groupsAB(): Promise<void> {
+  const { e, evict } = oneThreadCold();
+  const byName = (prefix: string): DotCase => GPT_DOTS.find((c) => c[0].startsWith(prefix))!;
+  const groups: Array<[string, DotCase[]]> = [
+    ['pair dX + dW [2048,128]x[128,128]', [byName('qkv/out'), byName('dW qkv')]],
+    ['attn bwd: dX, dW, dX, dW', [byName('qkv/out'), byName('dW qkv'), byName('qkv/out'), byName('dW qkv')]],
+    ['dW qkv x2 + dW up + dW down', [byName('dW qkv'), byName('dW qkv'), byName('dW up'), byName('dW down')]],
+    ['pair dX down + dW down', [byName('dX down'), byName('dW down')]],
+  ];
+  const variants: Array<[string, number, boolean]> = [['1t', 1, false], ['2t separate', 2, false], ['2t group', 2, true]];
+  console.log(`\n[11] GPT dot groups in the GEMM memory, cold: CPU ms per group, all threads (median of ${RUNS * 2} interleaved rounds; x = CPU / 1t's, median per round; w = wall ms)`);
+  for (const [label, cases] of groups) {
+    const ds = cases.map((c) => dotInEngine(e, c));
+    const cpu = variants.map((): number[] => []);
+    const wall = variants.map((): number[] => []);
+    let want: Uint32Array[] | null = null;
+    const mode = (k: number) => () => {
+      const [, threads, group] = variants[k];
+      systolic.setNumThreads(threads);
+      const eng = systolic.backend.engine; // (installs the thread setting)
+      evict();
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      const open = group && eng.beginGroup();
+      for (const d of ds) d.run();
+      if (open) eng.endGroup(true);
+      wall[k].push(performance.now() - t0);
+      const c1 = process.cpuUsage(c0);
+      cpu[k].push((c1.user + c1.system) / 1000);
+      const got = ds.map((d) => new Uint32Array(d.into.slice().buffer));
+      if (want === null) want = got;
+      else if (!got.every((g, i) => g.every((x, j) => x === want![i][j]))) throw new Error(`bench:matmul: ${label}: ${variants[k][0]} gives different results`);
+    };
+    await interleaved(variants.map((_, k) => mode(k)), RUNS * 2, 2);
+    for (const v of [...cpu, ...wall]) v.splice(0, 2); // (the warm-up runs)
+    const parts = variants.map(([name], k) => `${name} ${median(cpu[k]).toFixed(2).padStart(6)}${k === 0 ? '' : ` ${median(cpu[k].map((t, i) => t / cpu[0][i])).toFixed(3)}x`} w ${median(wall[k]).toFixed(2).padStart(6)}`);
+    console.log(`    ${label.padEnd(36)} ${parts.join(' | ')}`);
+    for (const d of ds) d.release();
+  }
+  systolic.setNumThreads(1);
+  if (evicted === 42) console.log('');
+}
+
 async function main(): Promise<void> {
+  if (process.env.MATMUL_ONLY === 'groups') {
+    console.log(`matmul benchmark, GPT dot groups on 1 and 2 threads; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+    await groupsAB();
+    return;
+  }
   if (process.env.MATMUL_ONLY === 'shape') {
     console.log(`matmul benchmark, micro-kernel shapes: medians of ${RUNS * 2} interleaved runs; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
     await shapeAB();

@@ -51,6 +51,14 @@ export interface Backend {
    */
   executeInto?(prim: KernelPrimitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray, bands?: ResultBands): boolean;
   /**
+   * Capability: a group of independent dot_generals run together (core's `evalDotsInto`):
+   * `beginDotGroup` returns true when the backend may defer the `executeInto` dots that follow
+   * until `endDotGroup(true)` runs them (as one thread-pool job); `endDotGroup(false)` drops
+   * them (after a failure). Absent or false: the dots run one by one.
+   */
+  beginDotGroup?(): boolean;
+  endDotGroup?(run: boolean): void;
+  /**
    * Capability: `executeInto` for a primitive with several results (such as the fused
    * attention's out and logsumexp): every result into its own caller storage in `outs` (dtype
    * and element count of `outAvals[i]`). Returns false when this backend does not do that for

@@ -62,3 +62,29 @@ export function holdAll(): { hold: Int32Array; release: () => void } {
     },
   };
 }
+
+/**
+ * Holds the pools' workers and lets them go from another thread (started and waiting
+ * beforehand) `ms` after `start()`: a worker then joins a job already under way. `stop()` ends
+ * the helper and releases the workers whatever happened.
+ */
+export function releaseLater(ms: number): { hold: Int32Array; start: () => void; stop: () => void } {
+  const held = holdAll();
+  const sig = new Int32Array(new SharedArrayBuffer(8)); // [ready, go]
+  const letGo = new Worker(
+    `const { workerData: w } = require("node:worker_threads"); const h = new Int32Array(w.hold), s = new Int32Array(w.sig); Atomics.store(s, 0, 1); Atomics.notify(s, 0); Atomics.wait(s, 1, 0, 20000); Atomics.wait(s, 0, 1, ${ms}); Atomics.store(h, 0, 0); Atomics.notify(h, 0);`,
+    { eval: true, workerData: { hold: held.hold.buffer, sig: sig.buffer } },
+  );
+  Atomics.wait(sig, 0, 0, 20000); // (the releasing thread is running)
+  return {
+    hold: held.hold,
+    start: () => {
+      Atomics.store(sig, 1, 1);
+      Atomics.notify(sig, 1);
+    },
+    stop: () => {
+      held.release();
+      void letGo.terminate();
+    },
+  };
+}

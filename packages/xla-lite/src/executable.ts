@@ -25,7 +25,8 @@
  * `Resident`; `begin(args)` moves out those the caller kept).
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
+import { type DotInto, evalDotsInto, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
+import { dotGroupsOf } from './passes/dotGroups';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime, hostStorage } from './donation';
@@ -38,6 +39,7 @@ import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile'
 import { compileSubprograms } from './subprograms';
 import { countOutputCopy, epilogueBandsEnabled, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
+type PrimStep = { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null; memo: IntoMemo };
 type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
@@ -45,7 +47,9 @@ type Step =
   | { kind: 'alias'; out: number; src: number; inst: HloInstruction; shape: readonly number[] }
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
-  | { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null; memo: IntoMemo }
+  | PrimStep
+  | { kind: 'dots'; out: number; members: PrimStep[]; list: DotInto[] }
+  | { kind: 'grouped'; out: number }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; bands: ResultBands | undefined; pool: Float32Array | Uint8Array | null; memo: IntoMemo };
 
 export interface ExecutableStats {
@@ -123,6 +127,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null, regions: wasmProgram?.resultRegions.get(i) ?? null, memo: intoMemo() };
     }
   });
+  if (wasmProgram !== null) groupDotSteps(steps, c, slot);
   // Results of dots and transposes (primitives the backend can run into caller storage), of
   // JavaScript fusion kernels and those copied out of the wasm arena reuse last call's buffers
   // when nothing but the outputs can outlive a call: no host callbacks, no
@@ -243,6 +248,11 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         vals[s.out] = r;
         break;
       }
+      case 'dots':
+        runDotGroup(s, vals, wasmProgram!, exec, args);
+        break;
+      case 'grouped':
+        break;
       case 'prim': {
         for (let j = 0; j < s.ins.length; j++) s.buf[j] = vals[s.ins[j]] as Array;
         if (s.direct !== null) {
@@ -374,4 +384,48 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const outputFusions = kinds.filter((k) => k === 'kOutput').length;
   const rowFusions = kinds.filter((k) => k === 'kRow').length;
   return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0, arenaInBackend: wasmProgram?.host != null }, donor };
+}
+
+/**
+ * The dot groups of passes/dotGroups.ts as steps: the members of a group that write straight into
+ * their arena buffers (`direct`), if at least two, become one 'dots' step at the last such
+ * member's place (the others 'grouped', which do nothing), run with one core `evalDotsInto` call
+ * (see `runDotGroup`). No instruction between a group's members reads a member (the pass's
+ * condition), so every operand is there at the last one and no step before it reads a member's
+ * result. The other members run as their own steps.
+ */
+function groupDotSteps(steps: Step[], c: HloModule['entry'], slot: Map<HloInstruction, number>): void {
+  for (const g of dotGroupsOf(c)) {
+    const at = g.map((i) => slot.get(i)!).filter((k) => {
+      const s = steps[k];
+      return s.kind === 'prim' && s.direct !== null && s.into;
+    });
+    if (at.length < 2) continue;
+    const members = at.map((k) => steps[k] as PrimStep);
+    const list = members.map((s): DotInto => ({ args: s.buf, params: s.params as DotInto['params'], out: s.direct!.view, memo: s.memo }));
+    const last = at[at.length - 1];
+    steps[last] = { kind: 'dots', out: last, members, list };
+    for (let j = 0; j < at.length - 1; j++) steps[at[j]] = { kind: 'grouped', out: at[j] };
+  }
+}
+
+/**
+ * Runs a 'dots' step: the members' dots into their arena buffers with one `evalDotsInto` call
+ * (the GEMM pool runs them as one job); a member the backend declines runs as its own step.
+ */
+function runDotGroup(s: Extract<Step, { kind: 'dots' }>, vals: (Array | Array[] | null)[], prog: WasmProgram, exec: (s: Step, args: Array[]) => void, args: Array[]): void {
+  const { members } = s;
+  for (const m of members) for (let j = 0; j < m.ins.length; j++) m.buf[j] = vals[m.ins[j]] as Array;
+  const rs = evalDotsInto(s.list);
+  for (let j = 0; j < members.length; j++) {
+    const m = members[j];
+    const r = rs[j];
+    m.buf.fill(null as never);
+    if (r === null) {
+      exec(m, args);
+      continue;
+    }
+    prog.markStaged(m.direct!.key);
+    vals[m.out] = r;
+  }
 }

@@ -4,7 +4,8 @@
  * the simplification passes again); one-hot dots as gathers / segment sums (then simplification
  * again); explicit layout copies where a dot still needs one;
  * row fusion (softmax/norm patterns, kRow), elementwise fusion (kLoop/kInput), dot epilogue
- * fusion (kOutput), sibling multi-output fusion of column reductions, then DCE once more. Passes run on the
+ * fusion (kOutput), sibling multi-output fusion of column reductions, then DCE once more, and
+ * last dot groups (independent dots made adjacent, run as one GEMM pool job). Passes run on the
  * entry computation (sub-computations of control flow execute through their core primitive,
  * see `executable.ts`). Each pass reports how many rewrites it made, shown by `passStats`.
  */
@@ -20,6 +21,7 @@ import { fuseDotEpilogues } from './passes/outputFusion';
 import { rewriteOneHotDots } from './passes/oneHotDot';
 import { fuseRows } from './passes/rowFusion';
 import { fuseSiblingReductions } from './passes/siblingFusion';
+import { groupDots } from './passes/dotGroups';
 
 export interface PipelineOptions {
   /** Run elementwise fusion (default true). */
@@ -62,11 +64,17 @@ export interface PipelineOptions {
    * default to false when the environment sets TPUKIT_SIBLING_FUSION=0).
    */
   siblingFusion?: boolean;
+  /**
+   * Bring independent dots next to each other and run each group with one core `evalDotsInto`
+   * call (passes/dotGroups.ts; default true; `jit` and `Lowered.compile()` default to false when
+   * the environment sets TPUKIT_DOT_GROUPS=0). Runs last, on the final schedule.
+   */
+  dotGroups?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'dotGroups', number>;
 
-export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0 });
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0, dotGroups: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
@@ -117,5 +125,6 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
     if (opts.siblingFusion !== false) stats.siblingFusion = fuseSiblingReductions(c, mod);
     stats.dce += dce(c);
   }
+  if (opts.dotGroups !== false) stats.dotGroups = groupDots(c);
   return stats;
 }

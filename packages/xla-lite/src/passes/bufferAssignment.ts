@@ -10,9 +10,11 @@
  * The WebAssembly executor (`wasm/program.ts`) lays out its arena with the same pass, passing
  * `materialises` (only the values it keeps in the arena get buffers), `counts` (only reads by
  * wasm kernels keep a value alive there: everything else reads a copy) and `alignment`
- * (buffer sizes rounded up, so every buffer starts 16-byte aligned).
+ * (buffer sizes rounded up, so every buffer starts 16-byte aligned). The operands of a dot group's
+ * members (passes/dotGroups.ts) stay live until the group's last member.
  */
 import { bytesOf, type HloComputation, type HloInstruction } from '../hlo';
+import { dotGroupsOf } from './dotGroups';
 
 export interface BufferAssignment {
   /** Offset of each materialised value in its region ('temp' slab or a donated argument). */
@@ -61,6 +63,11 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
   };
   const counts = opts.counts ?? (() => true);
   order.forEach((i, t) => i.operands.forEach((o) => counts(i, o) && touch(o, t)));
+  // A dot group (passes/dotGroups.ts) reads its members' operands when it runs, at its last member.
+  for (const g of dotGroupsOf(c)) {
+    const t = pos.get(g[g.length - 1]);
+    if (t !== undefined) for (const m of g) m.operands.forEach((o) => counts(m, o) && touch(o, t));
+  }
   for (const o of c.outputs) if (counts(null, o)) touch(o, end);
   if (opts.counts) order.forEach((i, t) => !ALIAS.has(i.opcode) && materialises(i) && !lastUse.has(i) && lastUse.set(i, t));
 

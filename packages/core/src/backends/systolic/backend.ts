@@ -131,6 +131,14 @@ export class SystolicBackend implements Backend {
     return true;
   }
 
+  /** A group of independent dots (see `Backend.beginDotGroup`): deferred by the GEMM engine, run as one pool job. */
+  beginDotGroup(): boolean {
+    return this.engine.beginGroup();
+  }
+  endDotGroup(run: boolean): void {
+    this.engineCache?.endGroup(run);
+  }
+
   /** The fused attention primitives into caller storage (see `Backend.executeIntoAll`). */
   executeIntoAll(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[], outs: StorageArray[]): boolean {
     if (!Object.hasOwn(systolicAttentionKernels, prim.name) || !attentionStorageFits(outAvals, outs)) return false;

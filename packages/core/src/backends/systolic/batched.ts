@@ -165,7 +165,7 @@ export function placeOperands(engine: BatchEngine, a: ArrayBufferView, b: ArrayB
  * Whether a staged one-pass operand packs with the SIMD kernel alone (no TypeScript edges);
  * `wholePanels`: its rows must fill whole panels (B: C's columns are written in whole panels).
  */
-function edgeFree(v: OperandView, R: number, kp: number, wholePanels: boolean): boolean {
+export function edgeFree(v: OperandView, R: number, kp: number, wholePanels: boolean): boolean {
   return v.rows > 0 && (!wholePanels || v.rows % R === 0) && kp === v.k && (v.rs === 1 || (v.ks === 1 && v.k % 4 === 0));
 }
 

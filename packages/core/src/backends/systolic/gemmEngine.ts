@@ -15,7 +15,7 @@ import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
 import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
-import { type BatchEngine, type BatchRunner, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
+import { type BatchEngine, type BatchRunner, edgeFree, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName, touchArgs } from './packKernels';
 import { type PackJob, Stager, TimedStager, chunkCall, planPackJob } from './packPlan';
@@ -78,6 +78,16 @@ export interface KBlockJob {
 /** Runs one product over several threads; false when it could not (the caller runs it alone). */
 export type ParallelRunner = (job: ParallelJob) => boolean;
 
+/**
+ * Runs independent products as one pool job (threads.ts `runGroup`): `accepts` says whether a
+ * product's job can be one of them (K-blocked or row-block, see `GemmEngine.beginGroup`), `run`
+ * computes them all (on the calling thread alone when the workers cannot start).
+ */
+export interface GroupRunner {
+  accepts(job: ParallelJob): boolean;
+  run(jobs: readonly ParallelJob[]): void;
+}
+
 export interface GemmArgs {
   ap: number;
   bp: number;
@@ -102,6 +112,9 @@ export interface OperandTraffic {
   poolRowBlockJobs: number;
   /** Packing calls (chunks or row blocks) whose in-place source was swept first (`touchInPlace`), on any thread. */
   sweptChunks: number;
+  /** Group jobs the thread pool ran (`GemmEngine.beginGroup`), and the products in them. */
+  groupJobs: number;
+  groupProducts: number;
   /** One-thread products packed one K block at a time inside the kernel's loops (`GemmEngine.kBlocks`). */
   kBlockedProducts: number;
   /** Products the thread pool ran one K block at a time (`ParallelJob.kBlocks`). */
@@ -124,6 +137,13 @@ export class GemmEngine implements BatchEngine {
   parallel: ParallelRunner | null = null;
   /** Set by the thread pool: runs a batch of small products over several threads, split by item (`batched.ts`). */
   parallelBatch: BatchRunner | null = null;
+  /** Set by the thread pool: runs independent products as one job (`beginGroup`). */
+  parallelGroup: GroupRunner | null = null;
+  /** The products deferred since `beginGroup` (null: no group open), and where the next one's scratch starts. */
+  private groupJobs: ParallelJob[] | null = null;
+  private groupFloor = 0;
+  /** Byte ranges of the deferred products: per product, A's, B's and C's [start, end). */
+  private readonly groupRanges: number[] = [];
   /** Staging plan of the current product (reused), and the same timing its copies for the phase timer. */
   private readonly stager = new Stager();
   private readonly timedStager = new TimedStager();
@@ -174,7 +194,7 @@ export class GemmEngine implements BatchEngine {
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
-  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0 };
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0, groupJobs: 0, groupProducts: 0 };
   readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape = defaultShape() }: { relaxed: boolean; shape?: GemmShape }) {
@@ -332,6 +352,7 @@ export class GemmEngine implements BatchEngine {
     cAddr = -1,
   ): void {
     // A batch of products the SIMD kernels pack whole: item by item, over the pool's threads.
+    if (this.groupJobs && this.groupJobs.length > 0 && aOffs.length > 1) this.flushGroup();
     if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK, cAddr)) return;
     const { mr, unroll } = this.shape;
     const nr = this.nr;
@@ -346,7 +367,9 @@ export class GemmEngine implements BatchEngine {
     const simdB = onePass && (b.rs === 1 || b.ks === 1);
     // The SIMD kernels pack an operand where it lies in this memory (an arena's view) or from
     // a staged copy in the scratch; the others are packed in TypeScript from their host arrays.
-    const { srcA, srcB, inA, inB, end } = placeOperands(this, a.bits, b.bits, simdA, simdB, this.floor, this.placement);
+    // (in a group, each deferred product keeps its scratch: the next one is laid out past it)
+    const floor = this.groupJobs ? this.groupFloor : this.floor;
+    const { srcA, srcB, inA, inB, end } = placeOperands(this, a.bits, b.bits, simdA, simdB, floor, this.placement);
     const ap = end;
     // A read in place may be packed by row blocks (`rowBlocks`); on the pool each thread packs
     // its blocks into its own part of A's packed area, so the area holds a block per thread.
@@ -366,7 +389,7 @@ export class GemmEngine implements BatchEngine {
     // a stager that times its copies (no clock reads in the loop below).
     const timed = gemmPhases.enabled;
     const stager = timed ? this.timedStager : this.stager;
-    stager.reset(buf, this.floor);
+    stager.reset(buf, floor);
     const whole = (v: OperandView): OperandView => ({ ...v, bits: v.bf16 ? new Uint16Array(buf) : this.u32View });
     if (simdA && !inA) stager.add(a.bits, srcA);
     if (simdB && !inB) stager.add(b.bits, srcB);
@@ -382,6 +405,10 @@ export class GemmEngine implements BatchEngine {
     // (both operands SIMD-packed and read in place, in K blocks that fit: on one thread or the pool)
     const kBlockable = simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
     const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable;
+    // A product a group may defer: one product, packed by the SIMD kernels alone (no TypeScript
+    // packing or edges), C written straight into its destination, nothing asked of the calling
+    // thread meanwhile. (Operands not read in place are staged when it is deferred.)
+    const groupFree = aOffs.length === 1 && direct && simdA && simdB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, true) && edgeFree(b, nr, kp, true);
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
       const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
@@ -411,7 +438,18 @@ export class GemmEngine implements BatchEngine {
       let kBlocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
       const kbJob = poolKBlocks && jobA && jobB ? { a: jobA, b: jobB, kc: K_BLOCK_KC } : null;
-      if (!(big && this.parallel && this.parallel(this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows, kbJob)))) {
+      const job = big && this.parallel ? this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows, kbJob) : null;
+      // In a group (`beginGroup`), a product that needs nothing from this thread but its kernels runs later, with the others.
+      if (this.groupJobs) {
+        if (job && groupFree && this.defer(job, srcA, a.bits.byteLength, srcB, b.bits.byteLength, c, M * N * 4)) {
+          stager.to(stager.end);
+          sink(bi, c / 4, np);
+          continue;
+        }
+        // (a product that runs now may overwrite what a deferred one reads: those run first)
+        this.flushGroup();
+      }
+      if (!(job && this.parallel!(job))) {
         alone = true;
         hostPack();
         // A read in place is packed block by block, each just before it is multiplied (see `rowBlocks`).
@@ -468,6 +506,69 @@ export class GemmEngine implements BatchEngine {
         sp.sink += t3 - t2;
       }
     }
+  }
+
+  /**
+   * Opens a group of independent products: until `endGroup`, each product the pool would run as
+   * a K-blocked or row-block job and that needs nothing from the calling thread but its kernels
+   * (SIMD-packed operands with whole panels, result written into its destination in this
+   * memory) is laid out in its own scratch, its operands staged there unless read in place,
+   * and deferred (its sink sees the destination, not yet written); other products run at once
+   * as before. `endGroup(true)` then runs the deferred
+   * ones as one pool job (`GroupRunner`): one wake-up, each thread starting on a different
+   * product. Returns false (nothing opened: run the products one by one) without a thread pool.
+   * The products must be independent: none reads another's destination.
+   */
+  beginGroup(): boolean {
+    if (this.groupJobs) throw new Error('dot_general group: a group is already open on this GEMM engine (endGroup first)');
+    if (!this.parallel || !this.parallelGroup) return false;
+    this.groupJobs = [];
+    this.groupFloor = this.floor;
+    return true;
+  }
+
+  /** Closes the group of `beginGroup`: runs its deferred products when `run` (drops them otherwise, after a failure). */
+  endGroup(run: boolean): void {
+    if (!this.groupJobs) return;
+    try {
+      if (run) this.flushGroup();
+    } finally {
+      this.groupJobs = null;
+      this.groupRanges.length = 0;
+    }
+  }
+
+  /** Runs the deferred products of the open group now (as one pool job); the group stays open. */
+  private flushGroup(): void {
+    const jobs = this.groupJobs!;
+    if (jobs.length === 0) return;
+    const runner = this.parallelGroup;
+    const run = jobs.slice();
+    jobs.length = 0;
+    this.groupRanges.length = 0;
+    if (!runner) throw new Error('dot_general group: the thread pool was removed while a group was open');
+    runner.run(run);
+  }
+
+  /**
+   * Defers `job` into the open group when the runner takes it and a slot is left; its scratch is
+   * then kept. A product whose destination overlaps a deferred product's operands (or whose
+   * operands overlap a deferred destination) first makes the deferred ones run (the products of a
+   * group must be independent; a destination reusing a dead operand's memory is not an error).
+   */
+  private defer(job: ParallelJob, a: number, aBytes: number, b: number, bBytes: number, c: number, cBytes: number): boolean {
+    const jobs = this.groupJobs!;
+    if (!this.parallelGroup!.accepts(job)) return false;
+    const r = this.groupRanges;
+    let clash = jobs.length >= MAX_GROUP_PRODUCTS;
+    for (let i = 0; i < r.length && !clash; i += 6) {
+      clash = meets(c, cBytes, r[i], r[i + 1]) || meets(c, cBytes, r[i + 2], r[i + 3]) || meets(c, cBytes, r[i + 4], r[i + 5]) || meets(a, aBytes, r[i + 4], r[i + 5]) || meets(b, bBytes, r[i + 4], r[i + 5]);
+    }
+    if (clash) this.flushGroup();
+    jobs.push(job);
+    r.push(a, aBytes, b, bBytes, c, cBytes);
+    this.groupFloor = align(this.outScratch);
+    return true;
   }
 
   /**
@@ -711,11 +812,19 @@ const K_BLOCK_CHUNK = 256 * 1024;
 /** The largest packed B block (N x K_BLOCK_KC f32) a K-blocked product keeps for its row blocks: half of L2. */
 const K_BLOCK_MAX_B = 512 * 1024;
 
+/** Products one group job holds at most (threads.ts MAX_GROUP); a group's further products run at once. */
+const MAX_GROUP_PRODUCTS = 4;
+
 /** Packing chunks per operand at least (so up to 4 threads each take several). */
 const MIN_PACK_CHUNKS = 16;
 
 /** Below this many multiply-adds a product runs on the calling thread (dispatch costs more). */
 export const PARALLEL_MIN_WORK = 1 << 21;
+
+/** Whether byte ranges [x, x + xn) and [y, y + yn) overlap. */
+function meets(x: number, xn: number, y: number, yn: number): boolean {
+  return x < y + yn && y < x + xn;
+}
 
 function align(x: number): number {
   return Math.ceil(x / 64) * 64;

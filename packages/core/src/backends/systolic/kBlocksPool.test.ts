@@ -13,11 +13,10 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
-import { Worker } from 'node:worker_threads';
 import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
-import { backend5x8, data, engineMemory, holdAll } from '../../../test/systolicEngines';
+import { backend5x8, data, engineMemory, holdAll, releaseLater } from '../../../test/systolicEngines';
 import { PARALLEL_MIN_WORK } from './gemmEngine';
 import { gemmPhases } from './phases';
 
@@ -160,28 +159,16 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
     let joined = 0;
     try {
       for (let attempt = 0; attempt < 20 && joined === 0; attempt++) {
-        const late = holdAll();
-        const sig = new Int32Array(new SharedArrayBuffer(8)); // [ready, go]
-        const letGo = new Worker(
-          'const { workerData: w } = require("node:worker_threads"); const h = new Int32Array(w.hold), s = new Int32Array(w.sig); Atomics.store(s, 0, 1); Atomics.notify(s, 0); Atomics.wait(s, 1, 0, 20000); Atomics.wait(s, 0, 1, 2); Atomics.store(h, 0, 0); Atomics.notify(h, 0);',
-          { eval: true, workerData: { hold: late.hold.buffer, sig: sig.buffer } },
-        );
+        const late = releaseLater(2);
         try {
-          Atomics.wait(sig, 0, 0, 20000); // (the releasing thread is running)
           const p0 = { ...gemmPhases.pool };
-          expect(
-            check(c, () => {
-              Atomics.store(sig, 1, 1);
-              Atomics.notify(sig, 1);
-            }),
-          ).toBe(1);
+          expect(check(c, late.start)).toBe(1);
           const tiles = gemmPhases.pool.tiles - p0.tiles;
           const caller = gemmPhases.pool.callerTiles - p0.callerTiles;
           expect(caller).toBeGreaterThan(0);
           if (caller < tiles) joined++;
         } finally {
-          late.release();
-          void letGo.terminate();
+          late.stop();
         }
       }
     } finally {

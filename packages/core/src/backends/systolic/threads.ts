@@ -57,7 +57,7 @@ const STAGED = 7; // byte address below which the operands are staged (see packP
 // OPEN (JOB+12): the generation of the job workers may still join, 0 once the calling thread closed it.
 const JOB = 8;
 const OPEN = JOB + 12;
-const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts); 2: one product split into row blocks, each thread packing the A rows it multiplies; 3: one product by K blocks (K_BLOCK_SOURCE)
+const MODE = JOB + 11; // 0: one product split into tiles; 1: a batch of products split by item (batched.ts); 2: one product split into row blocks, each thread packing the A rows it multiplies; 3: one product by K blocks (K_BLOCK_SOURCE); 4: a group of independent products (GROUP_SOURCE)
 const SWEPT = JOB + 15; // in-place sources the workers swept (touch_rows calls) in the current job (GemmEngine.traffic.sweptChunks)
 const PACKS = 24; // per operand: fn src rs ks panels k kp dst R esz chunks perChunk axis touch
 const PACK_SLOTS = 14;
@@ -72,7 +72,13 @@ const KB = CUR + MAX_WORKERS;
 const MAX_K_BLOCK_TILES = 64;
 const KTILE = KB + 4 * MAX_K_BLOCKS; // per tile of a K-blocked job: K blocks done
 const KWAIT = KTILE + MAX_K_BLOCK_TILES; // threads asleep in kBlockWait
-const KSLOTS = KWAIT + 1; // end of the control block
+const KSLOTS = KWAIT + 1; // end of one product's control slots
+/**
+ * The most products of one group job (MODE 4, `GroupRunner`): product p of a group is described
+ * in its own copy of the slots above (its region, from (p + 1) * KSLOTS), read by the same
+ * functions with that base.
+ */
+export const MAX_GROUP = 4;
 /** Added to every K-block counter when a job fails (more than any unit count: 4 * 64 blocks, 64 tiles). */
 const K_FAILED = 1 << 29;
 
@@ -121,17 +127,22 @@ function kBlockDone(c, i) {
 function kBlockFail(c) {
   Atomics.store(c, ${ERR}, 1);
   // Each counter moves past any count waited for before it is notified: a thread that read ERR
-  // as 0 just before and is about to sleep on the counter's old value returns at once.
-  for (let q = ${KB}; q < ${KWAIT}; q++) { Atomics.add(c, q, ${K_FAILED}); Atomics.notify(c, q); }
+  // as 0 just before and is about to sleep on the counter's old value returns at once. (Every
+  // product region of a group job too, with its chunk and row-block counters.)
+  for (let g = 0; g <= ${MAX_GROUP}; g++) {
+    const b = g * ${KSLOTS};
+    for (let q = b + ${KB}; q < b + ${KWAIT}; q++) { Atomics.add(c, q, ${K_FAILED}); Atomics.notify(c, q); }
+    if (g > 0) { Atomics.add(c, b + ${PACK_DONE}, ${K_FAILED}); Atomics.notify(c, b + ${PACK_DONE}); }
+  }
 }
-function kBlockStages(c, micro, packs, touch) {
-  const A = ${PACKS}, B = ${PACKS + PACK_SLOTS};
-  const ap = c[${JOB}], bp = c[${JOB} + 1], cp = c[${JOB} + 2], M = c[${JOB} + 3], np = c[${JOB} + 4], kp = c[${JOB} + 5];
-  const tr = c[${JOB} + 6], tc = c[${JOB} + 7], cols = c[${JOB} + 8], tiles = c[${JOB} + 9], KC = c[${JOB} + 13], nb = c[${JOB} + 14];
+function kBlockStages(c, micro, packs, touch, base) {
+  const A = base + ${PACKS}, B = base + ${PACKS + PACK_SLOTS}, J = base + ${JOB}, KBb = base + ${KB}, KT = base + ${KTILE};
+  const ap = c[J], bp = c[J + 1], cp = c[J + 2], M = c[J + 3], np = c[J + 4], kp = c[J + 5];
+  const tr = c[J + 6], tc = c[J + 7], cols = c[J + 8], tiles = c[J + 9], KC = c[J + 13], nb = c[J + 14];
   const mr = c[A + 8], nr = c[B + 8];
   let mine = 0;
   for (let pc = 0; pc < nb; pc++) {
-    const k0 = pc * KC, kc = Math.min(KC, kp - k0), q = ${KB} + 4 * pc;
+    const k0 = pc * KC, kc = Math.min(KC, kp - k0), q = KBb + 4 * pc;
     const aBlk = ap + (pc & 1) * M * KC * 4, bBlk = bp + (pc & 1) * np * KC * 4;
     const ca = Math.ceil(kc / c[A + 11]), chunks = ca + Math.ceil(kc / c[B + 11]);
     // P(pc) overwrites the packed blocks of pc - 2: its tiles must all be done.
@@ -148,11 +159,11 @@ function kBlockStages(c, micro, packs, touch) {
     if (!kBlockWait(c, q + 1, chunks)) return -1;
     for (let t = Atomics.add(c, q + 2, 1); t < tiles; t = Atomics.add(c, q + 2, 1)) {
       // (tile t accumulates onto its own result of K block pc - 1)
-      if (pc > 0 && !kBlockWait(c, ${KTILE} + t, pc)) return -1;
+      if (pc > 0 && !kBlockWait(c, KT + t, pc)) return -1;
       const r = (t / cols) | 0, i0 = r * tr, i1 = Math.min(M, i0 + tr), j0 = (t - r * cols) * tc, j1 = Math.min(np, j0 + tc);
       for (let j = j0; j < j1; j += nr) micro(aBlk + i0 * kc * 4, bBlk + j * kc * 4, cp + (i0 * np + j) * 4, kc, np * 4, pc > 0 ? 1 : 0, (i1 - i0) / mr, kc * mr * 4);
       mine++;
-      kBlockDone(c, ${KTILE} + t);
+      kBlockDone(c, KT + t);
       kBlockDone(c, q + 3);
     }
   }
@@ -160,17 +171,89 @@ function kBlockStages(c, micro, packs, touch) {
 }
 `;
 
-/** The calling thread's copy of `kBlockStages` and `kBlockFail` (K_BLOCK_SOURCE). */
-const kBlockFns = new Function(`${K_BLOCK_SOURCE}; return { stages: kBlockStages, fail: kBlockFail };`)() as {
-  stages: (c: Int32Array, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows']) => number;
+/**
+ * A group job (MODE 4, `Pool.runGroup`): n independent products, product p described in its
+ * region (base (p + 1) * KSLOTS) as a K-blocked product (its MODE slot 3, run by `kBlockStages`
+ * with that base) or a row-block product (MODE slot 2: B's packing chunks, then row blocks of A
+ * each packed by the thread that multiplies it, `rowBlockLoop`). Thread t (the calling thread 0,
+ * worker id + 1) starts on product t mod n and then walks the others in order, taking whatever
+ * units of each are left (so a product is split between threads only at its end, and a worker
+ * that comes late finds the products done and costs nothing). A thread waits only for units
+ * another thread already took (B's chunks before the row blocks; a K block's tile of the block
+ * before): the calling thread finishes alone when no worker joins.
+ *
+ * Defines `rowBlockLoop(c, b, tid, packs, touch, gemm)` (also the row-block job's, MODE 2, at
+ * base 0; returns the blocks it computed) and `groupRun(c, tid, micro, packs, touch, gemm)` (the
+ * units, row blocks and K-block tiles, this thread computed; -1 when another thread failed).
+ */
+const GROUP_SOURCE = `
+function rowBlockLoop(c, b, tid, packs, touch, gemm) {
+  const o = b + ${PACKS + PACK_SLOTS}, J = b + ${JOB};
+  const fa = packs[c[o]], rs = c[o + 2], ks = c[o + 3], k = c[o + 5], R = c[o + 8], esz = c[o + 9];
+  const mp = c[J + 3], np = c[J + 4], kp = c[J + 5], mc = c[J + 6], blocks = c[J + 9];
+  const area = c[J] + tid * mc * kp * 4;
+  let mine = 0;
+  for (let r = Atomics.add(c, b + ${TILE_NEXT}, 1); r < blocks; r = Atomics.add(c, b + ${TILE_NEXT}, 1), mine++) {
+    const i0 = r * mc, i1 = Math.min(mp, i0 + mc), src = c[o + 1] + i0 * rs * esz;
+    if (c[o + 13] !== 0) { touch(src, k * esz, rs * esz, i1 - i0); Atomics.add(c, ${SWEPT}, 1); }
+    fa(src, rs, ks, (i1 - i0) / R, k, kp, area);
+    gemm(area - i0 * kp * 4, c[J + 1], c[J + 2], mp, np, kp, i0, i1, 0, np);
+  }
+  return mine;
+}
+function groupRows(c, b, tid, packs, touch, gemm) {
+  const chunks = c[b + ${PACKS} + 10];
+  for (let i = Atomics.add(c, b + ${PACK_NEXT}, 1); i < chunks; i = Atomics.add(c, b + ${PACK_NEXT}, 1)) {
+    chunkPack(c, b + ${PACKS}, i, packs, touch, null);
+    kBlockDone(c, b + ${PACK_DONE});
+  }
+  if (Atomics.load(c, b + ${TILE_NEXT}) >= c[b + ${JOB} + 9]) return 0;
+  if (!kBlockWait(c, b + ${PACK_DONE}, chunks)) return -1;
+  return rowBlockLoop(c, b, tid, packs, touch, gemm);
+}
+function groupRun(c, tid, micro, packs, touch, gemm) {
+  const n = c[${JOB}];
+  let mine = 0;
+  for (let s = 0; s < n; s++) {
+    const b = (1 + ((tid + s) % n)) * ${KSLOTS};
+    const u = c[b + ${MODE}] === 3 ? kBlockStages(c, micro, packs, touch, b) : groupRows(c, b, tid, packs, touch, gemm);
+    if (u < 0) return -1;
+    mine += u;
+  }
+  return mine;
+}
+// Packing chunk i of the descriptor at slot o (packPlan.ts chunkCall): packs it once wait(need),
+// when given, says its source (up to byte address need) is staged.
+function chunkPack(c, o, i, packs, touch, wait) {
+  const rs = c[o + 2], ks = c[o + 3], kp = c[o + 6], R = c[o + 8], esz = c[o + 9], u0 = i * c[o + 11];
+  let src = c[o + 1], panels = c[o + 4], k = c[o + 5], dst = c[o + 7];
+  if (c[o + 12] === 0) { panels = Math.min(panels - u0, c[o + 11]); src += u0 * R * rs * esz; dst += u0 * R * kp * 4; }
+  else { k = Math.min(k - u0, c[o + 11]); src += u0 * ks * esz; dst += u0 * R * 4; }
+  if (wait !== null && !wait(src + ((panels * R - 1) * rs + (k - 1) * ks + 1) * esz)) return;
+  // (touchArgs in packKernels.ts: an in-place source is swept before it is packed)
+  if (c[o + 13] !== 0) { if (rs === 1) touch(src, panels * R * esz, ks * esz, k); else touch(src, k * esz, rs * esz, panels * R); Atomics.add(c, ${SWEPT}, 1); }
+  packs[c[o]](src, rs, ks, panels, k, kp, dst);
+}
+`;
+
+/** The calling thread's copy of the K-blocked and group jobs' functions (K_BLOCK_SOURCE, GROUP_SOURCE). */
+const kBlockFns = new Function(`${K_BLOCK_SOURCE}; ${GROUP_SOURCE}; return { stages: kBlockStages, fail: kBlockFail, group: groupRun };`)() as {
+  stages: (c: Int32Array, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows'], base: number) => number;
   fail: (c: Int32Array) => void;
+  group: (c: Int32Array, tid: number, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows'], gemm: GemmExports['gemm']) => number;
 };
 
 /** A worker's part of a job it joined (see WORKER_SOURCE): a batch job, or packing then tiles (or row blocks). */
 const JOB_SOURCE = `
-  if (c[${MODE}] === 3) {
+  if (c[${MODE}] === 4) {
     try {
-      kBlockStages(c, micro, packs, touch);
+      groupRun(c, id + 1, micro, packs, touch, gemm);
+    } catch (e) {
+      kBlockFail(c); // the calling thread sees it once this worker has left the job
+    }
+  } else if (c[${MODE}] === 3) {
+    try {
+      kBlockStages(c, micro, packs, touch, 0);
     } catch (e) {
       kBlockFail(c); // the calling thread sees it once this worker has left the job
     }
@@ -190,7 +273,7 @@ const JOB_SOURCE = `
       }
       for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
       while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
-      if (c[${MODE}] === 2) rowBlocks();
+      if (c[${MODE}] === 2) rowBlockLoop(c, 0, id + 1, packs, touch, gemm);
       const tiles = c[${MODE}] === 2 ? 0 : c[${JOB} + 9], cols = c[${JOB} + 8];
       // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
       for (;;) {
@@ -226,21 +309,16 @@ const packs = packNames.map((n) => inst.exports[n]);
 const touch = inst.exports.touch_rows;
 // Chunk i of the packing kernels (packPlan.ts chunkCall): waits until the calling thread has
 // staged its source, then packs it. Skipped once the job has failed.
-function packChunk(i) {
-  let o = ${PACKS};
-  if (i >= c[o + 10]) { i -= c[o + 10]; o += ${PACK_SLOTS}; }
-  const rs = c[o + 2], ks = c[o + 3], kp = c[o + 6], R = c[o + 8], esz = c[o + 9], u0 = i * c[o + 11];
-  let src = c[o + 1], panels = c[o + 4], k = c[o + 5], dst = c[o + 7];
-  if (c[o + 12] === 0) { panels = Math.min(panels - u0, c[o + 11]); src += u0 * R * rs * esz; dst += u0 * R * kp * 4; }
-  else { k = Math.min(k - u0, c[o + 11]); src += u0 * ks * esz; dst += u0 * R * 4; }
-  const need = src + ((panels * R - 1) * rs + (k - 1) * ks + 1) * esz;
+function staged(need) {
   let v = Atomics.load(c, ${STAGED});
   for (let s = 0; s < ${SPIN} && v < need; s++) v = Atomics.load(c, ${STAGED});
   while (v < need && Atomics.load(c, ${ERR}) === 0) { Atomics.wait(c, ${STAGED}, v); v = Atomics.load(c, ${STAGED}); }
-  if (Atomics.load(c, ${ERR}) !== 0) return;
-  // (touchArgs in packKernels.ts: an in-place source is swept before it is packed)
-  if (c[o + 13] !== 0) { if (rs === 1) touch(src, panels * R * esz, ks * esz, k); else touch(src, k * esz, rs * esz, panels * R); Atomics.add(c, ${SWEPT}, 1); }
-  packs[c[o]](src, rs, ks, panels, k, kp, dst);
+  return Atomics.load(c, ${ERR}) === 0;
+}
+function packChunk(i) {
+  let o = ${PACKS};
+  if (i >= c[o + 10]) { i -= c[o + 10]; o += ${PACK_SLOTS}; }
+  chunkPack(c, o, i, packs, touch, staged);
 }
 // A batch job (batched.ts): items [0, items) taken from TILE_NEXT, each packed into this
 // worker's own pack area and multiplied into the item's accumulator, then flagged done.
@@ -266,23 +344,8 @@ function batchItems() {
     Atomics.store(t, 2 * items + i, 1);
   }
 }
-// A row-block job (MODE 2): after B is packed, blocks of MC rows taken from TILE_NEXT; each
-// packed by this worker into its own area (from JOB: A's packed area, one block per thread)
-// from A's descriptor (the second packing slots, no chunks), then multiplied over all columns
-// (GemmEngine.rowBlock).
-function rowBlocks() {
-  const o = ${PACKS + PACK_SLOTS};
-  const fa = packs[c[o]], rs = c[o + 2], ks = c[o + 3], k = c[o + 5], R = c[o + 8], esz = c[o + 9];
-  const mp = c[${JOB} + 3], np = c[${JOB} + 4], kp = c[${JOB} + 5], mc = c[${JOB} + 6], blocks = c[${JOB} + 9];
-  const area = c[${JOB}] + (id + 1) * mc * kp * 4;
-  for (let b = Atomics.add(c, ${TILE_NEXT}, 1); b < blocks; b = Atomics.add(c, ${TILE_NEXT}, 1)) {
-    const i0 = b * mc, i1 = Math.min(mp, i0 + mc), src = c[o + 1] + i0 * rs * esz;
-    if (c[o + 13] !== 0) { touch(src, k * esz, rs * esz, i1 - i0); Atomics.add(c, ${SWEPT}, 1); }
-    fa(src, rs, ks, (i1 - i0) / R, k, kp, area);
-    gemm(area - i0 * kp * 4, c[${JOB} + 1], c[${JOB} + 2], mp, np, kp, i0, i1, 0, np);
-  }
-}
 ${K_BLOCK_SOURCE}
+${GROUP_SOURCE}
 return function job(seen) {
   ${joinSource(OPEN, INSIDE, `id < c[${JOB} + 10]`, JOB_SOURCE)}
 };
@@ -388,10 +451,11 @@ function leaveUnitsToWorkers(c: Int32Array, next: number, units: number): void {
 }
 
 /** Writes a product job's arguments and tile split into the control block (JOB .. JOB + 10). */
-function describeTiles(c: Int32Array, args: ParallelJob['args'], tileRows: number, tileCols: number, tiles: number, colTiles: number, threads: number): void {
-  c[JOB] = args.ap; c[JOB + 1] = args.bp; c[JOB + 2] = args.cp; c[JOB + 3] = args.mp; c[JOB + 4] = args.np; c[JOB + 5] = args.kp;
-  c[JOB + 6] = tileRows; c[JOB + 7] = tileCols; c[JOB + 8] = colTiles; c[JOB + 9] = tiles;
-  c[JOB + 10] = threads - 1;
+function describeTiles(c: Int32Array, args: ParallelJob['args'], tileRows: number, tileCols: number, tiles: number, colTiles: number, threads: number, base = 0): void {
+  const j = base + JOB;
+  c[j] = args.ap; c[j + 1] = args.bp; c[j + 2] = args.cp; c[j + 3] = args.mp; c[j + 4] = args.np; c[j + 5] = args.kp;
+  c[j + 6] = tileRows; c[j + 7] = tileCols; c[j + 8] = colTiles; c[j + 9] = tiles;
+  c[j + 10] = threads - 1;
 }
 
 /** The workers' index of packing kernel `fn` (`PACK_NAMES`). */
@@ -409,7 +473,7 @@ function describePack(c: Int32Array, d: number, p: PackJob, chunks: number, per:
 }
 
 class Pool {
-  readonly control = new Int32Array(new SharedArrayBuffer(4 * KSLOTS));
+  readonly control = new Int32Array(new SharedArrayBuffer(4 * KSLOTS * (MAX_GROUP + 1)));
   /** The workers (core's shared worker-thread machinery). */
   readonly pool: WorkerPool;
   private module: WasmModule;
@@ -608,7 +672,11 @@ class Pool {
    * the last block's tiles are all taken. Output rows are handed to `job.rows` at the end (every
    * row is final only after the last K block).
    */
-  private runKBlocks(job: ParallelJob, kb: KBlockJob, threads: number): void {
+  /**
+   * Describes K-blocked product `job` in the control slots from `base` (0, or a group product's
+   * region) and resets its counters; returns its K blocks and tiles per block.
+   */
+  private describeKBlocks(job: ParallelJob, kb: KBlockJob, threads: number, base: number): { nb: number; tiles: number } {
     const e = this.engine;
     const { mc } = e.shape;
     const nr = e.nr;
@@ -621,29 +689,117 @@ class Pool {
     const colPanels = np / nr;
     const tileCols = nr * Math.ceil(colPanels / Math.min(colPanels, Math.max(1, Math.floor(MAX_K_BLOCK_TILES / rowTiles)), Math.ceil((MIN_TILES_PER_THREAD * threads) / rowTiles)));
     const colTiles = Math.ceil(np / tileCols);
-    describeTiles(c, job.args, tileRows, tileCols, rowTiles * colTiles, colTiles, threads);
-    c[MODE] = 3;
-    c[JOB + 13] = kb.kc;
-    c[JOB + 14] = nb;
-    c[KWAIT] = 0;
+    describeTiles(c, job.args, tileRows, tileCols, rowTiles * colTiles, colTiles, threads, base);
+    c[base + MODE] = 3;
+    c[base + JOB + 13] = kb.kc;
+    c[base + JOB + 14] = nb;
     for (const [o, p] of [[PACKS, kb.a], [PACKS + PACK_SLOTS, kb.b]] as const) {
       // k rows per packing chunk: about K_BLOCK_CHUNK_BYTES of source
       const rowBytes = p.args[3] * p.R * p.esz;
-      describePack(c, o, p, 0, Math.max(1, Math.min(kb.kc, Math.floor(K_BLOCK_CHUNK_BYTES / rowBytes))), 1);
+      describePack(c, base + o, p, 0, Math.max(1, Math.min(kb.kc, Math.floor(K_BLOCK_CHUNK_BYTES / rowBytes))), 1);
     }
-    if (poolTestHooks.breakWorkers) c[PACKS] = -1;
+    if (poolTestHooks.breakWorkers) c[base + PACKS] = -1;
+    for (let i = base + KB; i < base + KB + 4 * nb; i++) Atomics.store(c, i, 0);
+    for (let i = base + KTILE; i < base + KTILE + rowTiles * colTiles; i++) Atomics.store(c, i, 0);
+    return { nb, tiles: rowTiles * colTiles };
+  }
+
+  /** Whether a group job (`runGroup`) can run `job`: a K-blocked product within the slots' limits, or a row-block product laid out for `threads`. */
+  groupable(job: ParallelJob, threads: number): boolean {
+    const { mc } = this.engine.shape;
+    if (job.kBlocks) return Math.ceil(job.args.kp / job.kBlocks.kc) <= MAX_K_BLOCKS && Math.ceil(job.args.mp / mc) <= MAX_K_BLOCK_TILES;
+    return job.rowBlockA !== undefined && threads * mc <= (job.aRows ?? 0) && job.packs.length === 1;
+  }
+
+  /**
+   * Runs independent products as one job (GROUP_SOURCE) on this thread and `threads - 1`
+   * workers: one wake-up; thread t starts on product t mod n, then takes what is left of the
+   * others. Each product is described in its own region, as a K-blocked job or a row-block job
+   * (`groupable`); none stages, packs in TypeScript or has edges (the engine defers only such
+   * products, see `GemmEngine.beginGroup`). Same bits as the products one by one.
+   */
+  runGroup(jobs: readonly ParallelJob[], threads: number, alone: boolean): void {
+    const e = this.engine;
+    const c = this.control;
+    const n = jobs.length;
+    if (n < 1 || n > MAX_GROUP) throw new RangeError(`dot_general group: a group job runs 1 to ${MAX_GROUP} products; got ${n}`);
+    const last: Array<[number, number]> = []; // per product: the counter slot of its last units, and their count
+    let units = 0; // row blocks and K-block tiles of all the products
+    for (let p = 0; p < n; p++) {
+      const job = jobs[p];
+      const base = (p + 1) * KSLOTS;
+      if (!this.groupable(job, threads)) throw new Error(`dot_general group: product ${p} (${job.args.mp}x${job.args.kp}x${job.args.np}) is neither K-blocked nor a row-block product for ${threads} threads`);
+      if (job.kBlocks) {
+        const { nb, tiles } = this.describeKBlocks(job, job.kBlocks, threads, base);
+        last.push([base + KB + 4 * (nb - 1) + 2, tiles]);
+        units += nb * tiles;
+        continue;
+      }
+      const { np, kp, mp } = job.args;
+      const rb = poolRowBlockRows(e.shape, np, kp);
+      const blocks = Math.ceil(mp / rb);
+      describeTiles(c, job.args, rb, np, blocks, 1, threads, base);
+      c[base + MODE] = 2;
+      const b = job.packs[0];
+      describePack(c, base + PACKS, b, b.chunks, b.per, b.axis);
+      describePack(c, base + PACKS + PACK_SLOTS, job.rowBlockA!, 0, job.rowBlockA!.per, job.rowBlockA!.axis);
+      if (poolTestHooks.breakWorkers) c[base + PACKS] = -1;
+      for (const slot of [PACK_NEXT, PACK_DONE, TILE_NEXT]) Atomics.store(c, base + slot, 0);
+      last.push([base + TILE_NEXT, blocks]);
+      units += blocks;
+    }
+    c[MODE] = 4;
+    c[JOB] = n;
+    c[JOB + 10] = alone ? 0 : threads - 1;
+    c[KWAIT] = 0;
     Atomics.store(c, ERR, 0);
     Atomics.store(c, SWEPT, 0);
-    for (let i = KB; i < KB + 4 * nb; i++) Atomics.store(c, i, 0);
-    for (let i = KTILE; i < KTILE + rowTiles * colTiles; i++) Atomics.store(c, i, 0);
+    if (!alone) {
+      this.pool.openJob(OPEN);
+      this.pool.wake();
+    }
+    let failed: unknown = null;
+    let mine = 0;
+    try {
+      if (!alone && poolTestHooks.callerComputes === false) for (const [slot, count] of last) leaveUnitsToWorkers(c, slot, count);
+      else mine = kBlockFns.group(c, 0, e.exports.micro, this.packs, e.exports.touch_rows, e.exports.gemm);
+    } catch (err) {
+      failed = err;
+      kBlockFns.fail(c);
+    }
+    if (!alone) {
+      this.pool.closeJob(OPEN, INSIDE);
+      this.pool.finished();
+    }
+    e.traffic.sweptChunks += Atomics.load(c, SWEPT);
+    e.traffic.groupJobs++;
+    e.traffic.groupProducts += n;
+    if (gemmPhases.enabled) {
+      const p = gemmPhases.pool;
+      p.products += n;
+      p.tiles += units;
+      p.callerTiles += Math.max(0, mine);
+    }
+    if (failed) throw failed;
+    if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
+  }
+
+  private runKBlocks(job: ParallelJob, kb: KBlockJob, threads: number): void {
+    const e = this.engine;
+    const { mp } = job.args;
+    const c = this.control;
+    const { nb, tiles } = this.describeKBlocks(job, kb, threads, 0);
+    c[KWAIT] = 0;
+    Atomics.store(c, ERR, 0);
+    Atomics.store(c, SWEPT, 0);
     this.pool.openJob(OPEN);
     this.pool.wake();
     let failed: unknown = null;
     let mine = 0;
     try {
       job.overlap?.();
-      if (poolTestHooks.callerComputes === false) leaveUnitsToWorkers(c, KB + 4 * (nb - 1) + 2, rowTiles * colTiles);
-      else mine = kBlockFns.stages(c, e.exports.micro, this.packs, e.exports.touch_rows);
+      if (poolTestHooks.callerComputes === false) leaveUnitsToWorkers(c, KB + 4 * (nb - 1) + 2, tiles);
+      else mine = kBlockFns.stages(c, e.exports.micro, this.packs, e.exports.touch_rows, 0);
     } catch (err) {
       failed = err;
       kBlockFns.fail(c);
@@ -655,7 +811,7 @@ class Pool {
     if (gemmPhases.enabled) {
       const p = gemmPhases.pool;
       p.products++;
-      p.tiles += nb * rowTiles * colTiles;
+      p.tiles += nb * tiles;
       p.callerTiles += Math.max(0, mine);
     }
     if (failed) throw failed;
@@ -769,6 +925,7 @@ export function applyThreads(engine: GemmEngine): void {
   if (n <= 1 || !threadsAvailable(engine)) {
     engine.parallel = null;
     engine.parallelBatch = null;
+    engine.parallelGroup = null;
     return;
   }
   let pool = pools.get(engine);
@@ -787,6 +944,7 @@ export function applyThreads(engine: GemmEngine): void {
     } catch {
       engine.parallel = null;
       engine.parallelBatch = null;
+      engine.parallelGroup = null;
       installed.delete(engine);
       return false;
     }
@@ -802,5 +960,10 @@ export function applyThreads(engine: GemmEngine): void {
     if (!started()) return false;
     p.runBatch(job, n);
     return true;
+  };
+  engine.parallelGroup = {
+    accepts: (job) => p.groupable(job, n),
+    // (workers that cannot start: the calling thread runs the group job alone)
+    run: (jobs) => p.runGroup(jobs, n, !started()),
   };
 }

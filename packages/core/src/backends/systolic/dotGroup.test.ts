@@ -1,0 +1,207 @@
+/**
+ * Groups of independent products (`GemmEngine.beginGroup`, threads.ts `runGroup`, core's
+ * `evalDotsInto`): products deferred in a group run as one pool job, each thread starting on a
+ * different product. It changes speed only: the law compares every group, bit for bit, with its
+ * products run one by one on one thread, over 2-4 random products (transposed operands, both
+ * storage dtypes, K around the K-block edge of 256), 1, 2 and 3 threads; then with the worker
+ * held (the calling thread computes every unit), with the workers computing every unit, with a
+ * worker released late, and with a failing worker.
+ */
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Array as TArray } from '../../array';
+import { aval } from '../../aval';
+import { bf16, systolic } from '../../index';
+import { evalDotsInto } from '../../dotGroup';
+import { poolTestHooks } from './threads';
+import { gemmPhases } from './phases';
+import type { GemmEngine } from './gemmEngine';
+import { mxuDotGeneral } from './mxuDot';
+import { data, engineMemory, holdAll, releaseLater } from '../../../test/systolicEngines';
+
+interface Dot {
+  M: number;
+  K: number;
+  N: number;
+  /** lhs stored [K, M] ('rc') rather than [M, K]; rhs [K, N] rather than [N, K]. */
+  lhsT: boolean;
+  rhsT: boolean;
+  dtype: 'float32' | 'bfloat16';
+}
+
+const dotArb = fc.record({
+  M: fc.constantFrom(64, 128, 256, 260),
+  K: fc.constantFrom(128, 256, 260, 512, 1024),
+  N: fc.constantFrom(64, 128, 136, 256),
+  lhsT: fc.boolean(),
+  rhsT: fc.boolean(),
+  dtype: fc.constantFrom('float32' as const, 'bfloat16' as const),
+});
+
+/** The GPT step's pairs and triples: dX with dW of a linear layer, and three [2048,128] x [128,128] projections. */
+const GPT_PAIR: Dot[] = [
+  { M: 2048, K: 512, N: 128, lhsT: false, rhsT: false, dtype: 'float32' }, // dX = dY W^T ('kc' A)
+  { M: 512, K: 2048, N: 128, lhsT: true, rhsT: true, dtype: 'float32' }, // dW = X^T dY (K-blocked)
+];
+const GPT_QKV: Dot[] = [0, 1, 2].map(() => ({ M: 2048, K: 128, N: 128, lhsT: false, rhsT: true, dtype: 'float32' as const }));
+
+function engineWith(threads: number): GemmEngine {
+  systolic.setNumThreads(threads);
+  return systolic.backend.engine;
+}
+
+const params = (d: Dot) => ({ dimensionNumbers: [[[d.lhsT ? 0 : 1], [d.rhsT ? 0 : 1]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null });
+
+/**
+ * Runs `dots` one by one on one thread (the reference), then as a group on `threads` threads
+ * (`during` right before the group's products), operands and destinations in the engine's
+ * memory; expects the same bits and returns the products the pool ran in group jobs.
+ */
+function check(dots: readonly Dot[], threads: number, seed: number, during?: () => void): number {
+  const e = engineWith(1);
+  const { inMemory, releaseAll } = engineMemory(e);
+  try {
+    const ops = dots.map((d, i) => {
+      const store = (x: Float32Array): Float32Array | Uint16Array => (d.dtype === 'bfloat16' ? bf16.encode(x) : x);
+      const lhs = { data: inMemory(store(data(d.M * d.K, seed + 2 * i))), shape: d.lhsT ? [d.K, d.M] : [d.M, d.K], dtype: d.dtype };
+      const rhs = { data: inMemory(store(data(d.K * d.N, seed + 2 * i + 1))), shape: d.rhsT ? [d.K, d.N] : [d.N, d.K], dtype: d.dtype };
+      return { lhs, rhs, into: inMemory(new Float32Array(d.M * d.N)) };
+    });
+    const run = (t: number, group: boolean): Uint32Array[] => {
+      const eng = engineWith(t);
+      eng.f32.fill(Number.NaN, eng.floor / 4); // poisoned scratch: nothing packed before may reach a result
+      for (const o of ops) o.into.fill(Number.NaN);
+      if (group) during?.();
+      const open = group && eng.beginGroup();
+      let ok = false;
+      try {
+        dots.forEach((d, i) => mxuDotGeneral(eng, ops[i].lhs, ops[i].rhs, params(d), aval([d.M, d.N], 'float32'), { flushSubnormals: false }, ops[i].into));
+        ok = true;
+      } finally {
+        if (open) eng.endGroup(ok);
+      }
+      return ops.map((o) => new Uint32Array(o.into.slice().buffer));
+    };
+    const want = run(1, false);
+    const before = e.traffic.groupProducts;
+    const got = run(threads, true);
+    for (let i = 0; i < dots.length; i++) expect(got[i].findIndex((x, j) => x !== want[i][j]), `product ${i}`).toBe(-1);
+    return e.traffic.groupProducts - before;
+  } finally {
+    releaseAll();
+  }
+}
+
+const shared = systolic.backend.engine.shared;
+
+describe('systolic threads: groups of independent products', () => {
+  const before = systolic.getNumThreads();
+  afterAll(() => systolic.setNumThreads(before));
+
+  it.runIf(shared)("give the products' one-by-one bits on 1, 2 and 3 threads", () => {
+    let grouped = 0;
+    fc.assert(
+      fc.property(fc.array(dotArb, { minLength: 2, maxLength: 4 }), fc.constantFrom(1, 2, 3), fc.integer({ min: 0, max: 1000 }), (dots, threads, seed) => {
+        const n = check(dots, threads, seed);
+        if (threads === 1) expect(n).toBe(0);
+        grouped += n;
+      }),
+      { numRuns: 25, endOnFailure: true },
+    );
+    expect(grouped).toBeGreaterThan(0);
+    // The GPT's groups: both products of a pair, all three projections, in one job each.
+    expect(check(GPT_PAIR, 2, 1)).toBe(2);
+    expect(check(GPT_QKV, 2, 2)).toBe(3);
+    expect(check(GPT_QKV, 3, 3)).toBe(3);
+  });
+
+  it.runIf(shared)('the calling thread finishes alone when the worker has not joined; a worker let go late changes no bit', () => {
+    check(GPT_PAIR, 2, 4); // (the worker is started)
+    const held = holdAll();
+    try {
+      expect(check(GPT_PAIR, 2, 5)).toBe(2);
+      expect(Atomics.load(held.hold, 0), 'the calling thread waited for the held worker').toBe(1);
+    } finally {
+      held.release();
+    }
+    // Let go ~2 ms into the group (a few attempts: a loaded machine may deschedule either thread):
+    // the worker then joins with units left, and in some attempt computes some of them.
+    const wasTimed = gemmPhases.enabled;
+    gemmPhases.enabled = true;
+    let joined = 0;
+    try {
+      for (let attempt = 0; attempt < 20 && joined === 0; attempt++) {
+        const late = releaseLater(2);
+        try {
+          const p0 = { ...gemmPhases.pool };
+          expect(check(GPT_PAIR, 2, 6 + attempt, late.start)).toBe(2);
+          const units = gemmPhases.pool.tiles - p0.tiles;
+          const caller = gemmPhases.pool.callerTiles - p0.callerTiles;
+          expect(caller).toBeGreaterThan(0);
+          if (caller < units) joined++;
+        } finally {
+          late.stop();
+        }
+      }
+    } finally {
+      gemmPhases.enabled = wasTimed;
+    }
+    expect(joined, 'the released worker computed some units in one of 20 attempts').toBeGreaterThan(0);
+  });
+
+  it.runIf(shared)("the workers' own path: every unit of every product computed by workers", () => {
+    poolTestHooks.callerComputes = false;
+    try {
+      expect(check(GPT_PAIR, 2, 7)).toBe(2);
+      expect(check(GPT_QKV, 3, 8)).toBe(3);
+      expect(check([GPT_PAIR[1], { M: 260, K: 260, N: 136, lhsT: false, rhsT: false, dtype: 'bfloat16' }], 2, 9)).toBe(2);
+    } finally {
+      poolTestHooks.callerComputes = true;
+    }
+  });
+
+  it.runIf(shared)('a worker that fails makes the group throw, naming the operation; the next group runs as before', () => {
+    poolTestHooks.callerComputes = false;
+    poolTestHooks.breakWorkers = true;
+    try {
+      expect(() => check(GPT_PAIR, 2, 10)).toThrow(/dot_general: a systolic worker thread failed/);
+    } finally {
+      poolTestHooks.callerComputes = true;
+      poolTestHooks.breakWorkers = false;
+    }
+    expect(check(GPT_PAIR, 2, 11)).toBe(2);
+  });
+});
+
+describe('evalDotsInto', () => {
+  it('equals evalPrimitiveInto one by one, and names bad input', () => {
+    const e = engineWith(2);
+    const { inMemory, releaseAll } = engineMemory(e);
+    try {
+      const mk = (d: Dot, seed: number) => {
+        const l = inMemory(data(d.M * d.K, seed));
+        const r = inMemory(data(d.K * d.N, seed + 1));
+        return {
+          args: [new TArray(aval(d.lhsT ? [d.K, d.M] : [d.M, d.K], 'float32'), systolic.backend, l), new TArray(aval(d.rhsT ? [d.K, d.N] : [d.N, d.K], 'float32'), systolic.backend, r)],
+          params: params(d),
+          out: inMemory(new Float32Array(d.M * d.N)),
+        };
+      };
+      const list = [mk(GPT_PAIR[0], 1), mk(GPT_PAIR[1], 3)];
+      const g0 = e.traffic.groupProducts;
+      const res = evalDotsInto(list);
+      expect(e.traffic.groupProducts - g0).toBe(2);
+      const got = list.map((d) => d.out.slice());
+      engineWith(1);
+      evalDotsInto([list[0]]);
+      evalDotsInto([list[1]]);
+      list.forEach((d, i) => expect(new Uint32Array(d.out.slice().buffer)).toEqual(new Uint32Array(got[i].buffer)));
+      expect(res.every((r) => r !== null)).toBe(true);
+      expect(() => evalDotsInto([])).toThrow(/evalDotsInto: list must be a non-empty array/);
+      expect(() => evalDotsInto([list[0], { ...list[1], out: list[0].out.subarray(5) }])).toThrow(/evalDotsInto: the destinations of dots 0 and 1 overlap/);
+      expect(() => evalDotsInto([{ ...list[0], args: [list[0].args[0]] }])).toThrow(/evalDotsInto: dot 0 must be/);
+    } finally {
+      releaseAll();
+    }
+  });
+});
