@@ -4,9 +4,11 @@
  * returns the view; `releaseAll` gives every region back.
  */
 import { Worker } from 'node:worker_threads';
+import { expect } from 'vitest';
 import { registerBackend } from '../src/index';
 import { holdWorkers } from '../src/wasm/workerPool';
 import { SystolicBackend } from '../src/backends/systolic/backend';
+import { gemmPhases } from '../src/backends/systolic/phases';
 import type { GemmEngine } from '../src/backends/systolic/gemmEngine';
 
 /**
@@ -87,4 +89,34 @@ export function releaseLater(ms: number): { hold: Int32Array; start: () => void;
       void letGo.terminate();
     },
   };
+}
+
+/**
+ * Runs `product(start)` up to 20 times with the workers released ~2 ms after `start()` (a loaded
+ * machine may deschedule either thread, so one attempt is not enough) and returns how many
+ * attempts had a worker compute some of the pool's units; stops at the first. `product` asserts
+ * its own result; the calling thread must compute some units in every attempt.
+ */
+export function lateJoins(product: (start: () => void, attempt: number) => void): number {
+  const wasTimed = gemmPhases.enabled;
+  gemmPhases.enabled = true;
+  let joined = 0;
+  try {
+    for (let attempt = 0; attempt < 20 && joined === 0; attempt++) {
+      const late = releaseLater(2);
+      try {
+        const p0 = { ...gemmPhases.pool };
+        product(late.start, attempt);
+        const units = gemmPhases.pool.tiles - p0.tiles;
+        const caller = gemmPhases.pool.callerTiles - p0.callerTiles;
+        expect(caller, 'units the calling thread computed').toBeGreaterThan(0);
+        if (caller < units) joined++;
+      } finally {
+        late.stop();
+      }
+    }
+  } finally {
+    gemmPhases.enabled = wasTimed;
+  }
+  return joined;
 }

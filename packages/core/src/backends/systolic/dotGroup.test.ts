@@ -14,10 +14,9 @@ import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
 import { evalDotsInto } from '../../dotGroup';
 import { poolTestHooks } from './threads';
-import { gemmPhases } from './phases';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
-import { data, engineMemory, holdAll, releaseLater } from '../../../test/systolicEngines';
+import { data, engineMemory, holdAll, lateJoins } from '../../../test/systolicEngines';
 
 interface Dot {
   M: number;
@@ -126,26 +125,7 @@ describe('systolic threads: groups of independent products', () => {
     }
     // Let go ~2 ms into the group (a few attempts: a loaded machine may deschedule either thread):
     // the worker then joins with units left, and in some attempt computes some of them.
-    const wasTimed = gemmPhases.enabled;
-    gemmPhases.enabled = true;
-    let joined = 0;
-    try {
-      for (let attempt = 0; attempt < 20 && joined === 0; attempt++) {
-        const late = releaseLater(2);
-        try {
-          const p0 = { ...gemmPhases.pool };
-          expect(check(GPT_PAIR, 2, 6 + attempt, late.start)).toBe(2);
-          const units = gemmPhases.pool.tiles - p0.tiles;
-          const caller = gemmPhases.pool.callerTiles - p0.callerTiles;
-          expect(caller).toBeGreaterThan(0);
-          if (caller < units) joined++;
-        } finally {
-          late.stop();
-        }
-      }
-    } finally {
-      gemmPhases.enabled = wasTimed;
-    }
+    const joined = lateJoins((start, attempt) => expect(check(GPT_PAIR, 2, 6 + attempt, start)).toBe(2));
     expect(joined, 'the released worker computed some units in one of 20 attempts').toBeGreaterThan(0);
   });
 

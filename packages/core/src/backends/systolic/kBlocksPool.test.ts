@@ -16,9 +16,8 @@ import { bf16, systolic } from '../../index';
 import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
-import { backend5x8, data, engineMemory, holdAll, releaseLater } from '../../../test/systolicEngines';
+import { backend5x8, data, engineMemory, holdAll, lateJoins } from '../../../test/systolicEngines';
 import { PARALLEL_MIN_WORK } from './gemmEngine';
-import { gemmPhases } from './phases';
 
 
 interface Case {
@@ -154,26 +153,7 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
     // Held again, and let go from another thread (started and waiting beforehand) ~2 ms into
     // the product: the worker joins while K blocks are left. Tried a few times, since a loaded
     // machine may deschedule either thread (a runnable thread gets a core within the scheduler's latency, a few ms, against a ~20-40 ms product): some attempt must have the worker compute tiles.
-    const wasTimed = gemmPhases.enabled;
-    gemmPhases.enabled = true;
-    let joined = 0;
-    try {
-      for (let attempt = 0; attempt < 20 && joined === 0; attempt++) {
-        const late = releaseLater(2);
-        try {
-          const p0 = { ...gemmPhases.pool };
-          expect(check(c, late.start)).toBe(1);
-          const tiles = gemmPhases.pool.tiles - p0.tiles;
-          const caller = gemmPhases.pool.callerTiles - p0.callerTiles;
-          expect(caller).toBeGreaterThan(0);
-          if (caller < tiles) joined++;
-        } finally {
-          late.stop();
-        }
-      }
-    } finally {
-      gemmPhases.enabled = wasTimed;
-    }
+    const joined = lateJoins((start) => expect(check(c, start)).toBe(1));
     expect(joined, 'the released worker computed some K-block tiles in one of 20 attempts').toBeGreaterThan(0);
   });
 
