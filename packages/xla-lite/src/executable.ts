@@ -376,7 +376,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const wasmSteps = steps.filter((s) => s.kind === 'wasm').length;
   const wasmKernels = wasmSteps + steps.filter((s) => s.kind === 'output' && s.wasm).length;
   const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmSteps;
-  const primitiveOps = steps.filter((s) => s.kind === 'prim' || s.kind === 'alias').length;
+  // (a 'dots' step runs its members' primitives; 'grouped' steps are their emptied places)
+  const primitiveOps = steps.reduce((n, s) => n + (s.kind === 'prim' || s.kind === 'alias' ? 1 : s.kind === 'dots' ? s.members.length : 0), 0);
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);

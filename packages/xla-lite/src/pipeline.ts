@@ -5,7 +5,8 @@
  * again); explicit layout copies where a dot still needs one;
  * row fusion (softmax/norm patterns, kRow), elementwise fusion (kLoop/kInput), dot epilogue
  * fusion (kOutput), sibling multi-output fusion of column reductions, then DCE once more, and
- * last dot groups (independent dots made adjacent, run as one GEMM pool job). Passes run on the
+ * last dot groups (independent dots recorded as groups, each run as one GEMM pool job at its last
+ * member; the instruction order is unchanged). Passes run on the
  * entry computation (sub-computations of control flow execute through their core primitive,
  * see `executable.ts`). Each pass reports how many rewrites it made, shown by `passStats`.
  */
@@ -65,8 +66,8 @@ export interface PipelineOptions {
    */
   siblingFusion?: boolean;
   /**
-   * Bring independent dots next to each other and run each group with one core `evalDotsInto`
-   * call (passes/dotGroups.ts; default true; `jit` and `Lowered.compile()` default to false when
+   * Record groups of independent dots (the instruction order is unchanged) and run each group at
+   * its last member with one core `evalDotsInto` call (passes/dotGroups.ts; default true; `jit` and `Lowered.compile()` default to false when
    * the environment sets TPUKIT_DOT_GROUPS=0). Runs last, on the final schedule.
    */
   dotGroups?: boolean;

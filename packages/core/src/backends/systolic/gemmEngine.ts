@@ -552,9 +552,11 @@ export class GemmEngine implements BatchEngine {
 
   /**
    * Defers `job` into the open group when the runner takes it and a slot is left; its scratch is
-   * then kept. A product whose destination overlaps a deferred product's operands (or whose
-   * operands overlap a deferred destination) first makes the deferred ones run (the products of a
-   * group must be independent; a destination reusing a dead operand's memory is not an error).
+   * then kept. A product whose destination overlaps a deferred product's operands as the engine
+   * reads them (in place, or the staged copy), or whose operands overlap a deferred destination,
+   * first makes the deferred ones run. Only those addresses are compared: an operand staged from
+   * a view that is a deferred product's destination is not caught, so the products of a group must
+   * be independent (a destination reusing a dead operand's memory is not an error).
    */
   private defer(job: ParallelJob, a: number, aBytes: number, b: number, bBytes: number, c: number, cBytes: number): boolean {
     const jobs = this.groupJobs!;
