@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { setKernelThreads, setWasmKernels } from '../src/internal';
 import { getParallelWork, PARALLEL_WORK, setParallelWork } from '../src/wasm/fusionPlan';
-import { compileBoth, type Fn } from './wasmCompare';
+import { compileBoth, expectSameValues, type Fn, unitHash } from './wasmCompare';
 
 const saved = getParallelWork();
 afterAll(() => {
@@ -30,10 +30,6 @@ const FNS: [string, Fn, string][] = [
   ['max(x * -1) over the last axis (fused)', (a) => np.max(np.multiply(a, -1), { axis: -1 }), 'negated'],
 ];
 
-const text = (v: number): string => (Object.is(v, -0) ? '-0' : String(v));
-const same = (a: ArrayLike<number>, b: ArrayLike<number>, what: string): void => {
-  for (let i = 0; i < b.length; i++) if (!Object.is(a[i], b[i])) expect(text(a[i]), `${what}: element ${i}`).toBe(text(b[i]));
-};
 /** The row maxima the wasm kernels give: NaN if any NaN, else the largest value, +0 for a zero maximum when the row holds +0. */
 const rowMax = (d: Float32Array, rows: number, C: number): Float32Array =>
   Float32Array.from({ length: rows }, (_, r) => {
@@ -58,8 +54,7 @@ describe('row maxima in wasm kernels (pmax with NaN and +0 masks)', () => {
           // Ordinary values (all <= 0 in half the cases, so that rows whose maximum is a zero
           // are common); a fraction `special` of the elements from the pool.
           const data = Float32Array.from({ length: rows * C }, (_, i) => {
-            const h = Math.sin(i * 12.9898 + seed * 78.233) * 43758.5453;
-            const u = h - Math.floor(h);
+            const u = unitHash(i, seed);
             return u < special ? (nonPositive ? NONPOSITIVE[picks[i % picks.length] % NONPOSITIVE.length] : POOL[picks[i % picks.length]]) : Math.fround(nonPositive ? -u * 4 : (u - 0.5) * 8);
           });
           const x: Array = np.array(data, 'float32').reshape([rows, C]);
@@ -74,7 +69,7 @@ describe('row maxima in wasm kernels (pmax with NaN and +0 masks)', () => {
             for (const t of [1, 2]) {
               setKernelThreads(t);
               const got = wasm.call([x])[0].dataSync();
-              same(got, exact, `${name}, [${rows},${C}], ${t} thread(s)`);
+              expectSameValues(got, exact, `${name}, [${rows},${C}], ${t} thread(s)`);
               // And the JavaScript kernel's values, zeros compared by value.
               for (let i = 0; i < want.length; i++) if (!(got[i] === want[i] || (Number.isNaN(got[i]) && Number.isNaN(want[i])))) expect(got[i], `${name} vs JS: element ${i}`).toBe(want[i]);
             }

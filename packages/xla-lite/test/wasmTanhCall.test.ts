@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { type Compiled, lower, setKernelThreads, setWasmKernels } from '../src/internal';
 import { setOutOfLineTanh } from '../src/wasm/emitKernel';
 import { getParallelWork, PARALLEL_WORK, setParallelWork } from '../src/wasm/fusionPlan';
+import { expectSameValues, unitHash } from './wasmCompare';
 
 const saved = getParallelWork();
 afterAll(() => {
@@ -36,7 +37,6 @@ const FNS: [string, Fn][] = [
   ['tanh(x) * tanh(2x + b)', (x, b) => [np.multiply(np.tanh(x), np.tanh(np.add(np.multiply(x, 2), b)))]],
 ];
 
-const text = (v: number): string => (Object.is(v, -0) ? '-0' : String(v));
 const run = (c: Compiled, args: Array[]): Float32Array[] => c.call(args).map((a) => a.dataSync() as Float32Array);
 
 describe('tanh exp path by call or inline in loop kernels', () => {
@@ -52,8 +52,7 @@ describe('tanh exp path by call or inline in loop kernels', () => {
         (rows, C, scales, special, seed) => {
           // Row r's values have spread scales[r % n]: rows of small and of large arguments.
           const data = Float32Array.from({ length: rows * C }, (_, i) => {
-            const h = Math.sin(i * 12.9898 + seed * 78.233) * 43758.5453;
-            const u = h - Math.floor(h);
+            const u = unitHash(i, seed);
             if (u < special) return SPECIAL[Math.floor((u / special) * SPECIAL.length) % SPECIAL.length];
             return Math.fround((u - 0.5) * scales[Math.floor(i / C) % scales.length]);
           });
@@ -78,7 +77,7 @@ describe('tanh exp path by call or inline in loop kernels', () => {
               setKernelThreads(t);
               const got = run(called, [x, b]);
               got.forEach((o, q) => {
-                for (let i = 0; i < o.length; i++) if (!Object.is(o[i], want[q][i])) expect(text(o[i]), `${name}, [${rows},${C}], output ${q}, element ${i}, ${t} thread(s)`).toBe(text(want[q][i]));
+                expectSameValues(o, want[q], `${name}, [${rows},${C}], output ${q}, ${t} thread(s)`);
                 for (let i = 0; i < o.length; i++) {
                   const e = ref[q][i];
                   if (Number.isNaN(e)) expect(o[i]).toBeNaN();
