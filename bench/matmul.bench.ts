@@ -22,6 +22,7 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { type Array as TArray, type DType, lax, np, systolic, withBackend } from '@tpukit/core';
 import { threadSnapshot } from './threadTimes';
+import { cpuWall, loadAndTime } from './timing';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, GemmEngine, type GemmShape, aval, dotGeneralP, evalPrimitiveInto, mxuDotGeneral, wasm } from '@tpukit/core/internal';
 
 const RUNS = Number(process.env.RUNS ?? 9);
@@ -516,14 +517,13 @@ async function groupsAB(): Promise<void> {
       systolic.setNumThreads(threads);
       const eng = systolic.backend.engine; // (installs the thread setting)
       evict();
-      const c0 = process.cpuUsage();
-      const t0 = performance.now();
-      const open = group && eng.beginGroup();
-      for (const d of ds) d.run();
-      if (open) eng.endGroup(true);
-      wall[k].push(performance.now() - t0);
-      const c1 = process.cpuUsage(c0);
-      cpu[k].push((c1.user + c1.system) / 1000);
+      const t = cpuWall(() => {
+        const open = group && eng.beginGroup();
+        for (const d of ds) d.run();
+        if (open) eng.endGroup(true);
+      });
+      wall[k].push(t.wall);
+      cpu[k].push(t.cpu);
       const got = ds.map((d) => new Uint32Array(d.into.slice().buffer));
       if (want === null) want = got;
       else if (!got.every((g, i) => g.every((x, j) => x === want![i][j]))) throw new Error(`bench:matmul: ${label}: ${variants[k][0]} gives different results`);
@@ -540,7 +540,7 @@ async function groupsAB(): Promise<void> {
 
 async function main(): Promise<void> {
   if (process.env.MATMUL_ONLY === 'groups') {
-    console.log(`matmul benchmark, GPT dot groups on 1 and 2 threads; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+    console.log(`matmul benchmark, GPT dot groups on 1 and 2 threads; ${loadAndTime()}`);
     await groupsAB();
     return;
   }

@@ -6,7 +6,7 @@
  */
 import type { Array } from './array';
 import { getBackend } from './backend';
-import type { StorageArray } from './dtype';
+import { type StorageArray, viewsOverlap } from './dtype';
 import { dotGeneralP, type DotGeneralParams } from './lax/dot';
 import { evalPrimitiveInto, type IntoMemo } from './trace';
 
@@ -33,7 +33,7 @@ export function evalDotsInto(list: readonly DotInto[]): (Array | null)[] {
     }
     for (let j = 0; j < i; j++) {
       const o = list[j].out;
-      if (o.buffer === d.out.buffer && o.byteOffset < d.out.byteOffset + d.out.byteLength && d.out.byteOffset < o.byteOffset + o.byteLength) {
+      if (viewsOverlap(o, d.out)) {
         throw new RangeError(`evalDotsInto: the destinations of dots ${j} and ${i} overlap (bytes [${o.byteOffset}, ${o.byteOffset + o.byteLength}) and [${d.out.byteOffset}, ${d.out.byteOffset + d.out.byteLength}) of one buffer)`);
       }
     }

@@ -227,3 +227,8 @@ export function scalarType(x: number | boolean): TypeWithWeak {
   if (typeof x === 'boolean') return { dtype: 'bool', weak: false };
   return Number.isInteger(x) ? { dtype: 'int32', weak: true } : { dtype: 'float32', weak: true };
 }
+
+/** Whether two views share bytes of one buffer. */
+export function viewsOverlap(x: ArrayBufferView, y: ArrayBufferView): boolean {
+  return x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+}

@@ -70,7 +70,7 @@ export function holdAll(): { hold: Int32Array; release: () => void } {
  * beforehand) `ms` after `start()`: a worker then joins a job already under way. `stop()` ends
  * the helper and releases the workers whatever happened.
  */
-export function releaseLater(ms: number): { hold: Int32Array; start: () => void; stop: () => void } {
+function releaseLater(ms: number): { start: () => void; stop: () => void } {
   const held = holdAll();
   const sig = new Int32Array(new SharedArrayBuffer(8)); // [ready, go]
   const letGo = new Worker(
@@ -79,7 +79,6 @@ export function releaseLater(ms: number): { hold: Int32Array; start: () => void;
   );
   Atomics.wait(sig, 0, 0, 20000); // (the releasing thread is running)
   return {
-    hold: held.hold,
     start: () => {
       Atomics.store(sig, 1, 1);
       Atomics.notify(sig, 1);

@@ -399,7 +399,7 @@ function groupDotSteps(steps: Step[], c: HloModule['entry'], slot: Map<HloInstru
   for (const g of dotGroupsOf(c)) {
     const at = g.map((i) => slot.get(i)!).filter((k) => {
       const s = steps[k];
-      return s.kind === 'prim' && s.direct !== null && s.into;
+      return s.kind === 'prim' && s.direct !== null;
     });
     if (at.length < 2) continue;
     const members = at.map((k) => steps[k] as PrimStep);

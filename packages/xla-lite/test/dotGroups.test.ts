@@ -1,5 +1,5 @@
-// Dot groups (passes/dotGroups.ts): independent dots made adjacent and run with one core
-// `evalDotsInto` call (one GEMM pool job). Checks which dots group (independent ones, never
+// Dot groups (passes/dotGroups.ts): independent dots recorded as groups (the order unchanged)
+// and run with one core `evalDotsInto` call at the last member (one GEMM pool job). Checks which dots group (independent ones, never
 // across an effect, never a dot with its consumer), that buffer assignment keeps the members'
 // operands live to the group's end, and that a jitted gradient gives the same bits with and
 // without the pass on 1 and 2 threads, through the group steps.
@@ -44,6 +44,7 @@ describe('dot groups', () => {
       return [np.matmul(y, b), z, np.matmul(x, b)];
     };
     const { groups } = groupsOf(f, [x, a, b, w]);
+    expect(groups.length).toBeGreaterThan(0);
     for (const g of groups) for (const m of g) for (const o of m.operands) expect(g.includes(o)).toBe(false);
   });
 

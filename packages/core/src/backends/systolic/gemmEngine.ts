@@ -20,6 +20,7 @@ import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName, touchArgs } from './packKernels';
 import { type PackJob, Stager, TimedStager, chunkCall, planPackJob } from './packPlan';
 import { gemmPhases, phaseClock, shapePhases } from './phases';
+import { viewsOverlap } from '../../dtype';
 import { envSwitch, envVar } from '../../env';
 import { getNumThreads } from '../../threads';
 
@@ -84,6 +85,8 @@ export type ParallelRunner = (job: ParallelJob) => boolean;
  * computes them all (on the calling thread alone when the workers cannot start).
  */
 export interface GroupRunner {
+  /** Products one group job holds at most; a group's further products make the held ones run first. */
+  readonly max: number;
   accepts(job: ParallelJob): boolean;
   run(jobs: readonly ParallelJob[]): void;
 }
@@ -352,7 +355,7 @@ export class GemmEngine implements BatchEngine {
     cAddr = -1,
   ): void {
     // A batch of products the SIMD kernels pack whole: item by item, over the pool's threads.
-    if (this.groupJobs && this.groupJobs.length > 0 && aOffs.length > 1) this.flushGroup();
+    if (this.groupJobs && aOffs.length > 1) this.flushGroup();
     if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK, cAddr)) return;
     const { mr, unroll } = this.shape;
     const nr = this.nr;
@@ -408,7 +411,7 @@ export class GemmEngine implements BatchEngine {
     // A product a group may defer: one product, packed by the SIMD kernels alone (no TypeScript
     // packing or edges), C written straight into its destination, nothing asked of the calling
     // thread meanwhile. (Operands not read in place are staged when it is deferred.)
-    const groupFree = aOffs.length === 1 && direct && simdA && simdB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, true) && edgeFree(b, nr, kp, true);
+    const groupFree = this.groupJobs !== null && aOffs.length === 1 && direct && simdA && simdB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, true) && edgeFree(b, nr, kp, true);
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
       const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
@@ -562,7 +565,7 @@ export class GemmEngine implements BatchEngine {
     const jobs = this.groupJobs!;
     if (!this.parallelGroup!.accepts(job)) return false;
     const r = this.groupRanges;
-    let clash = jobs.length >= MAX_GROUP_PRODUCTS;
+    let clash = jobs.length >= this.parallelGroup!.max;
     for (let i = 0; i < r.length && !clash; i += 6) {
       clash = meets(c, cBytes, r[i], r[i + 1]) || meets(c, cBytes, r[i + 2], r[i + 3]) || meets(c, cBytes, r[i + 4], r[i + 5]) || meets(a, aBytes, r[i + 4], r[i + 5]) || meets(b, bBytes, r[i + 4], r[i + 5]);
     }
@@ -729,7 +732,7 @@ export class GemmEngine implements BatchEngine {
    */
   resultTarget(into: Float32Array | null, batch: number, M: number, N: number, readA?: ArrayBufferView, readB?: ArrayBufferView): number {
     if (into === null || into.length !== batch * M * N || N % this.nr !== 0 || !this.holds(into)) return -1;
-    const overlaps = (r: ArrayBufferView | undefined): boolean => r !== undefined && r.buffer === into.buffer && r.byteOffset < into.byteOffset + into.byteLength && into.byteOffset < r.byteOffset + r.byteLength;
+    const overlaps = (r: ArrayBufferView | undefined): boolean => r !== undefined && viewsOverlap(r, into);
     return overlaps(readA) || overlaps(readB) ? -1 : into.byteOffset;
   }
 
@@ -814,8 +817,6 @@ const K_BLOCK_CHUNK = 256 * 1024;
 /** The largest packed B block (N x K_BLOCK_KC f32) a K-blocked product keeps for its row blocks: half of L2. */
 const K_BLOCK_MAX_B = 512 * 1024;
 
-/** Products one group job holds at most (threads.ts MAX_GROUP); a group's further products run at once. */
-const MAX_GROUP_PRODUCTS = 4;
 
 /** Packing chunks per operand at least (so up to 4 threads each take several). */
 const MIN_PACK_CHUNKS = 16;

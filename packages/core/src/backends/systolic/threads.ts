@@ -78,7 +78,7 @@ const KSLOTS = KWAIT + 1; // end of one product's control slots
  * in its own copy of the slots above (its region, from (p + 1) * KSLOTS), read by the same
  * functions with that base.
  */
-export const MAX_GROUP = 4;
+const MAX_GROUP = 4;
 /** Added to every K-block counter when a job fails (more than any unit count: 4 * 64 blocks, 64 tiles). */
 const K_FAILED = 1 << 29;
 
@@ -500,7 +500,7 @@ class Pool {
    * while it waits for the workers' last ones), so copying the output overlaps the product.
    */
   run(job: ParallelJob, threads: number): void {
-    if (job.kBlocks && Math.ceil(job.args.kp / job.kBlocks.kc) <= MAX_K_BLOCKS && Math.ceil(job.args.mp / this.engine.shape.mc) <= MAX_K_BLOCK_TILES) {
+    if (job.kBlocks && this.kBlocksFit(job, job.kBlocks)) {
       this.runKBlocks(job, job.kBlocks, threads);
       return;
     }
@@ -704,10 +704,15 @@ class Pool {
     return { nb, tiles: rowTiles * colTiles };
   }
 
+  /** Whether a K-blocked job's blocks and tiles fit the control block's slots. */
+  private kBlocksFit(job: ParallelJob, kb: NonNullable<ParallelJob['kBlocks']>): boolean {
+    return Math.ceil(job.args.kp / kb.kc) <= MAX_K_BLOCKS && Math.ceil(job.args.mp / this.engine.shape.mc) <= MAX_K_BLOCK_TILES;
+  }
+
   /** Whether a group job (`runGroup`) can run `job`: a K-blocked product within the slots' limits, or a row-block product laid out for `threads`. */
   groupable(job: ParallelJob, threads: number): boolean {
     const { mc } = this.engine.shape;
-    if (job.kBlocks) return Math.ceil(job.args.kp / job.kBlocks.kc) <= MAX_K_BLOCKS && Math.ceil(job.args.mp / mc) <= MAX_K_BLOCK_TILES;
+    if (job.kBlocks) return this.kBlocksFit(job, job.kBlocks);
     return job.rowBlockA !== undefined && threads * mc <= (job.aRows ?? 0) && job.packs.length === 1;
   }
 
@@ -962,6 +967,7 @@ export function applyThreads(engine: GemmEngine): void {
     return true;
   };
   engine.parallelGroup = {
+    max: MAX_GROUP,
     accepts: (job) => p.groupable(job, n),
     // (workers that cannot start: the calling thread runs the group job alone)
     run: (jobs) => p.runGroup(jobs, n, !started()),
