@@ -15,6 +15,10 @@ export default defineConfig({
     // One fast-check seed per run: fixed under CI, random locally, FC_SEED=n replays (test-setup/).
     globalSetup: [setup('globalSetup.ts')],
     setupFiles: [setup('fastCheck.ts')],
+    // The systolic GEMM kernel is otherwise measured per CPU (core gemmTune.ts): the suite pins
+    // 4 x 8 so every machine runs the same paths; the 5 x 8 kernel and the measured choice have
+    // their own tests (gemmShape.test.ts and the K-blocked / pool tests' 5 x 8 engines).
+    env: { TPUKIT_GEMM_KERNEL: process.env.TPUKIT_GEMM_KERNEL ?? '4x8' },
     projects: [
       ...pkgs.map((name) => ({
         extends: true as const,

@@ -64,7 +64,7 @@ import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@
 import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import { dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
-import { envNumber, wasm } from '@tpukit/core/internal';
+import { envNumber, gemmKernelChoice, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
 import { threadSnapshot, threadTimesAvailable, threadTimesSince, type ThreadGroupTimes } from './threadTimes';
 import { median } from './timing';
@@ -516,13 +516,20 @@ function torchPeer(threads: number, steps: number): { tps: number; cpu: number }
 // ---------------------------------------------------------------- main
 
 
+/** The GEMM micro-kernel the systolic engine uses, and how it was chosen (core gemmTune.ts). */
+function kernelLabel(): string {
+  const { shape } = systolic.backend.engine;
+  const c = gemmKernelChoice(systolic.backend.usesRelaxedSimd);
+  return `${shape.mr}x${shape.nv * 4} (${c.by === 'env' ? 'TPUKIT_GEMM_KERNEL' : `measured: 5x8 / 4x8 ${c.gain!.toFixed(2)}`})`;
+}
+
 async function main(): Promise<void> {
   const host = initHost();
   const data = batches(64);
   checkModel(host, data);
   if (ROUNDS === 0) return;
   const cores = systolic.getNumThreads();
-  console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (one-hot matmuls run as gathers count the dots they replace; issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}, attention ${ATTENTION}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
+  console.log(`bench:gpt: GPT V=${V} d=${D} L=${L} H=${H} MLP ${F} T=${T} B=${B}, ${PARAMS.toLocaleString('en')} params; ${(FLOPS_PER_TOKEN / 1e6).toFixed(3)} MFLOP/token counted in the compiled step (one-hot matmuls run as gathers count the dots they replace; issue's 6N+12LTd: ${(FORMULA_FLOPS_PER_TOKEN / 1e6).toFixed(3)}); ${ROUNDS} rounds x ${STEPS} steps; ${cores} cores; tpukit ${systolic.backend.usesRelaxedSimd ? 'relaxed-SIMD FMA' : 'plain SIMD'}, GEMM kernel ${kernelLabel()}, attention ${ATTENTION}; load ${loadavg().map((x) => x.toFixed(1)).join(' ')}; ${new Date().toISOString()}`);
   // GPT_BENCH_ONLY (comma-separated names, e.g. "tpukit 1t,tpukit 1t step") keeps only those
   // trainers: quick interleaved A/B runs of one configuration.
   const only = process.env.GPT_BENCH_ONLY?.split(',').map((x) => x.trim());

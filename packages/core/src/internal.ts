@@ -39,7 +39,7 @@ export { type CompileRequest, type Compiler, type Executable, getCompiler, type 
 export { fnId } from './transforms/jitSignature';
 export { referenceBackend } from './backends/reference';
 export { type ArenaHost, arenaHost, type ResultBands } from './backend';
-export { GemmEngine } from './backends/systolic/gemmEngine';
+export { GemmEngine, type GemmKernelChoice, gemmKernelChoice } from './backends/systolic/gemmEngine';
 export { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmShape } from './backends/systolic/gemmModule';
 export { mxuDotGeneral } from './backends/systolic/mxuDot';
 export { operandPrecisions } from './lax/precision';

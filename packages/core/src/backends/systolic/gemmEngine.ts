@@ -14,7 +14,8 @@
 import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
+import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
+import { tuneGemmShape } from './gemmTune';
 import { type BatchEngine, type BatchRunner, edgeFree, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
 import { HI, type OperandView, packOperand } from './pack';
 import { packFunctionName, touchArgs } from './packKernels';
@@ -200,10 +201,11 @@ export class GemmEngine implements BatchEngine {
   readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0, groupJobs: 0, groupProducts: 0 };
   readonly maxPages = MAX_PAGES;
 
-  constructor({ relaxed, shape = defaultShape() }: { relaxed: boolean; shape?: GemmShape }) {
+  constructor({ relaxed, shape }: { relaxed: boolean; shape?: GemmShape }) {
     const f = wasmFeatures();
     if (!f.simd) throw new Error('systolic: this WebAssembly runtime has no SIMD128; the systolic backend needs it');
     if (relaxed && !f.relaxedSimd) throw new Error('systolic: relaxed SIMD was requested but this runtime does not support it');
+    shape ??= gemmKernelChoice(relaxed).shape;
     this.shape = shape;
     this.relaxed = relaxed;
     this.shared = f.threads;
@@ -794,15 +796,29 @@ export class GemmEngine implements BatchEngine {
 
 const HI_ONLY = [HI];
 
+/** How the micro-kernel of engines made without a shape was chosen (see `gemmKernelChoice`). */
+export interface GemmKernelChoice {
+  readonly shape: GemmShape;
+  /** 'env': `TPUKIT_GEMM_KERNEL`; 'tuned': measured on this CPU (`tuneGemmShape`). */
+  readonly by: 'env' | 'tuned';
+  /** The measured rate of 5 x 8 over 4 x 8 (null when set by the environment). */
+  readonly gain: number | null;
+}
+
+/** The measured choice per `relaxed` (index 1: relaxed-SIMD FMA), made on first use. */
+const tunedChoices: [GemmKernelChoice | null, GemmKernelChoice | null] = [null, null];
+
 /**
- * The micro-kernel of engines made without a shape: 4x8, or 5x8 with `TPUKIT_GEMM_KERNEL=5x8`
- * in the environment (an A/B switch for benchmarks; the results are the same bits).
+ * The micro-kernel of engines made without a shape: `TPUKIT_GEMM_KERNEL=4x8|5x8` in the
+ * environment (A/B runs), else (unset or `auto`) the one this CPU runs faster, measured once per
+ * process (gemmTune.ts). Every kernel gives the same bits.
  */
-function defaultShape(): GemmShape {
+export function gemmKernelChoice(relaxed: boolean): GemmKernelChoice {
   const env = envVar('TPUKIT_GEMM_KERNEL');
-  if (env === undefined || env === '' || env === '4x8') return DEFAULT_GEMM_SHAPE;
-  if (env === '5x8') return GEMM_SHAPE_5X8;
-  throw new Error(`systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got ${JSON.stringify(env)}`);
+  if (env === '4x8' || env === '5x8') return { shape: env === '4x8' ? GEMM_SHAPE_4X8 : GEMM_SHAPE_5X8, by: 'env', gain: null };
+  if (env !== undefined && env !== '' && env !== 'auto') throw new Error(`systolic: TPUKIT_GEMM_KERNEL must be 4x8, 5x8 or auto; got ${JSON.stringify(env)}`);
+  const i = relaxed ? 1 : 0;
+  return (tunedChoices[i] ??= { ...tuneGemmShape(relaxed), by: 'tuned' });
 }
 
 /**

@@ -55,13 +55,11 @@ export const GEMM_SHAPE_4X8: GemmShape = { mr: 4, nv: 2, aLoad: 'splat', unroll:
 
 /**
  * The 5 x 8 micro-kernel: 10 accumulators, A rows broadcast from one vector load by shuffles (the
- * one larger blocking that fits V8's registers). 1.5-4% faster than 4 x 8 on packed operands, but
- * no faster in the GPT's dots or step as measured on 2026-11-26 (BENCHMARKS.md, gemmk): opt-in
- * (`TPUKIT_GEMM_KERNEL=5x8`, see gemmEngine.ts) until a quiet measurement shows a gain.
+ * one larger blocking that fits V8's registers). On Zen 4 1.5-4% faster than 4 x 8 on packed
+ * operands but no faster in the GPT's step (BENCHMARKS.md, gemmk); on an Intel Xeon 18-20% faster
+ * alone. Engines made without a shape take the one this CPU runs faster (gemmTune.ts).
  */
 export const GEMM_SHAPE_5X8: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 130, nc: 4096 };
-
-export const DEFAULT_GEMM_SHAPE: GemmShape = GEMM_SHAPE_4X8;
 
 /** The module's GEMM export (see above) and its source sweep; its packing and output functions are looked up by name. */
 export interface GemmExports {

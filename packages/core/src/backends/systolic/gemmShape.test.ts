@@ -9,8 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { aval } from '../../aval';
 import { bf16 } from '../../index';
 import { wasmFeatures } from '../../wasm/features';
-import { GemmEngine } from './gemmEngine';
-import { DEFAULT_GEMM_SHAPE, GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
+import { GemmEngine, gemmKernelChoice } from './gemmEngine';
+import { MIN_GAIN, measureGain } from './gemmTune';
+import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
 import { data } from '../../../test/systolicEngines';
 
@@ -23,8 +24,25 @@ describe('systolic GEMM micro-kernel shapes', () => {
     four: new GemmEngine({ relaxed, shape: GEMM_SHAPE_4X8 }),
   }));
 
-  it('the default is the 4 x 8 kernel (5 x 8 is opt-in); a bad blocking is refused by name', () => {
-    expect(DEFAULT_GEMM_SHAPE).toBe(GEMM_SHAPE_4X8);
+  it('without TPUKIT_GEMM_KERNEL the kernel is measured: 5 x 8 where it runs MIN_GAIN faster, once per process; a bad blocking is refused by name', () => {
+    const before = process.env.TPUKIT_GEMM_KERNEL;
+    try {
+      delete process.env.TPUKIT_GEMM_KERNEL;
+      const choice = gemmKernelChoice(false);
+      expect(choice.by).toBe('tuned');
+      expect(choice.gain).toBeGreaterThan(0);
+      expect(choice.shape).toBe(choice.gain! >= MIN_GAIN ? GEMM_SHAPE_5X8 : GEMM_SHAPE_4X8);
+      expect(gemmKernelChoice(false)).toBe(choice);
+      expect(new GemmEngine({ relaxed: false }).shape).toBe(choice.shape);
+      process.env.TPUKIT_GEMM_KERNEL = 'auto';
+      expect(gemmKernelChoice(false)).toBe(choice);
+      // (the measurement itself: a positive, finite rate ratio)
+      const g = measureGain(false, 1, 3);
+      expect(Number.isFinite(g) && g > 0).toBe(true);
+    } finally {
+      if (before === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
+      else process.env.TPUKIT_GEMM_KERNEL = before;
+    }
     expect([GEMM_SHAPE_5X8.mr, GEMM_SHAPE_5X8.nv, GEMM_SHAPE_5X8.aLoad]).toEqual([5, 2, 'vector']);
     expect(() => buildGemmModule({ shape: { ...GEMM_SHAPE_5X8, mc: 128 }, relaxed: false, shared: false, maxPages: 16 })).toThrow(/buildGemmModule: mc 128 must be a multiple of mr 5/);
   });
@@ -37,7 +55,7 @@ describe('systolic GEMM micro-kernel shapes', () => {
       process.env.TPUKIT_GEMM_KERNEL = '4x8';
       expect(new GemmEngine({ relaxed: false }).shape).toBe(GEMM_SHAPE_4X8);
       process.env.TPUKIT_GEMM_KERNEL = '8x8';
-      expect(() => new GemmEngine({ relaxed: false })).toThrow(/systolic: TPUKIT_GEMM_KERNEL must be 4x8 or 5x8; got "8x8"/);
+      expect(() => new GemmEngine({ relaxed: false })).toThrow(/systolic: TPUKIT_GEMM_KERNEL must be 4x8, 5x8 or auto; got "8x8"/);
     } finally {
       if (before === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
       else process.env.TPUKIT_GEMM_KERNEL = before;
