@@ -123,6 +123,8 @@ export interface OperandTraffic {
   kBlockedProducts: number;
   /** Products the thread pool ran one K block at a time (`ParallelJob.kBlocks`). */
   kBlockedPoolJobs: number;
+  /** Partial last panels the SIMD kernel packed, reading the rows past an operand in place (`simdPanels`). */
+  simdPartialPanels: number;
 }
 
 export class GemmEngine implements BatchEngine {
@@ -198,7 +200,7 @@ export class GemmEngine implements BatchEngine {
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
-  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0, groupJobs: 0, groupProducts: 0 };
+  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0, groupJobs: 0, groupProducts: 0, simdPartialPanels: 0 };
   readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape }: { relaxed: boolean; shape?: GemmShape }) {
@@ -416,15 +418,15 @@ export class GemmEngine implements BatchEngine {
     const groupFree = this.groupJobs !== null && aOffs.length === 1 && direct && simdA && simdB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, true) && edgeFree(b, nr, kp, true);
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
-      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA) : null;
-      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks, inB) : null;
+      const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA, inA ? floor : 0) : null;
+      const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks, inB, inB ? floor : 0) : null;
       const hostPack = (): void => {
         if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
         if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
       };
       const edges = (): void => {
-        if (simdA) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap);
-        if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp);
+        if (simdA) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap, inA ? floor : 0);
+        if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp, inB ? floor : 0);
       };
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
       // With a thread pool, the calling thread stages while the others pack the chunks already
@@ -768,26 +770,49 @@ export class GemmEngine implements BatchEngine {
     this.touchRows(this.exports.touch_rows, t[0], t[1], t[2], t[3]);
   }
 
-  /** The SIMD kernel call (in chunks) that packs a staged one-pass operand's whole panels / k quads. */
-  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, minChunks: number, inPlace: boolean): PackJob {
-    const layout = v.rs === 1 ? 'rc' : 'kc';
+  /**
+   * Panels of operand `v` (R rows each, its first element at byte address `src`) that the SIMD
+   * packing kernel packs: the whole ones, and the partial last one too when the kernel covers
+   * every k (no k tail, no K padding) and reading the rows missing from it ends at or below
+   * `limit` (for an operand read in place: the scratch floor, so the bytes read past it are
+   * other data in place, never bytes still to be staged; 0 otherwise). The missing rows are then
+   * zeroed by `packEdges`, as the TypeScript packing pads them; their products would only reach
+   * accumulator rows the kernel never stores.
+   */
+  private simdPanels(v: OperandView, src: number, R: number, kp: number, limit: number): number {
     const full = Math.floor(v.rows / R);
-    const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
+    if (full * R === v.rows || kp !== v.k || (v.rs !== 1 && v.k % 4 !== 0)) return full;
+    const end = src + (((full + 1) * R - 1) * v.rs + (v.k - 1) * v.ks + 1) * (v.bf16 ? 2 : 4);
+    return end <= limit ? full + 1 : full;
+  }
+
+  /** The SIMD kernel call (in chunks) that packs a one-pass operand's panels (`simdPanels`) / k quads; `limit` as there. */
+  private packJob(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, minChunks: number, inPlace: boolean, limit: number): PackJob {
+    const layout = v.rs === 1 ? 'rc' : 'kc';
     const esz = v.bf16 ? 2 : 4;
-    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, full, kBulk, kp, dst], R, esz, minChunks, inPlace && this.touchInPlace);
+    const panels = this.simdPanels(v, base + off * esz, R, kp, limit);
+    const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
+    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, panels, kBulk, kp, dst], R, esz, minChunks, inPlace && this.touchInPlace);
   }
 
   /**
    * Packs what the kernel of `packJob` leaves (in TypeScript, after the kernel has run): the
-   * partial last panel (every k), then the k tail of the full panels and the kp padding.
+   * partial last panel (every k; when the kernel packed it, only its missing rows, zeroed),
+   * then the k tail of the full panels and the kp padding.
    */
-  private packEdges(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number): void {
+  private packEdges(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, limit: number): void {
     const full = Math.floor(v.rows / R);
     const kBulk = v.rs === 1 ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
     const elemOff = base / esz + off;
     const u32 = this.u32View;
-    if (full * R < v.rows) packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
+    if (full * R < v.rows) {
+      if (this.simdPanels(v, base + off * esz, R, kp, limit) > full) {
+        const rows = v.rows - full * R;
+        this.traffic.simdPartialPanels++;
+        for (let q = dst / 4 + full * R * kp, end = q + R * kp; q < end; q += R) u32.fill(0, q + rows, q + R);
+      } else packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
+    }
     if (full > 0 && (kBulk < v.k || kp > v.k)) {
       packOperand({ ...v, rows: full * R }, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, 0, kBulk);
     }

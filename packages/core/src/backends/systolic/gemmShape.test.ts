@@ -13,7 +13,7 @@ import { GemmEngine, gemmKernelChoice } from './gemmEngine';
 import { MIN_GAIN, measureGain } from './gemmTune';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
-import { data } from '../../../test/systolicEngines';
+import { data, engineMemory } from '../../../test/systolicEngines';
 
 
 describe('systolic GEMM micro-kernel shapes', () => {
@@ -96,6 +96,35 @@ describe('systolic GEMM micro-kernel shapes', () => {
       ),
       { numRuns: 60 },
     );
+  });
+
+  // (Operands in the engine's memory need a shared memory.)
+  it.runIf(engines[0].five.shared)('packs the partial last row panel of an operand read in place with the SIMD kernel (reading the rows past it, then zeroing them): the bits of the TypeScript packing, whatever lies past the operand', () => {
+    for (const { relaxed, five } of engines) {
+      const { inMemory, releaseAll } = engineMemory(five);
+      try {
+        // M not a multiple of 5; A stored [M, K] ('kc') or [K, M] ('rc'); K a multiple of 4.
+        for (const [M, K, N, lhsT] of [[13, 64, 16, false], [128, 256, 24, true], [7, 8, 8, false], [33, 300, 8, true], [258, 128, 40, false], [2, 44, 8, true]] as const) {
+          const a = data(M * K, M + K);
+          const b = data(K * N, N);
+          const params = { dimensionNumbers: [[[lhsT ? 0 : 1], [0]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
+          const out = aval([M, N], 'float32');
+          const lhsShape = lhsT ? [K, M] : [M, K];
+          const want = mxuDotGeneral(five, { data: a, shape: lhsShape, dtype: 'float32' }, { data: b, shape: [K, N], dtype: 'float32' }, params, out, { flushSubnormals: false }) as Float32Array;
+          for (const poison of [Number.NaN, 1e-40, -3.5e38]) {
+            const lhs = { data: inMemory(a), shape: lhsShape, dtype: 'float32' as const };
+            inMemory(new Float32Array(4 * K + 16).fill(poison)); // what the rows past A read
+            const rhs = { data: inMemory(b), shape: [K, N], dtype: 'float32' as const };
+            const before = five.traffic.simdPartialPanels;
+            const got = mxuDotGeneral(five, lhs, rhs, params, out, { flushSubnormals: false }) as Float32Array;
+            expect(five.traffic.simdPartialPanels - before, `M ${M}, ${lhsT ? 'rc' : 'kc'}`).toBe(1);
+            expect(new Uint32Array(got.slice().buffer), `M ${M} K ${K} N ${N}, relaxed ${relaxed}, poison ${poison}`).toEqual(new Uint32Array(want.slice().buffer));
+          }
+        }
+      } finally {
+        releaseAll();
+      }
+    }
   });
 
   // (A destination in the engine's memory needs a shared memory.)
