@@ -410,20 +410,22 @@ interface RowLocals {
   mp: number;
   negv: number;
   nf: number;
+  /** scale splatted */
+  sc: number;
 }
 
 function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: number, nv: number): RowLocals {
-  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128'), nf: f.local('i32') };
+  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128'), nf: f.local('i32'), sc: f.local('v128') };
 }
 
 /**
  * Shared start of both row kernels: every 4-column vector of the row's n columns, as logits (s,
  * rounded to bf16 when `bf16`, times scale; `neg` where the mask bytes from `mrow` on are 0 when
  * mrow is not 0; -inf at columns c and past), is handed to `each` in local `v`, with the vector's
- * address in local `p`.
+ * address in local `p` (`each` is emitted once per loop and bf16 case, which it is told).
  */
-function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: () => void): void {
-  const { i, p, v, t, nv, idx, lim, mp, negv, nf } = locals;
+function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: (rounded: boolean) => void): void {
+  const { i, p, v, t, nv, idx, lim, mp, negv, nf, sc } = locals;
   f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
   // nf = min(c, n) / 4: the vectors before it are all visible (no -inf to put in)
   f.get(c).get(n).get(c).get(n).op(OP.i32_lt_s).op(OP.select).i32Const(2).op(OP.i32_shr_u).set(nf);
@@ -433,12 +435,11 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
     f.get(mrow).set(mp);
     f.get(neg).simd(SIMD.f32x4_splat).set(negv);
   }
-  const vector = (tail: boolean): void => {
-    f.get(p).simdMem(SIMD.v128_load).set(v);
-    f.get(bf16).if().get(v);
-    roundBf16(f, t);
-    f.set(v).end();
-    f.get(v).get(scale).simd(SIMD.f32x4_splat).simd(SIMD.f32x4_mul).set(v);
+  f.get(scale).simd(SIMD.f32x4_splat).set(sc);
+  const vector = (tail: boolean, rounded: boolean): void => {
+    f.get(p).simdMem(SIMD.v128_load);
+    if (rounded) roundBf16(f, t);
+    f.get(sc).simd(SIMD.f32x4_mul).set(v);
     if (masked) {
       // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
       f.get(v).get(negv).get(mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
@@ -450,13 +451,21 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
       splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
       f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
     }
-    each();
+    each(rounded);
     bump(f, p, 16);
   };
-  forLoop(f, i, nf, () => vector(false));
-  // the rest: column indices 4 nf + (0, 1, 2, 3) on
-  f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
-  forLoop(f, i, nv, () => vector(true), nf);
+  // (one loop per bf16 case: no branch per vector)
+  const loops = (rounded: boolean): void => {
+    forLoop(f, i, nf, () => vector(false, rounded));
+    // the rest: column indices 4 nf + (0, 1, 2, 3) on
+    f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
+    forLoop(f, i, nv, () => vector(true, rounded), nf);
+  };
+  f.get(bf16).if();
+  loops(true);
+  f.else();
+  loops(false);
+  f.end();
 }
 
 /** `expv(src, dst, nv, upper)`: dst = exp(src) over nv 4-float vectors, the row kernels' exp (`upper`: with the upper clamp), for its accuracy test. */
@@ -544,11 +553,11 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
     f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(dp).set(q);
     // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
-    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
+    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, (rounded) => {
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
       expV(f, relaxed, true, x, en, et);
       f.tee(v).simdMem(SIMD.v128_store);
-      accumulatePdP(f, q, bf16, { v, g, t, acc });
+      accumulatePdP(f, q, rounded, { v, g, t, acc });
       bump(f, q, 16);
     });
     gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
@@ -557,14 +566,16 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
 
 /**
  * Both gradient row kernels' pass-1 step for 4 lanes, with the lanes' P in v128 local v: g <-
- * dP at q (rounded to bf16 and stored back when bf16), acc += P dP.
+ * dP at q (rounded to bf16 and stored back when `bf16`: the code is emitted per case), acc += P dP.
  */
-function accumulatePdP(f: FunctionBuilder, q: number, bf16: number, r: { v: number; g: number; t: number; acc: number }): void {
+function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: number; g: number; t: number; acc: number }): void {
   const { v, g, t, acc } = r;
   f.get(q).simdMem(SIMD.v128_load).set(g);
-  f.get(bf16).if().get(g);
-  roundBf16(f, t);
-  f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
+  if (bf16) {
+    f.get(g);
+    roundBf16(f, t);
+    f.set(g).get(q).get(g).simdMem(SIMD.v128_store);
+  }
   madd(f, false, v, g, acc);
   f.set(acc);
 }
@@ -608,12 +619,19 @@ function buildGradRowP(m: ModuleBuilder): number {
     f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(s).set(ptr);
     f.get(dp).set(q);
-    forLoop(f, i, nv, () => {
-      f.get(ptr).simdMem(SIMD.v128_load).set(v);
-      accumulatePdP(f, q, bf16, { v, g, t, acc });
-      bump(f, ptr, 16);
-      bump(f, q, 16);
-    });
+    // (one loop per bf16 case: no branch per vector)
+    const pass1 = (rounded: boolean): void =>
+      forLoop(f, i, nv, () => {
+        f.get(ptr).simdMem(SIMD.v128_load).set(v);
+        accumulatePdP(f, q, rounded, { v, g, t, acc });
+        bump(f, ptr, 16);
+        bump(f, q, 16);
+      });
+    f.get(bf16).if();
+    pass1(true);
+    f.else();
+    pass1(false);
+    f.end();
     gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
   });
 }
