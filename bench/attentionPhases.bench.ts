@@ -13,6 +13,10 @@
  * Last, P kept against recomputed over 4 layers' calls as a training step makes them (forwards,
  * then backwards in reverse, other memory touched in between), alternating.
  *
+ * (The backward's row phases run on a 4-row scratch; from attn11 on the backward keeps its rows
+ * in chunks [QB, sp], which only the whole calls see. Kernels from before attn11 also time their
+ * transposes of dS and P.)
+ *
  * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
  * checkout's; e.g. /work/main/packages/core/src for main's kernels in an A/B).
