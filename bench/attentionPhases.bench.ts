@@ -13,6 +13,10 @@
  * Last, P kept against recomputed over 4 layers' calls as a training step makes them (forwards,
  * then backwards in reverse, other memory touched in between), alternating.
  *
+ * (The backward's row phases run on a 4-row scratch; from attn11 on the backward keeps its rows
+ * in chunks [QB, sp], which only the whole calls see. Kernels from before attn11 also time their
+ * transposes of dS and P.)
+ *
  * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
  * checkout's; e.g. /work/main/packages/core/src for main's kernels in an A/B).
@@ -118,7 +122,7 @@ const ML = rawAt(8);
 const SCR = ceil(ML + B * N * T * 8, 64);
 const off: Record<string, number> = {};
 {
-  const sizes: Record<string, number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: 4 * sp, p: 4 * sp, ml: 2 * tp, dsT: sp * modMod.QB, pT: sp * modMod.QB };
+  const sizes: Record<string, number> = { q: tp * hp, do: tp * hp, kt: hp * sp, kb: sp * hp, v: sp * hp, o: tp * hp, dk: sp * hp, dv: sp * hp, s: 4 * sp, p: 4 * sp, ml: 2 * tp, dsT: sp * modMod.QB, pT: sp * modMod.QB, dsc: sp * modMod.QB, pc: sp * modMod.QB };
   let at = SCR;
   for (const name of modMod.SCRATCH) {
     off[name] = at;
@@ -144,6 +148,10 @@ kx.stageRows(rawAt(0), QSTRIDE, T, off.q, tp);
 kx.stageRows(rawAt(3), QSTRIDE, T, off.do, tp);
 
 const lseJs = new Float32Array(items * T);
+// Kernels before attn11 transposed the backward's dS and P rows into chunks [sp, QB] (transposeBlock) for transGemm; from attn11 on the blocks' rows are kept in chunks [QB, sp], which transGemm reads as they are.
+const transposed = 'transposeBlock' in kx;
+const old = kx as unknown as { transposeBlock(src: number, dst: number, cols: number, total: number): void };
+const [dsChunk, pChunk] = transposed ? [off.dsT, off.pT] : [off.dsc, off.pc];
 const eachBlock = (fn: (t0: number, cols: number) => void): void => {
   for (let it = 0; it < items; it++) for (let t0 = 0; t0 < tp; t0 += 4) fn(t0, colsOf(t0));
 };
@@ -185,16 +193,18 @@ const phases: [string, 'fwd' | 'bwd', () => void][] = [
     for (let r = 0; r < 4; r++) kx.gradRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, 1.5, 0, 0, NEG);
   })],
   ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.kb, off.o + t0 * hp * 4, cols))],
-  ['transpose dS, P', 'bwd', () => eachBlock((t0, cols) => {
-    kx.transposeBlock(off.p, off.dsT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
-    kx.transposeBlock(off.s, off.pT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
-  })],
+  ...(transposed
+    ? ([['transpose dS, P', 'bwd', () => eachBlock((t0, cols) => {
+        old.transposeBlock(off.p, off.dsT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
+        old.transposeBlock(off.s, off.pT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
+      })]] as [string, 'bwd', () => void][])
+    : []),
   ['dS^T Q, P^T dO (transGemm)', 'bwd', () => {
     for (let it = 0; it < items; it++)
       for (let c0 = 0; c0 < tp; c0 += modMod.QB) {
         const rows = Math.min(modMod.QB, tp - c0);
-        kx.transGemm(off.dsT, off.q, off.dk, causal ? 1 : 0, c0, rows);
-        kx.transGemm(off.pT, off.do, off.dv, causal ? 1 : 0, c0, rows);
+        kx.transGemm(dsChunk, off.q, off.dk, causal ? 1 : 0, c0, rows);
+        kx.transGemm(pChunk, off.do, off.dv, causal ? 1 : 0, c0, rows);
       }
   }],
   ['unstage dQ, dK, dV', 'bwd', () => {

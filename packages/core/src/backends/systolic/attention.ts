@@ -373,12 +373,13 @@ function stageMask(a: Arena, p: Plan, causal: boolean, mask: HostArray, [mr, fr,
 /**
  * One thread's scratch regions in f32 elements, by `SCRATCH` name, for padded query count `tp`,
  * head dim `hp` and key count `sp`: O((tp + sp) hp) in all; the backward's alone (dO, K by rows,
- * dK, dV and the chunks of the transposes of dS and P, [sp, QB] each) are empty in the forward,
- * the forward's alone (the rows' (max, sum) pairs, [tp, 2]) in the backward.
+ * dK, dV and the chunks of rows of dS and P, [QB, sp] each) are empty in the forward, the
+ * forward's alone (a block's rows of S and P, [4, sp] each, and the rows' (max, sum) pairs,
+ * [tp, 2]) in the backward.
  */
 function scratchSizes(tp: number, hp: number, sp: number, backward: boolean): Record<(typeof SCRATCH)[number], number> {
   const bw = backward ? 1 : 0;
-  return { q: tp * hp, do: bw * tp * hp, kt: hp * sp, kb: bw * sp * hp, v: sp * hp, o: tp * hp, dk: bw * sp * hp, dv: bw * sp * hp, s: ROWS * sp, p: ROWS * sp, ml: (1 - bw) * 2 * tp, dsT: bw * sp * QB, pT: bw * sp * QB };
+  return { q: tp * hp, do: bw * tp * hp, kt: hp * sp, kb: bw * sp * hp, v: sp * hp, o: tp * hp, dk: bw * sp * hp, dv: bw * sp * hp, s: (1 - bw) * ROWS * sp, p: (1 - bw) * ROWS * sp, ml: (1 - bw) * 2 * tp, dsc: bw * QB * sp, pc: bw * QB * sp };
 }
 
 /** One thread's scratch: the regions' byte offsets (in `SCRATCH` order, 64-byte aligned) and its byte size. */

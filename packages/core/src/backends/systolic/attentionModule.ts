@@ -9,10 +9,9 @@
  * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT  (Q K^T, dO V^T), with BT
  *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
  * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
- * - `transposeBlock(src, dst, cols, total)`: a block's dS or P rows into columns of a chunk
- *   [sp, QB] (QB query rows at a time, so the backward's scratch does not grow with T)
- * - `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[sp, rows] B[t0.., hp] for one chunk
- *   (dS^T Q, P^T dO), chunk after chunk in query order
+ * - `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[rows, sp]^T B[t0.., hp] for one
+ *   chunk of QB query rows (dS^T Q, P^T dO; the backward's blocks keep their dS and P rows in
+ *   chunks [QB, sp], so its scratch does not grow with T), chunk after chunk in query order
  * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg, keep)`: one row: logits = s * scale over
  *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
  *   max and sum written at mlOut (`lseRows` forms the logsumexp).
@@ -37,8 +36,8 @@ import { convert, shuffle32 } from './packKernels';
 export const ROWS = 4;
 
 /**
- * Query rows per chunk of the backward's transposes of dS and P (a power of 2, a multiple of
- * ROWS): their scratch is [sp, QB] each per thread, and dK, dV take one GEMM per chunk.
+ * Query rows per chunk of the backward's rows of dS and P (a power of 2, a multiple of ROWS):
+ * their scratch is [QB, sp] each per thread, and dK, dV take one `transGemm` per chunk.
  */
 export const QB = 128;
 
@@ -298,12 +297,12 @@ function microLocals(f: FunctionBuilder): Micro {
 
 /**
  * acc[r][0..8] = init + sum over n steps of A[r] * B, from pa and pb on: A's 4 rows are `aRow`
- * bytes apart (one f32 per step, splatted), B's 8 floats per step contiguous; per step pa += 4
- * and pb += `bStep`. `init` zero, or the 4 x 8 block at `init.out + init.at` (rows `init.row`
+ * bytes apart (one f32 per step, splatted), B's 8 floats per step contiguous; per step pa +=
+ * `aStep` (default 4) and pb += `bStep`. `init` zero, or the 4 x 8 block at `init.out + init.at` (rows `init.row`
  * bytes apart: the accumulation goes on from what is there). A plain loop: V8 spills the
  * accumulators of an unrolled one.
  */
-function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number, init?: { out: number; row: number; at: number }): void {
+function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number, init?: { out: number; row: number; at: number }, aStep = 4): void {
   if (init === undefined) for (const x of r.acc) f.v128Const([0, 0, 0, 0]).set(x);
   else
     for (let i = 0; i < ROWS; i++) {
@@ -320,7 +319,7 @@ function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, 
       madd(f, relaxed, r.s, r.b1, r.acc[2 * row + 1]);
       f.set(r.acc[2 * row + 1]);
     }
-    bump(f, r.pa, 4);
+    bump(f, r.pa, aStep);
     bump(f, r.pb, bStep);
   });
 }
@@ -365,60 +364,15 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
 }
 
 /**
- * `transposeBlock(src, dst, cols, total)`: a block of 4 rows (src [4, sp]) into 4 columns of a
- * [sp, QB] chunk (dst: the block's first column, rows QB * 4 bytes apart): dst[j, 0..4] = src[0..4, j] for
- * j < cols, zeros for cols <= j < total (cols and total multiples of 4). 4 x 4 blocks are
- * transposed in registers with shuffles, one store per key.
- */
-function buildTransposeBlock(m: ModuleBuilder, sp: number): number {
-  return m.addFunction('transposeBlock', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [src, dst, cols, total] = [0, 1, 2, 3];
-    const j = f.local('i32');
-    const r = Array.from({ length: ROWS }, () => f.local('v128'));
-    const [lo, hi] = [f.local('v128'), f.local('v128')];
-    const quad = (): void => {
-      f.get(j).i32Const(4).op(OP.i32_add).set(j);
-      bump(f, src, 16);
-      bump(f, dst, QB * 16);
-    };
-    f.i32Const(0).set(j);
-    f.block().get(j).get(cols).op(OP.i32_ge_s).brIf(0).loop();
-    for (let i = 0; i < ROWS; i++) f.get(src).simdMem(SIMD.v128_load, i * sp * 4).set(r[i]);
-    // lo = (r0 r1 interleaved) low halves, hi = (r2 r3) low halves; then columns 0, 1; the same with the high halves for columns 2, 3
-    for (const [h, pair] of [[0, [0, 4, 1, 5]], [1, [2, 6, 3, 7]]] as const) {
-      f.get(r[0]).get(r[1]);
-      shuffle32(f, pair);
-      f.set(lo);
-      f.get(r[2]).get(r[3]);
-      shuffle32(f, pair);
-      f.set(hi);
-      f.get(dst).get(lo).get(hi);
-      shuffle32(f, [0, 1, 4, 5]);
-      f.simdMem(SIMD.v128_store, 2 * h * QB * 4);
-      f.get(dst).get(lo).get(hi);
-      shuffle32(f, [2, 3, 6, 7]);
-      f.simdMem(SIMD.v128_store, (2 * h + 1) * QB * 4);
-    }
-    quad();
-    f.get(j).get(cols).op(OP.i32_lt_s).brIf(0);
-    f.end().end();
-    f.block().get(j).get(total).op(OP.i32_ge_s).brIf(0).loop();
-    for (let i = 0; i < 4; i++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, i * QB * 4);
-    quad();
-    f.get(j).get(total).op(OP.i32_lt_s).brIf(0);
-    f.end().end();
-  });
-}
-
-/**
- * `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[sp, rows] B[t0..t0+rows, hp] (dK +=
- * dS^T Q and dV += P^T dO over one chunk of query rows, with A the chunk of transposed dS or P
- * that `transposeBlock` wrote, rows QB floats apart, and b the head's whole [tp, hp] operand),
- * 4 x 8 tiles in registers, accumulating over t in increasing order onto what out holds (the
- * earlier chunks, then the previous query head of the group): called chunk after chunk, each
- * element's f32 sum runs over t in the same order as one GEMM over all rows would. With
- * `causal` set, keys j0..j0+3 start at row max(t0, floor8(j0)): the first query block whose
- * logits reach them (the rows before see none of them; A is not written there).
+ * `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[t0..t0+rows, sp]^T B[t0..t0+rows,
+ * hp] (dK += dS^T Q and dV += P^T dO over one chunk of query rows, with A the chunk's rows of dS
+ * or P as the row kernels left them, [QB, sp] with row t - t0 at a, and b the head's whole [tp,
+ * hp] operand): 4 x 8 tiles in registers, the 4 keys' A values splatted from one row of A per
+ * step (A is read untransposed: no transposed copy), accumulating over t in increasing order
+ * onto what out holds (the earlier chunks, then the previous query head of the group): called
+ * chunk after chunk, each element's f32 sum runs over t in the same order as one GEMM over all
+ * rows would. With `causal` set, keys j0..j0+3 start at row max(t0, floor8(j0)): the first query
+ * block whose logits reach them (the rows before see none of them; A is not written there).
  */
 function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
   return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
@@ -432,9 +386,10 @@ function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
     f.get(t0).get(ts).get(t0).op(OP.i32_gt_s).op(OP.select).set(ts); // (select: ts > t0 ? ts : t0)
     f.get(t0).get(rows).op(OP.i32_add).get(ts).op(OP.i32_sub).set(r.n);
     for (let cp = 0; cp < hp / 8; cp++) {
-      f.get(a).get(j0).i32Const(QB * 4).op(OP.i32_mul).op(OP.i32_add).get(ts).get(t0).op(OP.i32_sub).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r.pa);
+      // pa = a + (ts - t0) sp 4 + j0 4: A[ts, j0], the 4 keys 4 bytes apart, rows sp * 4 bytes apart
+      f.get(a).get(ts).get(t0).op(OP.i32_sub).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add).get(j0).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r.pa);
       f.get(b).get(ts).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
-      micro4x8(f, relaxed, r, QB * 4, hp * 4, { out, row: hp * 4, at: cp * 32 });
+      micro4x8(f, relaxed, r, 4, hp * 4, { out, row: hp * 4, at: cp * 32 }, sp * 4);
       store4x8(f, r, out, hp * 4, cp * 32);
     }
     bump(f, out, ROWS * hp * 4);
@@ -455,20 +410,22 @@ interface RowLocals {
   mp: number;
   negv: number;
   nf: number;
+  /** scale splatted */
+  sc: number;
 }
 
 function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: number, nv: number): RowLocals {
-  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128'), nf: f.local('i32') };
+  return { i, p, v, t, nv, idx: f.local('v128'), lim: f.local('v128'), mp: f.local('i32'), negv: f.local('v128'), nf: f.local('i32'), sc: f.local('v128') };
 }
 
 /**
  * Shared start of both row kernels: every 4-column vector of the row's n columns, as logits (s,
  * rounded to bf16 when `bf16`, times scale; `neg` where the mask bytes from `mrow` on are 0 when
  * mrow is not 0; -inf at columns c and past), is handed to `each` in local `v`, with the vector's
- * address in local `p`.
+ * address in local `p` (`each` is emitted once per loop and bf16 case, which it is told).
  */
-function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: () => void): void {
-  const { i, p, v, t, nv, idx, lim, mp, negv, nf } = locals;
+function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale: number, bf16: number, mrow: number, neg: number, masked: boolean, locals: RowLocals, each: (rounded: boolean) => void): void {
+  const { i, p, v, t, nv, idx, lim, mp, negv, nf, sc } = locals;
   f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
   // nf = min(c, n) / 4: the vectors before it are all visible (no -inf to put in)
   f.get(c).get(n).get(c).get(n).op(OP.i32_lt_s).op(OP.select).i32Const(2).op(OP.i32_shr_u).set(nf);
@@ -478,12 +435,11 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
     f.get(mrow).set(mp);
     f.get(neg).simd(SIMD.f32x4_splat).set(negv);
   }
-  const vector = (tail: boolean): void => {
-    f.get(p).simdMem(SIMD.v128_load).set(v);
-    f.get(bf16).if().get(v);
-    roundBf16(f, t);
-    f.set(v).end();
-    f.get(v).get(scale).simd(SIMD.f32x4_splat).simd(SIMD.f32x4_mul).set(v);
+  f.get(scale).simd(SIMD.f32x4_splat).set(sc);
+  const vector = (tail: boolean, rounded: boolean): void => {
+    f.get(p).simdMem(SIMD.v128_load);
+    if (rounded) roundBf16(f, t);
+    f.get(sc).simd(SIMD.f32x4_mul).set(v);
     if (masked) {
       // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
       f.get(v).get(negv).get(mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
@@ -495,13 +451,21 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
       splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
       f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
     }
-    each();
+    each(rounded);
     bump(f, p, 16);
   };
-  forLoop(f, i, nf, () => vector(false));
-  // the rest: column indices 4 nf + (0, 1, 2, 3) on
-  f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
-  forLoop(f, i, nv, () => vector(true), nf);
+  // (one loop per bf16 case: no branch per vector)
+  const loops = (rounded: boolean): void => {
+    forLoop(f, i, nf, () => vector(false, rounded));
+    // the rest: column indices 4 nf + (0, 1, 2, 3) on
+    f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
+    forLoop(f, i, nv, () => vector(true, rounded), nf);
+  };
+  f.get(bf16).if();
+  loops(true);
+  f.else();
+  loops(false);
+  f.end();
 }
 
 /** `expv(src, dst, nv, upper)`: dst = exp(src) over nv 4-float vectors, the row kernels' exp (`upper`: with the upper clamp), for its accuracy test. */
@@ -589,11 +553,11 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
     f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(dp).set(q);
     // pass 1: P = exp(logit - lse) into s, dP (rounded when bf16) in place, D = sum P dP
-    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
+    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, (rounded) => {
       f.get(ptr).get(v).get(l).simd(SIMD.f32x4_sub);
       expV(f, relaxed, true, x, en, et);
       f.tee(v).simdMem(SIMD.v128_store);
-      accumulatePdP(f, q, bf16, { v, g, t, acc });
+      accumulatePdP(f, q, rounded, { v, g, t, acc });
       bump(f, q, 16);
     });
     gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
@@ -602,14 +566,16 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
 
 /**
  * Both gradient row kernels' pass-1 step for 4 lanes, with the lanes' P in v128 local v: g <-
- * dP at q (rounded to bf16 and stored back when bf16), acc += P dP.
+ * dP at q (rounded to bf16 and stored back when `bf16`: the code is emitted per case), acc += P dP.
  */
-function accumulatePdP(f: FunctionBuilder, q: number, bf16: number, r: { v: number; g: number; t: number; acc: number }): void {
+function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: number; g: number; t: number; acc: number }): void {
   const { v, g, t, acc } = r;
   f.get(q).simdMem(SIMD.v128_load).set(g);
-  f.get(bf16).if().get(g);
-  roundBf16(f, t);
-  f.set(g).get(q).get(g).simdMem(SIMD.v128_store).end();
+  if (bf16) {
+    f.get(g);
+    roundBf16(f, t);
+    f.set(g).get(q).get(g).simdMem(SIMD.v128_store);
+  }
   madd(f, false, v, g, acc);
   f.set(acc);
 }
@@ -653,12 +619,19 @@ function buildGradRowP(m: ModuleBuilder): number {
     f.v128Const([0, 0, 0, 0]).set(acc);
     f.get(s).set(ptr);
     f.get(dp).set(q);
-    forLoop(f, i, nv, () => {
-      f.get(ptr).simdMem(SIMD.v128_load).set(v);
-      accumulatePdP(f, q, bf16, { v, g, t, acc });
-      bump(f, ptr, 16);
-      bump(f, q, 16);
-    });
+    // (one loop per bf16 case: no branch per vector)
+    const pass1 = (rounded: boolean): void =>
+      forLoop(f, i, nv, () => {
+        f.get(ptr).simdMem(SIMD.v128_load).set(v);
+        accumulatePdP(f, q, rounded, { v, g, t, acc });
+        bump(f, ptr, 16);
+        bump(f, q, 16);
+      });
+    f.get(bf16).if();
+    pass1(true);
+    f.else();
+    pass1(false);
+    f.end();
     gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
   });
 }
@@ -841,15 +814,15 @@ export const DESC = {
 
 /**
  * The scratch regions' order in `DESC.OFF` slots: Q, DO, KT, KB, V (or V^T), O (or dQ), DK, DV,
- * S, P (or dP), ML, and chunks of the transposes of dS and P ([sp, QB], backward only).
+ * S and P (a block's 4 rows, forward only), ML, and chunks of rows of dS (dP first) and P
+ * ([QB, sp], backward only: a backward block's S and P rows are its rows of these).
  */
-export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml', 'dsT', 'pT'] as const;
+export const SCRATCH = ['q', 'do', 'kt', 'kb', 'v', 'o', 'dk', 'dv', 's', 'p', 'ml', 'dsc', 'pc'] as const;
 if (DESC.OFF + SCRATCH.length > DESC.MR) throw new Error('attentionModule: DESC.OFF slots overlap the mask slots');
 
 interface Fns {
   scores: number;
   rowsTimes: number;
-  transposeBlock: number;
   transGemm: number;
   softmaxRow: number;
   gradRow: number;
@@ -875,6 +848,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
+      // the block's rows of S and P (dP, then dS): the forward's 4-row scratch, or the backward's rows of its chunks
+      const [sb, pb] = [L(), L()];
       const scale = f.local('f32');
       const [rscale, neg] = [f.local('f32'), f.local('f32')];
       const off: Record<(typeof SCRATCH)[number], number> = Object.fromEntries(SCRATCH.map((k) => [k, L()])) as never;
@@ -964,21 +939,27 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         f.i32Const(sp).get(causal).op(OP.select).set(cols);
         // a block with a row that sees no key covers every key (that row's softmax is uniform)
         if (masked) f.get(fbase).get(t0).op(OP.i32_add).mem(OP.i32_load).if().i32Const(sp).set(cols).end();
+        if (dir === 'fwd') {
+          f.get(off.s).set(sb);
+          f.get(off.p).set(pb);
+        } else {
+          for (const [loc, chunk] of [[sb, off.pc], [pb, off.dsc]] as const) f.get(chunk).get(t0).i32Const(QB - 1).op(OP.i32_and).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add).set(loc);
+        }
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
         // the block's rows of P (backward, kept) or its logits
         if (dir === 'bwd') {
           f.get(probs).if();
-          f.get(prow).get(off.s).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.loadRows);
+          f.get(prow).get(sb).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.loadRows);
           f.else();
         }
         rowBlock('q');
-        f.get(off.kt).get(off.s).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+        f.get(off.kt).get(sb).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
         if (dir === 'bwd') f.end();
         if (dir === 'bwd') {
           rowBlock('do');
-          f.get(off.v).get(off.p).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
+          f.get(off.v).get(pb).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
         }
         forLoop(f, r, (() => {
           f.i32Const(ROWS).set(i);
@@ -1007,8 +988,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           }
           // the row's S and P (dP) addresses
           const rowAddrs = (): void => {
-            f.get(off.s).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-            f.get(off.p).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+            f.get(sb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+            f.get(pb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           };
           if (dir === 'bwd') {
             // P kept: the row's P is in s already (0 at hidden keys, uniform in a row that sees none)
@@ -1037,26 +1018,29 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         if (dir === 'fwd') {
           // P kept: the block's real rows (f32, left in s by softmaxRow) into probs
           f.get(probs).if();
-          f.get(off.s).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.saveRows);
+          f.get(sb).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.saveRows);
           f.end();
-          f.get(off.p).get(off.v);
+          f.get(pb).get(off.v);
           rowBlock('o');
           f.get(cols).call(fn.rowsTimes);
         } else {
-          f.get(off.p).get(off.kb);
+          f.get(pb).get(off.kb);
           rowBlock('o');
           f.get(cols).call(fn.rowsTimes);
-          // dS and P into the columns t0 mod QB.. of their chunks of transposes; masked jobs fill
-          // every key (their rows may reach any key, see transGemm)
-          for (const [src, dst] of [[off.p, off.dsT], [off.s, off.pT]] as const) {
-            f.get(src).get(dst).get(t0).i32Const(QB - 1).op(OP.i32_and).i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(cols);
-            if (masked) f.i32Const(sp);
-            else f.get(cols);
-            f.call(fn.transposeBlock);
+          // masked jobs' transGemm reads every key of every row (their rows may reach any key):
+          // the block's rows of dS and P zero from cols to sp (nothing else writes there)
+          if (masked) {
+            forLoop(f, r, i, () => {
+              for (const loc of [sb, pb]) {
+                f.get(loc).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add).get(cols).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
+                f.i32Const(0).i32Const(sp).get(cols).op(OP.i32_sub).i32Const(4).op(OP.i32_mul);
+                memoryFill(f);
+              }
+            });
           }
           // a full chunk, or the last: dK += dS^T Q and dV += P^T dO over its rows
           f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(c).i32Const(QB - 1).op(OP.i32_and).op(OP.i32_eqz).get(c).get(tp).op(OP.i32_ge_s).op(OP.i32_or).if();
-          for (const [a, b, out] of [[off.dsT, off.q, off.dk], [off.pT, off.do, off.dv]] as const) {
+          for (const [a, b, out] of [[off.dsc, off.q, off.dk], [off.pc, off.do, off.dv]] as const) {
             f.get(a).get(b).get(out);
             if (masked) f.i32Const(0);
             else f.get(causal);
@@ -1097,7 +1081,6 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
 export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
   rowsTimes(a: number, b: number, out: number, nk: number): void;
-  transposeBlock(src: number, dst: number, cols: number, total: number): void;
   transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
   softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number, keep: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
@@ -1141,7 +1124,6 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
     const fns: Fns = {
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
-      transposeBlock: buildTransposeBlock(m, sp),
       transGemm: buildTransGemm(m, hp, sp, relaxed),
       softmaxRow: buildSoftmaxRow(m, masked, relaxed),
       gradRow: buildGradRow(m, masked, relaxed),
