@@ -407,7 +407,8 @@ export class GemmEngine implements BatchEngine {
     // Both operands read in place by K blocks on the pool too (see `KBlockJob`).
     // (both operands SIMD-packed and read in place, in K blocks that fit: on one thread or the pool)
     const kBlockable = simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
-    const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable;
+    // (the pool's K-blocked job takes whole row panels only)
+    const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable && M % mr === 0;
     // A product a group may defer: one product, packed by the SIMD kernels alone (no TypeScript
     // packing or edges), C written straight into its destination, nothing asked of the calling
     // thread meanwhile. (Operands not read in place are staged when it is deferred.)
@@ -421,7 +422,8 @@ export class GemmEngine implements BatchEngine {
         if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
       };
       const edges = (): void => {
-        if (simdA) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap);
+        // (a K-blocked product packs A's partial panel per K block, in `gemmKBlocks`)
+        if (simdA && !kBlocked) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap);
         if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp);
       };
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
@@ -484,7 +486,7 @@ export class GemmEngine implements BatchEngine {
         edges();
         t1 = phaseClock();
         if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed);
-        else if (kBlocked && jobA && jobB) this.gemmKBlocks(jobA, jobB, ap, c, M, np, kp, timed);
+        else if (kBlocked && jobA && jobB) this.gemmKBlocks(jobA, jobB, wa, flush, ap, c, M, np, kp, timed);
         else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
       }
@@ -645,12 +647,13 @@ export class GemmEngine implements BatchEngine {
    * to memory and came back once per K block (the GPT's weight gradients: 2-7% less CPU per
    * product, BENCHMARKS.md, gemm6). For 'rc' operands (rows contiguous, so a K block's source
    * is a run of k rows) with several K blocks and whole panels on both sides (no TypeScript
-   * edges: M a multiple of MR, N of NR, K unpadded): the weight gradients of a training step.
+   * edges: N a multiple of NR, K unpadded; on one thread M need not be a multiple of MR, see
+   * `gemmKBlocks`): the weight gradients of a training step.
    * Every element of C sees the same K order and the same f32 stores and reloads between K
    * blocks as in `gemm`: the same bits.
    */
   private kBlocks(a: OperandView, b: OperandView, M: number, N: number, kp: number): boolean {
-    return this.blockK && K_BLOCK_KC % this.shape.unroll === 0 && a.rs === 1 && b.rs === 1 && kp > K_BLOCK_KC && kp === a.k && M % this.shape.mr === 0 && N % this.nr === 0 && N * K_BLOCK_KC * 4 <= K_BLOCK_MAX_B;
+    return this.blockK && K_BLOCK_KC % this.shape.unroll === 0 && a.rs === 1 && b.rs === 1 && kp > K_BLOCK_KC && kp === a.k && N % this.nr === 0 && N * K_BLOCK_KC * 4 <= K_BLOCK_MAX_B;
   }
 
   /**
@@ -659,22 +662,26 @@ export class GemmEngine implements BatchEngine {
    * `K_BLOCK_CHUNK` source bytes, each chunk's rows swept in address order just before it is
    * packed (as the whole-operand path packs); then for each MC row block of A, its rows are
    * swept and packed at `ap` (panel stride kc), and the micro-kernel runs down them for every
-   * column panel, accumulating into C from the second K block on.
+   * column panel, accumulating into C from the second K block on. With M not a multiple of MR
+   * (the 5 x 8 kernel on the weight gradients' M = 128 or 512), the last row block's partial
+   * panel is packed zero-padded per K block in TypeScript (`packOperand`, a few rows) and
+   * multiplied by `micro_edge`, which stores only its rows.
    */
-  private gemmKBlocks(jobA: PackJob, jobB: PackJob, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
+  private gemmKBlocks(jobA: PackJob, jobB: PackJob, va: OperandView, flush: boolean, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
     const { mr, mc } = this.shape;
     const nr = this.nr;
     const KC = K_BLOCK_KC;
-    // The B block right after the A block (A's and B's packed areas hold both: min(mc, M) <= mp
+    const mp = Math.ceil(M / mr) * mr;
+    // The B block right after the A block (A's and B's packed areas hold both: min(mc, mp) <= mp
     // rows and np columns of KC < kp), so the two lie together in L2 and never alias each other.
-    const bp = align(ap + Math.min(mc, M) * KC * 4);
+    const bp = align(ap + Math.min(mc, mp) * KC * 4);
     const [srcA, , ksA] = jobA.args;
     const [srcB, , ksB] = jobB.args;
     const ea = jobA.esz;
     const eb = jobB.esz;
     const packA = this.packFns[jobA.fn];
     const packB = this.packFns[jobB.fn];
-    const { micro, touch_rows: touch } = this.exports;
+    const { micro, micro_edge: microEdge, touch_rows: touch } = this.exports;
     const ldc = np * 4;
     const chunk = Math.max(1, Math.floor(K_BLOCK_CHUNK / (np * eb)));
     let msA = 0;
@@ -696,10 +703,18 @@ export class GemmEngine implements BatchEngine {
         const t2 = timed ? phaseClock() : 0;
         const a = srcA + (i0 + pc * ksA) * ea;
         if (jobA.touch) this.touchRows(touch, a, rows * ea, ksA * ea, kc);
-        packA(a, 1, ksA, rows / mr, kc, kc, ap);
+        const full = Math.floor(rows / mr);
+        const part = rows - full * mr;
+        packA(a, 1, ksA, full, kc, kc, ap);
+        if (part > 0) packOperand({ ...va, rows, k: kc }, a / ea, mr, HI_ONLY, kc, flush, this.u32View, ap / 4, full);
         if (timed) msA += phaseClock() - t2;
         const cRow = c + i0 * np * 4;
-        for (let j = 0; j < np; j += nr) micro(ap, bp + j * kc * 4, cRow + j * 4, kc, ldc, accumulate, rows / mr, kc * mr * 4);
+        const aEdge = ap + full * mr * kc * 4;
+        const cEdge = cRow + full * mr * ldc;
+        for (let j = 0; j < np; j += nr) {
+          if (full > 0) micro(ap, bp + j * kc * 4, cRow + j * 4, kc, ldc, accumulate, full, kc * mr * 4);
+          if (part > 0) microEdge(aEdge, bp + j * kc * 4, cEdge + j * 4, kc, ldc, accumulate, part);
+        }
       }
     }
     this.packMs[0] = msA;

@@ -72,6 +72,8 @@ export interface GemmExports {
    * to C, 0 overwrites it. For drivers that pack as they go (`GemmEngine.kBlocks`).
    */
   micro(a: number, b: number, c: number, kc: number, ldc: number, accumulate: number, panels: number, aStride: number): void;
+  /** The micro-kernel on one zero-padded row panel of which only the first `rows` (< MR) rows of C are read and written. */
+  micro_edge(a: number, b: number, c: number, kc: number, ldc: number, accumulate: number, rows: number): void;
   /** Sweeps rows of a packing source into the caches (see packKernels.ts `addTouchFunction`). */
   touch_rows(src: number, rowBytes: number, stride: number, rows: number): number;
 }
