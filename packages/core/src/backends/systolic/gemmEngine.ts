@@ -423,7 +423,8 @@ export class GemmEngine implements BatchEngine {
       };
       const edges = (): void => {
         // (a K-blocked product packs A's partial panel per K block, in `gemmKBlocks`)
-        if (simdA && !kBlocked) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap);
+        // (as does a row-blocked one, its partial last panel in `rowBlock`)
+        if (simdA && !kBlocked && !blocked) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap);
         if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp);
       };
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
@@ -443,7 +444,7 @@ export class GemmEngine implements BatchEngine {
       let kBlocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
       const kbJob = poolKBlocks && jobA && jobB ? { a: jobA, b: jobB, kc: K_BLOCK_KC } : null;
-      const job = big && this.parallel ? this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows, kbJob) : null;
+      const job = big && this.parallel ? this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA && M % mr === 0 ? jobA : null, jobB, aRows, kbJob) : null;
       // In a group (`beginGroup`), a product that needs nothing from this thread but its kernels runs later, with the others.
       if (this.groupJobs) {
         if (job && groupFree && this.defer(job, srcA, a.bits.byteLength, srcB, b.bits.byteLength, c, M * N * 4)) {
@@ -485,7 +486,7 @@ export class GemmEngine implements BatchEngine {
         stager.to(stager.end);
         edges();
         t1 = phaseClock();
-        if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed);
+        if (blocked && jobA) this.gemmRowBlocks(jobA, wa, flush, ap, bp, c, M, np, kp, timed);
         else if (kBlocked && jobA && jobB) this.gemmKBlocks(jobA, jobB, wa, flush, ap, c, M, np, kp, timed);
         else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
@@ -598,19 +599,21 @@ export class GemmEngine implements BatchEngine {
    * operand: ~0.25-0.3 ms of a 6 ms product; BENCHMARKS.md, gemmstep). Only for a 'kc' A (k
    * contiguous: a block's source is one run of whole rows; an 'rc' block reads a slice of every
    * k row, which packed slower by blocks) that needs no TypeScript edges (whole panels, k a
-   * multiple of 4, no k padding) and has several row blocks. The kernel computes every element
-   * over the same K order: the same bits.
+   * multiple of 4, no k padding) and has several row blocks. On one thread M need not be a
+   * multiple of MR (the last block's partial panel is packed in `rowBlock`); the pool's row
+   * blocks take whole panels only. The kernel computes every element over the same K order: the
+   * same bits.
    */
   private rowBlocks(a: OperandView, M: number, kp: number): boolean {
-    const { mr, mc } = this.shape;
-    return M > mc && M % mr === 0 && kp === a.k && a.ks === 1 && a.rs !== 1 && a.k % 4 === 0;
+    const { mc } = this.shape;
+    return M > mc && kp === a.k && a.ks === 1 && a.rs !== 1 && a.k % 4 === 0;
   }
 
   /** The blocked one-thread product of `rowBlocks`: for each MC row block, pack it at `ap`, then multiply its rows. */
-  private gemmRowBlocks(jobA: PackJob, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
+  private gemmRowBlocks(jobA: PackJob, va: OperandView, flush: boolean, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
     const { mc } = this.shape;
     let packMs = 0;
-    for (let i0 = 0; i0 < M; i0 += mc) packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed);
+    for (let i0 = 0; i0 < M; i0 += mc) packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed, va, flush);
     this.packMs[0] = packMs;
   }
 
@@ -618,20 +621,27 @@ export class GemmEngine implements BatchEngine {
    * Packs rows [i0, i1) of A (`jobA`'s operand, 'kc') at byte address `area`, then multiplies
    * them into C's rows [i0, i1) on this thread (a row block of `rowBlocks`; the thread pool's
    * calling thread runs its blocks here too). Returns the packing's ms when `timed`, else 0.
+   * A block whose rows end in a partial panel (i1 = M, one thread) needs A's whole view `va`:
+   * that panel is packed zero-padded in TypeScript (`packOperand`, fewer than MR rows).
    */
-  rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false): number {
+  rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false, va?: OperandView, flush = false): number {
     const [src, rs, ks, , k] = jobA.args;
     const call = this.call;
     const t = timed ? phaseClock() : 0;
     call[0] = src + i0 * rs * jobA.esz;
     call[1] = rs;
     call[2] = ks;
-    call[3] = (i1 - i0) / jobA.R;
+    const full = Math.floor((i1 - i0) / jobA.R);
+    call[3] = full;
     call[4] = k;
     call[5] = kp;
     call[6] = area;
     if (jobA.touch) this.touchChunk(call, jobA.R, jobA.esz);
     this.packFns[jobA.fn](call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+    if (full * jobA.R < i1 - i0) {
+      if (!va) throw new Error(`systolic: rowBlock: rows [${i0}, ${i1}) end in a partial panel of ${jobA.R} rows, and no operand view was given to pack it`);
+      packOperand({ ...va, rows: i1 - i0 }, call[0] / jobA.esz, jobA.R, HI_ONLY, kp, flush, this.u32View, area / 4, full);
+    }
     const packMs = timed ? phaseClock() - t : 0;
     // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
     this.exports.gemm(area - i0 * kp * 4, bp, c, M, np, kp, i0, i1, 0, np);
