@@ -55,9 +55,10 @@ export const GEMM_SHAPE_4X8: GemmShape = { mr: 4, nv: 2, aLoad: 'splat', unroll:
 
 /**
  * The 5 x 8 micro-kernel: 10 accumulators, A rows broadcast from one vector load by shuffles (the
- * one larger blocking that fits V8's registers). 1.5-4% faster than 4 x 8 on packed operands, but
- * no faster in the GPT's dots or step as measured on 2026-11-26 (BENCHMARKS.md, gemmk): opt-in
- * (`TPUKIT_GEMM_KERNEL=5x8`, see gemmEngine.ts) until a quiet measurement shows a gain.
+ * one larger blocking that fits V8's registers). 1.5-4% faster than 4 x 8 on packed operands on
+ * Zen 4 (BENCHMARKS.md, gemmk); ~10% less CPU per one-thread GPT step on an Intel Xeon (gemm11).
+ * Opt-in (`TPUKIT_GEMM_KERNEL=5x8`, see gemmEngine.ts): the GPT's M (2048, 512, 128) are no
+ * multiples of 5, and the pool's K-blocked job and dot groups take whole row panels only.
  */
 export const GEMM_SHAPE_5X8: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 130, nc: 4096 };
 
