@@ -381,9 +381,19 @@ async function kBlocksAB(): Promise<void> {
  */
 async function shapeAB(): Promise<void> {
   const relaxed = wasm.wasmFeatures().relaxedSimd;
-  const engines = [new GemmEngine({ relaxed, shape: GEMM_SHAPE_5X8 }), new GemmEngine({ relaxed, shape: GEMM_SHAPE_4X8 })];
-  const label = (g: GemmShape): string => `${g.mr}x${g.nv * 4}`;
-  console.log(`\n[6] micro-kernel ${label(GEMM_SHAPE_5X8)} vs ${label(GEMM_SHAPE_4X8)} (default), GPT dots, 1 thread, operands and destination in the engine memory, by CPU time`);
+  // MATMUL_SHAPES: comma-separated kernels, the first the baseline: MRxNR with an optional
+  // 'u<unroll>' suffix (e.g. 4x8,4x8u2,5x8)
+  const named: Record<string, GemmShape> = { '4x8': GEMM_SHAPE_4X8, '5x8': GEMM_SHAPE_5X8 };
+  const parse = (t: string): GemmShape => {
+    const m = /^(\d+x\d+)(?:u(\d+))?$/.exec(t.trim());
+    const base = m ? named[m[1]] : undefined;
+    if (!m || !base) throw new Error(`bench:matmul: MATMUL_SHAPES: unknown kernel ${JSON.stringify(t)} (4x8 or 5x8, optional u<unroll>)`);
+    return m[2] ? { ...base, unroll: Number(m[2]) } : base;
+  };
+  const names = (process.env.MATMUL_SHAPES ?? '4x8,5x8').split(',');
+  const shapes = names.map(parse);
+  const engines = shapes.map((shape) => new GemmEngine({ relaxed, shape }));
+  console.log(`\n[6] micro-kernels ${names.join(' / ')} (ratios to ${names[0]}), GPT dots, 1 thread, operands and destination in the engine memory, by CPU time`);
   for (const c of GPT_DOTS) {
     const [name, ls, rs] = c;
     const fl = dotCaseFlops(c);
@@ -391,19 +401,21 @@ async function shapeAB(): Promise<void> {
     const hb = rand(rs.reduce((x, y) => x * y, 1));
     const runs = engines.map((e) => dotInEngine(e, c, ha, hb));
     const r = await interleaved(runs.map((x) => x.run), RUNS * 2, 2);
-    if (!runs[0].into.every((x, i) => Object.is(x, runs[1].into[i]))) throw new Error(`bench:matmul: ${name}: the ${label(GEMM_SHAPE_5X8)} and ${label(GEMM_SHAPE_4X8)} kernels give different results`);
+    for (let k = 1; k < runs.length; k++) if (!runs[k].into.every((x, i) => Object.is(x, runs[0].into[i]))) throw new Error(`bench:matmul: ${name}: the ${names[k]} and ${names[0]} kernels give different results`);
     const cpuG = (k: number): string => fmt(fl / (r.ms[k] * r.cpuPerWall[k]) / 1e6);
-    console.log(`    ${name.padEnd(34)} ${label(GEMM_SHAPE_5X8)} ${cpuG(0)} GFLOP/s   ${label(GEMM_SHAPE_4X8)} ${cpuG(1)} GFLOP/s (CPU time)   ${label(GEMM_SHAPE_5X8)}/${label(GEMM_SHAPE_4X8)} ${(1 / r.cpuSpeedup[1]).toFixed(3)}x`);
+    const cols = names.map((n, k) => `${n} ${cpuG(k)}${k > 0 ? ` (${(1 / r.cpuSpeedup[k]).toFixed(3)}x)` : ''}`);
+    console.log(`    ${name.padEnd(34)} ${cols.join('   ')}  GFLOP/s (CPU time)`);
     if (systolic.gemmPhases.enabled) {
       const ph = systolic.gemmPhases;
-      const parts = runs.map((x) => {
+      const parts = runs.map((x, k) => {
         systolic.resetGemmPhases();
         for (let i = 0; i < RUNS; i++) x.run();
         const per = (v: number): string => (v / Math.max(1, ph.products)).toFixed(3);
-        return `pack ${per(ph.pack)} gemm ${per(ph.gemm)} sink ${per(ph.sink)}`;
+        return `${names[k]} pack ${per(ph.pack)} gemm ${per(ph.gemm)} sink ${per(ph.sink)}`;
       });
-      console.log(`        phases (ms per product): ${label(GEMM_SHAPE_5X8)} ${parts[0]}; ${label(GEMM_SHAPE_4X8)} ${parts[1]}`);
+      console.log(`        phases (ms per product): ${parts.join('; ')}`);
     }
+    for (const x of runs) x.release();
   }
 }
 

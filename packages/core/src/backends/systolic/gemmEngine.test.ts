@@ -39,7 +39,7 @@ const poolProducts = (): number => gemmPhases.pool.products;
  * One case: the in-place product (into a fresh output, then into a destination in the GEMM
  * memory) gives the host path's bits, and the counters show the path it took: A packed by row
  * blocks on one thread or as the pool's row-block job exactly when `rowBlocks` applies ('kc' A,
- * M a multiple of MR and past one MC block; K is always a multiple of 4 here), and sources
+ * M past one MC block, and for the pool a multiple of MR; K is always a multiple of 4 here), and sources
  * swept exactly when `touch` is on. Returns the pool row-block jobs it ran.
  */
 function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: number, transA: boolean, touch: boolean, blockRows: boolean, threads: number): number {
@@ -53,7 +53,8 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
   const host = withBackend(name, () => lax.dotGeneral(fromStorage(ha, aShape, 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
   const addr = engine.reserve(ha.byteLength);
   const dest = engine.reserve(M * N * 4);
-  const blocks = blockRows && !transA && M % mr === 0 && M > mc;
+  // (on one thread M need not be a multiple of MR: the last block's partial panel is packed apart; the pool's row blocks need whole panels)
+  const blocks = blockRows && !transA && M > mc;
   let poolBlockJobs = 0;
   // Runs one in-place product; checks the counters against the path it must take (`direct`: into a destination, no early row hand-over).
   const counted = (direct: boolean, product: () => void): void => {
@@ -62,7 +63,7 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
     product();
     const [rb1, pj1, sw1] = counters(engine);
     const onPool = poolProducts() > pool0;
-    const poolBlocked = blocks && onPool && direct;
+    const poolBlocked = blocks && M % mr === 0 && onPool && direct;
     expect(rb1 - rb0).toBe(blocks && !onPool ? 1 : 0);
     expect(pj1 - pj0).toBe(poolBlocked ? 1 : 0);
     if (!touch) expect(sw1 - sw0).toBe(0);
@@ -108,8 +109,10 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
 }
 
 describe('GemmEngine packing of in-place operands', () => {
-  // Each property also runs a fixed case that must take the pool's row-block job (where worker threads run).
-  const property = (name: string, engine: GemmEngine, ms: number[], poolCase: [number, number, number, boolean, boolean, boolean, number]): void => {
+  // Each property also runs a fixed case that must take the pool's row-block job (where worker
+  // threads run), and one whose last row block ends in a partial panel on one thread.
+  type Case = [number, number, number, boolean, boolean, boolean, number];
+  const property = (name: string, engine: GemmEngine, ms: number[], poolCase: Case, partialCase: Case): void => {
     let poolBlockJobs = 0;
     fc.assert(
       fc.property(
@@ -124,20 +127,20 @@ describe('GemmEngine packing of in-place operands', () => {
           poolBlockJobs += checkCase(name, engine, M, K, N, transA, touch, blockRows, threads);
         },
       ),
-      { numRuns: 40, examples: [poolCase] },
+      { numRuns: 40, examples: [poolCase, partialCase] },
     );
     if (threadsAvailable(engine)) expect(poolBlockJobs).toBeGreaterThan(0);
   };
 
   it.runIf(backend.engine.shared)('row-blocked packing of A and the source sweep give the host path\'s bits (4 x 8 kernel; both A layouts, K past a K block; 1, 2 and 3 threads)', () => {
-    // M: several MC = 128 row blocks, a short last one; 130 is no multiple of MR = 4 (not blocked)
-    property('systolic-engine-test', backend.engine, [130, 132, 256, 260, 388], [388, 600, 64, false, true, true, 2]);
+    // M: several MC = 128 row blocks, a short last one; 130 is no multiple of MR = 4 (a partial last panel: blocked on one thread only)
+    property('systolic-engine-test', backend.engine, [130, 132, 256, 260, 388], [388, 600, 64, false, true, true, 2], [130, 100, 16, false, false, true, 1]);
   });
 
-  it.runIf(engine5.shared)('the same with the 5 x 8 kernel (MR 5, MC 130: blocked when M is a multiple of 5 past 130)', () => {
+  it.runIf(engine5.shared)('the same with the 5 x 8 kernel (MR 5, MC 130: blocked past 130, on the pool when M is a multiple of 5)', () => {
     expect(engine5.shape.mr).toBe(5);
-    // 132 and 388 are no multiples of 5 (not blocked); 135 has a short last block
-    property('systolic-engine-test-5x8', engine5, [132, 135, 260, 390, 388], [390, 600, 64, false, true, true, 3]);
+    // 132, 388 and 2048 are no multiples of 5 (a partial last panel: blocked on one thread only); 135 has a short last block
+    property('systolic-engine-test-5x8', engine5, [132, 135, 260, 390, 388, 2048], [390, 600, 64, false, true, true, 3], [2048, 100, 64, false, true, true, 1]);
   });
 
   it.runIf(threadsAvailable(backend.engine) && threadsAvailable(engine5))('the workers\' own path: every tile and row block computed by a worker (the calling thread computes none)', () => {

@@ -411,7 +411,8 @@ export class GemmEngine implements BatchEngine {
     // Both operands read in place by K blocks on the pool too (see `KBlockJob`).
     // (both operands SIMD-packed and read in place, in K blocks that fit: on one thread or the pool)
     const kBlockable = simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
-    const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable;
+    // (the pool's K-blocked job takes whole row panels only)
+    const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable && M % mr === 0;
     // A product a group may defer: one product, packed by the SIMD kernels alone (no TypeScript
     // packing or edges), C written straight into its destination, nothing asked of the calling
     // thread meanwhile. (Operands not read in place are staged when it is deferred.)
@@ -425,7 +426,9 @@ export class GemmEngine implements BatchEngine {
         if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
       };
       const edges = (): void => {
-        if (simdA) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap, inA ? floor : 0);
+        // (a K-blocked product packs A's partial panel per K block, in `gemmKBlocks`)
+        // (as does a row-blocked one, its partial last panel in `rowBlock`)
+        if (simdA && !kBlocked && !blocked) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap, inA ? floor : 0);
         if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp, inB ? floor : 0);
       };
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
@@ -445,7 +448,7 @@ export class GemmEngine implements BatchEngine {
       let kBlocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
       const kbJob = poolKBlocks && jobA && jobB ? { a: jobA, b: jobB, kc: K_BLOCK_KC } : null;
-      const job = big && this.parallel ? this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA ? jobA : null, jobB, aRows, kbJob) : null;
+      const job = big && this.parallel ? this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA && M % mr === 0 ? jobA : null, jobB, aRows, kbJob) : null;
       // In a group (`beginGroup`), a product that needs nothing from this thread but its kernels runs later, with the others.
       if (this.groupJobs) {
         if (job && groupFree && this.defer(job, srcA, a.bits.byteLength, srcB, b.bits.byteLength, c, M * N * 4)) {
@@ -487,8 +490,8 @@ export class GemmEngine implements BatchEngine {
         stager.to(stager.end);
         edges();
         t1 = phaseClock();
-        if (blocked && jobA) this.gemmRowBlocks(jobA, ap, bp, c, M, np, kp, timed);
-        else if (kBlocked && jobA && jobB) this.gemmKBlocks(jobA, jobB, ap, c, M, np, kp, timed);
+        if (blocked && jobA) this.gemmRowBlocks(jobA, wa, flush, ap, bp, c, M, np, kp, timed);
+        else if (kBlocked && jobA && jobB) this.gemmKBlocks(jobA, jobB, wa, flush, ap, c, M, np, kp, timed);
         else this.exports.gemm(ap, bp, c, M, np, kp, 0, M, 0, np);
         t2 = phaseClock();
       }
@@ -600,19 +603,21 @@ export class GemmEngine implements BatchEngine {
    * operand: ~0.25-0.3 ms of a 6 ms product; BENCHMARKS.md, gemmstep). Only for a 'kc' A (k
    * contiguous: a block's source is one run of whole rows; an 'rc' block reads a slice of every
    * k row, which packed slower by blocks) that needs no TypeScript edges (whole panels, k a
-   * multiple of 4, no k padding) and has several row blocks. The kernel computes every element
-   * over the same K order: the same bits.
+   * multiple of 4, no k padding) and has several row blocks. On one thread M need not be a
+   * multiple of MR (the last block's partial panel is packed in `rowBlock`); the pool's row
+   * blocks take whole panels only. The kernel computes every element over the same K order: the
+   * same bits.
    */
   private rowBlocks(a: OperandView, M: number, kp: number): boolean {
-    const { mr, mc } = this.shape;
-    return M > mc && M % mr === 0 && kp === a.k && a.ks === 1 && a.rs !== 1 && a.k % 4 === 0;
+    const { mc } = this.shape;
+    return M > mc && kp === a.k && a.ks === 1 && a.rs !== 1 && a.k % 4 === 0;
   }
 
   /** The blocked one-thread product of `rowBlocks`: for each MC row block, pack it at `ap`, then multiply its rows. */
-  private gemmRowBlocks(jobA: PackJob, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
+  private gemmRowBlocks(jobA: PackJob, va: OperandView, flush: boolean, ap: number, bp: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
     const { mc } = this.shape;
     let packMs = 0;
-    for (let i0 = 0; i0 < M; i0 += mc) packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed);
+    for (let i0 = 0; i0 < M; i0 += mc) packMs += this.rowBlock(jobA, ap, bp, c, M, np, kp, i0, Math.min(M, i0 + mc), timed, va, flush);
     this.packMs[0] = packMs;
   }
 
@@ -620,20 +625,27 @@ export class GemmEngine implements BatchEngine {
    * Packs rows [i0, i1) of A (`jobA`'s operand, 'kc') at byte address `area`, then multiplies
    * them into C's rows [i0, i1) on this thread (a row block of `rowBlocks`; the thread pool's
    * calling thread runs its blocks here too). Returns the packing's ms when `timed`, else 0.
+   * A block whose rows end in a partial panel (i1 = M, one thread) needs A's whole view `va`:
+   * that panel is packed zero-padded in TypeScript (`packOperand`, fewer than MR rows).
    */
-  rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false): number {
+  rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false, va?: OperandView, flush = false): number {
     const [src, rs, ks, , k] = jobA.args;
     const call = this.call;
     const t = timed ? phaseClock() : 0;
     call[0] = src + i0 * rs * jobA.esz;
     call[1] = rs;
     call[2] = ks;
-    call[3] = (i1 - i0) / jobA.R;
+    const full = Math.floor((i1 - i0) / jobA.R);
+    call[3] = full;
     call[4] = k;
     call[5] = kp;
     call[6] = area;
     if (jobA.touch) this.touchChunk(call, jobA.R, jobA.esz);
     this.packFns[jobA.fn](call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
+    if (full * jobA.R < i1 - i0) {
+      if (!va) throw new Error(`systolic: rowBlock: rows [${i0}, ${i1}) end in a partial panel of ${jobA.R} rows, and no operand view was given to pack it`);
+      packOperand({ ...va, rows: i1 - i0 }, call[0] / jobA.esz, jobA.R, HI_ONLY, kp, flush, this.u32View, area / 4, full);
+    }
     const packMs = timed ? phaseClock() - t : 0;
     // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
     this.exports.gemm(area - i0 * kp * 4, bp, c, M, np, kp, i0, i1, 0, np);
@@ -649,12 +661,13 @@ export class GemmEngine implements BatchEngine {
    * to memory and came back once per K block (the GPT's weight gradients: 2-7% less CPU per
    * product, BENCHMARKS.md, gemm6). For 'rc' operands (rows contiguous, so a K block's source
    * is a run of k rows) with several K blocks and whole panels on both sides (no TypeScript
-   * edges: M a multiple of MR, N of NR, K unpadded): the weight gradients of a training step.
+   * edges: N a multiple of NR, K unpadded; on one thread M need not be a multiple of MR, see
+   * `gemmKBlocks`): the weight gradients of a training step.
    * Every element of C sees the same K order and the same f32 stores and reloads between K
    * blocks as in `gemm`: the same bits.
    */
   private kBlocks(a: OperandView, b: OperandView, M: number, N: number, kp: number): boolean {
-    return this.blockK && K_BLOCK_KC % this.shape.unroll === 0 && a.rs === 1 && b.rs === 1 && kp > K_BLOCK_KC && kp === a.k && M % this.shape.mr === 0 && N % this.nr === 0 && N * K_BLOCK_KC * 4 <= K_BLOCK_MAX_B;
+    return this.blockK && K_BLOCK_KC % this.shape.unroll === 0 && a.rs === 1 && b.rs === 1 && kp > K_BLOCK_KC && kp === a.k && N % this.nr === 0 && N * K_BLOCK_KC * 4 <= K_BLOCK_MAX_B;
   }
 
   /**
@@ -663,22 +676,26 @@ export class GemmEngine implements BatchEngine {
    * `K_BLOCK_CHUNK` source bytes, each chunk's rows swept in address order just before it is
    * packed (as the whole-operand path packs); then for each MC row block of A, its rows are
    * swept and packed at `ap` (panel stride kc), and the micro-kernel runs down them for every
-   * column panel, accumulating into C from the second K block on.
+   * column panel, accumulating into C from the second K block on. With M not a multiple of MR
+   * (the 5 x 8 kernel on the weight gradients' M = 128 or 512), the last row block's partial
+   * panel is packed zero-padded per K block in TypeScript (`packOperand`, a few rows) and
+   * multiplied by `micro_edge`, which stores only its rows.
    */
-  private gemmKBlocks(jobA: PackJob, jobB: PackJob, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
+  private gemmKBlocks(jobA: PackJob, jobB: PackJob, va: OperandView, flush: boolean, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
     const { mr, mc } = this.shape;
     const nr = this.nr;
     const KC = K_BLOCK_KC;
-    // The B block right after the A block (A's and B's packed areas hold both: min(mc, M) <= mp
+    const mp = Math.ceil(M / mr) * mr;
+    // The B block right after the A block (A's and B's packed areas hold both: min(mc, mp) <= mp
     // rows and np columns of KC < kp), so the two lie together in L2 and never alias each other.
-    const bp = align(ap + Math.min(mc, M) * KC * 4);
+    const bp = align(ap + Math.min(mc, mp) * KC * 4);
     const [srcA, , ksA] = jobA.args;
     const [srcB, , ksB] = jobB.args;
     const ea = jobA.esz;
     const eb = jobB.esz;
     const packA = this.packFns[jobA.fn];
     const packB = this.packFns[jobB.fn];
-    const { micro, touch_rows: touch } = this.exports;
+    const { micro, micro_edge: microEdge, touch_rows: touch } = this.exports;
     const ldc = np * 4;
     const chunk = Math.max(1, Math.floor(K_BLOCK_CHUNK / (np * eb)));
     let msA = 0;
@@ -700,10 +717,18 @@ export class GemmEngine implements BatchEngine {
         const t2 = timed ? phaseClock() : 0;
         const a = srcA + (i0 + pc * ksA) * ea;
         if (jobA.touch) this.touchRows(touch, a, rows * ea, ksA * ea, kc);
-        packA(a, 1, ksA, rows / mr, kc, kc, ap);
+        const full = Math.floor(rows / mr);
+        const part = rows - full * mr;
+        packA(a, 1, ksA, full, kc, kc, ap);
+        if (part > 0) packOperand({ ...va, rows, k: kc }, a / ea, mr, HI_ONLY, kc, flush, this.u32View, ap / 4, full);
         if (timed) msA += phaseClock() - t2;
         const cRow = c + i0 * np * 4;
-        for (let j = 0; j < np; j += nr) micro(ap, bp + j * kc * 4, cRow + j * 4, kc, ldc, accumulate, rows / mr, kc * mr * 4);
+        const aEdge = ap + full * mr * kc * 4;
+        const cEdge = cRow + full * mr * ldc;
+        for (let j = 0; j < np; j += nr) {
+          if (full > 0) micro(ap, bp + j * kc * 4, cRow + j * 4, kc, ldc, accumulate, full, kc * mr * 4);
+          if (part > 0) microEdge(aEdge, bp + j * kc * 4, cEdge + j * 4, kc, ldc, accumulate, part);
+        }
       }
     }
     this.packMs[0] = msA;

@@ -57,7 +57,9 @@ export const GEMM_SHAPE_4X8: GemmShape = { mr: 4, nv: 2, aLoad: 'splat', unroll:
  * The 5 x 8 micro-kernel: 10 accumulators, A rows broadcast from one vector load by shuffles (the
  * one larger blocking that fits V8's registers). On Zen 4 1.5-4% faster than 4 x 8 on packed
  * operands but no faster in the GPT's step (BENCHMARKS.md, gemmk); on an Intel Xeon 18-20% faster
- * alone. Engines made without a shape take the one this CPU runs faster (gemmTune.ts).
+ * alone, ~10% less CPU per one-thread GPT step (k5, gemm11). Engines made without a shape take
+ * the one this CPU runs faster (gemmTune.ts). The pool's row-block and K-blocked jobs and dot
+ * groups take whole row panels only, so with 5 x 8 the GPT's dots (M = 2048, 512, 128) skip them.
  */
 export const GEMM_SHAPE_5X8: GemmShape = { mr: 5, nv: 2, aLoad: 'vector', unroll: 1, kc: 512, mc: 130, nc: 4096 };
 
@@ -70,6 +72,8 @@ export interface GemmExports {
    * to C, 0 overwrites it. For drivers that pack as they go (`GemmEngine.kBlocks`).
    */
   micro(a: number, b: number, c: number, kc: number, ldc: number, accumulate: number, panels: number, aStride: number): void;
+  /** The micro-kernel on one zero-padded row panel of which only the first `rows` (< MR) rows of C are read and written. */
+  micro_edge(a: number, b: number, c: number, kc: number, ldc: number, accumulate: number, rows: number): void;
   /** Sweeps rows of a packing source into the caches (see packKernels.ts `addTouchFunction`). */
   touch_rows(src: number, rowBytes: number, stride: number, rows: number): number;
 }

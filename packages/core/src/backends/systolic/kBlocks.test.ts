@@ -5,7 +5,8 @@
  * speed only: the law below compares it, bit for bit, with the whole-operand path over shapes at
  * and around the blocks' edges (K blocks of 256, row blocks of MC, B blocks of at most 512
  * columns), both storage dtypes, subnormal flushing, a destination in the GEMM memory or a fresh
- * output, both micro-kernels, and checks by the engine's counter (`traffic.kBlockedProducts`)
+ * output, both micro-kernels (5 x 8 also with M not a multiple of its 5 rows: a zero-padded
+ * last panel per K block), and checks by the engine's counter (`traffic.kBlockedProducts`)
  * that exactly the products the conditions name took it.
  */
 import fc from 'fast-check';
@@ -85,7 +86,8 @@ function check(e: GemmEngine, c: Case): number {
 /** Whether case `c` must take the K-blocked path on engine `e` (one product per batch element). */
 function qualifies(e: GemmEngine, c: Case): boolean {
   // (K blocks of 256; B's packed block of N x 256 f32 at most 512 KiB)
-  return c.lhsT && c.rhsT && c.K > 256 && c.M % e.shape.mr === 0 && c.N % e.nr === 0 && c.N <= 512;
+  // (on one thread M need not be a multiple of MR: the partial panel goes through micro_edge)
+  return c.lhsT && c.rhsT && c.K > 256 && c.N % e.nr === 0 && c.N <= 512;
 }
 
 describe('systolic GEMM: K-blocked packing of in-place weight-gradient operands', () => {
@@ -125,6 +127,11 @@ describe('systolic GEMM: K-blocked packing of in-place weight-gradient operands'
           [{ batch: 1, M: 128, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, seed: 6 }, 0],
           [{ batch: 1, M: 130, K: 257, N: 64, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: false, direct: true, seed: 7 }, 1],
           [{ batch: 1, M: 64, K: 256, N: 64, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, seed: 8 }, 0],
+          // 5 x 8 with a partial last row panel (M % 5 = 3, 2, 4), in one row block and in a later one, and M < MR
+          [{ batch: 1, M: 128, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, seed: 9 }, 1],
+          [{ batch: 1, M: 512, K: 600, N: 128, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: false, seed: 10 }, 1],
+          [{ batch: 1, M: 132, K: 1030, N: 40, lhsT: true, rhsT: true, dtype: 'float32', flush: true, direct: true, seed: 11 }, 1],
+          [{ batch: 1, M: 4, K: 257, N: 16, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: false, direct: false, seed: 12 }, 1],
         ],
       },
     );
