@@ -103,8 +103,9 @@ describe('systolic GEMM micro-kernel shapes', () => {
     for (const { relaxed, five } of engines) {
       const { inMemory, releaseAll } = engineMemory(five);
       try {
-        // M not a multiple of 5; A stored [M, K] ('kc') or [K, M] ('rc'); K a multiple of 4.
-        for (const [M, K, N, lhsT] of [[13, 64, 16, false], [128, 256, 24, true], [7, 8, 8, false], [33, 300, 8, true], [258, 128, 40, false], [2, 44, 8, true]] as const) {
+        // M not a multiple of 5; A stored [M, K] ('kc') or [K, M] ('rc'); K a multiple of 4; one K block and
+        // one row block (the one-thread K-blocked and row-blocked paths pack their partial panel in TypeScript).
+        for (const [M, K, N, lhsT] of [[13, 64, 16, false], [128, 256, 24, true], [7, 8, 8, false], [33, 200, 8, true], [123, 128, 40, false], [2, 44, 8, true]] as const) {
           const a = data(M * K, M + K);
           const b = data(K * N, N);
           const params = { dimensionNumbers: [[[lhsT ? 0 : 1], [0]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
