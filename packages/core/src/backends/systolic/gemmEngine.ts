@@ -428,8 +428,8 @@ export class GemmEngine implements BatchEngine {
       const edges = (): void => {
         // (a K-blocked product packs A's partial panel per K block, in `gemmKBlocks`)
         // (as does a row-blocked one, its partial last panel in `rowBlock`)
-        if (simdA && !kBlocked && !blocked) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap, inA ? floor : 0);
-        if (simdB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp, inB ? floor : 0);
+        if (jobA && !kBlocked && !blocked) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap, jobA.args[3]);
+        if (jobB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp, jobB.args[3]);
       };
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
       // With a thread pool, the calling thread stages while the others pack the chunks already
@@ -800,9 +800,10 @@ export class GemmEngine implements BatchEngine {
    * packing kernel packs: the whole ones, and the partial last one too when the kernel covers
    * every k (no k tail, no K padding) and reading the rows missing from it ends at or below
    * `limit` (for an operand read in place: the scratch floor, so the bytes read past it are
-   * other data in place, never bytes still to be staged; 0 otherwise). The missing rows are then
-   * zeroed by `packEdges`, as the TypeScript packing pads them; their products would only reach
-   * accumulator rows the kernel never stores.
+   * other data in place, never bytes still to be staged; 0 otherwise). Their products would only
+   * reach accumulator rows the kernel never stores; `packEdges` still zeroes them, so the panel is
+   * the TypeScript packing's byte for byte and no garbage (NaN, or subnormals, which cost x86
+   * FMAs a microcode assist) enters the multiply-adds.
    */
   private simdPanels(v: OperandView, src: number, R: number, kp: number, limit: number): number {
     const full = Math.floor(v.rows / R);
@@ -821,18 +822,19 @@ export class GemmEngine implements BatchEngine {
   }
 
   /**
-   * Packs what the kernel of `packJob` leaves (in TypeScript, after the kernel has run): the
-   * partial last panel (every k; when the kernel packed it, only its missing rows, zeroed),
+   * Packs what the kernel of `packJob` leaves (in TypeScript, after the kernel has run; `packed`:
+   * the panels it packed, its `args[3]`): the partial last panel (every k; when the kernel packed
+   * it, only its missing rows, zeroed),
    * then the k tail of the full panels and the kp padding.
    */
-  private packEdges(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, limit: number): void {
+  private packEdges(v: OperandView, base: number, off: number, R: number, kp: number, flush: boolean, dst: number, packed: number): void {
     const full = Math.floor(v.rows / R);
     const kBulk = v.rs === 1 ? v.k : v.k - (v.k % 4);
     const esz = v.bf16 ? 2 : 4;
     const elemOff = base / esz + off;
     const u32 = this.u32View;
     if (full * R < v.rows) {
-      if (this.simdPanels(v, base + off * esz, R, kp, limit) > full) {
+      if (packed > full) {
         const rows = v.rows - full * R;
         this.traffic.simdPartialPanels++;
         for (let q = dst / 4 + full * R * kp, end = q + R * kp; q < end; q += R) u32.fill(0, q + rows, q + R);

@@ -56,8 +56,8 @@ export const GEMM_SHAPE_4X8: GemmShape = { mr: 4, nv: 2, aLoad: 'splat', unroll:
 /**
  * The 5 x 8 micro-kernel: 10 accumulators, A rows broadcast from one vector load by shuffles (the
  * one larger blocking that fits V8's registers). On Zen 4 1.5-4% faster than 4 x 8 on packed
- * operands but no faster in the GPT's step (BENCHMARKS.md, gemmk); on an Intel Xeon 18-20% faster
- * alone, ~10% less CPU per one-thread GPT step (k5, gemm11). Engines made without a shape take
+ * operands but no faster in the GPT's step (BENCHMARKS.md, gemmk); on an Intel Xeon faster
+ * alone (11-20%), ~10% less CPU per one-thread GPT step (k5, gemm11). Engines made without a shape take
  * the one this CPU runs faster (gemmTune.ts). The pool's row-block and K-blocked jobs and dot
  * groups take whole row panels only, so with 5 x 8 the GPT's dots (M = 2048, 512, 128) skip them.
  */

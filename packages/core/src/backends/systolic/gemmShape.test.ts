@@ -10,6 +10,8 @@ import { aval } from '../../aval';
 import { bf16 } from '../../index';
 import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine, gemmKernelChoice } from './gemmEngine';
+import { applyThreads } from './threads';
+import { getNumThreads, setNumThreads } from '../../threads';
 import { MIN_GAIN, measureGain } from './gemmTune';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
 import { mxuDotGeneral } from './mxuDot';
@@ -99,31 +101,74 @@ describe('systolic GEMM micro-kernel shapes', () => {
   });
 
   // (Operands in the engine's memory need a shared memory.)
-  it.runIf(engines[0].five.shared)('packs the partial last row panel of an operand read in place with the SIMD kernel (reading the rows past it, then zeroing them): the bits of the TypeScript packing, whatever lies past the operand', () => {
+  it.runIf(engines[0].five.shared)('packs the partial last row panel of an operand read in place with the SIMD kernel (reading the rows past it, then zeroing them in the panel): the bits of the TypeScript packing, whatever lies past the operand, on 1 and 2 threads', () => {
+    const threadsBefore = getNumThreads();
     for (const { relaxed, five } of engines) {
       const { inMemory, releaseAll } = engineMemory(five);
       try {
-        // M not a multiple of 5; A stored [M, K] ('kc') or [K, M] ('rc'); K a multiple of 4; one K block and
-        // one row block (the one-thread K-blocked and row-blocked paths pack their partial panel in TypeScript).
-        for (const [M, K, N, lhsT] of [[13, 64, 16, false], [128, 256, 24, true], [7, 8, 8, false], [33, 200, 8, true], [123, 128, 40, false], [2, 44, 8, true]] as const) {
-          const a = data(M * K, M + K);
-          const b = data(K * N, N);
+        // M not a multiple of 5 (A) or N not of 8 (B); A stored [M, K] ('kc') or [K, M] ('rc'); K a
+        // multiple of 4; one K block and one row block (the one-thread K-blocked and row-blocked
+        // paths pack their partial panel in TypeScript); the last case is big enough for the pool.
+        const cases = [
+          [13, 64, 16, false, 'float32', false, 1], [128, 256, 20, true, 'float32', false, 1], [7, 8, 8, false, 'bfloat16', true, 1],
+          [33, 200, 8, true, 'bfloat16', false, 1], [123, 128, 44, false, 'float32', true, 1], [2, 44, 8, true, 'float32', false, 1],
+          [123, 256, 128, false, 'float32', false, 2],
+        ] as const;
+        for (const [M, K, N, lhsT, dtype, flush, threads] of cases) {
+          setNumThreads(threads);
+          applyThreads(five);
+          const store = (x: Float32Array): Float32Array | Uint16Array => (dtype === 'bfloat16' ? bf16.encode(x) : x);
+          const a = store(data(M * K, M + K));
+          const b = store(data(K * N, N));
           const params = { dimensionNumbers: [[[lhsT ? 0 : 1], [0]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
           const out = aval([M, N], 'float32');
           const lhsShape = lhsT ? [K, M] : [M, K];
-          const want = mxuDotGeneral(five, { data: a, shape: lhsShape, dtype: 'float32' }, { data: b, shape: [K, N], dtype: 'float32' }, params, out, { flushSubnormals: false }) as Float32Array;
+          const opts = { flushSubnormals: flush };
+          const want = mxuDotGeneral(five, { data: a, shape: lhsShape, dtype }, { data: b, shape: [K, N], dtype }, params, out, opts) as Float32Array;
+          const partials = (M % 5 ? 1 : 0) + (N % 8 ? 1 : 0);
           for (const poison of [Number.NaN, 1e-40, -3.5e38]) {
-            const lhs = { data: inMemory(a), shape: lhsShape, dtype: 'float32' as const };
+            const lhs = { data: inMemory(a), shape: lhsShape, dtype };
             inMemory(new Float32Array(4 * K + 16).fill(poison)); // what the rows past A read
-            const rhs = { data: inMemory(b), shape: [K, N], dtype: 'float32' as const };
+            const rhs = { data: inMemory(b), shape: [K, N], dtype };
+            inMemory(new Float32Array(8 * K + 16).fill(poison)); // what the rows past B read
+            // (both operands in place: A is packed at the scratch floor; poisoned, so the test sees the zeroing)
+            five.f32.fill(poison, five.floor / 4);
             const before = five.traffic.simdPartialPanels;
-            const got = mxuDotGeneral(five, lhs, rhs, params, out, { flushSubnormals: false }) as Float32Array;
-            expect(five.traffic.simdPartialPanels - before, `M ${M}, ${lhsT ? 'rc' : 'kc'}`).toBe(1);
-            expect(new Uint32Array(got.slice().buffer), `M ${M} K ${K} N ${N}, relaxed ${relaxed}, poison ${poison}`).toEqual(new Uint32Array(want.slice().buffer));
+            const got = mxuDotGeneral(five, lhs, rhs, params, out, opts) as Float32Array;
+            const at = `M ${M} K ${K} N ${N}, ${lhsT ? 'rc' : 'kc'} ${dtype}, flush ${flush}, ${threads} thread(s), relaxed ${relaxed}, poison ${poison}`;
+            expect(five.traffic.simdPartialPanels - before, at).toBe(partials);
+            expect(new Uint32Array(got.slice().buffer), at).toEqual(new Uint32Array(want.slice().buffer));
+            if (M % 5 !== 0) {
+              // The panel's missing rows are zeros, as the TypeScript packing pads them (no garbage, no subnormals, in the FMAs).
+              const panel = five.floor / 4 + Math.floor(M / 5) * 5 * K;
+              const u32 = new Uint32Array(five.buffer());
+              const pad: number[] = [];
+              for (let k = 0; k < K; k++) for (let r = M % 5; r < 5; r++) pad.push(u32[panel + k * 5 + r]);
+              expect(pad.every((x) => x === 0), at).toBe(true);
+            }
+            releaseAll();
           }
         }
+        // An operand that ends where the reserved memory ends (the scratch floor): the rows past
+        // it are not read (they would be scratch), its partial panel is packed in TypeScript.
+        setNumThreads(1);
+        applyThreads(five);
+        const [M, K, N] = [13, 64, 16];
+        const a = data(M * K, 5);
+        const b = data(K * N, 6);
+        const params = { dimensionNumbers: [[[1], [0]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null };
+        const want = mxuDotGeneral(five, { data: a, shape: [M, K], dtype: 'float32' }, { data: b, shape: [K, N], dtype: 'float32' }, params, aval([M, N], 'float32'), { flushSubnormals: false }) as Float32Array;
+        const rhs = { data: inMemory(b), shape: [K, N], dtype: 'float32' as const };
+        const lhs = { data: inMemory(a), shape: [M, K], dtype: 'float32' as const };
+        expect(lhs.data.byteOffset + lhs.data.byteLength).toBe(five.floor);
+        const before = five.traffic.simdPartialPanels;
+        const got = mxuDotGeneral(five, lhs, rhs, params, aval([M, N], 'float32'), { flushSubnormals: false }) as Float32Array;
+        expect(five.traffic.simdPartialPanels - before).toBe(0);
+        expect(new Uint32Array(got.slice().buffer)).toEqual(new Uint32Array(want.slice().buffer));
       } finally {
         releaseAll();
+        setNumThreads(threadsBefore);
+        applyThreads(five);
       }
     }
   });

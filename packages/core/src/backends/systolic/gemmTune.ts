@@ -8,13 +8,13 @@
  * vector load; see gemmModule.ts). Which is faster depends on the CPU: on Zen 4 the 5 x 8 kernel
  * was 1.4-3.6% faster alone and no faster in the GPT step (its partial row panels and the pool
  * paths that need M a multiple of MR cost what it gains: BENCHMARKS.md, gemmk); on an Intel Xeon
- * with AVX-512 (2026-11-26) it ran 18-20% faster alone and 9% faster in the 1t step. So 5 x 8 is
+ * with AVX-512 (2026-11-26) it ran 11-20% faster alone and 9% faster in the 1t step. So 5 x 8 is
  * chosen only when its micro-kernel runs at least `MIN_GAIN` faster here.
  *
  * The measurement: both kernels compiled into a small private memory, each run on packed panels
  * that stay in L1/L2 (130 or 128 rows, K block 256, 16 column panels: ~8.5 MFLOP a run), the runs
  * alternated, the best of each after V8 has optimised the code (its first runs are the baseline
- * compiler's). About 20-40 ms once per process.
+ * compiler's). About 50 ms once per process.
  */
 import { WA } from '../../wasm/webassemblyTypes';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
