@@ -59,6 +59,15 @@ const LN2_LO = -2.12194440e-4;
 const EXP_POLY = [0.0013814519786259922, 0.00836874362005683, 0.04166839094707451, 0.16666520411684735, 0.4999999343218045];
 
 /** Emits `acc + a * b` for three v128 locals (leaves the sum on the stack). */
+/** Emits `emit(true)` where the i32 local `flag` is non-zero and `emit(false)` elsewhere (a loop compiled once per case, not a test per vector). */
+function perCase(f: FunctionBuilder, flag: number, emit: (on: boolean) => void): void {
+  f.get(flag).if();
+  emit(true);
+  f.else();
+  emit(false);
+  f.end();
+}
+
 function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: number): void {
   if (relaxed) f.get(a).get(b).get(acc).simd(SIMD.f32x4_relaxed_madd);
   else f.get(a).get(b).simd(SIMD.f32x4_mul).get(acc).simd(SIMD.f32x4_add);
@@ -461,11 +470,7 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
     f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
     forLoop(f, i, nv, () => vector(true, rounded), nf);
   };
-  f.get(bf16).if();
-  loops(true);
-  f.else();
-  loops(false);
-  f.end();
+  perCase(f, bf16, loops);
 }
 
 /** `expv(src, dst, nv, upper)`: dst = exp(src) over nv 4-float vectors, the row kernels' exp (`upper`: with the upper clamp), for its accuracy test. */
@@ -534,11 +539,7 @@ function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): n
         f.simdMem(SIMD.v128_store);
         bump(f, q, 16);
       });
-    f.get(keep).if();
-    pass3(true);
-    f.else();
-    pass3(false);
-    f.end();
+    perCase(f, keep, pass3);
   });
 }
 
@@ -627,11 +628,7 @@ function buildGradRowP(m: ModuleBuilder): number {
         bump(f, ptr, 16);
         bump(f, q, 16);
       });
-    f.get(bf16).if();
-    pass1(true);
-    f.else();
-    pass1(false);
-    f.end();
+    perCase(f, bf16, pass1);
     gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
   });
 }
