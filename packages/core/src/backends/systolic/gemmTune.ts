@@ -46,26 +46,36 @@ function microRunner(shape: GemmShape, relaxed: boolean): () => number {
 }
 
 /** Multiply-adds per run of `microRunner(shape)`. */
-const work = (shape: GemmShape): number => Math.floor(130 / shape.mr) * shape.mr * shape.nv * 4 * KC * COLS;
+export const work = (shape: GemmShape): number => Math.floor(130 / shape.mr) * shape.mr * shape.nv * 4 * KC * COLS;
 
 /**
- * The rate of 5 x 8 over 4 x 8 on this CPU (multiply-adds per ms, best of `rounds` alternated
- * rounds of `runs` runs each).
+ * The rate of 5 x 8 over 4 x 8 from two timed runners (`r4` runs 4 x 8's work, `r5` 5 x 8's; each
+ * returns ms): multiply-adds per ms, best of `rounds` alternated rounds of `runs` runs each.
  */
-export function measureGain(relaxed: boolean, rounds = 4, runs = 12): number {
-  const r4 = microRunner(GEMM_SHAPE_4X8, relaxed);
-  const r5 = microRunner(GEMM_SHAPE_5X8, relaxed);
+export function gainOf(r4: () => number, r5: () => number, rounds: number, runs: number): number {
+  if (!(Number.isInteger(rounds) && rounds >= 1 && Number.isInteger(runs) && runs >= 1)) {
+    throw new Error(`gemmTune.gainOf: rounds and runs must be integers >= 1; got rounds ${rounds}, runs ${runs}`);
+  }
   let t4 = Infinity;
   let t5 = Infinity;
   for (let r = 0; r < rounds; r++) {
     for (let i = 0; i < runs; i++) t4 = Math.min(t4, r4());
     for (let i = 0; i < runs; i++) t5 = Math.min(t5, r5());
   }
-  return work(GEMM_SHAPE_5X8) / t5 / (work(GEMM_SHAPE_4X8) / t4);
+  // (a run below the timer's resolution reads 0 ms: take the resolution's floor instead)
+  return work(GEMM_SHAPE_5X8) / Math.max(t5, 1e-3) / (work(GEMM_SHAPE_4X8) / Math.max(t4, 1e-3));
 }
+
+/** The rate of 5 x 8 over 4 x 8 on this CPU (`gainOf` over the two kernels' micro-runs). */
+export function measureGain(relaxed: boolean, rounds = 4, runs = 12): number {
+  return gainOf(microRunner(GEMM_SHAPE_4X8, relaxed), microRunner(GEMM_SHAPE_5X8, relaxed), rounds, runs);
+}
+
+/** The choice for a measured gain: 5 x 8 from `MIN_GAIN` on, else 4 x 8. */
+export const shapeForGain = (gain: number): GemmShape => (gain >= MIN_GAIN ? GEMM_SHAPE_5X8 : GEMM_SHAPE_4X8);
 
 /** The measured choice: 5 x 8 when `measureGain` reaches `MIN_GAIN`, else 4 x 8. */
 export function tuneGemmShape(relaxed: boolean): { shape: GemmShape; gain: number } {
   const gain = measureGain(relaxed);
-  return { shape: gain >= MIN_GAIN ? GEMM_SHAPE_5X8 : GEMM_SHAPE_4X8, gain };
+  return { shape: shapeForGain(gain), gain };
 }
