@@ -648,10 +648,20 @@ setNumThreads(2);
 const q = { data: Float32Array.from({ length: 512 }, (_, i) => Math.sin(i)), shape: [2, 16, 2, 8], dtype: 'float32' };
 const av = (shape) => ({ shape, dtype: 'float32', weakType: false });
 const t0 = crewWorkers();
-for (let i = 0; i < 4; i++) attentionFwdSystolic([q, q, q], { scale: 0.3, isCausal: true }, [av([2, 16, 2, 8]), av([2, 2, 16])], false, undefined, new GemmEngine({ relaxed: false }));
+// The engines are kept until the pools are counted, then dropped: a collection that came earlier
+// (any allocation can start one, e.g. the GEMM kernel's tuning) would drop pools before the count.
+let engines = [];
+// (In a function: a suspended top-level frame would keep its last engine in a register.)
+const makeAndRun = () => {
+  const engine = new GemmEngine({ relaxed: false });
+  engines.push(engine);
+  attentionFwdSystolic([q, q, q], { scale: 0.3, isCausal: true }, [av([2, 16, 2, 8]), av([2, 2, 16])], false, undefined, engine);
+};
+for (let i = 0; i < 4; i++) makeAndRun();
 await sleep(200);
 const t1 = crewWorkers();
 const h1 = poolsHeld();
+engines = null;
 console.log(JSON.stringify({ started: t1 - t0, held: h1, dropped: await droppedSince(h1, 4) }));
 `;
 
