@@ -3,17 +3,20 @@
 machine that has them (FIDELITY.md at the repo root records the runs). Prepared by
 prepare_devcheck.sh, which copies the tools and the tpukit-made artifacts next to this file:
 
-    tools/   jax_random_fixture.py run_stablehlo.py check_stablehlo_cases.py check_orbax.py
+    tools/   jax_random_fixture.py run_stablehlo.py check_stablehlo_cases.py check_orbax.py check_maxtext.py
     shlo/    export_stablehlo_cases.ts output (modules, npz, cases.json)
     shlo_wrappers/  the same with --wrappers (nested jit, remat, custom derivatives, top_k)
     ock/     write_checkpoints.ts output (orbax-ts checkpoints, expected.json, model.safetensors)
+    mt/      maxtext-ts's write_fidelity_cases.ts output (checkpoints, tpukit's results, case.json)
 
     OUT=dir python3 check.py [--dry]
 
 Each step runs in its own subprocess with its own timeout (CPU steps with JAX_PLATFORMS=cpu and
 8 forced host devices), prints PASS / FAIL / ERROR lines, and one failure never stops the
 others. Results land in $OUT: log lines on stdout, jax_random_{gpu,cpu}.json, results.json,
-xla_outputs_{gpu,cpu}.npz (XLA's results per module), orbax_written.tgz.
+xla_outputs_{gpu,cpu}.npz (XLA's results per module), orbax_written.tgz,
+jax_maxtext_{gpu,cpu}.json (JAX's maxtext-ts results, the form test/jaxReference.test.ts replays).
+Steps can be picked: `--only 4` runs the steps whose number starts with 4.
 """
 from __future__ import annotations
 
@@ -30,9 +33,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "tools")
 OUT = os.environ.get("OUT") or os.path.join(HERE, "out")
 CPU_ENV = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+ONLY = ""  # --only PREFIX: run the steps whose name starts with it
 
 
 def step(name: str, args: list[str], timeout: int, env: dict | None = None) -> int:
+    if not name.startswith(ONLY):
+        return 0
     print(f"\n===== {name} =====", flush=True)
     t0 = time.time()
     e = dict(os.environ)
@@ -82,8 +88,12 @@ def main(argv) -> int:
         if os.path.isdir(os.path.join(HERE, "shlo_wrappers")):
             step("stablehlo wrapper cases (dry)", ["check_stablehlo_cases.py", os.path.join(HERE, "shlo_wrappers"), "--dry"], 60)
         step("orbax-ts checkpoints (dry)", ["check_orbax.py", "read", os.path.join(HERE, "ock"), "--dry"], 60)
+        if os.path.isdir(os.path.join(HERE, "mt")):
+            step("maxtext-ts cases (dry)", ["check_maxtext.py", os.path.join(HERE, "mt"), "--dry"], 60)
         return 0
     versions()
+    global ONLY
+    ONLY = argv[argv.index("--only") + 1] if "--only" in argv else ""
     t0 = time.time()
     step("1a. jax.random fixture on the default platform (GPU)", ["jax_random_fixture.py", os.path.join(OUT, "jax_random_gpu.json")], 120)
     step("1b. jax.random fixture on CPU", ["jax_random_fixture.py", os.path.join(OUT, "jax_random_cpu.json")], 120, CPU_ENV)
@@ -111,8 +121,12 @@ def main(argv) -> int:
         print(f"orbax_written.tgz: {os.path.getsize(os.path.join(OUT, 'orbax_written.tgz'))} bytes")
     except Exception as e:  # noqa: BLE001
         print(f"ERROR tar of Orbax-written checkpoints: {e}")
+    mt = os.path.join(HERE, "mt")
+    if os.path.isdir(mt):
+        step("4a. maxtext-ts against JAX on the default platform (GPU)", ["check_maxtext.py", mt, "--json", os.path.join(OUT, "maxtext_gpu.json"), "--reference", os.path.join(OUT, "jax_maxtext_gpu.json")], 300)
+        step("4b. maxtext-ts against JAX on CPU", ["check_maxtext.py", mt, "--json", os.path.join(OUT, "maxtext_cpu.json"), "--reference", os.path.join(OUT, "jax_maxtext_cpu.json")], 300, {"JAX_PLATFORMS": "cpu"})
     results = {}
-    for name in ("stablehlo_gpu", "stablehlo_cpu", "stablehlo_wrappers_gpu", "stablehlo_wrappers_cpu", "orbax_read", "orbax_write"):
+    for name in ("stablehlo_gpu", "stablehlo_cpu", "stablehlo_wrappers_gpu", "stablehlo_wrappers_cpu", "orbax_read", "orbax_write", "maxtext_gpu", "maxtext_cpu"):
         p = os.path.join(OUT, f"{name}.json")
         if os.path.exists(p):
             results[name] = json.load(open(p))
