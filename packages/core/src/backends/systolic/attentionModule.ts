@@ -23,8 +23,9 @@
  *   results). In a masked module the logits whose mask byte (from address `mrow` on) is 0 become
  *   `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform); modules
  *   built without a mask ignore both.
- * - `gradRowP(s, dp, n, scale, bf16)`: the same from a P the forward kept (read into s by
- *   `loadRows`): no logits, mask or exp. `softmaxBlock`'s `keep` leaves the rows' f32 P in s,
+ * - `gradRowsP(s, dp, n, bf16, scale0..scale3)`: the same for a block's 4 rows (in lockstep,
+ *   each with its dS scale) from a P the forward kept (read into s by `loadRows`): no logits,
+ *   mask or exp. `softmaxBlock`'s `keep` leaves the rows' f32 P in s,
  *   and `saveRows` writes a block's rows of it into probs [.., S] (over zeros: the driver fills
  *   each head's rows with memory.fill first).
  */
@@ -657,75 +658,95 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
       accumulatePdP(f, q, rounded, { v, g, t, acc });
       bump(f, q, 16);
     });
-    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
+    gradRowFinish(f, s, dp, [scale], 0, { i, ptr, nv, q, v, t, acc: [acc], dd: [dd], l: [l] });
   });
 }
 
 /**
  * Both gradient row kernels' pass-1 step for 4 lanes, with the lanes' P in v128 local v: g <-
- * dP at q (rounded to bf16 and stored back when `bf16`: the code is emitted per case), acc += P dP.
+ * dP at q + `at` (rounded to bf16 and stored back when `bf16`: the code is emitted per case),
+ * acc += P dP.
  */
-function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: number; g: number; t: number; acc: number }): void {
+function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: number; g: number; t: number; acc: number }, at = 0): void {
   const { v, g, t, acc } = r;
-  f.get(q).simdMem(SIMD.v128_load).set(g);
+  f.get(q).simdMem(SIMD.v128_load, at).set(g);
   if (bf16) {
     f.get(g);
     roundBf16(f, t);
-    f.set(g).get(q).get(g).simdMem(SIMD.v128_store);
+    f.set(g).get(q).get(g).simdMem(SIMD.v128_store, at);
   }
   madd(f, false, v, g, acc);
   f.set(acc);
 }
 
 /**
- * The end of both gradient row kernels, from the row's P (in s, f32) and dP (in dp, rounded
- * when bf16) with the partial sums of P dP in v128 local acc: D = sum P dP, then pass 2: dp <-
- * bf16(P (dP - D) scale), s <- bf16(P).
+ * The end of the gradient row kernels, for one row or a block's 4 (row k at s and dp plus k
+ * `rowBytes`, dS scale in f32 local `scales[k]`), from the rows' P (in s, f32) and dP (in dp, rounded
+ * when bf16) with the partial sums of P dP in v128 locals `acc[k]`: D = sum P dP per row (lanes
+ * added 0 + 1 + 2 + 3; the 4 rows' at once on their transposed lanes), then pass 2: dp <-
+ * bf16(P (dP - D) scale), s <- bf16(P), the rows' vectors in turn per vector index.
  */
-function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scale: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: number; dd: number; l: number }): void {
+function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readonly number[], rowBytes: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: readonly number[]; dd: readonly number[]; l: readonly number[]; tr?: readonly number[]; tmp?: readonly number[] }): void {
   const { i, ptr, nv, q, v, t, acc, dd, l } = r;
-  horizontal(f, acc, OP.f32_add);
-  f.simd(SIMD.f32x4_splat).set(dd);
-  f.get(scale).simd(SIMD.f32x4_splat).set(l);
+  const rows = acc.length;
+  if (rows === 1) {
+    horizontal(f, acc[0], OP.f32_add);
+    f.simd(SIMD.f32x4_splat).set(dd[0]);
+  } else {
+    horizontal4(f, acc, SIMD.f32x4_add, v, r.tr ?? [], r.tmp ?? []);
+    dd.forEach((loc, k) => splatLane(f, v, k, loc));
+  }
+  scales.forEach((sc, k) => f.get(sc).simd(SIMD.f32x4_splat).set(l[k]));
   f.get(s).set(ptr);
   f.get(dp).set(q);
   forLoop(f, i, nv, () => {
-    f.get(ptr).simdMem(SIMD.v128_load).set(v);
-    f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
-    roundBf16(f, t);
-    f.simdMem(SIMD.v128_store);
-    f.get(ptr).get(v);
-    roundBf16Plain(f, t);
-    f.simdMem(SIMD.v128_store);
+    for (let k = 0; k < rows; k++) {
+      const at = k * rowBytes;
+      f.get(ptr).simdMem(SIMD.v128_load, at).set(v);
+      f.get(q).get(q).simdMem(SIMD.v128_load, at).get(dd[k]).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l[k]).simd(SIMD.f32x4_mul);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store, at);
+      f.get(ptr).get(v);
+      roundBf16Plain(f, t);
+      f.simdMem(SIMD.v128_store, at);
+    }
     bump(f, ptr, 16);
     bump(f, q, 16);
   });
 }
 
 /**
- * `gradRowP(s, dp, n, scale, bf16)`: `gradRow` for a row whose P the forward pass kept (s holds
- * it, f32, 0 at hidden keys: `loadRows`): no logits, mask or exp; dP rounded to bf16 when
- * `bf16`, D = sum P dP, then `gradRowFinish`.
+ * `gradRowsP(s, dp, n, bf16, scale0..scale3)`: `gradRow` for a block's 4 rows whose P the forward
+ * pass kept (s holds it, f32, 0 at hidden keys: `loadRows`; row k at s + k sp 4, its dP at dp +
+ * k sp 4, its dS scale `scale k`: 0 for a row that sees no key), in lockstep: no logits, mask or
+ * exp; per vector index the 4 rows' dP in turn (rounded to bf16 when `bf16`), 4 independent
+ * chains of D = sum P dP, then `gradRowFinish` for the 4 rows. Each row's operations and their
+ * order are those of one row.
  */
-function buildGradRowP(m: ModuleBuilder): number {
-  return m.addFunction('gradRowP', ['i32', 'i32', 'i32', 'f32', 'i32'], [], (f) => {
-    const [s, dp, n, scale, bf16] = [0, 1, 2, 3, 4];
+function buildGradRowsP(m: ModuleBuilder, sp: number): number {
+  return m.addFunction('gradRowsP', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32', 'f32'], [], (f) => {
+    const [s, dp, n, bf16] = [0, 1, 2, 3];
+    const scales = [4, 5, 6, 7];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, g, dd, l] = Array.from({ length: 6 }, () => f.local('v128'));
+    const V = (): number => f.local('v128');
+    const [v, t, g] = [V(), V(), V()];
+    const [acc, dd, l, tr, tmp] = Array.from({ length: 5 }, () => scales.map(V));
     f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
-    f.v128Const([0, 0, 0, 0]).set(acc);
+    for (const a of acc) f.v128Const([0, 0, 0, 0]).set(a);
     f.get(s).set(ptr);
     f.get(dp).set(q);
     // (one loop per bf16 case: no branch per vector)
     const pass1 = (rounded: boolean): void =>
       forLoop(f, i, nv, () => {
-        f.get(ptr).simdMem(SIMD.v128_load).set(v);
-        accumulatePdP(f, q, rounded, { v, g, t, acc });
+        for (let k = 0; k < ROWS; k++) {
+          f.get(ptr).simdMem(SIMD.v128_load, k * sp * 4).set(v);
+          accumulatePdP(f, q, rounded, { v, g, t, acc: acc[k] }, k * sp * 4);
+        }
         bump(f, ptr, 16);
         bump(f, q, 16);
       });
     perCase(f, bf16, pass1);
-    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
+    gradRowFinish(f, s, dp, scales, sp * 4, { i, ptr, nv, q, v, t, acc, dd, l, tr, tmp });
   });
 }
 
@@ -919,7 +940,7 @@ interface Fns {
   transGemm: number;
   softmaxBlock: number;
   gradRow: number;
-  gradRowP: number;
+  gradRowsP: number;
   saveRows: number;
   loadRows: number;
   lseRows: number;
@@ -945,6 +966,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const four = L();
       const [rowC, rowM] = [[L(), L(), L(), L()], [L(), L(), L(), L()]];
       const rowNeg = [0, 1, 2, 3].map(() => f.local('f32'));
+      // the backward's (P kept) dS scales of gradRowsP
+      const rowScale = [0, 1, 2, 3].map(() => f.local('f32'));
       // the block's rows of S and P (dP, then dS): the forward's 4-row scratch, or the backward's rows of its chunks
       const [sb, pb] = [L(), L()];
       const scale = f.local('f32');
@@ -1099,19 +1122,25 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           for (const loc of [...rowC, ...rowM, ...rowNeg]) f.get(loc);
           f.call(fn.softmaxBlock);
         }
+        if (dir === 'bwd') {
+          // P kept: the rows' P is in s already (0 at hidden keys, uniform in a row that sees none):
+          // the block's 4 rows in one gradRowsP call, each row's dS scale first
+          f.get(probs).if();
+          for (let rr = 0; rr < ROWS; rr++) {
+            f.i32Const(rr).set(r);
+            rowSetup();
+            f.get(rscale).set(rowScale[rr]);
+          }
+          f.get(sb).get(pb).get(cols).get(bf16);
+          for (const loc of rowScale) f.get(loc);
+          f.call(fn.gradRowsP);
+          f.else();
+        }
         if (dir === 'bwd') forLoop(f, r, four, () => {
           rowSetup();
           // the row's S and P (dP) addresses
-          const rowAddrs = (): void => {
-            f.get(sb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-            f.get(pb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-          };
-          // P kept: the row's P is in s already (0 at hidden keys, uniform in a row that sees none)
-          f.get(probs).if();
-          rowAddrs();
-          f.get(cols).get(rscale).get(bf16).call(fn.gradRowP);
-          f.else();
-          rowAddrs();
+          f.get(sb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          f.get(pb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
           f.get(c).get(cols).get(rscale);
           slot(DESC.ML);
           // Padding rows (t >= T) load row T-1's value, which the select below discards: no read past the caller's lse.
@@ -1120,8 +1149,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
           f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
           f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
-          f.end();
         });
+        if (dir === 'bwd') f.end();
         if (dir === 'fwd') {
           // P kept: the block's real rows (f32, left in s by softmaxBlock) into probs
           f.get(probs).if();
@@ -1191,7 +1220,7 @@ export interface AttentionKernels {
   transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
   softmaxBlock(s: number, p: number, n: number, scale: number, mlOut: number, bf16: number, keep: number, c0: number, c1: number, c2: number, c3: number, mrow0: number, mrow1: number, mrow2: number, mrow3: number, neg0: number, neg1: number, neg2: number, neg3: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
-  gradRowP(s: number, dp: number, n: number, scale: number, bf16: number): void;
+  gradRowsP(s: number, dp: number, n: number, bf16: number, scale0: number, scale1: number, scale2: number, scale3: number): void;
   saveRows(src: number, dst: number, rows: number, n: number, S: number): void;
   loadRows(src: number, dst: number, rows: number, n: number, S: number): void;
   lseRows(src: number, dst: number, n: number): void;
@@ -1234,7 +1263,7 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       transGemm: buildTransGemm(m, hp, sp, relaxed),
       softmaxBlock: buildSoftmaxBlock(m, sp, masked, relaxed),
       gradRow: buildGradRow(m, masked, relaxed),
-      gradRowP: buildGradRowP(m),
+      gradRowsP: buildGradRowsP(m, sp),
       ...buildProbsRows(m, sp),
       lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp),
