@@ -13,9 +13,10 @@
  * Last, P kept against recomputed over 4 layers' calls as a training step makes them (forwards,
  * then backwards in reverse, other memory touched in between), alternating.
  *
- * (The backward's row phases run on a 4-row scratch; from attn11 on the backward keeps its rows
- * in chunks [QB, sp], which only the whole calls see. Kernels from before attn11 also time their
- * transposes of dS and P.)
+ * (The backward's row phases write the block's rows where the driver does: from attn11 on, the
+ * rows of the chunks [QB, sp] of P and dS that transGemm then reads; kernels from before attn11
+ * use a 4-row scratch and also time their transposes of dS and P into the transposed chunks.
+ * The forward's softmax is one softmaxBlock call per block from attn12 on, 4 softmaxRow calls before.)
  *
  * Env: ATTN_BENCH_SHAPE (B,T,N,H; default the GPT's 16,128,4,32), ATTN_BENCH_CAUSAL (default
  * 1), ATTN_BENCH_RUNS (default 30), ATTN_CORE_SRC (the core sources to load, default this
@@ -152,10 +153,24 @@ const lseJs = new Float32Array(items * T);
 const transposed = 'transposeBlock' in kx;
 const old = kx as unknown as { transposeBlock(src: number, dst: number, cols: number, total: number): void };
 const [dsChunk, pChunk] = transposed ? [off.dsT, off.pT] : [off.dsc, off.pc];
+// The backward block's rows of S then P (sRows) and of dP then dS (pRows), as the driver places them: the 4-row scratch
+// (kernels that transpose), else the block's rows of the P and dS chunks, so transGemm reads what the phases before wrote.
+const sRows = (t0: number): number => (transposed ? off.s : off.pc + (t0 & (modMod.QB - 1)) * sp * 4);
+const pRows = (t0: number): number => (transposed ? off.p : off.dsc + (t0 & (modMod.QB - 1)) * sp * 4);
+const rowSoftmax = !('softmaxBlock' in kx);
+const oldRow = kx as unknown as { softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number, keep: number): void };
 const eachBlock = (fn: (t0: number, cols: number) => void): void => {
   for (let it = 0; it < items; it++) for (let t0 = 0; t0 < tp; t0 += 4) fn(t0, colsOf(t0));
 };
-const phases: [string, 'fwd' | 'bwd', () => void][] = [
+const bwdScores = (t0: number, cols: number): void => {
+  kx.scores(off.q + t0 * hp * 4, off.kt, sRows(t0), cols >> 3);
+  kx.scores(off.do + t0 * hp * 4, off.v, pRows(t0), cols >> 3);
+};
+// (a phase's optional 4th element names a phase timed before it whose time it includes and which is
+// subtracted: the grad rows overwrite their logits and dP with P and dS in place, so each block's
+// runs after its 2 scores, or every item and run after the first would take the last one's P and dS
+// as its logits and dP, whose values shrink into subnormals)
+const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
   ['stage K^T, V (rows), Q', 'fwd', () => {
     for (let it = 0; it < items; it++) {
       kx.stageCols(rawAt(1) + itemOff(it), QSTRIDE, S, off.kt);
@@ -165,7 +180,9 @@ const phases: [string, 'fwd' | 'bwd', () => void][] = [
   }],
   ['Q K^T (scores)', 'fwd', () => eachBlock((t0, cols) => kx.scores(off.q + t0 * hp * 4, off.kt, off.s, cols >> 3))],
   ['softmax rows (3 passes, exp)', 'fwd', () => eachBlock((t0, cols) => {
-    for (let r = 0; r < 4; r++) kx.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, off.ml + (t0 + r) * 8, 0, 0, NEG, 0);
+    // (kernels before attn12 took one row per call: softmaxRow)
+    if (!rowSoftmax) kx.softmaxBlock(off.s, off.p, cols, scale, off.ml + t0 * 8, 0, 0, lim(t0), lim(t0 + 1), lim(t0 + 2), lim(t0 + 3), 0, 0, 0, 0, NEG, NEG, NEG, NEG);
+    else for (let r = 0; r < 4; r++) oldRow.softmaxRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, off.ml + (t0 + r) * 8, 0, 0, NEG, 0);
   })],
   ['logsumexp (lseRows)', 'fwd', () => {
     // (main's kernels before attn1t formed it in JS: a loop with Math.log, timed the same way)
@@ -185,14 +202,12 @@ const phases: [string, 'fwd' | 'bwd', () => void][] = [
       kx.stageRows(rawAt(3) + itemOff(it), QSTRIDE, T, off.do, tp);
     }
   }],
-  ['Q K^T + dO V^T (2 scores)', 'bwd', () => eachBlock((t0, cols) => {
-    kx.scores(off.q + t0 * hp * 4, off.kt, off.s, cols >> 3);
-    kx.scores(off.do + t0 * hp * 4, off.v, off.p, cols >> 3);
-  })],
+  ['Q K^T + dO V^T (2 scores)', 'bwd', () => eachBlock(bwdScores)],
   ['grad rows (exp, D, dS)', 'bwd', () => eachBlock((t0, cols) => {
-    for (let r = 0; r < 4; r++) kx.gradRow(off.s + r * sp * 4, off.p + r * sp * 4, lim(t0 + r), cols, scale, 1.5, 0, 0, NEG);
-  })],
-  ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.kb, off.o + t0 * hp * 4, cols))],
+    bwdScores(t0, cols);
+    for (let r = 0; r < 4; r++) kx.gradRow(sRows(t0) + r * sp * 4, pRows(t0) + r * sp * 4, lim(t0 + r), cols, scale, 1.5, 0, 0, NEG);
+  }), 'Q K^T + dO V^T (2 scores)'],
+  ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols) => kx.rowsTimes(pRows(t0), off.kb, off.o + t0 * hp * 4, cols))],
   ...(transposed
     ? ([['transpose dS, P', 'bwd', () => eachBlock((t0, cols) => {
         old.transposeBlock(off.p, off.dsT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
@@ -229,11 +244,15 @@ for (const dir of ['fwd', 'bwd'] as const) {
   // (older sources without saveProbs: their forward returns 2 results and the backward ignores probs)
   const kept = cpuMs(dir === 'fwd' ? fwdKept : bwdKept);
   const copies = cpuMs(copy(dir === 'fwd' ? 4 : 8));
+  // (the copies wrote q over the raw operands: back to q, k, v, dO, or the phases would stage dO = q and V = K)
+  [q, k, v, dO].forEach((x, i) => f32.set(x, rawAt(i) >> 2));
   let sum = 0;
   const rows: string[] = [];
-  for (const [name, d, fn] of phases) {
+  const took: Record<string, number> = {};
+  for (const [name, d, fn, less] of phases) {
     if (d !== dir) continue;
-    const ms = cpuMs(fn);
+    const ms = cpuMs(fn) - (less === undefined ? 0 : took[less]);
+    took[name] = ms;
     sum += ms;
     rows.push(`    ${name.padEnd(34)} ${ms.toFixed(3).padStart(7)} ms`);
   }

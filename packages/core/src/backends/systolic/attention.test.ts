@@ -3,7 +3,9 @@
 // over random shapes (odd head dims, T != S, grouped-query heads, both dtypes); against a plain-JS
 // reference with the MXU's roundings; vmap and jit; 1 vs 2 threads; bad inputs; the cost ledger.
 // With a boolean mask (random, segment, rows that see no key, broadcast over heads or batch) the
-// same laws against the composite, vmap over a batched mask, and bad masks.
+// same laws against the composite, vmap over a batched mask, and bad masks. At the end, a plain-JS
+// reference that rounds where the kernels say (bf16 operands, bf16 logits and dP with bf16
+// inputs, f32 sums in the kernels' order) held bit for bit against forward and backward.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Array, defaultMatmulPrecision, grad, jit, jvp, makeJaxpr, nn, np, random, vmap } from '../../index';
@@ -17,7 +19,7 @@ import { wasmFeatures } from '../../wasm/features';
 import { holdWorkers } from '../../wasm/workerPool';
 import { WA } from '../../wasm/webassemblyTypes';
 import { type ArenaHost, getBackend, registerBackend, withBackend } from '../../backend';
-import { attention, attentionBwdP, attentionFwdP, attentionOptions, attentionP } from '../../lax/attention';
+import { MASKED_LOGIT, attention, attentionBwdP, attentionFwdP, attentionOptions, attentionP } from '../../lax/attention';
 import { evalPrimitive, evalPrimitiveIntoAll } from '../../trace';
 import { fromStorage, toStorage } from '../../storage';
 import { configure, withLedger } from './index';
@@ -48,10 +50,14 @@ function close(a: Array, b: Array, tol: number, what: string): void {
   expect(worst, `${what}: max |diff| ${worst} > ${lim}`).toBeLessThanOrEqual(lim);
 }
 
+const bf16Scratch = new Float32Array(1);
+const bf16Bits = new Uint32Array(bf16Scratch.buffer);
+/** x rounded to bf16, nearest even (finite values). */
 const bf16 = (x: number): number => {
-  const u = new Uint32Array(new Float32Array([x]).buffer);
-  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
-  return new Float32Array(u.buffer)[0];
+  bf16Scratch[0] = x;
+  const u = bf16Bits[0];
+  bf16Bits[0] = (u + 0x7fff + ((u >>> 16) & 1)) & 0xffff0000;
+  return bf16Scratch[0];
 };
 
 /** Plain-JS forward with the MXU's roundings: q, k, v and P rounded to bf16, f32 softmax (float64 sums). */
@@ -998,5 +1004,184 @@ describe('the forward\'s logsumexp (lseRows: max + log(sum) in f64, rounded once
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+/** The row kernels' exp (`expv`, upper clamp or not) and logsumexp (`lseRows`) from a module instance over a memory of its own: each has its own accuracy law above. */
+function kernelMath(relaxed: boolean): { exp(xs: number[], upper: boolean): Float32Array; lse(mx: number, sum: number): number } {
+  const memory = new WA.Memory({ initial: 2 });
+  const k = new WA.Instance(attentionModule(8, 8, relaxed, false).module, { env: { mem: memory } }).exports as unknown as AttentionKernels;
+  const at = 64 * 1024; // (results from this byte on; rows of up to 16,384 floats)
+  return {
+    exp(xs, upper) {
+      const n = ceil(xs.length, 4);
+      const f = new Float32Array(memory.buffer);
+      f.fill(0, 0, n);
+      f.set(xs, 0);
+      k.expv(0, at, n / 4, upper ? 1 : 0);
+      return f.slice(at / 4, at / 4 + xs.length);
+    },
+    lse(mx, sum) {
+      const f = new Float32Array(memory.buffer);
+      f.set([mx, sum], 0);
+      k.lseRows(0, at, 1);
+      return f[at / 4];
+    },
+  };
+}
+
+/**
+ * Plain-JS fused attention with the rounding points the kernels claim (attentionModule.ts's
+ * header, core README): q, k, v and dO rounded to bf16 as operands; every product of two bf16
+ * values is exact in f32, so each matmul is an f32 sum in key (or query) order; with bf16
+ * operands the logits (Q K^T) and dP (dO V^T) rounded to bf16, as the composite's bf16 matmul
+ * results are; logits times the f32 scale, the mask's -0.7 f32max or causality's -inf in place;
+ * row max, e = exp(logit - max), sum in 4 lanes (column mod 4) added lane 0 + 1 + 2 + 3, P =
+ * e / sum (kept f32) and bf16(P) into P V; backward: P kept or exp(logit - lse) (clamped above),
+ * D = sum P dP (f32 products, 4 lanes), dS = bf16((dP - D) P scale) (scale 0 for a row that sees
+ * no key), dq = dS K, dk += dS^T q and dv += bf16(P)^T dO over t ascending and the group's query
+ * heads in order. Results rounded to the dtype. Every step here rounds to f32 (Math.fround), so
+ * the kernels must give these bits exactly.
+ */
+function fusedReference(c: Case, q: Array, k: Array, v: Array, w: Array, mask: Array | undefined, kept: boolean, math: ReturnType<typeof kernelMath>) {
+  const { b: B, t: T, s: S, h: H, causal } = c;
+  const [K, G, N] = [c.k, c.g, c.k * c.g];
+  const bf = c.dtype === 'bfloat16';
+  const fr = Math.fround;
+  const scale = fr(1 / Math.sqrt(c.h));
+  const [qd, kd, vd, wd] = [q, k, v, w].map((a) => f32(a).map(bf16));
+  const md = mask ? f32(np.astype(mask, 'float32')) : null;
+  const [mb, mn] = mask ? [mask.shape[0], mask.shape[1]] : [1, 1];
+  const qi = (b: number, t: number, n: number, h: number): number => ((b * T + t) * N + n) * H + h;
+  const ki = (b: number, s: number, kh: number, h: number): number => ((b * S + s) * K + kh) * H + h;
+  const dot = (x: Float32Array, xi: number, y: Float32Array, yi: number): number => {
+    let acc = 0;
+    for (let h = 0; h < H; h++) acc = fr(acc + x[xi + h] * y[yi + h]);
+    return acc;
+  };
+  const lanes = (xs: number[]): number => {
+    const l = [0, 0, 0, 0];
+    xs.forEach((x, s) => (l[s % 4] = fr(l[s % 4] + x)));
+    return fr(fr(fr(l[0] + l[1]) + l[2]) + l[3]);
+  };
+  const round = (x: number): number => (bf ? bf16(x) : x);
+  /** Row t of head n's logits and whether the row sees no key (then all 0: uniform P). */
+  const logits = (b: number, n: number, t: number): { l: number[]; none: boolean } => {
+    const kh = Math.floor(n / G);
+    const c1 = causal ? Math.min(S, t + 1) : S;
+    const mrow = md ? (((mb === 1 ? 0 : b) * mn + (mn === 1 ? 0 : n)) * T + t) * S : -1;
+    const none = md !== null && md.subarray(mrow, mrow + c1).every((x) => x === 0);
+    const l: number[] = [];
+    for (let s = 0; s < S; s++) {
+      if (none) l.push(0);
+      else if (s >= c1) l.push(-Infinity);
+      else if (md && md[mrow + s] === 0) l.push(MASKED_LOGIT);
+      else l.push(fr(round(dot(qd, qi(b, t, n, 0), kd, ki(b, s, kh, 0))) * scale));
+    }
+    return { l, none };
+  };
+  const out = new Float32Array(B * T * N * H);
+  const lse = new Float32Array(B * N * T);
+  const probs = new Float32Array(B * N * T * S);
+  for (let b = 0; b < B; b++)
+    for (let n = 0; n < N; n++)
+      for (let t = 0; t < T; t++) {
+        const kh = Math.floor(n / G);
+        const { l } = logits(b, n, t);
+        const mx = l.reduce((x, y) => Math.max(x, y), -Infinity);
+        const e = math.exp(l.map((x) => fr(x - mx)), false);
+        const sum = lanes([...e]);
+        const row = (b * N + n) * T + t;
+        lse[row] = math.lse(mx, sum);
+        for (let s = 0; s < S; s++) probs[row * S + s] = fr(e[s] / sum);
+        for (let h = 0; h < H; h++) {
+          let acc = 0;
+          for (let s = 0; s < S; s++) acc = fr(acc + bf16(probs[row * S + s]) * vd[ki(b, s, kh, h)]);
+          out[qi(b, t, n, h)] = acc;
+        }
+      }
+  const dq = new Float32Array(B * T * N * H);
+  const [dk, dv] = [new Float32Array(B * S * K * H), new Float32Array(B * S * K * H)];
+  for (let b = 0; b < B; b++)
+    for (let n = 0; n < N; n++)
+      for (let t = 0; t < T; t++) {
+        const kh = Math.floor(n / G);
+        const row = (b * N + n) * T + t;
+        const { l, none } = logits(b, n, t);
+        const p = kept ? [...probs.subarray(row * S, (row + 1) * S)] : [...math.exp(l.map((x) => fr(x - lse[row])), true)];
+        const dp = p.map((_, s) => round(dot(wd, qi(b, t, n, 0), vd, ki(b, s, kh, 0))));
+        const D = lanes(p.map((x, s) => fr(x * dp[s])));
+        const ds = p.map((x, s) => bf16(fr(fr(fr(dp[s] - D) * x) * (none ? 0 : scale))));
+        for (let h = 0; h < H; h++) {
+          let acc = 0;
+          for (let s = 0; s < S; s++) acc = fr(acc + ds[s] * kd[ki(b, s, kh, h)]);
+          dq[qi(b, t, n, h)] = acc;
+        }
+        for (let s = 0; s < S; s++)
+          for (let h = 0; h < H; h++) {
+            const j = ki(b, s, kh, h);
+            dk[j] = fr(dk[j] + ds[s] * qd[qi(b, t, n, h)]);
+            dv[j] = fr(dv[j] + bf16(p[s]) * wd[qi(b, t, n, h)]);
+          }
+      }
+  const res = (x: Float32Array): Float32Array => (bf ? x.map(bf16) : x);
+  return { out: res(out), lse, probs, dq: res(dq), dk: res(dk), dv: res(dv) };
+}
+
+describe('the fused attention\'s rounding points (a plain-JS reference that rounds where the kernels say)', () => {
+  const bitsOf = (x: ArrayLike<number>): number[] => [...new Uint32Array(Float32Array.from(x).buffer)];
+  const expectSame = (got: Array | Float32Array, want: Float32Array, what: string): void => {
+    const [g, w] = [bitsOf(got instanceof Float32Array ? got : f32(got)), bitsOf(want)];
+    const first = g.findIndex((x, i) => x !== w[i]);
+    expect(first, `${what}: first differing element ${first} (got ${new Float32Array(new Uint32Array(g).buffer)[first]}, want ${want[first]})`).toBe(-1);
+    expect(g.length, `${what}: length`).toBe(w.length);
+  };
+  const lawCase = fc.record({ c: caseArb, kept: fc.boolean(), masked: fc.boolean(), mb: fc.boolean(), mn: fc.boolean(), density: fc.constantFrom(0, 0.3, 0.8, 1) });
+
+  for (const relaxed of [true, false]) {
+    it.runIf(!relaxed || wasmFeatures().relaxedSimd)(`law: forward (out, lse, kept P) and backward (dq, dk, dv), P kept or recomputed, causal or masked, GQA, bf16 and f32 operands: the reference's bits exactly (${relaxed ? 'relaxed SIMD: FMA' : 'plain SIMD'})`, () => {
+      configure({ relaxedSimd: relaxed });
+      try {
+        expect((getBackend() as SystolicBackend).usesRelaxedSimd).toBe(relaxed);
+        const math = kernelMath(relaxed);
+        let bfCases = 0;
+        fc.assert(
+          fc.property(lawCase, ({ c, kept, masked, mb, mn, density }) => {
+            const [q, k, v, w] = operands(c);
+            const mask = masked ? maskOf([mb ? c.b : 1, mn ? c.k * c.g : 1, c.t, c.s], c.seed, density) : undefined;
+            const params = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: kept };
+            const xs = mask ? [q, k, v, mask] : [q, k, v];
+            const [out, lse, probs] = evalPrimitive(attentionFwdP, xs, params);
+            const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...(mask ? [mask] : []), ...(kept ? [probs] : [])], params);
+            const want = fusedReference(c, q, k, v, w, mask, kept, math);
+            const what = JSON.stringify({ c, kept, masked, mb, mn, density });
+            expectSame(out, want.out, `out ${what}`);
+            expectSame(lse, want.lse, `lse ${what}`);
+            if (kept) expectSame(probs, want.probs, `probs ${what}`);
+            grads.forEach((g, i) => expectSame(g, [want.dq, want.dk, want.dv][i], `d${'qkv'[i]} ${what}`));
+            if (c.dtype === 'bfloat16') bfCases++;
+          }),
+          { numRuns: 50 },
+        );
+        expect(bfCases, 'cases with bf16 operands').toBeGreaterThan(5);
+      } finally {
+        configure({ relaxedSimd: true });
+      }
+    });
+  }
+
+  it('on the reference GPT\'s head shape over more than one chunk of query rows (T = S = 133, H = 32, causal, GQA, bf16), P kept and recomputed', () => {
+    const math = kernelMath((getBackend() as SystolicBackend).usesRelaxedSimd);
+    const c: Case = { b: 1, t: QB + 5, s: QB + 5, k: 1, g: 2, h: 32, causal: true, dtype: 'bfloat16', seed: 77 };
+    const [q, k, v, w] = operands(c);
+    for (const kept of [true, false]) {
+      const params = { scale: 1 / Math.sqrt(c.h), isCausal: true, saveProbs: kept };
+      const [out, lse, probs] = evalPrimitive(attentionFwdP, [q, k, v], params);
+      const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w, ...(kept ? [probs] : [])], params);
+      const want = fusedReference(c, q, k, v, w, undefined, kept, math);
+      expectSame(out, want.out, 'out');
+      expectSame(lse, want.lse, 'lse');
+      grads.forEach((g, i) => expectSame(g, [want.dq, want.dk, want.dv][i], `d${'qkv'[i]}, P kept: ${kept}`));
+    }
   });
 });

@@ -12,9 +12,10 @@
  * - `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[rows, sp]^T B[t0.., hp] for one
  *   chunk of QB query rows (dS^T Q, P^T dO; the backward's blocks keep their dS and P rows in
  *   chunks [QB, sp], so its scratch does not grow with T), chunk after chunk in query order
- * - `softmaxRow(s, p, c, n, scale, mlOut, bf16, mrow, neg, keep)`: one row: logits = s * scale over
- *   the first c columns, P = exp(logits - max) / sum rounded to bf16 into p (zeros up to n), and
- *   max and sum written at mlOut (`lseRows` forms the logsumexp).
+ * - `softmaxBlock(s, p, n, scale, mlOut, bf16, keep, c0..c3, mrow0..mrow3, neg0..neg3)`: a
+ *   block's 4 rows in lockstep, each: logits = s * scale over its first c columns, P = exp(logits
+ *   - max) / sum rounded to bf16 into p (zeros up to n), and max and sum written at mlOut + 8 r
+ *   (`lseRows` forms the logsumexp). With `bf16`, mask rows and neg as in `gradRow`.
  * - `lseRows(src, dst, n)`: dst[i] = max + log(sum) (f32) for the n (max, sum) pairs at src.
  * - `gradRow(s, dp, c, n, scale, lse, bf16, mrow, neg)`: one row of the backward pass: P =
  *   exp(s * scale - lse) (0 past c), D = sum P dP, then dp <- bf16(P (dP - D) scale) and s <- bf16(P).
@@ -22,8 +23,9 @@
  *   results). In a masked module the logits whose mask byte (from address `mrow` on) is 0 become
  *   `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform); modules
  *   built without a mask ignore both.
- * - `gradRowP(s, dp, n, scale, bf16)`: the same from a P the forward kept (read into s by
- *   `loadRows`): no logits, mask or exp. `softmaxRow`'s `keep` leaves the row's f32 P in s,
+ * - `gradRowsP(s, dp, n, bf16, scale0..scale3)`: the same for a block's 4 rows (in lockstep,
+ *   each with its dS scale) from a P the forward kept (read into s by `loadRows`): no logits,
+ *   mask or exp. `softmaxBlock`'s `keep` leaves the rows' f32 P in s,
  *   and `saveRows` writes a block's rows of it into probs [.., S] (over zeros: the driver fills
  *   each head's rows with memory.fill first).
  */
@@ -428,7 +430,8 @@ function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: numbe
 }
 
 /**
- * Shared start of both row kernels: every 4-column vector of the row's n columns, as logits (s,
+ * The start of `gradRow` (`softmaxBlock` does the same per row, 4 rows in lockstep): every
+ * 4-column vector of the row's n columns, as logits (s,
  * rounded to bf16 when `bf16`, times scale; `neg` where the mask bytes from `mrow` on are 0 when
  * mrow is not 0; -inf at columns c and past), is handed to `each` in local `v`, with the vector's
  * address in local `p` (`each` is emitted once per loop and bf16 case, which it is told).
@@ -492,54 +495,148 @@ function buildExp(m: ModuleBuilder, relaxed: boolean): void {
   });
 }
 
-function buildSoftmaxRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
-  // (s, p, c, n, scale, mlOut, bf16, mrow, neg, keep)
-  return m.addFunction('softmaxRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'i32', 'i32', 'i32', 'f32', 'i32'], [], (f) => {
-    const [s, p, c, n, scale, ml, bf16, mrow, neg, keep] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
-    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, x, en, et, mx] = Array.from({ length: 7 }, () => f.local('v128'));
-    const sum = f.local('f32');
-    const locals = rowLocals(f, i, ptr, v, t, nv);
-    // pass 1: logits in place, running max
-    splatF(f, -Infinity).set(acc);
-    rowPrologue(f, s, c, n, scale, bf16, mrow, neg, masked, locals, () => {
-      f.get(ptr).get(v).simdMem(SIMD.v128_store);
-      f.get(acc).get(v).simd(SIMD.f32x4_pmax).set(acc);
+/**
+ * Transposes the 4 x 4 f32 lanes of v128 locals `a` into locals `out` (out[l] = lane l of a[0..3]),
+ * through locals `tmp` (4).
+ */
+function transpose4(f: FunctionBuilder, a: readonly number[], out: readonly number[], tmp: readonly number[]): void {
+  for (const [x, y, t, lanes] of [[0, 1, 0, [0, 4, 1, 5]], [0, 1, 1, [2, 6, 3, 7]], [2, 3, 2, [0, 4, 1, 5]], [2, 3, 3, [2, 6, 3, 7]]] as const) {
+    f.get(a[x]).get(a[y]);
+    shuffle32(f, lanes);
+    f.set(tmp[t]);
+  }
+  for (const [x, y, o, lanes] of [[0, 2, 0, [0, 1, 4, 5]], [0, 2, 1, [2, 3, 6, 7]], [1, 3, 2, [0, 1, 4, 5]], [1, 3, 3, [2, 3, 6, 7]]] as const) {
+    f.get(tmp[x]).get(tmp[y]);
+    shuffle32(f, lanes);
+    f.set(out[o]);
+  }
+}
+
+/**
+ * Reduces the lanes of each of the 4 v128 locals `a` with the f32x4 op `op` (max or add), as
+ * `horizontal` does one vector (((l0 op l1) op l2) op l3, the same scalar operations lane by
+ * lane): the 4 results in lanes 0..3 of local `out`; uses locals `t` (4) and `tmp` (4).
+ */
+function horizontal4(f: FunctionBuilder, a: readonly number[], op: number, out: number, t: readonly number[], tmp: readonly number[]): void {
+  transpose4(f, a, t, tmp);
+  f.get(t[0]).get(t[1]).simd(op).get(t[2]).simd(op).get(t[3]).simd(op).set(out);
+}
+
+/** Splats lane `lane` of v128 local `v` into local `out`. */
+function splatLane(f: FunctionBuilder, v: number, lane: number, out: number): void {
+  f.get(v).get(v);
+  shuffle32(f, [lane, lane, lane, lane]);
+  f.set(out);
+}
+
+/**
+ * `softmaxBlock(s, p, n, scale, mlOut, bf16, keep, c0..c3, mrow0..mrow3, neg0..neg3)`: the
+ * block's 4 rows of the forward softmax in lockstep, row r at s + r sp 4 and p + r sp 4 with its
+ * own c, mask row and masked value, its (max, sum) at mlOut + 8 r. Per row the operations and
+ * their order are those of one row kernel (`rowPrologue`'s logits, then P): logits = s (rounded
+ * to bf16 when `bf16`) * scale over the first c columns, `neg` where the row's mask bytes are 0
+ * (masked modules), -inf from c on; max; e = exp(logit - max) into p, sum (4 lanes, then lane 0 +
+ * 1 + 2 + 3); p = bf16(e / sum), and with `keep` also s = e / sum (f32). Each vector index takes
+ * the 4 rows' vectors in turn, so the running max and sum are 4 independent chains (one row's
+ * chain of 4-cycle pmax / add was the first pass's bound) and the 4 rows' exps interleave; one
+ * call and one transposed horizontal reduction per block instead of 4.
+ */
+function buildSoftmaxBlock(m: ModuleBuilder, sp: number, masked: boolean, relaxed: boolean): number {
+  const I = 'i32' as const;
+  const params = [I, I, I, 'f32', I, I, I, I, I, I, I, I, I, I, I, 'f32', 'f32', 'f32', 'f32'] as const;
+  return m.addFunction('softmaxBlock', params, [], (f) => {
+    const [s, p, n, scale, ml, bf16, keep] = [0, 1, 2, 3, 4, 5, 6];
+    const cs = [7, 8, 9, 10];
+    const mrows = [11, 12, 13, 14];
+    const negs = [15, 16, 17, 18];
+    const V = (): number => f.local('v128');
+    const [i, ptr, nv, nf, q] = [f.local(I), f.local(I), f.local(I), f.local(I), f.local(I)];
+    const mp = cs.map(() => f.local(I));
+    const [acc, lim, negv, mx, sums, tr, tmp] = Array.from({ length: 7 }, () => cs.map(V));
+    const [sc, idx, v, t, x, en, et, red] = Array.from({ length: 8 }, V);
+    const row = (r: number): number => r * sp * 4;
+    f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
+    // nf = min over the rows of min(c, n), / 4: the vectors before it are all visible in every row
+    f.get(n).set(nf);
+    for (const c of cs) f.get(c).get(nf).get(c).get(nf).op(OP.i32_lt_s).op(OP.select).set(nf);
+    f.get(nf).i32Const(2).op(OP.i32_shr_u).set(nf);
+    cs.forEach((c, r) => {
+      f.get(c).simd(SIMD.i32x4_splat).set(lim[r]);
+      if (masked) {
+        f.get(mrows[r]).set(mp[r]);
+        f.get(negs[r]).simd(SIMD.f32x4_splat).set(negv[r]);
+      }
+      splatF(f, -Infinity).set(acc[r]);
     });
-    horizontal(f, acc, OP.f32_max);
-    f.simd(SIMD.f32x4_splat).set(mx);
-    // pass 2: e = exp(logit - max) into p, running sum
-    f.v128Const([0, 0, 0, 0]).set(acc);
+    f.get(scale).simd(SIMD.f32x4_splat).set(sc);
+    // pass 1: logits in place, running max per row
+    const vector = (tail: boolean, rounded: boolean): void => {
+      for (let r = 0; r < ROWS; r++) {
+        f.get(ptr).simdMem(SIMD.v128_load, row(r));
+        if (rounded) roundBf16(f, t);
+        f.get(sc).simd(SIMD.f32x4_mul).set(v);
+        if (masked) {
+          f.get(v).get(negv[r]).get(mp[r]).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
+          f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
+          bump(f, mp[r], 4);
+        }
+        if (tail) {
+          f.get(v);
+          splatF(f, -Infinity).get(idx).get(lim[r]).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
+        }
+        f.get(ptr).get(v).simdMem(SIMD.v128_store, row(r));
+        f.get(acc[r]).get(v).simd(SIMD.f32x4_pmax).set(acc[r]);
+      }
+      if (tail) f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
+      bump(f, ptr, 16);
+    };
+    f.get(s).set(ptr);
+    perCase(f, bf16, (rounded) => {
+      forLoop(f, i, nf, () => vector(false, rounded));
+      // the rest: column indices 4 nf + (0, 1, 2, 3) on
+      f.get(nf).i32Const(2).op(OP.i32_shl).simd(SIMD.i32x4_splat).v128Const([0, 1, 2, 3]).simd(SIMD.i32x4_add).set(idx);
+      forLoop(f, i, nv, () => vector(true, rounded), nf);
+    });
+    horizontal4(f, acc, SIMD.f32x4_max, red, tr, tmp);
+    mx.forEach((loc, r) => splatLane(f, red, r, loc));
+    // pass 2: e = exp(logit - max) into p, running sum per row
+    for (const a of acc) f.v128Const([0, 0, 0, 0]).set(a);
     f.get(s).set(ptr);
     f.get(p).set(q);
     forLoop(f, i, nv, () => {
-      f.get(q).get(ptr).simdMem(SIMD.v128_load).get(mx).simd(SIMD.f32x4_sub);
-      expV(f, relaxed, false, x, en, et);
-      f.tee(v).simdMem(SIMD.v128_store);
-      f.get(acc).get(v).simd(SIMD.f32x4_add).set(acc);
+      for (let r = 0; r < ROWS; r++) {
+        f.get(q).get(ptr).simdMem(SIMD.v128_load, row(r)).get(mx[r]).simd(SIMD.f32x4_sub);
+        expV(f, relaxed, false, x, en, et);
+        f.tee(v).simdMem(SIMD.v128_store, row(r));
+        f.get(acc[r]).get(v).simd(SIMD.f32x4_add).set(acc[r]);
+      }
       bump(f, ptr, 16);
       bump(f, q, 16);
     });
-    horizontal(f, acc, OP.f32_add);
-    f.set(sum);
-    f.get(ml).get(mx).simd(SIMD.f32x4_extract_lane).op(0).mem(OP.f32_store);
-    f.get(ml).get(sum).mem(OP.f32_store, 4);
+    horizontal4(f, acc, SIMD.f32x4_add, v, tr, tmp);
+    // (max, sum) of the 4 rows: pairs at ml, ml + 8, ...
+    f.get(ml).get(red).get(v);
+    shuffle32(f, [0, 4, 1, 5]);
+    f.simdMem(SIMD.v128_store);
+    f.get(ml).get(red).get(v);
+    shuffle32(f, [2, 6, 3, 7]);
+    f.simdMem(SIMD.v128_store, 16);
+    sums.forEach((loc, r) => splatLane(f, v, r, loc));
     // pass 3: p = bf16(e / sum); with keep, also s = e / sum (P in f32, for the probs result)
-    f.get(sum).simd(SIMD.f32x4_splat).set(acc);
     f.get(p).set(q);
     f.get(s).set(ptr);
-    const pass3 = (kept: boolean): void =>
+    perCase(f, keep, (kept) =>
       forLoop(f, i, nv, () => {
-        f.get(q).get(q).simdMem(SIMD.v128_load).get(acc).simd(SIMD.f32x4_div);
-        if (kept) {
-          f.tee(v).get(ptr).get(v).simdMem(SIMD.v128_store);
-          bump(f, ptr, 16);
+        for (let r = 0; r < ROWS; r++) {
+          f.get(q).get(q).simdMem(SIMD.v128_load, row(r)).get(sums[r]).simd(SIMD.f32x4_div);
+          if (kept) f.tee(v).get(ptr).get(v).simdMem(SIMD.v128_store, row(r));
+          roundBf16Plain(f, t);
+          f.simdMem(SIMD.v128_store, row(r));
         }
-        roundBf16Plain(f, t);
-        f.simdMem(SIMD.v128_store);
+        if (kept) bump(f, ptr, 16);
         bump(f, q, 16);
-      });
-    perCase(f, keep, pass3);
+      }),
+    );
   });
 }
 
@@ -561,75 +658,95 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
       accumulatePdP(f, q, rounded, { v, g, t, acc });
       bump(f, q, 16);
     });
-    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
+    gradRowFinish(f, s, dp, [scale], 0, { i, ptr, nv, q, v, t, acc: [acc], dd: [dd], l: [l] });
   });
 }
 
 /**
  * Both gradient row kernels' pass-1 step for 4 lanes, with the lanes' P in v128 local v: g <-
- * dP at q (rounded to bf16 and stored back when `bf16`: the code is emitted per case), acc += P dP.
+ * dP at q + `at` (rounded to bf16 and stored back when `bf16`: the code is emitted per case),
+ * acc += P dP.
  */
-function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: number; g: number; t: number; acc: number }): void {
+function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: number; g: number; t: number; acc: number }, at = 0): void {
   const { v, g, t, acc } = r;
-  f.get(q).simdMem(SIMD.v128_load).set(g);
+  f.get(q).simdMem(SIMD.v128_load, at).set(g);
   if (bf16) {
     f.get(g);
     roundBf16(f, t);
-    f.set(g).get(q).get(g).simdMem(SIMD.v128_store);
+    f.set(g).get(q).get(g).simdMem(SIMD.v128_store, at);
   }
   madd(f, false, v, g, acc);
   f.set(acc);
 }
 
 /**
- * The end of both gradient row kernels, from the row's P (in s, f32) and dP (in dp, rounded
- * when bf16) with the partial sums of P dP in v128 local acc: D = sum P dP, then pass 2: dp <-
- * bf16(P (dP - D) scale), s <- bf16(P).
+ * The end of the gradient row kernels, for one row or a block's 4 (row k at s and dp plus k
+ * `rowBytes`, dS scale in f32 local `scales[k]`), from the rows' P (in s, f32) and dP (in dp, rounded
+ * when bf16) with the partial sums of P dP in v128 locals `acc[k]`: D = sum P dP per row (lanes
+ * added 0 + 1 + 2 + 3; the 4 rows' at once on their transposed lanes), then pass 2: dp <-
+ * bf16(P (dP - D) scale), s <- bf16(P), the rows' vectors in turn per vector index.
  */
-function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scale: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: number; dd: number; l: number }): void {
+function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readonly number[], rowBytes: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: readonly number[]; dd: readonly number[]; l: readonly number[]; tr?: readonly number[]; tmp?: readonly number[] }): void {
   const { i, ptr, nv, q, v, t, acc, dd, l } = r;
-  horizontal(f, acc, OP.f32_add);
-  f.simd(SIMD.f32x4_splat).set(dd);
-  f.get(scale).simd(SIMD.f32x4_splat).set(l);
+  const rows = acc.length;
+  if (rows === 1) {
+    horizontal(f, acc[0], OP.f32_add);
+    f.simd(SIMD.f32x4_splat).set(dd[0]);
+  } else {
+    horizontal4(f, acc, SIMD.f32x4_add, v, r.tr ?? [], r.tmp ?? []);
+    dd.forEach((loc, k) => splatLane(f, v, k, loc));
+  }
+  scales.forEach((sc, k) => f.get(sc).simd(SIMD.f32x4_splat).set(l[k]));
   f.get(s).set(ptr);
   f.get(dp).set(q);
   forLoop(f, i, nv, () => {
-    f.get(ptr).simdMem(SIMD.v128_load).set(v);
-    f.get(q).get(q).simdMem(SIMD.v128_load).get(dd).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l).simd(SIMD.f32x4_mul);
-    roundBf16(f, t);
-    f.simdMem(SIMD.v128_store);
-    f.get(ptr).get(v);
-    roundBf16Plain(f, t);
-    f.simdMem(SIMD.v128_store);
+    for (let k = 0; k < rows; k++) {
+      const at = k * rowBytes;
+      f.get(ptr).simdMem(SIMD.v128_load, at).set(v);
+      f.get(q).get(q).simdMem(SIMD.v128_load, at).get(dd[k]).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l[k]).simd(SIMD.f32x4_mul);
+      roundBf16(f, t);
+      f.simdMem(SIMD.v128_store, at);
+      f.get(ptr).get(v);
+      roundBf16Plain(f, t);
+      f.simdMem(SIMD.v128_store, at);
+    }
     bump(f, ptr, 16);
     bump(f, q, 16);
   });
 }
 
 /**
- * `gradRowP(s, dp, n, scale, bf16)`: `gradRow` for a row whose P the forward pass kept (s holds
- * it, f32, 0 at hidden keys: `loadRows`): no logits, mask or exp; dP rounded to bf16 when
- * `bf16`, D = sum P dP, then `gradRowFinish`.
+ * `gradRowsP(s, dp, n, bf16, scale0..scale3)`: `gradRow` for a block's 4 rows whose P the forward
+ * pass kept (s holds it, f32, 0 at hidden keys: `loadRows`; row k at s + k sp 4, its dP at dp +
+ * k sp 4, its dS scale `scale k`: 0 for a row that sees no key), in lockstep: no logits, mask or
+ * exp; per vector index the 4 rows' dP in turn (rounded to bf16 when `bf16`), 4 independent
+ * chains of D = sum P dP, then `gradRowFinish` for the 4 rows. Each row's operations and their
+ * order are those of one row.
  */
-function buildGradRowP(m: ModuleBuilder): number {
-  return m.addFunction('gradRowP', ['i32', 'i32', 'i32', 'f32', 'i32'], [], (f) => {
-    const [s, dp, n, scale, bf16] = [0, 1, 2, 3, 4];
+function buildGradRowsP(m: ModuleBuilder, sp: number): number {
+  return m.addFunction('gradRowsP', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32', 'f32'], [], (f) => {
+    const [s, dp, n, bf16] = [0, 1, 2, 3];
+    const scales = [4, 5, 6, 7];
     const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
-    const [v, t, acc, g, dd, l] = Array.from({ length: 6 }, () => f.local('v128'));
+    const V = (): number => f.local('v128');
+    const [v, t, g] = [V(), V(), V()];
+    const [acc, dd, l, tr, tmp] = Array.from({ length: 5 }, () => scales.map(V));
     f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
-    f.v128Const([0, 0, 0, 0]).set(acc);
+    for (const a of acc) f.v128Const([0, 0, 0, 0]).set(a);
     f.get(s).set(ptr);
     f.get(dp).set(q);
     // (one loop per bf16 case: no branch per vector)
     const pass1 = (rounded: boolean): void =>
       forLoop(f, i, nv, () => {
-        f.get(ptr).simdMem(SIMD.v128_load).set(v);
-        accumulatePdP(f, q, rounded, { v, g, t, acc });
+        for (let k = 0; k < ROWS; k++) {
+          f.get(ptr).simdMem(SIMD.v128_load, k * sp * 4).set(v);
+          accumulatePdP(f, q, rounded, { v, g, t, acc: acc[k] }, k * sp * 4);
+        }
         bump(f, ptr, 16);
         bump(f, q, 16);
       });
     perCase(f, bf16, pass1);
-    gradRowFinish(f, s, dp, scale, { i, ptr, nv, q, v, t, acc, dd, l });
+    gradRowFinish(f, s, dp, scales, sp * 4, { i, ptr, nv, q, v, t, acc, dd, l, tr, tmp });
   });
 }
 
@@ -821,9 +938,9 @@ interface Fns {
   scores: number;
   rowsTimes: number;
   transGemm: number;
-  softmaxRow: number;
+  softmaxBlock: number;
   gradRow: number;
-  gradRowP: number;
+  gradRowsP: number;
   saveRows: number;
   loadRows: number;
   lseRows: number;
@@ -845,6 +962,12 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
+      // ROWS (a loop bound), and the forward's per-row arguments of softmaxBlock
+      const four = L();
+      const [rowC, rowM] = [[L(), L(), L(), L()], [L(), L(), L(), L()]];
+      const rowNeg = [0, 1, 2, 3].map(() => f.local('f32'));
+      // the backward's (P kept) dS scales of gradRowsP
+      const rowScale = [0, 1, 2, 3].map(() => f.local('f32'));
       // the block's rows of S and P (dP, then dS): the forward's 4-row scratch, or the backward's rows of its chunks
       const [sb, pb] = [L(), L()];
       const scale = f.local('f32');
@@ -853,6 +976,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const slot = (k: number): FunctionBuilder => f.get(desc).mem(OP.i32_load, k * 4);
       for (const [loc, k] of [[T, DESC.T], [S, DESC.S], [N, DESC.N], [K, DESC.K], [G, DESC.G], [tp, DESC.TP], [causal, DESC.CAUSAL], [bf16, DESC.BF16], [probs, DESC.PROBS]] as const) slot(k).set(loc);
       f.get(desc).mem(OP.f32_load, DESC.SCALE * 4).set(scale);
+      f.i32Const(ROWS).set(four);
       slot(DESC.SCRATCH);
       f.get(tid);
       slot(DESC.SCRATCH_BYTES).op(OP.i32_mul).op(OP.i32_add).set(scr);
@@ -958,10 +1082,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           rowBlock('do');
           f.get(off.v).get(pb).get(cols).i32Const(3).op(OP.i32_shr_u).call(fn.scores);
         }
-        forLoop(f, r, (() => {
-          f.i32Const(ROWS).set(i);
-          return i;
-        })(), () => {
+        // row r's t, c (its visible keys), neg and dS scale (rscale), and mask row (masked modules)
+        const rowSetup = (): void => {
           f.get(t0).get(r).op(OP.i32_add).set(t);
           // c = t >= T ? 0 : causal ? min(S, t + 1) : S
           f.get(t).i32Const(1).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select);
@@ -983,37 +1105,54 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.get(mbase).get(t).get(S).op(OP.i32_mul).op(OP.i32_add).set(mrow);
             f.end().end();
           }
-          // the row's S and P (dP) addresses
-          const rowAddrs = (): void => {
-            f.get(sb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-            f.get(pb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
-          };
-          if (dir === 'bwd') {
-            // P kept: the row's P is in s already (0 at hidden keys, uniform in a row that sees none)
-            f.get(probs).if();
-            rowAddrs();
-            f.get(cols).get(rscale).get(bf16).call(fn.gradRowP);
-            f.else();
-          }
-          rowAddrs();
-          f.get(c).get(cols).get(rscale);
-          if (dir === 'fwd') {
-            // (max, sum) of row t into this thread's scratch (lseRows takes them after the last block)
-            f.get(off.ml).get(t).i32Const(8).op(OP.i32_mul).op(OP.i32_add);
-            f.get(bf16).get(mrow).get(neg).get(probs).call(fn.softmaxRow);
-          } else {
-            slot(DESC.ML);
-            // Padding rows (t >= T) load row T-1's value, which the select below discards: no read past the caller's lse.
-            f.get(t).get(T).i32Const(1).op(OP.i32_sub).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
-            rowIndex(null);
-            f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
-            f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
-            f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
-            f.end();
-          }
-        });
+        };
         if (dir === 'fwd') {
-          // P kept: the block's real rows (f32, left in s by softmaxRow) into probs
+          // the block's 4 rows in one softmaxBlock call: each row's c, mask row and neg first
+          for (let rr = 0; rr < ROWS; rr++) {
+            f.i32Const(rr).set(r);
+            rowSetup();
+            f.get(c).set(rowC[rr]);
+            f.get(mrow).set(rowM[rr]);
+            f.get(neg).set(rowNeg[rr]);
+          }
+          // ((max, sum) of rows t0.. into this thread's scratch: lseRows takes them after the last block)
+          f.get(sb).get(pb).get(cols).get(scale);
+          f.get(off.ml).get(t0).i32Const(8).op(OP.i32_mul).op(OP.i32_add);
+          f.get(bf16).get(probs);
+          for (const loc of [...rowC, ...rowM, ...rowNeg]) f.get(loc);
+          f.call(fn.softmaxBlock);
+        }
+        if (dir === 'bwd') {
+          // P kept: the rows' P is in s already (0 at hidden keys, uniform in a row that sees none):
+          // the block's 4 rows in one gradRowsP call, each row's dS scale first
+          f.get(probs).if();
+          for (let rr = 0; rr < ROWS; rr++) {
+            f.i32Const(rr).set(r);
+            rowSetup();
+            f.get(rscale).set(rowScale[rr]);
+          }
+          f.get(sb).get(pb).get(cols).get(bf16);
+          for (const loc of rowScale) f.get(loc);
+          f.call(fn.gradRowsP);
+          f.else();
+        }
+        if (dir === 'bwd') forLoop(f, r, four, () => {
+          rowSetup();
+          // the row's S and P (dP) addresses
+          f.get(sb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          f.get(pb).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add);
+          f.get(c).get(cols).get(rscale);
+          slot(DESC.ML);
+          // Padding rows (t >= T) load row T-1's value, which the select below discards: no read past the caller's lse.
+          f.get(t).get(T).i32Const(1).op(OP.i32_sub).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+          rowIndex(null);
+          f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).mem(OP.f32_load);
+          f.f32Const(0).get(t).get(T).op(OP.i32_lt_s).op(OP.select);
+          f.get(bf16).get(mrow).get(neg).call(fn.gradRow);
+        });
+        if (dir === 'bwd') f.end();
+        if (dir === 'fwd') {
+          // P kept: the block's real rows (f32, left in s by softmaxBlock) into probs
           f.get(probs).if();
           f.get(sb).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.saveRows);
           f.end();
@@ -1027,7 +1166,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           // masked jobs' transGemm reads every key of every row (their rows may reach any key):
           // the block's rows of dS and P zero from cols to sp (nothing else writes there)
           if (masked) {
-            forLoop(f, r, i, () => {
+            forLoop(f, r, four, () => {
               for (const loc of [sb, pb]) {
                 f.get(loc).get(r).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add).get(cols).i32Const(4).op(OP.i32_mul).op(OP.i32_add);
                 f.i32Const(0).i32Const(sp).get(cols).op(OP.i32_sub).i32Const(4).op(OP.i32_mul);
@@ -1079,9 +1218,9 @@ export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
   rowsTimes(a: number, b: number, out: number, nk: number): void;
   transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
-  softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number, keep: number): void;
+  softmaxBlock(s: number, p: number, n: number, scale: number, mlOut: number, bf16: number, keep: number, c0: number, c1: number, c2: number, c3: number, mrow0: number, mrow1: number, mrow2: number, mrow3: number, neg0: number, neg1: number, neg2: number, neg3: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
-  gradRowP(s: number, dp: number, n: number, scale: number, bf16: number): void;
+  gradRowsP(s: number, dp: number, n: number, bf16: number, scale0: number, scale1: number, scale2: number, scale3: number): void;
   saveRows(src: number, dst: number, rows: number, n: number, S: number): void;
   loadRows(src: number, dst: number, rows: number, n: number, S: number): void;
   lseRows(src: number, dst: number, n: number): void;
@@ -1122,9 +1261,9 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       scores: buildScores(m, hp, sp, relaxed),
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
       transGemm: buildTransGemm(m, hp, sp, relaxed),
-      softmaxRow: buildSoftmaxRow(m, masked, relaxed),
+      softmaxBlock: buildSoftmaxBlock(m, sp, masked, relaxed),
       gradRow: buildGradRow(m, masked, relaxed),
-      gradRowP: buildGradRowP(m),
+      gradRowsP: buildGradRowsP(m, sp),
       ...buildProbsRows(m, sp),
       lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp),
