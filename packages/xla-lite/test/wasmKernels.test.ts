@@ -435,43 +435,47 @@ describe('threads and the arena', () => {
     try {
       fc.assert(
         fc.property(
-          fc.record({ K: fc.integer({ min: 1, max: 400 }), A: fc.constantFrom(1, 1, 2, 3), L: fc.oneof(fc.integer({ min: 1, max: 200 }), fc.integer({ min: 1000, max: 1100 })), max: fc.boolean(), groups: fc.boolean(), two: fc.boolean(), blocks: fc.constantFrom(1, 4), seed: fc.integer({ min: 1, max: 10000 }) }),
-          ({ K, A, L, max, groups, two, blocks, seed }) => {
+          fc.record({ K: fc.integer({ min: 1, max: 400 }), A: fc.constantFrom(1, 1, 2, 3), L: fc.oneof(fc.integer({ min: 1, max: 200 }), fc.integer({ min: 1000, max: 1100 })), max: fc.boolean(), groups: fc.boolean(), two: fc.boolean(), sibling: fc.boolean(), blocks: fc.constantFrom(1, 4), seed: fc.integer({ min: 1, max: 10000 }) }),
+          ({ K, A, L, max, groups, two, sibling, blocks, seed }) => {
             const shape = [K, A, L];
             const x = rand(shape, seed);
             const y = rand(shape, seed + 1);
             const axis = groups ? 0 : [0, 1];
-            const f: Fn = (a, w) => {
-              const v = two ? np.multiply(a, w) : a;
-              return max ? np.max(v, { axis }) : np.sum(v, { axis });
-            };
+            // sibling: two reductions of the same rows in one kernel (the product's and the
+            // operand's own, which reads its halves directly), added afterwards.
+            const red = (v: Array): Array => (max ? np.max(v, { axis }) : np.sum(v, { axis }));
+            const f: Fn = (a, w) => (sibling ? np.add(red(np.multiply(a, w)), np.multiply(red(a), 2)) : red(two ? np.multiply(a, w) : a));
             setColumnRowBlocks(blocks);
             setColumnRows4(true);
             const { wasm } = compileBoth(f, [x, y]);
             setColumnRows4(false);
             const { wasm: off } = compileBoth(f, [x, y]);
-            expect(wasm.stats.wasmKernels).toBe(1);
+            expect(wasm.stats.wasmKernels).toBe(sibling ? 2 : 1);
             const xs = x.dataSync();
             const ys = y.dataSync();
             const G = groups ? A : 1;
             const rows = groups ? K : K * A;
             const B = colRowBlocks(rows, G * Math.ceil(L / 1024), rows * G * L);
             const per = Math.ceil(rows / B);
-            const want = new Float32Array(G * L);
-            for (let g = 0; g < G; g++)
-              for (let j = 0; j < L; j++) {
-                let total = max ? -Infinity : 0;
-                for (let q = 0; q < B; q++) {
-                  let acc = max ? -Infinity : 0;
-                  for (let k = q * per; k < Math.min(rows, (q + 1) * per); k++) {
-                    const i = (k * G + g) * L + j;
-                    const v = two ? Math.fround(xs[i] * ys[i]) : xs[i];
-                    acc = max ? Math.max(acc, v) : acc + v;
+            const reduced = (prod: boolean): Float32Array => {
+              const out = new Float32Array(G * L);
+              for (let g = 0; g < G; g++)
+                for (let j = 0; j < L; j++) {
+                  let total = max ? -Infinity : 0;
+                  for (let q = 0; q < B; q++) {
+                    let acc = max ? -Infinity : 0;
+                    for (let k = q * per; k < Math.min(rows, (q + 1) * per); k++) {
+                      const i = (k * G + g) * L + j;
+                      const v = prod ? Math.fround(xs[i] * ys[i]) : xs[i];
+                      acc = max ? Math.max(acc, v) : acc + v;
+                    }
+                    total = max ? Math.max(total, acc) : total + acc;
                   }
-                  total = max ? Math.max(total, acc) : total + acc;
+                  out[g * L + j] = total;
                 }
-                want[g * L + j] = total;
-              }
+              return out;
+            };
+            const want = sibling ? ((p, o) => p.map((v, i) => v + o[i] * 2))(reduced(true), reduced(false)) : reduced(two);
             for (const t of [1, 2, 3]) {
               setKernelThreads(1);
               wasm.call([rand(shape, seed + 2), y]);

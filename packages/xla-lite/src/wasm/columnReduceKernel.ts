@@ -18,7 +18,8 @@
  * loaded from the scratch once, the four rows' values added in row order in registers, and
  * stored once, instead of a scratch load and store per row (the same additions in the same
  * order: the same bits). The rows' reads are one load each at a constant offset (row stride
- * G x L floats). The last K mod 4 rows go one by one. `TPUKIT_COL_ROWS4=0` (or
+ * G x L floats); an output that sums a parameter itself reads it as two 64-bit halves, each
+ * widened as loaded, with no shuffle for the upper half. The last K mod 4 rows go one by one. `TPUKIT_COL_ROWS4=0` (or
  * `setColumnRows4(false)` before building) turns it off (an A/B switch).
  */
 import { envSwitch, wasm } from '@tpukit/core/internal';
@@ -172,11 +173,26 @@ export function columnReduceKernel(k: KernelScope): void {
             f.get(sp).simdMem(SIMD.v128_load, at.scratch + q * outBytes + 16, 16).set(accs[q][1]);
           });
           for (let i = 0; i < n; i++) {
-            const vs = emitElements(b, plan.body, i === 0 ? reads : rowReads(i * G * L * 4), opts, outs.map((o) => o.operands[0]));
-            vs.forEach((v, q) => {
-              const x = b.let(v);
-              b.setTo(accs[q][0], b.op(op, b.get(accs[q][0]), b.op(SIMD.f64x2_promote_low_f32x4, x)));
-              b.setTo(accs[q][1], b.op(op, b.get(accs[q][1]), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x))));
+            // An output summing a parameter itself reads its two halves as 64-bit loads, each
+            // widened as it is (no shuffle for the upper half: x64 runs shuffles and the
+            // conversions' other half on one port, which bounded this loop).
+            const direct = outs.map((o) => o.operands[0].opcode === 'parameter' && !scalar.has(o.operands[0]));
+            const vs = emitElements(b, plan.body, i === 0 ? reads : rowReads(i * G * L * 4), opts, outs.filter((_, q) => !direct[q]).map((o) => o.operands[0]));
+            let next = 0;
+            outs.forEach((o, q) => {
+              let lo: E;
+              let hi2: E;
+              if (direct[q]) {
+                const A = addrOf(o.operands[0].paramIndex) + i * G * L * 4;
+                lo = b.op(SIMD.f64x2_promote_low_f32x4, () => void f.get(ej4).simdMem(SIMD.v128_load64_zero, A, 8));
+                hi2 = b.op(SIMD.f64x2_promote_low_f32x4, () => void f.get(ej4).simdMem(SIMD.v128_load64_zero, A + 8, 8));
+              } else {
+                const x = b.let(vs[next++]);
+                lo = b.op(SIMD.f64x2_promote_low_f32x4, x);
+                hi2 = b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x));
+              }
+              b.setTo(accs[q][0], b.op(op, b.get(accs[q][0]), lo));
+              b.setTo(accs[q][1], b.op(op, b.get(accs[q][1]), hi2));
             });
           }
           outs.forEach((_, q) => {
