@@ -486,7 +486,7 @@ describe('threads and the arena', () => {
             setKernelThreads(null);
           },
         ),
-        { numRuns: 40, examples: [[{ K: 403, A: 1, L: 512, max: false, groups: false, two: false, blocks: 1, seed: 3 }], [{ K: 130, A: 3, L: 1030, max: false, groups: true, two: true, blocks: 1, seed: 5 }], [{ K: 399, A: 2, L: 70, max: true, groups: false, two: true, blocks: 4, seed: 4 }]] },
+        { numRuns: 40, examples: [[{ K: 403, A: 1, L: 512, max: false, groups: false, two: false, sibling: false, blocks: 1, seed: 3 }], [{ K: 130, A: 3, L: 1030, max: false, groups: true, two: true, sibling: true, blocks: 1, seed: 5 }], [{ K: 399, A: 2, L: 70, max: true, groups: false, two: true, sibling: false, blocks: 4, seed: 4 }]] },
       );
     } finally {
       setColumnRows4(saved);
