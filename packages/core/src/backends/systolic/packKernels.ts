@@ -126,7 +126,7 @@ function emitRcBlocks(
   R: number,
   bf16: boolean,
   flush: boolean,
-  l: { src: number; ksB: number; rsB: number; panels: number; K: number; kp: number; dst: number; p: number; k: number; s: number; d: number; a: number; t: number },
+  l: { src: number; ksB: number; rsB: number; panels: number; K: number; kp: number; dst: number; p: number; k: number; s: number; d: number; t: number },
 ): void {
   const P = R === 8 ? 2 : 4;
   const V = (P * R) / 4;
@@ -243,7 +243,6 @@ export function addPackFunctions(m: ModuleBuilder): void {
             const k = f.local('i32');
             const s = f.local('i32');
             const d = f.local('i32');
-            const a = f.local('i32');
             const t = f.local('v128');
             const rsB = f.local('i32');
             const ksB = f.local('i32');
@@ -254,7 +253,7 @@ export function addPackFunctions(m: ModuleBuilder): void {
             f.get(panels).op(OP.i32_eqz).if().op(OP.return).end();
             f.get(K).op(OP.i32_eqz).if().op(OP.return).end();
             f.i32Const(0).set(p);
-            if (layout === 'rc') emitRcBlocks(f, R, bf16, flush, { src, ksB, rsB, panels, K, kp, dst, p, k, s, d, a, t });
+            if (layout === 'rc') emitRcBlocks(f, R, bf16, flush, { src, ksB, rsB, panels, K, kp, dst, p, k, s, d, t });
             f.get(p).get(panels).op(OP.i32_lt_u).if(); // panels left (one at a time)
             f.loop(); // panels
             // s = src + p*R*rsB (first row of the panel, k = 0); d = dst + p*kp*R*4
