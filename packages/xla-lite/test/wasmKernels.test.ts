@@ -9,6 +9,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { buildExecutable, type CompileOptions, fuseElementwise, HloModule, kernelThreadsAvailable, poolStats, setKernelThreads, setWasmKernels, setZeroCopyDots } from '../src/internal';
 import { B, expectAllclose as allclose, f32 } from './build';
 import { colRowBlocks, getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
+import { columnRows4, setColumnRows4 } from '../src/wasm/columnReduceKernel';
 import { COL_PARALLEL_WORK, getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork, THREAD_WORK } from '../src/wasm/fusionPlan';
 import { compileBoth, type Fn } from './wasmCompare';
 
@@ -419,6 +420,77 @@ describe('threads and the arena', () => {
       ),
       { numRuns: 40, examples: [[{ K: 700, A: 3, L: 128, max: false, seed: 3, groups: false, perRow: false }], [{ K: 600, A: 2, L: 1100, max: false, seed: 5, groups: true, perRow: false }], [{ K: 700, A: 3, L: 130, max: true, seed: 4, groups: true, perRow: true }]] },
     );
+    if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
+  });
+
+  it('plain column reductions (four rows per scratch round trip): each column summed over its rows in order in float64, rounded once, split or not (property)', () => {
+    // No broadcast or iota in the body: the four-row path of columnReduceKernel.ts. K of every
+    // residue mod 4 (the last rows go one by one), one operand or the product of two whole ones,
+    // sum or max, groups of L columns or not, split by rows into blocks or not, 1-3 threads;
+    // the same bits with the four-row path off.
+    const before = poolStats().parallelJobs;
+    const saved = columnRows4();
+    setColumnParallelWork(PARALLEL_WORK);
+    setParallelWork(PARALLEL_WORK);
+    try {
+      fc.assert(
+        fc.property(
+          fc.record({ K: fc.integer({ min: 1, max: 400 }), A: fc.constantFrom(1, 1, 2, 3), L: fc.oneof(fc.integer({ min: 1, max: 200 }), fc.integer({ min: 1000, max: 1100 })), max: fc.boolean(), groups: fc.boolean(), two: fc.boolean(), sibling: fc.boolean(), blocks: fc.constantFrom(1, 4), seed: fc.integer({ min: 1, max: 10000 }) }),
+          ({ K, A, L, max, groups, two, sibling, blocks, seed }) => {
+            const shape = [K, A, L];
+            const x = rand(shape, seed);
+            const y = rand(shape, seed + 1);
+            const axis = groups ? 0 : [0, 1];
+            // sibling: two reductions of the same rows in one kernel (the product's and the
+            // operand's own, which reads its halves directly), added afterwards.
+            const red = (v: Array): Array => (max ? np.max(v, { axis }) : np.sum(v, { axis }));
+            const f: Fn = (a, w) => (sibling ? np.add(red(np.multiply(a, w)), np.multiply(red(a), 2)) : red(two ? np.multiply(a, w) : a));
+            setColumnRowBlocks(blocks);
+            setColumnRows4(true);
+            const { wasm } = compileBoth(f, [x, y]);
+            setColumnRows4(false);
+            const { wasm: off } = compileBoth(f, [x, y]);
+            expect(wasm.stats.wasmKernels).toBe(sibling ? 2 : 1);
+            const xs = x.dataSync();
+            const ys = y.dataSync();
+            const G = groups ? A : 1;
+            const rows = groups ? K : K * A;
+            const B = colRowBlocks(rows, G * Math.ceil(L / 1024), rows * G * L);
+            const per = Math.ceil(rows / B);
+            const reduced = (prod: boolean): Float32Array => {
+              const out = new Float32Array(G * L);
+              for (let g = 0; g < G; g++)
+                for (let j = 0; j < L; j++) {
+                  let total = max ? -Infinity : 0;
+                  for (let q = 0; q < B; q++) {
+                    let acc = max ? -Infinity : 0;
+                    for (let k = q * per; k < Math.min(rows, (q + 1) * per); k++) {
+                      const i = (k * G + g) * L + j;
+                      const v = prod ? Math.fround(xs[i] * ys[i]) : xs[i];
+                      acc = max ? Math.max(acc, v) : acc + v;
+                    }
+                    total = max ? Math.max(total, acc) : total + acc;
+                  }
+                  out[g * L + j] = total;
+                }
+              return out;
+            };
+            const want = sibling ? ((p, o) => p.map((v, i) => v + o[i] * 2))(reduced(true), reduced(false)) : reduced(two);
+            for (const t of [1, 2, 3]) {
+              setKernelThreads(1);
+              wasm.call([rand(shape, seed + 2), y]);
+              setKernelThreads(t);
+              expect(wasm.call([x, y])[0].dataSync()).toEqual(want);
+              expect(off.call([x, y])[0].dataSync()).toEqual(want);
+            }
+            setKernelThreads(null);
+          },
+        ),
+        { numRuns: 40, examples: [[{ K: 403, A: 1, L: 512, max: false, groups: false, two: false, sibling: false, blocks: 1, seed: 3 }], [{ K: 130, A: 3, L: 1030, max: false, groups: true, two: true, sibling: true, blocks: 1, seed: 5 }], [{ K: 399, A: 2, L: 70, max: true, groups: false, two: true, sibling: false, blocks: 4, seed: 4 }]] },
+      );
+    } finally {
+      setColumnRows4(saved);
+    }
     if (kernelThreadsAvailable()) expect(poolStats().parallelJobs - before).toBeGreaterThan(0);
   });
 

@@ -110,6 +110,7 @@ export const SIMD = {
   v128_store32_lane: 0x5a,
   v128_store64_lane: 0x5b,
   v128_load32_zero: 0x5c,
+  v128_load64_zero: 0x5d,
   f32x4_demote_f64x2_zero: 0x5e,
   f64x2_promote_low_f32x4: 0x5f,
   f32x4_ceil: 0x67,

@@ -12,17 +12,41 @@
  * the B blocks' float64 sums in block order and rounding once. The caller runs the final items
  * after every other item is done (`program.ts`); on one thread `k(0, items + finalItems)` does
  * both in order.
+ *
+ * Four rows at a time (`plainRows`: a body that reads only whole parameters and scalars, no
+ * broadcast or iota, as a bias gradient's sum): each column vector's float64 partial sums are
+ * loaded from the scratch once, the four rows' values added in row order in registers, and
+ * stored once, instead of a scratch load and store per row (the same additions in the same
+ * order: the same bits). The rows' reads are one load each at a constant offset (row stride
+ * G x L floats); an output that sums a parameter itself reads it as two 64-bit halves, each
+ * widened as loaded, with no shuffle for the upper half. The last K mod 4 rows go one by one. `TPUKIT_COL_ROWS4=0` (or
+ * `setColumnRows4(false)` before building) turns it off (an A/B switch).
  */
-import { wasm } from '@tpukit/core/internal';
+import { envSwitch, wasm } from '@tpukit/core/internal';
+import { numel } from '../hlo';
 import type { E } from './vecBuilder';
-import { emitElements } from './emitExpr';
+import { type ElementReads, emitElements } from './emitExpr';
 import type { KernelScope } from './kernelScope';
 import { COL_CHUNK, outputAddr } from './fusionPlan';
 
 const { OP, SIMD } = wasm;
 
+let rows4 = envSwitch('TPUKIT_COL_ROWS4', true);
+
+/** Turns the four-rows-at-a-time accumulation on or off for kernels built afterwards (on by default; `TPUKIT_COL_ROWS4=0`). */
+export function setColumnRows4(on: boolean): void {
+  rows4 = on;
+}
+
+export function columnRows4(): boolean {
+  return rows4;
+}
+
+/** Rows a plain column reduction accumulates per scratch round trip. */
+const ROWS = 4;
+
 export function columnReduceKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, walk, reads, storeOut, forItems, chunkRange, hiHalf, f64Const } = k;
+  const { f, b, plan, at, opts, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, walk, reads, storeOut, forItems, chunkRange, hiHalf, f64Const, scalar, addrOf } = k;
   const init = plan.isMax ? -Infinity : 0;
   // Column reduction: scratch[blk][g*W + j] (float64) accumulates over the block's reduced rows.
   const G = plan.groups;
@@ -45,6 +69,25 @@ export function columnReduceKernel(k: KernelScope): void {
   const sb = split ? I() : -1;
   const sEnd = split ? I() : -1;
   const op = plan.isMax ? SIMD.f64x2_max : SIMD.f64x2_add;
+  // A plain body (whole f32 parameters and scalars only): ROWS rows per scratch round trip.
+  const plain =
+    rows4 &&
+    plan.broadcasts.length === 0 &&
+    !plan.body.instructions.some((m) => m.prim?.name === 'iota') &&
+    plan.body.params.every((p) => numel(p.shape) === 1 || (p.shape.dtype === 'float32' && numel(p.shape) === plan.shape.reduce((a, c) => a * c, 1)));
+  const accs = plain ? outs.map(() => [f.local('v128'), f.local('v128')] as const) : [];
+  /** The body's reads `off` bytes further on (a later row of the same columns). */
+  const rowReads = (off: number): ElementReads => ({
+    param: (p) => {
+      const sl = scalar.get(p);
+      if (sl !== undefined) return b.get(sl);
+      const A = addrOf(p.paramIndex) + off;
+      return b.let(() => void f.get(ej4).simdMem(SIMD.v128_load, A, 16));
+    },
+    broadcast: () => {
+      throw new Error(`xla-lite wasm kernel: ${plan.body.name}: a broadcast in a plain column reduction`);
+    },
+  });
   /** sp = byte offset of scratch[g*W + j] (in the item's block when split). */
   const scratchAt = (): void =>
     set(sp, () => {
@@ -114,6 +157,55 @@ export function columnReduceKernel(k: KernelScope): void {
       set(sEnd, () => f.get(s).i32Const(blockRows).op(OP.i32_add));
       f.get(sEnd).i32Const(plan.K).op(OP.i32_gt_s).if().i32Const(plan.K).set(sEnd).end();
     } else set(s, () => i32(0));
+    if (plain) {
+      // ROWS rows per scratch round trip while that many are left, then one at a time.
+      const end = (): void => void (split ? f.get(sEnd) : f.i32Const(plan.K));
+      for (const n of [ROWS, 1]) {
+        f.block().loop();
+        end();
+        f.get(s).op(OP.i32_sub).i32Const(n).op(OP.i32_lt_s).brIf(1);
+        set(r, () => f.get(s).i32Const(G).op(OP.i32_mul).get(g).op(OP.i32_add));
+        rowSetup();
+        walk(() => {
+          scratchAt();
+          outs.forEach((_, q) => {
+            f.get(sp).simdMem(SIMD.v128_load, at.scratch + q * outBytes, 16).set(accs[q][0]);
+            f.get(sp).simdMem(SIMD.v128_load, at.scratch + q * outBytes + 16, 16).set(accs[q][1]);
+          });
+          for (let i = 0; i < n; i++) {
+            // An output summing a parameter itself reads its two halves as 64-bit loads, each
+            // widened as it is (no shuffle for the upper half: x64 runs shuffles and the
+            // conversions' other half on one port, which bounded this loop).
+            const direct = outs.map((o) => o.operands[0].opcode === 'parameter' && !scalar.has(o.operands[0]));
+            const vs = emitElements(b, plan.body, i === 0 ? reads : rowReads(i * G * L * 4), opts, outs.filter((_, q) => !direct[q]).map((o) => o.operands[0]));
+            let next = 0;
+            outs.forEach((o, q) => {
+              let lo: E;
+              let hi2: E;
+              if (direct[q]) {
+                const A = addrOf(o.operands[0].paramIndex) + i * G * L * 4;
+                lo = b.op(SIMD.f64x2_promote_low_f32x4, () => void f.get(ej4).simdMem(SIMD.v128_load64_zero, A, 8));
+                hi2 = b.op(SIMD.f64x2_promote_low_f32x4, () => void f.get(ej4).simdMem(SIMD.v128_load64_zero, A + 8, 8));
+              } else {
+                const x = b.let(vs[next++]);
+                lo = b.op(SIMD.f64x2_promote_low_f32x4, x);
+                hi2 = b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x));
+              }
+              b.setTo(accs[q][0], b.op(op, b.get(accs[q][0]), lo));
+              b.setTo(accs[q][1], b.op(op, b.get(accs[q][1]), hi2));
+            });
+          }
+          outs.forEach((_, q) => {
+            f.get(sp).get(accs[q][0]).simdMem(SIMD.v128_store, at.scratch + q * outBytes, 16);
+            f.get(sp).get(accs[q][1]).simdMem(SIMD.v128_store, at.scratch + q * outBytes + 16, 16);
+          });
+        });
+        f.get(s).i32Const(n).op(OP.i32_add).set(s);
+        f.br(0);
+        f.end().end();
+      }
+      return;
+    }
     f.loop();
     set(r, () => f.get(s).i32Const(G).op(OP.i32_mul).get(g).op(OP.i32_add));
     rowSetup();

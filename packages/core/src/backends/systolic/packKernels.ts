@@ -37,19 +37,21 @@ export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boo
     return;
   }
   // NaN: t quieted (t | 0x400000); else rounded to nearest even: t + 0x7fff + ((t >>> 16) & 1).
-  // One mask of the upper 16 bits after the select serves both (8 operations a vector).
-  f.get(t).v128Const(splat(0x00400000)).simd(SIMD.v128_or);
-  f.get(t).v128Const(splat(0x7fff)).simd(SIMD.i32x4_add);
-  f.get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const(splat(1)).simd(SIMD.v128_and).simd(SIMD.i32x4_add);
-  f.get(t).get(t).simd(SIMD.f32x4_ne);
-  f.simd(SIMD.v128_bitselect);
+  // Both as one sum, (t | (nan & 0x400000)) + (bias & ~nan), then one mask of the upper 16 bits
+  // (9 operations a vector, none of them a bitselect, which is three instructions on x64).
+  const nan = f.local('v128');
+  f.get(t).get(t).simd(SIMD.f32x4_ne).set(nan);
+  f.get(t).get(nan).v128Const(splat(0x00400000)).simd(SIMD.v128_and).simd(SIMD.v128_or);
+  f.get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const(splat(1)).simd(SIMD.v128_and).v128Const(splat(0x7fff)).simd(SIMD.i32x4_add);
+  f.get(nan).simd(SIMD.v128_andnot);
+  f.simd(SIMD.i32x4_add);
   f.v128Const(splat(0xffff0000)).simd(SIMD.v128_and);
 }
 
-/** Pushes 4 elements starting at byte address in local `addr` as f32 bits (bf16 widened). */
-function load4(f: FunctionBuilder, addr: number, bf16: boolean): void {
-  if (bf16) f.get(addr).simdMem(SIMD.v128_load16x4_u, 0, 8).i32Const(16).simd(SIMD.i32x4_shl);
-  else f.get(addr).simdMem(SIMD.v128_load, 0, 16);
+/** Pushes 4 elements starting at byte address local `addr` + `offset` as f32 bits (bf16 widened). */
+function load4(f: FunctionBuilder, addr: number, bf16: boolean, offset = 0): void {
+  if (bf16) f.get(addr).simdMem(SIMD.v128_load16x4_u, offset, 8).i32Const(16).simd(SIMD.i32x4_shl);
+  else f.get(addr).simdMem(SIMD.v128_load, offset, 16);
 }
 
 /** 32-bit lane shuffle of the two v128 on the stack: lanes 0-3 from the first, 4-7 from the second (also attentionModule.ts's). */
@@ -124,35 +126,35 @@ function emitRcBlocks(
   R: number,
   bf16: boolean,
   flush: boolean,
-  l: { src: number; ksB: number; rsB: number; panels: number; K: number; kp: number; dst: number; p: number; k: number; s: number; d: number; a: number; t: number },
+  l: { src: number; ksB: number; rsB: number; panels: number; K: number; kp: number; dst: number; p: number; k: number; s: number; d: number; t: number },
 ): void {
   const P = R === 8 ? 2 : 4;
   const V = (P * R) / 4;
   const esz = bf16 ? 2 : 4;
   const w: number[] = [];
   for (let i = 0; i < V; i++) w.push(f.local('v128'));
+  // One destination pointer per panel, each advanced by a k row (R floats) per k: the stores
+  // take constant offsets from them, the loads constant offsets from the source pointer.
+  const dp: number[] = [];
+  for (let j = 0; j < P; j++) dp.push(j === 0 ? l.d : f.local('i32'));
   const pst = f.local('i32');
   f.get(l.kp).i32Const(R * 4).op(OP.i32_mul).set(pst);
   f.block().loop();
   f.get(l.panels).get(l.p).op(OP.i32_sub).i32Const(P).op(OP.i32_lt_u).brIf(1);
   f.get(l.src).get(l.p).i32Const(R).op(OP.i32_mul).get(l.rsB).op(OP.i32_mul).op(OP.i32_add).set(l.s);
   f.get(l.dst).get(l.p).get(pst).op(OP.i32_mul).op(OP.i32_add).set(l.d);
+  for (let j = 1; j < P; j++) f.get(dp[j - 1]).get(pst).op(OP.i32_add).set(dp[j]);
   f.i32Const(0).set(l.k);
   f.loop(); // k
   for (let i = 0; i < V; i++) {
-    f.get(l.s).i32Const(4 * i * esz).op(OP.i32_add).set(l.a);
-    load4(f, l.a, bf16);
+    load4(f, l.s, bf16, 4 * i * esz);
     convert(f, l.t, bf16, flush);
     f.set(w[i]);
   }
-  const panelAddr = (j: number): void => {
-    f.get(l.d);
-    if (j > 0) f.get(pst).i32Const(j).op(OP.i32_mul).op(OP.i32_add);
-  };
   for (let j = 0; j < P; j++) {
     for (let q = 0; q < Math.floor(R / 4); q++) {
       const g = j * R + 4 * q;
-      panelAddr(j);
+      f.get(dp[j]);
       f.get(w[g >> 2]);
       if (g % 4 !== 0) {
         const o = g % 4;
@@ -163,13 +165,13 @@ function emitRcBlocks(
     }
     for (let r = Math.floor(R / 4) * 4; r < R; r++) {
       const g = j * R + r;
-      panelAddr(j);
+      f.get(dp[j]);
       f.get(w[g >> 2]);
       storeLane(f, r * 4, g % 4);
     }
   }
   f.get(l.s).get(l.ksB).op(OP.i32_add).set(l.s);
-  f.get(l.d).i32Const(R * 4).op(OP.i32_add).set(l.d);
+  for (let j = 0; j < P; j++) f.get(dp[j]).i32Const(R * 4).op(OP.i32_add).set(dp[j]);
   f.get(l.k).i32Const(1).op(OP.i32_add).tee(l.k).get(l.K).op(OP.i32_lt_u).brIf(0);
   f.end();
   f.get(l.p).i32Const(P).op(OP.i32_add).set(l.p);
@@ -241,22 +243,24 @@ export function addPackFunctions(m: ModuleBuilder): void {
             const k = f.local('i32');
             const s = f.local('i32');
             const d = f.local('i32');
-            const a = f.local('i32');
             const t = f.local('v128');
             const rsB = f.local('i32');
             const ksB = f.local('i32');
             const v = [f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128')];
+            const rp: number[] = layout === 'kc' ? Array.from({ length: R }, () => f.local('i32')) : [];
             f.get(rs).i32Const(esz).op(OP.i32_mul).set(rsB);
             f.get(ks).i32Const(esz).op(OP.i32_mul).set(ksB);
             f.get(panels).op(OP.i32_eqz).if().op(OP.return).end();
             f.get(K).op(OP.i32_eqz).if().op(OP.return).end();
             f.i32Const(0).set(p);
-            if (layout === 'rc') emitRcBlocks(f, R, bf16, flush, { src, ksB, rsB, panels, K, kp, dst, p, k, s, d, a, t });
+            if (layout === 'rc') emitRcBlocks(f, R, bf16, flush, { src, ksB, rsB, panels, K, kp, dst, p, k, s, d, t });
             f.get(p).get(panels).op(OP.i32_lt_u).if(); // panels left (one at a time)
             f.loop(); // panels
             // s = src + p*R*rsB (first row of the panel, k = 0); d = dst + p*kp*R*4
             f.get(src).get(p).i32Const(R).op(OP.i32_mul).get(rsB).op(OP.i32_mul).op(OP.i32_add).set(s);
             f.get(dst).get(p).get(kp).op(OP.i32_mul).i32Const(R * 4).op(OP.i32_mul).op(OP.i32_add).set(d);
+            // 'kc': a pointer per row of the panel (rows rsB bytes apart), advanced along k.
+            if (layout === 'kc') rp.forEach((x, i) => (i === 0 ? f.get(s) : f.get(rp[i - 1]).get(rsB).op(OP.i32_add)).set(x));
             f.i32Const(0).set(k);
             f.loop(); // k
             const groups = Math.floor(R / 4);
@@ -268,9 +272,8 @@ export function addPackFunctions(m: ModuleBuilder): void {
               for (let q = 0; q < groups; q++) starts.push(4 * q);
               if (R % 4 !== 0) starts.push(R - 4);
               for (const r0 of starts) {
-                f.get(s).i32Const(r0 * esz).op(OP.i32_add).set(a);
                 f.get(d);
-                load4(f, a, bf16);
+                load4(f, s, bf16, r0 * esz);
                 convert(f, t, bf16, flush);
                 f.simdMem(SIMD.v128_store, r0 * 4, 4);
               }
@@ -281,8 +284,7 @@ export function addPackFunctions(m: ModuleBuilder): void {
               // For each group of 4 rows: load rows x (k..k+3), transpose, store 4 k-vectors.
               for (let q = 0; q < groups; q++) {
                 for (let i = 0; i < 4; i++) {
-                  f.get(s).get(rsB).i32Const(q * 4 + i).op(OP.i32_mul).op(OP.i32_add).set(a);
-                  load4(f, a, bf16);
+                  load4(f, rp[q * 4 + i], bf16);
                   convert(f, t, bf16, flush);
                   f.set(v[i]);
                 }
@@ -317,8 +319,7 @@ export function addPackFunctions(m: ModuleBuilder): void {
               }
               // A row past the last group of 4 (R = 5): its 4 k values go to lane r of 4 k-vectors.
               for (let r = groups * 4; r < R; r++) {
-                f.get(s).get(rsB).i32Const(r).op(OP.i32_mul).op(OP.i32_add).set(a);
-                load4(f, a, bf16);
+                load4(f, rp[r], bf16);
                 convert(f, t, bf16, flush);
                 f.set(v[0]);
                 for (let j = 0; j < 4; j++) {
@@ -326,7 +327,7 @@ export function addPackFunctions(m: ModuleBuilder): void {
                   storeLane(f, j * R * 4 + r * 4, j);
                 }
               }
-              f.get(s).i32Const(4 * esz).op(OP.i32_add).set(s);
+              for (const x of rp) f.get(x).i32Const(4 * esz).op(OP.i32_add).set(x);
               f.get(d).i32Const(4 * R * 4).op(OP.i32_add).set(d);
               f.get(k).i32Const(4).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
             }
