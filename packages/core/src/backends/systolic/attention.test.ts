@@ -1184,4 +1184,29 @@ describe('the fused attention\'s rounding points (a plain-JS reference that roun
       grads.forEach((g, i) => expectSame(g, [want.dq, want.dk, want.dv][i], `d${'qkv'[i]}, P kept: ${kept}`));
     }
   });
+
+  it('with masks over more than one chunk of query rows (T = 133, S = 131, GQA, bf16): blocks at a chunk end that mix rows seeing no key with other rows, P kept and recomputed', () => {
+    const math = kernelMath((getBackend() as SystolicBackend).usesRelaxedSimd);
+    const combos = [
+      { causal: false, density: 0.3, mb: true, mn: false },
+      { causal: true, density: 0.03, mb: false, mn: true },
+      { causal: false, density: 0.02, mb: true, mn: true },
+    ];
+    for (const [n, { causal, density, mb, mn }] of combos.entries()) {
+      const c: Case = { b: 2, t: QB + 5, s: QB + 3, k: 1, g: 2, h: 16, causal, dtype: 'bfloat16', seed: 90 + n };
+      const [q, k, v, w] = operands(c);
+      const mask = maskOf([mb ? c.b : 1, mn ? c.k * c.g : 1, c.t, c.s], c.seed, density);
+      for (const kept of [true, false]) {
+        const params = { scale: 1 / Math.sqrt(c.h), isCausal: causal, saveProbs: kept };
+        const [out, lse, probs] = evalPrimitive(attentionFwdP, [q, k, v, mask], params);
+        const grads = evalPrimitive(attentionBwdP, [q, k, v, lse, w, mask, ...(kept ? [probs] : [])], params);
+        const want = fusedReference(c, q, k, v, w, mask, kept, math);
+        const what = JSON.stringify({ causal, density, mb, mn, kept });
+        expectSame(out, want.out, `out ${what}`);
+        expectSame(lse, want.lse, `lse ${what}`);
+        if (kept) expectSame(probs, want.probs, `probs ${what}`);
+        grads.forEach((g, i) => expectSame(g, [want.dq, want.dk, want.dv][i], `d${'qkv'[i]} ${what}`));
+      }
+    }
+  });
 });

@@ -693,7 +693,10 @@ function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readon
     horizontal(f, acc[0], OP.f32_add);
     f.simd(SIMD.f32x4_splat).set(dd[0]);
   } else {
-    horizontal4(f, acc, SIMD.f32x4_add, v, r.tr ?? [], r.tmp ?? []);
+    if (rows !== ROWS || r.tr === undefined || r.tmp === undefined) {
+      throw new Error(`gradRowFinish: rows must be 1, or ${ROWS} with the transpose locals tr and tmp; got ${rows} rows${r.tr === undefined ? ' without tr' : ''}${r.tmp === undefined ? ' without tmp' : ''}`);
+    }
+    horizontal4(f, acc, SIMD.f32x4_add, v, r.tr, r.tmp);
     dd.forEach((loc, k) => splatLane(f, v, k, loc));
   }
   scales.forEach((sc, k) => f.get(sc).simd(SIMD.f32x4_splat).set(l[k]));
