@@ -409,7 +409,7 @@ function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
   });
 }
 
-/** The row kernels' locals (rowPrologue's). */
+/** The locals of `rowPrologue` (used by `gradRow`, the recompute path's gradient row). */
 interface RowLocals {
   i: number;
   p: number;
@@ -537,9 +537,8 @@ function splatLane(f: FunctionBuilder, v: number, lane: number, out: number): vo
  * to bf16 when `bf16`) * scale over the first c columns, `neg` where the row's mask bytes are 0
  * (masked modules), -inf from c on; max; e = exp(logit - max) into p, sum (4 lanes, then lane 0 +
  * 1 + 2 + 3); p = bf16(e / sum), and with `keep` also s = e / sum (f32). Each vector index takes
- * the 4 rows' vectors in turn, so the running max and sum are 4 independent chains (one row's
- * chain of 4-cycle pmax / add was the first pass's bound) and the 4 rows' exps interleave; one
- * call and one transposed horizontal reduction per block instead of 4.
+ * the 4 rows' vectors in turn, so the running max and sum are 4 independent chains and the 4
+ * rows' exps interleave; one call and one transposed horizontal reduction per block.
  */
 function buildSoftmaxBlock(m: ModuleBuilder, sp: number, masked: boolean, relaxed: boolean): number {
   const I = 'i32' as const;
