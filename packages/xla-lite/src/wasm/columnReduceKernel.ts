@@ -13,14 +13,14 @@
  * after every other item is done (`program.ts`); on one thread `k(0, items + finalItems)` does
  * both in order.
  *
- * Four rows at a time (`plainRows`: a body that reads only whole parameters and scalars, no
+ * Four rows at a time (`plain`: a body that reads only whole parameters and scalars, no
  * broadcast or iota, as a bias gradient's sum): each column vector's float64 partial sums are
  * loaded from the scratch once, the four rows' values added in row order in registers, and
  * stored once, instead of a scratch load and store per row (the same additions in the same
  * order: the same bits). The rows' reads are one load each at a constant offset (row stride
  * G x L floats); an output that sums a parameter itself reads it as two 64-bit halves, each
- * widened as loaded, with no shuffle for the upper half. The last K mod 4 rows go one by one. `TPUKIT_COL_ROWS4=0` (or
- * `setColumnRows4(false)` before building) turns it off (an A/B switch).
+ * widened as loaded, with no shuffle for the upper half. The last K mod 4 rows go one by one.
+ * `TPUKIT_COL_ROWS4=0` (or `setColumnRows4(false)` before building) turns it off (an A/B switch).
  */
 import { envSwitch, wasm } from '@tpukit/core/internal';
 import { numel } from '../hlo';
