@@ -55,9 +55,9 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
   const host = withBackend(name, () => lax.dotGeneral(fromStorage(ha, aShape, 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
   const addr = engine.reserve(ha.byteLength);
   const dest = engine.reserve(M * N * 4);
-  // (M need not be a multiple of MR: the last block's partial panel is packed whole by the SIMD
-  // kernel where reading the rows past A's last stays below the scratch (here: in `dest`), else
-  // apart in TypeScript on one thread; the pool's row blocks need the former)
+  // (M need not be a multiple of MR: on one thread the last block's partial panel is packed apart
+  // in TypeScript; the pool's row blocks pack it whole by the SIMD kernel, which needs reading the
+  // rows past A's last to stay below the scratch (here: in `dest`))
   const blocks = blockRows && !transA && M > mc;
   const aWhole = M % mr === 0 || addr + Math.ceil(M / mr) * mr * K * 4 <= engine.floor;
   let poolBlockJobs = 0;

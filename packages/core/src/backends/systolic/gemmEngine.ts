@@ -638,10 +638,10 @@ export class GemmEngine implements BatchEngine {
    * Packs rows [i0, i1) of A (`jobA`'s operand, 'kc') at byte address `area`, then multiplies
    * them into C's rows [i0, i1) on this thread (a row block of `rowBlocks`; the thread pool's
    * calling thread runs its blocks here too). Returns the packing's ms when `timed`, else 0.
-   * A block whose rows end in a partial panel (i1 = M) is packed whole by the SIMD kernel where
-   * `jobA` covers it (`simdPanels`: reading past A's last row is allowed), its missing rows then
-   * zeroed; else (one thread only) it needs A's whole view `va` and is packed zero-padded in
-   * TypeScript (`packOperand`, fewer than MR rows).
+   * A block whose rows end in a partial panel (i1 = M) is packed zero-padded in TypeScript from
+   * A's whole view `va` when given (one thread: `packOperand`, fewer than MR rows), else (the
+   * pool's calling thread) whole by the SIMD kernel, which `jobA` must cover (`simdPanels`:
+   * reading past A's last row is allowed), its missing rows then zeroed.
    */
   rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false, va?: OperandView, flush = false): number {
     const [src, rs, ks, , k] = jobA.args;
@@ -653,9 +653,11 @@ export class GemmEngine implements BatchEngine {
     call[2] = ks;
     const full = Math.floor((i1 - i0) / R);
     const part = i1 - i0 - full * R;
-    // A partial last panel the SIMD kernel packs whole (`simdPanels`: reading past A's last row
-    // is allowed), its missing rows then zeroed; else in TypeScript.
-    const simdPart = part > 0 && jobA.args[3] * R >= i1;
+    // A partial last panel: in TypeScript from A's view `va` (one thread, as before: packing it
+    // with the SIMD kernel measured 1-3 ms slower per 1t step in two short series, cause not
+    // found); without one (the pool's calling thread) packed whole by the SIMD kernel (`simdPanels`
+    // allowed reading past A's last row: the engine made the job only then), its missing rows zeroed.
+    const simdPart = part > 0 && !va && jobA.args[3] * R >= i1;
     call[3] = full;
     call[4] = k;
     call[5] = kp;
@@ -699,9 +701,9 @@ export class GemmEngine implements BatchEngine {
    * swept and packed at `ap` (panel stride kc), and the micro-kernel runs down them for every
    * column panel, accumulating into C from the second K block on. With M not a multiple of MR
    * (the 5 x 8 kernel on the weight gradients' M = 128 or 512), the last row block's partial
-   * panel is packed whole by the SIMD kernel where `simdPanels` allowed reading past A's last row
-   * (its missing rows then zeroed), else zero-padded in TypeScript (`packOperand`, a few rows),
-   * per K block, and multiplied by `micro_edge`, which stores only its rows.
+   * panel is packed zero-padded per K block in TypeScript (`packOperand`, a few rows) and
+   * multiplied by `micro_edge`, which stores only its rows (the pool's K-blocked job packs it
+   * with the SIMD kernel instead, threads.ts).
    */
   private gemmKBlocks(jobA: PackJob, jobB: PackJob, va: OperandView, flush: boolean, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
     const { mr, mc } = this.shape;
@@ -720,9 +722,6 @@ export class GemmEngine implements BatchEngine {
     const { micro, micro_edge: microEdge, touch_rows: touch } = this.exports;
     const ldc = np * 4;
     const chunk = Math.max(1, Math.floor(K_BLOCK_CHUNK / (np * eb)));
-    // (A's partial last panel, if any, packed whole by the SIMD kernel where `simdPanels` allowed
-    // reading past A's last row, its missing rows then zeroed; else in TypeScript)
-    const simdPart = jobA.args[3] * mr >= M;
     let msA = 0;
     let msB = 0;
     for (let pc = 0; pc < kp; pc += KC) {
@@ -744,9 +743,8 @@ export class GemmEngine implements BatchEngine {
         if (jobA.touch) this.touchRows(touch, a, rows * ea, ksA * ea, kc);
         const full = Math.floor(rows / mr);
         const part = rows - full * mr;
-        packA(a, 1, ksA, part > 0 && simdPart ? full + 1 : full, kc, kc, ap);
-        if (part > 0 && simdPart) zeroPanelRows(this.u32View, ap + full * mr * kc * 4, mr, part, kc);
-        else if (part > 0) packOperand({ ...va, rows, k: kc }, a / ea, mr, HI_ONLY, kc, flush, this.u32View, ap / 4, full);
+        packA(a, 1, ksA, full, kc, kc, ap);
+        if (part > 0) packOperand({ ...va, rows, k: kc }, a / ea, mr, HI_ONLY, kc, flush, this.u32View, ap / 4, full);
         if (timed) msA += phaseClock() - t2;
         const cRow = c + i0 * np * 4;
         const aEdge = ap + full * mr * kc * 4;
