@@ -3,7 +3,8 @@
  * `evalDotsInto`): products deferred in a group run as one pool job, each thread starting on a
  * different product. It changes speed only: the law compares every group, bit for bit, with its
  * products run one by one on one thread, over 2-4 random products (transposed operands, both
- * storage dtypes, K around the K-block edge of 256), 1, 2 and 3 threads; then with the worker
+ * storage dtypes, K around the K-block edge of 256), 1, 2 and 3 threads; groups whose products' A
+ * end in a partial row panel (the 5 x 8 kernel on the GPT's shapes); then with the worker
  * held (the calling thread computes every unit), with the workers computing every unit, with a
  * worker released late, and with a failing worker.
  */
@@ -16,7 +17,7 @@ import { evalDotsInto } from '../../dotGroup';
 import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
-import { data, engineMemory, holdAll, lateJoins } from '../../../test/systolicEngines';
+import { backend5x8, data, engineMemory, holdAll, lateJoins } from '../../../test/systolicEngines';
 
 interface Dot {
   M: number;
@@ -44,9 +45,24 @@ const GPT_PAIR: Dot[] = [
 ];
 const GPT_QKV: Dot[] = [0, 1, 2].map(() => ({ M: 2048, K: 128, N: 128, lhsT: false, rhsT: true, dtype: 'float32' as const }));
 
-function engineWith(threads: number): GemmEngine {
+/**
+ * The 5 x 8 kernel's groups (MR 5): the GPT's M = 2048, 512 and 128 are no multiples of 5, so
+ * every product's A ends in a partial row panel (row-block and K-blocked products alike); with
+ * M = 132 and M = 4 < MR (a K-blocked product of one partial panel).
+ */
+const PARTIAL_5X8: Dot[][] = [
+  GPT_PAIR,
+  GPT_QKV,
+  [{ M: 128, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32' }, { M: 512, K: 128, N: 512, lhsT: false, rhsT: false, dtype: 'bfloat16' }],
+  [{ M: 132, K: 600, N: 64, lhsT: false, rhsT: true, dtype: 'float32' }, { M: 132, K: 600, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16' }, { M: 4, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32' }],
+];
+
+// A backend whose engine runs the 5 x 8 micro-kernel (MR 5, MC 130).
+const backend5 = backend5x8('systolic-dot-group-test-5x8');
+
+function engineWith(threads: number, k5x8 = false): GemmEngine {
   systolic.setNumThreads(threads);
-  return systolic.backend.engine;
+  return (k5x8 ? backend5 : systolic.backend).engine;
 }
 
 const params = (d: Dot) => ({ dimensionNumbers: [[[d.lhsT ? 0 : 1], [d.rhsT ? 0 : 1]], [[], []]] as [[number[], number[]], [number[], number[]]], precision: null, preferredElementType: null });
@@ -56,8 +72,8 @@ const params = (d: Dot) => ({ dimensionNumbers: [[[d.lhsT ? 0 : 1], [d.rhsT ? 0 
  * (`during` right before the group's products), operands and destinations in the engine's
  * memory; expects the same bits and returns the products the pool ran in group jobs.
  */
-function check(dots: readonly Dot[], threads: number, seed: number, during?: () => void): number {
-  const e = engineWith(1);
+function check(dots: readonly Dot[], threads: number, seed: number, during?: () => void, k5x8 = false): number {
+  const e = engineWith(1, k5x8);
   const { inMemory, releaseAll } = engineMemory(e);
   try {
     const ops = dots.map((d, i) => {
@@ -67,7 +83,7 @@ function check(dots: readonly Dot[], threads: number, seed: number, during?: () 
       return { lhs, rhs, into: inMemory(new Float32Array(d.M * d.N)) };
     });
     const run = (t: number, group: boolean): Uint32Array[] => {
-      const eng = engineWith(t);
+      const eng = engineWith(t, k5x8);
       eng.f32.fill(Number.NaN, eng.floor / 4); // poisoned scratch: nothing packed before may reach a result
       for (const o of ops) o.into.fill(Number.NaN);
       if (group) during?.();
@@ -112,6 +128,18 @@ describe('systolic threads: groups of independent products', () => {
     expect(check(GPT_PAIR, 2, 1)).toBe(2);
     expect(check(GPT_QKV, 2, 2)).toBe(3);
     expect(check(GPT_QKV, 3, 3)).toBe(3);
+  });
+
+  it.runIf(shared)("take products whose A ends in a partial row panel (the 5 x 8 kernel), with their one-by-one bits, on the calling thread and on workers", () => {
+    expect(engineWith(1, true).shape.mr).toBe(5);
+    PARTIAL_5X8.forEach((dots, i) => expect(check(dots, 2, 30 + i, undefined, true), `group ${i}`).toBe(dots.length));
+    expect(check(GPT_QKV, 3, 40, undefined, true)).toBe(3);
+    poolTestHooks.callerComputes = false;
+    try {
+      PARTIAL_5X8.forEach((dots, i) => expect(check(dots, 2, 50 + i, undefined, true), `group ${i}, workers`).toBe(dots.length));
+    } finally {
+      poolTestHooks.callerComputes = true;
+    }
   });
 
   it.runIf(shared)('the calling thread finishes alone when the worker has not joined; a worker let go late changes no bit', () => {

@@ -39,7 +39,9 @@ const poolProducts = (): number => gemmPhases.pool.products;
  * One case: the in-place product (into a fresh output, then into a destination in the GEMM
  * memory) gives the host path's bits, and the counters show the path it took: A packed by row
  * blocks on one thread or as the pool's row-block job exactly when `rowBlocks` applies ('kc' A,
- * M past one MC block, and for the pool a multiple of MR; K is always a multiple of 4 here), and sources
+ * M past one MC block, and for the pool either a multiple of MR or a partial last panel the SIMD
+ * kernel may pack whole, reading past A into the destination reserved after it; K is always a
+ * multiple of 4 here), and sources
  * swept exactly when `touch` is on. Returns the pool row-block jobs it ran.
  */
 function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: number, transA: boolean, touch: boolean, blockRows: boolean, threads: number): number {
@@ -53,8 +55,11 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
   const host = withBackend(name, () => lax.dotGeneral(fromStorage(ha, aShape, 'float32'), fromStorage(hb, [K, N], 'float32'), dn));
   const addr = engine.reserve(ha.byteLength);
   const dest = engine.reserve(M * N * 4);
-  // (on one thread M need not be a multiple of MR: the last block's partial panel is packed apart; the pool's row blocks need whole panels)
+  // (M need not be a multiple of MR: on one thread the last block's partial panel is packed apart
+  // in TypeScript; the pool's row blocks pack it whole by the SIMD kernel, which needs reading the
+  // rows past A's last to stay below the scratch (here: in `dest`))
   const blocks = blockRows && !transA && M > mc;
+  const aWhole = M % mr === 0 || addr + Math.ceil(M / mr) * mr * K * 4 <= engine.floor;
   let poolBlockJobs = 0;
   // Runs one in-place product; checks the counters against the path it must take (`direct`: into a destination, no early row hand-over).
   const counted = (direct: boolean, product: () => void): void => {
@@ -63,7 +68,7 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
     product();
     const [rb1, pj1, sw1] = counters(engine);
     const onPool = poolProducts() > pool0;
-    const poolBlocked = blocks && M % mr === 0 && onPool && direct;
+    const poolBlocked = blocks && aWhole && onPool && direct;
     expect(rb1 - rb0).toBe(blocks && !onPool ? 1 : 0);
     expect(pj1 - pj0).toBe(poolBlocked ? 1 : 0);
     if (!touch) expect(sw1 - sw0).toBe(0);
@@ -109,10 +114,10 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
 }
 
 describe('GemmEngine packing of in-place operands', () => {
-  // Each property also runs a fixed case that must take the pool's row-block job (where worker
+  // Each property also runs fixed cases that must take the pool's row-block job (where worker
   // threads run), and one whose last row block ends in a partial panel on one thread.
   type Case = [number, number, number, boolean, boolean, boolean, number];
-  const property = (name: string, engine: GemmEngine, ms: number[], poolCase: Case, partialCase: Case): void => {
+  const property = (name: string, engine: GemmEngine, ms: number[], poolCase: Case, partialCase: Case, more: Case[] = []): void => {
     let poolBlockJobs = 0;
     fc.assert(
       fc.property(
@@ -127,7 +132,7 @@ describe('GemmEngine packing of in-place operands', () => {
           poolBlockJobs += checkCase(name, engine, M, K, N, transA, touch, blockRows, threads);
         },
       ),
-      { numRuns: 40, examples: [poolCase, partialCase] },
+      { numRuns: 40, examples: [poolCase, partialCase, ...more] },
     );
     if (threadsAvailable(engine)) expect(poolBlockJobs).toBeGreaterThan(0);
   };
@@ -137,10 +142,15 @@ describe('GemmEngine packing of in-place operands', () => {
     property('systolic-engine-test', backend.engine, [130, 132, 256, 260, 388], [388, 600, 64, false, true, true, 2], [130, 100, 16, false, false, true, 1]);
   });
 
-  it.runIf(engine5.shared)('the same with the 5 x 8 kernel (MR 5, MC 130: blocked past 130, on the pool when M is a multiple of 5)', () => {
+  it.runIf(engine5.shared)('the same with the 5 x 8 kernel (MR 5, MC 130: blocked past 130; a partial last panel on the pool too)', () => {
     expect(engine5.shape.mr).toBe(5);
-    // 132, 388 and 2048 are no multiples of 5 (a partial last panel: blocked on one thread only); 135 has a short last block
-    property('systolic-engine-test-5x8', engine5, [132, 135, 260, 390, 388, 2048], [390, 600, 64, false, true, true, 3], [2048, 100, 64, false, true, true, 1]);
+    // 132, 388, 512 and 2048 are no multiples of 5 (a partial last panel); 135 has a short last block
+    const gpt: Case[] = [[2048, 128, 128, false, true, true, 2], [2048, 512, 128, false, true, true, 2], [512, 128, 512, false, false, true, 2], [132, 600, 64, false, true, true, 3]];
+    property('systolic-engine-test-5x8', engine5, [132, 135, 260, 390, 388, 512, 2048], [390, 600, 64, false, true, true, 3], [2048, 100, 64, false, true, true, 1], gpt);
+  });
+
+  it.runIf(threadsAvailable(engine5))("the pool's row-block job takes a partial last panel (5 x 8: M = 2048, 512, 132) with the host path's bits", () => {
+    for (const [M, K, N] of [[2048, 128, 128], [2048, 512, 128], [512, 128, 512], [132, 600, 64]]) expect(checkCase('systolic-engine-test-5x8', engine5, M, K, N, false, true, true, 2), `M = ${M}`).toBe(1);
   });
 
   it.runIf(threadsAvailable(backend.engine) && threadsAvailable(engine5))('the workers\' own path: every tile and row block computed by a worker (the calling thread computes none)', () => {
@@ -149,6 +159,8 @@ describe('GemmEngine packing of in-place operands', () => {
       // (blocks of half MC with K = 600, of MC with K = 100; a short last block)
       for (const [M, K] of [[388, 600], [388, 100]]) expect(checkCase('systolic-engine-test', backend.engine, M, K, 64, false, true, true, 2)).toBe(1);
       expect(checkCase('systolic-engine-test-5x8', engine5, 390, 600, 64, false, true, true, 3)).toBe(1);
+      // (a partial last panel: the workers' packing of it, its zeroed rows, the gemm export's edge)
+      for (const [M, K] of [[2048, 128], [132, 600]]) expect(checkCase('systolic-engine-test-5x8', engine5, M, K, 64, false, true, true, 2)).toBe(1);
     } finally {
       poolTestHooks.callerComputes = true;
     }

@@ -65,7 +65,9 @@ export interface ParallelJob {
 }
 
 /**
- * A product of two 'rc' operands read in place (whole panels, K unpadded) that a runner packs and
+ * A product of two 'rc' operands read in place (whole column panels, K unpadded; A's rows whole
+ * panels, or a partial last one its packing call `a` packs whole, see `simdPanels`, whose
+ * missing rows the runner zeroes) that a runner packs and
  * multiplies one K block of `kc` at a time (the thread pool's version of `GemmEngine.kBlocks`):
  * `a` and `b` are the whole operands' packing calls (their `dst` unused); K block pc's packed
  * blocks go to `args.ap` and `args.bp` for even pc and one block further for odd pc (panel stride
@@ -411,16 +413,23 @@ export class GemmEngine implements BatchEngine {
     // Both operands read in place by K blocks on the pool too (see `KBlockJob`).
     // (both operands SIMD-packed and read in place, in K blocks that fit: on one thread or the pool)
     const kBlockable = simdA && simdB && inA && inB && this.kBlocks(a, b, M, N, kp);
-    // (the pool's K-blocked job takes whole row panels only)
-    const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable && M % mr === 0;
+    // (the pool's K-blocked job and row-block job take A's partial last row panel only where the
+    // SIMD kernel packs it whole, `simdPanels`: checked per product below)
+    const poolKBlocks = big && this.parallel !== null && this.blockKPool && kBlockable;
     // A product a group may defer: one product, packed by the SIMD kernels alone (no TypeScript
-    // packing or edges), C written straight into its destination, nothing asked of the calling
-    // thread meanwhile. (Operands not read in place are staged when it is deferred.)
-    const groupFree = this.groupJobs !== null && aOffs.length === 1 && direct && simdA && simdB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, true) && edgeFree(b, nr, kp, true);
+    // packing or edges; A's partial last panel, packed whole by the SIMD kernel, is zeroed by the
+    // pool job that packs A), C written straight into its destination, nothing asked of the
+    // calling thread meanwhile. (Operands not read in place are staged when it is deferred.)
+    const groupFree = this.groupJobs !== null && aOffs.length === 1 && direct && simdA && simdB && prepare === undefined && rowsReady === undefined && edgeFree(a, mr, kp, false) && edgeFree(b, nr, kp, true);
     const call = this.call;
     for (let bi = 0; bi < aOffs.length; bi++) {
       const jobA = simdA ? this.packJob(wa, srcA, aOffs[bi], mr, kp, flush, ap, minChunks, inA, inA ? floor : 0) : null;
       const jobB = simdB ? this.packJob(wb, srcB, bOffs[bi], nr, kp, flush, bp, minChunks, inB, inB ? floor : 0) : null;
+      // Whether the SIMD kernel packs all of A's rows, a partial last panel included (`simdPanels`):
+      // then the pool's jobs that pack A themselves (by K blocks, by row blocks) may take it.
+      const aWhole = jobA !== null && jobA.args[3] * mr >= M;
+      // (set once the pool runs A's packing by row blocks: no edges of A then, see `rowBlock`)
+      let aByPoolBlocks = false;
       const hostPack = (): void => {
         if (!simdA) packOperand(a, aOffs[bi], mr, compsA, kp, flush, u32, ap / 4);
         if (!simdB) packOperand(b, bOffs[bi], nr, compsB, kp, flush, u32, bp / 4);
@@ -428,7 +437,8 @@ export class GemmEngine implements BatchEngine {
       const edges = (): void => {
         // (a K-blocked product packs A's partial panel per K block, in `gemmKBlocks`)
         // (as does a row-blocked one, its partial last panel in `rowBlock`)
-        if (jobA && !kBlocked && !blocked) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap, jobA.args[3]);
+        // (and a pool row-block job in `rowBlockLoop` / `rowBlock`)
+        if (jobA && !kBlocked && !blocked && !aByPoolBlocks) this.packEdges(wa, srcA, aOffs[bi], mr, kp, flush, ap, jobA.args[3]);
         if (jobB) this.packEdges(wb, srcB, bOffs[bi], nr, kp, flush, bp, jobB.args[3]);
       };
       const packs = jobA && jobB ? [jobA, jobB] : jobA ? [jobA] : jobB ? [jobB] : [];
@@ -447,11 +457,12 @@ export class GemmEngine implements BatchEngine {
       let blocked = false;
       let kBlocked = false;
       let tp = t0; // (phase timer: when the last up-front packing ended)
-      const kbJob = poolKBlocks && jobA && jobB ? { a: jobA, b: jobB, kc: K_BLOCK_KC } : null;
-      const job = big && this.parallel ? this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA && M % mr === 0 ? jobA : null, jobB, aRows, kbJob) : null;
+      const kbJob = poolKBlocks && jobA && jobB && aWhole ? { a: jobA, b: jobB, kc: K_BLOCK_KC } : null;
+      const job = big && this.parallel ? this.parallelJob(args, stager, hostPack, packs, edges, bi === 0 ? prepare : undefined, rows, blockA && aWhole ? jobA : null, jobB, aRows, kbJob) : null;
+      aByPoolBlocks = job?.rowBlockA !== undefined;
       // In a group (`beginGroup`), a product that needs nothing from this thread but its kernels runs later, with the others.
       if (this.groupJobs) {
-        if (job && groupFree && this.defer(job, srcA, a.bits.byteLength, srcB, b.bits.byteLength, c, M * N * 4)) {
+        if (job && groupFree && aWhole && this.defer(job, srcA, a.bits.byteLength, srcB, b.bits.byteLength, c, M * N * 4)) {
           stager.to(stager.end);
           sink(bi, c / 4, np);
           continue;
@@ -521,7 +532,8 @@ export class GemmEngine implements BatchEngine {
   /**
    * Opens a group of independent products: until `endGroup`, each product the pool would run as
    * a K-blocked or row-block job and that needs nothing from the calling thread but its kernels
-   * (SIMD-packed operands with whole panels, result written into its destination in this
+   * (SIMD-packed operands with whole panels, or A's partial last one packed whole by its SIMD
+   * kernel and zeroed by the job, result written into its destination in this
    * memory) is laid out in its own scratch, its operands staged there unless read in place,
    * and deferred (its sink sees the destination, not yet written); other products run at once
    * as before. `endGroup(true)` then runs the deferred
@@ -605,7 +617,8 @@ export class GemmEngine implements BatchEngine {
    * k row, which packed slower by blocks) that needs no TypeScript edges (whole panels, k a
    * multiple of 4, no k padding) and has several row blocks. On one thread M need not be a
    * multiple of MR (the last block's partial panel is packed in `rowBlock`); the pool's row
-   * blocks take whole panels only. The kernel computes every element over the same K order: the
+   * blocks take it where the SIMD kernel packs it whole (`simdPanels`). The kernel computes every
+   * element over the same K order: the
    * same bits.
    */
   private rowBlocks(a: OperandView, M: number, kp: number): boolean {
@@ -625,26 +638,36 @@ export class GemmEngine implements BatchEngine {
    * Packs rows [i0, i1) of A (`jobA`'s operand, 'kc') at byte address `area`, then multiplies
    * them into C's rows [i0, i1) on this thread (a row block of `rowBlocks`; the thread pool's
    * calling thread runs its blocks here too). Returns the packing's ms when `timed`, else 0.
-   * A block whose rows end in a partial panel (i1 = M, one thread) needs A's whole view `va`:
-   * that panel is packed zero-padded in TypeScript (`packOperand`, fewer than MR rows).
+   * A block whose rows end in a partial panel (i1 = M) is packed zero-padded in TypeScript from
+   * A's whole view `va` when given (one thread: `packOperand`, fewer than MR rows), else (the
+   * pool's calling thread) whole by the SIMD kernel, which `jobA` must cover (`simdPanels`:
+   * reading past A's last row is allowed), its missing rows then zeroed.
    */
   rowBlock(jobA: PackJob, area: number, bp: number, c: number, M: number, np: number, kp: number, i0: number, i1: number, timed = false, va?: OperandView, flush = false): number {
     const [src, rs, ks, , k] = jobA.args;
     const call = this.call;
     const t = timed ? phaseClock() : 0;
+    const R = jobA.R;
     call[0] = src + i0 * rs * jobA.esz;
     call[1] = rs;
     call[2] = ks;
-    const full = Math.floor((i1 - i0) / jobA.R);
+    const full = Math.floor((i1 - i0) / R);
+    const part = i1 - i0 - full * R;
+    // A partial last panel: in TypeScript from A's view `va` (one thread, as before: packing it
+    // with the SIMD kernel measured 1-3 ms slower per 1t step in two short series, cause not
+    // found); without one (the pool's calling thread) packed whole by the SIMD kernel (`simdPanels`
+    // allowed reading past A's last row: the engine made the job only then), its missing rows zeroed.
+    const simdPart = part > 0 && !va && jobA.args[3] * R >= i1;
     call[3] = full;
     call[4] = k;
     call[5] = kp;
     call[6] = area;
-    if (jobA.touch) this.touchChunk(call, jobA.R, jobA.esz);
-    this.packFns[jobA.fn](call[0], call[1], call[2], call[3], call[4], call[5], call[6]);
-    if (full * jobA.R < i1 - i0) {
-      if (!va) throw new Error(`systolic: rowBlock: rows [${i0}, ${i1}) end in a partial panel of ${jobA.R} rows, and no operand view was given to pack it`);
-      packOperand({ ...va, rows: i1 - i0 }, call[0] / jobA.esz, jobA.R, HI_ONLY, kp, flush, this.u32View, area / 4, full);
+    if (jobA.touch) this.touchChunk(call, R, jobA.esz);
+    this.packFns[jobA.fn](call[0], call[1], call[2], simdPart ? full + 1 : full, call[4], call[5], call[6]);
+    if (simdPart) zeroPanelRows(this.u32View, area + full * R * kp * 4, R, part, kp);
+    else if (part > 0) {
+      if (!va) throw new Error(`systolic: rowBlock: rows [${i0}, ${i1}) end in a partial panel of ${R} rows, and no operand view was given to pack it`);
+      packOperand({ ...va, rows: i1 - i0 }, call[0] / jobA.esz, R, HI_ONLY, kp, flush, this.u32View, area / 4, full);
     }
     const packMs = timed ? phaseClock() - t : 0;
     // Row r of A lies r * kp * 4 bytes into its packed form: shift the base so rows i0.. read the block.
@@ -661,7 +684,7 @@ export class GemmEngine implements BatchEngine {
    * to memory and came back once per K block (the GPT's weight gradients: 2-7% less CPU per
    * product, BENCHMARKS.md, gemm6). For 'rc' operands (rows contiguous, so a K block's source
    * is a run of k rows) with several K blocks and whole panels on both sides (no TypeScript
-   * edges: N a multiple of NR, K unpadded; on one thread M need not be a multiple of MR, see
+   * edges: N a multiple of NR, K unpadded; M need not be a multiple of MR, see
    * `gemmKBlocks`): the weight gradients of a training step.
    * Every element of C sees the same K order and the same f32 stores and reloads between K
    * blocks as in `gemm`: the same bits.
@@ -679,7 +702,8 @@ export class GemmEngine implements BatchEngine {
    * column panel, accumulating into C from the second K block on. With M not a multiple of MR
    * (the 5 x 8 kernel on the weight gradients' M = 128 or 512), the last row block's partial
    * panel is packed zero-padded per K block in TypeScript (`packOperand`, a few rows) and
-   * multiplied by `micro_edge`, which stores only its rows.
+   * multiplied by `micro_edge`, which stores only its rows (the pool's K-blocked job packs it
+   * with the SIMD kernel instead, threads.ts).
    */
   private gemmKBlocks(jobA: PackJob, jobB: PackJob, va: OperandView, flush: boolean, ap: number, c: number, M: number, np: number, kp: number, timed: boolean): void {
     const { mr, mc } = this.shape;
@@ -847,6 +871,15 @@ export class GemmEngine implements BatchEngine {
 }
 
 const HI_ONLY = [HI];
+
+/**
+ * Zeroes rows [rows, R) of each of the k row groups (R floats each) of the packed panel at byte
+ * address `dst`: the rows a SIMD kernel packed from past an operand's last row (threads.ts has
+ * the workers' copy, `zeroPanelRows`).
+ */
+function zeroPanelRows(u32: Uint32Array, dst: number, R: number, rows: number, k: number): void {
+  for (let q = dst >> 2, end = q + k * R; q < end; q += R) for (let r = rows; r < R; r++) u32[q + r] = 0;
+}
 
 /** How the micro-kernel of engines made without a shape was chosen (see `gemmKernelChoice`). */
 export interface GemmKernelChoice {

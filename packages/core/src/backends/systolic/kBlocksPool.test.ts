@@ -5,7 +5,7 @@
  * whole K. It changes speed only: the law compares it, bit for bit, with one thread's whole-operand
  * path over shapes at and around the edges (K blocks of 256, MC row blocks, the tile split), both
  * storage dtypes, flushing, a destination in the GEMM memory or a fresh output, 2 and 3 threads,
- * the 4 x 8 and 5 x 8 micro-kernels, and checks by the engine's counter that exactly the products its conditions name took it. Then
+ * the 4 x 8 and 5 x 8 micro-kernels (M a multiple of MR or not: A's partial last row panel), and checks by the engine's counter that exactly the products its conditions name took it. Then
  * the calling thread alone (the worker held before it joins) and a worker let go ~2 ms into the
  * product, which then computes some of its tiles.
  */
@@ -88,9 +88,24 @@ function check(c: Case, during?: () => void): number {
 /** Whether case `c` must run by K blocks on the pool. */
 function qualifies(c: Case): boolean {
   const e = engineWith(1, c.k5x8);
-  // (K blocks of 256; whole panels; B's block at most 512 columns; big enough for the pool)
-  return c.lhsT && c.rhsT && c.K > 256 && c.M % e.shape.mr === 0 && c.N % e.nr === 0 && c.N <= 512 && c.M * c.N * c.K >= PARALLEL_MIN_WORK;
+  const mp = Math.ceil(c.M / e.shape.mr) * e.shape.mr;
+  // (K blocks of 256; whole column panels; B's block at most 512 columns; big enough for the
+  // pool. M need not be a multiple of MR: A's partial last panel is packed whole, reading past
+  // A's last row into B, which `check` reserves right after it)
+  return c.lhsT && c.rhsT && c.K > 256 && c.N % e.nr === 0 && c.N <= 512 && mp * c.N * c.K >= PARALLEL_MIN_WORK;
 }
+
+/**
+ * The 5 x 8 kernel's partial last row panel (M = 5q + r) on the pool's K-blocked job: the GPT's
+ * weight gradients (M = 128, 512), M = 2048 and 132, and M < MR (a single partial panel).
+ */
+const PARTIAL_5X8: Case[] = [
+  { M: 128, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, k5x8: true, seed: 21 },
+  { M: 512, K: 2048, N: 128, lhsT: true, rhsT: true, dtype: 'float32', flush: false, direct: true, threads: 2, k5x8: true, seed: 22 },
+  { M: 2048, K: 512, N: 128, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: true, direct: false, threads: 2, k5x8: true, seed: 23 },
+  { M: 132, K: 600, N: 136, lhsT: true, rhsT: true, dtype: 'bfloat16', flush: false, direct: true, threads: 3, k5x8: true, seed: 24 },
+  { M: 4, K: 2048, N: 512, lhsT: true, rhsT: true, dtype: 'float32', flush: true, direct: true, threads: 2, k5x8: true, seed: 25 },
+];
 
 
 const shared = systolic.backend.engine.shared;
@@ -138,6 +153,17 @@ describe('systolic threads: K-blocked weight-gradient products', () => {
       },
     );
     expect(taken).toBeGreaterThan(0);
+  });
+
+  it.runIf(shared)("take A's partial last row panel (the 5 x 8 kernel, M = 2048, 512, 128, 132, 4) with one thread's bits, on the calling thread and on workers", () => {
+    for (const c of PARTIAL_5X8) expect(check(c), `M = ${c.M}`).toBe(1);
+    // (the workers compute every unit: their copy of the partial panel's packing and micro_edge)
+    poolTestHooks.callerComputes = false;
+    try {
+      for (const c of PARTIAL_5X8) expect(check({ ...c, seed: c.seed + 10 }), `M = ${c.M}, workers`).toBe(1);
+    } finally {
+      poolTestHooks.callerComputes = true;
+    }
   });
 
   it.runIf(shared)('the calling thread finishes alone when the worker has not joined, and a worker joining mid-product changes no bit', () => {

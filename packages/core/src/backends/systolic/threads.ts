@@ -38,6 +38,20 @@ import { gemmPhases, phaseClock } from './phases';
 
 type PackFn = (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void;
 
+/**
+ * What a thread's part of a K-blocked, row-block or group job calls (its instance's exports, and
+ * `zero`: `zeroPanelRows` over its own view of the memory): the worker builds one over its
+ * instance, the calling thread one per pool over the engine's.
+ */
+interface PoolKit {
+  micro: GemmExports['micro'];
+  edge: GemmExports['micro_edge'];
+  packs: PackFn[];
+  touch: GemmExports['touch_rows'];
+  gemm: GemmExports['gemm'];
+  zero: (dst: number, R: number, rows: number, k: number) => void;
+}
+
 /** Every packing kernel, in a fixed order the workers index into. */
 const PACK_NAMES: string[] = [];
 for (const layout of ['rc', 'kc'] as const) for (const R of PACK_ROWS) for (const b of [false, true]) for (const f of [false, true]) PACK_NAMES.push(packFunctionName(layout, R, b, f));
@@ -103,9 +117,15 @@ const SPIN = 4000;
  * itself), so the calling thread finishes alone when no worker joins. Each element of C sees the
  * same K order and f32 stores between blocks as in `gemm`: the same bits on any number of threads.
  *
+ * M need not be a multiple of MR: A's last row panel is then packed whole by the SIMD kernel, which
+ * reads past A's last row (the engine takes this job only where `GemmEngine.simdPanels` allows
+ * that read), its missing rows are zeroed with the chunk that packed them, and the tiles' rows in
+ * it are multiplied by `micro_edge`, which stores only those rows.
+ *
  * JavaScript source shared by the workers and the calling thread (compiled once there): defines
- * `kBlockStages(c, micro, packs, touch)` (returns the tiles this thread computed, -1 when another
- * thread failed) and `kBlockFail(c)` (marks the job failed and wakes every waiting thread).
+ * `kBlockStages(c, x, base)` (`x`: the thread's `PoolKit`; returns the tiles this thread computed,
+ * -1 when another thread failed) and `kBlockFail(c)` (marks the job failed and wakes every waiting
+ * thread).
  */
 const K_BLOCK_SOURCE = `
 function kBlockWait(c, i, n) {
@@ -135,23 +155,28 @@ function kBlockFail(c) {
     if (g > 0) { Atomics.add(c, b + ${PACK_DONE}, ${K_FAILED}); Atomics.notify(c, b + ${PACK_DONE}); }
   }
 }
-function kBlockStages(c, micro, packs, touch, base) {
+function kBlockStages(c, x, base) {
   const A = base + ${PACKS}, B = base + ${PACKS + PACK_SLOTS}, J = base + ${JOB}, KBb = base + ${KB}, KT = base + ${KTILE};
   const ap = c[J], bp = c[J + 1], cp = c[J + 2], M = c[J + 3], np = c[J + 4], kp = c[J + 5];
   const tr = c[J + 6], tc = c[J + 7], cols = c[J + 8], tiles = c[J + 9], KC = c[J + 13], nb = c[J + 14];
-  const mr = c[A + 8], nr = c[B + 8];
+  const mr = c[A + 8], nr = c[B + 8], packs = x.packs, micro = x.micro;
+  // A's panels (c[A + 4]) may end in a partial one (M not a multiple of MR): the packing kernel
+  // packs it whole, reading past A's last row (GemmEngine.simdPanels), and its missing rows are
+  // zeroed here; its rows of C are stored by micro_edge.
+  const aPanels = c[A + 4], aFull = (M / mr) | 0, aPart = M - aFull * mr;
   let mine = 0;
   for (let pc = 0; pc < nb; pc++) {
     const k0 = pc * KC, kc = Math.min(KC, kp - k0), q = KBb + 4 * pc;
-    const aBlk = ap + (pc & 1) * M * KC * 4, bBlk = bp + (pc & 1) * np * KC * 4;
+    const aBlk = ap + (pc & 1) * aPanels * mr * KC * 4, bBlk = bp + (pc & 1) * np * KC * 4;
     const ca = Math.ceil(kc / c[A + 11]), chunks = ca + Math.ceil(kc / c[B + 11]);
     // P(pc) overwrites the packed blocks of pc - 2: its tiles must all be done.
     if (Atomics.load(c, q) < chunks && (pc < 2 || kBlockWait(c, q - 5, tiles))) {
       for (let i = Atomics.add(c, q, 1); i < chunks; i = Atomics.add(c, q, 1)) {
         const o = i < ca ? A : B, per = c[o + 11], u = (i < ca ? i : i - ca) * per, k = Math.min(per, kc - u);
-        const esz = c[o + 9], src = c[o + 1] + (k0 + u) * c[o + 3] * esz;
-        if (c[o + 13] !== 0) { touch(src, c[o + 4] * c[o + 8] * esz, c[o + 3] * esz, k); Atomics.add(c, ${SWEPT}, 1); }
-        packs[c[o]](src, 1, c[o + 3], c[o + 4], k, kc, (o === A ? aBlk : bBlk) + u * c[o + 8] * 4);
+        const esz = c[o + 9], src = c[o + 1] + (k0 + u) * c[o + 3] * esz, dst = (o === A ? aBlk : bBlk) + u * c[o + 8] * 4;
+        if (c[o + 13] !== 0) { x.touch(src, c[o + 4] * c[o + 8] * esz, c[o + 3] * esz, k); Atomics.add(c, ${SWEPT}, 1); }
+        packs[c[o]](src, 1, c[o + 3], c[o + 4], k, kc, dst);
+        if (o === A && aPart > 0) x.zero(dst + aFull * mr * kc * 4, mr, aPart, k);
         kBlockDone(c, q + 1);
       }
     }
@@ -161,7 +186,10 @@ function kBlockStages(c, micro, packs, touch, base) {
       // (tile t accumulates onto its own result of K block pc - 1)
       if (pc > 0 && !kBlockWait(c, KT + t, pc)) return -1;
       const r = (t / cols) | 0, i0 = r * tr, i1 = Math.min(M, i0 + tr), j0 = (t - r * cols) * tc, j1 = Math.min(np, j0 + tc);
-      for (let j = j0; j < j1; j += nr) micro(aBlk + i0 * kc * 4, bBlk + j * kc * 4, cp + (i0 * np + j) * 4, kc, np * 4, pc > 0 ? 1 : 0, (i1 - i0) / mr, kc * mr * 4);
+      const full = ((i1 - i0) / mr) | 0, part = i1 - i0 - full * mr, acc = pc > 0 ? 1 : 0;
+      const aRow = aBlk + i0 * kc * 4, cRow = cp + i0 * np * 4;
+      if (full > 0) for (let j = j0; j < j1; j += nr) micro(aRow, bBlk + j * kc * 4, cRow + j * 4, kc, np * 4, acc, full, kc * mr * 4);
+      if (part > 0) for (let j = j0; j < j1; j += nr) x.edge(aRow + full * mr * kc * 4, bBlk + j * kc * 4, cRow + (full * mr * np + j) * 4, kc, np * 4, acc, part);
       mine++;
       kBlockDone(c, KT + t);
       kBlockDone(c, q + 3);
@@ -182,45 +210,54 @@ function kBlockStages(c, micro, packs, touch, base) {
  * another thread already took (B's chunks before the row blocks; a K block's tile of the block
  * before): the calling thread finishes alone when no worker joins.
  *
- * Defines `rowBlockLoop(c, b, tid, packs, touch, gemm)` (also the row-block job's, MODE 2, at
- * base 0; returns the blocks it computed) and `groupRun(c, tid, micro, packs, touch, gemm)` (the
- * units, row blocks and K-block tiles, this thread computed; -1 when another thread failed).
+ * Defines `rowBlockLoop(c, b, tid, x)` (also the row-block job's, MODE 2, at base 0; returns the
+ * blocks it computed), `groupRun(c, tid, x)` (the units, row blocks and K-block tiles, this thread
+ * computed; -1 when another thread failed; `x`: the thread's `PoolKit`) and `zeroPanelRows`.
  */
 const GROUP_SOURCE = `
-function rowBlockLoop(c, b, tid, packs, touch, gemm) {
+function rowBlockLoop(c, b, tid, x) {
   const o = b + ${PACKS + PACK_SLOTS}, J = b + ${JOB};
-  const fa = packs[c[o]], rs = c[o + 2], ks = c[o + 3], k = c[o + 5], R = c[o + 8], esz = c[o + 9];
+  const fa = x.packs[c[o]], rs = c[o + 2], ks = c[o + 3], k = c[o + 5], R = c[o + 8], esz = c[o + 9];
   const mp = c[J + 3], np = c[J + 4], kp = c[J + 5], mc = c[J + 6], blocks = c[J + 9];
   const area = c[J] + tid * mc * kp * 4;
   let mine = 0;
   for (let r = Atomics.add(c, b + ${TILE_NEXT}, 1); r < blocks; r = Atomics.add(c, b + ${TILE_NEXT}, 1), mine++) {
     const i0 = r * mc, i1 = Math.min(mp, i0 + mc), src = c[o + 1] + i0 * rs * esz;
-    if (c[o + 13] !== 0) { touch(src, k * esz, rs * esz, i1 - i0); Atomics.add(c, ${SWEPT}, 1); }
-    fa(src, rs, ks, (i1 - i0) / R, k, kp, area);
-    gemm(area - i0 * kp * 4, c[J + 1], c[J + 2], mp, np, kp, i0, i1, 0, np);
+    // (the last block may end in a partial panel: packed whole, reading past A's last row as
+    // GemmEngine.simdPanels allows, its missing rows zeroed; the gemm export stores only its rows)
+    const full = ((i1 - i0) / R) | 0, part = i1 - i0 - full * R;
+    if (c[o + 13] !== 0) { x.touch(src, k * esz, rs * esz, i1 - i0); Atomics.add(c, ${SWEPT}, 1); }
+    fa(src, rs, ks, part > 0 ? full + 1 : full, k, kp, area);
+    if (part > 0) x.zero(area + full * R * kp * 4, R, part, kp);
+    x.gemm(area - i0 * kp * 4, c[J + 1], c[J + 2], mp, np, kp, i0, i1, 0, np);
   }
   return mine;
 }
-function groupRows(c, b, tid, packs, touch, gemm) {
+function groupRows(c, b, tid, x) {
   const chunks = c[b + ${PACKS} + 10];
   for (let i = Atomics.add(c, b + ${PACK_NEXT}, 1); i < chunks; i = Atomics.add(c, b + ${PACK_NEXT}, 1)) {
-    chunkPack(c, b + ${PACKS}, i, packs, touch, null);
+    chunkPack(c, b + ${PACKS}, i, x.packs, x.touch, null);
     kBlockDone(c, b + ${PACK_DONE});
   }
   if (Atomics.load(c, b + ${TILE_NEXT}) >= c[b + ${JOB} + 9]) return 0;
   if (!kBlockWait(c, b + ${PACK_DONE}, chunks)) return -1;
-  return rowBlockLoop(c, b, tid, packs, touch, gemm);
+  return rowBlockLoop(c, b, tid, x);
 }
-function groupRun(c, tid, micro, packs, touch, gemm) {
+function groupRun(c, tid, x) {
   const n = c[${JOB}];
   let mine = 0;
   for (let s = 0; s < n; s++) {
     const b = (1 + ((tid + s) % n)) * ${KSLOTS};
-    const u = c[b + ${MODE}] === 3 ? kBlockStages(c, micro, packs, touch, b) : groupRows(c, b, tid, packs, touch, gemm);
+    const u = c[b + ${MODE}] === 3 ? kBlockStages(c, x, b) : groupRows(c, b, tid, x);
     if (u < 0) return -1;
     mine += u;
   }
   return mine;
+}
+// Zeroes rows [rows, R) of each of the k row groups (R floats each) of a packed panel at byte
+// address dst, in u32, a view of the whole wasm memory: the missing rows of a partial panel.
+function zeroPanelRows(u32, dst, R, rows, k) {
+  for (let q = dst >> 2, end = q + k * R; q < end; q += R) for (let r = rows; r < R; r++) u32[q + r] = 0;
 }
 // Packing chunk i of the descriptor at slot o (packPlan.ts chunkCall): packs it once wait(need),
 // when given, says its source (up to byte address need) is staged.
@@ -237,23 +274,24 @@ function chunkPack(c, o, i, packs, touch, wait) {
 `;
 
 /** The calling thread's copy of the K-blocked and group jobs' functions (K_BLOCK_SOURCE, GROUP_SOURCE). */
-const kBlockFns = new Function(`${K_BLOCK_SOURCE}; ${GROUP_SOURCE}; return { stages: kBlockStages, fail: kBlockFail, group: groupRun };`)() as {
-  stages: (c: Int32Array, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows'], base: number) => number;
+const kBlockFns = new Function(`${K_BLOCK_SOURCE}; ${GROUP_SOURCE}; return { stages: kBlockStages, fail: kBlockFail, group: groupRun, zeroRows: zeroPanelRows };`)() as {
+  stages: (c: Int32Array, x: PoolKit, base: number) => number;
   fail: (c: Int32Array) => void;
-  group: (c: Int32Array, tid: number, micro: GemmExports['micro'], packs: PackFn[], touch: GemmExports['touch_rows'], gemm: GemmExports['gemm']) => number;
+  group: (c: Int32Array, tid: number, x: PoolKit) => number;
+  zeroRows: (u32: Uint32Array, dst: number, R: number, rows: number, k: number) => void;
 };
 
 /** A worker's part of a job it joined (see WORKER_SOURCE): a batch job, or packing then tiles (or row blocks). */
 const JOB_SOURCE = `
   if (c[${MODE}] === 4) {
     try {
-      groupRun(c, id + 1, micro, packs, touch, gemm);
+      groupRun(c, id + 1, kit);
     } catch (e) {
       kBlockFail(c); // the calling thread sees it once this worker has left the job
     }
   } else if (c[${MODE}] === 3) {
     try {
-      kBlockStages(c, micro, packs, touch, 0);
+      kBlockStages(c, kit, 0);
     } catch (e) {
       kBlockFail(c); // the calling thread sees it once this worker has left the job
     }
@@ -273,7 +311,7 @@ const JOB_SOURCE = `
       }
       for (let s = 0; s < ${SPIN} && Atomics.load(c, ${GATE}) === 0; s++);
       while (Atomics.load(c, ${GATE}) === 0) Atomics.wait(c, ${GATE}, 0);
-      if (c[${MODE}] === 2) rowBlockLoop(c, 0, id + 1, packs, touch, gemm);
+      if (c[${MODE}] === 2) rowBlockLoop(c, 0, id + 1, kit);
       const tiles = c[${MODE}] === 2 ? 0 : c[${JOB} + 9], cols = c[${JOB} + 8];
       // CUR stays at or below any tile this worker may still compute: raised only past finished tiles.
       for (;;) {
@@ -307,6 +345,12 @@ const gemm = inst.exports.gemm;
 const micro = inst.exports.micro;
 const packs = packNames.map((n) => inst.exports[n]);
 const touch = inst.exports.touch_rows;
+// (a view of the memory for zeroPanelRows, taken again once the memory has grown)
+let u32 = new Uint32Array(memory.buffer);
+const kit = { micro, edge: inst.exports.micro_edge, packs, touch, gemm, zero(dst, R, rows, k) {
+  if (u32.byteLength < memory.buffer.byteLength) u32 = new Uint32Array(memory.buffer);
+  zeroPanelRows(u32, dst, R, rows, k);
+} };
 // Chunk i of the packing kernels (packPlan.ts chunkCall): waits until the calling thread has
 // staged its source, then packs it. Skipped once the job has failed.
 function staged(need) {
@@ -458,6 +502,15 @@ function describeTiles(c: Int32Array, args: ParallelJob['args'], tileRows: numbe
   c[j + 10] = threads - 1;
 }
 
+/**
+ * Checks that A's packing call `p` of a job that packs A itself (by K blocks or row blocks) covers
+ * all `rows` rows of C: a partial last panel must be among its panels (packed whole by the SIMD
+ * kernel, its missing rows zeroed by the job); the engine makes no such job otherwise.
+ */
+function coversRows(p: PackJob, rows: number, kind: string): void {
+  if (p.args[3] * p.R < rows) throw new Error(`systolic threads: a ${kind} job's A packing covers ${p.args[3]} panels of ${p.R} rows, fewer than its ${rows} rows`);
+}
+
 /** The workers' index of packing kernel `fn` (`PACK_NAMES`). */
 function packIndex(fn: string): number {
   const index = PACK_NAMES.indexOf(fn);
@@ -481,11 +534,15 @@ class Pool {
   private readonly call: number[] = [0, 0, 0, 0, 0, 0, 0];
   /** The packing kernels of the calling thread's instance, in PACK_NAMES order. */
   private readonly packs: PackFn[];
+  /** The calling thread's kit for the K-blocked, row-block and group jobs (`PoolKit`). */
+  private readonly kit: PoolKit;
 
   constructor(private readonly engine: GemmEngine) {
     this.module = new WA.Module(engine.bytes);
     const ex = engine.exports as unknown as Record<string, PackFn>;
     this.packs = PACK_NAMES.map((n) => ex[n]);
+    const x = engine.exports;
+    this.kit = { micro: x.micro, edge: x.micro_edge, packs: this.packs, touch: x.touch_rows, gemm: x.gemm, zero: (dst, R, rows, k) => kBlockFns.zeroRows(engine.u32, dst, R, rows, k) };
     this.pool = new WorkerPool(GEMM_KIND, this.control, GEN, SPIN, () => ({ module: this.module, memory: this.engine.memory, packNames: PACK_NAMES }), 'gemm');
   }
 
@@ -529,6 +586,7 @@ class Pool {
       chunks += p.chunks;
     }
     if (blockA) {
+      coversRows(blockA, mp, 'row-block');
       // A's descriptor in the second packing slots, with no chunks (its blocks come with the tiles).
       const d = PACKS + PACK_SLOTS;
       if (c[d + 10] !== 0) throw new Error('systolic threads: a row-block job packs only B in chunks');
@@ -683,6 +741,7 @@ class Pool {
     const { mp, np, kp } = job.args;
     const c = this.control;
     const nb = Math.ceil(kp / kb.kc);
+    coversRows(kb.a, mp, 'K-blocked');
     // Tiles of a K block: MC rows (or all of them) by whole column panels, at least 4 per thread.
     const tileRows = Math.min(mc, mp);
     const rowTiles = Math.ceil(mp / tileRows);
@@ -747,6 +806,7 @@ class Pool {
       c[base + MODE] = 2;
       const b = job.packs[0];
       describePack(c, base + PACKS, b, b.chunks, b.per, b.axis);
+      coversRows(job.rowBlockA!, mp, 'row-block');
       describePack(c, base + PACKS + PACK_SLOTS, job.rowBlockA!, 0, job.rowBlockA!.per, job.rowBlockA!.axis);
       if (poolTestHooks.breakWorkers) c[base + PACKS] = -1;
       for (const slot of [PACK_NEXT, PACK_DONE, TILE_NEXT]) Atomics.store(c, base + slot, 0);
@@ -767,7 +827,7 @@ class Pool {
     let mine = 0;
     try {
       if (!alone && poolTestHooks.callerComputes === false) for (const [slot, count] of last) leaveUnitsToWorkers(c, slot, count);
-      else mine = kBlockFns.group(c, 0, e.exports.micro, this.packs, e.exports.touch_rows, e.exports.gemm);
+      else mine = kBlockFns.group(c, 0, this.kit);
     } catch (err) {
       failed = err;
       kBlockFns.fail(c);
@@ -804,7 +864,7 @@ class Pool {
     try {
       job.overlap?.();
       if (poolTestHooks.callerComputes === false) leaveUnitsToWorkers(c, KB + 4 * (nb - 1) + 2, tiles);
-      else mine = kBlockFns.stages(c, e.exports.micro, this.packs, e.exports.touch_rows, 0);
+      else mine = kBlockFns.stages(c, this.kit, 0);
     } catch (err) {
       failed = err;
       kBlockFns.fail(c);
