@@ -28,6 +28,18 @@ export default defineConfig({
           include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
         },
       })),
+      // The systolic backend's tests again under the 5 x 8 kernel (the one measured fastest on
+      // some CPUs, gemmTune.ts): its partial row panels take other paths through the engine and
+      // the pool's jobs than 4 x 8's whole ones.
+      {
+        extends: true as const,
+        test: {
+          name: 'core-5x8',
+          root: 'packages/core',
+          include: ['src/backends/systolic/**/*.test.ts'],
+          env: { TPUKIT_GEMM_KERNEL: '5x8' },
+        },
+      },
       { extends: true as const, test: { name: 'test-setup', root: 'test-setup', include: ['*.test.ts'] } },
       {
         extends: true as const,
