@@ -6,7 +6,8 @@ checkpoints maxtext-ts wrote (write_fidelity_cases.ts), compared with what tpuki
   logits and mean loss of a packed batch, the gradient of the loss, one train step (AdamW with
   global-norm clipping: once from tpukit's own gradients, which checks the optimizer, and once
   end to end from JAX's gradients), greedy decode (a full forward per token in JAX against
-  maxtext-ts's KV-cache decoder), and the MFU FLOP count against MaxText's formula.
+  maxtext-ts's KV-cache decoder, step-1 parameters), and the MFU FLOP count against a second
+  transcription of MaxText's formula (a consistency check, see maxtext_tflops).
 
     python3 check_maxtext.py CASES_DIR [--json OUT.json] [--reference REF.json] [--dry]
 
@@ -37,7 +38,11 @@ def report(status: str, name: str, detail: str, **extra) -> None:
 
 # ---------------------------------------------------------------- MaxText's FLOP formula
 def maxtext_tflops(c: dict) -> dict:
-    """calculate_tflops_training_per_device, dense path (MaxText maxtext_utils.py), transcribed."""
+    """calculate_tflops_training_per_device, dense path (MaxText maxtext_utils.py), transcribed from
+    shared/reference/jax-ecosystem.md 3.3: MaxText since PR #1988 (July 2025), which halves the
+    causal attention FLOPs; earlier MaxText (e.g. October 2024) does not halve. src/flops.ts was
+    written from the same reference, so this is a consistency check between two transcriptions
+    (it catches a slip in either), not a comparison with MaxText's code."""
     B, S, D, F, h, L, V = (c[k] for k in ("per_device_batch_size", "max_target_length", "emb_dim", "mlp_dim", "head_dim", "num_decoder_layers", "vocab_size"))
     Hq, Hkv, A = c["num_query_heads"], c["num_kv_heads"], len(c["mlp_activations"])
     ffn1 = 2 * B * S * F * D * A
@@ -189,10 +194,7 @@ def make_optimizer(cfg: dict):
         grads = tm(lambda t: jnp.where(g < clip, t, (t / g) * clip), grads)
         mu = tm(lambda m, t: (1 - b1) * t + b1 * m, mu, grads)
         nu = tm(lambda v, t: (1 - b2) * jnp.square(t) + b2 * v, nu, grads)
-        c = count + 1
-        u = tm(lambda m, v: (m / (1 - b1**c)) / (jnp.sqrt(v / (1 - b2**c) + eps_root) + eps), mu, nu)
-        u = tm(lambda x, p: x + wd * p, u, params)
-        return tm(lambda p, x: p + (-lr) * x, params, u), mu, nu
+        return adamw_update_from_moments(cfg)(params, mu, nu, count + 1), mu, nu
 
     return step, "optax not importable: chain(clip_by_global_norm, adamw) written out as optax 0.2 defines it"
 
@@ -211,6 +213,12 @@ def rel_err(a, b) -> float:
     return float(np.linalg.norm((a - b).ravel()) / max(np.linalg.norm(b.ravel()), 1e-30))
 
 
+def check_flops(name: str, cfg: dict, tflops: dict) -> None:
+    mt = maxtext_tflops(cfg)
+    worst = max(abs(mt[k] - tflops[k]) / mt[k] for k in mt)
+    report("PASS" if worst < 1e-12 else "FAIL", f"{name}", f"consistency with the transcribed MaxText formula (PR #1988 version): tpukit {tflops['total']:.9g} TFLOPs/step/device, formula {mt['total']:.9g} (rel diff {worst:.1e})")
+
+
 def check_case(case_dir: str, tol: dict) -> None:
     import jax
     import jax.numpy as jnp
@@ -225,9 +233,7 @@ def check_case(case_dir: str, tol: dict) -> None:
     plat = jax.devices()[0].platform
 
     # FLOPs: the case's own count against MaxText's formula.
-    mt = maxtext_tflops(cfg)
-    worst = max(abs(mt[k] - info["tflops"][k]) / mt[k] for k in mt)
-    report("PASS" if worst < 1e-12 else "FAIL", f"{name} MFU FLOPs", f"tpukit {info['tflops']['total']:.9g} TFLOPs/step/device, MaxText formula {mt['total']:.9g} (rel diff {worst:.1e})")
+    check_flops(f"{name} MFU FLOPs", cfg, info["tflops"])
 
     ck = os.path.join(case_dir, "ckpt")
     mgr = ocp.CheckpointManager(ck)
@@ -443,9 +449,7 @@ def main(argv) -> int:
     fl = os.path.join(root, "flops.json")
     if os.path.exists(fl):
         for name, c in json.load(open(fl)).items():
-            mt = maxtext_tflops(c["config"])
-            worst = max(abs(mt[k] - c["tflops"][k]) / mt[k] for k in mt)
-            report("PASS" if worst < 1e-12 else "FAIL", f"MFU FLOPs {name}", f"tpukit {c['tflops']['total']:.9g} TFLOPs/step/device, MaxText formula {mt['total']:.9g} (rel diff {worst:.1e})")
+            check_flops(f"MFU FLOPs {name}", c["config"], c["tflops"])
     for c in cases:
         try:
             check_case(os.path.join(root, c), TOL)
