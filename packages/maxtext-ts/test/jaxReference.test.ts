@@ -15,6 +15,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CASES, type CaseResult, pathKey, runCase } from '../tools/fidelityCases';
 import { tree } from '@tpukit/core';
+import type { Params } from '../src/index';
 
 interface Sample {
   size: number;
