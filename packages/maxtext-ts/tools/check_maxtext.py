@@ -6,7 +6,8 @@ checkpoints maxtext-ts wrote (write_fidelity_cases.ts), compared with what tpuki
   logits and mean loss of a packed batch, the gradient of the loss, one train step (AdamW with
   global-norm clipping: once from tpukit's own gradients, which checks the optimizer, and once
   end to end from JAX's gradients), greedy decode (a full forward per token in JAX against
-  maxtext-ts's KV-cache decoder), and the MFU FLOP count against MaxText's formula.
+  maxtext-ts's KV-cache decoder, step-1 parameters), and the MFU FLOP count against a second
+  transcription of MaxText's formula (a consistency check, see maxtext_tflops).
 
     python3 check_maxtext.py CASES_DIR [--json OUT.json] [--reference REF.json] [--dry]
 
@@ -37,7 +38,11 @@ def report(status: str, name: str, detail: str, **extra) -> None:
 
 # ---------------------------------------------------------------- MaxText's FLOP formula
 def maxtext_tflops(c: dict) -> dict:
-    """calculate_tflops_training_per_device, dense path (MaxText maxtext_utils.py), transcribed."""
+    """calculate_tflops_training_per_device, dense path (MaxText maxtext_utils.py), transcribed from
+    shared/reference/jax-ecosystem.md 3.3: MaxText since PR #1988 (July 2025), which halves the
+    causal attention FLOPs; earlier MaxText (e.g. October 2024) does not halve. src/flops.ts was
+    written from the same reference, so this is a consistency check between two transcriptions
+    (it catches a slip in either), not a comparison with MaxText's code."""
     B, S, D, F, h, L, V = (c[k] for k in ("per_device_batch_size", "max_target_length", "emb_dim", "mlp_dim", "head_dim", "num_decoder_layers", "vocab_size"))
     Hq, Hkv, A = c["num_query_heads"], c["num_kv_heads"], len(c["mlp_activations"])
     ffn1 = 2 * B * S * F * D * A
@@ -189,10 +194,7 @@ def make_optimizer(cfg: dict):
         grads = tm(lambda t: jnp.where(g < clip, t, (t / g) * clip), grads)
         mu = tm(lambda m, t: (1 - b1) * t + b1 * m, mu, grads)
         nu = tm(lambda v, t: (1 - b2) * jnp.square(t) + b2 * v, nu, grads)
-        c = count + 1
-        u = tm(lambda m, v: (m / (1 - b1**c)) / (jnp.sqrt(v / (1 - b2**c) + eps_root) + eps), mu, nu)
-        u = tm(lambda x, p: x + wd * p, u, params)
-        return tm(lambda p, x: p + (-lr) * x, params, u), mu, nu
+        return adamw_update_from_moments(cfg)(params, mu, nu, count + 1), mu, nu
 
     return step, "optax not importable: chain(clip_by_global_norm, adamw) written out as optax 0.2 defines it"
 
@@ -211,6 +213,12 @@ def rel_err(a, b) -> float:
     return float(np.linalg.norm((a - b).ravel()) / max(np.linalg.norm(b.ravel()), 1e-30))
 
 
+def check_flops(name: str, cfg: dict, tflops: dict) -> None:
+    mt = maxtext_tflops(cfg)
+    worst = max(abs(mt[k] - tflops[k]) / mt[k] for k in mt)
+    report("PASS" if worst < 1e-12 else "FAIL", f"{name}", f"consistency with the transcribed MaxText formula (PR #1988 version): tpukit {tflops['total']:.9g} TFLOPs/step/device, formula {mt['total']:.9g} (rel diff {worst:.1e})")
+
+
 def check_case(case_dir: str, tol: dict) -> None:
     import jax
     import jax.numpy as jnp
@@ -225,18 +233,14 @@ def check_case(case_dir: str, tol: dict) -> None:
     plat = jax.devices()[0].platform
 
     # FLOPs: the case's own count against MaxText's formula.
-    mt = maxtext_tflops(cfg)
-    worst = max(abs(mt[k] - info["tflops"][k]) / mt[k] for k in mt)
-    report("PASS" if worst < 1e-12 else "FAIL", f"{name} MFU FLOPs", f"tpukit {info['tflops']['total']:.9g} TFLOPs/step/device, MaxText formula {mt['total']:.9g} (rel diff {worst:.1e})")
+    check_flops(f"{name} MFU FLOPs", cfg, info["tflops"])
 
     ck = os.path.join(case_dir, "ckpt")
     mgr = ocp.CheckpointManager(ck)
     steps = mgr.all_steps()
     s0 = ocp.StandardCheckpointer().restore(os.path.join(ck, "0", "items"))
     s1 = ocp.StandardCheckpointer().restore(os.path.join(ck, "1", "items"))
-    sN_step = max(steps)
-    sN = ocp.StandardCheckpointer().restore(os.path.join(ck, str(sN_step), "items"))
-    report("PASS" if steps == [0, 1, sN_step] and int(s1["step"]) == 1 else "FAIL", f"{name} Orbax restore", f"CheckpointManager.all_steps() {steps}; StandardCheckpointer restored items of steps 0, 1, {sN_step} without a target (step leaf {int(s0['step'])}, {int(s1['step'])}, {int(sN['step'])})")
+    report("PASS" if steps == [0, 1] and int(s0["step"]) == 0 and int(s1["step"]) == 1 else "FAIL", f"{name} Orbax restore", f"CheckpointManager.all_steps() {steps}; StandardCheckpointer restored items of steps 0 and 1 without a target (step leaf {int(s0['step'])}, {int(s1['step'])})")
 
     m = make_model(cfg)
     p0 = s0["params"]
@@ -277,7 +281,7 @@ def check_case(case_dir: str, tol: dict) -> None:
         gstep = jax.tree_util.tree_map(lambda g: g / jnp.maximum(wj, 1), gsum)
         raw_norm = float(jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree_util.tree_leaves(gstep))))
         rn_t = float(z["step_raw_grad_norm"])
-        report("PASS" if abs(raw_norm - rn_t) / raw_norm <= t["grad_rel"] else "FAIL", f"{name} train step raw grad norm [{plat}]", f"JAX {raw_norm:.6g}, tpukit {rn_t:.6g} (rel {abs(raw_norm - rn_t) / raw_norm:.1e}); step loss tpukit {float(z['step_loss']):.7f} vs JAX {float(sj / max(float(wj), 1)):.7f}")
+        report("PASS" if abs(raw_norm - rn_t) / raw_norm <= t["raw_norm_rel"] else "FAIL", f"{name} train step raw grad norm [{plat}]", f"JAX {raw_norm:.6g}, tpukit {rn_t:.6g} (rel {abs(raw_norm - rn_t) / raw_norm:.1e}, tolerance {t['raw_norm_rel']}); step loss tpukit {float(z['step_loss']):.7f} vs JAX {float(sj / max(float(wj), 1)):.7f}")
         # (a) the optimizer alone: tpukit's gradients (of the step-0 mean loss) through optax
         gt_tree = _tree_like(p0, gt)
         _, mua, nua = jax.jit(step)(p0, gt_tree, zeros, zeros, 0)
@@ -296,18 +300,21 @@ def check_case(case_dir: str, tol: dict) -> None:
     # (b) end to end: JAX's gradients through the optimizer, against the checkpointed step
     with ctx:
         pb, mub, nub = jax.jit(step)(p0, gstep, zeros, zeros, 0)
-    pb, mub = flat(pb), flat(mub)
+    pb, mub, nub = flat(pb), flat(mub), flat(nub)
     dp = {k: float(np.abs(pb[k] - p1t[k]).max()) for k in pb}
     dmu = {k: rel_err(mu1t[k], mub[k]) for k in mub}
     wk = max(dmu, key=dmu.get)
+    # nu is (1 - b2) g^2: twice the gradient's relative error
+    dnu = {k: rel_err(nu1t[k], nub[k]) for k in nub}
+    wn = max(dnu, key=dnu.get)
     big = sum(int(np.sum(np.abs(pb[k] - p1t[k]) > t["e2e_param_atol"])) for k in pb)
     total = sum(v.size for v in pb.values())
-    ok = dmu[wk] <= t["grad_rel"] and big <= t["e2e_param_frac"] * total
-    report("PASS" if ok else "FAIL", f"{name} train step end to end [{plat}]", f"mu worst relative {dmu[wk]:.2e} ({wk}; tolerance {t['grad_rel']}); params after the step max |diff| {max(dp.values()):.2e}, {big}/{total} elements beyond {t['e2e_param_atol']} (allowed {t['e2e_param_frac']:.1%}: Adam's first step is lr * g / (|g| + eps), so a gradient near 0 whose sign differs moves a parameter by up to 2 lr)")
+    ok = dmu[wk] <= t["grad_rel"] and dnu[wn] <= 2 * t["grad_rel"] and big <= t["e2e_param_frac"] * total
+    report("PASS" if ok else "FAIL", f"{name} train step end to end [{plat}]", f"mu worst relative {dmu[wk]:.2e} ({wk}; tolerance {t['grad_rel']}), nu {dnu[wn]:.2e} ({wn}; tolerance {2 * t['grad_rel']}); params after the step max |diff| {max(dp.values()):.2e}, {big}/{total} elements beyond {t['e2e_param_atol']} (allowed {t['e2e_param_frac']:.1%}: Adam's first step is lr * g / (|g| + eps), so a gradient near 0 whose sign differs moves a parameter by up to 2 lr)")
 
-    # greedy decode: JAX's own greedy trajectory (a full forward per token) on the step-N
+    # greedy decode: JAX's own greedy trajectory (a full forward per token) on the step-1
     # parameters, then tpukit's KV-cache tokens compared with it up to the first difference
-    pN = sN["params"]
+    pN = s1["params"]
     prompts, lengths, dtok = z["decode_prompts"], z["decode_lengths"], z["decode_tokens"]
     fwd = jax.jit(m["forward"])
     n_new = dtok.shape[1]
@@ -356,6 +363,10 @@ def check_case(case_dir: str, tol: dict) -> None:
         "logits": sample(logits, 256),
         "grads": {k: sample(v, 32) for k, v in sorted(gj.items())},
         "params_after_step": {k: sample(v, 32) for k, v in sorted(pb.items())},
+        # Adam's moments after the step from JAX's gradients (the first update does not depend on
+        # b1 / b2; the moments do)
+        "mu_after_step": {k: sample(v, 32) for k, v in sorted(mub.items())},
+        "nu_after_step": {k: sample(v, 32) for k, v in sorted(nub.items())},
         "decode_tokens": jax_tokens,
         "decode_top2_gap": jax_gaps,
     }
@@ -398,14 +409,28 @@ def adamw_update_from_moments(cfg: dict):
 # Tolerances (see FIDELITY.md): f32 cases run every matmul at HIGHEST on both sides, so only
 # summation order differs; bf16 cases round activations to bf16 after each matmul (f32
 # accumulation on both sides), and one bf16 ulp is 2^-8 relative: a rounding that falls the
-# other way early in the network moves a logit by ~1e-2.
+# other way early in the network moves a logit by ~1e-2. The scalars (mean loss, the step's raw
+# gradient norm) average over many elements and get their own, tighter tolerances: a 3% error in
+# the fused attention kernel's scale stays inside the per-leaf gradient tolerance of the bf16
+# cases but not inside these (review of fid12). Worst observed (H200 and CPU, JAX 0.11.2):
+# bf16 loss 1.9e-4, raw norm 5.6e-4; f32 gradients ~1e-6.
 TOL = {
-    "f32": {"logits_atol": 2e-4, "logits_rtol": 1e-4, "loss_rtol": 1e-5, "grad_rel": 1e-4, "opt_param_atol": 1e-6, "opt_mu_rel": 1e-5, "e2e_param_atol": 1e-5, "e2e_param_frac": 0.001, "decode_margin": 1e-4},
-    "bf16": {"logits_atol": 0.1, "logits_rtol": 0.02, "loss_rtol": 2e-3, "grad_rel": 5e-2, "opt_param_atol": 1e-6, "opt_mu_rel": 5e-2, "e2e_param_atol": 1e-3, "e2e_param_frac": 0.02, "decode_margin": 0.1},
+    "f32": {"logits_atol": 2e-5, "logits_rtol": 1e-4, "loss_rtol": 1e-5, "raw_norm_rel": 1e-5, "grad_rel": 1e-5, "opt_param_atol": 1e-6, "opt_mu_rel": 1e-5, "e2e_param_atol": 1e-5, "e2e_param_frac": 0.001, "decode_margin": 1e-4},
+    "bf16": {"logits_atol": 0.1, "logits_rtol": 0.02, "loss_rtol": 5e-4, "raw_norm_rel": 1.5e-3, "grad_rel": 5e-2, "opt_param_atol": 1e-6, "opt_mu_rel": 5e-2, "e2e_param_atol": 1e-3, "e2e_param_frac": 0.02, "decode_margin": 0.1},
 }
 
 
+USAGE = "usage: check_maxtext.py CASES_DIR [--json OUT.json] [--reference REF.json] [--dry]"
+
+
 def main(argv) -> int:
+    if not argv or argv[0].startswith("--"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    for flag in ("--json", "--reference"):
+        if flag in argv and argv.index(flag) + 1 >= len(argv):
+            print(f"check_maxtext.py: {flag} needs a file name\n{USAGE}", file=sys.stderr)
+            return 2
     root = argv[0]
     out_json = argv[argv.index("--json") + 1] if "--json" in argv else None
     cases = sorted(d for d in os.listdir(root) if os.path.exists(os.path.join(root, d, "case.json")))
@@ -424,9 +449,7 @@ def main(argv) -> int:
     fl = os.path.join(root, "flops.json")
     if os.path.exists(fl):
         for name, c in json.load(open(fl)).items():
-            mt = maxtext_tflops(c["config"])
-            worst = max(abs(mt[k] - c["tflops"][k]) / mt[k] for k in mt)
-            report("PASS" if worst < 1e-12 else "FAIL", f"MFU FLOPs {name}", f"tpukit {c['tflops']['total']:.9g} TFLOPs/step/device, MaxText formula {mt['total']:.9g} (rel diff {worst:.1e})")
+            check_flops(f"MFU FLOPs {name}", c["config"], c["tflops"])
     for c in cases:
         try:
             check_case(os.path.join(root, c), TOL)

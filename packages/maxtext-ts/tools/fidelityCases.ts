@@ -15,8 +15,13 @@ export interface FidelityCase {
   precision?: 'highest';
 }
 
-/** Checkpoint step whose parameters the decode check uses. */
-export const DECODE_STEPS = 40;
+/**
+ * Checkpoint step whose parameters the decode check uses: step 1 (one jitted train step from the
+ * init), which the CI test rebuilds exactly as the fixture's JAX run saw it, so the decode check
+ * compares tpukit's KV-cache decoder with JAX on the same parameters (a longer training run would
+ * pin tpukit's own bf16 training instead: its parameters drift from the ones JAX decoded with).
+ */
+export const DECODE_STEP = 1;
 /** New tokens per prompt in the decode check. */
 export const DECODE_NEW = 10;
 /** Three prompts of different lengths (bytes of "A check", "The", "Hello, TPU! "). */
@@ -83,9 +88,7 @@ export interface CaseResult {
   /** After one jitted train step on the batch, and its metrics. */
   state1: TrainState;
   metrics: StepMetrics;
-  /** After DECODE_STEPS jitted steps on the batch: the decode check's parameters. */
-  stateN: TrainState;
-  /** Greedy decode of DECODE_PROMPTS (DECODE_NEW tokens each) with stateN's parameters. */
+  /** Greedy decode of DECODE_PROMPTS (DECODE_NEW tokens each) with state1's parameters (DECODE_STEP). */
   decodeTokens: number[][];
 }
 
@@ -104,11 +107,9 @@ export function runCase(c: FidelityCase): CaseResult {
     const [lossV, g] = valueAndGrad((p: Params) => loss(p, batch, m))(state0.params) as [Array, Params];
     const grads = new Map(tree.flattenWithPath<Array>(g)[0].map(([p, x]) => [pathKey(p), x] as const));
     const [state1, metrics] = ts.jitted(ts.init(), batch); // a second init: the jitted step donates its state
-    let stateN = ts.init(); // from a third init: state1 stays live for the caller
-    for (let i = 0; i < DECODE_STEPS; i++) [stateN] = ts.jitted(stateN, batch);
     const dec = makeDecoder(m, { prefillLength: config.max_prefill_predict_length, sampling: { strategy: 'greedy', temperature: 1, topK: 0, topP: 1 } });
-    const decodeTokens = dec.generate(stateN.params, DECODE_PROMPTS, { maxNewTokens: DECODE_NEW }).tokens;
-    return { config, model: m, batch, logits, loss: lossV, grads, state0, state1, metrics, stateN, decodeTokens };
+    const decodeTokens = dec.generate(state1.params, DECODE_PROMPTS, { maxNewTokens: DECODE_NEW }).tokens;
+    return { config, model: m, batch, logits, loss: lossV, grads, state0, state1, metrics, decodeTokens };
   } finally {
     if (c.precision) setDefaultMatmulPrecision(prev);
   }

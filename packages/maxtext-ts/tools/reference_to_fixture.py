@@ -10,6 +10,8 @@ agree (they are check_maxtext.py's TOL).
 import json
 import sys
 
+if len(sys.argv) < 3:
+    sys.exit("usage: reference_to_fixture.py OUT.json REF.json [REF.json ...]")
 out, refs = sys.argv[1], [json.load(open(p)) for p in sys.argv[2:]]
 fixture = {"runs": [], "tolerances": refs[0]["tolerances"], "cases": {}}
 for r in refs:

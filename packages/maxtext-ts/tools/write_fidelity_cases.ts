@@ -7,7 +7,7 @@
  * For each case of fidelityCases.ts (a shipped config plus overrides) OUT_DIR/<case>/ holds:
  * - `ckpt/`: the trainer's checkpoint layout (orbax-ts CheckpointManager, item `items` =
  *   {params, optState, step}): step 0 = the fresh init, step 1 = after one jitted train step on
- *   the fixed batch, step 40 = after 40 (the decode check's parameters). The Python side restores
+ *   the fixed batch (also the decode check's parameters, DECODE_STEP). The Python side restores
  *   them with Orbax.
  * - `out.npz`: the batch (`tokens`, `segment_ids`, `positions`: [B, L+1]), tpukit's `logits`
  *   [B, L, V] and `loss` (mean) at step 0, `grad.<path>` (gradient of the mean loss, keys of the
@@ -23,7 +23,7 @@ import path from 'node:path';
 import { args, CheckpointManager } from '@tpukit/orbax-ts';
 import { type NpyArray, writeNpz } from '../../mesh/tools/npz';
 import { calculateTflopsTrainingPerDevice, loadConfig } from '../src/index';
-import { CASES, DECODE_PROMPTS, DECODE_STEPS, type FidelityCase, runCase } from './fidelityCases';
+import { CASES, DECODE_PROMPTS, DECODE_STEP, type FidelityCase, runCase } from './fidelityCases';
 
 const npy = (a: Array): NpyArray => ({ shape: a.shape, dtype: a.dtype, data: a.dataSync() as Float32Array });
 
@@ -51,9 +51,10 @@ async function writeCase(root: string, c: FidelityCase): Promise<void> {
   arrays.decode_tokens = { shape: [DECODE_PROMPTS.length, n], dtype: 'int32', data: Int32Array.from(r.decodeTokens.flat()) };
   writeNpz(path.join(dir, 'out.npz'), arrays);
 
-  // The trainer's checkpoint layout: step 0 (init), 1 (one step), DECODE_STEPS.
+  // The trainer's checkpoint layout: step 0 (init), 1 (one step; the decode check's parameters).
   const mgr = new CheckpointManager(path.join(dir, 'ckpt'), { enableAsyncCheckpointing: false });
-  for (const [step, state] of [[0, r.state0], [1, r.state1], [DECODE_STEPS, r.stateN]] as const) {
+  if (DECODE_STEP !== 1) throw new Error(`write_fidelity_cases: DECODE_STEP = ${DECODE_STEP}, but only steps 0 and 1 are checkpointed`);
+  for (const [step, state] of [[0, r.state0], [1, r.state1]] as const) {
     await mgr.save(step, args.Composite({ items: args.StandardSave(state) }), { force: true });
   }
   await mgr.waitUntilFinished();

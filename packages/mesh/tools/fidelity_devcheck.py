@@ -78,6 +78,15 @@ def versions() -> None:
     sys.stdout.flush()
 
 
+S1A = "1a. jax.random fixture on the default platform (GPU)"
+S1B = "1b. jax.random fixture on CPU"
+S3B = "3b. Orbax writes checkpoints for orbax-ts"
+
+
+class _Skipped(Exception):
+    """A block after a step that --only left out (the step's outputs are not there)."""
+
+
 def main(argv) -> int:
     dry = "--dry" in argv
     os.makedirs(OUT, exist_ok=True)
@@ -95,13 +104,17 @@ def main(argv) -> int:
     global ONLY
     ONLY = argv[argv.index("--only") + 1] if "--only" in argv else ""
     t0 = time.time()
-    step("1a. jax.random fixture on the default platform (GPU)", ["jax_random_fixture.py", os.path.join(OUT, "jax_random_gpu.json")], 120)
-    step("1b. jax.random fixture on CPU", ["jax_random_fixture.py", os.path.join(OUT, "jax_random_cpu.json")], 120, CPU_ENV)
+    step(S1A, ["jax_random_fixture.py", os.path.join(OUT, "jax_random_gpu.json")], 120)
+    step(S1B, ["jax_random_fixture.py", os.path.join(OUT, "jax_random_cpu.json")], 120, CPU_ENV)
     try:
+        if not (S1A.startswith(ONLY) and S1B.startswith(ONLY)):
+            raise _Skipped
         g = json.load(open(os.path.join(OUT, "jax_random_gpu.json")))["cases"]
         c = json.load(open(os.path.join(OUT, "jax_random_cpu.json")))["cases"]
         diff = [json.dumps({k: v for k, v in a.items() if k != "out"}) for a, b in zip(g, c) if a.get("out") != b.get("out")]
         print(f"{'PASS' if not diff else 'INFO'} jax.random GPU vs CPU: {len(g) - len(diff)}/{len(g)} cases identical; differ: {diff[:20]}")
+    except _Skipped:
+        pass
     except Exception as e:  # noqa: BLE001
         print(f"ERROR comparing GPU and CPU random fixtures: {e}")
     shlo = os.path.join(HERE, "shlo")
@@ -114,11 +127,15 @@ def main(argv) -> int:
     ock = os.path.join(HERE, "ock")
     step("3a. Orbax / TensorStore / safetensors read orbax-ts files", ["check_orbax.py", "read", ock, "--json", os.path.join(OUT, "orbax_read.json")], 180)
     written = os.path.join(HERE, "orbax_written")
-    step("3b. Orbax writes checkpoints for orbax-ts", ["check_orbax.py", "write", written, "--json", os.path.join(OUT, "orbax_write.json")], 120, {"JAX_PLATFORMS": "cpu"})
+    step(S3B, ["check_orbax.py", "write", written, "--json", os.path.join(OUT, "orbax_write.json")], 120, {"JAX_PLATFORMS": "cpu"})
     try:
+        if not S3B.startswith(ONLY):
+            raise _Skipped
         with tarfile.open(os.path.join(OUT, "orbax_written.tgz"), "w:gz") as t:
             t.add(written, arcname="orbax_written")
         print(f"orbax_written.tgz: {os.path.getsize(os.path.join(OUT, 'orbax_written.tgz'))} bytes")
+    except _Skipped:
+        pass
     except Exception as e:  # noqa: BLE001
         print(f"ERROR tar of Orbax-written checkpoints: {e}")
     mt = os.path.join(HERE, "mt")
