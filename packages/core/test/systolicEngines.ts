@@ -13,19 +13,11 @@ import type { GemmEngine } from '../src/backends/systolic/gemmEngine';
 
 /**
  * A registered systolic backend named `name` whose engine runs the 5 x 8 micro-kernel (MR 5, MC
- * 130), chosen as the environment chooses it (`TPUKIT_GEMM_KERNEL=5x8` while its engine is made).
+ * 130), whatever the environment picks (`gemmKernel: '5x8'`).
  */
 export function backend5x8(name: string): SystolicBackend {
-  const backend = new SystolicBackend(name);
+  const backend = new SystolicBackend(name, { gemmKernel: '5x8' });
   registerBackend(backend);
-  const env = process.env.TPUKIT_GEMM_KERNEL;
-  process.env.TPUKIT_GEMM_KERNEL = '5x8';
-  try {
-    void backend.engine;
-  } finally {
-    if (env === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
-    else process.env.TPUKIT_GEMM_KERNEL = env;
-  }
   return backend;
 }
 

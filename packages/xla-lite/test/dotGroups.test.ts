@@ -13,20 +13,12 @@ const dims = (i: HloInstruction): string => `${i.operands.map((o) => `[${o.shape
 
 /**
  * A registered systolic backend whose GEMM engine runs micro-kernel `kernel` whatever the
- * environment picks (as `TPUKIT_GEMM_KERNEL` chooses it while its engine is made). With 5 x 8 (MR
+ * environment picks (`gemmKernel`). With 5 x 8 (MR
  * 5) the test's M = 512 is no multiple of MR, so A's last row panel is partial.
  */
 function systolicWith(kernel: '4x8' | '5x8'): InstanceType<typeof systolic.SystolicBackend> {
-  const backend = new systolic.SystolicBackend(`systolic-dot-groups-${kernel}`);
+  const backend = new systolic.SystolicBackend(`systolic-dot-groups-${kernel}`, { gemmKernel: kernel });
   registerBackend(backend);
-  const env = process.env.TPUKIT_GEMM_KERNEL;
-  process.env.TPUKIT_GEMM_KERNEL = kernel;
-  try {
-    void backend.engine;
-  } finally {
-    if (env === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
-    else process.env.TPUKIT_GEMM_KERNEL = env;
-  }
   return backend;
 }
 

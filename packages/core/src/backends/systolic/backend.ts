@@ -15,6 +15,7 @@ import type { DotGeneralParams } from '../../lax/dot';
 import type { Primitive, ShapedArray } from '../../primitive';
 import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine } from './gemmEngine';
+import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8 } from './gemmModule';
 import { type Ledger, addCollective, addToLedger, newLedger, opCost } from './ledger';
 import { type CollectiveCall, collectiveCost, getInterconnect, type InterconnectModel } from './interconnect';
 import { mxuDotGeneral } from './mxuDot';
@@ -32,6 +33,12 @@ export interface SystolicOptions {
   relaxedSimd?: boolean;
   /** The TPU the cost model describes: a preset name or a record. Default 'v5e'. */
   preset?: keyof typeof presets | TpuPreset;
+  /**
+   * The GEMM micro-kernel: '4x8' or '5x8' forces one, 'auto' (the default) takes
+   * `TPUKIT_GEMM_KERNEL` or else the one this CPU runs faster (measured once per process). Every
+   * kernel gives the same bits; only speed differs.
+   */
+  gemmKernel?: 'auto' | '4x8' | '5x8';
 }
 
 const FLOAT = new Set(['float32', 'bfloat16', 'float16']);
@@ -46,6 +53,7 @@ export class SystolicBackend implements Backend {
   flushSubnormals = false;
   preset: TpuPreset = presets.v5e;
   private relaxed = true;
+  private kernel: 'auto' | '4x8' | '5x8' = 'auto';
   private engineCache: GemmEngine | null = null;
   /** Ledgers currently collecting (nested `withLedger` calls each get every op). */
   readonly activeLedgers: Ledger[] = [];
@@ -70,6 +78,14 @@ export class SystolicBackend implements Backend {
       this.relaxed = opts.relaxedSimd;
       this.engineCache = null;
     }
+    if (opts.gemmKernel !== undefined) {
+      const k = opts.gemmKernel;
+      if (k !== 'auto' && k !== '4x8' && k !== '5x8') throw new Error(`systolic.configure: gemmKernel must be 'auto', '4x8' or '5x8'; got ${showValue(k)}`);
+      if (k !== this.kernel) {
+        this.kernel = k;
+        this.engineCache = null;
+      }
+    }
     if (opts.preset !== undefined) {
       if (typeof opts.preset === 'string') {
         const p = presets[opts.preset];
@@ -81,7 +97,10 @@ export class SystolicBackend implements Backend {
 
   /** The GEMM engine (compiled on first use). */
   get engine(): GemmEngine {
-    if (!this.engineCache) this.engineCache = new GemmEngine({ relaxed: this.relaxed && wasmFeatures().relaxedSimd });
+    if (!this.engineCache) {
+      const shape = this.kernel === 'auto' ? undefined : this.kernel === '5x8' ? GEMM_SHAPE_5X8 : GEMM_SHAPE_4X8;
+      this.engineCache = new GemmEngine({ relaxed: this.relaxed && wasmFeatures().relaxedSimd, shape });
+    }
     applyThreads(this.engineCache);
     return this.engineCache;
   }

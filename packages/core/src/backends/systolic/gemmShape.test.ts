@@ -10,6 +10,7 @@ import { aval } from '../../aval';
 import { bf16 } from '../../index';
 import { wasmFeatures } from '../../wasm/features';
 import { GemmEngine, gemmKernelChoice } from './gemmEngine';
+import { SystolicBackend } from './backend';
 import { applyThreads } from './threads';
 import { getNumThreads, setNumThreads } from '../../threads';
 import { MIN_GAIN, measureGain } from './gemmTune';
@@ -47,6 +48,28 @@ describe('systolic GEMM micro-kernel shapes', () => {
     }
     expect([GEMM_SHAPE_5X8.mr, GEMM_SHAPE_5X8.nv, GEMM_SHAPE_5X8.aLoad]).toEqual([5, 2, 'vector']);
     expect(() => buildGemmModule({ shape: { ...GEMM_SHAPE_5X8, mc: 128 }, relaxed: false, shared: false, maxPages: 16 })).toThrow(/buildGemmModule: mc 128 must be a multiple of mr 5/);
+  });
+
+  it('configure({ gemmKernel }) pins a backend\'s kernel over TPUKIT_GEMM_KERNEL, a change makes a new engine, and a bad value is refused by name', () => {
+    const before = process.env.TPUKIT_GEMM_KERNEL;
+    try {
+      process.env.TPUKIT_GEMM_KERNEL = '4x8';
+      const b = new SystolicBackend('systolic-gemm-kernel-option', { gemmKernel: '5x8' });
+      const e5 = b.engine;
+      expect(e5.shape).toBe(GEMM_SHAPE_5X8);
+      b.configure({ gemmKernel: '5x8' });
+      expect(b.engine, 'the same kernel keeps the engine').toBe(e5);
+      b.configure({ gemmKernel: '4x8' });
+      expect(b.engine.shape).toBe(GEMM_SHAPE_4X8);
+      process.env.TPUKIT_GEMM_KERNEL = '5x8';
+      b.configure({ gemmKernel: 'auto' });
+      expect(b.engine.shape, "'auto' takes the environment's").toBe(GEMM_SHAPE_5X8);
+      expect(() => b.configure({ gemmKernel: '8x8' as '4x8' })).toThrow(/systolic\.configure: gemmKernel must be 'auto', '4x8' or '5x8'; got "8x8"/);
+      expect(b.engine.shape, 'a refused value changes nothing').toBe(GEMM_SHAPE_5X8);
+    } finally {
+      if (before === undefined) delete process.env.TPUKIT_GEMM_KERNEL;
+      else process.env.TPUKIT_GEMM_KERNEL = before;
+    }
   });
 
   it('TPUKIT_GEMM_KERNEL picks the kernel of engines made without a shape, and a bad value is refused by name', () => {
