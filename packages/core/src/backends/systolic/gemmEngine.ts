@@ -861,7 +861,7 @@ export class GemmEngine implements BatchEngine {
       if (packed > full) {
         const rows = v.rows - full * R;
         this.traffic.simdPartialPanels++;
-        for (let q = dst / 4 + full * R * kp, end = q + R * kp; q < end; q += R) u32.fill(0, q + rows, q + R);
+        zeroPanelRows(u32, dst + full * R * kp * 4, R, rows, kp);
       } else packOperand(v, elemOff, R, HI_ONLY, kp, flush, u32, dst / 4, full, 0);
     }
     if (full > 0 && (kBulk < v.k || kp > v.k)) {
