@@ -17,7 +17,7 @@ import { SystolicBackend } from './backend';
 import type { GemmEngine } from './gemmEngine';
 import { poolRowBlockRows, poolTestHooks, threadsAvailable } from './threads';
 import { gemmPhases, resetGemmPhases } from './phases';
-import { backend5x8 } from '../../../test/systolicEngines';
+import { backend5x8, holdAll } from '../../../test/systolicEngines';
 
 const backend = new SystolicBackend('systolic-engine-test');
 registerBackend(backend);
@@ -44,7 +44,7 @@ const poolProducts = (): number => gemmPhases.pool.products;
  * multiple of 4 here), and sources
  * swept exactly when `touch` is on. Returns the pool row-block jobs it ran.
  */
-function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: number, transA: boolean, touch: boolean, blockRows: boolean, threads: number): number {
+function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: number, transA: boolean, touch: boolean, blockRows: boolean, threads: number, padding?: 'caller' | 'worker'): number {
   const { mr, mc } = engine.shape;
   const defaults = [engine.touchInPlace, engine.blockRows, engine.blockRowsPool] as const;
   setNumThreads(1);
@@ -99,10 +99,16 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
     // Into a destination in the GEMM memory too (as a compiled step's arena: the kernel writes
     // there when N is a multiple of the panel width, with no early row hand-over).
     const into = new Float32Array(engine.buffer(), dest, M * N).fill(Number.NaN);
-    counted(N % engine.nr === 0, () => {
+    const intoProduct = (): void => {
       withBackend(name, () => evalPrimitiveInto(dotGeneralP, [fromStorage(view, aShape, 'float32'), fromStorage(hb, [K, N], 'float32')], { dimensionNumbers: dn, precision: null, preferredElementType: null }, into));
-    });
+    };
+    const pj = engine.traffic.poolRowBlockJobs;
+    counted(N % engine.nr === 0, padding === undefined ? intoProduct : () => alone(padding, intoProduct));
     expect(Array.from(new Uint32Array(into.slice().buffer))).toEqual(bits(host));
+    if (padding !== undefined) {
+      expect(engine.traffic.poolRowBlockJobs - pj, 'the product ran as the pool\'s row-block job').toBe(1);
+      expectZeroPadding(engine, M, K, N, padding === 'caller' ? 0 : 1);
+    }
   } finally {
     [engine.touchInPlace, engine.blockRows, engine.blockRowsPool] = defaults;
     gemmPhases.enabled = false;
@@ -111,6 +117,47 @@ function checkCase(name: string, engine: GemmEngine, M: number, K: number, N: nu
     engine.release(dest);
   }
   return poolBlockJobs;
+}
+
+/** Runs `product` with the pool's workers held (the calling thread computes every row block) or with the calling thread computing none. */
+function alone(who: 'caller' | 'worker', product: () => void): void {
+  if (who === 'caller') {
+    const held = holdAll();
+    try {
+      product();
+    } finally {
+      held.release();
+    }
+    return;
+  }
+  poolTestHooks.callerComputes = false;
+  try {
+    product();
+  } finally {
+    poolTestHooks.callerComputes = true;
+  }
+}
+
+/**
+ * After a pool row-block product ('kc' A of M rows, M not a multiple of MR, in the engine's memory;
+ * B [K, N] from the host, staged at the scratch floor, so A's packed area starts past it) whose
+ * row blocks thread `tid` computed alone: the partial last panel of the last block, packed whole
+ * by the SIMD kernel into that thread's part of the area (reading past A's last row: the
+ * destination's NaNs in `checkCase`), holds zeros in its missing rows. C's bits cannot tell: the
+ * gemm export stores only A's rows; the zeros keep NaNs and subnormals out of its FMAs.
+ */
+function expectZeroPadding(engine: GemmEngine, M: number, K: number, N: number, tid: number): void {
+  const { mr } = engine.shape;
+  const np = Math.ceil(N / engine.nr) * engine.nr;
+  const rb = poolRowBlockRows(engine.shape, np, K);
+  const ap = Math.ceil((engine.floor + K * N * 4) / 64) * 64;
+  const i0 = (Math.ceil(M / rb) - 1) * rb;
+  const full = Math.floor((M - i0) / mr);
+  const panel = (ap + tid * rb * K * 4) / 4 + full * mr * K;
+  const u32 = new Uint32Array(engine.buffer());
+  let bad = -1;
+  for (let k = 0; k < K && bad < 0; k++) for (let r = M % mr; r < mr; r++) if (u32[panel + k * mr + r] !== 0) bad = k * mr + r;
+  expect(bad, `M ${M} K ${K} N ${N}, thread ${tid}: float ${bad} of the last row block's partial panel is not a zero row's`).toBe(-1);
 }
 
 describe('GemmEngine packing of in-place operands', () => {
@@ -151,6 +198,12 @@ describe('GemmEngine packing of in-place operands', () => {
 
   it.runIf(threadsAvailable(engine5))("the pool's row-block job takes a partial last panel (5 x 8: M = 2048, 512, 132) with the host path's bits", () => {
     for (const [M, K, N] of [[2048, 128, 128], [2048, 512, 128], [512, 128, 512], [132, 600, 64]]) expect(checkCase('systolic-engine-test-5x8', engine5, M, K, N, false, true, true, 2), `M = ${M}`).toBe(1);
+  });
+
+  it.runIf(threadsAvailable(engine5))("the pool's row-block job zeroes the missing rows of the partial last panel it packed whole (5 x 8: the calling thread's copy and the workers')", () => {
+    for (const who of ['caller', 'worker'] as const) {
+      for (const [M, K, N] of [[2048, 128, 128], [132, 600, 64], [512, 128, 512]]) expect(checkCase('systolic-engine-test-5x8', engine5, M, K, N, false, true, true, 2, who), `M = ${M}, ${who}`).toBe(1);
+    }
   });
 
   it.runIf(threadsAvailable(backend.engine) && threadsAvailable(engine5))('the workers\' own path: every tile and row block computed by a worker (the calling thread computes none)', () => {
