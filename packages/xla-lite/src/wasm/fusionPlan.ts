@@ -37,6 +37,12 @@ export interface FusionPlan {
   finalItems: number;
   /** Column reductions: blocks of reduced rows, each summed into its own scratch (1 = not split). */
   rowBlocks: number;
+  /**
+   * Column reductions: the kernel also stores the reduced operand itself, elementwise, at
+   * `KernelAddresses.side` (a dot epilogue that computes its result and that result's column
+   * sum in one pass: `planEpilogueColumnSum`). False for every other kernel.
+   */
+  side: boolean;
   chunksPerRow: number;
   rowsPerOutput: number;
   K: number;
@@ -167,6 +173,8 @@ export interface KernelAddresses {
   scratch: number;
   /** Extra outputs of a multi-output (row) fusion. */
   more?: number[];
+  /** Where a column reduction with `plan.side` stores its reduced operand (elementwise, the loop shape). */
+  side?: number;
 }
 
 /** The address of output `q` of a kernel (0: `out`, then `more`). */
