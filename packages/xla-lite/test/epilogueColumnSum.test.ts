@@ -32,7 +32,9 @@ const epilogues = {
 type Epilogue = keyof typeof epilogues;
 
 /** The function: the epilogue's result e (an output), its column sum over the leading axes, and a product reading e. */
-const fn = (epi: Epilogue) => (x: Array, w: Array, h: Array, b: Array, w2: Array) => {
+const fn =
+  (epi: Epilogue) =>
+  (...[x, w, h, b, w2]: Array[]): Array[] => {
   const e = epilogues[epi](np.matmul(x, w), h, b);
   const axes = globalThis.Array.from({ length: e.ndim - 1 }, (_, k) => k);
   return [e, np.sum(e, { axis: axes }), np.matmul(e, w2)];
