@@ -95,7 +95,7 @@ describe('dot epilogues with their column sum', () => {
           const args = [seq([...rows, K], seed * 0.37), seq([K, F], seed * 0.11 + 1), seq([...rows, F], seed * 0.05 + 2), seq([F], 0.9), seq([F, 3], 0.7)];
           const fused = compile(epi, args, true);
           const separate = compile(epi, args, false);
-          for (const t of [1, 2, 3]) {
+          for (const t of [1, 2, 3, 1]) {
             setNumThreads(t);
             setKernelThreads(t);
             seen.length = 0;
@@ -153,6 +153,68 @@ describe('dot epilogues with their column sum', () => {
       }
     }
     if (onThreads === 0) expect(step.parallel).toBe(false); // (no worker threads here)
+  });
+
+  it('law: a row fusion (layer norm, softmax) with the column sum of its output: fused == separate == the rows summed in order, 1-3 threads', () => {
+    const seen: WasmStep[] = [];
+    const run = WasmProgram.prototype.run;
+    vi.spyOn(WasmProgram.prototype, 'run').mockImplementation(function (this: WasmProgram, ...a: Parameters<WasmProgram['run']>) {
+      if (a[0].withSum !== null) seen.push(a[0]);
+      return run.apply(this, a);
+    });
+    const rowFns = {
+      layerNorm: (x: Array, g: Array, w: Array) => {
+        const m = np.mean(x, { axis: -1, keepdims: true });
+        const v = np.mean(np.square(np.subtract(x, m)), { axis: -1, keepdims: true });
+        return np.multiply(np.divide(np.subtract(x, m), np.sqrt(np.add(v, 1e-5))), g);
+      },
+      softmax: (x: Array, _g: Array, _w: Array) => {
+        const e = np.exp(np.subtract(x, np.max(x, { axis: -1, keepdims: true })));
+        return np.divide(e, np.sum(e, { axis: -1, keepdims: true }));
+      },
+    };
+    let fusedRuns = 0;
+    fc.assert(
+      fc.property(
+        fc.record({ lead: fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 0, maxLength: 2 }), M: fc.integer({ min: 1, max: 60 }), C: fc.oneof(fc.integer({ min: 2, max: 70 }), fc.constant(128)), kind: fc.constantFrom<keyof typeof rowFns>('layerNorm', 'softmax'), seed: fc.integer({ min: 1, max: 1000 }) }),
+        ({ lead, M, C, kind, seed }) => {
+          const rows = [...lead, M];
+          const args = [seq([...rows, C], seed * 0.29), seq([C], 0.7), seq([C, 3], 0.4)];
+          const g = (...[x, gamma, w]: Array[]): Array[] => {
+            const y = rowFns[kind](x, gamma, w);
+            return [y, np.sum(y, { axis: rows.map((_, k) => k) }), np.matmul(y, w)];
+          };
+          const build = (on: boolean) => {
+            setEpilogueColumnSums(on);
+            try {
+              return withBackend('systolic', () => jit(g).lower(...args).compile());
+            } finally {
+              setEpilogueColumnSums(initial);
+            }
+          };
+          const fused = build(true);
+          const separate = build(false);
+          for (const t of [1, 2, 3, 1]) {
+            setNumThreads(t);
+            setKernelThreads(t);
+            seen.length = 0;
+            const [y, sum, p] = withBackend('systolic', () => fused.call(args)) as Array[];
+            const [y0, sum0, p0] = withBackend('systolic', () => separate.call(args)) as Array[];
+            expect(bits(y)).toEqual(bits(y0));
+            expect(bits(sum)).toEqual(bits(sum0));
+            expect(bits(p)).toEqual(bits(p0));
+            expect(bits(sum)).toEqual(columnSums(y, C));
+            const step = seen.find((x) => x.withSum !== null);
+            if (t === 1 && step !== undefined && !step.parallel) {
+              expect(step.withSum!.ran).not.toBe(0);
+              fusedRuns++;
+            }
+          }
+        },
+      ),
+      { numRuns: 20, examples: [[{ lead: [16], M: 128, C: 128, kind: 'layerNorm', seed: 3 }], [{ lead: [], M: 7, C: 5, kind: 'softmax', seed: 2 }]] },
+    );
+    expect(fusedRuns).toBeGreaterThan(0);
   });
 
   it('setEpilogueColumnSums rejects a non-boolean', () => {

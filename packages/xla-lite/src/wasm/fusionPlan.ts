@@ -43,6 +43,12 @@ export interface FusionPlan {
    * sum in one pass: `planEpilogueColumnSum`). False for every other kernel.
    */
   side: boolean;
+  /**
+   * Row kernels: the full output whose column sum (over every row, in row order, in float64)
+   * the kernel also accumulates as it writes it, at `KernelAddresses.colSum` (run on one
+   * thread over all rows: `planRowColumnSum`); null for every other kernel.
+   */
+  sums: HloInstruction | null;
   chunksPerRow: number;
   rowsPerOutput: number;
   K: number;
@@ -175,6 +181,8 @@ export interface KernelAddresses {
   more?: number[];
   /** Where a column reduction with `plan.side` stores its reduced operand (elementwise, the loop shape). */
   side?: number;
+  /** A row kernel with `plan.sums`: its float64 scratch (one per column, padded to whole vectors) and the float32 sums' address. */
+  colSum?: { scratch: number; out: number };
 }
 
 /** The address of output `q` of a kernel (0: `out`, then `more`). */

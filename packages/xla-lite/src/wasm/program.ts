@@ -45,7 +45,7 @@ import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
-import { CHUNK, emitKernel, planEpilogueColumnSum, planFusion, planRowFusion } from './emitKernel';
+import { CHUNK, emitKernel, planEpilogueColumnSum, planFusion, planRowColumnSum, planRowFusion } from './emitKernel';
 import { type FusionPlan, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
@@ -101,16 +101,17 @@ export function epilogueBandsEnabled(): boolean {
 let epilogueSums = envVar('TPUKIT_EPILOGUE_COLSUM') !== '0';
 
 /**
- * Turns dot epilogues with their column sum on (default; off when the environment variable
+ * Turns kernels with their column sum on (default; off when the environment variable
  * `TPUKIT_EPILOGUE_COLSUM` is `0`) or off, for executables built afterwards: a column
- * reduction (kInput) that sums a wasm dot epilogue's result over its leading axes, and nothing
- * else (a bias gradient: the GPT's MLP up projection's, over GELU'), is computed by the
- * epilogue as it writes that result (a second kernel of the epilogue, `planEpilogueColumnSum`)
- * when the epilogue runs on one thread, instead of by a second pass over the result; the
- * reduction's step then only hands on its output. On threads the epilogue runs its loop
- * kernel (split by rows) and the reduction its own kernel, as without: split by columns the
- * fused kernel measured slower than the two on two threads (BENCHMARKS.md, "fuse13"). Results
- * are bit-identical either way (the same float64 additions in row order, one rounding).
+ * reduction (kInput) that sums a wasm dot epilogue's result, or a full output of a row fusion
+ * (kRow), over its leading axes, and nothing else (bias gradients: the GPT's MLP up
+ * projection's over GELU', those over a layer norm's input gradient), is computed by that
+ * kernel as it writes the result (a second kernel of it, `planEpilogueColumnSum`,
+ * `planRowColumnSum`) when it runs on one thread, instead of by a second pass over the result;
+ * the reduction's step then only hands on its output. On threads the producer runs its own
+ * kernel (split by rows) and the reduction its own, as without: split by columns the fused
+ * epilogue measured slower than the two on two threads (BENCHMARKS.md, "fuse13"). Results are
+ * bit-identical either way (the same float64 additions in row order, one rounding).
  */
 export function setEpilogueColumnSums(on: boolean): void {
   if (typeof on !== 'boolean') throw new TypeError(`setEpilogueColumnSums: on must be a boolean; got ${String(on)}`);
@@ -248,9 +249,9 @@ export interface WasmStep {
   readonly fn: number;
   readonly kernel: (lo: number, hi: number, thread?: number) => void;
   readonly items: number;
-  /** A dot epilogue's kernel that also computes a column sum of its result, run instead of `kernel` on one thread (see `setEpilogueColumnSums`); else null. */
+  /** A dot epilogue's (or row fusion's) kernel that also computes a column sum of its result, run instead of `kernel` on one thread (see `setEpilogueColumnSums`); else null. */
   readonly withSum: EpilogueSum | null;
-  /** A column sum that `withSum` of its operand's epilogue may have computed in this call (then this step only hands on its output); else null. */
+  /** A column sum that `withSum` of its operand's producer may have computed in this call (then this step only hands on its output); else null. */
   readonly sumBy: EpilogueSum | null;
   /** Items run after all of [0, items) are done, on the calling thread (a column reduction's combination of its row blocks; usually 0). */
   readonly finalItems: number;
@@ -283,9 +284,9 @@ export interface WasmStep {
   readonly views: (Array | null)[];
 }
 
-/** A dot epilogue's kernel with the column sum of its result (`planEpilogueColumnSum`): all its items in one call, on the calling thread. */
+/** A kernel that also computes the column sum of its result (`planEpilogueColumnSum`, `planRowColumnSum`): all its items in one call, on the calling thread. */
 interface EpilogueSum {
-  readonly kernel: (lo: number, hi: number) => void;
+  readonly kernel: (lo: number, hi: number, thread: number) => void;
   readonly items: number;
   /** The call (`WasmProgram`'s generation) in which it last ran. */
   ran: number;
@@ -377,13 +378,24 @@ export class WasmProgram implements PoolProgram {
     // `setEpilogueColumnSums`): the sum's fusion -> its epilogue and their fused plan. The sum's
     // output lives in a region of its own (written when the epilogue runs, before the sum's
     // place in the program, or by the sum's own kernel).
-    const summed = new Map<HloInstruction, { epilogue: HloInstruction; plan: FusionPlan }>();
+    // A row fusion's output (itself, or an element of its tuple) pairs the same way.
+    const summed = new Map<HloInstruction, { producer: HloInstruction; plan: FusionPlan }>();
+    const taken = (g: HloInstruction): boolean => [...summed.values()].some((x) => x.producer === g);
     if (epilogueSums)
       for (const [f, p] of plans) {
-        const e = f.operands.length === 1 && !f.isTuple && p.kind === 'col' && p.rowBlocks === 1 ? epilogues.get(f.operands[0]) : undefined;
-        if (e === undefined || [...summed.values()].some((x) => x.epilogue === f.operands[0])) continue;
-        const fused = planEpilogueColumnSum(e.plan.body, f.called[0]);
-        if (fused !== null && fused.rowBlocks === 1) summed.set(f, { epilogue: f.operands[0], plan: fused });
+        if (f.operands.length !== 1 || f.isTuple || p.kind !== 'col' || p.rowBlocks !== 1) continue;
+        const x = f.operands[0];
+        const e = epilogues.get(x);
+        if (e !== undefined) {
+          const fused = taken(x) ? null : planEpilogueColumnSum(e.plan.body, f.called[0]);
+          if (fused !== null && fused.rowBlocks === 1) summed.set(f, { producer: x, plan: fused });
+          continue;
+        }
+        const g = x.opcode === 'get-tuple-element' ? x.operands[0] : x;
+        const rp = plans.get(g);
+        if (rp === undefined || rp.kind !== 'rows' || taken(g) || (g === x && g.isTuple)) continue;
+        const fused = planRowColumnSum(rp, g === x ? 0 : (x.params as { index: number }).index, f.called[0], p);
+        if (fused !== null) summed.set(f, { producer: g, plan: fused });
       }
     const reads = (u: HloInstruction | null): boolean => u !== null && (plans.has(u) || epilogues.has(u));
     const index = new Map(c.instructions.map((i, k) => [i, k]));
@@ -506,14 +518,17 @@ export class WasmProgram implements PoolProgram {
       const more = regions ? regions.slice(1) : [];
       layouts.push({ inst: f, plan, at: { params, out, scratch, more }, inputs, acc });
     }
-    // The epilogues' kernels with their column sum (kernels k<layouts.length + i>): the
-    // epilogue's operands, the sum's output, scratch of their own, the result stored in the
-    // dot's buffer as the loop kernel does.
-    const sumKernels = [...summed].map(([f, { epilogue, plan }], i) => {
-      const e = layouts.find((l) => l.inst === epilogue)!;
+    // The kernels with a column sum (kernels k<layouts.length + i>): an epilogue's reads its
+    // operands, writes the sum's output, has scratch of its own and stores the result in the
+    // dot's buffer as the loop kernel does; a row fusion's is its kernel plus the sum's float64
+    // scratch and output.
+    const sumKernels = [...summed].map(([f, { producer, plan }], i) => {
+      const e = layouts.find((l) => l.inst === producer)!;
+      const out = sumAt.get(f)!;
       const scratch = top;
-      top += align(plan.scratchBytes);
-      return { sum: f, epilogue, fn: layouts.length + i, plan, at: { params: e.at.params, out: sumAt.get(f)!, scratch, more: [], side: e.acc } as KernelAddresses, inputs: [] as Staged[], acc: -1 };
+      top += align(plan.kind === 'rows' ? Math.ceil(plan.L / 4) * 32 : plan.scratchBytes);
+      const at: KernelAddresses = plan.kind === 'rows' ? { ...e.at, colSum: { scratch, out } } : { params: e.at.params, out, scratch, more: [], side: e.acc };
+      return { sum: f, producer, fn: layouts.length + i, plan, at, inputs: [] as Staged[], acc: -1 };
     });
     // Donated outputs that can stay in the arena (see `Resident`): written into their
     // argument's region (placed here if no kernel reads the argument) instead of their own.
@@ -576,8 +591,8 @@ export class WasmProgram implements PoolProgram {
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
     const viewable = (sh: HloInstruction['shape'], rs: readonly (HloInstruction | null)[]): boolean => inHost && sh.dtype === 'float32' && !sh.weakType && rs.every(transient);
-    const sums = new Map(sumKernels.map((x) => [x.sum, { kernel: inst.exports[`k${x.fn}`] as (lo: number, hi: number) => void, items: x.plan.items, ran: 0 } satisfies EpilogueSum]));
-    const sumOfEpilogue = new Map(sumKernels.map((x) => [x.epilogue, sums.get(x.sum)!]));
+    const sums = new Map(sumKernels.map((x) => [x.sum, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, ran: 0 } satisfies EpilogueSum]));
+    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, sums.get(x.sum)!]));
     layouts.forEach((l, k) => {
       const out = l.at.out;
       const outBool = !l.inst.isTuple && l.inst.shape.dtype === 'bool';
@@ -588,7 +603,7 @@ export class WasmProgram implements PoolProgram {
         fn: k,
         kernel: inst.exports[`k${k}`] as (lo: number, hi: number, thread?: number) => void,
         items: l.plan.items,
-        withSum: sumOfEpilogue.get(l.inst) ?? null,
+        withSum: sumOfProducer.get(l.inst) ?? null,
         sumBy: sums.get(l.inst) ?? null,
         finalItems: l.plan.finalItems,
         parallel: shared && !mixed && runsOnThreads(l.plan),
@@ -742,15 +757,15 @@ export class WasmProgram implements PoolProgram {
   }
 
   /**
-   * Runs every work item of `s` (on the kernel pool when large). A dot epilogue that runs on
-   * one thread and has a kernel with its result's column sum runs that one instead; the sum's
-   * step then has nothing to compute in this call.
+   * Runs every work item of `s` (on the kernel pool when large). A dot epilogue or row fusion
+   * that runs on one thread and has a kernel with its result's column sum runs that one
+   * instead; the sum's step then has nothing to compute in this call.
    */
   private items(s: WasmStep): void {
     if (s.items <= 0 || s.sumBy?.ran === this.gen) return;
     const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
     if (s.withSum !== null && threads <= 1) {
-      s.withSum.kernel(0, s.withSum.items);
+      s.withSum.kernel(0, s.withSum.items, 0);
       s.withSum.ran = this.gen;
       return;
     }
@@ -800,7 +815,7 @@ function shift(layouts: { at: KernelAddresses; inputs: Staged[]; acc: number }[]
   const p = (x: ParamSource): ParamSource => ('addr' in x ? { ...x, addr: x.addr + base } : x);
   for (const l of layouts) {
     const at = l.at;
-    l.at = { params: at.params.map(p), out: at.out + base, scratch: at.scratch + base, more: at.more?.map((a) => a + base) ?? [], ...(at.side !== undefined ? { side: at.side + base } : {}) };
+    l.at = { params: at.params.map(p), out: at.out + base, scratch: at.scratch + base, more: at.more?.map((a) => a + base) ?? [], ...(at.side !== undefined ? { side: at.side + base } : {}), ...(at.colSum !== undefined ? { colSum: { scratch: at.colSum.scratch + base, out: at.colSum.out + base } } : {}) };
     for (const x of l.inputs) x.addr += base;
     if (l.acc >= 0) l.acc += base;
   }
