@@ -35,7 +35,8 @@
  * group and the garbage-collection pauses that fell inside it; each trainer runs one untimed
  * step before its profiled one, GPT_BENCH_PROFILE_WARM=0 profiles the first step after switching;
  * GPT_BENCH_PROFILE_STEPS=n profiles n steps in a row and sums them, which evens out a single
- * step's outliers: a late worker or a compile on the second core); GPT_BENCH_COPIES=1 adds
+ * step's outliers: a late worker or a compile on the second core; GPT_BENCH_PROFILE_TOP=n lists the n most
+ * expensive instructions, 25 by default); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`);
  * GPT_BENCH_BANDED=1 adds "tpukit Nt banded" peers whose dot epilogues run per finished band of
  * the dot's rows instead of as a second pass after the product (xla-lite's `setEpilogueBands`).
@@ -693,7 +694,7 @@ async function main(): Promise<void> {
       const a1 = arenaTraffic();
       await new Promise((r) => setTimeout(r, 0));
       const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
-      console.log(`\n  profile of ${profiled === 1 ? 'one' : `${profiled} (summed)`} ${tr.name} step${profiled === 1 ? '' : 's'}:\n${profile.report({ top: 25, by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
+      console.log(`\n  profile of ${profiled === 1 ? 'one' : `${profiled} (summed)`} ${tr.name} step${profiled === 1 ? '' : 's'}:\n${profile.report({ top: envCount('GPT_BENCH_PROFILE_TOP', 25, 1), by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
       const inStep = gcs.filter((g) => g.startTime < t1 && g.startTime + g.duration > t0);
       console.log(`  ${profiled === 1 ? 'that step' : `those ${profiled} steps`}: ${(t1 - t0).toFixed(1)} ms wall; CPU ms main ${th.run.main.toFixed(1)} | workers ${th.run.workers.toFixed(1)} | background ${th.run.background.toFixed(1)}; GC pauses in it: ${inStep.map((g) => `${gcKind(g)} ${g.duration.toFixed(1)} ms at +${(g.startTime - t0).toFixed(1)}`).join(', ') || 'none'}`);
       console.log(`  operand traffic of ${profiled === 1 ? 'that step' : `those ${profiled} steps`}: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB, donated outputs kept in it ${mib(a1.residentBytes - a0.residentBytes)} MiB (moved out for a caller keeping them ${mib(a1.evacuatedBytes - a0.evacuatedBytes)} MiB); results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);

@@ -21,6 +21,11 @@
  * G x L floats); an output that sums a parameter itself reads it as two 64-bit halves, each
  * widened as loaded, with no shuffle for the upper half. The last K mod 4 rows go one by one.
  * `TPUKIT_COL_ROWS4=0` (or `setColumnRows4(false)` before building) turns it off (an A/B switch).
+ *
+ * A dot epilogue with its column sum (`plan.side`, `planEpilogueColumnSum` in emitKernel.ts):
+ * the reduced operand is the epilogue's value, which the walk also stores (only the row's
+ * columns) at `at.side`, the dot's result buffer it read that element from (in place: each
+ * element is read, then written, by the one item that owns its column). One row at a time.
  */
 import { envSwitch, wasm } from '@tpukit/core/internal';
 import { numel } from '../hlo';
@@ -69,8 +74,14 @@ export function columnReduceKernel(k: KernelScope): void {
   const sb = split ? I() : -1;
   const sEnd = split ? I() : -1;
   const op = plan.isMax ? SIMD.f64x2_max : SIMD.f64x2_add;
-  // A plain body (whole f32 parameters and scalars only): ROWS rows per scratch round trip.
+  // A dot epilogue with its column sum (`plan.side`) also stores the reduced operand (its one output's) elementwise there.
+  const side = plan.side ? at.side : undefined;
+  if (plan.side && (side === undefined || outs.length !== 1)) throw new Error(`xla-lite wasm kernel: ${plan.body.name}: a column reduction storing its operand needs one output and a side address`);
+  // A plain body (whole f32 parameters and scalars only): ROWS rows per scratch round trip. Not
+  // with a side store: four rows of the GELU' epilogue's inputs and result per step measured
+  // 15-25% slower than one row (1.07-1.17 against 0.90-0.94 ms per f32[2048, 512] call, BENCHMARKS.md "fuse13").
   const plain =
+    side === undefined &&
     rows4 &&
     plan.broadcasts.length === 0 &&
     !plan.body.instructions.some((m) => m.prim?.name === 'iota') &&
@@ -218,9 +229,14 @@ export function columnReduceKernel(k: KernelScope): void {
       b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, base + 16, 16), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x)))();
       f.simdMem(SIMD.v128_store, base + 16, 16);
     };
-    // Every output's operand computed in one walk (the tail's read-past lanes land in the padded scratch).
-    walk(() => {
+    // Every output's operand computed in one walk (the tail's read-past lanes land in the padded
+    // scratch; the side store keeps to the row's columns).
+    walk((partial) => {
       const vs = emitElements(b, plan.body, reads, opts, outs.map((o) => o.operands[0]));
+      if (side !== undefined) {
+        vs[0] = b.let(vs[0]);
+        storeOut(vs[0], partial, side);
+      }
       scratchAt();
       vs.forEach((v, q) => acc(v, at.scratch + q * outBytes));
     });

@@ -34,7 +34,7 @@
  * `f32x4.pmax` plus NaN and +0 masks, `kernelScope.ts`).
  */
 import { wasm } from '@tpukit/core/internal';
-import { type HloComputation, type HloInstruction, numel } from '../hlo';
+import { HloComputation, HloInstruction, numel } from '../hlo';
 import { reductionKey, sortedAxes } from '../passes/fusion';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
@@ -170,7 +170,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, side: false, sums: null, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -199,6 +199,58 @@ export function planFusion(body: HloComputation): FusionPlan | null {
 }
 
 /**
+ * Plans a dot epilogue that also computes its result's column sum, in one pass (a multi-output
+ * kernel, as XLA fuses a reduction into its producer): `epilogue` is the epilogue's loop body
+ * (param 0 the dot's result, `splitOutputFusion`), `sum` a column reduction's body that is
+ * one float32 `reduce_sum` of its only parameter, the epilogue's result, over leading axes.
+ * The kernel is that column reduction over the epilogue's values which also stores every value
+ * (`plan.side`, at `KernelAddresses.side`). Per column it adds the same float32 values in the
+ * same row order in float64 as the separate reduction over the stored result, with the same
+ * spans and rounds once: the same bits. Null when the pair has another form or the column
+ * kernel does not cover it.
+ */
+export function planEpilogueColumnSum(epilogue: HloComputation, sum: HloComputation): FusionPlan | null {
+  const red = sum.outputs[0];
+  if (sum.outputs.length !== 1 || red.isTuple || red.prim?.name !== 'reduce_sum' || sum.params.length !== 1 || red.operands[0] !== sum.params[0]) return null;
+  if (sum.instructions.some((m) => m !== red && m.opcode !== 'parameter')) return null;
+  const root = epilogue.outputs[0];
+  if (epilogue.outputs.length !== 1 || root.isTuple || root.shape.dtype !== 'float32' || red.shape.dtype !== 'float32' || root.shape.shape.join() !== sum.params[0].shape.shape.join()) return null;
+  const body = new HloComputation(`${epilogue.name}.colsum`);
+  const map = new Map<HloInstruction, HloInstruction>();
+  for (const p of epilogue.params) {
+    const q = body.addParameter(p.shape);
+    q.layout = p.layout;
+    map.set(p, q);
+  }
+  const [value] = body.addCopies(epilogue, map);
+  body.outputs = [body.add(new HloInstruction(red.opcode, red.shapes, [value], red.params, red.prim))];
+  const plan = planFusion(body);
+  if (plan === null || plan.kind !== 'col' || plan.isMax) return null;
+  plan.side = true;
+  return plan;
+}
+
+/**
+ * Plans a row fusion's kernel that also computes the column sum of its output `q` (a full
+ * output: every row's `L` values) over all rows, which the column reduction `sum` (planned as
+ * `sumPlan`: one float32 `reduce_sum` of its only parameter, that output, over the leading axes
+ * into `L` columns) computes: as the kernel writes each row of the output it adds the row's
+ * values into a float64 scratch per column, rows in order (one thread over every row), and
+ * rounds once at the end, as the column reduction does over the stored output: the same bits.
+ * Null when the pair has another form.
+ */
+export function planRowColumnSum(rowPlan: FusionPlan, q: number, sum: HloComputation, sumPlan: FusionPlan): FusionPlan | null {
+  const red = sum.outputs[0];
+  if (rowPlan.kind !== 'rows' || sumPlan.kind !== 'col' || sumPlan.isMax || sumPlan.rowBlocks !== 1 || sumPlan.groups !== 1) return null;
+  if (sum.outputs.length !== 1 || red.isTuple || red.prim?.name !== 'reduce_sum' || sum.params.length !== 1 || red.operands[0] !== sum.params[0] || sum.instructions.some((m) => m !== red && m.opcode !== 'parameter')) return null;
+  const out = rowPlan.body.outputs[q];
+  if (out === undefined || out.isTuple || out.shape.dtype !== 'float32' || numel(out.shape) !== rowPlan.rows * rowPlan.L || sumPlan.K !== rowPlan.rows || sumPlan.L !== rowPlan.L) return null;
+  // (a full output is written by the walk of the stage that computes it)
+  if (!rowPlan.rowsOf!.stages.some((st) => st.targets.includes(out))) return null;
+  return { ...rowPlan, sums: out };
+}
+
+/**
  * Plans the row kernel of a row fusion (kRow), or null when the wasm emitter does not cover it
  * (see `rowPlan.ts`), or a parameter broadcast is neither along the row nor constant along it.
  * Work items are rows: each row is computed by one thread, start to end.
@@ -222,7 +274,7 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;
   const scratchThreads = scratchRowBytes === 0 ? 0 : Math.max(1, Math.min(ROW_SCRATCH_THREADS, Math.floor(ROW_SCRATCH_BYTES / scratchRowBytes)));
   return {
-    kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, finalItems: 0, rowBlocks: 1, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
+    kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, finalItems: 0, rowBlocks: 1, side: false, sums: null, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
     broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
   };
 }

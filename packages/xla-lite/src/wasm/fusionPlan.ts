@@ -37,6 +37,18 @@ export interface FusionPlan {
   finalItems: number;
   /** Column reductions: blocks of reduced rows, each summed into its own scratch (1 = not split). */
   rowBlocks: number;
+  /**
+   * Column reductions: the kernel also stores the reduced operand itself, elementwise, at
+   * `KernelAddresses.side` (a dot epilogue that computes its result and that result's column
+   * sum in one pass: `planEpilogueColumnSum`). False for every other kernel.
+   */
+  side: boolean;
+  /**
+   * Row kernels: the full output whose column sum (over every row, in row order, in float64)
+   * the kernel also accumulates as it writes it, at `KernelAddresses.colSum` (run on one
+   * thread over all rows: `planRowColumnSum`); null for every other kernel.
+   */
+  sums: HloInstruction | null;
   chunksPerRow: number;
   rowsPerOutput: number;
   K: number;
@@ -167,6 +179,10 @@ export interface KernelAddresses {
   scratch: number;
   /** Extra outputs of a multi-output (row) fusion. */
   more?: number[];
+  /** Where a column reduction with `plan.side` stores its reduced operand (elementwise, the loop shape). */
+  side?: number;
+  /** A row kernel with `plan.sums`: its float64 scratch (one per column, padded to whole vectors) and the float32 sums' address. */
+  colSum?: { scratch: number; out: number };
 }
 
 /** The address of output `q` of a kernel (0: `out`, then `more`). */

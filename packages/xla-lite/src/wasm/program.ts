@@ -45,7 +45,7 @@ import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
-import { CHUNK, emitKernel, planFusion, planRowFusion } from './emitKernel';
+import { CHUNK, emitKernel, planEpilogueColumnSum, planFusion, planRowColumnSum, planRowFusion } from './emitKernel';
 import { type FusionPlan, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
@@ -96,6 +96,30 @@ export function setEpilogueBands(on: boolean): void {
 
 export function epilogueBandsEnabled(): boolean {
   return epilogueBands;
+}
+
+let epilogueSums = envVar('TPUKIT_EPILOGUE_COLSUM') !== '0';
+
+/**
+ * Turns kernels with their column sum on (default; off when the environment variable
+ * `TPUKIT_EPILOGUE_COLSUM` is `0`) or off, for executables built afterwards: a column
+ * reduction (kInput) that sums a wasm dot epilogue's result, or a full output of a row fusion
+ * (kRow), over its leading axes, and nothing else (bias gradients: the GPT's MLP up
+ * projection's over GELU', those over a layer norm's input gradient), is computed by that
+ * kernel as it writes the result (a second kernel of it, `planEpilogueColumnSum`,
+ * `planRowColumnSum`) when it runs on one thread, instead of by a second pass over the result;
+ * the reduction's step then only hands on its output. On threads the producer runs its own
+ * kernel (split by rows) and the reduction its own, as without: split by columns the fused
+ * epilogue measured slower than the two on two threads (BENCHMARKS.md, "fuse13"). Results are
+ * bit-identical either way (the same float64 additions in row order, one rounding).
+ */
+export function setEpilogueColumnSums(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setEpilogueColumnSums: on must be a boolean; got ${String(on)}`);
+  epilogueSums = on;
+}
+
+export function epilogueColumnSumsEnabled(): boolean {
+  return epilogueSums;
 }
 
 /**
@@ -225,6 +249,10 @@ export interface WasmStep {
   readonly fn: number;
   readonly kernel: (lo: number, hi: number, thread?: number) => void;
   readonly items: number;
+  /** A dot epilogue's (or row fusion's) kernel that also computes a column sum of its result, run instead of `kernel` on one thread (see `setEpilogueColumnSums`); else null. */
+  readonly withSum: EpilogueSum | null;
+  /** A column sum that `withSum` of its operand's producer may have computed in this call (then this step only hands on its output); else null. */
+  readonly sumBy: EpilogueSum | null;
   /** Items run after all of [0, items) are done, on the calling thread (a column reduction's combination of its row blocks; usually 0). */
   readonly finalItems: number;
   readonly parallel: boolean;
@@ -254,6 +282,14 @@ export interface WasmStep {
    * of one call read it, so no caller sees its contents change).
    */
   readonly views: (Array | null)[];
+}
+
+/** A kernel that also computes the column sum of its result (`planEpilogueColumnSum`, `planRowColumnSum`): all its items in one call, on the calling thread. */
+interface EpilogueSum {
+  readonly kernel: (lo: number, hi: number, thread: number) => void;
+  readonly items: number;
+  /** The call (`WasmProgram`'s generation) in which it last ran. */
+  ran: number;
 }
 
 let nextId = 1;
@@ -338,6 +374,29 @@ export class WasmProgram implements PoolProgram {
       if (p && p.kind === 'loop') epilogues.set(i, { plan: p, operands: parts.epilogueOperands.map((k) => i.operands[k]) });
     }
     if (plans.size === 0 && epilogues.size === 0) return null;
+    // Column sums of an epilogue's result that the epilogue may compute (see
+    // `setEpilogueColumnSums`): the sum's fusion -> its epilogue and their fused plan. The sum's
+    // output lives in a region of its own (written when the epilogue runs, before the sum's
+    // place in the program, or by the sum's own kernel).
+    // A row fusion's output (itself, or an element of its tuple) pairs the same way.
+    const summed = new Map<HloInstruction, { producer: HloInstruction; plan: FusionPlan }>();
+    const taken = (g: HloInstruction): boolean => [...summed.values()].some((x) => x.producer === g);
+    if (epilogueSums)
+      for (const [f, p] of plans) {
+        if (f.operands.length !== 1 || f.isTuple || p.kind !== 'col' || p.rowBlocks !== 1) continue;
+        const x = f.operands[0];
+        const e = epilogues.get(x);
+        if (e !== undefined) {
+          const fused = taken(x) ? null : planEpilogueColumnSum(e.plan.body, f.called[0]);
+          if (fused !== null && fused.rowBlocks === 1) summed.set(f, { producer: x, plan: fused });
+          continue;
+        }
+        const g = x.opcode === 'get-tuple-element' ? x.operands[0] : x;
+        const rp = plans.get(g);
+        if (rp === undefined || rp.kind !== 'rows' || taken(g) || (g === x && g.isTuple)) continue;
+        const fused = planRowColumnSum(rp, g === x ? 0 : (x.params as { index: number }).index, f.called[0], p);
+        if (fused !== null) summed.set(f, { producer: g, plan: fused });
+      }
     const reads = (u: HloInstruction | null): boolean => u !== null && (plans.has(u) || epilogues.has(u));
     const index = new Map(c.instructions.map((i, k) => [i, k]));
     const root = (i: HloInstruction): HloInstruction => (i.opcode === 'reshape' ? root(i.operands[0]) : i);
@@ -370,7 +429,7 @@ export class WasmProgram implements PoolProgram {
     if (host !== null)
       for (const i of c.instructions)
         if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && users.get(i)!.every(transient)) resident.add(i);
-    const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
+    const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple && !summed.has(i)) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
     const place = (i: HloInstruction, bytes: number): number => {
@@ -382,6 +441,11 @@ export class WasmProgram implements PoolProgram {
       }
       return a;
     };
+    const sumAt = new Map<HloInstruction, number>();
+    for (const f of summed.keys()) {
+      sumAt.set(f, top);
+      top += align(bytesOf(f.shape));
+    }
     const constants: { addr: number; lit: Array }[] = [];
     const keys = new Map<HloInstruction, number>();
     const keyOf = (i: HloInstruction): number => {
@@ -432,6 +496,8 @@ export class WasmProgram implements PoolProgram {
         const n = numel(o.shape);
         const bool = o.shape.dtype === 'bool';
         if (isScalarConstant(r)) return { imm: toStorage(r.literal!)[0] as number };
+        const moved = sumAt.get(r);
+        if (moved !== undefined) return { addr: moved };
         if ((plans.has(r) && !r.isTuple) || epilogues.has(r)) return { addr: ba.slots.get(r)!.offset };
         if (r.opcode === 'get-tuple-element' && tupleOut.has(r.operands[0])) return { addr: tupleOut.get(r.operands[0])![(r.params as { index: number }).index] };
         if (r.opcode === 'constant') {
@@ -448,10 +514,22 @@ export class WasmProgram implements PoolProgram {
       const params: ParamSource[] = epi ? [{ addr: acc }, ...epi.operands.map(sources)] : f.operands.map(sources);
       const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0; // (epilogues are loops: no scratch)
       const regions = tupleOut.get(f);
-      const out = epi ? acc : regions ? regions[0] : ba.slots.get(f)!.offset;
+      const out = epi ? acc : regions ? regions[0] : (sumAt.get(f) ?? ba.slots.get(f)!.offset);
       const more = regions ? regions.slice(1) : [];
       layouts.push({ inst: f, plan, at: { params, out, scratch, more }, inputs, acc });
     }
+    // The kernels with a column sum (kernels k<layouts.length + i>): an epilogue's reads its
+    // operands, writes the sum's output, has scratch of its own and stores the result in the
+    // dot's buffer as the loop kernel does; a row fusion's is its kernel plus the sum's float64
+    // scratch and output.
+    const sumKernels = [...summed].map(([f, { producer, plan }], i) => {
+      const e = layouts.find((l) => l.inst === producer)!;
+      const out = sumAt.get(f)!;
+      const scratch = top;
+      top += align(plan.kind === 'rows' ? Math.ceil(plan.L / 4) * 32 : plan.scratchBytes);
+      const at: KernelAddresses = plan.kind === 'rows' ? { ...e.at, colSum: { scratch, out } } : { params: e.at.params, out, scratch, more: [], side: e.acc };
+      return { sum: f, producer, fn: layouts.length + i, plan, at, inputs: [] as Staged[], acc: -1 };
+    });
     // Donated outputs that can stay in the arena (see `Resident`): written into their
     // argument's region (placed here if no kernel reads the argument) instead of their own.
     const residentAt: { l: (typeof layouts)[number]; q: number; j: number; addr: number }[] = [];
@@ -478,7 +556,7 @@ export class WasmProgram implements PoolProgram {
     if (inHost) {
       for (const { l, q, addr } of residentAt) l.at = q === 0 ? { ...l.at, out: addr } : { ...l.at, more: l.at.more!.map((a, p) => (p === q - 1 ? addr : a)) };
       pages = Math.ceil((base + bytes) / 65536);
-      shift(layouts, constants, base);
+      shift([...layouts, ...sumKernels], constants, base);
     }
     const shared = kernelThreadsAvailable();
     const feats = wasm.wasmFeatures();
@@ -486,6 +564,7 @@ export class WasmProgram implements PoolProgram {
     m.importMemory('env', 'mem', inHost ? { initial: pages, maximum: host!.maxPages, shared: true } : shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
     const math = { sin: m.importFunction('env', 'sin', ['f64'], ['f64']), cos: m.importFunction('env', 'cos', ['f64'], ['f64']) };
     layouts.forEach((l, k) => emitKernel(m, k, l.plan, l.at, { relaxed: feats.relaxedSimd, host: math }));
+    for (const x of sumKernels) emitKernel(m, x.fn, x.plan, x.at, { relaxed: feats.relaxedSimd, host: math });
     const module = new wasm.WA.Module(m.toBytes());
     const memory = inHost ? host!.memory : new wasm.WA.Memory(shared ? { initial: pages, maximum: pages, shared: true } : { initial: pages });
     const inst = new wasm.WA.Instance(module, { env: { mem: memory, sin: Math.sin, cos: Math.cos } });
@@ -512,6 +591,8 @@ export class WasmProgram implements PoolProgram {
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
     const viewable = (sh: HloInstruction['shape'], rs: readonly (HloInstruction | null)[]): boolean => inHost && sh.dtype === 'float32' && !sh.weakType && rs.every(transient);
+    const sums = new Map(sumKernels.map((x) => [x.sum, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, ran: 0 } satisfies EpilogueSum]));
+    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, sums.get(x.sum)!]));
     layouts.forEach((l, k) => {
       const out = l.at.out;
       const outBool = !l.inst.isTuple && l.inst.shape.dtype === 'bool';
@@ -522,6 +603,8 @@ export class WasmProgram implements PoolProgram {
         fn: k,
         kernel: inst.exports[`k${k}`] as (lo: number, hi: number, thread?: number) => void,
         items: l.plan.items,
+        withSum: sumOfProducer.get(l.inst) ?? null,
+        sumBy: sums.get(l.inst) ?? null,
         finalItems: l.plan.finalItems,
         parallel: shared && !mixed && runsOnThreads(l.plan),
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
@@ -673,10 +756,19 @@ export class WasmProgram implements PoolProgram {
     }
   }
 
-  /** Runs every work item of `s` (on the kernel pool when large). */
+  /**
+   * Runs every work item of `s` (on the kernel pool when large). A dot epilogue or row fusion
+   * that runs on one thread and has a kernel with its result's column sum runs that one
+   * instead; the sum's step then has nothing to compute in this call.
+   */
   private items(s: WasmStep): void {
-    if (s.items <= 0) return;
+    if (s.items <= 0 || s.sumBy?.ran === this.gen) return;
     const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
+    if (s.withSum !== null && threads <= 1) {
+      s.withSum.kernel(0, s.withSum.items, 0);
+      s.withSum.ran = this.gen;
+      return;
+    }
     if (threads <= 1 || !runParallel(this, s.fn, s.kernel, s.items, poolChunk(s.items, threads, s.minChunk), threads, this.name)) s.kernel(0, s.items, 0);
     if (s.finalItems > 0) s.kernel(s.items, s.items + s.finalItems, 0);
   }
@@ -723,7 +815,7 @@ function shift(layouts: { at: KernelAddresses; inputs: Staged[]; acc: number }[]
   const p = (x: ParamSource): ParamSource => ('addr' in x ? { ...x, addr: x.addr + base } : x);
   for (const l of layouts) {
     const at = l.at;
-    l.at = { params: at.params.map(p), out: at.out + base, scratch: at.scratch + base, more: at.more?.map((a) => a + base) ?? [] };
+    l.at = { params: at.params.map(p), out: at.out + base, scratch: at.scratch + base, more: at.more?.map((a) => a + base) ?? [], ...(at.side !== undefined ? { side: at.side + base } : {}), ...(at.colSum !== undefined ? { colSum: { scratch: at.colSum.scratch + base, out: at.colSum.out + base } } : {}) };
     for (const x of l.inputs) x.addr += base;
     if (l.acc >= 0) l.acc += base;
   }

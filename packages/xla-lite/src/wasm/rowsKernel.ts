@@ -12,7 +12,7 @@ import type { Acc, KernelScope } from './kernelScope';
 const { OP, SIMD } = wasm;
 
 export function rowsKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, horizontal, initAcc } = k;
+  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, horizontal, initAcc, hiHalf, f64Const } = k;
   // Row fusion: per row (one work item), each stage computes its row values (splatted),
   // then walks the row computing its full values, keeping those later stages read in this
   // thread's scratch rows, writing outputs, and accumulating the next level's reductions.
@@ -61,6 +61,39 @@ export function rowsKernel(k: KernelScope): void {
   for (const st of rs.stages) for (const red of st.reduces) acc.set(red, newAcc());
   if (splat.has(root) && !acc.has(root)) acc.set(root, newAcc());
   const stages = rs.stages.map((st, L) => ({ ...st, reduces: L === rs.stages.length - 1 && acc.has(root) && !st.reduces.includes(root) ? [...st.reduces, root] : st.reduces }));
+  // The column sum of output `plan.sums` (`planRowColumnSum`): float64 per column, zeroed
+  // first, each row's values added as they are stored (rows in order: the kernel runs on one
+  // thread over every row), rounded once after the last row. A partial vector's lanes past the
+  // row land in the scratch's padding.
+  const sums = plan.sums;
+  const cs = at.colSum;
+  if (sums !== null && cs === undefined) throw new Error(`xla-lite wasm row kernel: ${body.name}: a column sum needs its scratch and output addresses`);
+  const sj8 = sums !== null ? I() : -1;
+  const columnVectors = (each: () => void): void => {
+    set(sj8, () => i32(0));
+    f.block().loop();
+    f.get(sj8).i32Const(Math.ceil(L / 4) * 32).op(OP.i32_ge_u).brIf(1);
+    each();
+    f.get(sj8).i32Const(32).op(OP.i32_add).set(sj8).br(0);
+    f.end().end();
+  };
+  if (sums !== null)
+    columnVectors(() => {
+      for (const off of [0, 16]) {
+        f.get(sj8);
+        f64Const(0)();
+        f.simdMem(SIMD.v128_store, cs!.scratch + off, 16);
+      }
+    });
+  const sumInto = (v: E): void => {
+    const x = b.let(v);
+    set(sj8, () => f.get(j).i32Const(3).op(OP.i32_shl));
+    for (const [off, half] of [[0, x], [16, hiHalf(x)]] as const) {
+      f.get(sj8);
+      b.op(SIMD.f64x2_add, () => void f.get(sj8).simdMem(SIMD.v128_load, cs!.scratch + off, 16), b.op(SIMD.f64x2_promote_low_f32x4, half))();
+      f.simdMem(SIMD.v128_store, cs!.scratch + off, 16);
+    }
+  };
   forItems(() => {
     set(r, () => f.get(item));
     set(r4, () => f.get(item).i32Const(2).op(OP.i32_shl));
@@ -91,8 +124,10 @@ export function rowsKernel(k: KernelScope): void {
               val.get(m)!();
               f.simdMem(SIMD.v128_store, at.scratch + slot * rowBytes, 16);
             }
+            if (m === sums) val.set(m, b.let(val.get(m)!));
             if (extra.has(m)) storeOut(val.get(m)!, partial, extra.get(m)!);
             if (m === root) storeOut(val.get(m)!, partial, at.out);
+            if (m === sums) sumInto(val.get(m)!);
           }
           for (const red of st.reduces) {
             const isMax = red.prim!.name === 'reduce_max';
@@ -116,4 +151,11 @@ export function rowsKernel(k: KernelScope): void {
     if (splat.has(root)) storeRow(root, at.out);
     done.clear();
   });
+  if (sums !== null)
+    columnVectors(() => {
+      // out[j..j+3] = float32 of the scratch (the output region is padded to whole vectors)
+      f.get(sj8).i32Const(1).op(OP.i32_shr_u);
+      b.shuffle(b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sj8).simdMem(SIMD.v128_load, cs!.scratch, 16)), b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sj8).simdMem(SIMD.v128_load, cs!.scratch + 16, 16)), [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23])();
+      f.simdMem(SIMD.v128_store, cs!.out, 16);
+    });
 }
