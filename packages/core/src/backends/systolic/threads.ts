@@ -98,7 +98,7 @@ const GROUP_NEXT = TILE_NEXT;
  * in its own copy of the slots above (its region, from (p + 1) * KSLOTS), read by the same
  * functions with that base.
  */
-const MAX_GROUP = 4;
+const MAX_GROUP = 6;
 /** Added to every K-block counter when a job fails (more than any unit count: 4 * 64 blocks, 64 tiles). */
 const K_FAILED = 1 << 29;
 
