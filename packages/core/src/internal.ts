@@ -42,6 +42,7 @@ export { type ArenaHost, arenaHost, type ResultBands } from './backend';
 export { GemmEngine, type GemmKernelChoice, gemmKernelChoice } from './backends/systolic/gemmEngine';
 export { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmShape } from './backends/systolic/gemmModule';
 export { mxuDotGeneral } from './backends/systolic/mxuDot';
+export { groupJobSettings } from './backends/systolic/threads';
 export { operandPrecisions } from './lax/precision';
 export { checkArrayBytes } from './sizeGuard';
 export { describeValue, showValue } from './describe';

@@ -37,11 +37,12 @@ describe('dot groups', () => {
   const w = fill([32, 32], 0.5, 4);
 
   it('groups dots that share nothing but inputs, up to the limit, and leaves the order as it is', () => {
-    const f = (x: Array, a: Array, b: Array, w: Array): Array[] => [np.matmul(x, a), np.matmul(x, b), np.matmul(x, w), np.matmul(np.transpose(x), x), np.matmul(x, np.transpose(w))];
+    const f = (x: Array, a: Array, b: Array, w: Array): Array[] => [np.matmul(x, a), np.matmul(x, b), np.matmul(x, w), np.matmul(np.transpose(x), x), np.matmul(x, np.transpose(w)), np.matmul(np.transpose(a), np.transpose(x)), np.matmul(np.transpose(b), np.transpose(x))];
     const { groups, order } = groupsOf(f, [x, a, b, w]);
+    expect(MAX_DOT_GROUP).toBe(6);
     expect(groups.map((g) => g.length)).toEqual([MAX_DOT_GROUP]);
-    // The fifth dot opens no group of its own (a group needs two).
-    expect(groups[0].map(dims)).toEqual(['[64,32]x[32,48]', '[64,32]x[32,40]', '[64,32]x[32,32]', '[64,32]x[64,32]']);
+    // The seventh dot opens no group of its own (a group needs two).
+    expect(groups[0].map(dims)).toEqual(['[64,32]x[32,48]', '[64,32]x[32,40]', '[64,32]x[32,32]', '[64,32]x[64,32]', '[64,32]x[32,32]', '[32,48]x[64,32]']);
     const off = groupsOf(f, [x, a, b, w], { dotGroups: false });
     expect(off.groups).toEqual([]);
     expect(order.map((i) => i.opcode)).toEqual(off.order.map((i) => i.opcode));

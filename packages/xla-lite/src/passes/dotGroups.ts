@@ -25,10 +25,18 @@
  * pool together rather than independent instructions of any kind concurrently.
  */
 import { type HloComputation, type HloInstruction } from '../hlo';
+import { envNumber } from '@tpukit/core/internal';
 import { hasEffect } from '../effects';
 
-/** The most dots one group holds (core's GEMM engine runs at most 4 products as one job). */
-export const MAX_DOT_GROUP = 4;
+/**
+ * The most dots one group holds (core's GEMM engine runs at most 6 products as one job). 6, not
+ * 4: the GPT step's attention backward then takes the third projection's dX with the other two
+ * projections' dX and dW, and its 17 weight gradients at the end of the backward form 3 groups
+ * instead of 4 plus one dot alone (6 fewer pool jobs per step; BENCHMARKS.md "wg13").
+ */
+export const MAX_DOT_GROUP = 6;
+/** The limit in force: `MAX_DOT_GROUP`, or env `TPUKIT_DOT_GROUP_MAX` (2..6, read when xla-lite loads; 4 was the limit before, for A/B runs). */
+const maxDotGroup = envNumber('TPUKIT_DOT_GROUP_MAX', 2, MAX_DOT_GROUP) ?? MAX_DOT_GROUP;
 /** How far (in instructions) after a group's last member a dot may join it. */
 export const WINDOW = 24;
 
@@ -52,7 +60,7 @@ export function groupDots(c: HloComputation): number {
     if (!groupable(first) || member.has(first) || hasEffect(first)) continue;
     const group = new Set([first]);
     let end = k; // position of the group's last member
-    for (let j = k + 1; j < order.length && j <= end + WINDOW && group.size < MAX_DOT_GROUP; j++) {
+    for (let j = k + 1; j < order.length && j <= end + WINDOW && group.size < maxDotGroup; j++) {
       const x = order[j];
       // (an instruction reading a member must run after the group: the group ends before it)
       if (hasEffect(x) || x.operands.some((o) => group.has(o))) break;

@@ -14,7 +14,8 @@ import { Array as TArray } from '../../array';
 import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
 import { evalDotsInto } from '../../dotGroup';
-import { poolTestHooks } from './threads';
+import { groupJobSettings, groupsBefore, poolTestHooks } from './threads';
+import type { ParallelJob } from './gemmEngine';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
 import { backend5x8, data, engineMemory, holdAll, lateJoins } from '../../../test/systolicEngines';
@@ -178,6 +179,50 @@ describe('systolic threads: groups of independent products', () => {
       poolTestHooks.breakWorkers = false;
     }
     expect(check(GPT_PAIR, 2, 11)).toBe(2);
+  });
+
+  it.runIf(shared)('threads claim whole products largest first, or walk them in order with the claims off: the same bits either way, up to six products in one job', () => {
+    // The GPT's weight-gradient groups (dW q, dW k, dW up, dW down: work 1 : 1 : 4 : 4, all
+    // K-blocked; six of them at the end of its backward), its attention backward's group of five
+    // (dX, dW, dX, dW, dX: row-block and K-blocked products of the same work), and a group mixing shapes.
+    const dW = (M: number, N: number): Dot => ({ M, K: 2048, N, lhsT: true, rhsT: true, dtype: 'float32' });
+    const groups: Dot[][] = [
+      [dW(128, 128), dW(128, 128), dW(128, 512), dW(512, 128)],
+      [dW(128, 128), dW(128, 128), dW(128, 512), dW(512, 128), dW(128, 128), dW(256, 128)],
+      [GPT_QKV[0], dW(128, 128), GPT_QKV[1], dW(128, 128), GPT_QKV[2]],
+      [GPT_QKV[0], dW(128, 128), GPT_QKV[1], GPT_PAIR[0]],
+    ];
+    const was = groupJobSettings.claim;
+    try {
+      for (const claim of [true, false]) {
+        groupJobSettings.claim = claim;
+        groups.forEach((dots, i) => {
+          for (const k5x8 of [false, true]) {
+            const jobs = engineWith(2, k5x8).traffic.groupJobs;
+            expect(check(dots, 2, 60 + i, undefined, k5x8), `group ${i}, claim ${claim}, 5x8 ${k5x8}`).toBe(dots.length);
+            expect(engineWith(2, k5x8).traffic.groupJobs - jobs, `group ${i}: one job`).toBe(1);
+          }
+          expect(check(dots, 3, 62 + i), `group ${i}, claim ${claim}, 3 threads`).toBe(dots.length);
+        });
+        poolTestHooks.callerComputes = false;
+        try {
+          groups.forEach((dots, i) => expect(check(dots, 2, 64 + i, undefined, true), `group ${i}, claim ${claim}, workers`).toBe(dots.length));
+        } finally {
+          poolTestHooks.callerComputes = true;
+        }
+      }
+    } finally {
+      groupJobSettings.claim = was;
+    }
+  });
+
+  it("orders a group's products for claiming: more multiply-adds first, a K-blocked product before a row-block one of the same work", () => {
+    const job = (mp: number, np: number, kp: number, kBlocked: boolean): ParallelJob => ({ args: { ap: 0, bp: 0, cp: 0, mp, np, kp }, ...(kBlocked ? { kBlocks: {} } : {}) }) as unknown as ParallelJob;
+    expect(groupsBefore(job(512, 128, 2048, true), job(128, 128, 2048, true))).toBe(true);
+    expect(groupsBefore(job(128, 128, 2048, true), job(512, 128, 2048, true))).toBe(false);
+    expect(groupsBefore(job(128, 128, 2048, true), job(2048, 128, 128, false))).toBe(true);
+    expect(groupsBefore(job(2048, 128, 128, false), job(128, 128, 2048, true))).toBe(false);
+    expect(groupsBefore(job(128, 128, 2048, true), job(128, 128, 2048, true))).toBe(false);
   });
 });
 

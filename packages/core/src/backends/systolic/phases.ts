@@ -28,9 +28,13 @@ export const gemmPhases = {
    * after `staged` means packing lagged the staging. The job's whole wall time (wake-up to every
    * worker done) and the calling thread's wait for the workers are the worker pools' own
    * timings (`poolJobTimes`, wasm/workerPool.ts: the one source of pool job times); a job that
-   * ends well past `callerTilesDone` had unbalanced last tiles.
+   * ends well past `callerTilesDone` had unbalanced last tiles. K-blocked and group jobs
+   * (`unitJobs`) add their wall ms from waking the workers to every worker done (`unitJobMs`)
+   * and to the calling thread finding no unit left (`callerUnitsDone`), and how often a thread
+   * had to wait for another's units (a K block's packing, a tile's previous K block, B's chunks:
+   * `waited`) and how often it slept doing so (`slept`).
    */
-  pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, tiles: 0, callerTiles: 0 },
+  pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, tiles: 0, callerTiles: 0, unitJobs: 0, unitJobMs: 0, callerUnitsDone: 0, waited: 0, slept: 0, sleptMs: 0 },
   /**
    * The one-thread products again, by shape (`M x K x N`, each operand's layout: 'rc' rows
    * contiguous, 'kc' k contiguous, 'host' packed in TypeScript; '-> C' when the result is written

@@ -86,13 +86,19 @@ const KB = CUR + MAX_WORKERS;
 const MAX_K_BLOCK_TILES = 64;
 const KTILE = KB + 4 * MAX_K_BLOCKS; // per tile of a K-blocked job: K blocks done
 const KWAIT = KTILE + MAX_K_BLOCK_TILES; // threads asleep in kBlockWait
-const KSLOTS = KWAIT + 1; // end of one product's control slots
+// (phase timer only, slots of region 0: kBlockWait calls that found their count not yet reached, and those that slept)
+const KWAITED = KWAIT + 1;
+const KSLEPT = KWAIT + 2;
+const KSLEPT_US = KWAIT + 3; // (and the microseconds they slept)
+const KSLOTS = KWAIT + 4; // end of one product's control slots
+/** A group job's counter of products claimed whole (`groupRun`; region 0's tile counter, which a group job does not use). */
+const GROUP_NEXT = TILE_NEXT;
 /**
  * The most products of one group job (MODE 4, `GroupRunner`): product p of a group is described
  * in its own copy of the slots above (its region, from (p + 1) * KSLOTS), read by the same
  * functions with that base.
  */
-const MAX_GROUP = 4;
+const MAX_GROUP = 6;
 /** Added to every K-block counter when a job fails (more than any unit count: 4 * 64 blocks, 64 tiles). */
 const K_FAILED = 1 << 29;
 
@@ -130,12 +136,16 @@ const SPIN = 4000;
 const K_BLOCK_SOURCE = `
 function kBlockWait(c, i, n) {
   let v = Atomics.load(c, i);
+  if (v < n) Atomics.add(c, ${KWAITED}, 1);
   for (let s = 0; s < ${SPIN} && v < n; s++) v = Atomics.load(c, i);
   while (v < n) {
     if (Atomics.load(c, ${ERR}) !== 0) return false;
+    Atomics.add(c, ${KSLEPT}, 1);
+    const t0 = performance.now();
     Atomics.add(c, ${KWAIT}, 1);
     Atomics.wait(c, i, v);
     Atomics.sub(c, ${KWAIT}, 1);
+    Atomics.add(c, ${KSLEPT_US}, Math.round((performance.now() - t0) * 1000));
     v = Atomics.load(c, i);
   }
   return Atomics.load(c, ${ERR}) === 0;
@@ -203,10 +213,12 @@ function kBlockStages(c, x, base) {
  * A group job (MODE 4, `Pool.runGroup`): n independent products, product p described in its
  * region (base (p + 1) * KSLOTS) as a K-blocked product (its MODE slot 3, run by `kBlockStages`
  * with that base) or a row-block product (MODE slot 2: B's packing chunks, then row blocks of A
- * each packed by the thread that multiplies it, `rowBlockLoop`). Thread t (the calling thread 0,
- * worker id + 1) starts on product t mod n and then walks the others in order, taking whatever
- * units of each are left (so a product is split between threads only at its end, and a worker
- * that comes late finds the products done and costs nothing). A thread waits only for units
+ * each packed by the thread that multiplies it, `rowBlockLoop`). Each thread claims whole
+ * products first, the next one nobody has started (`runGroup` describes them largest first),
+ * then walks the others, taking whatever units of each are left (so a product is split between
+ * threads only once none is left unstarted, and a worker that comes late finds the products done
+ * and costs nothing). With `groupJobSettings.claim` off, thread t (the calling thread 0, worker
+ * id + 1) starts on product t mod n and then walks the others in order. A thread waits only for units
  * another thread already took (B's chunks before the row blocks; a K block's tile of the block
  * before): the calling thread finishes alone when no worker joins.
  *
@@ -243,12 +255,25 @@ function groupRows(c, b, tid, x) {
   if (!kBlockWait(c, b + ${PACK_DONE}, chunks)) return -1;
   return rowBlockLoop(c, b, tid, x);
 }
+function groupUnits(c, b, tid, x) {
+  return c[b + ${MODE}] === 3 ? kBlockStages(c, x, b) : groupRows(c, b, tid, x);
+}
 function groupRun(c, tid, x) {
-  const n = c[${JOB}];
+  const n = c[${JOB}], claim = c[${JOB} + 1] !== 0;
   let mine = 0;
+  // Whole products first: each thread claims the next one nobody has started (runGroup describes
+  // them largest first), so that two threads share a product only once none is left unstarted.
+  if (claim) {
+    for (let s = Atomics.add(c, ${GROUP_NEXT}, 1); s < n; s = Atomics.add(c, ${GROUP_NEXT}, 1)) {
+      const u = groupUnits(c, (1 + s) * ${KSLOTS}, tid, x);
+      if (u < 0) return -1;
+      mine += u;
+    }
+  }
+  // Then what is left of the products other threads claimed (the last claimed first).
   for (let s = 0; s < n; s++) {
-    const b = (1 + ((tid + s) % n)) * ${KSLOTS};
-    const u = c[b + ${MODE}] === 3 ? kBlockStages(c, x, b) : groupRows(c, b, tid, x);
+    const b = (1 + (claim ? n - 1 - s : (tid + s) % n)) * ${KSLOTS};
+    const u = groupUnits(c, b, tid, x);
     if (u < 0) return -1;
     mine += u;
   }
@@ -395,6 +420,28 @@ return function job(seen) {
 };
 `);
 
+/**
+ * Threads of a group job claim whole products, largest first, before they share one (`groupRun`):
+ * the GPT's weight-gradient group (dW qkv x2, dW up, dW down: 1 : 1 : 4 : 4 in work) then runs
+ * dW up on one thread and dW down on the other, then a dW qkv each, and only the last product's
+ * end is shared; before, thread t started on product t and every thread then walked the products
+ * in order, so both threads shared each K-blocked product after the first (its tiles wait for the
+ * same tile of the K block before: the threads waited on each other). `TPUKIT_GROUP_CLAIM=0`
+ * restores that (A/B runs; `claim` may be changed at run time, between products).
+ */
+export const groupJobSettings = { claim: envSwitch('TPUKIT_GROUP_CLAIM', true) };
+
+/**
+ * Whether group product `x` goes before `y` when threads claim products: more multiply-adds
+ * first; at equal work a K-blocked product before a row-block one, so that the product two
+ * threads share at the end is one whose units wait for nothing but B's packing.
+ */
+export function groupsBefore(x: ParallelJob, y: ParallelJob): boolean {
+  const wx = x.args.mp * x.args.np * x.args.kp;
+  const wy = y.args.mp * y.args.np * y.args.kp;
+  return wx > wy || (wx === wy && x.kBlocks !== undefined && y.kBlocks === undefined);
+}
+
 /** Whether worker threads can run here (Node worker_threads and a shared memory). */
 export function threadsAvailable(engine: GemmEngine): boolean {
   return engine.shared && nodeModule('node:worker_threads') !== null;
@@ -536,6 +583,8 @@ class Pool {
   private readonly packs: PackFn[];
   /** The calling thread's kit for the K-blocked, row-block and group jobs (`PoolKit`). */
   private readonly kit: PoolKit;
+  /** A group job's products in the order its regions describe them (`runGroup`). */
+  private readonly groupOrder = new Int32Array(MAX_GROUP);
 
   constructor(private readonly engine: GemmEngine) {
     this.module = new WA.Module(engine.bytes);
@@ -789,9 +838,18 @@ class Pool {
     if (n < 1 || n > MAX_GROUP) throw new RangeError(`dot_general group: a group job runs 1 to ${MAX_GROUP} products; got ${n}`);
     const last: Array<[number, number]> = []; // per product: the counter slot of its last units, and their count
     let units = 0; // row blocks and K-block tiles of all the products
+    // Region i + 1 describes product order[i]: largest first when threads claim whole products.
+    const order = this.groupOrder;
+    const claim = groupJobSettings.claim;
     for (let p = 0; p < n; p++) {
+      let i = p;
+      if (claim) for (; i > 0 && groupsBefore(jobs[p], jobs[order[i - 1]]); i--) order[i] = order[i - 1];
+      order[i] = p;
+    }
+    for (let r = 0; r < n; r++) {
+      const p = order[r];
       const job = jobs[p];
-      const base = (p + 1) * KSLOTS;
+      const base = (r + 1) * KSLOTS;
       if (!this.groupable(job, threads)) throw new Error(`dot_general group: product ${p} (${job.args.mp}x${job.args.kp}x${job.args.np}) is neither K-blocked nor a row-block product for ${threads} threads`);
       if (job.kBlocks) {
         const { nb, tiles } = this.describeKBlocks(job, job.kBlocks, threads, base);
@@ -815,10 +873,16 @@ class Pool {
     }
     c[MODE] = 4;
     c[JOB] = n;
+    c[JOB + 1] = claim ? 1 : 0;
     c[JOB + 10] = alone ? 0 : threads - 1;
+    Atomics.store(c, GROUP_NEXT, 0);
     c[KWAIT] = 0;
+    c[KWAITED] = 0;
+    c[KSLEPT] = 0;
+    c[KSLEPT_US] = 0;
     Atomics.store(c, ERR, 0);
     Atomics.store(c, SWEPT, 0);
+    const t0 = phaseClock();
     if (!alone) {
       this.pool.openJob(OPEN);
       this.pool.wake();
@@ -832,6 +896,7 @@ class Pool {
       failed = err;
       kBlockFns.fail(c);
     }
+    const tMine = phaseClock();
     if (!alone) {
       this.pool.closeJob(OPEN, INSIDE);
       this.pool.finished();
@@ -844,6 +909,12 @@ class Pool {
       p.products += n;
       p.tiles += units;
       p.callerTiles += Math.max(0, mine);
+      p.unitJobs++;
+      p.callerUnitsDone += tMine - t0;
+      p.unitJobMs += phaseClock() - t0;
+      p.waited += Atomics.load(c, KWAITED);
+      p.slept += Atomics.load(c, KSLEPT);
+      p.sleptMs += Atomics.load(c, KSLEPT_US) / 1000;
     }
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
@@ -855,8 +926,12 @@ class Pool {
     const c = this.control;
     const { nb, tiles } = this.describeKBlocks(job, kb, threads, 0);
     c[KWAIT] = 0;
+    c[KWAITED] = 0;
+    c[KSLEPT] = 0;
+    c[KSLEPT_US] = 0;
     Atomics.store(c, ERR, 0);
     Atomics.store(c, SWEPT, 0);
+    const t0 = phaseClock();
     this.pool.openJob(OPEN);
     this.pool.wake();
     let failed: unknown = null;
@@ -869,6 +944,7 @@ class Pool {
       failed = err;
       kBlockFns.fail(c);
     }
+    const tMine = phaseClock();
     this.pool.closeJob(OPEN, INSIDE);
     this.pool.finished();
     e.traffic.sweptChunks += Atomics.load(c, SWEPT);
@@ -878,6 +954,12 @@ class Pool {
       p.products++;
       p.tiles += nb * tiles;
       p.callerTiles += Math.max(0, mine);
+      p.unitJobs++;
+      p.callerUnitsDone += tMine - t0;
+      p.unitJobMs += phaseClock() - t0;
+      p.waited += Atomics.load(c, KWAITED);
+      p.slept += Atomics.load(c, KSLEPT);
+      p.sleptMs += Atomics.load(c, KSLEPT_US) / 1000;
     }
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
