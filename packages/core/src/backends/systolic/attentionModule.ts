@@ -958,12 +958,19 @@ interface Fns {
  */
 function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
   for (const dir of ['fwd', 'bwd'] as const) {
-    m.addFunction(`${dir}Item`, ['i32', 'i32', 'i32'], [], (f) => {
-      const [item, tid, desc] = [0, 1, 2];
+    m.addFunction(`${dir}Item`, ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+      const [item, tid, desc, next] = [0, 1, 2, 3];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
+      // the next item's operand and result rows to touch (`touchRows`): its first key row's and
+      // this head's first query row's offsets, the key rows touched so far, a row index, and the
+      // loaded words' xor (stored at the end, so that no load is dead)
+      const [nkoff, nqoff, kr, tr, touched] = [L(), L(), L(), L(), L()];
+      // the raw regions whose rows are touched: query-shaped (row stride QSTRIDE) and key-shaped (KSTRIDE)
+      const touchQ = dir === 'fwd' ? [DESC.QR, DESC.OR] : [DESC.QR, DESC.OR, DESC.DQR];
+      const touchK = dir === 'fwd' ? [DESC.KR, DESC.VR] : [DESC.KR, DESC.VR, DESC.DKR, DESC.DVR];
       // ROWS (a loop bound), and the forward's per-row arguments of softmaxBlock
       const four = L();
       const [rowC, rowM] = [[L(), L(), L(), L()], [L(), L(), L(), L()]];
@@ -990,6 +997,35 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       f.get(item).get(b).get(K).op(OP.i32_mul).op(OP.i32_sub).set(kh);
       // koff = (b*S*K + kh) * H * 4: item (b, kh)'s first key row
       f.get(b).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(kh).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(koff);
+      // the next item (next >= 0): nkoff its first key row's offset, with nb and nkh its batch and key head (in b's and kh's places
+      // while it is set; nqoff is formed per query head below)
+      f.i32Const(0).set(kr);
+      f.i32Const(0).set(touched);
+      f.get(next).i32Const(0).op(OP.i32_ge_s).if();
+      f.get(next).get(K).op(OP.i32_div_u).set(tr);
+      f.get(tr).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(next).get(tr).get(K).op(OP.i32_mul).op(OP.i32_sub).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(nkoff);
+      f.end();
+      /**
+       * Loads one word of every cache line of rows [from, to) (locals) of the raw regions `slots`
+       * (row stride in desc slot `stride`) at offset `at` (a local), xor-ing them into `touched`:
+       * brings the next item's rows into the cache while this item computes (WebAssembly has no
+       * prefetch instruction), so that its staging and unstaging do not wait for memory.
+       */
+      const touchRows = (slots: readonly number[], stride: number, at: number, from: number, to: number): void => {
+        if (H === 0) return; // (rows of no bytes)
+        forLoop(f, tr, to, () => {
+          for (const sl of slots) {
+            for (let o = 0; o < H * 4; o += 64) {
+              slot(sl).get(at).op(OP.i32_add).get(tr);
+              slot(stride).op(OP.i32_mul).op(OP.i32_add).mem(OP.i32_load, o).get(touched).op(OP.i32_xor).set(touched);
+            }
+            if ((H * 4) % 64 !== 4) {
+              slot(sl).get(at).op(OP.i32_add).get(tr);
+              slot(stride).op(OP.i32_mul).op(OP.i32_add).mem(OP.i32_load, H * 4 - 4).get(touched).op(OP.i32_xor).set(touched);
+            }
+          }
+        }, from);
+      };
       const stageKV = (dst: keyof typeof off, src: number, cols: boolean): void => {
         slot(src).get(koff).op(OP.i32_add);
         slot(DESC.KSTRIDE).get(S).get(off[dst]);
@@ -1032,6 +1068,11 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         f.get(kh).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).set(n);
         // qoff = (b*T*N + n) * H * 4
         f.get(b).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(qoff);
+        // the next item's query head g: nqoff = (nb*T*N + nkh*G + g) * H * 4
+        f.get(next).i32Const(0).op(OP.i32_ge_s).if();
+        f.get(next).get(K).op(OP.i32_div_u).tee(tr).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul);
+        f.get(next).get(tr).get(K).op(OP.i32_mul).op(OP.i32_sub).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(nqoff);
+        f.end();
         // this (b, n)'s mask rows and flags: base + b * batch stride + n * head stride
         for (const [loc, base, bs, ns] of masked ? ([[mbase, DESC.MR, DESC.MB, DESC.MN], [fbase, DESC.FR, DESC.FB, DESC.FN]] as const) : []) {
           slot(base).get(b);
@@ -1071,6 +1112,36 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
+        // The next item's rows while this one computes: query rows t0..min(t0 + 4, T) of each query head, and the key rows from kr on,
+        // 4 a block (the rest in the last block of the last head). Backward with P kept, also the next block's rows of probs up to its
+        // visible keys (causal) or all of them.
+        f.get(next).i32Const(0).op(OP.i32_ge_s).if();
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(c).get(T).get(c).get(T).op(OP.i32_lt_s).op(OP.select).set(c);
+        touchRows(touchQ, DESC.QSTRIDE, nqoff, t0, c);
+        f.get(kr).i32Const(ROWS).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select).set(c);
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).get(tp).op(OP.i32_ge_s).get(g).i32Const(1).op(OP.i32_add).get(G).op(OP.i32_eq).op(OP.i32_and).if().get(S).set(c).end();
+        touchRows(touchK, DESC.KSTRIDE, nkoff, kr, c);
+        f.get(c).set(kr);
+        f.end();
+        if (dir === 'bwd') {
+          f.get(probs).if();
+          // c = bytes per row, t = the last row + 1
+          f.get(cols).i32Const(8).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select).get(S).get(causal).op(OP.select).i32Const(4).op(OP.i32_mul).set(c);
+          f.get(t0).i32Const(2 * ROWS).op(OP.i32_add).tee(t).get(T).get(t).get(T).op(OP.i32_lt_s).op(OP.select).set(t);
+          f.get(t0).i32Const(ROWS).op(OP.i32_add).set(tr);
+          f.get(prow).i32Const(ROWS * 4).get(S).op(OP.i32_mul).op(OP.i32_add).set(r);
+          f.block().get(tr).get(t).op(OP.i32_ge_s).brIf(0).loop();
+          f.i32Const(0).set(i);
+          f.loop();
+          f.get(r).get(i).op(OP.i32_add).mem(OP.i32_load).get(touched).op(OP.i32_xor).set(touched);
+          f.get(i).i32Const(64).op(OP.i32_add).tee(i).get(c).op(OP.i32_lt_s).brIf(0);
+          f.end();
+          f.get(r).get(c).op(OP.i32_add).i32Const(4).op(OP.i32_sub).mem(OP.i32_load).get(touched).op(OP.i32_xor).set(touched);
+          f.get(r).get(S).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r);
+          f.get(tr).i32Const(1).op(OP.i32_add).tee(tr).get(t).op(OP.i32_lt_s).brIf(0);
+          f.end().end();
+          f.end();
+        }
         // the block's rows of P (backward, kept) or its logits
         if (dir === 'bwd') {
           f.get(probs).if();
@@ -1205,6 +1276,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).call(fn.unstageRows);
       });
+      // (the touched words' xor into this thread's scratch, where the next item stages its q over it)
+      f.get(off.q).get(touched).mem(OP.i32_store);
       if (dir === 'bwd') {
         for (const [src, dst] of [[off.dk, DESC.DKR], [off.dv, DESC.DVR]] as const) {
           f.get(src).get(S);
@@ -1229,8 +1302,8 @@ export interface AttentionKernels {
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
-  fwdItem(item: number, tid: number, desc: number): void;
-  bwdItem(item: number, tid: number, desc: number): void;
+  fwdItem(item: number, tid: number, desc: number, next: number): void;
+  bwdItem(item: number, tid: number, desc: number, next: number): void;
   expv(src: number, dst: number, nv: number, upper: number): void;
 }
 
