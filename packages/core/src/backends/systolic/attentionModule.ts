@@ -76,13 +76,24 @@ function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: n
 
 const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v).simd(SIMD.f32x4_splat);
 
-/** Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels': nearest even, NaN kept quiet); uses local `t`. */
-const roundBf16 = (f: FunctionBuilder, t: number): void => convert(f, t, false, false);
+/** One v128 local per function for `roundBf16`'s NaN lanes (each rounding sets it before it reads it). */
+const nanLocals = new WeakMap<FunctionBuilder, number>();
+
+/**
+ * Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels'
+ * `convert`: nearest even, NaN kept quiet, 9 operations); uses local `t` and the function's NaN
+ * local (one for all its roundings, rather than a new local each).
+ */
+function roundBf16(f: FunctionBuilder, t: number): void {
+  let nan = nanLocals.get(f);
+  if (nan === undefined) nanLocals.set(f, (nan = f.local('v128')));
+  convert(f, t, false, false, nan);
+}
 
 /**
  * Rounds the v128 on the stack to bf16, nearest even, for values that are never a NaN with a
  * payload (P: quotients and exps of finite or default-NaN values); uses local `t`. 5 operations
- * against `roundBf16`'s 8: a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
+ * against `roundBf16`'s 9: a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
  */
 function roundBf16Plain(f: FunctionBuilder, t: number): void {
   f.tee(t).v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add);
@@ -408,6 +419,30 @@ function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
   });
 }
 
+/**
+ * The logit rule, one vector of 4 columns (`rowPrologue`'s and `softmaxBlock`'s, so that the
+ * forward and the recomputing backward form the same logits): the v128 at `ptr` + `at` (rounded to
+ * bf16 when `rounded`: the composite's bf16 matmul result) times the splatted scale `sc`; in a
+ * masked module (`mask` given) `negv` where the 4 mask bytes at `mp` are 0 (mp then moves on 4);
+ * with `tail` -inf where the column indices `idx` are not below `lim` (the row's visible keys).
+ * Leaves the logits in v128 local `v`; uses local `t`.
+ */
+function logits(f: FunctionBuilder, ptr: number, at: number, rounded: boolean, t: number, sc: number, v: number, mask: { negv: number; mp: number } | null, tail: { idx: number; lim: number } | null): void {
+  f.get(ptr).simdMem(SIMD.v128_load, at);
+  if (rounded) roundBf16(f, t);
+  f.get(sc).simd(SIMD.f32x4_mul).set(v);
+  if (mask) {
+    // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
+    f.get(v).get(mask.negv).get(mask.mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
+    f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
+    bump(f, mask.mp, 4);
+  }
+  if (tail) {
+    f.get(v);
+    splatF(f, -Infinity).get(tail.idx).get(tail.lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
+  }
+}
+
 /** The locals of `rowPrologue` (used by `gradRow`, the recompute path's gradient row). */
 interface RowLocals {
   i: number;
@@ -429,8 +464,7 @@ function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: numbe
 }
 
 /**
- * The start of `gradRow` (`softmaxBlock` does the same per row, 4 rows in lockstep): every
- * 4-column vector of the row's n columns, as logits (s,
+ * The start of `gradRow`: every 4-column vector of the row's n columns, as logits (`logits`: s,
  * rounded to bf16 when `bf16`, times scale; `neg` where the mask bytes from `mrow` on are 0 when
  * mrow is not 0; -inf at columns c and past), is handed to `each` in local `v`, with the vector's
  * address in local `p` (`each` is emitted once per loop and bf16 case, which it is told).
@@ -448,20 +482,8 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
   }
   f.get(scale).simd(SIMD.f32x4_splat).set(sc);
   const vector = (tail: boolean, rounded: boolean): void => {
-    f.get(p).simdMem(SIMD.v128_load);
-    if (rounded) roundBf16(f, t);
-    f.get(sc).simd(SIMD.f32x4_mul).set(v);
-    if (masked) {
-      // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
-      f.get(v).get(negv).get(mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
-      f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
-      bump(f, mp, 4);
-    }
-    if (tail) {
-      f.get(v);
-      splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
-      f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
-    }
+    logits(f, p, 0, rounded, t, sc, v, masked ? { negv, mp } : null, tail ? { idx, lim } : null);
+    if (tail) f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
     each(rounded);
     bump(f, p, 16);
   };
@@ -532,7 +554,7 @@ function splatLane(f: FunctionBuilder, v: number, lane: number, out: number): vo
  * `softmaxBlock(s, p, n, scale, mlOut, bf16, keep, c0..c3, mrow0..mrow3, neg0..neg3)`: the
  * block's 4 rows of the forward softmax in lockstep, row r at s + r sp 4 and p + r sp 4 with its
  * own c, mask row and masked value, its (max, sum) at mlOut + 8 r. Per row the operations and
- * their order are those of one row kernel (`rowPrologue`'s logits, then P): logits = s (rounded
+ * their order are those of one row kernel (`logits`, as `rowPrologue`'s, then P): logits = s (rounded
  * to bf16 when `bf16`) * scale over the first c columns, `neg` where the row's mask bytes are 0
  * (masked modules), -inf from c on; max; e = exp(logit - max) into p, sum (4 lanes, then lane 0 +
  * 1 + 2 + 3); p = bf16(e / sum), and with `keep` also s = e / sum (f32). Each vector index takes
@@ -570,18 +592,7 @@ function buildSoftmaxBlock(m: ModuleBuilder, sp: number, masked: boolean, relaxe
     // pass 1: logits in place, running max per row
     const vector = (tail: boolean, rounded: boolean): void => {
       for (let r = 0; r < ROWS; r++) {
-        f.get(ptr).simdMem(SIMD.v128_load, row(r));
-        if (rounded) roundBf16(f, t);
-        f.get(sc).simd(SIMD.f32x4_mul).set(v);
-        if (masked) {
-          f.get(v).get(negv[r]).get(mp[r]).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
-          f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
-          bump(f, mp[r], 4);
-        }
-        if (tail) {
-          f.get(v);
-          splatF(f, -Infinity).get(idx).get(lim[r]).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
-        }
+        logits(f, ptr, row(r), rounded, t, sc, v, masked ? { negv: negv[r], mp: mp[r] } : null, tail ? { idx, lim: lim[r] } : null);
         f.get(ptr).get(v).simdMem(SIMD.v128_store, row(r));
         f.get(acc[r]).get(v).simd(SIMD.f32x4_pmax).set(acc[r]);
       }
