@@ -976,9 +976,9 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
       // the next item's operand and result rows to touch (`touchRows`): its first key row's and
-      // this head's first query row's offsets, the key rows touched so far, a row index, and the
-      // loaded words' xor (stored at the end, so that no load is dead)
-      const [nkoff, nqoff, kr, tr, touched] = [L(), L(), L(), L(), L()];
+      // this head's first query row's offsets, the key rows touched so far, a row index and a row's
+      // address, and the loaded words' xor (stored at the end, so that no load is dead)
+      const [nkoff, nqoff, kr, tr, ra, touched] = [L(), L(), L(), L(), L(), L()];
       // the raw regions whose rows are touched: query-shaped (row stride QSTRIDE) and key-shaped (KSTRIDE)
       const touchQ = dir === 'fwd' ? [DESC.QR, DESC.OR] : [DESC.QR, DESC.OR, DESC.DQR];
       const touchK = dir === 'fwd' ? [DESC.KR, DESC.VR] : [DESC.KR, DESC.VR, DESC.DKR, DESC.DVR];
@@ -1017,23 +1017,24 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       f.get(tr).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(next).get(tr).get(K).op(OP.i32_mul).op(OP.i32_sub).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(nkoff);
       f.end();
       /**
-       * Loads one word of every cache line of rows [from, to) (locals) of the raw regions `slots`
-       * (row stride in desc slot `stride`) at offset `at` (a local), xor-ing them into `touched`:
-       * brings the next item's rows into the cache while this item computes (WebAssembly has no
-       * prefetch instruction), so that its staging and unstaging do not wait for memory.
+       * Loads one word of every cache line of rows [from, to) (locals) of the raw regions in desc
+       * slots `slots` from offset local `at` on (row stride in desc slot `stride`), xor-ing them into
+       * `touched`: brings the next item's rows into the cache while this item computes
+       * (WebAssembly has no prefetch instruction), so that its staging and unstaging do not wait
+       * for memory. A row's H * 4 bytes: the words at 0, 64, ... and its last word.
        */
       const touchRows = (slots: readonly number[], stride: number, at: number, from: number, to: number): void => {
         if (H === 0) return; // (rows of no bytes)
+        const offsets = [...Array.from({ length: Math.ceil((H * 4) / 64) }, (_, j) => 64 * j), ...((H * 4) % 64 === 4 ? [] : [H * 4 - 4])];
         forLoop(f, tr, to, () => {
           for (const sl of slots) {
-            for (let o = 0; o < H * 4; o += 64) {
-              slot(sl).get(at).op(OP.i32_add).get(tr);
-              slot(stride).op(OP.i32_mul).op(OP.i32_add).mem(OP.i32_load, o).get(touched).op(OP.i32_xor).set(touched);
-            }
-            if ((H * 4) % 64 !== 4) {
-              slot(sl).get(at).op(OP.i32_add).get(tr);
-              slot(stride).op(OP.i32_mul).op(OP.i32_add).mem(OP.i32_load, H * 4 - 4).get(touched).op(OP.i32_xor).set(touched);
-            }
+            slot(sl).get(at).op(OP.i32_add).get(tr);
+            slot(stride).op(OP.i32_mul).op(OP.i32_add).set(ra);
+            offsets.forEach((o, j) => {
+              f.get(ra).mem(OP.i32_load, o);
+              if (j > 0) f.op(OP.i32_xor);
+            });
+            f.get(touched).op(OP.i32_xor).set(touched);
           }
         }, from);
       };
