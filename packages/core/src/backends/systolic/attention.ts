@@ -11,10 +11,13 @@
  * (grouped-query attention) run in one item, so dk and dv accumulate without races.
  *
  * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
- * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
- * worker threads over the same shared memory (a pool of job kind 'attention' per memory over
- * core's worker crew, whose workers also run the GEMM's and xla-lite's jobs; the workers compile the module from its bytes, which the job leaves in memory). Each item is
- * computed by one thread in a fixed order, so results do not depend on the thread count.
+ * run them on the calling thread and, with `setNumThreads(n > 1)`, on n - 1 worker threads over
+ * the same shared memory (a pool of job kind 'attention' per memory over core's worker crew,
+ * whose workers also run the GEMM's and xla-lite's jobs; the workers compile the module from its
+ * bytes, which the job leaves in memory), from one count of items taken: the calling thread
+ * takes them from the front, the workers from the back, so each thread's next item is most likely
+ * the one beside its last, whose rows the kernels touch while they compute (`nextItem`). Each
+ * item is computed by one thread in a fixed order, so results do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
  * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The kernels work in
