@@ -765,9 +765,9 @@ function buildGradRowsP(m: ModuleBuilder, sp: number): number {
 /**
  * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
  * for `rows` rows and the first n columns of each:
- * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S (each
- *   line of probs written once: a memory.fill of a head's rows first, then the visible keys
- *   written over them, cost ~0.1 ms more per forward call at the GPT's shape)
+ * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S (so each
+ *   line of probs is written once; a memory.fill of each head's rows first, with the visible keys
+ *   written over it, cost ~0.1 ms more per forward call at the GPT's shape)
  * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
  *   rows..4 all zeros (padding rows: P = 0)
  */
@@ -1012,8 +1012,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       f.get(item).get(b).get(K).op(OP.i32_mul).op(OP.i32_sub).set(kh);
       // koff = (b*S*K + kh) * H * 4: item (b, kh)'s first key row
       f.get(b).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(kh).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(koff);
-      // the next item (next >= 0): nkoff its first key row's offset, with nb and nkh its batch and key head (in b's and kh's places
-      // while it is set; nqoff is formed per query head below)
+      // the next item (next >= 0): nkoff its first key row's offset (tr holds its batch index meanwhile; nqoff is formed per
+      // query head below); no key rows touched yet
       f.i32Const(0).set(kr);
       f.i32Const(0).set(touched);
       f.get(next).i32Const(0).op(OP.i32_ge_s).if();
