@@ -11,10 +11,13 @@
  * (grouped-query attention) run in one item, so dk and dv accumulate without races.
  *
  * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
- * run them from a shared counter on the calling thread and, with `setNumThreads(n > 1)`, on n - 1
- * worker threads over the same shared memory (a pool of job kind 'attention' per memory over
- * core's worker crew, whose workers also run the GEMM's and xla-lite's jobs; the workers compile the module from its bytes, which the job leaves in memory). Each item is
- * computed by one thread in a fixed order, so results do not depend on the thread count.
+ * run them on the calling thread and, with `setNumThreads(n > 1)`, on n - 1 worker threads over
+ * the same shared memory (a pool of job kind 'attention' per memory over core's worker crew,
+ * whose workers also run the GEMM's and xla-lite's jobs; the workers compile the module from its
+ * bytes, which the job leaves in memory), from one count of items taken: the calling thread
+ * takes them from the front, the workers from the back, so each thread's next item is most likely
+ * the one beside its last, whose rows the kernels touch while they compute (`nextItem`). Each
+ * item is computed by one thread in a fixed order, so results do not depend on the thread count.
  *
  * Numerics are the MXU's, as the composite's on this backend: q, k, v, dO, P and dS are rounded
  * to bf16 as matmul operands, products accumulate in f32, softmax is f32. The kernels work in
@@ -52,7 +55,7 @@ const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 const GEN = 0; // the pool's job generation (bumped to announce a job)
 const DONE = 1; // items computed in the current job (by any thread)
 const ERR = 2; // set by a worker that failed
-const NEXT = 3; // next item to take
+const NEXT = 3; // items taken (the calling thread takes items from the front, 0 up; the workers from the back, see BACK)
 const ITEMS = 4;
 const MODE = 5; // 0 forward, 1 backward
 const MOD_ID = 6; // the job's module: id, byte length, byte address of its bytes in memory
@@ -63,6 +66,7 @@ const WORKER_ITEMS = 10; // items the workers computed, all jobs
 const DESC_AT = 11; // the job's descriptor (byte address)
 const OPEN = 12; // the generation of the job workers may still join (0 once closed)
 const INSIDE = 13; // workers between joining a job and leaving it
+const BACK = 14; // items the workers took (from the back: item ITEMS - 1 - BACK)
 const SPIN = 4000;
 
 /** A worker's part of a job it joined: build the job's module when it changed, then take items until none are left. */
@@ -82,10 +86,13 @@ const ATTENTION_JOB = `
     let done = 0;
     // (an item taken counts as done even when it failed: the calling thread waits for the count,
     // then sees ERR. A worker whose module failed to build still takes items, each failing at
-    // once: a caller that takes none waits for every item to be counted.)
-    for (let i = Atomics.add(c, ${NEXT}, 1); i < items; i = Atomics.add(c, ${NEXT}, 1)) {
+    // once: a caller that takes none waits for every item to be counted. Workers take items from
+    // the back, the calling thread from the front: each thread's next item is most likely the one
+    // beside its last, whose rows the kernels touch while they compute, see \`nextItem\`.)
+    for (let taken = Atomics.add(c, ${NEXT}, 1); taken < items; taken = Atomics.add(c, ${NEXT}, 1)) {
+      const i = items - 1 - Atomics.add(c, ${BACK}, 1);
       try {
-        run(i, id + 1, desc);
+        run(i, id + 1, desc, i - 1);
         done++;
       } catch (e) {
         Atomics.store(c, ${ERR}, 1);
@@ -199,7 +206,7 @@ class Arena {
     const workers = Math.min(threads, items) - 1;
     stats.jobs++;
     if (workers < 1 || !this.startPool(workers)) {
-      for (let i = 0; i < items; i++) run(i, 0, desc);
+      for (let i = 0; i < items; i++) run(i, 0, desc, nextItem(i + 1, items));
       return;
     }
     const pool = this.pool;
@@ -215,6 +222,7 @@ class Arena {
     c[ITEMS] = items;
     c[ACTIVE] = workers;
     Atomics.store(c, NEXT, 0);
+    Atomics.store(c, BACK, 0);
     Atomics.store(c, DONE, 0);
     Atomics.store(c, ERR, 0);
     pool.openJob(OPEN);
@@ -222,9 +230,10 @@ class Arena {
     stats.pooled++;
     let failure: unknown = null;
     if (attentionTesting.callerTakesItems) {
-      for (let i = Atomics.add(c, NEXT, 1); i < items; i = Atomics.add(c, NEXT, 1)) {
+      // (items from the front: the workers take theirs from the back)
+      for (let i = 0; Atomics.add(c, NEXT, 1) < items; i++) {
         try {
-          run(i, 0, desc);
+          run(i, 0, desc, nextItem(i + 1, items));
         } catch (e) {
           failure ??= e;
         }
@@ -247,6 +256,13 @@ class Arena {
     return this.pool.ensure(n);
   }
 }
+
+/**
+ * The item whose rows the kernels touch while they compute one (its operands and results: they
+ * are then in the cache when it is staged and unstaged), `i` when it is an item, else -1 (none).
+ * A hint: the thread need not compute it next (another may take it first).
+ */
+const nextItem = (i: number, items: number): number => (i < items ? i : -1);
 
 /** Makes the workers drop an arena's pool and its memory (no longer in use); the items they computed go to `retiredWorkerItems`. */
 function retire(pool: WorkerPool): void {

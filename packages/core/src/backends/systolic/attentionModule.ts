@@ -26,8 +26,7 @@
  * - `gradRowsP(s, dp, n, bf16, scale0..scale3)`: the same for a block's 4 rows (in lockstep,
  *   each with its dS scale) from a P the forward kept (read into s by `loadRows`): no logits,
  *   mask or exp. `softmaxBlock`'s `keep` leaves the rows' f32 P in s,
- *   and `saveRows` writes a block's rows of it into probs [.., S] (over zeros: the driver fills
- *   each head's rows with memory.fill first).
+ *   and `saveRows` writes a block's rows of it into probs [.., S], zeros at the keys past the block's.
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
@@ -77,13 +76,24 @@ function madd(f: FunctionBuilder, relaxed: boolean, a: number, b: number, acc: n
 
 const splatF = (f: FunctionBuilder, v: number): FunctionBuilder => f.f32Const(v).simd(SIMD.f32x4_splat);
 
-/** Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels': nearest even, NaN kept quiet); uses local `t`. */
-const roundBf16 = (f: FunctionBuilder, t: number): void => convert(f, t, false, false);
+/** One v128 local per function for `roundBf16`'s NaN lanes (each rounding sets it before it reads it). */
+const nanLocals = new WeakMap<FunctionBuilder, number>();
+
+/**
+ * Rounds the v128 on the stack to bf16 as the MXU's operand conversion does (the packing kernels'
+ * `convert`: nearest even, NaN kept quiet, 9 operations); uses local `t` and the function's NaN
+ * local (one for all its roundings, rather than a new local each).
+ */
+function roundBf16(f: FunctionBuilder, t: number): void {
+  let nan = nanLocals.get(f);
+  if (nan === undefined) nanLocals.set(f, (nan = f.local('v128')));
+  convert(f, t, false, false, nan);
+}
 
 /**
  * Rounds the v128 on the stack to bf16, nearest even, for values that are never a NaN with a
  * payload (P: quotients and exps of finite or default-NaN values); uses local `t`. 5 operations
- * against `roundBf16`'s 8: a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
+ * against `roundBf16`'s 9: a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
  */
 function roundBf16Plain(f: FunctionBuilder, t: number): void {
   f.tee(t).v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add);
@@ -409,6 +419,30 @@ function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
   });
 }
 
+/**
+ * The logit rule, one vector of 4 columns (`rowPrologue`'s and `softmaxBlock`'s, so that the
+ * forward and the recomputing backward form the same logits): the v128 at `ptr` + `at` (rounded to
+ * bf16 when `rounded`: the composite's bf16 matmul result) times the splatted scale `sc`; in a
+ * masked module (`mask` given) `negv` where the 4 mask bytes at `mp` are 0 (mp then moves on 4);
+ * with `tail` -inf where the column indices `idx` are not below `lim` (the row's visible keys).
+ * Leaves the logits in v128 local `v`; uses local `t`.
+ */
+function logits(f: FunctionBuilder, ptr: number, at: number, rounded: boolean, t: number, sc: number, v: number, mask: { negv: number; mp: number } | null, tail: { idx: number; lim: number } | null): void {
+  f.get(ptr).simdMem(SIMD.v128_load, at);
+  if (rounded) roundBf16(f, t);
+  f.get(sc).simd(SIMD.f32x4_mul).set(v);
+  if (mask) {
+    // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
+    f.get(v).get(mask.negv).get(mask.mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
+    f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
+    bump(f, mask.mp, 4);
+  }
+  if (tail) {
+    f.get(v);
+    splatF(f, -Infinity).get(tail.idx).get(tail.lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
+  }
+}
+
 /** The locals of `rowPrologue` (used by `gradRow`, the recompute path's gradient row). */
 interface RowLocals {
   i: number;
@@ -430,8 +464,7 @@ function rowLocals(f: FunctionBuilder, i: number, p: number, v: number, t: numbe
 }
 
 /**
- * The start of `gradRow` (`softmaxBlock` does the same per row, 4 rows in lockstep): every
- * 4-column vector of the row's n columns, as logits (s,
+ * The start of `gradRow`: every 4-column vector of the row's n columns, as logits (`logits`: s,
  * rounded to bf16 when `bf16`, times scale; `neg` where the mask bytes from `mrow` on are 0 when
  * mrow is not 0; -inf at columns c and past), is handed to `each` in local `v`, with the vector's
  * address in local `p` (`each` is emitted once per loop and bf16 case, which it is told).
@@ -449,20 +482,8 @@ function rowPrologue(f: FunctionBuilder, s: number, c: number, n: number, scale:
   }
   f.get(scale).simd(SIMD.f32x4_splat).set(sc);
   const vector = (tail: boolean, rounded: boolean): void => {
-    f.get(p).simdMem(SIMD.v128_load);
-    if (rounded) roundBf16(f, t);
-    f.get(sc).simd(SIMD.f32x4_mul).set(v);
-    if (masked) {
-      // v = mask byte ? v : neg (4 bytes widened to 4 lanes)
-      f.get(v).get(negv).get(mp).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
-      f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
-      bump(f, mp, 4);
-    }
-    if (tail) {
-      f.get(v);
-      splatF(f, -Infinity).get(idx).get(lim).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
-      f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
-    }
+    logits(f, p, 0, rounded, t, sc, v, masked ? { negv, mp } : null, tail ? { idx, lim } : null);
+    if (tail) f.get(idx).v128Const([4, 4, 4, 4]).simd(SIMD.i32x4_add).set(idx);
     each(rounded);
     bump(f, p, 16);
   };
@@ -533,7 +554,7 @@ function splatLane(f: FunctionBuilder, v: number, lane: number, out: number): vo
  * `softmaxBlock(s, p, n, scale, mlOut, bf16, keep, c0..c3, mrow0..mrow3, neg0..neg3)`: the
  * block's 4 rows of the forward softmax in lockstep, row r at s + r sp 4 and p + r sp 4 with its
  * own c, mask row and masked value, its (max, sum) at mlOut + 8 r. Per row the operations and
- * their order are those of one row kernel (`rowPrologue`'s logits, then P): logits = s (rounded
+ * their order are those of one row kernel (`logits`, as `rowPrologue`'s, then P): logits = s (rounded
  * to bf16 when `bf16`) * scale over the first c columns, `neg` where the row's mask bytes are 0
  * (masked modules), -inf from c on; max; e = exp(logit - max) into p, sum (4 lanes, then lane 0 +
  * 1 + 2 + 3); p = bf16(e / sum), and with `keep` also s = e / sum (f32). Each vector index takes
@@ -571,18 +592,7 @@ function buildSoftmaxBlock(m: ModuleBuilder, sp: number, masked: boolean, relaxe
     // pass 1: logits in place, running max per row
     const vector = (tail: boolean, rounded: boolean): void => {
       for (let r = 0; r < ROWS; r++) {
-        f.get(ptr).simdMem(SIMD.v128_load, row(r));
-        if (rounded) roundBf16(f, t);
-        f.get(sc).simd(SIMD.f32x4_mul).set(v);
-        if (masked) {
-          f.get(v).get(negv[r]).get(mp[r]).simdMem(SIMD.v128_load32_zero, 0, 1).simd(SIMD.i16x8_extend_low_i8x16_u).simd(SIMD.i32x4_extend_low_i16x8_u);
-          f.v128Const([0, 0, 0, 0]).simd(SIMD.i32x4_ne).simd(SIMD.v128_bitselect).set(v);
-          bump(f, mp[r], 4);
-        }
-        if (tail) {
-          f.get(v);
-          splatF(f, -Infinity).get(idx).get(lim[r]).simd(SIMD.i32x4_lt_s).simd(SIMD.v128_bitselect).set(v);
-        }
+        logits(f, ptr, row(r), rounded, t, sc, v, masked ? { negv: negv[r], mp: mp[r] } : null, tail ? { idx, lim: lim[r] } : null);
         f.get(ptr).get(v).simdMem(SIMD.v128_store, row(r));
         f.get(acc[r]).get(v).simd(SIMD.f32x4_pmax).set(acc[r]);
       }
@@ -755,9 +765,9 @@ function buildGradRowsP(m: ModuleBuilder, sp: number): number {
 /**
  * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
  * for `rows` rows and the first n columns of each:
- * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S) (the forward driver
- *   zeroes a head's rows of probs first, with memory.fill: cheaper than vector stores of zeros
- *   into cache-cold lines)
+ * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S (so each
+ *   line of probs is written once; a memory.fill of each head's rows first, with the visible keys
+ *   written over it, cost ~0.1 ms more per forward call at the GPT's shape)
  * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
  *   rows..4 all zeros (padding rows: P = 0)
  */
@@ -769,7 +779,7 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
       const save = name === 'saveRows';
       const [srcRow, dstRow] = save ? [sp * 4, -1] : [-1, sp * 4];
       f.i32Const(ROWS).set(four);
-      // lim = min(n, S): copied; load: zeros from lim up to n (save writes none)
+      // lim = min(n, S): copied; then zeros from lim up to n (load) or S (save)
       f.get(n).get(S).get(n).get(S).op(OP.i32_lt_s).op(OP.select).set(lim);
       // (a vector loop while 4 more fit, then one by one: never past a row's end)
       const span = (from: number | null, to: number, body: (vec: boolean) => void): void => {
@@ -788,9 +798,9 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
         f.end().end();
       };
       const at = (base: number): FunctionBuilder => f.get(base).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add);
-      // (load) dst row's columns from j (null: 0) up to n all zeros
-      const zeros = (from: number | null): void =>
-        span(from, n, (vec) => {
+      // dst row's columns from j (null: 0) up to `upto` all zeros
+      const zeros = (from: number | null, upto = n): void =>
+        span(from, upto, (vec) => {
           at(dst);
           if (vec) f.v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
           else f.f32Const(0).mem(OP.f32_store);
@@ -803,7 +813,8 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
           if (vec) f.simdMem(SIMD.v128_load).simdMem(SIMD.v128_store);
           else f.mem(OP.f32_load).mem(OP.f32_store);
         });
-        if (!save) {
+        if (save) zeros(j, S);
+        else {
           zeros(j);
           f.else();
           zeros(null);
@@ -952,18 +963,29 @@ interface Fns {
 }
 
 /**
- * The item drivers `fwdItem(item, tid)` and `bwdItem(item, tid)`: one (batch, key/value head)
- * item of the job in the descriptor, with thread `tid`'s scratch. Items are independent (each
- * writes its own rows of the results), so threads may take them in any order.
+ * The item drivers `fwdItem(item, tid, desc, next)` and `bwdItem(...)`: one (batch, key/value
+ * head) item of the job in the descriptor at `desc`, with thread `tid`'s scratch; while its blocks
+ * compute, they load one word of each cache line of item `next`'s operand and result rows (when
+ * next >= 0: the item the thread most likely takes next), so that its staging and unstaging find
+ * them in the cache (without, ~0.3-0.5 ms more per call at the GPT's shape, rows read from far
+ * caches or memory). Items are independent (each writes its own rows of the results), so threads
+ * may take them in any order; `next` changes no result.
  */
 function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
   for (const dir of ['fwd', 'bwd'] as const) {
-    m.addFunction(`${dir}Item`, ['i32', 'i32', 'i32'], [], (f) => {
-      const [item, tid, desc] = [0, 1, 2];
+    m.addFunction(`${dir}Item`, ['i32', 'i32', 'i32', 'i32'], [], (f) => {
+      const [item, tid, desc, next] = [0, 1, 2, 3];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
+      // the next item's operand and result rows to touch (`touchRows`): its first key row's and
+      // this head's first query row's offsets, the key rows touched so far, a row index and a row's
+      // address, and the loaded words' xor (stored at the end, so that no load is dead)
+      const [nkoff, nqoff, kr, tr, ra, touched] = [L(), L(), L(), L(), L(), L()];
+      // the raw regions whose rows are touched: query-shaped (row stride QSTRIDE) and key-shaped (KSTRIDE)
+      const touchQ = dir === 'fwd' ? [DESC.QR, DESC.OR] : [DESC.QR, DESC.OR, DESC.DQR];
+      const touchK = dir === 'fwd' ? [DESC.KR, DESC.VR] : [DESC.KR, DESC.VR, DESC.DKR, DESC.DVR];
       // ROWS (a loop bound), and the forward's per-row arguments of softmaxBlock
       const four = L();
       const [rowC, rowM] = [[L(), L(), L(), L()], [L(), L(), L(), L()]];
@@ -990,6 +1012,36 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       f.get(item).get(b).get(K).op(OP.i32_mul).op(OP.i32_sub).set(kh);
       // koff = (b*S*K + kh) * H * 4: item (b, kh)'s first key row
       f.get(b).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(kh).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(koff);
+      // the next item (next >= 0): nkoff its first key row's offset (tr holds its batch index meanwhile; nqoff is formed per
+      // query head below); no key rows touched yet
+      f.i32Const(0).set(kr);
+      f.i32Const(0).set(touched);
+      f.get(next).i32Const(0).op(OP.i32_ge_s).if();
+      f.get(next).get(K).op(OP.i32_div_u).set(tr);
+      f.get(tr).get(S).op(OP.i32_mul).get(K).op(OP.i32_mul).get(next).get(tr).get(K).op(OP.i32_mul).op(OP.i32_sub).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(nkoff);
+      f.end();
+      /**
+       * Loads one word of every cache line of rows [from, to) (locals) of the raw regions in desc
+       * slots `slots` from offset local `at` on (row stride in desc slot `stride`), xor-ing them into
+       * `touched`: brings the next item's rows into the cache while this item computes
+       * (WebAssembly has no prefetch instruction), so that its staging and unstaging do not wait
+       * for memory. A row's H * 4 bytes: the words at 0, 64, ... and its last word.
+       */
+      const touchRows = (slots: readonly number[], stride: number, at: number, from: number, to: number): void => {
+        if (H === 0) return; // (rows of no bytes)
+        const offsets = [...Array.from({ length: Math.ceil((H * 4) / 64) }, (_, j) => 64 * j), ...((H * 4) % 64 === 4 ? [] : [H * 4 - 4])];
+        forLoop(f, tr, to, () => {
+          for (const sl of slots) {
+            slot(sl).get(at).op(OP.i32_add).get(tr);
+            slot(stride).op(OP.i32_mul).op(OP.i32_add).set(ra);
+            offsets.forEach((o, j) => {
+              f.get(ra).mem(OP.i32_load, o);
+              if (j > 0) f.op(OP.i32_xor);
+            });
+            f.get(touched).op(OP.i32_xor).set(touched);
+          }
+        }, from);
+      };
       const stageKV = (dst: keyof typeof off, src: number, cols: boolean): void => {
         slot(src).get(koff).op(OP.i32_add);
         slot(DESC.KSTRIDE).get(S).get(off[dst]);
@@ -1032,6 +1084,11 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         f.get(kh).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).set(n);
         // qoff = (b*T*N + n) * H * 4
         f.get(b).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul).get(n).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(qoff);
+        // the next item's query head g: nqoff = (nb*T*N + nkh*G + g) * H * 4
+        f.get(next).i32Const(0).op(OP.i32_ge_s).if();
+        f.get(next).get(K).op(OP.i32_div_u).tee(tr).get(T).op(OP.i32_mul).get(N).op(OP.i32_mul);
+        f.get(next).get(tr).get(K).op(OP.i32_mul).op(OP.i32_sub).get(G).op(OP.i32_mul).get(g).op(OP.i32_add).op(OP.i32_add).i32Const(H * 4).op(OP.i32_mul).set(nqoff);
+        f.end();
         // this (b, n)'s mask rows and flags: base + b * batch stride + n * head stride
         for (const [loc, base, bs, ns] of masked ? ([[mbase, DESC.MR, DESC.MB, DESC.MN], [fbase, DESC.FR, DESC.FB, DESC.FN]] as const) : []) {
           slot(base).get(b);
@@ -1046,14 +1103,6 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         rowIndex(null);
         probsBytes();
         f.op(OP.i32_add).set(prow);
-        if (dir === 'fwd') {
-          // P kept: this head's rows of probs all zeros first (memory.fill), the blocks' keys then written over them
-          f.get(probs).if();
-          f.get(prow).i32Const(0).get(T);
-          probsBytes();
-          memoryFill(f);
-          f.end();
-        }
         f.i32Const(0).set(t0);
         f.block().loop();
         // cols = causal ? ceil8(max(1, min(S, t0 + 4))) : sp
@@ -1071,6 +1120,36 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
         };
+        // The next item's rows while this one computes: query rows t0..min(t0 + 4, T) of each query head, and the key rows from kr on,
+        // 4 a block (the rest in the last block of the last head). Backward with P kept, also the next block's rows of probs up to its
+        // visible keys (causal) or all of them.
+        f.get(next).i32Const(0).op(OP.i32_ge_s).if();
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).tee(c).get(T).get(c).get(T).op(OP.i32_lt_s).op(OP.select).set(c);
+        touchRows(touchQ, DESC.QSTRIDE, nqoff, t0, c);
+        f.get(kr).i32Const(ROWS).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select).set(c);
+        f.get(t0).i32Const(ROWS).op(OP.i32_add).get(tp).op(OP.i32_ge_s).get(g).i32Const(1).op(OP.i32_add).get(G).op(OP.i32_eq).op(OP.i32_and).if().get(S).set(c).end();
+        touchRows(touchK, DESC.KSTRIDE, nkoff, kr, c);
+        f.get(c).set(kr);
+        f.end();
+        if (dir === 'bwd') {
+          f.get(probs).if();
+          // c = bytes per row, t = the last row + 1
+          f.get(cols).i32Const(8).op(OP.i32_add).tee(c).get(S).get(c).get(S).op(OP.i32_lt_s).op(OP.select).get(S).get(causal).op(OP.select).i32Const(4).op(OP.i32_mul).set(c);
+          f.get(t0).i32Const(2 * ROWS).op(OP.i32_add).tee(t).get(T).get(t).get(T).op(OP.i32_lt_s).op(OP.select).set(t);
+          f.get(t0).i32Const(ROWS).op(OP.i32_add).set(tr);
+          f.get(prow).i32Const(ROWS * 4).get(S).op(OP.i32_mul).op(OP.i32_add).set(r);
+          f.block().get(tr).get(t).op(OP.i32_ge_s).brIf(0).loop();
+          f.i32Const(0).set(i);
+          f.loop();
+          f.get(r).get(i).op(OP.i32_add).mem(OP.i32_load).get(touched).op(OP.i32_xor).set(touched);
+          f.get(i).i32Const(64).op(OP.i32_add).tee(i).get(c).op(OP.i32_lt_s).brIf(0);
+          f.end();
+          f.get(r).get(c).op(OP.i32_add).i32Const(4).op(OP.i32_sub).mem(OP.i32_load).get(touched).op(OP.i32_xor).set(touched);
+          f.get(r).get(S).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r);
+          f.get(tr).i32Const(1).op(OP.i32_add).tee(tr).get(t).op(OP.i32_lt_s).brIf(0);
+          f.end().end();
+          f.end();
+        }
         // the block's rows of P (backward, kept) or its logits
         if (dir === 'bwd') {
           f.get(probs).if();
@@ -1205,6 +1284,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
         slot(DESC.QSTRIDE).call(fn.unstageRows);
       });
+      // (the touched words' xor into this thread's scratch, where the next item stages its q over it)
+      f.get(off.q).get(touched).mem(OP.i32_store);
       if (dir === 'bwd') {
         for (const [src, dst] of [[off.dk, DESC.DKR], [off.dv, DESC.DVR]] as const) {
           f.get(src).get(S);
@@ -1229,8 +1310,8 @@ export interface AttentionKernels {
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
   stageCols(src: number, stride: number, rows: number, dst: number): void;
   unstageRows(src: number, rows: number, dst: number, stride: number): void;
-  fwdItem(item: number, tid: number, desc: number): void;
-  bwdItem(item: number, tid: number, desc: number): void;
+  fwdItem(item: number, tid: number, desc: number, next: number): void;
+  bwdItem(item: number, tid: number, desc: number, next: number): void;
   expv(src: number, dst: number, nv: number, upper: number): void;
 }
 

@@ -22,8 +22,11 @@ export function packFunctionName(layout: PackLayout, R: number, bf16: boolean, f
 
 const splat = (x: number): [number, number, number, number] => [x, x, x, x];
 
-/** Converts the v128 on the stack (f32 bits or widened bf16 bits) in place via local `t`. */
-export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boolean): void {
+/**
+ * Converts the v128 on the stack (f32 bits or widened bf16 bits), left on the stack; uses v128
+ * local `t` and, rounding f32 bits, local `nan` (a new local of `f` when not given).
+ */
+export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boolean, nan?: number): void {
   f.set(t);
   if (flush) {
     // t = exponent==0 ? (t & sign) : t
@@ -39,7 +42,7 @@ export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boo
   // NaN: t quieted (t | 0x400000); else rounded to nearest even: t + 0x7fff + ((t >>> 16) & 1).
   // Both as one sum, (t | (nan & 0x400000)) + (bias & ~nan), then one mask of the upper 16 bits
   // (9 operations a vector, none of them a bitselect, which is three instructions on x64).
-  const nan = f.local('v128');
+  nan ??= f.local('v128');
   f.get(t).get(t).simd(SIMD.f32x4_ne).set(nan);
   f.get(t).get(nan).v128Const(splat(0x00400000)).simd(SIMD.v128_and).simd(SIMD.v128_or);
   f.get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const(splat(1)).simd(SIMD.v128_and).v128Const(splat(0x7fff)).simd(SIMD.i32x4_add);
