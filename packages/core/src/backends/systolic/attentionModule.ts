@@ -766,8 +766,7 @@ function buildGradRowsP(m: ModuleBuilder, sp: number): number {
  * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
  * for `rows` rows and the first n columns of each:
  * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S (so each
- *   line of probs is written once; a memory.fill of each head's rows first, with the visible keys
- *   written over it, cost ~0.1 ms more per forward call at the GPT's shape)
+ *   line of probs is written once)
  * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
  *   rows..4 all zeros (padding rows: P = 0)
  */
@@ -967,8 +966,9 @@ interface Fns {
  * head) item of the job in the descriptor at `desc`, with thread `tid`'s scratch; while its blocks
  * compute, they load one word of each cache line of item `next`'s operand and result rows (when
  * next >= 0: the item the thread most likely takes next), so that its staging and unstaging find
- * them in the cache (without, ~0.3-0.5 ms more per call at the GPT's shape, rows read from far
- * caches or memory). Items are independent (each writes its own rows of the results), so threads
+ * them in the cache (BENCHMARKS.md, attn13). With P kept, the backward also touches the rows of
+ * probs of the current item's next block, whatever `next` is (the last item included). Items are
+ * independent (each writes its own rows of the results), so threads
  * may take them in any order; `next` changes no result.
  */
 function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
