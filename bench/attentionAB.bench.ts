@@ -116,3 +116,5 @@ for (const v of [0, 1]) {
 }
 const d = (j: number): string => (median(times[1].map((x) => x[j])) - median(times[0].map((x) => x[j]))).toFixed(3);
 console.log(`  B - A (medians): fwd CPU ${d(0)} wall ${d(2)}, bwd CPU ${d(1)} wall ${d(3)}; results: ${differ === 0 ? 'the same bytes' : `${differ} of ${regions[0].length - 1} regions differ`}`);
+// (a scripted A/B must not miss a difference in results)
+if (differ > 0) process.exitCode = 1;
