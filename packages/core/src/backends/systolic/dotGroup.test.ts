@@ -1,12 +1,13 @@
 /**
  * Groups of independent products (`GemmEngine.beginGroup`, threads.ts `runGroup`, core's
- * `evalDotsInto`): products deferred in a group run as one pool job, each thread starting on a
- * different product. It changes speed only: the law compares every group, bit for bit, with its
- * products run one by one on one thread, over 2-4 random products (transposed operands, both
+ * `evalDotsInto`): products deferred in a group run as one pool job, each thread claiming whole
+ * products, largest first, then sharing what is left. It changes speed only: the law compares
+ * every group, bit for bit, with its products run one by one on one thread, over 2-6 random products (transposed operands, both
  * storage dtypes, K around the K-block edge of 256), 1, 2 and 3 threads; groups whose products' A
  * end in a partial row panel (the 5 x 8 kernel on the GPT's shapes); then with the worker
  * held (the calling thread computes every unit), with the workers computing every unit, with a
- * worker released late, and with a failing worker.
+ * worker released late, and with a failing worker; the claims themselves (counter, switch and
+ * largest-first order) through `poolTestHooks.groupEnd`.
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -440,7 +440,7 @@ return function job(seen) {
  * end is shared; before, thread t started on product t and every thread then walked the products
  * in order, so both threads shared each K-blocked product after the first (its tiles wait for the
  * same tile of the K block before: the threads waited on each other). `TPUKIT_GROUP_CLAIM=0`
- * restores that (A/B runs; `claim` may be changed at run time, between products).
+ * restores that (A/B runs; `claim` may be changed at run time, between group jobs).
  */
 export const groupJobSettings = { claim: envSwitch('TPUKIT_GROUP_CLAIM', true) };
 
@@ -883,8 +883,10 @@ class Pool {
 
   /**
    * Runs independent products as one job (GROUP_SOURCE) on this thread and `threads - 1`
-   * workers: one wake-up; thread t starts on product t mod n, then takes what is left of the
-   * others. Each product is described in its own region, as a K-blocked job or a row-block job
+   * workers: one wake-up; each thread claims whole products, largest first (`groupsBefore`:
+   * region 1 holds the largest), then shares what is left of the others (`groupRun`; with
+   * `groupJobSettings.claim` off, thread t starts on product t mod n and walks the others in
+   * order). Each product is described in its own region, as a K-blocked job or a row-block job
    * (`groupable`); none stages, packs in TypeScript or has edges (the engine defers only such
    * products, see `GemmEngine.beginGroup`). Same bits as the products one by one.
    */
