@@ -1,8 +1,8 @@
 /**
  * `evalDotsInto`: independent dot_generals into caller storage as one group, so a backend with
  * a thread pool can run them as one job (the systolic GEMM engine: one wake-up, each thread
- * starting on a different product on its one-thread path, then taking what is left of the
- * others; `GemmEngine.beginGroup`). Results are the same bits as `evalPrimitiveInto` one by one.
+ * claiming whole products, largest first, each run on its one-thread path, then sharing what is
+ * left of the others; `GemmEngine.beginGroup`). Results are the same bits as `evalPrimitiveInto` one by one.
  */
 import type { Array } from './array';
 import { getBackend } from './backend';

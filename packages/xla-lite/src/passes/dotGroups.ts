@@ -2,9 +2,10 @@
  * Dot groups: independent dot_generals close to each other in the entry computation's order are
  * recorded as a group, and the executable runs each group with one core `evalDotsInto` call at
  * its last member's place (the systolic GEMM engine then runs the group's products as one
- * thread-pool job, each thread starting on a different product on its one-thread path; see
- * core's `GemmEngine.beginGroup`). Per layer of a transformer step's backward: each linear
- * layer's dX = dY W^T and dW = X^T dY, and the q/k/v weight gradients.
+ * thread-pool job, each thread claiming whole products, largest first, on its one-thread path,
+ * then sharing what is left; see core's `GemmEngine.beginGroup`). Per layer of a transformer
+ * step's backward: each linear layer's dX = dY W^T and dW = X^T dY, and the q/k/v weight
+ * gradients.
  *
  * A dot joins the group of an earlier dot when it lies at most `WINDOW` instructions after the
  * group's last member and no instruction from the group's first member up to it has an effect
@@ -12,8 +13,11 @@
  * between them is not derived from a member), and running the earlier members later, at the
  * last one, changes no value any instruction between reads. The order is left as it is (the
  * exported StableHLO does not change); what grows is the live range of the earlier members'
- * operands, by at most the window: buffer assignment keeps every member's operands live until
- * the group's last member (the products read them when the group runs). Groups hold 2 to
+ * operands: buffer assignment keeps every member's operands live until the group's last member
+ * (the products read them when the group runs). Each member may lie up to `WINDOW` instructions
+ * after the one before, so a first member's operands can stay live up to (members - 1) x
+ * `WINDOW` instructions longer: 5 x `WINDOW` in a group of 6 (in the GPT step the move from 4 to
+ * 6 members left its temp and peak memory as they were: 145,014,784 and 146,207,752 bytes). Groups hold 2 to
  * `MAX_DOT_GROUP` dots of float32 results; dots under an output-fusion epilogue (kOutput
  * fusions) are not grouped.
  *
@@ -36,7 +40,7 @@ import { hasEffect } from '../effects';
  */
 export const MAX_DOT_GROUP = 6;
 /** The limit in force: `MAX_DOT_GROUP`, or env `TPUKIT_DOT_GROUP_MAX` (2..6, read when xla-lite loads; 4 was the limit before, for A/B runs). */
-const maxDotGroup = envNumber('TPUKIT_DOT_GROUP_MAX', 2, MAX_DOT_GROUP) ?? MAX_DOT_GROUP;
+export const DOT_GROUP_LIMIT = envNumber('TPUKIT_DOT_GROUP_MAX', 2, MAX_DOT_GROUP) ?? MAX_DOT_GROUP;
 /** How far (in instructions) after a group's last member a dot may join it. */
 export const WINDOW = 24;
 
@@ -60,7 +64,7 @@ export function groupDots(c: HloComputation): number {
     if (!groupable(first) || member.has(first) || hasEffect(first)) continue;
     const group = new Set([first]);
     let end = k; // position of the group's last member
-    for (let j = k + 1; j < order.length && j <= end + WINDOW && group.size < maxDotGroup; j++) {
+    for (let j = k + 1; j < order.length && j <= end + WINDOW && group.size < DOT_GROUP_LIMIT; j++) {
       const x = order[j];
       // (an instruction reading a member must run after the group: the group ends before it)
       if (hasEffect(x) || x.operands.some((o) => group.has(o))) break;

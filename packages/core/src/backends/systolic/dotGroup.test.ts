@@ -1,12 +1,13 @@
 /**
  * Groups of independent products (`GemmEngine.beginGroup`, threads.ts `runGroup`, core's
- * `evalDotsInto`): products deferred in a group run as one pool job, each thread starting on a
- * different product. It changes speed only: the law compares every group, bit for bit, with its
- * products run one by one on one thread, over 2-4 random products (transposed operands, both
+ * `evalDotsInto`): products deferred in a group run as one pool job, each thread claiming whole
+ * products, largest first, then sharing what is left. It changes speed only: the law compares
+ * every group, bit for bit, with its products run one by one on one thread, over 2-6 random products (transposed operands, both
  * storage dtypes, K around the K-block edge of 256), 1, 2 and 3 threads; groups whose products' A
  * end in a partial row panel (the 5 x 8 kernel on the GPT's shapes); then with the worker
  * held (the calling thread computes every unit), with the workers computing every unit, with a
- * worker released late, and with a failing worker.
+ * worker released late, and with a failing worker; the claims themselves (counter, switch and
+ * largest-first order) through `poolTestHooks.groupEnd`.
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,7 +15,7 @@ import { Array as TArray } from '../../array';
 import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
 import { evalDotsInto } from '../../dotGroup';
-import { groupJobSettings, groupsBefore, poolTestHooks } from './threads';
+import { type GroupClaims, groupJobSettings, groupsBefore, poolTestHooks } from './threads';
 import type { ParallelJob } from './gemmEngine';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
@@ -117,7 +118,7 @@ describe('systolic threads: groups of independent products', () => {
   it.runIf(shared)("give the products' one-by-one bits on 1, 2 and 3 threads", () => {
     let grouped = 0;
     fc.assert(
-      fc.property(fc.array(dotArb, { minLength: 2, maxLength: 4 }), fc.constantFrom(1, 2, 3), fc.integer({ min: 0, max: 1000 }), (dots, threads, seed) => {
+      fc.property(fc.array(dotArb, { minLength: 2, maxLength: 6 }), fc.constantFrom(1, 2, 3), fc.integer({ min: 0, max: 1000 }), (dots, threads, seed) => {
         const n = check(dots, threads, seed);
         if (threads === 1) expect(n).toBe(0);
         grouped += n;
@@ -214,6 +215,38 @@ describe('systolic threads: groups of independent products', () => {
     } finally {
       groupJobSettings.claim = was;
     }
+  });
+
+  it.runIf(shared)('the calling thread alone claims every product of each group job once, largest first (the claim counter restarts per job)', () => {
+    const dW = (M: number, N: number): Dot => ({ M, K: 2048, N, lhsT: true, rhsT: true, dtype: 'float32' });
+    // (given smallest first; B's two largest have the same work, the K-blocked one claimed first)
+    const groupA = [dW(128, 128), GPT_QKV[0], dW(512, 128), dW(128, 512)];
+    const groupB = [GPT_PAIR[0], dW(128, 128), GPT_PAIR[1]];
+    const was = groupJobSettings.claim;
+    groupJobSettings.claim = true;
+    check(GPT_PAIR, 2, 70); // (the worker is started)
+    const claims: GroupClaims[] = [];
+    poolTestHooks.groupEnd = (g) => claims.push(g);
+    const held = holdAll();
+    try {
+      // Two group jobs back to back, the worker held: the calling thread runs each alone.
+      expect(check(groupA, 2, 71)).toBe(4);
+      expect(check(groupB, 2, 72)).toBe(3);
+      expect(Atomics.load(held.hold, 0), 'the worker stayed held').toBe(1);
+    } finally {
+      held.release();
+      poolTestHooks.groupEnd = null;
+      groupJobSettings.claim = was;
+    }
+    expect(claims.map((g) => g.products)).toEqual([4, 3]);
+    for (const [i, g] of claims.entries()) {
+      expect(g.claim, `job ${i}: the claim switch`).toBe(true);
+      // n products claimed, then one claim that found none left.
+      expect(g.claimed, `job ${i}: the claim counter`).toBe(g.products + 1);
+      for (let r = 1; r < g.work.length; r++) expect(g.work[r], `job ${i}: region ${r} after ${r - 1} (${g.work.join(', ')})`).toBeLessThanOrEqual(g.work[r - 1]);
+    }
+    // (the orders really differ from the given ones)
+    expect(claims[0].work[0]).toBeGreaterThan(claims[0].work[3]);
   });
 
   it("orders a group's products for claiming: more multiply-adds first, a K-blocked product before a row-block one of the same work", () => {

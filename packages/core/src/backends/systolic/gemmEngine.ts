@@ -537,8 +537,8 @@ export class GemmEngine implements BatchEngine {
    * memory) is laid out in its own scratch, its operands staged there unless read in place,
    * and deferred (its sink sees the destination, not yet written); other products run at once
    * as before. `endGroup(true)` then runs the deferred
-   * ones as one pool job (`GroupRunner`): one wake-up, each thread starting on a different
-   * product. Returns false (nothing opened: run the products one by one) without a thread pool.
+   * ones as one pool job (`GroupRunner`): one wake-up, each thread claiming whole products,
+   * largest first, then sharing what is left. Returns false (nothing opened: run the products one by one) without a thread pool.
    * The products must be independent: none reads another's destination.
    */
   beginGroup(): boolean {

@@ -32,7 +32,9 @@ export const gemmPhases = {
    * (`unitJobs`) add their wall ms from waking the workers to every worker done (`unitJobMs`)
    * and to the calling thread finding no unit left (`callerUnitsDone`), and how often a thread
    * had to wait for another's units (a K block's packing, a tile's previous K block, B's chunks:
-   * `waited`) and how often it slept doing so (`slept`).
+   * `waited`), how often it slept doing so (`slept`) and the ms it slept (`sleptMs`, summed over
+   * the threads). These counters are kept only while the timer is on: with it off the threads
+   * neither count nor read a clock.
    */
   pool: { products: 0, staged: 0, gate: 0, callerTilesDone: 0, tiles: 0, callerTiles: 0, unitJobs: 0, unitJobMs: 0, callerUnitsDone: 0, waited: 0, slept: 0, sleptMs: 0 },
   /**

@@ -86,11 +86,7 @@ const KB = CUR + MAX_WORKERS;
 const MAX_K_BLOCK_TILES = 64;
 const KTILE = KB + 4 * MAX_K_BLOCKS; // per tile of a K-blocked job: K blocks done
 const KWAIT = KTILE + MAX_K_BLOCK_TILES; // threads asleep in kBlockWait
-// (phase timer only, slots of region 0: kBlockWait calls that found their count not yet reached, and those that slept)
-const KWAITED = KWAIT + 1;
-const KSLEPT = KWAIT + 2;
-const KSLEPT_US = KWAIT + 3; // (and the microseconds they slept)
-const KSLOTS = KWAIT + 4; // end of one product's control slots
+const KSLOTS = KWAIT + 1; // end of one product's control slots
 /** A group job's counter of products claimed whole (`groupRun`; region 0's tile counter, which a group job does not use). */
 const GROUP_NEXT = TILE_NEXT;
 /**
@@ -99,6 +95,20 @@ const GROUP_NEXT = TILE_NEXT;
  * functions with that base.
  */
 const MAX_GROUP = 6;
+/**
+ * The phase timer's slots (`gemmPhases.enabled`), after every product region and 16 slots (64
+ * bytes, a cache line) away from the last, so that their counting never shares a line with
+ * KWAIT, which `kBlockDone` reads after every unit: TIMED (1 while the timer is on: set by
+ * `runGroup` / `runKBlocks`; with it 0 `kBlockWait` counts nothing and reads no clock), then
+ * kBlockWait calls that found their count not yet reached, those that slept, and the
+ * microseconds they slept.
+ */
+const TIMED = KSLOTS * (MAX_GROUP + 1) + 16;
+const KWAITED = TIMED + 1;
+const KSLEPT = TIMED + 2;
+const KSLEPT_US = TIMED + 3;
+/** The control block's length in slots. */
+const CONTROL_SLOTS = TIMED + 4;
 /** Added to every K-block counter when a job fails (more than any unit count: 4 * 64 blocks, 64 tiles). */
 const K_FAILED = 1 << 29;
 
@@ -136,16 +146,19 @@ const SPIN = 4000;
 const K_BLOCK_SOURCE = `
 function kBlockWait(c, i, n) {
   let v = Atomics.load(c, i);
-  if (v < n) Atomics.add(c, ${KWAITED}, 1);
+  // (counting and clock reads only while the phase timer is on: c[TIMED])
+  if (v < n && c[${TIMED}] !== 0) Atomics.add(c, ${KWAITED}, 1);
   for (let s = 0; s < ${SPIN} && v < n; s++) v = Atomics.load(c, i);
   while (v < n) {
     if (Atomics.load(c, ${ERR}) !== 0) return false;
-    Atomics.add(c, ${KSLEPT}, 1);
-    const t0 = performance.now();
+    const timed = c[${TIMED}] !== 0, t0 = timed ? performance.now() : 0;
     Atomics.add(c, ${KWAIT}, 1);
     Atomics.wait(c, i, v);
     Atomics.sub(c, ${KWAIT}, 1);
-    Atomics.add(c, ${KSLEPT_US}, Math.round((performance.now() - t0) * 1000));
+    if (timed) {
+      Atomics.add(c, ${KSLEPT}, 1);
+      Atomics.add(c, ${KSLEPT_US}, Math.round((performance.now() - t0) * 1000));
+    }
     v = Atomics.load(c, i);
   }
   return Atomics.load(c, ${ERR}) === 0;
@@ -427,7 +440,7 @@ return function job(seen) {
  * end is shared; before, thread t started on product t and every thread then walked the products
  * in order, so both threads shared each K-blocked product after the first (its tiles wait for the
  * same tile of the K block before: the threads waited on each other). `TPUKIT_GROUP_CLAIM=0`
- * restores that (A/B runs; `claim` may be changed at run time, between products).
+ * restores that (A/B runs; `claim` may be changed at run time, between group jobs).
  */
 export const groupJobSettings = { claim: envSwitch('TPUKIT_GROUP_CLAIM', true) };
 
@@ -521,9 +534,22 @@ export function planTiles(mp: number, np: number, kp: number, mr: number, nr: nu
  * test checks the workers' code path (a product the calling thread could finish alone otherwise
  * rarely reaches a worker). Needs workers that run: it waits for them. With `breakWorkers`, the
  * workers of a K-blocked job find a packing kernel that does not exist (they throw: the job's
- * failure path).
+ * failure path). `groupEnd`, when set, is called at the end of every group job (`runGroup`,
+ * every thread out of it) with what its control block says about the claims (`GroupClaims`).
  */
-export const poolTestHooks = { callerComputes: true, breakWorkers: false };
+export const poolTestHooks: { callerComputes: boolean; breakWorkers: boolean; groupEnd: ((claims: GroupClaims) => void) | null } = { callerComputes: true, breakWorkers: false, groupEnd: null };
+
+/** A group job's claims as its control block holds them after the job (`poolTestHooks.groupEnd`). */
+export interface GroupClaims {
+  /** Products in the job. */
+  products: number;
+  /** The claim switch the threads read (`groupJobSettings.claim` when the job started). */
+  claim: boolean;
+  /** The claim counter: every thread in the job adds 1 per product it claimed and 1 that found none left (0 with the claims off). */
+  claimed: number;
+  /** mp * np * kp of the product in each region, in the order threads claim them. */
+  work: number[];
+}
 
 /**
  * `poolTestHooks.callerComputes` false: waits until counter slot `next` has handed out `units`
@@ -539,6 +565,37 @@ function leaveUnitsToWorkers(c: Int32Array, next: number, units: number): void {
     }
     Atomics.wait(c, next, v, 1);
   }
+}
+
+/**
+ * Before a K-blocked or group job: no thread asleep in `kBlockWait`, its phase counters zeroed,
+ * and TIMED set from `gemmPhases.enabled` (with it off, `kBlockWait` counts nothing and reads
+ * no clock).
+ */
+function resetUnitCounters(c: Int32Array): void {
+  c[KWAIT] = 0;
+  c[TIMED] = gemmPhases.enabled ? 1 : 0;
+  c[KWAITED] = 0;
+  c[KSLEPT] = 0;
+  c[KSLEPT_US] = 0;
+}
+
+/**
+ * After a K-blocked or group job of `products` products and `units` units (`mine` of them, or
+ * -1, computed by the calling thread), woken at `t0`, the calling thread out of units at
+ * `tMine`: adds it to `gemmPhases.pool` (timer on only).
+ */
+function addUnitJobPhases(c: Int32Array, products: number, units: number, mine: number, t0: number, tMine: number): void {
+  const p = gemmPhases.pool;
+  p.products += products;
+  p.tiles += units;
+  p.callerTiles += Math.max(0, mine);
+  p.unitJobs++;
+  p.callerUnitsDone += tMine - t0;
+  p.unitJobMs += phaseClock() - t0;
+  p.waited += Atomics.load(c, KWAITED);
+  p.slept += Atomics.load(c, KSLEPT);
+  p.sleptMs += Atomics.load(c, KSLEPT_US) / 1000;
 }
 
 /** Writes a product job's arguments and tile split into the control block (JOB .. JOB + 10). */
@@ -573,7 +630,7 @@ function describePack(c: Int32Array, d: number, p: PackJob, chunks: number, per:
 }
 
 class Pool {
-  readonly control = new Int32Array(new SharedArrayBuffer(4 * KSLOTS * (MAX_GROUP + 1)));
+  readonly control = new Int32Array(new SharedArrayBuffer(4 * CONTROL_SLOTS));
   /** The workers (core's shared worker-thread machinery). */
   readonly pool: WorkerPool;
   private module: WasmModule;
@@ -826,8 +883,10 @@ class Pool {
 
   /**
    * Runs independent products as one job (GROUP_SOURCE) on this thread and `threads - 1`
-   * workers: one wake-up; thread t starts on product t mod n, then takes what is left of the
-   * others. Each product is described in its own region, as a K-blocked job or a row-block job
+   * workers: one wake-up; each thread claims whole products, largest first (`groupsBefore`:
+   * region 1 holds the largest), then shares what is left of the others (`groupRun`; with
+   * `groupJobSettings.claim` off, thread t starts on product t mod n and walks the others in
+   * order). Each product is described in its own region, as a K-blocked job or a row-block job
    * (`groupable`); none stages, packs in TypeScript or has edges (the engine defers only such
    * products, see `GemmEngine.beginGroup`). Same bits as the products one by one.
    */
@@ -876,10 +935,7 @@ class Pool {
     c[JOB + 1] = claim ? 1 : 0;
     c[JOB + 10] = alone ? 0 : threads - 1;
     Atomics.store(c, GROUP_NEXT, 0);
-    c[KWAIT] = 0;
-    c[KWAITED] = 0;
-    c[KSLEPT] = 0;
-    c[KSLEPT_US] = 0;
+    resetUnitCounters(c);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, SWEPT, 0);
     const t0 = phaseClock();
@@ -904,17 +960,11 @@ class Pool {
     e.traffic.sweptChunks += Atomics.load(c, SWEPT);
     e.traffic.groupJobs++;
     e.traffic.groupProducts += n;
-    if (gemmPhases.enabled) {
-      const p = gemmPhases.pool;
-      p.products += n;
-      p.tiles += units;
-      p.callerTiles += Math.max(0, mine);
-      p.unitJobs++;
-      p.callerUnitsDone += tMine - t0;
-      p.unitJobMs += phaseClock() - t0;
-      p.waited += Atomics.load(c, KWAITED);
-      p.slept += Atomics.load(c, KSLEPT);
-      p.sleptMs += Atomics.load(c, KSLEPT_US) / 1000;
+    if (gemmPhases.enabled) addUnitJobPhases(c, n, units, mine, t0, tMine);
+    if (poolTestHooks.groupEnd) {
+      const work: number[] = [];
+      for (let r = 0; r < n; r++) work.push(c[(r + 1) * KSLOTS + JOB + 3] * c[(r + 1) * KSLOTS + JOB + 4] * c[(r + 1) * KSLOTS + JOB + 5]);
+      poolTestHooks.groupEnd({ products: c[JOB], claim: c[JOB + 1] !== 0, claimed: Atomics.load(c, GROUP_NEXT), work });
     }
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
@@ -925,10 +975,7 @@ class Pool {
     const { mp } = job.args;
     const c = this.control;
     const { nb, tiles } = this.describeKBlocks(job, kb, threads, 0);
-    c[KWAIT] = 0;
-    c[KWAITED] = 0;
-    c[KSLEPT] = 0;
-    c[KSLEPT_US] = 0;
+    resetUnitCounters(c);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, SWEPT, 0);
     const t0 = phaseClock();
@@ -949,18 +996,7 @@ class Pool {
     this.pool.finished();
     e.traffic.sweptChunks += Atomics.load(c, SWEPT);
     e.traffic.kBlockedPoolJobs++;
-    if (gemmPhases.enabled) {
-      const p = gemmPhases.pool;
-      p.products++;
-      p.tiles += nb * tiles;
-      p.callerTiles += Math.max(0, mine);
-      p.unitJobs++;
-      p.callerUnitsDone += tMine - t0;
-      p.unitJobMs += phaseClock() - t0;
-      p.waited += Atomics.load(c, KWAITED);
-      p.slept += Atomics.load(c, KSLEPT);
-      p.sleptMs += Atomics.load(c, KSLEPT_US) / 1000;
-    }
+    if (gemmPhases.enabled) addUnitJobPhases(c, 1, nb * tiles, mine, t0, tMine);
     if (failed) throw failed;
     if (Atomics.load(c, ERR) !== 0) throw new Error(WORKER_FAILED);
     job.rows?.(0, mp);
