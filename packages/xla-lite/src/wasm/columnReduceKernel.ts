@@ -51,7 +51,7 @@ export function columnRows4(): boolean {
 const ROWS = 4;
 
 export function columnReduceKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, walk, reads, storeOut, forItems, chunkRange, hiHalf, f64Const, scalar, addrOf } = k;
+  const { f, b, plan, at, opts, hi, I, item, r, rowBase, j, j0, j1, ej, ej4, rem, s, L, i32, set, rowSetup, walk, reads, storeOut, forItems, chunkRange, hiHalf, f64Const, scalar, addrOf, accumulateAt } = k;
   const init = plan.isMax ? -Infinity : 0;
   // Column reduction: scratch[blk][g*W + j] (float64) accumulates over the block's reduced rows.
   const G = plan.groups;
@@ -220,15 +220,7 @@ export function columnReduceKernel(k: KernelScope): void {
     f.loop();
     set(r, () => f.get(s).i32Const(G).op(OP.i32_mul).get(g).op(OP.i32_add));
     rowSetup();
-    const acc = (v: E, base: number): void => {
-      const x = b.let(v);
-      f.get(sp);
-      b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, base, 16), b.op(SIMD.f64x2_promote_low_f32x4, x))();
-      f.simdMem(SIMD.v128_store, base, 16);
-      f.get(sp);
-      b.op(op, () => void f.get(sp).simdMem(SIMD.v128_load, base + 16, 16), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x)))();
-      f.simdMem(SIMD.v128_store, base + 16, 16);
-    };
+    const acc = (v: E, base: number): void => accumulateAt(sp, base, b.let(v), op);
     // Every output's operand computed in one walk (the tail's read-past lanes land in the padded
     // scratch; the side store keeps to the row's columns).
     walk((partial) => {

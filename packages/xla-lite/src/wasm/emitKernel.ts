@@ -198,6 +198,12 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   return plan;
 }
 
+/** Whether `sum` is one `reduce_sum` of its only parameter and nothing else (the reductions `planEpilogueColumnSum` and `planRowColumnSum` pair). */
+function isPlainColumnSum(sum: HloComputation): boolean {
+  const red = sum.outputs[0];
+  return sum.outputs.length === 1 && !red.isTuple && red.prim?.name === 'reduce_sum' && sum.params.length === 1 && red.operands[0] === sum.params[0] && sum.instructions.every((m) => m === red || m.opcode === 'parameter');
+}
+
 /**
  * Plans a dot epilogue that also computes its result's column sum, in one pass (a multi-output
  * kernel, as XLA fuses a reduction into its producer): `epilogue` is the epilogue's loop body
@@ -210,9 +216,8 @@ export function planFusion(body: HloComputation): FusionPlan | null {
  * kernel does not cover it.
  */
 export function planEpilogueColumnSum(epilogue: HloComputation, sum: HloComputation): FusionPlan | null {
+  if (!isPlainColumnSum(sum)) return null;
   const red = sum.outputs[0];
-  if (sum.outputs.length !== 1 || red.isTuple || red.prim?.name !== 'reduce_sum' || sum.params.length !== 1 || red.operands[0] !== sum.params[0]) return null;
-  if (sum.instructions.some((m) => m !== red && m.opcode !== 'parameter')) return null;
   const root = epilogue.outputs[0];
   if (epilogue.outputs.length !== 1 || root.isTuple || root.shape.dtype !== 'float32' || red.shape.dtype !== 'float32' || root.shape.shape.join() !== sum.params[0].shape.shape.join()) return null;
   const body = new HloComputation(`${epilogue.name}.colsum`);
@@ -240,9 +245,7 @@ export function planEpilogueColumnSum(epilogue: HloComputation, sum: HloComputat
  * Null when the pair has another form.
  */
 export function planRowColumnSum(rowPlan: FusionPlan, q: number, sum: HloComputation, sumPlan: FusionPlan): FusionPlan | null {
-  const red = sum.outputs[0];
-  if (rowPlan.kind !== 'rows' || sumPlan.kind !== 'col' || sumPlan.isMax || sumPlan.rowBlocks !== 1 || sumPlan.groups !== 1) return null;
-  if (sum.outputs.length !== 1 || red.isTuple || red.prim?.name !== 'reduce_sum' || sum.params.length !== 1 || red.operands[0] !== sum.params[0] || sum.instructions.some((m) => m !== red && m.opcode !== 'parameter')) return null;
+  if (rowPlan.kind !== 'rows' || sumPlan.kind !== 'col' || sumPlan.isMax || sumPlan.rowBlocks !== 1 || sumPlan.groups !== 1 || !isPlainColumnSum(sum)) return null;
   const out = rowPlan.body.outputs[q];
   if (out === undefined || out.isTuple || out.shape.dtype !== 'float32' || numel(out.shape) !== rowPlan.rows * rowPlan.L || sumPlan.K !== rowPlan.rows || sumPlan.L !== rowPlan.L) return null;
   // (a full output is written by the walk of the stage that computes it)

@@ -236,6 +236,17 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
       b.setTo(a1, b.op(SIMD.f64x2_add, b.get(a1), b.op(SIMD.f64x2_promote_low_f32x4, hiHalf(x))));
     }
   };
+  /**
+   * Adds (`op`: f64x2 add or max) the four float32 lanes of `x` (a value in a local, `b.let`),
+   * promoted, into the two float64 vectors at `base` past the address in local `ptr`.
+   */
+  const accumulateAt = (ptr: number, base: number, x: E, op: number): void => {
+    for (const [off, half] of [[0, x], [16, hiHalf(x)]] as const) {
+      f.get(ptr);
+      b.op(op, () => void f.get(ptr).simdMem(SIMD.v128_load, base + off, 16), b.op(SIMD.f64x2_promote_low_f32x4, half))();
+      f.simdMem(SIMD.v128_store, base + off, 16);
+    }
+  };
   /** Pushes the float32 horizontal reduction of `acc`. */
   const horizontal = (isMax: boolean, [a0, a1, a2]: Acc): void => {
     if (isMax) {
@@ -263,7 +274,7 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
       b.setTo(a1, f64Const(0));
     }
   };
-  return { f, b, plan, at, opts, lo, hi, I, item, r, rr, rowBase, j, j0, j1, ej, ej4, rem, s, body, L, d, shape, i32, set, scalar, addrOf, rowSetup, position, reads, value, walk, columns, laneStores, storeOut, forItems, chunkRange, laneMask, hiHalf, f64Const, newAcc, accumulateInto, horizontal, initAcc };
+  return { f, b, plan, at, opts, lo, hi, I, item, r, rr, rowBase, j, j0, j1, ej, ej4, rem, s, body, L, d, shape, i32, set, scalar, addrOf, rowSetup, position, reads, value, walk, columns, laneStores, storeOut, forItems, chunkRange, laneMask, hiHalf, f64Const, newAcc, accumulateInto, accumulateAt, horizontal, initAcc };
 }
 
 /** The shared scope the kernel of each fusion kind is written against. */

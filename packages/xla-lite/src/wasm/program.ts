@@ -288,7 +288,7 @@ export interface WasmStep {
 interface EpilogueSum {
   readonly kernel: (lo: number, hi: number, thread: number) => void;
   readonly items: number;
-  /** The call (`WasmProgram`'s generation) in which it last ran. */
+  /** The call (`WasmProgram`'s generation) in which it last ran; -1 before its first run (generation 0 is never a call's). */
   ran: number;
 }
 
@@ -591,7 +591,7 @@ export class WasmProgram implements PoolProgram {
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
     const viewable = (sh: HloInstruction['shape'], rs: readonly (HloInstruction | null)[]): boolean => inHost && sh.dtype === 'float32' && !sh.weakType && rs.every(transient);
-    const sums = new Map(sumKernels.map((x) => [x.sum, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, ran: 0 } satisfies EpilogueSum]));
+    const sums = new Map(sumKernels.map((x) => [x.sum, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, ran: -1 } satisfies EpilogueSum]));
     const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, sums.get(x.sum)!]));
     layouts.forEach((l, k) => {
       const out = l.at.out;

@@ -12,7 +12,7 @@ import type { Acc, KernelScope } from './kernelScope';
 const { OP, SIMD } = wasm;
 
 export function rowsKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, horizontal, initAcc, hiHalf, f64Const } = k;
+  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, accumulateAt, horizontal, initAcc, f64Const } = k;
   // Row fusion: per row (one work item), each stage computes its row values (splatted),
   // then walks the row computing its full values, keeping those later stages read in this
   // thread's scratch rows, writing outputs, and accumulating the next level's reductions.
@@ -88,11 +88,7 @@ export function rowsKernel(k: KernelScope): void {
   const sumInto = (v: E): void => {
     const x = b.let(v);
     set(sj8, () => f.get(j).i32Const(3).op(OP.i32_shl));
-    for (const [off, half] of [[0, x], [16, hiHalf(x)]] as const) {
-      f.get(sj8);
-      b.op(SIMD.f64x2_add, () => void f.get(sj8).simdMem(SIMD.v128_load, cs!.scratch + off, 16), b.op(SIMD.f64x2_promote_low_f32x4, half))();
-      f.simdMem(SIMD.v128_store, cs!.scratch + off, 16);
-    }
+    accumulateAt(sj8, cs!.scratch, x, SIMD.f64x2_add);
   };
   forItems(() => {
     set(r, () => f.get(item));
