@@ -6,8 +6,10 @@
  * recomputed), each layer's operands and results in regions of one arena host's memory (as
  * xla-lite hands them over; the layers' operands distinct, 16 MiB at the GPT's shape, so that
  * they are not all in the cache), an 8 MiB pass over other memory before each call. Both
- * versions read the same operands; at the end their results (out, lse, P, dq, dk, dv of every
- * layer) are compared byte for byte. Prints median (min) process CPU and wall ms per call.
+ * versions read the same operands (seeded: the same in every run); at the end their results
+ * (out, lse, P, dq, dk, dv of every layer) are compared byte for byte, and a version that
+ * copied any operand or result (not in place) fails the run. Prints median (min) process CPU
+ * and wall ms per call.
  *
  * In-process pairs are the A/B to trust on a loaded machine: both versions see the same load,
  * turn about. With 2 threads (ATTN_AB_THREADS=2) each version starts its own worker, and wall
@@ -43,8 +45,14 @@ const THREADS = positiveEnv('attention:ab', 'ATTN_AB_THREADS', 1);
 const KEEP = process.env.ATTN_AB_KEEP !== '0';
 for (const c of cores) c.threads.setNumThreads(THREADS);
 
-/** A bump-allocating arena host (the GEMM engine's role in a compiled step), shared by both versions. */
+/**
+ * A bump-allocating arena host (the GEMM engine's role in a compiled step), shared by both
+ * versions. Like the engine, it holds a view by its byte range in a reserved region, over any
+ * buffer `buffer()` handed out: a view taken before the memory grew (a new buffer object over
+ * the same bytes) is still read in place, so that growth cannot make both versions copy.
+ */
 const memory = new cores[0].wa.WA.Memory({ initial: 4096, maximum: 16384, shared: true });
+const buffers = new WeakSet<ArrayBufferLike>();
 const held: [number, number][] = [];
 let top = 64;
 const arena: ArenaHost & { holds(v: ArrayBufferView): boolean } = {
@@ -64,21 +72,38 @@ const arena: ArenaHost & { holds(v: ArrayBufferView): boolean } = {
     );
     top = held.length ? held[held.length - 1][0] + held[held.length - 1][1] : 64;
   },
-  buffer: () => memory.buffer,
-  holds: (v: ArrayBufferView) => v.buffer === memory.buffer && held.some(([a, n]) => v.byteOffset >= a && v.byteOffset + v.byteLength <= a + n),
+  buffer(): ArrayBufferLike {
+    const b = memory.buffer;
+    buffers.add(b);
+    return b;
+  },
+  holds: (v: ArrayBufferView) => buffers.has(v.buffer) && held.some(([a, n]) => v.byteOffset >= a && v.byteOffset + v.byteLength <= a + n),
 } as never;
 const regions: Float32Array[][] = [[], []];
 const region =
   (v: number) =>
   (n: number): Float32Array => {
-    const r = new Float32Array(memory.buffer, arena.reserve(n * 4), n);
+    const at = arena.reserve(n * 4);
+    const r = new Float32Array(arena.buffer(), at, n);
     regions[v].push(r);
     return r;
   };
 const L = 4;
-const operands = Array.from({ length: 4 * L }, () => {
-  const r = new Float32Array(memory.buffer, arena.reserve(B * T * N * H * 4), B * T * N * H);
-  for (let i = 0; i < r.length; i++) r[i] = Math.random() * 2 - 1;
+/** Uniform floats in [-1, 1) from a seeded 32-bit stream (mulberry32): the same operands in every run. */
+const seeded = (seed: number): (() => number) => {
+  let x = seed >>> 0;
+  return () => {
+    x = (x + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(x ^ (x >>> 15), x | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * 2 - 1;
+  };
+};
+const operands = Array.from({ length: 4 * L }, (_, j) => {
+  const at = arena.reserve(B * T * N * H * 4);
+  const r = new Float32Array(arena.buffer(), at, B * T * N * H);
+  const next = seeded(0x41b0 + j);
+  for (let i = 0; i < r.length; i++) r[i] = next();
   return r;
 });
 const relaxed = cores[0].features.wasmFeatures().relaxedSimd;
@@ -116,5 +141,8 @@ for (const v of [0, 1]) {
 }
 const d = (j: number): string => (median(times[1].map((x) => x[j])) - median(times[0].map((x) => x[j]))).toFixed(3);
 console.log(`  B - A (medians): fwd CPU ${d(0)} wall ${d(2)}, bwd CPU ${d(1)} wall ${d(3)}; results: ${differ === 0 ? 'the same bytes' : `${differ} of ${regions[0].length - 1} regions differ`}`);
-// (a scripted A/B must not miss a difference in results)
-if (differ > 0) process.exitCode = 1;
+// (every operand and result is in the arena: a version that copied any was not timed in place)
+const copied = cores.map((c) => c.attn.attentionStats().copiedBytes);
+if (copied.some((n) => n > 0)) console.log(`  bytes copied in or out (none expected): A ${copied[0]}, B ${copied[1]}`);
+// (a scripted A/B must not miss a difference in results, nor a version that copied)
+if (differ > 0 || copied.some((n) => n > 0)) process.exitCode = 1;

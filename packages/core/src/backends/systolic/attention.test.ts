@@ -534,72 +534,93 @@ describe('fused attention in the backend\'s memory (operands and results read an
     }
   });
 
-  it.runIf(sharedMemory)('the kernels touch the next item\'s rows only inside its operands and results: each one in turn placed last in a memory that cannot grow (a read past it traps), forward and backward, P kept, 1 and 2 threads, bit-identical to copies', () => {
-    // (odd sizes: rows of 7 floats, not 64-byte aligned; T != S; grouped heads)
-    const [B, T, S, K, G, H] = [3, 13, 10, 2, 2, 7];
+  it.runIf(sharedMemory)('the kernels touch the next item\'s rows only inside its operands and results: each one in turn placed last in a memory that cannot grow (a read past it traps), forward and backward, causal or not, rows in one cache line or several, P kept or not, 1 thread, 2 threads, and 2 threads with the worker computing every item (its hints the items below, from the back), bit-identical to copies', () => {
+    // (odd sizes: rows of H floats, not 64-byte aligned (H = 17: a row over two cache lines); T != S; grouped heads)
+    const [B, T, S, K, G] = [3, 13, 10, 2, 2];
     const N = K * G;
-    const params = { scale: 1 / Math.sqrt(H), isCausal: true, saveProbs: true };
-    const rnd = (n: number, seed: number): Float32Array => Float32Array.from({ length: n }, (_, i) => Math.sin(seed * 1000 + i * 0.7));
-    const [nq, nk, np2, nl] = [B * T * N * H, B * S * K * H, B * N * T * S, B * N * T];
-    const ins = [rnd(nq, 1), rnd(nk, 2), rnd(nk, 3), rnd(nq, 4)]; // q, k, v, dO
-    const qs = [B, T, N, H], ks = [B, S, K, H];
-    const fwdAvals = [{ shape: qs, dtype: 'float32' }, { shape: [B, N, T], dtype: 'float32' }, { shape: [B, N, T, S], dtype: 'float32' }] as never;
-    const bwdAvals = [{ shape: qs, dtype: 'float32' }, { shape: ks, dtype: 'float32' }, { shape: ks, dtype: 'float32' }] as never;
     const relaxed = wasmFeatures().relaxedSimd;
     const hostArr = (data: Float32Array, shape: number[]) => ({ data, shape, dtype: 'float32' }) as never;
-    // the reference: plain storage (copied in and out)
-    const ref = attentionFwdSystolic([hostArr(ins[0], qs), hostArr(ins[1], ks), hostArr(ins[2], ks)], params, fwdAvals, relaxed) as Float32Array[];
-    const refBwd = attentionBwdSystolic([hostArr(ins[0], qs), hostArr(ins[1], ks), hostArr(ins[2], ks), hostArr(ref[1], [B, N, T]), hostArr(ins[3], qs), hostArr(ref[2], [B, N, T, S])], params, bwdAvals, relaxed) as Float32Array[];
-    // regions: q, k, v, dO, out, lse, probs, dq, dk, dv
-    const sizes = [nq, nk, nk, nq, nq, nl, np2, nq, nk, nk];
+    const rnd = (n: number, seed: number): Float32Array => Float32Array.from({ length: n }, (_, i) => Math.sin(seed * 1000 + i * 0.7));
+    const bits = (x: Float32Array): number[] => [...new Uint32Array(x.slice().buffer)];
+    // One memory that cannot grow and one host over it for every case (one arena, one pool); each
+    // case lays its regions out from the memory's top down and the jobs' regions from 64 up to them.
     const pages = 64;
-    for (const threads of [1, 2]) {
-      for (let last = 0; last < sizes.length; last++) {
-        const memory = new WA.Memory({ initial: pages, maximum: pages, shared: true });
-        const end = pages * 65536;
-        // the regions from the top down, region `last` ending at the memory's end; jobs' regions from 64 up
-        const order = [last, ...sizes.map((_, i) => i).filter((i) => i !== last)];
-        const at: number[] = [];
-        let top = end;
-        for (const i of order) {
-          top = Math.floor((top - 4 * sizes[i]) / 4) * 4;
-          at[i] = top;
+    const end = pages * 65536;
+    const memory = new WA.Memory({ initial: pages, maximum: pages, shared: true });
+    let top = end;
+    let bump = 64;
+    const held = new Map<number, number>();
+    const host: ArenaHost & { holds(v: ArrayBufferView): boolean } = {
+      memory,
+      maxPages: pages,
+      reserve(bytes) {
+        const a = Math.ceil(bump / 64) * 64;
+        if (a + bytes > top) return -1;
+        held.set(a, bytes);
+        bump = a + bytes;
+        return a;
+      },
+      release(a) {
+        held.delete(a);
+        bump = held.size === 0 ? 64 : Math.max(...[...held].map(([x, n]) => x + n));
+      },
+      buffer: () => memory.buffer,
+      holds: (v) => v.buffer === memory.buffer && v.byteOffset >= top,
+    };
+    const modes = [
+      { threads: 1, callerTakesItems: true },
+      { threads: 2, callerTakesItems: true },
+      { threads: 2, callerTakesItems: false },
+    ];
+    const cases = [
+      ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true }))),
+      { causal: false, h: 17, saveProbs: false },
+    ];
+    for (const { causal, h: H, saveProbs } of cases) {
+      const params = { scale: 1 / Math.sqrt(H), isCausal: causal, saveProbs };
+      const [nq, nk, np2, nl] = [B * T * N * H, B * S * K * H, B * N * T * S, B * N * T];
+      const ins = [rnd(nq, 1), rnd(nk, 2), rnd(nk, 3), rnd(nq, 4)]; // q, k, v, dO
+      const qs = [B, T, N, H], ks = [B, S, K, H];
+      const fwdAvals = [{ shape: qs, dtype: 'float32' }, { shape: [B, N, T], dtype: 'float32' }, ...(saveProbs ? [{ shape: [B, N, T, S], dtype: 'float32' }] : [])] as never;
+      const bwdAvals = [{ shape: qs, dtype: 'float32' }, { shape: ks, dtype: 'float32' }, { shape: ks, dtype: 'float32' }] as never;
+      // the reference: plain storage (copied in and out)
+      const ref = attentionFwdSystolic([hostArr(ins[0], qs), hostArr(ins[1], ks), hostArr(ins[2], ks)], params, fwdAvals, relaxed) as Float32Array[];
+      const refBwd = attentionBwdSystolic([hostArr(ins[0], qs), hostArr(ins[1], ks), hostArr(ins[2], ks), hostArr(ref[1], [B, N, T]), hostArr(ins[3], qs), ...(saveProbs ? [hostArr(ref[2], [B, N, T, S])] : [])], params, bwdAvals, relaxed) as Float32Array[];
+      // regions: q, k, v, dO, out, lse, [probs,] dq, dk, dv
+      const sizes = [nq, nk, nk, nq, nq, nl, ...(saveProbs ? [np2] : []), nq, nk, nk];
+      const nf = ref.length; // forward results (regions 4 .. 4 + nf)
+      for (const mode of modes) {
+        for (let last = 0; last < sizes.length; last++) {
+          const what = `causal ${causal}, H ${H}, P ${saveProbs ? 'kept' : 'recomputed'}, region ${last} last, ${mode.threads} threads${mode.callerTakesItems ? '' : ' (worker only)'}`;
+          // the regions from the top down, region `last` ending at the memory's end
+          const order = [last, ...sizes.map((_, i) => i).filter((i) => i !== last)];
+          const at: number[] = [];
+          top = end;
+          for (const i of order) {
+            top = Math.floor((top - 4 * sizes[i]) / 4) * 4;
+            at[i] = top;
+          }
+          expect(at[last] + 4 * sizes[last]).toBe(end);
+          const views = sizes.map((n, i) => new Float32Array(memory.buffer, at[i], n));
+          views.forEach((x, i) => (i < 4 ? x.set(ins[i]) : x.fill(Number.NaN)));
+          const [fwdOuts, bwdOuts] = [views.slice(4, 4 + nf), views.slice(4 + nf)];
+          const s0 = attentionStats();
+          setNumThreads(mode.threads);
+          try {
+            withHooks({ callerTakesItems: mode.callerTakesItems }, () => {
+              attentionFwdSystolic([hostArr(views[0], qs), hostArr(views[1], ks), hostArr(views[2], ks)], params, fwdAvals, relaxed, fwdOuts, host);
+              attentionBwdSystolic([hostArr(views[0], qs), hostArr(views[1], ks), hostArr(views[2], ks), hostArr(views[5], [B, N, T]), hostArr(views[3], qs), ...(saveProbs ? [hostArr(views[6], [B, N, T, S])] : [])], params, bwdAvals, relaxed, bwdOuts, host);
+            });
+          } finally {
+            setNumThreads(null);
+          }
+          const s1 = attentionStats();
+          expect(s1.copiedBytes - s0.copiedBytes, `all in place, ${what}`).toBe(0);
+          expect(s1.ownMemoryFallbacks - s0.ownMemoryFallbacks).toBe(0);
+          // (items: one per batch row and key/value head, forward and backward)
+          if (!mode.callerTakesItems) expect(s1.workerItems - s0.workerItems, `items the worker computed, ${what}`).toBe(2 * B * K);
+          [...ref, ...refBwd].forEach((want, i) => expect(bits(views[4 + i]), `result ${i}, ${what}`).toEqual(bits(want)));
         }
-        expect(at[last] + 4 * sizes[last]).toBe(end);
-        let bump = 64;
-        const held = new Map<number, number>();
-        const host: ArenaHost & { holds(v: ArrayBufferView): boolean } = {
-          memory,
-          maxPages: pages,
-          reserve(bytes) {
-            const a = Math.ceil(bump / 64) * 64;
-            if (a + bytes > top) return -1;
-            held.set(a, bytes);
-            bump = a + bytes;
-            return a;
-          },
-          release(a) {
-            held.delete(a);
-            bump = held.size === 0 ? 64 : Math.max(...[...held].map(([x, n]) => x + n));
-          },
-          buffer: () => memory.buffer,
-          holds: (v) => v.buffer === memory.buffer && v.byteOffset >= top,
-        };
-        const views = sizes.map((n, i) => new Float32Array(memory.buffer, at[i], n));
-        ins.forEach((x, i) => views[i].set(x));
-        const s0 = attentionStats();
-        setNumThreads(threads);
-        try {
-          attentionFwdSystolic([hostArr(views[0], qs), hostArr(views[1], ks), hostArr(views[2], ks)], params, fwdAvals, relaxed, [views[4], views[5], views[6]], host);
-          attentionBwdSystolic([hostArr(views[0], qs), hostArr(views[1], ks), hostArr(views[2], ks), hostArr(views[5], [B, N, T]), hostArr(views[3], qs), hostArr(views[6], [B, N, T, S])], params, bwdAvals, relaxed, [views[7], views[8], views[9]], host);
-        } finally {
-          setNumThreads(null);
-        }
-        const s1 = attentionStats();
-        expect(s1.copiedBytes - s0.copiedBytes, 'all in place').toBe(0);
-        expect(s1.ownMemoryFallbacks - s0.ownMemoryFallbacks).toBe(0);
-        const bits = (x: Float32Array): number[] => [...new Uint32Array(x.slice().buffer)];
-        [...ref, ...refBwd].forEach((want, i) => expect(bits(views[4 + i]), `result ${i}, region ${last} last, ${threads} threads`).toEqual(bits(want)));
       }
     }
   });
