@@ -380,22 +380,27 @@ export class WasmProgram implements PoolProgram {
     // place in the program, or by the sum's own kernel).
     // A row fusion's output (itself, or an element of its tuple) pairs the same way.
     const summed = new Map<HloInstruction, { producer: HloInstruction; plan: FusionPlan }>();
-    const taken = (g: HloInstruction): boolean => [...summed.values()].some((x) => x.producer === g);
+    // (a producer computes at most one sum)
+    const producers = new Set<HloInstruction>();
+    const pair = (f: HloInstruction, producer: HloInstruction, plan: FusionPlan): void => {
+      summed.set(f, { producer, plan });
+      producers.add(producer);
+    };
     if (epilogueSums)
       for (const [f, p] of plans) {
         if (f.operands.length !== 1 || f.isTuple || p.kind !== 'col' || p.rowBlocks !== 1) continue;
         const x = f.operands[0];
         const e = epilogues.get(x);
         if (e !== undefined) {
-          const fused = taken(x) ? null : planEpilogueColumnSum(e.plan.body, f.called[0]);
-          if (fused !== null && fused.rowBlocks === 1) summed.set(f, { producer: x, plan: fused });
+          const fused = producers.has(x) ? null : planEpilogueColumnSum(e.plan.body, f.called[0]);
+          if (fused !== null && fused.rowBlocks === 1) pair(f, x, fused);
           continue;
         }
         const g = x.opcode === 'get-tuple-element' ? x.operands[0] : x;
         const rp = plans.get(g);
-        if (rp === undefined || rp.kind !== 'rows' || taken(g) || (g === x && g.isTuple)) continue;
+        if (rp === undefined || rp.kind !== 'rows' || producers.has(g) || (g === x && g.isTuple)) continue;
         const fused = planRowColumnSum(rp, g === x ? 0 : (x.params as { index: number }).index, f.called[0], p);
-        if (fused !== null) summed.set(f, { producer: g, plan: fused });
+        if (fused !== null) pair(f, g, fused);
       }
     const reads = (u: HloInstruction | null): boolean => u !== null && (plans.has(u) || epilogues.has(u));
     const index = new Map(c.instructions.map((i, k) => [i, k]));

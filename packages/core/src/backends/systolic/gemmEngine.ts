@@ -912,7 +912,7 @@ export function gemmKernelChoice(relaxed: boolean): GemmKernelChoice {
  * gives the same bits (C is stored and reloaded in f32 between blocks). Other sizes were timed
  * only for a variant that was not kept (128 / 1024, BENCHMARKS.md, gemm6).
  */
-const K_BLOCK_KC = 256;
+export const K_BLOCK_KC = 256;
 /** Source bytes of B swept and packed per chunk in a K-blocked product (about 128 k rows of a 512-column f32 operand). */
 const K_BLOCK_CHUNK = 256 * 1024;
 /** The largest packed B block (N x K_BLOCK_KC f32) a K-blocked product keeps for its row blocks: half of L2. */

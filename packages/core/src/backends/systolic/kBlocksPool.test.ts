@@ -17,7 +17,7 @@ import { poolTestHooks } from './threads';
 import type { GemmEngine } from './gemmEngine';
 import { mxuDotGeneral } from './mxuDot';
 import { backend5x8, data, engineMemory, holdAll, lateJoins } from '../../../test/systolicEngines';
-import { PARALLEL_MIN_WORK } from './gemmEngine';
+import { K_BLOCK_KC, PARALLEL_MIN_WORK } from './gemmEngine';
 
 
 interface Case {
@@ -96,7 +96,7 @@ function check(c: Case, during?: () => void): number {
  */
 function expectZeroPadding(e: GemmEngine, M: number, K: number): void {
   const mr = e.shape.mr;
-  const KC = 256; // (gemmEngine.ts K_BLOCK_KC)
+  const KC = K_BLOCK_KC;
   const nb = Math.ceil(K / KC);
   const kc = K - (nb - 1) * KC;
   const panels = Math.ceil(M / mr);
