@@ -1,8 +1,9 @@
 // Dot epilogues with their column sum (wasm/program.ts `setEpilogueColumnSums`): a column sum
-// of a wasm dot epilogue's result (a bias gradient), or of a row fusion's output, is computed by
-// the producer's fused kernel when the producer runs on one thread. The sum and the producer's
-// result must be the same bits as with the path turned off, and the sum must be the float64 sum
-// of the result's rows in row order, rounded once, for any shape, on 1, 2 and 3 threads.
+// of a wasm dot epilogue's result (a bias gradient), or of values of a row fusion's outputs and
+// operands (a layer norm's bias, gamma and beta gradients), is computed by the producer's fused
+// kernel when the producer runs on one thread. The sum and the producer's result must be the same
+// bits as with the path turned off, and the sum of an output must be the float64 sum of its rows
+// in row order, rounded once, for any shape, on 1, 2 and 3 threads.
 import { type Array, np, setNumThreads, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -336,6 +337,27 @@ describe('dot epilogues and row fusions with their column sum', () => {
     lnGradLaw('operands', [3, 5], 12, 1, false);
     lnGradLaw('outputs', [3, 5], 12, 1, true);
     expect(() => setRowOperandSums('no' as unknown as boolean)).toThrow(/setRowOperandSums: on must be a boolean; got no/);
+  });
+
+  it('a row fusion that reads every operand of a sum but runs after it (it reads the sum) is not paired with it', () => {
+    // s = the column sum of x * y; the row fusion normalizes x * y + s: it reads x, y and s.
+    const g: Fn = (x: Array, y: Array) => {
+      const s = np.sum(np.multiply(x, y), { axis: [0, 1] });
+      const h = np.add(np.multiply(x, y), s);
+      const c = np.subtract(h, np.mean(h, { axis: -1, keepdims: true }));
+      return [s, np.divide(c, np.sqrt(np.add(np.mean(np.square(c), { axis: -1, keepdims: true }), 1e-5)))];
+    };
+    const argsAt = (pass: number): Array[] => [seq([3, 5, 12], 0.3 + pass * 0.01), seq([3, 5, 12], 0.5 + pass * 0.02)];
+    const seen = pairedSteps();
+    const fused = compile(g, argsAt(0), true);
+    const separate = compile(g, argsAt(0), false);
+    expect(fused.module.entry.instructions.some((i) => kindOf(i) === 'kRow' && i.operands.length >= 3)).toBe(true);
+    for (const pass of [1, 2]) {
+      const got = withBackend('systolic', () => fused.call(argsAt(pass))) as Array[];
+      const want = withBackend('systolic', () => separate.call(argsAt(pass))) as Array[];
+      got.forEach((x, q) => expect(bits(x)).toEqual(bits(want[q])));
+    }
+    expect(seen.some((s) => s.withSum !== null)).toBe(false);
   });
 
   it('setEpilogueColumnSums rejects a non-boolean', () => {
