@@ -398,7 +398,10 @@ export class WasmProgram implements PoolProgram {
     // `setEpilogueColumnSums`): the sum's fusion -> its epilogue and their fused plan. The sum's
     // output lives in a region of its own (written when the epilogue runs, before the sum's
     // place in the program, or by the sum's own kernel).
-    // A row fusion's output (itself, or an element of its tuple) pairs the same way.
+    // A row fusion (kRow) pairs with the column sums of values of its full outputs and operands
+    // (`planRowColumnSum`), several per row fusion, when it runs before them.
+    const index = new Map(c.instructions.map((i, k) => [i, k]));
+    const users = c.users();
     const summed = new Map<HloInstruction, { producer: HloInstruction; plan: FusionPlan }>();
     // (an epilogue computes at most one sum; a row fusion several, `rowSums`)
     const producers = new Set<HloInstruction>();
@@ -408,8 +411,6 @@ export class WasmProgram implements PoolProgram {
     };
     const rowSums = new Map<HloInstruction, { sum: HloInstruction; plan: RowColumnSum }[]>();
     if (epilogueSums) {
-      const order = new Map(c.instructions.map((i, k) => [i, k]));
-      const userMap = c.users();
       for (const [f, p] of plans) {
         if (p.kind !== 'col' || p.rowBlocks !== 1) continue;
         const e = f.operands.length === 1 && !f.isTuple ? epilogues.get(f.operands[0]) : undefined;
@@ -424,11 +425,11 @@ export class WasmProgram implements PoolProgram {
         const candidates = new Set<HloInstruction>();
         for (const o of f.operands) {
           candidates.add(o.opcode === 'get-tuple-element' ? o.operands[0] : o);
-          for (const u of userMap.get(o) ?? []) if (u !== null) candidates.add(u);
+          for (const u of users.get(o) ?? []) if (u !== null) candidates.add(u);
         }
         for (const g of candidates) {
           const rp = plans.get(g);
-          if (rp === undefined || rp.kind !== 'rows' || epilogues.has(g) || order.get(g)! >= order.get(f)!) continue;
+          if (rp === undefined || rp.kind !== 'rows' || epilogues.has(g) || index.get(g)! >= index.get(f)!) continue;
           const outputOf = (o: HloInstruction): number => (o === g && !g.isTuple ? 0 : o.opcode === 'get-tuple-element' && o.operands[0] === g ? (o.params as { index: number }).index : -1);
           const fused = planRowColumnSum(rp, g.operands, outputOf, f.called[0], p, f.operands);
           if (fused === null || (!operandSums && fused.args.some((a) => 'param' in a))) continue;
@@ -444,7 +445,6 @@ export class WasmProgram implements PoolProgram {
       }
     }
     const reads = (u: HloInstruction | null): boolean => u !== null && (plans.has(u) || epilogues.has(u));
-    const index = new Map(c.instructions.map((i, k) => [i, k]));
     const root = (i: HloInstruction): HloInstruction => (i.opcode === 'reshape' ? root(i.operands[0]) : i);
     // Values the arena holds: wasm fusion outputs and the defining values of what they read.
     const staged = new Set<HloInstruction>();
@@ -458,7 +458,6 @@ export class WasmProgram implements PoolProgram {
     // A multi-output (row) fusion writes its outputs into regions of their own (below), where
     // wasm kernels read them; outputs read elsewhere are copied out.
     const host = zeroCopyHost();
-    const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
     // JavaScript kernels; a kOutput's dot included), dots, the fused attention (its kernels read
     // their operands only during the call, in place or copied, and return fresh or caller storage), and
