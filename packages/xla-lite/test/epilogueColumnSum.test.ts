@@ -8,8 +8,9 @@ import { type Array, np, setNumThreads, toStorage, valueAndGrad, withBackend } f
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { epilogueColumnSumsEnabled, jit, setEpilogueColumnSums, setKernelThreads } from '../src/index';
-import { rowOperandSumsEnabled, setRowOperandSums, WasmProgram, type WasmStep } from '../src/wasm/program';
+import { rowOperandSumsEnabled, rowSumsOneThreadEnabled, setRowOperandSums, setRowSumsOneThread, WasmProgram, type WasmStep } from '../src/wasm/program';
 import { getParallelWork, PARALLEL_WORK, setParallelWork } from '../src/wasm/fusionPlan';
+import { kernelThreadsAvailable } from '../src/wasm/pool';
 
 const seq = (shape: number[], s: number): Array => {
   const n = shape.reduce((a, b) => a * b, 1);
@@ -19,6 +20,7 @@ const seq = (shape: number[], s: number): Array => {
 const initial = epilogueColumnSumsEnabled();
 const initialWork = getParallelWork();
 const initialOperandSums = rowOperandSumsEnabled();
+const initialOneThread = rowSumsOneThreadEnabled();
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
 const range = (n: number): number[] => globalThis.Array.from({ length: n }, (_, k) => k);
 type Fn = (...xs: Array[]) => Array[];
@@ -161,7 +163,7 @@ function lawWith(seen: WasmStep[], g: Fn, argsAt: (pass: number) => Array[], sha
     expect(bits(sum)).toEqual(bits(sum0));
     expect(bits(p)).toEqual(bits(p0));
     expect(bits(sum)).toEqual(sumsOver(e, shape, axes));
-    if (producer !== null && (t === 1 || !producer.parallel)) expect(ran).not.toBe(before);
+    if (producer !== null && (t === 1 || !producer.parallel || producer.withSum!.always)) expect(ran).not.toBe(before);
   });
   return producer;
 }
@@ -218,7 +220,7 @@ function lnGradLaw(kind: LnGrad, rows: number[], C: number, seed: number, paired
       const ran = producer?.withSum!.ran;
       const want = withBackend('systolic', () => separate.call(args)) as Array[];
       got.forEach((x, q) => expect(bits(x), `output ${q} at ${t} thread(s)`).toEqual(bits(want[q])));
-      if (producer !== null && (t === 1 || !producer.parallel)) expect(ran).not.toBe(before);
+      if (producer !== null && (t === 1 || !producer.parallel || producer.withSum!.always)) expect(ran).not.toBe(before);
     });
   } finally {
     vi.restoreAllMocks();
@@ -228,6 +230,7 @@ function lnGradLaw(kind: LnGrad, rows: number[], C: number, seed: number, paired
 afterEach(() => {
   setEpilogueColumnSums(initial);
   setRowOperandSums(initialOperandSums);
+  setRowSumsOneThread(initialOneThread);
   setParallelWork(initialWork);
   setKernelThreads(null);
   setNumThreads(null);
@@ -358,6 +361,39 @@ describe('dot epilogues and row fusions with their column sum', () => {
       got.forEach((x, q) => expect(bits(x)).toEqual(bits(want[q])));
     }
     expect(seen.some((s) => s.withSum !== null)).toBe(false);
+  });
+
+  it('setRowSumsOneThread: on threads a row fusion whose sums are a large part of its work runs its kernel with them on one thread (on), or on threads with the sums after it (off)', () => {
+    // (row kernels from PARALLEL_WORK on run on threads: this layer-norm backward, 256 rows of 128, does)
+    setParallelWork(PARALLEL_WORK);
+    const args = (seed: number): Array[] => lnGradArgs('operands', [4, 64], 128, seed);
+    const g = lnGradFn('operands');
+    const separate = compile(g, args(0), false);
+    for (const on of [true, false]) {
+      setRowSumsOneThread(on);
+      const fused = compile(g, args(0), true);
+      const seen = pairedSteps();
+      withBackend('systolic', () => fused.call(args(0)));
+      const step = seen.find((s) => s.withSum !== null)!;
+      vi.restoreAllMocks();
+      expect(step.withSum!.always).toBe(on);
+      expect(step.parallel || !kernelThreadsAvailable()).toBe(true);
+      let onThreads = 0;
+      for (const [t, seed] of [[2, 1], [1, 2], [2, 3]]) {
+        setKernelThreads(t);
+        const before = step.withSum!.ran;
+        const got = withBackend('systolic', () => fused.call(args(seed))) as Array[];
+        const want = withBackend('systolic', () => separate.call(args(seed))) as Array[];
+        got.forEach((x, q) => expect(bits(x)).toEqual(bits(want[q])));
+        if (t === 1 || on) expect(step.withSum!.ran).not.toBe(before);
+        else if (step.parallel) {
+          expect(step.withSum!.ran).toBe(before);
+          onThreads++;
+        }
+      }
+      if (!on && onThreads === 0) expect(step.parallel).toBe(false); // (no worker threads here)
+    }
+    expect(() => setRowSumsOneThread(0 as unknown as boolean)).toThrow(/setRowSumsOneThread: on must be a boolean; got 0/);
   });
 
   it('setEpilogueColumnSums rejects a non-boolean', () => {

@@ -110,9 +110,11 @@ let epilogueSums = envVar('TPUKIT_EPILOGUE_COLSUM') !== '0';
  * kernel as it writes the result (a second kernel of it, `planEpilogueColumnSum`,
  * `planRowColumnSum`) when it runs on one thread, instead of by a second pass over the result;
  * the reduction's step then only hands on its output. On threads the producer runs its own
- * kernel (split by rows) and the reduction its own, as without: split by columns the fused
- * epilogue measured slower than the two on two threads (BENCHMARKS.md, "fuse13"). Results are
- * bit-identical either way (the same float64 additions in row order, one rounding).
+ * kernel (split by rows) and the reduction its own, as without (but a row fusion whose sums are
+ * a large part of its work runs its kernel with them on one thread, `setRowSumsOneThread`):
+ * split by columns the fused epilogue measured slower than the two on two threads
+ * (BENCHMARKS.md, "fuse13"). Results are bit-identical either way (the same float64 additions
+ * in row order, one rounding).
  */
 export function setEpilogueColumnSums(on: boolean): void {
   if (typeof on !== 'boolean') throw new TypeError(`setEpilogueColumnSums: on must be a boolean; got ${String(on)}`);
@@ -140,6 +142,27 @@ export function setRowOperandSums(on: boolean): void {
 
 export function rowOperandSumsEnabled(): boolean {
   return operandSums;
+}
+
+let rowSumsOneThread = envVar('TPUKIT_ROW_SUMS_1T') !== '0';
+
+/**
+ * Runs a row fusion's kernel with its column sums on one thread at any kernel thread count
+ * (default; off when the environment variable `TPUKIT_ROW_SUMS_1T` is `0`), for executables
+ * built afterwards, when the sums are at least a quarter of the row kernel's work (`plan.work`):
+ * instead of the row kernel on threads and then the sums' own kernels, serial (column sums are
+ * serial, `setColumnParallelWork`). In the GPT's 2t step the layer-norm backward row kernels
+ * gained nothing on two threads (0.38-0.47 ms wall against 0.39-0.48 on one) while their
+ * gamma/beta and bias sums took 0.26-0.29 and ~0.16 ms after them; the sums add ~0.08 ms to the
+ * row kernel (BENCHMARKS.md, "rows14"). Their sums' work is 1/3 to 2/3 of theirs.
+ */
+export function setRowSumsOneThread(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setRowSumsOneThread: on must be a boolean; got ${String(on)}`);
+  rowSumsOneThread = on;
+}
+
+export function rowSumsOneThreadEnabled(): boolean {
+  return rowSumsOneThread;
 }
 
 /**
@@ -308,6 +331,8 @@ export interface WasmStep {
 interface EpilogueSum {
   readonly kernel: (lo: number, hi: number, thread: number) => void;
   readonly items: number;
+  /** Run on one thread whatever the kernel threads (a row fusion's kernel with sums of a quarter of its work or more, `setRowSumsOneThread`). */
+  readonly always: boolean;
   /** The call (`WasmProgram`'s generation) in which it last ran; -1 before its first run (generation 0 is never a call's). */
   ran: number;
 }
@@ -653,7 +678,7 @@ export class WasmProgram implements PoolProgram {
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
     const viewable = (sh: HloInstruction['shape'], rs: readonly (HloInstruction | null)[]): boolean => inHost && sh.dtype === 'float32' && !sh.weakType && rs.every(transient);
-    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, ran: -1 } satisfies EpilogueSum]));
+    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, always: x.plan.kind === 'rows' && rowSumsOneThread && 4 * x.sums.reduce((a, f) => a + plans.get(f)!.work, 0) >= x.plan.work, ran: -1 } satisfies EpilogueSum]));
     const sums = new Map(sumKernels.flatMap((x) => x.sums.map((f) => [f, sumOfProducer.get(x.producer)!] as const)));
     layouts.forEach((l, k) => {
       const out = l.at.out;
@@ -820,13 +845,13 @@ export class WasmProgram implements PoolProgram {
 
   /**
    * Runs every work item of `s` (on the kernel pool when large). A dot epilogue or row fusion
-   * that runs on one thread and has a kernel with its result's column sum runs that one
-   * instead; the sum's step then has nothing to compute in this call.
+   * that runs on one thread (or a row fusion with `always`) and has a kernel with its column
+   * sums runs that one instead; the sums' steps then have nothing to compute in this call.
    */
   private items(s: WasmStep): void {
     if (s.items <= 0 || s.sumBy?.ran === this.gen) return;
     const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
-    if (s.withSum !== null && threads <= 1) {
+    if (s.withSum !== null && (threads <= 1 || s.withSum.always)) {
       s.withSum.kernel(0, s.withSum.items, 0);
       s.withSum.ran = this.gen;
       return;
