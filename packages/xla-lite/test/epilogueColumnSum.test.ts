@@ -1,14 +1,16 @@
 // Dot epilogues with their column sum (wasm/program.ts `setEpilogueColumnSums`): a column sum
-// of a wasm dot epilogue's result (a bias gradient), or of a row fusion's output, is computed by
-// the producer's fused kernel when the producer runs on one thread. The sum and the producer's
-// result must be the same bits as with the path turned off, and the sum must be the float64 sum
-// of the result's rows in row order, rounded once, for any shape, on 1, 2 and 3 threads.
-import { type Array, np, setNumThreads, toStorage, withBackend } from '@tpukit/core';
+// of a wasm dot epilogue's result (a bias gradient), or of values of a row fusion's outputs and
+// operands (a layer norm's bias, gamma and beta gradients), is computed by the producer's fused
+// kernel when the producer runs on one thread. The sum and the producer's result must be the same
+// bits as with the path turned off, and the sum of an output must be the float64 sum of its rows
+// in row order, rounded once, for any shape, on 1, 2 and 3 threads.
+import { type Array, np, setNumThreads, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { epilogueColumnSumsEnabled, jit, setEpilogueColumnSums, setKernelThreads } from '../src/index';
-import { WasmProgram, type WasmStep } from '../src/wasm/program';
+import { rowOperandSumsEnabled, rowSumsOneThreadEnabled, setRowOperandSums, setRowSumsOneThread, WasmProgram, type WasmStep } from '../src/wasm/program';
 import { getParallelWork, PARALLEL_WORK, setParallelWork } from '../src/wasm/fusionPlan';
+import { kernelThreadsAvailable } from '../src/wasm/pool';
 
 const seq = (shape: number[], s: number): Array => {
   const n = shape.reduce((a, b) => a * b, 1);
@@ -17,6 +19,8 @@ const seq = (shape: number[], s: number): Array => {
 /** The setting from the environment (on unless TPUKIT_EPILOGUE_COLSUM=0), restored after each test. */
 const initial = epilogueColumnSumsEnabled();
 const initialWork = getParallelWork();
+const initialOperandSums = rowOperandSumsEnabled();
+const initialOneThread = rowSumsOneThreadEnabled();
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
 const range = (n: number): number[] => globalThis.Array.from({ length: n }, (_, k) => k);
 type Fn = (...xs: Array[]) => Array[];
@@ -159,13 +163,74 @@ function lawWith(seen: WasmStep[], g: Fn, argsAt: (pass: number) => Array[], sha
     expect(bits(sum)).toEqual(bits(sum0));
     expect(bits(p)).toEqual(bits(p0));
     expect(bits(sum)).toEqual(sumsOver(e, shape, axes));
-    if (producer !== null && (t === 1 || !producer.parallel)) expect(ran).not.toBe(before);
+    if (producer !== null && (t === 1 || !producer.parallel || producer.withSum!.always)) expect(ran).not.toBe(before);
   });
   return producer;
 }
 
+/**
+ * The gradients (x, gamma, beta) of a layer norm's loss: the gamma/beta gradients are column
+ * sums of dy * xc * inv and of dy, a two-output column reduction. `operands`: the loss reads the
+ * layer norm through a matmul, so dy is a dot that the backward row fusion reads (an operand),
+ * and xc and inv come from the forward row fusion (operands too), as in the GPT; `outputs`: the
+ * loss reads it elementwise, so one row fusion computes forward and backward and the sums read
+ * two of its outputs.
+ */
+type LnGrad = 'operands' | 'outputs';
+const lnGradFn =
+  (kind: LnGrad): Fn =>
+  (...[x, g, b, t, w]: Array[]): Array[] => {
+    const loss = (x: Array, g: Array, b: Array): Array => {
+      const xc = np.subtract(x, np.mean(x, { axis: -1, keepdims: true }));
+      const v = np.mean(np.square(xc), { axis: -1, keepdims: true });
+      const y = np.add(np.multiply(np.multiply(xc, np.divide(1, np.sqrt(np.add(v, 1e-5)))), g), b);
+      return np.sum(np.multiply(np.tanh(kind === 'operands' ? np.matmul(y, w) : y), t));
+    };
+    return valueAndGrad(loss, { argnums: [0, 1, 2] })(x, g, b)[1] as Array[];
+  };
+const lnGradArgs = (kind: LnGrad, rows: number[], C: number, seed: number): Array[] => [seq([...rows, C], seed * 0.29), seq([C], 0.7 + seed * 0.01), seq([C], 0.3 + seed * 0.02), seq([...rows, kind === 'operands' ? 3 : C], 0.2 + seed * 0.03), seq([C, 3], 0.4)];
+
+/**
+ * The law for the layer-norm gradients: on 1, 2, 3 and again 1 thread(s), new arguments each
+ * pass, the fused executable gives the separate one's bits for dx, dgamma and dbeta; the
+ * two-output sum pairs with the backward row fusion exactly when `paired`, and then the row
+ * fusion computed it in every call on one thread.
+ */
+function lnGradLaw(kind: LnGrad, rows: number[], C: number, seed: number, paired: boolean): void {
+  const seen = pairedSteps();
+  try {
+    const argsAt = (pass: number): Array[] => lnGradArgs(kind, rows, C, seed + pass);
+    const g = lnGradFn(kind);
+    const fused = compile(g, argsAt(0), true);
+    const separate = compile(g, argsAt(0), false);
+    withBackend('systolic', () => fused.call(argsAt(0)));
+    const producer = seen.find((s) => s.withSum !== null) ?? null;
+    const sum = seen.find((s) => producer !== null && s.sumBy === producer.withSum) ?? null;
+    expect(producer !== null, 'the backward row fusion pairs with the gamma/beta sums').toBe(paired);
+    if (paired) {
+      expect(producer!.outputs === null ? 1 : producer!.outputs.length).toBe(kind === 'operands' ? 1 : 3);
+      expect(sum?.outputs?.length, 'a two-output sum').toBe(2);
+    }
+    [1, 2, 3, 1].forEach((t, pass) => {
+      setNumThreads(t);
+      setKernelThreads(t);
+      const args = argsAt(pass + 1);
+      const before = producer?.withSum!.ran;
+      const got = withBackend('systolic', () => fused.call(args)) as Array[];
+      const ran = producer?.withSum!.ran;
+      const want = withBackend('systolic', () => separate.call(args)) as Array[];
+      got.forEach((x, q) => expect(bits(x), `output ${q} at ${t} thread(s)`).toEqual(bits(want[q])));
+      if (producer !== null && (t === 1 || !producer.parallel || producer.withSum!.always)) expect(ran).not.toBe(before);
+    });
+  } finally {
+    vi.restoreAllMocks();
+  }
+}
+
 afterEach(() => {
   setEpilogueColumnSums(initial);
+  setRowOperandSums(initialOperandSums);
+  setRowSumsOneThread(initialOneThread);
   setParallelWork(initialWork);
   setKernelThreads(null);
   setNumThreads(null);
@@ -258,6 +323,77 @@ describe('dot epilogues and row fusions with their column sum', () => {
       }
     }
     if (onThreads === 0) expect(step.parallel).toBe(false); // (no worker threads here)
+  });
+
+  it('law: the layer norms\' gamma/beta sums (of a row fusion\'s operands, or of two of its outputs) computed by the backward row kernel: fused == separate, 1-3 threads', () => {
+    fc.assert(
+      fc.property(
+        fc.record({ lead: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 0, maxLength: 2 }), M: fc.integer({ min: 2, max: 40 }), C: fc.oneof(fc.integer({ min: 2, max: 70 }), fc.constant(128)), kind: fc.constantFrom<LnGrad>('operands', 'outputs'), seed: fc.integer({ min: 1, max: 1000 }) }),
+        ({ lead, M, C, kind, seed }) => lnGradLaw(kind, [...lead, M], C, seed, true),
+      ),
+      { numRuns: 16, examples: [[{ lead: [16], M: 128, C: 128, kind: 'operands', seed: 3 }], [{ lead: [], M: 7, C: 5, kind: 'outputs', seed: 2 }], [{ lead: [2], M: 9, C: 6, kind: 'operands', seed: 4 }]] },
+    );
+  });
+
+  it('setRowOperandSums(false) leaves sums of a row fusion\'s operands to their own kernel (those of its outputs still pair)', () => {
+    setRowOperandSums(false);
+    lnGradLaw('operands', [3, 5], 12, 1, false);
+    lnGradLaw('outputs', [3, 5], 12, 1, true);
+    expect(() => setRowOperandSums('no' as unknown as boolean)).toThrow(/setRowOperandSums: on must be a boolean; got no/);
+  });
+
+  it('a row fusion that reads every operand of a sum but runs after it (it reads the sum) is not paired with it', () => {
+    // s = the column sum of x * y; the row fusion normalizes x * y + s: it reads x, y and s.
+    const g: Fn = (x: Array, y: Array) => {
+      const s = np.sum(np.multiply(x, y), { axis: [0, 1] });
+      const h = np.add(np.multiply(x, y), s);
+      const c = np.subtract(h, np.mean(h, { axis: -1, keepdims: true }));
+      return [s, np.divide(c, np.sqrt(np.add(np.mean(np.square(c), { axis: -1, keepdims: true }), 1e-5)))];
+    };
+    const argsAt = (pass: number): Array[] => [seq([3, 5, 12], 0.3 + pass * 0.01), seq([3, 5, 12], 0.5 + pass * 0.02)];
+    const seen = pairedSteps();
+    const fused = compile(g, argsAt(0), true);
+    const separate = compile(g, argsAt(0), false);
+    expect(fused.module.entry.instructions.some((i) => kindOf(i) === 'kRow' && i.operands.length >= 3)).toBe(true);
+    for (const pass of [1, 2]) {
+      const got = withBackend('systolic', () => fused.call(argsAt(pass))) as Array[];
+      const want = withBackend('systolic', () => separate.call(argsAt(pass))) as Array[];
+      got.forEach((x, q) => expect(bits(x)).toEqual(bits(want[q])));
+    }
+    expect(seen.some((s) => s.withSum !== null)).toBe(false);
+  });
+
+  it('setRowSumsOneThread: on threads a row fusion whose sums are a large part of its work runs its kernel with them on one thread (on), or on threads with the sums after it (off)', () => {
+    // (row kernels from PARALLEL_WORK on run on threads: this layer-norm backward, 256 rows of 128, does)
+    setParallelWork(PARALLEL_WORK);
+    const args = (seed: number): Array[] => lnGradArgs('operands', [4, 64], 128, seed);
+    const g = lnGradFn('operands');
+    const separate = compile(g, args(0), false);
+    for (const on of [true, false]) {
+      setRowSumsOneThread(on);
+      const fused = compile(g, args(0), true);
+      const seen = pairedSteps();
+      withBackend('systolic', () => fused.call(args(0)));
+      const step = seen.find((s) => s.withSum !== null)!;
+      vi.restoreAllMocks();
+      expect(step.withSum!.always).toBe(on);
+      expect(step.parallel || !kernelThreadsAvailable()).toBe(true);
+      let onThreads = 0;
+      for (const [t, seed] of [[2, 1], [1, 2], [2, 3]]) {
+        setKernelThreads(t);
+        const before = step.withSum!.ran;
+        const got = withBackend('systolic', () => fused.call(args(seed))) as Array[];
+        const want = withBackend('systolic', () => separate.call(args(seed))) as Array[];
+        got.forEach((x, q) => expect(bits(x)).toEqual(bits(want[q])));
+        if (t === 1 || on) expect(step.withSum!.ran).not.toBe(before);
+        else if (step.parallel) {
+          expect(step.withSum!.ran).toBe(before);
+          onThreads++;
+        }
+      }
+      if (!on && onThreads === 0) expect(step.parallel).toBe(false); // (no worker threads here)
+    }
+    expect(() => setRowSumsOneThread(0 as unknown as boolean)).toThrow(/setRowSumsOneThread: on must be a boolean; got 0/);
   });
 
   it('setEpilogueColumnSums rejects a non-boolean', () => {

@@ -39,7 +39,7 @@ import { reductionKey, sortedAxes } from '../passes/fusion';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
-import { type Broadcast, COL_CHUNK, COL_ITEM, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit } from './fusionPlan';
+import { type Broadcast, COL_CHUNK, COL_ITEM, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit, type RowColumnSum } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { VecBuilder } from './vecBuilder';
 import { vtanhLarge } from './vmath';
@@ -236,21 +236,77 @@ export function planEpilogueColumnSum(epilogue: HloComputation, sum: HloComputat
 }
 
 /**
- * Plans a row fusion's kernel that also computes the column sum of its output `q` (a full
- * output: every row's `L` values) over all rows, which the column reduction `sum` (planned as
- * `sumPlan`: one float32 `reduce_sum` of its only parameter, that output, over the leading axes
- * into `L` columns) computes: as the kernel writes each row of the output it adds the row's
- * values into a float64 scratch per column, rows in order (one thread over every row), and
- * rounds once at the end, as the column reduction does over the stored output: the same bits.
- * Null when the pair has another form.
+ * Plans a column reduction `sum` (its body, planned as `sumPlan`, reading `sumOperands`) as
+ * part of the row kernel of a row fusion (`rowPlan`, reading `rowOperands`), or null when the
+ * pair has another form. Every output of the sum must be a float32 `reduce_sum` over the leading
+ * axes of the row fusion's loop shape (K = its rows, L = its row length), and every operand of
+ * the sum one of the row fusion's operands (read at the row kernel's address for it: elementwise,
+ * a scalar, or through a broadcast that is the row's value or runs along the row) or one of its
+ * full outputs (`outputOf(o)`: its index, else -1; a value the walk of some stage computes).
+ * The row kernel, on one thread over every row, computes the summed values in that stage's
+ * walk (the one of the outputs read, else the first) with the sum's own element code, and adds
+ * each into a float64 scratch per column, rows in order, rounded once after the last row: the
+ * same float32 values and the same additions as the column reduction (which sums each column
+ * over the rows in order in float64 and rounds once): the same bits. The row fusion must run
+ * before the sum (the caller checks the order).
  */
-export function planRowColumnSum(rowPlan: FusionPlan, q: number, sum: HloComputation, sumPlan: FusionPlan): FusionPlan | null {
-  if (rowPlan.kind !== 'rows' || sumPlan.kind !== 'col' || sumPlan.isMax || sumPlan.rowBlocks !== 1 || sumPlan.groups !== 1 || !isPlainColumnSum(sum)) return null;
-  const out = rowPlan.body.outputs[q];
-  if (out === undefined || out.isTuple || out.shape.dtype !== 'float32' || numel(out.shape) !== rowPlan.rows * rowPlan.L || sumPlan.K !== rowPlan.rows || sumPlan.L !== rowPlan.L) return null;
-  // (a full output is written by the walk of the stage that computes it)
-  if (!rowPlan.rowsOf!.stages.some((st) => st.targets.includes(out))) return null;
-  return { ...rowPlan, sums: out };
+export function planRowColumnSum(rowPlan: FusionPlan, rowOperands: readonly HloInstruction[], outputOf: (o: HloInstruction) => number, sum: HloComputation, sumPlan: FusionPlan, sumOperands: readonly HloInstruction[]): RowColumnSum | null {
+  if (rowPlan.kind !== 'rows' || sumPlan.kind !== 'col' || sumPlan.isMax || sumPlan.rowBlocks !== 1 || sumPlan.groups !== 1 || sumPlan.K !== rowPlan.rows || sumPlan.L !== rowPlan.L) return null;
+  if (sumPlan.shape.join() !== rowPlan.shape.join() || sumOperands.length !== sum.params.length) return null;
+  if (!sum.outputs.every((o) => !o.isTuple && o.prim?.name === 'reduce_sum' && o.shape.dtype === 'float32')) return null;
+  const rs = rowPlan.rowsOf!;
+  const rowBody = rowPlan.body;
+  const R = rowPlan.rows;
+  const C = rowPlan.L;
+  const stageOf = (m: HloInstruction): number => rs.stages.findIndex((st) => st.targets.includes(m));
+  const args: RowColumnSum['args'][number][] = [];
+  let stage = -1;
+  for (const p of sum.params) {
+    const o = sumOperands[p.paramIndex];
+    if (p.shape.dtype !== 'float32' || o.isTuple) return null;
+    const n = numel(p.shape);
+    const i = rowOperands.indexOf(o);
+    if (i >= 0) {
+      const rp = rowBody.params[i];
+      if (rp === undefined || rp.shape.dtype !== 'float32' || numel(rp.shape) !== n) return null;
+      if (n !== 1 && n !== R * C && n !== R && n !== C) return null;
+      args.push({ param: i });
+      continue;
+    }
+    const q = outputOf(o);
+    const out = q >= 0 ? rowBody.outputs[q] : undefined;
+    if (out === undefined || out.isTuple || out.shape.dtype !== 'float32' || numel(out.shape) !== R * C || n !== R * C) return null;
+    // (a full output is computed by the walk of the stage that has it as a target)
+    const st = stageOf(out);
+    if (st < 0 || (stage >= 0 && st !== stage)) return null;
+    stage = st;
+    args.push({ value: out });
+  }
+  // Broadcasts of the sum's non-scalar parameters: the row's value or along the row, nothing else.
+  const shape = rowPlan.shape;
+  const d = rowPlan.d;
+  const bst = broadcastStrides(sum, shape, false);
+  if (bst === null) return null;
+  const lead = stridesOf(shape.slice(0, d));
+  const loopSt = stridesOf(shape);
+  const broadcasts = new Map<HloInstruction, 'row' | 'column'>();
+  for (const { inst, param, st } of bst) {
+    const n = numel(sum.params[param].shape);
+    const same = (t: number, want: number): boolean => shape[t] === 1 || st[t] === want;
+    const isRow = n === R && shape.every((_, t) => same(t, t < d ? lead[t] : 0));
+    const isColumn = n === C && shape.every((_, t) => same(t, t < d ? 0 : loopSt[t]));
+    if (!isRow && !isColumn) return null;
+    if (!('param' in args[param])) return null;
+    broadcasts.set(inst, isRow ? 'row' : 'column');
+  }
+  // Parameters of R or C elements only through those broadcasts; full ones elementwise.
+  for (const m of sum.instructions)
+    for (const o of m.operands) {
+      if (o.opcode !== 'parameter') continue;
+      const n = numel(o.shape);
+      if (n !== 1 && n !== R * C && !(m.prim?.name === 'broadcast_in_dim' && broadcasts.has(m))) return null;
+    }
+  return { body: sum, args, stage: Math.max(0, stage), broadcasts };
 }
 
 /**

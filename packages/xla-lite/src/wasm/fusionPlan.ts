@@ -17,6 +17,22 @@ export interface Broadcast {
   contiguous: boolean;
 }
 
+/**
+ * A column reduction (kInput) that a row kernel computes as it walks the rows
+ * (`planRowColumnSum`): every output of `body` is a float32 `reduce_sum` over the leading axes,
+ * of the rows the row kernel walks, of an elementwise value of `body`'s parameters, each of
+ * which is one of the row fusion's operands or one of its full outputs.
+ */
+export interface RowColumnSum {
+  body: HloComputation;
+  /** Per parameter of `body`: the row body's parameter it is (`param`: its index), or the row body's full output it is (`value`). */
+  args: readonly ({ readonly param: number } | { readonly value: HloInstruction })[];
+  /** The stage (`rowPlan.ts`) whose walk computes the summed values (where every `value` argument is computed). */
+  stage: number;
+  /** How the kernel reads each broadcast of a parameter in `body`: the row's value (splatted), or along the row. */
+  broadcasts: ReadonlyMap<HloInstruction, 'row' | 'column'>;
+}
+
 export interface FusionPlan {
   kind: 'loop' | 'row' | 'col' | 'rows';
   body: HloComputation;
@@ -44,11 +60,11 @@ export interface FusionPlan {
    */
   side: boolean;
   /**
-   * Row kernels: the full output whose column sum (over every row, in row order, in float64)
-   * the kernel also accumulates as it writes it, at `KernelAddresses.colSum` (run on one
-   * thread over all rows: `planRowColumnSum`); null for every other kernel.
+   * Row kernels: column sums (over every row, in row order, in float64) the kernel also
+   * accumulates as it walks the rows, at `KernelAddresses.colSums` (run on one thread over all
+   * rows: `planRowColumnSum`); null for every other kernel.
    */
-  sums: HloInstruction | null;
+  sums: readonly RowColumnSum[] | null;
   chunksPerRow: number;
   rowsPerOutput: number;
   K: number;
@@ -181,8 +197,12 @@ export interface KernelAddresses {
   more?: number[];
   /** Where a column reduction with `plan.side` stores its reduced operand (elementwise, the loop shape). */
   side?: number;
-  /** A row kernel with `plan.sums`: its float64 scratch (one per column, padded to whole vectors) and the float32 sums' address. */
-  colSum?: { scratch: number; out: number };
+  /**
+   * A row kernel with `plan.sums`: its float64 scratch (per output of every sum, in order, one
+   * float64 per column padded to whole vectors) and the float32 sums' addresses (in that order;
+   * each region padded to whole vectors).
+   */
+  colSums?: { scratch: number; outs: number[] };
 }
 
 /** The address of output `q` of a kernel (0: `out`, then `more`). */

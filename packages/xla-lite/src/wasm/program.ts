@@ -46,7 +46,7 @@ import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, nu
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planEpilogueColumnSum, planFusion, planRowColumnSum, planRowFusion } from './emitKernel';
-import { type FusionPlan, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, runsOnThreads } from './fusionPlan';
+import { type FusionPlan, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, type RowColumnSum, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
 
@@ -103,15 +103,18 @@ let epilogueSums = envVar('TPUKIT_EPILOGUE_COLSUM') !== '0';
 /**
  * Turns kernels with their column sum on (default; off when the environment variable
  * `TPUKIT_EPILOGUE_COLSUM` is `0`) or off, for executables built afterwards: a column
- * reduction (kInput) that sums a wasm dot epilogue's result, or a full output of a row fusion
- * (kRow), over its leading axes, and nothing else (bias gradients: the GPT's MLP up
- * projection's over GELU', those over a layer norm's input gradient), is computed by that
+ * reduction (kInput) that sums a wasm dot epilogue's result over its leading axes, and nothing
+ * else (bias gradients: the GPT's MLP up projection's over GELU'), or that sums elementwise
+ * values of a row fusion's (kRow) full outputs and operands over its rows (those over a layer
+ * norm's input gradient; the layer norms' gamma/beta gradients, `setRowOperandSums`), is computed by that
  * kernel as it writes the result (a second kernel of it, `planEpilogueColumnSum`,
  * `planRowColumnSum`) when it runs on one thread, instead of by a second pass over the result;
  * the reduction's step then only hands on its output. On threads the producer runs its own
- * kernel (split by rows) and the reduction its own, as without: split by columns the fused
- * epilogue measured slower than the two on two threads (BENCHMARKS.md, "fuse13"). Results are
- * bit-identical either way (the same float64 additions in row order, one rounding).
+ * kernel (split by rows) and the reduction its own, as without (but a row fusion whose sums are
+ * a large part of its work runs its kernel with them on one thread, `setRowSumsOneThread`):
+ * split by columns the fused epilogue measured slower than the two on two threads
+ * (BENCHMARKS.md, "fuse13"). Results are bit-identical either way (the same float64 additions
+ * in row order, one rounding).
  */
 export function setEpilogueColumnSums(on: boolean): void {
   if (typeof on !== 'boolean') throw new TypeError(`setEpilogueColumnSums: on must be a boolean; got ${String(on)}`);
@@ -120,6 +123,46 @@ export function setEpilogueColumnSums(on: boolean): void {
 
 export function epilogueColumnSumsEnabled(): boolean {
   return epilogueSums;
+}
+
+let operandSums = envVar('TPUKIT_ROW_OPERAND_SUMS') !== '0';
+
+/**
+ * With kernels with their column sum on (`setEpilogueColumnSums`): lets a row fusion's kernel
+ * also compute column sums of values of its operands, not only of its outputs (default; off when
+ * the environment variable `TPUKIT_ROW_OPERAND_SUMS` is `0`), for executables built afterwards:
+ * the GPT's layer-norm gamma/beta gradients, sum(dy * xc * inv) and sum(dy) over the rows, where
+ * dy, xc and inv are operands of the layer-norm backward row fusion or its outputs. The same
+ * bits either way (`planRowColumnSum`).
+ */
+export function setRowOperandSums(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setRowOperandSums: on must be a boolean; got ${String(on)}`);
+  operandSums = on;
+}
+
+export function rowOperandSumsEnabled(): boolean {
+  return operandSums;
+}
+
+let rowSumsOneThread = envVar('TPUKIT_ROW_SUMS_1T') !== '0';
+
+/**
+ * Runs a row fusion's kernel with its column sums on one thread at any kernel thread count
+ * (default; off when the environment variable `TPUKIT_ROW_SUMS_1T` is `0`), for executables
+ * built afterwards, when the sums are at least a quarter of the row kernel's work (`plan.work`):
+ * instead of the row kernel on threads and then the sums' own kernels, serial (column sums are
+ * serial, `setColumnParallelWork`). In the GPT's 2t step the layer-norm backward row kernels
+ * gained nothing on two threads (0.38-0.47 ms wall against 0.39-0.48 on one) while their
+ * gamma/beta and bias sums took 0.26-0.29 and ~0.16 ms after them; the sums add ~0.08 ms to the
+ * row kernel (BENCHMARKS.md, "rows14"). Their sums' work is 1/3 to 2/3 of theirs.
+ */
+export function setRowSumsOneThread(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setRowSumsOneThread: on must be a boolean; got ${String(on)}`);
+  rowSumsOneThread = on;
+}
+
+export function rowSumsOneThreadEnabled(): boolean {
+  return rowSumsOneThread;
 }
 
 /**
@@ -288,6 +331,8 @@ export interface WasmStep {
 interface EpilogueSum {
   readonly kernel: (lo: number, hi: number, thread: number) => void;
   readonly items: number;
+  /** Run on one thread whatever the kernel threads (a row fusion's kernel with sums of a quarter of its work or more, `setRowSumsOneThread`). */
+  readonly always: boolean;
   /** The call (`WasmProgram`'s generation) in which it last ran; -1 before its first run (generation 0 is never a call's). */
   ran: number;
 }
@@ -378,32 +423,53 @@ export class WasmProgram implements PoolProgram {
     // `setEpilogueColumnSums`): the sum's fusion -> its epilogue and their fused plan. The sum's
     // output lives in a region of its own (written when the epilogue runs, before the sum's
     // place in the program, or by the sum's own kernel).
-    // A row fusion's output (itself, or an element of its tuple) pairs the same way.
+    // A row fusion (kRow) pairs with the column sums of values of its full outputs and operands
+    // (`planRowColumnSum`), several per row fusion, when it runs before them.
+    const index = new Map(c.instructions.map((i, k) => [i, k]));
+    const users = c.users();
     const summed = new Map<HloInstruction, { producer: HloInstruction; plan: FusionPlan }>();
-    // (a producer computes at most one sum)
+    // (an epilogue computes at most one sum; a row fusion several, `rowSums`)
     const producers = new Set<HloInstruction>();
     const pair = (f: HloInstruction, producer: HloInstruction, plan: FusionPlan): void => {
       summed.set(f, { producer, plan });
       producers.add(producer);
     };
-    if (epilogueSums)
+    const rowSums = new Map<HloInstruction, { sum: HloInstruction; plan: RowColumnSum }[]>();
+    if (epilogueSums) {
       for (const [f, p] of plans) {
-        if (f.operands.length !== 1 || f.isTuple || p.kind !== 'col' || p.rowBlocks !== 1) continue;
-        const x = f.operands[0];
-        const e = epilogues.get(x);
+        if (p.kind !== 'col' || p.rowBlocks !== 1) continue;
+        const e = f.operands.length === 1 && !f.isTuple ? epilogues.get(f.operands[0]) : undefined;
         if (e !== undefined) {
+          const x = f.operands[0];
           const fused = producers.has(x) ? null : planEpilogueColumnSum(e.plan.body, f.called[0]);
           if (fused !== null && fused.rowBlocks === 1) pair(f, x, fused);
           continue;
         }
-        const g = x.opcode === 'get-tuple-element' ? x.operands[0] : x;
-        const rp = plans.get(g);
-        if (rp === undefined || rp.kind !== 'rows' || producers.has(g) || (g === x && g.isTuple)) continue;
-        const fused = planRowColumnSum(rp, g === x ? 0 : (x.params as { index: number }).index, f.called[0], p);
-        if (fused !== null) pair(f, g, fused);
+        // A row fusion (kRow) that runs before the sum and reads or writes every operand of it:
+        // the producer of an operand, or a reader of one.
+        const candidates = new Set<HloInstruction>();
+        for (const o of f.operands) {
+          candidates.add(o.opcode === 'get-tuple-element' ? o.operands[0] : o);
+          for (const u of users.get(o) ?? []) if (u !== null) candidates.add(u);
+        }
+        for (const g of candidates) {
+          const rp = plans.get(g);
+          if (rp === undefined || rp.kind !== 'rows' || epilogues.has(g) || index.get(g)! >= index.get(f)!) continue;
+          const outputOf = (o: HloInstruction): number => (o === g && !g.isTuple ? 0 : o.opcode === 'get-tuple-element' && o.operands[0] === g ? (o.params as { index: number }).index : -1);
+          const fused = planRowColumnSum(rp, g.operands, outputOf, f.called[0], p, f.operands);
+          if (fused === null || (!operandSums && fused.args.some((a) => 'param' in a))) continue;
+          const list = rowSums.get(g) ?? [];
+          list.push({ sum: f, plan: fused });
+          rowSums.set(g, list);
+          break;
+        }
       }
+      for (const [g, list] of rowSums) {
+        const plan: FusionPlan = { ...plans.get(g)!, sums: list.map((x) => x.plan) };
+        for (const x of list) pair(x.sum, g, plan);
+      }
+    }
     const reads = (u: HloInstruction | null): boolean => u !== null && (plans.has(u) || epilogues.has(u));
-    const index = new Map(c.instructions.map((i, k) => [i, k]));
     const root = (i: HloInstruction): HloInstruction => (i.opcode === 'reshape' ? root(i.operands[0]) : i);
     // Values the arena holds: wasm fusion outputs and the defining values of what they read.
     const staged = new Set<HloInstruction>();
@@ -417,7 +483,6 @@ export class WasmProgram implements PoolProgram {
     // A multi-output (row) fusion writes its outputs into regions of their own (below), where
     // wasm kernels read them; outputs read elsewhere are copied out.
     const host = zeroCopyHost();
-    const users = c.users();
     // Steps that read an operand only while they run and keep nothing of it: fusions (wasm or
     // JavaScript kernels; a kOutput's dot included), dots, the fused attention (its kernels read
     // their operands only during the call, in place or copied, and return fresh or caller storage), and
@@ -448,6 +513,7 @@ export class WasmProgram implements PoolProgram {
     };
     const sumAt = new Map<HloInstruction, number>();
     for (const f of summed.keys()) {
+      if (f.isTuple) continue; // (a multi-output sum's outputs have regions of their own, `tupleOut`)
       sumAt.set(f, top);
       top += align(bytesOf(f.shape));
     }
@@ -523,17 +589,33 @@ export class WasmProgram implements PoolProgram {
       const more = regions ? regions.slice(1) : [];
       layouts.push({ inst: f, plan, at: { params, out, scratch, more }, inputs, acc });
     }
-    // The kernels with a column sum (kernels k<layouts.length + i>): an epilogue's reads its
-    // operands, writes the sum's output, has scratch of its own and stores the result in the
-    // dot's buffer as the loop kernel does; a row fusion's is its kernel plus the sum's float64
-    // scratch and output.
-    const sumKernels = [...summed].map(([f, { producer, plan }], i) => {
+    // The kernels with a column sum (kernels k<layouts.length + i>, one per producer): an
+    // epilogue's reads its operands, writes the sum's output, has scratch of its own and stores
+    // the result in the dot's buffer as the loop kernel does; a row fusion's is its kernel plus
+    // the sums' float64 scratch and the sums' outputs (their regions: a region of its own for a
+    // single output, `sumAt`, or a multi-output fusion's, never reused in a call).
+    const byProducer = new Map<HloInstruction, { plan: FusionPlan; sums: HloInstruction[] }>();
+    for (const [f, { producer, plan }] of summed) {
+      const x = byProducer.get(producer);
+      if (x) x.sums.push(f);
+      else byProducer.set(producer, { plan, sums: [f] });
+    }
+    const sumKernels = [...byProducer].map(([producer, { plan, sums: fs }], i) => {
       const e = layouts.find((l) => l.inst === producer)!;
-      const out = sumAt.get(f)!;
       const scratch = top;
-      top += align(plan.kind === 'rows' ? Math.ceil(plan.L / 4) * 32 : plan.scratchBytes);
-      const at: KernelAddresses = plan.kind === 'rows' ? { ...e.at, colSum: { scratch, out } } : { params: e.at.params, out, scratch, more: [], side: e.acc };
-      return { sum: f, producer, fn: layouts.length + i, plan, at, inputs: [] as Staged[], acc: -1 };
+      let at: KernelAddresses;
+      if (plan.kind === 'rows') {
+        const outs = fs.flatMap((f) => {
+          const l = layouts.find((y) => y.inst === f)!;
+          return f.shapes.map((_, q) => outputAddr(l.at, q));
+        });
+        top += align(outs.length * Math.ceil(plan.L / 4) * 32);
+        at = { ...e.at, colSums: { scratch, outs } };
+      } else {
+        top += align(plan.scratchBytes);
+        at = { params: e.at.params, out: sumAt.get(fs[0])!, scratch, more: [], side: e.acc };
+      }
+      return { sums: fs, producer, fn: layouts.length + i, plan, at, inputs: [] as Staged[], acc: -1 };
     });
     // Donated outputs that can stay in the arena (see `Resident`): written into their
     // argument's region (placed here if no kernel reads the argument) instead of their own.
@@ -596,8 +678,8 @@ export class WasmProgram implements PoolProgram {
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
     const viewable = (sh: HloInstruction['shape'], rs: readonly (HloInstruction | null)[]): boolean => inHost && sh.dtype === 'float32' && !sh.weakType && rs.every(transient);
-    const sums = new Map(sumKernels.map((x) => [x.sum, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, ran: -1 } satisfies EpilogueSum]));
-    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, sums.get(x.sum)!]));
+    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, always: x.plan.kind === 'rows' && rowSumsOneThread && 4 * x.sums.reduce((a, f) => a + plans.get(f)!.work, 0) >= x.plan.work, ran: -1 } satisfies EpilogueSum]));
+    const sums = new Map(sumKernels.flatMap((x) => x.sums.map((f) => [f, sumOfProducer.get(x.producer)!] as const)));
     layouts.forEach((l, k) => {
       const out = l.at.out;
       const outBool = !l.inst.isTuple && l.inst.shape.dtype === 'bool';
@@ -763,13 +845,13 @@ export class WasmProgram implements PoolProgram {
 
   /**
    * Runs every work item of `s` (on the kernel pool when large). A dot epilogue or row fusion
-   * that runs on one thread and has a kernel with its result's column sum runs that one
-   * instead; the sum's step then has nothing to compute in this call.
+   * that runs on one thread (or a row fusion with `always`) and has a kernel with its column
+   * sums runs that one instead; the sums' steps then have nothing to compute in this call.
    */
   private items(s: WasmStep): void {
     if (s.items <= 0 || s.sumBy?.ran === this.gen) return;
     const threads = s.parallel ? Math.min(getKernelThreads(), s.items, s.maxThreads) : 1;
-    if (s.withSum !== null && threads <= 1) {
+    if (s.withSum !== null && (threads <= 1 || s.withSum.always)) {
       s.withSum.kernel(0, s.withSum.items, 0);
       s.withSum.ran = this.gen;
       return;
@@ -820,7 +902,7 @@ function shift(layouts: { at: KernelAddresses; inputs: Staged[]; acc: number }[]
   const p = (x: ParamSource): ParamSource => ('addr' in x ? { ...x, addr: x.addr + base } : x);
   for (const l of layouts) {
     const at = l.at;
-    l.at = { params: at.params.map(p), out: at.out + base, scratch: at.scratch + base, more: at.more?.map((a) => a + base) ?? [], ...(at.side !== undefined ? { side: at.side + base } : {}), ...(at.colSum !== undefined ? { colSum: { scratch: at.colSum.scratch + base, out: at.colSum.out + base } } : {}) };
+    l.at = { params: at.params.map(p), out: at.out + base, scratch: at.scratch + base, more: at.more?.map((a) => a + base) ?? [], ...(at.side !== undefined ? { side: at.side + base } : {}), ...(at.colSums !== undefined ? { colSums: { scratch: at.colSums.scratch + base, outs: at.colSums.outs.map((a) => a + base) } } : {}) };
     for (const x of l.inputs) x.addr += base;
     if (l.acc >= 0) l.acc += base;
   }

@@ -61,34 +61,69 @@ export function rowsKernel(k: KernelScope): void {
   for (const st of rs.stages) for (const red of st.reduces) acc.set(red, newAcc());
   if (splat.has(root) && !acc.has(root)) acc.set(root, newAcc());
   const stages = rs.stages.map((st, L) => ({ ...st, reduces: L === rs.stages.length - 1 && acc.has(root) && !st.reduces.includes(root) ? [...st.reduces, root] : st.reduces }));
-  // The column sum of output `plan.sums` (`planRowColumnSum`): float64 per column, zeroed
-  // first, each row's values added as they are stored (rows in order: the kernel runs on one
-  // thread over every row), rounded once after the last row. A partial vector's lanes past the
-  // row land in the scratch's padding.
-  const sums = plan.sums;
-  const cs = at.colSum;
-  if (sums !== null && cs === undefined) throw new Error(`xla-lite wasm row kernel: ${body.name}: a column sum needs its scratch and output addresses`);
-  const sj8 = sums !== null ? I() : -1;
+  // Column sums (`plan.sums`, `planRowColumnSum`): float64 per column and output, zeroed first;
+  // each sum's values computed in its stage's walk by its own element code and added as the walk
+  // passes (rows in order: the kernel runs on one thread over every row), rounded once after the
+  // last row. A partial vector's lanes past the row land in the scratch's padding.
+  const sums = plan.sums ?? [];
+  const cs = at.colSums;
+  const slots = sums.reduce((a, x) => a + x.body.outputs.length, 0);
+  if (sums.length > 0 && (cs === undefined || cs.outs.length !== slots)) throw new Error(`xla-lite wasm row kernel: ${body.name}: its column sums need their scratch and ${slots} output addresses`);
+  const slotBytes = Math.ceil(L / 4) * 32;
+  const sj8 = sums.length > 0 ? I() : -1;
   const columnVectors = (each: () => void): void => {
     set(sj8, () => i32(0));
     f.block().loop();
-    f.get(sj8).i32Const(Math.ceil(L / 4) * 32).op(OP.i32_ge_u).brIf(1);
+    f.get(sj8).i32Const(slotBytes).op(OP.i32_ge_u).brIf(1);
     each();
     f.get(sj8).i32Const(32).op(OP.i32_add).set(sj8).br(0);
     f.end().end();
   };
-  if (sums !== null)
+  if (sums.length > 0)
     columnVectors(() => {
-      for (const off of [0, 16]) {
-        f.get(sj8);
-        f64Const(0)();
-        f.simdMem(SIMD.v128_store, cs!.scratch + off, 16);
-      }
+      for (let q = 0; q < slots; q++)
+        for (const off of [0, 16]) {
+          f.get(sj8);
+          f64Const(0)();
+          f.simdMem(SIMD.v128_store, cs!.scratch + q * slotBytes + off, 16);
+        }
     });
-  const sumInto = (v: E): void => {
-    const x = b.let(v);
-    set(sj8, () => f.get(j).i32Const(3).op(OP.i32_shl));
-    accumulateAt(sj8, cs!.scratch, x, SIMD.f64x2_add);
+  /** The values a full output of the row body has in the current walk (the sums' `value` arguments). */
+  const summedValues = new Set(sums.flatMap((x) => x.args.flatMap((a) => ('value' in a ? [a.value] : []))));
+  /** Adds each sum of stage `L`'s values at column j (`val`: the walk's values) into its scratch. */
+  const sumStage = (L: number, val: Map<HloInstruction, E>): void => {
+    let slot = 0;
+    for (const x of sums) {
+      const first = slot;
+      slot += x.body.outputs.length;
+      if (x.stage !== L) continue;
+      const rowParam = (p: HloInstruction): HloInstruction => {
+        const a = x.args[p.paramIndex];
+        if (!('param' in a)) throw new Error(`xla-lite wasm row kernel: ${body.name}: parameter ${p.paramIndex} of ${x.body.name} is not one of its operands`);
+        return body.params[a.param];
+      };
+      const sumReads: ElementReads = {
+        param: (p) => {
+          const a = x.args[p.paramIndex];
+          if ('value' in a) return val.get(a.value)!;
+          const rp = body.params[a.param];
+          const sl = scalar.get(rp);
+          if (sl !== undefined) return b.get(sl);
+          return reads.param(rp);
+        },
+        broadcast: (m) => {
+          const A = addrOf(rowParam(m.operands[0]).paramIndex);
+          if (x.broadcasts.get(m) === 'row') return b.let(() => void f.get(r4).simdMem(SIMD.v128_load32_splat, A, 4));
+          return b.let(() => void f.get(j).i32Const(2).op(OP.i32_shl).simdMem(SIMD.v128_load, A, 16));
+        },
+      };
+      const vs = emitElements(b, x.body, sumReads, opts, x.body.outputs.map((o) => o.operands[0]));
+      vs.forEach((v, q) => {
+        const y = b.let(v);
+        set(sj8, () => f.get(j).i32Const(3).op(OP.i32_shl));
+        accumulateAt(sj8, cs!.scratch + (first + q) * slotBytes, y, SIMD.f64x2_add);
+      });
+    }
   };
   forItems(() => {
     set(r, () => f.get(item));
@@ -113,6 +148,7 @@ export function rowsKernel(k: KernelScope): void {
         (partial) => {
           const vs = emitElements(b, body, fullReads, opts, targets);
           const val = new Map(targets.map((m, q) => [m, vs[q]]));
+          for (const m of st.targets) if (summedValues.has(m)) val.set(m, b.let(val.get(m)!));
           for (const m of st.targets) {
             const slot = rs.stored.get(m);
             if (slot !== undefined) {
@@ -120,11 +156,10 @@ export function rowsKernel(k: KernelScope): void {
               val.get(m)!();
               f.simdMem(SIMD.v128_store, at.scratch + slot * rowBytes, 16);
             }
-            if (m === sums) val.set(m, b.let(val.get(m)!));
             if (extra.has(m)) storeOut(val.get(m)!, partial, extra.get(m)!);
             if (m === root) storeOut(val.get(m)!, partial, at.out);
-            if (m === sums) sumInto(val.get(m)!);
           }
+          sumStage(stage, val);
           for (const red of st.reduces) {
             const isMax = red.prim!.name === 'reduce_max';
             const v = val.get(red.operands[0])!;
@@ -147,11 +182,14 @@ export function rowsKernel(k: KernelScope): void {
     if (splat.has(root)) storeRow(root, at.out);
     done.clear();
   });
-  if (sums !== null)
+  if (sums.length > 0)
     columnVectors(() => {
-      // out[j..j+3] = float32 of the scratch (the output region is padded to whole vectors)
-      f.get(sj8).i32Const(1).op(OP.i32_shr_u);
-      b.shuffle(b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sj8).simdMem(SIMD.v128_load, cs!.scratch, 16)), b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sj8).simdMem(SIMD.v128_load, cs!.scratch + 16, 16)), [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23])();
-      f.simdMem(SIMD.v128_store, cs!.out, 16);
+      // out[j..j+3] = float32 of the scratch, per output (the output regions are padded to whole vectors)
+      for (let q = 0; q < slots; q++) {
+        f.get(sj8).i32Const(1).op(OP.i32_shr_u);
+        const at8 = cs!.scratch + q * slotBytes;
+        b.shuffle(b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sj8).simdMem(SIMD.v128_load, at8, 16)), b.op(SIMD.f32x4_demote_f64x2_zero, () => void f.get(sj8).simdMem(SIMD.v128_load, at8 + 16, 16)), [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23])();
+        f.simdMem(SIMD.v128_store, cs!.outs[q], 16);
+      }
     });
 }
