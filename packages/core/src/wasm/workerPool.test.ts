@@ -1,6 +1,6 @@
 /** The shared worker machinery: one crew of workers runs the jobs of every pool, each pool's once, whether a worker sleeps between jobs or polls. */
 import { afterAll, describe, expect, it } from 'vitest';
-import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdWorkers, joinSource, poolJobTimes, setWorkerIdleSpinMicros, workerKind, WorkerPool } from './workerPool';
+import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, TRACE_FIELDS, workerKind, WorkerPool } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -114,6 +114,49 @@ describe('WorkerPool', () => {
         setWorkerIdleSpinMicros(before);
         pool.end();
       }
+    }
+  });
+
+  it.runIf(WorkerPool.available())('poolJobTrace records each job\'s announcement, the worker\'s wake-up, entry and exit, the close and the end, in order', () => {
+    const p = makePool(JOINING, 'test-trace');
+    const enabled = poolJobTimes.enabled;
+    const t = poolJobTrace;
+    const saved = { records: t.records, count: t.count };
+    try {
+      // A first job, then a pause: the worker is idle when the traced job is announced (not still
+      // looping after the wake-up another test's pool.end() gave it).
+      joinJob(p, 0, Atomics.load(p.c, SUM) + Atomics.load(p.c, GEN) + 1);
+      Atomics.wait(p.c, SLOTS - 1, 0, 20);
+      poolJobTimes.enabled = true;
+      const rec = new Float64Array(4 * TRACE_FIELDS.length);
+      t.records = rec;
+      t.count = 0;
+      // Joined: the calling thread waits until the worker is inside (SUM), which naps 5 ms.
+      const g = Atomics.load(p.c, GEN) + 1;
+      joinJob(p, 5, Atomics.load(p.c, SUM) + g);
+      expect(t.count).toBe(1);
+      const r = Object.fromEntries(TRACE_FIELDS.map((f, i) => [f, rec[i]]));
+      expect(r.pool).toBe(p.pool.id);
+      expect(t.names.get(p.pool.id)).toBe('test-trace');
+      expect(r.workerWake).toBeGreaterThanOrEqual(r.wake);
+      expect(r.workerJoin).toBeGreaterThanOrEqual(r.workerWake);
+      expect(r.callerDone).toBeGreaterThanOrEqual(r.workerJoin);
+      expect(r.workerLeave - r.workerJoin, 'the worker napped 5 ms inside').toBeGreaterThanOrEqual(4);
+      expect(r.end).toBeGreaterThanOrEqual(r.workerLeave);
+      expect(r.workerIdleSince).toBeLessThanOrEqual(r.wake);
+      // Held until the job closed: unjoined, its worker fields are NaN.
+      holdWorkers(true);
+      joinJob(p, 0);
+      holdWorkers(false);
+      expect(t.count).toBe(2);
+      const o = TRACE_FIELDS.length;
+      expect([rec[o + 3], rec[o + 5]].every(Number.isNaN), 'no entry, no exit').toBe(true);
+    } finally {
+      holdWorkers(false);
+      poolJobTimes.enabled = enabled;
+      t.records = saved.records;
+      t.count = saved.count;
+      p.pool.end();
     }
   });
 

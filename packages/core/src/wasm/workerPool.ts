@@ -36,7 +36,7 @@
  * every pool's `ensure` answers false from then on and the runners compute on the calling thread.
  * Node only: elsewhere `ensure` answers false. Each realm (mesh's device threads) has its own crew.
  */
-import { envNumber, envSwitch } from '../env';
+import { envNumber, envSwitch, envVar } from '../env';
 import { MAX_THREADS, nodeModule } from '../threads';
 
 /** What the pool needs of a Node worker. */
@@ -112,7 +112,10 @@ export function holdWorkers(on: boolean): Int32Array | null {
  * job, slot MAX_THREADS + id: when it last left a job it joined), for `poolJobTimes`. One set for
  * the crew: a realm's calling thread runs one pool job at a time.
  */
-const stamps = typeof SharedArrayBuffer === 'undefined' ? null : new Float64Array(new SharedArrayBuffer(16 * MAX_THREADS));
+const stamps = typeof SharedArrayBuffer === 'undefined' ? null : new Float64Array(new SharedArrayBuffer(32 * MAX_THREADS));
+/** Stamp slots past the wake and leave stamps: when worker id entered a job's body (JOINED + id) and when the idle wait it last woke from began (IDLE + id, stored with the wake-up). */
+const JOINED = 2 * MAX_THREADS;
+const IDLE = 3 * MAX_THREADS;
 
 /** The worker's stamp into slot `slot` (a JavaScript expression) of the crew's stamps (a global of the worker, see CREW_SOURCE). */
 const stampSource = (slot: string): string => `__tpukitStamps[${slot}] = performance.timeOrigin + performance.now();`;
@@ -162,10 +165,12 @@ function drain() {
 }
 let seen = workerData.start;
 for (;;) {
+  const idleAt = performance.now();
   const us = Atomics.load(cc, ${CSPIN});
-  if (us > 0) { const until = performance.now() + us / 1000; while (Atomics.load(cc, ${CGEN}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(cc, ${CGEN}) === seen; s++); }
+  if (us > 0) { const until = idleAt + us / 1000; while (Atomics.load(cc, ${CGEN}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(cc, ${CGEN}) === seen; s++); }
   Atomics.wait(cc, ${CGEN}, seen);
   ${stampSource('id')}
+  __tpukitStamps[${IDLE} + id] = performance.timeOrigin + idleAt;
   if (hold !== null) while (Atomics.load(hold, 0) === 1) Atomics.wait(hold, 0, 1);
   seen = Atomics.load(cc, ${CGEN});
   // (the pool id first: a pool's setup is posted before its id is announced, so the drain after
@@ -291,6 +296,7 @@ export function joinSource(open: number, inside: number, condition: string, body
   return `Atomics.add(c, ${inside}, 1);
   try {
     if (Atomics.load(c, ${open}) === seen && (${condition})) {
+      ${stampSource(`${JOINED} + __tpukitId`)}
       ${body}
       ${stampSource(`${MAX_THREADS} + __tpukitId`)}
     }
@@ -342,6 +348,37 @@ export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number;
   byPool: {},
 };
 
+/** Fields of one job's record in `poolJobTrace.records` (epoch ms, NaN where no worker did it). */
+export const TRACE_FIELDS = ['pool', 'wake', 'workerWake', 'workerJoin', 'callerDone', 'workerLeave', 'end', 'workerIdleSince'] as const;
+
+/**
+ * A per-job trace of the pool jobs (env `TPUKIT_POOL_TRACE=file`, with `poolJobTimes` on): per job
+ * finished, the `TRACE_FIELDS` (the pool's id; the announcement; the first worker's wake-up and
+ * entry into the job's body; the calling thread closing the job, i.e. out of work; the last
+ * worker leaving; the job's end; when the first worker had begun its idle wait before the job),
+ * in `records` (capacity `max` jobs, then it stops), written to the file as JSON at the process's
+ * exit with the pools' names. Diagnostics for benchmarks: off, a job costs one boolean test.
+ */
+export const poolJobTrace: { file: string | undefined; records: Float64Array | null; count: number; max: number; names: Map<number, string> } = {
+  file: envVar('TPUKIT_POOL_TRACE') || undefined,
+  records: null,
+  count: 0,
+  max: 1 << 16,
+  names: new Map(),
+};
+if (poolJobTrace.file !== undefined) {
+  poolJobTimes.enabled = true;
+  poolJobTrace.records = new Float64Array(poolJobTrace.max * TRACE_FIELDS.length);
+  const proc = (globalThis as { process?: { on(ev: string, f: () => void): void } }).process;
+  proc?.on('exit', () => {
+    const fs = nodeModule<{ writeFileSync(f: string, d: string): void }>('node:fs');
+    const t = poolJobTrace;
+    const rows: number[][] = [];
+    for (let j = 0; j < t.count; j++) rows.push(Array.from(t.records!.subarray(j * TRACE_FIELDS.length, (j + 1) * TRACE_FIELDS.length)));
+    fs?.writeFileSync(t.file!, JSON.stringify({ fields: TRACE_FIELDS, names: Object.fromEntries(t.names), rows }));
+  });
+}
+
 /** Pools made (their ids), and the id of the pool of the last job announced while timing was on (for `poolJobTimes.switches`; an id, so no pool is kept alive). */
 let pools = 0;
 let lastPool = 0;
@@ -361,6 +398,8 @@ export class WorkerPool {
   #t0 = 0;
   /** The job's `wake` in epoch ms (comparable with the workers' wake stamps). */
   #wakeAt = 0;
+  /** `closeJob`'s start in epoch ms (`poolJobTrace` only). */
+  #closeAt = 0;
   /** Polls of a control slot the calling thread spends before sleeping on it. */
   readonly spin: number;
 
@@ -430,6 +469,7 @@ export class WorkerPool {
    * until the workers inside (slot `inside`) have left. Call once no work is left to take.
    */
   closeJob(open: number, inside: number): void {
+    if (poolJobTrace.records !== null) this.#closeAt = performance.timeOrigin + performance.now();
     Atomics.store(this.control, open, 0);
     const slept = this.waitForZero(inside);
     if (slept && this.#t0 !== 0 && stamps !== null) {
@@ -453,6 +493,7 @@ export class WorkerPool {
       this.#t0 = performance.now();
       this.#wakeAt = performance.timeOrigin + this.#t0;
       if (lastPool !== this.id) poolJobTimes.switches++;
+      this.#closeAt = NaN; // (a job that is not closed, `closeJob`, has no close in the trace)
       lastPool = this.id;
     }
     Atomics.add(this.control, this.gen, 1);
@@ -535,6 +576,28 @@ export class WorkerPool {
         t.wakes++;
         t.wakeMs += first - this.#wakeAt;
       } else t.unwoken++;
+    }
+    const tr = poolJobTrace;
+    if (tr.records !== null && st !== null && tr.count < tr.max) {
+      let join = Infinity;
+      let leave = -Infinity;
+      let idle = -Infinity;
+      for (let i = 0; i < this.#sentTo; i++) {
+        if (st[JOINED + i] >= this.#wakeAt) join = Math.min(join, st[JOINED + i]);
+        if (st[MAX_THREADS + i] >= this.#wakeAt) leave = Math.max(leave, st[MAX_THREADS + i]);
+        if (st[i] >= this.#wakeAt && st[IDLE + i] <= this.#wakeAt) idle = Math.max(idle, st[IDLE + i]);
+      }
+      tr.names.set(this.id, this.name);
+      const r = tr.records;
+      const o = tr.count++ * TRACE_FIELDS.length;
+      r[o] = this.id;
+      r[o + 1] = this.#wakeAt;
+      r[o + 2] = first < Infinity ? first : NaN;
+      r[o + 3] = join < Infinity ? join : NaN;
+      r[o + 4] = this.#closeAt;
+      r[o + 5] = leave > -Infinity ? leave : NaN;
+      r[o + 6] = performance.timeOrigin + performance.now();
+      r[o + 7] = idle > -Infinity ? idle : NaN;
     }
     this.#t0 = 0;
   }
