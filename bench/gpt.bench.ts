@@ -377,7 +377,7 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
         const w = ends[q];
         if (!w) return '-';
         const from = order.indexOf(g[g.length - 1]) + 1;
-        return order.slice(from, order.indexOf(w) + 1).filter((i) => i.opcode === 'fusion').map((i) => `${(i.params as { kind: string }).kind}->${i.shapes.map((sh) => `[${sh.shape.join(",")}]`).join("")}${i.called[0].instructions.some((m) => m.opcode === "reduce") ? "(reduce)" : ""}`).join(' ');
+        return order.slice(from, order.indexOf(w) + 1).filter((i) => i.opcode === 'fusion').map((i) => `${(i.params as { kind: string }).kind}->${i.shapes.map((sh) => `[${sh.shape.join(',')}]`).join('')}${i.called[0].instructions.some((m) => m.opcode === 'reduce') ? '(reduce)' : ''}`).join(' ');
       });
       console.log(`  async windows: ${compiled.stats.asyncGroups} groups started before ${compiled.stats.asyncWindowSteps} steps (all), per group: ${windows.join(' | ')}`);
     }

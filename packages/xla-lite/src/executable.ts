@@ -25,7 +25,7 @@
  * `Resident`; `begin(args)` moves out those the caller kept).
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { type DotInto, evalDotsInto, evalPrimitive, StartedDots, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
+import { type DotInto, evalDotsInto, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands, StartedDots } from '@tpukit/core/internal';
 import { dotGroupJoinsOf, dotGroupsOf } from './passes/dotGroups';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
