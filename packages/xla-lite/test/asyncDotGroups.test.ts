@@ -42,8 +42,9 @@ const P = { w0: fill([128, 128], 0.1, 1), w1: fill([128, 128], 0.1, 2), w2: fill
 const X = fill([2048, 128], 0.5, 7);
 const D: [Array, Array, Array] = [fill([2048, 128], 0.5, 8), fill([2048, 128], 0.5, 9), fill([2048, 128], 0.5, 10)];
 
-function compiled(opts = {}) {
-  return jit(step).lower(P, X, ...D).compile(opts);
+// (windows are off by default: every compile here names the option)
+function compiled(opts: { asyncDotGroups?: boolean } = {}) {
+  return jit(step).lower(P, X, ...D).compile({ asyncDotGroups: true, ...opts });
 }
 
 /** Positions of `g`'s members and of its window's instructions in `c`. */
@@ -116,12 +117,13 @@ describe('started dot groups (windows)', () => {
     const want = run({ dotGroups: false }, 1);
     expect(withBackend(backend.name, () => compiled().stats.asyncGroups), 'groups started before a window').toBe(1);
     expect(withBackend(backend.name, () => compiled({ asyncDotGroups: false }).stats.asyncGroups)).toBe(0);
+    expect(withBackend(backend.name, () => jit(step).lower(P, X, ...D).compile().stats.asyncGroups), 'off by default').toBe(0);
     const before = backend.engine.traffic.groupProducts;
     // (the first differing element per output, -1 for none: a diff of whole arrays would take minutes to print)
     const same = (got: Uint32Array[]): number[] => got.map((g, k) => (g.length !== want[k].length ? -2 : g.findIndex((v, j) => v !== want[k][j])));
     const none = want.map(() => -1);
     for (const t of [1, 2, 3]) {
-      expect(same(run({}, t)), `windows, ${t} threads`).toEqual(none);
+      expect(same(run({ asyncDotGroups: true }, t)), `windows, ${t} threads`).toEqual(none);
       expect(same(run({ asyncDotGroups: false }, t)), `no windows, ${t} threads`).toEqual(none);
     }
     if (backend.engine.shared) expect(backend.engine.traffic.groupProducts - before, 'products run in group jobs').toBeGreaterThan(0);

@@ -27,13 +27,14 @@
  * destination, and dots sharing nothing group too), and it runs the group's products on the
  * pool together rather than independent instructions of any kind concurrently.
  *
- * Windows (pipeline option `asyncDotGroups`, default on; env TPUKIT_ASYNC_GROUPS=0 off): as XLA's
+ * Windows (pipeline option `asyncDotGroups`, default off; env TPUKIT_ASYNC_GROUPS=1 on): as XLA's
  * async-start / async-done pairs, a group may start at its last member and be joined later, the
  * calling thread running meanwhile the fusions that follow it and need none of its results
  * (`dotGroupJoinsOf`). To give it such work, the loop, input and row fusions between a group's
  * members that no member needs (the backward's bias and layer-norm column sums between its
  * weight-gradient dots) move to right after its last member (`sinkIntoWindow`): the only change
- * of instruction order this pass makes (TPUKIT_ASYNC_GROUPS=0: none).
+ * of instruction order this pass makes (off by default: it changes the exported optimised module's
+ * order, which mesh's xlaModules test pins to what XLA compiled on a device).
  */
 import { type HloComputation, type HloInstruction } from '../hlo';
 import { envNumber } from '@tpukit/core/internal';
@@ -137,7 +138,7 @@ const groupable = (i: HloInstruction): boolean => i.prim?.name === 'dot_general'
  * `windows` (pipeline option `asyncDotGroups`), each group also gets its window
  * (`dotGroupJoinsOf`), the instructions between its members that no member needs moved into it.
  */
-export function groupDots(c: HloComputation, windows = true): number {
+export function groupDots(c: HloComputation, windows = false): number {
   const order = c.instructions;
   const found: HloInstruction[][] = [];
   const ends: (HloInstruction | null)[] = [];
