@@ -63,7 +63,7 @@ import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
 import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
-import { dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf } from '@tpukit/xla-lite/internal';
+import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { envNumber, gemmKernelChoice, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
@@ -370,6 +370,16 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
     if (process.env.GPT_BENCH_TRAFFIC === '1') {
       const shape = (i: HloInstruction): string => `${i.operands.map((o) => `[${o.shape.shape.join(',')}]`).join('x')}->[${i.shape.shape.join(',')}]`;
       console.log(`  dot groups in jit(valueAndGrad(loss)) (passes/dotGroups.ts): ${compiled.passStats.dotGroups} dots in ${dotGroupsOf(compiled.module.entry).length} groups: ${dotGroupsOf(compiled.module.entry).map((g) => g.map(shape).join(' + ')).join('; ')}`);
+      // Each group's window (dotGroupJoinsOf): the instructions it may run beside; the executable keeps those that run on the calling thread alone.
+      const order = compiled.module.entry.instructions;
+      const ends = dotGroupJoinsOf(compiled.module.entry);
+      const windows = dotGroupsOf(compiled.module.entry).map((g, q) => {
+        const w = ends[q];
+        if (!w) return '-';
+        const from = order.indexOf(g[g.length - 1]) + 1;
+        return order.slice(from, order.indexOf(w) + 1).filter((i) => i.opcode === 'fusion').map((i) => `${(i.params as { kind: string }).kind}->${i.shapes.map((sh) => `[${sh.shape.join(',')}]`).join('')}${i.called[0].instructions.some((m) => m.opcode === 'reduce') ? '(reduce)' : ''}`).join(' ');
+      });
+      console.log(`  async windows: ${compiled.stats.asyncGroups} groups started before ${compiled.stats.asyncWindowSteps} steps (all), per group: ${windows.join(' | ')}`);
     }
     const counted = dotFlops(compiled.module.entry) / TOKENS;
     if (counted !== FLOPS_PER_TOKEN) throw new Error(`bench:gpt: the compiled step does ${counted} matmul FLOP per token; the hand count is ${FLOPS_PER_TOKEN}`);

@@ -59,6 +59,15 @@ export interface Backend {
   beginDotGroup?(): boolean;
   endDotGroup?(run: boolean): void;
   /**
+   * Capability: ends the group of `beginDotGroup` by starting its deferred dots on the pool's
+   * workers and returning at once (true; then `joinDotGroup` must follow, which computes what the
+   * workers left and waits for them) or by running them (false: nothing to join). Between the two
+   * the caller may run only work that uses neither this backend nor a thread pool (the backend
+   * throws for any primitive it is asked for). Absent: `endDotGroup(true)` is used.
+   */
+  startDotGroup?(): boolean;
+  joinDotGroup?(): void;
+  /**
    * Capability: `executeInto` for a primitive with several results (such as the fused
    * attention's out and logsumexp): every result into its own caller storage in `outs` (dtype
    * and element count of `outAvals[i]`). Returns false when this backend does not do that for

@@ -28,7 +28,7 @@ export {
   UndefPrimal,
 } from './primitive';
 export { bind, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, intoMemo, type IntoMemo, setDynamicTrace, type Trace } from './trace';
-export { type DotInto, evalDotsInto } from './dotGroup';
+export { type DotInto, evalDotsInto, StartedDots } from './dotGroup';
 export { dotGeneralP } from './lax/dot';
 export { envNumber, envSwitch, envVar } from './env';
 export { frozenShape } from './shape';

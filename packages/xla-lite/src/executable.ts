@@ -25,8 +25,8 @@
  * `Resident`; `begin(args)` moves out those the caller kept).
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { type DotInto, evalDotsInto, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands } from '@tpukit/core/internal';
-import { dotGroupsOf } from './passes/dotGroups';
+import { type DotInto, evalDotsInto, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands, StartedDots } from '@tpukit/core/internal';
+import { dotGroupJoinsOf, dotGroupsOf } from './passes/dotGroups';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
 import { type DonationPlan, DonationRuntime, hostStorage } from './donation';
@@ -40,6 +40,8 @@ import { compileSubprograms } from './subprograms';
 import { countOutputCopy, epilogueBandsEnabled, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
 type PrimStep = { kind: 'prim'; out: number; ins: number[]; inst: HloInstruction; buf: Array[]; params: unknown; into: boolean; pool: Float32Array | Uint8Array | null; direct: { key: number; view: Float32Array } | null; intoAll: boolean; pools: Float32Array[] | null; regions: Float32Array[] | null; memo: IntoMemo };
+/** A dot group's step (see `groupDotSteps`): `started` set when it is joined later, by a 'join' step. */
+type DotsStep = { kind: 'dots'; out: number; members: PrimStep[]; list: DotInto[]; started: StartedDots | null };
 type Step =
   | { kind: 'param'; out: number; index: number }
   | { kind: 'const'; out: number; value: Array }
@@ -48,8 +50,9 @@ type Step =
   | { kind: 'fusion'; out: number; ins: number[]; kernel: FusedKernel; inst: HloInstruction; buf: ArrayLike<number>[]; more: (Float32Array | Uint8Array)[]; pool: Float32Array | Uint8Array | null }
   | { kind: 'wasm'; out: number; step: WasmStep }
   | PrimStep
-  | { kind: 'dots'; out: number; members: PrimStep[]; list: DotInto[] }
+  | DotsStep
   | { kind: 'grouped'; out: number }
+  | { kind: 'join'; out: number; inner: Step; group: DotsStep }
   | { kind: 'output'; out: number; dotIns: number[]; epiIns: number[]; inst: HloInstruction; dot: HloInstruction; params: unknown; dotBuf: Array[]; kernel: FusedKernel; buf: ArrayLike<number>[]; wasm: WasmStep | undefined; arena: Float32Array | null; bands: ResultBands | undefined; pool: Float32Array | Uint8Array | null; memo: IntoMemo };
 
 export interface ExecutableStats {
@@ -71,6 +74,9 @@ export interface ExecutableStats {
   arenaBytes: number;
   /** Whether the arena lies in the backend's kernel memory (zero-copy dots: dots read fusion results in place; see `wasm/program.ts`). */
   arenaInBackend: boolean;
+  /** Dot groups started before and joined after steps that run on the calling thread meanwhile (`groupDotSteps`), and those steps (all groups' together). */
+  asyncGroups: number;
+  asyncWindowSteps: number;
 }
 
 /** Whether instruction params hold a function or a jaxpr (custom rules, nested programs). */
@@ -127,7 +133,9 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         return { kind: 'prim', out: k, ins, inst: i, buf: new globalThis.Array(ins.length), params: compileSubprograms(i.prim.name, physicalParams(i), name), into: (i.prim.name === 'dot_general' || i.prim.implInto !== undefined) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType, pool: null, direct: wasmProgram?.directDots.get(i) ?? null, intoAll: i.isTuple && i.shapes.every((sh) => sh.dtype === 'float32' && !sh.weakType), pools: null, regions: wasmProgram?.resultRegions.get(i) ?? null, memo: intoMemo() };
     }
   });
-  if (wasmProgram !== null) groupDotSteps(steps, c, slot);
+  // (the steps that write into a donated argument's storage: no group's window holds one)
+  const donatedWrites = new Set(donor === null ? [] : [...donor.plan.inPlace.keys(), ...donor.plan.inPlaceTuple.keys()]);
+  const started: DotsStep[] = wasmProgram !== null ? groupDotSteps(steps, c, slot, donatedWrites) : [];
   // Results of dots and transposes (primitives the backend can run into caller storage), of
   // JavaScript fusion kernels and those copied out of the wasm arena reuse last call's buffers
   // when nothing but the outputs can outlive a call: no host callbacks, no
@@ -249,7 +257,13 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         break;
       }
       case 'dots':
-        runDotGroup(s, vals, wasmProgram!, exec, args);
+        fillDotOperands(s, vals);
+        if (s.started !== null) s.started.start(s.list);
+        else runDotGroup(s, vals, wasmProgram!, exec, args, evalDotsInto(s.list));
+        break;
+      case 'join':
+        exec(s.inner, args);
+        runDotGroup(s.group, vals, wasmProgram!, exec, args, s.group.started!.join());
         break;
       case 'grouped':
         break;
@@ -347,6 +361,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         prof[steps.length].cpuMs += cpu - cpu0;
       }
     } catch (e) {
+      // (a group started and not joined: its workers finish before anything else runs)
+      for (const g of started) if (g.started!.pending) joinQuietly(g);
       if (donating) deleteOverwritten(at, args, e);
       throw e;
     }
@@ -373,18 +389,24 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     }
     return res;
   };
-  const wasmSteps = steps.filter((s) => s.kind === 'wasm').length;
-  const wasmKernels = wasmSteps + steps.filter((s) => s.kind === 'output' && s.wasm).length;
-  const fusedKernels = steps.filter((s) => s.kind === 'fusion').length + wasmSteps;
-  // (a 'dots' step runs its members' primitives; 'grouped' steps are their emptied places)
-  const primitiveOps = steps.reduce((n, s) => n + (s.kind === 'prim' || s.kind === 'alias' ? 1 : s.kind === 'dots' ? s.members.length : 0), 0);
+  const inner = steps.map((s) => (s.kind === 'join' ? s.inner : s));
+  const wasmSteps = inner.filter((s) => s.kind === 'wasm').length;
+  const wasmKernels = wasmSteps + inner.filter((s) => s.kind === 'output' && s.wasm).length;
+  const fusedKernels = inner.filter((s) => s.kind === 'fusion').length + wasmSteps;
+  // (a 'dots' step runs its members' primitives; 'grouped' steps are their emptied places; a 'join' step runs its inner step)
+  const primitiveOps = steps.reduce((n, s0) => {
+    const s = s0.kind === 'join' ? s0.inner : s0;
+    return n + (s.kind === 'prim' || s.kind === 'alias' ? 1 : s.kind === 'dots' ? s.members.length : 0);
+  }, 0);
   const bodies = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => i.called[0].instructions.filter((m) => m.opcode !== 'parameter').length);
   const multiOpFusions = bodies.filter((n) => n > 1).length;
   const fusedOps = bodies.reduce((a, b) => a + b, 0);
   const kinds = c.instructions.filter((i) => i.opcode === 'fusion').map((i) => (i.params as { kind: string }).kind);
   const outputFusions = kinds.filter((k) => k === 'kOutput').length;
   const rowFusions = kinds.filter((k) => k === 'kRow').length;
-  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0, arenaInBackend: wasmProgram?.host != null }, donor };
+  const asyncGroups = started.length;
+  const asyncWindowSteps = steps.reduce((n, s, k) => (s.kind === 'join' ? n + k - s.group.out : n), 0);
+  return { run, stats: { fusedKernels: fusedKernels + outputFusions, multiOpFusions, fusedOps, primitiveOps, outputFusions, rowFusions, wasmKernels, arenaBytes: wasmProgram?.arenaBytes ?? 0, arenaInBackend: wasmProgram?.host != null, asyncGroups, asyncWindowSteps }, donor };
 }
 
 /**
@@ -394,30 +416,75 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
  * (see `runDotGroup`). No instruction between a group's members reads a member (the pass's
  * condition), so every operand is there at the last one and no step before it reads a member's
  * result. The other members run as their own steps.
+ *
+ * A group with a window (`dotGroupJoinsOf`, whose last member is the last member of the pass's
+ * group) runs in two halves (XLA's async-start / async-done): the 'dots' step starts it (core's
+ * `StartedDots`: the pool's workers claim its products at once) and a 'join' step, wrapped
+ * around the last step of the window's longest prefix of steps that are safe to run meanwhile,
+ * joins it after that step (the calling thread then computes what the workers left). A safe step
+ * is a wasm kernel that runs on the calling thread alone (not `parallel`: it never uses the
+ * kernel pool), that writes no donated argument's storage, no resident output and no weakly typed
+ * result (handed on through a primitive on the backend, which refuses it meanwhile), or an alias:
+ * it reads no member (the pass's window), uses neither the GEMM engine nor a pool, and buffer
+ * assignment kept the members' operands and results live to the window's end, so nothing it
+ * writes lies over them. Returns the started groups.
  */
-function groupDotSteps(steps: Step[], c: HloModule['entry'], slot: Map<HloInstruction, number>): void {
-  for (const g of dotGroupsOf(c)) {
+function groupDotSteps(steps: Step[], c: HloModule['entry'], slot: Map<HloInstruction, number>, donatedWrites: ReadonlySet<number>): DotsStep[] {
+  const ends = dotGroupJoinsOf(c);
+  const started: DotsStep[] = [];
+  dotGroupsOf(c).forEach((g, q) => {
     const at = g.map((i) => slot.get(i)!).filter((k) => {
       const s = steps[k];
       return s.kind === 'prim' && s.direct !== null;
     });
-    if (at.length < 2) continue;
+    if (at.length < 2) return;
     const members = at.map((k) => steps[k] as PrimStep);
     const list = members.map((s): DotInto => ({ args: s.buf, params: s.params as DotInto['params'], out: s.direct!.view, memo: s.memo }));
     const last = at[at.length - 1];
-    steps[last] = { kind: 'dots', out: last, members, list };
+    const dots: DotsStep = { kind: 'dots', out: last, members, list, started: null };
+    steps[last] = dots;
     for (let j = 0; j < at.length - 1; j++) steps[at[j]] = { kind: 'grouped', out: at[j] };
+    // The window: only when the group's last member is the pass's (the window follows it).
+    const w = ends[q] ?? null;
+    if (w === null || last !== slot.get(g[g.length - 1])) return;
+    let join = -1;
+    for (let k = last + 1; k <= slot.get(w)!; k++) {
+      const s = steps[k];
+      if (s.kind === 'gte' || s.kind === 'alias') continue;
+      // (a weakly typed result is handed on through a convert_element_type on the backend: not while the group runs)
+      if (s.kind !== 'wasm' || s.step.parallel || donatedWrites.has(k) || s.step.out.res !== null || (s.step.outputs?.some((x) => x.res !== null) ?? false) || s.step.out.inst.shapes.some((sh) => sh.weakType)) break;
+      join = k;
+    }
+    if (join < 0) return;
+    dots.started = new StartedDots();
+    steps[join] = { kind: 'join', out: join, inner: steps[join], group: dots };
+    started.push(dots);
+  });
+  return started;
+}
+
+/** Puts a 'dots' step's operands into its members' `buf` (its `list` reads them; `runDotGroup` clears them). */
+function fillDotOperands(s: DotsStep, vals: (Array | Array[] | null)[]): void {
+  for (const m of s.members) for (let j = 0; j < m.ins.length; j++) m.buf[j] = vals[m.ins[j]] as Array;
+}
+
+/** After a step threw: joins a started group, dropping what it throws (the first error is the one reported). */
+function joinQuietly(s: DotsStep): void {
+  try {
+    s.started!.join();
+  } catch {
+    // (reported by the step that threw first)
   }
+  for (const m of s.members) m.buf.fill(null as never);
 }
 
 /**
- * Runs a 'dots' step: the members' dots into their arena buffers with one `evalDotsInto` call
- * (the GEMM pool runs them as one job); a member the backend declines runs as its own step.
+ * Hands on a 'dots' step's results `rs` (from `evalDotsInto`, or the group's join): the members'
+ * dots into their arena buffers (the GEMM pool ran them as one job); a member the backend
+ * declined runs as its own step.
  */
-function runDotGroup(s: Extract<Step, { kind: 'dots' }>, vals: (Array | Array[] | null)[], prog: WasmProgram, exec: (s: Step, args: Array[]) => void, args: Array[]): void {
+function runDotGroup(s: DotsStep, vals: (Array | Array[] | null)[], prog: WasmProgram, exec: (s: Step, args: Array[]) => void, args: Array[], rs: (Array | null)[]): void {
   const { members } = s;
-  for (const m of members) for (let j = 0; j < m.ins.length; j++) m.buf[j] = vals[m.ins[j]] as Array;
-  const rs = evalDotsInto(s.list);
   for (let j = 0; j < members.length; j++) {
     const m = members[j];
     const r = rs[j];

@@ -66,11 +66,22 @@ export interface PipelineOptions {
    */
   siblingFusion?: boolean;
   /**
-   * Record groups of independent dots (the instruction order is unchanged) and run each group at
+   * Record groups of independent dots and run each group at
    * its last member with one core `evalDotsInto` call (passes/dotGroups.ts; default true; `jit` and `Lowered.compile()` default to false when
    * the environment sets TPUKIT_DOT_GROUPS=0). Runs last, on the final schedule.
    */
   dotGroups?: boolean;
+  /**
+   * Start each dot group before, and join it after, the instructions that follow it and need
+   * none of its results, moving the column sums between its members that no member needs into
+   * that window (passes/dotGroups.ts `dotGroupJoinsOf`; the executable runs them on the calling
+   * thread while the pool's workers claim the group's products). Default false: moving the sums
+   * changes the instruction order of the exported optimised module (mesh's xlaModules test pins
+   * `tiny_transformer_step.opt` to the text XLA compiled on a device), and no A/B on a quiet
+   * machine has measured it yet; `jit` and `Lowered.compile()` default to true when the
+   * environment sets TPUKIT_ASYNC_GROUPS=1.
+   */
+  asyncDotGroups?: boolean;
 }
 
 export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'dotGroups', number>;
@@ -126,6 +137,6 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
     if (opts.siblingFusion !== false) stats.siblingFusion = fuseSiblingReductions(c, mod);
     stats.dce += dce(c);
   }
-  if (opts.dotGroups !== false) stats.dotGroups = groupDots(c);
+  if (opts.dotGroups !== false) stats.dotGroups = groupDots(c, opts.asyncDotGroups === true);
   return stats;
 }

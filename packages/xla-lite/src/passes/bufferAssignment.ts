@@ -11,10 +11,11 @@
  * `materialises` (only the values it keeps in the arena get buffers), `counts` (only reads by
  * wasm kernels keep a value alive there: everything else reads a copy) and `alignment`
  * (buffer sizes rounded up, so every buffer starts 16-byte aligned). The operands of a dot group's
- * members (passes/dotGroups.ts) stay live until the group's last member.
+ * members (passes/dotGroups.ts) stay live until the group's last member, or until the end of its
+ * window (`dotGroupJoinsOf`), with the members' results, when it has one.
  */
 import { bytesOf, type HloComputation, type HloInstruction } from '../hlo';
-import { dotGroupsOf } from './dotGroups';
+import { dotGroupJoinsOf, dotGroupsOf } from './dotGroups';
 
 export interface BufferAssignment {
   /** Offset of each materialised value in its region ('temp' slab or a donated argument). */
@@ -63,11 +64,19 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
   };
   const counts = opts.counts ?? (() => true);
   order.forEach((i, t) => i.operands.forEach((o) => counts(i, o) && touch(o, t)));
-  // A dot group (passes/dotGroups.ts) reads its members' operands when it runs, at its last member.
-  for (const g of dotGroupsOf(c)) {
-    const t = pos.get(g[g.length - 1]);
-    if (t !== undefined) for (const m of g) m.operands.forEach((o) => counts(m, o) && touch(o, t));
-  }
+  // A dot group (passes/dotGroups.ts) reads its members' operands when it runs, from its last
+  // member up to the end of its window, if any (`dotGroupJoinsOf`: the group may be joined
+  // there), and writes its members' results meanwhile: both stay live to the window's end.
+  const joinAt = dotGroupJoinsOf(c);
+  dotGroupsOf(c).forEach((g, q) => {
+    const w = joinAt[q] ?? null;
+    const t = pos.get(w ?? g[g.length - 1]);
+    if (t === undefined) return;
+    for (const m of g) {
+      m.operands.forEach((o) => counts(m, o) && touch(o, t));
+      if (w !== null) touch(m, t);
+    }
+  });
   for (const o of c.outputs) if (counts(null, o)) touch(o, end);
   if (opts.counts) order.forEach((i, t) => !ALIAS.has(i.opcode) && materialises(i) && !lastUse.has(i) && lastUse.set(i, t));
 

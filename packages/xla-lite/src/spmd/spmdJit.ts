@@ -120,7 +120,7 @@ export class SpmdLowered extends Lowered {
   }
 }
 
-const NO_STATS: ExecutableStats = { fusedKernels: 0, multiOpFusions: 0, fusedOps: 0, primitiveOps: 0, outputFusions: 0, rowFusions: 0, wasmKernels: 0, arenaBytes: 0, arenaInBackend: false };
+const NO_STATS: ExecutableStats = { fusedKernels: 0, multiOpFusions: 0, fusedOps: 0, primitiveOps: 0, outputFusions: 0, rowFusions: 0, wasmKernels: 0, arenaBytes: 0, arenaInBackend: false, asyncGroups: 0, asyncWindowSteps: 0 };
 
 export class SpmdCompiled extends Compiled {
   declare readonly spec: SpmdSpec;

@@ -120,6 +120,7 @@ export class SystolicBackend implements Backend {
   }
 
   execute(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[]): unknown[] {
+    if (this.engineCache?.groupStarted) this.engineCache.refuseWhileStarted(prim.name);
     const host = hostArrays(inputs, inAvals);
     let outs: StorageArray[];
     if (prim.name === 'dot_general' && FLOAT.has(inAvals[0].dtype) && FLOAT.has(outAvals[0].dtype)) {
@@ -141,6 +142,7 @@ export class SystolicBackend implements Backend {
    * `Backend.executeInto`). A dot on the thread pool hands its finished rows to `bands` (see `mxuDotGeneral`).
    */
   executeInto(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAval: ShapedArray, out: StorageArray, bands?: ResultBands): boolean {
+    if (this.engineCache?.groupStarted) this.engineCache.refuseWhileStarted(prim.name);
     if (prim.name === 'dot_general') {
       if (!FLOAT.has(inAvals[0].dtype) || outAval.dtype !== 'float32' || !(out instanceof Float32Array)) return false;
       const host = hostArrays(inputs, inAvals);
@@ -157,9 +159,17 @@ export class SystolicBackend implements Backend {
   endDotGroup(run: boolean): void {
     this.engineCache?.endGroup(run);
   }
+  /** Starts the group's deferred products on the workers (see `Backend.startDotGroup`, `GemmEngine.startGroup`). */
+  startDotGroup(): boolean {
+    return this.engineCache?.startGroup() ?? false;
+  }
+  joinDotGroup(): void {
+    this.engineCache?.joinGroup();
+  }
 
   /** The fused attention primitives into caller storage (see `Backend.executeIntoAll`). */
   executeIntoAll(prim: Primitive, inputs: unknown[], inAvals: ShapedArray[], params: unknown, outAvals: ShapedArray[], outs: StorageArray[]): boolean {
+    if (this.engineCache?.groupStarted) this.engineCache.refuseWhileStarted(prim.name);
     if (!Object.hasOwn(systolicAttentionKernels, prim.name) || !attentionStorageFits(outAvals, outs)) return false;
     systolicAttentionKernels[prim.name](hostArrays(inputs, inAvals), params as AttentionParams, outAvals, this.relaxed && wasmFeatures().relaxedSimd, outs, this.arenaHost());
     this.charge(prim, inAvals, params, outAvals);

@@ -14,7 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Array as TArray } from '../../array';
 import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
-import { evalDotsInto } from '../../dotGroup';
+import { evalDotsInto, StartedDots } from '../../dotGroup';
 import { type GroupClaims, groupJobSettings, groupsBefore, poolTestHooks } from './threads';
 import type { ParallelJob } from './gemmEngine';
 import type { GemmEngine } from './gemmEngine';
@@ -74,7 +74,7 @@ const params = (d: Dot) => ({ dimensionNumbers: [[[d.lhsT ? 0 : 1], [d.rhsT ? 0 
  * (`during` right before the group's products), operands and destinations in the engine's
  * memory; expects the same bits and returns the products the pool ran in group jobs.
  */
-function check(dots: readonly Dot[], threads: number, seed: number, during?: () => void, k5x8 = false): number {
+function check(dots: readonly Dot[], threads: number, seed: number, during?: () => void, k5x8 = false, started?: (e: GemmEngine) => void): number {
   const e = engineWith(1, k5x8);
   const { inMemory, releaseAll } = engineMemory(e);
   try {
@@ -95,7 +95,15 @@ function check(dots: readonly Dot[], threads: number, seed: number, during?: () 
         dots.forEach((d, i) => mxuDotGeneral(eng, ops[i].lhs, ops[i].rhs, params(d), aval([d.M, d.N], 'float32'), { flushSubnormals: false }, ops[i].into));
         ok = true;
       } finally {
-        if (open) eng.endGroup(ok);
+        if (open && started && ok) {
+          // Started, not run: the calling thread does `started` meanwhile, then joins.
+          const running = eng.startGroup();
+          try {
+            if (running) started(eng);
+          } finally {
+            eng.joinGroup();
+          }
+        } else if (open) eng.endGroup(ok);
       }
       return ops.map((o) => new Uint32Array(o.into.slice().buffer));
     };
@@ -182,6 +190,40 @@ describe('systolic threads: groups of independent products', () => {
     expect(check(GPT_PAIR, 2, 11)).toBe(2);
   });
 
+  it.runIf(shared)('a group started (startGroup) while the calling thread works, then joined, gives the one-by-one bits; products and reservations meanwhile throw', () => {
+    // The calling thread's own work while the workers claim the products: a column sum over a
+    // host array (as xla-lite's window kernels do), and an attempt at a product, a new group and
+    // a reservation on the engine, each refused with an error naming what was asked.
+    const x = data(2048 * 128, 99);
+    const sums = new Float32Array(128);
+    let refused = 0;
+    const between = (e: GemmEngine): void => {
+      expect(e.groupStarted).toBe(true);
+      for (let r = 0; r < 2048; r++) for (let j = 0; j < 128; j++) sums[j] += x[r * 128 + j];
+      const d = GPT_QKV[0];
+      const a = { data: new Float32Array(d.M * d.K), shape: [d.M, d.K], dtype: 'float32' as const };
+      const b = { data: new Float32Array(d.K * d.N), shape: [d.N, d.K], dtype: 'float32' as const };
+      expect(() => mxuDotGeneral(e, a, b, params({ ...d, rhsT: false }), aval([d.M, d.N], 'float32'), { flushSubnormals: false })).toThrow(/dot_general group: .* asked for while a started group of products runs .*joinGroup first/);
+      expect(() => e.beginGroup()).toThrow(/a new group asked for while a started group/);
+      expect(() => e.reserve(1024)).toThrow(/a reservation of 1024 bytes asked for while a started group/);
+      refused++;
+    };
+    for (const threads of [2, 3]) {
+      expect(check(GPT_PAIR, threads, 60 + threads, undefined, false, between)).toBe(2);
+      expect(check(GPT_QKV, threads, 70 + threads, undefined, true, between)).toBe(3);
+    }
+    expect(refused).toBe(4);
+    expect(systolic.backend.engine.groupStarted).toBe(false);
+    // The workers' own path (the calling thread joins with every unit taken), and one thread (nothing starts: the group runs at once).
+    poolTestHooks.callerComputes = false;
+    try {
+      expect(check(GPT_PAIR, 2, 80, undefined, false, between)).toBe(2);
+    } finally {
+      poolTestHooks.callerComputes = true;
+    }
+    expect(check(GPT_PAIR, 1, 81, undefined, false, between)).toBe(0);
+  });
+
   it.runIf(shared)('threads claim whole products largest first, or walk them in order with the claims off: the same bits either way, up to six products in one job', () => {
     // The GPT's weight-gradient groups (dW q, dW k, dW up, dW down: work 1 : 1 : 4 : 4, all
     // K-blocked; six of them at the end of its backward), its attention backward's group of five
@@ -256,6 +298,45 @@ describe('systolic threads: groups of independent products', () => {
     expect(groupsBefore(job(128, 128, 2048, true), job(2048, 128, 128, false))).toBe(true);
     expect(groupsBefore(job(2048, 128, 128, false), job(128, 128, 2048, true))).toBe(false);
     expect(groupsBefore(job(128, 128, 2048, true), job(128, 128, 2048, true))).toBe(false);
+  });
+});
+
+describe('StartedDots (evalDotsInto in two halves)', () => {
+  it.runIf(shared)('start, work on the calling thread, join: evalDotsInto\'s bits on 1, 2 and 3 threads, the products started on the pool at 2 and 3; a second start before the join, or a join without a start, throws', () => {
+    const dots = [...GPT_PAIR, GPT_QKV[0]];
+    const e = engineWith(1);
+    const { inMemory, releaseAll } = engineMemory(e);
+    try {
+      const args = dots.map((d, i) => [new TArray(aval(d.lhsT ? [d.K, d.M] : [d.M, d.K], 'float32'), systolic.backend, inMemory(data(d.M * d.K, 200 + 2 * i))), new TArray(aval(d.rhsT ? [d.K, d.N] : [d.N, d.K], 'float32'), systolic.backend, inMemory(data(d.K * d.N, 201 + 2 * i)))]);
+      const outs = dots.map((d) => inMemory(new Float32Array(d.M * d.N)));
+      const list = dots.map((d, i) => ({ args: args[i], params: params(d), out: outs[i] }));
+      const want = (evalDotsInto(list) as TArray[]).map((r) => new Uint32Array((r.dataSync() as Float32Array).slice().buffer));
+      const g = new StartedDots();
+      for (const threads of [1, 2, 3]) {
+        engineWith(threads);
+        for (const o of outs) o.fill(Number.NaN);
+        const before = e.traffic.groupProducts;
+        g.start(list);
+        expect(g.pending).toBe(true);
+        expect(() => g.start(list)).toThrow(/startDotsInto: this group was started already and not joined/);
+        // (the calling thread's own work meanwhile, as xla-lite's window kernels)
+        let s = 0;
+        for (let k = 0; k < 1 << 16; k++) s += Math.sqrt(k);
+        expect(s).toBeGreaterThan(0);
+        const rs = g.join();
+        expect(g.pending).toBe(false);
+        expect(e.traffic.groupProducts - before, `${threads} threads: products run in a group job`).toBe(threads === 1 ? 0 : dots.length);
+        for (let i = 0; i < dots.length; i++) {
+          expect(rs[i]).not.toBeNull();
+          expect(new Uint32Array(outs[i].buffer, outs[i].byteOffset, outs[i].length).findIndex((v, j) => v !== want[i][j]), `${threads} threads, dot ${i}`).toBe(-1);
+        }
+      }
+      expect(() => g.join()).toThrow(/startDotsInto: join without a started group/);
+      expect(() => g.start([])).toThrow(/startDotsInto: list must be a non-empty array/);
+      expect(g.pending).toBe(false);
+    } finally {
+      releaseAll();
+    }
   });
 });
 

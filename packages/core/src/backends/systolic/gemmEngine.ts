@@ -92,6 +92,9 @@ export interface GroupRunner {
   readonly max: number;
   accepts(job: ParallelJob): boolean;
   run(jobs: readonly ParallelJob[]): void;
+  /** `run` in two halves: `start` wakes the workers on the products and returns; `join` computes what they left and waits for them. */
+  start(jobs: readonly ParallelJob[]): void;
+  join(): void;
 }
 
 export interface GemmArgs {
@@ -150,6 +153,8 @@ export class GemmEngine implements BatchEngine {
   /** The products deferred since `beginGroup` (null: no group open), and where the next one's scratch starts. */
   private groupJobs: ParallelJob[] | null = null;
   private groupFloor = 0;
+  /** The runner of the group `startGroup` started and `joinGroup` has not joined (null: none). */
+  private startedGroup: GroupRunner | null = null;
   /** Byte ranges of the deferred products: per product, A's, B's and C's [start, end). */
   private readonly groupRanges: number[] = [];
   /** Staging plan of the current product (reused), and the same timing its copies for the phase timer. */
@@ -267,6 +272,7 @@ export class GemmEngine implements BatchEngine {
    * memory cannot hold it (its 2 GiB limit, with room left for products). Shared memory only.
    */
   reserve(bytes: number): number {
+    if (this.startedGroup) this.refuseWhileStarted(`a reservation of ${bytes} bytes`);
     if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new RangeError(`systolic reserve: bytes must be a positive integer; got ${bytes}`);
     if (!this.shared) throw new Error('systolic reserve: the GEMM memory is not shared on this runtime (no WebAssembly threads), so it cannot hold a caller\'s arena');
     const size = align(bytes);
@@ -360,6 +366,7 @@ export class GemmEngine implements BatchEngine {
     rowsReady?: (c: number, ldc: number, r0: number, r1: number) => void,
     cAddr = -1,
   ): void {
+    if (this.startedGroup) this.refuseWhileStarted(op);
     // A batch of products the SIMD kernels pack whole: item by item, over the pool's threads.
     if (this.groupJobs && aOffs.length > 1) this.flushGroup();
     if (compsA.length === 1 && compsB.length === 1 && runBatchedItems(this, a, aOffs, b, bOffs, flush, op, sink, this.parallelBatch, PARALLEL_MIN_WORK, cAddr)) return;
@@ -542,11 +549,51 @@ export class GemmEngine implements BatchEngine {
    * The products must be independent: none reads another's destination.
    */
   beginGroup(): boolean {
+    if (this.startedGroup) this.refuseWhileStarted('a new group');
     if (this.groupJobs) throw new Error('dot_general group: a group is already open on this GEMM engine (endGroup first)');
     if (!this.parallel || !this.parallelGroup) return false;
     this.groupJobs = [];
     this.groupFloor = this.floor;
     return true;
+  }
+
+  /**
+   * Closes the group of `beginGroup` like `endGroup(true)`, but only starts its deferred products
+   * (the workers claim them at once, `GroupRunner.start`) and returns: the calling thread may do
+   * independent work that uses neither this engine nor a thread pool, then calls `joinGroup`,
+   * which computes what the workers left and waits for them. Until then the products' operands
+   * and scratch must stay as they are, and every product, `beginGroup` and `reserve` on this
+   * engine throws. Returns whether products were started (false: nothing to join, they ran).
+   */
+  startGroup(): boolean {
+    if (!this.groupJobs) return false;
+    const jobs = this.groupJobs;
+    const runner = this.parallelGroup;
+    this.groupJobs = null;
+    this.groupRanges.length = 0;
+    if (jobs.length === 0) return false;
+    if (!runner) throw new Error('dot_general group: the thread pool was removed while a group was open');
+    runner.start(jobs); // (read at once: the job's description lives in the pool's control block)
+    this.startedGroup = runner;
+    return true;
+  }
+
+  /** Whether products were started by `startGroup` and not yet joined. */
+  get groupStarted(): boolean {
+    return this.startedGroup !== null;
+  }
+
+  /** Joins the products `startGroup` started (see there); nothing when none were started. */
+  joinGroup(): void {
+    const runner = this.startedGroup;
+    if (!runner) return;
+    this.startedGroup = null;
+    runner.join();
+  }
+
+  /** Throws: `what` was asked of this engine while a started group runs (`startGroup`). */
+  refuseWhileStarted(what: string): never {
+    throw new Error(`dot_general group: ${what} asked for while a started group of products runs on this engine's threads (joinGroup first: the calling thread must run no product, thread-pool job or reservation between startGroup and joinGroup)`);
   }
 
   /** Closes the group of `beginGroup`: runs its deferred products when `run` (drops them otherwise, after a failure). */

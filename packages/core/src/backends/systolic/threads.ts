@@ -891,6 +891,33 @@ class Pool {
    * products, see `GemmEngine.beginGroup`). Same bits as the products one by one.
    */
   runGroup(jobs: readonly ParallelJob[], threads: number, alone: boolean): void {
+    this.startGroup(jobs, threads, alone);
+    this.joinGroup();
+  }
+
+  // The group job `startGroup` announced and `joinGroup` has not finished (`startedN` 0: none):
+  // its products, units, per product the counter slot of its last units and their count, whether
+  // the calling thread runs it alone, and when it started (fields, not an object per group).
+  private startedN = 0;
+  private startedUnits = 0;
+  private startedLast: Array<[number, number]> = [];
+  private startedAlone = false;
+  private startedT0 = 0;
+
+  /** Whether a group job was started (`startGroup`) and not yet joined. */
+  get groupStarted(): boolean {
+    return this.startedN !== 0;
+  }
+
+  /**
+   * The first half of `runGroup`: describes the products and wakes the workers, who start
+   * claiming them at once; returns without computing any. The calling thread may then do work of
+   * its own that uses no pool and no GEMM scratch, and must call `joinGroup` (it computes what
+   * the workers have not taken, then waits for them). With `alone`, nothing starts: `joinGroup`
+   * computes every product.
+   */
+  startGroup(jobs: readonly ParallelJob[], threads: number, alone: boolean): void {
+    if (this.startedN !== 0) throw new Error('dot_general group: a group job is already started on this pool (joinGroup first)');
     const e = this.engine;
     const c = this.control;
     const n = jobs.length;
@@ -938,11 +965,28 @@ class Pool {
     resetUnitCounters(c);
     Atomics.store(c, ERR, 0);
     Atomics.store(c, SWEPT, 0);
-    const t0 = phaseClock();
+    this.startedN = n;
+    this.startedUnits = units;
+    this.startedLast = last;
+    this.startedAlone = alone;
+    this.startedT0 = phaseClock();
     if (!alone) {
       this.pool.openJob(OPEN);
       this.pool.wake();
     }
+  }
+
+  /** The second half of `runGroup` (see `startGroup`): computes the units left, waits for the workers inside the job, then reports a failure. */
+  joinGroup(): void {
+    const n = this.startedN;
+    if (n === 0) throw new Error('dot_general group: joinGroup without a started group job (startGroup first)');
+    this.startedN = 0;
+    const e = this.engine;
+    const c = this.control;
+    const units = this.startedUnits;
+    const last = this.startedLast;
+    const alone = this.startedAlone;
+    const t0 = this.startedT0;
     let failed: unknown = null;
     let mine = 0;
     try {
@@ -1149,5 +1193,7 @@ export function applyThreads(engine: GemmEngine): void {
     accepts: (job) => p.groupable(job, n),
     // (workers that cannot start: the calling thread runs the group job alone)
     run: (jobs) => p.runGroup(jobs, n, !started()),
+    start: (jobs) => p.startGroup(jobs, n, !started()),
+    join: () => p.joinGroup(),
   };
 }
