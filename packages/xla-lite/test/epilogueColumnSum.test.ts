@@ -7,8 +7,8 @@
 import { type Array, lax, np, setNumThreads, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { epilogueColumnSumsEnabled, jit, setEpilogueColumnSums, setKernelThreads } from '../src/index';
-import { rowOperandSumsEnabled, rowSumsOneThreadEnabled, setRowOperandSums, setRowSumsOneThread, WasmProgram, type WasmStep } from '../src/wasm/program';
+import { epilogueColumnSumsEnabled, jit, ROW_SUMS_ONE_THREAD_MAX, rowOperandSumsEnabled, rowSumsOneThreadEnabled, setEpilogueColumnSums, setKernelThreads, setRowOperandSums, setRowSumsOneThread } from '../src/index';
+import { WasmProgram, type WasmStep } from '../src/wasm/program';
 import { getParallelWork, PARALLEL_WORK, setParallelWork } from '../src/wasm/fusionPlan';
 import { kernelThreadsAvailable } from '../src/wasm/pool';
 
@@ -438,6 +438,33 @@ describe('dot epilogues and row fusions with their column sum', () => {
       if (!on && onThreads === 0) expect(step.parallel).toBe(false); // (no worker threads here)
     }
     expect(() => setRowSumsOneThread(0 as unknown as boolean)).toThrow(/setRowSumsOneThread: on must be a boolean; got 0/);
+  });
+
+  it('setRowSumsOneThread leaves a row fusion on threads when its sums are under a quarter of its work, or its work is ROW_SUMS_ONE_THREAD_MAX times the parallel threshold', () => {
+    setRowSumsOneThread(true);
+    setParallelWork(PARALLEL_WORK);
+    /** The paired producer's `always` for `g` at `args`. */
+    const alwaysOf = (g: Fn, args: Array[]): boolean => {
+      const fused = compile(g, args, true);
+      const seen = pairedSteps();
+      try {
+        withBackend('systolic', () => fused.call(args));
+        const step = seen.find((s) => s.withSum !== null);
+        expect(step, 'paired').toBeDefined();
+        return step!.withSum!.always;
+      } finally {
+        vi.restoreAllMocks();
+      }
+    };
+    // The layer-norm backward with its gamma/beta sums (1/3 of its work): serial below the cap, on threads from it on.
+    // (its work is 384 per row of 128: 1.5 PARALLEL_WORK at 256 rows, above 32 from 5462 rows)
+    expect(ROW_SUMS_ONE_THREAD_MAX).toBe(32);
+    expect(alwaysOf(lnGradFn('operands'), lnGradArgs('operands', [4, 64], 128, 1))).toBe(true);
+    expect(alwaysOf(lnGradFn('operands'), lnGradArgs('operands', [40, 128], 128, 1))).toBe(true);
+    expect(alwaysOf(lnGradFn('operands'), lnGradArgs('operands', [43, 128], 128, 1))).toBe(false);
+    // A layer norm forward with a heavy epilogue and the plain sum of its input over the rows: a small part of its work.
+    const g: Fn = (x: Array, gamma: Array) => [np.exp(rowFns.layerNorm(x, gamma).summed), np.sum(x, { axis: [0, 1] })];
+    expect(alwaysOf(g, [seq([4, 64, 128], 0.3), seq([128], 0.7)])).toBe(false);
   });
 
   it('setEpilogueColumnSums rejects a non-boolean', () => {
