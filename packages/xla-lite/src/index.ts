@@ -19,7 +19,7 @@ export type { PassStats, PipelineOptions } from './pipeline';
 export { getKernelThreads, kernelThreadsAvailable, poolStats, setKernelThreads } from './wasm/pool';
 export { getColumnRowBlocks, setColumnRowBlocks } from './wasm/emitKernel';
 export { getColumnParallelWork, getParallelWork, setColumnParallelWork, setParallelWork } from './wasm/fusionPlan';
-export { arenaTraffic, epilogueBandsEnabled, epilogueColumnSumsEnabled, setEpilogueBands, setEpilogueColumnSums, setWasmKernels, setZeroCopyDots, wasmKernelsEnabled, zeroCopyDotsEnabled } from './wasm/program';
+export { arenaTraffic, epilogueBandsEnabled, epilogueColumnSumsEnabled, ROW_SUMS_ONE_THREAD_MAX, rowOperandSumsEnabled, rowSumsOneThreadEnabled, setEpilogueBands, setEpilogueColumnSums, setRowOperandSums, setRowSumsOneThread, setWasmKernels, setZeroCopyDots, wasmKernelsEnabled, zeroCopyDotsEnabled } from './wasm/program';
 export { GSPMDSharding, HloSharding } from './spmd/hloSharding';
 export { type ShardingOptions, SpmdCompiled, SpmdLowered, type SpmdSpec } from './spmd/spmdJit';
 export { profile, type ProfileRecord } from './profile';

@@ -4,11 +4,11 @@
 // kernel when the producer runs on one thread. The sum and the producer's result must be the same
 // bits as with the path turned off, and the sum of an output must be the float64 sum of its rows
 // in row order, rounded once, for any shape, on 1, 2 and 3 threads.
-import { type Array, np, setNumThreads, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
+import { type Array, lax, np, setNumThreads, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { epilogueColumnSumsEnabled, jit, setEpilogueColumnSums, setKernelThreads } from '../src/index';
-import { rowOperandSumsEnabled, rowSumsOneThreadEnabled, setRowOperandSums, setRowSumsOneThread, WasmProgram, type WasmStep } from '../src/wasm/program';
+import { epilogueColumnSumsEnabled, jit, ROW_SUMS_ONE_THREAD_MAX, rowOperandSumsEnabled, rowSumsOneThreadEnabled, setEpilogueColumnSums, setKernelThreads, setRowOperandSums, setRowSumsOneThread } from '../src/index';
+import { WasmProgram, type WasmStep } from '../src/wasm/program';
 import { getParallelWork, PARALLEL_WORK, setParallelWork } from '../src/wasm/fusionPlan';
 import { kernelThreadsAvailable } from '../src/wasm/pool';
 
@@ -342,6 +342,50 @@ describe('dot epilogues and row fusions with their column sum', () => {
     expect(() => setRowOperandSums('no' as unknown as boolean)).toThrow(/setRowOperandSums: on must be a boolean; got no/);
   });
 
+  /** `g` fused and separate: the same bits on 1, 2 and 1 thread(s) with new arguments each pass; returns whether a producer paired with a sum. */
+  const fusedEqualsSeparate = (g: Fn, argsAt: (pass: number) => Array[]): boolean => {
+    const seen = pairedSteps();
+    try {
+      const fused = compile(g, argsAt(0), true);
+      const separate = compile(g, argsAt(0), false);
+      withBackend('systolic', () => fused.call(argsAt(0)));
+      [1, 2, 1].forEach((t, pass) => {
+        setNumThreads(t);
+        setKernelThreads(t);
+        const got = withBackend('systolic', () => fused.call(argsAt(pass + 1))) as Array[];
+        const want = withBackend('systolic', () => separate.call(argsAt(pass + 1))) as Array[];
+        got.forEach((x, q) => expect(bits(x), `output ${q} at ${t} thread(s)`).toEqual(bits(want[q])));
+      });
+      return seen.some((s) => s.withSum !== null);
+    } finally {
+      vi.restoreAllMocks();
+    }
+  };
+  const layerNorm = (x: Array, g: Array): Array => rowFns.layerNorm(x, g).summed;
+
+  it('a sum of values with an iota (along either axis) next to a layer norm compiles, stays in its own kernel and gives the same bits', () => {
+    for (const dim of [0, 1]) {
+      const g: Fn = (x: Array, gamma: Array) => [layerNorm(x, gamma), np.sum(np.multiply(x, lax.broadcastedIota('float32', [6, 10], dim)), { axis: 0 })];
+      const argsAt = (pass: number): Array[] => [seq([6, 10], 0.3 + pass * 0.01), seq([10], 0.7 + pass * 0.02)];
+      expect(fusedEqualsSeparate(g, argsAt), `iota along ${dim}`).toBe(false);
+    }
+  });
+
+  it('a sum over the rows of a row fusion\'s operand times its [C] operand broadcast along the row (x * gamma, dy * gamma) pairs with it: the same bits', () => {
+    const argsAt = (pass: number): Array[] => [seq([3, 7, 12], 0.3 + pass * 0.01), seq([12], 0.7 + pass * 0.02), seq([3, 7, 12], 0.5 + pass * 0.03)];
+    const xg: Fn = (x: Array, gamma: Array) => [layerNorm(x, gamma), np.sum(np.multiply(x, gamma), { axis: [0, 1] })];
+    expect(fusedEqualsSeparate(xg, argsAt), 'x * gamma').toBe(true);
+    // dy * gamma: the layer norm's input gradient reads dy * gamma; its sum over the rows rides along.
+    const dyg: Fn = (x: Array, gamma: Array, dy: Array) => {
+      const xc = np.subtract(x, np.mean(x, { axis: -1, keepdims: true }));
+      const inv = np.divide(1, np.sqrt(np.add(np.mean(np.square(xc), { axis: -1, keepdims: true }), 1e-5)));
+      const gy = np.multiply(dy, gamma);
+      const dx = np.multiply(inv, np.subtract(gy, np.mean(gy, { axis: -1, keepdims: true })));
+      return [dx, np.sum(np.multiply(dy, gamma), { axis: [0, 1] })];
+    };
+    expect(fusedEqualsSeparate(dyg, argsAt), 'dy * gamma').toBe(true);
+  });
+
   it('a row fusion that reads every operand of a sum but runs after it (it reads the sum) is not paired with it', () => {
     // s = the column sum of x * y; the row fusion normalizes x * y + s: it reads x, y and s.
     const g: Fn = (x: Array, y: Array) => {
@@ -394,6 +438,33 @@ describe('dot epilogues and row fusions with their column sum', () => {
       if (!on && onThreads === 0) expect(step.parallel).toBe(false); // (no worker threads here)
     }
     expect(() => setRowSumsOneThread(0 as unknown as boolean)).toThrow(/setRowSumsOneThread: on must be a boolean; got 0/);
+  });
+
+  it('setRowSumsOneThread leaves a row fusion on threads when its sums are under a quarter of its work, or its work is ROW_SUMS_ONE_THREAD_MAX times the parallel threshold', () => {
+    setRowSumsOneThread(true);
+    setParallelWork(PARALLEL_WORK);
+    /** The paired producer's `always` for `g` at `args`. */
+    const alwaysOf = (g: Fn, args: Array[]): boolean => {
+      const fused = compile(g, args, true);
+      const seen = pairedSteps();
+      try {
+        withBackend('systolic', () => fused.call(args));
+        const step = seen.find((s) => s.withSum !== null);
+        expect(step, 'paired').toBeDefined();
+        return step!.withSum!.always;
+      } finally {
+        vi.restoreAllMocks();
+      }
+    };
+    // The layer-norm backward with its gamma/beta sums (1/3 of its work): serial below the cap, on threads from it on.
+    // (its work is 384 per row of 128: 1.5 PARALLEL_WORK at 256 rows, above 32 from 5462 rows)
+    expect(ROW_SUMS_ONE_THREAD_MAX).toBe(32);
+    expect(alwaysOf(lnGradFn('operands'), lnGradArgs('operands', [4, 64], 128, 1))).toBe(true);
+    expect(alwaysOf(lnGradFn('operands'), lnGradArgs('operands', [40, 128], 128, 1))).toBe(true);
+    expect(alwaysOf(lnGradFn('operands'), lnGradArgs('operands', [43, 128], 128, 1))).toBe(false);
+    // A layer norm forward with a heavy epilogue and the plain sum of its input over the rows: a small part of its work.
+    const g: Fn = (x: Array, gamma: Array) => [np.exp(rowFns.layerNorm(x, gamma).summed), np.sum(x, { axis: [0, 1] })];
+    expect(alwaysOf(g, [seq([4, 64, 128], 0.3), seq([128], 0.7)])).toBe(false);
   });
 
   it('setEpilogueColumnSums rejects a non-boolean', () => {

@@ -254,6 +254,8 @@ export function planRowColumnSum(rowPlan: FusionPlan, rowOperands: readonly HloI
   if (rowPlan.kind !== 'rows' || sumPlan.kind !== 'col' || sumPlan.isMax || sumPlan.rowBlocks !== 1 || sumPlan.groups !== 1 || sumPlan.K !== rowPlan.rows || sumPlan.L !== rowPlan.L) return null;
   if (sumPlan.shape.join() !== rowPlan.shape.join() || sumOperands.length !== sum.params.length) return null;
   if (!sum.outputs.every((o) => !o.isTuple && o.prim?.name === 'reduce_sum' && o.shape.dtype === 'float32')) return null;
+  // (the row kernel's walk has no coordinate read for the sum's body: an iota stays in its own kernel)
+  if (sum.instructions.some((m) => m.prim?.name === 'iota')) return null;
   const rs = rowPlan.rowsOf!;
   const rowBody = rowPlan.body;
   const R = rowPlan.rows;

@@ -46,7 +46,7 @@ import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, nu
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planEpilogueColumnSum, planFusion, planRowColumnSum, planRowFusion } from './emitKernel';
-import { type FusionPlan, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, type RowColumnSum, runsOnThreads } from './fusionPlan';
+import { type FusionPlan, getParallelWork, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, type RowColumnSum, runsOnThreads } from './fusionPlan';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
 
@@ -145,16 +145,26 @@ export function rowOperandSumsEnabled(): boolean {
 }
 
 let rowSumsOneThread = envVar('TPUKIT_ROW_SUMS_1T') !== '0';
+/**
+ * The largest row kernel (its `plan.work`, in multiples of the parallel-work threshold) that
+ * `setRowSumsOneThread` runs serial with its sums: a layer-norm backward (the test's) of the GPT's
+ * size (2048 rows of 128) has 12 (one of 256 rows 1.5); at 32 (~2.7x the GPT's) and above, the threads' fixed
+ * costs are small against the row kernel and it is expected to gain on threads more than the
+ * fused sums save, so it runs on threads with its sums after it.
+ */
+export const ROW_SUMS_ONE_THREAD_MAX = 32;
 
 /**
  * Runs a row fusion's kernel with its column sums on one thread at any kernel thread count
  * (default; off when the environment variable `TPUKIT_ROW_SUMS_1T` is `0`), for executables
- * built afterwards, when the sums are at least a quarter of the row kernel's work (`plan.work`):
- * instead of the row kernel on threads and then the sums' own kernels, serial (column sums are
- * serial, `setColumnParallelWork`). In the GPT's 2t step the layer-norm backward row kernels
- * gained nothing on two threads (0.38-0.47 ms wall against 0.39-0.48 on one) while their
- * gamma/beta and bias sums took 0.26-0.29 and ~0.16 ms after them; the sums add ~0.08 ms to the
- * row kernel (BENCHMARKS.md, "rows14"). Their sums' work is 1/3 to 2/3 of theirs.
+ * built afterwards, when the sums are at least a quarter of the row kernel's work (`plan.work`)
+ * and that work is below `ROW_SUMS_ONE_THREAD_MAX` times the parallel-work threshold: instead of
+ * the row kernel on threads and then the sums' own kernels, serial (column sums are serial,
+ * `setColumnParallelWork`). The case for it is arithmetic per call of the GPT's layer-norm
+ * backward (BENCHMARKS.md, "rows14"): split, ~0.37 ms row kernel on two threads + ~0.26 ms
+ * gamma/beta sums after it; fused on one thread, ~0.49 ms + ~0.08 ms for the sums. Those 2t
+ * numbers were taken with about one core free; a quiet 2t A/B is owed (the integrator's).
+ * Their sums' work is 1/3 to 2/3 of theirs.
  */
 export function setRowSumsOneThread(on: boolean): void {
   if (typeof on !== 'boolean') throw new TypeError(`setRowSumsOneThread: on must be a boolean; got ${String(on)}`);
@@ -678,7 +688,7 @@ export class WasmProgram implements PoolProgram {
     // With the arena in the backend's memory, a float32 result that only transient steps read
     // is handed on as a view of the arena (a tuple output's region is never reused in a call).
     const viewable = (sh: HloInstruction['shape'], rs: readonly (HloInstruction | null)[]): boolean => inHost && sh.dtype === 'float32' && !sh.weakType && rs.every(transient);
-    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, always: x.plan.kind === 'rows' && rowSumsOneThread && 4 * x.sums.reduce((a, f) => a + plans.get(f)!.work, 0) >= x.plan.work, ran: -1 } satisfies EpilogueSum]));
+    const sumOfProducer = new Map(sumKernels.map((x) => [x.producer, { kernel: inst.exports[`k${x.fn}`] as EpilogueSum['kernel'], items: x.plan.items, always: x.plan.kind === 'rows' && rowSumsOneThread && x.plan.work < ROW_SUMS_ONE_THREAD_MAX * getParallelWork() && 4 * x.sums.reduce((a, f) => a + plans.get(f)!.work, 0) >= x.plan.work, ran: -1 } satisfies EpilogueSum]));
     const sums = new Map(sumKernels.flatMap((x) => x.sums.map((f) => [f, sumOfProducer.get(x.producer)!] as const)));
     layouts.forEach((l, k) => {
       const out = l.at.out;
