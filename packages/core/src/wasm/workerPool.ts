@@ -387,8 +387,8 @@ export const TRACE_FIELDS = ['pool', 'wake', 'workerWake', 'workerJoin', 'caller
  * counted in `dropped`, not recorded), written to the file as JSON (`fields`, `names`: pool id ->
  * name, `rows`, `dropped`) at the process's exit (`startPoolJobTrace`). Diagnostics for
  * benchmarks. Off, a job costs the calling thread one boolean test; the workers stamp whether it
- * is on or off: per wake-up the idle wait's start (a clock read they take anyway for the idle
- * poll) and per job joined one more clock read (its entry).
+ * is on or off: per idle wait one clock read and store (its start; with the idle poll on they read
+ * the clock there anyway) and per job joined one clock read and store (the entry).
  */
 export const poolJobTrace: { file: string | undefined; records: Float64Array | null; count: number; max: number; dropped: number; names: Map<number, string> } = {
   file: undefined,
