@@ -2,21 +2,42 @@
  * `npx tsx poolTrace.ts trace.json [jobsPerStep steps]`: summarises a pool-job trace written with
  * `TPUKIT_POOL_TRACE=trace.json` (core `wasm/workerPool.ts`, `poolJobTrace`), e.g. of
  * `TPUKIT_POOL_TRACE=/tmp/t.json GPT_BENCH_ONLY='tpukit 2t step' npx tsx gpt.bench.ts`. Per pool,
- * per step (the last `steps` x `jobsPerStep` jobs: the timed steps; default 15 x the jobs of the
- * last step-sized window, 93 for bench:gpt's 2t step): the jobs' wall ms, the calling thread's
- * time alone from the announcement to the first worker's entry into the job ("join lag": median
- * and mean per job, summed per step), the calling thread waiting for the worker at the end, the
+ * per step (the last `steps` x `jobsPerStep` jobs: the timed steps; defaults: 93 jobs per step,
+ * what bench:gpt's 2t step ran when this was written, and 15 steps; check both against your run):
+ * the jobs' wall ms, the calling thread's time alone from the announcement to the first worker's
+ * entry into the job ("join lag": median and mean per job, summed per step), the calling thread waiting for the worker at the end, the
  * worker out of work before the calling thread, and the join lag by the gap since the previous
  * pool job ended (jobs that follow another closely find their worker just gone to sleep).
+ * Refuses a trace that dropped jobs (it was full: its last rows are not the timed steps).
  */
 import { readFileSync } from 'node:fs';
 
 const [file, perArg, stepsArg] = process.argv.slice(2);
 if (!file) throw new Error('poolTrace: usage: npx tsx poolTrace.ts trace.json [jobsPerStep steps]');
-const trace = JSON.parse(readFileSync(file, 'utf8')) as { fields: string[]; names: Record<string, string>; rows: Array<Array<number | null>> };
+let parsed: unknown;
+try {
+  parsed = JSON.parse(readFileSync(file, 'utf8'));
+} catch (e) {
+  throw new Error(`poolTrace: ${file}: cannot read it as JSON (${e instanceof Error ? e.message : String(e)})`);
+}
+const bad = (why: string): Error => new Error(`poolTrace: ${file}: ${why}`);
+if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw bad('not a JSON object');
+const raw = parsed as Record<string, unknown>;
+if (!Array.isArray(raw.fields) || !raw.fields.every((f) => typeof f === 'string')) throw bad('key "fields" must be an array of strings');
+if (!Array.isArray(raw.rows)) throw bad('key "rows" must be an array');
+if (typeof raw.names !== 'object' || raw.names === null || Array.isArray(raw.names) || !Object.values(raw.names).every((n) => typeof n === 'string')) throw bad('key "names" must be an object of pool id -> name strings');
+const fields = raw.fields as string[];
+raw.rows.forEach((r: unknown, k) => {
+  if (!Array.isArray(r) || r.length !== fields.length || !r.every((x) => x === null || typeof x === 'number')) throw bad(`row ${k} must be an array of ${fields.length} numbers or nulls (one per field); got ${JSON.stringify(r)}`);
+});
+const dropped = raw.dropped ?? 0;
+if (typeof dropped !== 'number' || !Number.isInteger(dropped) || dropped < 0) throw bad(`key "dropped" must be a non-negative integer; got ${JSON.stringify(raw.dropped)}`);
+if (dropped > 0) throw bad(`the trace was full and dropped the last ${dropped} jobs: its last rows are not the timed steps (trace fewer steps)`);
+const trace = { fields, names: raw.names as Record<string, string>, rows: raw.rows as Array<Array<number | null>> };
 const per = Number(perArg ?? 93);
 const steps = Number(stepsArg ?? 15);
-if (!(per > 0 && steps > 0)) throw new Error(`poolTrace: jobsPerStep and steps must be positive; got ${perArg} ${stepsArg}`);
+if (!(Number.isInteger(per) && per > 0 && Number.isInteger(steps) && steps > 0)) throw new Error(`poolTrace: jobsPerStep and steps must be positive integers; got ${perArg} ${stepsArg}`);
+if (trace.rows.length < per * steps) throw bad(`has ${trace.rows.length} jobs, fewer than ${steps} steps x ${per} jobs = ${per * steps}`);
 const col = (name: string): number => {
   const i = trace.fields.indexOf(name);
   if (i < 0) throw new Error(`poolTrace: ${file} has no field ${name} (fields: ${trace.fields.join(', ')})`);

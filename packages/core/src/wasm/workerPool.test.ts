@@ -1,6 +1,10 @@
 /** The shared worker machinery: one crew of workers runs the jobs of every pool, each pool's once, whether a worker sleeps between jobs or polls. */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, TRACE_FIELDS, workerKind, WorkerPool } from './workerPool';
+import { MAX_THREADS } from '../threads';
+import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdBetweenStamps, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, startPoolJobTrace, TRACE_FIELDS, workerKind, WorkerPool, writePoolJobTrace } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -121,7 +125,7 @@ describe('WorkerPool', () => {
     const p = makePool(JOINING, 'test-trace');
     const enabled = poolJobTimes.enabled;
     const t = poolJobTrace;
-    const saved = { records: t.records, count: t.count };
+    const saved = { records: t.records, count: t.count, dropped: t.dropped };
     try {
       // A first job, then a pause: the worker is idle when the traced job is announced (not still
       // looping after the wake-up another test's pool.end() gave it).
@@ -141,22 +145,166 @@ describe('WorkerPool', () => {
       expect(r.workerWake).toBeGreaterThanOrEqual(r.wake);
       expect(r.workerJoin).toBeGreaterThanOrEqual(r.workerWake);
       expect(r.callerDone).toBeGreaterThanOrEqual(r.workerJoin);
-      expect(r.workerLeave - r.workerJoin, 'the worker napped 5 ms inside').toBeGreaterThanOrEqual(4);
+      expect(r.workerLeave).toBeGreaterThanOrEqual(r.workerJoin);
       expect(r.end).toBeGreaterThanOrEqual(r.workerLeave);
       expect(r.workerIdleSince).toBeLessThanOrEqual(r.wake);
-      // Held until the job closed: unjoined, its worker fields are NaN.
+      // Held until the job closed: unjoined, its worker fields are NaN; the close is recorded.
       holdWorkers(true);
       joinJob(p, 0);
       holdWorkers(false);
       expect(t.count).toBe(2);
       const o = TRACE_FIELDS.length;
-      expect([rec[o + 3], rec[o + 5]].every(Number.isNaN), 'no entry, no exit').toBe(true);
+      expect([rec[o + 3], rec[o + 5], rec[o + 7]].every(Number.isNaN), 'no entry, no exit, no idle start').toBe(true);
+      expect(rec[o + 4], 'callerDone').toBeGreaterThanOrEqual(rec[o + 1]);
+      expect(rec[o + 6], 'end').toBeGreaterThanOrEqual(rec[o + 4]);
+      p.pool.waitFor(LOOKED, Atomics.load(p.c, GEN));
+      // A full trace records no more jobs and counts them.
+      const max = t.max;
+      t.max = 2;
+      try {
+        joinJob(p, 0, Atomics.load(p.c, SUM) + Atomics.load(p.c, GEN) + 1);
+        joinJob(p, 0, Atomics.load(p.c, SUM) + Atomics.load(p.c, GEN) + 1);
+      } finally {
+        t.max = max;
+      }
+      expect([t.count, t.dropped]).toEqual([2, 2]);
     } finally {
+      t.dropped = 0;
       holdWorkers(false);
       poolJobTimes.enabled = enabled;
       t.records = saved.records;
       t.count = saved.count;
       p.pool.end();
+    }
+  });
+
+  it.runIf(WorkerPool.available())('poolJobTrace: a worker between its idle-start and wake-up stamps is not yet woken for the job (the idle start is stored first)', () => {
+    const p = makePool(JOINING, 'test-trace-order');
+    const enabled = poolJobTimes.enabled;
+    const t = poolJobTrace;
+    const saved = { records: t.records, count: t.count };
+    const h = holdBetweenStamps(false)!;
+    try {
+      // A first job, then a pause: the worker is idle when the traced job is announced.
+      joinJob(p, 0, Atomics.load(p.c, SUM) + Atomics.load(p.c, GEN) + 1);
+      Atomics.wait(p.c, SLOTS - 1, 0, 20);
+      poolJobTimes.enabled = true;
+      const rec = new Float64Array(2 * TRACE_FIELDS.length);
+      t.records = rec;
+      t.count = 0;
+      // The worker held after its idle-start stamp, before its wake-up stamp, until the job closed.
+      holdBetweenStamps(true);
+      p.c[NAP] = 0;
+      p.pool.openJob(OPEN);
+      p.pool.wake();
+      const deadline = Date.now() + 5_000;
+      while (Atomics.load(h, 4) !== 1 && Date.now() < deadline) Atomics.wait(h, 4, 0, 10);
+      expect(Atomics.load(h, 4), 'the worker stopped between its stamps').toBe(1);
+      p.pool.closeJob(OPEN, INSIDE);
+      p.pool.finished();
+      // Its idle start is new, its wake-up stamp still the last wait's: no wake-up for this job.
+      expect(t.count).toBe(1);
+      expect([rec[2], rec[3], rec[7]].every(Number.isNaN), 'no wake-up, entry or idle start').toBe(true);
+      holdBetweenStamps(false);
+      p.pool.waitFor(LOOKED, Atomics.load(p.c, GEN));
+      // Joined after a pause: the idle start (the wait after the held job) is before the job.
+      Atomics.wait(p.c, SLOTS - 1, 0, 20);
+      joinJob(p, 0, Atomics.load(p.c, SUM) + Atomics.load(p.c, GEN) + 1);
+      const o = TRACE_FIELDS.length;
+      expect(t.count).toBe(2);
+      expect(rec[o + 7]).toBeLessThanOrEqual(rec[o + 1]);
+      expect(rec[o + 7]).toBeGreaterThan(rec[6]);
+    } finally {
+      holdBetweenStamps(false);
+      poolJobTimes.enabled = enabled;
+      t.records = saved.records;
+      t.count = saved.count;
+      p.pool.end();
+    }
+  });
+
+  it.runIf(WorkerPool.available())('poolJobTrace with two workers: the first entry and the last exit, of different workers', () => {
+    // Worker 0 enters and leaves first; worker 1 enters after worker 0 entered and leaves after
+    // worker 0 left (each waits for the other's stamp to be in the past on its own clock). Each
+    // copies its entry and exit stamps to `times`.
+    const IN0 = 5;
+    const OUT0 = 6;
+    const COPIED = 7; // worker 1 copied its stamps (after it left the job)
+    const TWO = workerKind('test-trace-two', `const times = new Float64Array(data.times);
+      const st = globalThis.__tpukitStamps;
+      const now = () => performance.timeOrigin + performance.now();
+      const after = (slot, flag, seen) => { while (Atomics.load(c, flag) !== seen) Atomics.wait(c, flag, Atomics.load(c, flag), 10); while (now() <= st[slot] + 0.01); return true; };
+      return function job(seen) {
+        ${joinSource(OPEN, INSIDE, `id === 0 || after(${2 * MAX_THREADS}, ${IN0}, seen)`, `times[2 * id] = st[${2 * MAX_THREADS} + id]; Atomics.add(c, ${SUM}, 1); Atomics.notify(c, ${SUM}); if (id === 0) { Atomics.store(c, ${IN0}, seen); Atomics.notify(c, ${IN0}); } else after(${MAX_THREADS}, ${OUT0}, seen);`)}
+        times[2 * id + 1] = st[${MAX_THREADS} + id];
+        const flag = id === 0 ? ${OUT0} : ${COPIED};
+        Atomics.store(c, flag, seen);
+        Atomics.notify(c, flag);
+      };`);
+    const times = new Float64Array(new SharedArrayBuffer(32));
+    const c = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
+    const pool = new WorkerPool(TWO, c, GEN, 100, () => ({ times: times.buffer }), 'test-trace-two');
+    if (!pool.ensure(2)) return; // (workers cannot start here)
+    const enabled = poolJobTimes.enabled;
+    const t = poolJobTrace;
+    const saved = { records: t.records, count: t.count };
+    try {
+      poolJobTimes.enabled = true;
+      const rec = new Float64Array(TRACE_FIELDS.length);
+      t.records = rec;
+      t.count = 0;
+      pool.openJob(OPEN);
+      pool.wake();
+      pool.waitFor(SUM, 2);
+      pool.closeJob(OPEN, INSIDE);
+      pool.finished();
+      pool.waitFor(COPIED, Atomics.load(c, GEN));
+      expect(t.count).toBe(1);
+      const [join0, leave0, join1, leave1] = times;
+      expect(join0).toBeLessThan(join1);
+      expect(leave0).toBeLessThan(leave1);
+      expect(rec[3], 'the first entry').toBe(join0);
+      expect(rec[5], 'the last exit').toBe(leave1);
+    } finally {
+      poolJobTimes.enabled = enabled;
+      t.records = saved.records;
+      t.count = saved.count;
+      pool.end();
+    }
+  });
+
+  it('startPoolJobTrace rejects a path it cannot write at once, naming it; the trace is written through a .tmp file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tpukit-trace-'));
+    const t = poolJobTrace;
+    const saved = { file: t.file, records: t.records, count: t.count, dropped: t.dropped, enabled: poolJobTimes.enabled };
+    try {
+      const bad = join(dir, 'missing', 'trace.json');
+      expect(() => startPoolJobTrace(bad)).toThrow(`poolJobTrace: TPUKIT_POOL_TRACE=${bad}: cannot write ${bad}.tmp (ENOENT`);
+      expect(t.file).toBe(saved.file);
+      expect(() => startPoolJobTrace('')).toThrow(/poolJobTrace: TPUKIT_POOL_TRACE=: the file must be a non-empty path/);
+      const good = join(dir, 'trace.json');
+      startPoolJobTrace(good);
+      expect([t.file, poolJobTimes.enabled, existsSync(`${good}.tmp`)]).toEqual([good, true, false]);
+      t.records![0] = 1;
+      t.count = 1;
+      t.dropped = 3;
+      writePoolJobTrace();
+      const out = JSON.parse(readFileSync(good, 'utf8')) as { fields: string[]; rows: unknown[][]; dropped: number };
+      expect(out.fields).toEqual([...TRACE_FIELDS]);
+      expect([out.rows.length, out.rows[0][0], out.dropped]).toEqual([1, 1, 3]);
+      expect(existsSync(`${good}.tmp`)).toBe(false);
+      // A directory gone by the time of the write: a clear error and no file, half or whole.
+      const gone = join(dir, 'gone');
+      t.file = join(gone, 'trace.json');
+      expect(() => writePoolJobTrace()).toThrow(`poolJobTrace: TPUKIT_POOL_TRACE=${t.file}: cannot write the trace (ENOENT`);
+      expect(existsSync(gone)).toBe(false);
+    } finally {
+      t.file = saved.file;
+      t.records = saved.records;
+      t.count = saved.count;
+      t.dropped = saved.dropped;
+      poolJobTimes.enabled = saved.enabled;
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

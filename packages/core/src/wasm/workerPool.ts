@@ -80,8 +80,13 @@ export function setWorkerIdleSpinMicros(us: number): void {
   if (crewControl !== null) Atomics.store(crewControl, CSPIN, idleSpin);
 }
 
-/** Slot 0: 1 while `holdWorkers(true)` holds woken workers back; slot 1: 1 while `holdAfterRead(true)` holds them after their first read of messages, slot 2: 1 while one is held there (tests). */
-const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(12));
+/**
+ * Slot 0: 1 while `holdWorkers(true)` holds woken workers back; slot 1: 1 while `holdAfterRead(true)`
+ * holds them after their first read of messages, slot 2: 1 while one is held there; slot 3: 1 while
+ * `holdBetweenStamps(true)` holds them between their idle-start and wake-up stamps, slot 4: 1 while
+ * one is held there (tests).
+ */
+const held = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(20));
 
 /**
  * Tests only: with `on`, a woken worker stops right after it read the announced pool's id and its
@@ -92,6 +97,19 @@ export function holdAfterRead(on: boolean): Int32Array | null {
   if (held === null) return null;
   Atomics.store(held, 1, on ? 1 : 0);
   if (!on) Atomics.notify(held, 1);
+  return held;
+}
+
+/**
+ * Tests only: with `on`, a woken worker stops after it stored the start of the idle wait it woke
+ * from and before it stores its wake-up stamp, setting slot 4 of the returned slots to 1 while it
+ * waits, until `holdBetweenStamps(false)` (the trace must never pair a new wake-up with the idle
+ * start of an earlier wait).
+ */
+export function holdBetweenStamps(on: boolean): Int32Array | null {
+  if (held === null) return null;
+  Atomics.store(held, 3, on ? 1 : 0);
+  if (!on) Atomics.notify(held, 3);
   return held;
 }
 
@@ -113,7 +131,11 @@ export function holdWorkers(on: boolean): Int32Array | null {
  * the crew: a realm's calling thread runs one pool job at a time.
  */
 const stamps = typeof SharedArrayBuffer === 'undefined' ? null : new Float64Array(new SharedArrayBuffer(32 * MAX_THREADS));
-/** Stamp slots past the wake and leave stamps: when worker id entered a job's body (JOINED + id) and when the idle wait it last woke from began (IDLE + id, stored with the wake-up). */
+/**
+ * Stamp slots past the wake and leave stamps: when worker id entered a job's body (JOINED + id) and
+ * when the idle wait it last woke from began (IDLE + id, stored right BEFORE the wake-up stamp, so
+ * that a wake-up stamp that is new for a job never goes with the previous wait's idle start).
+ */
 const JOINED = 2 * MAX_THREADS;
 const IDLE = 3 * MAX_THREADS;
 
@@ -135,6 +157,14 @@ globalThis.__tpukitId = id;
 const hold = workerData.hold ? new Int32Array(workerData.hold) : null;
 const kinds = new Map();
 const pools = new Map();
+// (tests: stops here while hold slot 'on' is 1, with slot 'at' 1 meanwhile)
+function pause(on, at) {
+  if (hold === null || Atomics.load(hold, on) !== 1) return;
+  Atomics.store(hold, at, 1);
+  Atomics.notify(hold, at);
+  while (Atomics.load(hold, on) === 1) Atomics.wait(hold, on, 1);
+  Atomics.store(hold, at, 0);
+}
 function drain() {
   for (let m = receiveMessageOnPort(parentPort); m; m = receiveMessageOnPort(parentPort)) {
     const x = m.message;
@@ -169,20 +199,17 @@ for (;;) {
   const us = Atomics.load(cc, ${CSPIN});
   if (us > 0) { const until = idleAt + us / 1000; while (Atomics.load(cc, ${CGEN}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(cc, ${CGEN}) === seen; s++); }
   Atomics.wait(cc, ${CGEN}, seen);
-  ${stampSource('id')}
+  // (the idle start first: see IDLE)
   __tpukitStamps[${IDLE} + id] = performance.timeOrigin + idleAt;
+  pause(3, 4);
+  ${stampSource('id')}
   if (hold !== null) while (Atomics.load(hold, 0) === 1) Atomics.wait(hold, 0, 1);
   seen = Atomics.load(cc, ${CGEN});
   // (the pool id first: a pool's setup is posted before its id is announced, so the drain after
   // reading the id sees the setup)
   const pid = Atomics.load(cc, ${CPOOL});
   drain();
-  if (hold !== null && Atomics.load(hold, 1) === 1) {
-    Atomics.store(hold, 2, 1);
-    Atomics.notify(hold, 2);
-    while (Atomics.load(hold, 1) === 1) Atomics.wait(hold, 1, 1);
-    Atomics.store(hold, 2, 0);
-  }
+  pause(1, 2);
   const p = pools.get(pid);
   if (p === undefined) continue;
   const g = Atomics.load(p.c, p.gen);
@@ -355,28 +382,89 @@ export const TRACE_FIELDS = ['pool', 'wake', 'workerWake', 'workerJoin', 'caller
  * A per-job trace of the pool jobs (env `TPUKIT_POOL_TRACE=file`, with `poolJobTimes` on): per job
  * finished, the `TRACE_FIELDS` (the pool's id; the announcement; the first worker's wake-up and
  * entry into the job's body; the calling thread closing the job, i.e. out of work; the last
- * worker leaving; the job's end; when the first worker had begun its idle wait before the job),
- * in `records` (capacity `max` jobs, then it stops), written to the file as JSON at the process's
- * exit with the pools' names. Diagnostics for benchmarks: off, a job costs one boolean test.
+ * worker leaving; the job's end; when the first worker to enter the job had begun the idle wait it
+ * woke from, NaN when none entered), in `records` (capacity `max` jobs; the jobs past it are
+ * counted in `dropped`, not recorded), written to the file as JSON (`fields`, `names`: pool id ->
+ * name, `rows`, `dropped`) at the process's exit (`startPoolJobTrace`). Diagnostics for
+ * benchmarks. Off, a job costs the calling thread one boolean test; the workers stamp whether it
+ * is on or off: per idle wait one clock read and store (its start; with the idle poll on they read
+ * the clock there anyway) and per job joined one clock read and store (the entry).
  */
-export const poolJobTrace: { file: string | undefined; records: Float64Array | null; count: number; max: number; names: Map<number, string> } = {
-  file: envVar('TPUKIT_POOL_TRACE') || undefined,
+export const poolJobTrace: { file: string | undefined; records: Float64Array | null; count: number; max: number; dropped: number; names: Map<number, string> } = {
+  file: undefined,
   records: null,
   count: 0,
   max: 1 << 16,
+  dropped: 0,
   names: new Map(),
 };
-if (poolJobTrace.file !== undefined) {
-  poolJobTimes.enabled = true;
-  poolJobTrace.records = new Float64Array(poolJobTrace.max * TRACE_FIELDS.length);
+
+interface TraceFs {
+  writeFileSync(f: string, d: string): void;
+  renameSync(a: string, b: string): void;
+  rmSync(f: string, o: { force: boolean }): void;
+}
+
+let traceExitHook = false;
+
+/**
+ * Starts the trace into `file` (what env `TPUKIT_POOL_TRACE` does at load): checks at once that
+ * `<file>.tmp` can be written (so a bad path fails here, not at exit), turns `poolJobTimes` on and
+ * makes the process write the trace at exit (`writePoolJobTrace`). Throws
+ * `poolJobTrace: TPUKIT_POOL_TRACE=<file>: <reason>` where it cannot.
+ */
+export function startPoolJobTrace(file: string): void {
+  const fail = (why: string): Error => new Error(`poolJobTrace: TPUKIT_POOL_TRACE=${file}: ${why}`);
+  if (typeof file !== 'string' || file === '') throw fail('the file must be a non-empty path');
+  const fs = nodeModule<TraceFs>('node:fs');
   const proc = (globalThis as { process?: { on(ev: string, f: () => void): void } }).process;
-  proc?.on('exit', () => {
-    const fs = nodeModule<{ writeFileSync(f: string, d: string): void }>('node:fs');
-    const t = poolJobTrace;
-    const rows: number[][] = [];
-    for (let j = 0; j < t.count; j++) rows.push(Array.from(t.records!.subarray(j * TRACE_FIELDS.length, (j + 1) * TRACE_FIELDS.length)));
-    fs?.writeFileSync(t.file!, JSON.stringify({ fields: TRACE_FIELDS, names: Object.fromEntries(t.names), rows }));
-  });
+  if (fs === null || proc === undefined) throw fail('node:fs is not available here (the trace is written by Node only)');
+  try {
+    fs.writeFileSync(`${file}.tmp`, '');
+    fs.rmSync(`${file}.tmp`, { force: true });
+  } catch (e) {
+    throw fail(`cannot write ${file}.tmp (${e instanceof Error ? e.message : String(e)})`);
+  }
+  const t = poolJobTrace;
+  t.file = file;
+  t.records ??= new Float64Array(t.max * TRACE_FIELDS.length);
+  t.count = 0;
+  t.dropped = 0;
+  poolJobTimes.enabled = true;
+  if (!traceExitHook) {
+    traceExitHook = true;
+    proc.on('exit', () => {
+      if (poolJobTrace.file !== undefined && poolJobTrace.records !== null) writePoolJobTrace();
+    });
+  }
+}
+
+/**
+ * Writes the trace to its file now (at exit, see `startPoolJobTrace`): to `<file>.tmp`, then
+ * renamed over the file, so that a failed write leaves no half file. Throws
+ * `poolJobTrace: TPUKIT_POOL_TRACE=<file>: <reason>` where it cannot.
+ */
+export function writePoolJobTrace(): void {
+  const t = poolJobTrace;
+  const file = t.file;
+  if (file === undefined || t.records === null) throw new Error('writePoolJobTrace: no trace started (startPoolJobTrace or env TPUKIT_POOL_TRACE)');
+  const fs = nodeModule<TraceFs>('node:fs');
+  if (fs === null) throw new Error(`poolJobTrace: TPUKIT_POOL_TRACE=${file}: node:fs is not available here`);
+  const n = TRACE_FIELDS.length;
+  const rows: number[][] = [];
+  for (let j = 0; j < t.count; j++) rows.push(Array.from(t.records.subarray(j * n, (j + 1) * n)));
+  try {
+    fs.writeFileSync(`${file}.tmp`, JSON.stringify({ fields: TRACE_FIELDS, names: Object.fromEntries(t.names), rows, dropped: t.dropped }));
+    fs.renameSync(`${file}.tmp`, file);
+  } catch (e) {
+    fs.rmSync(`${file}.tmp`, { force: true });
+    throw new Error(`poolJobTrace: TPUKIT_POOL_TRACE=${file}: cannot write the trace (${e instanceof Error ? e.message : String(e)})`);
+  }
+}
+
+{
+  const file = envVar('TPUKIT_POOL_TRACE');
+  if (file) startPoolJobTrace(file);
 }
 
 /** Pools made (their ids), and the id of the pool of the last job announced while timing was on (for `poolJobTimes.switches`; an id, so no pool is kept alive). */
@@ -400,6 +488,8 @@ export class WorkerPool {
   #wakeAt = 0;
   /** `closeJob`'s start in epoch ms (`poolJobTrace` only). */
   #closeAt = 0;
+  /** Whether `poolJobTrace.names` has this pool. */
+  #named = false;
   /** Polls of a control slot the calling thread spends before sleeping on it. */
   readonly spin: number;
 
@@ -578,16 +668,33 @@ export class WorkerPool {
       } else t.unwoken++;
     }
     const tr = poolJobTrace;
-    if (tr.records !== null && st !== null && tr.count < tr.max) {
+    if (tr.records !== null && st !== null) {
+      if (tr.count >= tr.max) {
+        tr.dropped++;
+        this.#t0 = 0;
+        return;
+      }
       let join = Infinity;
       let leave = -Infinity;
-      let idle = -Infinity;
+      let idle = Number.NaN;
       for (let i = 0; i < this.#sentTo; i++) {
-        if (st[JOINED + i] >= this.#wakeAt) join = Math.min(join, st[JOINED + i]);
+        const j = st[JOINED + i];
+        if (j >= this.#wakeAt && j < join) {
+          join = j;
+          // The idle start of the first worker to enter: a worker that entered stored its wake-up
+          // and idle-start stamps before its entry, and the join protocol's Atomics (the calling
+          // thread saw it leave in closeJob) publish them here, so the pair is that wake-up's.
+          // (A worker that woke but did not enter may be storing them right now: left out.)
+          const w = st[i];
+          const s0 = st[IDLE + i];
+          idle = w >= this.#wakeAt && s0 <= this.#wakeAt && s0 <= w ? s0 : Number.NaN;
+        }
         if (st[MAX_THREADS + i] >= this.#wakeAt) leave = Math.max(leave, st[MAX_THREADS + i]);
-        if (st[i] >= this.#wakeAt && st[IDLE + i] <= this.#wakeAt) idle = Math.max(idle, st[IDLE + i]);
       }
-      tr.names.set(this.id, this.name);
+      if (!this.#named) {
+        tr.names.set(this.id, this.name);
+        this.#named = true;
+      }
       const r = tr.records;
       const o = tr.count++ * TRACE_FIELDS.length;
       r[o] = this.id;
@@ -597,7 +704,7 @@ export class WorkerPool {
       r[o + 4] = this.#closeAt;
       r[o + 5] = leave > -Infinity ? leave : NaN;
       r[o + 6] = performance.timeOrigin + performance.now();
-      r[o + 7] = idle > -Infinity ? idle : NaN;
+      r[o + 7] = idle;
     }
     this.#t0 = 0;
   }
