@@ -75,11 +75,10 @@ export interface PipelineOptions {
    * Start each dot group before, and join it after, the instructions that follow it and need
    * none of its results, moving the column sums between its members that no member needs into
    * that window (passes/dotGroups.ts `dotGroupJoinsOf`; the executable runs them on the calling
-   * thread while the pool's workers claim the group's products). Default false: moving the sums
-   * changes the instruction order of the exported optimised module (mesh's xlaModules test pins
-   * `tiny_transformer_step.opt` to the text XLA compiled on a device), and no A/B on a quiet
-   * machine has measured it yet; `jit` and `Lowered.compile()` default to true when the
-   * environment sets TPUKIT_ASYNC_GROUPS=1.
+   * thread while the pool's workers claim the group's products). Default true; the environment's
+   * TPUKIT_ASYNC_GROUPS=0 makes `jit` and `Lowered.compile()` default to false. The text exporters
+   * print the order before the windows moved anything (`exportOrderOf`), so the exported module is
+   * the same with and without them.
    */
   asyncDotGroups?: boolean;
 }
@@ -137,6 +136,6 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
     if (opts.siblingFusion !== false) stats.siblingFusion = fuseSiblingReductions(c, mod);
     stats.dce += dce(c);
   }
-  if (opts.dotGroups !== false) stats.dotGroups = groupDots(c, opts.asyncDotGroups === true);
+  if (opts.dotGroups !== false) stats.dotGroups = groupDots(c, opts.asyncDotGroups !== false);
   return stats;
 }

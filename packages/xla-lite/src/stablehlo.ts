@@ -28,6 +28,7 @@ import type { Array } from '@tpukit/core';
 import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
 import { getPrimitive, operandPrecisions } from '@tpukit/core/internal';
+import { exportOrderOf } from './passes/dotGroups';
 import { expandForExport, hasExpansion } from './passes/exportExpansion';
 
 const ELT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'ui32', int8: 'i8', uint8: 'ui8', bool: 'i1' };
@@ -807,7 +808,7 @@ function funcText(c: HloComputation, name: string, sh: StableHloShardings | null
     e.bind(p, `%arg${k}`);
     return `%arg${k}: ${tensorType(p.shape)}${shardingAttr(sh?.args[k])}`;
   });
-  for (const i of c.instructions) emitInstruction(e, i);
+  for (const i of exportOrderOf(c)) emitInstruction(e, i);
   const outs = c.outputs.map((o) => tensorType(o.shape));
   e.lines.push(`    "func.return"(${c.outputs.map((o) => e.name(o)).join(', ')}) : (${outs.join(', ')}) -> ()`);
   return [`  func.func public @${name}(${args.join(', ')}) -> (${outs.map((t, k) => t + shardingAttr(sh?.results[k])).join(', ')}) {`, ...e.lines, '  }'].join('\n');

@@ -8,6 +8,7 @@
 import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
 import { operandPrecisions } from '@tpukit/core/internal';
+import { exportOrderOf } from './passes/dotGroups';
 import { shardingAttrs, spmdAttrs } from './spmd/text';
 
 const SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 's32', uint32: 'u32', int8: 's8', uint8: 'u8', bool: 'pred' };
@@ -118,7 +119,7 @@ function instructionText(i: HloInstruction, root: boolean): string {
 export function computationText(c: HloComputation, entry: boolean): string {
   const sig = `(${c.params.map((p) => `${instName(p)}: ${hloType(p.shape, p.layout)}`).join(', ')}) -> ${tupleType(c.outputs.map((o) => o.shape))}`;
   const lines = [`${entry ? 'ENTRY ' : ''}%${c.name} ${sig} {`];
-  for (const i of c.instructions) lines.push(instructionText(i, false));
+  for (const i of exportOrderOf(c)) lines.push(instructionText(i, false));
   lines.push(`  ROOT %tuple = ${tupleType(c.outputs.map((o) => o.shape))} tuple(${c.outputs.map((o) => `%${instName(o)}`).join(', ')})`);
   lines.push('}');
   return lines.join('\n');
@@ -126,6 +127,15 @@ export function computationText(c: HloComputation, entry: boolean): string {
 
 /** The whole module as HLO text. */
 export function moduleText(m: HloModule): string {
-  const comps = m.reachable();
+  // (as `m.reachable()`, walking each computation in its export order: the called computations print in the same order with and without windows)
+  const seen = new Set<HloComputation>();
+  const comps: HloComputation[] = [];
+  const visit = (c: HloComputation): void => {
+    if (seen.has(c)) return;
+    seen.add(c);
+    for (const i of exportOrderOf(c)) for (const s of i.called) visit(s);
+    comps.push(c);
+  };
+  visit(m.entry);
   return [`HloModule ${m.name}`, '', ...comps.map((c) => computationText(c, c === m.entry) + '\n')].join('\n');
 }

@@ -7,7 +7,7 @@
 // bits with the windows, without them and without groups, on 1, 2 and 3 threads.
 import { type Array, np, registerBackend, setNumThreads, systolic, toStorage, withBackend } from '@tpukit/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { assignBuffers, dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, jit, setPipelineOptions } from '../src/internal';
+import { assignBuffers, dotGroupJoinsOf, dotGroupsOf, exportOrderOf, type HloComputation, type HloInstruction, jit, setPipelineOptions } from '../src/internal';
 import { fill } from './tinyTransformer';
 
 const bits = (a: Array): Uint32Array => new Uint32Array(Float32Array.from(toStorage(a) as Float32Array).buffer);
@@ -42,7 +42,7 @@ const P = { w0: fill([128, 128], 0.1, 1), w1: fill([128, 128], 0.1, 2), w2: fill
 const X = fill([2048, 128], 0.5, 7);
 const D: [Array, Array, Array] = [fill([2048, 128], 0.5, 8), fill([2048, 128], 0.5, 9), fill([2048, 128], 0.5, 10)];
 
-// (windows are off by default: every compile here names the option)
+// (every compile here names the option, whatever the environment's default)
 function compiled(opts: { asyncDotGroups?: boolean } = {}) {
   return jit(step).lower(P, X, ...D).compile({ asyncDotGroups: true, ...opts });
 }
@@ -82,6 +82,34 @@ describe('started dot groups (windows)', () => {
     expect(off.instructions.slice(off.instructions.indexOf(g[0]), off.instructions.indexOf(g[g.length - 1])).filter(isSum).length).toBeGreaterThan(0);
   });
 
+  it('leave the exported optimised module unchanged: its HLO text and StableHLO print the order from before the windows', () => {
+    const on = compiled();
+    const off = compiled({ asyncDotGroups: false });
+    // (the executable's order differs: otherwise this test could not tell the two orders apart)
+    const ids = (c: HloComputation): string => c.instructions.map((i) => i.opcode + ':' + i.shapes.map((s) => s.shape.join('x')).join()).join(' ');
+    expect(ids(on.module.entry)).not.toEqual(ids(off.module.entry));
+    // (instruction ids count on across compiles: each `name.id` renumbered by first appearance)
+    const canon = (t: string): string => {
+      const seen = new Map<string, number>();
+      return t.replace(/([A-Za-z_][\w-]*)\.(\d+)/g, (m, n: string) => {
+        if (!seen.has(m)) seen.set(m, seen.size);
+        return `${n}.${seen.get(m)}`;
+      });
+    };
+    expect(canon(on.asText())).toEqual(canon(off.asText()));
+    expect(canon(on.asStableHlo())).toEqual(canon(off.asStableHlo()));
+    // the recorded order holds the same instructions, each after its operands
+    const order = exportOrderOf(on.module.entry);
+    expect(new Set(order)).toEqual(new Set(on.module.entry.instructions));
+    const seen = new Set<HloInstruction>();
+    for (const i of order) {
+      for (const o of i.operands) if (on.module.entry.instructions.includes(o)) expect(seen.has(o), `${i.opcode} after its operand ${o.opcode}`).toBe(true);
+      seen.add(i);
+    }
+    // without windows the exporters print the computation's own order
+    expect(exportOrderOf(off.module.entry)).toBe(off.module.entry.instructions);
+  });
+
   it("keeps every member's operands and result live through the window: no window instruction's buffer lies over them", () => {
     const c = compiled().module.entry;
     const g = dotGroupsOf(c)[0];
@@ -117,7 +145,7 @@ describe('started dot groups (windows)', () => {
     const want = run({ dotGroups: false }, 1);
     expect(withBackend(backend.name, () => compiled().stats.asyncGroups), 'groups started before a window').toBe(1);
     expect(withBackend(backend.name, () => compiled({ asyncDotGroups: false }).stats.asyncGroups)).toBe(0);
-    expect(withBackend(backend.name, () => jit(step).lower(P, X, ...D).compile().stats.asyncGroups), 'off by default').toBe(0);
+    expect(withBackend(backend.name, () => jit(step).lower(P, X, ...D).compile().stats.asyncGroups), 'on by default').toBe(process.env.TPUKIT_ASYNC_GROUPS === '0' ? 0 : 1);
     const before = backend.engine.traffic.groupProducts;
     // (the first differing element per output, -1 for none: a diff of whole arrays would take minutes to print)
     const same = (got: Uint32Array[]): number[] => got.map((g, k) => (g.length !== want[k].length ? -2 : g.findIndex((v, j) => v !== want[k][j])));

@@ -27,14 +27,16 @@
  * destination, and dots sharing nothing group too), and it runs the group's products on the
  * pool together rather than independent instructions of any kind concurrently.
  *
- * Windows (pipeline option `asyncDotGroups`, default off; env TPUKIT_ASYNC_GROUPS=1 on): as XLA's
+ * Windows (pipeline option `asyncDotGroups`, default on; env TPUKIT_ASYNC_GROUPS=0 off): as XLA's
  * async-start / async-done pairs, a group may start at its last member and be joined later, the
  * calling thread running meanwhile the fusions that follow it and need none of its results
  * (`dotGroupJoinsOf`). To give it such work, the loop, input and row fusions between a group's
  * members that no member needs (the backward's bias and layer-norm column sums between its
  * weight-gradient dots) move to right after its last member (`sinkIntoWindow`): the only change
- * of instruction order this pass makes (off by default: it changes the exported optimised module's
- * order, which mesh's xlaModules test pins to what XLA compiled on a device).
+ * of instruction order this pass makes. The text exporters print the order from before that move
+ * (`exportOrderOf`): the window is this executable's schedule, not the program, so the exported
+ * optimised module (pinned by mesh's xlaModules test to what XLA compiled on a device) is the same
+ * with and without windows.
  */
 import { type HloComputation, type HloInstruction } from '../hlo';
 import { envNumber } from '@tpukit/core/internal';
@@ -165,15 +167,35 @@ export function groupDots(c: HloComputation, windows = false): number {
   }
   // The windows (after every group is found: moving instructions within a group's span moves no
   // other group's member, as no groupable dot lies inside a span but the group's own).
+  const before = windows && found.length > 0 ? order.slice() : null;
+  let sunk = 0;
   for (const g of found) {
     if (!windows) {
       ends.push(null);
       continue;
     }
-    sinkIntoWindow(c, g);
+    sunk += sinkIntoWindow(c, g);
     ends.push(windowEnd(c.instructions, c.instructions.indexOf(g[g.length - 1]), new Set(g)));
   }
   groups.set(c, found);
   joins.set(c, ends);
+  if (before !== null && sunk > 0) exportOrders.set(c, before);
+  else exportOrders.delete(c);
   return grouped;
+}
+
+/** The order each computation had before its windows moved instructions (a valid topological order). */
+const exportOrders = new WeakMap<HloComputation, HloInstruction[]>();
+
+/**
+ * The order the text exporters (StableHLO, HLO text) print `c` in: the order before the windows
+ * moved the column sums (the windows are a schedule of this executable, not part of the program,
+ * so the exported program is the same with and without them), or `c.instructions` when no window
+ * moved anything or `c` changed since (then the recorded order no longer holds its instructions).
+ */
+export function exportOrderOf(c: HloComputation): readonly HloInstruction[] {
+  const o = exportOrders.get(c);
+  if (o === undefined || o.length !== c.instructions.length) return c.instructions;
+  const now = new Set(c.instructions);
+  return o.every((i) => now.has(i)) ? o : c.instructions;
 }
