@@ -65,16 +65,20 @@ export function assignBuffers(c: HloComputation, donated: readonly number[] = []
   const counts = opts.counts ?? (() => true);
   order.forEach((i, t) => i.operands.forEach((o) => counts(i, o) && touch(o, t)));
   // A dot group (passes/dotGroups.ts) reads its members' operands when it runs, from its last
-  // member up to the end of its window, if any (`dotGroupJoinsOf`: the group may be joined
-  // there), and writes its members' results meanwhile: both stay live to the window's end.
+  // member up to the end of its window, if any (`dotGroupJoinsOf`: the group is joined right
+  // after the window's last instruction), and writes its members' results meanwhile: both stay
+  // live past the window's end (t + 1), so that the window's last instruction, which runs before
+  // the join, never takes one of their buffers (not even in place, as a loop whose operand dies
+  // at it would).
   const joinAt = dotGroupJoinsOf(c);
   dotGroupsOf(c).forEach((g, q) => {
     const w = joinAt[q] ?? null;
     const t = pos.get(w ?? g[g.length - 1]);
     if (t === undefined) return;
+    const until = w === null ? t : t + 1;
     for (const m of g) {
-      m.operands.forEach((o) => counts(m, o) && touch(o, t));
-      if (w !== null) touch(m, t);
+      m.operands.forEach((o) => counts(m, o) && touch(o, until));
+      if (w !== null) touch(m, until);
     }
   });
   for (const o of c.outputs) if (counts(null, o)) touch(o, end);

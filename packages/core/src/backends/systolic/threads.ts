@@ -971,8 +971,18 @@ class Pool {
     this.startedAlone = alone;
     this.startedT0 = phaseClock();
     if (!alone) {
-      this.pool.openJob(OPEN);
-      this.pool.wake();
+      // (a failed announcement leaves no started group behind: the pool takes later groups)
+      let opened = false;
+      try {
+        this.pool.openJob(OPEN);
+        opened = true;
+        this.pool.wake();
+      } catch (err) {
+        if (opened) this.pool.closeJob(OPEN, INSIDE);
+        this.startedN = 0;
+        this.startedLast = [];
+        throw err;
+      }
     }
   }
 
