@@ -80,8 +80,8 @@ export class StartedDots {
   }
 
   start(list: readonly DotInto[]): void {
-    if (this.list !== null) throw new Error('startDotsInto: this group was started already and not joined (join it first)');
-    checkDots(list, 'startDotsInto');
+    if (this.list !== null) throw new Error('StartedDots.start: this group was started already and not joined (join it first)');
+    checkDots(list, 'StartedDots.start');
     const backend = getBackend();
     this.results.length = 0;
     if (list.length > 1 && backend.startDotGroup !== undefined && backend.beginDotGroup?.() === true) {
@@ -101,7 +101,7 @@ export class StartedDots {
   /** Joins the group `start` started (see the class); returns, per dot, its result Array or null (as `evalDotsInto`), in an array reused by the next `join`. */
   join(): (Array | null)[] {
     const list = this.list;
-    if (list === null) throw new Error('startDotsInto: join without a started group (start first)');
+    if (list === null) throw new Error('StartedDots.join: join without a started group (start first)');
     this.list = null;
     const backend = this.backend;
     if (backend === null) {

@@ -206,6 +206,9 @@ describe('systolic threads: groups of independent products', () => {
       expect(() => mxuDotGeneral(e, a, b, params({ ...d, rhsT: false }), aval([d.M, d.N], 'float32'), { flushSubnormals: false })).toThrow(/dot_general group: .* asked for while a started group of products runs .*joinGroup first/);
       expect(() => e.beginGroup()).toThrow(/a new group asked for while a started group/);
       expect(() => e.reserve(1024)).toThrow(/a reservation of 1024 bytes asked for while a started group/);
+      // (the pool itself refuses another job too, whatever reaches it)
+      expect(() => e.parallel!({} as never)).toThrow(/a product job asked for while a started group of products runs on this pool/);
+      expect(() => e.parallelBatch!({} as never)).toThrow(/a batch job asked for while a started group of products runs on this pool/);
       refused++;
     };
     for (const threads of [2, 3]) {
@@ -318,7 +321,7 @@ describe('StartedDots (evalDotsInto in two halves)', () => {
         const before = e.traffic.groupProducts;
         g.start(list);
         expect(g.pending).toBe(true);
-        expect(() => g.start(list)).toThrow(/startDotsInto: this group was started already and not joined/);
+        expect(() => g.start(list)).toThrow(/StartedDots.start: this group was started already and not joined/);
         // (the calling thread's own work meanwhile, as xla-lite's window kernels)
         let s = 0;
         for (let k = 0; k < 1 << 16; k++) s += Math.sqrt(k);
@@ -331,8 +334,8 @@ describe('StartedDots (evalDotsInto in two halves)', () => {
           expect(new Uint32Array(outs[i].buffer, outs[i].byteOffset, outs[i].length).findIndex((v, j) => v !== want[i][j]), `${threads} threads, dot ${i}`).toBe(-1);
         }
       }
-      expect(() => g.join()).toThrow(/startDotsInto: join without a started group/);
-      expect(() => g.start([])).toThrow(/startDotsInto: list must be a non-empty array/);
+      expect(() => g.join()).toThrow(/StartedDots.join: join without a started group/);
+      expect(() => g.start([])).toThrow(/StartedDots.start: list must be a non-empty array/);
       expect(g.pending).toBe(false);
     } finally {
       releaseAll();

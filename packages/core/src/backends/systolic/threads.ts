@@ -663,6 +663,7 @@ class Pool {
    * while it waits for the workers' last ones), so copying the output overlaps the product.
    */
   run(job: ParallelJob, threads: number): void {
+    if (this.startedN !== 0) throw new Error('dot_general: a product job asked for while a started group of products runs on this pool (joinGroup first)');
     if (job.kBlocks && this.kBlocksFit(job, job.kBlocks)) {
       this.runKBlocks(job, job.kBlocks, threads);
       return;
@@ -1063,6 +1064,7 @@ class Pool {
    * its own items and while it waits for the workers' last ones.
    */
   runBatch(job: BatchJob, threads: number): void {
+    if (this.startedN !== 0) throw new Error('dot_general: a batch job asked for while a started group of products runs on this pool (joinGroup first)');
     const c = this.control;
     const e = this.engine;
     const { stagers, items } = job;
