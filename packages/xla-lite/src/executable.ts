@@ -263,7 +263,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
         break;
       case 'join':
         exec(s.inner, args);
-        runDotGroup(s.group, vals, wasmProgram!, exec, args, s.group.started!.join());
+        finishJoin(s, args);
         break;
       case 'grouped':
         break;
@@ -335,6 +335,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       if (written) a._markDeleted(`jit(${name}) threw (${e instanceof Error ? e.message : String(e)}) after writing over its donated ${donor!.plan.describe(j)}, which now holds part of that call's update; it is deleted so that a retry does not apply the update twice`, false);
     }
   };
+  /** The second half of a 'join' step (after its inner step): joins its group and hands on the group's results. */
+  const finishJoin = (s: Extract<Step, { kind: 'join' }>, args: Array[]): void => runDotGroup(s.group, vals, wasmProgram!, exec, args, s.group.started!.join());
   // Profiler records (see profile.ts): made on the first profiled call, one per step plus the call.
   let prof: ProfileRecord[] | null = null;
   const run = (args: Array[]): Array[] => {
@@ -361,7 +363,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
             prof[at].ms += tj - t;
             prof[at].cpuMs += cj - cpu;
             prof[at].calls++;
-            runDotGroup(s.group, vals, wasmProgram!, exec, args, s.group.started!.join());
+            finishJoin(s, args);
             prof[s.group.out].ms += performance.now() - tj;
             cpu = cpuNow();
             prof[s.group.out].cpuMs += cpu - cj;

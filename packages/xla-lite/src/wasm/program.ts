@@ -163,7 +163,8 @@ export const ROW_SUMS_ONE_THREAD_MAX = 32;
  * `setColumnParallelWork`). The case for it is arithmetic per call of the GPT's layer-norm
  * backward (BENCHMARKS.md, "rows14"): split, ~0.37 ms row kernel on two threads + ~0.26 ms
  * gamma/beta sums after it; fused on one thread, ~0.49 ms + ~0.08 ms for the sums. Those 2t
- * numbers were taken with about one core free; a quiet 2t A/B is owed (the integrator's).
+ * numbers were taken with about one core free; the integrator's quiet 2t A/B of the GPT step
+ * (BENCHMARKS.md, "twelfth session") measured ~-1.5 ms per step with it on.
  * Their sums' work is 1/3 to 2/3 of theirs.
  */
 export function setRowSumsOneThread(on: boolean): void {
