@@ -2,8 +2,8 @@
  * `npx tsx poolTrace.ts trace.json [jobsPerStep steps]`: summarises a pool-job trace written with
  * `TPUKIT_POOL_TRACE=trace.json` (core `wasm/workerPool.ts`, `poolJobTrace`), e.g. of
  * `TPUKIT_POOL_TRACE=/tmp/t.json GPT_BENCH_ONLY='tpukit 2t step' npx tsx gpt.bench.ts`. Per pool,
- * per step (the last `steps` x `jobsPerStep` jobs: the timed steps; defaults: 93 jobs per step,
- * what bench:gpt's 2t step ran when this was written, and 15 steps; check both against your run):
+ * per step (the last `steps` x `jobsPerStep` jobs: the timed steps; defaults: 84 jobs per step,
+ * what bench:gpt's 2t step ran at main 316932d (93 before the async groups), and 15 steps; check both against your run):
  * the jobs' wall ms, the calling thread's time alone from the announcement to the first worker's
  * entry into the job ("join lag": median and mean per job, summed per step), the calling thread waiting for the worker at the end, the
  * worker out of work before the calling thread, and the join lag by the gap since the previous
@@ -34,7 +34,7 @@ const dropped = raw.dropped ?? 0;
 if (typeof dropped !== 'number' || !Number.isInteger(dropped) || dropped < 0) throw bad(`key "dropped" must be a non-negative integer; got ${JSON.stringify(raw.dropped)}`);
 if (dropped > 0) throw bad(`the trace was full and dropped the last ${dropped} jobs: its last rows are not the timed steps (trace fewer steps)`);
 const trace = { fields, names: raw.names as Record<string, string>, rows: raw.rows as Array<Array<number | null>> };
-const per = Number(perArg ?? 93);
+const per = Number(perArg ?? 84);
 const steps = Number(stepsArg ?? 15);
 if (!(Number.isInteger(per) && per > 0 && Number.isInteger(steps) && steps > 0)) throw new Error(`poolTrace: jobsPerStep and steps must be positive integers; got ${perArg} ${stepsArg}`);
 if (trace.rows.length < per * steps) throw bad(`has ${trace.rows.length} jobs, fewer than ${steps} steps x ${per} jobs = ${per * steps}`);
