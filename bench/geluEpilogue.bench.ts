@@ -13,11 +13,10 @@
  *    (the down-projection is the same in all three).
  * 2. The step's two-output GELU loop kernel (gelu and tanh of h + b1, h = x W1 written into the
  *    arena by the dot right before it) over the full [2048,512] array against 32 calls over
- *    [64,512] blocks (input and outputs resident in L2): the most a
- *    kernel that reads h from cache instead of memory could save (an epilogue inside the
- *    GEMM's tiles would still write its outputs and the dot's result to memory, so it saves
- *    less).
- * Env: GELU_BENCH_ROUNDS (default 40).
+ *    [64,512] blocks (input and outputs resident in L2): the most a kernel that reads h from
+ *    cache instead of memory could save (an epilogue inside the GEMM's tiles would still write
+ *    its outputs and the dot's result to memory, so it saves less).
+ * Env: GELU_BENCH_ROUNDS (default 40), GELU_BENCH_THREADS (default `1,2`: the thread counts of part 1).
  */
 import { type Array, np, systolic, withBackend } from '@tpukit/core';
 import { type Compiled, lower, profile, setEpilogueBands, setKernelThreads } from '@tpukit/xla-lite';
@@ -63,7 +62,7 @@ withBackend('systolic', () => {
   // The up-projection (its output is [2048,512]) and the GELU loop kernel, or the two as one kOutput.
   const up = (category: string, detail: string): boolean => detail.endsWith('-> f32[2048,512]') || category === 'fusion kLoop';
   console.log('1. up-projection + GELU, ms per call, wall min / median, CPU min / median:');
-  for (const threads of [1, 2]) {
+  for (const threads of (process.env.GELU_BENCH_THREADS ?? '1,2').split(',').map(Number)) {
     systolic.setNumThreads(threads);
     setKernelThreads(threads);
     const wall = new Map<string, number[]>();
