@@ -7,7 +7,7 @@ import { debug, getBackend, grad, lax, nn, np, setBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { B, f32 } from './build';
-import { columnReduction, fuseElementwise, fuseSiblingReductions, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
+import { columnReduction, fuseElementwise, fuseSiblingReductions, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
 import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 
@@ -291,6 +291,31 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
       expect(a).toHaveLength(3);
       a.forEach((r: any, k: number) => expect(bits(r)).toEqual(bits(b[k])));
     }
+  });
+
+  it('the merged sums take the first one\'s place: an instruction between the two sums stays after them', () => {
+    const b = new B();
+    const x = b.param(f32(6, 5));
+    const y = b.param(f32(6, 5));
+    // A multi-output instruction that is not a fusion (as the fused attention backward).
+    const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [x, y], {}, null));
+    const g0 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 0 }, null));
+    const g1 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 1 }, null));
+    const s0 = b.op('reduce_sum', [g0], { axes: [0] });
+    const between = b.op('mul', [x, y]);
+    const s1 = b.op('reduce_sum', [b.op('reshape', [g1], { newSizes: [6, 5], dimensions: null })], { axes: [0] });
+    const c = b.out(s0, between, s1);
+    const mod = new HloModule('m', c);
+    fuseElementwise(c, mod, 1);
+    expect(fuseSiblingReductions(c, mod, false)).toBe(0);
+    expect(fuseSiblingReductions(c, mod)).toBe(1);
+    const merged = c.instructions.filter((i) => columnReduction(i) !== null);
+    expect(merged).toHaveLength(1);
+    expect(merged[0].shapes).toHaveLength(2);
+    const loop = c.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kLoop')!;
+    expect(c.instructions.indexOf(merged[0])).toBeLessThan(c.instructions.indexOf(loop));
+    const pos = new Map(c.instructions.map((i, k) => [i, k]));
+    for (const i of c.instructions) for (const o of i.operands) expect(pos.get(o)!).toBeLessThan(pos.get(i)!);
   });
 
   it('leaves sums over outputs of two different instructions alone (two attention backwards) or of a row fusion, and TPUKIT_HORIZONTAL_SUMS=0 turns the merges off', () => {
