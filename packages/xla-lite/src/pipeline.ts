@@ -66,6 +66,13 @@ export interface PipelineOptions {
    */
   siblingFusion?: boolean;
   /**
+   * With `siblingFusion`: also merge column reductions that share no array when every operand
+   * of both is an output of one multi-output instruction (horizontal merges, passes/siblingFusion.ts;
+   * default true; `jit` and `Lowered.compile()` default to false when the environment sets
+   * TPUKIT_HORIZONTAL_SUMS=0).
+   */
+  horizontalSums?: boolean;
+  /**
    * Record groups of independent dots and run each group at
    * its last member with one core `evalDotsInto` call (passes/dotGroups.ts; default true; `jit` and `Lowered.compile()` default to false when
    * the environment sets TPUKIT_DOT_GROUPS=0). Runs last, on the final schedule.
@@ -133,7 +140,7 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
     if (opts.rowFusion !== false) stats.rowFusion = fuseRows(c, mod, opts.rowRecompute ?? true);
     stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1, opts.rematerialize ?? true);
     if (opts.outputFusion !== false) stats.outputFusion = fuseDotEpilogues(c, mod);
-    if (opts.siblingFusion !== false) stats.siblingFusion = fuseSiblingReductions(c, mod);
+    if (opts.siblingFusion !== false) stats.siblingFusion = fuseSiblingReductions(c, mod, opts.horizontalSums !== false);
     stats.dce += dce(c);
   }
   if (opts.dotGroups !== false) stats.dotGroups = groupDots(c, opts.asyncDotGroups !== false);

@@ -3,11 +3,11 @@
 // reading that array once. Each output is still its own column reduction over the rows in
 // order: results are bit-identical to the unmerged program, on the wasm and the JavaScript
 // kernels and on any thread count; bytes never grow.
-import { debug, lax, np } from '@tpukit/core';
+import { debug, getBackend, grad, lax, nn, np, setBackend } from '@tpukit/core';
 import fc from 'fast-check';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { B, f32 } from './build';
-import { columnReduction, fuseElementwise, fuseSiblingReductions, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
+import { columnReduction, fuseElementwise, fuseSiblingReductions, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
 import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 
@@ -248,6 +248,100 @@ describe('sibling fusion of column reductions', () => {
       }
     } finally {
       names.forEach((n, k) => (saved[k] === undefined ? delete process.env[n] : (process.env[n] = saved[k])));
+    }
+  });
+});
+
+// Horizontal merges: column sums that share no array but read outputs of ONE multi-output
+// instruction (the fused attention backward's dq, dk, dv: the GPT step's q/k/v bias gradients).
+describe('horizontal merges of column sums over one instruction\'s outputs', () => {
+  let prev = '';
+  beforeAll(() => {
+    prev = getBackend().name;
+    setBackend('systolic');
+  });
+  afterAll(() => setBackend(prev));
+  const [Bn, T, H, D] = [3, 21, 4, 8];
+  const x = data([Bn, T, H, D], 5);
+  const w = data([Bn, T, H, D], 6);
+  const bias = (s: number): any => data([H, D], s);
+  // q/k/v = x + its bias (per head and feature); the biases' gradients are column sums of dq, dk, dv over (batch, time).
+  const attn = (xx: any, bq: any, bk: any, bv: any): any => nn.dotProductAttention(np.add(xx, bq), np.add(np.multiply(xx, 0.5), bk), np.add(np.tanh(xx), bv), { isCausal: true });
+  const loss = (bq: any, bk: any, bv: any, xx: any, ww: any): any => np.sum(np.multiply(attn(xx, bq, bk, bv), ww));
+  const step = grad(loss, { argnums: [0, 1, 2] });
+  const attnSums = (c: any): any[] => fusions(c).filter((f: any) => columnReduction(f) !== null && f.operands.every((o: any) => o.opcode === 'get-tuple-element' && o.operands[0].prim?.name === 'dot_product_attention_bwd'));
+
+  it('the bias gradients over dq, dk and dv become one kernel with three outputs; the same bits on 1 and 2 threads; off with horizontalSums: false', () => {
+    const args = [bias(7), bias(8), bias(9), x, w];
+    const on = jit(step).lower(...args).compile();
+    const off = jit(step).lower(...args).compile({ horizontalSums: false });
+    expect(on.passStats.siblingFusion).toBe(2);
+    expect(off.passStats.siblingFusion).toBe(0);
+    const merged = attnSums(on);
+    expect(merged).toHaveLength(1);
+    expect(merged[0].shapes).toHaveLength(3);
+    expect(new Set(merged[0].operands.map((o: any) => o.operands[0])).size).toBe(1);
+    expect(new Set(merged[0].operands.map((o: any) => (o.params as { index: number }).index))).toEqual(new Set([0, 1, 2]));
+    expect(attnSums(off).map((f: any) => f.shapes.length)).toEqual([1, 1, 1]);
+    expect(on.stats.wasmKernels).toBeGreaterThan(0);
+    for (const threads of [1, 2, 1]) {
+      setKernelThreads(threads);
+      const a = on.call(args);
+      const b = off.call(args);
+      expect(a).toHaveLength(3);
+      a.forEach((r: any, k: number) => expect(bits(r)).toEqual(bits(b[k])));
+    }
+  });
+
+  it('the merged sums take the first one\'s place: an instruction between the two sums stays after them', () => {
+    const b = new B();
+    const x = b.param(f32(6, 5));
+    const y = b.param(f32(6, 5));
+    // A multi-output instruction that is not a fusion (as the fused attention backward).
+    const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [x, y], {}, null));
+    const g0 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 0 }, null));
+    const g1 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 1 }, null));
+    const s0 = b.op('reduce_sum', [g0], { axes: [0] });
+    const between = b.op('mul', [x, y]);
+    const s1 = b.op('reduce_sum', [b.op('reshape', [g1], { newSizes: [6, 5], dimensions: null })], { axes: [0] });
+    const c = b.out(s0, between, s1);
+    const mod = new HloModule('m', c);
+    fuseElementwise(c, mod, 1);
+    expect(fuseSiblingReductions(c, mod, false)).toBe(0);
+    expect(fuseSiblingReductions(c, mod)).toBe(1);
+    const merged = c.instructions.filter((i) => columnReduction(i) !== null);
+    expect(merged).toHaveLength(1);
+    expect(merged[0].shapes).toHaveLength(2);
+    const loop = c.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kLoop')!;
+    expect(c.instructions.indexOf(merged[0])).toBeLessThan(c.instructions.indexOf(loop));
+    const pos = new Map(c.instructions.map((i, k) => [i, k]));
+    for (const i of c.instructions) for (const o of i.operands) expect(pos.get(o)!).toBeLessThan(pos.get(i)!);
+  });
+
+  it('leaves sums over outputs of two different instructions alone (two attention backwards) or of a row fusion, and TPUKIT_HORIZONTAL_SUMS=0 turns the merges off', () => {
+    const two = (bq1: any, bq2: any, xx: any, ww: any): any => np.sum(np.multiply(np.add(attn(xx, bq1, 0, 0), attn(np.sin(xx), bq2, 0, 0)), ww));
+    const c = jit(grad(two, { argnums: [0, 1] })).lower(bias(1), bias(2), x, w).compile();
+    expect(c.passStats.siblingFusion).toBe(0);
+    expect(attnSums(c)).toHaveLength(2);
+    // Sums of a (row) fusion's outputs stay apart: its kernel computes each as it writes them.
+    const centered = (a: any, m: any): any[] => {
+      const z = np.subtract(a, np.mean(a, { axis: -1, keepdims: true }));
+      const sq = np.square(z);
+      const r = np.divide(z, np.sqrt(np.add(np.mean(sq, { axis: -1, keepdims: true }), 1e-5)));
+      return [np.sum(sq, { axis: 0 }), np.sum(r, { axis: 0 }), np.matmul(sq, m), np.matmul(r, m)];
+    };
+    const rc = jit(centered).lower(data([40, 24], 3), data([24, 5], 4)).compile();
+    expect(fusions(rc).some((f: any) => (f.params as { kind: string }).kind === 'kRow' && f.isTuple)).toBe(true);
+    expect(rc.passStats.siblingFusion).toBe(0);
+    const saved = process.env.TPUKIT_HORIZONTAL_SUMS;
+    try {
+      process.env.TPUKIT_HORIZONTAL_SUMS = '0';
+      expect(jit(step).lower(bias(7), bias(8), bias(9), x, w).compile().passStats.siblingFusion).toBe(0);
+      process.env.TPUKIT_HORIZONTAL_SUMS = 'off';
+      expect(() => jit(step).lower(bias(7), bias(8), bias(9), x, w).compile()).toThrow(/TPUKIT_HORIZONTAL_SUMS must be 0 or 1; got "off"/);
+    } finally {
+      if (saved === undefined) delete process.env.TPUKIT_HORIZONTAL_SUMS;
+      else process.env.TPUKIT_HORIZONTAL_SUMS = saved;
     }
   });
 });

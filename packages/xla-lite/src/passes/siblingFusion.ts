@@ -17,6 +17,18 @@
  * fusion takes the later one's place and the computation is re-sorted topologically. At most `MAX_SIBLING_OUTPUTS` outputs per fusion (each keeps a
  * float64 scratch row per column span). Runs after elementwise and output fusion
  * (pipeline.ts), so it changes no decision of theirs.
+ *
+ * Horizontal merges (`horizontal`, pipeline option `horizontalSums`, default on; env
+ * TPUKIT_HORIZONTAL_SUMS=0 off): two such reductions that share no array also merge when every
+ * operand of both is an output of ONE multi-output instruction that is not a fusion (read
+ * through get-tuple-element and reshapes; `tupleSource`): the GPT step's q/k/v bias gradients, column sums over the fused attention
+ * backward's dq, dk and dv. As XLA's horizontal input fusion does for independent reductions,
+ * the kernel then walks the three arrays in one pass over the rows: the same bytes, but three
+ * streams in flight instead of one at a time, and those arrays come from main memory (the
+ * attention backward's 4 MiB of saved probabilities evicted them; in the step each 1 MiB sum
+ * took ~0.19 ms against ~0.04 ms warm). The arrays are produced together, so the earlier sum's
+ * operand lives no longer than its producer's other outputs. The same bits (each output its own
+ * column sum, rows in order).
  */
 import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule, numel } from '../hlo';
@@ -52,12 +64,12 @@ const loopSize = (f: HloInstruction): number => numel(f.called[0].outputs[0].ope
  * Merges sibling column reductions of `c` (see the module comment); returns the number of
  * merges made (each removes one fusion).
  */
-export function fuseSiblingReductions(c: HloComputation, mod?: HloModule): number {
+export function fuseSiblingReductions(c: HloComputation, mod?: HloModule, horizontal = true): number {
   let merged = 0;
   for (;;) {
-    const pair = findSiblings(c);
+    const pair = findSiblings(c, horizontal);
     if (!pair) return merged;
-    spliceMerged(c, pair[0], pair[1], pair[2], mod);
+    spliceMerged(c, pair[0], pair[1], pair[2], mod, pair[3]);
     merged++;
   }
 }
@@ -65,8 +77,26 @@ export function fuseSiblingReductions(c: HloComputation, mod?: HloModule): numbe
 /** Row blocks the kernel of fusion body `body` splits its rows into (1: not split, or no wasm kernel). */
 const rowBlocksOf = (body: HloComputation): number => planFusion(body)?.rowBlocks ?? 1;
 
+/**
+ * The one multi-output instruction, not a fusion, that every operand of `f` is an output of (each
+ * read through a get-tuple-element and any reshapes), or null (see the module comment:
+ * horizontal merges). Not a fusion: the sums of a row fusion's outputs are computed by its own
+ * kernel as it writes them (`planRowColumnSum` in the wasm program), which a merge with another
+ * sum can prevent (measured: the GPT step's layer-norm gamma/beta sums then ran on their own).
+ */
+export function tupleSource(f: HloInstruction): HloInstruction | null {
+  let src: HloInstruction | null = null;
+  for (const o of f.operands) {
+    let x = o;
+    while (x.opcode === 'reshape') x = x.operands[0];
+    if (x.opcode !== 'get-tuple-element' || x.operands[0].opcode === 'fusion' || (src !== null && x.operands[0] !== src)) return null;
+    src = x.operands[0];
+  }
+  return src;
+}
+
 /** The first mergeable pair (earlier, later) in program order and their merged body, or null. */
-function findSiblings(c: HloComputation): [HloInstruction, HloInstruction, Merged] | null {
+function findSiblings(c: HloComputation, horizontal: boolean): [HloInstruction, HloInstruction, Merged, boolean] | null {
   const pos = new Map(c.instructions.map((x, j) => [x, j]));
   const users = c.users();
   const cands = c.instructions.filter((f) => columnReduction(f) !== null && (!f.isTuple || users.get(f)!.every((u) => u !== null && u.opcode === 'get-tuple-element')));
@@ -75,14 +105,16 @@ function findSiblings(c: HloComputation): [HloInstruction, HloInstruction, Merge
     const key = columnReduction(e);
     const n = loopSize(e);
     const shared = new Set(e.operands.filter((o) => numel(o.shape) === n));
+    const source = horizontal ? tupleSource(e) : null;
     for (let b = a + 1; b < cands.length; b++) {
       const l = cands[b];
       if (columnReduction(l) !== key || e.shapes.length + l.shapes.length > MAX_SIBLING_OUTPUTS) continue;
-      if (!l.operands.some((o) => shared.has(o))) continue;
+      const across = !l.operands.some((o) => shared.has(o));
+      if (across && (source === null || tupleSource(l) !== source)) continue;
       if (dependsOn(l, e, pos) || c.instructions.slice(pos.get(e)! + 1, pos.get(l)!).some(hasEffect)) continue;
       const m = mergedBody(e, l);
       const blocks = rowBlocksOf(m.body);
-      if (blocks === rowBlocksOf(e.called[0]) && blocks === rowBlocksOf(l.called[0])) return [e, l, m];
+      if (blocks === rowBlocksOf(e.called[0]) && blocks === rowBlocksOf(l.called[0])) return [e, l, m, across];
     }
   }
   return null;
@@ -129,8 +161,14 @@ function mergedBody(a: HloInstruction, b: HloInstruction): Merged {
   return { body, externals };
 }
 
-/** Replaces fusions `a` and `b` (b later) by one fusion of their merged body; readers read the outputs through get-tuple-elements. */
-function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, { body, externals }: Merged, mod?: HloModule): HloInstruction {
+/**
+ * Replaces fusions `a` and `b` (b later) by one fusion of their merged body; readers read the
+ * outputs through get-tuple-elements. The fusion takes b's place, or a's for a horizontal merge
+ * (`early`: b's operands are then outputs of the producer a reads, through get-tuple-elements
+ * and reshapes, which the re-sort moves up before it; the sums run as early as the first of them
+ * did, while their operands are freshest, and not wherever the last one was placed).
+ */
+function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, { body, externals }: Merged, mod?: HloModule, early = false): HloInstruction {
   const fusion = new HloInstruction('fusion', [...a.shapes, ...b.shapes], externals, { kind: 'kInput' }, null);
   fusion.called = [body];
   if (mod) {
@@ -154,9 +192,9 @@ function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, {
   };
   rewire(a, 0);
   rewire(b, a.shapes.length);
-  const at = c.instructions.indexOf(b);
-  c.instructions.splice(at, 1, fusion, ...gtes);
-  c.instructions.splice(c.instructions.indexOf(a), 1);
+  const [keep, drop] = early ? [a, b] : [b, a];
+  c.instructions.splice(c.instructions.indexOf(drop), 1);
+  c.instructions.splice(c.instructions.indexOf(keep), 1, fusion, ...gtes);
   // a's readers may come before b: the topological re-sort moves the merged fusion up to them.
   c.sort();
   return fusion;
