@@ -278,6 +278,35 @@ describe('systolic dot_general: MXU numerics', () => {
     );
   });
 
+  it('one params object reused across operand shapes (a call site whose cached plan must follow the shapes) gives fresh results', () => {
+    // A compiled program's dot passes the same params object at every call; the backend keeps
+    // the operands' geometry per params object (mxuDot.ts, `plans`) and must remake it when the
+    // shapes change: batch counts, free sizes and contraction sizes all vary here, and the
+    // contracting groups of the second operand sometimes need a copy (non-mergeable dims).
+    const params = { dimensionNumbers: [[[2], [1]], [[0], [0]]], precision: null, preferredElementType: null };
+    const split = { dimensionNumbers: [[[1, 3], [2, 0]], [[], []]], precision: null, preferredElementType: null };
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 24 }), fc.integer({ min: 1, max: 40 })), { minLength: 2, maxLength: 5 }), fc.integer({ min: 1, max: 1000 }), (dims, seed) => {
+        for (const [B, M, K, N] of dims) {
+          const a = np.array(randomData(B * M * K, seed), 'float32').reshape([B, M, K]);
+          const b = np.array(randomData(B * K * N, seed + 1), 'float32').reshape([B, K, N]);
+          const fresh = withBackend('systolic', () => lax.dotGeneral(a, b, [[[2], [1]], [[0], [0]]])).dataSync();
+          const dest = new Float32Array(B * M * N).fill(Number.NaN);
+          expect(withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params, dest))).not.toBeNull();
+          expect(dest).toEqual(fresh);
+          // lhs [M, B, N', K] . rhs [K, M', B, ...]: contracting (1, 3) x (2, 0), free groups that need copies.
+          const x = np.array(randomData(M * B * 2 * K, seed + 2), 'float32').reshape([M, B, 2, K]);
+          const y = np.array(randomData(K * 3 * B * N, seed + 3), 'float32').reshape([K, 3, B, N]);
+          const want = withBackend('systolic', () => lax.dotGeneral(x, y, [[[1, 3], [2, 0]], [[], []]])).dataSync();
+          const out = new Float32Array(M * 2 * 3 * N).fill(Number.NaN);
+          expect(withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [x, y], split, out))).not.toBeNull();
+          expect(out).toEqual(want);
+        }
+      }),
+      { numRuns: 15 },
+    );
+  });
+
   it('evalPrimitiveInto: null where the backend cannot write into caller storage, a clear error on a wrong size', () => {
     const a = np.ones([4, 8], 'float32');
     const b = np.ones([8, 3], 'float32');

@@ -46,6 +46,23 @@ interface Side {
   batchOffsets: number[];
 }
 
+/**
+ * What `side` works out from an operand's shape and dimension numbers alone (no data): whether
+ * its free or contracting group needs a copy first (`perm`, the order of that copy, and the
+ * source strides it reads), and the view's rows, k, strides and per-batch offsets. Kept per
+ * call site (see `plans`).
+ */
+interface SideGeom {
+  perm: number[] | null;
+  permStrides: number[];
+  pshape: number[];
+  rows: number;
+  k: number;
+  rs: number;
+  ks: number;
+  batchOffsets: number[];
+}
+
 /** Strides of a group of dims if they merge into one (row-major, size-1 dims ignored), else null. */
 function groupStride(shape: readonly number[], strides: readonly number[], dims: readonly number[]): number | null {
   const ds = dims.filter((d) => shape[d] !== 1);
@@ -54,22 +71,21 @@ function groupStride(shape: readonly number[], strides: readonly number[], dims:
   return strides[ds[ds.length - 1]];
 }
 
-function side(x: HostArray, batch: readonly number[], free: readonly number[], contract: readonly number[]): Side {
-  let data: StorageArray = x.data;
-  let shape = x.shape;
+function sideGeom(shape0: readonly number[], batch: readonly number[], free: readonly number[], contract: readonly number[]): SideGeom {
+  let shape = shape0;
   let strides = stridesOf(shape);
   let b = batch;
   let fr = free;
   let ct = contract;
   let rs = groupStride(shape, strides, fr);
   let ks = groupStride(shape, strides, ct);
+  let perm: number[] | null = null;
+  let permStrides: number[] = [];
   if (rs === null || ks === null) {
     // Materialise [batch..., free..., contract...] so each group is contiguous.
-    const perm = [...batch, ...free, ...contract];
+    perm = [...batch, ...free, ...contract];
     const pshape = perm.map((p) => shape[p]);
-    const out = new (data.constructor as new (n: number) => StorageArray)(data.length);
-    stridedCopy(data, out, pshape, perm.map((p) => strides[p]));
-    data = out;
+    permStrides = perm.map((p) => strides[p]);
     shape = pshape;
     strides = stridesOf(shape);
     b = batch.map((_, i) => i);
@@ -91,6 +107,17 @@ function side(x: HostArray, batch: readonly number[], free: readonly number[], c
       idx[d] = 0;
     }
   }
+  return { perm, permStrides, pshape: perm === null ? [] : [...shape], rows: sizeOf(fr.map((d) => shape[d])), k: sizeOf(ct.map((d) => shape[d])), rs, ks, batchOffsets };
+}
+
+/** An operand's view for the engine: its data (copied first where `g` says so) under the geometry `g`. */
+function side(x: HostArray, g: SideGeom): Side {
+  let data: StorageArray = x.data;
+  if (g.perm !== null) {
+    const out = new (data.constructor as new (n: number) => StorageArray)(data.length);
+    stridedCopy(data, out, g.pshape, g.permStrides);
+    data = out;
+  }
   const isBf16 = x.dtype === 'bfloat16';
   let bits: Uint32Array | Uint16Array;
   if (isBf16) bits = data as Uint16Array;
@@ -98,10 +125,44 @@ function side(x: HostArray, batch: readonly number[], free: readonly number[], c
     const f = f16.decode(data as Uint16Array);
     bits = new Uint32Array(f.buffer, f.byteOffset, f.length);
   } else bits = new Uint32Array((data as Float32Array).buffer, (data as Float32Array).byteOffset, data.length);
-  return {
-    view: { bits, bf16: isBf16, rows: sizeOf(fr.map((d) => shape[d])), k: sizeOf(ct.map((d) => shape[d])), rs, ks },
-    batchOffsets,
+  // (the batch offsets are shared with the plan: the engine only reads them)
+  return { view: { bits, bf16: isBf16, rows: g.rows, k: g.k, rs: g.rs, ks: g.ks }, batchOffsets: g.batchOffsets };
+}
+
+/**
+ * A dot's operand geometry for both sides, for the operand shapes it was made for. One per
+ * `DotGeneralParams` object (a compiled program's dot step passes the same one at every call),
+ * replaced when the shapes change: a call then plans nothing but the operands' data views.
+ */
+interface DotPlan {
+  lshape: readonly number[];
+  rshape: readonly number[];
+  L: SideGeom;
+  R: SideGeom;
+}
+
+const plans = new WeakMap<DotGeneralParams, DotPlan>();
+
+const sameShape = (a: readonly number[], b: readonly number[]): boolean => {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+};
+
+/** The plan of `params` for these operand shapes (made, or remade, when they differ from the cached one). */
+function dotPlan(lhs: HostArray, rhs: HostArray, params: DotGeneralParams): DotPlan {
+  const p = plans.get(params);
+  if (p !== undefined && sameShape(p.lshape, lhs.shape) && sameShape(p.rshape, rhs.shape)) return p;
+  const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
+  const plan: DotPlan = {
+    lshape: [...lhs.shape],
+    rshape: [...rhs.shape],
+    L: sideGeom(lhs.shape, lb, freeDims(lhs.shape.length, lc, lb), lc),
+    R: sideGeom(rhs.shape, rb, freeDims(rhs.shape.length, rc, rb), rc),
   };
+  plans.set(params, plan);
+  return plan;
 }
 
 export interface MxuOptions {
@@ -123,9 +184,9 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
   const t0 = performance.now();
   const r = dotGeneral(engine, lhs, rhs, params, out, opts, into, bands);
   const t = performance.now() - t0;
-  const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
-  const L = side(lhs, lb, freeDims(lhs.shape.length, lc, lb), lc);
-  const R = side(rhs, rb, freeDims(rhs.shape.length, rc, rb), rc);
+  const plan = dotPlan(lhs, rhs, params);
+  const L = side(lhs, plan.L);
+  const R = side(rhs, plan.R);
   const direct = engine.resultTarget(into, L.batchOffsets.length, L.view.rows, R.view.rows, L.view.bits, R.view.bits) >= 0;
   const sp = shapePhases(engine.shapeKey(L.view, R.view, true, true, direct));
   sp.calls++;
@@ -134,9 +195,9 @@ export function mxuDotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray
 }
 
 function dotGeneral(engine: GemmEngine, lhs: HostArray, rhs: HostArray, params: DotGeneralParams, out: ShapedArray, opts: MxuOptions, into: Float32Array | null, bands: ((e0: number, e1: number) => void) | undefined): StorageArray {
-  const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
-  const L = side(lhs, lb, freeDims(lhs.shape.length, lc, lb), lc);
-  const R = side(rhs, rb, freeDims(rhs.shape.length, rc, rb), rc);
+  const plan = dotPlan(lhs, rhs, params);
+  const L = side(lhs, plan.L);
+  const R = side(rhs, plan.R);
   const M = L.view.rows;
   const N = R.view.rows;
   const K = L.view.k;
