@@ -307,6 +307,21 @@ describe('systolic dot_general: MXU numerics', () => {
     );
   });
 
+  it('a params object given new dimension numbers (same operand shapes) is planned again', () => {
+    // The cached plan is keyed by the params object and checks its dimension numbers: [4,4]x[4,4]
+    // contracted as a @ b and then as a^T @ b gives two different products.
+    const a = np.array(randomData(16, 5), 'float32').reshape([4, 4]);
+    const b = np.array(randomData(16, 6), 'float32').reshape([4, 4]);
+    const params: { dimensionNumbers: unknown; precision: null; preferredElementType: null } = { dimensionNumbers: [[[1], [0]], [[], []]], precision: null, preferredElementType: null };
+    for (const dn of [[[[1], [0]], [[], []]], [[[0], [0]], [[], []]]]) {
+      params.dimensionNumbers = dn;
+      const want = withBackend('systolic', () => lax.dotGeneral(a, b, dn as never)).dataSync();
+      const dest = new Float32Array(16).fill(Number.NaN);
+      expect(withBackend('systolic', () => evalPrimitiveInto(dotGeneralP, [a, b], params as never, dest))).not.toBeNull();
+      expect(dest).toEqual(want);
+    }
+  });
+
   it('evalPrimitiveInto: null where the backend cannot write into caller storage, a clear error on a wrong size', () => {
     const a = np.ones([4, 8], 'float32');
     const b = np.ones([8, 3], 'float32');

@@ -135,6 +135,8 @@ function side(x: HostArray, g: SideGeom): Side {
  * replaced when the shapes change: a call then plans nothing but the operands' data views.
  */
 interface DotPlan {
+  /** The dimension numbers it was made from (a params object given new ones is planned again). */
+  dn: DotGeneralParams['dimensionNumbers'];
   lshape: readonly number[];
   rshape: readonly number[];
   L: SideGeom;
@@ -153,9 +155,10 @@ const sameShape = (a: readonly number[], b: readonly number[]): boolean => {
 /** The plan of `params` for these operand shapes (made, or remade, when they differ from the cached one). */
 function dotPlan(lhs: HostArray, rhs: HostArray, params: DotGeneralParams): DotPlan {
   const p = plans.get(params);
-  if (p !== undefined && sameShape(p.lshape, lhs.shape) && sameShape(p.rshape, rhs.shape)) return p;
+  if (p !== undefined && p.dn === params.dimensionNumbers && sameShape(p.lshape, lhs.shape) && sameShape(p.rshape, rhs.shape)) return p;
   const [[lc, rc], [lb, rb]] = params.dimensionNumbers;
   const plan: DotPlan = {
+    dn: params.dimensionNumbers,
     lshape: [...lhs.shape],
     rshape: [...rhs.shape],
     L: sideGeom(lhs.shape, lb, freeDims(lhs.shape.length, lc, lb), lc),
