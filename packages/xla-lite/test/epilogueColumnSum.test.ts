@@ -386,6 +386,31 @@ describe('dot epilogues and row fusions with their column sum', () => {
     expect(fusedEqualsSeparate(dyg, argsAt), 'dy * gamma').toBe(true);
   });
 
+  it("a sum of two of a row fusion's outputs that different stages of its row kernel compute stays in its own kernel (a sum of one stage's outputs pairs): the same bits", () => {
+    // The layer norm's row fusion: s = (x - mean(x))^2 from the walk of its first stage, y = (x -
+    // mean(x)) / sqrt(mean(s) + eps) from the second's (after the mean of s). y is read by a
+    // product traced before the sum, so the sum's product of outputs stays in the sum's kernel.
+    const withSumOf = (pick: (s: Array, y: Array) => Array): Fn => (x: Array, w: Array) => {
+      const z = np.subtract(x, np.mean(x, { axis: -1, keepdims: true }));
+      const s = np.square(z);
+      const y = np.divide(z, np.sqrt(np.add(np.mean(s, { axis: -1, keepdims: true }), 1e-5)));
+      const p = np.matmul(y, w);
+      return [p, np.sum(pick(s, y), { axis: [0, 1] })];
+    };
+    const argsAt = (pass: number): Array[] => [seq([3, 7, 12], 0.3 + pass * 0.01), seq([12, 3], 0.6 + pass * 0.02)];
+    const across = withSumOf((s, y) => np.multiply(s, y));
+    // (the sum reads both outputs of the row fusion, which computes both)
+    const e = compile(across, argsAt(0), true).module.entry;
+    const sum = e.instructions.find((i) => kindOf(i) === 'kInput')!;
+    expect(sum.operands.length).toBe(2);
+    const row = sum.operands.map((o) => (o.opcode === 'get-tuple-element' ? o.operands[0] : o));
+    expect(kindOf(row[0])).toBe('kRow');
+    expect(row[1]).toBe(row[0]);
+    expect(fusedEqualsSeparate(across, argsAt), 's * y (stages 1 and 2)').toBe(false);
+    expect(fusedEqualsSeparate(withSumOf((_s, y) => np.multiply(y, y)), argsAt), 'y * y (stage 2)').toBe(true);
+    expect(fusedEqualsSeparate(withSumOf((s) => np.multiply(s, s)), argsAt), 's * s (stage 1)').toBe(true);
+  });
+
   it('a row fusion that reads every operand of a sum but runs after it (it reads the sum) is not paired with it', () => {
     // s = the column sum of x * y; the row fusion normalizes x * y + s: it reads x, y and s.
     const g: Fn = (x: Array, y: Array) => {

@@ -7,14 +7,23 @@
  * end in a partial row panel (the 5 x 8 kernel on the GPT's shapes); then with the worker
  * held (the calling thread computes every unit), with the workers computing every unit, with a
  * worker released late, and with a failing worker; the claims themselves (counter, switch and
- * largest-first order) through `poolTestHooks.groupEnd`.
+ * largest-first order) through `poolTestHooks.groupEnd`. A started group (`StartedDots`): the
+ * systolic backend refuses any product, new group, reservation or primitive until the join, each
+ * naming what was asked, and runs them all after it; a failed announcement (the pool's
+ * `openJob` or `wake` throwing) leaves no started group behind.
  */
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { Array as TArray } from '../../array';
 import { aval } from '../../aval';
 import { bf16, systolic } from '../../index';
 import { evalDotsInto, StartedDots } from '../../dotGroup';
+import { np } from '../../index';
+import { attentionFwdP } from '../../lax/attention';
+import { dotGeneralP } from '../../lax/dot';
+import { transposeP } from '../../lax/structural';
+import { evalPrimitiveInto, evalPrimitiveIntoAll } from '../../trace';
+import { WorkerPool } from '../../wasm/workerPool';
 import { type GroupClaims, groupJobSettings, groupsBefore, poolTestHooks } from './threads';
 import type { ParallelJob } from './gemmEngine';
 import type { GemmEngine } from './gemmEngine';
@@ -337,6 +346,120 @@ describe('StartedDots (evalDotsInto in two halves)', () => {
       expect(() => g.join()).toThrow(/StartedDots.join: join without a started group/);
       expect(() => g.start([])).toThrow(/StartedDots.start: list must be a non-empty array/);
       expect(g.pending).toBe(false);
+    } finally {
+      releaseAll();
+    }
+  });
+});
+
+describe('a started group on the systolic backend (StartedDots)', () => {
+  const before = systolic.getNumThreads();
+  afterAll(() => systolic.setNumThreads(before));
+
+  /** A group of `dots` (operands and destinations in the engine's memory, from `seed`) as StartedDots and evalDotsInto take it; `want` its bits, one by one on one thread. */
+  function group(dots: readonly Dot[], seed: number, inMemory: <T extends Float32Array | Uint16Array>(x: T) => T) {
+    engineWith(1);
+    const list = dots.map((d, i) => ({
+      args: [new TArray(aval(d.lhsT ? [d.K, d.M] : [d.M, d.K], 'float32'), systolic.backend, inMemory(data(d.M * d.K, seed + 2 * i))), new TArray(aval(d.rhsT ? [d.K, d.N] : [d.N, d.K], 'float32'), systolic.backend, inMemory(data(d.K * d.N, seed + 2 * i + 1)))],
+      params: params(d),
+      out: inMemory(new Float32Array(d.M * d.N)),
+    }));
+    const want = list.map((x) => {
+      evalPrimitiveInto(dotGeneralP, x.args, x.params, x.out);
+      return new Uint32Array(x.out.slice().buffer);
+    });
+    /** The first element of each destination that differs from `want` (-1: none). */
+    const diff = (): number[] => list.map((x, i) => new Uint32Array(x.out.buffer, x.out.byteOffset, x.out.length).findIndex((v, j) => v !== want[i][j]));
+    return { list, diff, none: list.map(() => -1) };
+  }
+
+  it.runIf(shared)('refuses a product, a new group, a reservation and any primitive (execute, executeInto, executeIntoAll) while started, each naming what was asked; after the join all of them run', () => {
+    const e = engineWith(1);
+    const { inMemory, releaseAll } = engineMemory(e);
+    try {
+      const g1 = group(GPT_PAIR, 300, inMemory);
+      const g2 = group([GPT_QKV[0], GPT_QKV[1]], 320, inMemory);
+      const x = np.array([[1, 2, 3], [4, 5, 6]], 'float32');
+      const y = np.array([[0.5, 0.25], [2, 4], [8, 16]], 'float32');
+      const att = [1, 2, 3].map((s) => np.reshape(np.array(globalThis.Array.from({ length: 64 }, (_, i) => Math.sin(0.1 * s * i)), 'float32'), [2, 4, 2, 4]));
+      const attParams = { scale: 0.5, isCausal: true };
+      // What each refused call does after the join (it must then run), and the error it gets while started.
+      const calls: [string, () => unknown, RegExp][] = [
+        ['a product (execute)', () => np.matmul(x, y), /dot_general group: dot_general asked for while a started group of products runs on this engine's threads \(joinGroup first/],
+        ['a product into caller storage (executeInto)', () => evalPrimitiveInto(dotGeneralP, [x, y], params({ M: 2, K: 3, N: 2, lhsT: false, rhsT: true, dtype: 'float32' }), new Float32Array(4)), /dot_general group: dot_general asked for while a started group/],
+        ['another group (evalDotsInto)', () => evalDotsInto(g2.list), /dot_general group: a new group asked for while a started group/],
+        ['another group (StartedDots)', () => {
+          const s = new StartedDots();
+          s.start(g2.list);
+          return s.join();
+        }, /dot_general group: a new group asked for while a started group/],
+        ['a reservation', () => e.release(systolic.backend.arenaHost()!.reserve(4096)), /dot_general group: a reservation of 4096 bytes asked for while a started group/],
+        ['a primitive (execute)', () => np.add(x, x), /dot_general group: add asked for while a started group/],
+        ['a primitive into caller storage (executeInto)', () => evalPrimitiveInto(transposeP, [x], { permutation: [1, 0] }, new Float32Array(6)), /dot_general group: transpose asked for while a started group/],
+        ['the fused attention into caller storage (executeIntoAll)', () => evalPrimitiveIntoAll(attentionFwdP, att, attParams, [new Float32Array(64), new Float32Array(16)]), /dot_general group: dot_product_attention_fwd asked for while a started group/],
+      ];
+      // (their results on one thread, with nothing started: what they must give after the join)
+      const ref = (r: unknown): string => JSON.stringify(r === undefined ? null : (globalThis.Array.isArray(r) ? r : [r]).map((a) => (a instanceof TArray ? globalThis.Array.from(a.dataSync() as Float32Array) : null)));
+      const wantAfter = calls.map(([, f]) => ref(f()));
+      for (const threads of [2, 3]) {
+        engineWith(threads);
+        const s = new StartedDots();
+        for (const x of g1.list) x.out.fill(Number.NaN);
+        s.start(g1.list);
+        expect(e.groupStarted, `${threads} threads: the group was started on the pool`).toBe(true);
+        try {
+          for (const [what, f, err] of calls) expect(f, `${threads} threads: ${what}`).toThrow(err);
+        } finally {
+          s.join();
+        }
+        expect(e.groupStarted).toBe(false);
+        expect(g1.diff(), `${threads} threads: the started group's bits`).toEqual(g1.none);
+        calls.forEach(([what, f], i) => expect(ref(f()), `${threads} threads, after the join: ${what}`).toBe(wantAfter[i]));
+        // (and the group refused meanwhile runs, with its one-by-one bits)
+        for (const x of g2.list) x.out.fill(Number.NaN);
+        evalDotsInto(g2.list);
+        expect(g2.diff(), `${threads} threads: the other group after the join`).toEqual(g2.none);
+      }
+    } finally {
+      releaseAll();
+    }
+  });
+
+  it.runIf(shared)("a failed announcement (the pool's openJob or wake throws) leaves no started group behind: the next started and plain groups run", () => {
+    const e = engineWith(1);
+    const { inMemory, releaseAll } = engineMemory(e);
+    try {
+      const g = group(GPT_PAIR, 340, inMemory);
+      engineWith(2);
+      evalDotsInto(g.list); // (the worker is started)
+      for (const method of ['openJob', 'wake'] as const) {
+        let thrown = 0;
+        const fail = vi.spyOn(WorkerPool.prototype, method).mockImplementation((): never => {
+          thrown++;
+          throw new Error(`injected ${method} failure`);
+        });
+        const s = new StartedDots();
+        try {
+          expect(() => s.start(g.list)).toThrow(`injected ${method} failure`);
+        } finally {
+          fail.mockRestore();
+        }
+        expect(thrown, `${method}: one announcement failed`).toBe(1);
+        expect(s.pending, `${method}: StartedDots holds no group`).toBe(false);
+        expect(e.groupStarted, `${method}: the engine holds no group`).toBe(false);
+        // The next group, started then joined, and run at once: each a group job, with the one-by-one bits.
+        for (const started of [true, false]) {
+          for (const x of g.list) x.out.fill(Number.NaN);
+          const jobs = e.traffic.groupJobs;
+          if (started) {
+            s.start(g.list);
+            expect(e.groupStarted).toBe(true);
+            s.join();
+          } else evalDotsInto(g.list);
+          expect(e.traffic.groupJobs - jobs, `${method}, then a ${started ? 'started' : 'plain'} group: one group job`).toBe(1);
+          expect(g.diff(), `${method}, then a ${started ? 'started' : 'plain'} group`).toEqual(g.none);
+        }
+      }
     } finally {
       releaseAll();
     }
