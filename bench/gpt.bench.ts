@@ -50,6 +50,8 @@
  * On Linux the bench prints each trainer's CPU time per step by thread group (threadTimes.ts);
  * TPUKIT_POOL_TIMES=1 adds the calling thread's wall time inside worker-pool jobs.
  * GPT_BENCH_WARMUP (default 2) sets the untimed warm-up steps per trainer.
+ * GPT_BENCH_WINDOWS=1 prints each timed round's CLOCK_MONOTONIC window (ns), to cut a `perf record -k mono`
+ * profile or V8's `--trace-opt` / `--trace-deopt` lines to the timed steps (BENCHMARKS.md, bg15).
  * GPT_BENCH_SIZE=tiny runs the same model at V=16 d=8 L=4 H=2 T=8 B=2: the per-call overhead of a
  * step (with GPT_BENCH_STEPS in the hundreds; ms CPU per step is its number).
  * GPT_BENCH_GC=1 adds, per trainer, the calling thread's GC pauses per step (gcTimes.ts) and each
@@ -107,6 +109,8 @@ const ZERO_COPY = zeroCopyDotsEnabled();
 const BANDS = epilogueBandsEnabled();
 const DONATE_ADAM = process.env.GPT_BENCH_DONATE_ADAM === '1';
 const TOKENS = B * T;
+/** GPT_BENCH_WINDOWS=1: prints each timed round's CLOCK_MONOTONIC window in ns (`window <trainer>|<round>|<t0>|<t1>`), to cut a `perf record -k mono` profile to the timed steps. */
+const WINDOWS = process.env.GPT_BENCH_WINDOWS === '1';
 
 /** Parameter count and FLOPs per token, from the configuration. */
 export const PARAMS = V * D + T * D + L * (4 * D + 4 * (D * D + D) + D * F + F + F * D + D) + 2 * D;
@@ -589,11 +593,14 @@ async function main(): Promise<void> {
       const pj0 = structuredClone(wasm.poolJobTimes);
       const c0 = process.cpuUsage();
       const t0 = performance.now();
+      const h0 = WINDOWS ? process.hrtime.bigint() : 0n;
       losses[k] = await trainers[k].steps(at, STEPS);
+      const h1 = WINDOWS ? process.hrtime.bigint() : 0n;
       // (Time and CPU first: reading /proc and the pool counters is not the trainer's work.)
       const ms = performance.now() - t0;
       const cpu = process.cpuUsage(c0);
       groups[k].push(threadTimesSince(th0));
+      if (WINDOWS) console.log(`  window ${trainers[k].name}|${r}|${h0}|${h1}`);
       windows[k].push([t0, t0 + ms]);
       const pj = wasm.poolJobTimes;
       const pools: Record<string, wasm.PoolJobCounts> = {};

@@ -45,6 +45,7 @@ export { mxuDotGeneral } from './backends/systolic/mxuDot';
 export { groupJobSettings } from './backends/systolic/threads';
 export { operandPrecisions } from './lax/precision';
 export { checkArrayBytes } from './sizeGuard';
+export { doubleCounters } from './counters';
 export { describeValue, showValue } from './describe';
 export * as wasm from './wasm/index';
 

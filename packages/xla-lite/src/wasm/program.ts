@@ -40,7 +40,7 @@
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
 import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { type ArenaHost, arenaHost, envVar, frozenShape, wasm } from '@tpukit/core/internal';
+import { type ArenaHost, arenaHost, doubleCounters, envVar, frozenShape, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
@@ -207,7 +207,8 @@ export function isOutputValue(c: HloComputation, i: HloInstruction, q?: number):
  */
 const FUSED_ATTENTION: ReadonlySet<string> = new Set(['dot_product_attention', 'dot_product_attention_fwd', 'dot_product_attention_bwd']);
 
-const traffic = { copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0, residentBytes: 0, evacuatedBytes: 0 };
+// (doubles from the start: these pass 2^31 within a training run, see core's doubleCounters)
+const traffic = doubleCounters({ copiedInBytes: 0, copiedOutBytes: 0, viewBytes: 0, outputCopiedBytes: 0, residentBytes: 0, evacuatedBytes: 0 });
 
 /**
  * Bytes copied into arenas (arguments and results of core primitives that wasm kernels read),

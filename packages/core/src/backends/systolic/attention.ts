@@ -38,6 +38,7 @@
  * block of 4 rows with a flagged row covers every key.
  */
 import * as bf16 from '../../bf16';
+import { doubleCounters } from '../../counters';
 import type { ArenaHost } from '../../backend';
 import type { StorageArray } from '../../dtype';
 import type { HostArray, ShapedArray } from '../../primitive';
@@ -317,7 +318,8 @@ export function attentionStats(): { jobs: number; pooled: number; workerItems: n
   return { ...stats, workerItems, modules: compiledAttentionModules(), arenas: arenasMade };
 }
 /** Jobs, pooled jobs, bytes of operands and results read or written in place (in the backend's memory) or copied in or out, and jobs moved to the own memory. */
-const stats = { jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0, ownMemoryFallbacks: 0 };
+// (doubles from the start: the byte counts pass 2^31 within a training run, see doubleCounters)
+const stats = doubleCounters({ jobs: 0, pooled: 0, inPlaceBytes: 0, copiedBytes: 0, ownMemoryFallbacks: 0 });
 
 /**
  * For tests: with `callerTakesItems` false, the calling thread of a pooled job takes no items and

@@ -12,6 +12,7 @@
  * packed in place instead of being staged (copied) into the scratch first.
  */
 import * as bf16 from '../../bf16';
+import { doubleCounters } from '../../counters';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
@@ -207,7 +208,8 @@ export class GemmEngine implements BatchEngine {
   /** Every buffer object this memory has handed out (see `holds`). */
   private readonly buffers = new WeakSet<ArrayBufferLike>();
   private lastBuffer: ArrayBufferLike | null = null;
-  readonly traffic: OperandTraffic = { stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0, groupJobs: 0, groupProducts: 0, simdPartialPanels: 0 };
+  // (doubles from the start: the byte counts pass 2^31 within a training run, see doubleCounters)
+  readonly traffic: OperandTraffic = doubleCounters({ stagedBytes: 0, inPlaceBytes: 0, resultInPlaceBytes: 0, rowBlockedProducts: 0, poolRowBlockJobs: 0, sweptChunks: 0, kBlockedProducts: 0, kBlockedPoolJobs: 0, groupJobs: 0, groupProducts: 0, simdPartialPanels: 0 });
   readonly maxPages = MAX_PAGES;
 
   constructor({ relaxed, shape }: { relaxed: boolean; shape?: GemmShape }) {
