@@ -339,8 +339,6 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   const finishJoin = (s: Extract<Step, { kind: 'join' }>, args: Array[]): void => runDotGroup(s.group, vals, wasmProgram!, exec, args, s.group.started!.join());
   // Profiler records (see profile.ts): made on the first profiled call, one per step plus the call.
   let prof: ProfileRecord[] | null = null;
-  /** Per step: 1 when it announced a pool job (of any pool) in the last call, for the early wake. */
-  const jobSteps = new Uint8Array(steps.length);
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
     const t0 = profiling() ? performance.now() : 0;
@@ -348,18 +346,12 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     let at = 0; // the step running (for `deleteOverwritten` when one throws)
     try {
       if (t0 === 0) {
-        const tracing = coreWasm.poolJobTrace.records !== null;
-        if (!tracing && !coreWasm.prewakeEnabled()) for (; at < steps.length; at++) exec(steps[at], args);
+        if (coreWasm.poolJobTrace.records === null) for (; at < steps.length; at++) exec(steps[at], args);
         else
           for (; at < steps.length; at++) {
             // (core's pool-job trace: each job's set-up in its step, TPUKIT_POOL_TRACE)
-            if (tracing) coreWasm.traceStepStart();
-            // The early wake: a step that announced a pool job last call wakes the workers at its
-            // start, so that their wake-up overlaps the step's set-up of the job (core's `prewakeCrew`).
-            if (jobSteps[at] !== 0) coreWasm.prewakeCrew();
-            const n = coreWasm.jobsAnnounced();
+            coreWasm.traceStepStart();
             exec(steps[at], args);
-            jobSteps[at] = coreWasm.jobsAnnounced() !== n ? 1 : 0;
           }
       } else {
         prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];

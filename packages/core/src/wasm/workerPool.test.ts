@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_THREADS } from '../threads';
-import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdBetweenStamps, holdWorkers, joinSource, poolJobTimes, poolJobTrace, prewakeCrew, prewakeEnabled, prewakeStats, setPrewake, setPrewakeMicros, setWorkerIdleSpinMicros, startPoolJobTrace, TRACE_FIELDS, traceStepStart, workerKind, WorkerPool, writePoolJobTrace } from './workerPool';
+import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdBetweenStamps, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, startPoolJobTrace, TRACE_FIELDS, traceStepStart, workerKind, WorkerPool, writePoolJobTrace } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -513,119 +513,6 @@ describe('WorkerPool', () => {
     bad.pool.end();
     good.pool.end();
   });
-  describe('prewake (the early wake)', () => {
-    const wasOn = prewakeEnabled();
-    afterAll(() => {
-      setPrewake(wasOn);
-      setPrewakeMicros(200);
-    });
-    /** Waits (polling, up to 10 s) until `ok()`; returns whether it came. */
-    const until = (ok: () => boolean): boolean => {
-      const t = performance.now();
-      while (!ok()) {
-        if (performance.now() - t > 10_000) return false;
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
-      }
-      return true;
-    };
-    const allAsleep = (): boolean => prewakeStats().states.every((x) => x === 2);
-
-    it('rejects bad settings, naming the value', () => {
-      expect(() => setPrewakeMicros(0)).toThrow(/setPrewakeMicros: us must be a number in 1\.\.1e6; got 0/);
-      expect(() => setPrewakeMicros(Number.NaN)).toThrow(/got NaN/);
-      expect(() => setPrewake(1 as unknown as boolean)).toThrow(/setPrewake: on must be a boolean; got 1/);
-    });
-
-    it.runIf(WorkerPool.available())('a prewoken worker polls: it runs a job announced after the prewake without a wake-up', () => {
-      const { c, pool } = makePool();
-      setPrewake(true);
-      setPrewakeMicros(1_000_000); // (1 s: far above any wake-up, so no timing decides the outcome)
-      try {
-        pool.wake();
-        pool.waitFor(DONE, 1);
-        expect(until(allAsleep), 'the worker sleeps after its job').toBe(true);
-        const hits = prewakeStats().hits;
-        expect(pool.prewake()).toBe(true);
-        expect(until(() => prewakeStats().states[0] === 1), 'the prewake woke the worker into its poll').toBe(true);
-        pool.wake(false); // job 2, announced WITHOUT a notify: only a polling worker sees it
-        expect(Atomics.wait(c, DONE, 1, 10_000) !== 'timed-out' || Atomics.load(c, DONE) === 2, 'the prewoken worker ran the un-notified job').toBe(true);
-        expect(Atomics.load(c, SUM)).toBe(3);
-        expect(until(() => prewakeStats().hits > hits)).toBe(true);
-        expect(until(allAsleep), 'the worker sleeps after the job (the prewake was answered)').toBe(true);
-      } finally {
-        setPrewakeMicros(200);
-        pool.end();
-      }
-    });
-
-    it.runIf(WorkerPool.available())('a prewake with no job: the worker polls for the bound, then sleeps again and does not see an un-notified job', () => {
-      const { c, pool } = makePool();
-      setPrewake(true);
-      setPrewakeMicros(20_000);
-      try {
-        pool.wake();
-        pool.waitFor(DONE, 1);
-        expect(until(allAsleep)).toBe(true);
-        const misses = prewakeStats().misses;
-        expect(pool.prewake()).toBe(true);
-        expect(until(() => prewakeStats().misses > misses), 'the poll ran out').toBe(true);
-        expect(until(allAsleep), 'asleep again after the bound').toBe(true);
-        pool.wake(false);
-        expect(Atomics.wait(c, DONE, 1, 200), 'the sleeping worker did not see the un-notified job').toBe('timed-out');
-        pool.wake();
-        pool.waitFor(DONE, 3);
-        expect(Atomics.load(c, SUM)).toBe(4); // (1 + 3: job 2 it never saw is skipped)
-      } finally {
-        setPrewakeMicros(200);
-        pool.end();
-      }
-    });
-
-    it.runIf(WorkerPool.available())('a prewake while a job runs is harmless: the job completes once, the worker polls for the bound after it, then sleeps', () => {
-      const p = makePool(JOINING);
-      const { c, pool } = p;
-      setPrewake(true);
-      setPrewakeMicros(20_000);
-      try {
-        c[NAP] = 30;
-        pool.openJob(OPEN);
-        pool.wake();
-        pool.waitFor(SUM, 1); // the worker is inside, napping
-        const misses = prewakeStats().misses;
-        expect(pool.prewake()).toBe(true);
-        pool.closeJob(OPEN, INSIDE);
-        pool.finished();
-        expect(Atomics.load(c, SUM)).toBe(1);
-        expect(until(() => prewakeStats().misses > misses), 'it polled after the job').toBe(true);
-        expect(until(allAsleep)).toBe(true);
-        joinJob(p, 0, 3);
-        expect(Atomics.load(c, SUM)).toBe(3);
-      } finally {
-        setPrewakeMicros(200);
-        pool.end();
-      }
-    });
-
-    it.runIf(WorkerPool.available())('off (TPUKIT_PREWAKE=0, setPrewake(false)): a prewake does nothing; an ended pool refuses it by name', () => {
-      const { pool } = makePool(SUMMING, 'prewake-test');
-      try {
-        pool.wake();
-        pool.waitFor(DONE, 1);
-        expect(until(allAsleep)).toBe(true);
-        setPrewake(false);
-        const before2 = prewakeStats();
-        expect(prewakeCrew()).toBe(false);
-        expect(pool.prewake()).toBe(false);
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
-        expect(prewakeStats()).toEqual(before2);
-      } finally {
-        setPrewake(true);
-        pool.end();
-      }
-      expect(() => pool.prewake()).toThrow(/WorkerPool\.prewake: pool 'prewake-test' \(id \d+\) was ended \(end\(\)\); it announces no more jobs/);
-    });
-  });
-
   it.runIf(WorkerPool.available())('join protocol: a job body that throws still counts its worker out, and the dead worker neither crashes the process nor holds up later jobs', async () => {
     const THROWING = workerKind('test-throw', joiningSource(1, `throw new Error('job body failed');`));
     const { c, pool } = makePool(THROWING, 'test-throw');

@@ -57,15 +57,7 @@ const CPOOL = 1; // the announced job's pool id (0: none, the workers only read 
 const CSPIN = 2; // the idle poll in microseconds (read by each worker before each idle wait)
 const CFAILED = 3; // pool setups that threw in a worker (the pool is left out there; `crewStats`)
 const CHELD = 4; // per worker from here: the pools it holds (for tests of dropped pools)
-// The early wake (`prewake`): the crew's generation when the last prewake was made, how many were
-// made, the bound of a prewoken worker's poll in microseconds, and the polls that caught a job / ran out.
-const CPREGEN = CHELD + MAX_THREADS;
-const CPRESEQ = CPREGEN + 1;
-const CPREUS = CPREGEN + 2;
-const CPREHIT = CPREGEN + 3;
-const CPREMISS = CPREGEN + 4;
-const CSTATE = CPREGEN + 5; // per worker from here: 0 running, 1 polling after a prewake, 2 asleep
-const CSLOTS = CSTATE + MAX_THREADS;
+const CSLOTS = CHELD + MAX_THREADS;
 
 const crewControl = typeof SharedArrayBuffer === 'undefined' ? null : new Int32Array(new SharedArrayBuffer(4 * CSLOTS));
 
@@ -76,63 +68,6 @@ const crewControl = typeof SharedArrayBuffer === 'undefined' ? null : new Int32A
  */
 let idleSpin = Math.round(envNumber('TPUKIT_WORKER_SPIN_US', 0, 1e6, false) ?? 0);
 if (crewControl !== null) Atomics.store(crewControl, CSPIN, idleSpin);
-
-/**
- * The early wake (`prewake`): on unless env `TPUKIT_PREWAKE=0`; the bound of a prewoken worker's
- * poll for the job in microseconds (env `TPUKIT_PREWAKE_US`, default 200).
- */
-let prewakeOn = envSwitch('TPUKIT_PREWAKE', true);
-const PREWAKE_US_DEFAULT = 200;
-if (crewControl !== null) {
-  Atomics.store(crewControl, CPREUS, Math.round(envNumber('TPUKIT_PREWAKE_US', 1, 1e6, false) ?? PREWAKE_US_DEFAULT));
-  Atomics.store(crewControl, CPREGEN, -1);
-}
-
-/** Whether `prewake` wakes the workers (env `TPUKIT_PREWAKE`, `setPrewake`). */
-export function prewakeEnabled(): boolean {
-  return prewakeOn;
-}
-
-/** Turns the early wake on or off (benchmarks comparing both; env `TPUKIT_PREWAKE=0` starts it off). */
-export function setPrewake(on: boolean): void {
-  if (typeof on !== 'boolean') throw new TypeError(`setPrewake: on must be a boolean; got ${String(on)}`);
-  prewakeOn = on;
-}
-
-/** Sets the bound of a prewoken worker's poll (microseconds, 1..1e6); applies from the next prewake. */
-export function setPrewakeMicros(us: number): void {
-  if (typeof us !== 'number' || !Number.isFinite(us) || us < 1 || us > 1e6) throw new RangeError(`setPrewakeMicros: us must be a number in 1..1e6; got ${String(us)}`);
-  if (crewControl !== null) Atomics.store(crewControl, CPREUS, Math.round(us));
-}
-
-/**
- * Wakes the crew's sleeping workers early, before a pool job is announced (`WorkerPool.prewake`):
- * the futex wake-up (~60 us on a VM) then overlaps the calling thread's set-up of the job. A
- * prewoken worker polls for the next announcement for at most the prewake bound (`setPrewakeMicros`),
- * then sleeps again; one that is running (a job, its idle poll) polls that long before it sleeps.
- * Returns whether it did anything (false: off, or no workers). No allocation.
- */
-export function prewakeCrew(): boolean {
-  const cc = crewControl;
-  const n = crew.workers.length;
-  if (!prewakeOn || cc === null || n === 0) return false;
-  Atomics.store(cc, CPREGEN, Atomics.load(cc, CGEN));
-  Atomics.add(cc, CPRESEQ, 1);
-  // (notified only where a worker sleeps: one that polls or runs sees the slots above)
-  for (let i = 0; i < n; i++)
-    if (Atomics.load(cc, CSTATE + i) === 2) {
-      Atomics.notify(cc, CGEN);
-      break;
-    }
-  return true;
-}
-
-/** Prewakes so far whose worker polls caught a job (`hits`) or ran out of time (`misses`), summed over the workers; and each worker's state (0 running, 1 polling after a prewake, 2 asleep). Tests and benchmarks. */
-export function prewakeStats(): { hits: number; misses: number; states: number[] } {
-  const cc = crewControl;
-  if (cc === null) return { hits: 0, misses: 0, states: [] };
-  return { hits: Atomics.load(cc, CPREHIT), misses: Atomics.load(cc, CPREMISS), states: crew.workers.map((_, i) => Atomics.load(cc, CSTATE + i)) };
-}
 
 export function getWorkerIdleSpinMicros(): number {
   return idleSpin;
@@ -259,29 +194,11 @@ function drain() {
   }
 }
 let seen = workerData.start;
-// (the prewake count this worker last answered: a prewake made since is answered by a poll)
-let preSeq = Atomics.load(cc, ${CPRESEQ});
 for (;;) {
   const idleAt = performance.now();
   const us = Atomics.load(cc, ${CSPIN});
   if (us > 0) { const until = idleAt + us / 1000; while (Atomics.load(cc, ${CGEN}) === seen && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(cc, ${CGEN}) === seen; s++); }
-  // The early wake: a prewake made since this worker last saw an announcement (and not yet
-  // answered) means a job comes soon: poll for it for the prewake bound (renewed by each new
-  // prewake meanwhile), then sleep.
-  for (let q = Atomics.load(cc, ${CPRESEQ}); q !== preSeq && Atomics.load(cc, ${CGEN}) === seen && Atomics.load(cc, ${CPREGEN}) === seen; q = Atomics.load(cc, ${CPRESEQ})) {
-    preSeq = q;
-    Atomics.store(cc, ${CSTATE} + id, 1);
-    const until = performance.now() + Atomics.load(cc, ${CPREUS}) / 1000;
-    while (Atomics.load(cc, ${CGEN}) === seen && Atomics.load(cc, ${CPRESEQ}) === q && performance.now() < until) for (let s = 0; s < 64 && Atomics.load(cc, ${CGEN}) === seen; s++);
-    if (Atomics.load(cc, ${CGEN}) !== seen) Atomics.add(cc, ${CPREHIT}, 1);
-    else if (Atomics.load(cc, ${CPRESEQ}) === q) Atomics.add(cc, ${CPREMISS}, 1);
-  }
-  preSeq = Atomics.load(cc, ${CPRESEQ});
-  Atomics.store(cc, ${CSTATE} + id, 2);
-  // (a prewake made between the loads above and this store finds no sleeper and is lost: the
-  // job then wakes this worker as without a prewake)
   Atomics.wait(cc, ${CGEN}, seen);
-  Atomics.store(cc, ${CSTATE} + id, 0);
   // (the idle start first: see IDLE)
   __tpukitStamps[${IDLE} + id] = performance.timeOrigin + idleAt;
   pause(3, 4);
@@ -566,13 +483,6 @@ export function traceStepStart(): void {
 /** Pools made (their ids), and the id of the pool of the last job announced while timing was on (for `poolJobTimes.switches`; an id, so no pool is kept alive). */
 let pools = 0;
 let lastPool = 0;
-/** Jobs announced by every pool of this realm (`WorkerPool.wake`). */
-let announced = 0;
-
-/** Jobs announced so far by every pool of this realm: a caller compares two readings to learn whether a piece of work ran a pool job (xla-lite's executable, for `prewakeCrew`). */
-export function jobsAnnounced(): number {
-  return announced;
-}
 
 /**
  * One runner's pool: its control block and job protocol over the realm's crew (see the file's
@@ -645,17 +555,6 @@ export class WorkerPool {
     crew.workers[w].postMessage({ pool: this.id, message });
   }
 
-  /**
-   * Wakes the crew's workers early for a job this pool will announce soon (`prewakeCrew`): call at
-   * the start of the set-up before `wake`. Harmless while a job of any pool runs (its workers
-   * poll for the bound after it instead of sleeping). Returns false when off or no workers run.
-   * Throws on a pool that was ended (`end`).
-   */
-  prewake(): boolean {
-    if (this.#ended) throw new Error(`WorkerPool.prewake: pool '${this.name}' (id ${this.id}) was ended (end()); it announces no more jobs`);
-    return prewakeCrew();
-  }
-
   /** Makes the workers drop this pool (see `endPool`); it starts no workers afterwards. */
   end(): void {
     this.#ended = true;
@@ -703,7 +602,6 @@ export class WorkerPool {
       this.#stepAt = stepAt;
       lastPool = this.id;
     }
-    announced++;
     Atomics.add(this.control, this.gen, 1);
     announce(this.id, notify);
   }

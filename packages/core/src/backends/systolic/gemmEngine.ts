@@ -14,7 +14,6 @@
 import * as bf16 from '../../bf16';
 import { wasmFeatures } from '../../wasm/features';
 import { WA, type WasmMemory } from '../../wasm/webassemblyTypes';
-import { prewakeCrew } from '../../wasm/workerPool';
 import { GEMM_SHAPE_4X8, GEMM_SHAPE_5X8, type GemmExports, type GemmShape, buildGemmModule } from './gemmModule';
 import { tuneGemmShape } from './gemmTune';
 import { type BatchEngine, type BatchRunner, edgeFree, type OperandPlacement, placeOperands, runBatchedItems } from './batched';
@@ -379,8 +378,6 @@ export class GemmEngine implements BatchEngine {
     const mp = Math.ceil(M / mr) * mr;
     const np = Math.ceil(N / nr) * nr;
     const kp = Math.max(unroll, Math.ceil((compsA.length * K) / unroll) * unroll);
-    // (a product for the pool, run now: its workers are woken while this thread sets it up)
-    if (this.parallel !== null && this.groupJobs === null && mp * np * kp >= PARALLEL_MIN_WORK) prewakeCrew();
     const onePass = compsA.length === 1;
     const simdA = onePass && (a.rs === 1 || a.ks === 1);
     const simdB = onePass && (b.rs === 1 || b.ks === 1);
