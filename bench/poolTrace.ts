@@ -71,6 +71,37 @@ rows.forEach((r, k) => {
   }
 });
 const us = (ms: number): string => `${Math.round(ms * 1000)} us`;
+// With the 'stepStart' field (traces since the early-wake work): per job, the calling thread's
+// set-up in its step before the announcement (from the step's start, or from the previous job's
+// end when that job ran in the same step), and how much of the join lag a wake-up at the step's
+// start (min(lag, set-up)) or at the previous job's end (min(lag, gap)) could have hidden.
+const STEP = trace.fields.indexOf('stepStart');
+if (STEP >= 0) {
+  const setups: number[] = [];
+  const firsts: number[] = [];
+  let hideStep = 0;
+  let hideGap = 0;
+  let n = 0;
+  rows.forEach((r, k) => {
+    if (k === 0 || Number.isNaN(r[STEP])) return;
+    const prevEnd = rows[k - 1][END];
+    const first = r[STEP] > prevEnd;
+    const setup = r[WAKE] - Math.max(r[STEP], prevEnd);
+    setups.push(setup);
+    if (first) firsts.push(setup);
+    n++;
+    if (Number.isNaN(r[JOIN])) return;
+    const lag = r[JOIN] - r[WAKE];
+    hideStep += Math.min(lag, first ? setup : 0);
+    hideGap += Math.min(lag, r[WAKE] - prevEnd);
+  });
+  const sum = (v: number[]): number => v.reduce((a, b) => a + b, 0);
+  const q = (v: number[], f: number): number => (v.length === 0 ? Number.NaN : [...v].sort((a, b) => a - b)[Math.min(v.length - 1, Math.floor(v.length * f))]);
+  console.log(`  set-up before the announcement (${(n / steps).toFixed(1)} jobs per step): ${(sum(setups) / steps).toFixed(2)} ms per step; the ${(firsts.length / steps).toFixed(1)} jobs first in their step: per job p10 / median / p90 ${us(q(firsts, 0.1))} / ${us(q(firsts, 0.5))} / ${us(q(firsts, 0.9))}`);
+  console.log(`  join lag a wake-up could hide: at the job's step start ${(hideStep / steps).toFixed(2)} ms per step; at the previous job's end ${(hideGap / steps).toFixed(2)}`);
+  const hist = [0, 0.02, 0.05, 0.1, 0.2, 0.5, Infinity];
+  console.log(`    first-in-step set-ups: ${hist.slice(1).map((hi, i) => `${hist[i] * 1000}-${hi * 1000} us: ${(firsts.filter((x) => x >= hist[i] && x < hi).length / steps).toFixed(1)}`).join('; ')}`);
+}
 console.log(`${file}: last ${rows.length} jobs (${steps} steps of ${per}); ms per step unless stated`);
 for (const [name, s] of pools) {
   const lagSum = s.lags.reduce((a, b) => a + b, 0);

@@ -25,7 +25,7 @@
  * `Resident`; `begin(args)` moves out those the caller kept).
  */
 import { type Array, ClosedJaxpr, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { type DotInto, evalDotsInto, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands, StartedDots } from '@tpukit/core/internal';
+import { type DotInto, evalDotsInto, evalPrimitive, evalPrimitiveInto, evalPrimitiveIntoAll, frozenShape, type IntoMemo, intoMemo, type ResultBands, StartedDots, wasm as coreWasm } from '@tpukit/core/internal';
 import { dotGroupJoinsOf, dotGroupsOf } from './passes/dotGroups';
 import type { HloInstruction, HloModule } from './hlo';
 import { numel } from './hlo';
@@ -346,7 +346,13 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
     let at = 0; // the step running (for `deleteOverwritten` when one throws)
     try {
       if (t0 === 0) {
-        for (; at < steps.length; at++) exec(steps[at], args);
+        if (coreWasm.poolJobTrace.records === null) for (; at < steps.length; at++) exec(steps[at], args);
+        else
+          for (; at < steps.length; at++) {
+            // (core's pool-job trace: each job's set-up in its step, TPUKIT_POOL_TRACE)
+            coreWasm.traceStepStart();
+            exec(steps[at], args);
+          }
       } else {
         prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];
         const cpu0 = cpuNow();

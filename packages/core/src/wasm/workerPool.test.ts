@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_THREADS } from '../threads';
-import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdBetweenStamps, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, startPoolJobTrace, TRACE_FIELDS, workerKind, WorkerPool, writePoolJobTrace } from './workerPool';
+import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdBetweenStamps, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, startPoolJobTrace, TRACE_FIELDS, traceStepStart, workerKind, WorkerPool, writePoolJobTrace } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -136,8 +136,17 @@ describe('WorkerPool', () => {
       t.records = rec;
       t.count = 0;
       // Joined: the calling thread waits until the worker is inside (SUM), which naps 5 ms.
+      traceStepStart(); // (the step the job's set-up began in)
+      const step = performance.timeOrigin + performance.now();
       const g = Atomics.load(p.c, GEN) + 1;
-      joinJob(p, 5, Atomics.load(p.c, SUM) + g);
+      const sum = Atomics.load(p.c, SUM) + g;
+      p.c[NAP] = 5;
+      p.pool.openJob(OPEN);
+      p.pool.wake();
+      traceStepStart(); // (a later step, begun while the job runs: not the job's)
+      p.pool.waitFor(SUM, sum);
+      p.pool.closeJob(OPEN, INSIDE);
+      p.pool.finished();
       expect(t.count).toBe(1);
       const r = Object.fromEntries(TRACE_FIELDS.map((f, i) => [f, rec[i]]));
       expect(r.pool).toBe(p.pool.id);
@@ -148,6 +157,9 @@ describe('WorkerPool', () => {
       expect(r.workerLeave).toBeGreaterThanOrEqual(r.workerJoin);
       expect(r.end).toBeGreaterThanOrEqual(r.workerLeave);
       expect(r.workerIdleSince).toBeLessThanOrEqual(r.wake);
+      // (the step start current at the announcement, not the later one current at the record)
+      expect(r.stepStart, 'stepStart').toBeLessThanOrEqual(step);
+      expect(r.stepStart).toBeGreaterThan(0);
       // Held until the job closed: unjoined, its worker fields are NaN; the close is recorded.
       holdWorkers(true);
       joinJob(p, 0);

@@ -376,14 +376,15 @@ export const poolJobTimes: PoolJobCounts & { enabled: boolean; switches: number;
 };
 
 /** Fields of one job's record in `poolJobTrace.records` (epoch ms, NaN where no worker did it). */
-export const TRACE_FIELDS = ['pool', 'wake', 'workerWake', 'workerJoin', 'callerDone', 'workerLeave', 'end', 'workerIdleSince'] as const;
+export const TRACE_FIELDS = ['pool', 'wake', 'workerWake', 'workerJoin', 'callerDone', 'workerLeave', 'end', 'workerIdleSince', 'stepStart'] as const;
 
 /**
  * A per-job trace of the pool jobs (env `TPUKIT_POOL_TRACE=file`, with `poolJobTimes` on): per job
  * finished, the `TRACE_FIELDS` (the pool's id; the announcement; the first worker's wake-up and
  * entry into the job's body; the calling thread closing the job, i.e. out of work; the last
  * worker leaving; the job's end; when the first worker to enter the job had begun the idle wait it
- * woke from, NaN when none entered), in `records` (capacity `max` jobs; the jobs past it are
+ * woke from, NaN when none entered; when the calling thread last began a step of an executable
+ * (`traceStepStart`) before the announcement, NaN when none did), in `records` (capacity `max` jobs; the jobs past it are
  * counted in `dropped`, not recorded), written to the file as JSON (`fields`, `names`: pool id ->
  * name, `rows`, `dropped`) at the process's exit (`startPoolJobTrace`). Diagnostics for
  * benchmarks. Off, a job costs the calling thread one boolean test; the workers stamp whether it
@@ -462,6 +463,18 @@ export function writePoolJobTrace(): void {
   }
 }
 
+/** `poolJobTrace` only: when the calling thread last began a step of an executable (`traceStepStart`), epoch ms. */
+let stepAt = Number.NaN;
+
+/**
+ * `poolJobTrace` only: marks the start of a step (one instruction of xla-lite's executable), so that
+ * each job's record says how long the calling thread worked in that step before announcing the
+ * job (its set-up: planning, views, staging). Call only while `poolJobTrace.records` is set.
+ */
+export function traceStepStart(): void {
+  stepAt = performance.timeOrigin + performance.now();
+}
+
 {
   const file = envVar('TPUKIT_POOL_TRACE');
   if (file) startPoolJobTrace(file);
@@ -486,6 +499,8 @@ export class WorkerPool {
   #t0 = 0;
   /** The job's `wake` in epoch ms (comparable with the workers' wake stamps). */
   #wakeAt = 0;
+  /** The step start (`traceStepStart`) current at `wake`, epoch ms (`poolJobTrace` only). */
+  #stepAt = Number.NaN;
   /** `closeJob`'s start in epoch ms (`poolJobTrace` only). */
   #closeAt = 0;
   /** Whether `poolJobTrace.names` has this pool. */
@@ -584,6 +599,7 @@ export class WorkerPool {
       this.#wakeAt = performance.timeOrigin + this.#t0;
       if (lastPool !== this.id) poolJobTimes.switches++;
       this.#closeAt = NaN; // (a job that is not closed, `closeJob`, has no close in the trace)
+      this.#stepAt = stepAt;
       lastPool = this.id;
     }
     Atomics.add(this.control, this.gen, 1);
@@ -705,6 +721,7 @@ export class WorkerPool {
       r[o + 5] = leave > -Infinity ? leave : NaN;
       r[o + 6] = performance.timeOrigin + performance.now();
       r[o + 7] = idle;
+      r[o + 8] = this.#stepAt;
     }
     this.#t0 = 0;
   }
