@@ -14,8 +14,9 @@
  * later one's operands up, and effects keep their order: effects.ts), and the merged kernel
  * splits its rows into as many blocks as each one's own kernel would (`TPUKIT_COL_ROW_BLOCKS`:
  * the split depends on the body's cost, and a split changes the summation order); the merged
- * fusion takes the later one's place and the computation is re-sorted topologically. At most `MAX_SIBLING_OUTPUTS` outputs per fusion (each keeps a
- * float64 scratch row per column span). Runs after elementwise and output fusion
+ * fusion takes the later one's place (a horizontal merge, below, the earlier one's) and the
+ * computation is re-sorted topologically. At most `MAX_SIBLING_OUTPUTS` outputs per fusion (each
+ * keeps a float64 scratch row per column span). Runs after elementwise and output fusion
  * (pipeline.ts), so it changes no decision of theirs.
  *
  * Horizontal merges (`horizontal`, pipeline option `horizontalSums`, default on; env
@@ -26,9 +27,18 @@
  * the kernel then walks the three arrays in one pass over the rows: the same bytes, but three
  * streams in flight instead of one at a time, and those arrays come from main memory (the
  * attention backward's 4 MiB of saved probabilities evicted them; in the step each 1 MiB sum
- * took ~0.19 ms against ~0.04 ms warm). The arrays are produced together, so the earlier sum's
- * operand lives no longer than its producer's other outputs. The same bits (each output its own
+ * took ~0.19 ms against ~0.04 ms warm). The merged fusion takes the EARLIER sum's place: the
+ * later sum's operands are get-tuple-element/reshape aliases of outputs of the one producer, which
+ * comes before the earlier sum, so moving them up computes nothing earlier and makes no buffer live
+ * longer (a reshape or get-tuple-element aliases its operand); only the later sum's small result
+ * (one row) lives longer. At the later one's place the sums would run wherever the last of them
+ * was (in the GPT step, after the layer's weight gradients). The same bits (each output its own
  * column sum, rows in order).
+ *
+ * Limit: rows14's pairing also computes a sum over a row fusion's OPERAND in the row kernel
+ * (`planRowColumnSum`, TPUKIT_ROW_OPERAND_SUMS). A horizontal merge can take such a sum into a
+ * 2-3 output fusion that no longer pairs; no such sum reads a multi-output non-fusion
+ * instruction's outputs in the GPT step (the attention backward's dq/dk/dv are read by dots).
  */
 import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule, numel } from '../hlo';
@@ -195,7 +205,9 @@ function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, {
   const [keep, drop] = early ? [a, b] : [b, a];
   c.instructions.splice(c.instructions.indexOf(drop), 1);
   c.instructions.splice(c.instructions.indexOf(keep), 1, fusion, ...gtes);
-  // a's readers may come before b: the topological re-sort moves the merged fusion up to them.
+  // At b's place, a's readers may come before b; at a's place (early), b's operands (its
+  // producer's get-tuple-elements and reshapes) may come after a: the topological re-sort moves
+  // the merged fusion up to a's readers, or those operands up to the merged fusion.
   c.sort();
   return fusion;
 }
