@@ -262,6 +262,7 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
   });
   afterAll(() => setBackend(prev));
   const [Bn, T, H, D] = [3, 21, 4, 8];
+  const [Hn, Dn] = [4, 32];
   const x = data([Bn, T, H, D], 5);
   const w = data([Bn, T, H, D], 6);
   const bias = (s: number): any => data([H, D], s);
@@ -271,25 +272,57 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
   const step = grad(loss, { argnums: [0, 1, 2] });
   const attnSums = (c: any): any[] => fusions(c).filter((f: any) => columnReduction(f) !== null && f.operands.every((o: any) => o.opcode === 'get-tuple-element' && o.operands[0].prim?.name === 'dot_product_attention_bwd'));
 
-  it('the bias gradients over dq, dk and dv become one kernel with three outputs; the same bits on 1 and 2 threads; off with horizontalSums: false', () => {
-    const args = [bias(7), bias(8), bias(9), x, w];
-    const on = jit(step).lower(...args).compile();
-    const off = jit(step).lower(...args).compile({ horizontalSums: false });
-    expect(on.passStats.siblingFusion).toBe(2);
-    expect(off.passStats.siblingFusion).toBe(0);
-    const merged = attnSums(on);
-    expect(merged).toHaveLength(1);
-    expect(merged[0].shapes).toHaveLength(3);
-    expect(new Set(merged[0].operands.map((o: any) => o.operands[0])).size).toBe(1);
-    expect(new Set(merged[0].operands.map((o: any) => (o.params as { index: number }).index))).toEqual(new Set([0, 1, 2]));
-    expect(attnSums(off).map((f: any) => f.shapes.length)).toEqual([1, 1, 1]);
-    expect(on.stats.wasmKernels).toBeGreaterThan(0);
-    for (const threads of [1, 2, 1]) {
-      setKernelThreads(threads);
-      const a = on.call(args);
-      const b = off.call(args);
-      expect(a).toHaveLength(3);
-      a.forEach((r: any, k: number) => expect(bits(r)).toEqual(bits(b[k])));
+  it('the bias gradients over dq, dk and dv become one kernel with three outputs; the same bits on 1 and 2 threads (wasm) and on the JavaScript kernels; off with horizontalSums: false', () => {
+    // Large enough ([8,64,4,32]: 512 rows of 128 columns per sum) for the column spans to split
+    // between threads once the column-split threshold is PARALLEL_WORK (off by default).
+    const shape = [8, 64, Hn, Dn];
+    const args = [data([Hn, Dn], 7), data([Hn, Dn], 8), data([Hn, Dn], 9), data(shape, 5), data(shape, 6)];
+    const threshold = getColumnParallelWork();
+    setColumnParallelWork(PARALLEL_WORK);
+    try {
+      for (const wasm of [true, false]) {
+        setWasmKernels(wasm);
+        const on = jit(step).lower(...args).compile();
+        const off = jit(step).lower(...args).compile({ horizontalSums: false });
+        expect(on.passStats.siblingFusion).toBe(2);
+        expect(off.passStats.siblingFusion).toBe(0);
+        const merged = attnSums(on);
+        expect(merged).toHaveLength(1);
+        expect(merged[0].shapes).toHaveLength(3);
+        expect(new Set(merged[0].operands.map((o: any) => o.operands[0])).size).toBe(1);
+        expect(new Set(merged[0].operands.map((o: any) => (o.params as { index: number }).index))).toEqual(new Set([0, 1, 2]));
+        expect(attnSums(off).map((f: any) => f.shapes.length)).toEqual([1, 1, 1]);
+        expect(on.stats.wasmKernels > 0).toBe(wasm);
+        const want = off.call(args).map(bits);
+        // (the pool jobs of one call at 2 threads without the column split: the merged sum's own
+        // jobs are those past it)
+        let unsplitJobs = 0;
+        if (wasm) {
+          setColumnParallelWork(threshold);
+          const unsplit = jit(step).lower(...args).compile();
+          setColumnParallelWork(PARALLEL_WORK);
+          setKernelThreads(2);
+          const j0 = poolStats().parallelJobs;
+          expect(unsplit.call(args).map(bits)).toEqual(want);
+          unsplitJobs = poolStats().parallelJobs - j0;
+        }
+        for (const threads of wasm ? [1, 2, 1, 2] : [1]) {
+          // Other data through the arena first, so a column a thread skipped cannot pass.
+          setKernelThreads(1);
+          on.call(args.map((a: any, k: number) => data(a.shape, 20 + k)));
+          setKernelThreads(threads);
+          const jobs0 = poolStats().parallelJobs;
+          const a = on.call(args);
+          if (threads === 2) expect(poolStats().parallelJobs - jobs0).toBeGreaterThan(unsplitJobs);
+          expect(a).toHaveLength(3);
+          expect(a.map(bits)).toEqual(want);
+        }
+        setKernelThreads(null);
+      }
+    } finally {
+      setColumnParallelWork(threshold);
+      setKernelThreads(null);
+      setWasmKernels(true);
     }
   });
 
