@@ -7,7 +7,7 @@ import { debug, getBackend, grad, lax, nn, np, setBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { B, f32 } from './build';
-import { columnReduction, fuseElementwise, fuseSiblingReductions, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
+import { columnReduction, fuseElementwise, fuseRows, fuseSiblingReductions, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
 import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 
@@ -349,6 +349,72 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
     expect(c.instructions.indexOf(merged[0])).toBeLessThan(c.instructions.indexOf(loop));
     const pos = new Map(c.instructions.map((i, k) => [i, k]));
     for (const i of c.instructions) for (const o of i.operands) expect(pos.get(o)!).toBeLessThan(pos.get(i)!);
+  });
+
+  it('leaves a later sum alone when it reads outputs of two instructions, one of them between the sums (merging at the first place would compute it earlier)', () => {
+    const b = new B();
+    const x = b.param(f32(6, 5));
+    const y = b.param(f32(6, 5));
+    const two = (p: HloInstruction, q: HloInstruction): HloInstruction => b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [p, q], {}, null));
+    const gte = (t: HloInstruction, index: number): HloInstruction => b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index }, null));
+    const t1 = two(x, y);
+    const s0 = b.op('reduce_sum', [gte(t1, 0)], { axes: [0] });
+    // S2 comes after the first sum; the second sum reads gte(S2) first, then gte(S1).
+    const t2 = two(y, x);
+    const s1 = b.op('reduce_sum', [b.op('add', [gte(t2, 0), gte(t1, 1)])], { axes: [0] });
+    const c = b.out(s0, s1);
+    const mod = new HloModule('m', c);
+    fuseElementwise(c, mod, 1);
+    const sums = c.instructions.filter((i) => columnReduction(i) !== null);
+    expect(sums).toHaveLength(2);
+    expect(sums[1].operands.map((o) => o.operands[0])).toEqual([t2, t1]);
+    expect(fuseSiblingReductions(c, mod)).toBe(0);
+    expect(c.instructions.indexOf(t2)).toBeGreaterThan(c.instructions.indexOf(sums[0]));
+  });
+
+  it('a merge over a shared array (not horizontal) keeps the later sum\'s place: an instruction between the two sums stays before them', () => {
+    const b = new B();
+    const x = b.param(f32(6, 5));
+    const y = b.param(f32(6, 5));
+    const s0 = b.op('reduce_sum', [x], { axes: [0] });
+    const between = b.op('mul', [y, y]);
+    const s1 = b.op('reduce_sum', [b.op('tanh', [x])], { axes: [0] });
+    const c = b.out(s0, between, s1);
+    const mod = new HloModule('m', c);
+    fuseElementwise(c, mod, 1);
+    expect(fuseSiblingReductions(c, mod)).toBe(1);
+    const merged = c.instructions.filter((i) => columnReduction(i) !== null);
+    expect(merged).toHaveLength(1);
+    expect(merged[0].shapes).toHaveLength(2);
+    const loop = c.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kLoop')!;
+    expect(c.instructions.indexOf(merged[0])).toBeGreaterThan(c.instructions.indexOf(loop));
+  });
+
+  it('leaves sums alone when a row fusion reads one of their operands (its row kernel may compute that sum, rows14\'s pairing)', () => {
+    const build = (rowReader: boolean): number => {
+      const b = new B();
+      const x = b.param(f32(6, 5));
+      const y = b.param(f32(6, 5));
+      const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [x, y], {}, null));
+      const g0 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 0 }, null));
+      const g1 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 1 }, null));
+      const outs = [b.op('reduce_sum', [g0], { axes: [0] }), b.op('reduce_sum', [g1], { axes: [0] })];
+      if (rowReader) {
+        // A softmax over g0's rows: a kRow fusion reading g0.
+        const m = b.op('reshape', [b.op('reduce_max', [g0], { axes: [1] })], { newSizes: [6, 1], dimensions: null });
+        const e = b.op('exp', [b.op('sub', [g0, b.op('broadcast_in_dim', [m], { shape: [6, 5], broadcastDimensions: [0, 1] })])]);
+        const z = b.op('reduce_sum', [e], { axes: [1] });
+        outs.push(b.op('div', [e, b.op('broadcast_in_dim', [z], { shape: [6, 5], broadcastDimensions: [0] })]));
+      }
+      const c = b.out(...outs);
+      const mod = new HloModule('m', c);
+      expect(fuseRows(c, mod)).toBe(rowReader ? 1 : 0);
+      fuseElementwise(c, mod, 1);
+      expect(c.instructions.filter((i) => columnReduction(i) !== null)).toHaveLength(2);
+      return fuseSiblingReductions(c, mod);
+    };
+    expect(build(false)).toBe(1);
+    expect(build(true)).toBe(0);
   });
 
   it('leaves sums over outputs of two different instructions alone (two attention backwards) or of a row fusion, and TPUKIT_HORIZONTAL_SUMS=0 turns the merges off', () => {

@@ -35,10 +35,9 @@
  * was (in the GPT step, after the layer's weight gradients). The same bits (each output its own
  * column sum, rows in order).
  *
- * Limit: rows14's pairing also computes a sum over a row fusion's OPERAND in the row kernel
- * (`planRowColumnSum`, TPUKIT_ROW_OPERAND_SUMS). A horizontal merge can take such a sum into a
- * 2-3 output fusion that no longer pairs; no such sum reads a multi-output non-fusion
- * instruction's outputs in the GPT step (the attention backward's dq/dk/dv are read by dots).
+ * Nor when a row fusion reads one of either sum's operands (`readByRowFusion`): rows14's pairing
+ * also computes a sum over a row fusion's operands in the row kernel (`planRowColumnSum`,
+ * TPUKIT_ROW_OPERAND_SUMS), and a merged sum would no longer pair.
  */
 import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule, numel } from '../hlo';
@@ -120,7 +119,7 @@ function findSiblings(c: HloComputation, horizontal: boolean): [HloInstruction, 
       const l = cands[b];
       if (columnReduction(l) !== key || e.shapes.length + l.shapes.length > MAX_SIBLING_OUTPUTS) continue;
       const across = !l.operands.some((o) => shared.has(o));
-      if (across && (source === null || tupleSource(l) !== source)) continue;
+      if (across && (source === null || tupleSource(l) !== source || readByRowFusion(e, users) || readByRowFusion(l, users))) continue;
       if (dependsOn(l, e, pos) || c.instructions.slice(pos.get(e)! + 1, pos.get(l)!).some(hasEffect)) continue;
       const m = mergedBody(e, l);
       const blocks = rowBlocksOf(m.body);
@@ -128,6 +127,15 @@ function findSiblings(c: HloComputation, horizontal: boolean): [HloInstruction, 
     }
   }
   return null;
+}
+
+/**
+ * Whether a row fusion (kRow) reads one of `f`'s operands: the wasm program may then compute `f`
+ * in that row kernel (rows14's pairing, `planRowColumnSum`, TPUKIT_ROW_OPERAND_SUMS), which a
+ * horizontal merge would prevent (the merged sum reads arrays the row kernel does not).
+ */
+function readByRowFusion(f: HloInstruction, users: Map<HloInstruction, (HloInstruction | null)[]>): boolean {
+  return f.operands.some((o) => (users.get(o) ?? []).some((u) => u !== null && u.opcode === 'fusion' && (u.params as { kind?: string }).kind === 'kRow'));
 }
 
 /** Whether `later` reads (through any chain of operands) the result of `earlier`, which comes before it. */
