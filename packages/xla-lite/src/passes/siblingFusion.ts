@@ -32,12 +32,13 @@
  * comes before the earlier sum, so moving them up computes nothing earlier and makes no buffer live
  * longer (a reshape or get-tuple-element aliases its operand); only the later sum's small result
  * (one row) lives longer. At the later one's place the sums would run wherever the last of them
- * was (in the GPT step, after the layer's weight gradients). The same bits (each output its own
- * column sum, rows in order).
+ * was (in the GPT step the v bias sum's: after the v weight gradient and the layer-norm backward,
+ * where the q and k sums ran right after the attention backward). The same bits (each output its
+ * own column sum, rows in order).
  *
- * Nor when a row fusion reads one of either sum's operands (`readByRowFusion`): rows14's pairing
- * also computes a sum over a row fusion's operands in the row kernel (`planRowColumnSum`,
- * TPUKIT_ROW_OPERAND_SUMS), and a merged sum would no longer pair.
+ * A horizontal merge is skipped when a row fusion reads an operand of either sum
+ * (`readByRowFusion`): rows14's pairing also computes a sum over a row fusion's operands in the
+ * row kernel (`planRowColumnSum`, TPUKIT_ROW_OPERAND_SUMS), and a merged sum would no longer pair.
  */
 import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule, numel } from '../hlo';
