@@ -44,6 +44,8 @@
  * (`jit(tAdam, { donateArgnums: [0, 1, 2] })`, as the one-executable step donates it): p, m, v
  * then stay in the Adam's arena between steps instead of being copied in and out (default: not
  * donated, the issue's plain `jit(tAdam)`).
+ * GPT_BENCH_MEMORY=1 prints the one-executable step's `memoryAnalysis()` (temp and peak bytes) with
+ * xla-lite's horizontal column-sum merges on and off (`horizontalSums`).
  * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
  * { isCausal: true })` (the fused kernels on the systolic backend), 'xla' its composite, 'manual'
  * the hand-written matmul / mask / softmax / matmul the bench used before (for A/B runs).
@@ -384,6 +386,16 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
         return order.slice(from, order.indexOf(w) + 1).filter((i) => i.opcode === 'fusion').map((i) => `${(i.params as { kind: string }).kind}->${i.shapes.map((sh) => `[${sh.shape.join(',')}]`).join('')}${i.called[0].instructions.some((m) => m.opcode === 'reduce') ? '(reduce)' : ''}`).join(' ');
       });
       console.log(`  async windows: ${compiled.stats.asyncGroups} groups started before ${compiled.stats.asyncWindowSteps} steps (all), per group: ${windows.join(' | ')}`);
+    }
+    if (process.env.GPT_BENCH_MEMORY === '1') {
+      // The one-executable step's buffer assignment with and without horizontal column-sum merges (xla-lite `horizontalSums`).
+      const opt: TOpt = { m: tree.map((a: Array) => np.zerosLike(a), p) as TParams, v: tree.map((a: Array) => np.zerosLike(a), p) as TParams };
+      const lowered = jit(tStep, { donateArgnums: [0, 1] }).lower(p, opt, { x, y: x }, np.array(stepSize(1)));
+      const MiB = (b: number): string => (b / 2 ** 20).toFixed(2);
+      for (const horizontalSums of [true, false]) {
+        const m = lowered.compile({ horizontalSums }).memoryAnalysis();
+        console.log(`  step memoryAnalysis, horizontalSums ${horizontalSums}: temp ${MiB(m.tempBytes)} MiB (${m.tempBytes} B), peak ${MiB(m.peakBytes)} MiB (${m.peakBytes} B), args ${MiB(m.argumentBytes)} MiB, out ${MiB(m.outputBytes)} MiB, aliased ${MiB(m.aliasBytes)} MiB`);
+      }
     }
     const counted = dotFlops(compiled.module.entry) / TOKENS;
     if (counted !== FLOPS_PER_TOKEN) throw new Error(`bench:gpt: the compiled step does ${counted} matmul FLOP per token; the hand count is ${FLOPS_PER_TOKEN}`);

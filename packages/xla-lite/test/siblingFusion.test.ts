@@ -7,7 +7,7 @@ import { debug, getBackend, grad, lax, nn, np, setBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { B, f32 } from './build';
-import { columnReduction, fuseElementwise, fuseSiblingReductions, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
+import { columnReduction, fuseElementwise, fuseRows, fuseSiblingReductions, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
 import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 
@@ -262,6 +262,7 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
   });
   afterAll(() => setBackend(prev));
   const [Bn, T, H, D] = [3, 21, 4, 8];
+  const [Hn, Dn] = [4, 32];
   const x = data([Bn, T, H, D], 5);
   const w = data([Bn, T, H, D], 6);
   const bias = (s: number): any => data([H, D], s);
@@ -271,25 +272,57 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
   const step = grad(loss, { argnums: [0, 1, 2] });
   const attnSums = (c: any): any[] => fusions(c).filter((f: any) => columnReduction(f) !== null && f.operands.every((o: any) => o.opcode === 'get-tuple-element' && o.operands[0].prim?.name === 'dot_product_attention_bwd'));
 
-  it('the bias gradients over dq, dk and dv become one kernel with three outputs; the same bits on 1 and 2 threads; off with horizontalSums: false', () => {
-    const args = [bias(7), bias(8), bias(9), x, w];
-    const on = jit(step).lower(...args).compile();
-    const off = jit(step).lower(...args).compile({ horizontalSums: false });
-    expect(on.passStats.siblingFusion).toBe(2);
-    expect(off.passStats.siblingFusion).toBe(0);
-    const merged = attnSums(on);
-    expect(merged).toHaveLength(1);
-    expect(merged[0].shapes).toHaveLength(3);
-    expect(new Set(merged[0].operands.map((o: any) => o.operands[0])).size).toBe(1);
-    expect(new Set(merged[0].operands.map((o: any) => (o.params as { index: number }).index))).toEqual(new Set([0, 1, 2]));
-    expect(attnSums(off).map((f: any) => f.shapes.length)).toEqual([1, 1, 1]);
-    expect(on.stats.wasmKernels).toBeGreaterThan(0);
-    for (const threads of [1, 2, 1]) {
-      setKernelThreads(threads);
-      const a = on.call(args);
-      const b = off.call(args);
-      expect(a).toHaveLength(3);
-      a.forEach((r: any, k: number) => expect(bits(r)).toEqual(bits(b[k])));
+  it('the bias gradients over dq, dk and dv become one kernel with three outputs; the same bits on 1 and 2 threads (wasm) and on the JavaScript kernels; off with horizontalSums: false', () => {
+    // Large enough ([8,64,4,32]: 512 rows of 128 columns per sum) for the column spans to split
+    // between threads once the column-split threshold is PARALLEL_WORK (off by default).
+    const shape = [8, 64, Hn, Dn];
+    const args = [data([Hn, Dn], 7), data([Hn, Dn], 8), data([Hn, Dn], 9), data(shape, 5), data(shape, 6)];
+    const threshold = getColumnParallelWork();
+    setColumnParallelWork(PARALLEL_WORK);
+    try {
+      for (const wasm of [true, false]) {
+        setWasmKernels(wasm);
+        const on = jit(step).lower(...args).compile();
+        const off = jit(step).lower(...args).compile({ horizontalSums: false });
+        expect(on.passStats.siblingFusion).toBe(2);
+        expect(off.passStats.siblingFusion).toBe(0);
+        const merged = attnSums(on);
+        expect(merged).toHaveLength(1);
+        expect(merged[0].shapes).toHaveLength(3);
+        expect(new Set(merged[0].operands.map((o: any) => o.operands[0])).size).toBe(1);
+        expect(new Set(merged[0].operands.map((o: any) => (o.params as { index: number }).index))).toEqual(new Set([0, 1, 2]));
+        expect(attnSums(off).map((f: any) => f.shapes.length)).toEqual([1, 1, 1]);
+        expect(on.stats.wasmKernels > 0).toBe(wasm);
+        const want = off.call(args).map(bits);
+        // (the pool jobs of one call at 2 threads without the column split: the merged sum's own
+        // jobs are those past it)
+        let unsplitJobs = 0;
+        if (wasm) {
+          setColumnParallelWork(threshold);
+          const unsplit = jit(step).lower(...args).compile();
+          setColumnParallelWork(PARALLEL_WORK);
+          setKernelThreads(2);
+          const j0 = poolStats().parallelJobs;
+          expect(unsplit.call(args).map(bits)).toEqual(want);
+          unsplitJobs = poolStats().parallelJobs - j0;
+        }
+        for (const threads of wasm ? [1, 2, 1, 2] : [1]) {
+          // Other data through the arena first, so a column a thread skipped cannot pass.
+          setKernelThreads(1);
+          on.call(args.map((a: any, k: number) => data(a.shape, 20 + k)));
+          setKernelThreads(threads);
+          const jobs0 = poolStats().parallelJobs;
+          const a = on.call(args);
+          if (threads === 2) expect(poolStats().parallelJobs - jobs0).toBeGreaterThan(unsplitJobs);
+          expect(a).toHaveLength(3);
+          expect(a.map(bits)).toEqual(want);
+        }
+        setKernelThreads(null);
+      }
+    } finally {
+      setColumnParallelWork(threshold);
+      setKernelThreads(null);
+      setWasmKernels(true);
     }
   });
 
@@ -316,6 +349,72 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
     expect(c.instructions.indexOf(merged[0])).toBeLessThan(c.instructions.indexOf(loop));
     const pos = new Map(c.instructions.map((i, k) => [i, k]));
     for (const i of c.instructions) for (const o of i.operands) expect(pos.get(o)!).toBeLessThan(pos.get(i)!);
+  });
+
+  it('leaves a later sum alone when it reads outputs of two instructions, one of them between the sums (merging at the first place would compute it earlier)', () => {
+    const b = new B();
+    const x = b.param(f32(6, 5));
+    const y = b.param(f32(6, 5));
+    const two = (p: HloInstruction, q: HloInstruction): HloInstruction => b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [p, q], {}, null));
+    const gte = (t: HloInstruction, index: number): HloInstruction => b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index }, null));
+    const t1 = two(x, y);
+    const s0 = b.op('reduce_sum', [gte(t1, 0)], { axes: [0] });
+    // S2 comes after the first sum; the second sum reads gte(S2) first, then gte(S1).
+    const t2 = two(y, x);
+    const s1 = b.op('reduce_sum', [b.op('add', [gte(t2, 0), gte(t1, 1)])], { axes: [0] });
+    const c = b.out(s0, s1);
+    const mod = new HloModule('m', c);
+    fuseElementwise(c, mod, 1);
+    const sums = c.instructions.filter((i) => columnReduction(i) !== null);
+    expect(sums).toHaveLength(2);
+    expect(sums[1].operands.map((o) => o.operands[0])).toEqual([t2, t1]);
+    expect(fuseSiblingReductions(c, mod)).toBe(0);
+    expect(c.instructions.indexOf(t2)).toBeGreaterThan(c.instructions.indexOf(sums[0]));
+  });
+
+  it('a merge over a shared array (not horizontal) keeps the later sum\'s place: an instruction between the two sums stays before them', () => {
+    const b = new B();
+    const x = b.param(f32(6, 5));
+    const y = b.param(f32(6, 5));
+    const s0 = b.op('reduce_sum', [x], { axes: [0] });
+    const between = b.op('mul', [y, y]);
+    const s1 = b.op('reduce_sum', [b.op('tanh', [x])], { axes: [0] });
+    const c = b.out(s0, between, s1);
+    const mod = new HloModule('m', c);
+    fuseElementwise(c, mod, 1);
+    expect(fuseSiblingReductions(c, mod)).toBe(1);
+    const merged = c.instructions.filter((i) => columnReduction(i) !== null);
+    expect(merged).toHaveLength(1);
+    expect(merged[0].shapes).toHaveLength(2);
+    const loop = c.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kLoop')!;
+    expect(c.instructions.indexOf(merged[0])).toBeGreaterThan(c.instructions.indexOf(loop));
+  });
+
+  it('leaves sums alone when a row fusion reads one of their operands (its row kernel may compute that sum, rows14\'s pairing)', () => {
+    const build = (rowReader: boolean): number => {
+      const b = new B();
+      const x = b.param(f32(6, 5));
+      const y = b.param(f32(6, 5));
+      const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [x, y], {}, null));
+      const g0 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 0 }, null));
+      const g1 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 1 }, null));
+      const outs = [b.op('reduce_sum', [g0], { axes: [0] }), b.op('reduce_sum', [g1], { axes: [0] })];
+      if (rowReader) {
+        // A softmax over g0's rows: a kRow fusion reading g0.
+        const m = b.op('reshape', [b.op('reduce_max', [g0], { axes: [1] })], { newSizes: [6, 1], dimensions: null });
+        const e = b.op('exp', [b.op('sub', [g0, b.op('broadcast_in_dim', [m], { shape: [6, 5], broadcastDimensions: [0, 1] })])]);
+        const z = b.op('reduce_sum', [e], { axes: [1] });
+        outs.push(b.op('div', [e, b.op('broadcast_in_dim', [z], { shape: [6, 5], broadcastDimensions: [0] })]));
+      }
+      const c = b.out(...outs);
+      const mod = new HloModule('m', c);
+      expect(fuseRows(c, mod)).toBe(rowReader ? 1 : 0);
+      fuseElementwise(c, mod, 1);
+      expect(c.instructions.filter((i) => columnReduction(i) !== null)).toHaveLength(2);
+      return fuseSiblingReductions(c, mod);
+    };
+    expect(build(false)).toBe(1);
+    expect(build(true)).toBe(0);
   });
 
   it('leaves sums over outputs of two different instructions alone (two attention backwards) or of a row fusion, and TPUKIT_HORIZONTAL_SUMS=0 turns the merges off', () => {

@@ -14,8 +14,9 @@
  * later one's operands up, and effects keep their order: effects.ts), and the merged kernel
  * splits its rows into as many blocks as each one's own kernel would (`TPUKIT_COL_ROW_BLOCKS`:
  * the split depends on the body's cost, and a split changes the summation order); the merged
- * fusion takes the later one's place and the computation is re-sorted topologically. At most `MAX_SIBLING_OUTPUTS` outputs per fusion (each keeps a
- * float64 scratch row per column span). Runs after elementwise and output fusion
+ * fusion takes the later one's place (a horizontal merge, below, the earlier one's) and the
+ * computation is re-sorted topologically. At most `MAX_SIBLING_OUTPUTS` outputs per fusion (each
+ * keeps a float64 scratch row per column span). Runs after elementwise and output fusion
  * (pipeline.ts), so it changes no decision of theirs.
  *
  * Horizontal merges (`horizontal`, pipeline option `horizontalSums`, default on; env
@@ -26,9 +27,18 @@
  * the kernel then walks the three arrays in one pass over the rows: the same bytes, but three
  * streams in flight instead of one at a time, and those arrays come from main memory (the
  * attention backward's 4 MiB of saved probabilities evicted them; in the step each 1 MiB sum
- * took ~0.19 ms against ~0.04 ms warm). The arrays are produced together, so the earlier sum's
- * operand lives no longer than its producer's other outputs. The same bits (each output its own
- * column sum, rows in order).
+ * took ~0.19 ms against ~0.04 ms warm). The merged fusion takes the EARLIER sum's place: the
+ * later sum's operands are get-tuple-element/reshape aliases of outputs of the one producer, which
+ * comes before the earlier sum, so moving them up computes nothing earlier and makes no buffer live
+ * longer (a reshape or get-tuple-element aliases its operand); only the later sum's small result
+ * (one row) lives longer. At the later one's place the sums would run wherever the last of them
+ * was (in the GPT step the v bias sum's: after the v weight gradient and the layer-norm backward,
+ * where the q and k sums ran right after the attention backward). The same bits (each output its
+ * own column sum, rows in order).
+ *
+ * A horizontal merge is skipped when a row fusion reads an operand of either sum
+ * (`readByRowFusion`): rows14's pairing also computes a sum over a row fusion's operands in the
+ * row kernel (`planRowColumnSum`, TPUKIT_ROW_OPERAND_SUMS), and a merged sum would no longer pair.
  */
 import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule, numel } from '../hlo';
@@ -110,7 +120,7 @@ function findSiblings(c: HloComputation, horizontal: boolean): [HloInstruction, 
       const l = cands[b];
       if (columnReduction(l) !== key || e.shapes.length + l.shapes.length > MAX_SIBLING_OUTPUTS) continue;
       const across = !l.operands.some((o) => shared.has(o));
-      if (across && (source === null || tupleSource(l) !== source)) continue;
+      if (across && (source === null || tupleSource(l) !== source || readByRowFusion(e, users) || readByRowFusion(l, users))) continue;
       if (dependsOn(l, e, pos) || c.instructions.slice(pos.get(e)! + 1, pos.get(l)!).some(hasEffect)) continue;
       const m = mergedBody(e, l);
       const blocks = rowBlocksOf(m.body);
@@ -118,6 +128,15 @@ function findSiblings(c: HloComputation, horizontal: boolean): [HloInstruction, 
     }
   }
   return null;
+}
+
+/**
+ * Whether a row fusion (kRow) reads one of `f`'s operands: the wasm program may then compute `f`
+ * in that row kernel (rows14's pairing, `planRowColumnSum`, TPUKIT_ROW_OPERAND_SUMS), which a
+ * horizontal merge would prevent (the merged sum reads arrays the row kernel does not).
+ */
+function readByRowFusion(f: HloInstruction, users: Map<HloInstruction, (HloInstruction | null)[]>): boolean {
+  return f.operands.some((o) => (users.get(o) ?? []).some((u) => u !== null && u.opcode === 'fusion' && (u.params as { kind?: string }).kind === 'kRow'));
 }
 
 /** Whether `later` reads (through any chain of operands) the result of `earlier`, which comes before it. */
@@ -195,7 +214,9 @@ function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, {
   const [keep, drop] = early ? [a, b] : [b, a];
   c.instructions.splice(c.instructions.indexOf(drop), 1);
   c.instructions.splice(c.instructions.indexOf(keep), 1, fusion, ...gtes);
-  // a's readers may come before b: the topological re-sort moves the merged fusion up to them.
+  // At b's place, a's readers may come before b; at a's place (early), b's operands (its
+  // producer's get-tuple-elements and reshapes) may come after a: the topological re-sort moves
+  // the merged fusion up to a's readers, or those operands up to the merged fusion.
   c.sort();
   return fusion;
 }

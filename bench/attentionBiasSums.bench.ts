@@ -4,6 +4,10 @@
  * ([16, 128, 4, 32]) w.r.t. the three biases, compiled with the merges on (one kernel summing dq,
  * dk and dv in one pass) and off (three kernels), called alternately on one thread. Prints per
  * round the column-sum kernels' time per call (profile records, wall and CPU) and the whole call.
+ * Only the bias sums are kInput fusions in this program (the other fusions are the three kLoop
+ * ones making q, k and v, beside the attention's forward and backward instructions; the loss's
+ * sum is dead under `grad`), so the 'fusion kInput' profile records are exactly those sums: one
+ * 3-output kernel (on) or three (off).
  * Env: SUMS_ROUNDS (default 7), SUMS_CALLS (calls per arm per round, default 20).
  */
 import { grad, nn, np, random, setBackend } from '@tpukit/core';
