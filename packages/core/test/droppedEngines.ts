@@ -20,6 +20,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const { crewStats } = await import(dir + '/../../wasm/workerPool.ts');
 const poolsHeld = () => crewStats().poolsHeld;
 const crewWorkers = () => crewStats().workers;
+const heldReach = async (n) => {
+  for (let i = 0; i < 200 && poolsHeld() < n; i++) await sleep(100);
+};
 const droppedSince = async (h1, n) => {
   for (let i = 0; i < 60 && poolsHeld() > h1 - n; i++) { gc(); await sleep(100); }
   return h1 - poolsHeld();

@@ -755,7 +755,7 @@ const makeAndRun = () => {
   attentionFwdSystolic([q, q, q], { scale: 0.3, isCausal: true }, [av([2, 16, 2, 8]), av([2, 2, 16])], false, undefined, engine);
 };
 for (let i = 0; i < 4; i++) makeAndRun();
-await sleep(200);
+await heldReach(4);
 const t1 = crewWorkers();
 const h1 = poolsHeld();
 engines = null;

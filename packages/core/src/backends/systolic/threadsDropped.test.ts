@@ -27,7 +27,7 @@ const makeAndRun = () => {
   mxuDotGeneral(engine, lhs, rhs, params, aval([n, n], 'float32'), { flushSubnormals: false });
 };
 for (let i = 0; i < 4; i++) makeAndRun();
-await sleep(200);
+await heldReach(4);
 const t1 = crewWorkers();
 const h1 = poolsHeld();
 engines = null;
