@@ -200,6 +200,43 @@ function store(acc: Float32Array, out: Float32Array | Uint16Array, dtype: string
   bf16.encode(acc, { flushSubnormals: mode.flush }, out as Uint16Array);
 }
 
+/** `t[i] + 0` for every element (-0 becomes +0: a one-hot row's sum starts from +0 products). */
+function plusZero(t: Float32Array): void {
+  for (let i = 0; i < t.length; i++) t[i] += 0;
+}
+
+/** Rows `rows[idx[m]]` (a zero row where the index selects none of the V rows) into rows m of `acc`, N values each. */
+function copyRows(rows: Float32Array[], idx: ArrayLike<number>, V: number, N: number, M: number, acc: Float32Array): void {
+  for (let m = 0; m < M; m++) {
+    const v = rowOf(idx[m], V);
+    const o = m * N;
+    if (v < 0) acc.fill(0, o, o + N);
+    else acc.set(rows[v], o);
+  }
+}
+
+/** Row `idx[m]` of `table` rounded as the dot's operand (a zero row where the index selects none) into rows m of `acc`. */
+function gatherRows(table: HostArray, idx: ArrayLike<number>, V: number, N: number, M: number, acc: Float32Array, mode: Mode): void {
+  const row = rowScratch(N);
+  for (let m = 0; m < M; m++) {
+    const v = rowOf(idx[m], V);
+    const o = m * N;
+    if (v < 0) {
+      acc.fill(0, o, o + N);
+      continue;
+    }
+    operandRow(table, v, N, row, mode);
+    for (let n = 0; n < N; n++) acc[o + n] = row.f[n] + 0;
+  }
+}
+
+// No loop in `gatherInto` itself (they are the three functions above): a loop of V·N or M
+// iterations here got the gather on-stack-replaced (OSR) in its first call, before the code after
+// the loop had run once, and V8 kept entering that OSR code from the loop in later calls, each
+// time deoptimising at the first access it had no type feedback for ("insufficient type feedback
+// for generic named access", the row-view check below): 10 times in the 30 timed steps of the GPT
+// bench's 1t and 2t trainers (BENCHMARKS.md, deopt15). Without a loop the gather is only ever
+// optimised whole, from the feedback of complete calls.
 function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Array | Uint16Array): void {
   const V = table.shape[0];
   const N = table.shape[1];
@@ -208,13 +245,13 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
   const acc = p.dtype === 'float32' ? (out as Float32Array) : accScratch(M * N).subarray(0, M * N);
   const idx = index.data as ArrayLike<number>;
   // (Row copies by index, nothing allocated per row: block copies from row views cached per
-  // table, or element loops. -0 + 0 = +0: a one-hot row's sum starts from +0 products.)
+  // table, or element loops.)
   if (V <= M) {
     // More rows gathered than the table has: the table rounded once (V·N elements), then rows copied.
     const src = valuesOf(table);
     const t = table.dtype === 'float32' ? f32Scratch(V * N).subarray(0, V * N) : src;
     roundOperand(src, t, mode);
-    for (let i = 0; i < t.length; i++) t[i] += 0;
+    plusZero(t);
     // Each row a block copy from a cached view of the rounded table's row (a per-element loop
     // over M·N values was most of this kernel's time). Whether the cached views are `t`'s is
     // checked here, not in a helper: a helper called once per step has no type feedback yet
@@ -222,25 +259,10 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
     // on its first comparison, "insufficient type feedback", 7-23 times in the first 60 GPT
     // steps, each time compiled again.
     const rows = rowsN === N && rowViews.length >= V && rowsOf.buffer === t.buffer && rowsOf.byteOffset === t.byteOffset && rowsOf.length >= V * N ? rowViews : tableRows(t, V, N);
-    for (let m = 0; m < M; m++) {
-      const v = rowOf(idx[m], V);
-      const o = m * N;
-      if (v < 0) acc.fill(0, o, o + N);
-      else acc.set(rows[v], o);
-    }
+    copyRows(rows, idx, V, N, M, acc);
   } else {
     // A large table (a real vocabulary): only the gathered rows are read and rounded (M·N elements).
-    const row = rowScratch(N);
-    for (let m = 0; m < M; m++) {
-      const v = rowOf(idx[m], V);
-      const o = m * N;
-      if (v < 0) {
-        acc.fill(0, o, o + N);
-        continue;
-      }
-      operandRow(table, v, N, row, mode);
-      for (let n = 0; n < N; n++) acc[o + n] = row.f[n] + 0;
-    }
+    gatherRows(table, idx, V, N, M, acc, mode);
   }
   store(acc, out, p.dtype, mode);
 }
