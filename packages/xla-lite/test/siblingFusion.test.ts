@@ -254,6 +254,13 @@ describe('sibling fusion of column reductions', () => {
 
 // Horizontal merges: column sums that share no array but read outputs of ONE multi-output
 // instruction (the fused attention backward's dq, dk, dv: the GPT step's q/k/v bias gradients).
+/** A two-output instruction that is not a fusion (as the fused attention backward) over f32[6,5] operands, and its outputs. */
+const twoOutputs = (b: B, p: HloInstruction, q: HloInstruction): [HloInstruction, HloInstruction, HloInstruction] => {
+  const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [p, q], {}, null));
+  const gte = (index: number): HloInstruction => b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index }, null));
+  return [t, gte(0), gte(1)];
+};
+
 describe('horizontal merges of column sums over one instruction\'s outputs', () => {
   let prev = '';
   beforeAll(() => {
@@ -330,10 +337,7 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
     const b = new B();
     const x = b.param(f32(6, 5));
     const y = b.param(f32(6, 5));
-    // A multi-output instruction that is not a fusion (as the fused attention backward).
-    const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [x, y], {}, null));
-    const g0 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 0 }, null));
-    const g1 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 1 }, null));
+    const [, g0, g1] = twoOutputs(b, x, y);
     const s0 = b.op('reduce_sum', [g0], { axes: [0] });
     const between = b.op('mul', [x, y]);
     const s1 = b.op('reduce_sum', [b.op('reshape', [g1], { newSizes: [6, 5], dimensions: null })], { axes: [0] });
@@ -395,9 +399,7 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
       const b = new B();
       const x = b.param(f32(6, 5));
       const y = b.param(f32(6, 5));
-      const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [x, y], {}, null));
-      const g0 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 0 }, null));
-      const g1 = b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index: 1 }, null));
+      const [, g0, g1] = twoOutputs(b, x, y);
       const outs = [b.op('reduce_sum', [g0], { axes: [0] }), b.op('reduce_sum', [g1], { axes: [0] })];
       if (rowReader) {
         // A softmax over g0's rows: a kRow fusion reading g0.
