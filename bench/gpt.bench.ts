@@ -99,7 +99,7 @@ const B2 = 0.999;
 const EPS = 1e-8;
 /** A count from the environment: an integer >= `min` (core's envNumber: a bad value stops the bench naming the variable and value). */
 const envCount = (name: string, dflt: number, min: number): number => envNumber(name, min, 2 ** 52) ?? dflt;
-const ROUNDS = envCount('GPT_BENCH_ROUNDS', 5, 1);
+const ROUNDS = envCount('GPT_BENCH_ROUNDS', 5, 0);
 const STEPS = envCount('GPT_BENCH_STEPS', 3, 1);
 // Untimed warm-up steps per trainer (compile + 2 by default). V8 keeps optimising the step's
 // JavaScript for some 30-60 steps (background CPU; GPT_BENCH_GC=1 shows it per round), so a
