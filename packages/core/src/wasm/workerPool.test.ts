@@ -121,20 +121,39 @@ describe('WorkerPool', () => {
     }
   });
 
+  /**
+   * Turns the job trace on into a fresh record buffer of `rows` jobs; `restore` puts back the
+   * timing switch, the records and the count as they were (and the dropped count to 0).
+   */
+  const traceInto = (rows: number): { rec: Float64Array; restore: () => void } => {
+    const t = poolJobTrace;
+    const saved = { enabled: poolJobTimes.enabled, records: t.records, count: t.count };
+    poolJobTimes.enabled = true;
+    const rec = new Float64Array(rows * TRACE_FIELDS.length);
+    t.records = rec;
+    t.count = 0;
+    return {
+      rec,
+      restore: () => {
+        poolJobTimes.enabled = saved.enabled;
+        t.records = saved.records;
+        t.count = saved.count;
+        t.dropped = 0;
+      },
+    };
+  };
+
   it.runIf(WorkerPool.available())('poolJobTrace records each job\'s announcement, the worker\'s wake-up, entry and exit, the close and the end, in order', () => {
     const p = makePool(JOINING, 'test-trace');
-    const enabled = poolJobTimes.enabled;
     const t = poolJobTrace;
-    const saved = { records: t.records, count: t.count, dropped: t.dropped };
+    let trace: ReturnType<typeof traceInto> | null = null;
     try {
       // A first job, then a pause: the worker is idle when the traced job is announced (not still
       // looping after the wake-up another test's pool.end() gave it).
       joinJob(p, 0, Atomics.load(p.c, SUM) + Atomics.load(p.c, GEN) + 1);
       Atomics.wait(p.c, SLOTS - 1, 0, 20);
-      poolJobTimes.enabled = true;
-      const rec = new Float64Array(4 * TRACE_FIELDS.length);
-      t.records = rec;
-      t.count = 0;
+      trace = traceInto(4);
+      const { rec } = trace;
       // Joined: the calling thread waits until the worker is inside (SUM), which naps 5 ms.
       traceStepStart(); // (the step the job's set-up began in)
       const step = performance.timeOrigin + performance.now();
@@ -181,29 +200,23 @@ describe('WorkerPool', () => {
       }
       expect([t.count, t.dropped]).toEqual([2, 2]);
     } finally {
-      t.dropped = 0;
       holdWorkers(false);
-      poolJobTimes.enabled = enabled;
-      t.records = saved.records;
-      t.count = saved.count;
+      trace?.restore();
       p.pool.end();
     }
   });
 
   it.runIf(WorkerPool.available())('poolJobTrace: a worker between its idle-start and wake-up stamps is not yet woken for the job (the idle start is stored first)', () => {
     const p = makePool(JOINING, 'test-trace-order');
-    const enabled = poolJobTimes.enabled;
     const t = poolJobTrace;
-    const saved = { records: t.records, count: t.count };
+    let trace: ReturnType<typeof traceInto> | null = null;
     const h = holdBetweenStamps(false)!;
     try {
       // A first job, then a pause: the worker is idle when the traced job is announced.
       joinJob(p, 0, Atomics.load(p.c, SUM) + Atomics.load(p.c, GEN) + 1);
       Atomics.wait(p.c, SLOTS - 1, 0, 20);
-      poolJobTimes.enabled = true;
-      const rec = new Float64Array(2 * TRACE_FIELDS.length);
-      t.records = rec;
-      t.count = 0;
+      trace = traceInto(2);
+      const { rec } = trace;
       // The worker held after its idle-start stamp, before its wake-up stamp, until the job closed.
       holdBetweenStamps(true);
       p.c[NAP] = 0;
@@ -228,9 +241,7 @@ describe('WorkerPool', () => {
       expect(rec[o + 7]).toBeGreaterThan(rec[6]);
     } finally {
       holdBetweenStamps(false);
-      poolJobTimes.enabled = enabled;
-      t.records = saved.records;
-      t.count = saved.count;
+      trace?.restore();
       p.pool.end();
     }
   });
@@ -257,14 +268,9 @@ describe('WorkerPool', () => {
     const c = new Int32Array(new SharedArrayBuffer(4 * SLOTS));
     const pool = new WorkerPool(TWO, c, GEN, 100, () => ({ times: times.buffer }), 'test-trace-two');
     if (!pool.ensure(2)) return; // (workers cannot start here)
-    const enabled = poolJobTimes.enabled;
     const t = poolJobTrace;
-    const saved = { records: t.records, count: t.count };
+    const { rec, restore } = traceInto(1);
     try {
-      poolJobTimes.enabled = true;
-      const rec = new Float64Array(TRACE_FIELDS.length);
-      t.records = rec;
-      t.count = 0;
       pool.openJob(OPEN);
       pool.wake();
       pool.waitFor(SUM, 2);
@@ -278,9 +284,7 @@ describe('WorkerPool', () => {
       expect(rec[3], 'the first entry').toBe(join0);
       expect(rec[5], 'the last exit').toBe(leave1);
     } finally {
-      poolJobTimes.enabled = enabled;
-      t.records = saved.records;
-      t.count = saved.count;
+      restore();
       pool.end();
     }
   });

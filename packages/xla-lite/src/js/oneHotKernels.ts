@@ -254,10 +254,8 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
     plusZero(t);
     // Each row a block copy from a cached view of the rounded table's row (a per-element loop
     // over M·N values was most of this kernel's time). Whether the cached views are `t`'s is
-    // checked here, not in a helper: a helper called once per step has no type feedback yet
-    // when the gather is optimised with it inlined, and the gather's optimised code deoptimised
-    // on its first comparison, "insufficient type feedback", 7-23 times in the first 60 GPT
-    // steps, each time compiled again.
+    // checked here. (The "insufficient type feedback" deopts once blamed on doing this check in a
+    // helper were, as deopt15 measured them, the stale OSR code described above `gatherInto`.)
     const rows = rowsN === N && rowViews.length >= V && rowsOf.buffer === t.buffer && rowsOf.byteOffset === t.byteOffset && rowsOf.length >= V * N ? rowViews : tableRows(t, V, N);
     copyRows(rows, idx, V, N, M, acc);
   } else {
