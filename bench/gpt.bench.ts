@@ -36,7 +36,8 @@
  * step before its profiled one, GPT_BENCH_PROFILE_WARM=0 profiles the first step after switching;
  * GPT_BENCH_PROFILE_STEPS=n profiles n steps in a row and sums them, which evens out a single
  * step's outliers: a late worker or a compile on the second core; GPT_BENCH_PROFILE_TOP=n lists the n most
- * expensive instructions, 25 by default); GPT_BENCH_COPIES=1 adds
+ * expensive instructions, 25 by default; with TPUKIT_GEMM_PHASES=1 also the GEMM's packing / kernel / sink ms per step by
+ * product shape, core's phase timer); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`);
  * GPT_BENCH_BANDED=1 adds "tpukit Nt banded" peers whose dot epilogues run per finished band of
  * the dot's rows instead of as a second pass after the product (xla-lite's `setEpilogueBands`).
@@ -707,6 +708,7 @@ async function main(): Promise<void> {
       // training run pays once; the profiled step is a steady-state one.
       if (process.env.GPT_BENCH_PROFILE_WARM !== '0') await tr.steps(at++, 1);
       profile.reset();
+      systolic.resetGemmPhases();
       const profiled = envCount('GPT_BENCH_PROFILE_STEPS', 1, 1);
       const e0 = { ...systolic.backend.engine.traffic };
       const a0 = arenaTraffic();
@@ -724,6 +726,12 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 0));
       const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
       console.log(`\n  profile of ${profiled === 1 ? 'one' : `${profiled} (summed)`} ${tr.name} step${profiled === 1 ? '' : 's'}:\n${profile.report({ top: envCount('GPT_BENCH_PROFILE_TOP', 25, 1), by: tr.name.includes(' 1t') ? 'cpu' : 'wall' })}`);
+      if (systolic.gemmPhases.enabled) {
+        const ph = systolic.gemmPhases;
+        const per = (ms: number): string => (ms / profiled).toFixed(2);
+        console.log(`  GEMM phases per step (TPUKIT_GEMM_PHASES=1; one-thread products by shape, ms): products ${(ph.products / profiled).toFixed(0)}, pack ${per(ph.pack)} (stage ${per(ph.stage)}), gemm ${per(ph.gemm)}, sink ${per(ph.sink)}`);
+        for (const [k, v] of [...ph.byShape].sort((a, b) => b[1].call - a[1].call)) console.log(`    ${k.padEnd(34)} ${(v.calls / profiled).toFixed(1)}/step: call ${per(v.call)} packA ${per(v.packA)} packB ${per(v.packB)} edges ${per(v.edges)} gemm ${per(v.gemm)} sink ${per(v.sink)}`);
+      }
       const inStep = gcs.filter((g) => g.startTime < t1 && g.startTime + g.duration > t0);
       console.log(`  ${profiled === 1 ? 'that step' : `those ${profiled} steps`}: ${(t1 - t0).toFixed(1)} ms wall; CPU ms main ${th.run.main.toFixed(1)} | workers ${th.run.workers.toFixed(1)} | background ${th.run.background.toFixed(1)}; GC pauses in it: ${inStep.map((g) => `${gcKind(g)} ${g.duration.toFixed(1)} ms at +${(g.startTime - t0).toFixed(1)}`).join(', ') || 'none'}`);
       console.log(`  operand traffic of ${profiled === 1 ? 'that step' : `those ${profiled} steps`}: staged into the GEMM ${mib(e1.stagedBytes - e0.stagedBytes)} MiB, read in place ${mib(e1.inPlaceBytes - e0.inPlaceBytes)} MiB; copied into the arena ${mib(a1.copiedInBytes - a0.copiedInBytes)} MiB, out of it ${mib(a1.copiedOutBytes - a0.copiedOutBytes)} MiB, handed on as views ${mib(a1.viewBytes - a0.viewBytes)} MiB, donated outputs kept in it ${mib(a1.residentBytes - a0.residentBytes)} MiB (moved out for a caller keeping them ${mib(a1.evacuatedBytes - a0.evacuatedBytes)} MiB); results written in place by the GEMM ${mib(e1.resultInPlaceBytes - e0.resultInPlaceBytes)} MiB; arenas reserved in the GEMM memory ${mib(systolic.backend.engine.floor)} MiB`);

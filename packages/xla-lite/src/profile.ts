@@ -130,7 +130,7 @@ export const profile = {
     lines.push(`  ${pad('category', 28)} ${'wall ms'.padStart(9)}   share ${'CPU ms'.padStart(9)}   share  count`);
     for (const c of profile.byCategory(by)) lines.push(`  ${pad(c.category, 28)} ${fmt(c.ms)} ${((100 * c.ms) / total).toFixed(1).padStart(6)}% ${fmt(c.cpuMs)} ${((100 * c.cpuMs) / (cpuTotal || 1)).toFixed(1).padStart(6)}%  ${c.calls}`);
     lines.push(`  top instructions (by ${by} time):`);
-    for (const r of inst.slice(0, top)) lines.push(`  ${fmt(r.ms)} ms ${fmt(r.cpuMs)} CPU ${pad(r.category, 14)} ${pad(r.instruction, 18)} ${r.detail}  [${r.executable}]`);
+    for (const r of inst.slice(0, top)) lines.push(`  ${fmt(r.ms)} ms ${fmt(r.cpuMs)} CPU ${String(r.calls).padStart(4)}x ${pad(r.category, 14)} ${pad(r.instruction, 18)} ${r.detail}  [${r.executable}]`);
     return lines.join('\n');
   },
 };

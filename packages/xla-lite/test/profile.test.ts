@@ -67,6 +67,8 @@ describe('profile', () => {
       const cats = profile.byCategory();
       expect(cats.reduce((s, c) => s + c.ms, 0)).toBeCloseTo(profile.records().filter((r) => r.category !== '(call)').reduce((s, r) => s + r.ms, 0), 6);
       expect(profile.report()).toContain('profOn');
+      // Each top instruction's line carries its call count (a dot group's time lands on one member).
+      expect(profile.report().split('\n').filter((l) => l.includes('[profOn]') && /CPU +2x /.test(l))).toHaveLength(Math.min(20, inst.length));
       profile.reset();
       expect(profile.records().filter((r) => r.executable === 'profOn')).toEqual([]);
     });
