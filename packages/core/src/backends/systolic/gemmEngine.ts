@@ -174,6 +174,15 @@ export class GemmEngine implements BatchEngine {
    */
   touchInPlace = envSwitch('TPUKIT_GEMM_TOUCH', true);
   /**
+   * Whether the sweep (`touchInPlace`) also covers 'kc' operands (k contiguous: each packing call
+   * reads whole rows in address order, which the hardware prefetcher may stream by itself while
+   * the kernel converts and shuffles). On by default; `TPUKIT_GEMM_TOUCH_KC=0` sweeps 'rc'
+   * operands only (an A/B switch: the same bits either way). Alone, with the source in L3, a
+   * 'kc' call took 20-40% longer after a sweep than without one (BENCHMARKS.md, pack16); in the
+   * GPT step the A/B was not measurable under the load of that session.
+   */
+  touchKc = envSwitch('TPUKIT_GEMM_TOUCH_KC', true);
+  /**
    * Whether one-thread products pack an in-place A block by block (`rowBlocks`): on by default;
    * `TPUKIT_GEMM_BLOCK_ROWS=0` in the environment turns it off (an A/B switch for benchmarks: the
    * results are the same bits either way).
@@ -221,7 +230,7 @@ export class GemmEngine implements BatchEngine {
     this.relaxed = relaxed;
     this.shared = f.threads;
     this.memory = new WA.Memory({ initial: 16, maximum: MAX_PAGES, shared: this.shared });
-    this.bytes = buildGemmModule({ shape, relaxed, shared: this.shared, maxPages: MAX_PAGES });
+    this.bytes = buildGemmModule({ shape, relaxed, shared: this.shared, maxPages: MAX_PAGES, packNanPass: envSwitch('TPUKIT_GEMM_PACK_NAN_PASS', true) });
     const mod = new WA.Module(this.bytes);
     const ex = new WA.Instance(mod, { env: { mem: this.memory } }).exports;
     this.exports = ex as unknown as GemmExports;
@@ -891,7 +900,8 @@ export class GemmEngine implements BatchEngine {
     const esz = v.bf16 ? 2 : 4;
     const panels = this.simdPanels(v, base + off * esz, R, kp, limit);
     const kBulk = layout === 'rc' ? v.k : v.k - (v.k % 4);
-    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, panels, kBulk, kp, dst], R, esz, minChunks, inPlace && this.touchInPlace);
+    const touch = inPlace && this.touchInPlace && (layout === 'rc' || this.touchKc);
+    return planPackJob(packFunctionName(layout, R, v.bf16, flush), [base + off * esz, v.rs, v.ks, panels, kBulk, kp, dst], R, esz, minChunks, touch);
   }
 
   /**

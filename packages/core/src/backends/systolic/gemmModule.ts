@@ -84,6 +84,8 @@ export interface GemmModuleOptions {
   shared: boolean;
   /** Maximum memory in 64 KiB pages (needed for shared memory). */
   maxPages: number;
+  /** Float32 packing kernels in two passes, NaN-free first (`addPackFunctions`); default true. */
+  packNanPass?: boolean;
 }
 
 /**
@@ -171,7 +173,7 @@ function emitMicro(f: FunctionBuilder, shape: GemmShape, relaxed: boolean, edge:
   f.end();
 }
 
-export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModuleOptions): Uint8Array {
+export function buildGemmModule({ shape, relaxed, shared, maxPages, packNanPass = true }: GemmModuleOptions): Uint8Array {
   const { mr, nv, unroll: U, kc: KC, mc: MC, nc: NC } = shape;
   const NR = nv * 4;
   if (MC % mr !== 0) throw new Error(`buildGemmModule: mc ${MC} must be a multiple of mr ${mr}`);
@@ -259,7 +261,7 @@ export function buildGemmModule({ shape, relaxed, shared, maxPages }: GemmModule
     f.br(0);
     f.end().end();
   });
-  addPackFunctions(m);
+  addPackFunctions(m, packNanPass);
   addOutputFunctions(m);
   addTouchFunction(m);
   return m.toBytes();

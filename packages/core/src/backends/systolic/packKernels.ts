@@ -24,9 +24,12 @@ const splat = (x: number): [number, number, number, number] => [x, x, x, x];
 
 /**
  * Converts the v128 on the stack (f32 bits or widened bf16 bits), left on the stack; uses v128
- * local `t` and, rounding f32 bits, local `nan` (a new local of `f` when not given).
+ * local `t` and, rounding f32 bits, local `nan` (a new local of `f` when not given). With
+ * `finite` the NaN handling is left out (5 operations a vector instead of 9): the caller makes
+ * sure no NaN is among the values, or converts them again without it (the packing kernels'
+ * two passes, see `addPackFunctions`); every other value rounds the same.
  */
-export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boolean, nan?: number): void {
+export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boolean, nan?: number, finite = false): void {
   f.set(t);
   if (flush) {
     // t = exponent==0 ? (t & sign) : t
@@ -37,6 +40,13 @@ export function convert(f: FunctionBuilder, t: number, bf16: boolean, flush: boo
   }
   if (bf16) {
     f.get(t);
+    return;
+  }
+  if (finite) {
+    // t + 0x7fff + ((t >>> 16) & 1), upper 16 bits
+    f.get(t).get(t).i32Const(16).simd(SIMD.i32x4_shr_u).v128Const(splat(1)).simd(SIMD.v128_and).v128Const(splat(0x7fff)).simd(SIMD.i32x4_add);
+    f.simd(SIMD.i32x4_add);
+    f.v128Const(splat(0xffff0000)).simd(SIMD.v128_and);
     return;
   }
   // NaN: t quieted (t | 0x400000); else rounded to nearest even: t + 0x7fff + ((t >>> 16) & 1).
@@ -118,19 +128,64 @@ function storeLane(f: FunctionBuilder, offset: number, lane: number): void {
   f.op(lane);
 }
 
+/** Locals of a packing kernel (see `addPackFunctions`). */
+interface PackLocals {
+  src: number;
+  rsB: number;
+  ksB: number;
+  panels: number;
+  K: number;
+  kp: number;
+  dst: number;
+  p: number;
+  k: number;
+  s: number;
+  d: number;
+  t: number;
+  /** Four v128 temporaries. */
+  v: number[];
+  /** 'kc': a pointer per row of the panel. */
+  rp: number[];
+  /** The fast pass's NaN check: the sum of every source vector (f32), NaN if one of them holds a NaN. */
+  acc: number;
+}
+
+/**
+ * Loads the v128 locals `raw`, already set, into the fast pass's sum (`PackLocals.acc`; a tree of
+ * adds, so the sum's dependency chain grows by one add per call).
+ */
+function addToSum(f: FunctionBuilder, l: PackLocals, raw: readonly number[]): void {
+  f.get(l.acc);
+  let n = 0;
+  for (const x of raw) {
+    f.get(x);
+    if (++n > 1) f.simd(SIMD.f32x4_add);
+  }
+  f.simd(SIMD.f32x4_add).set(l.acc);
+}
+
+/**
+ * Loads 4 source elements and converts them (`convert`). In the fast pass (`fast`) the vectors
+ * of one step are loaded first (`loadRaw`), added into the NaN check, then converted without
+ * NaN handling (`convertRaw`).
+ */
+function loadRaw(f: FunctionBuilder, addr: number, bf16: boolean, offset: number, into: number): void {
+  load4(f, addr, bf16, offset);
+  f.set(into);
+}
+
+function convertRaw(f: FunctionBuilder, l: PackLocals, x: number, bf16: boolean, flush: boolean, fast: boolean): void {
+  f.get(x);
+  convert(f, l.t, bf16, flush, undefined, fast);
+}
+
 /**
  * The 'rc' layout's main loop: P panels at a time (P * R rows = 16, a 64-byte line of f32, or 20
  * for R = 5), so each k reads its source rows once, whole vectors, one conversion per 4 elements,
  * and hands each panel its rows (shuffled across vectors where a panel starts mid-vector; a row
  * past a group of 4 stored from its lane). Advances `p` past the panels it packed.
  */
-function emitRcBlocks(
-  f: FunctionBuilder,
-  R: number,
-  bf16: boolean,
-  flush: boolean,
-  l: { src: number; ksB: number; rsB: number; panels: number; K: number; kp: number; dst: number; p: number; k: number; s: number; d: number; t: number },
-): void {
+function emitRcBlocks(f: FunctionBuilder, R: number, bf16: boolean, flush: boolean, fast: boolean, l: PackLocals): void {
   const P = R === 8 ? 2 : 4;
   const V = (P * R) / 4;
   const esz = bf16 ? 2 : 4;
@@ -149,9 +204,10 @@ function emitRcBlocks(
   for (let j = 1; j < P; j++) f.get(dp[j - 1]).get(pst).op(OP.i32_add).set(dp[j]);
   f.i32Const(0).set(l.k);
   f.loop(); // k
+  for (let i = 0; i < V; i++) loadRaw(f, l.s, bf16, 4 * i * esz, w[i]);
+  if (fast) addToSum(f, l, w);
   for (let i = 0; i < V; i++) {
-    load4(f, l.s, bf16, 4 * i * esz);
-    convert(f, l.t, bf16, flush);
+    convertRaw(f, l, w[i], bf16, flush, fast);
     f.set(w[i]);
   }
   for (let j = 0; j < P; j++) {
@@ -180,6 +236,101 @@ function emitRcBlocks(
   f.get(l.p).i32Const(P).op(OP.i32_add).set(l.p);
   f.br(0);
   f.end().end();
+}
+
+/**
+ * One pass over the kernel's whole work: 'rc' P panels at a time (`emitRcBlocks`), then the
+ * panels left one at a time (both layouts). `fast`: the NaN-free pass (see `addPackFunctions`).
+ */
+function emitPackPass(f: FunctionBuilder, layout: PackLayout, R: number, bf16: boolean, flush: boolean, fast: boolean, l: PackLocals): void {
+  const { src, rsB, ksB, panels, K, kp, dst, p, k, s, d, t, v, rp } = l;
+  const esz = bf16 ? 2 : 4;
+  f.i32Const(0).set(p);
+  if (layout === 'rc') emitRcBlocks(f, R, bf16, flush, fast, l);
+  f.get(p).get(panels).op(OP.i32_lt_u).if(); // panels left (one at a time)
+  f.loop(); // panels
+  // s = src + p*R*rsB (first row of the panel, k = 0); d = dst + p*kp*R*4
+  f.get(src).get(p).i32Const(R).op(OP.i32_mul).get(rsB).op(OP.i32_mul).op(OP.i32_add).set(s);
+  f.get(dst).get(p).get(kp).op(OP.i32_mul).i32Const(R * 4).op(OP.i32_mul).op(OP.i32_add).set(d);
+  // 'kc': a pointer per row of the panel (rows rsB bytes apart), advanced along k.
+  if (layout === 'kc') rp.forEach((x, i) => (i === 0 ? f.get(s) : f.get(rp[i - 1]).get(rsB).op(OP.i32_add)).set(x));
+  f.i32Const(0).set(k);
+  f.loop(); // k
+  const groups = Math.floor(R / 4);
+  if (layout === 'rc') {
+    // R/4 contiguous vectors at s + q*4*esz; store at d + 16q. Rows past the last group
+    // of 4 (R = 5) come with one more vector of the panel's last 4 rows, stored over
+    // the same places (the rows in both get the same bits twice).
+    const starts: number[] = [];
+    for (let q = 0; q < groups; q++) starts.push(4 * q);
+    if (R % 4 !== 0) starts.push(R - 4);
+    starts.forEach((r0, j) => loadRaw(f, s, bf16, r0 * esz, v[j]));
+    if (fast) addToSum(f, l, v.slice(0, starts.length));
+    starts.forEach((r0, j) => {
+      f.get(d);
+      convertRaw(f, l, v[j], bf16, flush, fast);
+      f.simdMem(SIMD.v128_store, r0 * 4, 4);
+    });
+    f.get(s).get(ksB).op(OP.i32_add).set(s);
+    f.get(d).i32Const(R * 4).op(OP.i32_add).set(d);
+    f.get(k).i32Const(1).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
+  } else {
+    // For each group of 4 rows: load rows x (k..k+3), transpose, store 4 k-vectors.
+    for (let q = 0; q < groups; q++) {
+      for (let i = 0; i < 4; i++) loadRaw(f, rp[q * 4 + i], bf16, 0, v[i]);
+      if (fast) addToSum(f, l, v);
+      for (let i = 0; i < 4; i++) {
+        convertRaw(f, l, v[i], bf16, flush, fast);
+        f.set(v[i]);
+      }
+      // 4x4 transpose: rows r0..r3 of lanes k0..k3 -> vectors per k of lanes r0..r3.
+      const [x0, x1, x2, x3] = v;
+      const y0 = t;
+      f.get(x0).get(x1);
+      shuffle32(f, [0, 4, 1, 5]); // r0k0 r1k0 r0k1 r1k1
+      f.set(y0);
+      f.get(x0).get(x1);
+      shuffle32(f, [2, 6, 3, 7]); // r0k2 r1k2 r0k3 r1k3
+      f.set(x1);
+      f.get(x2).get(x3);
+      shuffle32(f, [0, 4, 1, 5]); // r2k0 r3k0 r2k1 r3k1
+      f.set(x0);
+      f.get(x2).get(x3);
+      shuffle32(f, [2, 6, 3, 7]); // r2k2 r3k2 r2k3 r3k3
+      f.set(x3);
+      // k0: y0[0,1] x0[0,1]; k1: y0[2,3] x0[2,3]; k2: x1[0,1] x3[0,1]; k3: x1[2,3] x3[2,3]
+      const out: Array<[number, number, [number, number, number, number]]> = [
+        [y0, x0, [0, 1, 4, 5]],
+        [y0, x0, [2, 3, 6, 7]],
+        [x1, x3, [0, 1, 4, 5]],
+        [x1, x3, [2, 3, 6, 7]],
+      ];
+      out.forEach(([lo, hi, lanes], j) => {
+        f.get(d);
+        f.get(lo).get(hi);
+        shuffle32(f, lanes);
+        f.simdMem(SIMD.v128_store, j * R * 4 + q * 16, 16);
+      });
+    }
+    // A row past the last group of 4 (R = 5): its 4 k values go to lane r of 4 k-vectors.
+    for (let r = groups * 4; r < R; r++) {
+      loadRaw(f, rp[r], bf16, 0, v[0]);
+      if (fast) addToSum(f, l, [v[0]]);
+      convertRaw(f, l, v[0], bf16, flush, fast);
+      f.set(v[0]);
+      for (let j = 0; j < 4; j++) {
+        f.get(d).get(v[0]);
+        storeLane(f, j * R * 4 + r * 4, j);
+      }
+    }
+    for (const x of rp) f.get(x).i32Const(4 * esz).op(OP.i32_add).set(x);
+    f.get(d).i32Const(4 * R * 4).op(OP.i32_add).set(d);
+    f.get(k).i32Const(4).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
+  }
+  f.end();
+  f.get(p).i32Const(1).op(OP.i32_add).tee(p).get(panels).op(OP.i32_lt_u).brIf(0);
+  f.end();
+  f.end();
 }
 
 /**
@@ -234,7 +385,16 @@ export function touchArgs(call: readonly number[], R: number, esz: number, out: 
   return out;
 }
 
-export function addPackFunctions(m: ModuleBuilder): void {
+/**
+ * Adds every packing kernel (`packFunctionName`) to `m`. With `nanPass` (the default), a float32
+ * kernel packs in two passes: the first rounds without NaN handling (`convert`'s `finite`: 5
+ * operations a vector, not 9) and adds every source vector into one f32 sum; only when that sum
+ * is NaN (a NaN in the source, or infinities of both signs) does the second pass pack it all
+ * again with the NaN handling, over the same bytes. Either way the packed bytes are the exact
+ * conversion's, and a call's source is read once when it holds no NaN (BENCHMARKS.md, pack16:
+ * 10-30% less time per call with the source in cache).
+ */
+export function addPackFunctions(m: ModuleBuilder, nanPass = true): void {
   for (const layout of ['rc', 'kc'] as const) {
     for (const R of PACK_ROWS) {
       for (const bf16 of [false, true]) {
@@ -251,92 +411,22 @@ export function addPackFunctions(m: ModuleBuilder): void {
             const ksB = f.local('i32');
             const v = [f.local('v128'), f.local('v128'), f.local('v128'), f.local('v128')];
             const rp: number[] = layout === 'kc' ? Array.from({ length: R }, () => f.local('i32')) : [];
+            const acc = f.local('v128');
             f.get(rs).i32Const(esz).op(OP.i32_mul).set(rsB);
             f.get(ks).i32Const(esz).op(OP.i32_mul).set(ksB);
             f.get(panels).op(OP.i32_eqz).if().op(OP.return).end();
             f.get(K).op(OP.i32_eqz).if().op(OP.return).end();
-            f.i32Const(0).set(p);
-            if (layout === 'rc') emitRcBlocks(f, R, bf16, flush, { src, ksB, rsB, panels, K, kp, dst, p, k, s, d, t });
-            f.get(p).get(panels).op(OP.i32_lt_u).if(); // panels left (one at a time)
-            f.loop(); // panels
-            // s = src + p*R*rsB (first row of the panel, k = 0); d = dst + p*kp*R*4
-            f.get(src).get(p).i32Const(R).op(OP.i32_mul).get(rsB).op(OP.i32_mul).op(OP.i32_add).set(s);
-            f.get(dst).get(p).get(kp).op(OP.i32_mul).i32Const(R * 4).op(OP.i32_mul).op(OP.i32_add).set(d);
-            // 'kc': a pointer per row of the panel (rows rsB bytes apart), advanced along k.
-            if (layout === 'kc') rp.forEach((x, i) => (i === 0 ? f.get(s) : f.get(rp[i - 1]).get(rsB).op(OP.i32_add)).set(x));
-            f.i32Const(0).set(k);
-            f.loop(); // k
-            const groups = Math.floor(R / 4);
-            if (layout === 'rc') {
-              // R/4 contiguous vectors at s + q*4*esz; store at d + 16q. Rows past the last group
-              // of 4 (R = 5) come with one more vector of the panel's last 4 rows, stored over
-              // the same places (the rows in both get the same bits twice).
-              const starts: number[] = [];
-              for (let q = 0; q < groups; q++) starts.push(4 * q);
-              if (R % 4 !== 0) starts.push(R - 4);
-              for (const r0 of starts) {
-                f.get(d);
-                load4(f, s, bf16, r0 * esz);
-                convert(f, t, bf16, flush);
-                f.simdMem(SIMD.v128_store, r0 * 4, 4);
-              }
-              f.get(s).get(ksB).op(OP.i32_add).set(s);
-              f.get(d).i32Const(R * 4).op(OP.i32_add).set(d);
-              f.get(k).i32Const(1).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
-            } else {
-              // For each group of 4 rows: load rows x (k..k+3), transpose, store 4 k-vectors.
-              for (let q = 0; q < groups; q++) {
-                for (let i = 0; i < 4; i++) {
-                  load4(f, rp[q * 4 + i], bf16);
-                  convert(f, t, bf16, flush);
-                  f.set(v[i]);
-                }
-                // 4x4 transpose: rows r0..r3 of lanes k0..k3 -> vectors per k of lanes r0..r3.
-                const [x0, x1, x2, x3] = v;
-                const y0 = t;
-                f.get(x0).get(x1);
-                shuffle32(f, [0, 4, 1, 5]); // r0k0 r1k0 r0k1 r1k1
-                f.set(y0);
-                f.get(x0).get(x1);
-                shuffle32(f, [2, 6, 3, 7]); // r0k2 r1k2 r0k3 r1k3
-                f.set(x1);
-                f.get(x2).get(x3);
-                shuffle32(f, [0, 4, 1, 5]); // r2k0 r3k0 r2k1 r3k1
-                f.set(x0);
-                f.get(x2).get(x3);
-                shuffle32(f, [2, 6, 3, 7]); // r2k2 r3k2 r2k3 r3k3
-                f.set(x3);
-                // k0: y0[0,1] x0[0,1]; k1: y0[2,3] x0[2,3]; k2: x1[0,1] x3[0,1]; k3: x1[2,3] x3[2,3]
-                const out: Array<[number, number, [number, number, number, number]]> = [
-                  [y0, x0, [0, 1, 4, 5]],
-                  [y0, x0, [2, 3, 6, 7]],
-                  [x1, x3, [0, 1, 4, 5]],
-                  [x1, x3, [2, 3, 6, 7]],
-                ];
-                out.forEach(([lo, hi, lanes], j) => {
-                  f.get(d);
-                  f.get(lo).get(hi);
-                  shuffle32(f, lanes);
-                  f.simdMem(SIMD.v128_store, j * R * 4 + q * 16, 16);
-                });
-              }
-              // A row past the last group of 4 (R = 5): its 4 k values go to lane r of 4 k-vectors.
-              for (let r = groups * 4; r < R; r++) {
-                load4(f, rp[r], bf16);
-                convert(f, t, bf16, flush);
-                f.set(v[0]);
-                for (let j = 0; j < 4; j++) {
-                  f.get(d).get(v[0]);
-                  storeLane(f, j * R * 4 + r * 4, j);
-                }
-              }
-              for (const x of rp) f.get(x).i32Const(4 * esz).op(OP.i32_add).set(x);
-              f.get(d).i32Const(4 * R * 4).op(OP.i32_add).set(d);
-              f.get(k).i32Const(4).op(OP.i32_add).tee(k).get(K).op(OP.i32_lt_u).brIf(0);
+            const l: PackLocals = { src, rsB, ksB, panels, K, kp, dst, p, k, s, d, t, v, rp, acc };
+            if (bf16 || !nanPass) {
+              emitPackPass(f, layout, R, bf16, flush, false, l);
+              return;
             }
-            f.end();
-            f.get(p).i32Const(1).op(OP.i32_add).tee(p).get(panels).op(OP.i32_lt_u).brIf(0);
-            f.end();
+            // f32: a first pass rounds without NaN handling and sums every source vector; a NaN
+            // among them makes the sum NaN (so does inf - inf: harmless), and a second pass then
+            // packs everything again with it (same addresses: the result is the exact pass's).
+            emitPackPass(f, layout, R, bf16, flush, true, l);
+            f.get(acc).get(acc).simd(SIMD.f32x4_ne).simd(SIMD.v128_any_true).if();
+            emitPackPass(f, layout, R, bf16, flush, false, l);
             f.end();
           });
         }

@@ -1,12 +1,15 @@
 /**
  * The packing plan: chunked packing-kernel calls give the same packed bytes as one call over the
  * whole operand, in any order, and each chunk reads nothing at or past the staged address it
- * reports (the bytes there are poisoned); the stager copies operands in address order.
+ * reports (the bytes there are poisoned); the stager copies operands in address order. The SIMD
+ * kernels pack as the TypeScript packer does, in their NaN-free first pass and in the second
+ * pass a NaN sends them to.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as bf16 from '../../bf16';
 import { GemmEngine } from './gemmEngine';
+import { GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
 import { HI, packOperand } from './pack';
 import { PACK_ROWS, packFunctionName, touchArgs } from './packKernels';
 import { Stager, STAGE_CHUNK_BYTES, chunkCall, planPackJob } from './packPlan';
@@ -227,6 +230,59 @@ describe('packPlan', () => {
         }
       }),
       { numRuns: 60 },
+    );
+  });
+
+  it('the float32 kernels\' NaN-free first pass packs as the TypeScript packer does, and a NaN anywhere (or infinities of both signs) makes the second pass pack it all again', () => {
+    // The same kernels built with one pass (NaN handling on every vector), on the same memory.
+    const onePass = new WebAssembly.Instance(new WebAssembly.Module(buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass: false })), {
+      env: { mem: engine.memory },
+    }).exports as unknown as Record<string, (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void>;
+    // Values that round every way: ties (odd and even), carries into the exponent, the largest
+    // finite values (rounding to inf), subnormals, signed zeros, one sign of infinity.
+    const special = [0x3f808000, 0x3f818000, 0x3f80ffff, 0x3fffffff, 0x7f7fffff, 0xff7f8000, 0x00000001, 0x807fffff, 0x00008000, 0x80000000, 0, 0x7f800000];
+    fc.assert(
+      fc.property(
+        fc.constantFrom('rc' as const, 'kc' as const),
+        fc.constantFrom(...PACK_ROWS),
+        fc.boolean(), // flush
+        fc.integer({ min: 1, max: 11 }), // panels
+        fc.integer({ min: 1, max: 29 }), // k
+        fc.integer({ min: 0, max: 2 }), // extra stride
+        fc.array(fc.integer({ min: 0, max: 0xffffffff }), { minLength: 1, maxLength: 64 }),
+        fc.oneof(fc.constant('none' as const), fc.constant('nan' as const), fc.constant('both infinities' as const)),
+        fc.nat(), // where the NaN / the second infinity goes
+        (layout, R, flush, panels, kIn, pad, pool, odd, at) => {
+          const { k, rows, rs, ks, elems } = operand(layout, R, panels, kIn, pad, false);
+          const src = 64;
+          const dst = Math.ceil((src + elems * 4) / 64) * 64;
+          const dstOne = dst + panels * k * R * 4 + 64;
+          engine.ensure(dstOne + panels * k * R * 4 + 64);
+          const u32 = engine.u32;
+          for (let i = 0; i < elems; i++) {
+            let b = i % 3 === 0 ? special[(i / 3) % special.length] : pool[i % pool.length] >>> 0;
+            if ((b & 0x7fffffff) > 0x7f800000) b &= 0xff800000; // NaN-free: a NaN becomes an infinity...
+            if (b === 0xff800000) b = 0x7f800000; // ...of one sign
+            u32[src / 4 + i] = b;
+          }
+          // The odd element lies on the packed rows and k (not in a stride's gap).
+          const row = at % rows;
+          const kk = Math.floor(at / rows) % k;
+          const e = src / 4 + row * rs + kk * ks;
+          if (odd === 'nan') u32[e] = at % 2 ? 0x7f800001 + (at % 0x3fffff) : 0xffc00000 | (at & 0x3fffff);
+          if (odd === 'both infinities') u32[e] = 0xff800000;
+          const fn = packFunctionName(layout, R, false, flush);
+          u32.fill(0xdeadbeef, dst / 4, (dstOne + panels * k * R * 4) / 4);
+          engine.runPackKernel(fn, src, rs, ks, panels, k, k, dst);
+          onePass[fn](src, rs, ks, panels, k, k, dstOne);
+          const want = new Uint32Array(panels * k * R);
+          packOperand({ bits: u32, bf16: false, rows, k, rs, ks }, src / 4, R, [HI], k, flush, want, 0);
+          const got = Array.from(u32.subarray(dst / 4, dst / 4 + want.length));
+          expect(got).toEqual(Array.from(want));
+          expect(Array.from(u32.subarray(dstOne / 4, dstOne / 4 + want.length))).toEqual(got);
+        },
+      ),
+      { numRuns: 150 },
     );
   });
 });
