@@ -15,9 +15,9 @@ const engine = new GemmEngine({ relaxed: false, shape: GEMM_SHAPE_5X8 });
 const REPS = Number(process.env.PACK_COST_REPS ?? 40);
 const MiB = 1 << 20;
 const arena = engine.reserve(192 * MiB);
-const evictBytes = 16 * MiB;
+const evictBytes = Number(process.env.PACK_COST_EVICT_MB ?? 16) * MiB;
 const evictAt = arena + 160 * MiB;
-engine.ensure(engine.floor + 64 * MiB);
+engine.ensure(Math.max(engine.floor + 64 * MiB, evictAt + 2 * evictBytes + MiB));
 const u32 = () => new Uint32Array(engine.memory.buffer);
 
 // A copy kernel (v128 loads and stores, 64 bytes a turn) and an L2 eviction sweep.
@@ -38,7 +38,8 @@ const helper = new WebAssembly.Instance(new WebAssembly.Module(mb.toBytes()), { 
 };
 
 function evict(): void {
-  // write a 16 MiB region (L2 is 2 MiB per core): the operand drops out of L1/L2 (stays in L3)
+  // copy a 16 MiB region (L2 is 2 MiB per core): the operand drops out of L1/L2 (stays in L3);
+  // PACK_COST_EVICT_MB=600 pushes it out of this machine's 480 MiB L3 as well
   helper.copy(evictAt, evictAt + evictBytes, evictBytes);
 }
 
