@@ -10,6 +10,7 @@ import { GEMM_SHAPE_5X8, buildGemmModule } from '../packages/core/src/backends/s
 
 import { GemmEngine } from '../packages/core/src/backends/systolic/gemmEngine';
 import { ModuleBuilder, OP, SIMD } from '../packages/core/src/wasm/assembler';
+import { WA } from '../packages/core/src/wasm/webassemblyTypes';
 
 const engine = new GemmEngine({ relaxed: false, shape: GEMM_SHAPE_5X8 });
 const REPS = Number(process.env.PACK_COST_REPS ?? 40);
@@ -33,7 +34,7 @@ mb.addFunction('copy', ['i32', 'i32', 'i32'], [], (f) => {
   f.get(src).i32Const(64).op(OP.i32_add).tee(src).get(end).op(OP.i32_lt_u).brIf(0);
   f.end();
 });
-const helper = new WebAssembly.Instance(new WebAssembly.Module(mb.toBytes()), { env: { mem: engine.memory } }).exports as unknown as {
+const helper = new WA.Instance(new WA.Module(mb.toBytes()), { env: { mem: engine.memory } }).exports as unknown as {
   copy(src: number, dst: number, n: number): void;
 };
 
@@ -134,7 +135,7 @@ type PackFn = (src: number, rs: number, ks: number, panels: number, k: number, k
 const variants = [false, true].map((nanPass) => {
   const name = nanPass ? 'two-pass' : 'one-pass';
   const bytes = buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass: nanPass });
-  const ex = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { mem: engine.memory } }).exports as unknown as Record<string, PackFn>;
+  const ex = new WA.Instance(new WA.Module(bytes), { env: { mem: engine.memory } }).exports as unknown as Record<string, PackFn>;
   return { name, ex };
 });
 console.log(`\nvariants (load ${loadavg().map((x) => x.toFixed(2)).join(' ')}): hot and cold us per call (min / median of ${REPS})`);

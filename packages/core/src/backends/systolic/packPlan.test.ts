@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import * as bf16 from '../../bf16';
 import { GemmEngine } from './gemmEngine';
 import { GEMM_SHAPE_5X8, buildGemmModule } from './gemmModule';
+import { WA } from '../../wasm/webassemblyTypes';
 import { HI, packOperand } from './pack';
 import { PACK_ROWS, packFunctionName, touchArgs } from './packKernels';
 import { Stager, STAGE_CHUNK_BYTES, chunkCall, planPackJob } from './packPlan';
@@ -235,7 +236,7 @@ describe('packPlan', () => {
 
   it('the float32 kernels\' NaN-free first pass packs as the TypeScript packer does, and a NaN anywhere (or infinities of both signs) makes the second pass pack it all again', () => {
     // The same kernels built with one pass (NaN handling on every vector), on the same memory.
-    const onePass = new WebAssembly.Instance(new WebAssembly.Module(buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass: false })), {
+    const onePass = new WA.Instance(new WA.Module(buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass: false })), {
       env: { mem: engine.memory },
     }).exports as unknown as Record<string, (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void>;
     // Values that round every way: ties (odd and even), carries into the exponent, the largest
