@@ -178,8 +178,8 @@ export class GemmEngine implements BatchEngine {
    * reads whole rows in address order, which the hardware prefetcher may stream by itself while
    * the kernel converts and shuffles). On by default; `TPUKIT_GEMM_TOUCH_KC=0` sweeps 'rc'
    * operands only (an A/B switch: the same bits either way). Alone, with the source in L3, a
-   * 'kc' call took 20-40% longer after a sweep than without one (BENCHMARKS.md, pack16); in the
-   * GPT step the A/B was not measurable under the load of that session.
+   * 'kc' call took 20-40% longer after a sweep than without one, but in the GPT step (phase
+   * timer, load 8) three of its four 'kc' shapes packed no faster without it (BENCHMARKS.md, pack16).
    */
   touchKc = envSwitch('TPUKIT_GEMM_TOUCH_KC', true);
   /**

@@ -151,8 +151,8 @@ interface PackLocals {
 }
 
 /**
- * Loads the v128 locals `raw`, already set, into the fast pass's sum (`PackLocals.acc`; a tree of
- * adds, so the sum's dependency chain grows by one add per call).
+ * Adds the v128 locals `raw` (source vectors, f32) into the fast pass's sum (`PackLocals.acc`):
+ * a tree of adds, so the sum's dependency chain grows by one add per call.
  */
 function addToSum(f: FunctionBuilder, l: PackLocals, raw: readonly number[]): void {
   f.get(l.acc);
@@ -165,9 +165,8 @@ function addToSum(f: FunctionBuilder, l: PackLocals, raw: readonly number[]): vo
 }
 
 /**
- * Loads 4 source elements and converts them (`convert`). In the fast pass (`fast`) the vectors
- * of one step are loaded first (`loadRaw`), added into the NaN check, then converted without
- * NaN handling (`convertRaw`).
+ * A step's source vectors are loaded first (`loadRaw`, into locals), added into the NaN check
+ * in the fast pass, then converted (`convertRaw`, without NaN handling in the fast pass).
  */
 function loadRaw(f: FunctionBuilder, addr: number, bf16: boolean, offset: number, into: number): void {
   load4(f, addr, bf16, offset);
