@@ -177,9 +177,10 @@ export class GemmEngine implements BatchEngine {
    * Whether the sweep (`touchInPlace`) also covers 'kc' operands (k contiguous: each packing call
    * reads whole rows in address order, which the hardware prefetcher may stream by itself while
    * the kernel converts and shuffles). On by default; `TPUKIT_GEMM_TOUCH_KC=0` sweeps 'rc'
-   * operands only (an A/B switch: the same bits either way). Alone, with the source in L3, a
-   * 'kc' call took 20-40% longer after a sweep than without one, but in the GPT step (phase
-   * timer, load 8) three of its four 'kc' shapes packed no faster without it (BENCHMARKS.md, pack16).
+   * operands only (an A/B switch: the same bits either way). Alone, a 'kc' call with the sweep
+   * took 12-28% longer than without it with the source in L3, and 8.5% and 13.5% longer in two
+   * pairs from DRAM (bench/packCost.ts), but in the GPT step (phase timer, load 8) three of its
+   * four 'kc' shapes packed no faster without it (BENCHMARKS.md, pack16).
    */
   touchKc = envSwitch('TPUKIT_GEMM_TOUCH_KC', true);
   /**

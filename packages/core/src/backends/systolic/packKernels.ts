@@ -152,7 +152,8 @@ interface PackLocals {
 
 /**
  * Adds the v128 locals `raw` (source vectors, f32) into the fast pass's sum (`PackLocals.acc`):
- * a tree of adds, so the sum's dependency chain grows by one add per call.
+ * acc + (((raw0 + raw1) + raw2) + ...), a chain over `raw` and then one add into acc, so the
+ * sum's own dependency chain grows by one add per call.
  */
 function addToSum(f: FunctionBuilder, l: PackLocals, raw: readonly number[]): void {
   f.get(l.acc);
@@ -387,11 +388,15 @@ export function touchArgs(call: readonly number[], R: number, esz: number, out: 
 /**
  * Adds every packing kernel (`packFunctionName`) to `m`. With `nanPass` (the default), a float32
  * kernel packs in two passes: the first rounds without NaN handling (`convert`'s `finite`: 5
- * operations a vector, not 9) and adds every source vector into one f32 sum; only when that sum
- * is NaN (a NaN in the source, or infinities of both signs) does the second pass pack it all
- * again with the NaN handling, over the same bytes. Either way the packed bytes are the exact
- * conversion's, and a call's source is read once when it holds no NaN (BENCHMARKS.md, pack16:
- * 10-30% less time per call with the source in cache).
+ * operations a vector, not 9) and adds every source vector into one f32 sum (lanes apart); only
+ * when that sum is NaN does the second pass pack it all again with the NaN handling, over the
+ * same bytes. The sum is NaN when the source holds a NaN, and also when infinities of opposite
+ * signs meet in one lane, source values or partial sums that overflowed: then the second pass
+ * costs time only. So does a source that is not the operand's: `GemmEngine.simdPanels` lets a
+ * kernel pack a partial last panel whole, reading rows past the operand (zeroed afterwards), and
+ * bytes there that read as NaN send the call through the second pass too. Either way the packed
+ * bytes are the exact conversion's, and a call's source is read once when its sum is not NaN
+ * (BENCHMARKS.md, pack16: 8-33% less time per call with the source in cache, min of 40 calls).
  */
 export function addPackFunctions(m: ModuleBuilder, nanPass = true): void {
   for (const layout of ['rc', 'kc'] as const) {
@@ -421,8 +426,9 @@ export function addPackFunctions(m: ModuleBuilder, nanPass = true): void {
               return;
             }
             // f32: a first pass rounds without NaN handling and sums every source vector; a NaN
-            // among them makes the sum NaN (so does inf - inf: harmless), and a second pass then
-            // packs everything again with it (same addresses: the result is the exact pass's).
+            // among them makes the sum NaN (so do opposite infinities meeting in one lane,
+            // overflowed partial sums included: only time lost), and a second pass then packs
+            // everything again with it (same addresses: the result is the exact pass's).
             emitPackPass(f, layout, R, bf16, flush, true, l);
             f.get(acc).get(acc).simd(SIMD.f32x4_ne).simd(SIMD.v128_any_true).if();
             emitPackPass(f, layout, R, bf16, flush, false, l);
