@@ -234,13 +234,20 @@ describe('packPlan', () => {
     );
   });
 
-  it('the float32 kernels\' NaN-free first pass packs as the TypeScript packer does, and a NaN anywhere (or infinities of both signs) makes the second pass pack it all again', () => {
-    // The same kernels built with one pass (NaN handling on every vector), on the same memory.
-    const onePass = new WA.Instance(new WA.Module(buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass: false })), {
-      env: { mem: engine.memory },
-    }).exports as unknown as Record<string, (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void>;
+  it('the float32 two-pass kernels pack as the TypeScript packer and the one-pass kernels do: NaN-free sources, a NaN at each row in turn (only the second pass packs it right), opposite infinities', () => {
+    // Both builds on the same memory, explicitly (the engine's follows TPUKIT_GEMM_PACK_NAN_PASS).
+    type PackFn = (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void;
+    const build = (packNanPass: boolean): Record<string, PackFn> =>
+      new WA.Instance(new WA.Module(buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass })), {
+        env: { mem: engine.memory },
+      }).exports as unknown as Record<string, PackFn>;
+    const twoPass = build(true);
+    const onePass = build(false);
+    // The first pass's rounding (`convert`'s `finite`) and the exact one, of a NaN's bits.
+    const firstPassBits = (b: number): number => ((b + 0x7fff + ((b >>> 16) & 1)) & 0xffff0000) >>> 0;
+    const exactNanBits = (b: number): number => ((b | 0x400000) & 0xffff0000) >>> 0;
     // Values that round every way: ties (odd and even), carries into the exponent, the largest
-    // finite values (rounding to inf), subnormals, signed zeros, one sign of infinity.
+    // finite values (rounding to inf), subnormals, signed zeros, an infinity (of the run's sign).
     const special = [0x3f808000, 0x3f818000, 0x3f80ffff, 0x3fffffff, 0x7f7fffff, 0xff7f8000, 0x00000001, 0x807fffff, 0x00008000, 0x80000000, 0, 0x7f800000];
     fc.assert(
       fc.property(
@@ -251,36 +258,58 @@ describe('packPlan', () => {
         fc.integer({ min: 1, max: 29 }), // k
         fc.integer({ min: 0, max: 2 }), // extra stride
         fc.array(fc.integer({ min: 0, max: 0xffffffff }), { minLength: 1, maxLength: 64 }),
-        fc.oneof(fc.constant('none' as const), fc.constant('nan' as const), fc.constant('both infinities' as const)),
-        fc.nat(), // where the NaN / the second infinity goes
-        (layout, R, flush, panels, kIn, pad, pool, odd, at) => {
+        fc.constantFrom('none' as const, 'nan' as const, 'opposite infinities' as const),
+        fc.boolean(), // the sign of the source's infinities
+        fc.nat(), // where the opposite infinity goes; the NaNs' k and payloads
+        (layout, R, flush, panels, kIn, pad, pool, odd, negative, at) => {
           const { k, rows, rs, ks, elems } = operand(layout, R, panels, kIn, pad, false);
           const src = 64;
           const dst = Math.ceil((src + elems * 4) / 64) * 64;
           const dstOne = dst + panels * k * R * 4 + 64;
           engine.ensure(dstOne + panels * k * R * 4 + 64);
           const u32 = engine.u32;
+          const inf = negative ? 0xff800000 : 0x7f800000;
           for (let i = 0; i < elems; i++) {
             let b = i % 3 === 0 ? special[(i / 3) % special.length] : pool[i % pool.length] >>> 0;
-            if ((b & 0x7fffffff) > 0x7f800000) b &= 0xff800000; // NaN-free: a NaN becomes an infinity...
-            if (b === 0xff800000) b = 0x7f800000; // ...of one sign
+            if ((b & 0x7f800000) === 0x7f800000) b = inf; // NaN-free, infinities of one sign
+            // With the NaNs, no partial sum may overflow (into an infinity of the other sign,
+            // which would make the sum NaN without them): no finite value from 2^113 up.
+            else if (odd === 'nan' && (b & 0x7f800000) >= 0x78000000) b &= 0xbfffffff;
             u32[src / 4 + i] = b;
           }
-          // The odd element lies on the packed rows and k (not in a stride's gap).
-          const row = at % rows;
-          const kk = Math.floor(at / rows) % k;
-          const e = src / 4 + row * rs + kk * ks;
-          if (odd === 'nan') u32[e] = at % 2 ? 0x7f800001 + (at % 0x3fffff) : 0xffc00000 | (at & 0x3fffff);
-          if (odd === 'both infinities') u32[e] = 0xff800000;
           const fn = packFunctionName(layout, R, false, flush);
-          u32.fill(0xdeadbeef, dst / 4, (dstOne + panels * k * R * 4) / 4);
-          engine.runPackKernel(fn, src, rs, ks, panels, k, k, dst);
-          onePass[fn](src, rs, ks, panels, k, k, dstOne);
           const want = new Uint32Array(panels * k * R);
-          packOperand({ bits: u32, bf16: false, rows, k, rs, ks }, src / 4, R, [HI], k, flush, want, 0);
-          const got = Array.from(u32.subarray(dst / 4, dst / 4 + want.length));
-          expect(got).toEqual(Array.from(want));
-          expect(Array.from(u32.subarray(dstOne / 4, dstOne / 4 + want.length))).toEqual(got);
+          const check = (): void => {
+            u32.fill(0xdeadbeef, dst / 4, (dstOne + panels * k * R * 4) / 4);
+            twoPass[fn](src, rs, ks, panels, k, k, dst);
+            onePass[fn](src, rs, ks, panels, k, k, dstOne);
+            packOperand({ bits: u32, bf16: false, rows, k, rs, ks }, src / 4, R, [HI], k, flush, want, 0);
+            const got = Array.from(u32.subarray(dst / 4, dst / 4 + want.length));
+            expect(got).toEqual(Array.from(want));
+            expect(Array.from(u32.subarray(dstOne / 4, dstOne / 4 + want.length))).toEqual(got);
+          };
+          // An element on the packed rows and k (not in a stride's gap).
+          const element = (row: number, kk: number): number => src / 4 + row * rs + kk * ks;
+          if (odd === 'nan') {
+            // One NaN at a time, at every row (a random k): a source vector the first pass leaves
+            // out of its sum leaves some row's NaN with the first pass's bits, which differ.
+            let s = at >>> 0;
+            for (let row = 0; row < rows; row++) {
+              s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+              const e = element(row, (s >>> 8) % k);
+              // sign, quiet or signalling, 6 high payload bits, low 16 bits 0x8001..0xffff (the
+              // first pass's rounding carries out of them)
+              const nan = ((s & 1 ? 0xff800000 : 0x7f800000) | (s & 2 ? 0x400000 : 0) | (((s >>> 2) & 0x3f) << 16) | (0x8001 + ((s >>> 8) % 0x7fff))) >>> 0;
+              expect(firstPassBits(nan)).not.toBe(exactNanBits(nan));
+              const saved = u32[e];
+              u32[e] = nan;
+              check();
+              u32[e] = saved;
+            }
+          } else {
+            if (odd === 'opposite infinities') u32[element(at % rows, Math.floor(at / rows) % k)] = (inf ^ 0x80000000) >>> 0;
+            check();
+          }
         },
       ),
       { numRuns: 150 },
