@@ -3,11 +3,15 @@
  * of the GPT step's products, times the SIMD packing kernel on a source that is hot (just
  * packed, in L1/L2), cold (L2 evicted, as an arena operand written long before), cold after the
  * `touch_rows` sweep (as the engine does), the sweep alone, and a plain SIMD copy of the same
- * source bytes (cold), the memory bound. `npx tsx bench/packCost.ts` (PACK_COST_REPS=n).
+ * source bytes (cold), the memory bound; then the one-pass and two-pass float32 kernels
+ * (`TPUKIT_GEMM_PACK_NAN_PASS`) interleaved, hot and cold (the decomposition runs the engine's
+ * kernels: two-pass unless TPUKIT_GEMM_PACK_NAN_PASS=0). `npx tsx bench/packCost.ts`.
+ * Environment: PACK_COST_REPS=n calls per measurement (default 40); PACK_COST_EVICT_MB=n the
+ * eviction copy's size (default 16: out of L2; 600 reaches DRAM); PACK_COST_KB=n packs each 'rc'
+ * case in calls of n k values (the decomposition only; default 0: one call).
  */
 import { loadavg } from 'node:os';
 import { GEMM_SHAPE_5X8, buildGemmModule } from '../packages/core/src/backends/systolic/gemmModule';
-
 import { GemmEngine } from '../packages/core/src/backends/systolic/gemmEngine';
 import { ModuleBuilder, OP, SIMD } from '../packages/core/src/wasm/assembler';
 import { WA } from '../packages/core/src/wasm/webassemblyTypes';
@@ -47,30 +51,29 @@ function evict(): void {
 interface Case {
   name: string;
   fn: string;
-  /** src offset in the arena, rs, ks, panels, k, kp */
+  /** The packing kernel's arguments (the source at a fixed arena address). */
   rs: number;
   ks: number;
   panels: number;
   k: number;
   kp: number;
   R: number;
-  /** source bytes (the rows x k block the call reads) */
-  rows: number;
+  /** Calls per 1t GPT step. */
   times: number;
 }
 
 // The step's packing calls (f32 sources; A: R = 5, B: R = 8), one per operand role.
 const cases: Case[] = [
   // fwd/dX A: activations [2048,128] / [2048,512], k contiguous; R=5, 409 panels (2045 rows)
-  { name: 'A kc [2048,128] R5', fn: 'pack_kc_5_f32', rs: 128, ks: 1, panels: 409, k: 128, kp: 128, R: 5, rows: 2048, times: 41 },
-  { name: 'A kc [2048,512] R5', fn: 'pack_kc_5_f32', rs: 512, ks: 1, panels: 409, k: 512, kp: 512, R: 5, rows: 2048, times: 8 },
+  { name: 'A kc [2048,128] R5', fn: 'pack_kc_5_f32', rs: 128, ks: 1, panels: 409, k: 128, kp: 128, R: 5, times: 41 },
+  { name: 'A kc [2048,512] R5', fn: 'pack_kc_5_f32', rs: 512, ks: 1, panels: 409, k: 512, kp: 512, R: 5, times: 8 },
   // B 'kc' (weights W^T in dX: [128,128]/[128,512])
-  { name: 'B kc [128,128] R8', fn: 'pack_kc_8_f32', rs: 128, ks: 1, panels: 16, k: 128, kp: 128, R: 8, rows: 128, times: 16 },
+  { name: 'B kc [128,128] R8', fn: 'pack_kc_8_f32', rs: 128, ks: 1, panels: 16, k: 128, kp: 128, R: 8, times: 16 },
   // dW: A = X^T (rows contiguous) one K block of 256 of [2048,128]: 25 panels x 256 k
-  { name: 'A rc X^T [256 of 2048,128] R5', fn: 'pack_rc_5_f32', rs: 1, ks: 128, panels: 25, k: 256, kp: 256, R: 5, rows: 128, times: 8 * 20 },
-  { name: 'A rc X^T [256 of 2048,512] R5', fn: 'pack_rc_5_f32', rs: 1, ks: 512, panels: 102, k: 256, kp: 256, R: 5, rows: 512, times: 8 * 4 },
-  { name: 'B rc dY [256 of 2048,128] R8', fn: 'pack_rc_8_f32', rs: 1, ks: 128, panels: 16, k: 256, kp: 256, R: 8, rows: 128, times: 8 * 20 },
-  { name: 'B rc dY [256 of 2048,512] R8', fn: 'pack_rc_8_f32', rs: 1, ks: 512, panels: 64, k: 256, kp: 256, R: 8, rows: 512, times: 8 * 4 },
+  { name: 'A rc X^T [256 of 2048,128] R5', fn: 'pack_rc_5_f32', rs: 1, ks: 128, panels: 25, k: 256, kp: 256, R: 5, times: 8 * 20 },
+  { name: 'A rc X^T [256 of 2048,512] R5', fn: 'pack_rc_5_f32', rs: 1, ks: 512, panels: 102, k: 256, kp: 256, R: 5, times: 8 * 4 },
+  { name: 'B rc dY [256 of 2048,128] R8', fn: 'pack_rc_8_f32', rs: 1, ks: 128, panels: 16, k: 256, kp: 256, R: 8, times: 8 * 20 },
+  { name: 'B rc dY [256 of 2048,512] R8', fn: 'pack_rc_8_f32', rs: 1, ks: 512, panels: 64, k: 256, kp: 256, R: 8, times: 8 * 4 },
 ];
 
 const fill = u32();
@@ -87,7 +90,6 @@ console.log(`load ${loadavg().map((x) => x.toFixed(2)).join(' ')}, reps ${REPS}`
 console.log('case'.padEnd(34) + 'MB/call  hot     cold    touch+cold  touch   copy(cold) copy(hot)   us per call; x/step ms: cold touch+cold');
 for (const c of cases) {
   const src = arena + 4 * MiB;
-  const bytes = c.rs === 1 ? c.k * c.ks * 4 : c.rows * c.rs * 4;
   const srcBytesRead = c.rs === 1 ? c.k * c.ks * 4 : c.panels * c.R * c.k * 4;
   const rowBytes = c.rs === 1 ? c.panels * c.R * 4 : c.k * 4;
   const stride = c.rs === 1 ? c.ks * 4 : c.rs * 4;
@@ -123,7 +125,6 @@ for (const c of cases) {
     helper.copy(src, dst, srcBytesRead);
     r.copyHot.push(t() - t0);
   }
-  void bytes;
   const us = (k: string) => (1000 * median(r[k])).toFixed(1).padStart(7);
   console.log(
     `${c.name.padEnd(34)}${(srcBytesRead / MiB).toFixed(2).padStart(5)}  ${us('hot')} ${us('cold')} ${us('touchCold')}    ${us('touch')} ${us('copy')}   ${us('copyHot')}     ${(median(r.cold) * c.times).toFixed(2)} ${(median(r.touchCold) * c.times).toFixed(2)}`,
@@ -134,8 +135,8 @@ for (const c of cases) {
 type PackFn = (src: number, rs: number, ks: number, panels: number, k: number, kp: number, dst: number) => void;
 const variants = [false, true].map((nanPass) => {
   const name = nanPass ? 'two-pass' : 'one-pass';
-  const bytes = buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass: nanPass });
-  const ex = new WA.Instance(new WA.Module(bytes), { env: { mem: engine.memory } }).exports as unknown as Record<string, PackFn>;
+  const wasmBytes = buildGemmModule({ shape: GEMM_SHAPE_5X8, relaxed: false, shared: engine.shared, maxPages: engine.maxPages, packNanPass: nanPass });
+  const ex = new WA.Instance(new WA.Module(wasmBytes), { env: { mem: engine.memory } }).exports as unknown as Record<string, PackFn>;
   return { name, ex };
 });
 console.log(`\nvariants (load ${loadavg().map((x) => x.toFixed(2)).join(' ')}): hot and cold us per call (min / median of ${REPS})`);
