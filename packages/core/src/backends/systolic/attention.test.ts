@@ -534,9 +534,10 @@ describe('fused attention in the backend\'s memory (operands and results read an
     }
   });
 
-  it.runIf(sharedMemory)('the kernels touch the next item\'s rows only inside its operands and results: each one in turn placed last in a memory that cannot grow (a read past it traps), forward and backward, causal or not, rows in one cache line or several, P kept or not, 1 thread, 2 threads, and 2 threads with the worker computing every item (its hints the items below, from the back), bit-identical to copies', () => {
-    // (odd sizes: rows of H floats, not 64-byte aligned (H = 17: a row over two cache lines); T != S; grouped heads)
-    const [B, T, S, K, G] = [3, 13, 10, 2, 2];
+  it.runIf(sharedMemory)('the kernels touch the next item\'s rows only inside its operands and results: each one in turn placed last in a memory that cannot grow (a read past it traps), forward and backward, causal or not, rows in one cache line or several, P kept or not (read in place or copied by the backward), 1 thread, 2 threads, and 2 threads with the worker computing every item (its hints the items below, from the back), bit-identical to copies', () => {
+    // (odd sizes: rows of H floats, not 64-byte aligned (H = 17: a row over two cache lines); T != S; grouped heads;
+    // S = 16 a multiple of 8 and T = 13 not of 4: the backward reads the kept P in place, except the last block's)
+    const [B, T, K, G] = [3, 13, 2, 2];
     const N = K * G;
     const relaxed = wasmFeatures().relaxedSimd;
     const hostArr = (data: Float32Array, shape: number[]) => ({ data, shape, dtype: 'float32' }) as never;
@@ -573,10 +574,11 @@ describe('fused attention in the backend\'s memory (operands and results read an
       { threads: 2, callerTakesItems: false },
     ];
     const cases = [
-      ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true }))),
-      { causal: false, h: 17, saveProbs: false },
+      ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true, s: 10 }))),
+      { causal: false, h: 17, saveProbs: false, s: 10 },
+      ...[true, false].map((causal) => ({ causal, h: 7, saveProbs: true, s: 16 })),
     ];
-    for (const { causal, h: H, saveProbs } of cases) {
+    for (const { causal, h: H, saveProbs, s: S } of cases) {
       const params = { scale: 1 / Math.sqrt(H), isCausal: causal, saveProbs };
       const [nq, nk, np2, nl] = [B * T * N * H, B * S * K * H, B * N * T * S, B * N * T];
       const ins = [rnd(nq, 1), rnd(nk, 2), rnd(nk, 3), rnd(nq, 4)]; // q, k, v, dO
@@ -591,7 +593,7 @@ describe('fused attention in the backend\'s memory (operands and results read an
       const nf = ref.length; // forward results (regions 4 .. 4 + nf)
       for (const mode of modes) {
         for (let last = 0; last < sizes.length; last++) {
-          const what = `causal ${causal}, H ${H}, P ${saveProbs ? 'kept' : 'recomputed'}, region ${last} last, ${mode.threads} threads${mode.callerTakesItems ? '' : ' (worker only)'}`;
+          const what = `causal ${causal}, H ${H}, S ${S}, P ${saveProbs ? 'kept' : 'recomputed'}, region ${last} last, ${mode.threads} threads${mode.callerTakesItems ? '' : ' (worker only)'}`;
           // the regions from the top down, region `last` ending at the memory's end
           const order = [last, ...sizes.map((_, i) => i).filter((i) => i !== last)];
           const at: number[] = [];
