@@ -236,6 +236,37 @@ describe('fused attention on the systolic backend', () => {
     );
   });
 
+  it('law: with probsVisibleOnly (the jvp\'s residual) the forward\'s out, lse and P at every key it writes are those with zeros at hidden keys; the backward from a P with NaN at the keys it may leave unwritten (here: past each causal block\'s last visible key\'s 8-key panel; on the reference backend: every key after the row) is bit for bit the one from the zeroed P', () => {
+    fc.assert(
+      fc.property(caseArb, fc.boolean(), (c, masked) => {
+        const [q, k, v, w] = operands(c);
+        const mask = masked ? maskOf([c.b, 1, c.t, c.s], c.seed, 0.5) : undefined;
+        const kept = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: true };
+        const vis = { ...kept, probsVisibleOnly: true };
+        const xs = mask ? [q, k, v, mask] : [q, k, v];
+        const full = evalPrimitive(attentionFwdP, xs, kept);
+        const got = evalPrimitive(attentionFwdP, xs, vis);
+        expect([...f32(got[0])]).toEqual([...f32(full[0])]);
+        expect([...f32(got[1])]).toEqual([...f32(full[1])]);
+        // keys each backend's forward writes in row t: all but (causal, rows that see a key) those from `end(t)` on
+        const written = (end: (t: number) => number) => (t: number, s: number): boolean => !c.causal || masked || s < end(t);
+        const panelEnd = (t: number): number => Math.min(Math.ceil(Math.min(c.s, (t & ~3) + 4) / 8) * 8, c.s);
+        const [p, pf] = [f32(got[2]), f32(full[2])];
+        for (let i = 0; i < p.length; i++) {
+          const [t, sk] = [Math.floor(i / c.s) % c.t, i % c.s];
+          if (written(panelEnd)(t, sk)) expect(p[i], `probs[${i}]`).toBe(pf[i]);
+        }
+        const wm = mask ? [mask] : [];
+        for (const [backend, end] of [['systolic', panelEnd], ['reference', (t: number) => t + 1]] as const) {
+          const poisoned = np.reshape(np.array(Array.from(pf, (x, i) => (written(end)(Math.floor(i / c.s) % c.t, i % c.s) ? x : Number.NaN)), 'float32'), full[2].shape);
+          const [fromFull, fromVis] = withBackend(backend, () => [full[2], poisoned].map((pr) => evalPrimitive(attentionBwdP, [q, k, v, full[1], w, ...wm, pr], vis).map((x) => [...f32(x)])));
+          expect(fromVis, `${backend} ${JSON.stringify(c)}`).toEqual(fromFull);
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
+
   it('an empty head dimension (H = 0, T and S > 0): the scores are 0, so each row\'s softmax is uniform over its visible keys (lse = log of their count, probs 1 / count), as on the reference backend; S = 0: lse -inf', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 11 }), fc.integer({ min: 0, max: 11 }), fc.integer({ min: 1, max: 3 }), fc.boolean(), fc.boolean(), fc.constantFrom<DType>('float32', 'bfloat16'), fc.integer({ min: 0, max: 1 << 20 }), (b, t, s, n, causal, masked, dtype, seed) => {
@@ -577,9 +608,11 @@ describe('fused attention in the backend\'s memory (operands and results read an
       ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true, s: 10 }))),
       { causal: false, h: 17, saveProbs: false, s: 10 },
       ...[true, false].map((causal) => ({ causal, h: 7, saveProbs: true, s: 16 })),
+      // (P left unwritten past each block's panel: the NaN the view was filled with stays there, and the backward reads none of it)
+      { causal: true, h: 7, saveProbs: true, s: 16, visibleOnly: true },
     ];
-    for (const { causal, h: H, saveProbs, s: S } of cases) {
-      const params = { scale: 1 / Math.sqrt(H), isCausal: causal, saveProbs };
+    for (const { causal, h: H, saveProbs, s: S, visibleOnly } of cases) {
+      const params = { scale: 1 / Math.sqrt(H), isCausal: causal, saveProbs, ...(visibleOnly ? { probsVisibleOnly: true } : {}) };
       const [nq, nk, np2, nl] = [B * T * N * H, B * S * K * H, B * N * T * S, B * N * T];
       const ins = [rnd(nq, 1), rnd(nk, 2), rnd(nk, 3), rnd(nq, 4)]; // q, k, v, dO
       const qs = [B, T, N, H], ks = [B, S, K, H];
@@ -593,7 +626,7 @@ describe('fused attention in the backend\'s memory (operands and results read an
       const nf = ref.length; // forward results (regions 4 .. 4 + nf)
       for (const mode of modes) {
         for (let last = 0; last < sizes.length; last++) {
-          const what = `causal ${causal}, H ${H}, S ${S}, P ${saveProbs ? 'kept' : 'recomputed'}, region ${last} last, ${mode.threads} threads${mode.callerTakesItems ? '' : ' (worker only)'}`;
+          const what = `causal ${causal}, H ${H}, S ${S}, P ${saveProbs ? 'kept' : 'recomputed'}${visibleOnly ? ' (visible only)' : ''}, region ${last} last, ${mode.threads} threads${mode.callerTakesItems ? '' : ' (worker only)'}`;
           // the regions from the top down, region `last` ending at the memory's end
           const order = [last, ...sizes.map((_, i) => i).filter((i) => i !== last)];
           const at: number[] = [];
@@ -621,7 +654,14 @@ describe('fused attention in the backend\'s memory (operands and results read an
           expect(s1.ownMemoryFallbacks - s0.ownMemoryFallbacks).toBe(0);
           // (items: one per batch row and key/value head, forward and backward)
           if (!mode.callerTakesItems) expect(s1.workerItems - s0.workerItems, `items the worker computed, ${what}`).toBe(2 * B * K);
-          [...ref, ...refBwd].forEach((want, i) => expect(bits(views[4 + i]), `result ${i}, ${what}`).toEqual(bits(want)));
+          if (visibleOnly) {
+            // (the copied reference's probs past the panels are the arena's stale bytes: compare where the in-place run wrote)
+            const [pv, pr] = [views[6], ref[2]];
+            const unwritten = pv.filter((x) => Number.isNaN(x)).length;
+            expect(unwritten, `probs left unwritten, ${what}`).toBeGreaterThan(0);
+            pv.forEach((x, i) => Number.isNaN(x) || expect(x, `probs[${i}], ${what}`).toBe(pr[i]));
+          }
+          [...ref, ...refBwd].forEach((want, i) => visibleOnly && i === 2 || expect(bits(views[4 + i]), `result ${i}, ${what}`).toEqual(bits(want)));
         }
       }
     }

@@ -452,7 +452,7 @@ function layout(a: Arena, p: Plan, params: AttentionParams, keep: boolean, bf: b
   set(DESC.TP, tp);
   set(DESC.CAUSAL, params.isCausal ? 1 : 0);
   set(DESC.BF16, bf ? 1 : 0);
-  set(DESC.PROBS, keep ? 1 : 0);
+  set(DESC.PROBS, keep ? (params.probsVisibleOnly === true && !backward ? 2 : 1) : 0);
   a.f32[o + DESC.SCALE] = params.scale;
   rawAt.forEach((r, i) => set(DESC.QR + i, r));
   set(DESC.QSTRIDE, p.N * p.H * 4);

@@ -786,15 +786,15 @@ function buildGradRowsP(m: ModuleBuilder, sp: number): number {
 /**
  * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
  * for `rows` rows and the first n columns of each:
- * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S (so each
- *   line of probs is written once)
+ * - `saveRows(src, dst, rows, n, S, z)`: dst row = src row up to min(n, S), zeros up to z (S: so
+ *   each line of probs is written once; min(n, S): none)
  * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
  *   rows..4 all zeros (padding rows: P = 0)
  */
 function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadRows: number } {
   const build = (name: 'saveRows' | 'loadRows'): number =>
-    m.addFunction(name, ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
-      const [src, dst, rows, n, S] = [0, 1, 2, 3, 4];
+    m.addFunction(name, ['i32', 'i32', 'i32', 'i32', 'i32', ...(name === 'saveRows' ? (['i32'] as const) : [])], [], (f) => {
+      const [src, dst, rows, n, S, z] = [0, 1, 2, 3, 4, 5];
       const [r, j, lim, four] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
       const save = name === 'saveRows';
       const [srcRow, dstRow] = save ? [sp * 4, -1] : [-1, sp * 4];
@@ -833,7 +833,7 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
           if (vec) f.simdMem(SIMD.v128_load).simdMem(SIMD.v128_store);
           else f.mem(OP.f32_load).mem(OP.f32_store);
         });
-        if (save) zeros(j, S);
+        if (save) zeros(j, z);
         else {
           zeros(j);
           f.else();
@@ -954,7 +954,9 @@ export const DESC = {
   MR: 34, FR: 35, MB: 36, MN: 37, FB: 38, FN: 39, ZR: 40,
   /**
    * 1: P is kept (`saveProbs`): the forward writes it, f32 [B, N, T, S], at the raw slot after
-   * lse (DQR's); the backward reads it from the residual slot (ML's) instead of recomputing it
+   * lse (DQR's); the backward reads it from the residual slot (ML's) instead of recomputing it.
+   * 2 (forward, `probsVisibleOnly`): as 1, but each block's rows only up to its last visible key's
+   * panel (cols), no zeros past it (the backward reads no further)
    */
   PROBS: 41,
 } as const;
@@ -1255,7 +1257,10 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         if (dir === 'fwd') {
           // P kept: the block's real rows (f32, left in s by softmaxBlock) into probs
           f.get(probs).if();
-          f.get(sb).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.saveRows);
+          // (zeros up to S, or with PROBS 2 none: up to min(cols, S))
+          f.get(sb).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S);
+          f.get(S).get(cols).get(S).get(cols).op(OP.i32_lt_s).op(OP.select).get(S).get(probs).i32Const(2).op(OP.i32_eq).op(OP.select);
+          f.call(fn.saveRows);
           f.end();
           f.get(pb).get(off.v);
           rowBlock('o');
@@ -1326,7 +1331,7 @@ export interface AttentionKernels {
   softmaxBlock(s: number, p: number, n: number, scale: number, mlOut: number, bf16: number, keep: number, c0: number, c1: number, c2: number, c3: number, mrow0: number, mrow1: number, mrow2: number, mrow3: number, neg0: number, neg1: number, neg2: number, neg3: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
   gradRowsP(src: number, s: number, dp: number, n: number, bf16: number, scale0: number, scale1: number, scale2: number, scale3: number): void;
-  saveRows(src: number, dst: number, rows: number, n: number, S: number): void;
+  saveRows(src: number, dst: number, rows: number, n: number, S: number, z: number): void;
   loadRows(src: number, dst: number, rows: number, n: number, S: number): void;
   lseRows(src: number, dst: number, n: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
