@@ -258,7 +258,7 @@ describe('fused attention on the systolic backend', () => {
         }
         const wm = mask ? [mask] : [];
         for (const [backend, end] of [['systolic', panelEnd], ['reference', (t: number) => t + 1]] as const) {
-          const poisoned = np.reshape(np.array(Array.from(pf, (x, i) => (written(end)(Math.floor(i / c.s) % c.t, i % c.s) ? x : Number.NaN)), 'float32'), full[2].shape);
+          const poisoned = np.reshape(np.array([...pf].map((x, i) => (written(end)(Math.floor(i / c.s) % c.t, i % c.s) ? x : Number.NaN)), 'float32'), full[2].shape);
           const [fromFull, fromVis] = withBackend(backend, () => [full[2], poisoned].map((pr) => evalPrimitive(attentionBwdP, [q, k, v, full[1], w, ...wm, pr], vis).map((x) => [...f32(x)])));
           expect(fromVis, `${backend} ${JSON.stringify(c)}`).toEqual(fromFull);
         }
@@ -604,7 +604,7 @@ describe('fused attention in the backend\'s memory (operands and results read an
       { threads: 2, callerTakesItems: true },
       { threads: 2, callerTakesItems: false },
     ];
-    const cases = [
+    const cases: { causal: boolean; h: number; saveProbs: boolean; s: number; visibleOnly?: boolean }[] = [
       ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true, s: 10 }))),
       { causal: false, h: 17, saveProbs: false, s: 10 },
       ...[true, false].map((causal) => ({ causal, h: 7, saveProbs: true, s: 16 })),
