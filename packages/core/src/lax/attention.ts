@@ -51,10 +51,11 @@ export interface AttentionParams {
   /** The forward also returns P (probs), a last operand of the backward and `_lin` (see the file comment); set by the jvp rule, absent = false. */
   readonly saveProbs?: boolean;
   /**
-   * With `saveProbs`: probs need hold P only at the keys each row sees, its values at hidden keys
-   * are unspecified (the systolic forward leaves the keys past each block of 4 causal rows' last
-   * visible key unwritten: half of P's memory traffic); the backward kernels read visible keys
-   * only. Set by the jvp rule, whose probs only its backward reads; absent = false (0 at hidden keys).
+   * With `saveProbs`: probs' values at causally hidden keys (s > t, in a row that sees a key) are
+   * unspecified: the systolic forward leaves those past each block of 4 rows' last visible key's
+   * 8-key panel unwritten (about half of P's memory traffic) and its backward reads no further;
+   * the reference backward reads visible keys only. Set by the jvp rule, whose probs only its
+   * backward reads; absent = false (0 at every hidden key).
    */
   readonly probsVisibleOnly?: boolean;
 }
