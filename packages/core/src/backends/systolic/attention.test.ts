@@ -236,7 +236,7 @@ describe('fused attention on the systolic backend', () => {
     );
   });
 
-  it('law: with probsVisibleOnly (the jvp\'s residual) the forward\'s out, lse and P at every key it writes are those with zeros at hidden keys; the backward from a P with NaN at the keys it may leave unwritten (here: past each causal block\'s last visible key\'s 8-key panel; on the reference backend: every key after the row) is bit for bit the one from the zeroed P', () => {
+  it('law: with probsVisibleOnly (the jvp\'s residual) the forward\'s out, lse and P at every key it writes are those with zeros at hidden keys; the backward from a P with NaN at the keys it may leave unwritten (systolic: causal blocks\' keys past their last visible key\'s 8-key panel, unless a row of the block sees no key; reference: every hidden key of a row that sees one, mask-hidden keys included), and the systolic backward from the forward\'s own P, are bit for bit the one from the zeroed P', () => {
     fc.assert(
       fc.property(caseArb, fc.boolean(), (c, masked) => {
         const [q, k, v, w] = operands(c);
@@ -244,23 +244,40 @@ describe('fused attention on the systolic backend', () => {
         const kept = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: true };
         const vis = { ...kept, probsVisibleOnly: true };
         const xs = mask ? [q, k, v, mask] : [q, k, v];
-        const full = evalPrimitive(attentionFwdP, xs, kept);
+        // (visible-only first: its unwritten keys keep what the arena held, not the zeros the full call would leave there)
         const got = evalPrimitive(attentionFwdP, xs, vis);
+        const full = evalPrimitive(attentionFwdP, xs, kept);
         expect([...f32(got[0])]).toEqual([...f32(full[0])]);
         expect([...f32(got[1])]).toEqual([...f32(full[1])]);
-        // keys each backend's forward writes in row t: all but (causal, rows that see a key) those from `end(t)` on
-        const written = (end: (t: number) => number) => (t: number, s: number): boolean => !c.causal || masked || s < end(t);
-        const panelEnd = (t: number): number => Math.min(Math.ceil(Math.min(c.s, (t & ~3) + 4) / 8) * 8, c.s);
+        // key s of row t (batch row b): visible, a row that sees none, and written by each backend's forward
+        const [T, S, N] = [c.t, c.s, c.k * c.g];
+        const m = mask ? [...(mask.dataSync() as ArrayLike<number>)] : undefined;
+        const visible = (b: number, t: number, s: number): boolean => (!c.causal || s <= t) && (m === undefined || m[(b * T + t) * S + s] !== 0);
+        const none = (b: number, t: number): boolean => {
+          for (let s = 0; s < S; s++) if (visible(b, t, s)) return false;
+          return true;
+        };
+        // (systolic: a causal block of 4 rows is written up to its last visible key's 8-key panel, or to S when a row of it sees no key)
+        const panelEnd = (t: number): number => Math.min(Math.ceil(Math.min(S, (t & ~3) + 4) / 8) * 8, S);
+        const blockHasNone = (b: number, t: number): boolean => {
+          for (let r = t & ~3; r < Math.min((t & ~3) + 4, T); r++) if (none(b, r)) return true;
+          return false;
+        };
+        const written = {
+          systolic: (b: number, t: number, s: number): boolean => !c.causal || s < panelEnd(t) || (masked && blockHasNone(b, t)),
+          reference: (b: number, t: number, s: number): boolean => none(b, t) || visible(b, t, s),
+        };
+        const at = (i: number): [number, number, number] => [Math.floor(i / (N * T * S)), Math.floor(i / S) % T, i % S];
         const [p, pf] = [f32(got[2]), f32(full[2])];
-        for (let i = 0; i < p.length; i++) {
-          const [t, sk] = [Math.floor(i / c.s) % c.t, i % c.s];
-          if (written(panelEnd)(t, sk)) expect(p[i], `probs[${i}]`).toBe(pf[i]);
-        }
+        for (let i = 0; i < p.length; i++) if (written.systolic(...at(i))) expect(p[i], `probs[${i}] ${JSON.stringify(c)}`).toBe(pf[i]);
         const wm = mask ? [mask] : [];
-        for (const [backend, end] of [['systolic', panelEnd], ['reference', (t: number) => t + 1]] as const) {
-          const poisoned = np.reshape(np.array([...pf].map((x, i) => (written(end)(Math.floor(i / c.s) % c.t, i % c.s) ? x : Number.NaN)), 'float32'), full[2].shape);
-          const [fromFull, fromVis] = withBackend(backend, () => [full[2], poisoned].map((pr) => evalPrimitive(attentionBwdP, [q, k, v, full[1], w, ...wm, pr], vis).map((x) => [...f32(x)])));
+        const bwd = (pr: Array): number[][] => evalPrimitive(attentionBwdP, [q, k, v, full[1], w, ...wm, pr], vis).map((x) => [...f32(x)]);
+        for (const backend of ['systolic', 'reference'] as const) {
+          const poisoned = np.reshape(np.array([...pf].map((x, i) => (written[backend](...at(i)) ? x : Number.NaN)), 'float32'), full[2].shape);
+          const [fromFull, fromVis] = withBackend(backend, () => [full[2], poisoned].map(bwd));
           expect(fromVis, `${backend} ${JSON.stringify(c)}`).toEqual(fromFull);
+          // (the forward's own P, whatever it left at the keys it does not write)
+          if (backend === 'systolic') expect(bwd(got[2]), `systolic from the forward's own P ${JSON.stringify(c)}`).toEqual(fromFull);
         }
       }),
       { numRuns: 40 },
