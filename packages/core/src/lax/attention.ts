@@ -8,9 +8,12 @@
  * - `dot_product_attention_fwd`: the same with the per-row logsumexp of the scaled logits, lse
  *   [B, N, T] float32 (the residual the backward pass recomputes P from); what its jvp binds.
  *   With `saveProbs` it also returns P itself, probs [B, N, T, S] float32 (the softmax, 0 at
- *   hidden keys; with `probsVisibleOnly`, set by the jvp, unspecified at hidden keys), a last
- *   operand of `_lin` and `_bwd` then (it must be that forward's P at the visible keys: the
- *   kernels read only the keys each row may see), and a kernel may read P from it
+ *   hidden keys; with `probsVisibleOnly`, set by the jvp, unspecified at the causally hidden
+ *   keys of a row that sees a key), a last operand of `_lin` and `_bwd` then (it must be the
+ *   probs a forward with the same params returned: the systolic backward reads each block of 4
+ *   rows' keys up to its last visible key's 8-key panel, every key when not causal or when a row
+ *   of the block sees no key, hidden ones included; the reference one each row's visible keys,
+ *   every key of a row that sees none), and a kernel may read P from it
  *   instead of recomputing it from lse (the systolic one does: no Q K^T, no exp; the StableHLO
  *   export still recomputes): the jvp sets it while P has at most
  *   `attentionOptions.saveProbsMaxElements` elements (the composite keeps the same P as its
