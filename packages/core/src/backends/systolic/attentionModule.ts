@@ -28,7 +28,8 @@
  *   each with its dS scale) from a P the forward kept (its rows of probs at src when they are
  *   [4, sp], else read into s by `loadRows` and src = s), bf16(P) into s: no logits, mask or
  *   exp. `softmaxBlock`'s `keep` leaves the rows' f32 P in s, and `saveRows` writes a block's
- *   rows of it into probs [.., S], zeros at the keys past the block's.
+ *   rows of it into probs [.., S], zeros at the keys past the block's (none under DESC.PROBS 2,
+ *   `probsVisibleOnly`: the rows end at the block's panel).
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
