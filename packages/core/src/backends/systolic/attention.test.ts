@@ -625,8 +625,9 @@ describe('fused attention in the backend\'s memory (operands and results read an
       ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true, s: 10 }))),
       { causal: false, h: 17, saveProbs: false, s: 10 },
       ...[true, false].map((causal) => ({ causal, h: 7, saveProbs: true, s: 16 })),
-      // (P left unwritten past each block's panel: the NaN the view was filled with stays there, and the backward reads none of it)
-      { causal: true, h: 7, saveProbs: true, s: 16, visibleOnly: true },
+      // (P left unwritten past each block's panel: the NaN the view was filled with stays there, and the backward reads none of it;
+      // S = 16 read in place, S = 10 copied by loadRows, whose last blocks' panel (cols 16) ends past S)
+      ...[16, 10].map((s) => ({ causal: true, h: 7, saveProbs: true, s, visibleOnly: true })),
     ];
     for (const { causal, h: H, saveProbs, s: S, visibleOnly } of cases) {
       const params = { scale: 1 / Math.sqrt(H), isCausal: causal, saveProbs, ...(visibleOnly ? { probsVisibleOnly: true } : {}) };
@@ -676,6 +677,9 @@ describe('fused attention in the backend\'s memory (operands and results read an
             const [pv, pr] = [views[6], ref[2]];
             const unwritten = pv.filter((x) => Number.isNaN(x)).length;
             expect(unwritten, `probs left unwritten, ${what}`).toBeGreaterThan(0);
+            // (exactly the keys past each block of 4 rows' last visible key's 8-key panel)
+            const panelEnd = (t: number): number => Math.min(ceil(Math.min(S, (t & ~3) + 4), 8), S);
+            expect([...pv].map(Number.isNaN), `probs left unwritten, ${what}`).toEqual([...pv].map((_, i) => i % S >= panelEnd(Math.floor(i / S) % T)));
             pv.forEach((x, i) => Number.isNaN(x) || expect(x, `probs[${i}], ${what}`).toBe(pr[i]));
           }
           [...ref, ...refBwd].forEach((want, i) => visibleOnly && i === 2 || expect(bits(views[4 + i]), `result ${i}, ${what}`).toEqual(bits(want)));
