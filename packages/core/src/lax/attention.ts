@@ -58,7 +58,7 @@ export interface AttentionParams {
    * unspecified: the systolic forward leaves those past each block of 4 rows' last visible key's
    * 8-key panel unwritten (about half of P's memory traffic) and its backward reads no further;
    * the reference backward reads visible keys only. Set by the jvp rule, whose probs only its
-   * backward reads; absent = false (0 at every hidden key).
+   * backward reads; absent = false (0 at every hidden key). True without `saveProbs` is an error.
    */
   readonly probsVisibleOnly?: boolean;
 }
@@ -121,6 +121,7 @@ function checkParams(op: string, p: AttentionParams): void {
   if (typeof p.isCausal !== 'boolean') throw new TypeError(`${op}: isCausal must be a boolean; got ${String(p.isCausal)}`);
   if (p.saveProbs !== undefined && typeof p.saveProbs !== 'boolean') throw new TypeError(`${op}: saveProbs must be a boolean when given; got ${String(p.saveProbs)}`);
   if (p.probsVisibleOnly !== undefined && typeof p.probsVisibleOnly !== 'boolean') throw new TypeError(`${op}: probsVisibleOnly must be a boolean when given; got ${String(p.probsVisibleOnly)}`);
+  if (p.probsVisibleOnly === true && p.saveProbs !== true) throw new TypeError(`${op}: probsVisibleOnly: true needs saveProbs: true (it says which keys of the kept probs a forward writes); got saveProbs ${String(p.saveProbs)}`);
 }
 
 /** Checks a residual operand: lse float32 [B, N, T], or probs float32 [B, N, T, S]. */

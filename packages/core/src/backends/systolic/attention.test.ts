@@ -321,7 +321,7 @@ describe('fused attention on the systolic backend', () => {
     const [again] = evalPrimitive(attentionP, [q, k, v], params);
     expect([...new Uint32Array(f32(again).buffer)]).toEqual([...new Uint32Array(f32(want).buffer)]);
   });
-  it('bad residuals: the backward names probs or lse and the shape it needs', () => {
+  it('bad residuals and params: the backward names probs or lse and the shape it needs; probsVisibleOnly needs saveProbs', () => {
     const c: Case = { b: 2, t: 4, s: 5, k: 1, g: 2, h: 3, causal: false, dtype: 'float32', seed: 1 };
     const [q, k, v, w] = operands(c);
     const [, lse, probs] = evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: true });
@@ -331,6 +331,14 @@ describe('fused attention on the systolic backend', () => {
     expect(() => evalPrimitive(attentionBwdP, [q, k, v, probs, w], { scale: 1, isCausal: false })).toThrow('dot_product_attention_bwd: lse must be float32 [2,2,4]; got float32[2,2,4,5]');
     expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w, probs, probs, probs], kept)).toThrow('dot_product_attention_bwd: expected 6 or 7 operands (query, key, value, lse, dOut[, mask], probs); got 8');
     expect(() => evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: 1 as never })).toThrow('dot_product_attention_fwd: saveProbs must be a boolean when given; got 1');
+    for (const saveProbs of [undefined, false]) {
+      const vis = { scale: 1, isCausal: true, probsVisibleOnly: true, ...(saveProbs === undefined ? {} : { saveProbs }) };
+      const want = (op: string): string => `${op}: probsVisibleOnly: true needs saveProbs: true (it says which keys of the kept probs a forward writes); got saveProbs ${String(saveProbs)}`;
+      expect(() => evalPrimitive(attentionFwdP, [q, k, v], vis)).toThrow(want('dot_product_attention_fwd'));
+      expect(() => evalPrimitive(attentionP, [q, k, v], vis)).toThrow(want('dot_product_attention'));
+      expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w], vis)).toThrow(want('dot_product_attention_bwd'));
+    }
+    expect(() => evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: true, probsVisibleOnly: 'yes' as never })).toThrow('dot_product_attention_fwd: probsVisibleOnly must be a boolean when given; got yes');
   });
 
   it('law: forward equals a plain-JS reference with the MXU roundings', () => {
