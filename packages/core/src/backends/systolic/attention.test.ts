@@ -251,7 +251,7 @@ describe('fused attention on the systolic backend', () => {
         expect([...f32(got[1])]).toEqual([...f32(full[1])]);
         // key s of row t (batch row b): visible, a row that sees none, and written by each backend's forward
         const [T, S, N] = [c.t, c.s, c.k * c.g];
-        const m = mask ? [...(mask.dataSync() as ArrayLike<number>)] : undefined;
+        const m = mask ? Uint8Array.from(mask.dataSync() as ArrayLike<number>) : undefined;
         const visible = (b: number, t: number, s: number): boolean => (!c.causal || s <= t) && (m === undefined || m[(b * T + t) * S + s] !== 0);
         const none = (b: number, t: number): boolean => {
           for (let s = 0; s < S; s++) if (visible(b, t, s)) return false;
