@@ -67,7 +67,8 @@ export function layerCalls(o: { attn: SystolicAttention; shape: AttentionShape; 
   const { attn, relaxed, arena, ins, fo, bo } = o;
   const { B, T, N, S, causal, scale, shape } = o.shape;
   const plain = { isCausal: causal, scale } as never;
-  const kept = { isCausal: causal, scale, saveProbs: true } as never;
+  // (as the jvp binds it: its probs need hold P only where the backward reads it; sources before attn16 ignore probsVisibleOnly)
+  const kept = { isCausal: causal, scale, saveProbs: true, probsVisibleOnly: true } as never;
   const [q, k, v, d] = ins.map((x) => hostArray(x, shape));
   const lse = hostArray(fo[1], [B, N, T]);
   const probs = hostArray(fo[2], [B, N, T, S]);

@@ -218,8 +218,8 @@ const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
     for (let it = 0; it < items; it++)
       for (let c0 = 0; c0 < tp; c0 += modMod.QB) {
         const rows = Math.min(modMod.QB, tp - c0);
-        kx.transGemm(dsChunk, off.q, off.dk, causal ? 1 : 0, c0, rows);
-        kx.transGemm(pChunk, off.do, off.dv, causal ? 1 : 0, c0, rows);
+        kx.transGemm(dsChunk, off.q, off.dk, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0);
+        kx.transGemm(pChunk, off.do, off.dv, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0);
       }
   }],
   ['unstage dQ, dK, dV', 'bwd', () => {

@@ -8,9 +8,12 @@
  * - `dot_product_attention_fwd`: the same with the per-row logsumexp of the scaled logits, lse
  *   [B, N, T] float32 (the residual the backward pass recomputes P from); what its jvp binds.
  *   With `saveProbs` it also returns P itself, probs [B, N, T, S] float32 (the softmax, 0 at
- *   hidden keys), a last operand of `_lin` and `_bwd` then (it must be that forward's P: a
- *   kernel reads only the keys it may see, so other values at hidden keys give backend-dependent
- *   results), and a kernel may read P from it
+ *   hidden keys; with `probsVisibleOnly`, set by the jvp, unspecified at the causally hidden
+ *   keys of a row that sees a key), a last operand of `_lin` and `_bwd` then (it must be the
+ *   probs a forward with the same params returned: the systolic backward reads each block of 4
+ *   rows' keys up to its last visible key's 8-key panel, every key when not causal or when a row
+ *   of the block sees no key, hidden ones included; the reference one each row's visible keys,
+ *   every key of a row that sees none), and a kernel may read P from it
  *   instead of recomputing it from lse (the systolic one does: no Q K^T, no exp; the StableHLO
  *   export still recomputes): the jvp sets it while P has at most
  *   `attentionOptions.saveProbsMaxElements` elements (the composite keeps the same P as its
@@ -50,6 +53,14 @@ export interface AttentionParams {
   readonly isCausal: boolean;
   /** The forward also returns P (probs), a last operand of the backward and `_lin` (see the file comment); set by the jvp rule, absent = false. */
   readonly saveProbs?: boolean;
+  /**
+   * With `saveProbs`: probs' values at causally hidden keys (s > t, in a row that sees a key) are
+   * unspecified: the systolic forward leaves those past each block of 4 rows' last visible key's
+   * 8-key panel unwritten (about half of P's memory traffic) and its backward reads no further;
+   * the reference backward reads visible keys only. Set by the jvp rule, whose probs only its
+   * backward reads; absent = false (0 at every hidden key). True without `saveProbs` is an error.
+   */
+  readonly probsVisibleOnly?: boolean;
 }
 
 /**
@@ -109,6 +120,8 @@ function checkParams(op: string, p: AttentionParams): void {
   if (typeof p.scale !== 'number' || !Number.isFinite(p.scale)) throw new TypeError(`${op}: scale must be a finite number; got ${String(p.scale)}`);
   if (typeof p.isCausal !== 'boolean') throw new TypeError(`${op}: isCausal must be a boolean; got ${String(p.isCausal)}`);
   if (p.saveProbs !== undefined && typeof p.saveProbs !== 'boolean') throw new TypeError(`${op}: saveProbs must be a boolean when given; got ${String(p.saveProbs)}`);
+  if (p.probsVisibleOnly !== undefined && typeof p.probsVisibleOnly !== 'boolean') throw new TypeError(`${op}: probsVisibleOnly must be a boolean when given; got ${String(p.probsVisibleOnly)}`);
+  if (p.probsVisibleOnly === true && p.saveProbs !== true) throw new TypeError(`${op}: probsVisibleOnly: true needs saveProbs: true (it says which keys of the kept probs a forward writes); got saveProbs ${String(p.saveProbs)}`);
 }
 
 /** Checks a residual operand: lse float32 [B, N, T], or probs float32 [B, N, T, S]. */
@@ -277,7 +290,8 @@ function referenceBwd(inputs: HostArray[], p: AttentionParams): StorageArray[] {
         dot += q[qo + h] * k[ko + h];
         g += dout[qo + h] * v[ko + h];
       }
-      P[s] = probs ? probs[r * S + s] : none ? Math.exp(-l) : row.vis(s) ? Math.exp(Math.fround(dot) * p.scale - l) : 0;
+      // (kept P read at visible keys only: its values at hidden keys may be unspecified, `probsVisibleOnly`)
+      P[s] = !none && !row.vis(s) ? 0 : probs ? probs[r * S + s] : none ? Math.exp(-l) : Math.exp(Math.fround(dot) * p.scale - l);
       dP[s] = g;
       D += P[s] * g;
     }
@@ -372,7 +386,9 @@ export const attentionP: Primitive<AttentionParams> = definePrimitive<AttentionP
       const [q, k, v, mask] = primals;
       if (tangents.slice(0, 3).every((t) => t === null)) return [[attentionFwd(q, k, v, p, mask)[0]], [null]];
       // (the residual: P when it is small enough, else the logsumexp to recompute P from)
-      const lp: AttentionParams = { ...p, saveProbs: savesProbs(q.shape, k.shape) };
+      // (its probs go to its backward only: P at visible keys is all it reads)
+      const keep = savesProbs(q.shape, k.shape);
+      const lp: AttentionParams = keep ? { ...p, saveProbs: true, probsVisibleOnly: true } : { ...p, saveProbs: false };
       const [out, lse, probs] = attentionFwd(q, k, v, lp, mask);
       const ts = tangents.slice(0, 3).map((t, i) => t ?? zerosOf(primals[i].aval));
       return [[out], [bind(attentionLinP, [q, k, v, lse, ...ts, ...primals.slice(3), ...(probs === undefined ? [] : [probs])], lp)[0]]];

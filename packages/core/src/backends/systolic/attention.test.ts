@@ -236,6 +236,54 @@ describe('fused attention on the systolic backend', () => {
     );
   });
 
+  it('law: with probsVisibleOnly (the jvp\'s residual) the forward\'s out, lse and P at every key it writes are those with zeros at hidden keys; the backward from a P with NaN at the keys it may leave unwritten (systolic: causal blocks\' keys past their last visible key\'s 8-key panel, unless a row of the block sees no key; reference: every hidden key of a row that sees one, mask-hidden keys included), and the systolic backward from the forward\'s own P, are bit for bit the one from the zeroed P', () => {
+    fc.assert(
+      fc.property(caseArb, fc.boolean(), (c, masked) => {
+        const [q, k, v, w] = operands(c);
+        const mask = masked ? maskOf([c.b, 1, c.t, c.s], c.seed, 0.5) : undefined;
+        const kept = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: true };
+        const vis = { ...kept, probsVisibleOnly: true };
+        const xs = mask ? [q, k, v, mask] : [q, k, v];
+        // (visible-only first: its unwritten keys keep what the arena held, not the zeros the full call would leave there)
+        const got = evalPrimitive(attentionFwdP, xs, vis);
+        const full = evalPrimitive(attentionFwdP, xs, kept);
+        expect([...f32(got[0])]).toEqual([...f32(full[0])]);
+        expect([...f32(got[1])]).toEqual([...f32(full[1])]);
+        // key s of row t (batch row b): visible, a row that sees none, and written by each backend's forward
+        const [T, S, N] = [c.t, c.s, c.k * c.g];
+        const m = mask ? Uint8Array.from(mask.dataSync() as ArrayLike<number>) : undefined;
+        const visible = (b: number, t: number, s: number): boolean => (!c.causal || s <= t) && (m === undefined || m[(b * T + t) * S + s] !== 0);
+        const none = (b: number, t: number): boolean => {
+          for (let s = 0; s < S; s++) if (visible(b, t, s)) return false;
+          return true;
+        };
+        // (systolic: a causal block of 4 rows is written up to its last visible key's 8-key panel, or to S when a row of it sees no key)
+        const panelEnd = (t: number): number => Math.min(Math.ceil(Math.min(S, (t & ~3) + 4) / 8) * 8, S);
+        const blockHasNone = (b: number, t: number): boolean => {
+          for (let r = t & ~3; r < Math.min((t & ~3) + 4, T); r++) if (none(b, r)) return true;
+          return false;
+        };
+        const written = {
+          systolic: (b: number, t: number, s: number): boolean => !c.causal || s < panelEnd(t) || (masked && blockHasNone(b, t)),
+          reference: (b: number, t: number, s: number): boolean => none(b, t) || visible(b, t, s),
+        };
+        const at = (i: number): [number, number, number] => [Math.floor(i / (N * T * S)), Math.floor(i / S) % T, i % S];
+        const [p, pf] = [f32(got[2]), f32(full[2])];
+        for (let i = 0; i < p.length; i++) if (written.systolic(...at(i))) expect(p[i], `probs[${i}] ${JSON.stringify(c)}`).toBe(pf[i]);
+        const wm = mask ? [mask] : [];
+        const bwd = (pr: Array): number[][] => evalPrimitive(attentionBwdP, [q, k, v, full[1], w, ...wm, pr], vis).map((x) => [...f32(x)]);
+        for (const backend of ['systolic', 'reference'] as const) {
+          const poisoned = np.reshape(np.array([...pf].map((x, i) => (written[backend](...at(i)) ? x : Number.NaN)), 'float32'), full[2].shape);
+          const [fromFull, fromVis] = withBackend(backend, () => [full[2], poisoned].map(bwd));
+          expect(fromVis, `${backend} ${JSON.stringify(c)}`).toEqual(fromFull);
+          // (the forward's own P, whatever it left at the keys it does not write)
+          if (backend === 'systolic') expect(bwd(got[2]), `systolic from the forward's own P ${JSON.stringify(c)}`).toEqual(fromFull);
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
+
   it('an empty head dimension (H = 0, T and S > 0): the scores are 0, so each row\'s softmax is uniform over its visible keys (lse = log of their count, probs 1 / count), as on the reference backend; S = 0: lse -inf', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 11 }), fc.integer({ min: 0, max: 11 }), fc.integer({ min: 1, max: 3 }), fc.boolean(), fc.boolean(), fc.constantFrom<DType>('float32', 'bfloat16'), fc.integer({ min: 0, max: 1 << 20 }), (b, t, s, n, causal, masked, dtype, seed) => {
@@ -273,7 +321,7 @@ describe('fused attention on the systolic backend', () => {
     const [again] = evalPrimitive(attentionP, [q, k, v], params);
     expect([...new Uint32Array(f32(again).buffer)]).toEqual([...new Uint32Array(f32(want).buffer)]);
   });
-  it('bad residuals: the backward names probs or lse and the shape it needs', () => {
+  it('bad residuals and params: the backward names probs or lse and the shape it needs; probsVisibleOnly needs saveProbs', () => {
     const c: Case = { b: 2, t: 4, s: 5, k: 1, g: 2, h: 3, causal: false, dtype: 'float32', seed: 1 };
     const [q, k, v, w] = operands(c);
     const [, lse, probs] = evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: true });
@@ -283,6 +331,14 @@ describe('fused attention on the systolic backend', () => {
     expect(() => evalPrimitive(attentionBwdP, [q, k, v, probs, w], { scale: 1, isCausal: false })).toThrow('dot_product_attention_bwd: lse must be float32 [2,2,4]; got float32[2,2,4,5]');
     expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w, probs, probs, probs], kept)).toThrow('dot_product_attention_bwd: expected 6 or 7 operands (query, key, value, lse, dOut[, mask], probs); got 8');
     expect(() => evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: 1 as never })).toThrow('dot_product_attention_fwd: saveProbs must be a boolean when given; got 1');
+    for (const saveProbs of [undefined, false]) {
+      const vis = { scale: 1, isCausal: true, probsVisibleOnly: true, ...(saveProbs === undefined ? {} : { saveProbs }) };
+      const want = (op: string): string => `${op}: probsVisibleOnly: true needs saveProbs: true (it says which keys of the kept probs a forward writes); got saveProbs ${String(saveProbs)}`;
+      expect(() => evalPrimitive(attentionFwdP, [q, k, v], vis)).toThrow(want('dot_product_attention_fwd'));
+      expect(() => evalPrimitive(attentionP, [q, k, v], vis)).toThrow(want('dot_product_attention'));
+      expect(() => evalPrimitive(attentionBwdP, [q, k, v, lse, w], vis)).toThrow(want('dot_product_attention_bwd'));
+    }
+    expect(() => evalPrimitive(attentionFwdP, [q, k, v], { scale: 1, isCausal: false, saveProbs: true, probsVisibleOnly: 'yes' as never })).toThrow('dot_product_attention_fwd: probsVisibleOnly must be a boolean when given; got yes');
   });
 
   it('law: forward equals a plain-JS reference with the MXU roundings', () => {
@@ -534,9 +590,10 @@ describe('fused attention in the backend\'s memory (operands and results read an
     }
   });
 
-  it.runIf(sharedMemory)('the kernels touch the next item\'s rows only inside its operands and results: each one in turn placed last in a memory that cannot grow (a read past it traps), forward and backward, causal or not, rows in one cache line or several, P kept or not, 1 thread, 2 threads, and 2 threads with the worker computing every item (its hints the items below, from the back), bit-identical to copies', () => {
-    // (odd sizes: rows of H floats, not 64-byte aligned (H = 17: a row over two cache lines); T != S; grouped heads)
-    const [B, T, S, K, G] = [3, 13, 10, 2, 2];
+  it.runIf(sharedMemory)('the kernels touch the next item\'s rows only inside its operands and results: each one in turn placed last in a memory that cannot grow (a read past it traps), forward and backward, causal or not, rows in one cache line or several, P kept or not (read in place or copied by the backward), 1 thread, 2 threads, and 2 threads with the worker computing every item (its hints the items below, from the back), bit-identical to copies', () => {
+    // (odd sizes: rows of H floats, not 64-byte aligned (H = 17: a row over two cache lines); T != S; grouped heads;
+    // S = 16 a multiple of 8 and T = 13 not of 4: the backward reads the kept P in place, except the last block's)
+    const [B, T, K, G] = [3, 13, 2, 2];
     const N = K * G;
     const relaxed = wasmFeatures().relaxedSimd;
     const hostArr = (data: Float32Array, shape: number[]) => ({ data, shape, dtype: 'float32' }) as never;
@@ -572,12 +629,16 @@ describe('fused attention in the backend\'s memory (operands and results read an
       { threads: 2, callerTakesItems: true },
       { threads: 2, callerTakesItems: false },
     ];
-    const cases = [
-      ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true }))),
-      { causal: false, h: 17, saveProbs: false },
+    const cases: { causal: boolean; h: number; saveProbs: boolean; s: number; visibleOnly?: boolean }[] = [
+      ...[true, false].flatMap((causal) => [7, 17].map((h) => ({ causal, h, saveProbs: true, s: 10 }))),
+      { causal: false, h: 17, saveProbs: false, s: 10 },
+      ...[true, false].map((causal) => ({ causal, h: 7, saveProbs: true, s: 16 })),
+      // (P left unwritten past each block's panel: the NaN the view was filled with stays there, and the backward reads none of it;
+      // S = 16 read in place, S = 10 copied by loadRows, whose last blocks' panel (cols 16) ends past S)
+      ...[16, 10].map((s) => ({ causal: true, h: 7, saveProbs: true, s, visibleOnly: true })),
     ];
-    for (const { causal, h: H, saveProbs } of cases) {
-      const params = { scale: 1 / Math.sqrt(H), isCausal: causal, saveProbs };
+    for (const { causal, h: H, saveProbs, s: S, visibleOnly } of cases) {
+      const params = { scale: 1 / Math.sqrt(H), isCausal: causal, saveProbs, ...(visibleOnly ? { probsVisibleOnly: true } : {}) };
       const [nq, nk, np2, nl] = [B * T * N * H, B * S * K * H, B * N * T * S, B * N * T];
       const ins = [rnd(nq, 1), rnd(nk, 2), rnd(nk, 3), rnd(nq, 4)]; // q, k, v, dO
       const qs = [B, T, N, H], ks = [B, S, K, H];
@@ -591,7 +652,7 @@ describe('fused attention in the backend\'s memory (operands and results read an
       const nf = ref.length; // forward results (regions 4 .. 4 + nf)
       for (const mode of modes) {
         for (let last = 0; last < sizes.length; last++) {
-          const what = `causal ${causal}, H ${H}, P ${saveProbs ? 'kept' : 'recomputed'}, region ${last} last, ${mode.threads} threads${mode.callerTakesItems ? '' : ' (worker only)'}`;
+          const what = `causal ${causal}, H ${H}, S ${S}, P ${saveProbs ? 'kept' : 'recomputed'}${visibleOnly ? ' (visible only)' : ''}, region ${last} last, ${mode.threads} threads${mode.callerTakesItems ? '' : ' (worker only)'}`;
           // the regions from the top down, region `last` ending at the memory's end
           const order = [last, ...sizes.map((_, i) => i).filter((i) => i !== last)];
           const at: number[] = [];
@@ -619,7 +680,17 @@ describe('fused attention in the backend\'s memory (operands and results read an
           expect(s1.ownMemoryFallbacks - s0.ownMemoryFallbacks).toBe(0);
           // (items: one per batch row and key/value head, forward and backward)
           if (!mode.callerTakesItems) expect(s1.workerItems - s0.workerItems, `items the worker computed, ${what}`).toBe(2 * B * K);
-          [...ref, ...refBwd].forEach((want, i) => expect(bits(views[4 + i]), `result ${i}, ${what}`).toEqual(bits(want)));
+          if (visibleOnly) {
+            // (the copied reference's probs past the panels are the arena's stale bytes: compare where the in-place run wrote)
+            const [pv, pr] = [views[6], ref[2]];
+            const unwritten = pv.filter((x) => Number.isNaN(x)).length;
+            expect(unwritten, `probs left unwritten, ${what}`).toBeGreaterThan(0);
+            // (exactly the keys past each block of 4 rows' last visible key's 8-key panel)
+            const panelEnd = (t: number): number => Math.min(ceil(Math.min(S, (t & ~3) + 4), 8), S);
+            expect([...pv].map(Number.isNaN), `probs left unwritten, ${what}`).toEqual([...pv].map((_, i) => i % S >= panelEnd(Math.floor(i / S) % T)));
+            pv.forEach((x, i) => Number.isNaN(x) || expect(x, `probs[${i}], ${what}`).toBe(pr[i]));
+          }
+          [...ref, ...refBwd].forEach((want, i) => visibleOnly && i === 2 || expect(bits(views[4 + i]), `result ${i}, ${what}`).toEqual(bits(want)));
         }
       }
     }

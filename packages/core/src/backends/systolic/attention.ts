@@ -5,10 +5,11 @@
  * may see (under `isCausal` the key blocks above the diagonal are skipped), the softmax in f32,
  * and P V. The backward pass recomputes P from q, k and the forward's logsumexp, or, when the
  * forward kept P (`saveProbs`: it wrote each block's f32 rows into probs [B, N, T, S], zeros at
- * hidden keys), reads it back (no Q K^T, no exp, K^T not staged), and forms
- * dS = P (dP - rowsum(P dP)) (the composite's softmax gradient), dq = dS k, dk += dS^T q,
- * dv += P^T dO, again only over visible keys; the G query heads that share a key/value head
- * (grouped-query attention) run in one item, so dk and dv accumulate without races.
+ * hidden keys; with `probsVisibleOnly`: only up to each block's panel), reads it back (no Q K^T,
+ * no exp, K^T not staged), and forms dS = P (dP - rowsum(P dP)) (the composite's softmax
+ * gradient), dq = dS k, dk += dS^T q, dv += P^T dO, again only over visible keys; the G query
+ * heads that share a key/value head (grouped-query attention) run in one item, so dk and dv
+ * accumulate without races.
  *
  * Items (batch x key/value head) are independent: the wasm item drivers (`fwdItem`, `bwdItem`)
  * run them on the calling thread and, with `setNumThreads(n > 1)`, on n - 1 worker threads over
@@ -452,7 +453,7 @@ function layout(a: Arena, p: Plan, params: AttentionParams, keep: boolean, bf: b
   set(DESC.TP, tp);
   set(DESC.CAUSAL, params.isCausal ? 1 : 0);
   set(DESC.BF16, bf ? 1 : 0);
-  set(DESC.PROBS, keep ? 1 : 0);
+  set(DESC.PROBS, keep ? (params.probsVisibleOnly === true && !backward ? 2 : 1) : 0);
   a.f32[o + DESC.SCALE] = params.scale;
   rawAt.forEach((r, i) => set(DESC.QR + i, r));
   set(DESC.QSTRIDE, p.N * p.H * 4);

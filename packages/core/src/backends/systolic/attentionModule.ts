@@ -9,9 +9,10 @@
  * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT  (Q K^T, dO V^T), with BT
  *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
  * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
- * - `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[rows, sp]^T B[t0.., hp] for one
- *   chunk of QB query rows (dS^T Q, P^T dO; the backward's blocks keep their dS and P rows in
- *   chunks [QB, sp], so its scratch does not grow with T), chunk after chunk in query order
+ * - `transGemm(a, b, out, causal, t0, rows, fresh)`: out[sp, hp] += A[rows, sp]^T B[t0.., hp]
+ *   (= with `fresh`) for one chunk of QB query rows (dS^T Q, P^T dO; the backward's blocks keep
+ *   their dS and P rows in chunks [QB, sp], so its scratch does not grow with T), chunk after
+ *   chunk in query order
  * - `softmaxBlock(s, p, n, scale, mlOut, bf16, keep, c0..c3, mrow0..mrow3, neg0..neg3)`: a
  *   block's 4 rows in lockstep, each: logits = s * scale over its first c columns, P = exp(logits
  *   - max) / sum rounded to bf16 into p (zeros up to n), and max and sum written at mlOut + 8 r
@@ -23,10 +24,12 @@
  *   results). In a masked module the logits whose mask byte (from address `mrow` on) is 0 become
  *   `neg` (the masked logit, or 0 for a row that sees no key: its softmax is uniform); modules
  *   built without a mask ignore both.
- * - `gradRowsP(s, dp, n, bf16, scale0..scale3)`: the same for a block's 4 rows (in lockstep,
- *   each with its dS scale) from a P the forward kept (read into s by `loadRows`): no logits,
- *   mask or exp. `softmaxBlock`'s `keep` leaves the rows' f32 P in s,
- *   and `saveRows` writes a block's rows of it into probs [.., S], zeros at the keys past the block's.
+ * - `gradRowsP(src, s, dp, n, bf16, scale0..scale3)`: the same for a block's 4 rows (in lockstep,
+ *   each with its dS scale) from a P the forward kept (its rows of probs at src when they are
+ *   [4, sp], else read into s by `loadRows` and src = s), bf16(P) into s: no logits, mask or
+ *   exp. `softmaxBlock`'s `keep` leaves the rows' f32 P in s, and `saveRows` writes a block's
+ *   rows of it into probs [.., S], zeros at the keys past the block's (none under DESC.PROBS 2,
+ *   `probsVisibleOnly`: the rows end at the block's panel).
  */
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
@@ -320,16 +323,24 @@ function microLocals(f: FunctionBuilder): Micro {
  * acc[r][0..8] = init + sum over n steps of A[r] * B, from pa and pb on: A's 4 rows are `aRow`
  * bytes apart (one f32 per step, splatted), B's 8 floats per step contiguous; per step pa +=
  * `aStep` (default 4) and pb += `bStep`. `init` zero, or the 4 x 8 block at `init.out + init.at` (rows `init.row`
- * bytes apart: the accumulation goes on from what is there). A plain loop: V8 spills the
- * accumulators of an unrolled one.
+ * bytes apart: the accumulation goes on from what is there), or zero where the i32 local
+ * `init.fresh` is non-zero. A plain loop: V8 spills the accumulators of an unrolled one.
  */
-function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number, init?: { out: number; row: number; at: number }, aStep = 4): void {
-  if (init === undefined) for (const x of r.acc) f.v128Const([0, 0, 0, 0]).set(x);
-  else
-    for (let i = 0; i < ROWS; i++) {
-      f.get(init.out).simdMem(SIMD.v128_load, i * init.row + init.at).set(r.acc[2 * i]);
-      f.get(init.out).simdMem(SIMD.v128_load, i * init.row + init.at + 16).set(r.acc[2 * i + 1]);
-    }
+function micro4x8(f: FunctionBuilder, relaxed: boolean, r: Micro, aRow: number, bStep: number, init?: { out: number; row: number; at: number; fresh?: number }, aStep = 4): void {
+  const zeros = (): void => {
+    for (const x of r.acc) f.v128Const([0, 0, 0, 0]).set(x);
+  };
+  if (init === undefined) zeros();
+  else {
+    const load = (): void => {
+      for (let i = 0; i < ROWS; i++) {
+        f.get(init.out).simdMem(SIMD.v128_load, i * init.row + init.at).set(r.acc[2 * i]);
+        f.get(init.out).simdMem(SIMD.v128_load, i * init.row + init.at + 16).set(r.acc[2 * i + 1]);
+      }
+    };
+    if (init.fresh === undefined) load();
+    else perCase(f, init.fresh, (fresh) => (fresh ? zeros() : load()));
+  }
   forLoop(f, r.i, r.n, () => {
     f.get(r.pb).simdMem(SIMD.v128_load).set(r.b0);
     f.get(r.pb).simdMem(SIMD.v128_load, 16).set(r.b1);
@@ -385,7 +396,7 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
 }
 
 /**
- * `transGemm(a, b, out, causal, t0, rows)`: out[sp, hp] += A[t0..t0+rows, sp]^T B[t0..t0+rows,
+ * `transGemm(a, b, out, causal, t0, rows, fresh)`: out[sp, hp] += A[t0..t0+rows, sp]^T B[t0..t0+rows,
  * hp] (dK += dS^T Q and dV += P^T dO over one chunk of query rows, with A the chunk's rows of dS
  * or P as the row kernels left them, [QB, sp] with row t - t0 at a, and b the head's whole [tp,
  * hp] operand): 4 x 8 tiles in registers, the 4 keys' A values splatted from one row of A per
@@ -393,11 +404,14 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
  * onto what out holds (the earlier chunks, then the previous query head of the group): called
  * chunk after chunk, each element's f32 sum runs over t in the same order as one GEMM over all
  * rows would. With `causal` set, keys j0..j0+3 start at row max(t0, floor8(j0)): the first query
- * block whose logits reach them (the rows before see none of them; A is not written there).
+ * block whose logits reach them (the rows before see none of them; A is not written there). With
+ * `fresh` non-zero the sums start at 0 instead of at what out holds (the first chunk of an item's
+ * first query head: out need not be zeroed first; every element of out is stored, those with no
+ * row in the chunk as 0, and 0 + a b rounds as a b does).
  */
 function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
-  return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [a, b, out, causal, t0, rows] = [0, 1, 2, 3, 4, 5];
+  return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, causal, t0, rows, fresh] = [0, 1, 2, 3, 4, 5, 6];
     const [j0, ts] = [f.local('i32'), f.local('i32')];
     const r = microLocals(f);
     f.i32Const(0).set(j0);
@@ -410,7 +424,7 @@ function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
       // pa = a + (ts - t0) sp 4 + j0 4: A[ts, j0], the 4 keys 4 bytes apart, rows sp * 4 bytes apart
       f.get(a).get(ts).get(t0).op(OP.i32_sub).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add).get(j0).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r.pa);
       f.get(b).get(ts).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
-      micro4x8(f, relaxed, r, 4, hp * 4, { out, row: hp * 4, at: cp * 32 }, sp * 4);
+      micro4x8(f, relaxed, r, 4, hp * 4, { out, row: hp * 4, at: cp * 32, fresh }, sp * 4);
       store4x8(f, r, out, hp * 4, cp * 32);
     }
     bump(f, out, ROWS * hp * 4);
@@ -695,7 +709,7 @@ function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: num
  * added 0 + 1 + 2 + 3; the 4 rows' at once on their transposed lanes), then pass 2: dp <-
  * bf16(P (dP - D) scale), s <- bf16(P), the rows' vectors in turn per vector index.
  */
-function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readonly number[], rowBytes: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: readonly number[]; dd: readonly number[]; l: readonly number[]; tr?: readonly number[]; tmp?: readonly number[] }): void {
+function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readonly number[], rowBytes: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: readonly number[]; dd: readonly number[]; l: readonly number[]; tr?: readonly number[]; tmp?: readonly number[]; src?: number; out?: number }): void {
   const { i, ptr, nv, q, v, t, acc, dd, l } = r;
   const rows = acc.length;
   if (rows === 1) {
@@ -709,7 +723,13 @@ function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readon
     dd.forEach((loc, k) => splatLane(f, v, k, loc));
   }
   scales.forEach((sc, k) => f.get(sc).simd(SIMD.f32x4_splat).set(l[k]));
-  f.get(s).set(ptr);
+  // (P read at src, its bf16 rounding written at s: both s unless the caller reads P elsewhere,
+  // src moving in ptr and the s row in out, then)
+  const apart = r.src !== undefined && r.out !== undefined;
+  if (apart) {
+    f.get(r.src!).set(ptr);
+    f.get(s).set(r.out!);
+  } else f.get(s).set(ptr);
   f.get(dp).set(q);
   forLoop(f, i, nv, () => {
     for (let k = 0; k < rows; k++) {
@@ -718,34 +738,36 @@ function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readon
       f.get(q).get(q).simdMem(SIMD.v128_load, at).get(dd[k]).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l[k]).simd(SIMD.f32x4_mul);
       roundBf16(f, t);
       f.simdMem(SIMD.v128_store, at);
-      f.get(ptr).get(v);
+      f.get(apart ? r.out! : ptr).get(v);
       roundBf16Plain(f, t);
       f.simdMem(SIMD.v128_store, at);
     }
     bump(f, ptr, 16);
+    if (apart) bump(f, r.out!, 16);
     bump(f, q, 16);
   });
 }
 
 /**
- * `gradRowsP(s, dp, n, bf16, scale0..scale3)`: `gradRow` for a block's 4 rows whose P the forward
- * pass kept (s holds it, f32, 0 at hidden keys: `loadRows`; row k at s + k sp 4, its dP at dp +
- * k sp 4, its dS scale `scale k`: 0 for a row that sees no key), in lockstep: no logits, mask or
+ * `gradRowsP(src, s, dp, n, bf16, scale0..scale3)`: `gradRow` for a block's 4 rows whose P the
+ * forward pass kept (src holds it, f32, 0 at hidden keys: the rows of probs, or s after
+ * `loadRows`; row k at src + k sp 4, bf16(P) written at s + k sp 4, its dP at dp + k sp 4, its
+ * dS scale `scale k`: 0 for a row that sees no key), in lockstep: no logits, mask or
  * exp; per vector index the 4 rows' dP in turn (rounded to bf16 when `bf16`), 4 independent
  * chains of D = sum P dP, then `gradRowFinish` for the 4 rows. Each row's operations and their
  * order are those of one row.
  */
 function buildGradRowsP(m: ModuleBuilder, sp: number): number {
-  return m.addFunction('gradRowsP', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32', 'f32'], [], (f) => {
-    const [s, dp, n, bf16] = [0, 1, 2, 3];
-    const scales = [4, 5, 6, 7];
-    const [i, ptr, nv, q] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+  return m.addFunction('gradRowsP', ['i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32', 'f32'], [], (f) => {
+    const [src, s, dp, n, bf16] = [0, 1, 2, 3, 4];
+    const scales = [5, 6, 7, 8];
+    const [i, ptr, nv, q, out] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
     const V = (): number => f.local('v128');
     const [v, t, g] = [V(), V(), V()];
     const [acc, dd, l, tr, tmp] = Array.from({ length: 5 }, () => scales.map(V));
     f.get(n).i32Const(2).op(OP.i32_shr_u).set(nv);
     for (const a of acc) f.v128Const([0, 0, 0, 0]).set(a);
-    f.get(s).set(ptr);
+    f.get(src).set(ptr);
     f.get(dp).set(q);
     // (one loop per bf16 case: no branch per vector)
     const pass1 = (rounded: boolean): void =>
@@ -758,22 +780,22 @@ function buildGradRowsP(m: ModuleBuilder, sp: number): number {
         bump(f, q, 16);
       });
     perCase(f, bf16, pass1);
-    gradRowFinish(f, s, dp, scales, sp * 4, { i, ptr, nv, q, v, t, acc, dd, l, tr, tmp });
+    gradRowFinish(f, s, dp, scales, sp * 4, { i, ptr, nv, q, v, t, acc, dd, l, tr, tmp, src, out });
   });
 }
 
 /**
  * Copies between a block's [4, sp] scratch rows and rows of probs [.., S] (row stride S floats),
  * for `rows` rows and the first n columns of each:
- * - `saveRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to S (so each
- *   line of probs is written once)
+ * - `saveRows(src, dst, rows, n, S, z)`: dst row = src row up to min(n, S), zeros up to z (S: so
+ *   each line of probs is written once; min(n, S): none)
  * - `loadRows(src, dst, rows, n, S)`: dst row = src row up to min(n, S), zeros up to n; dst rows
  *   rows..4 all zeros (padding rows: P = 0)
  */
 function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadRows: number } {
   const build = (name: 'saveRows' | 'loadRows'): number =>
-    m.addFunction(name, ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
-      const [src, dst, rows, n, S] = [0, 1, 2, 3, 4];
+    m.addFunction(name, ['i32', 'i32', 'i32', 'i32', 'i32', ...(name === 'saveRows' ? (['i32'] as const) : [])], [], (f) => {
+      const [src, dst, rows, n, S, z] = [0, 1, 2, 3, 4, 5];
       const [r, j, lim, four] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
       const save = name === 'saveRows';
       const [srcRow, dstRow] = save ? [sp * 4, -1] : [-1, sp * 4];
@@ -812,7 +834,7 @@ function buildProbsRows(m: ModuleBuilder, sp: number): { saveRows: number; loadR
           if (vec) f.simdMem(SIMD.v128_load).simdMem(SIMD.v128_store);
           else f.mem(OP.f32_load).mem(OP.f32_store);
         });
-        if (save) zeros(j, S);
+        if (save) zeros(j, z);
         else {
           zeros(j);
           f.else();
@@ -933,7 +955,9 @@ export const DESC = {
   MR: 34, FR: 35, MB: 36, MN: 37, FB: 38, FN: 39, ZR: 40,
   /**
    * 1: P is kept (`saveProbs`): the forward writes it, f32 [B, N, T, S], at the raw slot after
-   * lse (DQR's); the backward reads it from the residual slot (ML's) instead of recomputing it
+   * lse (DQR's); the backward reads it from the residual slot (ML's) instead of recomputing it.
+   * 2 (forward, `probsVisibleOnly`): as 1, but each block's rows only up to its last visible key's
+   * panel (cols), no zeros past it (the backward reads no further)
    */
   PROBS: 41,
 } as const;
@@ -977,7 +1001,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const [item, tid, desc, next] = [0, 1, 2, 3];
       const L = (): number => f.local('i32');
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
-      const [koff, qoff, i, probs, prow] = [L(), L(), L(), L(), L()];
+      const [koff, qoff, i, probs, prow, psrc] = [L(), L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
       // the next item's operand and result rows to touch (`touchRows`): its first key row's and
       // this head's first query row's offsets, the key rows touched so far, a row index and a row's
@@ -1058,14 +1082,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         f.end();
         stageKV('kb', DESC.KR, false);
         stageKV('v', DESC.VR, true);
-        // zero dK and dV (adjacent)
-        f.i32Const(0).set(i);
-        f.get(off.dk).set(c);
-        f.block().loop();
-        f.get(c).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store);
-        bump(f, c, 16);
-        f.get(i).i32Const(1).op(OP.i32_add).tee(i).i32Const((2 * sp * hp) / 4).op(OP.i32_lt_s).brIf(0);
-        f.end().end();
+        // (dK and dV are not zeroed: the first query head's first chunk's transGemm starts them at 0)
       }
       const stageQ = (dst: keyof typeof off, src: number): void => {
         slot(src).get(qoff).op(OP.i32_add);
@@ -1150,10 +1167,16 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.end().end();
           f.end();
         }
-        // the block's rows of P (backward, kept) or its logits
+        // the block's rows of P (backward, kept) or its logits. Kept P is read where it is (psrc = its
+        // rows of probs) when its rows are [4, sp] as the scratch's: S = sp and the block's 4 rows all
+        // real (its values up to cols are the copy's, zeros at hidden keys included); else copied.
         if (dir === 'bwd') {
           f.get(probs).if();
+          f.get(prow).set(psrc);
+          f.get(S).i32Const(sp).op(OP.i32_ne).get(t0).i32Const(ROWS).op(OP.i32_add).get(T).op(OP.i32_gt_s).op(OP.i32_or).if();
           f.get(prow).get(sb).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.loadRows);
+          f.get(sb).set(psrc);
+          f.end();
           f.else();
         }
         rowBlock('q');
@@ -1212,7 +1235,7 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             rowSetup();
             f.get(rscale).set(rowScale[rr]);
           }
-          f.get(sb).get(pb).get(cols).get(bf16);
+          f.get(psrc).get(sb).get(pb).get(cols).get(bf16);
           for (const loc of rowScale) f.get(loc);
           f.call(fn.gradRowsP);
           f.else();
@@ -1235,7 +1258,10 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         if (dir === 'fwd') {
           // P kept: the block's real rows (f32, left in s by softmaxBlock) into probs
           f.get(probs).if();
-          f.get(sb).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S).call(fn.saveRows);
+          // (zeros up to S, or with PROBS 2 none: up to min(cols, S))
+          f.get(sb).get(prow).get(T).get(t0).op(OP.i32_sub).get(cols).get(S);
+          f.get(S).get(cols).get(S).get(cols).op(OP.i32_lt_s).op(OP.select).get(S).get(probs).i32Const(2).op(OP.i32_eq).op(OP.select);
+          f.call(fn.saveRows);
           f.end();
           f.get(pb).get(off.v);
           rowBlock('o');
@@ -1263,6 +1289,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             else f.get(causal);
             f.get(t0).i32Const(-QB).op(OP.i32_and);
             f.get(c).get(t0).i32Const(-QB).op(OP.i32_and).op(OP.i32_sub);
+            // fresh: the first chunk (t0 < QB) of the first query head (g = 0)
+            f.get(g).get(t0).i32Const(-QB).op(OP.i32_and).op(OP.i32_or).op(OP.i32_eqz);
             f.call(fn.transGemm);
           }
           f.end();
@@ -1300,11 +1328,11 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
 export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
   rowsTimes(a: number, b: number, out: number, nk: number): void;
-  transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number): void;
+  transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number, fresh: number): void;
   softmaxBlock(s: number, p: number, n: number, scale: number, mlOut: number, bf16: number, keep: number, c0: number, c1: number, c2: number, c3: number, mrow0: number, mrow1: number, mrow2: number, mrow3: number, neg0: number, neg1: number, neg2: number, neg3: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
-  gradRowsP(s: number, dp: number, n: number, bf16: number, scale0: number, scale1: number, scale2: number, scale3: number): void;
-  saveRows(src: number, dst: number, rows: number, n: number, S: number): void;
+  gradRowsP(src: number, s: number, dp: number, n: number, bf16: number, scale0: number, scale1: number, scale2: number, scale3: number): void;
+  saveRows(src: number, dst: number, rows: number, n: number, S: number, z: number): void;
   loadRows(src: number, dst: number, rows: number, n: number, S: number): void;
   lseRows(src: number, dst: number, n: number): void;
   stageRows(src: number, stride: number, rows: number, dst: number, rowsPadded: number): void;
