@@ -45,8 +45,6 @@
  * (`jit(tAdam, { donateArgnums: [0, 1, 2] })`, as the one-executable step donates it): p, m, v
  * then stay in the Adam's arena between steps instead of being copied in and out (default: not
  * donated, the issue's plain `jit(tAdam)`).
- * GPT_BENCH_UNHOISTED=1 adds "tpukit Nt step unhoisted" peers without the dots hoisted in front of the layer-norm
- * gradients (xla-lite's `setHoistDots`, BENCHMARKS.md "idle16"), interleaved with the others for A/B runs.
  * GPT_BENCH_MEMORY=1 prints the one-executable step's `memoryAnalysis()` (temp and peak bytes) with
  * xla-lite's horizontal column-sum merges on and off (`horizontalSums`).
  * GPT_BENCH_ATTENTION picks tpukit's attention: unset or 'auto' `nn.dotProductAttention(q, k, v,
@@ -70,7 +68,7 @@ import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
 import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
-import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf, setHoistDots } from '@tpukit/xla-lite/internal';
+import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { envNumber, gemmKernelChoice, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
@@ -112,8 +110,6 @@ const WARMUP = envCount('GPT_BENCH_WARMUP', 2, 0);
 const ZERO_COPY = zeroCopyDotsEnabled();
 /** Banded dot epilogues as the environment sets them (TPUKIT_EPILOGUE_BANDS=1: on); GPT_BENCH_BANDED=1 adds peers with them on. */
 const BANDS = epilogueBandsEnabled();
-/** Whether the dot-group pass hoists dots in front of the layer-norm gradients (env TPUKIT_HOIST_DOTS=0 off; GPT_BENCH_UNHOISTED=1 adds peers without it). */
-const HOIST = process.env.TPUKIT_HOIST_DOTS !== '0';
 const DONATE_ADAM = process.env.GPT_BENCH_DONATE_ADAM === '1';
 const TOKENS = B * T;
 /** GPT_BENCH_WINDOWS=1: prints each timed round's CLOCK_MONOTONIC window in ns (`window <trainer>|<round>|<t0>|<t1>`), to cut a `perf record -k mono` profile to the timed steps. */
@@ -319,7 +315,7 @@ function tStep(p: TParams, opt: TOpt, batch: { x: Array; y: Array }, lrt: Array)
  * tpukit's trainer. `fused`: the step is one jitted function (`tStep`, donated state); otherwise
  * `jit(valueAndGrad(loss))` plus a jitted Adam, two programs per step.
  */
-function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false, banded = false, unhoisted = false): Trainer {
+function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false, banded = false): Trainer {
   return withBackend('systolic', () => {
     let p: TParams = {};
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
@@ -333,7 +329,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
     const ys = data.map((d) => np.array(d.y).reshape([B, T]));
     let t = 0;
     const trainer: Trainer = {
-      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}${banded ? ' banded' : ''}${unhoisted ? ' unhoisted' : ''}`,
+      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}${banded ? ' banded' : ''}`,
       prepare() {
         systolic.setNumThreads(threads);
         withBackend('systolic', () => np.matmul(warm, np.transpose(warm)).dataSync());
@@ -343,7 +339,6 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
         // (Read when the programs compile, at the first call.)
         setZeroCopyDots(!copies && ZERO_COPY);
         setEpilogueBands(banded || BANDS);
-        setHoistDots(!unhoisted && HOIST);
         let loss = NaN;
         withBackend('systolic', () => {
           for (let s = 0; s < n; s++) {
@@ -573,8 +568,6 @@ async function main(): Promise<void> {
   if (process.env.GPT_BENCH_COPIES === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t`)) trainers.push(tpukitTrainer(host, data, th, false, true));
   // GPT_BENCH_BANDED=1 adds peers whose dot epilogues run per finished band of rows (issue 14's A/B of banded epilogues).
   if (process.env.GPT_BENCH_BANDED === '1') for (const th of cores >= 2 ? [1, 2] : [1]) for (const fused of [false, true]) if (keep(`tpukit ${th}t${fused ? ' step' : ''}`)) trainers.push(tpukitTrainer(host, data, th, fused, false, true));
-  // GPT_BENCH_UNHOISTED=1 adds one-executable peers without the dots hoisted in front of the layer-norm gradients (xla-lite's `setHoistDots`; BENCHMARKS.md "idle16").
-  if (process.env.GPT_BENCH_UNHOISTED === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t step`)) trainers.push(tpukitTrainer(host, data, th, true, false, false, true));
   const jx = keep('jax-js 1t') ? await jaxjsTrainer(host, data) : null;
   if (jx) trainers.push(jx);
   // Warm-up: compile and run two steps each (same data), and show that the losses agree.
@@ -601,7 +594,7 @@ async function main(): Promise<void> {
   let at = WARMUP;
   const losses = trainers.map(() => NaN);
   // Per-round ratios of named trainers (wall and CPU time), medians reported below.
-  const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t'], ['tpukit 1t', 'tpukit 1t copies'], ['tpukit 2t', 'tpukit 2t copies'], ['tpukit 1t banded', 'tpukit 1t'], ['tpukit 2t banded', 'tpukit 2t'], ['tpukit 1t step banded', 'tpukit 1t step'], ['tpukit 2t step banded', 'tpukit 2t step'], ['tpukit 1t step', 'tpukit 1t step unhoisted'], ['tpukit 2t step', 'tpukit 2t step unhoisted'], ['tpukit 2t step unhoisted', 'tpukit 1t step unhoisted']];
+  const pairs: [string, string][] = [['tpukit 1t', 'jax-js 1t'], ['tpukit 1t step', 'jax-js 1t'], ['tpukit 1t step', 'tpukit 1t'], ['tpukit 2t', 'tpukit 1t'], ['tpukit 2t step', 'tpukit 1t step'], ['tpukit 2t', 'jax-js 1t'], ['tpukit 2t step', 'jax-js 1t'], ['tpukit 1t', 'tpukit 1t copies'], ['tpukit 2t', 'tpukit 2t copies'], ['tpukit 1t banded', 'tpukit 1t'], ['tpukit 2t banded', 'tpukit 2t'], ['tpukit 1t step banded', 'tpukit 1t step'], ['tpukit 2t step banded', 'tpukit 2t step']];
   const idx = (name: string) => trainers.findIndex((t) => t.name === name);
   const ratios = new Map(pairs.filter(([x, y]) => idx(x) >= 0 && idx(y) >= 0).map(([x, y]) => [`${x} / ${y}`, { x: idx(x), y: idx(y), wall: [] as number[], cpu: [] as number[] }]));
   for (let r = 0; r < ROUNDS; r++) {
