@@ -46,7 +46,7 @@ registerBackend(backend);
 function compiled(hoist: boolean, opts: { dotGroups?: boolean; asyncDotGroups?: boolean } = { asyncDotGroups: true }) {
   setHoistDots(hoist);
   try {
-    const x = withBackend(backend.name, () => jit(step as (...xs: Array[]) => Array[]).lower(...ARGS).compile(opts));
+    const x = withBackend(backend.name, () => jit(step).lower(...ARGS).compile(opts));
     return { module: x.module, stats: x.stats, call: (args: Array[]) => withBackend(backend.name, () => x.call(args)) };
   } finally {
     setHoistDots(true);
