@@ -462,9 +462,8 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
  * `StartedDots`: the pool's workers claim its products at once) and a 'join' step, wrapped
  * around the last step of the window's longest prefix of steps that are safe to run meanwhile,
  * joins it after that step (the calling thread then computes what the workers left). A safe step
- * is a wasm kernel that runs on the calling thread alone (not `parallel`, or a row kernel that
- * always runs with its column sums on one thread, `withSum.always`: it never uses the kernel
- * pool), that writes no donated argument's storage, no resident output and no weakly typed
+ * is a wasm kernel that runs on the calling thread alone (not `parallel`: it never uses the
+ * kernel pool), that writes no donated argument's storage, no resident output and no weakly typed
  * result (handed on through a primitive on the backend, which refuses it meanwhile), or an alias:
  * it reads no member (the pass's window), uses neither the GEMM engine nor a pool, and buffer
  * assignment kept the members' operands and results live to the window's end, so nothing it
@@ -493,7 +492,7 @@ function groupDotSteps(steps: Step[], c: HloModule['entry'], slot: Map<HloInstru
       const s = steps[k];
       if (s.kind === 'gte' || s.kind === 'alias') continue;
       // (a weakly typed result is handed on through a convert_element_type on the backend: not while the group runs)
-      if (s.kind !== 'wasm' || (s.step.parallel && !(s.step.withSum?.always ?? false)) || donatedWrites.has(k) || s.step.out.res !== null || (s.step.outputs?.some((x) => x.res !== null) ?? false) || s.step.out.inst.shapes.some((sh) => sh.weakType)) break;
+      if (s.kind !== 'wasm' || s.step.parallel || donatedWrites.has(k) || s.step.out.res !== null || (s.step.outputs?.some((x) => x.res !== null) ?? false) || s.step.out.inst.shapes.some((sh) => sh.weakType)) break;
       join = k;
     }
     if (join < 0) return;

@@ -26,7 +26,7 @@ export { assignLayouts, foldDotTransposes, gemmReadable, insertLayoutCopies, phy
 export { fuseDotEpilogues, splitOutputFusion } from './passes/outputFusion';
 export { columnReduction, fuseSiblingReductions, MAX_SIBLING_OUTPUTS } from './passes/siblingFusion';
 export { fuseRows } from './passes/rowFusion';
-export { DOT_GROUP_LIMIT, dotGroupJoinsOf, dotGroupsOf, exportOrderOf, groupDots, HOISTED_DOTS, MAX_DOT_GROUP, setHoistDots } from './passes/dotGroups';
+export { DOT_GROUP_LIMIT, dotGroupJoinsOf, dotGroupsOf, exportOrderOf, groupDots, MAX_DOT_GROUP } from './passes/dotGroups';
 export { nominalFlopsOf, oneHotOf, rewriteOneHotDots } from './passes/oneHotDot';
 export { isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from './js/oneHotKernels';
 export { hasStableHlo, tensorType, toStableHlo } from './stablehlo';

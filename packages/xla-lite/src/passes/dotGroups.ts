@@ -39,7 +39,7 @@
  * with and without windows.
  */
 import { type HloComputation, type HloInstruction } from '../hlo';
-import { envNumber, envSwitch } from '@tpukit/core/internal';
+import { envNumber } from '@tpukit/core/internal';
 import { hasEffect } from '../effects';
 
 /**
@@ -168,7 +168,7 @@ export function groupDots(c: HloComputation, windows = false): number {
   // The windows (after every group is found: moving instructions within a group's span moves no
   // other group's member, as no groupable dot lies inside a span but the group's own).
   const before = windows && found.length > 0 ? order.slice() : null;
-  let sunk = windows && hoistingDots ? hoistBeforeRowSums(c, found) : 0;
+  let sunk = 0;
   for (const g of found) {
     if (!windows) {
       ends.push(null);
@@ -182,90 +182,6 @@ export function groupDots(c: HloComputation, windows = false): number {
   if (before !== null && sunk > 0) exportOrders.set(c, before);
   else exportOrders.delete(c);
   return grouped;
-}
-
-/** Whether `groupDots` hoists weight-gradient dots in front of the backward's layer-norm gradients (`hoistBeforeRowSums`; env TPUKIT_HOIST_DOTS=0 off, read when xla-lite loads). */
-let hoistingDots = envSwitch('TPUKIT_HOIST_DOTS', true);
-
-/** Turns `hoistBeforeRowSums` on or off for computations grouped afterwards (tests, A/B runs). */
-export function setHoistDots(on: boolean): void {
-  if (typeof on !== 'boolean') throw new TypeError(`setHoistDots: on must be a boolean; got ${String(on)}`);
-  hoistingDots = on;
-}
-
-/** How many dots `hoistBeforeRowSums` moves in front of each row fusion (a group's fewest). */
-export const HOISTED_DOTS = 2;
-
-/**
- * Gives the backward's serial row kernels a dot group to run beside. A layer-norm gradient (a row
- * fusion before a column sum that produces or reads every operand of the sum: the executable may
- * run its kernel with those sums on the calling thread alone, `setRowSumsOneThread`) lies on the backward's chain, between two dots
- * that read each other's results, so the pool's workers have nothing to do while it runs. The
- * weight gradients of the layers above it are ready by then but wait in groups at the end of the
- * backward. For each such row fusion (in order), `HOISTED_DOTS` members of a later group whose
- * operands are all computed before the row fusion (the latest-ready first) move to right before
- * it and form a group of their own, whose window is the row fusion: the workers claim the
- * products while the calling thread runs the row kernel, which joins them after it. Only groups
- * that keep at least two members give dots away (so every group of the end keeps its window of
- * bias sums), and no row fusion inside a group's span is used. Sound: a dot moves earlier only
- * to after all its operands, nothing that reads it moves, and it has no effect. Returns how
- * many dots moved (the new groups are appended to `found`).
- */
-function hoistBeforeRowSums(c: HloComputation, found: HloInstruction[][]): number {
-  const order = c.instructions;
-  // (the row fusions a column sum may pair with, as the wasm program pairs them: one before the
-  // sum that produces or reads every operand of it, `WasmProgram.build`)
-  const isRow = (x: HloInstruction): boolean => x.opcode === 'fusion' && (x.params as { kind?: string }).kind === 'kRow';
-  const index = new Map(order.map((x, k) => [x, k]));
-  const users = c.users();
-  const summed = new Set<HloInstruction>();
-  const covers = (g: HloInstruction, o: HloInstruction): boolean => o === g || (o.opcode === 'get-tuple-element' && o.operands[0] === g) || g.operands.includes(o);
-  for (const f of order) {
-    if (f.opcode !== 'fusion' || (f.params as { kind?: string }).kind !== 'kInput') continue;
-    for (const o of f.operands) {
-      const src = o.opcode === 'get-tuple-element' ? o.operands[0] : o;
-      for (const g of [src, ...(users.get(o) ?? [])]) if (g !== null && isRow(g) && index.get(g)! < index.get(f)! && f.operands.every((x) => covers(g, x))) summed.add(g);
-    }
-  }
-  if (summed.size === 0) return 0;
-  const groupOf = new Map<HloInstruction, HloInstruction[]>();
-  for (const g of found) for (const d of g) groupOf.set(d, g);
-  let moved = 0;
-  for (const row of order.filter((x) => summed.has(x))) {
-    if (hasEffect(row)) continue;
-    const pos = new Map<HloInstruction, number>();
-    order.forEach((x, k) => pos.set(x, k));
-    const at = pos.get(row)!;
-    // (not inside a group's span: the group's members around it stay together)
-    if (found.some((g) => pos.get(g[0])! < at && pos.get(g[g.length - 1])! > at)) continue;
-    const ready = (d: HloInstruction): number => Math.max(-1, ...d.operands.map((o) => pos.get(o)!));
-    const candidates = found
-      .filter((g) => g.length > HOISTED_DOTS && pos.get(g[0])! > at)
-      .flatMap((g) => g.map((d) => ({ d, g })))
-      .filter(({ d }) => !hasEffect(d) && ready(d) < at)
-      .sort((x, y) => ready(y.d) - ready(x.d) || pos.get(x.d)! - pos.get(y.d)!);
-    const taken: HloInstruction[] = [];
-    const left = new Map<HloInstruction[], number>();
-    for (const { d, g } of candidates) {
-      const n = left.get(g) ?? g.length;
-      if (n <= HOISTED_DOTS || taken.length === HOISTED_DOTS) continue;
-      left.set(g, n - 1);
-      taken.push(d);
-    }
-    if (taken.length < HOISTED_DOTS) continue;
-    taken.sort((x, y) => pos.get(x)! - pos.get(y)!);
-    for (const d of taken) {
-      const g = groupOf.get(d)!;
-      g.splice(g.indexOf(d), 1);
-      order.splice(order.indexOf(d), 1);
-    }
-    order.splice(order.indexOf(row), 0, ...taken);
-    const g = [...taken];
-    for (const d of g) groupOf.set(d, g);
-    found.push(g);
-    moved += taken.length;
-  }
-  return moved;
 }
 
 /** The order each computation had before its windows moved instructions (a valid topological order). */
