@@ -35,7 +35,7 @@ import { compileFusionKernel } from './js/fusionKernels';
 import type { FusedKernel } from './js/kernel';
 import { physicalParams } from './passes/layoutAssignment';
 import { splitOutputFusion } from './passes/outputFusion';
-import { cpuNow, profileRecord, type ProfileRecord, profiling } from './profile';
+import { cpuNow, describe, profileRecord, type ProfileRecord, profiling } from './profile';
 import { compileSubprograms } from './subprograms';
 import { countOutputCopy, epilogueBandsEnabled, isOutputValue, isStorageAlias, reserveFloats, WasmProgram, type WasmStep, zeroCopyHost } from './wasm/program';
 
@@ -337,22 +337,37 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
   };
   /** The second half of a 'join' step (after its inner step): joins its group and hands on the group's results. */
   const finishJoin = (s: Extract<Step, { kind: 'join' }>, args: Array[]): void => runDotGroup(s.group, vals, wasmProgram!, exec, args, s.group.started!.join());
+  // The pool-job trace's step labels (made on the first traced call): '<name> <k> <step kind> <category> <instruction> <detail>' per step, then '<name> end' (the steps' end), '<name> begin' (the call's start) and '<name> returned' (its results handed back).
+  let traceLabels: Int32Array | null = null;
+  const traceLabelsOf = (): Int32Array => {
+    const kindOf = (s: Step): string => (s.kind === 'join' ? `join(${kindOf(s.inner)})` : s.kind === 'wasm' ? `wasm${s.step.parallel ? '-pool' : ''}` : s.kind);
+    const ls = c.instructions.map((i, k) => {
+      const d = describe(i);
+      return coreWasm.traceStepLabel(`${name} ${k} ${kindOf(steps[k])} ${d.category.replace(/ /g, '_')} ${i.opcode}.${i.id} ${d.detail}`);
+    });
+    return Int32Array.from([...ls, coreWasm.traceStepLabel(`${name} end`), coreWasm.traceStepLabel(`${name} begin`), coreWasm.traceStepLabel(`${name} returned`)]);
+  };
   // Profiler records (see profile.ts): made on the first profiled call, one per step plus the call.
   let prof: ProfileRecord[] | null = null;
   const run = (args: Array[]): Array[] => {
     if (args.length !== nargs) throw new TypeError(`xla-lite ${name}: expected ${nargs} arguments, got ${args.length}`);
     const t0 = profiling() ? performance.now() : 0;
+    const tracing = coreWasm.poolJobTrace.records !== null;
+    if (tracing) coreWasm.traceStepStart((traceLabels ??= traceLabelsOf())[steps.length + 1]);
     wasmProgram?.begin(args);
     let at = 0; // the step running (for `deleteOverwritten` when one throws)
     try {
       if (t0 === 0) {
-        if (coreWasm.poolJobTrace.records === null) for (; at < steps.length; at++) exec(steps[at], args);
-        else
+        if (!tracing) for (; at < steps.length; at++) exec(steps[at], args);
+        else {
+          // (core's pool-job trace: each job's set-up in its step, and the step timeline, TPUKIT_POOL_TRACE)
+          const ls = traceLabels!;
           for (; at < steps.length; at++) {
-            // (core's pool-job trace: each job's set-up in its step, TPUKIT_POOL_TRACE)
-            coreWasm.traceStepStart();
+            coreWasm.traceStepStart(ls[at]);
             exec(steps[at], args);
           }
+          coreWasm.traceStepStart(ls[steps.length]);
+        }
       } else {
         prof ??= [...c.instructions.map((i) => profileRecord(name, i)), profileRecord(name, null)];
         const cpu0 = cpuNow();
@@ -406,6 +421,7 @@ export function buildExecutable(mod: HloModule, name: string, donation: Donation
       }
     }
     if (donating) donor.land(res, args);
+    if (tracing) coreWasm.traceStepStart(traceLabels![steps.length + 2]);
     if (t0 !== 0) {
       const whole = prof![steps.length];
       whole.ms += performance.now() - t0;

@@ -47,8 +47,8 @@ const records: ProfileRecord[] = [];
 
 const shapeText = (i: HloInstruction): string => i.shapes.map((s) => `${s.dtype === 'float32' ? 'f32' : s.dtype}[${s.shape.join(',')}]`).join(',');
 
-/** Category and detail of one entry instruction. */
-function describe(i: HloInstruction): { category: string; detail: string } {
+/** Category and detail of one entry instruction (also the pool-job trace's step labels, `executable.ts`). */
+export function describe(i: HloInstruction): { category: string; detail: string } {
   const ins = i.operands.map(shapeText).join(' x ');
   if (i.opcode === 'fusion') {
     const kind = (i.params as { kind: string }).kind;

@@ -1,7 +1,7 @@
 /** The `wasm` namespace: the run-time WebAssembly assembler, feature detection and typed access to the WebAssembly API. Re-exports only. */
 export { ATOMIC, FunctionBuilder, type MemoryImport, ModuleBuilder, OP, SIMD, type ValType, sleb, uleb } from './assembler';
 export { enableRelaxedSimd, wasmFeatures } from './features';
-export { crewStats, endPool, getWorkerIdleSpinMicros, readMessages, holdWorkers, joinSource, type PoolJobCounts, poolJobTimes, poolJobTrace, type PoolWorker, setWorkerIdleSpinMicros, traceStepStart, type WorkerKind, workerKind, WorkerPool } from './workerPool';
+export { crewStats, endPool, getWorkerIdleSpinMicros, readMessages, holdWorkers, joinSource, type PoolJobCounts, poolJobTimes, poolJobTrace, type PoolWorker, setWorkerIdleSpinMicros, traceStepLabel, traceStepStart, type WorkerKind, workerKind, WorkerPool } from './workerPool';
 export { WA } from './webassemblyTypes';
 // The WebAssembly API's types as aliases, not re-exports: the bundled .d.ts of the internal
 // entry takes re-exported types from a shared chunk and then declares them as values inside

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_THREADS } from '../threads';
-import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdBetweenStamps, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, startPoolJobTrace, TRACE_FIELDS, traceStepStart, workerKind, WorkerPool, writePoolJobTrace } from './workerPool';
+import { crewStats, getWorkerIdleSpinMicros, holdAfterRead, holdBetweenStamps, holdWorkers, joinSource, poolJobTimes, poolJobTrace, setWorkerIdleSpinMicros, startPoolJobTrace, TRACE_FIELDS, traceStepLabel, traceStepStart, workerKind, WorkerPool, writePoolJobTrace } from './workerPool';
 
 const GEN = 0;
 const DONE = 1;
@@ -292,7 +292,7 @@ describe('WorkerPool', () => {
   it('startPoolJobTrace rejects a path it cannot write at once, naming it; the trace is written through a .tmp file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tpukit-trace-'));
     const t = poolJobTrace;
-    const saved = { file: t.file, records: t.records, count: t.count, dropped: t.dropped, enabled: poolJobTimes.enabled };
+    const saved = { file: t.file, records: t.records, count: t.count, dropped: t.dropped, enabled: poolJobTimes.enabled, steps: t.steps, stepCount: t.stepCount, labels: t.labels.length };
     try {
       const bad = join(dir, 'missing', 'trace.json');
       expect(() => startPoolJobTrace(bad)).toThrow(`poolJobTrace: TPUKIT_POOL_TRACE=${bad}: cannot write ${bad}.tmp (ENOENT`);
@@ -304,10 +304,20 @@ describe('WorkerPool', () => {
       t.records![0] = 1;
       t.count = 1;
       t.dropped = 3;
+      // The step timeline: labelled stamps in order (an unlabelled one only sets the job's step start).
+      const a = traceStepLabel('exe 0 wasm kLoop');
+      const b = traceStepLabel('exe end');
+      const t0 = performance.timeOrigin + performance.now();
+      traceStepStart(a);
+      traceStepStart();
+      traceStepStart(b);
       writePoolJobTrace();
-      const out = JSON.parse(readFileSync(good, 'utf8')) as { fields: string[]; rows: unknown[][]; dropped: number };
+      const out = JSON.parse(readFileSync(good, 'utf8')) as { fields: string[]; rows: unknown[][]; dropped: number; timeline: number[][]; labels: string[] };
       expect(out.fields).toEqual([...TRACE_FIELDS]);
       expect([out.rows.length, out.rows[0][0], out.dropped]).toEqual([1, 1, 3]);
+      expect(out.timeline.map(([, l]) => out.labels[l])).toEqual(['exe 0 wasm kLoop', 'exe end']);
+      expect(out.timeline[0][0]).toBeGreaterThanOrEqual(t0);
+      expect(out.timeline[1][0]).toBeGreaterThanOrEqual(out.timeline[0][0]);
       expect(existsSync(`${good}.tmp`)).toBe(false);
       // A directory gone by the time of the write: a clear error and no file, half or whole.
       const gone = join(dir, 'gone');
@@ -319,6 +329,9 @@ describe('WorkerPool', () => {
       t.records = saved.records;
       t.count = saved.count;
       t.dropped = saved.dropped;
+      t.steps = saved.steps;
+      t.stepCount = saved.stepCount;
+      t.labels.length = saved.labels;
       poolJobTimes.enabled = saved.enabled;
       rmSync(dir, { recursive: true, force: true });
     }

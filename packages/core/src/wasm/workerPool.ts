@@ -391,14 +391,20 @@ export const TRACE_FIELDS = ['pool', 'wake', 'workerWake', 'workerJoin', 'caller
  * is on or off: per idle wait one clock read and store (its start; with the idle poll on they read
  * the clock there anyway) and per job joined one clock read and store (the entry).
  */
-export const poolJobTrace: { file: string | undefined; records: Float64Array | null; count: number; max: number; dropped: number; names: Map<number, string> } = {
+export const poolJobTrace: { file: string | undefined; records: Float64Array | null; count: number; max: number; dropped: number; names: Map<number, string>; steps: Float64Array | null; stepCount: number; labels: string[] } = {
   file: undefined,
   records: null,
   count: 0,
   max: 1 << 16,
   dropped: 0,
   names: new Map(),
+  steps: null,
+  stepCount: 0,
+  labels: [],
 };
+
+/** Step stamps the trace's timeline keeps (the last ones: a ring), see `traceStepStart`. */
+const TIMELINE_STEPS = 1 << 18;
 
 interface TraceFs {
   writeFileSync(f: string, d: string): void;
@@ -429,7 +435,9 @@ export function startPoolJobTrace(file: string): void {
   const t = poolJobTrace;
   t.file = file;
   t.records ??= new Float64Array(t.max * TRACE_FIELDS.length);
+  t.steps ??= new Float64Array(2 * TIMELINE_STEPS);
   t.count = 0;
+  t.stepCount = 0;
   t.dropped = 0;
   poolJobTimes.enabled = true;
   if (!traceExitHook) {
@@ -454,8 +462,11 @@ export function writePoolJobTrace(): void {
   const n = TRACE_FIELDS.length;
   const rows: number[][] = [];
   for (let j = 0; j < t.count; j++) rows.push(Array.from(t.records.subarray(j * n, (j + 1) * n)));
+  // The step timeline, oldest first: [epoch ms, label id] per step start (the ring's last TIMELINE_STEPS).
+  const timeline: number[][] = [];
+  if (t.steps !== null) for (let j = Math.max(0, t.stepCount - TIMELINE_STEPS); j < t.stepCount; j++) timeline.push([t.steps[2 * (j % TIMELINE_STEPS)], t.steps[2 * (j % TIMELINE_STEPS) + 1]]);
   try {
-    fs.writeFileSync(`${file}.tmp`, JSON.stringify({ fields: TRACE_FIELDS, names: Object.fromEntries(t.names), rows, dropped: t.dropped }));
+    fs.writeFileSync(`${file}.tmp`, JSON.stringify({ fields: TRACE_FIELDS, names: Object.fromEntries(t.names), rows, dropped: t.dropped, timeline, labels: t.labels }));
     fs.renameSync(`${file}.tmp`, file);
   } catch (e) {
     fs.rmSync(`${file}.tmp`, { force: true });
@@ -469,10 +480,24 @@ let stepAt = Number.NaN;
 /**
  * `poolJobTrace` only: marks the start of a step (one instruction of xla-lite's executable), so that
  * each job's record says how long the calling thread worked in that step before announcing the
- * job (its set-up: planning, views, staging). Call only while `poolJobTrace.records` is set.
+ * job (its set-up: planning, views, staging). With a `label` (from `traceStepLabel`) the stamp
+ * also goes into the trace's step timeline (`timeline` in the file: which step the calling thread
+ * ran when, for the worker's idle time by step, `bench/poolTrace.ts`). Call only while
+ * `poolJobTrace.records` is set.
  */
-export function traceStepStart(): void {
+export function traceStepStart(label = -1): void {
   stepAt = performance.timeOrigin + performance.now();
+  const t = poolJobTrace;
+  if (label < 0 || t.steps === null) return;
+  const o = 2 * (t.stepCount++ % TIMELINE_STEPS);
+  t.steps[o] = stepAt;
+  t.steps[o + 1] = label;
+}
+
+/** `poolJobTrace` only: the id of a step label for `traceStepStart` (e.g. 'tStep 12 fusion.7602 kRow'). */
+export function traceStepLabel(label: string): number {
+  poolJobTrace.labels.push(label);
+  return poolJobTrace.labels.length - 1;
 }
 
 {
