@@ -9,7 +9,7 @@
  * per step, allocated once); timing a call only adds to them. `profile.report()` prints the
  * breakdown by category (dot, fusion kinds, primitives) and the most expensive instructions.
  */
-import { envVar } from '@tpukit/core/internal';
+import { envSwitch } from '@tpukit/core/internal';
 import type { HloInstruction } from './hlo';
 
 export interface ProfileRecord {
@@ -41,7 +41,7 @@ export function cpuNow(): number {
   return (u.user + u.system) / 1000;
 }
 
-const envOn = envVar('TPUKIT_PROFILE') === '1';
+const envOn = envSwitch('TPUKIT_PROFILE', false);
 let on = envOn;
 const records: ProfileRecord[] = [];
 

@@ -47,7 +47,7 @@ import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
 import { rowStructure } from './rowPlan';
 import { rowsKernel } from './rowsKernel';
-import { envNumber, envVar } from '@tpukit/core/internal';
+import { envNumber, envSwitch } from '@tpukit/core/internal';
 
 /** Columns per loop work item (a multiple of 4). */
 export const CHUNK = 4096;
@@ -86,7 +86,7 @@ export function colRowBlocks(K: number, items: number, work: number): number {
  * env `TPUKIT_TANH_CALL=0` off); applies to executables built afterwards. The same values
  * either way.
  */
-let outOfLineTanh = envVar('TPUKIT_TANH_CALL') !== '0';
+let outOfLineTanh = envSwitch('TPUKIT_TANH_CALL', true);
 
 export function setOutOfLineTanh(on: boolean): void {
   outOfLineTanh = on;

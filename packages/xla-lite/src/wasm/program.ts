@@ -40,7 +40,7 @@
  * variable `TPUKIT_ZERO_COPY=0`) keeps the arena in a memory of its own, with the copies.
  */
 import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorage } from '@tpukit/core';
-import { type ArenaHost, arenaHost, doubleCounters, envVar, frozenShape, wasm } from '@tpukit/core/internal';
+import { type ArenaHost, arenaHost, doubleCounters, envSwitch, frozenShape, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
 import { assignBuffers } from '../passes/bufferAssignment';
@@ -61,7 +61,7 @@ export function wasmKernelsEnabled(): boolean {
   return enabled && wasm.wasmFeatures().simd;
 }
 
-let zeroCopy = envVar('TPUKIT_ZERO_COPY') !== '0';
+let zeroCopy = envSwitch('TPUKIT_ZERO_COPY', true);
 
 /**
  * Turns zero-copy dots on (default; off when the environment variable `TPUKIT_ZERO_COPY` is
@@ -77,7 +77,7 @@ export function zeroCopyDotsEnabled(): boolean {
   return zeroCopy;
 }
 
-let epilogueBands = envVar('TPUKIT_EPILOGUE_BANDS') === '1';
+let epilogueBands = envSwitch('TPUKIT_EPILOGUE_BANDS', false);
 
 /**
  * Turns banded dot epilogues on or off (default off; on when the environment variable
@@ -98,7 +98,7 @@ export function epilogueBandsEnabled(): boolean {
   return epilogueBands;
 }
 
-let epilogueSums = envVar('TPUKIT_EPILOGUE_COLSUM') !== '0';
+let epilogueSums = envSwitch('TPUKIT_EPILOGUE_COLSUM', true);
 
 /**
  * Turns kernels with their column sum on (default; off when the environment variable
@@ -125,7 +125,7 @@ export function epilogueColumnSumsEnabled(): boolean {
   return epilogueSums;
 }
 
-let operandSums = envVar('TPUKIT_ROW_OPERAND_SUMS') !== '0';
+let operandSums = envSwitch('TPUKIT_ROW_OPERAND_SUMS', true);
 
 /**
  * With kernels with their column sum on (`setEpilogueColumnSums`): lets a row fusion's kernel
@@ -144,7 +144,7 @@ export function rowOperandSumsEnabled(): boolean {
   return operandSums;
 }
 
-let rowSumsOneThread = envVar('TPUKIT_ROW_SUMS_1T') !== '0';
+let rowSumsOneThread = envSwitch('TPUKIT_ROW_SUMS_1T', true);
 /**
  * The largest row kernel (its `plan.work`, in multiples of the parallel-work threshold) that
  * `setRowSumsOneThread` runs serial with its sums: a layer-norm backward (the test's) of the GPT's
@@ -275,7 +275,7 @@ interface Resident {
   last: Array | null;
 }
 
-let residentOn = envVar('TPUKIT_RESIDENT_DONATION') !== '0';
+let residentOn = envSwitch('TPUKIT_RESIDENT_DONATION', true);
 
 /**
  * Turns donated state resident in the arena (`Resident`) on (default; off when the environment
