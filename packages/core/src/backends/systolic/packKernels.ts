@@ -286,18 +286,16 @@ function emitPackPass(f: FunctionBuilder, layout: PackLayout, R: number, bf16: b
       // 4x4 transpose: rows r0..r3 of lanes k0..k3 -> vectors per k of lanes r0..r3.
       const [x0, x1, x2, x3] = v;
       const y0 = t;
-      f.get(x0).get(x1);
-      shuffle32(f, [0, 4, 1, 5]); // r0k0 r1k0 r0k1 r1k1
-      f.set(y0);
-      f.get(x0).get(x1);
-      shuffle32(f, [2, 6, 3, 7]); // r0k2 r1k2 r0k3 r1k3
-      f.set(x1);
-      f.get(x2).get(x3);
-      shuffle32(f, [0, 4, 1, 5]); // r2k0 r3k0 r2k1 r3k1
-      f.set(x0);
-      f.get(x2).get(x3);
-      shuffle32(f, [2, 6, 3, 7]); // r2k2 r3k2 r2k3 r3k3
-      f.set(x3);
+      // dst = the 32-bit lanes `lanes` of (a, b)
+      const pick = (a: number, b: number, lanes: [number, number, number, number], dst: number): void => {
+        f.get(a).get(b);
+        shuffle32(f, lanes);
+        f.set(dst);
+      };
+      pick(x0, x1, [0, 4, 1, 5], y0); // r0k0 r1k0 r0k1 r1k1
+      pick(x0, x1, [2, 6, 3, 7], x1); // r0k2 r1k2 r0k3 r1k3
+      pick(x2, x3, [0, 4, 1, 5], x0); // r2k0 r3k0 r2k1 r3k1
+      pick(x2, x3, [2, 6, 3, 7], x3); // r2k2 r3k2 r2k3 r3k3
       // k0: y0[0,1] x0[0,1]; k1: y0[2,3] x0[2,3]; k2: x1[0,1] x3[0,1]; k3: x1[2,3] x3[2,3]
       const out: Array<[number, number, [number, number, number, number]]> = [
         [y0, x0, [0, 1, 4, 5]],
