@@ -7,7 +7,7 @@ import { debug, getBackend, grad, lax, nn, np, setBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { B, f32 } from './build';
-import { columnReduction, fuseElementwise, fuseRows, fuseSiblingReductions, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
+import { columnReduction, fuseElementwise, fuseRows, fuseSiblingReductions, type HloComputation, HloInstruction, HloModule, jit, poolStats, setKernelThreads, setWasmKernels } from '../src/internal';
 import { getColumnRowBlocks, setColumnRowBlocks } from '../src/wasm/emitKernel';
 import { getColumnParallelWork, getParallelWork, PARALLEL_WORK, setColumnParallelWork, setParallelWork } from '../src/wasm/fusionPlan';
 
@@ -255,6 +255,14 @@ describe('sibling fusion of column reductions', () => {
 // Horizontal merges: column sums that share no array but read outputs of ONE multi-output
 // instruction (the fused attention backward's dq, dk, dv: the GPT step's q/k/v bias gradients).
 /** A two-output instruction that is not a fusion (as the fused attention backward) over f32[6,5] operands, and its outputs. */
+/** The one column reduction of `c` after a merge of two sums (checked: one, with two outputs) and the loop fusion beside it. */
+const mergedPairAndLoop = (c: HloComputation): [HloInstruction, HloInstruction] => {
+  const merged = c.instructions.filter((i) => columnReduction(i) !== null);
+  expect(merged).toHaveLength(1);
+  expect(merged[0].shapes).toHaveLength(2);
+  const loop = c.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kLoop')!;
+  return [merged[0], loop];
+};
 const twoOutputs = (b: B, p: HloInstruction, q: HloInstruction): [HloInstruction, HloInstruction, HloInstruction] => {
   const t = b.c.add(new HloInstruction('two', [f32(6, 5), f32(6, 5)], [p, q], {}, null));
   const gte = (index: number): HloInstruction => b.c.add(new HloInstruction('get-tuple-element', [f32(6, 5)], [t], { index }, null));
@@ -346,11 +354,8 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
     fuseElementwise(c, mod, 1);
     expect(fuseSiblingReductions(c, mod, false)).toBe(0);
     expect(fuseSiblingReductions(c, mod)).toBe(1);
-    const merged = c.instructions.filter((i) => columnReduction(i) !== null);
-    expect(merged).toHaveLength(1);
-    expect(merged[0].shapes).toHaveLength(2);
-    const loop = c.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kLoop')!;
-    expect(c.instructions.indexOf(merged[0])).toBeLessThan(c.instructions.indexOf(loop));
+    const [merged, loop] = mergedPairAndLoop(c);
+    expect(c.instructions.indexOf(merged)).toBeLessThan(c.instructions.indexOf(loop));
     const pos = new Map(c.instructions.map((i, k) => [i, k]));
     for (const i of c.instructions) for (const o of i.operands) expect(pos.get(o)!).toBeLessThan(pos.get(i)!);
   });
@@ -387,11 +392,8 @@ describe('horizontal merges of column sums over one instruction\'s outputs', () 
     const mod = new HloModule('m', c);
     fuseElementwise(c, mod, 1);
     expect(fuseSiblingReductions(c, mod)).toBe(1);
-    const merged = c.instructions.filter((i) => columnReduction(i) !== null);
-    expect(merged).toHaveLength(1);
-    expect(merged[0].shapes).toHaveLength(2);
-    const loop = c.instructions.find((i) => i.opcode === 'fusion' && (i.params as { kind: string }).kind === 'kLoop')!;
-    expect(c.instructions.indexOf(merged[0])).toBeGreaterThan(c.instructions.indexOf(loop));
+    const [merged, loop] = mergedPairAndLoop(c);
+    expect(c.instructions.indexOf(merged)).toBeGreaterThan(c.instructions.indexOf(loop));
   });
 
   it('leaves sums alone when a row fusion reads one of their operands (its row kernel may compute that sum, rows14\'s pairing)', () => {

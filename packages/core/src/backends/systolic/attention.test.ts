@@ -117,6 +117,14 @@ function operands(c: Case): [Array, Array, Array, Array] {
   return [mk(0, [c.b, c.t, c.k * c.g, c.h]), mk(1, [c.b, c.s, c.k, c.h]), mk(2, [c.b, c.s, c.k, c.h]), mk(3, [c.b, c.t, c.k * c.g, c.h])];
 }
 
+/** Case c's operands (w is dOut), with a random mask when `masked`, the forward's inputs and the params that keep P (the kept-P laws). */
+function keptCase(c: Case, masked: boolean) {
+  const [q, k, v, w] = operands(c);
+  const mask = masked ? maskOf([c.b, 1, c.t, c.s], c.seed, 0.5) : undefined;
+  const kept = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: true };
+  return { q, k, v, w, mask, kept, xs: mask ? [q, k, v, mask] : [q, k, v] };
+}
+
 /** Case c's operands (w is dOut), params, and the backend's forward [out, lse] and backward [dq, dk, dv]: what direct calls are held against. */
 function evaluated(c: Case) {
   const params = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal };
@@ -209,10 +217,7 @@ describe('fused attention on the systolic backend', () => {
   it('law: the kept P is the softmax (the reference kernel\'s within bf16 operand rounding; exactly 0 at hidden keys), and the backward reads it: gradients from it equal the recomputed ones, and doubling it doubles dV exactly', () => {
     fc.assert(
       fc.property(caseArb, fc.boolean(), (c, masked) => {
-        const [q, k, v, w] = operands(c);
-        const mask = masked ? maskOf([c.b, 1, c.t, c.s], c.seed, 0.5) : undefined;
-        const kept = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: true };
-        const xs = mask ? [q, k, v, mask] : [q, k, v];
+        const { q, k, v, w, mask, kept, xs } = keptCase(c, masked);
         const [, lse, probs] = evalPrimitive(attentionFwdP, xs, kept);
         expect(probs.shape).toEqual([c.b, c.k * c.g, c.t, c.s]);
         const want = withBackend('reference', () => evalPrimitive(attentionFwdP, xs, kept)[2]);
@@ -239,11 +244,8 @@ describe('fused attention on the systolic backend', () => {
   it('law: with probsVisibleOnly (the jvp\'s residual) the forward\'s out, lse and P at every key it writes are those with zeros at hidden keys; the backward from a P with NaN at the keys it may leave unwritten (systolic: causal blocks\' keys past their last visible key\'s 8-key panel, unless a row of the block sees no key; reference: every hidden key of a row that sees one, mask-hidden keys included), and the systolic backward from the forward\'s own P, are bit for bit the one from the zeroed P', () => {
     fc.assert(
       fc.property(caseArb, fc.boolean(), (c, masked) => {
-        const [q, k, v, w] = operands(c);
-        const mask = masked ? maskOf([c.b, 1, c.t, c.s], c.seed, 0.5) : undefined;
-        const kept = { scale: 1 / Math.sqrt(c.h), isCausal: c.causal, saveProbs: true };
+        const { q, k, v, w, mask, kept, xs } = keptCase(c, masked);
         const vis = { ...kept, probsVisibleOnly: true };
-        const xs = mask ? [q, k, v, mask] : [q, k, v];
         // (visible-only first: its unwritten keys keep what the arena held, not the zeros the full call would leave there)
         const got = evalPrimitive(attentionFwdP, xs, vis);
         const full = evalPrimitive(attentionFwdP, xs, kept);
