@@ -151,18 +151,40 @@ interface PackLocals {
 }
 
 /**
- * Adds the v128 locals `raw` (source vectors, f32) into the fast pass's sum (`PackLocals.acc`):
- * acc + (((raw0 + raw1) + raw2) + ...), a chain over `raw` and then one add into acc, so the
- * sum's own dependency chain grows by one add per call.
+ * Adds the v128 locals `raw` (source vectors, f32) into a fast pass's NaN check, the f32 sum in
+ * v128 local `acc`: acc + (((raw0 + raw1) + raw2) + ...), a chain over `raw` and then one add
+ * into acc, so the sum's own dependency chain grows by one add per call (also the fused
+ * attention's staging, attentionModule.ts).
  */
-function addToSum(f: FunctionBuilder, l: PackLocals, raw: readonly number[]): void {
-  f.get(l.acc);
+export function sumForNaN(f: FunctionBuilder, acc: number, raw: readonly number[]): void {
+  f.get(acc);
   let n = 0;
   for (const x of raw) {
     f.get(x);
     if (++n > 1) f.simd(SIMD.f32x4_add);
   }
-  f.simd(SIMD.f32x4_add).set(l.acc);
+  f.simd(SIMD.f32x4_add).set(acc);
+}
+
+/**
+ * A kernel's conversion of f32 sources to bf16 in two passes (the packing kernels' and the fused
+ * attention's staging): `pass(true)` converts without NaN handling (`convert`'s `finite`) and
+ * adds every source vector into the f32 sum in v128 local `acc` (`sumForNaN`; 0 on entry, as a
+ * fresh local is); only when a lane of the sum is NaN does `pass(false)` convert everything
+ * again with it, over the same bytes, so the result is always the exact conversion's. A NaN among
+ * the sources makes the sum NaN; so do infinities of opposite signs meeting in one lane, source
+ * values or partial sums that overflowed: then the second pass costs time only.
+ */
+export function twoPassConvert(f: FunctionBuilder, acc: number, pass: (fast: boolean) => void): void {
+  pass(true);
+  f.get(acc).get(acc).simd(SIMD.f32x4_ne).simd(SIMD.v128_any_true).if();
+  pass(false);
+  f.end();
+}
+
+/** `sumForNaN` into the packing kernel's sum (`PackLocals.acc`). */
+function addToSum(f: FunctionBuilder, l: PackLocals, raw: readonly number[]): void {
+  sumForNaN(f, l.acc, raw);
 }
 
 /**
@@ -427,10 +449,7 @@ export function addPackFunctions(m: ModuleBuilder, nanPass = true): void {
             // among them makes the sum NaN (so do opposite infinities meeting in one lane,
             // overflowed partial sums included: only time lost), and a second pass then packs
             // everything again with it (same addresses: the result is the exact pass's).
-            emitPackPass(f, layout, R, bf16, flush, true, l);
-            f.get(acc).get(acc).simd(SIMD.f32x4_ne).simd(SIMD.v128_any_true).if();
-            emitPackPass(f, layout, R, bf16, flush, false, l);
-            f.end();
+            twoPassConvert(f, acc, (fast) => emitPackPass(f, layout, R, bf16, flush, fast, l));
           });
         }
       }
