@@ -34,7 +34,8 @@
 import { FunctionBuilder, ModuleBuilder, OP, SIMD } from '../../wasm/assembler';
 import { WA, type WasmModule } from '../../wasm/webassemblyTypes';
 import { MASKED_LOGIT as MASKED } from '../../lax/attention';
-import { convert, shuffle32 } from './packKernels';
+import { envSwitch } from '../../env';
+import { convert, shuffle32, sumForNaN, twoPassConvert } from './packKernels';
 
 /** Rows per block: every kernel computes or consumes 4 query rows. */
 export const ROWS = 4;
@@ -866,61 +867,152 @@ const storeLane = (f: FunctionBuilder, off: number, lane: number): FunctionBuild
  * - `stageRows(src, stride, rows, dst, rowsPadded)`: dst[r, 0..hp] = bf16(src + r*stride)[0..H], zero padded
  * - `stageCols(src, stride, rows, dst)`: BT panels (see `scores`) of bf16(src + r*stride)[h], rows padded to sp
  * - `unstageRows(src, rows, dst, stride)`: (dst + r*stride)[0..H] = src[r, 0..H]
+ *
+ * The staging kernels round in two passes (`twoPassConvert`, as the GEMM's packing kernels do):
+ * the first without NaN handling (5 operations a vector, not `roundBf16`'s 9) while it sums its
+ * source; only when that sum is NaN does the second pass stage the same rows again with
+ * `roundBf16`, so the staged bytes are always the exact rounding's (`TPUKIT_ATTN_STAGE_NAN_PASS=0`
+ * builds the one-pass kernels). A row's H values are read as whole vectors at 0, 4, .., and, when
+ * H is not a multiple of 4 (and at least 4), one more vector of its last 4 values (they overlap the
+ * one before it and are stored over the same places with the same bits); H < 4 goes one value at
+ * a time. `stageCols` takes 4 rows (keys) at a time: their vectors transposed, one v128 store per
+ * h of 4 keys' values (4 consecutive floats of a panel's row), rather than 4 lane stores per
+ * vector; the rows past the last group of 4 one at a time.
  */
-/** Elements h0..H of a staged row one by one (rounded), then zeros up to hp; element h at dst + h * step. */
-function stageTail(f: FunctionBuilder, src: number, dst: number, t: number, h0: number, H: number, hp: number, step: number): void {
-  for (let h = h0; h < H; h++) {
-    f.get(dst);
-    loadScalar(f, src, h * 4);
-    roundBf16(f, t);
-    storeLane(f, h * step, 0);
-  }
-  for (let h = H; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * step);
+/** The vector starts (element offsets) of a staged row of H values: 0, 4, .. and H - 4 when H mod 4 is not 0; none for H < 4. */
+const rowStarts = (H: number): number[] => (H < 4 ? [] : [...Array.from({ length: H >> 2 }, (_, c) => 4 * c), ...(H % 4 ? [H - 4] : [])]);
+
+/** Rounds the v128 on the stack to bf16: exactly (`roundBf16`), or, in a two-pass kernel's first pass (`fast`), without NaN handling. */
+function roundStaged(f: FunctionBuilder, t: number, fast: boolean): void {
+  if (fast) convert(f, t, false, false, undefined, true);
+  else roundBf16(f, t);
 }
 
-function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number): { stageRows: number; stageCols: number; unstageRows: number } {
+/**
+ * Elements 0..H (H < 4) of a staged row one by one (rounded; summed into `acc` in the fast pass),
+ * then zeros from `zerosFrom` up to hp; element h at dst + h * step.
+ */
+function stageScalars(f: FunctionBuilder, src: number, dst: number, t: number, x: number, acc: number, fast: boolean, H: number, hp: number, step: number, zerosFrom: number): void {
+  for (let h = 0; h < (H < 4 ? H : 0); h++) {
+    loadScalar(f, src, h * 4).set(x);
+    if (fast) sumForNaN(f, acc, [x]);
+    f.get(dst).get(x);
+    roundStaged(f, t, fast);
+    storeLane(f, h * step, 0);
+  }
+  for (let h = zerosFrom; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * step);
+}
+
+/**
+ * `nanPass`: the staging kernels round in two passes (default; `TPUKIT_ATTN_STAGE_NAN_PASS=0`:
+ * one, with NaN handling), read when a module is built (part of its cache key: tests build both).
+ */
+export const stagingSettings = { nanPass: envSwitch('TPUKIT_ATTN_STAGE_NAN_PASS', true) };
+
+function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number, nanPass: boolean): { stageRows: number; stageCols: number; unstageRows: number } {
   const full = H >> 2;
+  const starts = rowStarts(H);
+  /** `pass(fast)` once (exact) or as `twoPassConvert`'s two passes; `acc` the NaN check's sum. */
+  const passes = (f: FunctionBuilder, acc: number, pass: (fast: boolean) => void): void => {
+    if (nanPass) twoPassConvert(f, acc, pass);
+    else pass(false);
+  };
   const stageRows = m.addFunction('stageRows', ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [src, stride, rows, dst, rp] = [0, 1, 2, 3, 4];
-    const [r, t] = [f.local('i32'), f.local('v128')];
-    forLoop(f, r, rp, () => {
-      f.get(r).get(rows).op(OP.i32_lt_s).if();
-      for (let c = 0; c < full; c++) {
-        f.get(dst).get(src).simdMem(SIMD.v128_load, c * 16);
-        roundBf16(f, t);
-        f.simdMem(SIMD.v128_store, c * 16);
-      }
-      stageTail(f, src, dst, t, full * 4, H, hp, 4);
-      f.else();
-      for (let c = 0; c < hp / 4; c++) f.get(dst).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, c * 16);
-      f.end();
-      bump(f, dst, hp * 4);
-      f.get(src).get(stride).op(OP.i32_add).set(src);
+    const [r, s, d] = [f.local('i32'), f.local('i32'), f.local('i32')];
+    const [t, x, acc] = [f.local('v128'), f.local('v128'), f.local('v128')];
+    // a row's vectors in groups of 4: loaded, summed (fast pass), rounded and stored
+    const w = Array.from({ length: Math.min(4, starts.length) }, () => f.local('v128'));
+    passes(f, acc, (fast) => {
+      f.get(src).set(s);
+      f.get(dst).set(d);
+      forLoop(f, r, rows, () => {
+        for (let g = 0; g < starts.length; g += 4) {
+          const group = starts.slice(g, g + 4);
+          group.forEach((h, j) => f.get(s).simdMem(SIMD.v128_load, h * 4).set(w[j]));
+          if (fast) sumForNaN(f, acc, w.slice(0, group.length));
+          group.forEach((h, j) => {
+            f.get(d).get(w[j]);
+            roundStaged(f, t, fast);
+            f.simdMem(SIMD.v128_store, h * 4);
+          });
+        }
+        stageScalars(f, s, d, t, x, acc, fast, H, hp, 4, H);
+        bump(f, d, hp * 4);
+        f.get(s).get(stride).op(OP.i32_add).set(s);
+      });
     });
+    // padding rows rows..rp: zeros
+    f.get(dst).get(rows).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add).set(d);
+    forLoop(f, r, rp, () => {
+      for (let c = 0; c < hp / 4; c++) f.get(d).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, c * 16);
+      bump(f, d, hp * 4);
+    }, rows);
   });
   const stageCols = m.addFunction('stageCols', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [src, stride, rows, dst] = [0, 1, 2, 3];
-    const [r, n, t, v] = [f.local('i32'), f.local('i32'), f.local('v128'), f.local('v128')];
+    const [r, n, s, d, r4] = [f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32'), f.local('i32')];
+    const [t, x, acc] = [f.local('v128'), f.local('v128'), f.local('v128')];
+    const [w, tmp, out] = [0, 1, 2].map(() => [0, 1, 2, 3].map(() => f.local('v128')));
+    const p = [0, 1, 2, 3].map(() => f.local('i32'));
+    // r4: the rows in groups of 4 (H >= 4), the rest one at a time
+    if (starts.length) f.get(rows).i32Const(-4).op(OP.i32_and).set(r4);
+    else f.i32Const(0).set(r4);
+    passes(f, acc, (fast) => {
+      // groups of 4 keys (r, r + 1, r + 2, r + 3: lanes r mod 8.. of their panel): per vector
+      // start h, the 4 rows' vectors transposed into 4 vectors of 4 keys' values at h..h + 3
+      f.get(src).set(s);
+      f.i32Const(0).set(r);
+      f.block().get(r).get(r4).op(OP.i32_ge_s).brIf(0).loop();
+      // d = dst + (r >> 3) hp 32 + (r & 4) 4; p[j] = s + j stride
+      f.get(dst).get(r).i32Const(3).op(OP.i32_shr_u).i32Const(hp * 32).op(OP.i32_mul).op(OP.i32_add);
+      f.get(r).i32Const(4).op(OP.i32_and).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(d);
+      p.forEach((pj, j) => (j === 0 ? f.get(s) : f.get(p[j - 1]).get(stride).op(OP.i32_add)).set(pj));
+      for (const h of starts) {
+        p.forEach((pj, j) => f.get(pj).simdMem(SIMD.v128_load, h * 4).set(w[j]));
+        if (fast) sumForNaN(f, acc, w);
+        for (const x4 of w) {
+          f.get(x4);
+          roundStaged(f, t, fast);
+          f.set(x4);
+        }
+        transpose4(f, w, out, tmp);
+        out.forEach((o, l) => f.get(d).get(o).simdMem(SIMD.v128_store, (h + l) * 32));
+      }
+      for (let h = H; h < hp; h++) f.get(d).v128Const([0, 0, 0, 0]).simdMem(SIMD.v128_store, h * 32);
+      f.get(p[3]).get(stride).op(OP.i32_add).set(s);
+      f.get(r).i32Const(4).op(OP.i32_add).tee(r).get(r4).op(OP.i32_lt_s).brIf(0);
+      f.end().end();
+      // the rows left (fewer than 4, or all of them for H < 4), one at a time: each vector's 4 lanes stored apart
+      f.get(dst).get(r4).i32Const(3).op(OP.i32_shr_u).i32Const(hp * 32).op(OP.i32_mul).op(OP.i32_add);
+      f.get(r4).i32Const(7).op(OP.i32_and).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(d);
+      forLoop(f, r, rows, () => {
+        for (const h of starts) {
+          f.get(s).simdMem(SIMD.v128_load, h * 4).set(x);
+          if (fast) sumForNaN(f, acc, [x]);
+          f.get(x);
+          roundStaged(f, t, fast);
+          f.set(x);
+          for (let l = 0; l < 4; l++) storeLane(f.get(d).get(x), (h + l) * 32, l);
+        }
+        stageScalars(f, s, d, t, x, acc, fast, H, hp, 32, H);
+        // next column of the panel, or the first of the next panel
+        bump(f, d, 4);
+        f.get(r).i32Const(7).op(OP.i32_and).i32Const(7).op(OP.i32_eq).if();
+        bump(f, d, hp * 32 - 32);
+        f.end();
+        f.get(s).get(stride).op(OP.i32_add).set(s);
+      }, r4);
+    });
+    // padding rows (keys) rows..sp: zeros in their lanes of every h
     f.i32Const(sp).set(n);
     forLoop(f, r, n, () => {
-      f.get(r).get(rows).op(OP.i32_lt_s).if();
-      for (let c = 0; c < full; c++) {
-        f.get(src).simdMem(SIMD.v128_load, c * 16);
-        roundBf16(f, t);
-        f.set(v);
-        for (let l = 0; l < 4; l++) storeLane(f.get(dst).get(v), (c * 4 + l) * 32, l);
-      }
-      stageTail(f, src, dst, t, full * 4, H, hp, 32);
-      f.else();
-      for (let h = 0; h < hp; h++) f.get(dst).f32Const(0).mem(OP.f32_store, h * 32);
-      f.end();
-      // next column of the panel, or the first of the next panel
-      bump(f, dst, 4);
+      for (let h = 0; h < hp; h++) f.get(d).f32Const(0).mem(OP.f32_store, h * 32);
+      bump(f, d, 4);
       f.get(r).i32Const(7).op(OP.i32_and).i32Const(7).op(OP.i32_eq).if();
-      bump(f, dst, hp * 32 - 32);
+      bump(f, d, hp * 32 - 32);
       f.end();
-      f.get(src).get(stride).op(OP.i32_add).set(src);
-    });
+    }, rows);
   });
   const unstageRows = m.addFunction('unstageRows', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [src, rows, dst, stride] = [0, 1, 2, 3];
@@ -1363,7 +1455,8 @@ export const compiledAttentionModules = (): number => modules.size;
 export function attentionModule(H: number, sp: number, relaxed: boolean, shared: boolean, masked = false, maxPages = MAX_PAGES): AttentionModule {
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
-  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages}`;
+  const nanPass = stagingSettings.nanPass;
+  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages},${nanPass}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -1377,7 +1470,7 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       gradRowsP: buildGradRowsP(m, sp),
       ...buildProbsRows(m, sp),
       lseRows: buildLseRows(m),
-      ...buildStaging(m, H, hp, sp),
+      ...buildStaging(m, H, hp, sp, nanPass),
     };
     buildDrivers(m, H, hp, sp, masked, fns);
     buildExp(m, relaxed);
