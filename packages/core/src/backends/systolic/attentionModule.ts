@@ -664,7 +664,7 @@ function buildSoftmaxBlock(m: ModuleBuilder, sp: number, masked: boolean, relaxe
   });
 }
 
-function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): number {
+function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean, dsPlain: boolean): number {
   // (s, dp, c, n, scale, lse, bf16, mrow, neg)
   return m.addFunction('gradRow', ['i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'i32', 'i32', 'f32'], [], (f) => {
     const [s, dp, c, n, scale, lse, bf16, mrow, neg] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
@@ -682,7 +682,7 @@ function buildGradRow(m: ModuleBuilder, masked: boolean, relaxed: boolean): numb
       accumulatePdP(f, q, rounded, { v, g, t, acc });
       bump(f, q, 16);
     });
-    gradRowFinish(f, s, dp, [scale], 0, { i, ptr, nv, q, v, t, acc: [acc], dd: [dd], l: [l] });
+    gradRowFinish(f, s, dp, [scale], 0, { i, ptr, nv, q, v, t, acc: [acc], dd: [dd], l: [l], exact: dsPlain ? f.local('i32') : undefined });
   });
 }
 
@@ -710,7 +710,7 @@ function accumulatePdP(f: FunctionBuilder, q: number, bf16: boolean, r: { v: num
  * added 0 + 1 + 2 + 3; the 4 rows' at once on their transposed lanes), then pass 2: dp <-
  * bf16(P (dP - D) scale), s <- bf16(P), the rows' vectors in turn per vector index.
  */
-function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readonly number[], rowBytes: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: readonly number[]; dd: readonly number[]; l: readonly number[]; tr?: readonly number[]; tmp?: readonly number[]; src?: number; out?: number }): void {
+function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readonly number[], rowBytes: number, r: { i: number; ptr: number; nv: number; q: number; v: number; t: number; acc: readonly number[]; dd: readonly number[]; l: readonly number[]; tr?: readonly number[]; tmp?: readonly number[]; src?: number; out?: number; exact?: number }): void {
   const { i, ptr, nv, q, v, t, acc, dd, l } = r;
   const rows = acc.length;
   if (rows === 1) {
@@ -724,6 +724,18 @@ function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readon
     dd.forEach((loc, k) => splatLane(f, v, k, loc));
   }
   scales.forEach((sc, k) => f.get(sc).simd(SIMD.f32x4_splat).set(l[k]));
+  // exact: whether dS needs the NaN-handling rounding. D = sum P dP is NaN when a P or dP of the
+  // row is (both passes read the same n columns); when no D and no dS scale is NaN, no operand of
+  // dS = P (dP - D) scale is, so a NaN in dS can only come from inf - inf or 0 inf: a canonical NaN
+  // (WebAssembly's rule for NaN results from non-NaN operands), which `roundBf16Plain` keeps as it
+  // is, as `roundBf16` does. Then dS takes the plain rounding (5 operations, not 9): the same bits.
+  const exact = r.exact;
+  if (exact !== undefined) {
+    if (rows === 1) f.get(dd[0]).get(dd[0]).simd(SIMD.f32x4_ne).simd(SIMD.v128_any_true);
+    else f.get(v).get(v).simd(SIMD.f32x4_ne).simd(SIMD.v128_any_true);
+    for (const sc of scales) f.get(sc).get(sc).op(F32_NE).op(OP.i32_or);
+    f.set(exact);
+  }
   // (P read at src, its bf16 rounding written at s: both s unless the caller reads P elsewhere,
   // src moving in ptr and the s row in out, then)
   const apart = r.src !== undefined && r.out !== undefined;
@@ -732,22 +744,36 @@ function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readon
     f.get(s).set(r.out!);
   } else f.get(s).set(ptr);
   f.get(dp).set(q);
-  forLoop(f, i, nv, () => {
-    for (let k = 0; k < rows; k++) {
-      const at = k * rowBytes;
-      f.get(ptr).simdMem(SIMD.v128_load, at).set(v);
-      f.get(q).get(q).simdMem(SIMD.v128_load, at).get(dd[k]).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l[k]).simd(SIMD.f32x4_mul);
-      roundBf16(f, t);
-      f.simdMem(SIMD.v128_store, at);
-      f.get(apart ? r.out! : ptr).get(v);
-      roundBf16Plain(f, t);
-      f.simdMem(SIMD.v128_store, at);
-    }
-    bump(f, ptr, 16);
-    if (apart) bump(f, r.out!, 16);
-    bump(f, q, 16);
-  });
+  const pass2 = (dsExact: boolean): void =>
+    forLoop(f, i, nv, () => {
+      for (let k = 0; k < rows; k++) {
+        const at = k * rowBytes;
+        f.get(ptr).simdMem(SIMD.v128_load, at).set(v);
+        f.get(q).get(q).simdMem(SIMD.v128_load, at).get(dd[k]).simd(SIMD.f32x4_sub).get(v).simd(SIMD.f32x4_mul).get(l[k]).simd(SIMD.f32x4_mul);
+        if (dsExact) roundBf16(f, t);
+        else roundBf16Plain(f, t);
+        f.simdMem(SIMD.v128_store, at);
+        f.get(apart ? r.out! : ptr).get(v);
+        roundBf16Plain(f, t);
+        f.simdMem(SIMD.v128_store, at);
+      }
+      bump(f, ptr, 16);
+      if (apart) bump(f, r.out!, 16);
+      bump(f, q, 16);
+    });
+  if (exact !== undefined) perCase(f, exact, pass2);
+  else pass2(true);
 }
+
+/** f32.ne (scalar). */
+const F32_NE = 0x5c;
+
+/**
+ * Whether the gradient rows round dS without NaN handling where no NaN can reach it with a payload
+ * (`gradRowFinish`; default; `TPUKIT_ATTN_DS_PLAIN=0`: always with it), read when a module is
+ * built (the module cache's key holds it).
+ */
+export const gradRowSettings = { dsPlain: envSwitch('TPUKIT_ATTN_DS_PLAIN', true) };
 
 /**
  * `gradRowsP(src, s, dp, n, bf16, scale0..scale3)`: `gradRow` for a block's 4 rows whose P the
@@ -758,7 +784,7 @@ function gradRowFinish(f: FunctionBuilder, s: number, dp: number, scales: readon
  * chains of D = sum P dP, then `gradRowFinish` for the 4 rows. Each row's operations and their
  * order are those of one row.
  */
-function buildGradRowsP(m: ModuleBuilder, sp: number): number {
+function buildGradRowsP(m: ModuleBuilder, sp: number, dsPlain: boolean): number {
   return m.addFunction('gradRowsP', ['i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'f32', 'f32', 'f32'], [], (f) => {
     const [src, s, dp, n, bf16] = [0, 1, 2, 3, 4];
     const scales = [5, 6, 7, 8];
@@ -781,7 +807,7 @@ function buildGradRowsP(m: ModuleBuilder, sp: number): number {
         bump(f, q, 16);
       });
     perCase(f, bf16, pass1);
-    gradRowFinish(f, s, dp, scales, sp * 4, { i, ptr, nv, q, v, t, acc, dd, l, tr, tmp, src, out });
+    gradRowFinish(f, s, dp, scales, sp * 4, { i, ptr, nv, q, v, t, acc, dd, l, tr, tmp, src, out, exact: dsPlain ? f.local('i32') : undefined });
   });
 }
 
@@ -1456,7 +1482,7 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
   const nanPass = stagingSettings.nanPass;
-  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages},${nanPass}`;
+  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages},${nanPass},${gradRowSettings.dsPlain}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -1466,8 +1492,8 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       rowsTimes: buildRowsTimes(m, hp, sp, relaxed),
       transGemm: buildTransGemm(m, hp, sp, relaxed),
       softmaxBlock: buildSoftmaxBlock(m, sp, masked, relaxed),
-      gradRow: buildGradRow(m, masked, relaxed),
-      gradRowsP: buildGradRowsP(m, sp),
+      gradRow: buildGradRow(m, masked, relaxed, gradRowSettings.dsPlain),
+      gradRowsP: buildGradRowsP(m, sp, gradRowSettings.dsPlain),
       ...buildProbsRows(m, sp),
       lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp, nanPass),

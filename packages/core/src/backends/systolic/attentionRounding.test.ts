@@ -7,6 +7,11 @@
  * the overlapping last vector, one-by-one elements; `stageCols`' groups of 4 rows and the rows
  * after them), with NaN payloads that the first pass alone would get wrong. The whole attention
  * with such NaNs in q, k, v or dO gives the one-pass kernels' bits on 1 to 3 threads.
+ *
+ * The backward's gradient rows round dS = P (dP - D) scale without NaN handling unless a row's D
+ * or dS scale is NaN (then no NaN with a payload can reach dS): held against the build that always
+ * handles NaN, with NaNs of any payload in a kept P (the backward's operand), in the dS scale, and
+ * infinities in dO and v (canonical NaNs from inf - inf).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -16,7 +21,7 @@ import { wasmFeatures } from '../../wasm/features';
 import { WA } from '../../wasm/webassemblyTypes';
 import type { AttentionParams } from '../../lax/attention';
 import { attentionBwdSystolic, attentionFwdSystolic } from './attention';
-import { type AttentionKernels, attentionModule, stagingSettings } from './attentionModule';
+import { type AttentionKernels, attentionModule, gradRowSettings, stagingSettings } from './attentionModule';
 
 onBackend('systolic');
 
@@ -170,6 +175,65 @@ describe('the fused attention with NaN operands', () => {
         expect(run(true), `B ${B} T ${T} N ${N} H ${H} causal ${causal} keep ${keep}, NaN in ${['q', 'k', 'v', 'dO'][which]}, ${threads} threads`).toEqual(run(false));
       }),
       { numRuns: 40 },
+    );
+  });
+});
+
+/** `f()` with the gradient rows' dS rounding plain where no NaN payload can reach it (`dsPlain`) or always exact. */
+function withDsPlain<T>(dsPlain: boolean, f: () => T): T {
+  const was = gradRowSettings.dsPlain;
+  gradRowSettings.dsPlain = dsPlain;
+  try {
+    return f();
+  } finally {
+    gradRowSettings.dsPlain = was;
+  }
+}
+
+/** A NaN of any payload (f32 bits): quiet or signalling, low 16 bits not all 0 (the plain rounding would change them). */
+function anyNaNBits(r: () => number): number {
+  return ((r() < 0.5 ? 0 : 0x80000000) | 0x7f800000 | (r() < 0.5 ? 0x400000 : 0) | (1 + Math.floor(r() * 0xfffe)) | (Math.floor(r() * 0x40) << 16)) >>> 0;
+}
+
+describe('the gradient rows\' dS rounding', () => {
+  it('law: the backward (P kept or recomputed) gives the always-exact build\'s bits with NaNs of any payload in the kept P or the dS scale, and infinities in dO and v, causal or not, on 1 and 2 threads', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 14 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 12 }), fc.boolean(), fc.boolean(), fc.constantFrom('P', 'scale', 'inf', 'none'), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 2 ** 31 - 1 }), (B, T, N, H, causal, keepIn, poison, threads, seed) => {
+        const r = prng(seed);
+        const shape = [B, T, N, H];
+        const len = B * T * N * H;
+        // (a poisoned P is read only when kept)
+        const keep = keepIn || poison === 'P';
+        const f32bits = (x: number): number => new Uint32Array(new Float32Array([x]).buffer)[0];
+        const [q, k, v, d] = [0, 1, 2, 3].map(() => Uint32Array.from({ length: len }, () => f32bits((r() * 2 - 1) * 2)));
+        const lse = Uint32Array.from({ length: B * N * T }, () => f32bits(r() * 2));
+        // a kept P: each row's visible keys a random distribution-like row, hidden keys 0
+        const probs = new Uint32Array(B * N * T * T);
+        for (let row = 0; row < B * N * T; row++) for (let j = 0; j < T; j++) if (!causal || j <= row % T) probs[row * T + j] = f32bits(r() / (1 + (row % T)));
+        let scale = 1 / Math.sqrt(H);
+        // (about a third of the rows, each row of a block of 4 alike)
+        if (poison === 'P') for (let row = 0; row < B * N * T; row++) if (r() < 0.35) probs[row * T + Math.floor(r() * (causal ? (row % T) + 1 : T))] = anyNaNBits(r);
+        if (poison === 'scale') {
+          // (a float64 NaN whose payload survives the conversion to f32 with low bits set)
+          const x = new Float64Array(1);
+          new BigUint64Array(x.buffer)[0] = 0x7ff0000000000000n | (BigInt(1 + Math.floor(r() * 0x3ffffe)) << 29n);
+          scale = x[0];
+        }
+        if (poison === 'inf') for (const a of [d, v]) a[Math.floor(r() * len)] = r() < 0.5 ? 0x7f800000 : 0xff800000;
+        const params = { scale, isCausal: causal, ...(keep ? { saveProbs: true } : {}) } as AttentionParams;
+        const run = (dsPlain: boolean): number[][] =>
+          withDsPlain(dsPlain, () => {
+            setNumThreads(threads);
+            try {
+              const ins = [host(q, shape), host(k, shape), host(v, shape), host(lse, [B, N, T]), host(d, shape), ...(keep ? [host(probs, [B, N, T, T])] : [])];
+              return bitsOf(attentionBwdSystolic(ins, params, [av(shape), av(shape), av(shape)], relaxed) as Float32Array[]);
+            } finally {
+              setNumThreads(null);
+            }
+          });
+        expect(run(true), `B ${B} T ${T} N ${N} H ${H} causal ${causal} keep ${keep}, ${poison}, ${threads} threads`).toEqual(run(false));
+      }),
+      { numRuns: 60 },
     );
   });
 });
