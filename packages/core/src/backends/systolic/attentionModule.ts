@@ -96,8 +96,9 @@ function roundBf16(f: FunctionBuilder, t: number): void {
 
 /**
  * Rounds the v128 on the stack to bf16, nearest even, for values that are never a NaN with a
- * payload (P: quotients and exps of finite or default-NaN values); uses local `t`. 5 operations
- * against `roundBf16`'s 9: a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
+ * payload (P: quotients and exps of finite or default-NaN values; dS where its block's D and
+ * scales hold no NaN, see `gradRowFinish`); uses local `t`. 5 operations against `roundBf16`'s 9:
+ * a default quiet NaN (0x7fc00000 or 0xffc00000) stays itself.
  */
 function roundBf16Plain(f: FunctionBuilder, t: number): void {
   f.tee(t).v128Const([0x7fff, 0x7fff, 0x7fff, 0x7fff]).simd(SIMD.i32x4_add);

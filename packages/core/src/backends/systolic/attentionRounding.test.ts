@@ -28,14 +28,30 @@ onBackend('systolic');
 const ceil = (x: number, m: number): number => Math.ceil(x / m) * m;
 const relaxed = wasmFeatures().relaxedSimd;
 
-/** `f()` with the staging kernels built in two passes (`nanPass`) or one, then back to the default. */
-function withNanPass<T>(nanPass: boolean, f: () => T): T {
-  const was = stagingSettings.nanPass;
-  stagingSettings.nanPass = nanPass;
+/** `f()` with `settings[key]` set to `value` (a module build setting: the modules built meanwhile have it), then back. */
+function withSetting<S extends object, K extends keyof S, T>(settings: S, key: K, value: S[K], f: () => T): T {
+  const was = settings[key];
+  settings[key] = value;
   try {
     return f();
   } finally {
-    stagingSettings.nanPass = was;
+    settings[key] = was;
+  }
+}
+
+/** `f()` with the staging kernels built in two passes (`nanPass`) or one. */
+const withNanPass = <T>(nanPass: boolean, f: () => T): T => withSetting(stagingSettings, 'nanPass', nanPass, f);
+
+/** `f()` with the gradient rows' dS rounding plain where no NaN payload can reach it (`dsPlain`) or always exact. */
+const withDsPlain = <T>(dsPlain: boolean, f: () => T): T => withSetting(gradRowSettings, 'dsPlain', dsPlain, f);
+
+/** `f()` on `n` threads, then back to the default. */
+function onThreads<T>(n: number, f: () => T): T {
+  setNumThreads(n);
+  try {
+    return f();
+  } finally {
+    setNumThreads(null);
   }
 }
 
@@ -159,36 +175,22 @@ describe('the fused attention with NaN operands', () => {
         ops[which][Math.floor(r() * len)] = nanBits(r);
         const params = { scale: 1 / Math.sqrt(H), isCausal: causal, ...(keep ? { saveProbs: true } : {}) } as AttentionParams;
         const run = (nanPass: boolean): number[][] =>
-          withNanPass(nanPass, () => {
-            setNumThreads(threads);
-            try {
+          withNanPass(nanPass, () =>
+            onThreads(threads, () => {
               const [q, k, v, d] = ops.map((o) => host(o, shape));
               const fwd = attentionFwdSystolic([q, k, v], params, [av(shape), av([B, N, T]), ...(keep ? [av([B, N, T, T])] : [])], relaxed);
               const res = (i: number, s: number[]) => ({ data: fwd[i] as Float32Array, shape: s, dtype: 'float32' as const });
               const bwdIns = [q, k, v, res(1, [B, N, T]), d, ...(keep ? [res(2, [B, N, T, T])] : [])];
               const bwd = attentionBwdSystolic(bwdIns, params, [av(shape), av(shape), av(shape)], relaxed);
               return bitsOf([...fwd, ...bwd] as Float32Array[]);
-            } finally {
-              setNumThreads(null);
-            }
-          });
+            }),
+          );
         expect(run(true), `B ${B} T ${T} N ${N} H ${H} causal ${causal} keep ${keep}, NaN in ${['q', 'k', 'v', 'dO'][which]}, ${threads} threads`).toEqual(run(false));
       }),
       { numRuns: 40 },
     );
   });
 });
-
-/** `f()` with the gradient rows' dS rounding plain where no NaN payload can reach it (`dsPlain`) or always exact. */
-function withDsPlain<T>(dsPlain: boolean, f: () => T): T {
-  const was = gradRowSettings.dsPlain;
-  gradRowSettings.dsPlain = dsPlain;
-  try {
-    return f();
-  } finally {
-    gradRowSettings.dsPlain = was;
-  }
-}
 
 /** A NaN of any payload (f32 bits): quiet or signalling, low 16 bits not all 0 (the plain rounding would change them). */
 function anyNaNBits(r: () => number): number {
@@ -222,15 +224,12 @@ describe('the gradient rows\' dS rounding', () => {
         if (poison === 'inf') for (const a of [d, v]) a[Math.floor(r() * len)] = r() < 0.5 ? 0x7f800000 : 0xff800000;
         const params = { scale, isCausal: causal, ...(keep ? { saveProbs: true } : {}) } as AttentionParams;
         const run = (dsPlain: boolean): number[][] =>
-          withDsPlain(dsPlain, () => {
-            setNumThreads(threads);
-            try {
+          withDsPlain(dsPlain, () =>
+            onThreads(threads, () => {
               const ins = [host(q, shape), host(k, shape), host(v, shape), host(lse, [B, N, T]), host(d, shape), ...(keep ? [host(probs, [B, N, T, T])] : [])];
               return bitsOf(attentionBwdSystolic(ins, params, [av(shape), av(shape), av(shape)], relaxed) as Float32Array[]);
-            } finally {
-              setNumThreads(null);
-            }
-          });
+            }),
+          );
         expect(run(true), `B ${B} T ${T} N ${N} H ${H} causal ${causal} keep ${keep}, ${poison}, ${threads} threads`).toEqual(run(false));
       }),
       { numRuns: 60 },
