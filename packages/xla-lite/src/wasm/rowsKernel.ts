@@ -1,7 +1,8 @@
 /**
  * Row fusions (kRow, `rowPlan.ts`): one row per work item. Per stage, the row values
  * (splatted), then a walk of the row computing that stage's full values (those a later stage
- * reads go to the thread's scratch rows), writing outputs and accumulating the next reductions.
+ * reads go to the thread's scratch rows, except broadcasts of parameters, read again there),
+ * writing outputs (not those only its own column sums read) and accumulating the next reductions.
  */
 import { envSwitch, wasm } from '@tpukit/core/internal';
 import type { HloInstruction } from '../hlo';
