@@ -65,6 +65,12 @@ export interface FusionPlan {
    * rows: `planRowColumnSum`); null for every other kernel.
    */
   sums: readonly RowColumnSum[] | null;
+  /**
+   * Row kernels with `sums`: the outputs (indices into the body's outputs) that nothing but
+   * those sums reads (program.ts's pairing), which that kernel computes for its sums and leaves
+   * unwritten (`rowsKernel.ts`); the kernel without the sums writes every output. Absent: none.
+   */
+  sumOnlyOutputs?: readonly number[];
   chunksPerRow: number;
   rowsPerOutput: number;
   K: number;

@@ -477,7 +477,22 @@ export class WasmProgram implements PoolProgram {
         }
       }
       for (const [g, list] of rowSums) {
-        const plan: FusionPlan = { ...plans.get(g)!, sums: list.map((x) => x.plan) };
+        // Outputs of g that only these sums read: its kernel with the sums need not write them.
+        const mine = new Set(list.map((x) => x.sum));
+        const onlySums = (o: HloInstruction): boolean => (users.get(o) ?? []).length > 0 && users.get(o)!.every((u) => u !== null && mine.has(u));
+        const only = new Map<number, boolean>();
+        let other = false;
+        if (!g.isTuple) only.set(0, onlySums(g));
+        else
+          for (const u of users.get(g) ?? []) {
+            if (u === null || u.opcode !== 'get-tuple-element') other = true;
+            else {
+              const q = (u.params as { index: number }).index;
+              only.set(q, (only.get(q) ?? true) && onlySums(u));
+            }
+          }
+        const sumOnlyOutputs = other ? [] : [...only].filter(([, y]) => y).map(([q]) => q);
+        const plan: FusionPlan = { ...plans.get(g)!, sums: list.map((x) => x.plan), sumOnlyOutputs };
         for (const x of list) pair(x.sum, g, plan);
       }
     }

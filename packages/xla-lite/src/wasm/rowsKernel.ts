@@ -1,15 +1,33 @@
 /**
  * Row fusions (kRow, `rowPlan.ts`): one row per work item. Per stage, the row values
  * (splatted), then a walk of the row computing that stage's full values (those a later stage
- * reads go to the thread's scratch rows), writing outputs and accumulating the next reductions.
+ * reads go to the thread's scratch rows, except broadcasts of parameters, read again there),
+ * writing outputs (not those only its own column sums read) and accumulating the next reductions.
  */
-import { wasm } from '@tpukit/core/internal';
+import { envSwitch, wasm } from '@tpukit/core/internal';
 import type { HloInstruction } from '../hlo';
 import { type ElementReads, emitElements } from './emitExpr';
 import type { E } from './vecBuilder';
 import type { Acc, KernelScope } from './kernelScope';
 
 const { OP, SIMD } = wasm;
+
+let skipSumOnly = envSwitch('TPUKIT_ROW_SUM_ONLY_SKIP', true);
+let rereadBroadcasts = envSwitch('TPUKIT_ROW_REREAD', true);
+
+/**
+ * The row kernel's two store-saving paths, for kernels emitted afterwards (tests and A/B runs;
+ * both on by default, off with env `TPUKIT_ROW_SUM_ONLY_SKIP=0` / `TPUKIT_ROW_REREAD=0`):
+ * `skipSumOnly`, the kernel with column sums leaves the outputs only those sums read unwritten
+ * (`FusionPlan.sumOnlyOutputs`); `reread`, a broadcast of a parameter that a later stage reads
+ * (a layer norm's gamma and beta along the row) is read again from the parameter there instead
+ * of kept in a scratch row (a store and a load per vector, and the copy's stores in the first walk).
+ * Either way the same values: the same bits.
+ */
+export function setRowKernelPaths(o: { skipSumOnly?: boolean; reread?: boolean }): void {
+  if (o.skipSumOnly !== undefined) skipSumOnly = o.skipSumOnly;
+  if (o.reread !== undefined) rereadBroadcasts = o.reread;
+}
 
 export function rowsKernel(k: KernelScope): void {
   const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, accumulateAt, horizontal, initAcc, f64Const } = k;
@@ -23,6 +41,11 @@ export function rowsKernel(k: KernelScope): void {
   const splat = new Map<HloInstruction, number>();
   for (const st of rs.stages) for (const m of [...st.rowValues, ...st.reduces]) splat.set(m, f.local('v128'));
   if (root.prim?.name === 'reduce_sum' || root.prim?.name === 'reduce_max') splat.set(root, f.local('v128'));
+  // Outputs nothing but this kernel's column sums reads: computed (for the sums), never stored.
+  const sumOnly = new Set(skipSumOnly && (plan.sums?.length ?? 0) > 0 ? (plan.sumOnlyOutputs ?? []).map((q) => body.outputs[q]) : []);
+  for (const [q, o] of body.outputs.entries()) if (sumOnly.has(o) && !plan.sumOnlyOutputs!.includes(q)) sumOnly.delete(o);
+  /** A stored value that a later stage reads again from its parameter (a broadcast of one) instead of a scratch row. */
+  const reread = (m: HloInstruction): boolean => rereadBroadcasts && m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter';
   const done = new Set<HloInstruction>();
   const tb = I();
   const sj = I();
@@ -47,13 +70,14 @@ export function rowsKernel(k: KernelScope): void {
       const v = knownRow(m);
       if (v) return v;
       const slot = rs.stored.get(m);
-      if (slot !== undefined && rs.level.get(m)! < stage) return b.let(() => void f.get(sj).simdMem(SIMD.v128_load, at.scratch + slot * rowBytes, 16));
+      if (slot !== undefined && rs.level.get(m)! < stage && !reread(m)) return b.let(() => void f.get(sj).simdMem(SIMD.v128_load, at.scratch + slot * rowBytes, 16));
       if (m.prim?.name === 'broadcast_in_dim' && rs.full(m) && m.operands[0].opcode !== 'parameter' && !rs.full(m.operands[0])) return knownRow(m.operands[0]);
       return undefined;
     },
   };
   /** Stores a row value (splatted) into an R-element output. */
   const storeRow = (m: HloInstruction, addr: number): void => {
+    if (sumOnly.has(m)) return;
     f.get(r4).get(splat.get(m)!).simd(SIMD.f32x4_extract_lane).op(0);
     f.mem(0x38 /* f32.store */, addr, 4);
   };
@@ -143,19 +167,22 @@ export function rowsKernel(k: KernelScope): void {
       }
       for (const red of st.reduces) initAcc(red.prim!.name === 'reduce_max', acc.get(red)!);
       const operands = st.reduces.map((red) => red.operands[0]);
-      const targets = [...new Set([...st.targets, ...operands])];
+      // (a reread broadcast kept only for a later stage is not computed here)
+      const kept = st.targets.filter((m) => !reread(m) || extra.has(m) || m === root);
+      const targets = [...new Set([...kept, ...operands])];
       walk(
         (partial) => {
           const vs = emitElements(b, body, fullReads, opts, targets);
           const val = new Map(targets.map((m, q) => [m, vs[q]]));
-          for (const m of st.targets) if (summedValues.has(m)) val.set(m, b.let(val.get(m)!));
-          for (const m of st.targets) {
+          for (const m of kept) if (summedValues.has(m)) val.set(m, b.let(val.get(m)!));
+          for (const m of kept) {
             const slot = rs.stored.get(m);
-            if (slot !== undefined) {
+            if (slot !== undefined && !reread(m)) {
               f.get(sj);
               val.get(m)!();
               f.simdMem(SIMD.v128_store, at.scratch + slot * rowBytes, 16);
             }
+            if (sumOnly.has(m)) continue;
             if (extra.has(m)) storeOut(val.get(m)!, partial, extra.get(m)!);
             if (m === root) storeOut(val.get(m)!, partial, at.out);
           }
