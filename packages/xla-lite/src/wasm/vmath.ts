@@ -117,6 +117,12 @@ export interface TanhOptions {
   call?: number;
   /** An i32 local counting the vectors that took the exp path. */
   count?: number;
+  /** With `defer` ('defer' walks, `loopKernel.ts`): a v128 local of lane masks, ANDed with each vector's |x| < 0.625 (false for NaN); the polynomial alone is the value, with no exp path. */
+  smallLanes?: number;
+  /** With `smallLanes`, for a partial vector: the mask of its valid lanes (the others read past the row and do not count). */
+  validLanes?: E;
+  /** ('defer' walks are chosen by the kernel: `emitKernel.ts`.) */
+  defer?: boolean;
 }
 
 export function vtanh(b: VecBuilder, x0: E, opts: TanhOptions = {}): E {
@@ -126,6 +132,13 @@ export function vtanh(b: VecBuilder, x0: E, opts: TanhOptions = {}): E {
   const z = b.let(b.mul(x, x));
   const small = b.let(b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x));
   const isSmall = b.let(b.op(SIMD.f32x4_lt, a, b.k(0.625)));
+  if (opts.smallLanes !== undefined) {
+    // No branch: the polynomial is the value where every lane is small, and the kernel computes
+    // the vector again otherwise (a lane outside the mask never counts).
+    const acc = opts.smallLanes;
+    b.setTo(acc, b.and(b.get(acc), opts.validLanes ? b.or(isSmall, b.op(SIMD.v128_not, opts.validLanes)) : isSmall));
+    return small;
+  }
   // The exp path only when some lane needs it (|x| >= 0.625 or NaN): activations such as a
   // tanh-GELU's are mostly small, so most vectors skip it. Same values either way.
   const out = f.local('v128');
