@@ -29,7 +29,8 @@
  * framework and thread count (0: only the checks; before each timed round, untimed, a tpukit
  * trainer sets its thread count and wakes the GEMM's workers: switching from 1 to 2 threads
  * costs the next threaded matmul ~5-10 ms, which a training run never pays); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
- * writes tpukit's optimised loss-and-gradient HLO there (GPT_BENCH_STABLEHLO=file: as StableHLO); TPUKIT_PROFILE=1 prints xla-lite's
+ * writes tpukit's optimised loss-and-gradient HLO there (GPT_BENCH_STABLEHLO=file: as StableHLO; GPT_BENCH_STEP_HLO=file: the
+ * one-executable step's, Adam included); TPUKIT_PROFILE=1 prints xla-lite's
  * per-instruction profile of one tpukit step per thread count after the timed rounds (and the
  * operand bytes staged / read in place / copied out of the arena in it, its CPU time by thread
  * group and the garbage-collection pauses that fell inside it; each trainer runs one untimed
@@ -373,6 +374,10 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
     const x = np.array(data[0].x).reshape([B, T]);
     const compiled = jit(valueAndGrad(tLoss)).lower(p, x, x).compile();
     if (process.env.GPT_BENCH_HLO) writeFileSync(process.env.GPT_BENCH_HLO, compiled.asText());
+    if (process.env.GPT_BENCH_STEP_HLO) {
+      const opt: TOpt = { m: tree.map((a: Array) => np.zerosLike(a), p) as TParams, v: tree.map((a: Array) => np.zerosLike(a), p) as TParams };
+      writeFileSync(process.env.GPT_BENCH_STEP_HLO, jit(tStep, { donateArgnums: [0, 1] }).lower(p, opt, { x, y: x }, np.array(stepSize(1))).compile().asText());
+    }
     if (process.env.GPT_BENCH_STABLEHLO) writeFileSync(process.env.GPT_BENCH_STABLEHLO, compiled.asStableHlo());
     if (process.env.GPT_BENCH_TRAFFIC === '1') {
       const shape = (i: HloInstruction): string => `${i.operands.map((o) => `[${o.shape.shape.join(',')}]`).join('x')}->[${i.shape.shape.join(',')}]`;
