@@ -7,12 +7,18 @@
  * traffic without tanh. CPU ms per call from xla-lite's profiler, min / median over interleaved
  * rounds, 1 thread. 2. The GPT step's Adam update (its 68 parameter tensors, donated p, m, v as
  * in the step) with horizontal loop fusion on and off, on 1 and 2 threads: wall and CPU ms of
- * the loop kernels per call, min / median.
- * Env: LOOP_BENCH_ROUNDS (default 30), LOOP_BENCH_WALKS (default `inline,call,defer`).
+ * the loop kernels per call, min / median. 3. tanh's exp path alone (vmath.ts `vtanhLarge`, with its
+ * trimmed exp) against the same formula over the generic `vexp`, over 1M arguments in [-4, 4],
+ * ns per element, min / median.
+ * Env: LOOP_BENCH_ROUNDS (default 30), LOOP_BENCH_WALKS (default `inline,call,defer`),
+ * LOOP_BENCH_PARTS (default `1,2,3`).
  */
 import { type Array, np, systolic, tree, withBackend } from '@tpukit/core';
 import { type Compiled, jit, lower, profile, setKernelThreads, setPipelineOptions } from '@tpukit/xla-lite';
 import { setTanhWalks, type TanhWalks } from '@tpukit/xla-lite/internal';
+import { wasm } from '@tpukit/core/internal';
+import { type E, VecBuilder } from '../packages/xla-lite/src/wasm/vecBuilder';
+import { vexp, vtanhLarge } from '../packages/xla-lite/src/wasm/vmath';
 import { loadAndTime, median } from './timing';
 
 const ROUNDS = Number(process.env.LOOP_BENCH_ROUNDS ?? 30);
@@ -65,6 +71,48 @@ function gptShapes(): Record<string, number[]> {
   return s;
 }
 
+/** Part 3: the exp path of tanh, trimmed against generic, in one module over the same arguments. */
+function expPath(): void {
+  const PAGES = 160;
+  const mem = new wasm.WA.Memory({ initial: PAGES });
+  const m = new wasm.ModuleBuilder();
+  m.importMemory('env', 'mem', { initial: PAGES });
+  const SIGN = 0x80000000 | 0;
+  const fns: Record<string, (b: VecBuilder, x: E) => E> = {
+    trimmed: (b, x) => vtanhLarge(b, x),
+    generic: (b, x0) => {
+      const x = b.let(x0);
+      const s = vexp(b, b.add(b.abs(x), b.abs(x)), false);
+      return b.let(b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN))));
+    },
+  };
+  const n = 1 << 20;
+  for (const [name, fn] of Object.entries(fns))
+    m.addFunction(name, ['i32'], [], (f) => {
+      const b = new VecBuilder(f);
+      const p = f.local('i32');
+      f.i32Const(0).set(p);
+      f.block().loop();
+      f.get(p).get(0).op(wasm.OP.i32_ge_u).brIf(1);
+      f.get(p);
+      fn(b, () => void f.get(p).simdMem(wasm.SIMD.v128_load, 4 * n))();
+      f.simdMem(wasm.SIMD.v128_store);
+      f.get(p).i32Const(16).op(wasm.OP.i32_add).set(p).br(0);
+      f.end().end();
+    });
+  const inst = new wasm.WA.Instance(new wasm.WA.Module(m.toBytes()), { env: { mem } });
+  new Float32Array(mem.buffer, 4 * n, n).set(normal(n, 9, 2));
+  const times = new Map<string, number[]>();
+  for (let r = -WARMUP; r < ROUNDS; r++)
+    for (const name of Object.keys(fns)) {
+      const t0 = performance.now();
+      (inst.exports[name] as (bytes: number) => void)(4 * n);
+      const ns = ((performance.now() - t0) * 1e6) / n;
+      if (r >= 0) times.set(name, [...(times.get(name) ?? []), ns]);
+    }
+  console.log(`3. tanh's exp path over 1M arguments (std 2), 1 thread, ns per element min / median: ${Object.keys(fns).map((k) => `${k} ${summary(times.get(k)!)}`).join('   ')}`);
+}
+
 const summary = (xs: number[]): string => `${Math.min(...xs).toFixed(3)} / ${median(xs).toFixed(3)}`;
 
 withBackend('systolic', () => {
@@ -94,7 +142,7 @@ withBackend('systolic', () => {
     return [np.multiply(h, 0.5), np.add(h, 1)].map((y) => np.matmul(y, v));
   })(spreads[0][1], b1, v8).compile();
   compiled.push(['no tanh', copy]);
-  const parts = process.env.LOOP_BENCH_PARTS ?? '1,2';
+  const parts = process.env.LOOP_BENCH_PARTS ?? '1,2,3';
   if (parts.includes('1')) {
   console.log('1. two-output tanh-GELU over [16,128,512], 1 thread, CPU ms per call min / median:');
   for (const [name, d] of spreads) {
@@ -108,6 +156,7 @@ withBackend('systolic', () => {
   }
 
   }
+  if (parts.includes('3')) expPath();
   if (!parts.includes('2')) return;
   // 2. Adam over the GPT's parameters, donated state (p, m, v stay in the arena between calls, as in the step).
   const shapes = gptShapes();
