@@ -40,6 +40,8 @@
  * expensive instructions, 25 by default; with TPUKIT_GEMM_PHASES=1 also the GEMM's packing / kernel / sink ms per step by
  * product shape, core's phase timer); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`);
+ * GPT_BENCH_LOOPS_AB=1 adds "tpukit Nt step loops-off" peers compiled with horizontal loop fusion off and
+ * tanh's 'call' walks (the loop kernels as before BENCHMARKS.md's "loops17"), for an in-process A/B.
  * GPT_BENCH_BANDED=1 adds "tpukit Nt banded" peers whose dot epilogues run per finished band of
  * the dot's rows instead of as a second pass after the product (xla-lite's `setEpilogueBands`).
  * GPT_BENCH_DONATE_ADAM=1 jits the two-program trainers' Adam with its state donated
@@ -68,8 +70,8 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
-import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
-import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf } from '@tpukit/xla-lite/internal';
+import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setPipelineOptions, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
+import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf, setTanhWalks } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { envNumber, gemmKernelChoice, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
@@ -316,7 +318,7 @@ function tStep(p: TParams, opt: TOpt, batch: { x: Array; y: Array }, lrt: Array)
  * tpukit's trainer. `fused`: the step is one jitted function (`tStep`, donated state); otherwise
  * `jit(valueAndGrad(loss))` plus a jitted Adam, two programs per step.
  */
-function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false, banded = false): Trainer {
+function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false, banded = false, loopsOff = false): Trainer {
   return withBackend('systolic', () => {
     let p: TParams = {};
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
@@ -330,7 +332,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
     const ys = data.map((d) => np.array(d.y).reshape([B, T]));
     let t = 0;
     const trainer: Trainer = {
-      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}${banded ? ' banded' : ''}`,
+      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}${banded ? ' banded' : ''}${loopsOff ? ' loops-off' : ''}`,
       prepare() {
         systolic.setNumThreads(threads);
         withBackend('systolic', () => np.matmul(warm, np.transpose(warm)).dataSync());
@@ -340,23 +342,34 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
         // (Read when the programs compile, at the first call.)
         setZeroCopyDots(!copies && ZERO_COPY);
         setEpilogueBands(banded || BANDS);
+        if (loopsOff) {
+          setPipelineOptions({ horizontalLoops: false });
+          setTanhWalks('call');
+        }
         let loss = NaN;
-        withBackend('systolic', () => {
-          for (let s = 0; s < n; s++) {
-            const x = xs[(from + s) % xs.length];
-            const y = ys[(from + s) % ys.length];
-            let l: Array;
-            if (fused) [l, p, opt] = step(p, opt, { x, y }, np.array(stepSize(++t)));
-            else {
-              let g: TParams;
-              [l, g] = vg(p, x, y) as [Array, TParams];
-              const [p2, m2, v2] = adam(p, opt.m, opt.v, g, np.array(stepSize(++t)));
-              p = p2;
-              opt = { m: m2, v: v2 };
+        try {
+          withBackend('systolic', () => {
+            for (let s = 0; s < n; s++) {
+              const x = xs[(from + s) % xs.length];
+              const y = ys[(from + s) % ys.length];
+              let l: Array;
+              if (fused) [l, p, opt] = step(p, opt, { x, y }, np.array(stepSize(++t)));
+              else {
+                let g: TParams;
+                [l, g] = vg(p, x, y) as [Array, TParams];
+                const [p2, m2, v2] = adam(p, opt.m, opt.v, g, np.array(stepSize(++t)));
+                p = p2;
+                opt = { m: m2, v: v2 };
+              }
+              loss = l.item() as number;
             }
-            loss = l.item() as number;
+          });
+        } finally {
+          if (loopsOff) {
+            setPipelineOptions({});
+            setTanhWalks(null);
           }
-        });
+        }
         return loss;
       },
     };
@@ -572,6 +585,8 @@ async function main(): Promise<void> {
   // GPT_BENCH_COPIES=1 adds peers with zero-copy dots off (arena copies; issue 14's A/B).
   if (process.env.GPT_BENCH_COPIES === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t`)) trainers.push(tpukitTrainer(host, data, th, false, true));
   // GPT_BENCH_BANDED=1 adds peers whose dot epilogues run per finished band of rows (issue 14's A/B of banded epilogues).
+  // GPT_BENCH_LOOPS_AB=1 adds one-executable step peers compiled without loops17's changes (horizontal loop fusion off, tanh's 'call' walks).
+  if (process.env.GPT_BENCH_LOOPS_AB === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t step`)) trainers.push(tpukitTrainer(host, data, th, true, false, false, true));
   if (process.env.GPT_BENCH_BANDED === '1') for (const th of cores >= 2 ? [1, 2] : [1]) for (const fused of [false, true]) if (keep(`tpukit ${th}t${fused ? ' step' : ''}`)) trainers.push(tpukitTrainer(host, data, th, fused, false, true));
   const jx = keep('jax-js 1t') ? await jaxjsTrainer(host, data) : null;
   if (jx) trainers.push(jx);

@@ -18,9 +18,11 @@
  * float32 of the same shape, read through get-tuple-elements when a tuple. Two merge when neither
  * depends on the other and no instruction between them has an effect; the merged fusion takes the
  * later one's place (the computation is then re-sorted topologically). Merging stops for a
- * fusion once its work reaches the threshold or it has `MAX_HORIZONTAL_OUTPUTS` outputs (every
- * output is one more memory stream of the walk). Pipeline option `horizontalLoops` (default
- * true; env TPUKIT_HORIZONTAL_LOOPS=0 off).
+ * fusion once its work reaches the threshold or it has `MAX_HORIZONTAL_OUTPUTS` outputs (the
+ * kernel's code grows with every member). The kernel walks each member's columns in turn per
+ * work item (`loopKernel.ts`): one walk over all members at once interleaved 7 memory streams
+ * per Adam member and ran 1.7x slower at 4 members (BENCHMARKS.md, "loops17"). Pipeline option
+ * `horizontalLoops` (default true; env TPUKIT_HORIZONTAL_LOOPS=0 off).
  */
 import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule } from '../hlo';
@@ -29,7 +31,7 @@ import { getParallelWork } from '../wasm/fusionPlan';
 import { fusedComputationName } from './fusion';
 
 /** Most outputs of a horizontally merged fusion. */
-export const MAX_HORIZONTAL_OUTPUTS = 24;
+export const MAX_HORIZONTAL_OUTPUTS = 48;
 
 /** The loop shape key of a mergeable member (`128,512`), or null. */
 function memberKey(f: HloInstruction, users: Map<HloInstruction, (HloInstruction | null)[]>): string | null {
