@@ -389,7 +389,10 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
     if (process.env.GPT_BENCH_HLO) writeFileSync(process.env.GPT_BENCH_HLO, compiled.asText());
     if (process.env.GPT_BENCH_STEP_HLO) {
       const opt: TOpt = { m: tree.map((a: Array) => np.zerosLike(a), p) as TParams, v: tree.map((a: Array) => np.zerosLike(a), p) as TParams };
-      writeFileSync(process.env.GPT_BENCH_STEP_HLO, jit(tStep, { donateArgnums: [0, 1] }).lower(p, opt, { x, y: x }, np.array(stepSize(1))).compile().asText());
+      const stepCompiled = jit(tStep, { donateArgnums: [0, 1] }).lower(p, opt, { x, y: x }, np.array(stepSize(1))).compile();
+      writeFileSync(process.env.GPT_BENCH_STEP_HLO, stepCompiled.asText());
+      // (the text is the module before horizontal loop fusion, which only the executable sees)
+      console.log(`  step: ${stepCompiled.passStats.horizontalLoops} horizontal loop merges, ${stepCompiled.module.entry.instructions.filter((i) => i.opcode === 'fusion' && (i.params as { kind?: string }).kind === 'kLoop').length} loop fusions run`);
     }
     if (process.env.GPT_BENCH_STABLEHLO) writeFileSync(process.env.GPT_BENCH_STABLEHLO, compiled.asStableHlo());
     if (process.env.GPT_BENCH_TRAFFIC === '1') {

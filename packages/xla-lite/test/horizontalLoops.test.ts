@@ -72,6 +72,29 @@ describe('horizontal loop fusion', () => {
     for (const f of loops(on)) expect(f.shapes.every((s) => s.shape.join() === f.shapes[0].shape.join())).toBe(true);
   });
 
+  it('exports (HLO text, StableHLO) the module as it was before the merges', () => {
+    const shapes: Record<string, number[]> = { a: [7], b: [7], c: [33, 5], d: [33, 5] };
+    const leaves = (s: number): Leaves => Object.fromEntries(Object.entries(shapes).map(([k, sh], j) => [k, data(sh, s * 10 + j)]));
+    const args = [leaves(1), leaves(2), tree.map((x: Array) => np.abs(x), leaves(3)) as Leaves, leaves(4), np.array(0.01, 'float32')];
+    const on = lowerAll(adam, args).compile();
+    const off = lowerAll(adam, args).compile({ horizontalLoops: false });
+    expect(on.passStats.horizontalLoops).toBe(2);
+    expect(loops(on).length).toBeLessThan(loops(off).length);
+    // (fusion names come from a global counter: compare with the numbers out)
+    const norm = (t: string): string => t.replace(/\.\d+/g, '.N');
+    expect(norm(on.asText())).toBe(norm(off.asText()));
+    expect(norm(on.asStableHlo())).toBe(norm(off.asStableHlo()));
+  });
+
+  it('merges only results of the computation: fusions a later instruction reads keep their own kernels', () => {
+    const x = data([16, 16], 1);
+    const w = data([16, 16], 2);
+    const f = (a: Array, b: Array) => [1, 2, 3].map((k) => np.matmul(np.tanh(np.multiply(a, k)), b));
+    expect(lowerAll(f, [x, w]).compile().passStats.horizontalLoops).toBe(0);
+    const g = (a: Array) => [1, 2, 3].map((k) => np.tanh(np.multiply(a, k)));
+    expect(lowerAll(g, [x]).compile().passStats.horizontalLoops).toBe(2);
+  });
+
   it('merged members count as work: an update of small leaves crosses the pool threshold', () => {
     const n = 4096;
     const leaves = (s: number): Leaves => Object.fromEntries([0, 1, 2, 3].map((j) => [`w${j}`, data([n], s * 10 + j)]));

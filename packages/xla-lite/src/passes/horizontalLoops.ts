@@ -15,7 +15,9 @@
  *
  * Members: kLoop fusions with a wasm loop plan (`planFusion`) whose work is below the pool's
  * threshold (`getParallelWork`: larger ones already split over the pool), whose outputs are
- * float32 of the same shape, read through get-tuple-elements when a tuple. Two merge when neither
+ * float32 of the same shape and results of the computation only (an update's new state: live to
+ * the end anyway, where a merged fusion's outputs would otherwise hold arena memory that its
+ * members' results released after their last reader). Two merge when neither
  * depends on the other and no instruction between them has an effect; the merged fusion takes the
  * later one's place (the computation is then re-sorted topologically). Merging stops for a
  * fusion once its work reaches the threshold or it has `MAX_HORIZONTAL_OUTPUTS` outputs (the
@@ -28,6 +30,7 @@ import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule } from '../hlo';
 import { planFusion } from '../wasm/emitKernel';
 import { getParallelWork } from '../wasm/fusionPlan';
+import { setExportView, snapshotOf } from './exportView';
 import { fusedComputationName } from './fusion';
 
 /** Most outputs of a horizontally merged fusion. */
@@ -38,9 +41,13 @@ function memberKey(f: HloInstruction, users: Map<HloInstruction, (HloInstruction
   if (f.opcode !== 'fusion' || (f.params as { kind?: string }).kind !== 'kLoop') return null;
   const shapes = f.shapes;
   if (!shapes.every((s) => s.dtype === 'float32' && !s.weakType && s.shape.join() === shapes[0].shape.join())) return null;
-  // (a dead fusion, which the pipeline's last DCE drops, would come back to life in a merge)
+  // Results of the computation only (read by its outputs, through get-tuple-elements when a
+  // tuple): live to the end anyway, so the merged fusion's outputs, each in an arena region of
+  // its own (wasm/program.ts), hold no memory longer than the members' did. (A dead fusion
+  // would come back to life in a merge.)
   const us = users.get(f)!;
-  if (us.length === 0 || (f.isTuple && !us.every((u) => u !== null && u.opcode === 'get-tuple-element' && users.get(u)!.length > 0))) return null;
+  const results = (xs: (HloInstruction | null)[]): boolean => xs.length > 0 && xs.every((u) => u === null);
+  if (f.isTuple ? !(us.length > 0 && us.every((u) => u !== null && u.opcode === 'get-tuple-element' && results(users.get(u)!))) : !results(us)) return null;
   const plan = planFusion(f.called[0]);
   if (plan === null || plan.kind !== 'loop' || plan.work >= getParallelWork()) return null;
   return shapes[0].shape.join();
@@ -49,12 +56,18 @@ function memberKey(f: HloInstruction, users: Map<HloInstruction, (HloInstruction
 /** Merges horizontal loop fusions of `c` (see the module comment); returns the number of merges (each removes one fusion). */
 export function fuseHorizontalLoops(c: HloComputation, mod?: HloModule): number {
   let merged = 0;
+  let before: HloComputation | null = null;
   for (;;) {
     const pair = findPair(c);
-    if (!pair) return merged;
+    if (!pair) break;
+    before ??= snapshotOf(c);
     splice(c, pair[0], pair[1], pair[2], mod);
     merged++;
   }
+  // The exporters print the computation as it was (passes/exportView.ts): the merge is this
+  // executable's schedule, and the exported optimised module stays the one XLA was checked on.
+  if (before !== null) setExportView(c, before);
+  return merged;
 }
 
 function findPair(c: HloComputation): [HloInstruction, HloInstruction, { body: HloComputation; externals: HloInstruction[] }] | null {

@@ -9,8 +9,17 @@
  * calling a function of the module for the exp path (1.29 ns there), one with it inline (as
  * fast as before where most vectors take it; the call costs ~1 ns per element more then).
  * Each item takes the call walk unless at least 1/8 of the previous item's vectors took the
- * exp path (the first item of a call takes the call walk). Both compute the same operations,
- * so the values do not depend on the walk, and so not on the thread split either.
+ * exp path (the first item of a call takes the call walk). With `opts.tanh.defer` (the default,
+ * `TanhWalks` in emitKernel.ts) an item the 1/8 rule does not send inline is first walked with
+ * no branch at all: the polynomial is the value, and a mask of the lanes with |x| < 0.625 is
+ * ANDed over the item; if a lane failed it, the item is computed again by the call walk (only
+ * in kernels whose outputs overlap no input). The GPT's GELU arguments are small: the defer walk
+ * took it to within ~0.1-0.2 ms per call of a kernel of the same traffic without tanh
+ * (BENCHMARKS.md, "loops17"). Every walk computes the same operations, so the values do not
+ * depend on the walk, and so not on the thread split either.
+ *
+ * Outputs that share no computed value (`outputGroupsOf`: a horizontal merge's members,
+ * passes/horizontalLoops.ts) are walked one group after another within each item.
  */
 import { wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
