@@ -10,7 +10,7 @@ export { cacheKey } from './diskCache';
 export { envDefaults } from './compiled';
 export { buildExecutable } from './executable';
 export { setResidentDonation } from './wasm/program';
-export { setOutOfLineTanh, setTanhWalks, type TanhWalks } from './wasm/emitKernel';
+export { setTanhWalks, type TanhWalks } from './wasm/emitKernel';
 export { bytesOf, HloComputation, HloInstruction, HloModule, makeInstruction, numel } from './hlo';
 export { compileFusionKernel } from './js/fusionKernels';
 export { compileKernel, type FusedKernel, kernelSource } from './js/kernel';

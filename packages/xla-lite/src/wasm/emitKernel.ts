@@ -102,11 +102,6 @@ export function setTanhWalks(w: TanhWalks | null): void {
   tanhWalks = w ?? envTanhWalks();
 }
 
-/** Whether loop kernels with tanh may take its exp path by a call (false: 'inline'; true: the environment's choice of 'call' or 'defer'). */
-export function setOutOfLineTanh(on: boolean): void {
-  tanhWalks = on ? (envTanhWalks() === 'inline' ? 'call' : envTanhWalks()) : 'inline';
-}
-
 /** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
 export const ROW_SCRATCH_THREADS = 16;
 /** ...and fewer when their scratch would pass this many bytes (very long rows), at least one. */
