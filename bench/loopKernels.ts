@@ -6,15 +6,15 @@
  * and std 2 (nearly all do), per tanh code path (`setTanhWalks`), against a kernel of the same
  * traffic without tanh. CPU ms per call from xla-lite's profiler, min / median over interleaved
  * rounds, 1 thread. 2. The GPT step's Adam update (its 68 parameter tensors, donated p, m, v as
- * in the step) with horizontal loop fusion on and off, on 1 and 2 threads: wall and CPU ms of
- * the loop kernels per call, min / median. 3. tanh's exp path alone (vmath.ts `vtanhLarge`, with its
+ * in the step) with horizontal loop fusion on, on but every kernel kept on the calling thread
+ * ('horiz. 1t'), and off, on 1 and 2 threads: wall and CPU ms of the loop kernels per call, min / median. 3. tanh's exp path alone (vmath.ts `vtanhLarge`, with its
  * trimmed exp) against the same formula over the generic `vexp`, over 1M arguments in [-4, 4],
  * ns per element, min / median.
  * Env: LOOP_BENCH_ROUNDS (default 30), LOOP_BENCH_WALKS (default `inline,call,defer`),
  * LOOP_BENCH_PARTS (default `1,2,3`).
  */
 import { type Array, np, systolic, tree, withBackend } from '@tpukit/core';
-import { type Compiled, jit, lower, profile, setKernelThreads, setPipelineOptions } from '@tpukit/xla-lite';
+import { type Compiled, getParallelWork, jit, lower, profile, setKernelThreads, setParallelWork, setPipelineOptions } from '@tpukit/xla-lite';
 import { setTanhWalks, type TanhWalks } from '@tpukit/xla-lite/internal';
 import { wasm } from '@tpukit/core/internal';
 import { type E, VecBuilder } from '../packages/xla-lite/src/wasm/vecBuilder';
@@ -163,14 +163,17 @@ withBackend('systolic', () => {
   const leaves = (seed: number, s: number): Leaves => Object.fromEntries(Object.entries(shapes).map(([k, sh], j) => [k, np.array(normal(sh.reduce((a, b) => a * b, 1), seed * 100 + j, s), 'float32').reshape(sh)]));
   const g = leaves(4, 0.01);
   const lrt = np.array(1e-4, 'float32');
-  const variants = [true, false].map((on) => {
+  const work = getParallelWork();
+  const variants = (['horizontal', 'horiz. 1t', 'per leaf'] as const).map((name) => {
     const f = jit(adam, { donateArgnums: [0, 1, 2] });
     let state = [leaves(1, 0.02), leaves(2, 0.001), tree.map((x: Array) => np.abs(x), leaves(3, 1e-5)) as Leaves];
-    // (compiled at the first call, with the pass on or off)
-    setPipelineOptions({ horizontalLoops: on });
+    // (compiled at the first call: the pass on or off; 'horiz. 1t': merged kernels kept off the pool)
+    setPipelineOptions({ horizontalLoops: name !== 'per leaf' });
+    if (name === 'horiz. 1t') setParallelWork(2 ** 40);
     state = f(state[0], state[1], state[2], g, lrt) as Leaves[];
     setPipelineOptions({});
-    return { name: on ? 'horizontal' : 'per leaf', step: () => void (state = f(state[0], state[1], state[2], g, lrt) as Leaves[]) };
+    setParallelWork(work);
+    return { name, step: () => void (state = f(state[0], state[1], state[2], g, lrt) as Leaves[]) };
   });
   console.log('2. Adam over the GPT parameters (68 tensors, 842,496 values), loop kernels ms per call, wall min / median, CPU min / median:');
   for (const threads of [1, 2]) {

@@ -2,15 +2,16 @@
 // outputs have one shape become one multi-output loop fusion (the members' bodies copied
 // unchanged). Laws: the results are bit-identical to the unmerged program on the wasm and the
 // JavaScript kernels, on 1 and 2 threads; members never merge across shapes, with a fusion that
-// reads another's result, or past MAX_HORIZONTAL_OUTPUTS outputs; the merged kernel counts one
-// unit of work per member (`outputGroups`), so an optimizer update crosses the pool's threshold.
+// reads another's result, with one whose result a later instruction reads, or past
+// MAX_HORIZONTAL_OUTPUTS outputs; the kernel walks each member as one output group
+// (`outputGroupsOf`); the exported module is the one before the merges.
 import { type Array, np, tree } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Compiled, jit, type Lowered, setKernelThreads, setWasmKernels } from '../src/internal';
 import { MAX_HORIZONTAL_OUTPUTS } from '../src/passes/horizontalLoops';
 import { planFusion } from '../src/wasm/emitKernel';
-import { outputGroups } from '../src/wasm/loopKernel';
+import { outputGroupsOf } from '../src/wasm/loopKernel';
 import { getParallelWork, PARALLEL_WORK, setParallelWork } from '../src/wasm/fusionPlan';
 import { expectSameValues, unitHash } from './wasmCompare';
 
@@ -95,18 +96,20 @@ describe('horizontal loop fusion', () => {
     expect(lowerAll(g, [x]).compile().passStats.horizontalLoops).toBe(2);
   });
 
-  it('merged members count as work: an update of small leaves crosses the pool threshold', () => {
+  it("a merged kernel walks each member's outputs as a group, and its work is its loop's (the calling thread's, as its members')", () => {
     const n = 4096;
     const leaves = (s: number): Leaves => Object.fromEntries([0, 1, 2, 3].map((j) => [`w${j}`, data([n], s * 10 + j)]));
     const args = [leaves(1), leaves(2), tree.map((x: Array) => np.abs(x), leaves(3)) as Leaves, leaves(4), np.array(0.01, 'float32')];
     const on = lowerAll(adam, args).compile();
     const merged = loops(on).find((f) => f.shapes.length === 12)!;
     expect(merged).toBeDefined();
-    expect(outputGroups(merged.called[0])).toBe(4);
-    expect(planFusion(merged.called[0])!.work).toBe(4 * n);
-    // A fusion's own outputs are one group (m2 feeds p2 in each member).
+    // Each member's p', m', v' (m' feeds p' inside the member): 4 groups of 3, in member order.
+    expect(outputGroupsOf(merged.called[0]).map((g) => g.length)).toEqual([3, 3, 3, 3]);
+    expect(outputGroupsOf(merged.called[0]).flat()).toEqual([...globalThis.Array(12).keys()]);
+    expect(planFusion(merged.called[0])!.work).toBe(n);
+    // A fusion's own outputs are one group.
     const off = lowerAll(adam, args).compile({ horizontalLoops: false });
-    for (const f of loops(off)) expect(outputGroups(f.called[0])).toBe(1);
+    for (const f of loops(off)) expect(outputGroupsOf(f.called[0])).toHaveLength(1);
   });
 
   it('never merges a fusion with one that reads its result, fusions of different shapes, or past MAX_HORIZONTAL_OUTPUTS outputs', () => {

@@ -2,12 +2,13 @@
  * Horizontal loop fusion (XLA's HorizontalLoopFusion, in the simple form this IR allows): small
  * independent kLoop fusions whose outputs are all float32 of ONE shape become one multi-output
  * kLoop fusion, its body the members' bodies copied unchanged side by side (parameters shared
- * where they read the same array). The wasm kernel then walks the loop shape once, computing
- * every member's outputs at each position: one launch instead of one per member, and a kernel
- * large enough to split over the kernel pool (a merged body counts one unit of work per member
- * and element, `planFusion`), where each member alone ran on the calling thread. The target is
- * an optimizer update: the GPT step's Adam is one 3-output fusion per parameter tensor (68 of
- * them, [128] to [512,128], all at the end of the step), each below the pool's work threshold.
+ * where they read the same array). The wasm kernel walks each member's columns in turn per work
+ * item: one launch instead of one per member. The target is an optimizer update: the GPT step's
+ * Adam is one 3-output fusion per parameter tensor (68 of them, [128] to [512,128], all at the
+ * end of the step), each below the pool's work threshold. A merged kernel's work is its loop's,
+ * as for any fusion (`planFusion`), so the merges run on the calling thread as their members
+ * did: counting each member's work put the larger merges on the kernel pool, which measured
+ * slower on two threads (BENCHMARKS.md, "loops17", on a loaded machine).
  *
  * The same bits: each output is computed by its own member's element code, unchanged (the
  * relaxed-madd contraction in `emitExpr.ts` looks at uses inside that code only), at the same
@@ -17,13 +18,14 @@
  * threshold (`getParallelWork`: larger ones already split over the pool), whose outputs are
  * float32 of the same shape and results of the computation only (an update's new state: live to
  * the end anyway, where a merged fusion's outputs would otherwise hold arena memory that its
- * members' results released after their last reader). Two merge when neither
- * depends on the other and no instruction between them has an effect; the merged fusion takes the
- * later one's place (the computation is then re-sorted topologically). Merging stops for a
- * fusion once its work reaches the threshold or it has `MAX_HORIZONTAL_OUTPUTS` outputs (the
- * kernel's code grows with every member). The kernel walks each member's columns in turn per
- * work item (`loopKernel.ts`): one walk over all members at once interleaved 7 memory streams
- * per Adam member and ran 1.7x slower at 4 members (BENCHMARKS.md, "loops17"). Pipeline option
+ * members' results released after their last reader). Two merge when neither depends on the
+ * other and no instruction between them has an effect; the merged fusion takes the later one's
+ * place (the computation is then re-sorted topologically), up to `MAX_HORIZONTAL_OUTPUTS`
+ * outputs (the kernel's code grows with every member). The kernel walks each member's columns
+ * in turn per work item (`loopKernel.ts`): one walk over all members at once interleaved 7
+ * memory streams per Adam member and ran 1.7x slower at 4 members (BENCHMARKS.md, "loops17").
+ * The HLO text and StableHLO exporters print the computation as it was before the merges
+ * (`exportViewOf`): the same exported module with and without them. Pipeline option
  * `horizontalLoops` (default true; env TPUKIT_HORIZONTAL_LOOPS=0 off).
  */
 import { hasEffect } from '../effects';

@@ -43,7 +43,7 @@ import { type Broadcast, COL_CHUNK, COL_ITEM, type FusionPlan, getParallelWork, 
 import { kernelScope } from './kernelScope';
 import { VecBuilder } from './vecBuilder';
 import { vtanhLarge } from './vmath';
-import { loopKernel, outputGroups } from './loopKernel';
+import { loopKernel } from './loopKernel';
 import { rowReduceKernel } from './rowReduceKernel';
 import { rowStructure } from './rowPlan';
 import { rowsKernel } from './rowsKernel';
@@ -179,7 +179,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const rows = shape.slice(0, d).reduce((a, b) => a * b, 1);
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
-  const weight = (1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length) * (kind === 'loop' ? outputGroups(body) : 1);
+  const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
   const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, side: false, sums: null, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);

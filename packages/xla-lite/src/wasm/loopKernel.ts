@@ -81,7 +81,7 @@ export function loopKernel(k: KernelScope): void {
  * The outputs of a loop body (their indices) in groups that share no computed value (parameters
  * and scalar broadcasts aside), in output order: one group for a fusion's own outputs, one per
  * member for a horizontal merge (passes/horizontalLoops.ts). A loop kernel walks each group's
- * columns in turn (`loopKernel.ts`), and counts each group's work.
+ * columns in turn.
  */
 export function outputGroupsOf(body: HloComputation): number[][] {
   const up = new Map<HloInstruction, HloInstruction>();
@@ -105,6 +105,3 @@ export function outputGroupsOf(body: HloComputation): number[][] {
   });
   return [...groups.values()];
 }
-
-/** The number of `outputGroupsOf(body)`. */
-export const outputGroups = (body: HloComputation): number => outputGroupsOf(body).length;
