@@ -29,7 +29,8 @@
  * framework and thread count (0: only the checks; before each timed round, untimed, a tpukit
  * trainer sets its thread count and wakes the GEMM's workers: switching from 1 to 2 threads
  * costs the next threaded matmul ~5-10 ms, which a training run never pays); GPT_BENCH_TORCH=0 skips PyTorch; GPT_BENCH_HLO=file
- * writes tpukit's optimised loss-and-gradient HLO there (GPT_BENCH_STABLEHLO=file: as StableHLO); TPUKIT_PROFILE=1 prints xla-lite's
+ * writes tpukit's optimised loss-and-gradient HLO there (GPT_BENCH_STABLEHLO=file: as StableHLO; GPT_BENCH_STEP_HLO=file: the
+ * one-executable step's, Adam included); TPUKIT_PROFILE=1 prints xla-lite's
  * per-instruction profile of one tpukit step per thread count after the timed rounds (and the
  * operand bytes staged / read in place / copied out of the arena in it, its CPU time by thread
  * group and the garbage-collection pauses that fell inside it; each trainer runs one untimed
@@ -39,6 +40,8 @@
  * expensive instructions, 25 by default; with TPUKIT_GEMM_PHASES=1 also the GEMM's packing / kernel / sink ms per step by
  * product shape, core's phase timer); GPT_BENCH_COPIES=1 adds
  * "tpukit Nt copies" peers built with zero-copy dots off (xla-lite's `setZeroCopyDots`);
+ * GPT_BENCH_LOOPS_AB=1 adds "tpukit Nt step loops-off" peers compiled with horizontal loop fusion off and
+ * tanh's 'call' walks (the loop kernels as before BENCHMARKS.md's "loops17"), for an in-process A/B.
  * GPT_BENCH_BANDED=1 adds "tpukit Nt banded" peers whose dot epilogues run per finished band of
  * the dot's rows instead of as a second pass after the product (xla-lite's `setEpilogueBands`).
  * GPT_BENCH_DONATE_ADAM=1 jits the two-program trainers' Adam with its state donated
@@ -67,8 +70,8 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
-import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
-import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf } from '@tpukit/xla-lite/internal';
+import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setPipelineOptions, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
+import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf, setTanhWalks } from '@tpukit/xla-lite/internal';
 import { rand } from './fixtures';
 import { envNumber, gemmKernelChoice, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
@@ -315,7 +318,7 @@ function tStep(p: TParams, opt: TOpt, batch: { x: Array; y: Array }, lrt: Array)
  * tpukit's trainer. `fused`: the step is one jitted function (`tStep`, donated state); otherwise
  * `jit(valueAndGrad(loss))` plus a jitted Adam, two programs per step.
  */
-function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false, banded = false): Trainer {
+function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeof batches>, threads: number, fused: boolean, copies = false, banded = false, loopsOff = false): Trainer {
   return withBackend('systolic', () => {
     let p: TParams = {};
     for (const [k, v] of Object.entries(host.values)) p[k] = np.array(v.slice()).reshape(host.shapes[k]);
@@ -329,7 +332,7 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
     const ys = data.map((d) => np.array(d.y).reshape([B, T]));
     let t = 0;
     const trainer: Trainer = {
-      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}${banded ? ' banded' : ''}`,
+      name: `tpukit ${threads}t${fused ? ' step' : ''}${copies ? ' copies' : ''}${banded ? ' banded' : ''}${loopsOff ? ' loops-off' : ''}`,
       prepare() {
         systolic.setNumThreads(threads);
         withBackend('systolic', () => np.matmul(warm, np.transpose(warm)).dataSync());
@@ -339,23 +342,34 @@ function tpukitTrainer(host: ReturnType<typeof initHost>, data: ReturnType<typeo
         // (Read when the programs compile, at the first call.)
         setZeroCopyDots(!copies && ZERO_COPY);
         setEpilogueBands(banded || BANDS);
+        if (loopsOff) {
+          setPipelineOptions({ horizontalLoops: false });
+          setTanhWalks('call');
+        }
         let loss = NaN;
-        withBackend('systolic', () => {
-          for (let s = 0; s < n; s++) {
-            const x = xs[(from + s) % xs.length];
-            const y = ys[(from + s) % ys.length];
-            let l: Array;
-            if (fused) [l, p, opt] = step(p, opt, { x, y }, np.array(stepSize(++t)));
-            else {
-              let g: TParams;
-              [l, g] = vg(p, x, y) as [Array, TParams];
-              const [p2, m2, v2] = adam(p, opt.m, opt.v, g, np.array(stepSize(++t)));
-              p = p2;
-              opt = { m: m2, v: v2 };
+        try {
+          withBackend('systolic', () => {
+            for (let s = 0; s < n; s++) {
+              const x = xs[(from + s) % xs.length];
+              const y = ys[(from + s) % ys.length];
+              let l: Array;
+              if (fused) [l, p, opt] = step(p, opt, { x, y }, np.array(stepSize(++t)));
+              else {
+                let g: TParams;
+                [l, g] = vg(p, x, y) as [Array, TParams];
+                const [p2, m2, v2] = adam(p, opt.m, opt.v, g, np.array(stepSize(++t)));
+                p = p2;
+                opt = { m: m2, v: v2 };
+              }
+              loss = l.item() as number;
             }
-            loss = l.item() as number;
+          });
+        } finally {
+          if (loopsOff) {
+            setPipelineOptions({});
+            setTanhWalks(null);
           }
-        });
+        }
         return loss;
       },
     };
@@ -373,6 +387,13 @@ function checkModel(host: ReturnType<typeof initHost>, data: ReturnType<typeof b
     const x = np.array(data[0].x).reshape([B, T]);
     const compiled = jit(valueAndGrad(tLoss)).lower(p, x, x).compile();
     if (process.env.GPT_BENCH_HLO) writeFileSync(process.env.GPT_BENCH_HLO, compiled.asText());
+    if (process.env.GPT_BENCH_STEP_HLO) {
+      const opt: TOpt = { m: tree.map((a: Array) => np.zerosLike(a), p) as TParams, v: tree.map((a: Array) => np.zerosLike(a), p) as TParams };
+      const stepCompiled = jit(tStep, { donateArgnums: [0, 1] }).lower(p, opt, { x, y: x }, np.array(stepSize(1))).compile();
+      writeFileSync(process.env.GPT_BENCH_STEP_HLO, stepCompiled.asText());
+      // (the text is the module before horizontal loop fusion, which only the executable sees)
+      console.log(`  step: ${stepCompiled.passStats.horizontalLoops} horizontal loop merges, ${stepCompiled.module.entry.instructions.filter((i) => i.opcode === 'fusion' && (i.params as { kind?: string }).kind === 'kLoop').length} loop fusions run`);
+    }
     if (process.env.GPT_BENCH_STABLEHLO) writeFileSync(process.env.GPT_BENCH_STABLEHLO, compiled.asStableHlo());
     if (process.env.GPT_BENCH_TRAFFIC === '1') {
       const shape = (i: HloInstruction): string => `${i.operands.map((o) => `[${o.shape.shape.join(',')}]`).join('x')}->[${i.shape.shape.join(',')}]`;
@@ -567,6 +588,8 @@ async function main(): Promise<void> {
   // GPT_BENCH_COPIES=1 adds peers with zero-copy dots off (arena copies; issue 14's A/B).
   if (process.env.GPT_BENCH_COPIES === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t`)) trainers.push(tpukitTrainer(host, data, th, false, true));
   // GPT_BENCH_BANDED=1 adds peers whose dot epilogues run per finished band of rows (issue 14's A/B of banded epilogues).
+  // GPT_BENCH_LOOPS_AB=1 adds one-executable step peers compiled without loops17's changes (horizontal loop fusion off, tanh's 'call' walks).
+  if (process.env.GPT_BENCH_LOOPS_AB === '1') for (const th of cores >= 2 ? [1, 2] : [1]) if (keep(`tpukit ${th}t step`)) trainers.push(tpukitTrainer(host, data, th, true, false, false, true));
   if (process.env.GPT_BENCH_BANDED === '1') for (const th of cores >= 2 ? [1, 2] : [1]) for (const fused of [false, true]) if (keep(`tpukit ${th}t${fused ? ' step' : ''}`)) trainers.push(tpukitTrainer(host, data, th, fused, false, true));
   const jx = keep('jax-js 1t') ? await jaxjsTrainer(host, data) : null;
   if (jx) trainers.push(jx);

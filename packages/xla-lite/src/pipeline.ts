@@ -4,7 +4,8 @@
  * the simplification passes again); one-hot dots as gathers / segment sums (then simplification
  * again); explicit layout copies where a dot still needs one;
  * row fusion (softmax/norm patterns, kRow), elementwise fusion (kLoop/kInput), dot epilogue
- * fusion (kOutput), sibling multi-output fusion of column reductions, then DCE once more, and
+ * fusion (kOutput), sibling multi-output fusion of column reductions, horizontal fusion of small
+ * loop fusions of one shape, then DCE once more, and
  * last dot groups (independent dots recorded as groups, each run as one GEMM pool job at its last
  * member; the instruction order is unchanged). Passes run on the
  * entry computation (sub-computations of control flow execute through their core primitive,
@@ -22,6 +23,7 @@ import { fuseDotEpilogues } from './passes/outputFusion';
 import { rewriteOneHotDots } from './passes/oneHotDot';
 import { fuseRows } from './passes/rowFusion';
 import { fuseSiblingReductions } from './passes/siblingFusion';
+import { fuseHorizontalLoops } from './passes/horizontalLoops';
 import { groupDots } from './passes/dotGroups';
 
 export interface PipelineOptions {
@@ -73,6 +75,13 @@ export interface PipelineOptions {
    */
   horizontalSums?: boolean;
   /**
+   * Merge small independent loop fusions whose outputs have one shape into one multi-output
+   * loop fusion (passes/horizontalLoops.ts: one kernel launch, large enough for the kernel pool;
+   * default true; needs `fuse`; `jit` and `Lowered.compile()` default to false when the
+   * environment sets TPUKIT_HORIZONTAL_LOOPS=0).
+   */
+  horizontalLoops?: boolean;
+  /**
    * Record groups of independent dots and run each group at
    * its last member with one core `evalDotsInto` call (passes/dotGroups.ts; default true; `jit` and `Lowered.compile()` default to false when
    * the environment sets TPUKIT_DOT_GROUPS=0). Runs last, on the final schedule.
@@ -90,9 +99,9 @@ export interface PipelineOptions {
   asyncDotGroups?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'dotGroups', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'horizontalLoops' | 'dotGroups', number>;
 
-export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0, dotGroups: 0 });
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0, horizontalLoops: 0, dotGroups: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
@@ -141,6 +150,11 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
     stats.fusion = fuseElementwise(c, mod, opts.minFusionSize ?? 1, opts.rematerialize ?? true);
     if (opts.outputFusion !== false) stats.outputFusion = fuseDotEpilogues(c, mod);
     if (opts.siblingFusion !== false) stats.siblingFusion = fuseSiblingReductions(c, mod, opts.horizontalSums !== false);
+    if (opts.horizontalLoops !== false) {
+      // (the fusions earlier passes left without readers go first: a merge would keep them)
+      stats.dce += dce(c);
+      stats.horizontalLoops = fuseHorizontalLoops(c, mod);
+    }
     stats.dce += dce(c);
   }
   if (opts.dotGroups !== false) stats.dotGroups = groupDots(c, opts.asyncDotGroups !== false);

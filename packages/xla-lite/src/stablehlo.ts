@@ -29,6 +29,7 @@ import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
 import { getPrimitive, operandPrecisions } from '@tpukit/core/internal';
 import { exportOrderOf } from './passes/dotGroups';
+import { exportViewOf } from './passes/exportView';
 import { expandForExport, hasExpansion } from './passes/exportExpansion';
 
 const ELT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 'i32', uint32: 'ui32', int8: 'i8', uint8: 'ui8', bool: 'i1' };
@@ -795,7 +796,9 @@ export interface StableHloShardings {
 
 const shardingAttr = (s: string | undefined): string => (s === undefined ? '' : ` {mhlo.sharding = ${JSON.stringify(s)}}`);
 
-function funcText(c: HloComputation, name: string, sh: StableHloShardings | null, consts: readonly Array[]): string {
+function funcText(c0: HloComputation, name: string, sh: StableHloShardings | null, consts: readonly Array[]): string {
+  // (the computation as the exporters see it: before horizontal loop fusion, passes/exportView.ts)
+  const c = exportViewOf(c0);
   const e = new Emitter('    ');
   // Hoisted constants (the leading parameters) become constants; the arguments are renumbered.
   consts.forEach((v, k) => {

@@ -9,6 +9,7 @@ import type { ShapedArray } from '@tpukit/core/internal';
 import type { HloComputation, HloInstruction, HloModule } from './hlo';
 import { operandPrecisions } from '@tpukit/core/internal';
 import { exportOrderOf } from './passes/dotGroups';
+import { exportViewOf } from './passes/exportView';
 import { shardingAttrs, spmdAttrs } from './spmd/text';
 
 const SHORT: Record<string, string> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16', int32: 's32', uint32: 'u32', int8: 's8', uint8: 'u8', bool: 'pred' };
@@ -116,7 +117,8 @@ function instructionText(i: HloInstruction, root: boolean): string {
   return `  ${root ? 'ROOT ' : ''}%${instName(i)} = ${ty} ${body}${a.length ? ', ' + a.join(', ') : ''}`;
 }
 
-export function computationText(c: HloComputation, entry: boolean): string {
+export function computationText(c0: HloComputation, entry: boolean): string {
+  const c = exportViewOf(c0);
   const sig = `(${c.params.map((p) => `${instName(p)}: ${hloType(p.shape, p.layout)}`).join(', ')}) -> ${tupleType(c.outputs.map((o) => o.shape))}`;
   const lines = [`${entry ? 'ENTRY ' : ''}%${c.name} ${sig} {`];
   for (const i of exportOrderOf(c)) lines.push(instructionText(i, false));
@@ -133,7 +135,7 @@ export function moduleText(m: HloModule): string {
   const visit = (c: HloComputation): void => {
     if (seen.has(c)) return;
     seen.add(c);
-    for (const i of exportOrderOf(c)) for (const s of i.called) visit(s);
+    for (const i of exportOrderOf(exportViewOf(c))) for (const s of i.called) visit(s);
     comps.push(c);
   };
   visit(m.entry);

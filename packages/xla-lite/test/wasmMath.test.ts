@@ -5,7 +5,7 @@
 import { wasm } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from '../src/wasm/vmath';
+import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh, vtanhLarge } from '../src/wasm/vmath';
 import { VecBuilder, type E } from '../src/wasm/vecBuilder';
 
 type Fn = (b: VecBuilder, host: HostMath, x: E) => E;
@@ -19,6 +19,13 @@ const FNS: Record<string, { fn: Fn; ref: (x: number) => number; ulps: number }> 
   sin: { fn: vsin, ref: Math.sin, ulps: 2 },
   cos: { fn: vcos, ref: Math.cos, ulps: 2 },
 };
+/** tanh's exp path as vmath.ts had it before `vexpTanh`: the generic `vexp` of 2|x| (no underflow guard). */
+const tanhLargeGeneric: Fn = (b, _h, x0) => {
+  const x = b.let(x0);
+  const s = vexp(b, b.add(b.abs(x), b.abs(x)), false);
+  return b.let(b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(0x80000000 | 0))));
+};
+const EXTRA: Record<string, Fn> = { tanhLarge: (b, _h, x) => vtanhLarge(b, x), tanhLargeGeneric };
 
 const PAGES = 64;
 const mem = new wasm.WA.Memory({ initial: PAGES });
@@ -27,7 +34,7 @@ const kernels: Record<string, (n: number) => void> = {};
   const m = new wasm.ModuleBuilder();
   m.importMemory('env', 'mem', { initial: PAGES });
   const host: HostMath = { sin: m.importFunction('env', 'sin', ['f64'], ['f64']), cos: m.importFunction('env', 'cos', ['f64'], ['f64']) };
-  for (const [name, { fn }] of Object.entries(FNS)) {
+  for (const [name, fn] of [...Object.entries(FNS).map(([k, v]): [string, Fn] => [k, v.fn]), ...Object.entries(EXTRA)]) {
     m.addFunction(name, ['i32'], [], (f) => {
       const b = new VecBuilder(f);
       const p = f.local('i32');
@@ -42,7 +49,7 @@ const kernels: Record<string, (n: number) => void> = {};
     });
   }
   const inst = new wasm.WA.Instance(new wasm.WA.Module(m.toBytes()), { env: { mem, sin: Math.sin, cos: Math.cos } });
-  for (const name of Object.keys(FNS)) kernels[name] = (n) => (inst.exports[name] as (b: number) => void)(n * 4);
+  for (const name of [...Object.keys(FNS), ...Object.keys(EXTRA)]) kernels[name] = (n) => (inst.exports[name] as (b: number) => void)(n * 4);
 }
 
 /** Applies the wasm function to every value of `xs`. */
@@ -125,5 +132,32 @@ describe('wasm vector math: float32 ulp bounds against Math.*', () => {
     expect(ulps(-0, 0)).toBe(0);
     expect(ulps(1e-45, -1e-45)).toBe(2);
     expect(ulps(NaN, 1)).toBe(Infinity);
+  });
+});
+
+describe("tanh's trimmed exp path (vmath.ts `vexpTanh`)", () => {
+  it('gives the generic formula, bit for bit, for every float32 exponent, both signs, 4096 mantissas each, and the specials', () => {
+    const u = new Uint32Array(256 * 4096 * 2 + SPECIALS.length);
+    let k = 0;
+    for (let e = 0; e < 256; e++)
+      for (let m = 0; m < 4096; m++) {
+        // Mantissas: the lowest and highest bits set in turn, spread over the whole range.
+        const mant = m === 4095 ? 0x7fffff : (m << 11) | ((m * 2654435761) >>> 21);
+        u[k++] = (e << 23) | mant;
+        u[k++] = 0x80000000 | (e << 23) | mant;
+      }
+    u.set(new Uint32Array(SPECIALS.buffer), k);
+    const xs = new Float32Array(u.buffer);
+    // (in parts: the test module's memory holds 4 MiB)
+    const part = (name: string): Uint32Array => {
+      const out = new Uint32Array(xs.length);
+      for (let at = 0; at < xs.length; at += 1 << 19) out.set(new Uint32Array(run(name, xs.subarray(at, at + (1 << 19))).buffer), at);
+      return out;
+    };
+    const got = part('tanhLarge');
+    const want = part('tanhLargeGeneric');
+    for (let i = 0; i < xs.length; i++) if (got[i] !== want[i]) expect(`${got[i].toString(16)} at x = ${xs[i]}`).toBe(`${want[i].toString(16)} at x = ${xs[i]}`);
+    // (the comparison sees the exp path's whole range: arguments up to 2|x| = 89 and past it)
+    expect(xs.some((x) => Math.abs(x) > 9.015 && Math.abs(x) < 44.5)).toBe(true);
   });
 });

@@ -39,7 +39,7 @@ import { reductionKey, sortedAxes } from '../passes/fusion';
 import { stridesOf } from '../js/kernel';
 import { columnReduceKernel } from './columnReduceKernel';
 import { type ExprOptions, POLYNOMIAL, wasmCovers } from './emitExpr';
-import { type Broadcast, COL_CHUNK, COL_ITEM, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit, type RowColumnSum } from './fusionPlan';
+import { type Broadcast, COL_CHUNK, COL_ITEM, type FusionPlan, getParallelWork, iotaPlaceable, type KernelAddresses, minIotaSplit, outputAddr, type RowColumnSum } from './fusionPlan';
 import { kernelScope } from './kernelScope';
 import { VecBuilder } from './vecBuilder';
 import { vtanhLarge } from './vmath';
@@ -82,14 +82,24 @@ export function colRowBlocks(K: number, items: number, work: number): number {
 }
 
 /**
- * Whether loop kernels with tanh may take its exp path by a call (`loopKernel.ts`; default on,
- * env `TPUKIT_TANH_CALL=0` off); applies to executables built afterwards. The same values
- * either way.
+ * How loop kernels with tanh walk its exp path (`loopKernel.ts`; the same values every way):
+ * 'inline' (a branch per vector around the inline exp path), 'call' (that branch calls a
+ * function of the module for it, or takes the inline walk after an item where many vectors
+ * needed it) and 'defer' (the default: items walk without any branch, computing only the
+ * polynomial and noting whether a lane needed the exp path, and an item where one did is
+ * computed again by the 'call' walk's rules; where an output overlaps an input, 'call').
+ * Env `TPUKIT_TANH_DEFER=0` gives 'call', and with `TPUKIT_TANH_CALL=0` too, 'inline'.
+ * Applies to executables built afterwards.
  */
-let outOfLineTanh = envSwitch('TPUKIT_TANH_CALL', true);
+export type TanhWalks = 'inline' | 'call' | 'defer';
 
-export function setOutOfLineTanh(on: boolean): void {
-  outOfLineTanh = on;
+const envTanhWalks = (): TanhWalks => (!envSwitch('TPUKIT_TANH_CALL', true) ? 'inline' : envSwitch('TPUKIT_TANH_DEFER', true) ? 'defer' : 'call');
+let tanhWalks: TanhWalks = envTanhWalks();
+
+/** Sets the loop kernels' tanh walks (`TanhWalks`); null restores the environment's choice. */
+export function setTanhWalks(w: TanhWalks | null): void {
+  if (w !== null && w !== 'inline' && w !== 'call' && w !== 'defer') throw new RangeError(`setTanhWalks: expected 'inline', 'call', 'defer' or null; got ${String(w)}`);
+  tanhWalks = w ?? envTanhWalks();
 }
 
 /** Threads a row kernel with scratch rows may use (each has its own scratch rows in the arena)... */
@@ -352,11 +362,27 @@ function tanhLargeFunction(m: wasm.ModuleBuilder): number {
   return i;
 }
 
+/**
+ * Whether a loop kernel's outputs overlap the arena bytes of a parameter it reads (an in-place
+ * kernel): an item computed again (`TanhWalks` 'defer') would then read its own first results.
+ */
+function outputsOverlapInputs(plan: FusionPlan, at: KernelAddresses): boolean {
+  const bytes = numel(plan.body.outputs[0].shape) * 4;
+  const outs = plan.body.outputs.map((_, q) => outputAddr(at, q));
+  return plan.body.params.some((p) => {
+    const src = at.params[p.paramIndex];
+    if (!('addr' in src)) return false;
+    const pb = Math.max(16, numel(p.shape) * (p.shape.dtype === 'bool' ? 1 : 4));
+    return outs.some((o) => src.addr < o + bytes && o < src.addr + pb);
+  });
+}
+
 /** Adds `k<index>(lo, hi)` for `plan` to module `m`: the shared scope, then the loops of its fusion kind. */
 export function emitKernel(m: wasm.ModuleBuilder, index: number, plan: FusionPlan, at: KernelAddresses, opts0: ExprOptions): void {
   // Loop kernels with tanh get its exp path as a call too (`loopKernel.ts` picks per item).
-  const tanhCall = plan.kind === 'loop' && outOfLineTanh && plan.body.instructions.some((i) => i.prim?.name === 'tanh') ? tanhLargeFunction(m) : undefined;
-  const opts = tanhCall === undefined ? opts0 : { ...opts0, tanh: { call: tanhCall } };
+  const tanhCall = plan.kind === 'loop' && tanhWalks !== 'inline' && plan.body.instructions.some((i) => i.prim?.name === 'tanh') ? tanhLargeFunction(m) : undefined;
+  const defer = tanhCall !== undefined && tanhWalks === 'defer' && !outputsOverlapInputs(plan, at);
+  const opts = tanhCall === undefined ? opts0 : { ...opts0, tanh: { call: tanhCall, defer } };
   // Row kernels take the thread's index (0 = the calling thread), which picks its scratch rows.
   m.addFunction(`k${index}`, plan.kind === 'rows' ? ['i32', 'i32', 'i32'] : ['i32', 'i32'], [], (f) => {
     const k = kernelScope(f, plan, at, opts);

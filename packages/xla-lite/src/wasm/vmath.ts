@@ -14,7 +14,8 @@
  *   m − 1; log(0) = −Inf, log(x<0) = NaN, log(+Inf) = +Inf.
  * - tanh: odd polynomial for |x| < 0.625, else sign(x)·(1 − 2/(exp(2|x|)+1)) (computed only
  *   for vectors with such a lane; in loop kernels, optionally by a call to a function of the
- *   module computing it, `TanhOptions`).
+ *   module computing it, `TanhOptions`); its exp is `vexp`'s, trimmed to a non-negative
+ *   argument clamped at 40 (`vexpTanh`: the same values).
  * - logistic: e = exp(−|x|); 1/(1+e) for x ≥ 0, e/(1+e) for x < 0 (as the reference does).
  * - log1p: u = 1+x; x when u = 1, else log(u)·x/(u−1) (Goldberg's correction).
  * - expm1: u = exp(x); x when u = 1, −1 when u−1 = −1, +Inf when u = +Inf, else
@@ -104,10 +105,41 @@ export function vlog(b: VecBuilder, x0: E): E {
 
 const SIGN = 0x80000000 | 0;
 
-/** tanh's path for |x| >= 0.625 (and NaN): sign(x)·(1 − 2/(exp(2|x|)+1)). */
-export function vtanhLarge(b: VecBuilder, x0: E): E {
+/**
+ * Where tanh's exp path clamps its argument 2|x| (`vexpTanh`): past 2|x| = 18.03, exp(2|x|) + 1
+ * passes 2^26 and 1 − 2/(exp(2|x|)+1) rounds to 1, so every argument from here up to `vexp`'s
+ * own clamp (89, or +Inf past 88.72) gives 1, as this one does; and 2^round(40·log2 e) = 2^58
+ * scales in one exponent-field multiply.
+ */
+export const TANH_EXP_MAX = 40;
+
+/**
+ * exp(x) for tanh's x = 2|x'| (>= 0, or NaN): `vexp`'s steps without those a non-negative
+ * argument cannot need (the lower clamp, the underflow guard) and, the argument clamped at
+ * TANH_EXP_MAX (`vtanhLarge` gives the same value for anything above), the scaling by 2^n as
+ * ONE exponent-field multiply (n <= 58): y·2^n1·2^n2 with n1 + n2 = n is y·2^n exactly (no
+ * overflow, no subnormal), so the values are `vexp`'s wherever tanh can tell (7 fewer
+ * instructions per vector, and |x| computed once: test/wasmMath.test.ts checks every float32
+ * exponent against the generic formula).
+ */
+function vexpTanh(b: VecBuilder, x0: E): E {
+  // pmin(x, k) = k < x ? k : x: a NaN x stays NaN.
+  const xc = b.let(b.op(SIMD.f32x4_pmin, x0, b.k(TANH_EXP_MAX)));
+  const t = b.let(b.add(b.mul(xc, b.k(LOG2E)), b.k(ROUND_MAGIC)));
+  const n = b.let(b.sub(t, b.k(ROUND_MAGIC)));
+  const r = b.let(b.sub(b.sub(xc, b.mul(n, b.k(LN2_HI))), b.mul(n, b.k(LN2_LO))));
+  const p = b.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1]);
+  const y = b.add(b.add(b.mul(p, b.mul(r, r)), r), b.k(1));
+  // 2^n's bits: (n + 127) << 23, n + 127 = t's bits − (1.5·2^23's bits − 127).
+  const pow2 = b.op(SIMD.i32x4_shl, b.op(SIMD.i32x4_sub, t, b.ki(ROUND_MAGIC_BITS - 127)), () => void b.f.i32Const(23));
+  return b.let(b.mul(y, pow2));
+}
+
+/** tanh's path for |x| >= 0.625 (and NaN): sign(x)·(1 − 2/(exp(2|x|)+1)); `a`: |x| when the caller has it. */
+export function vtanhLarge(b: VecBuilder, x0: E, a0?: E): E {
   const x = b.let(x0);
-  const s = vexp(b, b.add(b.abs(x), b.abs(x)), false); // (2|x| >= 0)
+  const a = a0 ?? b.let(b.abs(x));
+  const s = vexpTanh(b, b.add(a, a));
   return b.let(b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(SIGN))));
 }
 
@@ -117,6 +149,12 @@ export interface TanhOptions {
   call?: number;
   /** An i32 local counting the vectors that took the exp path. */
   count?: number;
+  /** With `defer` ('defer' walks, `loopKernel.ts`): a v128 local of lane masks, ANDed with each vector's |x| < 0.625 (false for NaN); the polynomial alone is the value, with no exp path. */
+  smallLanes?: number;
+  /** With `smallLanes`, for a partial vector: the mask of its valid lanes (the others read past the row and do not count). */
+  validLanes?: E;
+  /** ('defer' walks are chosen by the kernel: `emitKernel.ts`.) */
+  defer?: boolean;
 }
 
 export function vtanh(b: VecBuilder, x0: E, opts: TanhOptions = {}): E {
@@ -126,6 +164,13 @@ export function vtanh(b: VecBuilder, x0: E, opts: TanhOptions = {}): E {
   const z = b.let(b.mul(x, x));
   const small = b.let(b.add(b.mul(b.mul(b.horner(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1]), z), x), x));
   const isSmall = b.let(b.op(SIMD.f32x4_lt, a, b.k(0.625)));
+  if (opts.smallLanes !== undefined) {
+    // No branch: the polynomial is the value where every lane is small, and the kernel computes
+    // the vector again otherwise (a lane outside the mask never counts).
+    const acc = opts.smallLanes;
+    b.setTo(acc, b.and(b.get(acc), opts.validLanes ? b.or(isSmall, b.op(SIMD.v128_not, opts.validLanes)) : isSmall));
+    return small;
+  }
   // The exp path only when some lane needs it (|x| >= 0.625 or NaN): activations such as a
   // tanh-GELU's are mostly small, so most vectors skip it. Same values either way.
   const out = f.local('v128');
@@ -133,7 +178,7 @@ export function vtanh(b: VecBuilder, x0: E, opts: TanhOptions = {}): E {
   f.if();
   const { call, count } = opts;
   if (count !== undefined) f.get(count).i32Const(1).op(wasm.OP.i32_add).set(count);
-  const large = call !== undefined ? () => void (x(), f.call(call)) : vtanhLarge(b, x);
+  const large = call !== undefined ? () => void (x(), f.call(call)) : vtanhLarge(b, x, a);
   b.setTo(out, b.sel(isSmall, small, large));
   f.else();
   b.setTo(out, small);
