@@ -5,16 +5,18 @@
  * the layer norm backward with its gamma/beta sums). Prints each kRow instruction's wall and CPU
  * time per call (the profile, `profile.ts`), minimum and median over ROW_BENCH_ROUNDS rounds of
  * ROW_BENCH_CALLS calls. Env ROW_BENCH_ROUNDS (default 7), ROW_BENCH_CALLS (default 20), ROW_BENCH_B
- * (batch, default 16: the GPT's), ROW_BENCH_VARIANTS and ROW_BENCH_EVICT (below), ROW_BENCH_HLO=file.
+ * (batch, default 16: the GPT's), ROW_BENCH_VARIANTS and ROW_BENCH_EVICT (below), ROW_BENCH_HLO=file,
+ * ROW_BENCH_THREADS (kernel threads, default 1; the GEMMs stay on one).
  */
 import { writeFileSync } from 'node:fs';
 import { type Array, nn, np, systolic, valueAndGrad, withBackend } from '@tpukit/core';
 import { jit, profile, setKernelThreads } from '@tpukit/xla-lite';
-import { setRowKernelPaths } from '@tpukit/xla-lite/internal';
+import { setRowKernelPaths, setRowScratchAlign } from '@tpukit/xla-lite/internal';
 import { loadAndTime, median } from './timing';
 
 const ROUNDS = Number(process.env.ROW_BENCH_ROUNDS ?? 7);
 const CALLS = Number(process.env.ROW_BENCH_CALLS ?? 20);
+const THREADS = Number(process.env.ROW_BENCH_THREADS ?? 1);
 const [B, T, D, V] = [Number(process.env.ROW_BENCH_B ?? 16), 128, 128, 256];
 
 function layerNorm(x: Array, g: Array, b: Array): Array {
@@ -26,7 +28,7 @@ function layerNorm(x: Array, g: Array, b: Array): Array {
 
 withBackend('systolic', () => {
   systolic.setNumThreads(1);
-  setKernelThreads(1);
+  setKernelThreads(THREADS);
   const v = (n: number, s: number, scale = 0.5) => np.array(Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + s) * scale));
   type P = { g1: Array; b1: Array; g2: Array; b2: Array; w: Array; bias: Array; wte: Array };
   const loss = (p: P, h0: Array, a: Array, y: Array) => {
@@ -44,23 +46,26 @@ withBackend('systolic', () => {
   const y = np.array(Int32Array.from({ length: B * T }, (_, i) => (i * 37) % V), 'int32').reshape([B, T]);
   const args = [...Object.values(p), h0, a, y];
   const f = (...x: Array[]) => valueAndGrad(loss)({ g1: x[0], b1: x[1], g2: x[2], b2: x[3], w: x[4], bias: x[5], wte: x[6] }, x[7], x[8], x[9]);
-  // Variants (ROW_BENCH_VARIANTS, e.g. "off:0,0;on:1,1": skipSumOnly, reread), each compiled once, called in turn; ROW_BENCH_EVICT (MiB, default 0) streams
+  // Variants (ROW_BENCH_VARIANTS, e.g. "off:0,0;on:1,1": skipSumOnly, reread, and optionally a
+  // third flag, the scratch rows on cache lines, setRowScratchAlign, default 1), each compiled once, called in turn; ROW_BENCH_EVICT (MiB, default 0) streams
   // that much memory before each call so the row kernels read their first inputs from memory, as
   // in the GPT step.
   const variants = (process.env.ROW_BENCH_VARIANTS ?? 'default:1,1').split(';').map((v) => {
     const [name, flags] = v.split(':');
-    const [a, b] = flags.split(',').map(Number);
+    const [a, b, al = 1] = flags.split(',').map(Number);
     setRowKernelPaths({ skipSumOnly: a === 1, reread: b === 1 });
+    setRowScratchAlign(al === 1);
     const c = jit(f).lower(...args).compile();
     c.call(args);
     return { name, c };
   });
   setRowKernelPaths({ skipSumOnly: true, reread: true });
+  setRowScratchAlign(true);
   const evict = new Float64Array((Number(process.env.ROW_BENCH_EVICT ?? 0) * 2 ** 20) / 8);
   let sink = 0;
   const out = variants[0].c.call(args);
   if (process.env.ROW_BENCH_HLO) writeFileSync(process.env.ROW_BENCH_HLO, variants[0].c.asText());
-  console.log(`row kernels at [${B},${T},${D}] (logits ${V}), 1 thread, evict ${evict.length * 8 / 2 ** 20} MiB; ${loadAndTime()}; loss ${out[0].dataSync()[0]}`);
+  console.log(`row kernels at [${B},${T},${D}] (logits ${V}), ${THREADS} kernel thread(s), evict ${evict.length * 8 / 2 ** 20} MiB; ${loadAndTime()}; loss ${out[0].dataSync()[0]}`);
   profile.enable();
   const per = new Map<string, { detail: string; wall: number[]; cpu: number[] }>();
   for (let k = 0; k < ROUNDS + 1; k++) {

@@ -11,7 +11,7 @@ export { envDefaults } from './compiled';
 export { buildExecutable } from './executable';
 export { setResidentDonation } from './wasm/program';
 export { setRowKernelPaths } from './wasm/rowsKernel';
-export { setTanhWalks, type TanhWalks } from './wasm/emitKernel';
+export { setRowScratchAlign, setTanhWalks, type TanhWalks } from './wasm/emitKernel';
 export { bytesOf, HloComputation, HloInstruction, HloModule, makeInstruction, numel } from './hlo';
 export { compileFusionKernel } from './js/fusionKernels';
 export { compileKernel, type FusedKernel, kernelSource } from './js/kernel';

@@ -106,6 +106,22 @@ export function setTanhWalks(w: TanhWalks | null): void {
 export const ROW_SCRATCH_THREADS = 16;
 /** ...and fewer when their scratch would pass this many bytes (very long rows), at least one. */
 export const ROW_SCRATCH_BYTES = 8 << 20;
+/** A cache line (bytes): the unit two threads' written memory must not share. */
+export const LINE = 64;
+
+let rowScratchLines = envSwitch('TPUKIT_ROW_SCRATCH_ALIGN', true);
+
+/**
+ * Whether row kernels planned afterwards give each thread's scratch rows whole cache lines (on by
+ * default, off with env `TPUKIT_ROW_SCRATCH_ALIGN=0`; tests and A/B runs): each thread's block
+ * rounded up to a multiple of LINE bytes and the region placed at a LINE-aligned arena address
+ * (`FusionPlan.scratchAlign`), so two threads never write the same line on every row (false
+ * sharing). Off, the PR-14 layout: blocks of 16-byte multiples from a 16-byte aligned address.
+ * Only addresses move: the same bits.
+ */
+export function setRowScratchAlign(on: boolean): void {
+  rowScratchLines = on;
+}
 
 
 /**
@@ -180,7 +196,7 @@ export function planFusion(body: HloComputation): FusionPlan | null {
   const L = shape.slice(d).reduce((a, b) => a * b, 1);
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
-  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, side: false, sums: null, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0 };
+  const plan: FusionPlan = { kind, body, reduce, isMax: rname === 'reduce_max', shape, d, L, rows, items: 0, finalItems: 0, rowBlocks: 1, side: false, sums: null, chunksPerRow: 0, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0, broadcasts, chunk: CHUNK, scratchBytes: 0, work: n * weight, rowsOf: null, scratchRowBytes: 0, scratchThreads: 0, scratchAlign: 16 };
   if (kind === 'loop') {
     plan.chunksPerRow = Math.ceil(L / CHUNK);
     plan.items = rows * plan.chunksPerRow;
@@ -342,11 +358,12 @@ export function planRowFusion(body: HloComputation): FusionPlan | null {
   if (body.instructions.some((m) => m.prim?.name === 'iota' && !iotaPlaceable((m.params as { dimension: number }).dimension, d, shape.length))) return null;
   const broadcasts: Broadcast[] = bst.map(({ inst, param, st }) => ({ inst, param, outer: st.slice(0, d), contiguous: st.slice(d).some((s, k) => s !== 0 && shape[d + k] > 1) }));
   const weight = 1 + 8 * body.instructions.filter((m) => m.prim && POLYNOMIAL.has(m.prim.name)).length;
-  const scratchRowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;
+  const rowBytes = rs.stored.size * Math.ceil(rs.C / 4) * 16;
+  const scratchRowBytes = rowScratchLines ? Math.ceil(rowBytes / LINE) * LINE : rowBytes;
   const scratchThreads = scratchRowBytes === 0 ? 0 : Math.max(1, Math.min(ROW_SCRATCH_THREADS, Math.floor(ROW_SCRATCH_BYTES / scratchRowBytes)));
   return {
     kind: 'rows', body, reduce: null, isMax: false, shape, d, L: rs.C, rows: rs.R, items: rs.R, finalItems: 0, rowBlocks: 1, side: false, sums: null, chunksPerRow: 1, rowsPerOutput: 0, K: 0, groups: 0, groupWidth: 0,
-    broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads,
+    broadcasts, chunk: rs.C, scratchBytes: scratchRowBytes * scratchThreads, work: n * weight * rs.stages.length, rowsOf: rs, scratchRowBytes, scratchThreads, scratchAlign: rowScratchLines ? LINE : 16,
   };
 }
 

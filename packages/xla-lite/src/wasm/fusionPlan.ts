@@ -87,6 +87,8 @@ export interface FusionPlan {
   rowsOf: RowStructure | null;
   scratchRowBytes: number;
   scratchThreads: number;
+  /** Byte alignment of the scratch region's start and end in the arena (a cache line for row kernels, `setRowScratchAlign`; else 16). */
+  scratchAlign: number;
 }
 
 /** Work (loop elements, transcendentals weighted) below which a kernel never runs on threads (and a column reduction is never split by rows). */

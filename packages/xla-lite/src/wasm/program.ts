@@ -319,6 +319,8 @@ export interface WasmStep {
   readonly band: { readonly L: number; readonly perRow: number } | null;
   /** Most threads the kernel may use (row kernels: one scratch row set per thread). */
   readonly maxThreads: number;
+  /** A row kernel's scratch: its byte address in the memory and each thread's bytes from there (thread t at `addr + t * rowBytes`); null for other kernels. */
+  readonly scratch: { readonly addr: number; readonly rowBytes: number } | null;
   /** Fewest items a thread takes at a time (`poolChunk`). */
   readonly minChunk: number;
   /** A multi-output fusion's outputs (float32), each copied out when read outside wasm kernels; the step's value is then the list (null where not copied). */
@@ -529,11 +531,12 @@ export class WasmProgram implements PoolProgram {
     const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple && !summed.has(i)) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
-    const place = (i: HloInstruction, bytes: number): number => {
+    /** A region of its own for `i`, once: `line`-aligned start and end (16 bytes unless a row kernel's scratch asks for a cache line). */
+    const place = (i: HloInstruction, bytes: number, line = ALIGN): number => {
       let a = region.get(i);
       if (a === undefined) {
-        a = top;
-        top += align(bytes);
+        a = Math.ceil(top / line) * line;
+        top = a + Math.ceil(bytes / line) * line;
         region.set(i, a);
       }
       return a;
@@ -610,7 +613,7 @@ export class WasmProgram implements PoolProgram {
         return { addr: at };
       };
       const params: ParamSource[] = epi ? [{ addr: acc }, ...epi.operands.map(sources)] : f.operands.map(sources);
-      const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes) : 0; // (epilogues are loops: no scratch)
+      const scratch = plan.scratchBytes > 0 ? place(f, plan.scratchBytes, plan.scratchAlign) : 0; // (epilogues are loops: no scratch)
       const regions = tupleOut.get(f);
       const out = epi ? acc : regions ? regions[0] : (sumAt.get(f) ?? ba.slots.get(f)!.offset);
       const more = regions ? regions.slice(1) : [];
@@ -722,6 +725,7 @@ export class WasmProgram implements PoolProgram {
         finalItems: l.plan.finalItems,
         parallel: shared && !mixed && runsOnThreads(l.plan),
         maxThreads: l.plan.scratchThreads > 0 ? l.plan.scratchThreads : Infinity,
+        scratch: l.plan.scratchThreads > 0 ? { addr: l.at.scratch, rowBytes: l.plan.scratchRowBytes } : null,
         minChunk: minPoolChunk(l.plan),
         outputs: l.inst.isTuple ? l.inst.shapes.map((sh, q) => ({ addr: outputAddr(l.at, q), n: numel(sh), shape: sh, copyOut: tupleCopied(l.inst, q), view: viewable(sh, tupleReaders(l.inst, q)), res: resOf(outputAddr(l.at, q), sh) })) : null,
         inputs: l.inputs,
