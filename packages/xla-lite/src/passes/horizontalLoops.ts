@@ -34,6 +34,7 @@ import { planFusion } from '../wasm/emitKernel';
 import { getParallelWork } from '../wasm/fusionPlan';
 import { setExportView, snapshotOf } from './exportView';
 import { fusedComputationName } from './fusion';
+import { spliceMerged } from './siblingFusion';
 
 /** Most outputs of a horizontally merged fusion. */
 export const MAX_HORIZONTAL_OUTPUTS = 48;
@@ -63,7 +64,8 @@ export function fuseHorizontalLoops(c: HloComputation, mod?: HloModule): number 
     const pair = findPair(c);
     if (!pair) break;
     before ??= snapshotOf(c);
-    splice(c, pair[0], pair[1], pair[2], mod);
+    // (At b's place; a's readers may come before it: the re-sort moves the merged fusion up to them.)
+    spliceMerged(c, pair[0], pair[1], pair[2], mod, false, 'kLoop');
     merged++;
   }
   // The exporters print the computation as it was (passes/exportView.ts): the merge is this
@@ -129,34 +131,4 @@ function mergedBody(a: HloInstruction, b: HloInstruction): { body: HloComputatio
   }
   body.outputs = outputs;
   return { body, externals };
-}
-
-/** Replaces fusions `a` and `b` (b later) by one fusion of their merged body at b's place; readers read the outputs through get-tuple-elements. */
-function splice(c: HloComputation, a: HloInstruction, b: HloInstruction, { body, externals }: { body: HloComputation; externals: HloInstruction[] }, mod?: HloModule): void {
-  const fusion = new HloInstruction('fusion', [...a.shapes, ...b.shapes], externals, { kind: 'kLoop' }, null);
-  fusion.called = [body];
-  if (mod) {
-    mod.computations = mod.computations.filter((x) => x !== a.called[0] && x !== b.called[0]);
-    mod.computations.unshift(body);
-  }
-  const users = c.users();
-  const gtes: HloInstruction[] = [];
-  const rewire = (f: HloInstruction, offset: number): void => {
-    if (f.isTuple) {
-      for (const g of users.get(f)!) {
-        g!.operands = [fusion];
-        g!.params = { index: (g!.params as { index: number }).index + offset };
-      }
-      return;
-    }
-    const g = new HloInstruction('get-tuple-element', [f.shape], [fusion], { index: offset }, null);
-    gtes.push(g);
-    c.replaceUses(f, g);
-  };
-  rewire(a, 0);
-  rewire(b, a.shapes.length);
-  c.instructions.splice(c.instructions.indexOf(a), 1);
-  c.instructions.splice(c.instructions.indexOf(b), 1, fusion, ...gtes);
-  // a's readers may come before b's place: the re-sort moves the merged fusion up to them.
-  c.sort();
 }

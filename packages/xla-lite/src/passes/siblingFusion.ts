@@ -155,7 +155,7 @@ function dependsOn(later: HloInstruction, earlier: HloInstruction, pos: Map<HloI
 }
 
 /** A merged sibling fusion's body and its operands (the arrays its parameters stand for). */
-interface Merged {
+export interface Merged {
   body: HloComputation;
   externals: HloInstruction[];
 }
@@ -185,10 +185,11 @@ function mergedBody(a: HloInstruction, b: HloInstruction): Merged {
  * outputs through get-tuple-elements. The fusion takes b's place, or a's for a horizontal merge
  * (`early`: b's operands are then outputs of the producer a reads, through get-tuple-elements
  * and reshapes, which the re-sort moves up before it; the sums run as early as the first of them
- * did, while their operands are freshest, and not wherever the last one was placed).
+ * did, while their operands are freshest, and not wherever the last one was placed). `kind`: the
+ * merged fusion's kind (horizontalLoops.ts merges loop fusions with it).
  */
-function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, { body, externals }: Merged, mod?: HloModule, early = false): HloInstruction {
-  const fusion = new HloInstruction('fusion', [...a.shapes, ...b.shapes], externals, { kind: 'kInput' }, null);
+export function spliceMerged(c: HloComputation, a: HloInstruction, b: HloInstruction, { body, externals }: Merged, mod?: HloModule, early = false, kind: 'kInput' | 'kLoop' = 'kInput'): HloInstruction {
+  const fusion = new HloInstruction('fusion', [...a.shapes, ...b.shapes], externals, { kind }, null);
   fusion.called = [body];
   if (mod) {
     mod.computations = mod.computations.filter((x) => x !== a.called[0] && x !== b.called[0]);
