@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { jit, setKernelThreads } from '../src/index';
 import { WasmProgram } from '../src/wasm/program';
+import { programsOf } from './programSpy';
 import { setRowKernelPaths } from '../src/wasm/rowsKernel';
 
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
@@ -33,22 +34,6 @@ function compile(g: Fn, args: Array[], on: boolean | Paths) {
   } finally {
     setRowKernelPaths({ skipSumOnly: true, reread: true });
   }
-}
-
-/** Runs `call`, recording the wasm programs that ran steps in it. */
-function programsOf(call: () => unknown): Set<WasmProgram> {
-  const seen = new Set<WasmProgram>();
-  const run = WasmProgram.prototype.run;
-  const spy = vi.spyOn(WasmProgram.prototype, 'run').mockImplementation(function (this: WasmProgram, ...a: Parameters<WasmProgram['run']>) {
-    seen.add(this);
-    return run.apply(this, a);
-  });
-  try {
-    call();
-  } finally {
-    spy.mockRestore();
-  }
-  return seen;
 }
 
 const POISON = 0x7fc0dead;

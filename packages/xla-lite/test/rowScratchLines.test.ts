@@ -5,10 +5,10 @@
 // address, had thread 0's last line shared with thread 1's first). Only addresses move: the
 // same bits at 1 and 2 threads.
 import { type Array, np, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { jit, setKernelThreads } from '../src/index';
 import { setRowScratchAlign } from '../src/wasm/emitKernel';
-import { WasmProgram } from '../src/wasm/program';
+import { programsOf } from './programSpy';
 
 const LINE = 64;
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
@@ -38,22 +38,6 @@ function compile(args: Array[], on: boolean) {
   } finally {
     setRowScratchAlign(true);
   }
-}
-
-/** Runs `call`, recording the wasm programs that ran steps in it. */
-function programsOf(call: () => unknown): Set<WasmProgram> {
-  const seen = new Set<WasmProgram>();
-  const run = WasmProgram.prototype.run;
-  const spy = vi.spyOn(WasmProgram.prototype, 'run').mockImplementation(function (this: WasmProgram, ...a: Parameters<WasmProgram['run']>) {
-    seen.add(this);
-    return run.apply(this, a);
-  });
-  try {
-    call();
-  } finally {
-    spy.mockRestore();
-  }
-  return seen;
 }
 
 /** The row kernels' scratch blocks of the programs `call` runs: [address, bytes per thread]. */

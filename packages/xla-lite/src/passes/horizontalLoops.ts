@@ -34,7 +34,7 @@ import { planFusion } from '../wasm/emitKernel';
 import { getParallelWork } from '../wasm/fusionPlan';
 import { setExportView, snapshotOf } from './exportView';
 import { fusedComputationName } from './fusion';
-import { spliceMerged } from './siblingFusion';
+import { dependsOn, spliceMerged } from './siblingFusion';
 
 /** Most outputs of a horizontally merged fusion. */
 export const MAX_HORIZONTAL_OUTPUTS = 48;
@@ -87,27 +87,12 @@ function findPair(c: HloComputation): [HloInstruction, HloInstruction, { body: H
     for (let b = a + 1; b < cands.length; b++) {
       const [l, key2] = cands[b];
       if (key2 !== key || e.shapes.length + l.shapes.length > MAX_HORIZONTAL_OUTPUTS) continue;
-      if (readsFrom(l, e, pos) || c.instructions.slice(pos.get(e)! + 1, pos.get(l)!).some(hasEffect)) continue;
+      if (dependsOn(l, e, pos) || c.instructions.slice(pos.get(e)! + 1, pos.get(l)!).some(hasEffect)) continue;
       const m = mergedBody(e, l);
       if (planFusion(m.body)?.kind === 'loop') return [e, l, m];
     }
   }
   return null;
-}
-
-/** Whether `later` reads (through any chain of operands) the result of `earlier`, which comes before it. */
-function readsFrom(later: HloInstruction, earlier: HloInstruction, pos: Map<HloInstruction, number>): boolean {
-  const from = pos.get(earlier)!;
-  const seen = new Set<HloInstruction>();
-  const stack = [...later.operands];
-  while (stack.length) {
-    const x = stack.pop()!;
-    if (x === earlier) return true;
-    if (seen.has(x) || pos.get(x)! < from) continue;
-    seen.add(x);
-    stack.push(...x.operands);
-  }
-  return false;
 }
 
 /** The body of fusions `a` and `b` merged: outputs a's then b's, parameters their operands (each array once), copies of both bodies. */

@@ -140,7 +140,7 @@ function readByRowFusion(f: HloInstruction, users: Map<HloInstruction, (HloInstr
 }
 
 /** Whether `later` reads (through any chain of operands) the result of `earlier`, which comes before it. */
-function dependsOn(later: HloInstruction, earlier: HloInstruction, pos: Map<HloInstruction, number>): boolean {
+export function dependsOn(later: HloInstruction, earlier: HloInstruction, pos: Map<HloInstruction, number>): boolean {
   const from = pos.get(earlier)!;
   const seen = new Set<HloInstruction>();
   const stack = [...later.operands];
