@@ -17,6 +17,14 @@ export function rand(shape: number[], seed: number, s: number): Array {
   return np.array(v).reshape(shape);
 }
 
+/** The GPT bench's layer norm over the last axis (eps 1e-5, with gain and bias), as a user writes it. */
+export function layerNorm(x: Array, g: Array, b: Array): Array {
+  const mu = np.mean(x, { axis: -1, keepdims: true });
+  const xc = np.subtract(x, mu);
+  const v = np.mean(np.square(xc), { axis: -1, keepdims: true });
+  return np.add(np.multiply(np.multiply(xc, np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
+}
+
 export function rmsNorm(x: Array, g: Array): Array {
   const ms = np.mean(np.square(x), { axis: -1, keepdims: true });
   return np.multiply(np.multiply(x, np.reciprocal(np.sqrt(np.add(ms, 1e-6)))), g);

@@ -72,7 +72,7 @@ import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { type Array, nn, np, systolic, tree, valueAndGrad, withBackend } from '@tpukit/core';
 import { arenaTraffic, epilogueBandsEnabled, getKernelThreads, jit, profile, setEpilogueBands, setPipelineOptions, setZeroCopyDots, zeroCopyDotsEnabled } from '@tpukit/xla-lite';
 import { dotGroupJoinsOf, dotGroupsOf, type HloComputation, type HloInstruction, nominalFlopsOf, setTanhWalks } from '@tpukit/xla-lite/internal';
-import { rand } from './fixtures';
+import { layerNorm, rand } from './fixtures';
 import { envNumber, gemmKernelChoice, wasm } from '@tpukit/core/internal';
 import { gcKind, gcRecorder, type GcWindow } from './gcTimes';
 import { threadSnapshot, threadTimesAvailable, threadTimesSince, type ThreadGroupTimes } from './threadTimes';
@@ -204,13 +204,6 @@ function batches(count: number): { x: Int32Array; y: Int32Array }[] {
 // ---------------------------------------------------------------- tpukit
 
 type TParams = Record<string, Array>;
-
-function layerNorm(x: Array, g: Array, b: Array): Array {
-  const mu = np.mean(x, { axis: -1, keepdims: true });
-  const xc = np.subtract(x, mu);
-  const v = np.mean(np.square(xc), { axis: -1, keepdims: true });
-  return np.add(np.multiply(np.multiply(xc, np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
-}
 
 /**
  * Attention in tpukit's model: GPT_BENCH_ATTENTION unset (or 'auto') calls `nn.dotProductAttention`

@@ -12,19 +12,13 @@ import { writeFileSync } from 'node:fs';
 import { type Array, nn, np, systolic, valueAndGrad, withBackend } from '@tpukit/core';
 import { jit, profile, setKernelThreads } from '@tpukit/xla-lite';
 import { setRowKernelPaths, setRowScratchAlign } from '@tpukit/xla-lite/internal';
+import { layerNorm } from './fixtures';
 import { loadAndTime, median } from './timing';
 
 const ROUNDS = Number(process.env.ROW_BENCH_ROUNDS ?? 7);
 const CALLS = Number(process.env.ROW_BENCH_CALLS ?? 20);
 const THREADS = Number(process.env.ROW_BENCH_THREADS ?? 1);
 const [B, T, D, V] = [Number(process.env.ROW_BENCH_B ?? 16), 128, 128, 256];
-
-function layerNorm(x: Array, g: Array, b: Array): Array {
-  const mu = np.mean(x, { axis: -1, keepdims: true });
-  const xc = np.subtract(x, mu);
-  const v = np.mean(np.square(xc), { axis: -1, keepdims: true });
-  return np.add(np.multiply(np.multiply(xc, np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
-}
 
 withBackend('systolic', () => {
   systolic.setNumThreads(1);

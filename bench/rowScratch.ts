@@ -11,18 +11,12 @@
 import { type Array, np, systolic, valueAndGrad, withBackend } from '@tpukit/core';
 import { jit, poolStats, profile, setKernelThreads } from '@tpukit/xla-lite';
 import { setRowScratchAlign } from '@tpukit/xla-lite/internal';
+import { layerNorm } from './fixtures';
 import { loadAndTime, median } from './timing';
 
 const ROUNDS = Number(process.env.ROWSCR_ROUNDS ?? 15);
 const CALLS = Number(process.env.ROWSCR_CALLS ?? 40);
 const [B, T, D] = [Number(process.env.ROWSCR_B ?? 16), 128, 128];
-
-function layerNorm(x: Array, g: Array, b: Array): Array {
-  const mu = np.mean(x, { axis: -1, keepdims: true });
-  const xc = np.subtract(x, mu);
-  const v = np.mean(np.square(xc), { axis: -1, keepdims: true });
-  return np.add(np.multiply(np.multiply(xc, np.reciprocal(np.sqrt(np.add(v, 1e-5)))), g), b);
-}
 
 withBackend('systolic', () => {
   systolic.setNumThreads(1);
