@@ -88,7 +88,7 @@ export function colRowBlocks(K: number, items: number, work: number): number {
  * needed it) and 'defer' (the default: items walk without any branch, computing only the
  * polynomial and noting whether a lane needed the exp path, and an item where one did is
  * computed again by the 'call' walk's rules; where an output overlaps an input, 'call').
- * Env `TPUKIT_TANH_DEFER=0` gives 'call', and with `TPUKIT_TANH_CALL=0` too, 'inline'.
+ * Env `TPUKIT_TANH_DEFER=0` gives 'call'; `TPUKIT_TANH_CALL=0` gives 'inline' (whatever `TPUKIT_TANH_DEFER` says).
  * Applies to executables built afterwards.
  */
 export type TanhWalks = 'inline' | 'call' | 'defer';
