@@ -49,6 +49,21 @@ const SQRTHF = 0.707106781186547524;
 const ROUND_MAGIC = 12582912; // 1.5·2^23
 const ROUND_MAGIC_BITS = 0x4b400000;
 
+/**
+ * exp's core for a clamped argument `xc`: t = xc·log2 e + 1.5·2^23, whose low mantissa bits are n
+ * = nearest(xc·log2 e) as an integer (the sum's ulp is 1, so it rounds to the nearest integer,
+ * ties to even, as f32x4.nearest, which spares the costly i32x4.trunc_sat: |xc·log2 e| < 151, far
+ * inside the 2^22 range), and y = exp(xc − n·ln 2) by Cephes' polynomial; exp(xc) = y·2^n, which
+ * the callers scale.
+ */
+function expReduced(b: VecBuilder, xc: E): { t: E; y: E } {
+  const t = b.let(b.add(b.mul(xc, b.k(LOG2E)), b.k(ROUND_MAGIC)));
+  const n = b.let(b.sub(t, b.k(ROUND_MAGIC)));
+  const r = b.let(b.sub(b.sub(xc, b.mul(n, b.k(LN2_HI))), b.mul(n, b.k(LN2_LO))));
+  const p = b.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1]);
+  return { t, y: b.add(b.add(b.mul(p, b.mul(r, r)), r), b.k(1)) };
+}
+
 export function vexp(b: VecBuilder, x0: E, guardUnderflow = true): E {
   // Lanes below -104 (a masked score's -1e9) give exactly 0, as the clamped path does there;
   // they compute from 0 instead (x & ~mask, then the result & ~mask), because the clamped
@@ -62,14 +77,7 @@ export function vexp(b: VecBuilder, x0: E, guardUnderflow = true): E {
   // eight): pmax(x, k) = x < k ? k : x and pmin(x, k) = k < x ? k : x keep a NaN x, as min/max
   // would, and equal them elsewhere (the bounds are not zeros, so no ±0 question arises).
   const xc = b.let(b.op(SIMD.f32x4_pmin, b.op(SIMD.f32x4_pmax, x, b.k(-104)), b.k(89)));
-  // n = nearest(xc·log2 e) by adding 1.5·2^23: the sum's ulp is 1, so it rounds to the nearest
-  // integer (ties to even, as f32x4.nearest), and its low mantissa bits are n as an integer,
-  // which spares the costly i32x4.trunc_sat (|xc·log2 e| < 151, far inside the 2^22 range).
-  const t = b.let(b.add(b.mul(xc, b.k(LOG2E)), b.k(ROUND_MAGIC)));
-  const n = b.let(b.sub(t, b.k(ROUND_MAGIC)));
-  const r = b.let(b.sub(b.sub(xc, b.mul(n, b.k(LN2_HI))), b.mul(n, b.k(LN2_LO))));
-  const p = b.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1]);
-  const y = b.add(b.add(b.mul(p, b.mul(r, r)), r), b.k(1));
+  const { t, y } = expReduced(b, xc);
   const ni = b.let(b.op(SIMD.i32x4_sub, t, b.ki(ROUND_MAGIC_BITS)));
   const n1 = b.let(b.op(SIMD.i32x4_shr_s, ni, () => void b.f.i32Const(1)));
   const n2 = b.op(SIMD.i32x4_sub, ni, n1);
@@ -125,11 +133,7 @@ export const TANH_EXP_MAX = 40;
 function vexpTanh(b: VecBuilder, x0: E): E {
   // pmin(x, k) = k < x ? k : x: a NaN x stays NaN.
   const xc = b.let(b.op(SIMD.f32x4_pmin, x0, b.k(TANH_EXP_MAX)));
-  const t = b.let(b.add(b.mul(xc, b.k(LOG2E)), b.k(ROUND_MAGIC)));
-  const n = b.let(b.sub(t, b.k(ROUND_MAGIC)));
-  const r = b.let(b.sub(b.sub(xc, b.mul(n, b.k(LN2_HI))), b.mul(n, b.k(LN2_LO))));
-  const p = b.horner(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1]);
-  const y = b.add(b.add(b.mul(p, b.mul(r, r)), r), b.k(1));
+  const { t, y } = expReduced(b, xc);
   // 2^n's bits: (n + 127) << 23, n + 127 = t's bits − (1.5·2^23's bits − 127).
   const pow2 = b.op(SIMD.i32x4_shl, b.op(SIMD.i32x4_sub, t, b.ki(ROUND_MAGIC_BITS - 127)), () => void b.f.i32Const(23));
   return b.let(b.mul(y, pow2));
