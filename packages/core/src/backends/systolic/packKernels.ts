@@ -182,11 +182,6 @@ export function twoPassConvert(f: FunctionBuilder, acc: number, pass: (fast: boo
   f.end();
 }
 
-/** `sumForNaN` into the packing kernel's sum (`PackLocals.acc`). */
-function addToSum(f: FunctionBuilder, l: PackLocals, raw: readonly number[]): void {
-  sumForNaN(f, l.acc, raw);
-}
-
 /**
  * A step's source vectors are loaded first (`loadRaw`, into locals), added into the NaN check
  * in the fast pass, then converted (`convertRaw`, without NaN handling in the fast pass).
@@ -227,7 +222,7 @@ function emitRcBlocks(f: FunctionBuilder, R: number, bf16: boolean, flush: boole
   f.i32Const(0).set(l.k);
   f.loop(); // k
   for (let i = 0; i < V; i++) loadRaw(f, l.s, bf16, 4 * i * esz, w[i]);
-  if (fast) addToSum(f, l, w);
+  if (fast) sumForNaN(f, l.acc, w);
   for (let i = 0; i < V; i++) {
     convertRaw(f, l, w[i], bf16, flush, fast);
     f.set(w[i]);
@@ -287,7 +282,7 @@ function emitPackPass(f: FunctionBuilder, layout: PackLayout, R: number, bf16: b
     for (let q = 0; q < groups; q++) starts.push(4 * q);
     if (R % 4 !== 0) starts.push(R - 4);
     starts.forEach((r0, j) => loadRaw(f, s, bf16, r0 * esz, v[j]));
-    if (fast) addToSum(f, l, v.slice(0, starts.length));
+    if (fast) sumForNaN(f, l.acc, v.slice(0, starts.length));
     starts.forEach((r0, j) => {
       f.get(d);
       convertRaw(f, l, v[j], bf16, flush, fast);
@@ -300,7 +295,7 @@ function emitPackPass(f: FunctionBuilder, layout: PackLayout, R: number, bf16: b
     // For each group of 4 rows: load rows x (k..k+3), transpose, store 4 k-vectors.
     for (let q = 0; q < groups; q++) {
       for (let i = 0; i < 4; i++) loadRaw(f, rp[q * 4 + i], bf16, 0, v[i]);
-      if (fast) addToSum(f, l, v);
+      if (fast) sumForNaN(f, l.acc, v);
       for (let i = 0; i < 4; i++) {
         convertRaw(f, l, v[i], bf16, flush, fast);
         f.set(v[i]);
@@ -335,7 +330,7 @@ function emitPackPass(f: FunctionBuilder, layout: PackLayout, R: number, bf16: b
     // A row past the last group of 4 (R = 5): its 4 k values go to lane r of 4 k-vectors.
     for (let r = groups * 4; r < R; r++) {
       loadRaw(f, rp[r], bf16, 0, v[0]);
-      if (fast) addToSum(f, l, [v[0]]);
+      if (fast) sumForNaN(f, l.acc, [v[0]]);
       convertRaw(f, l, v[0], bf16, flush, fast);
       f.set(v[0]);
       for (let j = 0; j < 4; j++) {
