@@ -189,7 +189,7 @@ const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
     if (kx.lseRows) for (let it = 0; it < items; it++) kx.lseRows(off.ml, ML + it * T * 4, T);
     else for (let i = 0, m = ML >> 2; i < items * T; i++, m += 2) lseJs[i] = f32[m] + Math.log(f32[m + 1]);
   }],
-  ['P V (rowsTimes)', 'fwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.v, off.o + t0 * hp * 4, cols))],
+  ['P V (rowsTimes)', 'fwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.v, off.o + t0 * hp * 4, cols, hp * 4))],
   ['unstage O', 'fwd', () => {
     for (let it = 0; it < items; it++) kx.unstageRows(off.o, T, rawAt(4) + itemOff(it), QSTRIDE);
   }],
@@ -207,7 +207,7 @@ const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
     bwdScores(t0, cols);
     for (let r = 0; r < 4; r++) kx.gradRow(sRows(t0) + r * sp * 4, pRows(t0) + r * sp * 4, lim(t0 + r), cols, scale, 1.5, 0, 0, NEG);
   }), 'Q K^T + dO V^T (2 scores)'],
-  ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols) => kx.rowsTimes(pRows(t0), off.kb, off.o + t0 * hp * 4, cols))],
+  ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols) => kx.rowsTimes(pRows(t0), off.kb, off.o + t0 * hp * 4, cols, hp * 4))],
   ...(transposed
     ? ([['transpose dS, P', 'bwd', () => eachBlock((t0, cols) => {
         old.transposeBlock(off.p, off.dsT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
@@ -218,8 +218,8 @@ const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
     for (let it = 0; it < items; it++)
       for (let c0 = 0; c0 < tp; c0 += modMod.QB) {
         const rows = Math.min(modMod.QB, tp - c0);
-        kx.transGemm(dsChunk, off.q, off.dk, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0);
-        kx.transGemm(pChunk, off.do, off.dv, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0);
+        kx.transGemm(dsChunk, off.q, off.dk, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0, 0, 0, 0);
+        kx.transGemm(pChunk, off.do, off.dv, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0, 0, 0, 0);
       }
   }],
   ['unstage dQ, dK, dV', 'bwd', () => {

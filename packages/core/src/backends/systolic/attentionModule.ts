@@ -366,6 +366,19 @@ function store4x8(f: FunctionBuilder, r: Micro, out: number, row: number, at: nu
   }
 }
 
+/**
+ * Stores the micro-kernel's accumulators at `at` bytes past row pointers `row` bytes apart, row 0
+ * at i32 local `ptr` (moved on to row 3's; the row stride in i32 local `row`: a result's rows in
+ * place, not only a scratch's).
+ */
+function store4x8Strided(f: FunctionBuilder, r: Micro, ptr: number, row: number, at: number): void {
+  for (let i = 0; i < ROWS; i++) {
+    if (i > 0) f.get(ptr).get(row).op(OP.i32_add).set(ptr);
+    f.get(ptr).get(r.acc[2 * i]).simdMem(SIMD.v128_store, at);
+    f.get(ptr).get(r.acc[2 * i + 1]).simdMem(SIMD.v128_store, at + 16);
+  }
+}
+
 function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
   return m.addFunction('scores', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
     const [a, bt, out, nb] = [0, 1, 2, 3];
@@ -384,15 +397,17 @@ function buildScores(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean)
 }
 
 function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
-  return m.addFunction('rowsTimes', ['i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [a, b, out, nk] = [0, 1, 2, 3];
+  return m.addFunction('rowsTimes', ['i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, nk, stride] = [0, 1, 2, 3, 4];
     const r = microLocals(f);
+    const ptr = f.local('i32');
     f.get(nk).set(r.n);
     for (let cp = 0; cp < hp / 8; cp++) {
       f.get(a).set(r.pa);
       f.get(b).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
       micro4x8(f, relaxed, r, sp * 4, hp * 4);
-      store4x8(f, r, out, hp * 4, cp * 32);
+      f.get(out).set(ptr);
+      store4x8Strided(f, r, ptr, stride, cp * 32);
     }
   });
 }
@@ -412,9 +427,9 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
  * row in the chunk as 0, and 0 + a b rounds as a b does).
  */
 function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
-  return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
-    const [a, b, out, causal, t0, rows, fresh] = [0, 1, 2, 3, 4, 5, 6];
-    const [j0, ts] = [f.local('i32'), f.local('i32')];
+  return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
+    const [a, b, out, causal, t0, rows, fresh, dst, dkeys, dstride] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+    const [j0, ts, ptr] = [f.local('i32'), f.local('i32'), f.local('i32')];
     const r = microLocals(f);
     f.i32Const(0).set(j0);
     f.loop();
@@ -427,7 +442,13 @@ function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
       f.get(a).get(ts).get(t0).op(OP.i32_sub).i32Const(sp * 4).op(OP.i32_mul).op(OP.i32_add).get(j0).i32Const(4).op(OP.i32_mul).op(OP.i32_add).set(r.pa);
       f.get(b).get(ts).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add).i32Const(cp * 32).op(OP.i32_add).set(r.pb);
       micro4x8(f, relaxed, r, 4, hp * 4, { out, row: hp * 4, at: cp * 32, fresh }, sp * 4);
+      // keys j0..j0 + 3 below dkeys: into the result's rows (dst + j0 dstride on), else into out
+      f.get(j0).get(dkeys).op(OP.i32_lt_s).if();
+      f.get(dst).get(j0).get(dstride).op(OP.i32_mul).op(OP.i32_add).set(ptr);
+      store4x8Strided(f, r, ptr, dstride, cp * 32);
+      f.else();
       store4x8(f, r, out, hp * 4, cp * 32);
+      f.end();
     }
     bump(f, out, ROWS * hp * 4);
     f.get(j0).i32Const(ROWS).op(OP.i32_add).tee(j0).i32Const(sp).op(OP.i32_lt_s).brIf(0);
@@ -1054,6 +1075,19 @@ function buildStaging(m: ModuleBuilder, H: number, hp: number, sp: number, nanPa
   return { stageRows, stageCols, unstageRows };
 }
 
+/**
+ * `direct`: the products that end a result's rows store them there (default; `TPUKIT_ATTN_DIRECT=0`:
+ * into the scratch, then `unstageRows`): P V the forward's O, dS K the backward's dQ, a block's 4
+ * rows at a time where all 4 are real rows; the last query head's last `transGemm` dK and dV, keys
+ * 0..floor4(S). The rows left (T and S mod 4) are unstaged. Only where a result's row is its
+ * scratch row's first H values (H a multiple of 8: no padding columns). Read when a module is
+ * built (the module cache's key holds it).
+ */
+export const resultSettings = { direct: envSwitch('TPUKIT_ATTN_DIRECT', true) };
+
+/** Whether a module for head dim H (padded to hp) stores results in place (`resultSettings`). */
+const directResults = (H: number, hp: number): boolean => resultSettings.direct && H === hp;
+
 /** The job descriptor (i32 slots from the byte address the item drivers are given) they read; attention.ts writes it. */
 export const DESC = {
   T: 0, N: 1, S: 2, K: 3, G: 4, TP: 5, CAUSAL: 6, BF16: 7, SCALE: 8,
@@ -1114,7 +1148,7 @@ interface Fns {
  * independent (each writes its own rows of the results), so threads
  * may take them in any order; `next` changes no result.
  */
-function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns): void {
+function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns, direct: boolean): void {
   for (const dir of ['fwd', 'bwd'] as const) {
     m.addFunction(`${dir}Item`, ['i32', 'i32', 'i32', 'i32'], [], (f) => {
       const [item, tid, desc, next] = [0, 1, 2, 3];
@@ -1122,6 +1156,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       const [b, kh, g, n, t0, r, t, cols, c, scr, T, S, N, K, G, tp, causal, bf16] = Array.from({ length: 18 }, L);
       const [koff, qoff, i, probs, prow, psrc] = [L(), L(), L(), L(), L(), L()];
       const [mbase, fbase, mrow] = [L(), L(), L()];
+      // (direct) whether the block's 4 rows of O or dQ go straight into the result's rows: all 4 real
+      const whole = L();
       // the next item's operand and result rows to touch (`touchRows`): its first key row's and
       // this head's first query row's offsets, the key rows touched so far, a row index and a row's
       // address, and the loaded words' xor (stored at the end, so that no load is dead)
@@ -1184,6 +1220,23 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.get(touched).op(OP.i32_xor).set(touched);
           }
         }, from);
+      };
+      /**
+       * `unstageRows` of a result's `n` rows (local) from scratch `src` (local) into its raw slot `res` + `at` (local),
+       * row stride in desc slot `stride`; with `direct`, only rows floor4(n)..n (the others were stored in place).
+       */
+      const unstageFrom = (src: number, n: number, res: number, at: number, stride: number): void => {
+        if (!direct) {
+          f.get(src).get(n);
+          slot(res).get(at).op(OP.i32_add);
+          slot(stride).call(fn.unstageRows);
+          return;
+        }
+        f.get(src).get(n).i32Const(-ROWS).op(OP.i32_and).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
+        f.get(n).i32Const(ROWS - 1).op(OP.i32_and);
+        slot(res).get(at).op(OP.i32_add).get(n).i32Const(-ROWS).op(OP.i32_and);
+        slot(stride).op(OP.i32_mul).op(OP.i32_add);
+        slot(stride).call(fn.unstageRows);
       };
       const stageKV = (dst: keyof typeof off, src: number, cols: boolean): void => {
         slot(src).get(koff).op(OP.i32_add);
@@ -1255,6 +1308,24 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
         }
         const rowBlock = (k: keyof typeof off): void => {
           f.get(off[k]).get(t0).i32Const(hp * 4).op(OP.i32_mul).op(OP.i32_add);
+        };
+        // rowsTimes' out, nk (cols) and row stride for the block's rows of O (forward) or dQ (backward, `res` their raw
+        // slot): with `direct`, the result's rows t0.. themselves when the block's 4 rows are all real, else the
+        // scratch's (unstaged at the end)
+        const resultBlock = (res: number): void => {
+          if (direct) {
+            f.get(T).get(t0).op(OP.i32_sub).i32Const(ROWS).op(OP.i32_ge_s).set(whole);
+            slot(res).get(qoff).op(OP.i32_add).get(t0);
+            slot(DESC.QSTRIDE).op(OP.i32_mul).op(OP.i32_add);
+            rowBlock('o');
+            f.get(whole).op(OP.select);
+            f.get(cols);
+            slot(DESC.QSTRIDE).i32Const(hp * 4).get(whole).op(OP.select);
+          } else {
+            rowBlock('o');
+            f.get(cols).i32Const(hp * 4);
+          }
+          f.call(fn.rowsTimes);
         };
         // The next item's rows while this one computes: query rows t0..min(t0 + 4, T) of each query head, and the key rows from kr on,
         // 4 a block (the rest in the last block of the last head). Backward with P kept, also the next block's rows of probs up to its
@@ -1383,12 +1454,10 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           f.call(fn.saveRows);
           f.end();
           f.get(pb).get(off.v);
-          rowBlock('o');
-          f.get(cols).call(fn.rowsTimes);
+          resultBlock(DESC.OR);
         } else {
           f.get(pb).get(off.kb);
-          rowBlock('o');
-          f.get(cols).call(fn.rowsTimes);
+          resultBlock(DESC.DQR);
           // masked jobs' transGemm reads every key of every row (their rows may reach any key):
           // the block's rows of dS and P zero from cols to sp (nothing else writes there)
           if (masked) {
@@ -1410,6 +1479,14 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
             f.get(c).get(t0).i32Const(-QB).op(OP.i32_and).op(OP.i32_sub);
             // fresh: the first chunk (t0 < QB) of the first query head (g = 0)
             f.get(g).get(t0).i32Const(-QB).op(OP.i32_and).op(OP.i32_or).op(OP.i32_eqz);
+            // with `direct`, the last chunk (c >= tp) of the last query head stores keys 0..floor4(S) into the
+            // result's rows (dk, dv: their raw slot + koff, row stride KSTRIDE); the rest stays in out (unstaged at the end)
+            slot(out === off.dk ? DESC.DKR : DESC.DVR).get(koff).op(OP.i32_add);
+            if (direct) {
+              f.get(S).i32Const(-ROWS).op(OP.i32_and).i32Const(0);
+              f.get(c).get(tp).op(OP.i32_ge_s).get(g).i32Const(1).op(OP.i32_add).get(G).op(OP.i32_eq).op(OP.i32_and).op(OP.select);
+            } else f.i32Const(0);
+            slot(DESC.KSTRIDE);
             f.call(fn.transGemm);
           }
           f.end();
@@ -1427,18 +1504,14 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
           rowIndex(null);
           f.i32Const(4).op(OP.i32_mul).op(OP.i32_add).get(T).call(fn.lseRows);
         }
-        f.get(off.o).get(T);
-        slot(dir === 'fwd' ? DESC.OR : DESC.DQR).get(qoff).op(OP.i32_add);
-        slot(DESC.QSTRIDE).call(fn.unstageRows);
+        // O or dQ: the rows from the scratch (with `direct`, only those past floor4(T): the blocks before wrote theirs in place)
+        unstageFrom(off.o, T, dir === 'fwd' ? DESC.OR : DESC.DQR, qoff, DESC.QSTRIDE);
       });
       // (the touched words' xor into this thread's scratch, where the next item stages its q over it)
       f.get(off.q).get(touched).mem(OP.i32_store);
       if (dir === 'bwd') {
-        for (const [src, dst] of [[off.dk, DESC.DKR], [off.dv, DESC.DVR]] as const) {
-          f.get(src).get(S);
-          slot(dst).get(koff).op(OP.i32_add);
-          slot(DESC.KSTRIDE).call(fn.unstageRows);
-        }
+        // (with `direct`, only the keys past floor4(S): the last transGemm wrote the others in place)
+        for (const [src, dst] of [[off.dk, DESC.DKR], [off.dv, DESC.DVR]] as const) unstageFrom(src, S, dst, koff, DESC.KSTRIDE);
       }
     });
   }
@@ -1446,8 +1519,8 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
 
 export interface AttentionKernels {
   scores(a: number, bt: number, out: number, nb: number): void;
-  rowsTimes(a: number, b: number, out: number, nk: number): void;
-  transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number, fresh: number): void;
+  rowsTimes(a: number, b: number, out: number, nk: number, stride: number): void;
+  transGemm(a: number, b: number, out: number, causal: number, t0: number, rows: number, fresh: number, dst: number, dkeys: number, dstride: number): void;
   softmaxBlock(s: number, p: number, n: number, scale: number, mlOut: number, bf16: number, keep: number, c0: number, c1: number, c2: number, c3: number, mrow0: number, mrow1: number, mrow2: number, mrow3: number, neg0: number, neg1: number, neg2: number, neg3: number): void;
   gradRow(s: number, dp: number, c: number, n: number, scale: number, lse: number, bf16: number, mrow: number, neg: number): void;
   gradRowsP(src: number, s: number, dp: number, n: number, bf16: number, scale0: number, scale1: number, scale2: number, scale3: number): void;
@@ -1483,7 +1556,7 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
   const hp = Math.ceil(Math.max(H, 1) / 8) * 8;
   if (sp % 8 !== 0 || sp === 0) throw new RangeError(`attentionModule: sp (${sp}) must be a positive multiple of 8`);
   const nanPass = stagingSettings.nanPass;
-  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages},${nanPass},${gradRowSettings.dsPlain}`;
+  const key = `${H},${sp},${relaxed},${shared},${masked},${maxPages},${nanPass},${gradRowSettings.dsPlain},${resultSettings.direct}`;
   let mod = modules.get(key);
   if (!mod) {
     const m = new ModuleBuilder();
@@ -1499,7 +1572,7 @@ export function attentionModule(H: number, sp: number, relaxed: boolean, shared:
       lseRows: buildLseRows(m),
       ...buildStaging(m, H, hp, sp, nanPass),
     };
-    buildDrivers(m, H, hp, sp, masked, fns);
+    buildDrivers(m, H, hp, sp, masked, fns, directResults(H, hp));
     buildExp(m, relaxed);
     const bytes = m.toBytes();
     mod = { module: new WA.Module(bytes), bytes, id: modules.size + 1 };
