@@ -1162,9 +1162,12 @@ function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, maske
       // this head's first query row's offsets, the key rows touched so far, a row index and a row's
       // address, and the loaded words' xor (stored at the end, so that no load is dead)
       const [nkoff, nqoff, kr, tr, ra, touched] = [L(), L(), L(), L(), L(), L()];
-      // the raw regions whose rows are touched: query-shaped (row stride QSTRIDE) and key-shaped (KSTRIDE)
-      const touchQ = dir === 'fwd' ? [DESC.QR, DESC.OR] : [DESC.QR, DESC.OR, DESC.DQR];
-      const touchK = dir === 'fwd' ? [DESC.KR, DESC.VR] : [DESC.KR, DESC.VR, DESC.DKR, DESC.DVR];
+      // the raw regions whose rows are touched: query-shaped (row stride QSTRIDE) and key-shaped (KSTRIDE); the
+      // results' only where they are unstaged (a burst of stores at the item's end: BENCHMARKS.md, attn13). With
+      // `direct` the products store them a block at a time among their other work, and stores into lines not in
+      // the cache do not hold up the instructions after them as loads of such lines do (attn18)
+      const touchQ = dir === 'fwd' ? [DESC.QR, ...(direct ? [] : [DESC.OR])] : [DESC.QR, DESC.OR, ...(direct ? [] : [DESC.DQR])];
+      const touchK = dir === 'fwd' ? [DESC.KR, DESC.VR] : [DESC.KR, DESC.VR, ...(direct ? [] : [DESC.DKR, DESC.DVR])];
       // ROWS (a loop bound), and the forward's per-row arguments of softmaxBlock
       const four = L();
       const [rowC, rowM] = [[L(), L(), L(), L()], [L(), L(), L(), L()]];
