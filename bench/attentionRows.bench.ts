@@ -1,16 +1,17 @@
 /**
  * `pnpm --filter @tpukit/bench attention:rows`: the fused attention's row kernels (the forward's
- * `softmaxBlock`, the P-kept backward's `gradRowsP`) of this checkout's core, built in variants
- * of its module settings (`softmaxSettings`, `gradRowSettings`), in one process on the same
+ * `softmaxBlock`, the P-kept backward's `gradRowsP`) of this checkout's core (ATTN_CORE_SRC), built
+ * in variants of its module settings, in one process on the same
  * rows, each timed as one call's items call it (every block of every item, GPT shape causal by
  * default), the variants alternating per round in both orders. The rows are one item's real
  * logits (scores of staged q and k) and P / dP, restored before each item's blocks (the kernels
  * write in place), the restore's time measured alone and subtracted. Results compared across
  * variants after every round (they must be the same bytes). Prints min / median CPU us per call.
  *
- * Env: ATTN_ROWS_VARIANTS ('name:key=0|1,key=0|1;...', keys of softmaxSettings / gradRowSettings;
- * default 'base:rowwise=0;rowwise:rowwise=1'), ATTN_BENCH_SHAPE, ATTN_BENCH_CAUSAL, ATTN_BENCH_RUNS
- * (rounds, default 40).
+ * Env: ATTN_ROWS_VARIANTS ('name:key=0|1,key=0|1;...', keys of the module's settings objects
+ * (`gradRowSettings`, `stagingSettings`, `resultSettings`); default 'exact:dsPlain=0;default:', the
+ * gradient rows' always-exact dS rounding against the default), ATTN_BENCH_SHAPE,
+ * ATTN_BENCH_CAUSAL, ATTN_BENCH_RUNS (rounds, default 40).
  */
 import { attentionShape, loadCore, positiveEnv } from './attentionHarness';
 import { cpuWall, loadAndTime, median } from './timing';
@@ -27,7 +28,7 @@ const [tp, hp, sp] = [ceil(T, 4), ceil(H, 8), ceil(S, 8)];
 const items = B * N;
 const relaxed = wasmFeatures().relaxedSimd;
 const settings = modMod as unknown as Record<string, Record<string, boolean>>;
-const spec = process.env.ATTN_ROWS_VARIANTS ?? 'base:rowwise=0;rowwise:rowwise=1';
+const spec = process.env.ATTN_ROWS_VARIANTS ?? 'exact:dsPlain=0;default:';
 const variants = spec.split(';').map((v) => {
   const [name, rest = ''] = v.split(':');
   const patch = rest.split(',').filter(Boolean).map((kv) => kv.split('=') as [string, string]);
@@ -45,7 +46,7 @@ const rnd = (): number => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32)
 const setups = variants.map(({ name, patch }) => {
   const saved: [Record<string, boolean>, string, boolean][] = [];
   for (const [k, v] of patch) {
-    const obj = [settings.softmaxSettings, settings.gradRowSettings, settings.stagingSettings].find((o) => o && k in o);
+    const obj = [settings.gradRowSettings, settings.stagingSettings, settings.resultSettings].find((o) => o && k in o);
     if (!obj) throw new Error(`attention:rows: unknown setting ${k}`);
     saved.push([obj, k, obj[k]]);
     obj[k] = v === '1';

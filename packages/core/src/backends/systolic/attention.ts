@@ -27,7 +27,7 @@
  * in place; the others are copied in once per call (as f32) or out once (into fresh arrays or
  * the caller's storage: `Backend.executeIntoAll`). Operands are staged per item by wasm kernels
  * (rounded, padded to a head dim and a key count of multiples of 8, key and value also
- * transposed); the kernels are attentionModule.ts's. Results are written back strided. With
+ * transposed); the kernels are attentionModule.ts's. Results are written back strided (where the head dim is a multiple of 8, by the products that end them: `resultSettings`). With
  * bfloat16 operands the logits and dP are rounded to bf16 first, as the composite's bf16 matmul
  * results are.
  *

@@ -8,11 +8,13 @@
  *
  * - `scores(a, bt, out, nb)`: out[4, sp] (cols 0..8nb) = A[4, hp] . BT  (Q K^T, dO V^T), with BT
  *   [hp, sp] packed as sp/8 panels of [hp, 8] (each 8-key block's operand contiguous)
- * - `rowsTimes(a, b, out, nk)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V, dS K)
- * - `transGemm(a, b, out, causal, t0, rows, fresh)`: out[sp, hp] += A[rows, sp]^T B[t0.., hp]
- *   (= with `fresh`) for one chunk of QB query rows (dS^T Q, P^T dO; the backward's blocks keep
- *   their dS and P rows in chunks [QB, sp], so its scratch does not grow with T), chunk after
- *   chunk in query order
+ * - `rowsTimes(a, b, out, nk, stride)`: out[4, hp] = A[4, sp] (cols 0..nk) . B[sp, hp]   (P V,
+ *   dS K), out's rows `stride` bytes apart (the scratch's, or the result's own rows: `resultSettings`)
+ * - `transGemm(a, b, out, causal, t0, rows, fresh, dst, dkeys, dstride)`: out[sp, hp] +=
+ *   A[rows, sp]^T B[t0.., hp] (= with `fresh`) for one chunk of QB query rows (dS^T Q, P^T dO; the
+ *   backward's blocks keep their dS and P rows in chunks [QB, sp], so its scratch does not grow
+ *   with T), chunk after chunk in query order; the sums of keys below dkeys stored at dst instead
+ *   (key j's row at dst + j dstride: the result's rows, after the last chunk)
  * - `softmaxBlock(s, p, n, scale, mlOut, bf16, keep, c0..c3, mrow0..mrow3, neg0..neg3)`: a
  *   block's 4 rows in lockstep, each: logits = s * scale over its first c columns, P = exp(logits
  *   - max) / sum rounded to bf16 into p (zeros up to n), and max and sum written at mlOut + 8 r
@@ -413,7 +415,7 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
 }
 
 /**
- * `transGemm(a, b, out, causal, t0, rows, fresh)`: out[sp, hp] += A[t0..t0+rows, sp]^T B[t0..t0+rows,
+ * `transGemm(a, b, out, causal, t0, rows, fresh, dst, dkeys, dstride)`: out[sp, hp] += A[t0..t0+rows, sp]^T B[t0..t0+rows,
  * hp] (dK += dS^T Q and dV += P^T dO over one chunk of query rows, with A the chunk's rows of dS
  * or P as the row kernels left them, [QB, sp] with row t - t0 at a, and b the head's whole [tp,
  * hp] operand): 4 x 8 tiles in registers, the 4 keys' A values splatted from one row of A per
@@ -424,7 +426,10 @@ function buildRowsTimes(m: ModuleBuilder, hp: number, sp: number, relaxed: boole
  * block whose logits reach them (the rows before see none of them; A is not written there). With
  * `fresh` non-zero the sums start at 0 instead of at what out holds (the first chunk of an item's
  * first query head: out need not be zeroed first; every element of out is stored, those with no
- * row in the chunk as 0, and 0 + a b rounds as a b does).
+ * row in the chunk as 0, and 0 + a b rounds as a b does). The tiles of keys below `dkeys` (a
+ * multiple of 4; 0: none) are stored at dst + j0 dstride (row j of the tile dstride bytes after
+ * row j - 1) instead of into out: the caller's last chunk of its last query head stores dK and dV
+ * into the result's rows (`resultSettings`), out then holds only the keys from dkeys on.
  */
 function buildTransGemm(m: ModuleBuilder, hp: number, sp: number, relaxed: boolean): number {
   return m.addFunction('transGemm', ['i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32'], [], (f) => {
@@ -1141,12 +1146,15 @@ interface Fns {
 /**
  * The item drivers `fwdItem(item, tid, desc, next)` and `bwdItem(...)`: one (batch, key/value
  * head) item of the job in the descriptor at `desc`, with thread `tid`'s scratch; while its blocks
- * compute, they load one word of each cache line of item `next`'s operand and result rows (when
- * next >= 0: the item the thread most likely takes next), so that its staging and unstaging find
- * them in the cache (BENCHMARKS.md, attn13). With P kept, the backward also touches the rows of
- * probs of the current item's next block, whatever `next` is (the last item included). Items are
- * independent (each writes its own rows of the results), so threads
- * may take them in any order; `next` changes no result.
+ * compute, they load one word of each cache line of item `next`'s operand rows, and of its result
+ * rows unless `direct` (when next >= 0: the item the thread most likely takes next), so that its
+ * staging and unstaging find them in the cache (BENCHMARKS.md, attn13). With P kept, the backward
+ * also touches the rows of probs of the current item's next block, whatever `next` is (the last
+ * item included). With `direct` (`resultSettings`) the products that end a result store its rows
+ * there: P V and dS K a block's 4 rows of O or dQ when all 4 are real rows, the last query head's
+ * last transGemm dK and dV for keys 0..floor4(S); only the rows past floor4(T) and floor4(S) are
+ * unstaged from the scratch. Items are independent (each writes its own rows of the results), so
+ * threads may take them in any order; `next` changes no result.
  */
 function buildDrivers(m: ModuleBuilder, H: number, hp: number, sp: number, masked: boolean, fn: Fns, direct: boolean): void {
   for (const dir of ['fwd', 'bwd'] as const) {
