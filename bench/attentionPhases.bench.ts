@@ -158,9 +158,21 @@ const [dsChunk, pChunk] = transposed ? [off.dsT, off.pT] : [off.dsc, off.pc];
 const sRows = (t0: number): number => (transposed ? off.s : off.pc + (t0 & (modMod.QB - 1)) * sp * 4);
 const pRows = (t0: number): number => (transposed ? off.p : off.dsc + (t0 & (modMod.QB - 1)) * sp * 4);
 const rowSoftmax = !('softmaxBlock' in kx);
+// From attn18 on (resultSettings.direct, H a multiple of 8) P V and dS K store a block's 4 rows of O or dQ in the
+// result's rows (when all 4 are real rows) and the last transGemm dK and dV for keys 0..floor4(S); only the rows
+// past floor4(T) and floor4(S) are unstaged. The phases call the kernels that way here too.
+const direct = (modMod as { resultSettings?: { direct: boolean } }).resultSettings?.direct === true && H % 8 === 0;
+/** rowsTimes' out and row stride for block t0 of item it, the result's rows at raw slot i (direct) or the scratch's. */
+const resultRows = (i: number, it: number, t0: number): [number, number] =>
+  direct && t0 + 4 <= T ? [rawAt(i) + itemOff(it) + t0 * QSTRIDE, QSTRIDE] : [off.o + t0 * hp * 4, hp * 4];
+/** unstageRows of a result's n rows from scratch src into raw slot i: with `direct` only those past floor4(n). */
+const unstage = (src: number, n: number, i: number, it: number): void => {
+  const from = direct ? n & ~3 : 0;
+  kx.unstageRows(src + from * hp * 4, n - from, rawAt(i) + itemOff(it) + from * QSTRIDE, QSTRIDE);
+};
 const oldRow = kx as unknown as { softmaxRow(s: number, p: number, c: number, n: number, scale: number, mlOut: number, bf16: number, mrow: number, neg: number, keep: number): void };
-const eachBlock = (fn: (t0: number, cols: number) => void): void => {
-  for (let it = 0; it < items; it++) for (let t0 = 0; t0 < tp; t0 += 4) fn(t0, colsOf(t0));
+const eachBlock = (fn: (t0: number, cols: number, it: number) => void): void => {
+  for (let it = 0; it < items; it++) for (let t0 = 0; t0 < tp; t0 += 4) fn(t0, colsOf(t0), it);
 };
 const bwdScores = (t0: number, cols: number): void => {
   kx.scores(off.q + t0 * hp * 4, off.kt, sRows(t0), cols >> 3);
@@ -189,9 +201,9 @@ const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
     if (kx.lseRows) for (let it = 0; it < items; it++) kx.lseRows(off.ml, ML + it * T * 4, T);
     else for (let i = 0, m = ML >> 2; i < items * T; i++, m += 2) lseJs[i] = f32[m] + Math.log(f32[m + 1]);
   }],
-  ['P V (rowsTimes)', 'fwd', () => eachBlock((t0, cols) => kx.rowsTimes(off.p, off.v, off.o + t0 * hp * 4, cols, hp * 4))],
+  ['P V (rowsTimes)', 'fwd', () => eachBlock((t0, cols, it) => kx.rowsTimes(off.p, off.v, resultRows(4, it, t0)[0], cols, resultRows(4, it, t0)[1]))],
   ['unstage O', 'fwd', () => {
-    for (let it = 0; it < items; it++) kx.unstageRows(off.o, T, rawAt(4) + itemOff(it), QSTRIDE);
+    for (let it = 0; it < items; it++) unstage(off.o, T, 4, it);
   }],
   ['stage K^T, K, V^T, Q, dO', 'bwd', () => {
     for (let it = 0; it < items; it++) {
@@ -207,7 +219,7 @@ const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
     bwdScores(t0, cols);
     for (let r = 0; r < 4; r++) kx.gradRow(sRows(t0) + r * sp * 4, pRows(t0) + r * sp * 4, lim(t0 + r), cols, scale, 1.5, 0, 0, NEG);
   }), 'Q K^T + dO V^T (2 scores)'],
-  ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols) => kx.rowsTimes(pRows(t0), off.kb, off.o + t0 * hp * 4, cols, hp * 4))],
+  ['dS K (rowsTimes)', 'bwd', () => eachBlock((t0, cols, it) => kx.rowsTimes(pRows(t0), off.kb, resultRows(5, it, t0)[0], cols, resultRows(5, it, t0)[1]))],
   ...(transposed
     ? ([['transpose dS, P', 'bwd', () => eachBlock((t0, cols) => {
         old.transposeBlock(off.p, off.dsT + (t0 & (modMod.QB - 1)) * 4, cols, cols);
@@ -218,15 +230,17 @@ const phases: [string, 'fwd' | 'bwd', () => void, string?][] = [
     for (let it = 0; it < items; it++)
       for (let c0 = 0; c0 < tp; c0 += modMod.QB) {
         const rows = Math.min(modMod.QB, tp - c0);
-        kx.transGemm(dsChunk, off.q, off.dk, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0, 0, 0, 0);
-        kx.transGemm(pChunk, off.do, off.dv, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0, 0, 0, 0);
+        // (direct: the last chunk stores keys 0..floor4(S) in dK's and dV's rows)
+        const dkeys = direct && c0 + modMod.QB >= tp ? S & ~3 : 0;
+        kx.transGemm(dsChunk, off.q, off.dk, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0, rawAt(6) + itemOff(it), dkeys, QSTRIDE);
+        kx.transGemm(pChunk, off.do, off.dv, causal ? 1 : 0, c0, rows, c0 === 0 ? 1 : 0, rawAt(7) + itemOff(it), dkeys, QSTRIDE);
       }
   }],
   ['unstage dQ, dK, dV', 'bwd', () => {
     for (let it = 0; it < items; it++) {
-      kx.unstageRows(off.o, T, rawAt(5) + itemOff(it), QSTRIDE);
-      kx.unstageRows(off.dk, S, rawAt(6) + itemOff(it), QSTRIDE);
-      kx.unstageRows(off.dv, S, rawAt(7) + itemOff(it), QSTRIDE);
+      unstage(off.o, T, 5, it);
+      unstage(off.dk, S, 6, it);
+      unstage(off.dv, S, 7, it);
     }
   }],
 ];
