@@ -75,7 +75,7 @@ function sameBits(g: Fn, argsAt: (pass: number) => Array[]): void {
 /** The GPT's loss: log-softmax cross-entropy of logits against labels, and its gradient (the logsumexp row kernel stores exp(x - max) for the backward). */
 const crossEntropy: Fn = (logits, onehot) => {
   const loss = (z: Array) => np.negative(np.mean(np.sum(np.multiply(nn.logSoftmax(z, { axis: -1 }), onehot), { axis: -1 })));
-  const [v, g] = valueAndGrad(loss)(logits);
+  const [v, g] = valueAndGrad(loss)(logits) as [Array, Array];
   return [v, g];
 };
 /** A softmax: exp(x - max) kept in scratch for the divide's stage. */
