@@ -47,10 +47,10 @@ withBackend('systolic', () => {
   // in the GPT step.
   const variants = (process.env.ROW_BENCH_VARIANTS ?? 'default:1,1').split(';').map((v) => {
     const [name, flags] = v.split(':');
-    const [a, b, al = 1, ds = 1, se = 1, rc = 1] = flags.split(',').map(Number);
+    const [a, b, al = 1, ds = 1, se = 1, rc = 1, co = 1] = flags.split(',').map(Number);
     setRowKernelPaths({ skipSumOnly: a === 1, reread: b === 1, deferSums: ds === 1, shiftedExp: se === 1, recompute: rc === 1 });
     setRowScratchAlign(al === 1);
-    const c = jit(f).lower(...args).compile();
+    const c = jit(f).lower(...args).compile({ centeredOutputs: co === 1 });
     c.call(args);
     return { name, c };
   });

@@ -61,13 +61,14 @@ export function rowsKernel(k: KernelScope): void {
   for (const [q, o] of body.outputs.entries()) if (sumOnly.has(o) && !plan.sumOnlyOutputs!.includes(q)) sumOnly.delete(o);
   /** A stored value that a later stage reads again from its parameter (a broadcast of one) instead of a scratch row. */
   const reread = (m: HloInstruction): boolean => (rereadBroadcasts && m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter') || (recompute && cheap(m));
-  /** An add or subtract of full parameters, row values and their broadcasts: recomputed by a later stage instead of kept in scratch. */
+  /** An add or subtract of full parameters, row values and broadcasts of either: recomputed by a later stage instead of kept in scratch. */
   function cheap(m: HloInstruction): boolean {
     if (m.prim?.name !== 'add' && m.prim?.name !== 'sub') return false;
     return m.operands.every((o) => {
       if (o.opcode === 'parameter') return o.shape.dtype === 'float32' && (numel(o.shape) === rs.R * rs.C || numel(o.shape) === 1);
       if (!rs.full(o)) return true; // a row value (splatted, computed before any walk that reads m)
-      return o.prim?.name === 'broadcast_in_dim' && o.operands[0].opcode !== 'parameter' && !rs.full(o.operands[0]);
+      // a broadcast of a row value, or of a parameter (read again where needed, as `reread` does)
+      return o.prim?.name === 'broadcast_in_dim' && (o.operands[0].opcode === 'parameter' || !rs.full(o.operands[0]));
     });
   }
   /** Where the walk stores full value `m` (a scratch row, an output, the root), if it does. */
