@@ -41,20 +41,29 @@ withBackend('systolic', () => {
   const args = [...Object.values(p), h0, a, y];
   const f = (...x: Array[]) => valueAndGrad(loss)({ g1: x[0], b1: x[1], g2: x[2], b2: x[3], w: x[4], bias: x[5], wte: x[6] }, x[7], x[8], x[9]);
   // Variants (ROW_BENCH_VARIANTS, e.g. "off:0,0;on:1,1": skipSumOnly, reread, and optionally a
-  // third flag, the scratch rows on cache lines, setRowScratchAlign, default 1), each compiled once, called in turn; ROW_BENCH_EVICT (MiB, default 0) streams
+  // third flag, the scratch rows on cache lines, setRowScratchAlign, a fourth, deferSums, a
+  // fifth, shiftedExp, and a sixth, recompute, each default 1), each compiled once, called in turn; ROW_BENCH_EVICT (MiB, default 0) streams
   // that much memory before each call so the row kernels read their first inputs from memory, as
   // in the GPT step.
   const variants = (process.env.ROW_BENCH_VARIANTS ?? 'default:1,1').split(';').map((v) => {
     const [name, flags] = v.split(':');
-    const [a, b, al = 1] = flags.split(',').map(Number);
-    setRowKernelPaths({ skipSumOnly: a === 1, reread: b === 1 });
+    const [a, b, al = 1, ds = 1, se = 1, rc = 1, co = 1] = flags.split(',').map(Number);
+    setRowKernelPaths({ skipSumOnly: a === 1, reread: b === 1, deferSums: ds === 1, shiftedExp: se === 1, recompute: rc === 1 });
     setRowScratchAlign(al === 1);
-    const c = jit(f).lower(...args).compile();
+    const c = jit(f).lower(...args).compile({ centeredOutputs: co === 1 });
     c.call(args);
     return { name, c };
   });
-  setRowKernelPaths({ skipSumOnly: true, reread: true });
+  setRowKernelPaths({ skipSumOnly: true, reread: true, deferSums: true, shiftedExp: true, recompute: true });
   setRowScratchAlign(true);
+  // Every variant's outputs must be the first's, bit for bit.
+  const bitsOf = (c: (typeof variants)[number]['c']) => c.call(args).map((o) => new Uint32Array(Float32Array.from(o.dataSync()).buffer));
+  const ref = bitsOf(variants[0].c);
+  for (const { name, c } of variants.slice(1)) {
+    const got = bitsOf(c);
+    const bad = got.findIndex((g, q) => g.length !== ref[q].length || g.some((w, i) => w !== ref[q][i]));
+    if (bad >= 0) throw new Error(`rowKernels: variant ${name}'s output ${bad} differs from ${variants[0].name}'s`);
+  }
   const evict = new Float64Array((Number(process.env.ROW_BENCH_EVICT ?? 0) * 2 ** 20) / 8);
   let sink = 0;
   const out = variants[0].c.call(args);

@@ -23,7 +23,8 @@ import { envSwitch } from '@tpukit/core/internal';
  * turns the one-hot pass off, TPUKIT_FUSION_REMAT=0 loop-fusion rematerialisation,
  * TPUKIT_SIBLING_FUSION=0 sibling multi-output fusion of column reductions, TPUKIT_HORIZONTAL_SUMS=0
  * its horizontal merges (column sums of one multi-output instruction's outputs), TPUKIT_HORIZONTAL_LOOPS=0
- * horizontal loop fusion (passes/horizontalLoops.ts), TPUKIT_DOT_GROUPS=0
+ * horizontal loop fusion (passes/horizontalLoops.ts), TPUKIT_CENTERED_OUTPUTS=0 centered outputs
+ * recomputed by their readers (passes/centeredOutputs.ts), TPUKIT_DOT_GROUPS=0
  * dot groups (passes/dotGroups.ts), TPUKIT_ASYNC_GROUPS=0 their windows (started groups). They are
  * options, so the compile caches' keys see them (any value but 0, 1 or empty throws naming the
  * variable, so an A/B run never compares a build with itself); options passed explicitly
@@ -35,6 +36,7 @@ export const envDefaults = (): PipelineOptions => ({
   ...(envSwitch('TPUKIT_SIBLING_FUSION', true) ? {} : { siblingFusion: false }),
   ...(envSwitch('TPUKIT_HORIZONTAL_SUMS', true) ? {} : { horizontalSums: false }),
   ...(envSwitch('TPUKIT_HORIZONTAL_LOOPS', true) ? {} : { horizontalLoops: false }),
+  ...(envSwitch('TPUKIT_CENTERED_OUTPUTS', true) ? {} : { centeredOutputs: false }),
   ...(envSwitch('TPUKIT_DOT_GROUPS', true) ? {} : { dotGroups: false }),
   ...(envSwitch('TPUKIT_ASYNC_GROUPS', true) ? {} : { asyncDotGroups: false }),
 });

@@ -24,6 +24,7 @@ import { rewriteOneHotDots } from './passes/oneHotDot';
 import { fuseRows } from './passes/rowFusion';
 import { fuseSiblingReductions } from './passes/siblingFusion';
 import { fuseHorizontalLoops } from './passes/horizontalLoops';
+import { recomputeCenteredOutputs } from './passes/centeredOutputs';
 import { groupDots } from './passes/dotGroups';
 
 export interface PipelineOptions {
@@ -82,6 +83,14 @@ export interface PipelineOptions {
    */
   horizontalLoops?: boolean;
   /**
+   * A row fusion writing a value a and a - broadcast(m) (m one of its row values: a layer norm's
+   * h and x - mean) writes m instead, and the fusions reading the centered value compute it from a
+   * and m (passes/centeredOutputs.ts; same bits; default true; needs `rowFusion`; `jit` and
+   * `Lowered.compile()` default to false when the environment sets TPUKIT_CENTERED_OUTPUTS=0). The
+   * exporters print the computation as before it.
+   */
+  centeredOutputs?: boolean;
+  /**
    * Record groups of independent dots and run each group at
    * its last member with one core `evalDotsInto` call (passes/dotGroups.ts; default true; `jit` and `Lowered.compile()` default to false when
    * the environment sets TPUKIT_DOT_GROUPS=0). Runs last, on the final schedule.
@@ -99,9 +108,9 @@ export interface PipelineOptions {
   asyncDotGroups?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'horizontalLoops' | 'dotGroups', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'horizontalLoops' | 'centeredOutputs' | 'dotGroups', number>;
 
-export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0, horizontalLoops: 0, dotGroups: 0 });
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0, horizontalLoops: 0, centeredOutputs: 0, dotGroups: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
@@ -155,6 +164,7 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
       stats.dce += dce(c);
       stats.horizontalLoops = fuseHorizontalLoops(c, mod);
     }
+    if (opts.rowFusion !== false && opts.centeredOutputs !== false) stats.centeredOutputs = recomputeCenteredOutputs(c, mod);
     stats.dce += dce(c);
   }
   if (opts.dotGroups !== false) stats.dotGroups = groupDots(c, opts.asyncDotGroups !== false);

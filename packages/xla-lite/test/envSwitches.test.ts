@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 
-const SWITCHES = ['TPUKIT_ZERO_COPY', 'TPUKIT_EPILOGUE_BANDS', 'TPUKIT_EPILOGUE_COLSUM', 'TPUKIT_ROW_OPERAND_SUMS', 'TPUKIT_ROW_SUMS_1T', 'TPUKIT_RESIDENT_DONATION', 'TPUKIT_TANH_CALL', 'TPUKIT_TANH_DEFER', 'TPUKIT_PROFILE', 'TPUKIT_ROW_SUM_ONLY_SKIP', 'TPUKIT_ROW_REREAD', 'TPUKIT_ROW_SCRATCH_ALIGN'];
+const SWITCHES = ['TPUKIT_ZERO_COPY', 'TPUKIT_EPILOGUE_BANDS', 'TPUKIT_EPILOGUE_COLSUM', 'TPUKIT_ROW_OPERAND_SUMS', 'TPUKIT_ROW_SUMS_1T', 'TPUKIT_RESIDENT_DONATION', 'TPUKIT_TANH_CALL', 'TPUKIT_TANH_DEFER', 'TPUKIT_PROFILE', 'TPUKIT_ROW_SUM_ONLY_SKIP', 'TPUKIT_ROW_REREAD', 'TPUKIT_ROW_SCRATCH_ALIGN', 'TPUKIT_ROW_DEFER_SUMS', 'TPUKIT_ROW_RECOMPUTE', 'TPUKIT_EXP_SHIFTED'];
 
 /** Imports xla-lite in a child Node with `env` added; prints the three settings it can report. */
 function importWith(env: Record<string, string>): { status: number | null; stdout: string; stderr: string } {

@@ -5,7 +5,7 @@
 import { wasm } from '@tpukit/core/internal';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type HostMath, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh, vtanhLarge } from '../src/wasm/vmath';
+import { type HostMath, vcos, vexp, vexpm1, vexpNonPositive, vlog, vlog1p, vlogistic, vsin, vtanh, vtanhLarge } from '../src/wasm/vmath';
 import { VecBuilder, type E } from '../src/wasm/vecBuilder';
 
 type Fn = (b: VecBuilder, host: HostMath, x: E) => E;
@@ -25,7 +25,7 @@ const tanhLargeGeneric: Fn = (b, _h, x0) => {
   const s = vexp(b, b.add(b.abs(x), b.abs(x)), false);
   return b.let(b.or(b.sub(b.k(1), b.div(b.k(2), b.add(s, b.k(1)))), b.and(x, b.ki(0x80000000 | 0))));
 };
-const EXTRA: Record<string, Fn> = { tanhLarge: (b, _h, x) => vtanhLarge(b, x), tanhLargeGeneric };
+const EXTRA: Record<string, Fn> = { tanhLarge: (b, _h, x) => vtanhLarge(b, x), tanhLargeGeneric, expNonPositive: (b, _h, x) => vexpNonPositive(b, x) };
 
 const PAGES = 64;
 const mem = new wasm.WA.Memory({ initial: PAGES });
@@ -159,5 +159,37 @@ describe("tanh's trimmed exp path (vmath.ts `vexpTanh`)", () => {
     for (let i = 0; i < xs.length; i++) if (got[i] !== want[i]) expect(`${got[i].toString(16)} at x = ${xs[i]}`).toBe(`${want[i].toString(16)} at x = ${xs[i]}`);
     // (the comparison sees the exp path's whole range: arguments up to 2|x| = 89 and past it)
     expect(xs.some((x) => Math.abs(x) > 9.015 && Math.abs(x) < 44.5)).toBe(true);
+  });
+});
+
+describe('exp of a non-positive argument (vmath.ts `vexpNonPositive`)', () => {
+  const compare = (xs: Float32Array): void => {
+    const part = (name: string): Uint32Array => {
+      const out = new Uint32Array(xs.length);
+      for (let at = 0; at < xs.length; at += 1 << 19) out.set(new Uint32Array(run(name, xs.subarray(at, at + (1 << 19))).buffer), at);
+      return out;
+    };
+    const got = part('expNonPositive');
+    const want = part('exp');
+    for (let i = 0; i < xs.length; i++) if (got[i] !== want[i]) expect(`${got[i].toString(16)} at x = ${xs[i]}`).toBe(`${want[i].toString(16)} at x = ${xs[i]}`);
+  };
+
+  it("gives vexp's bits for every negative float32 exponent (4096 mantissas each), -0, +0, -inf and NaN", () => {
+    const u = new Uint32Array(256 * 4096 + 4);
+    let k = 0;
+    for (let e = 0; e < 256; e++)
+      for (let m = 0; m < 4096; m++) u[k++] = 0x80000000 | (e << 23) | (m === 4095 ? 0x7fffff : (m << 11) | ((m * 2654435761) >>> 21));
+    u.set([0, 0x80000000, 0xff800000, 0x7fc00000], k);
+    compare(new Float32Array(u.buffer));
+  });
+
+  it("gives vexp's bits for every float32 in [-104, -86] (where the result is subnormal and rounds) and a dense sweep of [-1, 0]", () => {
+    const lo = new Float32Array([-86])[0];
+    const a = new Uint32Array(new Float32Array([lo]).buffer)[0];
+    const b = new Uint32Array(new Float32Array([-104]).buffer)[0];
+    const u = new Uint32Array(b - a + 1 + (1 << 20));
+    for (let i = 0; i <= b - a; i++) u[i] = a + i;
+    for (let i = 0; i < 1 << 20; i++) u[b - a + 1 + i] = new Uint32Array(new Float32Array([-i / (1 << 20)]).buffer)[0];
+    compare(new Float32Array(u.buffer));
   });
 });

@@ -15,11 +15,11 @@
  * product has no other use is contracted to `f32x4.relaxed_madd` (one rounding instead of two,
  * a difference of at most half an ulp of the product).
  */
-import { wasm } from '@tpukit/core/internal';
+import { envSwitch, wasm } from '@tpukit/core/internal';
 import { type HloComputation, type HloInstruction, numel } from '../hlo';
 import { FUSED_OPS } from '../passes/fusion';
 import type { E, VecBuilder } from './vecBuilder';
-import { type HostMath, type TanhOptions, vcos, vexp, vexpm1, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
+import { type HostMath, type TanhOptions, vcos, vexp, vexpm1, vexpNonPositive, vlog, vlog1p, vlogistic, vsin, vtanh } from './vmath';
 
 const { SIMD } = wasm;
 
@@ -54,6 +54,67 @@ export const POLYNOMIAL: ReadonlySet<string> = new Set(['exp', 'log', 'tanh', 'l
 
 const COMPARE: Record<string, number> = { eq: SIMD.f32x4_eq, ne: SIMD.f32x4_ne, lt: SIMD.f32x4_lt, le: SIMD.f32x4_le, gt: SIMD.f32x4_gt, ge: SIMD.f32x4_ge };
 const ARITH: Record<string, number> = { add: SIMD.f32x4_add, sub: SIMD.f32x4_sub, mul: SIMD.f32x4_mul, div: SIMD.f32x4_div, max: SIMD.f32x4_max, min: SIMD.f32x4_min };
+
+let shiftedExp = envSwitch('TPUKIT_EXP_SHIFTED', true);
+
+/**
+ * Whether an `exp` of `a − max(a)` (`shiftedByMax`) is emitted without the clamp
+ * (`vexpNonPositive`: the same values), for kernels emitted afterwards (tests and A/B runs; on
+ * by default, off with env `TPUKIT_EXP_SHIFTED=0`).
+ */
+export function setShiftedExp(on: boolean): void {
+  shiftedExp = on;
+}
+
+/**
+ * Whether `x` is `a − B` where every element of B is the maximum of the reduce_max of `a` over
+ * the slice holding that element's position (B reached from `reduce_max(a)` through reshapes
+ * that only add or drop unit dims, stop_gradient and broadcast_in_dim, each non-reduced dim of
+ * `a` carried to itself): then x <= 0 or NaN everywhere (a float32 a <= m gives a − m <= 0).
+ */
+export function shiftedByMax(x: HloInstruction): boolean {
+  if (x.prim?.name !== 'sub' || x.shape.dtype !== 'float32') return false;
+  const [a, b0] = x.operands;
+  // Per dim of the current value: the dim of the reduction's result it carries, or -1 (unit).
+  let b = b0;
+  const chain: HloInstruction[] = [];
+  while (b.prim?.name === 'broadcast_in_dim' || b.prim?.name === 'reshape' || b.prim?.name === 'stop_gradient') {
+    chain.push(b);
+    b = b.operands[0];
+  }
+  if (b.prim?.name !== 'reduce_max' || b.operands[0] !== a) return false;
+  const S = a.shape.shape;
+  if (x.shape.shape.length !== S.length || x.shape.shape.some((d, i) => d !== S[i])) return false;
+  const axes = new Set((b.params as { axes: readonly number[] }).axes);
+  const kept = S.map((_, i) => i).filter((i) => !axes.has(i));
+  let shape = b.shape.shape;
+  if (shape.length !== kept.length || shape.some((d, i) => d !== S[kept[i]])) return false;
+  let map = shape.map((d, i) => (d === 1 ? -1 : i));
+  for (const m of chain.reverse()) {
+    const out = m.shape.shape;
+    if (m.prim!.name === 'reshape') {
+      // Only unit dims added or dropped: the non-unit dims keep their order.
+      const src = shape.flatMap((d, i) => (d === 1 ? [] : [map[i]]));
+      if (shape.filter((d) => d !== 1).join() !== out.filter((d) => d !== 1).join()) return false;
+      let q = 0;
+      map = out.map((d) => (d === 1 ? -1 : src[q++]));
+    } else if (m.prim!.name === 'broadcast_in_dim') {
+      const dims = (m.params as { broadcastDimensions: readonly number[] }).broadcastDimensions;
+      if (dims.length !== shape.length) return false;
+      const next = out.map(() => -1);
+      for (let i = 0; i < dims.length; i++) {
+        if (shape[i] === 1) continue;
+        if (shape[i] !== out[dims[i]]) return false;
+        next[dims[i]] = map[i];
+      }
+      map = next;
+    } else if (out.join() !== shape.join()) return false;
+    shape = out;
+  }
+  if (shape.length !== S.length || shape.some((d, i) => d !== S[i])) return false;
+  // Each non-reduced dim of a (of size > 1) must carry the reduction's dim for it, the reduced ones none.
+  return S.every((d, i) => (axes.has(i) ? map[i] === -1 : d === 1 || (map[i] >= 0 && kept[map[i]] === i)));
+}
 
 /** Whether every instruction of `body` (the reduction roots in `skip` aside) has an element emitter. */
 export function wasmCovers(body: HloComputation, skip: readonly HloInstruction[] = []): boolean {
@@ -180,7 +241,7 @@ export function emitElements(b: VecBuilder, body: HloComputation, reads: Element
         break;
       }
       case 'exp':
-        e = vexp(b, v(x));
+        e = shiftedExp && shiftedByMax(x) ? vexpNonPositive(b, v(x)) : vexp(b, v(x));
         break;
       case 'log':
         e = vlog(b, v(x));

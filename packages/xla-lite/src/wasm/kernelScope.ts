@@ -131,8 +131,11 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
   };
   const target = plan.reduce ? plan.reduce.operands[0] : body.outputs[0];
   const value = (): E => emitElement(b, body, reads, opts, target);
-  /** The vector loop over columns [j0, j1) of the current row: `step(false)` per 4 columns, `step(true)` once for the last 1-3 (`rem` of them). */
-  const walk = (step: (partial: boolean) => void, at: () => void = position): void => {
+  /**
+   * The vector loop over columns [j0, j1) of the current row: `step(false)` per 4 columns, `step(true)` once for the last 1-3 (`rem` of them);
+   * `between`, if given, is emitted after the full vectors (j at the first column past them) and before the last 1-3.
+   */
+  const walk = (step: (partial: boolean) => void, at: () => void = position, between?: () => void): void => {
     f.get(j0).set(j);
     f.block().loop();
     f.get(j1).get(j).op(OP.i32_sub).i32Const(4).op(OP.i32_lt_s).brIf(1);
@@ -140,6 +143,7 @@ export function kernelScope(f: wasm.FunctionBuilder, plan: FusionPlan, at: Kerne
     step(false);
     f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
     f.end().end();
+    between?.();
     f.get(j).get(j1).op(OP.i32_lt_s).if();
     set(rem, () => f.get(j1).get(j).op(OP.i32_sub));
     at();

@@ -5,8 +5,8 @@
  * writing outputs (not those only its own column sums read) and accumulating the next reductions.
  */
 import { envSwitch, wasm } from '@tpukit/core/internal';
-import type { HloInstruction } from '../hlo';
-import { type ElementReads, emitElements } from './emitExpr';
+import { type HloInstruction, numel } from '../hlo';
+import { type ElementReads, emitElements, POLYNOMIAL, setShiftedExp } from './emitExpr';
 import type { E } from './vecBuilder';
 import type { Acc, KernelScope } from './kernelScope';
 
@@ -14,6 +14,8 @@ const { OP, SIMD } = wasm;
 
 let skipSumOnly = envSwitch('TPUKIT_ROW_SUM_ONLY_SKIP', true);
 let rereadBroadcasts = envSwitch('TPUKIT_ROW_REREAD', true);
+let deferSums = envSwitch('TPUKIT_ROW_DEFER_SUMS', true);
+let recompute = envSwitch('TPUKIT_ROW_RECOMPUTE', true);
 
 /**
  * The row kernel's two store-saving paths, for kernels emitted afterwards (tests and A/B runs;
@@ -22,15 +24,28 @@ let rereadBroadcasts = envSwitch('TPUKIT_ROW_REREAD', true);
  * (`FusionPlan.sumOnlyOutputs`); `reread`, a broadcast of a parameter that a later stage reads
  * (a layer norm's gamma and beta along the row) is read again from the parameter there instead
  * of kept in a scratch row (a store and a load per vector, and the copy's stores in the first walk).
- * Either way the same values: the same bits.
+ * `deferSums` (env `TPUKIT_ROW_DEFER_SUMS=0` off): in a walk that computes a polynomial (exp, log,
+ * ...), a row sum of a value the walk stores (an output or a scratch row) is accumulated by a
+ * second walk over the stored vectors instead of in the first (whose accumulators V8 otherwise
+ * spills: the exp's constants take the registers), the last 1-3 columns in the first walk's tail
+ * as before, so every float64 chain adds the same values in the same order.
+ * `recompute` (env `TPUKIT_ROW_RECOMPUTE=0` off): a value a later stage reads that is an add or a
+ * subtract of full parameters and row values (a softmax's x − max) is computed again there from
+ * them, as `reread` does for broadcasts, instead of kept in a scratch row (a store per vector, and
+ * a register held across the walk until that store).
+ * `shiftedExp` (`emitExpr.ts` `setShiftedExp`, env `TPUKIT_EXP_SHIFTED=0` off): exp(x − max(x)) without the clamp.
+ * Every path gives the same values: the same bits.
  */
-export function setRowKernelPaths(o: { skipSumOnly?: boolean; reread?: boolean }): void {
+export function setRowKernelPaths(o: { skipSumOnly?: boolean; reread?: boolean; deferSums?: boolean; shiftedExp?: boolean; recompute?: boolean }): void {
+  if (o.recompute !== undefined) recompute = o.recompute;
   if (o.skipSumOnly !== undefined) skipSumOnly = o.skipSumOnly;
   if (o.reread !== undefined) rereadBroadcasts = o.reread;
+  if (o.deferSums !== undefined) deferSums = o.deferSums;
+  if (o.shiftedExp !== undefined) setShiftedExp(o.shiftedExp);
 }
 
 export function rowsKernel(k: KernelScope): void {
-  const { f, b, plan, at, opts, I, item, r, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, accumulateAt, horizontal, initAcc, f64Const } = k;
+  const { f, b, plan, at, opts, I, item, r, rowBase, j, j0, j1, body, L, i32, set, scalar, addrOf, rowSetup, position, reads, walk, storeOut, forItems, laneMask, newAcc, accumulateInto, accumulateAt, horizontal, initAcc, f64Const } = k;
   // Row fusion: per row (one work item), each stage computes its row values (splatted),
   // then walks the row computing its full values, keeping those later stages read in this
   // thread's scratch rows, writing outputs, and accumulating the next level's reductions.
@@ -45,9 +60,39 @@ export function rowsKernel(k: KernelScope): void {
   const sumOnly = new Set(skipSumOnly && (plan.sums?.length ?? 0) > 0 ? (plan.sumOnlyOutputs ?? []).map((q) => body.outputs[q]) : []);
   for (const [q, o] of body.outputs.entries()) if (sumOnly.has(o) && !plan.sumOnlyOutputs!.includes(q)) sumOnly.delete(o);
   /** A stored value that a later stage reads again from its parameter (a broadcast of one) instead of a scratch row. */
-  const reread = (m: HloInstruction): boolean => rereadBroadcasts && m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter';
+  const reread = (m: HloInstruction): boolean => (rereadBroadcasts && m.prim?.name === 'broadcast_in_dim' && m.operands[0].opcode === 'parameter') || (recompute && cheap(m));
+  /** An add or subtract of full parameters, row values and broadcasts of either: recomputed by a later stage instead of kept in scratch. */
+  function cheap(m: HloInstruction): boolean {
+    if (m.prim?.name !== 'add' && m.prim?.name !== 'sub') return false;
+    return m.operands.every((o) => {
+      if (o.opcode === 'parameter') return o.shape.dtype === 'float32' && (numel(o.shape) === rs.R * rs.C || numel(o.shape) === 1);
+      if (!rs.full(o)) return true; // a row value (splatted, computed before any walk that reads m)
+      // a broadcast of a row value, or of a parameter (read again where needed, as `reread` does)
+      return o.prim?.name === 'broadcast_in_dim' && (o.operands[0].opcode === 'parameter' || !rs.full(o.operands[0]));
+    });
+  }
+  /** Where the walk stores full value `m` (a scratch row, an output, the root), if it does. */
+  const storedAt = (m: HloInstruction): { base: number; scratch: boolean } | undefined => {
+    const slot = rs.stored.get(m);
+    if (slot !== undefined && !reread(m)) return { base: at.scratch + slot * rowBytes, scratch: true };
+    if (sumOnly.has(m)) return undefined;
+    if (extra.has(m)) return { base: extra.get(m)!, scratch: false };
+    if (m === root && !splat.has(root)) return { base: at.out, scratch: false };
+    return undefined;
+  };
+  /** Whether stage `L`'s walk computes a polynomial (exp, log, ...) for `targets`. */
+  const heavy = (L: number, targets: readonly HloInstruction[]): boolean => {
+    const seen = new Set<HloInstruction>();
+    const visit = (m: HloInstruction): boolean => {
+      if (seen.has(m) || !rs.full(m) || rs.level.get(m) !== L) return false;
+      seen.add(m);
+      return POLYNOMIAL.has(m.prim?.name ?? '') || m.operands.some(visit);
+    };
+    return targets.some(visit);
+  };
   const done = new Set<HloInstruction>();
   const tb = I();
+  let jT = -1;
   const sj = I();
   const r4 = I();
   set(tb, () => f.get(2).i32Const(plan.scratchRowBytes).op(OP.i32_mul));
@@ -170,6 +215,7 @@ export function rowsKernel(k: KernelScope): void {
       // (a reread broadcast kept only for a later stage is not computed here)
       const kept = st.targets.filter((m) => !reread(m) || extra.has(m) || m === root);
       const targets = [...new Set([...kept, ...operands])];
+      const deferred = deferSums && heavy(stage, targets) ? st.reduces.filter((red) => red.prim!.name === 'reduce_sum' && kept.includes(red.operands[0]) && storedAt(red.operands[0]) !== undefined) : [];
       walk(
         (partial) => {
           const vs = emitElements(b, body, fullReads, opts, targets);
@@ -188,6 +234,7 @@ export function rowsKernel(k: KernelScope): void {
           }
           sumStage(stage, val);
           for (const red of st.reduces) {
+            if (!partial && deferred.includes(red)) continue;
             const isMax = red.prim!.name === 'reduce_max';
             const v = val.get(red.operands[0])!;
             accumulateInto(isMax, acc.get(red)!, partial ? b.sel(laneMask(), v, isMax ? b.k(-Infinity) : b.k(0)) : v);
@@ -197,6 +244,24 @@ export function rowsKernel(k: KernelScope): void {
           position();
           set(sj, () => f.get(tb).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add));
         },
+        deferred.length === 0
+          ? undefined
+          : () => {
+              // The deferred sums over the full vectors just stored, in column order; then the tail as before.
+              if (jT < 0) jT = I();
+              set(jT, () => f.get(j));
+              f.get(j0).set(j);
+              f.block().loop();
+              f.get(j).get(jT).op(OP.i32_ge_s).brIf(1);
+              for (const red of deferred) {
+                const { base, scratch } = storedAt(red.operands[0])!;
+                const v = b.let(() => void (scratch ? f.get(tb).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add) : f.get(rowBase).get(j).op(OP.i32_add).i32Const(2).op(OP.i32_shl)).simdMem(SIMD.v128_load, base, 16));
+                accumulateInto(false, acc.get(red)!, v);
+              }
+              f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
+              f.end().end();
+              f.get(jT).set(j);
+            },
       );
       for (const red of st.reduces) {
         const isMax = red.prim!.name === 'reduce_max';

@@ -86,6 +86,26 @@ export function vexp(b: VecBuilder, x0: E, guardUnderflow = true): E {
   return b.let(under ? b.op(SIMD.v128_andnot, e, under) : e);
 }
 
+/**
+ * exp of an argument known to be <= 0 or NaN (a value minus the maximum of a set holding it, as
+ * a softmax's x − max(x)): `vexp`'s values for every such argument, 6 instructions fewer per
+ * vector. (1) No clamp: pmin(x, 89) leaves x <= 0 as it is, and pmax(x, −104) leaves what the
+ * underflow guard left (lanes below −104 computed from 0, the rest >= −104 or NaN). (2) The
+ * scaling by 2^n (n in [−150, 0]) as y·2^(n+64)·2^−64: n + 64 >= −86, so 2^(n+64) is a normal
+ * float32 made from t's bits in two integer steps (as `vexpTanh` does) and y·2^(n+64) is exact;
+ * the multiply by 2^−64 then rounds once, to round(y·2^n), which is what `vexp`'s
+ * y·2^(n>>1)·2^(n−(n>>1)) gives (its first product exact too). A NaN y stays NaN.
+ */
+export function vexpNonPositive(b: VecBuilder, x0: E): E {
+  const x1 = b.let(x0);
+  const under = b.let(b.op(SIMD.f32x4_lt, x1, b.k(-104)));
+  const xc = b.let(b.op(SIMD.v128_andnot, x1, under));
+  const { t, y } = expReduced(b, xc);
+  // 2^(n+64)'s bits: (n + 64 + 127) << 23, n + 64 + 127 = t's bits − (1.5·2^23's bits − 191).
+  const pow2 = b.op(SIMD.i32x4_shl, b.op(SIMD.i32x4_sub, t, b.ki(ROUND_MAGIC_BITS - 191)), () => void b.f.i32Const(23));
+  return b.let(b.op(SIMD.v128_andnot, b.mul(b.mul(y, pow2), b.k(2 ** -64)), under));
+}
+
 export function vlog(b: VecBuilder, x0: E): E {
   const x = b.let(x0);
   // Subnormals: scale into the normal range first.
