@@ -11,8 +11,9 @@
 import { type Array, nn, np, setNumThreads, stopGradient, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { jit, setKernelThreads } from '../src/index';
+import { setKernelThreads } from '../src/index';
 import { setRowKernelPaths } from '../src/wasm/rowsKernel';
+import { compileWithPaths, type RowFn, sameBitsOverThreads } from './rowPathHarness';
 
 const ALL_ON = { skipSumOnly: true, reread: true, deferSums: true, shiftedExp: true, recompute: true };
 const ALL_OFF = { deferSums: false, shiftedExp: false, recompute: false };
@@ -30,16 +31,7 @@ const seq = (shape: number[], s: number, special = false, scale = 3): Array => {
   }
   return np.array(v, 'float32').reshape(shape);
 };
-type Fn = (...xs: Array[]) => Array[];
-
-function compile(g: Fn, args: Array[], paths: Parameters<typeof setRowKernelPaths>[0]) {
-  setRowKernelPaths(paths);
-  try {
-    return withBackend('systolic', () => jit(g).lower(...args).compile());
-  } finally {
-    setRowKernelPaths(ALL_ON);
-  }
-}
+type Fn = RowFn;
 
 /** Close to `want` (the reference backend's): NaN where it is NaN, the same infinities, else within rtol/atol. */
 function close(got: Array, want: Array, what: string): void {
@@ -55,20 +47,11 @@ function close(got: Array, want: Array, what: string): void {
 
 /** On 1, 2, 3 and again 1 thread(s), new arguments each pass: every path on gives the bits of every path off, and the reference's values. */
 function sameBits(g: Fn, argsAt: (pass: number) => Array[]): void {
-  const on = compile(g, argsAt(0), ALL_ON);
-  const off = compile(g, argsAt(0), ALL_OFF);
-  [1, 2, 3, 1].forEach((t, pass) => {
-    setNumThreads(t);
-    setKernelThreads(t);
-    const args = argsAt(pass + 1);
-    const got = withBackend('systolic', () => on.call(args)) as Array[];
-    const want = withBackend('systolic', () => off.call(args)) as Array[];
-    expect(got.length).toBe(want.length);
-    got.forEach((x, q) => expect(bits(x), `output ${q} at ${t} thread(s)`).toEqual(bits(want[q])));
-    if (pass === 0) {
-      const ref = withBackend('reference', () => g(...args));
-      got.forEach((x, q) => close(x, ref[q], `output ${q} against the reference`));
-    }
+  const on = compileWithPaths(g, argsAt(0), ALL_ON, ALL_ON);
+  const off = compileWithPaths(g, argsAt(0), ALL_OFF, ALL_ON);
+  sameBitsOverThreads(on, off, argsAt, bits, (got, args) => {
+    const ref = withBackend('reference', () => g(...args));
+    got.forEach((x, q) => close(x, ref[q], `output ${q} against the reference`));
   });
 }
 
@@ -136,7 +119,7 @@ describe('row kernel paths of softmax-like walks', () => {
     const n = 4;
     const v = Float32Array.from({ length: n * n * n }, (_, i) => (Math.floor(i / n) % n < 2 ? 1000 : -1000) * (1 + (i % n) * 0.01) * (Math.floor(i / (n * n)) % 2 ? 1 : -1));
     const x = np.array(v, 'float32').reshape([n, n, n]);
-    const c = compile(f, [x], ALL_ON);
+    const c = compileWithPaths(f, [x], ALL_ON, ALL_ON);
     const got = withBackend('systolic', () => c.call([x])) as Array[];
     const ref = withBackend('reference', () => f(x));
     const want = ref[0].dataSync() as Float32Array;

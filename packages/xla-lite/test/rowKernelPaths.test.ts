@@ -9,9 +9,10 @@
 import { type Array, np, setNumThreads, toStorage, valueAndGrad, withBackend } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { jit, setKernelThreads } from '../src/index';
+import { setKernelThreads } from '../src/index';
 import { WasmProgram } from '../src/wasm/program';
 import { programsOf } from './programSpy';
+import { compileWithPaths, type RowFn, sameBitsOverThreads } from './rowPathHarness';
 import { setRowKernelPaths } from '../src/wasm/rowsKernel';
 
 const bits = (a: Array) => globalThis.Array.from(new Uint32Array((toStorage(a) as Float32Array).slice().buffer));
@@ -23,18 +24,11 @@ const seq = (shape: number[], s: number, special = false): Array => {
   if (special) [NaN, Infinity, -Infinity].forEach((x, k) => (k + 1) * C < n && (v[(k + 1) * C + ((k * 5) % C)] = x));
   return np.array(v, 'float32').reshape(shape);
 };
-type Fn = (...xs: Array[]) => Array[];
+type Fn = RowFn;
 
 type Paths = { skipSumOnly: boolean; reread: boolean };
 /** `g` compiled for the systolic backend with the paths `on` (both, or as given) or off (the kernels are emitted at compile). */
-function compile(g: Fn, args: Array[], on: boolean | Paths) {
-  setRowKernelPaths(typeof on === 'boolean' ? { skipSumOnly: on, reread: on } : on);
-  try {
-    return withBackend('systolic', () => jit(g).lower(...args).compile());
-  } finally {
-    setRowKernelPaths({ skipSumOnly: true, reread: true });
-  }
-}
+const compile = (g: Fn, args: Array[], on: boolean | Paths) => compileWithPaths(g, args, typeof on === 'boolean' ? { skipSumOnly: on, reread: on } : on, { skipSumOnly: true, reread: true });
 
 const POISON = 0x7fc0dead;
 /** How many float32 words of the program's arena still hold POISON after `call` (filled first). */
@@ -79,17 +73,7 @@ const lnArgs = (rows: number[], C: number, seed: number, special = false): Array
 
 /** On 1, 2, 3 and again 1 thread(s), new arguments each pass: the executable with the paths on gives the bits of the one with them off. */
 function sameBits(g: Fn, argsAt: (pass: number) => Array[]): void {
-  const on = compile(g, argsAt(0), true);
-  const off = compile(g, argsAt(0), false);
-  [1, 2, 3, 1].forEach((t, pass) => {
-    setNumThreads(t);
-    setKernelThreads(t);
-    const args = argsAt(pass + 1);
-    const got = withBackend('systolic', () => on.call(args)) as Array[];
-    const want = withBackend('systolic', () => off.call(args)) as Array[];
-    expect(got.length).toBe(want.length);
-    got.forEach((x, q) => expect(bits(x), `output ${q} at ${t} thread(s)`).toEqual(bits(want[q])));
-  });
+  sameBitsOverThreads(compile(g, argsAt(0), true), compile(g, argsAt(0), false), argsAt, bits);
 }
 
 afterEach(() => {
