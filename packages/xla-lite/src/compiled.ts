@@ -21,7 +21,6 @@ import { envSwitch } from '@tpukit/core/internal';
 /**
  * Pipeline defaults the environment sets, read at each compile (for A/B runs): TPUKIT_ONEHOT=0
  * turns the one-hot pass off, TPUKIT_FUSION_REMAT=0 loop-fusion rematerialisation,
- * TPUKIT_REMAT_CHAINS=0 its recomputed chains (a GELU's tanh in the backward),
  * TPUKIT_SIBLING_FUSION=0 sibling multi-output fusion of column reductions, TPUKIT_HORIZONTAL_SUMS=0
  * its horizontal merges (column sums of one multi-output instruction's outputs), TPUKIT_HORIZONTAL_LOOPS=0
  * horizontal loop fusion (passes/horizontalLoops.ts), TPUKIT_CENTERED_OUTPUTS=0 centered outputs
@@ -34,7 +33,6 @@ import { envSwitch } from '@tpukit/core/internal';
 export const envDefaults = (): PipelineOptions => ({
   ...(envSwitch('TPUKIT_ONEHOT', true) ? {} : { oneHot: false }),
   ...(envSwitch('TPUKIT_FUSION_REMAT', true) ? {} : { rematerialize: false }),
-  ...(envSwitch('TPUKIT_REMAT_CHAINS', true) ? {} : { rematChains: false }),
   ...(envSwitch('TPUKIT_SIBLING_FUSION', true) ? {} : { siblingFusion: false }),
   ...(envSwitch('TPUKIT_HORIZONTAL_SUMS', true) ? {} : { horizontalSums: false }),
   ...(envSwitch('TPUKIT_HORIZONTAL_LOOPS', true) ? {} : { horizontalLoops: false }),

@@ -25,7 +25,6 @@ import { fuseRows } from './passes/rowFusion';
 import { fuseSiblingReductions } from './passes/siblingFusion';
 import { fuseHorizontalLoops } from './passes/horizontalLoops';
 import { recomputeCenteredOutputs } from './passes/centeredOutputs';
-import { recomputeChains } from './passes/rematChains';
 import { groupDots } from './passes/dotGroups';
 
 export interface PipelineOptions {
@@ -57,14 +56,6 @@ export interface PipelineOptions {
    * TPUKIT_FUSION_REMAT=0, through `envDefaults`, so the compile caches' keys see it).
    */
   rematerialize?: boolean;
-  /**
-   * A loop fusion's extra output read only by other fusions (a tanh-GELU forward's tanh, read by
-   * the backward's GELU' epilogue) is recomputed by them from the values they read anyway instead
-   * of written and read back (passes/rematChains.ts; same bits; default true; needs
-   * `rematerialize`; `jit` and `Lowered.compile()` default to false when the environment
-   * sets TPUKIT_REMAT_CHAINS=0).
-   */
-  rematChains?: boolean;
   /**
    * Rewrite dots with a one-hot operand into row gathers / segment sums (passes/oneHotDot.ts;
    * default true; `jit` and `Lowered.compile()` default to false when the environment sets
@@ -117,9 +108,9 @@ export interface PipelineOptions {
   asyncDotGroups?: boolean;
 }
 
-export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'horizontalLoops' | 'centeredOutputs' | 'rematChains' | 'dotGroups', number>;
+export type PassStats = Record<'algebraic' | 'constantFold' | 'cse' | 'dce' | 'oneHot' | 'barriers' | 'layout' | 'rowFusion' | 'fusion' | 'outputFusion' | 'siblingFusion' | 'horizontalLoops' | 'centeredOutputs' | 'dotGroups', number>;
 
-export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0, horizontalLoops: 0, centeredOutputs: 0, rematChains: 0, dotGroups: 0 });
+export const emptyPassStats = (): PassStats => ({ algebraic: 0, constantFold: 0, cse: 0, dce: 0, oneHot: 0, barriers: 0, layout: 0, rowFusion: 0, fusion: 0, outputFusion: 0, siblingFusion: 0, horizontalLoops: 0, centeredOutputs: 0, dotGroups: 0 });
 
 export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats {
   const c = mod.entry;
@@ -174,7 +165,6 @@ export function optimize(mod: HloModule, opts: PipelineOptions = {}): PassStats 
       stats.horizontalLoops = fuseHorizontalLoops(c, mod);
     }
     if (opts.rowFusion !== false && opts.centeredOutputs !== false) stats.centeredOutputs = recomputeCenteredOutputs(c, mod);
-    if (opts.rematerialize !== false && opts.rematChains !== false) stats.rematChains = recomputeChains(c, mod);
     stats.dce += dce(c);
   }
   if (opts.dotGroups !== false) stats.dotGroups = groupDots(c, opts.asyncDotGroups !== false);

@@ -1,8 +1,7 @@
 // Rematerialization in loop fusion (passes/fusion.ts `rematerializes`): a cheap elementwise
 // value read by several loop fusions is recomputed inside each of them instead of written once
 // and read back, when no fusion then reads more arrays than before. Results stay bit-identical
-// to fusion without it; bytes never grow; transcendentals are never recomputed. (The chain rule,
-// passes/rematChains.ts, which does recompute them, is off here: rematChains.test.ts.)
+// to fusion without it; bytes never grow; transcendentals are never recomputed.
 import { grad, nn, np } from '@tpukit/core';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -91,7 +90,7 @@ describe('rematerialization of cheap values in loop fusion', () => {
     const block = (x: any, w1: any, b1: any, w2: any) => np.add(x, np.matmul(gelu(np.add(np.matmul(x, w1), b1)), w2));
     const loss = (x: any, w1: any, b1: any, w2: any) => np.sum(np.sin(block(x, w1, b1, w2)));
     const g = grad(loss, { argnums: [0, 1, 2, 3] } as any);
-    const on = jit(g).lower(...args).compile({ rematerialize: true, rematChains: false });
+    const on = jit(g).lower(...args).compile({ rematerialize: true });
     const off = jit(g).lower(...args).compile({ rematerialize: false });
     const tanhLoops = (c: typeof on) => loops(c.module.entry).filter((f) => bodyPrims(f).includes('tanh'));
     expect(tanhLoops(on)).toHaveLength(1);
@@ -102,7 +101,7 @@ describe('rematerialization of cheap values in loop fusion', () => {
     expect(on.costAnalysis().transcendentals).toBe(off.costAnalysis().transcendentals);
     for (const wasm of [true, false]) {
       setWasmKernels(wasm);
-      const a = jit(g).lower(...args).compile({ rematerialize: true, rematChains: false }).call(args);
+      const a = jit(g).lower(...args).compile({ rematerialize: true }).call(args);
       const b = jit(g).lower(...args).compile({ rematerialize: false }).call(args);
       a.forEach((r, k) => expect(bits(r)).toEqual(bits(b[k])));
     }
@@ -130,7 +129,7 @@ describe('rematerialization of cheap values in loop fusion', () => {
             return np.add(pool[pool.length - 1], np.multiply(pool[Math.floor(pool.length / 2)], pool[1]));
           };
           setWasmKernels(wasm);
-          const on = jit(f).lower(x, w).compile({ rematerialize: true, rematChains: false });
+          const on = jit(f).lower(x, w).compile({ rematerialize: true });
           const off = jit(f).lower(x, w).compile({ rematerialize: false });
           expect(on.costAnalysis().bytesAccessed).toBeLessThanOrEqual(off.costAnalysis().bytesAccessed);
           expect(on.costAnalysis().transcendentals).toBe(off.costAnalysis().transcendentals);
@@ -185,7 +184,7 @@ describe('rematerialization of cheap values in loop fusion', () => {
           return COMB[c3](COMB[c2](p, d), a);
         };
         setWasmKernels(wasm);
-        const on = jit(f).lower(x, w).compile({ rematerialize: true, rematChains: false });
+        const on = jit(f).lower(x, w).compile({ rematerialize: true });
         const off = jit(f).lower(x, w).compile({ rematerialize: false });
         if (on.costAnalysis().bytesAccessed < off.costAnalysis().bytesAccessed) rematerialized++;
         expect(on.costAnalysis().bytesAccessed).toBeLessThanOrEqual(off.costAnalysis().bytesAccessed);
@@ -201,7 +200,7 @@ describe('rematerialization of cheap values in loop fusion', () => {
     const labels = nn.oneHot(np.array([1, 3, 8, 0], 'int32'), 9);
     const f = (l: any, y: any) => np.negative(np.mean(np.sum(np.multiply(nn.logSoftmax(l), y), { axis: -1 })));
     const g = grad(f);
-    const on = jit(g).lower(logits, labels).compile({ rematerialize: true, rematChains: false });
+    const on = jit(g).lower(logits, labels).compile({ rematerialize: true });
     const off = jit(g).lower(logits, labels).compile({ rematerialize: false });
     expect(bits(on.call([logits, labels])[0])).toEqual(bits(off.call([logits, labels])[0]));
     expectAllclose(on.call([logits, labels])[0], g(logits, labels), { rtol: 1e-5, atol: 1e-6 });
