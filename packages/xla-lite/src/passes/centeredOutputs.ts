@@ -17,7 +17,7 @@
  * `TPUKIT_CENTERED_OUTPUTS=0` off.
  */
 import { type HloComputation, HloComputation as Comp, HloInstruction, type HloModule, numel } from '../hlo';
-import { exportViewOf, setExportView, snapshotOf } from './exportView';
+import { keepExportView } from './exportView';
 import { fusedComputationName } from './fusion';
 
 const READERS = new Set(['kLoop', 'kInput', 'kRow']);
@@ -45,7 +45,6 @@ function replaceBody(mod: HloModule | undefined, old: HloComputation, next: HloC
 /** Rewrites every row fusion of `c` as the module comment says; returns the number of centered outputs no longer written. */
 export function recomputeCenteredOutputs(c: HloComputation, mod?: HloModule): number {
   let done = 0;
-  let before: HloComputation | null = null;
   for (const f of [...c.instructions]) {
     if (kindOf(f) !== 'kRow' || !f.isTuple) continue;
     for (let k = f.called[0].outputs.length - 1; k >= 1; k--) {
@@ -64,7 +63,7 @@ export function recomputeCenteredOutputs(c: HloComputation, mod?: HloModule): nu
       const users = c.users();
       const readers = users.get(g)!;
       if (readers.length === 0 || readers.some((u) => u === null || !READERS.has(kindOf(u) as string))) continue;
-      before ??= exportViewOf(c) === c ? snapshotOf(c) : null;
+      if (done === 0) keepExportView(c);
       // The row fusion: output k dropped, m written (appended) unless it is an output already.
       const im0 = body.outputs.indexOf(m);
       const { copy: fb, map: fm } = rebuild(body, body.params.map((p) => p.shapes), (_c, ps, q) => ps[q]);
@@ -104,9 +103,6 @@ export function recomputeCenteredOutputs(c: HloComputation, mod?: HloModule): nu
       done++;
     }
   }
-  if (done) {
-    c.sort();
-    if (before !== null) setExportView(c, before);
-  }
+  if (done) c.sort();
   return done;
 }

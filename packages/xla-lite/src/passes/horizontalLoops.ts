@@ -32,7 +32,7 @@ import { hasEffect } from '../effects';
 import { HloComputation as Comp, HloInstruction, type HloComputation, type HloModule } from '../hlo';
 import { planFusion } from '../wasm/emitKernel';
 import { getParallelWork } from '../wasm/fusionPlan';
-import { setExportView, snapshotOf } from './exportView';
+import { keepExportView } from './exportView';
 import { fusedComputationName } from './fusion';
 import { dependsOn, spliceMerged } from './siblingFusion';
 
@@ -59,18 +59,16 @@ function memberKey(f: HloInstruction, users: Map<HloInstruction, (HloInstruction
 /** Merges horizontal loop fusions of `c` (see the module comment); returns the number of merges (each removes one fusion). */
 export function fuseHorizontalLoops(c: HloComputation, mod?: HloModule): number {
   let merged = 0;
-  let before: HloComputation | null = null;
   for (;;) {
     const pair = findPair(c);
     if (!pair) break;
-    before ??= snapshotOf(c);
+    // The exporters print the computation as it was (passes/exportView.ts): the merge is this
+    // executable's schedule, and the exported optimised module stays the one XLA was checked on.
+    if (merged === 0) keepExportView(c);
     // (At b's place; a's readers may come before it: the re-sort moves the merged fusion up to them.)
     spliceMerged(c, pair[0], pair[1], pair[2], mod, false, 'kLoop');
     merged++;
   }
-  // The exporters print the computation as it was (passes/exportView.ts): the merge is this
-  // executable's schedule, and the exported optimised module stays the one XLA was checked on.
-  if (before !== null) setExportView(c, before);
   return merged;
 }
 

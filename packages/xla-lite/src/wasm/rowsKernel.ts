@@ -96,6 +96,8 @@ export function rowsKernel(k: KernelScope): void {
   const sj = I();
   const r4 = I();
   set(tb, () => f.get(2).i32Const(plan.scratchRowBytes).op(OP.i32_mul));
+  /** Pushes column j's byte offset in this thread's scratch rows (tb + 4 j; `sj` holds it during a walk). */
+  const scratchAt = (): void => void f.get(tb).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add);
   const knownRow = (m: HloInstruction): E | undefined => (done.has(m) ? b.get(splat.get(m)!) : undefined);
   const rowReads: ElementReads = {
     param: (p) => {
@@ -242,7 +244,7 @@ export function rowsKernel(k: KernelScope): void {
         },
         () => {
           position();
-          set(sj, () => f.get(tb).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add));
+          set(sj, scratchAt);
         },
         deferred.length === 0
           ? undefined
@@ -255,7 +257,12 @@ export function rowsKernel(k: KernelScope): void {
               f.get(j).get(jT).op(OP.i32_ge_s).brIf(1);
               for (const red of deferred) {
                 const { base, scratch } = storedAt(red.operands[0])!;
-                const v = b.let(() => void (scratch ? f.get(tb).get(j).i32Const(2).op(OP.i32_shl).op(OP.i32_add) : f.get(rowBase).get(j).op(OP.i32_add).i32Const(2).op(OP.i32_shl)).simdMem(SIMD.v128_load, base, 16));
+                // (the output's element (rowBase + j) as `position` computes it, without its broadcast bases)
+                const v = b.let(() => {
+                  if (scratch) scratchAt();
+                  else f.get(rowBase).get(j).op(OP.i32_add).i32Const(2).op(OP.i32_shl);
+                  f.simdMem(SIMD.v128_load, base, 16);
+                });
                 accumulateInto(false, acc.get(red)!, v);
               }
               f.get(j).i32Const(4).op(OP.i32_add).set(j).br(0);
