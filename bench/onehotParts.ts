@@ -1,10 +1,13 @@
 /**
  * Where the one-hot primitives' time goes at the GPT's size (table [256,128], index [2048],
  * values [2048,128]): each primitive's kernel into caller storage as the executable calls it
- * (`implInto`, systolic backend, one thread), and reference costs (a 1 MiB copy, warm and cold).
- * CPU-time medians over interleaved rounds; cold: 8 MiB of other memory touched before each call.
+ * (`implInto`, systolic backend, one thread), over host arrays and (`arena`) with the table,
+ * values and results in the backend's arena memory as the executable hands them over with
+ * zero-copy dots, and reference costs (a 1 MiB copy, warm and cold). Wall-time medians over
+ * interleaved rounds; cold: 8 MiB of other memory touched before each call.
  */
 import { getBackend, withBackend } from '@tpukit/core';
+import { arenaHost } from '@tpukit/core/internal';
 import { oneHotGatherP, oneHotSegmentSumP } from '@tpukit/xla-lite/internal';
 import { loadavg } from 'node:os';
 
@@ -21,11 +24,27 @@ const host = (data: Float32Array, shape: number[]) => ({ data, shape, dtype: 'fl
 const flush = () => {
   for (let i = 0; i < junk.length; i += 16) junk[i] += 1;
 };
-const cases: Record<string, () => void> = {
+const cases: Record<string, () => void> = {};
+/** Views of `n` floats in the arena memory (a region reserved for the run) holding `x` (or zeros). */
+const inArena = (n: number, x?: Float32Array): Float32Array => {
+  const host = arenaHost()!;
+  const at = host.reserve(4 * n);
+  const v = new Float32Array(host.buffer(), at, n);
+  if (x) v.set(x);
+  return v;
+};
+const hostCases = {
   gather: () => oneHotGatherP.implInto!([host(table, [V, N]), host(idx, [M])] as never, p, { shape: [M, N], dtype: 'float32' } as never, gOut),
   segsum: () => oneHotSegmentSumP.implInto!([host(values, [M, N]), host(idx, [M])] as never, p, { shape: [V, N], dtype: 'float32' } as never, sOut),
   'copy 1 MiB': () => copyDst.set(values),
 };
+function arenaCases(): Record<string, () => void> {
+  const [t, v, g, o] = [inArena(V * N, table), inArena(M * N, values), inArena(M * N), inArena(V * N)];
+  return {
+    'gather arena': () => oneHotGatherP.implInto!([host(t, [V, N]), host(idx, [M])] as never, p, { shape: [M, N], dtype: 'float32' } as never, g),
+    'segsum arena': () => oneHotSegmentSumP.implInto!([host(v, [M, N]), host(idx, [M])] as never, p, { shape: [V, N], dtype: 'float32' } as never, o),
+  };
+}
 const us = (f: () => void, n: number, cold: boolean): number => {
   let t = 0;
   for (let i = 0; i < n; i++) {
@@ -37,6 +56,7 @@ const us = (f: () => void, n: number, cold: boolean): number => {
   return (t / n) * 1000;
 };
 withBackend('systolic', () => {
+  Object.assign(cases, hostCases, arenaCases());
   console.log(`backend ${getBackend().name}; load ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   const res: Record<string, number[]> = {};
   for (let r = 0; r < 9; r++)
