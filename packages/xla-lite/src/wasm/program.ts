@@ -43,11 +43,11 @@ import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorag
 import { type ArenaHost, arenaHost, doubleCounters, envSwitch, frozenShape, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
+import { isOneHotPrimitive, oneHotInArenaEnabled } from '../js/oneHotKernels';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planEpilogueColumnSum, planFusion, planRowColumnSum, planRowFusion } from './emitKernel';
 import { type FusionPlan, getParallelWork, type KernelAddresses, minPoolChunk, outputAddr, type ParamSource, poolChunk, type RowColumnSum, runsOnThreads } from './fusionPlan';
-import { isOneHotPrimitive, oneHotInArenaEnabled } from '../js/oneHotKernels';
 import { getKernelThreads, kernelThreadsAvailable, type PoolProgram, runParallel, trackProgram } from './pool';
 import { residentViews } from './residentViews';
 
