@@ -30,7 +30,7 @@ export { columnReduction, fuseSiblingReductions, MAX_SIBLING_OUTPUTS } from './p
 export { fuseRows } from './passes/rowFusion';
 export { DOT_GROUP_LIMIT, dotGroupJoinsOf, dotGroupsOf, exportOrderOf, groupDots, MAX_DOT_GROUP } from './passes/dotGroups';
 export { nominalFlopsOf, oneHotOf, rewriteOneHotDots } from './passes/oneHotDot';
-export { isOneHotPrimitive, oneHotGatherP, oneHotSegmentSumP, type OneHotParams } from './js/oneHotKernels';
+export { isOneHotPrimitive, oneHotGatherP, oneHotInArenaEnabled, oneHotSegmentSumP, type OneHotParams, setOneHotInArena } from './js/oneHotKernels';
 export { hasStableHlo, tensorType, toStableHlo } from './stablehlo';
 export { expandForExport, hasExpansion } from './passes/exportExpansion';
 export { hloType, moduleText } from './text';

@@ -22,10 +22,37 @@
  *
  * `nominalFlops` (a parameter of both) is the replaced dot's FLOP count: cost analysis reports
  * it as the instruction's FLOPs so MFU figures do not change (analysis.ts).
+ *
+ * In the executable's arena (`setOneHotInArena`): where the result storage lies in the backend's
+ * arena memory (the executable hands it a view of its arena, wasm/program.ts), the kernels run as
+ * WebAssembly over that memory (wasm/oneHotKernel.ts `arenaKernels`): operands lying there (the
+ * executable's views, a resident table) are read in place, the result written in place; the
+ * gather's table rounded with SIMD (precision default; 'high' / 'highest' in JavaScript) and its
+ * rows copied by the kernel; the segment sum by the SIMD kernel at precision default (others:
+ * the JavaScript loop, over the same views). The same bits as the paths over host arrays.
  */
 import { bf16, getBackend, getDefaultMatmulPrecision } from '@tpukit/core';
-import { definePrimitive, type HostArray, type ShapedArray } from '@tpukit/core/internal';
-import { segmentSumBf16, segmentSumKernelAvailable } from '../wasm/oneHotKernel';
+import { arenaHost, definePrimitive, envSwitch, type HostArray, type ShapedArray } from '@tpukit/core/internal';
+import { type ArenaKernels, arenaKernels, segmentSumBf16, segmentSumKernelAvailable } from '../wasm/oneHotKernel';
+
+let inArena = envSwitch('TPUKIT_ONEHOT_ARENA', true);
+
+/**
+ * Runs the one-hot primitives in the executable's arena (default; off when the environment
+ * variable `TPUKIT_ONEHOT_ARENA` is `0`), for executables built afterwards: with zero-copy dots
+ * (wasm/program.ts), a one-hot primitive reads the arena values it is given as views (the
+ * segment sum's values: no copy out of the arena) and writes a float32 result that only wasm
+ * kernels and other in-place readers read straight into its arena buffer (no copy in), as
+ * WebAssembly kernels over that memory (see the file comment). The same bits either way.
+ */
+export function setOneHotInArena(on: boolean): void {
+  if (typeof on !== 'boolean') throw new TypeError(`setOneHotInArena: on must be a boolean; got ${String(on)}`);
+  inArena = on;
+}
+
+export function oneHotInArenaEnabled(): boolean {
+  return inArena;
+}
 
 export type DotPrecision = string | readonly [string, string] | null;
 
@@ -242,6 +269,7 @@ function gatherInto([table, index]: HostArray[], p: OneHotParams, out: Float32Ar
   const N = table.shape[1];
   const M = index.shape[0];
   const mode = modeFor(table.dtype, p.precision);
+  if (V <= M && gatherInArena(table, index.data as ArrayLike<number>, V, N, M, out, mode)) return;
   const acc = p.dtype === 'float32' ? (out as Float32Array) : accScratch(M * N).subarray(0, M * N);
   const idx = index.data as ArrayLike<number>;
   // (Row copies by index, nothing allocated per row: block copies from row views cached per
@@ -270,8 +298,9 @@ function segmentSumInto([values, index]: HostArray[], p: OneHotParams, out: Floa
   const N = values.shape[1];
   const V = p.classes;
   const mode = modeFor(values.dtype, p.precision);
-  const src = valuesOf(values);
   const idx = index.data as ArrayLike<number>;
+  if (mode.terms === 1 && segmentSumInArena(values, idx, V, N, T, out, mode)) return;
+  const src = valuesOf(values);
   if (mode.terms === null) {
     // The reference dot: exact products, float64 accumulation, one rounding.
     const acc = f64Scratch(V * N).subarray(0, V * N);
@@ -311,6 +340,81 @@ function segmentSumInto([values, index]: HostArray[], p: OneHotParams, out: Floa
     for (let n = 0; n < N; n++) acc[a + n] += row.f[n];
   }
   store(acc, out, p.dtype, mode);
+}
+
+/** The arena kernels when `out` lies in the backend's arena memory (a view of the executable's arena) and rows are whole vectors, else null. */
+function arenaOf(out: Float32Array | Uint16Array, N: number): ArenaKernels | null {
+  if (!inArena || !(out instanceof Float32Array) || N % 4 !== 0 || N === 0) return null;
+  const host = arenaHost();
+  if (host === null || host.holds?.(out) !== true) return null;
+  return arenaKernels(host);
+}
+
+const align16 = (n: number): number => Math.ceil(n / 16) * 16;
+
+/** rows[m] (int32 at byte address `at` of the arena memory) = the row index m selects, or -1. */
+function writeRows(k: ArenaKernels, at: number, idx: ArrayLike<number>, V: number, M: number): void {
+  const rows = k.i32;
+  const o = at >> 2;
+  for (let m = 0; m < M; m++) rows[o + m] = rowOf(idx[m], V);
+}
+
+/** The byte address of `x`'s float32 values in the arena memory: where they lie when they lie there, else copied (bfloat16: decoded) to `at`. */
+function operandAt(k: ArenaKernels, x: HostArray, at: number): number {
+  const d = x.data;
+  if (d instanceof Float32Array) {
+    if (k.host.holds?.(d) === true) return d.byteOffset;
+    k.f32.set(d, at >> 2);
+    return at;
+  }
+  const b = d as Uint16Array;
+  const u = k.u32;
+  const o = at >> 2;
+  for (let i = 0; i < b.length; i++) u[o + i] = b[i] << 16;
+  return at;
+}
+
+/**
+ * The gather (V <= M: the whole table rounded once) in the arena (see the file comment); false
+ * when it does not apply (then the caller runs the path of host arrays). Scratch: the rows, a
+ * copy of the table where it does not lie in the arena memory, the rounded table.
+ */
+function gatherInArena(table: HostArray, idx: ArrayLike<number>, V: number, N: number, M: number, out: Float32Array | Uint16Array, mode: Mode): boolean {
+  const k = mode.terms === null ? null : arenaOf(out, N);
+  if (k === null) return false;
+  const rowBytes = align16(4 * M);
+  const tableBytes = 4 * V * N;
+  const at = k.scratch(rowBytes + 2 * tableBytes);
+  if (at < 0) return false;
+  writeRows(k, at, idx, V, M);
+  const src = operandAt(k, table, at + rowBytes);
+  const t = at + rowBytes + tableBytes;
+  if (mode.terms === 1) (mode.flush ? k.run.roundFlush : k.run.round)(src, t, V * N);
+  else roundTable(k.f32, src >> 2, t >> 2, V * N, mode.terms!, mode.flush);
+  k.run.gather(at, t, (out as Float32Array).byteOffset, M, N);
+  return true;
+}
+
+/** f[t + i] = f[s + i] rounded as a dot's operand of `terms` bf16 pieces, + 0 (precision 'high' / 'highest'). */
+function roundTable(f: Float32Array, s: number, t: number, n: number, terms: Terms, flush: boolean): void {
+  for (let i = 0; i < n; i++) f[t + i] = rounded(f[s + i], terms, flush) + 0;
+}
+
+/**
+ * The segment sum at one bf16 pass in the arena (see the file comment); false when it does not
+ * apply. Scratch: the rows, and a copy of the values where they do not lie in the arena memory.
+ */
+function segmentSumInArena(values: HostArray, idx: ArrayLike<number>, V: number, N: number, T: number, out: Float32Array | Uint16Array, mode: Mode): boolean {
+  const k = arenaOf(out, N);
+  if (k === null) return false;
+  const rowBytes = align16(4 * T);
+  const inPlace = values.data instanceof Float32Array && k.host.holds?.(values.data) === true;
+  const at = k.scratch(rowBytes + (inPlace ? 0 : 4 * T * N));
+  if (at < 0) return false;
+  writeRows(k, at, idx, V, T);
+  const src = operandAt(k, values, at + rowBytes);
+  (mode.flush ? k.run.segsumFlush : k.run.segsum)(at, src, (out as Float32Array).byteOffset, T, N, V);
+  return true;
 }
 
 const alloc = (o: ShapedArray): Float32Array | Uint16Array => (o.dtype === 'bfloat16' ? new Uint16Array(o.shape[0] * o.shape[1]) : new Float32Array(o.shape[0] * o.shape[1]));

@@ -43,6 +43,7 @@ import { type Array, Array as ArrayClass, fromStorage, getBackend, lax, toStorag
 import { type ArenaHost, arenaHost, doubleCounters, envSwitch, frozenShape, wasm } from '@tpukit/core/internal';
 import type { DonationPlan } from '../donation';
 import { type HloComputation, type HloInstruction, bytesOf, isScalarConstant, numel } from '../hlo';
+import { isOneHotPrimitive, oneHotInArenaEnabled } from '../js/oneHotKernels';
 import { assignBuffers } from '../passes/bufferAssignment';
 import { splitOutputFusion } from '../passes/outputFusion';
 import { CHUNK, emitKernel, planEpilogueColumnSum, planFusion, planRowColumnSum, planRowFusion } from './emitKernel';
@@ -518,16 +519,18 @@ export class WasmProgram implements PoolProgram {
     // storage-sharing reshapes whose own readers are such steps. With zero-copy dots these read
     // views of the arena, so their reads keep a value alive there too.
     const isDot = (u: HloInstruction): boolean => u.opcode !== 'fusion' && u.prim?.name === 'dot_general' && !u.isTuple;
-    const readsOnly = (u: HloInstruction): boolean => u.opcode === 'fusion' || isDot(u) || FUSED_ATTENTION.has(u.prim?.name ?? '');
+    // (and, in the arena, the one-hot primitives: js/oneHotKernels.ts `setOneHotInArena`)
+    const oneHot = (u: HloInstruction): boolean => oneHotInArenaEnabled() && isOneHotPrimitive(u.prim?.name) && !u.isTuple;
+    const readsOnly = (u: HloInstruction): boolean => u.opcode === 'fusion' || isDot(u) || FUSED_ATTENTION.has(u.prim?.name ?? '') || oneHot(u);
     const transient = (u: HloInstruction | null): boolean => u !== null && (readsOnly(u) || (isStorageAlias(u, c.outputs) && users.get(u)!.every(transient)));
     const counts = (u: HloInstruction | null): boolean => reads(u) || (host !== null && u !== null && (readsOnly(u) || isStorageAlias(u, c.outputs)));
     // With zero-copy dots, float32 dots and transposes (primitives the backend runs into caller
     // storage) that only transient steps read write their results into the arena too, where
-    // the dots reading them find them in place.
+    // the dots reading them find them in place (so do the one-hot primitives in the arena).
     const resident = new Set<HloInstruction>();
     if (host !== null)
       for (const i of c.instructions)
-        if ((isDot(i) || i.prim?.name === 'transpose') && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && users.get(i)!.every(transient)) resident.add(i);
+        if ((isDot(i) || i.prim?.name === 'transpose' || oneHot(i)) && !i.isTuple && i.shape.dtype === 'float32' && !i.shape.weakType && users.get(i)!.every(transient)) resident.add(i);
     const ba = assignBuffers(c, [], { materialises: (i) => ((plans.has(i) && !i.isTuple && !summed.has(i)) || epilogues.has(i) || staged.has(i) || resident.has(i)), counts, alignment: ALIGN });
     let top = ba.tempBytes;
     const region = new Map<HloInstruction, number>();
