@@ -110,6 +110,18 @@ const DOMAINS: Record<string, Float32Array[]> = {
 
 const SPECIALS = new Float32Array([NaN, Infinity, -Infinity, 0, -0, 1, -1, 1e-45, -1e-45, 1.1754943508222875e-38, 3.4028234663852886e38, -3.4028234663852886e38, 88.72283935546875, 88.7228469848633, -87.33654022216797, -103.97207641601562, -104, 89, 1e6, -1e6, 1e30, 524288, 524287.96875, 0.625, -0.625, 0.6249999]);
 
+/** Kernel `got` gives kernel `want`'s bits at every x (run in parts: the test module's memory holds 4 MiB); a mismatch names the first x. */
+function expectSameBits(got: string, want: string, xs: Float32Array): void {
+  const part = (name: string): Uint32Array => {
+    const out = new Uint32Array(xs.length);
+    for (let at = 0; at < xs.length; at += 1 << 19) out.set(new Uint32Array(run(name, xs.subarray(at, at + (1 << 19))).buffer), at);
+    return out;
+  };
+  const g = part(got);
+  const w = part(want);
+  for (let i = 0; i < xs.length; i++) if (g[i] !== w[i]) expect(`${g[i].toString(16)} at x = ${xs[i]}`).toBe(`${w[i].toString(16)} at x = ${xs[i]}`);
+}
+
 describe('wasm vector math: float32 ulp bounds against Math.*', () => {
   for (const name of Object.keys(FNS)) {
     it(`${name} within ${FNS[name].ulps} ulp`, () => {
@@ -148,31 +160,14 @@ describe("tanh's trimmed exp path (vmath.ts `vexpTanh`)", () => {
       }
     u.set(new Uint32Array(SPECIALS.buffer), k);
     const xs = new Float32Array(u.buffer);
-    // (in parts: the test module's memory holds 4 MiB)
-    const part = (name: string): Uint32Array => {
-      const out = new Uint32Array(xs.length);
-      for (let at = 0; at < xs.length; at += 1 << 19) out.set(new Uint32Array(run(name, xs.subarray(at, at + (1 << 19))).buffer), at);
-      return out;
-    };
-    const got = part('tanhLarge');
-    const want = part('tanhLargeGeneric');
-    for (let i = 0; i < xs.length; i++) if (got[i] !== want[i]) expect(`${got[i].toString(16)} at x = ${xs[i]}`).toBe(`${want[i].toString(16)} at x = ${xs[i]}`);
+    expectSameBits('tanhLarge', 'tanhLargeGeneric', xs);
     // (the comparison sees the exp path's whole range: arguments up to 2|x| = 89 and past it)
     expect(xs.some((x) => Math.abs(x) > 9.015 && Math.abs(x) < 44.5)).toBe(true);
   });
 });
 
 describe('exp of a non-positive argument (vmath.ts `vexpNonPositive`)', () => {
-  const compare = (xs: Float32Array): void => {
-    const part = (name: string): Uint32Array => {
-      const out = new Uint32Array(xs.length);
-      for (let at = 0; at < xs.length; at += 1 << 19) out.set(new Uint32Array(run(name, xs.subarray(at, at + (1 << 19))).buffer), at);
-      return out;
-    };
-    const got = part('expNonPositive');
-    const want = part('exp');
-    for (let i = 0; i < xs.length; i++) if (got[i] !== want[i]) expect(`${got[i].toString(16)} at x = ${xs[i]}`).toBe(`${want[i].toString(16)} at x = ${xs[i]}`);
-  };
+  const compare = (xs: Float32Array): void => expectSameBits('expNonPositive', 'exp', xs);
 
   it("gives vexp's bits for every negative float32 exponent (4096 mantissas each), -0, +0, -inf and NaN", () => {
     const u = new Uint32Array(256 * 4096 + 4);

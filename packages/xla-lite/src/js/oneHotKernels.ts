@@ -390,14 +390,14 @@ function gatherInArena(table: HostArray, idx: ArrayLike<number>, V: number, N: n
   const src = operandAt(k, table, at + rowBytes);
   const t = at + rowBytes + tableBytes;
   if (mode.terms === 1) (mode.flush ? k.run.roundFlush : k.run.round)(src, t, V * N);
-  else roundTable(k.f32, src >> 2, t >> 2, V * N, mode.terms!, mode.flush);
+  else {
+    // (precision 'high' / 'highest': the JavaScript rounding of the path over host arrays)
+    const tv = k.f32.subarray(t >> 2, (t >> 2) + V * N);
+    roundOperand(k.f32.subarray(src >> 2, (src >> 2) + V * N), tv, mode);
+    plusZero(tv);
+  }
   k.run.gather(at, t, (out as Float32Array).byteOffset, M, N);
   return true;
-}
-
-/** f[t + i] = f[s + i] rounded as a dot's operand of `terms` bf16 pieces, + 0 (precision 'high' / 'highest'). */
-function roundTable(f: Float32Array, s: number, t: number, n: number, terms: Terms, flush: boolean): void {
-  for (let i = 0; i < n; i++) f[t + i] = rounded(f[s + i], terms, flush) + 0;
 }
 
 /**

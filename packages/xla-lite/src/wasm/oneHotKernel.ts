@@ -256,16 +256,22 @@ export function segmentSumBf16(src: Float32Array, rows: Int32Array, dst: Float32
  */
 export class ArenaKernels {
   readonly run: Exports;
-  f32: Float32Array;
-  i32: Int32Array;
-  u32: Uint32Array;
+  f32!: Float32Array;
+  i32!: Int32Array;
+  u32!: Uint32Array;
   /** The scratch region (byte address, bytes; -1 / 0: none yet). */
   private at = -1;
   private bytes = 0;
 
   constructor(readonly host: ArenaHost, module: wasm.WasmModule) {
     this.run = new WA.Instance(module, { env: { mem: host.memory } }).exports as unknown as Exports;
-    const buf = host.buffer();
+    this.view();
+  }
+
+  /** Remakes the views where the memory grew (a new buffer). */
+  private view(): void {
+    const buf = this.host.buffer();
+    if (this.f32?.buffer === buf) return;
     this.f32 = new Float32Array(buf);
     this.i32 = new Int32Array(buf);
     this.u32 = new Uint32Array(buf);
@@ -281,12 +287,7 @@ export class ArenaKernels {
       this.at = at;
       this.bytes = want;
     }
-    const buf = this.host.buffer();
-    if (this.f32.buffer !== buf) {
-      this.f32 = new Float32Array(buf);
-      this.i32 = new Int32Array(buf);
-      this.u32 = new Uint32Array(buf);
-    }
+    this.view();
     return this.at;
   }
 
