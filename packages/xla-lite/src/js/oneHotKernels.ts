@@ -367,10 +367,7 @@ function operandAt(k: ArenaKernels, x: HostArray, at: number): number {
     k.f32.set(d, at >> 2);
     return at;
   }
-  const b = d as Uint16Array;
-  const u = k.u32;
-  const o = at >> 2;
-  for (let i = 0; i < b.length; i++) u[o + i] = b[i] << 16;
+  bf16.decode(d as Uint16Array, k.f32.subarray(at >> 2, (at >> 2) + d.length));
   return at;
 }
 

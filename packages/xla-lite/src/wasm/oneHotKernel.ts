@@ -258,7 +258,6 @@ export class ArenaKernels {
   readonly run: Exports;
   f32!: Float32Array;
   i32!: Int32Array;
-  u32!: Uint32Array;
   /** The scratch region (byte address, bytes; -1 / 0: none yet). */
   private at = -1;
   private bytes = 0;
@@ -274,7 +273,6 @@ export class ArenaKernels {
     if (this.f32?.buffer === buf) return;
     this.f32 = new Float32Array(buf);
     this.i32 = new Int32Array(buf);
-    this.u32 = new Uint32Array(buf);
   }
 
   /** The byte address of a scratch region of at least `bytes` (16-aligned; kept for later calls), or -1 when the memory cannot hold it. */
